@@ -1,0 +1,30 @@
+# coevo: set-up, the main job on embedded defaults, and the tests.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+
+.PHONY: setup demo test lint typecheck pytest bench
+
+setup:  ## create .venv with the CPU build of torch and coevo (editable) with dev tools
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@$(VENV)/bin/coevo --help >/dev/null && echo "coevo is installed: $(VENV)/bin/coevo"
+
+demo:  ## the main job on embedded defaults (shipped NB201 table, SQLite under ./runs/)
+	$(VENV)/bin/coevo search --problem nb201 --dataset cifar10 --device fpga --proposer tpe --budget 300
+
+test: lint typecheck pytest  ## everything CI checks
+
+lint:
+	$(VENV)/bin/ruff check .
+
+typecheck:
+	$(VENV)/bin/mypy
+
+pytest:
+	$(PY) -m pytest -q
+
+bench:  ## the issue-2 baseline table (takes ~10 min on 2 cores)
+	$(VENV)/bin/coevo bench --problem nb201 --dataset cifar10 --devices fpga,raspi4,pixel3,eyeriss --proposers random,nsga2,tpe --budget 300 --seeds 5 --jobs 2 --out bench-out

@@ -1,0 +1,211 @@
+"""The ``coevo`` command line: a table of commands, each a small function.
+
+User errors (:class:`search.errors.CoevoError`) print one line on stderr and exit 2, with
+no traceback. Ctrl-C exits 130 and says how to resume.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import optuna
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from search.errors import CoevoError
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+
+@dataclass(frozen=True)
+class Command:
+    """One CLI command: how to add its arguments and what to run."""
+
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+# ---------------------------------------------------------------- search
+
+
+def _add_problem_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--problem", default="nb201", help="problem name (default: nb201)")
+    p.add_argument("--dataset", default=None, help="NB201 dataset: cifar10, cifar100, imagenet16_120 (default: cifar10)")
+    p.add_argument("--storage", default=None, help="Optuna storage URL (default: sqlite:///runs/coevo.sqlite3)")
+
+
+def _add_search_args(p: argparse.ArgumentParser) -> None:
+    _add_problem_args(p)
+    p.add_argument("--device", default=None, help="NB201 latency device, e.g. fpga, raspi4, pixel3, eyeriss (default: fpga)")
+    p.add_argument("--proposer", default="tpe", help="random, nsga2 or tpe (default: tpe)")
+    p.add_argument("--budget", type=int, default=100, help="accuracy queries to spend (default: 100)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    p.add_argument("--study", default=None, help="study name; an existing study with the same options is resumed")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("HV ratio {task.fields[hv]}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    )
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from search.problems import make_problem
+    from search.runner import Progress as SearchProgress
+    from search.runner import run_search
+
+    problem = make_problem(args.problem, {"dataset": args.dataset, "device": args.device})
+    with _progress() as bar:
+        task = bar.add_task(f"search {args.proposer}", total=args.budget, hv="-")
+
+        def update(p: SearchProgress) -> None:
+            bar.update(task, completed=p.queries, hv=f"{p.hv_ratio:.4f}" if p.hv_ratio is not None else "-")
+
+        result = run_search(problem, args.proposer, budget=args.budget, seed=args.seed, storage=args.storage, study_name=args.study, on_progress=update)
+    if args.json:
+        print(result.to_json())
+        return 0
+    if result.stopped:
+        err.print(f"[yellow]{result.stopped}[/]")
+    summary = Table(title=f"study {result.study}", show_header=False)
+    for key in ("problem", "proposer", "seed", "evaluations", "trials", "hv_ratio", "igd", "front_recall", "wall_s", "storage"):
+        value = getattr(result, key)
+        summary.add_row(key, f"{value:.4f}" if isinstance(value, float) and key != "wall_s" else str(value))
+    out.print(summary)
+    label = problem.design_label
+    acc, lat = problem.front_objectives
+    front = Table(title=f"found front ({len(result.front)} non-dominated of {result.evaluations} evaluated)")
+    for col in (lat, acc, label):
+        front.add_column(col)
+    for row in result.front:
+        front.add_row(f"{row[lat]:.4g}", f"{row[acc]:.2f}", str(row[label]))
+    out.print(front)
+    return 0
+
+
+# ---------------------------------------------------------------- bench
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def _add_bench_args(p: argparse.ArgumentParser) -> None:
+    _add_problem_args(p)
+    p.add_argument("--devices", type=_csv, default=("fpga",), help="comma-separated devices (default: fpga)")
+    p.add_argument("--proposers", type=_csv, default=("random", "nsga2", "tpe"), help="comma-separated proposers")
+    p.add_argument("--budget", type=int, default=100, help="accuracy queries per run (default: 100)")
+    p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per device and proposer (default: 3)")
+    p.add_argument("--jobs", type=int, default=1, help="runs in parallel, as processes (default: 1)")
+    p.add_argument("--out", type=Path, default=Path("bench-out"), help="output folder (default: ./bench-out)")
+    p.add_argument("--json", action="store_true", help="print the per-run results as JSON lines")
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from search.bench import BenchSpec, run_bench
+
+    options = {"dataset": args.dataset} if args.dataset else {}
+    spec = BenchSpec(args.problem, options, args.devices, args.proposers, tuple(range(args.seeds)) if args.seeds > 0 else (), args.budget, args.storage, args.jobs)
+    spec.validate()
+    total = len(spec.devices) * len(spec.proposers) * len(spec.seeds)
+    with _progress() as bar:
+        task = bar.add_task("bench runs", total=total, hv="-")
+        report = run_bench(spec, args.out, on_result=lambda r: bar.update(task, advance=1, hv=f"{r.hv_ratio:.4f} ({r.proposer} {r.problem.get('device')} s{r.seed})"))
+    if args.json:
+        for r in report.results:
+            print(r.to_json())
+    else:
+        from rich.markdown import Markdown
+
+        out.print(Markdown(report.markdown))
+        out.print("wrote: " + ", ".join(str(p) for p in report.files))
+    return 0
+
+
+# ---------------------------------------------------------------- tools
+
+
+def _add_tools_args(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="tools_command", required=True, metavar="{list,describe,run}")
+    ls = sub.add_parser("list", help="list the registered tools")
+    ls.add_argument("--json", action="store_true")
+    d = sub.add_parser("describe", help="a tool's description and argument schema")
+    d.add_argument("name")
+    r = sub.add_parser("run", help="run a tool with JSON arguments")
+    r.add_argument("name")
+    r.add_argument("--args", default="{}", help="arguments as a JSON object")
+
+
+def cmd_tools(args: argparse.Namespace) -> int:
+    from tools import REGISTRY, llm_name
+    from tools.adapters import run_from_cli
+
+    if args.tools_command == "list":
+        if args.json:
+            print(json.dumps([{"name": t.name, "llm_name": llm_name(t.name), "description": t.description, "long_running": t.long_running} for t in REGISTRY]))
+            return 0
+        table = Table(title=f"{len(REGISTRY)} tools")
+        table.add_column("name")
+        table.add_column("description")
+        for t in REGISTRY:
+            table.add_row(t.name, t.description)
+        out.print(table)
+        return 0
+    tool = REGISTRY.get(args.name)
+    if args.tools_command == "describe":
+        print(json.dumps({"name": tool.name, "llm_name": llm_name(tool.name), "description": tool.description,
+                          "long_running": tool.long_running, "example": tool.example, "schema": tool.schema()}, indent=2))
+        return 0
+    print(json.dumps(run_from_cli(tool, args.args), indent=2))
+    return 0
+
+
+COMMANDS: dict[str, Command] = {
+    "search": Command("run or resume one search", _add_search_args, cmd_search),
+    "bench": Command("proposers x devices x seeds, with tables and plots", _add_bench_args, cmd_bench),
+    "tools": Command("list, describe and run registered tools", _add_tools_args, cmd_tools),
+}
+"""The table of commands: adding a command is adding an entry."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for every command in :data:`COMMANDS`."""
+    parser = argparse.ArgumentParser(prog="coevo", description="LLM-agent driven, hardware-aware design search.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{" + ",".join(COMMANDS) + "}")
+    for name, command in COMMANDS.items():
+        command.add_arguments(sub.add_parser(name, help=command.help, description=command.help))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``coevo`` console script."""
+    args = build_parser().parse_args(argv)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        return COMMANDS[args.command].run(args)
+    except CoevoError as exc:
+        err.print(f"[red]error:[/] {exc}", soft_wrap=True)
+        return 2
+    except KeyboardInterrupt:
+        err.print("interrupted; rerun the same command to resume from storage")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

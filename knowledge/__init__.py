@@ -1,0 +1,1 @@
+"""Knowledge base of design heuristics (evidence, versions, review reports)."""

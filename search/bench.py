@@ -1,0 +1,189 @@
+"""``coevo bench``: proposers x devices x seeds on one problem, with tables and plots.
+
+Every run is an ordinary study in one storage (default: ``OUT/bench.sqlite3``), so an
+interrupted bench resumes run by run. Outputs in ``OUT``:
+
+* ``runs.csv``: one row of metrics per run;
+* ``results.md``: mean ± std of HV ratio, IGD and front recall per device and proposer;
+* ``histories.json``: HV ratio after every evaluation, per run;
+* ``hv_<device>.png`` and ``front_<device>.png``: HV curves and found fronts (seed 0).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from search.errors import UserInputError
+from search.plots import plot_fronts, plot_hv_curves
+from search.problems import make_problem
+from search.proposers import get_proposer
+from search.runner import SearchResult, run_search
+
+CSV_FIELDS = ("device", "dataset", "proposer", "seed", "budget", "evaluations", "trials", "hv_ratio", "igd", "front_recall", "wall_s", "study")
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    """What to run.
+
+    Attributes:
+        problem: problem name (e.g. ``nb201``).
+        options: problem options shared by all runs (e.g. ``{"dataset": "cifar10"}``).
+        devices: one run group per device.
+        proposers: proposer names.
+        seeds: seeds to run for every (device, proposer).
+        budget: expensive evaluations per run.
+        storage: storage URL; None for ``OUT/bench.sqlite3``.
+        jobs: runs in parallel (processes).
+    """
+
+    problem: str
+    options: dict[str, Any]
+    devices: tuple[str, ...]
+    proposers: tuple[str, ...]
+    seeds: tuple[int, ...]
+    budget: int
+    storage: str | None = None
+    jobs: int = 1
+
+    def validate(self) -> None:
+        """Fail fast, before any run, on a bad name or number."""
+        if self.budget <= 0:
+            raise UserInputError(f"budget must be a positive number of evaluations, got {self.budget}")
+        if not self.seeds:
+            raise UserInputError("--seeds must be at least 1")
+        if self.jobs < 1:
+            raise UserInputError(f"--jobs must be at least 1, got {self.jobs}")
+        if not self.devices or not self.proposers:
+            raise UserInputError("give at least one device and one proposer")
+        for device in self.devices:
+            make_problem(self.problem, {**self.options, "device": device})
+        for name in self.proposers:
+            get_proposer(name)
+
+
+@dataclass
+class BenchReport:
+    """All run results plus the paths written."""
+
+    results: list[SearchResult]
+    files: list[Path] = field(default_factory=list)
+    markdown: str = ""
+
+
+def _one_run(problem: str, options: dict[str, Any], proposer: str, budget: int, seed: int, storage: str) -> SearchResult:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return run_search(make_problem(problem, options), proposer, budget=budget, seed=seed, storage=storage)
+
+
+def run_bench(spec: BenchSpec, out: Path, *, on_result: Callable[[SearchResult], None] | None = None) -> BenchReport:
+    """Run every (device, proposer, seed) of ``spec`` and write the outputs into ``out``."""
+    spec.validate()
+    out.mkdir(parents=True, exist_ok=True)
+    storage = spec.storage or f"sqlite:///{out / 'bench.sqlite3'}"
+    jobs = [
+        (spec.problem, {**spec.options, "device": d}, p, spec.budget, s, storage)
+        for d in spec.devices
+        for p in spec.proposers
+        for s in spec.seeds
+    ]
+    results: list[SearchResult] = []
+    if spec.jobs == 1:
+        for job in jobs:
+            results.append(_one_run(*job))
+            if on_result:
+                on_result(results[-1])
+    else:
+        with ProcessPoolExecutor(max_workers=spec.jobs) as pool:
+            futures = [pool.submit(_one_run, *job) for job in jobs]
+            for fut in as_completed(futures):
+                results.append(fut.result())
+                if on_result:
+                    on_result(results[-1])
+    order = {(job[1]["device"], job[2], job[4]): k for k, job in enumerate(jobs)}
+    results.sort(key=lambda r: order[(r.problem["device"], r.proposer, r.seed)])
+    report = BenchReport(results=results)
+    report.files.append(_write_csv(results, out / "runs.csv"))
+    (out / "histories.json").write_text(json.dumps([{"study": r.study, "hv_history": r.hv_history} for r in results]))
+    report.files.append(out / "histories.json")
+    report.markdown = markdown_table(results, spec)
+    (out / "results.md").write_text(report.markdown)
+    report.files.append(out / "results.md")
+    report.files.extend(_plots(spec, results, out))
+    return report
+
+
+def _write_csv(results: Sequence[SearchResult], path: Path) -> Path:
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        for r in results:
+            writer.writerow(
+                {"device": r.problem.get("device"), "dataset": r.problem.get("dataset"), "proposer": r.proposer, "seed": r.seed,
+                 "budget": r.budget, "evaluations": r.evaluations, "trials": r.trials, "hv_ratio": r.hv_ratio, "igd": r.igd,
+                 "front_recall": r.front_recall, "wall_s": r.wall_s, "study": r.study}
+            )
+    return path
+
+
+def _mean_std(values: Sequence[float]) -> str:
+    if not values:
+        return "n/a"
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.fmean(values):.4f} ± {sd:.4f}"
+
+
+def markdown_table(results: Sequence[SearchResult], spec: BenchSpec) -> str:
+    """Mean ± std (over seeds) per device and proposer."""
+    opts = ", ".join(f"{k}={v}" for k, v in spec.options.items())
+    lines = [
+        f"# coevo bench: {spec.problem} ({opts}), budget {spec.budget}, seeds {list(spec.seeds)}",
+        "",
+        "Query mode: the budget counts accuracy queries; the found set is every queried cell. "
+        "HV ratio and IGD as defined in DESIGN.md (useful region). Wall time is per run, with "
+        f"{spec.jobs} run(s) in parallel.",
+        "",
+        "| device | proposer | HV ratio | IGD | front recall | wall s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for device in spec.devices:
+        for proposer in spec.proposers:
+            rs = [r for r in results if r.problem.get("device") == device and r.proposer == proposer]
+            lines.append(
+                f"| {device} | {proposer} | {_mean_std([r.hv_ratio for r in rs if r.hv_ratio is not None])} | "
+                f"{_mean_std([r.igd for r in rs if r.igd is not None])} | "
+                f"{_mean_std([r.front_recall for r in rs if r.front_recall is not None])} | "
+                f"{statistics.fmean([r.wall_s for r in rs]):.1f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def _plots(spec: BenchSpec, results: Sequence[SearchResult], out: Path) -> list[Path]:
+    paths = []
+    for device in spec.devices:
+        problem = make_problem(spec.problem, {**spec.options, "device": device})
+        ref = problem.reference()
+        rs = [r for r in results if r.problem.get("device") == device]
+        title = f"{spec.problem} {' '.join(str(v) for v in spec.options.values())} {device}, budget {spec.budget}"
+        curves = {p: [r.hv_history for r in rs if r.proposer == p and r.hv_history] for p in spec.proposers}
+        paths.append(plot_hv_curves(curves, title, out / f"hv_{device}.png"))
+        if ref is None:
+            continue
+        acc_name, lat_name = problem.front_objectives
+        first = min(spec.seeds)
+        found = {
+            r.proposer: ([row[acc_name] for row in r.front], [row[lat_name] for row in r.front])
+            for r in rs
+            if r.seed == first
+        }
+        paths.append(plot_fronts(ref, found, f"{title} (seed {first}, found fronts)", out / f"front_{device}.png"))
+    return paths

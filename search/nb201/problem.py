@@ -1,0 +1,95 @@
+"""NB201 x HW-NAS-Bench as a coevo problem: maximise test accuracy, minimise latency."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import optuna
+
+from search.errors import UserInputError
+from search.metrics import FrontReference
+from search.nb201.space import EDGES, OPS, Cell, format_arch, parse_arch
+from search.nb201.table import DATASETS, USEFUL_FLOOR, NB201Table, load_table
+from search.problem import Objective, Problem
+
+PARAM_NAMES: tuple[str, ...] = tuple(f"edge_{src}_{dst}" for src, dst in EDGES)
+"""Optuna parameter names, one per edge (``edge_<source>_<target>``)."""
+
+
+class NB201Problem(Problem):
+    """NAS-Bench-201 cells on one dataset and one device.
+
+    Points are cells (tuples of 6 op codes); the point id is the NAS-Bench-201 index.
+    Accuracy is the expensive objective (it stands for training); latency is a free lookup.
+
+    Example:
+        >>> p = NB201Problem(dataset="cifar10", device="fpga")
+        >>> p.evaluate(p.from_arch("|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|"))["accuracy"] > 90
+        True
+    """
+
+    name = "nb201"
+    design_label = "arch"
+    objectives = (
+        Objective("accuracy", "maximize", "%", "expensive"),
+        Objective("latency_ms", "minimize", "ms", "cheap"),
+    )
+
+    def __init__(self, *, dataset: str = "cifar10", device: str = "fpga", table: NB201Table | None = None) -> None:
+        self.table = table or load_table()
+        self.dataset = dataset
+        self.device = device
+        self._acc = self.table.acc(dataset)
+        self._lat = self.table.lat(device)
+        self._reference: FrontReference | None = None
+
+    def spec(self) -> dict[str, Any]:
+        return {"problem": self.name, "dataset": self.dataset, "device": self.device}
+
+    def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
+        return {name: optuna.distributions.CategoricalDistribution(OPS) for name in PARAM_NAMES}
+
+    def from_params(self, params: Mapping[str, Any]) -> Cell:
+        try:
+            return tuple(OPS.index(params[name]) for name in PARAM_NAMES)
+        except (KeyError, ValueError) as exc:
+            raise UserInputError(f"NB201 params need {', '.join(PARAM_NAMES)} with ops from {', '.join(OPS)}; got {dict(params)!r}") from exc
+
+    def to_params(self, point: Any) -> dict[str, Any]:
+        return {name: OPS[c] for name, c in zip(PARAM_NAMES, point, strict=True)}
+
+    def from_arch(self, arch: str) -> Cell:
+        """Parse an arch string (raises ``UserInputError`` with the expected format)."""
+        return parse_arch(arch)
+
+    def index(self, point: Cell) -> int:
+        """NAS-Bench-201 index of a cell."""
+        return self.table.index_of(point)
+
+    def point_id(self, point: Any) -> str:
+        return str(self.table.index_of(point))
+
+    def describe(self, point: Any) -> str:
+        return format_arch(point)
+
+    def evaluate(self, point: Any) -> dict[str, float]:
+        i = self.table.index_of(point)
+        return {"accuracy": float(self._acc[i]), "latency_ms": float(self._lat[i])}
+
+    @property
+    def floor(self) -> float:
+        """Accuracy floor (%) of the useful region for this dataset."""
+        return USEFUL_FLOOR[self.dataset]
+
+    def reference(self) -> FrontReference:
+        if self._reference is None:
+            self._reference = FrontReference.from_space(self._acc, self._lat, self.floor)
+        return self._reference
+
+    @classmethod
+    def from_options(cls, dataset: str = "cifar10", device: str = "fpga") -> NB201Problem:
+        """Build from CLI/tool options; unknown dataset or device names list the valid ones."""
+        if dataset not in DATASETS:
+            raise UserInputError(f"unknown dataset {dataset!r}; valid datasets: {', '.join(DATASETS)}")
+        return cls(dataset=dataset, device=device)

@@ -1,0 +1,69 @@
+"""PNG plots for benchmarks and reports (matplotlib, headless Agg backend)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from search.metrics import FrontReference  # noqa: E402
+
+
+def plot_hv_curves(curves: Mapping[str, Sequence[Sequence[float]]], title: str, path: Path) -> Path:
+    """HV ratio vs evaluations: one line per label (mean over runs) with a min-max band."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for label, runs in curves.items():
+        if not runs:
+            continue
+        n = min(len(r) for r in runs)
+        data = np.array([r[:n] for r in runs])
+        x = np.arange(1, n + 1)
+        ax.plot(x, data.mean(axis=0), label=f"{label} (n={len(runs)})")
+        ax.fill_between(x, data.min(axis=0), data.max(axis=0), alpha=0.15)
+    ax.set_xlabel("evaluations (accuracy queries)")
+    ax.set_ylabel("HV ratio (useful region)")
+    ax.set_ylim(bottom=max(0.0, ax.get_ylim()[0]))
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_fronts(
+    ref: FrontReference,
+    found: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    title: str,
+    path: Path,
+    *,
+    all_points: tuple[np.ndarray, np.ndarray] | None = None,
+) -> Path:
+    """Found fronts (accuracy vs latency) over the true front, useful region only."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    if all_points is not None:
+        acc, lat = all_points
+        keep = acc >= ref.floor
+        ax.scatter(lat[keep], acc[keep], s=2, c="0.85", label="all cells", rasterized=True)
+    order = np.argsort(ref.front_lat)
+    ax.step(ref.front_lat[order], ref.front_acc[order], where="post", c="k", lw=1.2, label="true front")
+    markers = "os^Dvx+*"
+    for k, (label, (acc_f, lat_f)) in enumerate(found.items()):
+        a, lt = np.asarray(acc_f), np.asarray(lat_f)
+        keep = a >= ref.floor
+        ax.scatter(lt[keep], a[keep], s=14, marker=markers[k % len(markers)], label=label, alpha=0.8)
+    ax.set_xlabel("latency (ms)")
+    ax.set_ylabel("test accuracy (%)")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,121 @@
+"""The Problem contract: a design space plus named objectives, shared by every search.
+
+A problem maps design points to and from Optuna parameters (so any Optuna sampler, and the
+co-evolution engine through ``enqueue_trial``, can drive it), gives each point a stable id,
+and evaluates objectives. Problems whose whole space is known also give the exact front.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import optuna
+
+from search.metrics import FrontReference
+
+Point = Hashable
+"""A design point; each problem documents its concrete type."""
+
+
+@dataclass(frozen=True)
+class Objective:
+    """A named objective.
+
+    Attributes:
+        name: identifier used in studies and reports, e.g. ``accuracy``.
+        direction: ``maximize`` or ``minimize``.
+        unit: unit of the value, e.g. ``%`` or ``ms``.
+        cost: ``expensive`` objectives count against the search budget (they stand for
+            training or a long simulation); ``cheap`` ones are free lookups/predictions.
+    """
+
+    name: str
+    direction: Literal["maximize", "minimize"]
+    unit: str
+    cost: Literal["cheap", "expensive"]
+
+
+class Problem(ABC):
+    """A design space with objectives.
+
+    Contract for implementations:
+
+    * :meth:`spec` identifies the problem; a study created for one spec is never resumed
+      for another.
+    * :meth:`suggest` must only use ``trial.suggest_*`` with the parameter names and
+      choices of :meth:`distributions`, so enqueued proposals and samplers agree.
+    * :meth:`evaluate` is deterministic for a point; callers cache by :meth:`point_id`.
+    * The first objective of :attr:`front_objectives` is maximised, the second minimised;
+      :meth:`reference` returns their exact true front when the whole space is known.
+    """
+
+    name: str
+    objectives: tuple[Objective, ...]
+    design_label: str = "design"
+    """Key under which :meth:`describe` output appears in reports and JSON."""
+
+    @abstractmethod
+    def spec(self) -> dict[str, Any]:
+        """JSON-serialisable identity of the problem (name and options)."""
+
+    @abstractmethod
+    def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
+        """Optuna distributions of the parameters that encode a point."""
+
+    @abstractmethod
+    def from_params(self, params: Mapping[str, Any]) -> Point:
+        """Decode Optuna parameters into a point (raises ``UserInputError`` if invalid)."""
+
+    @abstractmethod
+    def to_params(self, point: Point) -> dict[str, Any]:
+        """Encode a point as Optuna parameters (inverse of :meth:`from_params`)."""
+
+    @abstractmethod
+    def point_id(self, point: Point) -> str:
+        """Stable id of a point (the same across runs and machines)."""
+
+    @abstractmethod
+    def describe(self, point: Point) -> str:
+        """Human-readable form of a point (e.g. an NB201 arch string)."""
+
+    @abstractmethod
+    def evaluate(self, point: Point) -> dict[str, float]:
+        """Values of every objective at ``point``, keyed by objective name."""
+
+    @property
+    def front_objectives(self) -> tuple[str, str]:
+        """(maximised, minimised) objective names used by the Pareto metrics."""
+        return (self.objectives[0].name, self.objectives[1].name)
+
+    def reference(self) -> FrontReference | None:
+        """The exact front of the whole space, or None where it is unknown."""
+        return None
+
+    def suggest(self, trial: optuna.Trial) -> Point:
+        """Sample a point through ``trial`` (used by Optuna samplers)."""
+        params = {name: _suggest(trial, name, dist) for name, dist in self.distributions().items()}
+        return self.from_params(params)
+
+    @property
+    def directions(self) -> list[str]:
+        """Optuna study directions, in objective order."""
+        return [o.direction for o in self.objectives]
+
+    @property
+    def expensive(self) -> tuple[str, ...]:
+        """Names of the objectives that count against the budget."""
+        return tuple(o.name for o in self.objectives if o.cost == "expensive")
+
+
+def _suggest(trial: optuna.Trial, name: str, dist: optuna.distributions.BaseDistribution) -> Any:
+    """Call the public ``suggest_*`` matching ``dist``."""
+    if isinstance(dist, optuna.distributions.CategoricalDistribution):
+        return trial.suggest_categorical(name, dist.choices)
+    if isinstance(dist, optuna.distributions.IntDistribution):
+        return trial.suggest_int(name, dist.low, dist.high, step=dist.step, log=dist.log)
+    if isinstance(dist, optuna.distributions.FloatDistribution):
+        return trial.suggest_float(name, dist.low, dist.high, step=dist.step, log=dist.log)
+    raise TypeError(f"unsupported distribution for {name!r}: {dist!r}")

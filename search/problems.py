@@ -1,0 +1,34 @@
+"""The table of problems a search can run, by name."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from search.errors import UserInputError, unknown_name
+from search.nb201.problem import NB201Problem
+from search.problem import Problem
+
+PROBLEMS: dict[str, Callable[..., Problem]] = {
+    "nb201": NB201Problem.from_options,
+}
+"""Problem name -> factory taking the problem's options as keyword arguments."""
+
+
+def make_problem(name: str, options: Mapping[str, Any] | None = None) -> Problem:
+    """Build a problem from its name and options (``None`` options are dropped).
+
+    Raises:
+        UserInputError: unknown problem name, or an option the problem does not take.
+    """
+    try:
+        factory = PROBLEMS[name]
+    except KeyError:
+        raise unknown_name("problem", name, PROBLEMS) from None
+    given = {k: v for k, v in (options or {}).items() if v is not None}
+    accepted = set(inspect.signature(factory).parameters)
+    extra = sorted(set(given) - accepted)
+    if extra:
+        raise UserInputError(f"problem {name!r} does not take option(s) {', '.join(extra)}; it takes: {', '.join(sorted(accepted))}")
+    return factory(**given)

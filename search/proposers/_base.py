@@ -1,0 +1,95 @@
+"""The Proposer contract: who chooses the next design points of a search.
+
+The proposer proposes, the study records: a proposer never forks an Optuna sampler to
+inject candidates. It either returns explicit :class:`Proposal` objects, which the runner
+validates and enqueues with ``study.enqueue_trial`` (rationale and cited heuristic ids go in
+``user_attrs``), or returns none and lets its Optuna sampler pick through ``study.ask``.
+
+Call order, once per round, in one process:
+
+1. :meth:`Proposer.propose` with the current :class:`RoundContext` (must not mutate it);
+2. the runner validates, evaluates and tells each proposal (or sampler trial);
+3. :meth:`Proposer.observe` with the round's :class:`Evaluation` records and the
+   proposals that were rejected, with the reason.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+
+from search.problem import Point, Problem
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A candidate design point with the reasoning behind it.
+
+    Attributes:
+        point: the design point (the problem's point type).
+        rationale: why it was proposed (stored in the trial's user_attrs).
+        heuristics: ids of the knowledge-base heuristics the proposal cites.
+        attrs: extra JSON-serialisable attributes stored on the trial.
+    """
+
+    point: Point
+    rationale: str = ""
+    heuristics: tuple[str, ...] = ()
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One evaluated point as the study recorded it."""
+
+    trial_number: int
+    point: Point
+    point_id: str
+    values: dict[str, float]
+    query: bool
+    """True when this evaluation paid for the expensive objectives (counts against budget)."""
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RoundContext:
+    """What a proposer may look at when proposing (read-only).
+
+    Attributes:
+        problem: the problem being searched.
+        study: the Optuna study (for its trials; do not tell or enqueue from a proposer).
+        round: round number, from 0, restored from storage on resume.
+        evaluations: every evaluation so far, in order.
+        seen: point ids already evaluated.
+        remaining: expensive evaluations left in the budget.
+        seed: the run's seed.
+    """
+
+    problem: Problem
+    study: optuna.Study
+    round: int
+    evaluations: tuple[Evaluation, ...]
+    seen: frozenset[str]
+    remaining: int
+    seed: int
+
+
+class Proposer(ABC):
+    """Base class of every proposer (Optuna baselines, the co-evolution engine, ...)."""
+
+    name: str = ""
+    """Registry name, e.g. ``tpe``."""
+
+    @abstractmethod
+    def sampler(self, problem: Problem, seed: int) -> optuna.samplers.BaseSampler:
+        """The Optuna sampler for trials the proposer leaves to the study (and for resume)."""
+
+    def propose(self, ctx: RoundContext) -> list[Proposal]:
+        """Explicit proposals for this round; the default (none) lets the sampler pick one."""
+        return []
+
+    def observe(self, ctx: RoundContext, results: list[Evaluation], rejected: list[tuple[Proposal, str]]) -> None:  # noqa: B027
+        """Learn from a finished round (default: nothing; samplers learn from the study)."""

@@ -1,0 +1,279 @@
+"""The study runner: one proposer, one problem, a budget, on Optuna storage.
+
+Query mode (DESIGN.md): the budget counts evaluations of the problem's expensive objectives
+(for NB201, accuracy queries). A point proposed again is answered from the study's own
+records and costs nothing. The found set is every evaluated point.
+
+Resuming: rerunning with the same study name continues where the stored trials end.
+Trials left RUNNING by a killed process are marked FAIL (they recorded no values) and
+their points may be proposed again; enqueued proposals not yet evaluated are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import optuna
+
+from search.errors import UserInputError
+from search.metrics import FrontMetrics, pareto_mask
+from search.problem import Problem
+from search.proposers import Evaluation, Proposal, Proposer, RoundContext, get_proposer
+from search.storage import open_storage, resolve_storage_url
+
+ATTR_SPEC = "coevo.problem"
+ATTR_PROPOSER = "coevo.proposer"
+ATTR_SEED = "coevo.seed"
+ATTR_BUDGET = "coevo.budget"
+
+MAX_TRIALS_PER_QUERY = 20
+"""Stop after this many trials per budgeted query: a sampler stuck re-proposing seen points."""
+
+
+@dataclass
+class Progress:
+    """What a progress display needs after each evaluation."""
+
+    queries: int
+    budget: int
+    trials: int
+    hv_ratio: float | None
+
+
+@dataclass
+class SearchResult:
+    """Summary of a search (also the ``--json`` output of ``coevo search``).
+
+    ``wall_s`` is this invocation's time; ``evaluations`` counts budgeted queries and
+    ``trials`` every told trial (duplicates included).
+    """
+
+    study: str
+    storage: str
+    problem: dict[str, Any]
+    proposer: str
+    seed: int
+    budget: int
+    evaluations: int
+    accuracy_queries: int
+    trials: int
+    wall_s: float
+    hv_ratio: float | None
+    igd: float | None
+    front_recall: float | None
+    front: list[dict[str, Any]]
+    hv_history: list[float] = field(default_factory=list)
+    stopped: str | None = None
+
+    def to_json(self, *, history: bool = False) -> str:
+        """One JSON object; the per-evaluation HV history only when asked."""
+        data = asdict(self)
+        if not history:
+            data.pop("hv_history")
+        return json.dumps(data)
+
+
+def default_study_name(problem: Problem, proposer: str, seed: int) -> str:
+    """``<problem>-<option values>-<proposer>-s<seed>``, e.g. ``nb201-cifar10-fpga-tpe-s0``."""
+    parts = [str(v) for k, v in problem.spec().items() if k != "problem"]
+    return "-".join([problem.name, *parts, proposer, f"s{seed}"])
+
+
+def _evaluations_from_study(problem: Problem, study: optuna.Study) -> list[Evaluation]:
+    out = []
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        point = problem.from_params(t.params)
+        values = {o.name: v for o, v in zip(problem.objectives, t.values, strict=True)}
+        out.append(Evaluation(t.number, point, problem.point_id(point), values, bool(t.user_attrs.get("query", True)), dict(t.user_attrs)))
+    return out
+
+
+def _open_study(problem: Problem, proposer: Proposer, *, storage: str | None, study_name: str, seed: int, budget: int) -> optuna.Study:
+    backend = open_storage(storage)
+    spec = problem.spec()
+    try:
+        study = optuna.load_study(study_name=study_name, storage=backend, sampler=proposer.sampler(problem, seed))
+    except KeyError:
+        study = optuna.create_study(
+            study_name=study_name, storage=backend, directions=problem.directions, sampler=proposer.sampler(problem, seed)
+        )
+        study.set_user_attr(ATTR_SPEC, spec)
+        study.set_user_attr(ATTR_PROPOSER, proposer.name)
+        study.set_user_attr(ATTR_SEED, seed)
+    else:
+        stored = study.user_attrs.get(ATTR_SPEC)
+        if stored is None and not study.get_trials(deepcopy=False):
+            # created by a run killed before it tagged the study: adopt it
+            study.set_user_attr(ATTR_SPEC, spec)
+            study.set_user_attr(ATTR_PROPOSER, proposer.name)
+            study.set_user_attr(ATTR_SEED, seed)
+            stored = spec
+        if stored != spec or study.user_attrs.get(ATTR_PROPOSER) != proposer.name:
+            raise UserInputError(
+                f"study {study_name!r} already exists for problem {stored} with proposer "
+                f"{study.user_attrs.get(ATTR_PROPOSER)!r}; pass another --study name or the same options"
+            )
+    study.set_user_attr(ATTR_BUDGET, budget)
+    return study
+
+
+def _fail_stale_trials(study: optuna.Study) -> int:
+    stale = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+    for t in stale:
+        study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+    return len(stale)
+
+
+def run_search(
+    problem: Problem,
+    proposer: str | Proposer,
+    *,
+    budget: int,
+    seed: int = 0,
+    storage: str | None = None,
+    study_name: str | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> SearchResult:
+    """Run (or resume) a query-mode search until ``budget`` expensive evaluations.
+
+    Args:
+        problem: the problem to search.
+        proposer: a registered proposer name or an instance.
+        budget: expensive evaluations to pay for (> 0); a resumed study counts what it has.
+        seed: seed of the proposer's randomness.
+        storage: Optuna storage URL; None for the default SQLite file under ./runs/.
+        study_name: defaults to :func:`default_study_name`.
+        on_progress: called after every told trial.
+
+    Raises:
+        UserInputError: budget <= 0, or the study exists for another problem/proposer.
+        StorageError: the storage cannot be opened.
+    """
+    if budget <= 0:
+        raise UserInputError(f"budget must be a positive number of evaluations, got {budget}")
+    proposer = get_proposer(proposer)
+    name = study_name or default_study_name(problem, proposer.name, seed)
+    study = _open_study(problem, proposer, storage=storage, study_name=name, seed=seed, budget=budget)
+    _fail_stale_trials(study)
+    ref = problem.reference()
+    acc_name, lat_name = problem.front_objectives
+    evaluations = _evaluations_from_study(problem, study)
+    seen = {e.point_id: e for e in evaluations}
+    queries = sum(e.query for e in evaluations)
+    round_no = int(study.user_attrs.get("coevo.round", 0))
+    started = time.perf_counter()
+    stopped: str | None = None
+    found_a = [e.values[acc_name] for e in evaluations if e.query]
+    found_l = [e.values[lat_name] for e in evaluations if e.query]
+    history = ref.hv_history(found_a, found_l) if ref else []
+    max_trials = MAX_TRIALS_PER_QUERY * budget + 100
+    # Counts are tracked here: asking the storage for all trials each step is O(n^2).
+    n_trials = len(study.get_trials(deepcopy=False))
+    n_waiting = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
+
+    while queries < budget:
+        if n_trials >= max_trials:
+            stopped = f"stopped after {n_trials} trials: the proposer keeps re-proposing evaluated points"
+            break
+        ctx = RoundContext(problem, study, round_no, tuple(evaluations), frozenset(seen), budget - queries, seed)
+        rejected: list[tuple[Proposal, str]] = []
+        if n_waiting == 0:
+            batch_ids: set[str] = set()
+            for prop in proposer.propose(ctx):
+                pid = problem.point_id(prop.point)
+                if pid in seen or pid in batch_ids:
+                    rejected.append((prop, "already evaluated" if pid in seen else "duplicate in this round"))
+                    continue
+                batch_ids.add(pid)
+                attrs = {"rationale": prop.rationale, "heuristics": list(prop.heuristics), "round": round_no, **prop.attrs}
+                study.enqueue_trial(problem.to_params(prop.point), user_attrs=attrs)
+                n_waiting += 1
+                n_trials += 1
+        results: list[Evaluation] = []
+        for _ in range(max(1, n_waiting)):
+            if queries >= budget:
+                break
+            trial = study.ask()
+            if n_waiting:
+                n_waiting -= 1
+            else:
+                n_trials += 1
+            point = problem.suggest(trial)
+            pid = problem.point_id(point)
+            if pid in seen:
+                values, query = seen[pid].values, False
+            else:
+                values, query = problem.evaluate(point), True
+            trial.set_user_attr("point_id", pid)
+            trial.set_user_attr("design", problem.describe(point))
+            trial.set_user_attr("query", query)
+            study.tell(trial, [values[o.name] for o in problem.objectives])
+            ev = Evaluation(trial.number, point, pid, values, query, dict(trial.user_attrs))
+            evaluations.append(ev)
+            results.append(ev)
+            if query:
+                seen[pid] = ev
+                queries += 1
+                found_a.append(values[acc_name])
+                found_l.append(values[lat_name])
+                if ref:
+                    history.append(ref.hv_ratio(found_a, found_l))
+            if on_progress:
+                on_progress(Progress(queries, budget, n_trials, history[-1] if history else None))
+        proposer.observe(ctx, results, rejected)
+        round_no += 1
+        study.set_user_attr("coevo.round", round_no)
+
+    return summarize(problem, study, proposer=proposer.name, seed=seed, budget=budget, storage=storage,
+                     wall_s=time.perf_counter() - started, history=history, stopped=stopped)
+
+
+def summarize(
+    problem: Problem,
+    study: optuna.Study,
+    *,
+    proposer: str,
+    seed: int,
+    budget: int,
+    storage: str | None,
+    wall_s: float,
+    history: list[float] | None = None,
+    stopped: str | None = None,
+) -> SearchResult:
+    """Score a study's found set (every budgeted evaluation) against the problem's true front."""
+    evaluations = [e for e in _evaluations_from_study(problem, study) if e.query]
+    acc_name, lat_name = problem.front_objectives
+    acc = np.array([e.values[acc_name] for e in evaluations])
+    lat = np.array([e.values[lat_name] for e in evaluations])
+    ids = [e.point_id for e in evaluations]
+    ref = problem.reference()
+    metrics = FrontMetrics.score(ref, ids, acc, lat) if ref else None
+    mask = pareto_mask(acc, lat)
+    front = sorted(
+        ({problem.design_label: problem.describe(evaluations[i].point), "point_id": ids[i], acc_name: float(acc[i]), lat_name: float(lat[i])} for i in np.flatnonzero(mask)),
+        key=lambda row: row[lat_name],
+    )
+    queries = len(evaluations)
+    return SearchResult(
+        study=study.study_name,
+        storage=resolve_storage_url(storage),
+        problem=problem.spec(),
+        proposer=proposer,
+        seed=seed,
+        budget=budget,
+        evaluations=queries,
+        accuracy_queries=queries,
+        trials=len(study.trials),
+        wall_s=round(wall_s, 3),
+        hv_ratio=metrics.hv_ratio if metrics else None,
+        igd=metrics.igd if metrics else None,
+        front_recall=metrics.front_recall if metrics else None,
+        front=front,
+        hv_history=history or [],
+        stopped=stopped,
+    )

@@ -1,0 +1,1 @@
+"""Simulators (pipeline-parallel training, NoC, systolic array), pure Python/numpy."""

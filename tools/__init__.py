@@ -1,0 +1,33 @@
+"""THE registry of typed tools, shared by chat, the CLI and search.
+
+Adding a tool: write a :class:`Tool` subclass in a module here and add one line to
+:data:`REGISTRY`'s list; the conformance suite (tests/tools/test_conformance.py) picks it up.
+"""
+
+from __future__ import annotations
+
+from tools._base import Tool, ToolArgs, ToolArgumentError, ToolExecutionError, ToolResult, call_tool
+from tools._registry import Registry, llm_name
+from tools.nb201 import NB201ParetoFront, NB201Query
+from tools.search_run import SearchRun
+
+REGISTRY = Registry(
+    [
+        NB201Query(),
+        NB201ParetoFront(),
+        SearchRun(),
+    ]
+)
+"""Every tool coevo offers."""
+
+__all__ = [
+    "REGISTRY",
+    "Registry",
+    "Tool",
+    "ToolArgs",
+    "ToolArgumentError",
+    "ToolExecutionError",
+    "ToolResult",
+    "call_tool",
+    "llm_name",
+]

@@ -1,0 +1,130 @@
+"""The Tool contract shared by chat, CLI and search.
+
+A tool is a name, a description, a pydantic ``Args`` model and ``run(args) -> ToolResult``.
+Callers never call ``run`` directly: :func:`call_tool` validates raw arguments first, so a
+bad argument (:class:`ToolArgumentError`) and a failing tool (:class:`ToolExecutionError`)
+are different errors, each with a message that says what to change.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from search.errors import CoevoError, UserInputError
+
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$")
+"""Tool names: dotted lowercase words, e.g. ``nb201.query``."""
+
+
+class ToolArgumentError(UserInputError):
+    """The arguments do not fit the tool's schema or domain; the message says how to fix them."""
+
+
+class ToolExecutionError(CoevoError):
+    """The tool failed while running valid arguments."""
+
+
+class ToolArgs(BaseModel):
+    """Base of every tool's ``Args`` model: unknown fields are an error, not ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ToolResult(BaseModel):
+    """What a tool returns.
+
+    Attributes:
+        ok: True when the tool produced its value.
+        value: the result; numeric fields carry their unit in the name (``latency_ms``).
+        messages: notes for the caller (warnings, provenance, best-effort markers).
+    """
+
+    ok: bool = True
+    value: dict[str, Any] = Field(default_factory=dict)
+    messages: list[str] = Field(default_factory=list)
+
+
+class Tool(ABC):
+    """Base class of every tool.
+
+    Subclasses set ``name``, ``description``, ``Args`` (a :class:`ToolArgs` subclass) and
+    ``example`` (arguments that run quickly; the conformance suite runs them), and
+    implement :meth:`run`. ``long_running`` marks tools that take more than a few seconds,
+    so chat asks before calling them. Expensive set-up belongs in ``run`` (or a cache it
+    fills), never in ``__init__``: the registry builds every tool at start-up.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Args: ClassVar[type[ToolArgs]]
+    example: ClassVar[dict[str, Any]]
+    long_running: ClassVar[bool] = False
+
+    @abstractmethod
+    def run(self, args: Any) -> ToolResult:
+        """Run with validated arguments (an instance of ``Args``)."""
+
+    def schema(self) -> dict[str, Any]:
+        """JSON schema of the arguments."""
+        return self.Args.model_json_schema()
+
+
+def check_tool(tool: Tool) -> None:
+    """Raise ``TypeError`` unless ``tool`` satisfies the contract (used at registration)."""
+    where = type(tool).__name__
+    name = getattr(tool, "name", None)
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        raise TypeError(f"{where}.name must match {NAME_PATTERN.pattern}, got {name!r}")
+    if not getattr(tool, "description", "").strip():
+        raise TypeError(f"tool {name}: description is empty")
+    args = getattr(tool, "Args", None)
+    if not (isinstance(args, type) and issubclass(args, ToolArgs)):
+        raise TypeError(f"tool {name}: Args must be a ToolArgs subclass")
+    if not isinstance(getattr(tool, "example", None), dict):
+        raise TypeError(f"tool {name}: example must be a dict of arguments")
+    json.dumps(args.model_json_schema())
+
+
+def _describe_validation(tool: Tool, exc: ValidationError) -> str:
+    problems = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+        problems.append(f"{loc}: {err['msg']}")
+    fields = ", ".join(f"{k}{'' if v.is_required() else '?'}" for k, v in tool.Args.model_fields.items())
+    return f"bad arguments for {tool.name}: {'; '.join(problems)}. It takes: {fields}. Example: {json.dumps(tool.example)}"
+
+
+def call_tool(tool: Tool, raw: Mapping[str, Any] | str | None) -> ToolResult:
+    """Validate raw arguments (a mapping or a JSON object string) and run the tool.
+
+    Raises:
+        ToolArgumentError: the arguments are malformed or out of the tool's domain.
+        ToolExecutionError: the tool failed on valid arguments.
+    """
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ToolArgumentError(f"arguments for {tool.name} are not valid JSON ({exc.msg} at char {exc.pos}); example: {json.dumps(tool.example)}") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise ToolArgumentError(f"arguments for {tool.name} must be a JSON object, got {type(raw).__name__}; example: {json.dumps(tool.example)}")
+    try:
+        args = tool.Args.model_validate(dict(raw))
+    except ValidationError as exc:
+        raise ToolArgumentError(_describe_validation(tool, exc)) from None
+    try:
+        return tool.run(args)
+    except UserInputError as exc:
+        raise ToolArgumentError(f"{tool.name}: {exc}") from exc
+    except CoevoError as exc:
+        raise ToolExecutionError(f"{tool.name} failed: {exc}") from exc
+    except Exception as exc:  # a tool bug must reach the caller as a failure, not a crash
+        raise ToolExecutionError(f"{tool.name} failed: {type(exc).__name__}: {exc}") from exc

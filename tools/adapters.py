@@ -1,0 +1,55 @@
+"""Adapters from a registry tool to its three callers: LangChain, the CLI, and search."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from langchain_core.tools import StructuredTool
+
+from tools._base import Tool, ToolArgumentError, ToolExecutionError, call_tool
+from tools._registry import llm_name
+
+
+def to_langchain(tool: Tool) -> StructuredTool:
+    """A LangChain ``StructuredTool`` with an LLM-safe name and the tool's argument schema.
+
+    Errors come back as the tool message (an observation the model can act on), not as
+    exceptions: ``error: <what to fix>``.
+    """
+
+    def _run(**kwargs: Any) -> str:
+        try:
+            return call_tool(tool, kwargs).model_dump_json()
+        except (ToolArgumentError, ToolExecutionError) as exc:
+            return f"error: {exc}"
+
+    return StructuredTool.from_function(func=_run, name=llm_name(tool.name), description=tool.description, args_schema=tool.Args)
+
+
+def run_from_cli(tool: Tool, args_json: str | None) -> dict[str, Any]:
+    """Run a tool from a JSON object string (``coevo tools run NAME --args JSON``)."""
+    return call_tool(tool, args_json or "{}").model_dump()
+
+
+def tool_objective(
+    tool: Tool, fields: Mapping[str, str], *, fixed: Mapping[str, Any] | None = None
+) -> Callable[[Mapping[str, Any]], dict[str, float]]:
+    """Turn a tool into an objective evaluator for a search problem.
+
+    Args:
+        tool: the tool to call.
+        fields: objective name -> field of the tool's ``value`` holding it.
+        fixed: arguments added to every call (e.g. dataset and device).
+
+    Returns:
+        A function from the point's tool arguments to ``{objective: value}``.
+    """
+
+    def evaluate(point_args: Mapping[str, Any]) -> dict[str, float]:
+        result = call_tool(tool, {**(fixed or {}), **point_args})
+        if not result.ok:
+            raise ToolExecutionError(f"{tool.name} returned no value: {'; '.join(result.messages)}")
+        return {objective: float(result.value[field]) for objective, field in fields.items()}
+
+    return evaluate
