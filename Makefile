@@ -19,6 +19,7 @@ test: lint typecheck pytest  ## everything CI checks
 
 lint:
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 typecheck:
 	$(VENV)/bin/mypy

@@ -77,7 +77,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         def update(p: SearchProgress) -> None:
             bar.update(task, completed=p.queries, hv=f"{p.hv_ratio:.4f}" if p.hv_ratio is not None else "-")
 
-        result = run_search(problem, args.proposer, budget=args.budget, seed=args.seed, storage=args.storage, study_name=args.study, on_progress=update)
+        result = run_search(
+            problem, args.proposer, budget=args.budget, seed=args.seed, storage=args.storage, study_name=args.study, on_progress=update
+        )
     if args.json:
         print(result.to_json())
         return 0
@@ -121,12 +123,25 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from search.bench import BenchSpec, run_bench
 
     options = {"dataset": args.dataset} if args.dataset else {}
-    spec = BenchSpec(args.problem, options, args.devices, args.proposers, tuple(range(args.seeds)) if args.seeds > 0 else (), args.budget, args.storage, args.jobs)
+    spec = BenchSpec(
+        args.problem,
+        options,
+        args.devices,
+        args.proposers,
+        tuple(range(args.seeds)) if args.seeds > 0 else (),
+        args.budget,
+        args.storage,
+        args.jobs,
+    )
     spec.validate()
     total = len(spec.devices) * len(spec.proposers) * len(spec.seeds)
     with _progress() as bar:
         task = bar.add_task("bench runs", total=total, hv="-")
-        report = run_bench(spec, args.out, on_result=lambda r: bar.update(task, advance=1, hv=f"{r.hv_ratio:.4f} ({r.proposer} {r.problem.get('device')} s{r.seed})"))
+        report = run_bench(
+            spec,
+            args.out,
+            on_result=lambda r: bar.update(task, advance=1, hv=f"{r.hv_ratio:.4f} ({r.proposer} {r.problem.get('device')} s{r.seed})"),
+        )
     if args.json:
         for r in report.results:
             print(r.to_json())
@@ -158,7 +173,14 @@ def cmd_tools(args: argparse.Namespace) -> int:
 
     if args.tools_command == "list":
         if args.json:
-            print(json.dumps([{"name": t.name, "llm_name": llm_name(t.name), "description": t.description, "long_running": t.long_running} for t in REGISTRY]))
+            print(
+                json.dumps(
+                    [
+                        {"name": t.name, "llm_name": llm_name(t.name), "description": t.description, "long_running": t.long_running}
+                        for t in REGISTRY
+                    ]
+                )
+            )
             return 0
         table = Table(title=f"{len(REGISTRY)} tools")
         table.add_column("name")
@@ -169,8 +191,19 @@ def cmd_tools(args: argparse.Namespace) -> int:
         return 0
     tool = REGISTRY.get(args.name)
     if args.tools_command == "describe":
-        print(json.dumps({"name": tool.name, "llm_name": llm_name(tool.name), "description": tool.description,
-                          "long_running": tool.long_running, "example": tool.example, "schema": tool.schema()}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "name": tool.name,
+                    "llm_name": llm_name(tool.name),
+                    "description": tool.description,
+                    "long_running": tool.long_running,
+                    "example": tool.example,
+                    "schema": tool.schema(),
+                },
+                indent=2,
+            )
+        )
         return 0
     print(json.dumps(run_from_cli(tool, args.args), indent=2))
     return 0

@@ -27,8 +27,22 @@ from search.plots import plot_fronts, plot_hv_curves
 from search.problems import make_problem
 from search.proposers import get_proposer
 from search.runner import SearchResult, run_search
+from search.storage import open_storage
 
-CSV_FIELDS = ("device", "dataset", "proposer", "seed", "budget", "evaluations", "trials", "hv_ratio", "igd", "front_recall", "wall_s", "study")
+CSV_FIELDS = (
+    "device",
+    "dataset",
+    "proposer",
+    "seed",
+    "budget",
+    "evaluations",
+    "trials",
+    "hv_ratio",
+    "igd",
+    "front_recall",
+    "wall_s",
+    "study",
+)
 
 
 @dataclass(frozen=True)
@@ -90,6 +104,7 @@ def run_bench(spec: BenchSpec, out: Path, *, on_result: Callable[[SearchResult],
     spec.validate()
     out.mkdir(parents=True, exist_ok=True)
     storage = spec.storage or f"sqlite:///{out / 'bench.sqlite3'}"
+    open_storage(storage)  # create the schema once, before parallel runs race to do it
     jobs = [
         (spec.problem, {**spec.options, "device": d}, p, spec.budget, s, storage)
         for d in spec.devices
@@ -128,9 +143,20 @@ def _write_csv(results: Sequence[SearchResult], path: Path) -> Path:
         writer.writeheader()
         for r in results:
             writer.writerow(
-                {"device": r.problem.get("device"), "dataset": r.problem.get("dataset"), "proposer": r.proposer, "seed": r.seed,
-                 "budget": r.budget, "evaluations": r.evaluations, "trials": r.trials, "hv_ratio": r.hv_ratio, "igd": r.igd,
-                 "front_recall": r.front_recall, "wall_s": r.wall_s, "study": r.study}
+                {
+                    "device": r.problem.get("device"),
+                    "dataset": r.problem.get("dataset"),
+                    "proposer": r.proposer,
+                    "seed": r.seed,
+                    "budget": r.budget,
+                    "evaluations": r.evaluations,
+                    "trials": r.trials,
+                    "hv_ratio": r.hv_ratio,
+                    "igd": r.igd,
+                    "front_recall": r.front_recall,
+                    "wall_s": r.wall_s,
+                    "study": r.study,
+                }
             )
     return path
 
@@ -180,10 +206,6 @@ def _plots(spec: BenchSpec, results: Sequence[SearchResult], out: Path) -> list[
             continue
         acc_name, lat_name = problem.front_objectives
         first = min(spec.seeds)
-        found = {
-            r.proposer: ([row[acc_name] for row in r.front], [row[lat_name] for row in r.front])
-            for r in rs
-            if r.seed == first
-        }
+        found = {r.proposer: ([row[acc_name] for row in r.front], [row[lat_name] for row in r.front]) for r in rs if r.seed == first}
         paths.append(plot_fronts(ref, found, f"{title} (seed {first}, found fronts)", out / f"front_{device}.png"))
     return paths

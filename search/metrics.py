@@ -104,6 +104,11 @@ class FrontReference:
         mask = pareto_mask(acc, lat) & (acc >= floor)
         lat_ref = float(lat.max())
         rows = np.flatnonzero(mask)
+        hv = hypervolume(acc[rows], lat[rows], floor, lat_ref)
+        if hv <= 0:
+            raise ValueError(
+                f"no point of the space is above the accuracy floor {floor} at a latency below {lat_ref}: HV ratios are undefined"
+            )
         return cls(
             floor=floor,
             lat_ref=lat_ref,
@@ -113,17 +118,17 @@ class FrontReference:
             lat_max=lat_ref,
             front_acc=acc[rows],
             front_lat=lat[rows],
-            ids=frozenset(str(r) if ids is None else ids[r] for r in rows),
-            hv=hypervolume(acc[rows], lat[rows], floor, lat_ref),
+            ids=frozenset(str(r) if ids is None else ids[int(r)] for r in rows),
+            hv=hv,
         )
 
-    def hv_ratio(self, accuracy: Sequence[float], latency: Sequence[float]) -> float:
+    def hv_ratio(self, accuracy: Sequence[float] | np.ndarray, latency: Sequence[float] | np.ndarray) -> float:
         """HV of a found set (useful region) over the true front's HV."""
         acc = np.asarray(accuracy, dtype=float)
         lat = np.asarray(latency, dtype=float)
         return hypervolume(acc, lat, self.floor, self.lat_ref) / self.hv
 
-    def igd(self, accuracy: Sequence[float], latency: Sequence[float]) -> float:
+    def igd(self, accuracy: Sequence[float] | np.ndarray, latency: Sequence[float] | np.ndarray) -> float:
         """Mean normalised distance from each useful true-front point to the nearest found point.
 
         Returns ``inf`` for an empty found set.
@@ -168,6 +173,8 @@ class FrontMetrics:
     front_recall: float
 
     @classmethod
-    def score(cls, ref: FrontReference, ids: Sequence[str], accuracy: Sequence[float], latency: Sequence[float]) -> FrontMetrics:
+    def score(
+        cls, ref: FrontReference, ids: Sequence[str], accuracy: Sequence[float] | np.ndarray, latency: Sequence[float] | np.ndarray
+    ) -> FrontMetrics:
         """Score a found set given its point ids and true objective values."""
         return cls(hv_ratio=ref.hv_ratio(accuracy, latency), igd=ref.igd(accuracy, latency), front_recall=ref.recall(ids))

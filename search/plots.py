@@ -8,10 +8,10 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-from search.metrics import FrontReference  # noqa: E402
+from search.metrics import FrontReference
 
 
 def plot_hv_curves(curves: Mapping[str, Sequence[Sequence[float]]], title: str, path: Path) -> Path:

@@ -100,7 +100,7 @@ class Problem(ABC):
         return self.from_params(params)
 
     @property
-    def directions(self) -> list[str]:
+    def directions(self) -> list[Literal["maximize", "minimize"]]:
         """Optuna study directions, in objective order."""
         return [o.direction for o in self.objectives]
 

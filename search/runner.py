@@ -100,7 +100,7 @@ def _open_study(problem: Problem, proposer: Proposer, *, storage: str | None, st
         study = optuna.load_study(study_name=study_name, storage=backend, sampler=proposer.sampler(problem, seed))
     except KeyError:
         study = optuna.create_study(
-            study_name=study_name, storage=backend, directions=problem.directions, sampler=proposer.sampler(problem, seed)
+            study_name=study_name, storage=backend, directions=list(problem.directions), sampler=proposer.sampler(problem, seed)
         )
         study.set_user_attr(ATTR_SPEC, spec)
         study.set_user_attr(ATTR_PROPOSER, proposer.name)
@@ -229,8 +229,17 @@ def run_search(
         round_no += 1
         study.set_user_attr("coevo.round", round_no)
 
-    return summarize(problem, study, proposer=proposer.name, seed=seed, budget=budget, storage=storage,
-                     wall_s=time.perf_counter() - started, history=history, stopped=stopped)
+    return summarize(
+        problem,
+        study,
+        proposer=proposer.name,
+        seed=seed,
+        budget=budget,
+        storage=storage,
+        wall_s=time.perf_counter() - started,
+        history=history,
+        stopped=stopped,
+    )
 
 
 def summarize(
@@ -254,10 +263,11 @@ def summarize(
     ref = problem.reference()
     metrics = FrontMetrics.score(ref, ids, acc, lat) if ref else None
     mask = pareto_mask(acc, lat)
-    front = sorted(
-        ({problem.design_label: problem.describe(evaluations[i].point), "point_id": ids[i], acc_name: float(acc[i]), lat_name: float(lat[i])} for i in np.flatnonzero(mask)),
-        key=lambda row: row[lat_name],
-    )
+    front: list[dict[str, Any]] = [
+        {problem.design_label: problem.describe(evaluations[i].point), "point_id": ids[i], acc_name: float(acc[i]), lat_name: float(lat[i])}
+        for i in np.flatnonzero(mask)
+    ]
+    front.sort(key=lambda row: (row[lat_name], row["point_id"]))
     queries = len(evaluations)
     return SearchResult(
         study=study.study_name,

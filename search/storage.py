@@ -53,7 +53,13 @@ def open_storage(url: str | None) -> optuna.storages.BaseStorage:
             raise StorageError(f"cannot open storage {url!r}: folder {str(path.parent)!r} does not exist; create it or pick another path")
     engine_kwargs = {"connect_args": {"timeout": 30}} if path is not None else {"pool_pre_ping": True}
     try:
-        storage = optuna.storages.RDBStorage(resolved, engine_kwargs=engine_kwargs)
+        try:
+            storage = optuna.storages.RDBStorage(resolved, engine_kwargs=engine_kwargs)
+        except sqlalchemy.exc.OperationalError as exc:
+            if "already exists" not in str(exc):
+                raise
+            # another process created the schema between our check and our CREATE: retry once
+            storage = optuna.storages.RDBStorage(resolved, engine_kwargs=engine_kwargs)
         if path is not None:
             _tune_sqlite(storage.engine)
         return storage

@@ -91,7 +91,8 @@ def check_tool(tool: Tool) -> None:
     json.dumps(args.model_json_schema())
 
 
-def _describe_validation(tool: Tool, exc: ValidationError) -> str:
+def describe_validation(tool: Tool, exc: ValidationError) -> str:
+    """One-line explanation of a validation error: what is wrong, the fields, an example."""
     problems = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or "(arguments)"
@@ -111,15 +112,19 @@ def call_tool(tool: Tool, raw: Mapping[str, Any] | str | None) -> ToolResult:
         try:
             raw = json.loads(raw) if raw.strip() else {}
         except json.JSONDecodeError as exc:
-            raise ToolArgumentError(f"arguments for {tool.name} are not valid JSON ({exc.msg} at char {exc.pos}); example: {json.dumps(tool.example)}") from None
+            raise ToolArgumentError(
+                f"arguments for {tool.name} are not valid JSON ({exc.msg} at char {exc.pos}); example: {json.dumps(tool.example)}"
+            ) from None
     if raw is None:
         raw = {}
     if not isinstance(raw, Mapping):
-        raise ToolArgumentError(f"arguments for {tool.name} must be a JSON object, got {type(raw).__name__}; example: {json.dumps(tool.example)}")
+        raise ToolArgumentError(
+            f"arguments for {tool.name} must be a JSON object, got {type(raw).__name__}; example: {json.dumps(tool.example)}"
+        )
     try:
         args = tool.Args.model_validate(dict(raw))
     except ValidationError as exc:
-        raise ToolArgumentError(_describe_validation(tool, exc)) from None
+        raise ToolArgumentError(describe_validation(tool, exc)) from None
     try:
         return tool.run(args)
     except UserInputError as exc:

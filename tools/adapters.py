@@ -6,8 +6,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from langchain_core.tools import StructuredTool
+from pydantic import ValidationError
 
-from tools._base import Tool, ToolArgumentError, ToolExecutionError, call_tool
+from tools._base import Tool, ToolArgumentError, ToolExecutionError, call_tool, describe_validation
 from tools._registry import llm_name
 
 
@@ -24,7 +25,12 @@ def to_langchain(tool: Tool) -> StructuredTool:
         except (ToolArgumentError, ToolExecutionError) as exc:
             return f"error: {exc}"
 
-    return StructuredTool.from_function(func=_run, name=llm_name(tool.name), description=tool.description, args_schema=tool.Args)
+    def _invalid(exc: ValidationError) -> str:
+        return f"error: {describe_validation(tool, exc)}"
+
+    return StructuredTool.from_function(
+        func=_run, name=llm_name(tool.name), description=tool.description, args_schema=tool.Args, handle_validation_error=_invalid
+    )
 
 
 def run_from_cli(tool: Tool, args_json: str | None) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -15,7 +15,10 @@ _DEVICE_HELP = "device (latency column), e.g. fpga, raspi4, pixel3, eyeriss, tit
 
 
 class QueryArgs(ToolArgs):
-    arch: str = Field(description="NB201 arch string, e.g. |nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|")
+    arch: str = Field(
+        description="NB201 arch string: ops on edges into nodes 1, 2, 3, e.g. "
+        "|nor_conv_3x3~0|+|nor_conv_1x1~0|skip_connect~1|+|skip_connect~0|nor_conv_3x3~1|avg_pool_3x3~2|"
+    )
     dataset: str = Field("cifar10", description=_DATASET_HELP)
     device: str = Field("fpga", description=_DEVICE_HELP)
 
@@ -24,9 +27,16 @@ class NB201Query(Tool):
     """Accuracy and latency of one NB201 cell from the shipped table."""
 
     name = "nb201.query"
-    description = "Look up one NAS-Bench-201 cell: test accuracy (%) on a dataset, latency (ms) on a device, op counts, and whether it is on the exact Pareto front."
+    description = (
+        "Look up one NAS-Bench-201 cell: test accuracy (%) on a dataset, latency (ms) on a device, "
+        "op counts, and whether it is on the exact Pareto front."
+    )
     Args = QueryArgs
-    example = {"arch": "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|", "dataset": "cifar10", "device": "fpga"}
+    example: ClassVar[dict[str, Any]] = {
+        "arch": "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|",
+        "dataset": "cifar10",
+        "device": "fpga",
+    }
 
     def run(self, args: QueryArgs) -> ToolResult:
         problem = NB201Problem.from_options(dataset=args.dataset, device=args.device)
@@ -56,9 +66,12 @@ class NB201ParetoFront(Tool):
     """The exact accuracy/latency Pareto front over all 15,625 cells (useful region)."""
 
     name = "nb201.pareto_front"
-    description = "Exact Pareto front (max accuracy %, min latency ms) of all 15,625 NB201 cells for a dataset and device, restricted to the useful region (accuracy >= the dataset's floor)."
+    description = (
+        "Exact Pareto front (max accuracy %, min latency ms) of all 15,625 NB201 cells for a dataset and device, "
+        "restricted to the useful region (accuracy >= the dataset's floor)."
+    )
     Args = FrontArgs
-    example = {"dataset": "cifar10", "device": "raspi4", "limit": 5}
+    example: ClassVar[dict[str, Any]] = {"dataset": "cifar10", "device": "raspi4", "limit": 5}
 
     def run(self, args: FrontArgs) -> ToolResult:
         problem = NB201Problem.from_options(dataset=args.dataset, device=args.device)
@@ -67,7 +80,9 @@ class NB201ParetoFront(Tool):
         for pid in ref.ids:
             cell = problem.table.cell(int(pid))
             values = problem.evaluate(cell)
-            rows.append({"index": int(pid), "arch": problem.describe(cell), "accuracy_pct": values["accuracy"], "latency_ms": values["latency_ms"]})
+            rows.append(
+                {"index": int(pid), "arch": problem.describe(cell), "accuracy_pct": values["accuracy"], "latency_ms": values["latency_ms"]}
+            )
         rows.sort(key=lambda r: (r["latency_ms"], r["index"]))
         value = {
             "dataset": args.dataset,

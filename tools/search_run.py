@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 from pydantic import Field
 
 from search.problems import make_problem
@@ -24,9 +26,19 @@ class SearchRun(Tool):
     """Run (or resume) a search to its budget and return HV ratio, IGD, recall and the front."""
 
     name = "search.run"
-    description = "Run or resume a headless design search (query mode) on a problem with a proposer and a budget; returns HV ratio, IGD, front recall, evaluations, wall time and the found front."
+    description = (
+        "Run or resume a headless design search (query mode) on a problem with a proposer and a budget; "
+        "returns HV ratio, IGD, front recall, evaluations, wall time and the found front."
+    )
     Args = SearchArgs
-    example = {"problem": "nb201", "dataset": "cifar10", "device": "fpga", "proposer": "random", "budget": 5, "storage": "sqlite:///:memory:"}
+    example: ClassVar[dict[str, Any]] = {
+        "problem": "nb201",
+        "dataset": "cifar10",
+        "device": "fpga",
+        "proposer": "random",
+        "budget": 5,
+        "storage": "sqlite:///:memory:",
+    }
     long_running = True
 
     def run(self, args: SearchArgs) -> ToolResult:

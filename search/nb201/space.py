@@ -32,8 +32,7 @@ _EXAMPLE = "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor
 
 def _bad(arch: str, why: str) -> UserInputError:
     return UserInputError(
-        f"malformed NB201 arch string {arch!r}: {why}. Expected 3 groups joined by '+', "
-        f"e.g. {_EXAMPLE} with ops from {', '.join(OPS)}"
+        f"malformed NB201 arch string {arch!r}: {why}. Expected 3 groups joined by '+', e.g. {_EXAMPLE} with ops from {', '.join(OPS)}"
     )
 
 
@@ -112,7 +111,7 @@ def mutations(cell: Sequence[int]) -> list[Cell]:
     for e in range(N_EDGES):
         for op in range(N_OPS):
             if op != cell[e]:
-                out.append(tuple(cell[:e]) + (op,) + tuple(cell[e + 1 :]))
+                out.append((*cell[:e], op, *cell[e + 1 :]))
     return out
 
 

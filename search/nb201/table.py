@@ -68,7 +68,6 @@ class NB201Table:
         return tuple(int(c) for c in self.ops[index])
 
 
-
 @functools.cache
 def load_table() -> NB201Table:
     """Load the shipped table (cached for the life of the process)."""

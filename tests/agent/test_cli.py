@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.cli import main
+
+ARCH = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_search_json(capsys: pytest.CaptureFixture[str], storage: str) -> None:
+    assert (
+        main(
+            ["search", "--dataset", "cifar100", "--device", "pixel3", "--proposer", "tpe", "--budget", "15", "--storage", storage, "--json"]
+        )
+        == 0
+    )
+    data = json.loads(capsys.readouterr().out)
+    for key in ("hv_ratio", "igd", "front_recall", "evaluations", "accuracy_queries", "wall_s", "front"):
+        assert key in data
+    assert data["evaluations"] == data["accuracy_queries"] == 15
+    assert all(set(row) >= {"arch", "accuracy", "latency_ms"} for row in data["front"])
+
+
+def test_search_table(capsys: pytest.CaptureFixture[str], storage: str) -> None:
+    assert main(["search", "--budget", "5", "--proposer", "random", "--storage", storage]) == 0
+    text = capsys.readouterr().out
+    assert "hv_ratio" in text and "found front" in text
+
+
+def test_tools_list_describe_run(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tools", "list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert {t["name"] for t in listed} >= {"nb201.query", "nb201.pareto_front", "search.run"}
+    assert main(["tools", "describe", "nb201.query"]) == 0
+    assert json.loads(capsys.readouterr().out)["llm_name"] == "nb201_query"
+    assert main(["tools", "run", "nb201.query", "--args", json.dumps({"arch": ARCH, "dataset": "cifar10", "device": "fpga"})]) == 0
+    value = json.loads(capsys.readouterr().out)["value"]
+    assert value["accuracy_pct"] == pytest.approx(94.3633) and value["latency_ms"] == pytest.approx(7.42096)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["search", "--budget", "0"], "budget must be a positive"),
+        (["search", "--device", "tpu"], "valid devices"),
+        (["search", "--dataset", "mnist"], "valid datasets"),
+        (["search", "--proposer", "bogus"], "valid proposers"),
+        (["search", "--problem", "bogus"], "valid problems"),
+        (["search", "--storage", "sqlite:///missing/dir/x.db"], "does not exist"),
+        (["tools", "run", "nb201.query", "--args", "{oops"], "not valid JSON"),
+        (["tools", "run", "nb201.query", "--args", '{"arch": "|x~0|"}'], "malformed NB201 arch"),
+        (["tools", "run", "no.such"], "valid tools"),
+        (["bench", "--devices", "fpga,tpu", "--budget", "3", "--seeds", "1"], "unknown device"),
+    ],
+)
+def test_user_errors_are_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err
+    assert "Traceback" not in captured.err
+    assert not Path("runs").exists() and not Path("bench-out").exists()
+
+
+def test_console_script_prints_no_traceback(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "agent.cli", "search", "--device", "nope"], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: unknown device 'nope'") and "Traceback" not in proc.stderr
+
+
+def test_bench_command(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = tmp_path / "b"
+    assert main(["bench", "--devices", "fpga", "--proposers", "random,nsga2", "--budget", "8", "--seeds", "2", "--out", str(out)]) == 0
+    assert (out / "runs.csv").exists() and (out / "results.md").exists() and (out / "hv_fpga.png").exists()
+    assert "nsga2" in capsys.readouterr().out

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from search.bench import BenchSpec, run_bench
+from search.errors import UserInputError
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_bench_writes_table_csv_and_plots(tmp_path: Path, jobs: int) -> None:
+    spec = BenchSpec("nb201", {"dataset": "cifar10"}, ("fpga", "eyeriss"), ("random", "tpe"), (0, 1), budget=12, jobs=jobs)
+    report = run_bench(spec, tmp_path / "out")
+    rows = list(csv.DictReader((tmp_path / "out" / "runs.csv").open()))
+    assert len(rows) == 8 and {r["proposer"] for r in rows} == {"random", "tpe"}
+    assert all(int(r["evaluations"]) == 12 for r in rows)
+    md = (tmp_path / "out" / "results.md").read_text()
+    assert md.count("| fpga |") == 2 and "±" in md
+    for name in ("hv_fpga.png", "front_fpga.png", "hv_eyeriss.png", "front_eyeriss.png"):
+        data = (tmp_path / "out" / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+    hist = json.loads((tmp_path / "out" / "histories.json").read_text())
+    assert len(hist) == 8 and all(len(h["hv_history"]) == 12 for h in hist)
+    assert [r.seed for r in report.results] == [0, 1] * 4
+
+
+def test_bench_rerun_resumes(tmp_path: Path) -> None:
+    spec = BenchSpec("nb201", {"dataset": "cifar10"}, ("fpga",), ("random",), (0,), budget=10)
+    first = run_bench(spec, tmp_path)
+    second = run_bench(spec, tmp_path)
+    assert first.results[0].trials == second.results[0].trials
+    assert first.results[0].hv_ratio == second.results[0].hv_ratio
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"devices": ("fpga", "tpu")}, "unknown device 'tpu'"),
+        ({"proposers": ("random", "bogus")}, "unknown proposer"),
+        ({"budget": 0}, "budget"),
+        ({"seeds": ()}, "seeds"),
+    ],
+)
+def test_bench_validates_everything_before_running(tmp_path: Path, change: dict[str, object], match: str) -> None:
+    base = {
+        "problem": "nb201",
+        "options": {"dataset": "cifar10"},
+        "devices": ("fpga",),
+        "proposers": ("random",),
+        "seeds": (0,),
+        "budget": 5,
+    }
+    spec = BenchSpec(**{**base, **change})  # type: ignore[arg-type]
+    with pytest.raises(UserInputError, match=match):
+        run_bench(spec, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,187 @@
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+from search.errors import StorageError, UserInputError
+from search.nb201 import NB201Problem, mutations, parse_arch
+from search.proposers import PROPOSERS, Evaluation, Proposal, Proposer, RoundContext
+from search.runner import run_search
+
+
+@pytest.fixture(scope="module")
+def problem() -> NB201Problem:
+    return NB201Problem(dataset="cifar10", device="fpga")
+
+
+def _queried(storage: str, study: str) -> list[str]:
+    s = optuna.load_study(study_name=study, storage=storage)
+    return [t.user_attrs["point_id"] for t in s.get_trials(states=(optuna.trial.TrialState.COMPLETE,)) if t.user_attrs["query"]]
+
+
+@pytest.mark.parametrize("name", sorted(PROPOSERS))
+def test_each_baseline_spends_exactly_the_budget(problem: NB201Problem, storage: str, name: str) -> None:
+    result = run_search(problem, name, budget=25, seed=1, storage=storage)
+    ids = _queried(storage, result.study)
+    assert result.evaluations == result.accuracy_queries == 25 == len(ids) == len(set(ids))
+    assert result.trials >= 25
+    assert len(result.hv_history) == 25
+    assert result.hv_ratio == pytest.approx(result.hv_history[-1])
+    assert 0 < result.hv_ratio <= 1
+    assert result.front and all({"arch", "accuracy", "latency_ms"} <= set(row) for row in result.front)
+
+
+def test_same_seed_same_result(problem: NB201Problem, tmp_path: Path) -> None:
+    a = run_search(problem, "tpe", budget=30, seed=3, storage=f"sqlite:///{tmp_path / 'a.db'}")
+    b = run_search(problem, "tpe", budget=30, seed=3, storage=f"sqlite:///{tmp_path / 'b.db'}")
+    assert a.hv_history == b.hv_history and a.front == b.front
+
+
+def test_resume_extends_without_repeating(problem: NB201Problem, storage: str) -> None:
+    first = run_search(problem, "random", budget=20, seed=0, storage=storage, study_name="s")
+    second = run_search(problem, "random", budget=35, seed=0, storage=storage, study_name="s")
+    ids = _queried(storage, "s")
+    assert first.evaluations == 20 and second.evaluations == 35
+    assert len(ids) == len(set(ids)) == 35
+    again = run_search(problem, "random", budget=35, seed=0, storage=storage, study_name="s")
+    assert again.trials == second.trials  # nothing left to do
+
+
+def test_stale_running_trial_is_failed_on_resume(problem: NB201Problem, storage: str) -> None:
+    run_search(problem, "random", budget=5, seed=0, storage=storage, study_name="s")
+    study = optuna.load_study(study_name="s", storage=storage)
+    study.ask()  # a trial a killed process left RUNNING
+    result = run_search(problem, "random", budget=8, seed=0, storage=storage, study_name="s")
+    states = [t.state for t in optuna.load_study(study_name="s", storage=storage).trials]
+    assert optuna.trial.TrialState.RUNNING not in states
+    assert states.count(optuna.trial.TrialState.FAIL) == 1
+    assert result.evaluations == 8
+
+
+def test_study_of_another_problem_is_refused_before_writing(problem: NB201Problem, storage: str) -> None:
+    run_search(problem, "random", budget=3, seed=0, storage=storage, study_name="s")
+    other = NB201Problem(dataset="cifar10", device="raspi4")
+    with pytest.raises(UserInputError, match="already exists"):
+        run_search(other, "random", budget=3, seed=0, storage=storage, study_name="s")
+    with pytest.raises(UserInputError, match="already exists"):
+        run_search(problem, "tpe", budget=3, seed=0, storage=storage, study_name="s")
+    assert len(optuna.load_study(study_name="s", storage=storage).trials) == 3
+
+
+@pytest.mark.parametrize("budget", [0, -5])
+def test_bad_budget(problem: NB201Problem, storage: str, budget: int) -> None:
+    with pytest.raises(UserInputError, match="budget"):
+        run_search(problem, "random", budget=budget, storage=storage)
+    assert not Path(storage.removeprefix("sqlite:///")).exists()
+
+
+def test_unknown_proposer_writes_nothing(problem: NB201Problem, storage: str) -> None:
+    with pytest.raises(UserInputError, match="valid proposers"):
+        run_search(problem, "simulated-annealing", budget=3, storage=storage)
+    assert not Path(storage.removeprefix("sqlite:///")).exists()
+
+
+def test_storage_errors_are_actionable(problem: NB201Problem) -> None:
+    with pytest.raises(StorageError, match="does not exist"):
+        run_search(problem, "random", budget=3, storage="sqlite:///no/such/dir/x.db")
+    with pytest.raises(StorageError, match="cannot open storage"):
+        run_search(problem, "random", budget=3, storage="postgresql://nobody@127.0.0.1:9/none")
+    with pytest.raises(StorageError, match="cannot open storage"):
+        run_search(problem, "random", budget=3, storage="notadb://x")
+
+
+def test_default_storage_is_under_runs(problem: NB201Problem) -> None:
+    result = run_search(problem, "random", budget=3)
+    assert result.storage == "sqlite:///runs/coevo.sqlite3"
+    assert Path("runs/coevo.sqlite3").exists()
+    with sqlite3.connect("runs/coevo.sqlite3") as con:
+        assert con.execute("pragma journal_mode").fetchone()[0] == "wal"
+
+
+class ScriptedProposer(Proposer):
+    """Proposes the 24 neighbours of a seed cell, then repeats one already seen."""
+
+    name = "scripted"
+
+    def __init__(self) -> None:
+        self.observed: list[tuple[list[Evaluation], list[tuple[Proposal, str]]]] = []
+
+    def sampler(self, problem: object, seed: int) -> optuna.samplers.BaseSampler:
+        return optuna.samplers.RandomSampler(seed=seed)
+
+    def propose(self, ctx: RoundContext) -> list[Proposal]:
+        base = parse_arch("|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|")
+        cands = [base, *mutations(base)][ctx.round * 4 : ctx.round * 4 + 4]
+        props = [Proposal(c, rationale=f"neighbour {k}", heuristics=("H1",)) for k, c in enumerate(cands)]
+        return [*props, props[0]]  # a duplicate inside the round
+
+    def observe(self, ctx: RoundContext, results: list[Evaluation], rejected: list[tuple[Proposal, str]]) -> None:
+        self.observed.append((results, rejected))
+
+
+def test_explicit_proposals_are_enqueued_with_rationale(problem: NB201Problem, storage: str) -> None:
+    proposer = ScriptedProposer()
+    result = run_search(problem, proposer, budget=8, seed=0, storage=storage, study_name="p")
+    assert result.evaluations == 8 and result.trials == 8
+    trials = optuna.load_study(study_name="p", storage=storage).trials
+    assert trials[0].user_attrs["rationale"] == "neighbour 0"
+    assert trials[0].user_attrs["heuristics"] == ["H1"]
+    assert [t.user_attrs["round"] for t in trials] == [0] * 4 + [1] * 4
+    results, rejected = proposer.observed[0]
+    assert len(results) == 4 and [why for _, why in rejected] == ["duplicate in this round"]
+
+
+def test_sigkill_mid_search_then_resume(tmp_path: Path) -> None:
+    """A real process killed with SIGKILL mid-run; rerunning the command finishes the budget exactly."""
+    db = tmp_path / "k.sqlite3"
+    cmd = [
+        sys.executable,
+        "-m",
+        "agent.cli",
+        "search",
+        "--device",
+        "raspi4",
+        "--proposer",
+        "random",
+        "--budget",
+        "150",
+        "--storage",
+        f"sqlite:///{db}",
+        "--study",
+        "k",
+        "--json",
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    deadline = time.time() + 60
+    done = 0
+    while time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+        try:
+            with sqlite3.connect(db, timeout=1) as con:
+                done = con.execute("select count(*) from trials where state = 'COMPLETE'").fetchone()[0]
+        except sqlite3.OperationalError:
+            continue
+        if done >= 30:
+            break
+    assert proc.poll() is None, "search finished before it could be killed; raise the budget"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    result = run_search(
+        NB201Problem(dataset="cifar10", device="raspi4"), "random", budget=150, seed=0, storage=f"sqlite:///{db}", study_name="k"
+    )
+    ids = _queried(f"sqlite:///{db}", "k")
+    assert result.evaluations == 150 == len(ids) == len(set(ids))

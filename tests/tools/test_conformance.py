@@ -1,0 +1,77 @@
+"""Every registered tool passes the same checks; adding a tool adds it here automatically."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from pydantic import BaseModel
+
+from tools import REGISTRY, Tool, ToolArgumentError, ToolResult, call_tool, llm_name
+from tools.adapters import run_from_cli, to_langchain
+
+TOOLS = list(REGISTRY)
+ids = [t.name for t in TOOLS]
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=ids)
+def test_contract(tool: Tool) -> None:
+    assert re.fullmatch(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*", tool.name)
+    assert len(tool.description) > 30
+    assert issubclass(tool.Args, BaseModel)
+    schema = tool.schema()
+    json.dumps(schema)
+    assert schema["type"] == "object"
+    for name, field in tool.Args.model_fields.items():
+        assert field.description, f"{tool.name}.{name} has no description"
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=ids)
+def test_example_runs(tool: Tool) -> None:
+    result = call_tool(tool, tool.example)
+    assert isinstance(result, ToolResult) and result.ok
+    assert result.value
+    json.dumps(result.model_dump())  # JSON-serialisable for chat and CLI
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=ids)
+def test_unknown_argument_is_a_typed_error_naming_it(tool: Tool) -> None:
+    with pytest.raises(ToolArgumentError, match="no_such_field"):
+        call_tool(tool, {**tool.example, "no_such_field": 1})
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=ids)
+def test_malformed_json_is_a_typed_error(tool: Tool) -> None:
+    with pytest.raises(ToolArgumentError, match="not valid JSON"):
+        call_tool(tool, "{not json")
+    with pytest.raises(ToolArgumentError, match="JSON object"):
+        call_tool(tool, "[1, 2]")
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=ids)
+def test_wrong_type_is_a_typed_error_with_example(tool: Tool) -> None:
+    first = next(iter(tool.Args.model_fields))
+    with pytest.raises(ToolArgumentError, match="Example"):
+        call_tool(tool, {**tool.example, first: {"nested": ["wrong", "type"]}})
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=ids)
+def test_langchain_adapter(tool: Tool) -> None:
+    lc = to_langchain(tool)
+    assert lc.name == llm_name(tool.name)
+    assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", lc.name)
+    assert set(lc.args) == set(tool.Args.model_fields)
+    out = json.loads(lc.invoke(tool.example))
+    assert out["ok"] is True
+    bad = lc.invoke({**tool.example, "no_such_field": 1})
+    assert bad.startswith("error:") and "no_such_field" in bad
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=ids)
+def test_cli_adapter_matches_direct_call(tool: Tool) -> None:
+    def strip(result: dict) -> dict:  # timings differ between two runs
+        result["value"].pop("wall_s", None)
+        return result
+
+    assert strip(run_from_cli(tool, json.dumps(tool.example))) == strip(call_tool(tool, tool.example).model_dump())

@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import pytest
+
+from search.errors import UserInputError
+from search.nb201 import NB201Problem, format_arch
+from tools import REGISTRY, Registry, Tool, ToolArgs, ToolExecutionError, ToolResult, call_tool, llm_name
+from tools.adapters import tool_objective
+
+
+class _Args(ToolArgs):
+    x: int = 0
+
+
+class Good(Tool):
+    name = "demo.echo"
+    description = "Echo the argument back, for registry tests."
+    Args = _Args
+    example: ClassVar[dict[str, Any]] = {"x": 1}
+
+    def run(self, args: _Args) -> ToolResult:
+        return ToolResult(value={"x": args.x})
+
+
+class Broken(Good):
+    name = "demo.broken"
+
+    def run(self, args: _Args) -> ToolResult:
+        raise RuntimeError("disk on fire")
+
+
+def test_llm_names() -> None:
+    assert llm_name("nb201.query") == "nb201_query"
+    assert llm_name("search.run") == "search_run"
+    assert REGISTRY.get("nb201_query") is REGISTRY.get("nb201.query")
+
+
+def test_duplicates_are_refused() -> None:
+    with pytest.raises(ValueError, match="duplicate"):
+        Registry([Good(), Good()])
+
+    class Clash(Good):
+        name = "demo_echo"  # same function-calling name as demo.echo
+
+    with pytest.raises(ValueError, match="duplicate"):
+        Registry([Good(), Clash()])
+
+
+@pytest.mark.parametrize(
+    ("attr", "value", "match"),
+    [("name", "Bad Name", "must match"), ("description", " ", "description"), ("Args", dict, "Args"), ("example", None, "example")],
+)
+def test_contract_checked_at_registration(attr: str, value: object, match: str) -> None:
+    bad = type("Bad", (Good,), {attr: value})()
+    with pytest.raises(TypeError, match=match):
+        Registry([bad])
+
+
+def test_unknown_tool_lists_valid_names() -> None:
+    with pytest.raises(UserInputError, match=r"valid tools: .*nb201.query"):
+        REGISTRY.get("nb201.train")
+
+
+def test_failure_is_an_execution_error_not_an_argument_error() -> None:
+    with pytest.raises(ToolExecutionError, match="disk on fire"):
+        call_tool(Broken(), {"x": 1})
+
+
+def test_objective_adapter_agrees_with_the_problem() -> None:
+    problem = NB201Problem(dataset="cifar100", device="raspi4")
+    evaluate = tool_objective(
+        REGISTRY.get("nb201.query"),
+        {"accuracy": "accuracy_pct", "latency_ms": "latency_ms"},
+        fixed={"dataset": "cifar100", "device": "raspi4"},
+    )
+    table = problem.table
+    for index in (0, 1, 777, 15624):
+        cell = table.cell(index)
+        assert evaluate({"arch": format_arch(cell)}) == problem.evaluate(cell)
+
+
+def test_pareto_front_tool_is_the_exact_front() -> None:
+    out = call_tool(REGISTRY.get("nb201.pareto_front"), {"dataset": "cifar10", "device": "fpga", "limit": 1000}).value
+    ref = NB201Problem(dataset="cifar10", device="fpga").reference()
+    assert {str(r["index"]) for r in out["front"]} == ref.ids
+    lat = [r["latency_ms"] for r in out["front"]]
+    assert lat == sorted(lat)
+    truncated = call_tool(REGISTRY.get("nb201.pareto_front"), {"dataset": "cifar10", "device": "fpga", "limit": 2})
+    assert len(truncated.value["front"]) == 2 and any("truncated" in m for m in truncated.messages)
