@@ -120,10 +120,16 @@ def run_bench(spec: BenchSpec, out: Path, *, on_result: Callable[[SearchResult],
     else:
         with ProcessPoolExecutor(max_workers=spec.jobs) as pool:
             futures = [pool.submit(_one_run, *job) for job in jobs]
-            for fut in as_completed(futures):
-                results.append(fut.result())
-                if on_result:
-                    on_result(results[-1])
+            try:
+                for fut in as_completed(futures):
+                    results.append(fut.result())
+                    if on_result:
+                        on_result(results[-1])
+            except BaseException:
+                # stop at the first failure (or Ctrl-C) instead of finishing every queued run;
+                # finished runs stay in storage and a rerun resumes the rest
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
     order = {(job[1]["device"], job[2], job[4]): k for k, job in enumerate(jobs)}
     results.sort(key=lambda r: order[(r.problem["device"], r.proposer, r.seed)])
     report = BenchReport(results=results)

@@ -70,6 +70,31 @@ def hypervolume(accuracy: np.ndarray, latency: np.ndarray, acc_ref: float, lat_r
     return float(np.sum(widths * (acc - acc_ref)))
 
 
+def hv_improvement(
+    front_acc: np.ndarray, front_lat: np.ndarray, acc_ref: float, lat_ref: float, acc: np.ndarray, lat: np.ndarray
+) -> np.ndarray:
+    """Exact HV gained by adding each candidate alone to a front, vectorised over samples.
+
+    Args:
+        front_acc, front_lat: the current set (need not be non-dominated).
+        acc_ref, lat_ref: the reference point.
+        acc: (S, K) accuracy samples (e.g. one row per ensemble member) of K candidates.
+        lat: (K,) latencies of the candidates.
+
+    Returns:
+        (S, K) improvements; the mean over rows is a Monte-Carlo expected HV improvement.
+    """
+    order = np.argsort(front_lat)
+    starts = np.concatenate([[-np.inf], np.asarray(front_lat, dtype=float)[order]])
+    # attainment level: best accuracy reached at latency <= x, for x in each segment
+    levels = np.concatenate([[acc_ref], np.maximum.accumulate(np.maximum(np.asarray(front_acc, dtype=float)[order], acc_ref))])
+    ends = np.append(starts[1:], lat_ref)
+    begin = np.maximum(starts[None, :], np.asarray(lat, dtype=float)[:, None])
+    width = np.clip(np.minimum(ends[None, :], lat_ref) - begin, 0.0, None)  # (K, J)
+    gain = np.clip(np.asarray(acc, dtype=float)[:, :, None] - levels[None, None, :], 0.0, None)  # (S, K, J)
+    return np.einsum("skj,kj->sk", gain, width)
+
+
 @dataclass(frozen=True)
 class FrontReference:
     """The exact front of a whole space, with the normalisation the metrics need.

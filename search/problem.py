@@ -7,11 +7,13 @@ and evaluates objectives. Problems whose whole space is known also give the exac
 
 from __future__ import annotations
 
+import random
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 import optuna
 
 from search.metrics import FrontReference
@@ -119,3 +121,31 @@ def _suggest(trial: optuna.Trial, name: str, dist: optuna.distributions.BaseDist
     if isinstance(dist, optuna.distributions.FloatDistribution):
         return trial.suggest_float(name, dist.low, dist.high, step=dist.step, log=dist.log)
     raise TypeError(f"unsupported distribution for {name!r}: {dist!r}")
+
+
+class Evolvable(ABC):
+    """Operators the co-evolution engine needs from a problem (mixin for :class:`Problem`).
+
+    Contract: every method is deterministic given its arguments (and ``rng``); none
+    evaluates an expensive objective.
+    """
+
+    @abstractmethod
+    def neighbours(self, point: Any) -> list[Any]:
+        """Every point one elementary mutation away."""
+
+    @abstractmethod
+    def crossover(self, a: Point, b: Point, rng: random.Random) -> Point:
+        """A child of two points."""
+
+    @abstractmethod
+    def random_point(self, rng: random.Random) -> Point:
+        """A uniformly random point of the space."""
+
+    @abstractmethod
+    def features(self, points: Sequence[Point]) -> np.ndarray:
+        """(n, d) numeric encoding for surrogate models."""
+
+    @abstractmethod
+    def cheap_values(self, points: Sequence[Point]) -> dict[str, np.ndarray]:
+        """Cheap objectives (free lookups/predictions) of many points, by objective name."""

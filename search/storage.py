@@ -55,10 +55,11 @@ def open_storage(url: str | None) -> optuna.storages.BaseStorage:
     try:
         try:
             storage = optuna.storages.RDBStorage(resolved, engine_kwargs=engine_kwargs)
-        except sqlalchemy.exc.OperationalError as exc:
-            if "already exists" not in str(exc):
+        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError) as exc:
+            if "already exists" not in str(exc) and "alembic_version" not in str(exc):
                 raise
-            # another process created the schema between our check and our CREATE: retry once
+            # another process created the schema (tables or version row) between our check
+            # and our write: the schema is there now, so one retry opens it
             storage = optuna.storages.RDBStorage(resolved, engine_kwargs=engine_kwargs)
         if path is not None:
             _tune_sqlite(storage.engine)

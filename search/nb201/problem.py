@@ -2,22 +2,36 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import random
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import optuna
 
 from search.errors import UserInputError
 from search.metrics import FrontReference
-from search.nb201.space import EDGES, OPS, Cell, format_arch, parse_arch
+from search.nb201.space import (
+    EDGES,
+    N_OPS,
+    OPS,
+    Cell,
+    cell_key,
+    crossover,
+    format_arch,
+    is_disconnected,
+    mutations,
+    parse_arch,
+    random_cell,
+)
 from search.nb201.table import DATASETS, USEFUL_FLOOR, NB201Table, load_table
-from search.problem import Objective, Problem
+from search.problem import Evolvable, Objective, Problem
 
 PARAM_NAMES: tuple[str, ...] = tuple(f"edge_{src}_{dst}" for src, dst in EDGES)
 """Optuna parameter names, one per edge (``edge_<source>_<target>``)."""
 
 
-class NB201Problem(Problem):
+class NB201Problem(Problem, Evolvable):
     """NAS-Bench-201 cells on one dataset and one device.
 
     Points are cells (tuples of 6 op codes); the point id is the NAS-Bench-201 index.
@@ -89,6 +103,31 @@ class NB201Problem(Problem):
         if self._reference is None:
             self._reference = FrontReference.from_space(self._acc, self._lat, self.floor)
         return self._reference
+
+    # ---- operators for the co-evolution engine (Evolvable)
+
+    def neighbours(self, point: Any) -> list[Cell]:
+        return mutations(point)
+
+    def crossover(self, a: Any, b: Any, rng: random.Random) -> Cell:
+        return crossover(a, b, rng)
+
+    def random_point(self, rng: random.Random) -> Cell:
+        return random_cell(rng)
+
+    def features(self, points: Sequence[Any]) -> np.ndarray:
+        """One-hot op per edge (30), op counts (5) and a disconnected-cell flag (1)."""
+        ops = np.asarray(points, dtype=np.int64).reshape(-1, len(EDGES))
+        onehot = np.zeros((len(ops), len(EDGES) * N_OPS))
+        for e in range(len(EDGES)):
+            onehot[np.arange(len(ops)), e * N_OPS + ops[:, e]] = 1.0
+        counts = np.stack([(ops == k).sum(axis=1) for k in range(N_OPS)], axis=1)
+        disconnected = np.array([[is_disconnected(tuple(row))] for row in ops.tolist()], dtype=float).reshape(-1, 1)
+        return np.hstack([onehot, counts, disconnected])
+
+    def cheap_values(self, points: Sequence[Any]) -> dict[str, np.ndarray]:
+        rows = self.table.key_to_index[[cell_key(p) for p in points]] if len(points) else np.zeros(0, dtype=np.int64)
+        return {"latency_ms": self._lat[rows]}
 
     @classmethod
     def from_options(cls, dataset: str = "cifar10", device: str = "fpga") -> NB201Problem:

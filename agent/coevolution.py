@@ -1,0 +1,238 @@
+"""PEL-NAS style co-evolution as a proposer: niches, a knowledge base, and a reasoner.
+
+One round (DESIGN.md, data path): learn from the rounds not yet learned from (the reasoner
+updates the knowledge base, saved in storage), split the round's proposals across niches by
+their contribution to the found front, ask the reasoner for each niche's share with its
+elites and relevant heuristics, and validate what comes back (in the space, in the niche,
+unseen, not proposed twice; invalid candidates go back with the reason, up to
+``retries`` times). The runner then enqueues, evaluates and tells.
+
+Resuming is by construction: the round number, the proposals (WAITING trials) and the
+knowledge base live in the study; each round's randomness is seeded from (seed, round);
+and LLM replies are cached by prompt hash.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import optuna
+
+from agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner
+from knowledge import KnowledgeBase, StudyAttrStore
+from search.errors import UserInputError
+from search.metrics import pareto_mask
+from search.niches import Niche, allocate, get_partition, niche_of
+from search.problem import Evolvable, Problem
+from search.proposers import Evaluation, Proposal, Proposer, RoundContext
+from search.surrogate import AccuracyModel, TreeSurrogate
+
+DEFAULT_PARTITION = {"nb201": "nb201-complexity"}
+"""Niche partition per problem; problems not listed get one niche."""
+
+ROUND_LOG = "coevo.rounds"
+KB_ROUND = StudyAttrStore.ATTR + ".round"
+
+
+class CoevolutionProposer(Proposer):
+    """The ``pelnas`` proposer and its ablations.
+
+    Args:
+        reasoner: who writes heuristics and proposes (offline or LLM).
+        name: registry name (``pelnas``, ``pelnas-noniche``, ``pelnas-nokb``).
+        niches: use the problem's niche partition (False: one niche, the ablation).
+        use_knowledge: learn and use heuristics and the accuracy model (False: the ablation).
+        round_size: proposals per round.
+        init_per_niche: initial points per niche (stratified by cheap latency).
+        retries: how often a niche's request is sent back with the reasons for rejections.
+        heuristics_per_prompt: how many heuristics a request carries.
+    """
+
+    def __init__(
+        self,
+        reasoner: Reasoner,
+        *,
+        name: str = "pelnas",
+        niches: bool = True,
+        use_knowledge: bool = True,
+        round_size: int = 20,
+        init_per_niche: int = 4,
+        retries: int = 2,
+        heuristics_per_prompt: int = 12,
+    ) -> None:
+        self.name = name
+        self.reasoner = reasoner
+        self.use_niches = niches
+        self.use_knowledge = use_knowledge
+        self.round_size = round_size
+        self.init_per_niche = init_per_niche
+        self.retries = retries
+        self.heuristics_per_prompt = heuristics_per_prompt
+
+    def sampler(self, problem: Problem, seed: int) -> optuna.samplers.BaseSampler:
+        # only used for a trial with no enqueued proposal (a niche ran dry): uniform
+        return optuna.samplers.RandomSampler(seed=seed)
+
+    def niches_for(self, problem: Problem) -> tuple[Niche, ...]:
+        """The partition this proposer uses on ``problem``."""
+        return get_partition(DEFAULT_PARTITION.get(problem.name, "single") if self.use_niches else "single")
+
+    # ------------------------------------------------------------ the round
+
+    def propose(self, ctx: RoundContext) -> list[Proposal]:
+        problem = ctx.problem
+        if not isinstance(problem, Evolvable):
+            raise UserInputError(f"proposer {self.name} needs a problem with mutation/crossover operators; {problem.name} has none")
+        niches = self.niches_for(problem)
+        rng = random.Random(f"{ctx.seed}:{ctx.round}")
+        paid = tuple(e for e in ctx.evaluations if e.query)
+        store = StudyAttrStore(ctx.study)
+        kb = store.load() if self.use_knowledge else KnowledgeBase()
+        log: dict[str, Any] = {"round": ctx.round, "reasoner": self.reasoner.label, "changes": []}
+        if self.use_knowledge and paid:
+            learned = int(ctx.study.user_attrs.get(KB_ROUND, -1))
+            if learned < ctx.round - 1:
+                evidence = [e for e in paid if int(e.attrs.get("round", -1)) > learned]
+                log["changes"] = self.reasoner.update_knowledge(kb, evidence, KnowledgeContext(problem, niches, ctx.round, paid))
+                store.save(kb, ctx.round - 1)
+        quota = min(self.round_size, ctx.remaining)
+        counts = {n.id: 0 for n in niches}
+        for e in paid:
+            counts[niche_of(niches, e.point)] += 1
+        if ctx.round == 0 or any(c == 0 for c in counts.values()):
+            proposals = self._initial(problem, niches, counts, ctx, rng)[: ctx.remaining]
+            log["initial"] = True
+        else:
+            proposals = self._guided(problem, niches, kb, paid, quota, ctx, rng, log)
+        log["usage"] = self.reasoner.usage.as_dict()
+        log["proposed"] = len(proposals)
+        ctx.study.set_user_attr(f"{ROUND_LOG}.{ctx.round}", log)
+        return proposals
+
+    def _initial(
+        self, problem: Any, niches: Sequence[Niche], counts: dict[str, int], ctx: RoundContext, rng: random.Random
+    ) -> list[Proposal]:
+        """Stratified start: per niche, points spread over its latency range (latency is free)."""
+        out: list[Proposal] = []
+        taken = set(ctx.seen)
+        lat_name = problem.front_objectives[1]
+        for niche in niches:
+            need = self.init_per_niche - counts[niche.id]
+            if need <= 0:
+                continue
+            members: dict[Any, None] = {}
+            for _ in range(20000):
+                p = problem.random_point(rng)
+                if niche.contains(p) and problem.point_id(p) not in taken:
+                    members[p] = None
+                    if len(members) >= 200:
+                        break
+            points = list(members)
+            if not points:
+                continue
+            lat = problem.cheap_values(points)[lat_name]
+            order = np.argsort(lat, kind="stable")
+            for band, rows in enumerate(np.array_split(order, min(need, len(points)))):
+                point = points[int(rng.choice(list(rows)))]
+                taken.add(problem.point_id(point))
+                out.append(
+                    Proposal(
+                        point,
+                        rationale=f"initial sample of niche {niche.id}, latency band {band + 1}/{need}",
+                        attrs={"niche": niche.id, "reasoner": self.reasoner.label},
+                    )
+                )
+        return out
+
+    def _guided(
+        self,
+        problem: Any,
+        niches: Sequence[Niche],
+        kb: KnowledgeBase,
+        paid: tuple[Evaluation, ...],
+        quota: int,
+        ctx: RoundContext,
+        rng: random.Random,
+        log: dict[str, Any],
+    ) -> list[Proposal]:
+        acc_name, lat_name = problem.front_objectives
+        acc = np.array([e.values[acc_name] for e in paid])
+        lat = np.array([e.values[lat_name] for e in paid])
+        on_front = pareto_mask(acc, lat)
+        where = [niche_of(niches, e.point) for e in paid]
+        contribution = {n.id: 1.0 + sum(1 for k, w in enumerate(where) if w == n.id and on_front[k]) for n in niches}
+        shares = allocate(quota, contribution)
+        log["allocation"] = shares
+        model: AccuracyModel | None = None
+        if self.use_knowledge and len(paid) >= 8:
+            model = TreeSurrogate(problem.features([e.point for e in paid]), acc, seed=rng.randrange(2**31))
+        seen = set(ctx.seen)
+        proposals: list[Proposal] = []
+        rejected_total = 0
+        for niche in niches:
+            share = shares.get(niche.id, 0)
+            if share <= 0:
+                continue
+            members = [k for k, w in enumerate(where) if w == niche.id]
+            sub = pareto_mask(acc[members], lat[members])
+            elites = [paid[members[k]] for k in np.flatnonzero(sub)]
+            elites += [paid[members[k]] for k in np.argsort(-acc[members])[:3] if paid[members[k]] not in elites]
+            heuristics = tuple(kb.relevant(niche=niche.id, limit=self.heuristics_per_prompt)) if self.use_knowledge else ()
+            feedback: list[str] = []
+            got: list[Proposal] = []
+            for _attempt in range(self.retries + 1):
+                request = ProposeRequest(
+                    problem,
+                    niche,
+                    share - len(got),
+                    tuple(elites),
+                    heuristics,
+                    paid,
+                    frozenset(seen),
+                    ctx.round,
+                    rng,
+                    model,
+                    tuple(feedback),
+                )
+                for prop in self.reasoner.propose(request):
+                    reason = self._invalid(problem, niche, prop, seen)
+                    if reason:
+                        feedback.append(reason)
+                        rejected_total += 1
+                        continue
+                    seen.add(problem.point_id(prop.point))
+                    got.append(prop)
+                    if len(got) >= share:
+                        break
+                if len(got) >= share:
+                    break
+            proposals += got
+        log["rejected"] = rejected_total
+        return proposals
+
+    @staticmethod
+    def _invalid(problem: Problem, niche: Niche, prop: Proposal, seen: set[str]) -> str | None:
+        try:
+            pid = problem.point_id(prop.point)
+            problem.from_params(problem.to_params(prop.point))
+        except (UserInputError, ValueError, TypeError, KeyError, IndexError) as exc:
+            return f"{prop.point!r} is not in the design space: {exc}"
+        if not niche.contains(prop.point):
+            return f"{problem.describe(prop.point)} is outside niche {niche.id} ({niche.description})"
+        if pid in seen:
+            return f"{problem.describe(prop.point)} was already evaluated or proposed"
+        return None
+
+
+def make_pelnas(variant: str = "pelnas", *, reasoner: Reasoner | None = None, **options: Any) -> CoevolutionProposer:
+    """Build ``pelnas``, ``pelnas-noniche`` or ``pelnas-nokb`` (offline reasoner unless one is given)."""
+    from agent.reasoners.offline import OfflineReasoner
+
+    if variant == "pelnas-nokb":
+        return CoevolutionProposer(reasoner or OfflineReasoner(guided=False), name=variant, use_knowledge=False, **options)
+    if variant == "pelnas-noniche":
+        return CoevolutionProposer(reasoner or OfflineReasoner(), name=variant, niches=False, **options)
+    return CoevolutionProposer(reasoner or OfflineReasoner(), name="pelnas", **options)

@@ -1,0 +1,102 @@
+"""The Reasoner contract: update the knowledge base from evidence, then propose.
+
+The co-evolution proposer (:mod:`agent.coevolution`) calls, once per round:
+
+1. :meth:`Reasoner.update_knowledge` with the evaluations of the rounds not yet learned
+   from (on resume, possibly several) and the knowledge base to edit in place;
+2. :meth:`Reasoner.propose` once per niche with a :class:`ProposeRequest`, again with
+   ``feedback`` when some candidates were invalid (bounded retries).
+
+Reasoners never evaluate expensive objectives and never touch the study: the proposer
+validates, the runner evaluates and tells. Every reasoner carries a human label; the
+offline one is always labelled as offline (no LLM).
+"""
+
+from __future__ import annotations
+
+import random
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from knowledge import Heuristic, KnowledgeBase
+from search.niches import Niche
+from search.problem import Problem
+from search.proposers import Evaluation, Proposal
+from search.surrogate import AccuracyModel
+
+
+@dataclass
+class Usage:
+    """LLM use so far (all zero for the offline reasoner)."""
+
+    calls: int = 0
+    cached_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly copy."""
+        return dict(vars(self))
+
+
+@dataclass(frozen=True)
+class KnowledgeContext:
+    """What an update may look at besides the new evidence."""
+
+    problem: Problem
+    niches: tuple[Niche, ...]
+    round: int
+    evaluations: tuple[Evaluation, ...]
+    """Every paid evaluation so far (the new evidence included)."""
+
+
+@dataclass(frozen=True)
+class ProposeRequest:
+    """One niche's share of a round.
+
+    Attributes:
+        problem: the problem (an :class:`search.problem.Evolvable` for the offline reasoner).
+        niche: the niche to propose in.
+        quota: how many candidates are wanted.
+        elites: the niche's best paid evaluations (its non-dominated set, then top accuracy).
+        heuristics: relevant active heuristics (empty for the ``nokb`` ablation).
+        evaluations: every paid evaluation so far.
+        seen: ids of evaluated or already chosen points (never propose these).
+        round: round number.
+        rng: the round's random generator (seeded from the run seed and round).
+        model: accuracy samples for candidates (surrogate or zero-cost), or None.
+        feedback: why earlier candidates of this request were rejected.
+    """
+
+    problem: Problem
+    niche: Niche
+    quota: int
+    elites: tuple[Evaluation, ...]
+    heuristics: tuple[Heuristic, ...]
+    evaluations: tuple[Evaluation, ...]
+    seen: frozenset[str]
+    round: int
+    rng: random.Random
+    model: AccuracyModel | None = None
+    feedback: tuple[str, ...] = field(default_factory=tuple)
+
+
+class Reasoner(ABC):
+    """Base class of the reasoners (offline statistics, LLM)."""
+
+    label: str = ""
+    """Shown everywhere the reasoner's work appears, e.g. ``offline (no LLM)``."""
+
+    def __init__(self) -> None:
+        self.usage = Usage()
+
+    @abstractmethod
+    def update_knowledge(self, kb: KnowledgeBase, evidence: Sequence[Evaluation], ctx: KnowledgeContext) -> list[str]:
+        """Edit ``kb`` in place from ``evidence``; return one line per change (for the round log)."""
+
+    @abstractmethod
+    def propose(self, request: ProposeRequest) -> list[Proposal]:
+        """Up to ``request.quota`` candidates inside ``request.niche``, not in ``request.seen``."""

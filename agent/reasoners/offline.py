@@ -1,0 +1,320 @@
+"""The offline reasoner (no LLM): statistics for knowledge, guided variation for proposals.
+
+Knowledge update (documented rule):
+
+* For every categorical parameter value (for NB201: an op on an edge) and each objective,
+  the effect is ``mean(objective | value) - mean(objective | other values)`` over all paid
+  evaluations, with a Welch standard error and a 95 % interval. It becomes a heuristic
+  when |t| >= 2.5 with at least 5 evaluations on each side, globally and per niche (the
+  strongest few per niche).
+* Status: ``validated`` once |t| >= 4 with >= 15 evaluations on each side; an existing
+  heuristic whose interval now contains 0, or whose sign flipped, is ``refuted`` (it stays
+  in the knowledge base with its history, and is no longer used). Human statuses
+  (accepted / rejected) are never overwritten. Confidence is 1 - p (two-sided).
+* Evidence: trials holding the value whose outcome lies on the claimed side of the other
+  values' mean support it; the rest refute it.
+
+Proposals, per niche: a pool of mutations of the niche's elites (every single change,
+plus second changes sampled with op weights from the accuracy heuristics, softmax of the
+effect), and crossovers of elite pairs, kept inside the niche and unseen; then, when an
+accuracy model is given, a greedy batch by expected HV improvement (each ensemble member a
+sample; earlier picks of the batch enter the front at their predicted mean). Without
+heuristics and model (the ``nokb`` ablation) the pool is built with uniform weights and
+sampled uniformly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner
+from knowledge import Heuristic, KnowledgeBase
+from search.metrics import hv_improvement, pareto_mask
+from search.niches import Niche, niche_of
+from search.problem import Evolvable, Objective, Point, Problem
+from search.proposers import Evaluation, Proposal
+
+MIN_T = 2.5
+VALIDATED_T = 4.0
+MIN_N = 5
+VALIDATED_N = 15
+PER_NICHE = 4
+MAX_EVIDENCE_IDS = 200
+
+
+@dataclass(frozen=True)
+class _Claim:
+    """A measured effect of one parameter value on one objective, in one niche (or all)."""
+
+    objective: Objective
+    niche: str | None
+    param: str
+    value: Any
+    effect: float
+    se: float
+    n_with: int
+    n_without: int
+    holders: np.ndarray  # trial numbers holding the value
+    on_side: np.ndarray  # which holders lie on the claimed side of the others' mean
+
+    @property
+    def key(self) -> str:
+        return f"pv:{self.objective.name}:{self.param}:{self.value}:{self.niche or '*'}"
+
+    @property
+    def t(self) -> float:
+        return self.effect / self.se if self.se > 0 else 0.0
+
+    def text(self) -> str:
+        verb = "raises" if self.effect > 0 else "lowers"
+        where = f" in niche {self.niche}" if self.niche else ""
+        return (
+            f"{self.param}={self.value} {verb} {self.objective.name} by {abs(self.effect):.3g} ± {1.96 * self.se:.2g} "
+            f"{self.objective.unit}{where} (95% CI; {self.n_with} vs {self.n_without} evaluations)"
+        )
+
+    def structured(self) -> dict[str, Any]:
+        return {
+            "kind": "param_value_effect",
+            "objective": self.objective.name,
+            "param": self.param,
+            "value": self.value,
+            "niche": self.niche,
+            "effect": self.effect,
+            "ci95": 1.96 * self.se,
+            "n_with": self.n_with,
+            "n_without": self.n_without,
+            "unit": self.objective.unit,
+        }
+
+
+def _measure(
+    objective: Objective, niche: str | None, param: str, value: Any, y: np.ndarray, holds: np.ndarray, trials: np.ndarray
+) -> _Claim | None:
+    """Welch comparison of ``y`` where ``holds`` against where it does not."""
+    a, b = y[holds], y[~holds]
+    if len(a) < 2 or len(b) < 2:
+        return None
+    se = math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
+    effect = float(a.mean() - b.mean())
+    on_side = a > b.mean() if effect > 0 else a < b.mean()
+    return _Claim(objective, niche, param, value, effect, se, len(a), len(b), trials[holds], on_side)
+
+
+class OfflineReasoner(Reasoner):
+    """Statistics-driven reasoner; the embedded default when no LLM endpoint is configured.
+
+    Args:
+        guided: False for the ``nokb`` ablation: no heuristics, no model, uniform sampling.
+
+    Example:
+        >>> OfflineReasoner().label
+        'offline (no LLM)'
+    """
+
+    def __init__(self, *, guided: bool = True) -> None:
+        super().__init__()
+        self.guided = guided
+        self.label = "offline (no LLM)" if guided else "offline (no LLM), unguided"
+
+    # ------------------------------------------------------------ knowledge
+
+    def update_knowledge(self, kb: KnowledgeBase, evidence: Sequence[Evaluation], ctx: KnowledgeContext) -> list[str]:
+        paid = [e for e in ctx.evaluations if e.query]
+        if len(paid) < 2 * MIN_N:
+            return []
+        claims = {c.key: c for c in self._mine(ctx.problem, ctx.niches, paid)}
+        changes = []
+        for claim in claims.values():
+            existing = kb.by_key(claim.key)
+            human = existing is not None and existing.status in ("accepted", "rejected")
+            strong = abs(claim.t) >= VALIDATED_T and min(claim.n_with, claim.n_without) >= VALIDATED_N
+            h, created = kb.upsert(
+                claim.key,
+                ctx.round,
+                text=claim.text(),
+                scope={**ctx.problem.spec(), "niche": claim.niche},
+                structured=claim.structured(),
+                confidence=round(1.0 - 2.0 * float(stats.norm.sf(abs(claim.t))), 4),
+                status=existing.status if human and existing else ("validated" if strong else "proposed"),
+                author="offline",
+                support=[int(x) for x in claim.holders[claim.on_side][:MAX_EVIDENCE_IDS]],
+                refute=[int(x) for x in claim.holders[~claim.on_side][:MAX_EVIDENCE_IDS]],
+            )
+            if created:
+                changes.append(f"created {h.id}: {h.text}")
+        changes += self._refute_stale(kb, ctx, paid, claims)
+        return changes
+
+    def _mine(self, problem: Problem, niches: Sequence[Niche], paid: Sequence[Evaluation]) -> list[_Claim]:
+        params = [problem.to_params(e.point) for e in paid]
+        where = np.array([niche_of(niches, e.point) for e in paid])
+        trials = np.array([e.trial_number for e in paid])
+        out: list[_Claim] = []
+        for objective in problem.objectives:
+            y = values_of(paid, objective.name)
+            for niche in (None, *[n.id for n in niches]):
+                rows = np.ones(len(paid), bool) if niche is None else where == niche
+                if rows.sum() < 2 * MIN_N:
+                    continue
+                found = []
+                for name in params[0]:
+                    column = np.array([p[name] for p in params], dtype=object)[rows]
+                    for value in sorted(set(column.tolist()), key=str):
+                        claim = _measure(objective, niche, name, value, y[rows], column == value, trials[rows])
+                        if claim and abs(claim.t) >= MIN_T and min(claim.n_with, claim.n_without) >= MIN_N:
+                            found.append(claim)
+                found.sort(key=lambda c: -abs(c.t))
+                out += found if niche is None else found[:PER_NICHE]
+        return out
+
+    def _refute_stale(self, kb: KnowledgeBase, ctx: KnowledgeContext, paid: Sequence[Evaluation], claims: dict[str, _Claim]) -> list[str]:
+        """Re-measure active offline claims not re-found this round; refute those no longer supported."""
+        changes = []
+        params = [ctx.problem.to_params(e.point) for e in paid]
+        where = np.array([niche_of(ctx.niches, e.point) for e in paid])
+        trials = np.array([e.trial_number for e in paid])
+        objectives = {o.name: o for o in ctx.problem.objectives}
+        for h in list(kb.heuristics.values()):
+            s = h.structured or {}
+            if h.author != "offline" or s.get("kind") != "param_value_effect" or h.key in claims or not h.active or h.status == "accepted":
+                continue
+            rows = np.ones(len(paid), bool) if s.get("niche") is None else where == s["niche"]
+            column = np.array([p[s["param"]] for p in params], dtype=object)[rows]
+            y = values_of(paid, s["objective"])[rows]
+            now = _measure(objectives[s["objective"]], s.get("niche"), s["param"], s["value"], y, column == s["value"], trials[rows])
+            if now is None or (now.effect * s["effect"] > 0 and abs(now.effect) > 1.96 * now.se):
+                continue
+            kb.upsert(h.key, ctx.round, status="refuted", confidence=0.0, structured=now.structured())
+            changes.append(f"refuted {h.id}: {h.text} (now {now.effect:+.3g} ± {1.96 * now.se:.2g}, n={now.n_with}/{now.n_without})")
+        return changes
+
+    # ------------------------------------------------------------ proposals
+
+    def propose(self, request: ProposeRequest) -> list[Proposal]:
+        problem = request.problem
+        if not isinstance(problem, Evolvable):
+            raise TypeError(f"the offline reasoner needs an Evolvable problem, got {type(problem).__name__}")
+        rng = request.rng
+        weights = self._op_weights(request.heuristics) if self.guided else {}
+        pool: dict[Point, tuple[Evaluation | None, str]] = {}
+        seen = set(request.seen)
+
+        def offer(point: Point, parent: Evaluation | None, how: str) -> None:
+            if point in pool or not request.niche.contains(point):
+                return
+            if problem.point_id(point) in seen:
+                return
+            pool[point] = (parent, how)
+
+        for elite in request.elites:
+            for n1 in problem.neighbours(elite.point):
+                offer(n1, elite, "mutation")
+                for _ in range(4):
+                    offer(self._mutate(problem, n1, weights, rng), elite, "double mutation")
+        elites = list(request.elites)
+        for _ in range(min(40, len(elites) * (len(elites) - 1))):
+            a, b = rng.sample(elites, 2)
+            offer(problem.crossover(a.point, b.point, rng), a, f"crossover with trial {b.trial_number}")
+        tries = 0
+        while len(pool) < max(request.quota * 3, 30) and tries < 20000:
+            tries += 1
+            offer(problem.random_point(rng), None, "random point of the niche")
+        if not pool:
+            return []
+        points = list(pool)
+        chosen: list[tuple[int, tuple[float, float] | None]]
+        if self.guided and request.model is not None:
+            chosen = list(self._rank_by_ehvi(request, problem, points))
+        else:
+            chosen = [(i, None) for i in rng.sample(range(len(points)), min(request.quota, len(points)))]
+        out = []
+        for i, predicted in chosen:
+            point = points[i]
+            parent, how = pool[point]
+            cited, why = self._explain(problem, parent, point, request.heuristics)
+            rationale = f"{how} of trial {parent.trial_number}" if parent else how
+            if why:
+                rationale += f"; {why}"
+            if predicted is not None:
+                rationale += f"; predicted accuracy {predicted[0]:.2f}%, expected HV gain {predicted[1]:.3g}"
+            out.append(
+                Proposal(point, rationale=rationale, heuristics=tuple(cited), attrs={"niche": request.niche.id, "reasoner": self.label})
+            )
+        return out
+
+    @staticmethod
+    def _op_weights(heuristics: Sequence[Heuristic]) -> dict[tuple[str, Any], float]:
+        """Accuracy effects of parameter values, as sampling weights (softmax over effect / 2 points)."""
+        weights: dict[tuple[str, Any], float] = defaultdict(lambda: 1.0)
+        for h in heuristics:
+            s = h.structured or {}
+            if s.get("kind") == "param_value_effect" and s.get("objective") == "accuracy":
+                weights[(s["param"], s["value"])] = math.exp(max(-6.0, min(6.0, s["effect"] / 2.0)))
+        return weights
+
+    @staticmethod
+    def _mutate(problem: Any, point: Point, weights: dict[tuple[str, Any], float], rng: Any) -> Point:
+        options = problem.neighbours(point)
+        if not weights:
+            return rng.choice(options)
+        base = problem.to_params(point)
+        w = []
+        for child in options:
+            params = problem.to_params(child)
+            changed = [(k, v) for k, v in params.items() if base[k] != v]
+            w.append(math.prod(weights.get(c, 1.0) for c in changed))
+        return rng.choices(options, weights=w, k=1)[0]
+
+    @staticmethod
+    def _rank_by_ehvi(request: ProposeRequest, problem: Any, points: list[Point]) -> list[tuple[int, tuple[float, float]]]:
+        acc_name, lat_name = problem.front_objectives
+        assert request.model is not None
+        samples = request.model.samples(problem.features(points))
+        lat = problem.cheap_values(points)[lat_name]
+        paid = request.evaluations
+        ref = problem.reference()
+        floor = ref.floor if ref is not None else float(np.min([e.values[acc_name] for e in paid]))
+        lat_ref = ref.lat_ref if ref is not None else float(np.max(lat))
+        fa = np.array([e.values[acc_name] for e in paid])
+        fl = np.array([e.values[lat_name] for e in paid])
+        keep = pareto_mask(fa, fl)
+        fa, fl = fa[keep], fl[keep]
+        mean = samples.mean(axis=0)
+        available = np.ones(len(points), bool)
+        chosen = []
+        for _ in range(min(request.quota, len(points))):
+            gain = hv_improvement(fa, fl, floor, lat_ref, samples, lat).mean(axis=0)
+            score = np.where(available, gain + 1e-9 * mean, -np.inf)  # no gain anywhere: best predicted accuracy
+            i = int(np.argmax(score))
+            chosen.append((i, (float(mean[i]), float(gain[i]))))
+            available[i] = False
+            fa, fl = np.append(fa, mean[i]), np.append(fl, lat[i])
+        return chosen
+
+    @staticmethod
+    def _explain(problem: Problem, parent: Evaluation | None, point: Point, heuristics: Sequence[Heuristic]) -> tuple[list[str], str]:
+        if parent is None:
+            return [], ""
+        before, after = problem.to_params(parent.point), problem.to_params(point)
+        changed = {(k, v) for k, v in after.items() if before[k] != v}
+        cited = []
+        notes = []
+        for h in heuristics:
+            s = h.structured or {}
+            if s.get("kind") == "param_value_effect" and (s.get("param"), s.get("value")) in changed:
+                cited.append(h.id)
+                notes.append(f"{h.id}: {s['param']}={s['value']} {s['effect']:+.2g} {s['unit']} {s['objective']}")
+        return cited, "; ".join(notes)
+
+
+def values_of(evaluations: Sequence[Evaluation], objective: str) -> np.ndarray:
+    """One objective's values over evaluations, as an array."""
+    return np.array([e.values[objective] for e in evaluations])
