@@ -50,6 +50,49 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     p.add_argument("--study", default=None, help="study name; an existing study with the same options is resumed")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    _add_reasoner_args(p)
+
+
+def _price(text: str) -> tuple[float, float]:
+    try:
+        a, b = (float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError("give input,output USD per million tokens, e.g. 0.15,0.60") from None
+    return a, b
+
+
+def _add_reasoner_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("reasoner (pelnas proposers)")
+    g.add_argument(
+        "--reasoner",
+        default="auto",
+        choices=("auto", "offline", "llm"),
+        help="auto: the LLM when COEVO_LLM_BASE_URL and COEVO_LLM_MODEL are set, else offline (no LLM)",
+    )
+    g.add_argument("--llm-base-url", default=None, help="OpenAI-compatible endpoint (env COEVO_LLM_BASE_URL)")
+    g.add_argument("--llm-model", default=None, help="model name (env COEVO_LLM_MODEL)")
+    g.add_argument("--llm-api-key", default=None, help="API key (env OPENAI_API_KEY); local servers need none")
+    g.add_argument("--llm-price", type=_price, default=None, help="input,output USD per million tokens, for cost accounting")
+    g.add_argument("--llm-timeout", type=float, default=60.0, help="seconds per LLM request (default: 60)")
+
+
+def _proposer_options(args: argparse.Namespace, proposer: str) -> dict[str, object] | None:
+    """Build the reasoner for pelnas proposers and say which one runs."""
+    if not proposer.startswith("pelnas"):
+        return None
+    from agent.reasoners import OFFLINE_NOTE, make_reasoner
+
+    reasoner = make_reasoner(
+        args.reasoner,
+        base_url=args.llm_base_url,
+        model=args.llm_model,
+        api_key=args.llm_api_key,
+        storage=args.storage,
+        price_per_mtok=args.llm_price,
+        timeout_s=args.llm_timeout,
+    )
+    err.print(OFFLINE_NOTE if reasoner.label.startswith("offline") else f"reasoner: {reasoner.label}")
+    return {"reasoner": reasoner}
 
 
 def _progress() -> Progress:
@@ -67,10 +110,12 @@ def _progress() -> Progress:
 
 def cmd_search(args: argparse.Namespace) -> int:
     from search.problems import make_problem
+    from search.proposers import get_proposer
     from search.runner import Progress as SearchProgress
     from search.runner import run_search
 
     problem = make_problem(args.problem, {"dataset": args.dataset, "device": args.device})
+    proposer = get_proposer(args.proposer, _proposer_options(args, args.proposer))
     with _progress() as bar:
         task = bar.add_task(f"search {args.proposer}", total=args.budget, hv="-")
 
@@ -78,7 +123,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             bar.update(task, completed=p.queries, hv=f"{p.hv_ratio:.4f}" if p.hv_ratio is not None else "-")
 
         result = run_search(
-            problem, args.proposer, budget=args.budget, seed=args.seed, storage=args.storage, study_name=args.study, on_progress=update
+            problem, proposer, budget=args.budget, seed=args.seed, storage=args.storage, study_name=args.study, on_progress=update
         )
     if args.json:
         print(result.to_json())
@@ -86,7 +131,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     if result.stopped:
         err.print(f"[yellow]{result.stopped}[/]")
     summary = Table(title=f"study {result.study}", show_header=False)
-    for key in ("problem", "proposer", "seed", "evaluations", "trials", "hv_ratio", "igd", "front_recall", "wall_s", "storage"):
+    for key in ("problem", "proposer", "reasoner", "seed", "evaluations", "trials", "hv_ratio", "igd", "front_recall", "wall_s", "storage"):
         value = getattr(result, key)
         summary.add_row(key, f"{value:.4f}" if isinstance(value, float) and key != "wall_s" else str(value))
     out.print(summary)

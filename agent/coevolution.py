@@ -23,7 +23,7 @@ import optuna
 
 from agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner
 from knowledge import KnowledgeBase, StudyAttrStore
-from search.errors import UserInputError
+from search.errors import CoevoError, UserInputError
 from search.metrics import pareto_mask
 from search.niches import Niche, allocate, get_partition, niche_of
 from search.problem import Evolvable, Problem
@@ -172,6 +172,7 @@ class CoevolutionProposer(Proposer):
         seen = set(ctx.seen)
         proposals: list[Proposal] = []
         rejected_total = 0
+        all_feedback: list[str] = []
         for niche in niches:
             share = shares.get(niche.id, 0)
             if share <= 0:
@@ -210,11 +211,21 @@ class CoevolutionProposer(Proposer):
                 if len(got) >= share:
                     break
             proposals += got
+            all_feedback += feedback
         log["rejected"] = rejected_total
+        log["rejections"] = all_feedback[:20]
+        if not proposals and quota > 0:
+            reasons = "; ".join(all_feedback[-3:]) or "it returned no candidates"
+            raise CoevoError(
+                f"round {ctx.round}: the reasoner ({self.reasoner.label}) produced no valid candidate ({reasons}); "
+                "nothing was lost: rerun the same command to resume"
+            )
         return proposals
 
     @staticmethod
     def _invalid(problem: Problem, niche: Niche, prop: Proposal, seen: set[str]) -> str | None:
+        if prop.error:
+            return prop.error
         try:
             pid = problem.point_id(prop.point)
             problem.from_params(problem.to_params(prop.point))

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import numpy as np
 import optuna
 
+from search.errors import UserInputError
 from search.metrics import FrontReference
 
 Point = Hashable
@@ -58,6 +59,8 @@ class Problem(ABC):
     objectives: tuple[Objective, ...]
     design_label: str = "design"
     """Key under which :meth:`describe` output appears in reports and JSON."""
+    design_format: str = ""
+    """How :meth:`describe` writes a design, for prompts (what :meth:`parse_design` reads)."""
 
     @abstractmethod
     def spec(self) -> dict[str, Any]:
@@ -86,6 +89,10 @@ class Problem(ABC):
     @abstractmethod
     def evaluate(self, point: Point) -> dict[str, float]:
         """Values of every objective at ``point``, keyed by objective name."""
+
+    def parse_design(self, text: str) -> Point:
+        """Inverse of :meth:`describe` (raises ``UserInputError`` saying what is wrong)."""
+        raise UserInputError(f"problem {self.name} cannot read designs from text")
 
     @property
     def front_objectives(self) -> tuple[str, str]:

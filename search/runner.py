@@ -69,6 +69,8 @@ class SearchResult:
     front: list[dict[str, Any]]
     hv_history: list[float] = field(default_factory=list)
     stopped: str | None = None
+    reasoner: str | None = None
+    llm_usage: dict[str, Any] | None = None
 
     def to_json(self, *, history: bool = False) -> str:
         """One JSON object; the per-evaluation HV history only when asked."""
@@ -229,7 +231,7 @@ def run_search(
         round_no += 1
         study.set_user_attr("coevo.round", round_no)
 
-    return summarize(
+    result = summarize(
         problem,
         study,
         proposer=proposer.name,
@@ -240,6 +242,11 @@ def run_search(
         history=history,
         stopped=stopped,
     )
+    reasoner = getattr(proposer, "reasoner", None)
+    if reasoner is not None:
+        result.reasoner = reasoner.label
+        result.llm_usage = reasoner.usage.as_dict()
+    return result
 
 
 def summarize(

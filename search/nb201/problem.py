@@ -46,6 +46,10 @@ class NB201Problem(Problem, Evolvable):
 
     name = "nb201"
     design_label = "arch"
+    design_format = (
+        "NB201 arch string |OP~0|+|OP~0|OP~1|+|OP~0|OP~1|OP~2| giving the op on each edge into nodes 1, 2 and 3, "
+        "OP one of " + ", ".join(OPS)
+    )
     objectives = (
         Objective("accuracy", "maximize", "%", "expensive"),
         Objective("latency_ms", "minimize", "ms", "cheap"),
@@ -75,6 +79,9 @@ class NB201Problem(Problem, Evolvable):
 
     def to_params(self, point: Any) -> dict[str, Any]:
         return {name: OPS[c] for name, c in zip(PARAM_NAMES, point, strict=True)}
+
+    def parse_design(self, text: str) -> Cell:
+        return parse_arch(text)
 
     def from_arch(self, arch: str) -> Cell:
         """Parse an arch string (raises ``UserInputError`` with the expected format)."""

@@ -33,12 +33,15 @@ class Proposal:
         rationale: why it was proposed (stored in the trial's user_attrs).
         heuristics: ids of the knowledge-base heuristics the proposal cites.
         attrs: extra JSON-serialisable attributes stored on the trial.
+        error: set when the reasoner's output could not be read as a point (then ``point``
+            holds the raw text); such a proposal is rejected with this reason.
     """
 
     point: Point
     rationale: str = ""
     heuristics: tuple[str, ...] = ()
     attrs: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,85 @@
+"""LLM response cache keyed by prompt hash, in the study's own database.
+
+An interrupted run replays its earlier calls from here for free; with PostgreSQL storage
+every worker shares it. The key is a SHA-256 of (model, messages, temperature).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from search.storage import resolve_storage_url, sqlite_path
+
+_META = sa.MetaData()
+_TABLE = sa.Table(
+    "coevo_llm_cache",
+    _META,
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("model", sa.String(200), nullable=False),
+    sa.Column("response", sa.Text, nullable=False),
+    sa.Column("prompt_tokens", sa.Integer, nullable=False),
+    sa.Column("completion_tokens", sa.Integer, nullable=False),
+    sa.Column("created", sa.Float, nullable=False),
+)
+
+
+@dataclass(frozen=True)
+class CachedReply:
+    """A stored reply with the tokens it cost when it was first paid for."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def prompt_key(model: str, messages: list[dict[str, str]], temperature: float) -> str:
+    """Stable hash of a request."""
+    blob = json.dumps({"model": model, "messages": messages, "temperature": temperature}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class ResponseCache:
+    """Get/put replies in table ``coevo_llm_cache`` of the database at ``url``.
+
+    Args:
+        url: a storage URL (the study's); None for the default SQLite file.
+    """
+
+    def __init__(self, url: str | None) -> None:
+        resolved = resolve_storage_url(url)
+        kwargs: dict[str, Any] = {"connect_args": {"timeout": 30}} if sqlite_path(resolved) else {"pool_pre_ping": True}
+        if resolved == "sqlite:///:memory:":
+            kwargs = {"poolclass": sa.pool.StaticPool, "connect_args": {"check_same_thread": False}}
+        self.engine = sa.create_engine(resolved, **kwargs)
+        _META.create_all(self.engine, checkfirst=True)
+
+    def get(self, key: str) -> CachedReply | None:
+        """The reply stored under ``key``, if any."""
+        with self.engine.connect() as con:
+            row = con.execute(sa.select(_TABLE).where(_TABLE.c.key == key)).first()
+        return CachedReply(row.response, row.prompt_tokens, row.completion_tokens) if row else None
+
+    def put(self, key: str, model: str, reply: CachedReply) -> None:
+        """Store a reply (first writer wins when two workers race)."""
+        with self.engine.begin() as con:
+            if con.execute(sa.select(_TABLE.c.key).where(_TABLE.c.key == key)).first() is None:
+                con.execute(
+                    _TABLE.insert().values(
+                        key=key,
+                        model=model,
+                        response=reply.text,
+                        prompt_tokens=reply.prompt_tokens,
+                        completion_tokens=reply.completion_tokens,
+                        created=time.time(),
+                    )
+                )
+
+    def __len__(self) -> int:
+        with self.engine.connect() as con:
+            return int(con.execute(sa.select(sa.func.count()).select_from(_TABLE)).scalar_one())

@@ -1,0 +1,307 @@
+"""The LLM reasoner: any OpenAI-compatible chat endpoint through LangChain.
+
+Structured output is plain JSON in the reply, validated with pydantic; on a reply that is
+not JSON, has the wrong shape, or is a refusal, the validation error goes back to the model
+and it tries again (``attempts`` times). Transport failures (timeouts, HTTP 429 and 5xx,
+connection errors) are retried with exponential backoff; authentication and bad-request
+errors are not. Replies are cached by prompt hash in the study's database, so a resumed run
+replays paid calls for free; tokens, calls and (given prices) cost are counted.
+
+After repeated failure a niche is skipped for the round with a logged reason; an endpoint
+that stays unreachable raises :class:`LLMUnavailableError`, which stops the run with a
+message that says how to resume.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Sequence
+from typing import Any, Literal, TypeVar
+
+import openai
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_openai import ChatOpenAI
+from pydantic import BaseModel, Field, SecretStr, ValidationError
+
+from agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner
+from agent.reasoners.cache import CachedReply, ResponseCache, prompt_key
+from knowledge import KnowledgeBase
+from prompts import PROMPTS, load_prompt
+from search.errors import CoevoError, UserInputError
+from search.niches import niche_of
+from search.proposers import Evaluation, Proposal
+
+log = logging.getLogger(__name__)
+T = TypeVar("T", bound=BaseModel)
+
+RETRYABLE = (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError)
+
+
+class LLMUnavailableError(CoevoError):
+    """The endpoint kept failing; the run stops and can be resumed."""
+
+
+class LLMReplyError(CoevoError):
+    """The model never produced a valid reply within the allowed attempts."""
+
+
+class CandidateOut(BaseModel):
+    design: str = Field(min_length=1)
+    rationale: str = ""
+    heuristics: list[str] = Field(default_factory=list)
+
+
+class ProposeOut(BaseModel):
+    candidates: list[CandidateOut]
+
+
+class HeuristicOut(BaseModel):
+    id: str | None = None
+    text: str = Field(min_length=3)
+    niche: str | None = None
+    confidence: float = Field(ge=0.0, le=1.0)
+    status: Literal["proposed", "validated", "refuted", "retired"] = "proposed"
+    support: list[int] = Field(default_factory=list)
+    refute: list[int] = Field(default_factory=list)
+
+
+class KBUpdateOut(BaseModel):
+    heuristics: list[HeuristicOut]
+
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
+
+
+def extract_json(text: str) -> str:
+    """The JSON object in a reply: inside a code fence if there is one, else from the first '{'."""
+    fenced = _FENCE.search(text)
+    if fenced:
+        return fenced.group(1).strip()
+    start, end = text.find("{"), text.rfind("}")
+    return text[start : end + 1] if start != -1 and end > start else text.strip()
+
+
+def _to_langchain(messages: list[dict[str, str]]) -> list[BaseMessage]:
+    kinds = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
+    return [kinds[m["role"]](content=m["content"]) for m in messages]
+
+
+class LLMReasoner(Reasoner):
+    """Reasoner backed by an OpenAI-compatible chat endpoint.
+
+    Args:
+        model: model name the endpoint serves.
+        base_url: endpoint, e.g. ``http://localhost:8000/v1``.
+        api_key: key; local servers accept any (``not-needed`` is sent when None).
+        cache: response cache (in the study's database).
+        timeout_s: per-request timeout.
+        transport_retries: retries of a failed request (timeouts, 429, 5xx, connection).
+        attempts: tries per structured reply, the validation error fed back each time.
+        backoff_s: first backoff; doubles per retry.
+        price_per_mtok: (input, output) USD per million tokens, for cost accounting.
+        temperature: sampling temperature.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str,
+        api_key: str | None = None,
+        cache: ResponseCache | None = None,
+        timeout_s: float = 60.0,
+        transport_retries: int = 3,
+        attempts: int = 3,
+        backoff_s: float = 1.0,
+        price_per_mtok: tuple[float, float] | None = None,
+        temperature: float = 0.2,
+    ) -> None:
+        super().__init__()
+        for name in PROMPTS:
+            load_prompt(name)  # a broken template fails here, at start-up
+        self.model = model
+        self.label = f"llm:{model}"
+        self.cache = cache
+        self.transport_retries = transport_retries
+        self.attempts = attempts
+        self.backoff_s = backoff_s
+        self.price = price_per_mtok
+        self.temperature = temperature
+        self.usage.cost_usd = 0.0 if price_per_mtok else None
+        self.chat = ChatOpenAI(
+            model=model,
+            base_url=base_url,
+            api_key=SecretStr(api_key or "not-needed"),
+            timeout=timeout_s,
+            max_retries=0,
+            temperature=temperature,
+        )
+
+    # ------------------------------------------------------------ transport
+
+    def complete(self, messages: list[dict[str, str]]) -> str:
+        """One chat completion, from the cache when this exact prompt was paid for before."""
+        key = prompt_key(self.model, messages, self.temperature)
+        if self.cache is not None:
+            hit = self.cache.get(key)
+            if hit is not None:
+                self.usage.cached_calls += 1
+                return hit.text
+        reply = self._call(messages)
+        self.usage.calls += 1
+        self.usage.prompt_tokens += reply.prompt_tokens
+        self.usage.completion_tokens += reply.completion_tokens
+        if self.price and self.usage.cost_usd is not None:
+            self.usage.cost_usd += (reply.prompt_tokens * self.price[0] + reply.completion_tokens * self.price[1]) / 1e6
+        if self.cache is not None:
+            self.cache.put(key, self.model, reply)
+        return reply.text
+
+    def _call(self, messages: list[dict[str, str]]) -> CachedReply:
+        delay = self.backoff_s
+        last: Exception | None = None
+        for attempt in range(self.transport_retries + 1):
+            try:
+                msg = self.chat.invoke(_to_langchain(messages))
+            except RETRYABLE as exc:
+                last = exc
+                log.warning("LLM request failed (%s), attempt %d/%d", type(exc).__name__, attempt + 1, self.transport_retries + 1)
+                if attempt < self.transport_retries:
+                    time.sleep(delay)
+                    delay *= 2
+                continue
+            except openai.AuthenticationError as exc:
+                raise LLMUnavailableError(
+                    f"the LLM endpoint refused the API key (HTTP 401): set OPENAI_API_KEY or --llm-api-key ({exc})"
+                ) from exc
+            except openai.APIStatusError as exc:
+                raise LLMUnavailableError(f"the LLM endpoint answered HTTP {exc.status_code}: {exc.message}") from exc
+            except (ValueError, TypeError, json.JSONDecodeError) as exc:
+                # garbage body: the client could not parse it; count as a failed attempt
+                last = exc
+                if attempt < self.transport_retries:
+                    time.sleep(delay)
+                    delay *= 2
+                continue
+            usage = getattr(msg, "usage_metadata", None) or {}
+            refusal = msg.additional_kwargs.get("refusal") if isinstance(msg, AIMessage) else None
+            text = msg.content if isinstance(msg.content, str) else json.dumps(msg.content)
+            if refusal:
+                text = f"REFUSAL: {refusal}"
+            return CachedReply(text, int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0)))
+        raise LLMUnavailableError(
+            f"the LLM endpoint failed {self.transport_retries + 1} times ({type(last).__name__}: {last}); "
+            "check COEVO_LLM_BASE_URL, then rerun the same command to resume"
+        )
+
+    def structured(self, messages: list[dict[str, str]], schema: type[T]) -> T:
+        """A reply parsed into ``schema``; invalid replies are sent back with the error."""
+        convo = list(messages)
+        problem = ""
+        for _ in range(self.attempts):
+            text = self.complete(convo)
+            if text.startswith("REFUSAL:") or not text.strip():
+                problem = "the reply was a refusal or empty; this is a benign engineering task, please answer"
+            else:
+                try:
+                    return schema.model_validate_json(extract_json(text))
+                except ValidationError as exc:
+                    problem = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'reply'}: {e['msg']}" for e in exc.errors()[:5])
+            convo = [
+                *convo,
+                {"role": "assistant", "content": text},
+                {"role": "user", "content": f"Your reply was not valid: {problem}. Reply with the JSON object only, in the format asked."},
+            ]
+        raise LLMReplyError(f"no valid reply after {self.attempts} attempts: {problem}")
+
+    # ------------------------------------------------------------ reasoning
+
+    @staticmethod
+    def _result(problem: Any, e: Evaluation) -> str:
+        return ", ".join(f"{o.name}={e.values[o.name]:.4g}{o.unit if o.unit != '%' else '%'}" for o in problem.objectives)
+
+    def update_knowledge(self, kb: KnowledgeBase, evidence: Sequence[Evaluation], ctx: KnowledgeContext) -> list[str]:
+        problem = ctx.problem
+        rows = [e for e in evidence if e.query]
+        if not rows:
+            return []
+        messages = load_prompt("kb_update").render(
+            problem=f"{problem.name} {problem.spec()}",
+            objectives=", ".join(f"{o.name} ({o.direction}, {o.unit})" for o in problem.objectives),
+            design_format=problem.design_format,
+            evidence=[
+                {
+                    "trial": e.trial_number,
+                    "niche": niche_of(ctx.niches, e.point),
+                    "design": problem.describe(e.point),
+                    "result": self._result(problem, e),
+                }
+                for e in rows
+            ],
+            heuristics=[{"id": h.id, "status": h.status, "confidence": h.confidence, "text": h.text} for h in kb.heuristics.values()],
+        )
+        try:
+            out = self.structured(messages, KBUpdateOut)
+        except LLMReplyError as exc:
+            return [f"knowledge update skipped: {exc}"]
+        known = {e.trial_number for e in ctx.evaluations}
+        niche_ids = {n.id for n in ctx.niches}
+        changes = []
+        for item in out.heuristics:
+            existing = kb.heuristics.get(item.id) if item.id else None
+            if existing is not None and existing.status in ("accepted", "rejected"):
+                continue  # a person decided: the model cannot overrule
+            support = [t for t in item.support if t in known]  # invented trial numbers are dropped
+            refute = [t for t in item.refute if t in known]
+            key = existing.key if existing else f"llm:{item.text.strip().lower()}"
+            h, created = kb.upsert(
+                key,
+                ctx.round,
+                text=item.text,
+                scope={**problem.spec(), "niche": item.niche if item.niche in niche_ids else None},
+                confidence=item.confidence,
+                status=item.status,
+                author=self.model,
+                support=support,
+                refute=refute,
+            )
+            changes.append(f"{'created' if created else 'updated'} {h.id}: {h.text} [{h.status}, {h.confidence:.2f}]")
+        return changes
+
+    def propose(self, request: ProposeRequest) -> list[Proposal]:
+        problem = request.problem
+        messages = load_prompt("propose").render(
+            problem=f"{problem.name} {problem.spec()}",
+            objectives=", ".join(f"{o.name} ({o.direction}, {o.unit})" for o in problem.objectives),
+            design_format=problem.design_format,
+            niche_id=request.niche.id,
+            niche_description=request.niche.description,
+            quota=request.quota,
+            elites=[
+                {"trial": e.trial_number, "design": problem.describe(e.point), "result": self._result(problem, e)} for e in request.elites
+            ],
+            heuristics=[{"id": h.id, "text": h.text, "confidence": h.confidence} for h in request.heuristics],
+            feedback=list(request.feedback),
+        )
+        try:
+            out = self.structured(messages, ProposeOut)
+        except LLMReplyError as exc:
+            log.warning("niche %s skipped this round: %s", request.niche.id, exc)
+            return []
+        known = {h.id for h in request.heuristics}
+        proposals = []
+        for cand in out.candidates[: max(request.quota * 2, request.quota)]:
+            try:
+                point = problem.parse_design(cand.design)
+            except UserInputError as exc:
+                # handed back to the proposer as an invalid point, so the reason reaches the model
+                proposals.append(Proposal(cand.design, error=f"{cand.design!r} is not a valid design: {exc}"))
+                continue
+            cited = tuple(h for h in cand.heuristics if h in known)
+            proposals.append(
+                Proposal(point, rationale=cand.rationale, heuristics=cited, attrs={"niche": request.niche.id, "reasoner": self.label})
+            )
+        return proposals

@@ -1,0 +1,182 @@
+"""The LLM path end to end against a loopback OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import optuna
+import pytest
+
+from agent.coevolution import make_pelnas
+from agent.reasoners import make_reasoner
+from agent.reasoners.cache import ResponseCache
+from agent.reasoners.llm import LLMReasoner, LLMReplyError, LLMUnavailableError, ProposeOut, extract_json
+from search.errors import CoevoError, UserInputError
+from search.nb201 import NB201Problem
+from search.runner import run_search
+from tests.fakes import nb201_model
+from tests.fakes.openai_server import FakeOpenAI
+
+GOOD = json.dumps({"candidates": [{"design": "|nor_conv_3x3~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|", "rationale": "r"}]})
+
+
+def reasoner(url: str, storage: str | None = None, **kw: object) -> LLMReasoner:
+    opts = {"backoff_s": 0.01, "timeout_s": 5.0, **kw}
+    return LLMReasoner(model="fake-7b", base_url=url, cache=ResponseCache(storage) if storage else None, **opts)  # type: ignore[arg-type]
+
+
+MSG = [{"role": "user", "content": "propose"}]
+
+
+def test_valid_reply_and_token_accounting() -> None:
+    with FakeOpenAI([{"content": GOOD, "prompt_tokens": 321, "completion_tokens": 45}]) as fake:
+        r = reasoner(fake.url, price_per_mtok=(1.0, 2.0))
+        out = r.structured(MSG, ProposeOut)
+    assert out.candidates[0].rationale == "r"
+    assert (r.usage.calls, r.usage.prompt_tokens, r.usage.completion_tokens) == (1, 321, 45)
+    assert r.usage.cost_usd == pytest.approx((321 * 1 + 45 * 2) / 1e6)
+    assert fake.requests[0]["model"] == "fake-7b"
+
+
+@pytest.mark.parametrize(
+    ("bad", "fragment"),
+    [
+        ({"content": "I think you should try more convolutions."}, "not valid"),
+        ({"content": json.dumps({"designs": ["x"]})}, "candidates"),
+        ({"content": json.dumps({"candidates": [{"design": ""}]})}, "candidates.0.design"),
+        ({"refusal": "I can't help with that."}, "refusal"),
+        ({"content": ""}, "refusal or empty"),
+    ],
+)
+def test_invalid_replies_are_sent_back_with_the_error(bad: dict[str, object], fragment: str) -> None:
+    with FakeOpenAI([bad, {"content": GOOD}]) as fake:
+        out = reasoner(fake.url).structured(MSG, ProposeOut)
+    assert len(out.candidates) == 1
+    retry = fake.requests[1]["messages"]
+    assert retry[-1]["role"] == "user" and "Your reply was not valid" in retry[-1]["content"] and fragment in retry[-1]["content"]
+
+
+def test_gives_up_after_attempts() -> None:
+    with FakeOpenAI(default={"content": "no json here"}) as fake, pytest.raises(LLMReplyError, match="after 3 attempts"):
+        reasoner(fake.url).structured(MSG, ProposeOut)
+    assert len(fake.requests) == 3
+
+
+@pytest.mark.parametrize("failure", [{"status": 429}, {"status": 500}, {"status": 503}, {"raw": "<html>bad gateway</html>"}])
+def test_transient_failures_are_retried_with_backoff(failure: dict[str, object]) -> None:
+    with FakeOpenAI([failure, failure, {"content": GOOD}]) as fake:
+        out = reasoner(fake.url).structured(MSG, ProposeOut)
+    assert len(out.candidates) == 1 and len(fake.requests) == 3
+
+
+def test_timeout_is_retried() -> None:
+    with FakeOpenAI([{"delay": 1.5, "content": GOOD}, {"content": GOOD}]) as fake:
+        out = reasoner(fake.url, timeout_s=0.5).structured(MSG, ProposeOut)
+    assert len(out.candidates) == 1
+
+
+def test_unauthorized_fails_fast_with_a_fix() -> None:
+    with FakeOpenAI(default={"status": 401, "message": "bad key"}) as fake, pytest.raises(LLMUnavailableError, match="OPENAI_API_KEY"):
+        reasoner(fake.url).structured(MSG, ProposeOut)
+    assert len(fake.requests) == 1
+
+
+def test_endpoint_down_stops_with_resume_hint() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(LLMUnavailableError, match="rerun the same command to resume"):
+        reasoner(f"http://127.0.0.1:{port}/v1", transport_retries=1).structured(MSG, ProposeOut)
+
+
+def test_extract_json() -> None:
+    assert json.loads(extract_json('Sure! ```json\n{"a": 1}\n``` done')) == {"a": 1}
+    assert json.loads(extract_json('Here: {"a": {"b": 2}} thanks')) == {"a": {"b": 2}}
+
+
+def test_make_reasoner_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("COEVO_LLM_BASE_URL", raising=False)
+    monkeypatch.delenv("COEVO_LLM_MODEL", raising=False)
+    assert make_reasoner().label == "offline (no LLM)"
+    with pytest.raises(UserInputError, match="COEVO_LLM_BASE_URL"):
+        make_reasoner("llm")
+    monkeypatch.setenv("COEVO_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("COEVO_LLM_MODEL", "m")
+    assert make_reasoner(storage="sqlite:///:memory:").label == "llm:m"
+
+
+# ---- whole searches
+
+
+def _search(url: str, storage: str, study: str, budget: int = 44, **kw: object) -> object:
+    proposer = make_pelnas("pelnas", reasoner=reasoner(url, storage, **kw))
+    return run_search(NB201Problem(dataset="cifar10", device="fpga"), proposer, budget=budget, seed=0, storage=storage, study_name=study)
+
+
+def test_llm_search_records_rationale_heuristics_and_tokens(storage: str) -> None:
+    with FakeOpenAI(default=nb201_model.reply) as fake:
+        result = _search(fake.url, storage, "a")
+    assert result.evaluations == 44  # type: ignore[attr-defined]
+    assert result.reasoner == "llm:fake-7b"  # type: ignore[attr-defined]
+    usage = result.llm_usage  # type: ignore[attr-defined]
+    assert usage["calls"] == len(fake.requests) > 0 and usage["prompt_tokens"] > 0
+    study = optuna.load_study(study_name="a", storage=storage)
+    guided = [t for t in study.trials if t.user_attrs["round"] > 0]
+    assert guided and all(t.user_attrs["reasoner"] == "llm:fake-7b" and t.user_attrs["rationale"] == "fake reasoning" for t in guided)
+    assert any(t.user_attrs["heuristics"] for t in guided)  # cited heuristic ids reach the study
+    kb = json.loads(study.user_attrs["coevo.kb"])
+    h = kb["heuristics"][0]
+    assert h["author"] == "fake-7b" and 99999 not in h["support"]  # invented trial numbers are dropped
+    logs = [v for k, v in study.user_attrs.items() if k.startswith("coevo.rounds.")]
+    assert all(v["reasoner"] == "llm:fake-7b" for v in logs) and any(v["usage"]["calls"] for v in logs)
+
+
+def test_replay_costs_nothing(storage: str) -> None:
+    with FakeOpenAI(default=nb201_model.reply) as fake:
+        _search(fake.url, storage, "first")
+        paid = len(fake.requests)
+        again = _search(fake.url, storage, "second")  # same seed: the same prompts
+    assert len(fake.requests) == paid
+    assert again.llm_usage["calls"] == 0 and again.llm_usage["cached_calls"] == paid  # type: ignore[attr-defined]
+
+
+def test_bad_designs_and_duplicates_are_fed_back(storage: str) -> None:
+    state = {"n": 0}
+
+    def sloppy(request: dict[str, object]) -> dict[str, object]:
+        state["n"] += 1
+        first = next(m["content"] for m in request["messages"] if m["role"] == "user")  # type: ignore[index, union-attr]
+        if "Propose" in first and state["n"] % 2 == 0:
+            bad = [
+                {"design": "|conv9x9~0|+|none~0|none~1|+|none~0|none~1|none~2|"},
+                {"design": "|avg_pool_3x3~0|+|none~0|none~1|+|none~0|none~1|none~2|"},
+            ]  # may be outside the niche
+            return {"content": json.dumps({"candidates": bad})}
+        return nb201_model.reply(request)  # type: ignore[arg-type]
+
+    with FakeOpenAI(default=sloppy) as fake:
+        result = _search(fake.url, storage, "s")
+    assert result.evaluations == 44  # type: ignore[attr-defined]
+    feedback = [p for p in fake.user_prompts() if "Some earlier candidates were rejected" in p]
+    assert feedback and any("not a valid design" in p for p in feedback)
+
+
+def test_endpoint_dies_mid_run_then_resume_without_repeating(storage: str) -> None:
+    calls = {"n": 0}
+
+    def flaky(request: dict[str, object]) -> dict[str, object]:
+        calls["n"] += 1
+        return nb201_model.reply(request) if calls["n"] <= 5 else {"status": 500}  # type: ignore[arg-type]
+
+    with FakeOpenAI(default=flaky) as fake, pytest.raises(CoevoError, match="rerun the same command"):
+        _search(fake.url, storage, "r", transport_retries=1)
+    done = len([t for t in optuna.load_study(study_name="r", storage=storage).trials if t.state.name == "COMPLETE"])
+    assert 0 < done < 44
+    with FakeOpenAI(default=nb201_model.reply) as healthy:
+        result = _search(healthy.url, storage, "r")
+    assert result.evaluations == 44  # type: ignore[attr-defined]
+    ids = [t.user_attrs["point_id"] for t in optuna.load_study(study_name="r", storage=storage).trials if t.state.name == "COMPLETE"]
+    assert len(ids) == len(set(ids)) == 44
+    first_prompts = {json.dumps(r["messages"]) for r in fake.requests[:5]}
+    assert not first_prompts & {json.dumps(r["messages"]) for r in healthy.requests}  # paid calls were replayed from cache

@@ -1,0 +1,54 @@
+"""A scripted 'model' for the NB201 prompts: answers like a competent LLM would, deterministically."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from typing import Any
+
+from search.nb201 import format_arch, random_cell
+from search.niches import nb201_complexity_niches
+
+
+def reply(request: dict[str, Any]) -> dict[str, Any]:
+    """Answer a propose or kb_update prompt with valid JSON."""
+    prompt = next(m["content"] for m in reversed(request["messages"]) if m["role"] == "user")
+    first = next(m["content"] for m in request["messages"] if m["role"] == "user")
+    rng = random.Random(first)
+    if "Update the knowledge base" in first:
+        trials = [int(t) for t in re.findall(r"trial (\d+)", first)][:3]
+        return {
+            "content": json.dumps(
+                {
+                    "heuristics": [
+                        {
+                            "id": None,
+                            "text": "more 3x3 convolutions raise accuracy",
+                            "niche": None,
+                            "confidence": 0.8,
+                            "status": "proposed",
+                            "support": [*trials, 99999],
+                            "refute": [],
+                        }
+                    ]
+                }
+            )
+        }
+    niche_id = re.search(r"Niche (\S+):", first).group(1)  # type: ignore[union-attr]
+    quota = int(re.search(r"Propose (\d+) new designs", first).group(1))  # type: ignore[union-attr]
+    niche = next(n for n in nb201_complexity_niches() if n.id == niche_id)
+    cited = re.findall(r"- (H\d+):", first)[:1]
+    designs = []
+    while len(designs) < quota:
+        cell = random_cell(rng)
+        if niche.contains(cell):
+            designs.append(format_arch(cell))
+    del prompt
+    return {
+        "content": "```json\n"
+        + json.dumps({"candidates": [{"design": d, "rationale": "fake reasoning", "heuristics": cited} for d in designs]})
+        + "\n```",
+        "prompt_tokens": len(first) // 4,
+        "completion_tokens": 60 * quota,
+    }

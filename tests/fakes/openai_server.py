@@ -1,0 +1,108 @@
+"""A loopback HTTP server speaking the OpenAI chat-completions protocol, scripted per test.
+
+The real client stack (LangChain -> openai -> httpx) talks to it over 127.0.0.1, so tests
+exercise the same code path as a hosted API, vLLM, llama.cpp or Ollama.
+
+A script is a list of steps, used in order, then ``default`` for every later request. A
+step is a dict (or a callable taking the request JSON and returning one):
+
+* ``{"content": "..."}`` a normal reply (``prompt_tokens`` / ``completion_tokens`` optional);
+* ``{"refusal": "..."}`` a refusal (content null, refusal set);
+* ``{"status": 500}`` an HTTP error with an OpenAI-style error body;
+* ``{"raw": "..."}`` a 200 with a body that is not JSON;
+* ``{"delay": 2.0, ...}`` sleep first (for client timeouts), then the rest of the step.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Step = dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]]
+
+
+class FakeOpenAI:
+    """Context manager running the server on a free loopback port."""
+
+    def __init__(self, script: list[Step] | None = None, default: Step | None = None) -> None:
+        self.script = list(script or [])
+        self.default = default
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with fake._lock:
+                    fake.requests.append(body)
+                    step = fake.script.pop(0) if fake.script else fake.default
+                if step is None:
+                    step = {"status": 500, "message": "script exhausted"}
+                if callable(step):
+                    step = step(body)
+                if step.get("delay"):
+                    time.sleep(step["delay"])
+                try:
+                    self._answer(body, step)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout): nothing to answer
+
+            def _answer(self, body: dict[str, Any], step: dict[str, Any]) -> None:
+                if "status" in step:
+                    self._send(
+                        step["status"], json.dumps({"error": {"message": step.get("message", "scripted error"), "type": "server_error"}})
+                    )
+                    return
+                if "raw" in step:
+                    self._send(200, step["raw"])
+                    return
+                message: dict[str, Any] = {"role": "assistant", "content": step.get("content"), "refusal": step.get("refusal")}
+                usage = {"prompt_tokens": step.get("prompt_tokens", 100), "completion_tokens": step.get("completion_tokens", 20)}
+                usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+                reply = {
+                    "id": f"chatcmpl-{len(fake.requests)}",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": body.get("model", "fake"),
+                    "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                    "usage": usage,
+                }
+                self._send(200, json.dumps(reply))
+
+            def _send(self, status: int, text: str) -> None:
+                data = text.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        """Base URL to give the client (``.../v1``)."""
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self) -> FakeOpenAI:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def user_prompts(self) -> list[str]:
+        """The last user message of every request received."""
+        return [next(m["content"] for m in reversed(r["messages"]) if m["role"] == "user") for r in self.requests]
