@@ -162,12 +162,27 @@ def _add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, default=1, help="runs in parallel, as processes (default: 1)")
     p.add_argument("--out", type=Path, default=Path("bench-out"), help="output folder (default: ./bench-out)")
     p.add_argument("--json", action="store_true", help="print the per-run results as JSON lines")
+    _add_reasoner_args(p)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    from agent.reasoners import OFFLINE_NOTE, llm_settings
     from search.bench import BenchSpec, run_bench
 
     options = {"dataset": args.dataset} if args.dataset else {}
+    reasoner = None
+    if any(p.startswith("pelnas") for p in args.proposers):
+        base_url, model, api_key = llm_settings(args.llm_base_url, args.llm_model, args.llm_api_key)
+        kind = args.reasoner if args.reasoner != "auto" else ("llm" if base_url and model else "offline")
+        err.print(OFFLINE_NOTE if kind == "offline" else f"reasoner: llm:{model}")
+        reasoner = {
+            "kind": kind,
+            "base_url": base_url,
+            "model": model,
+            "api_key": api_key,
+            "price_per_mtok": args.llm_price,
+            "timeout_s": args.llm_timeout,
+        }
     spec = BenchSpec(
         args.problem,
         options,
@@ -177,6 +192,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         args.budget,
         args.storage,
         args.jobs,
+        reasoner,
     )
     spec.validate()
     total = len(spec.devices) * len(spec.proposers) * len(spec.seeds)

@@ -25,13 +25,10 @@ from agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner
 from knowledge import KnowledgeBase, StudyAttrStore
 from search.errors import CoevoError, UserInputError
 from search.metrics import pareto_mask
-from search.niches import Niche, allocate, get_partition, niche_of
+from search.niches import Niche, allocate, get_partition, niche_of, partition_for
 from search.problem import Evolvable, Problem
 from search.proposers import Evaluation, Proposal, Proposer, RoundContext
 from search.surrogate import AccuracyModel, TreeSurrogate
-
-DEFAULT_PARTITION = {"nb201": "nb201-complexity"}
-"""Niche partition per problem; problems not listed get one niche."""
 
 ROUND_LOG = "coevo.rounds"
 KB_ROUND = StudyAttrStore.ATTR + ".round"
@@ -78,7 +75,7 @@ class CoevolutionProposer(Proposer):
 
     def niches_for(self, problem: Problem) -> tuple[Niche, ...]:
         """The partition this proposer uses on ``problem``."""
-        return get_partition(DEFAULT_PARTITION.get(problem.name, "single") if self.use_niches else "single")
+        return partition_for(problem.name) if self.use_niches else get_partition("single")
 
     # ------------------------------------------------------------ the round
 

@@ -23,7 +23,7 @@ from typing import Any
 import optuna
 
 from search.errors import UserInputError
-from search.plots import plot_fronts, plot_hv_curves
+from search.plots import plot_exploration, plot_fronts, plot_hv_curves
 from search.problems import make_problem
 from search.proposers import get_proposer
 from search.runner import SearchResult, run_search
@@ -68,6 +68,8 @@ class BenchSpec:
     budget: int
     storage: str | None = None
     jobs: int = 1
+    reasoner: dict[str, Any] | None = None
+    """Settings for :func:`agent.reasoners.make_reasoner` (pelnas proposers); None: offline."""
 
     def validate(self) -> None:
         """Fail fast, before any run, on a bad name or number."""
@@ -94,9 +96,16 @@ class BenchReport:
     markdown: str = ""
 
 
-def _one_run(problem: str, options: dict[str, Any], proposer: str, budget: int, seed: int, storage: str) -> SearchResult:
+def _one_run(
+    problem: str, options: dict[str, Any], proposer: str, budget: int, seed: int, storage: str, reasoner: dict[str, Any] | None
+) -> SearchResult:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    return run_search(make_problem(problem, options), proposer, budget=budget, seed=seed, storage=storage)
+    proposer_options = None
+    if reasoner is not None and proposer.startswith("pelnas"):
+        from agent.reasoners import make_reasoner  # built in the worker: reasoners hold clients and caches
+
+        proposer_options = {"reasoner": make_reasoner(**reasoner, storage=storage)}
+    return run_search(make_problem(problem, options), get_proposer(proposer, proposer_options), budget=budget, seed=seed, storage=storage)
 
 
 def run_bench(spec: BenchSpec, out: Path, *, on_result: Callable[[SearchResult], None] | None = None) -> BenchReport:
@@ -106,7 +115,7 @@ def run_bench(spec: BenchSpec, out: Path, *, on_result: Callable[[SearchResult],
     storage = spec.storage or f"sqlite:///{out / 'bench.sqlite3'}"
     open_storage(storage)  # create the schema once, before parallel runs race to do it
     jobs = [
-        (spec.problem, {**spec.options, "device": d}, p, spec.budget, s, storage)
+        (spec.problem, {**spec.options, "device": d}, p, spec.budget, s, storage, spec.reasoner)
         for d in spec.devices
         for p in spec.proposers
         for s in spec.seeds
@@ -136,7 +145,7 @@ def run_bench(spec: BenchSpec, out: Path, *, on_result: Callable[[SearchResult],
     report.files.append(_write_csv(results, out / "runs.csv"))
     (out / "histories.json").write_text(json.dumps([{"study": r.study, "hv_history": r.hv_history} for r in results]))
     report.files.append(out / "histories.json")
-    report.markdown = markdown_table(results, spec)
+    report.markdown = markdown_table(results, spec) + exploration_table(results, spec)
     (out / "results.md").write_text(report.markdown)
     report.files.append(out / "results.md")
     report.files.extend(_plots(spec, results, out))
@@ -199,8 +208,47 @@ def markdown_table(results: Sequence[SearchResult], spec: BenchSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _shares(results: Sequence[SearchResult], part: str) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for r in results:
+        counts = r.exploration.get(part, {})
+        pairs = list(counts.items() if isinstance(counts, dict) else enumerate(counts))
+        n = sum(v for _, v in pairs) or 1
+        for k, v in pairs:
+            totals[str(k)] = totals.get(str(k), 0.0) + v / n / len(results)
+    return totals
+
+
+def exploration_table(results: Sequence[SearchResult], spec: BenchSpec) -> str:
+    """Exploration bias: mean share of evaluations per niche and per latency band, per proposer."""
+    niche_ids = list(results[0].exploration.get("niches", {})) if results else []
+    lines = [
+        "",
+        "## Exploration bias",
+        "",
+        "Mean share of evaluated cells per niche (PEL-NAS complexity niches) and per latency band "
+        "(5 equal-width bands over the space's latency range, fastest first), over devices and seeds.",
+        "",
+        "| proposer | " + " | ".join(niche_ids) + " | " + " | ".join(f"lat{k + 1}" for k in range(5)) + " |",
+        "|---|" + "---|" * (len(niche_ids) + 5),
+    ]
+    for proposer in spec.proposers:
+        rs = [r for r in results if r.proposer == proposer]
+        niches = _shares(rs, "niches")
+        bands = _shares(rs, "latency_bands")
+        cells = [f"{niches.get(n, 0):.2f}" for n in niche_ids] + [f"{bands.get(str(k), 0):.2f}" for k in range(5)]
+        lines.append(f"| {proposer} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def _plots(spec: BenchSpec, results: Sequence[SearchResult], out: Path) -> list[Path]:
-    paths = []
+    paths = [
+        plot_exploration(
+            {p: _shares([r for r in results if r.proposer == p], "niches") for p in spec.proposers},
+            f"{spec.problem}: share of evaluations per niche",
+            out / "exploration.png",
+        )
+    ]
     for device in spec.devices:
         problem = make_problem(spec.problem, {**spec.options, "device": device})
         ref = problem.reference()

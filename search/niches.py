@@ -60,6 +60,15 @@ PARTITIONS: dict[str, Callable[[], tuple[Niche, ...]]] = {
 }
 
 
+DEFAULT_PARTITION: dict[str, str] = {"nb201": "nb201-complexity"}
+"""Niche partition per problem name; problems not listed get one niche."""
+
+
+def partition_for(problem_name: str) -> tuple[Niche, ...]:
+    """The default niches of a problem (one niche when it has no partition)."""
+    return get_partition(DEFAULT_PARTITION.get(problem_name, "single"))
+
+
 def get_partition(name: str) -> tuple[Niche, ...]:
     """The niches of a registered partition."""
     try:

@@ -67,3 +67,23 @@ def plot_fronts(
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def plot_exploration(shares: Mapping[str, Mapping[str, float]], title: str, path: Path) -> Path:
+    """Grouped bars: per proposer, the share of evaluations in each niche."""
+    fig, ax = plt.subplots(figsize=(7.2, 4.0))
+    labels = list(shares)
+    niches = list(next(iter(shares.values())).keys()) if shares else []
+    width = 0.8 / max(1, len(labels))
+    x = np.arange(len(niches))
+    for k, label in enumerate(labels):
+        ax.bar(x + k * width, [shares[label].get(n, 0.0) for n in niches], width, label=label)
+    ax.set_xticks(x + width * (len(labels) - 1) / 2, niches, fontsize=8)
+    ax.set_ylabel("share of evaluations")
+    ax.legend(fontsize=7, ncol=3)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

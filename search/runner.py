@@ -21,7 +21,8 @@ import numpy as np
 import optuna
 
 from search.errors import UserInputError
-from search.metrics import FrontMetrics, pareto_mask
+from search.metrics import FrontMetrics, FrontReference, pareto_mask
+from search.niches import niche_of, partition_for
 from search.problem import Problem
 from search.proposers import Evaluation, Proposal, Proposer, RoundContext, get_proposer
 from search.storage import open_storage, resolve_storage_url
@@ -71,6 +72,8 @@ class SearchResult:
     stopped: str | None = None
     reasoner: str | None = None
     llm_usage: dict[str, Any] | None = None
+    exploration: dict[str, Any] = field(default_factory=dict)
+    """Where the evaluations went: counts per niche and per latency band (exploration bias)."""
 
     def to_json(self, *, history: bool = False) -> str:
         """One JSON object; the per-evaluation HV history only when asked."""
@@ -276,6 +279,7 @@ def summarize(
     ]
     front.sort(key=lambda row: (row[lat_name], row["point_id"]))
     queries = len(evaluations)
+    exploration = exploration_histogram(problem, [e.point for e in evaluations], lat, ref)
     return SearchResult(
         study=study.study_name,
         storage=resolve_storage_url(storage),
@@ -293,4 +297,21 @@ def summarize(
         front=front,
         hv_history=history or [],
         stopped=stopped,
+        exploration=exploration,
     )
+
+
+LATENCY_BANDS = 5
+
+
+def exploration_histogram(problem: Problem, points: list[Any], lat: np.ndarray, ref: FrontReference | None) -> dict[str, Any]:
+    """Counts of evaluated points per niche of the problem's default partition and per
+    latency band (equal-width bands over the whole space's latency range when known)."""
+    niches = partition_for(problem.name)
+    per_niche = {n.id: 0 for n in niches}
+    for p in points:
+        per_niche[niche_of(niches, p)] += 1
+    lo, hi = (ref.lat_min, ref.lat_max) if ref else ((float(lat.min()), float(lat.max())) if len(lat) else (0.0, 1.0))
+    edges = np.linspace(lo, hi, LATENCY_BANDS + 1)
+    bands = np.histogram(np.clip(lat, lo, hi), bins=edges)[0].tolist() if len(lat) else [0] * LATENCY_BANDS
+    return {"niches": per_niche, "latency_bands": bands, "latency_edges_ms": [round(float(x), 4) for x in edges]}

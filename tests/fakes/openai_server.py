@@ -15,6 +15,7 @@ step is a dict (or a callable taking the request JSON and returning one):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -51,10 +52,8 @@ class FakeOpenAI:
                     step = step(body)
                 if step.get("delay"):
                     time.sleep(step["delay"])
-                try:
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
                     self._answer(body, step)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (timeout): nothing to answer
 
             def _answer(self, body: dict[str, Any], step: dict[str, Any]) -> None:
                 if "status" in step:
