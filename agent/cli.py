@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import optuna
 from rich.console import Console
@@ -36,8 +37,22 @@ class Command:
 # ---------------------------------------------------------------- search
 
 
+def _problem_options(args: argparse.Namespace, **extra: object) -> dict[str, object]:
+    options: dict[str, object] = {"dataset": args.dataset, **extra}
+    if args.mode != "query":
+        options["mode"] = args.mode
+        options["storage"] = args.storage
+    return options
+
+
 def _add_problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--problem", default="nb201", help="problem name (default: nb201)")
+    p.add_argument(
+        "--mode",
+        default="query",
+        choices=("query", "zero-cost"),
+        help="query: accuracy queries count against the budget; zero-cost: accuracy estimated by zero-cost proxies",
+    )
     p.add_argument("--dataset", default=None, help="NB201 dataset: cifar10, cifar100, imagenet16_120 (default: cifar10)")
     p.add_argument("--storage", default=None, help="Optuna storage URL (default: sqlite:///runs/coevo.sqlite3)")
 
@@ -114,7 +129,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     from search.runner import Progress as SearchProgress
     from search.runner import run_search
 
-    problem = make_problem(args.problem, {"dataset": args.dataset, "device": args.device})
+    problem = make_problem(args.problem, _problem_options(args, device=args.device))
     proposer = get_proposer(args.proposer, _proposer_options(args, args.proposer))
     with _progress() as bar:
         task = bar.add_task(f"search {args.proposer}", total=args.budget, hv="-")
@@ -169,7 +184,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from agent.reasoners import OFFLINE_NOTE, llm_settings
     from search.bench import BenchSpec, run_bench
 
-    options = {"dataset": args.dataset} if args.dataset else {}
+    options: dict[str, Any] = {"dataset": args.dataset} if args.dataset else {}
+    if args.mode != "query":
+        options["mode"] = args.mode
     reasoner = None
     if any(p.startswith("pelnas") for p in args.proposers):
         base_url, model, api_key = llm_settings(args.llm_base_url, args.llm_model, args.llm_api_key)
@@ -270,10 +287,30 @@ def cmd_tools(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_proxies_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cells", type=int, default=1000, help="random cells to score (default: 1000)")
+    p.add_argument("--dataset", default="cifar10", help="accuracy to compare against (default: cifar10)")
+    p.add_argument("--storage", default=None, help="where scores are cached (default: sqlite:///runs/coevo.sqlite3)")
+    p.add_argument("--jobs", type=int, default=1, help="processes (default: 1)")
+    p.add_argument("--seed", type=int, default=0, help="sample seed (default: 0)")
+    p.add_argument("--out", type=Path, default=Path("bench-out/proxies"), help="output folder")
+
+
+def cmd_proxies(args: argparse.Namespace) -> int:
+    from rich.markdown import Markdown
+
+    from search.zero_cost_bench import run_proxies
+
+    report = run_proxies(cells=args.cells, dataset=args.dataset, storage=args.storage, out=args.out, jobs=args.jobs, seed=args.seed)
+    out.print(Markdown(report.markdown))
+    return 0
+
+
 COMMANDS: dict[str, Command] = {
     "search": Command("run or resume one search", _add_search_args, cmd_search),
     "bench": Command("proposers x devices x seeds, with tables and plots", _add_bench_args, cmd_bench),
     "tools": Command("list, describe and run registered tools", _add_tools_args, cmd_tools),
+    "proxies": Command("zero-cost proxy quality (Spearman rho) and CPU cost on random NB201 cells", _add_proxies_args, cmd_proxies),
 }
 """The table of commands: adding a command is adding an entry."""
 

@@ -82,7 +82,9 @@ class BenchSpec:
         if not self.devices or not self.proposers:
             raise UserInputError("give at least one device and one proposer")
         for device in self.devices:
-            make_problem(self.problem, {**self.options, "device": device})
+            make_problem(
+                self.problem, {**self.options, "device": device, **({"storage": "sqlite:///:memory:"} if self.options.get("mode") else {})}
+            )
         for name in self.proposers:
             get_proposer(name)
 
@@ -105,6 +107,8 @@ def _one_run(
         from agent.reasoners import make_reasoner  # built in the worker: reasoners hold clients and caches
 
         proposer_options = {"reasoner": make_reasoner(**reasoner, storage=storage)}
+    if options.get("mode", "query") != "query":
+        options = {**options, "storage": storage}  # proxy scores are cached beside the studies
     return run_search(make_problem(problem, options), get_proposer(proposer, proposer_options), budget=budget, seed=seed, storage=storage)
 
 

@@ -61,6 +61,11 @@ class Problem(ABC):
     """Key under which :meth:`describe` output appears in reports and JSON."""
     design_format: str = ""
     """How :meth:`describe` writes a design, for prompts (what :meth:`parse_design` reads)."""
+    found_set: Literal["all", "front"] = "all"
+    """What a search is scored on: every evaluated point (query mode) or only the final
+    front under the objectives as evaluated (zero-cost mode), re-scored by :meth:`true_values`."""
+    search_floor: float | None = None
+    """Floor of the maximised objective for acquisition during search (None: the reference's)."""
 
     @abstractmethod
     def spec(self) -> dict[str, Any]:
@@ -89,6 +94,10 @@ class Problem(ABC):
     @abstractmethod
     def evaluate(self, point: Point) -> dict[str, float]:
         """Values of every objective at ``point``, keyed by objective name."""
+
+    def true_values(self, point: Any) -> dict[str, float]:
+        """Values used to score a search afterwards (the evaluated values unless estimated)."""
+        return self.evaluate(point)
 
     def parse_design(self, text: str) -> Point:
         """Inverse of :meth:`describe` (raises ``UserInputError`` saying what is wrong)."""

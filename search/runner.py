@@ -70,6 +70,8 @@ class SearchResult:
     front: list[dict[str, Any]]
     hv_history: list[float] = field(default_factory=list)
     stopped: str | None = None
+    mode: str = "query"
+    """``query`` (accuracy queries count against the budget) or ``zero-cost`` (none made)."""
     reasoner: str | None = None
     llm_usage: dict[str, Any] | None = None
     exploration: dict[str, Any] = field(default_factory=dict)
@@ -85,7 +87,7 @@ class SearchResult:
 
 def default_study_name(problem: Problem, proposer: str, seed: int) -> str:
     """``<problem>-<option values>-<proposer>-s<seed>``, e.g. ``nb201-cifar10-fpga-tpe-s0``."""
-    parts = [str(v) for k, v in problem.spec().items() if k != "problem"]
+    parts = [str(v) for k, v in problem.spec().items() if k != "problem" and isinstance(v, str) and not k.endswith("config")]
     return "-".join([problem.name, *parts, proposer, f"s{seed}"])
 
 
@@ -175,7 +177,9 @@ def run_search(
     stopped: str | None = None
     found_a = [e.values[acc_name] for e in evaluations if e.query]
     found_l = [e.values[lat_name] for e in evaluations if e.query]
-    history = ref.hv_history(found_a, found_l) if ref else []
+    # zero-cost mode has no true accuracy during the search: no live HV (scored at the end)
+    track = ref is not None and problem.found_set == "all"
+    history = ref.hv_history(found_a, found_l) if ref and track else []
     max_trials = MAX_TRIALS_PER_QUERY * budget + 100
     # Counts are tracked here: asking the storage for all trials each step is O(n^2).
     n_trials = len(study.get_trials(deepcopy=False))
@@ -226,7 +230,7 @@ def run_search(
                 queries += 1
                 found_a.append(values[acc_name])
                 found_l.append(values[lat_name])
-                if ref:
+                if ref and track:
                     history.append(ref.hv_ratio(found_a, found_l))
             if on_progress:
                 on_progress(Progress(queries, budget, n_trials, history[-1] if history else None))
@@ -267,6 +271,15 @@ def summarize(
     """Score a study's found set (every budgeted evaluation) against the problem's true front."""
     evaluations = [e for e in _evaluations_from_study(problem, study) if e.query]
     acc_name, lat_name = problem.front_objectives
+    queries = len(evaluations)
+    if problem.found_set == "front" and evaluations:
+        # zero-cost mode: report the front under the estimates, then score it truly
+        est = pareto_mask(np.array([e.values[acc_name] for e in evaluations]), np.array([e.values[lat_name] for e in evaluations]))
+        evaluations = [
+            Evaluation(e.trial_number, e.point, e.point_id, problem.true_values(e.point), e.query, e.attrs)
+            for e, keep in zip(evaluations, est, strict=True)
+            if keep
+        ]
     acc = np.array([e.values[acc_name] for e in evaluations])
     lat = np.array([e.values[lat_name] for e in evaluations])
     ids = [e.point_id for e in evaluations]
@@ -278,7 +291,6 @@ def summarize(
         for i in np.flatnonzero(mask)
     ]
     front.sort(key=lambda row: (row[lat_name], row["point_id"]))
-    queries = len(evaluations)
     exploration = exploration_histogram(problem, [e.point for e in evaluations], lat, ref)
     return SearchResult(
         study=study.study_name,
@@ -288,7 +300,8 @@ def summarize(
         seed=seed,
         budget=budget,
         evaluations=queries,
-        accuracy_queries=queries,
+        accuracy_queries=queries if problem.found_set == "all" else 0,
+        mode=str(problem.spec().get("mode", "query")),
         trials=len(study.trials),
         wall_s=round(wall_s, 3),
         hv_ratio=metrics.hv_ratio if metrics else None,

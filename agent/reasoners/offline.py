@@ -281,7 +281,10 @@ class OfflineReasoner(Reasoner):
         lat = problem.cheap_values(points)[lat_name]
         paid = request.evaluations
         ref = problem.reference()
-        floor = ref.floor if ref is not None else float(np.min([e.values[acc_name] for e in paid]))
+        if problem.search_floor is not None:
+            floor = problem.search_floor
+        else:
+            floor = ref.floor if ref is not None else float(np.min([e.values[acc_name] for e in paid]))
         lat_ref = ref.lat_ref if ref is not None else float(np.max(lat))
         fa = np.array([e.values[acc_name] for e in paid])
         fl = np.array([e.values[lat_name] for e in paid])

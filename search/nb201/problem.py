@@ -137,8 +137,18 @@ class NB201Problem(Problem, Evolvable):
         return {"latency_ms": self._lat[rows]}
 
     @classmethod
-    def from_options(cls, dataset: str = "cifar10", device: str = "fpga") -> NB201Problem:
-        """Build from CLI/tool options; unknown dataset or device names list the valid ones."""
+    def from_options(cls, dataset: str = "cifar10", device: str = "fpga", mode: str = "query", storage: str | None = None) -> NB201Problem:
+        """Build from CLI/tool options; unknown dataset, device or mode names list the valid ones.
+
+        ``mode="zero-cost"`` gives :class:`search.nb201.zero_cost_problem.ZeroCostNB201`,
+        whose proxy scores are cached in ``storage``.
+        """
         if dataset not in DATASETS:
             raise UserInputError(f"unknown dataset {dataset!r}; valid datasets: {', '.join(DATASETS)}")
+        if mode == "zero-cost":
+            from search.nb201.zero_cost_problem import ZeroCostNB201
+
+            return ZeroCostNB201(dataset=dataset, device=device, storage=storage)
+        if mode != "query":
+            raise UserInputError(f"unknown mode {mode!r}; valid modes: query, zero-cost")
         return cls(dataset=dataset, device=device)

@@ -1,0 +1,69 @@
+"""NB201 in zero-cost mode: no accuracy query during the search.
+
+Accuracy is estimated by the zero-cost ensemble (mean percentile of the ensemble proxies
+within a fixed reference sample of random cells), computed on real PyTorch instantiations
+and cached in the study's database. The budget counts cells scored by the proxies. The found
+set is the final reported front (non-dominated under estimated accuracy and latency), scored
+afterwards with the benchmark's true accuracy: the search never sees it.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+
+from search.nb201.problem import NB201Problem
+from search.nb201.space import Cell, random_cell
+from search.problem import Objective
+from search.zero_cost import ENSEMBLE, ProxyCache, ProxyConfig, ensemble
+
+REFERENCE_CELLS = 64
+"""Random cells whose proxy scores define the percentile scale."""
+
+
+class ZeroCostNB201(NB201Problem):
+    """NB201 with the accuracy objective replaced by the zero-cost ensemble estimate.
+
+    Args:
+        dataset, device: as for :class:`NB201Problem` (the dataset only matters for scoring).
+        storage: storage URL where proxy scores are cached.
+        config: proxy settings.
+    """
+
+    objectives = (
+        Objective("accuracy", "maximize", "ensemble percentile", "expensive"),
+        Objective("latency_ms", "minimize", "ms", "cheap"),
+    )
+    found_set = "front"
+    search_floor = 50.0
+
+    def __init__(
+        self, *, dataset: str = "cifar10", device: str = "fpga", storage: str | None = None, config: ProxyConfig | None = None
+    ) -> None:
+        super().__init__(dataset=dataset, device=device)
+        self.cache = ProxyCache(storage, config or ProxyConfig())
+        self._reference_scores: list[dict[str, float]] | None = None
+
+    def spec(self) -> dict[str, Any]:
+        return {**super().spec(), "mode": "zero-cost", "proxies": list(ENSEMBLE), "proxy_config": self.cache.config.key()}
+
+    def reference_scores(self) -> list[dict[str, float]]:
+        """Proxy scores of the fixed reference sample (computed once, then cached)."""
+        if self._reference_scores is None:
+            rng = random.Random(12345)
+            self._reference_scores = self.cache.scores([random_cell(rng) for _ in range(REFERENCE_CELLS)])
+        return self._reference_scores
+
+    def evaluate(self, point: Any) -> dict[str, float]:
+        estimate = float(ensemble(self.cache.scores([point]), self.reference_scores())[0])
+        return {"accuracy": estimate, "latency_ms": float(self.cheap_values([point])["latency_ms"][0])}
+
+    def true_values(self, point: Cell) -> dict[str, float]:
+        """Benchmark values, used only to score the reported front after the search."""
+        return NB201Problem.evaluate(self, point)
+
+    def estimate_many(self, points: list[Cell]) -> np.ndarray:
+        """Ensemble estimates of many cells (scores computed and cached as needed)."""
+        return ensemble(self.cache.scores(points), self.reference_scores())

@@ -1,0 +1,222 @@
+"""Zero-cost proxies on real PyTorch instantiations of NB201 cells, with a storage cache.
+
+Proxies (each computed at initialisation, on one fixed synthetic mini-batch, fixed seeds):
+
+* ``synflow``: sum |theta * dR/dtheta| with R the output sum of the BN-free network with
+  |weights| on an all-ones input, in double precision (Tanaka et al. 2020);
+* ``naswot``: log|det K| of the Hamming kernel of ReLU activation codes (Mellor et al. 2021);
+* ``jacob_cov``: -sum(log(v + k) + 1/(v + k)) over eigenvalues of the correlation of
+  input Jacobians (Mellor et al. 2020 v1, as benchmarked by Abdelfattah et al. 2021);
+* ``snip``: sum |theta * dL/dtheta| (Lee et al. 2019), cross-entropy on random labels;
+* ``grad_norm``: sum over weight tensors of ||dL/dtheta||_2;
+* ``params``: trainable parameters; ``flops``: multiply-accumulates of one 32x32 image.
+
+:func:`ensemble` is the rank average of ``ENSEMBLE`` (fixed a priori, never chosen by looking
+at benchmark accuracies): each proxy's percentile within a reference sample of cells.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+import torch
+from torch import nn
+
+from search.nb201.model import NB201Network
+from search.nb201.space import Cell, format_arch
+from search.storage import resolve_storage_url, sqlite_path
+
+PROXIES: tuple[str, ...] = ("synflow", "naswot", "jacob_cov", "snip", "grad_norm", "params", "flops")
+ENSEMBLE: tuple[str, ...] = ("synflow", "naswot", "snip")
+"""Proxies averaged (by rank) into the accuracy estimate of zero-cost mode."""
+
+
+@dataclass(frozen=True)
+class ProxyConfig:
+    """What the scores depend on; part of the cache key."""
+
+    batch: int = 32
+    seed: int = 0
+    channels: int = 16
+    cells_per_stage: int = 5
+    num_classes: int = 10
+
+    def key(self) -> str:
+        return hashlib.sha1(json.dumps(vars(self), sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _batch(cfg: ProxyConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(cfg.seed)
+    return torch.randn(cfg.batch, 3, 32, 32, generator=g), torch.randint(0, cfg.num_classes, (cfg.batch,), generator=g)
+
+
+def _net(cell: Cell, cfg: ProxyConfig, *, bn: bool = True) -> nn.Module:
+    torch.manual_seed(cfg.seed)
+    return NB201Network(cell, channels=cfg.channels, cells_per_stage=cfg.cells_per_stage, num_classes=cfg.num_classes, bn=bn)
+
+
+def _weights(net: nn.Module) -> list[torch.Tensor]:
+    return [m.weight for m in net.modules() if isinstance(m, nn.Conv2d | nn.Linear)]
+
+
+def synflow(cell: Cell, cfg: ProxyConfig) -> float:
+    net = _net(cell, cfg, bn=False).double()
+    with torch.no_grad():
+        for p in net.parameters():
+            p.abs_()
+    out = net(torch.ones(1, 3, 32, 32, dtype=torch.float64))
+    out.sum().backward()
+    total = sum((w * w.grad).abs().sum().item() for w in _weights(net) if w.grad is not None)
+    return math.log(total) if total > 0 else -math.inf
+
+
+def naswot(cell: Cell, cfg: ProxyConfig, x: torch.Tensor) -> float:
+    net = _net(cell, cfg)
+    codes: list[torch.Tensor] = []
+
+    def hook(_m: nn.Module, _i: object, out: torch.Tensor) -> None:
+        codes.append((out.detach().flatten(1) > 0).float())
+
+    handles = [m.register_forward_hook(hook) for m in net.modules() if isinstance(m, nn.ReLU)]
+    with torch.no_grad():
+        net(x)
+    for h in handles:
+        h.remove()
+    c = torch.cat(codes, dim=1)
+    k = c @ c.T + (1 - c) @ (1 - c).T
+    return float(torch.linalg.slogdet(k.double())[1])
+
+
+def jacob_cov(cell: Cell, cfg: ProxyConfig, x: torch.Tensor) -> float:
+    net = _net(cell, cfg)
+    x = x.clone().requires_grad_(True)
+    net(x).sum().backward()
+    assert x.grad is not None
+    jac = x.grad.flatten(1).double()
+    corr = torch.corrcoef(jac)
+    if not torch.isfinite(corr).all():
+        return -1e9  # constant Jacobians (e.g. a cell that outputs zeros): the worst score
+    v = torch.linalg.eigvalsh(corr)
+    k = 1e-5
+    return float(-torch.sum(torch.log(v + k) + 1.0 / (v + k)))
+
+
+def snip_and_grad_norm(cell: Cell, cfg: ProxyConfig, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
+    net = _net(cell, cfg)
+    nn.functional.cross_entropy(net(x), y).backward()
+    ws = [w for w in _weights(net) if w.grad is not None]
+    snip = float(sum(float((w.detach() * w.grad).abs().sum()) for w in ws if w.grad is not None))
+    grad_norm = float(sum(float(w.grad.norm()) for w in ws if w.grad is not None))
+    return snip, grad_norm
+
+
+def params_and_flops(cell: Cell, cfg: ProxyConfig) -> tuple[float, float]:
+    net = _net(cell, cfg)
+    macs = 0
+
+    def count(m: nn.Module, _i: object, out: torch.Tensor) -> None:
+        nonlocal macs
+        if isinstance(m, nn.Conv2d):
+            macs += out.numel() * (m.in_channels // m.groups) * m.kernel_size[0] * m.kernel_size[1]
+        elif isinstance(m, nn.Linear):
+            macs += m.in_features * m.out_features
+
+    handles = [m.register_forward_hook(count) for m in net.modules() if isinstance(m, nn.Conv2d | nn.Linear)]
+    with torch.no_grad():
+        net(torch.zeros(1, 3, 32, 32))
+    for h in handles:
+        h.remove()
+    return float(sum(p.numel() for p in net.parameters())), float(macs)
+
+
+DEFAULT_CONFIG = ProxyConfig()
+
+
+def compute(cell: Cell, cfg: ProxyConfig = DEFAULT_CONFIG) -> dict[str, float]:
+    """Every proxy of one cell (a few tenths of a second to a few seconds on CPU)."""
+    x, y = _batch(cfg)
+    snip, grad_norm = snip_and_grad_norm(cell, cfg, x, y)
+    params, flops = params_and_flops(cell, cfg)
+    return {
+        "synflow": synflow(cell, cfg),
+        "naswot": naswot(cell, cfg, x),
+        "jacob_cov": jacob_cov(cell, cfg, x),
+        "snip": snip,
+        "grad_norm": grad_norm,
+        "params": params,
+        "flops": flops,
+    }
+
+
+_META = sa.MetaData()
+_TABLE = sa.Table(
+    "coevo_zero_cost",
+    _META,
+    sa.Column("config", sa.String(16), primary_key=True),
+    sa.Column("arch", sa.String(200), primary_key=True),
+    sa.Column("scores", sa.Text, nullable=False),
+    sa.Column("seconds", sa.Float, nullable=False),
+)
+
+
+class ProxyCache:
+    """Scores per (config, cell) in table ``coevo_zero_cost`` of a storage database.
+
+    Args:
+        url: storage URL (the study's); None for the default SQLite file.
+        config: proxy settings.
+    """
+
+    def __init__(self, url: str | None, config: ProxyConfig = DEFAULT_CONFIG) -> None:
+        resolved = resolve_storage_url(url)
+        kwargs: dict[str, Any] = {"connect_args": {"timeout": 30}} if sqlite_path(resolved) else {"pool_pre_ping": True}
+        if resolved == "sqlite:///:memory:":
+            kwargs = {"poolclass": sa.pool.StaticPool, "connect_args": {"check_same_thread": False}}
+        self.engine = sa.create_engine(resolved, **kwargs)
+        _META.create_all(self.engine, checkfirst=True)
+        self.config = config
+        self.computed = 0
+        self.compute_seconds = 0.0
+
+    def scores(self, cells: Iterable[Cell]) -> list[dict[str, float]]:
+        """Scores of each cell, computing (and storing) the missing ones."""
+        cells = list(cells)
+        archs = [format_arch(c) for c in cells]
+        key = self.config.key()
+        with self.engine.connect() as con:
+            rows = con.execute(sa.select(_TABLE.c.arch, _TABLE.c.scores).where(_TABLE.c.config == key, _TABLE.c.arch.in_(set(archs)))).all()
+        known = {arch: json.loads(s) for arch, s in rows}
+        for cell, arch in zip(cells, archs, strict=True):
+            if arch in known:
+                continue
+            started = time.perf_counter()
+            known[arch] = compute(cell, self.config)
+            seconds = time.perf_counter() - started
+            self.computed += 1
+            self.compute_seconds += seconds
+            with self.engine.begin() as con:
+                if con.execute(sa.select(_TABLE.c.arch).where(_TABLE.c.config == key, _TABLE.c.arch == arch)).first() is None:
+                    con.execute(_TABLE.insert().values(config=key, arch=arch, scores=json.dumps(known[arch]), seconds=seconds))
+        return [known[a] for a in archs]
+
+
+def percentiles(values: Sequence[float], reference: Sequence[float]) -> np.ndarray:
+    """Percentile (0..100) of each value within ``reference`` (mid-rank for ties)."""
+    ref = np.sort(np.asarray(reference, dtype=float))
+    v = np.asarray(values, dtype=float)
+    lo = np.searchsorted(ref, v, side="left")
+    hi = np.searchsorted(ref, v, side="right")
+    return 100.0 * (lo + hi) / (2.0 * len(ref))
+
+
+def ensemble(scores: Sequence[dict[str, float]], reference: Sequence[dict[str, float]], proxies: Sequence[str] = ENSEMBLE) -> np.ndarray:
+    """Rank-average estimate: mean percentile of each proxy within the reference sample."""
+    return np.mean([percentiles([s[p] for s in scores], [r[p] for r in reference]) for p in proxies], axis=0)

@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from search.nb201 import NB201Problem, parse_arch
+from search.nb201.model import NB201Network
+from search.nb201.zero_cost_problem import ZeroCostNB201
+from search.runner import run_search
+from search.zero_cost import PROXIES, ProxyCache, ProxyConfig, compute, ensemble, percentiles
+from search.zero_cost_bench import run_proxies
+
+TINY = ProxyConfig(batch=4, channels=4, cells_per_stage=1)
+BEST = parse_arch("|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|")
+EMPTY = (0, 0, 0, 0, 0, 0)
+
+
+def test_network_matches_the_nb201_skeleton() -> None:
+    net = NB201Network(BEST)
+    assert net(torch.zeros(2, 3, 32, 32)).shape == (2, 10)
+    convs = [m for m in net.modules() if isinstance(m, torch.nn.Conv2d)]
+    # stem + 15 cells x 5 convs + 2 reductions x (2 + shortcut 1x1)
+    assert len(convs) == 1 + 15 * 5 + 2 * 3
+    # a cell of only 'none' carries no parameters of its own
+    empty = NB201Network(EMPTY)
+    assert sum(p.numel() for p in empty.parameters()) < sum(p.numel() for p in net.parameters()) / 10
+
+
+def test_proxies_are_deterministic_and_complete() -> None:
+    a = compute(BEST, TINY)
+    b = compute(BEST, TINY)
+    assert a == b and set(a) == set(PROXIES)
+    assert all(math.isfinite(v) for v in a.values())
+    params = sum(p.numel() for p in NB201Network(BEST, channels=4, cells_per_stage=1).parameters())
+    assert a["params"] == params
+    # flops: more convolutions, more multiply-accumulates
+    assert compute(EMPTY, TINY)["flops"] < a["flops"]
+    assert compute(EMPTY, TINY)["jacob_cov"] <= a["jacob_cov"]
+
+
+def test_cache_computes_once(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    cache = ProxyCache(url, TINY)
+    first = cache.scores([BEST, EMPTY])
+    assert cache.computed == 2
+    again = ProxyCache(url, TINY)
+    assert again.scores([EMPTY, BEST]) == first[::-1] and again.computed == 0
+    other = ProxyCache(url, ProxyConfig(batch=2, channels=4, cells_per_stage=1))
+    other.scores([BEST])
+    assert other.computed == 1  # another configuration is another key
+
+
+def test_percentiles_and_ensemble() -> None:
+    assert percentiles([0.0, 2.0, 5.0, 9.0], [1.0, 2.0, 3.0, 4.0]).tolist() == [0.0, 37.5, 100.0, 100.0]
+    ref = [{"a": float(i), "b": float(-i)} for i in range(10)]
+    # a=9 is the top of a's reference, b=0 the top of b's: both at the 95th percentile (mid-rank)
+    est = ensemble([{"a": 9.0, "b": 0.0}, {"a": 0.0, "b": -9.0}, {"a": 9.0, "b": -9.0}], ref, proxies=("a", "b"))
+    assert est.tolist() == pytest.approx([95.0, 5.0, 50.0])
+
+
+def test_zero_cost_search_never_reads_true_accuracy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    storage = f"sqlite:///{tmp_path / 'z.db'}"
+    monkeypatch.setattr("search.nb201.zero_cost_problem.REFERENCE_CELLS", 8)
+    problem = ZeroCostNB201(dataset="cifar10", device="eyeriss", storage=storage, config=TINY)
+    peeks = []
+    original = NB201Problem.evaluate
+
+    def spy(self: NB201Problem, point: object) -> dict[str, float]:
+        peeks.append(point)
+        return original(self, point)
+
+    monkeypatch.setattr(NB201Problem, "evaluate", spy)
+    during: list[int] = []
+    result = run_search(problem, "pelnas", budget=30, seed=0, storage=storage, on_progress=lambda p: during.append(len(peeks)))
+    assert max(during) == 0  # no true accuracy while searching
+    assert result.mode == "zero-cost" and result.accuracy_queries == 0 and result.evaluations == 30
+    assert 0 < len(result.front) <= 30 and result.hv_ratio is not None and 0 < result.hv_ratio <= 1
+    # the reported front is scored with true accuracies
+    truth = NB201Problem(dataset="cifar10", device="eyeriss")
+    for row in result.front:
+        assert row["accuracy"] == pytest.approx(truth.evaluate(parse_arch(row["arch"]))["accuracy"])
+
+
+def test_proxies_command(tmp_path: Path) -> None:
+    report = run_proxies(cells=12, dataset="cifar10", storage=f"sqlite:///{tmp_path / 'p.db'}", out=tmp_path / "o", config=TINY)
+    assert set(report.rho) == {*PROXIES, "ensemble"} and all(-1 <= v <= 1 for v in report.rho.values() if not np.isnan(v))
+    assert report.computed == 12 and (tmp_path / "o" / "proxies.md").exists()
