@@ -13,7 +13,7 @@ setup:  ## create .venv with the CPU build of torch and coevo (editable) with de
 	@$(VENV)/bin/coevo --help >/dev/null && echo "coevo is installed: $(VENV)/bin/coevo"
 
 demo:  ## the main job on embedded defaults (shipped NB201 table, SQLite under ./runs/)
-	$(VENV)/bin/coevo search --problem nb201 --dataset cifar10 --device fpga --proposer tpe --budget 300
+	$(VENV)/bin/coevo search --problem nb201 --dataset cifar10 --device fpga --proposer pelnas --budget 300
 
 test: lint typecheck pytest  ## everything CI checks
 
@@ -27,5 +27,5 @@ typecheck:
 pytest:
 	$(PY) -m pytest -q
 
-bench:  ## the issue-2 baseline table (takes ~10 min on 2 cores)
-	$(VENV)/bin/coevo bench --problem nb201 --dataset cifar10 --devices fpga,raspi4,pixel3,eyeriss --proposers random,nsga2,tpe --budget 300 --seeds 5 --jobs 2 --out bench-out
+bench:  ## co-evolution vs ablations vs baselines, 4 devices x 5 seeds (~20 min on 2 cores)
+	$(VENV)/bin/coevo bench --problem nb201 --dataset cifar10 --devices fpga,raspi4,pixel3,eyeriss --proposers pelnas,pelnas-noniche,pelnas-nokb,tpe,nsga2,random --budget 300 --seeds 5 --jobs 2 --out bench-out
