@@ -1,0 +1,157 @@
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import optuna
+
+from agent.coevolution import make_pelnas
+from agent.reasoners import KnowledgeContext, OfflineReasoner
+from knowledge import KnowledgeBase
+from search.nb201 import NB201Problem, random_cell
+from search.niches import partition_for
+from search.proposers import Evaluation
+from search.runner import run_search
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _evidence(problem: NB201Problem, n: int, seed: int = 0) -> list[Evaluation]:
+    import random
+
+    rng = random.Random(seed)
+    cells = {random_cell(rng) for _ in range(n)}
+    return [Evaluation(k, c, problem.point_id(c), problem.evaluate(c), True, {"round": 0}) for k, c in enumerate(sorted(cells))]
+
+
+def test_offline_reasoner_mines_true_effects() -> None:
+    problem = NB201Problem(dataset="cifar10", device="fpga")
+    evidence = _evidence(problem, 200)
+    kb = KnowledgeBase()
+    ctx = KnowledgeContext(problem, partition_for("nb201"), 1, tuple(evidence))
+    changes = OfflineReasoner().update_knowledge(kb, evidence, ctx)
+    assert changes and all(c.startswith("created H") for c in changes)
+    # 'none' on the only direct input->output edge disconnects many cells: a large accuracy loss
+    h = kb.by_key("pv:accuracy:edge_0_3:none:*")
+    assert h is not None and h.structured and h.structured["effect"] < 0 and h.confidence > 0.99
+    assert "lowers accuracy" in h.text and h.support and h.author == "offline"
+    assert all(t in {e.trial_number for e in evidence} for t in h.support + h.refute)
+    # 3x3 convolutions cost latency
+    lat = kb.by_key("pv:latency_ms:edge_0_3:nor_conv_3x3:*")
+    assert lat is not None and lat.structured and lat.structured["effect"] > 0
+
+
+def test_refutation_and_human_decisions() -> None:
+    problem = NB201Problem(dataset="cifar10", device="fpga")
+    evidence = _evidence(problem, 200)
+    ctx = KnowledgeContext(problem, partition_for("nb201"), 1, tuple(evidence))
+    kb = KnowledgeBase()
+    reasoner = OfflineReasoner()
+    reasoner.update_knowledge(kb, evidence, ctx)
+    claim = kb.by_key("pv:accuracy:edge_0_3:none:*")
+    assert claim is not None
+    claim.status = "rejected"  # a person rejected it
+    planted, _ = kb.upsert(
+        "pv:accuracy:edge_0_1:skip_connect:*",
+        0,
+        text="planted false claim",
+        scope={},
+        author="offline",
+        structured={
+            "kind": "param_value_effect",
+            "objective": "accuracy",
+            "param": "edge_0_1",
+            "value": "skip_connect",
+            "niche": None,
+            "effect": -50.0,
+            "ci95": 1.0,
+        },
+    )
+    reasoner.update_knowledge(kb, evidence, KnowledgeContext(problem, partition_for("nb201"), 2, tuple(evidence)))
+    assert kb.by_key("pv:accuracy:edge_0_3:none:*").status == "rejected"  # type: ignore[union-attr]
+    assert planted.status == "refuted" and planted.confidence == 0.0
+    assert all(h.id != planted.id for h in kb.relevant(niche=None, limit=100))
+
+
+def test_pelnas_round_records_and_ablations(storage: str) -> None:
+    problem = NB201Problem(dataset="cifar10", device="raspi4")
+    full = run_search(problem, "pelnas", budget=64, seed=0, storage=storage)
+    nokb = run_search(problem, "pelnas-nokb", budget=64, seed=0, storage=storage)
+    nonich = run_search(problem, "pelnas-noniche", budget=64, seed=0, storage=storage)
+    for r in (full, nokb, nonich):
+        assert r.evaluations == 64 and r.trials == 64
+    s = optuna.load_study(study_name=full.study, storage=storage)
+    assert json.loads(s.user_attrs["coevo.kb"])["heuristics"]
+    logs = [s.user_attrs[f"coevo.rounds.{k}"] for k in range(3)]
+    assert logs[0]["initial"] and logs[1]["allocation"] and sum(logs[1]["allocation"].values()) == 20
+    assert any(t.user_attrs.get("heuristics") for t in s.trials)
+    s_nokb = optuna.load_study(study_name=nokb.study, storage=storage)
+    assert "coevo.kb" not in s_nokb.user_attrs and not any(t.user_attrs.get("heuristics") for t in s_nokb.trials)
+    assert all("predicted" not in t.user_attrs["rationale"] for t in s_nokb.trials)
+    s_non = optuna.load_study(study_name=nonich.study, storage=storage)
+    assert {t.user_attrs["niche"] for t in s_non.trials} == {"all"}
+    assert full.exploration["niches"] and min(full.exploration["niches"].values()) >= 4  # every niche explored
+
+
+def test_resume_mid_round_keeps_waiting_proposals(storage: str) -> None:
+    problem = NB201Problem(dataset="cifar10", device="fpga")
+    proposer = make_pelnas("pelnas", round_size=20)
+    run_search(problem, proposer, budget=30, seed=0, storage=storage, study_name="m")
+    study = optuna.load_study(study_name="m", storage=storage)
+    study.enqueue_trial(problem.to_params(random_cell(__import__("random").Random(5))), user_attrs={"round": 2, "rationale": "left over"})
+    result = run_search(problem, make_pelnas("pelnas", round_size=20), budget=70, seed=0, storage=storage, study_name="m")
+    trials = optuna.load_study(study_name="m", storage=storage).trials
+    ids = [t.user_attrs["point_id"] for t in trials if t.state.name == "COMPLETE" and t.user_attrs["query"]]
+    assert result.evaluations == 70 == len(set(ids))
+    assert any(t.user_attrs.get("rationale") == "left over" for t in trials)  # the waiting proposal was evaluated, not dropped
+
+
+def test_sigkill_during_pelnas_then_resume(tmp_path: Path) -> None:
+    db = tmp_path / "k.sqlite3"
+    cmd = [
+        sys.executable,
+        "-m",
+        "agent.cli",
+        "search",
+        "--device",
+        "pixel3",
+        "--proposer",
+        "pelnas",
+        "--budget",
+        "200",
+        "--storage",
+        f"sqlite:///{db}",
+        "--study",
+        "k",
+        "--json",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path, env=env)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+        try:
+            with sqlite3.connect(db, timeout=1) as con:
+                done = con.execute("select count(*) from trials where state = 'COMPLETE'").fetchone()[0]
+        except sqlite3.OperationalError:
+            continue
+        if done >= 70:
+            break
+    assert proc.poll() is None, "search finished before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    study = optuna.load_study(study_name="k", storage=f"sqlite:///{db}")
+    ids = [t.user_attrs["point_id"] for t in study.trials if t.state.name == "COMPLETE" and t.user_attrs["query"]]
+    assert data["evaluations"] == 200 == len(ids) == len(set(ids))
+    assert data["reasoner"] == "offline (no LLM)"
+    assert np.isfinite(data["hv_ratio"])
