@@ -31,6 +31,9 @@ from search.proposers import Evaluation, Proposal, Proposer, RoundContext
 from search.surrogate import AccuracyModel, TreeSurrogate
 
 ROUND_LOG = "coevo.rounds"
+EMPTY_ROUNDS = "coevo.empty_rounds"
+MAX_EMPTY_ROUNDS = 3
+"""Consecutive rounds without a valid candidate before the run stops (resumable)."""
 KB_ROUND = StudyAttrStore.ATTR + ".round"
 
 
@@ -211,12 +214,18 @@ class CoevolutionProposer(Proposer):
             all_feedback += feedback
         log["rejected"] = rejected_total
         log["rejections"] = all_feedback[:20]
-        if not proposals and quota > 0:
+        empty = int(ctx.study.user_attrs.get(EMPTY_ROUNDS, 0)) + 1 if not proposals and quota > 0 else 0
+        ctx.study.set_user_attr(EMPTY_ROUNDS, empty)
+        if empty:
             reasons = "; ".join(all_feedback[-3:]) or "it returned no candidates"
-            raise CoevoError(
-                f"round {ctx.round}: the reasoner ({self.reasoner.label}) produced no valid candidate ({reasons}); "
-                "nothing was lost: rerun the same command to resume"
-            )
+            if empty >= MAX_EMPTY_ROUNDS:
+                raise CoevoError(
+                    f"round {ctx.round}: the reasoner ({self.reasoner.label}) produced no valid candidate in {empty} rounds in a row "
+                    f"({reasons}); nothing was lost: rerun the same command to resume"
+                )
+            # one round without a valid candidate (e.g. niches nearly exhausted): the runner
+            # evaluates one sampler-chosen point instead, and the log says so
+            log["fallback"] = f"no valid candidate ({reasons}); one point from the {type(self.sampler(problem, 0)).__name__}"
         return proposals
 
     @staticmethod

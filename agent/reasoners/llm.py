@@ -279,7 +279,7 @@ class LLMReasoner(Reasoner):
             design_format=problem.design_format,
             niche_id=request.niche.id,
             niche_description=request.niche.description,
-            quota=request.quota,
+            quota=request.quota + 2,  # spares: some may be duplicates or outside the niche
             elites=[
                 {"trial": e.trial_number, "design": problem.describe(e.point), "result": self._result(problem, e)} for e in request.elites
             ],
@@ -293,7 +293,7 @@ class LLMReasoner(Reasoner):
             return []
         known = {h.id for h in request.heuristics}
         proposals = []
-        for cand in out.candidates[: max(request.quota * 2, request.quota)]:
+        for cand in out.candidates[: request.quota + 4]:
             try:
                 point = problem.parse_design(cand.design)
             except UserInputError as exc:

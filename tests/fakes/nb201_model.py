@@ -11,8 +11,19 @@ from search.nb201 import format_arch, random_cell
 from search.niches import nb201_complexity_niches
 
 
+def _tokens(text: str) -> int:
+    # the usual ~4 characters per token of English/JSON; a real tokenizer will differ a little
+    return max(1, round(len(text) / 4))
+
+
 def reply(request: dict[str, Any]) -> dict[str, Any]:
-    """Answer a propose or kb_update prompt with valid JSON."""
+    """Answer a propose or kb_update prompt with valid JSON; token counts estimated as chars / 4."""
+    answer = _reply(request)
+    prompt_chars = "".join(m["content"] or "" for m in request["messages"])
+    return {**answer, "prompt_tokens": _tokens(prompt_chars), "completion_tokens": _tokens(answer["content"])}
+
+
+def _reply(request: dict[str, Any]) -> dict[str, Any]:
     prompt = next(m["content"] for m in reversed(request["messages"]) if m["role"] == "user")
     first = next(m["content"] for m in request["messages"] if m["role"] == "user")
     rng = random.Random(first)
@@ -45,10 +56,7 @@ def reply(request: dict[str, Any]) -> dict[str, Any]:
         if niche.contains(cell):
             designs.append(format_arch(cell))
     del prompt
-    return {
-        "content": "```json\n"
-        + json.dumps({"candidates": [{"design": d, "rationale": "fake reasoning", "heuristics": cited} for d in designs]})
-        + "\n```",
-        "prompt_tokens": len(first) // 4,
-        "completion_tokens": 60 * quota,
-    }
+    # a rationale of realistic length (about two sentences), so completion sizes are realistic too
+    rationale = "Keeps the niche's best skip path and swaps one op the heuristics rate well; expected to extend the front at this latency."
+    candidates = [{"design": d, "rationale": rationale, "heuristics": cited} for d in designs]
+    return {"content": "```json\n" + json.dumps({"candidates": candidates}) + "\n```"}

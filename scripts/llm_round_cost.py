@@ -1,0 +1,74 @@
+"""What an LLM-driven pelnas search would spend: calls and tokens per round.
+
+Runs a real pelnas search with the LLM reasoner against the loopback OpenAI-compatible
+server of the test suite (a scripted model that answers every prompt validly), then reads
+the per-round usage the engine recorded in the study. Prompt and completion sizes are the
+real ones coevo sends and would receive; tokens are estimated as characters / 4 (no
+tokenizer is available offline), so expect a real tokenizer to differ by some 10-20 %.
+
+Usage: python scripts/llm_round_cost.py [--budget 300] [--device fpga] [--price IN,OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import optuna
+
+from agent.coevolution import make_pelnas
+from agent.reasoners.cache import ResponseCache
+from agent.reasoners.llm import LLMReasoner
+from search.nb201 import NB201Problem
+from search.runner import run_search
+from tests.fakes import nb201_model
+from tests.fakes.openai_server import FakeOpenAI
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", type=int, default=300)
+    parser.add_argument("--device", default="fpga")
+    parser.add_argument("--price", default="0.15,0.60", help="USD per million input,output tokens (default: a small hosted model)")
+    args = parser.parse_args()
+    price = tuple(float(x) for x in args.price.split(","))
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    with tempfile.TemporaryDirectory() as tmp, FakeOpenAI(default=nb201_model.reply) as fake:
+        storage = f"sqlite:///{Path(tmp) / 'llm.sqlite3'}"
+        reasoner = LLMReasoner(model="loopback-model", base_url=fake.url, cache=ResponseCache(storage), price_per_mtok=price)  # type: ignore[arg-type]
+        result = run_search(
+            NB201Problem(dataset="cifar10", device=args.device),
+            make_pelnas("pelnas", reasoner=reasoner),
+            budget=args.budget,
+            seed=0,
+            storage=storage,
+        )
+        study = optuna.load_study(study_name=result.study, storage=storage)
+        logs = sorted((v for k, v in study.user_attrs.items() if k.startswith("coevo.rounds.")), key=lambda v: v["round"])
+    previous = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
+    rows = []
+    for log in logs:
+        usage = log["usage"]
+        delta = {k: usage[k] - previous[k] for k in previous}
+        previous = {k: usage[k] for k in previous}
+        if delta["calls"]:
+            rows.append(delta)
+    print(f"pelnas + LLM reasoner via loopback, budget {args.budget}, {len(logs)} rounds ({len(rows)} with LLM calls)")
+    print(f"HV ratio {result.hv_ratio:.4f} (the loopback model proposes random in-niche cells: not a quality figure)")
+    for key in ("calls", "prompt_tokens", "completion_tokens"):
+        values = [r[key] for r in rows]
+        print(f"per round {key}: median {statistics.median(values):.0f}, min {min(values)}, max {max(values)}")
+    total = result.llm_usage or {}
+    tokens = f"{total.get('prompt_tokens')} prompt + {total.get('completion_tokens')} completion tokens (estimated)"
+    print(
+        f"whole run: {total.get('calls')} calls, {tokens}, cost at {price[0]}/{price[1]} USD per Mtok: {total.get('cost_usd', 0):.4f} USD"
+    )
+
+
+if __name__ == "__main__":
+    main()
