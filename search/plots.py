@@ -10,6 +10,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 from search.metrics import FrontReference
 
@@ -28,13 +30,7 @@ def plot_hv_curves(curves: Mapping[str, Sequence[Sequence[float]]], title: str, 
     ax.set_xlabel("evaluations (accuracy queries)")
     ax.set_ylabel("HV ratio (useful region)")
     ax.set_ylim(bottom=max(0.0, ax.get_ylim()[0]))
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
-    ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _finish(fig, ax, title, path, legend="lower right")
 
 
 def plot_fronts(
@@ -60,13 +56,7 @@ def plot_fronts(
         ax.scatter(lt[keep], a[keep], s=14, marker=markers[k % len(markers)], label=label, alpha=0.8)
     ax.set_xlabel("latency (ms)")
     ax.set_ylabel("test accuracy (%)")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
-    ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _finish(fig, ax, title, path, legend="lower right")
 
 
 def plot_exploration(shares: Mapping[str, Mapping[str, float]], title: str, path: Path) -> Path:
@@ -80,8 +70,12 @@ def plot_exploration(shares: Mapping[str, Mapping[str, float]], title: str, path
         ax.bar(x + k * width, [shares[label].get(n, 0.0) for n in niches], width, label=label)
     ax.set_xticks(x + width * (len(labels) - 1) / 2, niches, fontsize=8)
     ax.set_ylabel("share of evaluations")
-    ax.legend(fontsize=7, ncol=3)
-    ax.grid(axis="y", alpha=0.3)
+    return _finish(fig, ax, title, path, legend="upper right")
+
+
+def _finish(fig: Figure, ax: Axes, title: str, path: Path, *, legend: str) -> Path:
+    ax.grid(alpha=0.3)
+    ax.legend(loc=legend, fontsize=8)  # type: ignore[call-overload]  # matplotlib stubs lack the kwargs-only overload
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

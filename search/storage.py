@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+import sqlalchemy
 import sqlalchemy.exc
 from sqlalchemy import event
 
@@ -86,3 +87,24 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 def _tune_sqlite(engine: sqlalchemy.engine.Engine) -> None:
     event.listen(engine, "connect", _sqlite_pragmas)
     engine.dispose()  # connections opened while creating tables predate the listener
+
+
+def side_engine(url: str | None, metadata: sqlalchemy.MetaData) -> sqlalchemy.engine.Engine:
+    """An engine on the study's database for coevo's own tables (caches), created if missing.
+
+    SQLite files get the same pragmas as the study; an in-memory URL gets one shared
+    connection (else every connection would see a new, empty database).
+    """
+    resolved = resolve_storage_url(url)
+    path = sqlite_path(resolved)
+    kwargs: dict[str, Any] = {"connect_args": {"timeout": 30}} if path is not None else {"pool_pre_ping": True}
+    if resolved == "sqlite:///:memory:":
+        kwargs = {"poolclass": sqlalchemy.pool.StaticPool, "connect_args": {"check_same_thread": False}}
+    engine = sqlalchemy.create_engine(resolved, **kwargs)
+    if path is not None:
+        event.listen(engine, "connect", _sqlite_pragmas)
+    try:
+        metadata.create_all(engine, checkfirst=True)
+    except sqlalchemy.exc.SQLAlchemyError as exc:
+        raise StorageError(f"cannot use storage {url!r} for coevo's tables: {str(exc).splitlines()[0]}") from exc
+    return engine

@@ -23,7 +23,6 @@ import math
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
@@ -32,7 +31,7 @@ from torch import nn
 
 from search.nb201.model import NB201Network
 from search.nb201.space import Cell, format_arch
-from search.storage import resolve_storage_url, sqlite_path
+from search.storage import side_engine
 
 PROXIES: tuple[str, ...] = ("synflow", "naswot", "jacob_cov", "snip", "grad_norm", "params", "flops")
 ENSEMBLE: tuple[str, ...] = ("synflow", "naswot", "snip")
@@ -176,12 +175,7 @@ class ProxyCache:
     """
 
     def __init__(self, url: str | None, config: ProxyConfig = DEFAULT_CONFIG) -> None:
-        resolved = resolve_storage_url(url)
-        kwargs: dict[str, Any] = {"connect_args": {"timeout": 30}} if sqlite_path(resolved) else {"pool_pre_ping": True}
-        if resolved == "sqlite:///:memory:":
-            kwargs = {"poolclass": sa.pool.StaticPool, "connect_args": {"check_same_thread": False}}
-        self.engine = sa.create_engine(resolved, **kwargs)
-        _META.create_all(self.engine, checkfirst=True)
+        self.engine = side_engine(url, _META)
         self.config = config
         self.computed = 0
         self.compute_seconds = 0.0

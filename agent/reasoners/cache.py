@@ -10,11 +10,10 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import sqlalchemy as sa
 
-from search.storage import resolve_storage_url, sqlite_path
+from search.storage import side_engine
 
 _META = sa.MetaData()
 _TABLE = sa.Table(
@@ -52,12 +51,7 @@ class ResponseCache:
     """
 
     def __init__(self, url: str | None) -> None:
-        resolved = resolve_storage_url(url)
-        kwargs: dict[str, Any] = {"connect_args": {"timeout": 30}} if sqlite_path(resolved) else {"pool_pre_ping": True}
-        if resolved == "sqlite:///:memory:":
-            kwargs = {"poolclass": sa.pool.StaticPool, "connect_args": {"check_same_thread": False}}
-        self.engine = sa.create_engine(resolved, **kwargs)
-        _META.create_all(self.engine, checkfirst=True)
+        self.engine = side_engine(url, _META)
 
     def get(self, key: str) -> CachedReply | None:
         """The reply stored under ``key``, if any."""

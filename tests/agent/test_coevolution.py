@@ -1,12 +1,8 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -19,8 +15,7 @@ from search.nb201 import NB201Problem, random_cell
 from search.niches import partition_for
 from search.proposers import Evaluation
 from search.runner import run_search
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import coevo_env, kill_after_trials
 
 
 def _evidence(problem: NB201Problem, n: int, seed: int = 0) -> list[Evaluation]:
@@ -116,9 +111,6 @@ def test_resume_mid_round_keeps_waiting_proposals(storage: str) -> None:
 def test_sigkill_during_pelnas_then_resume(tmp_path: Path) -> None:
     db = tmp_path / "k.sqlite3"
     cmd = [
-        sys.executable,
-        "-m",
-        "agent.cli",
         "search",
         "--device",
         "pixel3",
@@ -132,22 +124,10 @@ def test_sigkill_during_pelnas_then_resume(tmp_path: Path) -> None:
         "k",
         "--json",
     ]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path, env=env)
-    deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None:
-        time.sleep(0.2)
-        try:
-            with sqlite3.connect(db, timeout=1) as con:
-                done = con.execute("select count(*) from trials where state = 'COMPLETE'").fetchone()[0]
-        except sqlite3.OperationalError:
-            continue
-        if done >= 70:
-            break
-    assert proc.poll() is None, "search finished before it could be killed"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    kill_after_trials(cmd, db, 70, tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-m", "agent.cli", *cmd], capture_output=True, text=True, cwd=tmp_path, env=coevo_env(), timeout=300
+    )
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     study = optuna.load_study(study_name="k", storage=f"sqlite:///{db}")

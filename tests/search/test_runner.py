@@ -1,11 +1,6 @@
 from __future__ import annotations
 
-import os
-import signal
 import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import optuna
@@ -15,6 +10,7 @@ from search.errors import StorageError, UserInputError
 from search.nb201 import NB201Problem, mutations, parse_arch
 from search.proposers import PROPOSERS, Evaluation, Proposal, Proposer, RoundContext
 from search.runner import run_search
+from tests.helpers import kill_after_trials
 
 
 @pytest.fixture(scope="module")
@@ -143,9 +139,6 @@ def test_sigkill_mid_search_then_resume(tmp_path: Path) -> None:
     """A real process killed with SIGKILL mid-run; rerunning the command finishes the budget exactly."""
     db = tmp_path / "k.sqlite3"
     cmd = [
-        sys.executable,
-        "-m",
-        "agent.cli",
         "search",
         "--device",
         "raspi4",
@@ -159,27 +152,7 @@ def test_sigkill_mid_search_then_resume(tmp_path: Path) -> None:
         "k",
         "--json",
     ]
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
-    )
-    deadline = time.time() + 60
-    done = 0
-    while time.time() < deadline and proc.poll() is None:
-        time.sleep(0.2)
-        try:
-            with sqlite3.connect(db, timeout=1) as con:
-                done = con.execute("select count(*) from trials where state = 'COMPLETE'").fetchone()[0]
-        except sqlite3.OperationalError:
-            continue
-        if done >= 30:
-            break
-    assert proc.poll() is None, "search finished before it could be killed; raise the budget"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    kill_after_trials(cmd, db, 30, tmp_path)
     result = run_search(
         NB201Problem(dataset="cifar10", device="raspi4"), "random", budget=150, seed=0, storage=f"sqlite:///{db}", study_name="k"
     )
