@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from search.errors import CoevoError
+from search.errors import CoevoError, UserInputError
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -89,6 +89,7 @@ def _add_reasoner_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--llm-api-key", default=None, help="API key (env OPENAI_API_KEY); local servers need none")
     g.add_argument("--llm-price", type=_price, default=None, help="input,output USD per million tokens, for cost accounting")
     g.add_argument("--llm-timeout", type=float, default=60.0, help="seconds per LLM request (default: 60)")
+    g.add_argument("--round-size", type=int, default=None, help="pelnas: proposals per co-evolution round (default: 20)")
 
 
 def _proposer_options(args: argparse.Namespace, proposer: str) -> dict[str, object] | None:
@@ -107,7 +108,9 @@ def _proposer_options(args: argparse.Namespace, proposer: str) -> dict[str, obje
         timeout_s=args.llm_timeout,
     )
     err.print(OFFLINE_NOTE if reasoner.label.startswith("offline") else f"reasoner: {reasoner.label}")
-    return {"reasoner": reasoner}
+    if args.round_size is not None and args.round_size < 1:
+        raise UserInputError(f"--round-size must be at least 1, got {args.round_size}")
+    return {"reasoner": reasoner, "round_size": args.round_size}
 
 
 def _progress() -> Progress:
