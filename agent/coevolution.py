@@ -102,7 +102,7 @@ class CoevolutionProposer(Proposer):
         counts = {n.id: 0 for n in niches}
         for e in paid:
             counts[niche_of(niches, e.point)] += 1
-        if ctx.round == 0 or any(c == 0 for c in counts.values()):
+        if ctx.round == 0 or not paid:
             proposals = self._initial(problem, niches, counts, ctx, rng)[: ctx.remaining]
             log["initial"] = True
         else:

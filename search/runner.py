@@ -194,6 +194,9 @@ def run_search(
         if n_waiting == 0:
             batch_ids: set[str] = set()
             for prop in proposer.propose(ctx):
+                if prop.error:
+                    rejected.append((prop, prop.error))
+                    continue
                 pid = problem.point_id(prop.point)
                 if pid in seen or pid in batch_ids:
                     rejected.append((prop, "already evaluated" if pid in seen else "duplicate in this round"))
