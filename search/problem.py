@@ -64,8 +64,6 @@ class Problem(ABC):
     found_set: Literal["all", "front"] = "all"
     """What a search is scored on: every evaluated point (query mode) or only the final
     front under the objectives as evaluated (zero-cost mode), re-scored by :meth:`true_values`."""
-    search_floor: float | None = None
-    """Floor of the maximised objective for acquisition during search (None: the reference's)."""
 
     @abstractmethod
     def spec(self) -> dict[str, Any]:
@@ -94,6 +92,12 @@ class Problem(ABC):
     @abstractmethod
     def evaluate(self, point: Point) -> dict[str, float]:
         """Values of every objective at ``point``, keyed by objective name."""
+
+    def acquisition_bounds(self) -> tuple[float, float] | None:
+        """(floor of the maximised objective, reference of the minimised one) for acquisition
+        functions during a search. Must be built from information a search may use (no
+        expensive objective of unpaid points); None when the problem has none."""
+        return None
 
     def true_values(self, point: Any) -> dict[str, float]:
         """Values used to score a search afterwards (the evaluated values unless estimated)."""

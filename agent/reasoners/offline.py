@@ -280,12 +280,9 @@ class OfflineReasoner(Reasoner):
         samples = request.model.samples(problem.features(points))
         lat = problem.cheap_values(points)[lat_name]
         paid = request.evaluations
-        ref = problem.reference()
-        if problem.search_floor is not None:
-            floor = problem.search_floor
-        else:
-            floor = ref.floor if ref is not None else float(np.min([e.values[acc_name] for e in paid]))
-        lat_ref = ref.lat_ref if ref is not None else float(np.max(lat))
+        # never problem.reference(): it is built from every cell's accuracy
+        bounds = problem.acquisition_bounds()
+        floor, lat_ref = bounds if bounds else (float(np.min([e.values[acc_name] for e in paid])), float(np.max(lat)))
         fa = np.array([e.values[acc_name] for e in paid])
         fl = np.array([e.values[lat_name] for e in paid])
         keep = pareto_mask(fa, fl)

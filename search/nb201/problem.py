@@ -101,6 +101,10 @@ class NB201Problem(Problem, Evolvable):
         i = self.table.index_of(point)
         return {"accuracy": float(self._acc[i]), "latency_ms": float(self._lat[i])}
 
+    def acquisition_bounds(self) -> tuple[float, float]:
+        # the useful-region floor is a constant of the dataset; latency is a free lookup
+        return self.floor, float(self._lat.max())
+
     @property
     def floor(self) -> float:
         """Accuracy floor (%) of the useful region for this dataset."""
