@@ -92,6 +92,7 @@ class CoevolutionProposer(Proposer):
         store = StudyAttrStore(ctx.study)
         kb = store.load() if self.use_knowledge else KnowledgeBase()
         log: dict[str, Any] = {"round": ctx.round, "reasoner": self.reasoner.label, "changes": []}
+        before = self.reasoner.usage.as_dict()
         if self.use_knowledge and paid:
             learned = int(ctx.study.user_attrs.get(KB_ROUND, -1))
             if learned < ctx.round - 1:
@@ -107,7 +108,10 @@ class CoevolutionProposer(Proposer):
             log["initial"] = True
         else:
             proposals = self._guided(problem, niches, kb, paid, quota, ctx, rng, log)
-        log["usage"] = self.reasoner.usage.as_dict()
+        log["usage"] = self.reasoner.usage.as_dict()  # running total of this process
+        log["usage_round"] = {
+            k: v - before[k] for k, v in log["usage"].items() if isinstance(v, int | float) and isinstance(before[k], int | float)
+        }
         log["proposed"] = len(proposals)
         ctx.study.set_user_attr(f"{ROUND_LOG}.{ctx.round}", log)
         return proposals

@@ -50,14 +50,7 @@ def main() -> None:
         )
         study = optuna.load_study(study_name=result.study, storage=storage)
         logs = sorted((v for k, v in study.user_attrs.items() if k.startswith("coevo.rounds.")), key=lambda v: v["round"])
-    previous = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
-    rows = []
-    for log in logs:
-        usage = log["usage"]
-        delta = {k: usage[k] - previous[k] for k in previous}
-        previous = {k: usage[k] for k in previous}
-        if delta["calls"]:
-            rows.append(delta)
+    rows = [log["usage_round"] for log in logs if log.get("usage_round", {}).get("calls")]
     print(f"pelnas + LLM reasoner via loopback, budget {args.budget}, {len(logs)} rounds ({len(rows)} with LLM calls)")
     print(f"HV ratio {result.hv_ratio:.4f} (the loopback model proposes random in-niche cells: not a quality figure)")
     for key in ("calls", "prompt_tokens", "completion_tokens"):

@@ -132,6 +132,7 @@ def test_llm_search_records_rationale_heuristics_and_tokens(storage: str) -> Non
     assert h["author"] == "fake-7b" and 99999 not in h["support"]  # invented trial numbers are dropped
     logs = [v for k, v in study.user_attrs.items() if k.startswith("coevo.rounds.")]
     assert all(v["reasoner"] == "llm:fake-7b" for v in logs) and any(v["usage"]["calls"] for v in logs)
+    assert sum(v["usage_round"]["calls"] for v in logs) == usage["calls"]  # per-round usage adds up to the run's
 
 
 def test_replay_costs_nothing(storage: str) -> None:
