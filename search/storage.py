@@ -104,7 +104,12 @@ def side_engine(url: str | None, metadata: sqlalchemy.MetaData) -> sqlalchemy.en
     if path is not None:
         event.listen(engine, "connect", _sqlite_pragmas)
     try:
-        metadata.create_all(engine, checkfirst=True)
+        try:
+            metadata.create_all(engine, checkfirst=True)
+        except sqlalchemy.exc.OperationalError as exc:
+            if "already exists" not in str(exc):
+                raise
+            metadata.create_all(engine, checkfirst=True)  # another process won the race: the tables exist now
     except sqlalchemy.exc.SQLAlchemyError as exc:
         raise StorageError(f"cannot use storage {url!r} for coevo's tables: {str(exc).splitlines()[0]}") from exc
     return engine

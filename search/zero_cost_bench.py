@@ -60,6 +60,7 @@ def run_proxies(
     table = load_table()
     indices = rng.sample(range(len(table.ops)), cells)
     sample = [table.cell(i) for i in indices]
+    ProxyCache(storage, config)  # create the table once, before workers race to do it
     chunks = [sample[k::jobs] for k in range(jobs)]
     if jobs == 1:
         results = [_score_chunk(storage, sample, config)]
