@@ -46,12 +46,7 @@ def open_storage(url: str | None) -> optuna.storages.BaseStorage:
         StorageError: the URL is malformed, its driver is missing, or it cannot be reached.
     """
     resolved = resolve_storage_url(url)
-    path = sqlite_path(resolved)
-    if path is not None:
-        if url is None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        elif not path.parent.is_dir():
-            raise StorageError(f"cannot open storage {url!r}: folder {str(path.parent)!r} does not exist; create it or pick another path")
+    path = _sqlite_folder_ready(url, resolved)
     engine_kwargs = {"connect_args": {"timeout": 30}} if path is not None else {"pool_pre_ping": True}
     try:
         try:
@@ -70,6 +65,17 @@ def open_storage(url: str | None) -> optuna.storages.BaseStorage:
         raise StorageError(
             f"cannot open storage {url!r}: {reason}. Use sqlite:///PATH or postgresql://USER@HOST/DB with a reachable server"
         ) from exc
+
+
+def _sqlite_folder_ready(url: str | None, resolved: str) -> Path | None:
+    """The SQLite file path (None for other URLs): the default folder is created, a user's must exist."""
+    path = sqlite_path(resolved)
+    if path is not None:
+        if url is None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        elif not path.parent.is_dir():
+            raise StorageError(f"cannot open storage {url!r}: folder {str(path.parent)!r} does not exist; create it or pick another path")
+    return path
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -96,7 +102,7 @@ def side_engine(url: str | None, metadata: sqlalchemy.MetaData) -> sqlalchemy.en
     connection (else every connection would see a new, empty database).
     """
     resolved = resolve_storage_url(url)
-    path = sqlite_path(resolved)
+    path = _sqlite_folder_ready(url, resolved)
     kwargs: dict[str, Any] = {"connect_args": {"timeout": 30}} if path is not None else {"pool_pre_ping": True}
     if resolved == "sqlite:///:memory:":
         kwargs = {"poolclass": sqlalchemy.pool.StaticPool, "connect_args": {"check_same_thread": False}}
