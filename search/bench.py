@@ -120,8 +120,6 @@ def _one_run(
         from agent.reasoners import make_reasoner  # built in the worker: reasoners hold clients and caches
 
         proposer_options = {"reasoner": make_reasoner(**reasoner, storage=storage)}
-    if options.get("mode", "query") != "query":
-        options = {**options, "storage": storage}  # proxy scores are cached beside the studies
     return run_search(make_problem(problem, options), get_proposer(proposer, proposer_options), budget=budget, seed=seed, storage=storage)
 
 
@@ -132,7 +130,7 @@ def run_bench(spec: BenchSpec, out: Path, *, on_result: Callable[[SearchResult],
     storage = spec.storage or f"sqlite:///{out / 'bench.sqlite3'}"
     open_storage(storage)  # create the schema once, before parallel runs race to do it
     jobs = [
-        (spec.problem, {**spec.options, "device": d}, p, spec.budget, s, storage, spec.reasoner)
+        (spec.problem, _problem_options(spec, d, storage), p, spec.budget, s, storage, spec.reasoner)
         for d in spec.devices
         for p in spec.proposers
         for s in spec.seeds
@@ -166,7 +164,7 @@ def run_bench(spec: BenchSpec, out: Path, *, on_result: Callable[[SearchResult],
     report.markdown = markdown_table(results, spec) + exploration_table(results, spec)
     (out / "results.md").write_text(report.markdown)
     report.files.append(out / "results.md")
-    report.files.extend(_plots(spec, results, out))
+    report.files.extend(_plots(spec, results, out, storage))
     return report
 
 
@@ -259,7 +257,14 @@ def exploration_table(results: Sequence[SearchResult], spec: BenchSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _plots(spec: BenchSpec, results: Sequence[SearchResult], out: Path) -> list[Path]:
+def _problem_options(spec: BenchSpec, device: str, storage: str) -> dict[str, Any]:
+    options = {**spec.options, "device": device}
+    if options.get("mode", "query") != "query":
+        options["storage"] = storage  # zero-cost problems keep their proxy cache beside the studies
+    return options
+
+
+def _plots(spec: BenchSpec, results: Sequence[SearchResult], out: Path, storage: str) -> list[Path]:
     paths = [
         plot_exploration(
             {p: _shares([r for r in results if r.proposer == p], "niches") for p in spec.proposers},
@@ -268,7 +273,7 @@ def _plots(spec: BenchSpec, results: Sequence[SearchResult], out: Path) -> list[
         )
     ]
     for device in spec.devices:
-        problem = make_problem(spec.problem, {**spec.options, "device": device})
+        problem = make_problem(spec.problem, _problem_options(spec, device, storage))
         ref = problem.reference()
         rs = [r for r in results if r.problem.get("device") == device]
         title = f"{spec.problem} {' '.join(str(v) for v in spec.options.values())} {device}, budget {spec.budget}"
