@@ -83,9 +83,7 @@ class BenchSpec:
         if not self.devices or not self.proposers:
             raise UserInputError("give at least one device and one proposer")
         for device in self.devices:
-            make_problem(
-                self.problem, {**self.options, "device": device, **({"storage": "sqlite:///:memory:"} if self.options.get("mode") else {})}
-            )
+            make_problem(self.problem, _problem_options(self, device, "sqlite:///:memory:"))  # validation only: no cache needed
         for name in self.proposers:
             get_proposer(name)
 
