@@ -276,7 +276,8 @@ def _plots(spec: BenchSpec, results: Sequence[SearchResult], out: Path, storage:
         rs = [r for r in results if r.problem.get("device") == device]
         title = f"{spec.problem} {' '.join(str(v) for v in spec.options.values())} {device}, budget {spec.budget}"
         curves = {p: [r.hv_history for r in rs if r.proposer == p and r.hv_history] for p in spec.proposers}
-        paths.append(plot_hv_curves(curves, title, out / f"hv_{device}.png"))
+        if any(curves.values()):  # zero-cost runs have no HV history: nothing to draw
+            paths.append(plot_hv_curves(curves, title, out / f"hv_{device}.png"))
         if ref is None:
             continue
         acc_name, lat_name = problem.front_objectives

@@ -89,3 +89,15 @@ def test_proxies_command(tmp_path: Path) -> None:
     report = run_proxies(cells=12, dataset="cifar10", storage=f"sqlite:///{tmp_path / 'p.db'}", out=tmp_path / "o", config=TINY)
     assert set(report.rho) == {*PROXIES, "ensemble"} and all(-1 <= v <= 1 for v in report.rho.values() if not np.isnan(v))
     assert report.computed == 12 and (tmp_path / "o" / "proxies.md").exists()
+
+
+def test_zero_cost_bench_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from search.bench import BenchSpec, run_bench
+
+    monkeypatch.setattr("search.nb201.zero_cost_problem.REFERENCE_CELLS", 8)
+    monkeypatch.setattr("search.nb201.zero_cost_problem.ProxyConfig", lambda: TINY)
+    spec = BenchSpec("nb201", {"dataset": "cifar10", "mode": "zero-cost"}, ("eyeriss",), ("pelnas", "random"), (0,), budget=26)
+    report = run_bench(spec, tmp_path / "out")
+    assert [r.mode for r in report.results] == ["zero-cost", "zero-cost"]
+    assert all(r.accuracy_queries == 0 and r.evaluations == 26 and r.hv_ratio is not None for r in report.results)
+    assert (tmp_path / "out" / "front_eyeriss.png").exists() and (tmp_path / "out" / "results.md").exists()
