@@ -80,19 +80,32 @@ def _sqlite_folder_ready(url: str | None, resolved: str) -> Path | None:
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     if isinstance(dbapi_connection, sqlite3.Connection):
+        # SQLAlchemy emits BEGIN itself (see _begin_immediate), not the driver
+        dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         # WAL lets readers (a report, `coevo runs`) run beside a writer, and NORMAL sync
         # drops an fsync per commit: a 300-trial search goes from ~26 s to ~7 s here.
         # A power cut may lose the last commits, never corrupt the file; a resumed search
         # re-evaluates what was lost.
-        cursor.execute("PRAGMA journal_mode=WAL")
+        # WAL is a property of the file: set it once. Setting it needs a lock that a writer in
+        # another process may hold, so never ask again once it is on.
+        if str(cursor.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+            cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
 
 
+def _begin_immediate(connection: sqlalchemy.engine.Connection) -> None:
+    # A deferred transaction that reads, then writes after another process committed, fails
+    # at once with "database is locked" in WAL mode (its snapshot is stale; the busy timeout
+    # is not consulted). Taking the write lock at BEGIN makes writers queue on the timeout.
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
 def _tune_sqlite(engine: sqlalchemy.engine.Engine) -> None:
     event.listen(engine, "connect", _sqlite_pragmas)
-    engine.dispose()  # connections opened while creating tables predate the listener
+    event.listen(engine, "begin", _begin_immediate)
+    engine.dispose()  # connections opened while creating tables predate the listeners
 
 
 def side_engine(url: str | None, metadata: sqlalchemy.MetaData) -> sqlalchemy.engine.Engine:
@@ -109,6 +122,7 @@ def side_engine(url: str | None, metadata: sqlalchemy.MetaData) -> sqlalchemy.en
     engine = sqlalchemy.create_engine(resolved, **kwargs)
     if path is not None:
         event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "begin", _begin_immediate)
     try:
         try:
             metadata.create_all(engine, checkfirst=True)

@@ -10,7 +10,7 @@ from search.bench import BenchSpec, run_bench
 from search.errors import UserInputError
 
 
-@pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.parametrize("jobs", [1, 2, 4])  # 2 and 4 processes share one SQLite file
 def test_bench_writes_table_csv_and_plots(tmp_path: Path, jobs: int) -> None:
     spec = BenchSpec("nb201", {"dataset": "cifar10"}, ("fpga", "eyeriss"), ("random", "tpe"), (0, 1), budget=12, jobs=jobs)
     report = run_bench(spec, tmp_path / "out")
