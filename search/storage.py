@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -89,8 +90,17 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
         # re-evaluates what was lost.
         # WAL is a property of the file: set it once. Setting it needs a lock that a writer in
         # another process may hold, so never ask again once it is on.
-        if str(cursor.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
-            cursor.execute("PRAGMA journal_mode=WAL")
+        for attempt in range(50):
+            if str(cursor.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
+                break
+            try:
+                cursor.execute("PRAGMA journal_mode=WAL")
+            except sqlite3.OperationalError:
+                # another process holds a lock (it may be switching the file itself): the
+                # pragma does not wait on the busy timeout, so wait here, briefly
+                if attempt == 49:
+                    raise
+                time.sleep(0.1)
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
 
@@ -106,6 +116,8 @@ def _tune_sqlite(engine: sqlalchemy.engine.Engine) -> None:
     event.listen(engine, "connect", _sqlite_pragmas)
     event.listen(engine, "begin", _begin_immediate)
     engine.dispose()  # connections opened while creating tables predate the listeners
+    with engine.connect():
+        pass  # switch the file to WAL now, before other processes (bench workers) open it
 
 
 def side_engine(url: str | None, metadata: sqlalchemy.MetaData) -> sqlalchemy.engine.Engine:
