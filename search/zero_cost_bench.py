@@ -20,7 +20,7 @@ import torch
 from scipy import stats
 
 from search.errors import UserInputError
-from search.nb201.space import Cell, format_arch, random_cell
+from search.nb201.space import Cell, format_arch
 from search.nb201.table import DATASETS, load_table
 from search.storage import open_storage, resolve_storage_url
 from search.zero_cost import _TABLE, ENSEMBLE, PROXIES, ProxyCache, ProxyConfig
@@ -105,4 +105,4 @@ def run_proxies(
     return ProxyReport(cells, dataset, rho, median, computed, markdown)
 
 
-__all__ = ["ProxyReport", "random_cell", "run_proxies"]
+__all__ = ["ProxyReport", "run_proxies"]

@@ -24,7 +24,6 @@ def reply(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def _reply(request: dict[str, Any]) -> dict[str, Any]:
-    prompt = next(m["content"] for m in reversed(request["messages"]) if m["role"] == "user")
     first = next(m["content"] for m in request["messages"] if m["role"] == "user")
     rng = random.Random(first)
     if "Update the knowledge base" in first:
@@ -55,7 +54,6 @@ def _reply(request: dict[str, Any]) -> dict[str, Any]:
         cell = random_cell(rng)
         if niche.contains(cell):
             designs.append(format_arch(cell))
-    del prompt
     # a rationale of realistic length (about two sentences), so completion sizes are realistic too
     rationale = "Keeps the niche's best skip path and swaps one op the heuristics rate well; expected to extend the front at this latency."
     candidates = [{"design": d, "rationale": rationale, "heuristics": cited} for d in designs]
