@@ -156,8 +156,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     label = problem.design_label
     acc, lat = problem.front_objectives
     front = Table(title=f"found front ({len(result.front)} non-dominated of {result.evaluations} evaluated)")
-    for col in (lat, acc, label):
-        front.add_column(col)
+    front.add_column(lat)
+    front.add_column(acc)
+    front.add_column(label, overflow="fold")  # designs are copied from here: wrap, never truncate
     for row in result.front:
         front.add_row(f"{row[lat]:.4g}", f"{row[acc]:.2f}", str(row[label]))
     out.print(front)
