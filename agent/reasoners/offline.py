@@ -108,6 +108,30 @@ def _measure(
     return _Claim(objective, niche, param, value, effect, se, len(a), len(b), trials[holds], on_side)
 
 
+@dataclass(frozen=True)
+class _Evidence:
+    """The paid evaluations as columns, built once per knowledge update."""
+
+    columns: dict[str, np.ndarray]  # parameter name -> value of each evaluation
+    values: dict[str, np.ndarray]  # objective name -> value of each evaluation
+    niches: np.ndarray  # niche id of each evaluation
+    trials: np.ndarray  # trial number of each evaluation
+
+    @classmethod
+    def of(cls, problem: Problem, niches: Sequence[Niche], paid: Sequence[Evaluation]) -> _Evidence:
+        params = [problem.to_params(e.point) for e in paid]
+        return cls(
+            columns={name: np.array([p[name] for p in params], dtype=object) for name in params[0]},
+            values={o.name: values_of(paid, o.name) for o in problem.objectives},
+            niches=np.array([niche_of(niches, e.point) for e in paid]),
+            trials=np.array([e.trial_number for e in paid]),
+        )
+
+    def rows(self, niche: str | None) -> np.ndarray:
+        """Mask of the evaluations in ``niche`` (all of them for None)."""
+        return np.ones(len(self.trials), bool) if niche is None else self.niches == niche
+
+
 class OfflineReasoner(Reasoner):
     """Statistics-driven reasoner; the embedded default when no LLM endpoint is configured.
 
@@ -130,7 +154,8 @@ class OfflineReasoner(Reasoner):
         paid = [e for e in ctx.evaluations if e.query]
         if len(paid) < 2 * MIN_N:
             return []
-        claims = {c.key: c for c in self._mine(ctx.problem, ctx.niches, paid)}
+        table = _Evidence.of(ctx.problem, ctx.niches, paid)
+        claims = {c.key: c for c in self._mine(ctx.problem, ctx.niches, table)}
         changes = []
         for claim in claims.values():
             existing = kb.by_key(claim.key)
@@ -150,46 +175,40 @@ class OfflineReasoner(Reasoner):
             )
             if created:
                 changes.append(f"created {h.id}: {h.text}")
-        changes += self._refute_stale(kb, ctx, paid, claims)
+        changes += self._refute_stale(kb, ctx, table, claims)
         return changes
 
-    def _mine(self, problem: Problem, niches: Sequence[Niche], paid: Sequence[Evaluation]) -> list[_Claim]:
-        params = [problem.to_params(e.point) for e in paid]
-        where = np.array([niche_of(niches, e.point) for e in paid])
-        trials = np.array([e.trial_number for e in paid])
+    def _mine(self, problem: Problem, niches: Sequence[Niche], table: _Evidence) -> list[_Claim]:
         out: list[_Claim] = []
         for objective in problem.objectives:
-            y = values_of(paid, objective.name)
+            y = table.values[objective.name]
             for niche in (None, *[n.id for n in niches]):
-                rows = np.ones(len(paid), bool) if niche is None else where == niche
+                rows = table.rows(niche)
                 if rows.sum() < 2 * MIN_N:
                     continue
                 found = []
-                for name in params[0]:
-                    column = np.array([p[name] for p in params], dtype=object)[rows]
+                for name, full_column in table.columns.items():
+                    column = full_column[rows]
                     for value in sorted(set(column.tolist()), key=str):
-                        claim = _measure(objective, niche, name, value, y[rows], column == value, trials[rows])
+                        claim = _measure(objective, niche, name, value, y[rows], column == value, table.trials[rows])
                         if claim and abs(claim.t) >= MIN_T and min(claim.n_with, claim.n_without) >= MIN_N:
                             found.append(claim)
                 found.sort(key=lambda c: -abs(c.t))
                 out += found if niche is None else found[:PER_NICHE]
         return out
 
-    def _refute_stale(self, kb: KnowledgeBase, ctx: KnowledgeContext, paid: Sequence[Evaluation], claims: dict[str, _Claim]) -> list[str]:
+    def _refute_stale(self, kb: KnowledgeBase, ctx: KnowledgeContext, table: _Evidence, claims: dict[str, _Claim]) -> list[str]:
         """Re-measure active offline claims not re-found this round; refute those no longer supported."""
         changes = []
-        params = [ctx.problem.to_params(e.point) for e in paid]
-        where = np.array([niche_of(ctx.niches, e.point) for e in paid])
-        trials = np.array([e.trial_number for e in paid])
         objectives = {o.name: o for o in ctx.problem.objectives}
         for h in list(kb.heuristics.values()):
             s = h.structured or {}
             if h.author != "offline" or s.get("kind") != "param_value_effect" or h.key in claims or not h.active or h.status == "accepted":
                 continue
-            rows = np.ones(len(paid), bool) if s.get("niche") is None else where == s["niche"]
-            column = np.array([p[s["param"]] for p in params], dtype=object)[rows]
-            y = values_of(paid, s["objective"])[rows]
-            now = _measure(objectives[s["objective"]], s.get("niche"), s["param"], s["value"], y, column == s["value"], trials[rows])
+            rows = table.rows(s.get("niche"))
+            column = table.columns[s["param"]][rows]
+            y = table.values[s["objective"]][rows]
+            now = _measure(objectives[s["objective"]], s.get("niche"), s["param"], s["value"], y, column == s["value"], table.trials[rows])
             if now is None or (now.effect * s["effect"] > 0 and abs(now.effect) > 1.96 * now.se):
                 continue
             kb.upsert(h.key, ctx.round, status="refuted", confidence=0.0, structured=now.structured())
