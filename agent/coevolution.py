@@ -100,14 +100,12 @@ class CoevolutionProposer(Proposer):
                 log["changes"] = self.reasoner.update_knowledge(kb, evidence, KnowledgeContext(problem, niches, ctx.round, paid))
                 store.save(kb, ctx.round - 1)
         quota = min(self.round_size, ctx.remaining)
-        counts = {n.id: 0 for n in niches}
-        for e in paid:
-            counts[niche_of(niches, e.point)] += 1
+        where = [niche_of(niches, e.point) for e in paid]  # niche of each paid evaluation
         if ctx.round == 0 or not paid:
-            proposals = self._initial(problem, niches, counts, ctx, rng)[: ctx.remaining]
+            proposals = self._initial(problem, niches, where, ctx, rng)[: ctx.remaining]
             log["initial"] = True
         else:
-            proposals = self._guided(problem, niches, kb, paid, quota, ctx, rng, log)
+            proposals = self._guided(problem, niches, where, kb, paid, quota, ctx, rng, log)
         log["usage"] = self.reasoner.usage.as_dict()  # running total of this process
         log["usage_round"] = {
             k: v - before[k] for k, v in log["usage"].items() if isinstance(v, int | float) and isinstance(before[k], int | float)
@@ -116,15 +114,13 @@ class CoevolutionProposer(Proposer):
         ctx.study.set_user_attr(f"{ROUND_LOG}.{ctx.round}", log)
         return proposals
 
-    def _initial(
-        self, problem: Any, niches: Sequence[Niche], counts: dict[str, int], ctx: RoundContext, rng: random.Random
-    ) -> list[Proposal]:
+    def _initial(self, problem: Any, niches: Sequence[Niche], where: list[str], ctx: RoundContext, rng: random.Random) -> list[Proposal]:
         """Stratified start: per niche, points spread over its latency range (latency is free)."""
         out: list[Proposal] = []
         taken = set(ctx.seen)
         lat_name = problem.front_objectives[1]
         for niche in niches:
-            need = self.init_per_niche - counts[niche.id]
+            need = self.init_per_niche - where.count(niche.id)
             if need <= 0:
                 continue
             members: dict[Any, None] = {}
@@ -155,6 +151,7 @@ class CoevolutionProposer(Proposer):
         self,
         problem: Any,
         niches: Sequence[Niche],
+        where: list[str],
         kb: KnowledgeBase,
         paid: tuple[Evaluation, ...],
         quota: int,
@@ -166,7 +163,6 @@ class CoevolutionProposer(Proposer):
         acc = np.array([e.values[acc_name] for e in paid])
         lat = np.array([e.values[lat_name] for e in paid])
         on_front = pareto_mask(acc, lat)
-        where = [niche_of(niches, e.point) for e in paid]
         contribution = {n.id: 1.0 + sum(1 for k, w in enumerate(where) if w == n.id and on_front[k]) for n in niches}
         shares = allocate(quota, contribution)
         log["allocation"] = shares
@@ -175,7 +171,6 @@ class CoevolutionProposer(Proposer):
             model = TreeSurrogate(problem.features([e.point for e in paid]), acc, seed=rng.randrange(2**31))
         seen = set(ctx.seen)
         proposals: list[Proposal] = []
-        rejected_total = 0
         all_feedback: list[str] = []
         for niche in niches:
             share = shares.get(niche.id, 0)
@@ -206,7 +201,6 @@ class CoevolutionProposer(Proposer):
                     reason = self._invalid(problem, niche, prop, seen)
                     if reason:
                         feedback.append(reason)
-                        rejected_total += 1
                         continue
                     seen.add(problem.point_id(prop.point))
                     got.append(prop)
@@ -216,7 +210,7 @@ class CoevolutionProposer(Proposer):
                     break
             proposals += got
             all_feedback += feedback
-        log["rejected"] = rejected_total
+        log["rejected"] = len(all_feedback)
         log["rejections"] = all_feedback[:20]
         empty = int(ctx.study.user_attrs.get(EMPTY_ROUNDS, 0)) + 1 if not proposals and quota > 0 else 0
         ctx.study.set_user_attr(EMPTY_ROUNDS, empty)
@@ -229,7 +223,7 @@ class CoevolutionProposer(Proposer):
                 )
             # one round without a valid candidate (e.g. niches nearly exhausted): the runner
             # evaluates one sampler-chosen point instead, and the log says so
-            log["fallback"] = f"no valid candidate ({reasons}); one point from the {type(self.sampler(problem, 0)).__name__}"
+            log["fallback"] = f"no valid candidate ({reasons}); one uniformly random point instead"
         return proposals
 
     @staticmethod
