@@ -251,6 +251,8 @@ def run_search(
         wall_s=time.perf_counter() - started,
         history=history,
         stopped=stopped,
+        evaluations=evaluations,
+        trials=n_trials,
     )
     reasoner = getattr(proposer, "reasoner", None)
     if reasoner is not None:
@@ -270,9 +272,18 @@ def summarize(
     wall_s: float,
     history: list[float] | None = None,
     stopped: str | None = None,
+    evaluations: list[Evaluation] | None = None,
+    trials: int | None = None,
 ) -> SearchResult:
-    """Score a study's found set (every budgeted evaluation) against the problem's true front."""
-    evaluations = [e for e in _evaluations_from_study(problem, study) if e.query]
+    """Score a study's found set (every budgeted evaluation) against the problem's true front.
+
+    ``evaluations`` and ``trials``, when the caller already holds them, spare re-reading the study.
+    """
+    if evaluations is None:
+        evaluations = _evaluations_from_study(problem, study)
+    if trials is None:
+        trials = len(study.get_trials(deepcopy=False))
+    evaluations = [e for e in evaluations if e.query]
     acc_name, lat_name = problem.front_objectives
     queries = len(evaluations)
     if problem.found_set == "front" and evaluations:
@@ -305,7 +316,7 @@ def summarize(
         evaluations=queries,
         accuracy_queries=queries if problem.found_set == "all" else 0,
         mode=str(problem.spec().get("mode", "query")),
-        trials=len(study.trials),
+        trials=trials,
         wall_s=round(wall_s, 3),
         hv_ratio=metrics.hv_ratio if metrics else None,
         igd=metrics.igd if metrics else None,

@@ -39,7 +39,7 @@ class NB201Problem(Problem, Evolvable):
 
     Example:
         >>> p = NB201Problem(dataset="cifar10", device="fpga")
-        >>> cell = p.from_arch("|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|")
+        >>> cell = p.parse_design("|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|")
         >>> p.evaluate(cell)
         {'accuracy': 94.3633, 'latency_ms': 7.42096}
     """
@@ -81,11 +81,8 @@ class NB201Problem(Problem, Evolvable):
         return {name: OPS[c] for name, c in zip(PARAM_NAMES, point, strict=True)}
 
     def parse_design(self, text: str) -> Cell:
-        return parse_arch(text)
-
-    def from_arch(self, arch: str) -> Cell:
         """Parse an arch string (raises ``UserInputError`` with the expected format)."""
-        return parse_arch(arch)
+        return parse_arch(text)
 
     def index(self, point: Cell) -> int:
         """NAS-Bench-201 index of a cell."""
