@@ -87,7 +87,7 @@ class SearchResult:
 
 def default_study_name(problem: Problem, proposer: str, seed: int) -> str:
     """``<problem>-<option values>-<proposer>-s<seed>``, e.g. ``nb201-cifar10-fpga-tpe-s0``."""
-    parts = [str(v) for k, v in problem.spec().items() if k != "problem" and isinstance(v, str) and not k.endswith("config")]
+    parts = [v for k, v in problem.spec().items() if k != "problem" and isinstance(v, str)]  # nested settings stay out of the name
     return "-".join([problem.name, *parts, proposer, f"s{seed}"])
 
 

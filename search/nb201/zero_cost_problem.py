@@ -46,7 +46,7 @@ class ZeroCostNB201(NB201Problem):
         self._reference_scores: list[dict[str, float]] | None = None
 
     def spec(self) -> dict[str, Any]:
-        return {**super().spec(), "mode": "zero-cost", "proxies": list(ENSEMBLE), "proxy_config": self.cache.config.key()}
+        return {**super().spec(), "mode": "zero-cost", "proxies": {"ensemble": list(ENSEMBLE), "config": self.cache.config.key()}}
 
     def acquisition_bounds(self) -> tuple[float, float]:
         # estimates are percentiles: the median cell is the floor worth improving on
