@@ -7,22 +7,29 @@ elites and relevant heuristics, and validate what comes back (in the space, in t
 unseen, not proposed twice; invalid candidates go back with the reason, up to
 ``retries`` times). The runner then enqueues, evaluates and tells.
 
-Resuming is by construction: the round number, the proposals (WAITING trials) and the
-knowledge base live in the study; each round's randomness is seeded from (seed, round);
-and LLM replies are cached by prompt hash.
+After the reasoner's update, the validation loop (:mod:`knowledge.validation`) scores the
+proposals that cited each heuristic and may validate or refute it; the result is saved as
+new versions in the knowledge store (:mod:`knowledge.store`), one knowledge base per study.
+
+Resuming is by construction: the round number and the proposals (WAITING trials) live in
+the study, the knowledge base in the store; each round's randomness is seeded from (seed,
+round); and LLM replies are cached by prompt hash.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import optuna
 
 from agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner
-from knowledge import KnowledgeBase, StudyAttrStore
+from knowledge import KnowledgeBase, retrieval, validation
+from knowledge.exchange import records_from
+from knowledge.store import KnowledgeStore, StudyKnowledge
 from search.errors import CoevoError, UserInputError
 from search.metrics import pareto_mask
 from search.niches import Niche, allocate, get_partition, niche_of, partition_for
@@ -34,7 +41,11 @@ ROUND_LOG = "coevo.rounds"
 EMPTY_ROUNDS = "coevo.empty_rounds"
 MAX_EMPTY_ROUNDS = 3
 """Consecutive rounds without a valid candidate before the run stops (resumable)."""
-KB_ROUND = StudyAttrStore.ATTR + ".round"
+KB_ROUND = "coevo.kb.round"
+"""The last round the knowledge base learned from (study attribute)."""
+KB_FROM = "coevo.kb.from"
+"""Where the knowledge base was seeded from (study attribute), once done."""
+KB_WITHHELD = "coevo.kb.withheld"
 
 
 class CoevolutionProposer(Proposer):
@@ -48,7 +59,10 @@ class CoevolutionProposer(Proposer):
         round_size: proposals per round.
         init_per_niche: initial points per niche (stratified by cheap latency).
         retries: how often a niche's request is sent back with the reasons for rejections.
-        heuristics_per_prompt: how many heuristics a request carries.
+        kb_tokens: token budget of the heuristics a request carries (see :mod:`knowledge.retrieval`).
+        withhold: claim keys never handed to the reasoner, or ``("*",)`` for all (ablations);
+            the knowledge base is still learned and stored.
+        kb_from: seed the knowledge base from this export file or study before the first round.
     """
 
     def __init__(
@@ -61,7 +75,9 @@ class CoevolutionProposer(Proposer):
         round_size: int = 20,
         init_per_niche: int = 4,
         retries: int = 2,
-        heuristics_per_prompt: int = 12,
+        kb_tokens: int = 600,
+        withhold: Sequence[str] = (),
+        kb_from: str | None = None,
     ) -> None:
         self.name = name
         self.reasoner = reasoner
@@ -70,7 +86,15 @@ class CoevolutionProposer(Proposer):
         self.round_size = round_size
         self.init_per_niche = init_per_niche
         self.retries = retries
-        self.heuristics_per_prompt = heuristics_per_prompt
+        if kb_tokens < 1:
+            raise UserInputError(f"the knowledge token budget must be at least 1, got {kb_tokens}")
+        self.kb_tokens = kb_tokens
+        self.withhold = tuple(withhold)
+        self.kb_from = kb_from
+        parts = [f"-kbfrom-{Path(kb_from).stem}"] if kb_from else []
+        if self.withhold:
+            parts.append("-withhold-all" if retrieval.WITHHOLD_ALL in self.withhold else f"-withhold-{len(self.withhold)}")
+        self.variant = "".join(parts)
 
     def sampler(self, problem: Problem, seed: int) -> optuna.samplers.BaseSampler:
         # only used for a trial with no enqueued proposal (a niche ran dry): uniform
@@ -89,16 +113,26 @@ class CoevolutionProposer(Proposer):
         niches = self.niches_for(problem)
         rng = random.Random(f"{ctx.seed}:{ctx.round}")
         paid = tuple(e for e in ctx.evaluations if e.query)
-        store = StudyAttrStore(ctx.study)
-        kb = store.load() if self.use_knowledge else KnowledgeBase()
         log: dict[str, Any] = {"round": ctx.round, "reasoner": self.reasoner.label, "changes": []}
         before = self.reasoner.usage.as_dict()
-        if self.use_knowledge and paid:
+        kb = KnowledgeBase()
+        if self.use_knowledge:
+            store = StudyKnowledge(KnowledgeStore.for_storage(ctx.storage), ctx.study.study_name, problem.spec(), self.reasoner.label)
+            self._seed_knowledge(store, ctx, log)
+            kb = store.load()
             learned = int(ctx.study.user_attrs.get(KB_ROUND, -1))
-            if learned < ctx.round - 1:
+            if paid and learned < ctx.round - 1:
                 evidence = [e for e in paid if int(e.attrs.get("round", -1)) > learned]
-                log["changes"] = self.reasoner.update_knowledge(kb, evidence, KnowledgeContext(problem, niches, ctx.round, paid))
+                kctx = KnowledgeContext(problem, niches, ctx.round, paid, self.kb_tokens * 3)
+                log["changes"] = self.reasoner.update_knowledge(kb, evidence, kctx)
+                changes, rows = validation.apply(
+                    kb, validation.records(validation.outcomes(problem, paid)), study=ctx.study.study_name, round_no=ctx.round - 1
+                )
+                log["changes"] += changes
+                store.extra_evidence = rows
                 store.save(kb, ctx.round - 1)
+                ctx.study.set_user_attr(KB_ROUND, ctx.round - 1)
+                kb = store.load()  # the store's ids are final (another worker may have added claims)
         quota = min(self.round_size, ctx.remaining)
         where = [niche_of(niches, e.point) for e in paid]  # niche of each paid evaluation
         if ctx.round == 0 or not paid:
@@ -113,6 +147,21 @@ class CoevolutionProposer(Proposer):
         log["proposed"] = len(proposals)
         ctx.study.set_user_attr(f"{ROUND_LOG}.{ctx.round}", log)
         return proposals
+
+    def _seed_knowledge(self, store: StudyKnowledge, ctx: RoundContext, log: dict[str, Any]) -> None:
+        """Import ``kb_from`` once, before the first round, into an empty knowledge base."""
+        if self.withhold:
+            ctx.study.set_user_attr(KB_WITHHELD, list(self.withhold))
+        if not self.kb_from or KB_FROM in ctx.study.user_attrs:
+            return
+        if store.store.exists(store.kb) and store.store.latest(store.kb):
+            raise UserInputError(
+                f"--kb-from: study {store.kb!r} already has a knowledge base; seed a new study (another --study name) instead"
+            )
+        records = records_from(store.store, self.kb_from)
+        ids = store.store.import_records(store.kb, records, spec=store.spec, by=f"import from {self.kb_from}", round_no=ctx.round)
+        ctx.study.set_user_attr(KB_FROM, self.kb_from)
+        log["changes"].append(f"seeded with {len(ids)} heuristics from {self.kb_from}")
 
     def _initial(self, problem: Any, niches: Sequence[Niche], where: list[str], ctx: RoundContext, rng: random.Random) -> list[Proposal]:
         """Stratified start: per niche, points spread over its latency range (latency is free)."""
@@ -180,7 +229,15 @@ class CoevolutionProposer(Proposer):
             sub = pareto_mask(acc[members], lat[members])
             elites = [paid[members[k]] for k in np.flatnonzero(sub)]
             elites += [paid[members[k]] for k in np.argsort(-acc[members])[:3] if paid[members[k]] not in elites]
-            heuristics = tuple(kb.relevant(niche=niche.id, limit=self.heuristics_per_prompt)) if self.use_knowledge else ()
+            heuristics = (
+                tuple(
+                    retrieval.retrieve(
+                        kb.heuristics.values(), problem.spec(), niche.id, token_budget=self.kb_tokens, withhold=self.withhold
+                    )
+                )
+                if self.use_knowledge
+                else ()
+            )
             feedback: list[str] = []
             got: list[Proposal] = []
             for _attempt in range(self.retries + 1):

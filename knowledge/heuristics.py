@@ -1,25 +1,24 @@
-"""Heuristics and the small interface the co-evolution engine keeps them behind.
+"""Heuristics: the record of one claim, and the working copy a reasoner edits.
 
 A heuristic is a claim about the design space ("nor_conv_3x3 on edge 1->2 raises cifar10
 accuracy by 2.1 ± 0.7 points"), with its scope, a structured form where one exists, a
 confidence, a status, its author (which reasoner) and evidence (trial numbers that support
-or refute it). :class:`KnowledgeBase` is an in-memory collection with a version counter;
-:class:`KnowledgeStore` is where it is persisted between rounds. The full store (history,
-review, PostgreSQL) is the knowledge-base issue's; anything implementing
-:class:`KnowledgeStore` can replace :class:`StudyAttrStore`.
+or refute it). :class:`KnowledgeBase` is the in-memory working copy a reasoner edits in a
+round; it is persisted between rounds in the versioned store of :mod:`knowledge.store`.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Protocol
-
-import optuna
+from typing import Any, Literal
 
 Status = Literal["proposed", "validated", "refuted", "retired", "accepted", "rejected"]
+STATUSES: tuple[str, ...] = ("proposed", "validated", "refuted", "retired", "accepted", "rejected")
 INACTIVE: frozenset[str] = frozenset({"refuted", "retired", "rejected"})
 """Statuses never put in prompts or used to guide proposals."""
+HUMAN: frozenset[str] = frozenset({"accepted", "rejected"})
+"""Statuses only a person sets; no reasoner or automatic rule overrides them."""
 
 
 @dataclass
@@ -39,6 +38,9 @@ class Heuristic:
         support: trial numbers that support it; refute: those that refute it.
         created_round / updated_round: round numbers.
         version: bumped on every change.
+        note: why the latest change was made (stored with the version it creates).
+        effects: per evidence trial, its signed deviation in the objective's unit (optional).
+        origin: ``<kb>:<id>`` of the heuristic this one was imported from, if any.
     """
 
     id: str
@@ -54,6 +56,9 @@ class Heuristic:
     created_round: int = 0
     updated_round: int = 0
     version: int = 1
+    note: str = ""
+    effects: dict[int, float] = field(default_factory=dict)
+    origin: str | None = None
 
     @property
     def active(self) -> bool:
@@ -77,7 +82,8 @@ class KnowledgeBase:
         h = self.by_key(key)
         self.version += 1
         if h is None:
-            h = Heuristic(id=f"H{len(self.heuristics) + 1}", key=key, created_round=round_no, updated_round=round_no, **fields)
+            # provisional id: the store assigns the final one when it saves (ids are per knowledge base)
+            h = Heuristic(id=f"H{self._next_number()}", key=key, created_round=round_no, updated_round=round_no, **fields)
             self.heuristics[h.id] = h
             return h, True
         for name, value in fields.items():
@@ -86,14 +92,13 @@ class KnowledgeBase:
         h.version += 1
         return h, False
 
+    def _next_number(self) -> int:
+        numbers = [int(i[1:]) for i in self.heuristics if i[1:].isdigit()]
+        return max(numbers, default=0) + 1
+
     def active(self, *, niche: str | None = None) -> list[Heuristic]:
         """Active heuristics whose scope admits ``niche`` (a heuristic without a niche admits all)."""
         return [h for h in self.heuristics.values() if h.active and h.scope.get("niche") in (None, niche)]
-
-    def relevant(self, *, niche: str | None, limit: int) -> list[Heuristic]:
-        """The ``limit`` most confident active heuristics for ``niche`` (niche-specific first on ties)."""
-        ranked = sorted(self.active(niche=niche), key=lambda h: (-h.confidence, h.scope.get("niche") is None, h.id))
-        return ranked[:limit]
 
     def to_json(self) -> str:
         """Serialise (for storage and export)."""
@@ -105,39 +110,6 @@ class KnowledgeBase:
         data = json.loads(text)
         kb = cls(version=int(data.get("version", 0)))
         for row in data.get("heuristics", []):
-            h = Heuristic(**row)
+            h = Heuristic(**{**row, "effects": {int(k): v for k, v in row.get("effects", {}).items()}})
             kb.heuristics[h.id] = h
         return kb
-
-
-class KnowledgeStore(Protocol):
-    """Where a search's knowledge base lives between rounds (and across restarts)."""
-
-    def load(self) -> KnowledgeBase:
-        """The latest saved knowledge base (empty if none)."""
-        ...
-
-    def save(self, kb: KnowledgeBase, round_no: int) -> None:
-        """Persist ``kb`` as the state after ``round_no``."""
-        ...
-
-
-class StudyAttrStore:
-    """Keeps the knowledge base as JSON in the study's user attributes (same storage as the trials).
-
-    Args:
-        study: the Optuna study of the search.
-    """
-
-    ATTR = "coevo.kb"
-
-    def __init__(self, study: optuna.Study) -> None:
-        self.study = study
-
-    def load(self) -> KnowledgeBase:
-        text = self.study.user_attrs.get(self.ATTR)
-        return KnowledgeBase.from_json(text) if text else KnowledgeBase()
-
-    def save(self, kb: KnowledgeBase, round_no: int) -> None:
-        self.study.set_user_attr(self.ATTR, kb.to_json())
-        self.study.set_user_attr(self.ATTR + ".round", round_no)

@@ -85,10 +85,10 @@ class SearchResult:
         return json.dumps(data)
 
 
-def default_study_name(problem: Problem, proposer: str, seed: int) -> str:
-    """``<problem>-<option values>-<proposer>-s<seed>``, e.g. ``nb201-cifar10-fpga-tpe-s0``."""
+def default_study_name(problem: Problem, proposer: str, seed: int, variant: str = "") -> str:
+    """``<problem>-<option values>-<proposer><variant>-s<seed>``, e.g. ``nb201-cifar10-fpga-tpe-s0``."""
     parts = [v for k, v in problem.spec().items() if k != "problem" and isinstance(v, str)]  # nested settings stay out of the name
-    return "-".join([problem.name, *parts, proposer, f"s{seed}"])
+    return "-".join([problem.name, *parts, proposer + variant, f"s{seed}"])
 
 
 def _evaluations_from_study(problem: Problem, study: optuna.Study) -> list[Evaluation]:
@@ -164,7 +164,7 @@ def run_search(
     if budget <= 0:
         raise UserInputError(f"budget must be a positive number of evaluations, got {budget}")
     proposer = get_proposer(proposer)
-    name = study_name or default_study_name(problem, proposer.name, seed)
+    name = study_name or default_study_name(problem, proposer.name, seed, proposer.variant)
     study = _open_study(problem, proposer, storage=storage, study_name=name, seed=seed, budget=budget)
     _fail_stale_trials(study)
     ref = problem.reference()
@@ -189,7 +189,7 @@ def run_search(
         if n_trials >= max_trials:
             stopped = f"stopped after {n_trials} trials: the proposer keeps re-proposing evaluated points"
             break
-        ctx = RoundContext(problem, study, round_no, tuple(evaluations), frozenset(seen), budget - queries, seed)
+        ctx = RoundContext(problem, study, round_no, tuple(evaluations), frozenset(seen), budget - queries, seed, storage)
         rejected: list[tuple[Proposal, str]] = []
         if n_waiting == 0:
             batch_ids: set[str] = set()

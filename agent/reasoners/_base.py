@@ -51,6 +51,8 @@ class KnowledgeContext:
     round: int
     evaluations: tuple[Evaluation, ...]
     """Every paid evaluation so far (the new evidence included)."""
+    token_budget: int = 1800
+    """Budget for the existing heuristics shown to an LLM (see :mod:`knowledge.retrieval`)."""
 
 
 @dataclass(frozen=True)

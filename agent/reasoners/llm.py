@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field, SecretStr, ValidationError
 
 from agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner
 from agent.reasoners.cache import CachedReply, ResponseCache, prompt_key
-from knowledge import KnowledgeBase
+from knowledge import KnowledgeBase, retrieval
 from prompts import PROMPTS, load_prompt
 from search.errors import CoevoError, UserInputError
 from search.niches import niche_of
@@ -241,7 +241,10 @@ class LLMReasoner(Reasoner):
                 }
                 for e in rows
             ],
-            heuristics=[{"id": h.id, "status": h.status, "confidence": h.confidence, "text": h.text} for h in kb.heuristics.values()],
+            heuristics=[
+                {"id": h.id, "status": h.status, "confidence": h.confidence, "text": h.text}
+                for h in retrieval.retrieve(kb.heuristics.values(), problem.spec(), None, token_budget=ctx.token_budget)
+            ],
         )
         try:
             out = self.structured(messages, KBUpdateOut)
@@ -267,6 +270,7 @@ class LLMReasoner(Reasoner):
                 author=self.model,
                 support=support,
                 refute=refute,
+                note=f"{'revised' if existing else 'proposed'} by {self.model} from the evidence up to round {ctx.round - 1}",
             )
             changes.append(f"{'created' if created else 'updated'} {h.id}: {h.text} [{h.status}, {h.confidence:.2f}]")
         return changes

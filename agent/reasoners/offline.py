@@ -12,7 +12,13 @@ Knowledge update (documented rule):
   in the knowledge base with its history, and is no longer used). Human statuses
   (accepted / rejected) are never overwritten. Confidence is 1 - p (two-sided).
 * Evidence: trials holding the value whose outcome lies on the claimed side of the other
-  values' mean support it; the rest refute it.
+  values' mean support it; the rest refute it. Each row's effect size is the trial's
+  deviation from the other values' mean.
+* A stored claim is only re-measured for refutation with at least 5 evaluations on each
+  side, so a claim imported from another search is not refuted by a handful of trials.
+* Proposals cite the heuristics whose favourable direction a change follows (a value
+  claimed to raise accuracy or to lower latency), so the validation loop tests claims by
+  what their proposals achieve.
 
 Proposals, per niche: a pool of mutations of the niche's elites (every single change,
 plus second changes sampled with op weights from the accuracy heuristics, softmax of the
@@ -27,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +69,7 @@ class _Claim:
     n_without: int
     holders: np.ndarray  # trial numbers holding the value
     on_side: np.ndarray  # which holders lie on the claimed side of the others' mean
+    deviation: np.ndarray  # each holder's value minus the others' mean
 
     @property
     def key(self) -> str:
@@ -105,7 +112,7 @@ def _measure(
     se = math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
     effect = float(a.mean() - b.mean())
     on_side = a > b.mean() if effect > 0 else a < b.mean()
-    return _Claim(objective, niche, param, value, effect, se, len(a), len(b), trials[holds], on_side)
+    return _Claim(objective, niche, param, value, effect, se, len(a), len(b), trials[holds], on_side, a - b.mean())
 
 
 @dataclass(frozen=True)
@@ -161,6 +168,8 @@ class OfflineReasoner(Reasoner):
             existing = kb.by_key(claim.key)
             human = existing is not None and existing.status in ("accepted", "rejected")
             strong = abs(claim.t) >= VALIDATED_T and min(claim.n_with, claim.n_without) >= VALIDATED_N
+            support, refute = claim.holders[claim.on_side][:MAX_EVIDENCE_IDS], claim.holders[~claim.on_side][:MAX_EVIDENCE_IDS]
+            shown = set(support.tolist()) | set(refute.tolist())
             h, created = kb.upsert(
                 claim.key,
                 ctx.round,
@@ -170,8 +179,11 @@ class OfflineReasoner(Reasoner):
                 confidence=round(1.0 - 2.0 * float(stats.norm.sf(abs(claim.t))), 4),
                 status=existing.status if human and existing else ("validated" if strong else "proposed"),
                 author="offline",
-                support=[int(x) for x in claim.holders[claim.on_side][:MAX_EVIDENCE_IDS]],
-                refute=[int(x) for x in claim.holders[~claim.on_side][:MAX_EVIDENCE_IDS]],
+                support=[int(x) for x in support],
+                refute=[int(x) for x in refute],
+                effects={int(t): round(float(d), 4) for t, d in zip(claim.holders, claim.deviation, strict=True) if t in shown},
+                note=f"measured {claim.effect:+.3g} ± {1.96 * claim.se:.2g} {claim.objective.unit} "
+                f"(t={claim.t:.1f}, n={claim.n_with}/{claim.n_without})",
             )
             if created:
                 changes.append(f"created {h.id}: {h.text}")
@@ -209,9 +221,12 @@ class OfflineReasoner(Reasoner):
             column = table.columns[s["param"]][rows]
             y = table.values[s["objective"]][rows]
             now = _measure(objectives[s["objective"]], s.get("niche"), s["param"], s["value"], y, column == s["value"], table.trials[rows])
-            if now is None or (now.effect * s["effect"] > 0 and abs(now.effect) > 1.96 * now.se):
+            if now is None or min(now.n_with, now.n_without) < MIN_N or (now.effect * s["effect"] > 0 and abs(now.effect) > 1.96 * now.se):
                 continue
-            kb.upsert(h.key, ctx.round, status="refuted", confidence=0.0, structured=now.structured())
+            why = (
+                f"re-measured {now.effect:+.3g} ± {1.96 * now.se:.2g} (n={now.n_with}/{now.n_without}): interval contains 0 or sign flipped"
+            )
+            kb.upsert(h.key, ctx.round, status="refuted", confidence=0.0, structured=now.structured(), note=f"refuted: {why}")
             changes.append(f"refuted {h.id}: {h.text} (now {now.effect:+.3g} ± {1.96 * now.se:.2g}, n={now.n_with}/{now.n_without})")
         return changes
 
@@ -254,11 +269,12 @@ class OfflineReasoner(Reasoner):
             chosen = list(self._rank_by_ehvi(request, problem, points))
         else:
             chosen = [(i, None) for i in rng.sample(range(len(points)), min(request.quota, len(points)))]
+        directions = {o.name: o.direction for o in problem.objectives}
         out = []
         for i, predicted in chosen:
             point = points[i]
             parent, how = pool[point]
-            cited, why = self._explain(problem, parent, point, request.heuristics)
+            cited, why = self._explain(problem, parent, point, request.heuristics, directions)
             rationale = f"{how} of trial {parent.trial_number}" if parent else how
             if why:
                 rationale += f"; {why}"
@@ -319,7 +335,9 @@ class OfflineReasoner(Reasoner):
         return chosen
 
     @staticmethod
-    def _explain(problem: Problem, parent: Evaluation | None, point: Point, heuristics: Sequence[Heuristic]) -> tuple[list[str], str]:
+    def _explain(
+        problem: Problem, parent: Evaluation | None, point: Point, heuristics: Sequence[Heuristic], directions: Mapping[str, str]
+    ) -> tuple[list[str], str]:
         if parent is None:
             return [], ""
         before, after = problem.to_params(parent.point), problem.to_params(point)
@@ -328,7 +346,8 @@ class OfflineReasoner(Reasoner):
         notes = []
         for h in heuristics:
             s = h.structured or {}
-            if s.get("kind") == "param_value_effect" and (s.get("param"), s.get("value")) in changed:
+            favourable = s.get("effect", 0) > 0 if directions.get(s.get("objective", "")) == "maximize" else s.get("effect", 0) < 0
+            if s.get("kind") == "param_value_effect" and (s.get("param"), s.get("value")) in changed and favourable:
                 cited.append(h.id)
                 notes.append(f"{h.id}: {s['param']}={s['value']} {s['effect']:+.2g} {s['unit']} {s['objective']}")
         return cited, "; ".join(notes)

@@ -69,6 +69,7 @@ class RoundContext:
         seen: point ids already evaluated.
         remaining: expensive evaluations left in the budget.
         seed: the run's seed.
+        storage: the study's storage URL (None: the default), for stores kept beside it.
     """
 
     problem: Problem
@@ -78,6 +79,7 @@ class RoundContext:
     seen: frozenset[str]
     remaining: int
     seed: int
+    storage: str | None = None
 
 
 class Proposer(ABC):
@@ -85,6 +87,8 @@ class Proposer(ABC):
 
     name: str = ""
     """Registry name, e.g. ``tpe``."""
+    variant: str = ""
+    """Suffix of default study names for options that change the run (e.g. ``-kbfrom-X``)."""
 
     @abstractmethod
     def sampler(self, problem: Problem, seed: int) -> optuna.samplers.BaseSampler:

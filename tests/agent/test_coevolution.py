@@ -10,7 +10,8 @@ import optuna
 
 from agent.coevolution import make_pelnas
 from agent.reasoners import KnowledgeContext, OfflineReasoner
-from knowledge import KnowledgeBase
+from knowledge import KnowledgeBase, retrieval
+from knowledge.store import KnowledgeStore
 from search.nb201 import NB201Problem, random_cell
 from search.niches import partition_for
 from search.proposers import Evaluation
@@ -72,7 +73,7 @@ def test_refutation_and_human_decisions() -> None:
     reasoner.update_knowledge(kb, evidence, KnowledgeContext(problem, partition_for("nb201"), 2, tuple(evidence)))
     assert kb.by_key("pv:accuracy:edge_0_3:none:*").status == "rejected"  # type: ignore[union-attr]
     assert planted.status == "refuted" and planted.confidence == 0.0
-    assert all(h.id != planted.id for h in kb.relevant(niche=None, limit=100))
+    assert all(h.id != planted.id for h in retrieval.rank(kb.heuristics.values(), {}, None))
 
 
 def test_pelnas_round_records_and_ablations(storage: str) -> None:
@@ -83,12 +84,12 @@ def test_pelnas_round_records_and_ablations(storage: str) -> None:
     for r in (full, nokb, nonich):
         assert r.evaluations == 64 and r.trials == 64
     s = optuna.load_study(study_name=full.study, storage=storage)
-    assert json.loads(s.user_attrs["coevo.kb"])["heuristics"]
+    assert KnowledgeStore.for_storage(storage).latest(full.study)
     logs = [s.user_attrs[f"coevo.rounds.{k}"] for k in range(3)]
     assert logs[0]["initial"] and logs[1]["allocation"] and sum(logs[1]["allocation"].values()) == 20
     assert any(t.user_attrs.get("heuristics") for t in s.trials)
     s_nokb = optuna.load_study(study_name=nokb.study, storage=storage)
-    assert "coevo.kb" not in s_nokb.user_attrs and not any(t.user_attrs.get("heuristics") for t in s_nokb.trials)
+    assert not KnowledgeStore.for_storage(storage).exists(nokb.study) and not any(t.user_attrs.get("heuristics") for t in s_nokb.trials)
     assert all("predicted" not in t.user_attrs["rationale"] for t in s_nokb.trials)
     s_non = optuna.load_study(study_name=nonich.study, storage=storage)
     assert {t.user_attrs["niche"] for t in s_non.trials} == {"all"}

@@ -12,6 +12,7 @@ from agent.coevolution import make_pelnas
 from agent.reasoners import make_reasoner
 from agent.reasoners.cache import ResponseCache
 from agent.reasoners.llm import LLMReasoner, LLMReplyError, LLMUnavailableError, ProposeOut, extract_json
+from knowledge.store import KnowledgeStore
 from search.errors import CoevoError, UserInputError
 from search.nb201 import NB201Problem
 from search.runner import run_search
@@ -127,9 +128,8 @@ def test_llm_search_records_rationale_heuristics_and_tokens(storage: str) -> Non
         t.user_attrs["reasoner"] == "llm:fake-7b" and t.user_attrs["rationale"].startswith("Keeps the niche") for t in guided
     )
     assert any(t.user_attrs["heuristics"] for t in guided)  # cited heuristic ids reach the study
-    kb = json.loads(study.user_attrs["coevo.kb"])
-    h = kb["heuristics"][0]
-    assert h["author"] == "fake-7b" and 99999 not in h["support"]  # invented trial numbers are dropped
+    h = KnowledgeStore.for_storage(storage).load("a").heuristics["H1"]
+    assert h.author == "fake-7b" and 99999 not in h.support  # invented trial numbers are dropped
     logs = [v for k, v in study.user_attrs.items() if k.startswith("coevo.rounds.")]
     assert all(v["reasoner"] == "llm:fake-7b" for v in logs) and any(v["usage"]["calls"] for v in logs)
     assert sum(v["usage_round"]["calls"] for v in logs) == usage["calls"]  # per-round usage adds up to the run's
