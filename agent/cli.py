@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from agent import cli_kb
 from search.errors import CoevoError, UserInputError
 
 out = Console(highlight=False)
@@ -65,6 +66,12 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     p.add_argument("--study", default=None, help="study name; an existing study with the same options is resumed")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.add_argument(
+        "--kb-from",
+        default=None,
+        metavar="STUDY_OR_FILE",
+        help="pelnas: seed the knowledge base from another study's (same storage) or an export file (coevo kb export)",
+    )
     _add_reasoner_args(p)
 
 
@@ -90,11 +97,14 @@ def _add_reasoner_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--llm-price", type=_price, default=None, help="input,output USD per million tokens, for cost accounting")
     g.add_argument("--llm-timeout", type=float, default=60.0, help="seconds per LLM request (default: 60)")
     g.add_argument("--round-size", type=int, default=None, help="pelnas: proposals per co-evolution round (default: 20)")
+    g.add_argument("--kb-tokens", type=int, default=None, help="pelnas: token budget of the heuristics in each request (default: 600)")
 
 
 def _proposer_options(args: argparse.Namespace, proposer: str) -> dict[str, object] | None:
     """Build the reasoner for pelnas proposers and say which one runs."""
     if not proposer.startswith("pelnas"):
+        if getattr(args, "kb_from", None):
+            raise UserInputError(f"--kb-from needs a pelnas proposer (a knowledge base); {proposer} has none")
         return None
     from agent.reasoners import OFFLINE_NOTE, make_reasoner
 
@@ -110,7 +120,7 @@ def _proposer_options(args: argparse.Namespace, proposer: str) -> dict[str, obje
     err.print(OFFLINE_NOTE if reasoner.label.startswith("offline") else f"reasoner: {reasoner.label}")
     if args.round_size is not None and args.round_size < 1:
         raise UserInputError(f"--round-size must be at least 1, got {args.round_size}")
-    return {"reasoner": reasoner, "round_size": args.round_size}
+    return {"reasoner": reasoner, "round_size": args.round_size, "kb_tokens": args.kb_tokens, "kb_from": getattr(args, "kb_from", None)}
 
 
 def _progress() -> Progress:
@@ -314,6 +324,7 @@ COMMANDS: dict[str, Command] = {
     "search": Command("run or resume one search", _add_search_args, cmd_search),
     "bench": Command("proposers x devices x seeds, with tables and plots", _add_bench_args, cmd_bench),
     "tools": Command("list, describe and run registered tools", _add_tools_args, cmd_tools),
+    "kb": Command("knowledge bases: list, show, accept, reject, export, import, report, ablate", cli_kb.add_arguments, cli_kb.run),
     "proxies": Command("zero-cost proxy quality (Spearman rho) and CPU cost on random NB201 cells", _add_proxies_args, cmd_proxies),
 }
 """The table of commands: adding a command is adding an entry."""

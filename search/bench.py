@@ -105,20 +105,58 @@ def _one_run(
     seed: int,
     storage: str,
     reasoner: dict[str, Any] | None,
+    proposer_options: dict[str, Any] | None = None,
+    study_name: str | None = None,
+    *,
     threads: int | None = None,
 ) -> SearchResult:
+    """One search in a worker process (everything it gets is picklable; the reasoner is built here)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     if threads is not None and options.get("mode", "query") != "query":
         import torch  # zero-cost proxies run torch: share the cores between parallel runs
 
         # oversubscribed OpenMP threads slowed proxy cells from ~1.5 s to 15-23 s here
         torch.set_num_threads(threads)
-    proposer_options = None
+    proposer_options = dict(proposer_options or {})
     if reasoner is not None and proposer.startswith("pelnas"):
         from agent.reasoners import make_reasoner  # built in the worker: reasoners hold clients and caches
 
-        proposer_options = {"reasoner": make_reasoner(**reasoner, storage=storage)}
-    return run_search(make_problem(problem, options), get_proposer(proposer, proposer_options), budget=budget, seed=seed, storage=storage)
+        proposer_options["reasoner"] = make_reasoner(**reasoner, storage=storage)
+    return run_search(
+        make_problem(problem, options),
+        get_proposer(proposer, proposer_options),
+        budget=budget,
+        seed=seed,
+        storage=storage,
+        study_name=study_name,
+    )
+
+
+def run_jobs(jobs: Sequence[tuple[Any, ...]], n_jobs: int, on_result: Callable[[SearchResult], None] | None = None) -> list[SearchResult]:
+    """Run :func:`_one_run` argument tuples, ``n_jobs`` processes at a time (in this process for 1).
+
+    Stops at the first failure (or Ctrl-C) instead of finishing every queued run; finished
+    runs stay in storage and a rerun resumes the rest. Results come in completion order.
+    """
+    results: list[SearchResult] = []
+    if n_jobs == 1:
+        for job in jobs:
+            results.append(_one_run(*job))
+            if on_result:
+                on_result(results[-1])
+        return results
+    threads = max(1, (os.cpu_count() or 1) // n_jobs)
+    with ProcessPoolExecutor(max_workers=n_jobs) as pool:
+        futures = [pool.submit(_one_run, *job, threads=threads) for job in jobs]
+        try:
+            for fut in as_completed(futures):
+                results.append(fut.result())
+                if on_result:
+                    on_result(results[-1])
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+    return results
 
 
 def run_bench(spec: BenchSpec, out: Path, *, on_result: Callable[[SearchResult], None] | None = None) -> BenchReport:
@@ -133,26 +171,7 @@ def run_bench(spec: BenchSpec, out: Path, *, on_result: Callable[[SearchResult],
         for p in spec.proposers
         for s in spec.seeds
     ]
-    results: list[SearchResult] = []
-    if spec.jobs == 1:
-        for job in jobs:
-            results.append(_one_run(*job))
-            if on_result:
-                on_result(results[-1])
-    else:
-        threads = max(1, (os.cpu_count() or 1) // spec.jobs)
-        with ProcessPoolExecutor(max_workers=spec.jobs) as pool:
-            futures = [pool.submit(_one_run, *job, threads) for job in jobs]
-            try:
-                for fut in as_completed(futures):
-                    results.append(fut.result())
-                    if on_result:
-                        on_result(results[-1])
-            except BaseException:
-                # stop at the first failure (or Ctrl-C) instead of finishing every queued run;
-                # finished runs stay in storage and a rerun resumes the rest
-                pool.shutdown(wait=False, cancel_futures=True)
-                raise
+    results = run_jobs(jobs, spec.jobs, on_result)
     order = {(job[1]["device"], job[2], job[4]): k for k, job in enumerate(jobs)}
     results.sort(key=lambda r: order[(r.problem["device"], r.proposer, r.seed)])
     report = BenchReport(results=results)

@@ -91,13 +91,56 @@ def default_study_name(problem: Problem, proposer: str, seed: int, variant: str 
     return "-".join([problem.name, *parts, proposer + variant, f"s{seed}"])
 
 
-def _evaluations_from_study(problem: Problem, study: optuna.Study) -> list[Evaluation]:
+def evaluations_from_study(problem: Problem, study: optuna.Study) -> list[Evaluation]:
+    """Every completed trial of ``study`` as an :class:`Evaluation`, in trial order."""
     out = []
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
         point = problem.from_params(t.params)
         values = {o.name: v for o, v in zip(problem.objectives, t.values, strict=True)}
         out.append(Evaluation(t.number, point, problem.point_id(point), values, bool(t.user_attrs.get("query", True)), dict(t.user_attrs)))
     return out
+
+
+@dataclass(frozen=True)
+class StoredSearch:
+    """A finished or running search, read back from storage."""
+
+    study: optuna.Study
+    problem: Problem
+    proposer: str
+    seed: int
+    budget: int
+
+
+def load_search(storage: str | None, study_name: str) -> StoredSearch:
+    """Open study ``study_name`` and rebuild its problem from the recorded spec.
+
+    Raises:
+        UserInputError: no such study (the message lists the studies there), or it was not made by coevo.
+        StorageError: the storage cannot be opened.
+    """
+    from search.problems import make_problem  # search.problems imports problem modules; keep runner light
+
+    backend = open_storage(storage)
+    try:
+        study = optuna.load_study(study_name=study_name, storage=backend)
+    except KeyError:
+        names = [s.study_name for s in optuna.get_all_study_summaries(backend, include_best_trial=False)]
+        listed = ", ".join(names[:10]) + (" ..." if len(names) > 10 else "") if names else "none"
+        raise UserInputError(f"no study {study_name!r} in {resolve_storage_url(storage)} (studies: {listed})") from None
+    spec = study.user_attrs.get(ATTR_SPEC)
+    if not isinstance(spec, dict) or "problem" not in spec:
+        raise UserInputError(f"study {study_name!r} was not created by coevo (it has no problem spec)")
+    options: dict[str, Any] = {k: v for k, v in spec.items() if k != "problem" and isinstance(v, str)}
+    if options.get("mode", "query") != "query":
+        options["storage"] = storage
+    return StoredSearch(
+        study,
+        make_problem(spec["problem"], options),
+        str(study.user_attrs.get(ATTR_PROPOSER, "?")),
+        int(study.user_attrs.get(ATTR_SEED, 0)),
+        int(study.user_attrs.get(ATTR_BUDGET, 0)),
+    )
 
 
 def _open_study(problem: Problem, proposer: Proposer, *, storage: str | None, study_name: str, seed: int, budget: int) -> optuna.Study:
@@ -169,7 +212,7 @@ def run_search(
     _fail_stale_trials(study)
     ref = problem.reference()
     acc_name, lat_name = problem.front_objectives
-    evaluations = _evaluations_from_study(problem, study)
+    evaluations = evaluations_from_study(problem, study)
     seen = {e.point_id: e for e in evaluations}
     queries = sum(e.query for e in evaluations)
     round_no = int(study.user_attrs.get("coevo.round", 0))
@@ -280,7 +323,7 @@ def summarize(
     ``evaluations`` and ``trials``, when the caller already holds them, spare re-reading the study.
     """
     if evaluations is None:
-        evaluations = _evaluations_from_study(problem, study)
+        evaluations = evaluations_from_study(problem, study)
     if trials is None:
         trials = len(study.get_trials(deepcopy=False))
     evaluations = [e for e in evaluations if e.query]

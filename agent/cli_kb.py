@@ -1,0 +1,298 @@
+"""``coevo kb``: read, review, exchange, report on and ablate the knowledge bases of searches.
+
+Every subcommand finds its knowledge base the way ``coevo search`` finds its study:
+``--study NAME``, or the default name built from the same options (``--problem``,
+``--dataset``, ``--device``, ``--proposer`` (default ``pelnas`` here: only co-evolution
+searches have a knowledge base), ``--seed``), in ``--storage`` (default
+``sqlite:///runs/coevo.sqlite3``; the knowledge store is the ``.kb.sqlite3`` file beside it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from knowledge.store import KnowledgeStore, Version, default_kb_url, iter_ids
+from search.errors import UserInputError
+from search.storage import sqlite_path
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``coevo kb`` subcommands and their options."""
+    sub = p.add_subparsers(dest="kb_command", required=True, metavar="{list,show,accept,reject,export,import,report,ablate}")
+
+    def common(q: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        q.add_argument("--storage", default=None, help="study storage URL (default: sqlite:///runs/coevo.sqlite3)")
+        q.add_argument("--study", default=None, help="study name (default: built from the options below, as coevo search does)")
+        q.add_argument("--problem", default="nb201", help="problem name (default: nb201)")
+        q.add_argument("--mode", default="query", choices=("query", "zero-cost"), help="search mode (default: query)")
+        q.add_argument("--dataset", default=None, help="dataset (default: cifar10)")
+        q.add_argument("--device", default=None, help="latency device (default: fpga)")
+        q.add_argument("--proposer", default="pelnas", help="proposer (default: pelnas)")
+        q.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
+        return q
+
+    ls = common(sub.add_parser("list", help="heuristics: id, text, scope, confidence, status, evidence counts"))
+    ls.add_argument("--all", action="store_true", help="every knowledge base in the store (filtered by --dataset/--device when given)")
+    ls.add_argument("--status", default=None, help="only this status (proposed, validated, refuted, retired, accepted, rejected)")
+    ls.add_argument("--json", action="store_true", help="one JSON object per heuristic")
+    show = common(sub.add_parser("show", help="one heuristic: full history and evidence trials with their objective values"))
+    show.add_argument("id", help="heuristic id, e.g. H17")
+    show.add_argument("--json", action="store_true")
+    acc = common(sub.add_parser("accept", help="accept a heuristic after review (kept in prompts, never refuted automatically)"))
+    acc.add_argument("id")
+    acc.add_argument("--why", default="accepted after review", help="reason, kept in the history")
+    rej = common(sub.add_parser("reject", help="reject a heuristic (never put in prompts again)"))
+    rej.add_argument("id")
+    rej.add_argument("--why", required=True, help="reason, kept in the history")
+    ex = common(sub.add_parser("export", help="write the knowledge base as JSON lines (stdout by default)"))
+    ex.add_argument("--format", default="jsonl", choices=("jsonl",), help="jsonl: one heuristic per line")
+    ex.add_argument("--out", type=Path, default=None, help="file to write instead of stdout")
+    im = common(sub.add_parser("import", help="add heuristics from an export file (all lines or none)"))
+    im.add_argument("file", type=Path)
+    rep = common(sub.add_parser("report", help="review report: report.md, report.html and PNG plots"))
+    rep.add_argument("--out", type=Path, default=Path("report"), help="output folder (default: ./report)")
+    ab = common(sub.add_parser("ablate", help="rerun the search's seeds without one heuristic (or 'all') and measure the change"))
+    ab.add_argument("id", help="heuristic id, or 'all' for the whole knowledge base")
+    ab.add_argument("--seeds", type=int, default=3, help="paired reruns (default: 3)")
+    ab.add_argument("--jobs", type=int, default=1, help="runs in parallel, as processes (default: 1)")
+    ab.add_argument("--json", action="store_true")
+
+
+def _study_name(args: argparse.Namespace) -> str:
+    if args.study:
+        return str(args.study)
+    from search.problems import make_problem
+    from search.runner import default_study_name
+
+    options: dict[str, object] = {"dataset": args.dataset, "device": args.device}
+    if args.mode != "query":
+        options.update(mode=args.mode, storage=args.storage)
+    return default_study_name(make_problem(args.problem, options), args.proposer, args.seed)
+
+
+def _store(args: argparse.Namespace) -> KnowledgeStore:
+    url = default_kb_url(args.storage)
+    path = sqlite_path(url)
+    if path is not None and not path.exists() and args.kb_command != "import":
+        raise UserInputError(f"no knowledge store at {path}: run a pelnas search first (coevo search --proposer pelnas), or pass --storage")
+    return KnowledgeStore(url)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run one ``coevo kb`` subcommand."""
+    store = _store(args)
+    handler = {
+        "list": _list,
+        "show": _show,
+        "accept": _review,
+        "reject": _review,
+        "export": _export,
+        "import": _import,
+        "report": _report,
+        "ablate": _ablate,
+    }[args.kb_command]
+    return handler(args, store)
+
+
+def _counts(store: KnowledgeStore, kb: str) -> dict[str, Counter[str]]:
+    counts: dict[str, Counter[str]] = {}
+    for e in store.evidence(kb):
+        counts.setdefault(e.hid, Counter())[e.kind] += 1
+    return counts
+
+
+def _list(args: argparse.Namespace, store: KnowledgeStore) -> int:
+    if args.all:
+        names = [
+            b.name
+            for b in store.bases()
+            if all(b.spec.get(k) == v for k, v in (("problem", args.problem), ("dataset", args.dataset), ("device", args.device)) if v)
+        ]
+    else:
+        names = [_study_name(args)]
+        if not store.exists(names[0]):
+            store.spec(names[0])  # raises with the list of knowledge bases
+    rows: list[tuple[str, Version, Counter[str]]] = []
+    for kb in names:
+        counts = _counts(store, kb)
+        latest = store.latest(kb)
+        for hid in iter_ids(latest):
+            v = latest[hid]
+            if args.status is None or v.status == args.status:
+                rows.append((kb, v, counts.get(hid, Counter())))
+    if args.json:
+        for kb, v, c in rows:
+            print(
+                json.dumps(
+                    {
+                        "kb": kb,
+                        "id": v.hid,
+                        "text": v.text,
+                        "scope": v.scope,
+                        "confidence": v.confidence,
+                        "status": v.status,
+                        "author": v.author,
+                        "version": v.version,
+                        "support": c["support"],
+                        "refute": c["refute"],
+                    }
+                )
+            )
+        return 0
+    title = f"{len(rows)} heuristics in {names[0]}" if len(names) == 1 else f"{len(rows)} heuristics in {len(names)} knowledge bases"
+    table = Table(title=title)
+    if len(names) > 1:
+        table.add_column("kb", overflow="fold")
+    for col in ("id", "text", "scope", "conf.", "status", "sup/ref", "author"):
+        table.add_column(col, overflow="fold")
+    for kb, v, c in rows:
+        where = "/".join(str(v.scope.get(k)) for k in ("dataset", "device") if v.scope.get(k)) + f" niche {v.scope.get('niche') or 'any'}"
+        cells = [v.hid, v.text, where, f"{v.confidence:.2f}", v.status, f"{c['support']}/{c['refute']}", v.author]
+        table.add_row(*([kb] if len(names) > 1 else []), *cells)
+    out.print(table)
+    return 0
+
+
+def _trial_values(args: argparse.Namespace, study_name: str) -> dict[int, dict[str, Any]]:
+    """Trial number -> objective values and design, when the evidence's study is in this storage."""
+    from search.runner import evaluations_from_study, load_search
+
+    try:
+        stored = load_search(args.storage, study_name)
+    except UserInputError:
+        return {}  # evidence imported from a study elsewhere: shown without values
+    problem = stored.problem
+    return {
+        e.trial_number: {"design": problem.describe(e.point), **e.values} for e in evaluations_from_study(problem, stored.study) if e.query
+    }
+
+
+def _show(args: argparse.Namespace, store: KnowledgeStore) -> int:
+    kb = _study_name(args)
+    history = store.history(kb, args.id)
+    evidence = store.evidence(kb, args.id)
+    studies = {e.study for e in evidence}
+    values = {s: _trial_values(args, s) for s in studies}
+    head = history[-1]
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "kb": kb,
+                    "id": head.hid,
+                    "key": head.key,
+                    "text": head.text,
+                    "scope": head.scope,
+                    "structured": head.structured,
+                    "status": head.status,
+                    "confidence": head.confidence,
+                    "author": head.author,
+                    "origin": head.origin,
+                    "history": [
+                        {
+                            "version": v.version,
+                            "round": v.round,
+                            "status": v.status,
+                            "confidence": v.confidence,
+                            "change": v.change,
+                            "by": v.changed_by,
+                        }
+                        for v in history
+                    ],
+                    "evidence": [{**vars(e), "values": values[e.study].get(e.trial)} for e in evidence],
+                }
+            )
+        )
+        return 0
+    out.print(f"[bold]{head.hid}[/] ({kb}) [{head.status}, confidence {head.confidence:.3f}, author {head.author}]")
+    out.print(head.text)
+    out.print(f"scope: {json.dumps(head.scope)}" + (f"; imported from {head.origin}" if head.origin else ""))
+    if head.structured:
+        out.print(f"structured: {json.dumps(head.structured)}")
+    table = Table(title=f"history ({len(history)} versions)")
+    for col in ("v", "round", "status", "conf.", "by", "change"):
+        table.add_column(col, overflow="fold")
+    for v in history:
+        table.add_row(str(v.version), str(v.round), v.status, f"{v.confidence:.3f}", v.changed_by, v.change)
+    out.print(table)
+    ev = Table(title=f"evidence ({sum(e.kind == 'support' for e in evidence)} support, {sum(e.kind == 'refute' for e in evidence)} refute)")
+    objective_names: list[str] = sorted({k for m in values.values() for row in m.values() for k in row if k != "design"})
+    for col in ("trial", "kind", "source", "effect", *objective_names, "design"):
+        ev.add_column(col, overflow="fold")
+    for e in sorted(evidence, key=lambda e: (e.study, e.trial, e.source)):
+        row = values[e.study].get(e.trial, {})
+        trial = str(e.trial) if e.study == kb else f"{e.study}#{e.trial}"
+        ev.add_row(
+            trial,
+            e.kind,
+            e.source,
+            "-" if e.effect is None else f"{e.effect:+.3g}",
+            *[f"{row[n]:.4g}" if n in row else "-" for n in objective_names],
+            str(row.get("design", "-")),
+        )
+    out.print(ev)
+    return 0
+
+
+def _review(args: argparse.Namespace, store: KnowledgeStore) -> int:
+    kb = _study_name(args)
+    status = "accepted" if args.kb_command == "accept" else "rejected"
+    v = store.review(kb, args.id, status, why=args.why, by="human")
+    out.print(f"{v.hid} is now {v.status} (version {v.version}): {v.text}")
+    return 0
+
+
+def _export(args: argparse.Namespace, store: KnowledgeStore) -> int:
+    from knowledge.exchange import to_jsonl
+
+    text = to_jsonl(store.export(_study_name(args)))
+    if args.out:
+        args.out.write_text(text)
+        err.print(f"wrote {text.count(chr(10))} heuristics to {args.out}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _import(args: argparse.Namespace, store: KnowledgeStore) -> int:
+    from knowledge.exchange import read_file
+    from search.problems import make_problem
+
+    records = read_file(args.file)  # every line checked before anything is written
+    kb = _study_name(args)
+    spec = store.spec(kb) if store.exists(kb) else make_problem(args.problem, {"dataset": args.dataset, "device": args.device}).spec()
+    ids = store.import_records(kb, records, spec=spec, by=f"import from {args.file}")
+    out.print(f"imported {len(ids)} heuristics into {kb}: {', '.join(ids[:20])}{' ...' if len(ids) > 20 else ''}")
+    return 0
+
+
+def _report(args: argparse.Namespace, store: KnowledgeStore) -> int:
+    from knowledge.report import write_report
+
+    report = write_report(args.storage, _study_name(args), args.out, store=store)
+    out.print(f"wrote {', '.join(str(p) for p in report.files)} ({report.bytes / 1024:.0f} KiB in {report.seconds:.1f} s)")
+    return 0
+
+
+def _ablate(args: argparse.Namespace, store: KnowledgeStore) -> int:
+    from knowledge.ablation import ablate
+
+    result = ablate(args.storage, _study_name(args), args.id, seeds=args.seeds, jobs=args.jobs, store=store)
+    if args.json:
+        print(json.dumps(result.as_dict()))
+        return 0
+    from rich.markdown import Markdown
+
+    out.print(Markdown(result.markdown()))
+    return 0

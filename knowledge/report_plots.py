@@ -1,0 +1,127 @@
+"""The PNG figures of a knowledge-base review report (matplotlib, headless Agg backend)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+
+from search.metrics import FrontReference, pareto_mask
+
+DPI = 110
+
+
+def fronts_by_round(
+    ref: FrontReference | None,
+    rounds: Sequence[int],
+    acc: np.ndarray,
+    lat: np.ndarray,
+    round_of: np.ndarray,
+    path: Path,
+    *,
+    acc_label: str,
+    lat_label: str,
+) -> Path:
+    """The found front after selected rounds (colour = round) over the true front."""
+    fig, ax = plt.subplots(figsize=(7.2, 4.6))
+    if ref is not None:
+        order = np.argsort(ref.front_lat)
+        ax.step(ref.front_lat[order], ref.front_acc[order], where="post", color="black", lw=1.2, label="true front (benchmark table)")
+    ax.scatter(lat, acc, s=6, c="0.8", label="evaluated designs", zorder=1)
+    shown = _pick(rounds, 6)
+    cmap = plt.get_cmap("viridis")
+    for k, r in enumerate(shown):
+        upto = round_of <= r
+        if not upto.any():
+            continue
+        mask = pareto_mask(acc[upto], lat[upto])
+        fa, fl = acc[upto][mask], lat[upto][mask]
+        o = np.argsort(fl)
+        colour = cmap(k / max(1, len(shown) - 1))
+        ax.step(fl[o], fa[o], where="post", color=colour, lw=1.4, label=f"found front after round {r}", zorder=2)
+        ax.scatter(fl[o], fa[o], s=14, color=colour, zorder=3)
+    if ref is not None:
+        ax.set_ylim(ref.floor - 1.0, ref.acc_max + 0.5)
+    ax.set_xlabel(lat_label)
+    ax.set_ylabel(acc_label)
+    ax.set_title("Found front per round over the true front (higher-left is better)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    return _save(fig, path)
+
+
+def hv_by_round(rounds: Sequence[int], hv: Sequence[float], evaluations: Sequence[int], path: Path) -> Path:
+    """HV ratio at the end of each round, with the evaluations spent so far."""
+    fig, ax = plt.subplots(figsize=(7.2, 3.6))
+    ax.plot(rounds, hv, marker="o", color="tab:blue")
+    for r, h, n in zip(rounds, hv, evaluations, strict=True):
+        if r == rounds[-1] or r % max(1, len(rounds) // 6) == 0:
+            ax.annotate(f"{n} ev.", (r, h), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=7, color="0.35")
+    ax.set_xlabel("round")
+    ax.set_ylabel("HV ratio (found / true front)")
+    ax.set_title("Hypervolume ratio after each round")
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def kb_activity(rounds: Sequence[int], counts: Mapping[str, Sequence[int]], path: Path) -> Path:
+    """Stacked bars: heuristics created, edited, validated and refuted per round."""
+    fig, ax = plt.subplots(figsize=(7.2, 3.6))
+    bottom = np.zeros(len(rounds))
+    colours = {"created": "tab:blue", "edited": "0.7", "validated": "tab:green", "refuted": "tab:red", "reviewed": "tab:purple"}
+    for name, values in counts.items():
+        v = np.asarray(values, dtype=float)
+        ax.bar(rounds, v, bottom=bottom, label=name, color=colours.get(name))
+        bottom += v
+    ax.set_xlabel("round")
+    ax.set_ylabel("heuristic versions")
+    ax.set_title("Knowledge-base changes per round")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, axis="y")
+    return _save(fig, path)
+
+
+def exploration(niches: Sequence[str], band_labels: Sequence[str], counts: np.ndarray, path: Path) -> Path:
+    """Heat map of evaluated designs per niche (rows) and latency band (columns)."""
+    fig, ax = plt.subplots(figsize=(7.2, 0.5 * len(niches) + 1.6))
+    im = ax.imshow(counts, cmap="Blues", aspect="auto")
+    for (i, j), v in np.ndenumerate(counts):
+        ax.text(j, i, str(int(v)), ha="center", va="center", fontsize=8, color="white" if v > counts.max() * 0.6 else "black")
+    ax.set_yticks(range(len(niches)), niches)
+    ax.set_xticks(range(len(band_labels)), band_labels, fontsize=7)
+    ax.set_xlabel("latency band")
+    ax.set_title("Where the evaluations went (niche x latency band)")
+    fig.colorbar(im, ax=ax, label="evaluations")
+    return _save(fig, path)
+
+
+def llm_usage(rounds: Sequence[int], prompt: Sequence[int], completion: Sequence[int], path: Path) -> Path:
+    """Prompt and completion tokens per round."""
+    fig, ax = plt.subplots(figsize=(7.2, 3.4))
+    ax.bar(rounds, prompt, label="prompt tokens", color="tab:blue")
+    ax.bar(rounds, completion, bottom=prompt, label="completion tokens", color="tab:orange")
+    ax.set_xlabel("round")
+    ax.set_ylabel("tokens")
+    ax.set_title("LLM tokens per round")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, axis="y")
+    return _save(fig, path)
+
+
+def _pick(rounds: Sequence[int], k: int) -> list[int]:
+    if len(rounds) <= k:
+        return list(rounds)
+    idx = np.unique(np.linspace(0, len(rounds) - 1, k).round().astype(int))
+    return [rounds[i] for i in idx]
+
+
+def _save(fig: plt.Figure, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
