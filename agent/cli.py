@@ -117,6 +117,11 @@ def _proposer_options(args: argparse.Namespace, proposer: str) -> dict[str, obje
         price_per_mtok=args.llm_price,
         timeout_s=args.llm_timeout,
     )
+    if getattr(args, "kb_from", None):
+        from knowledge.exchange import records_from
+        from knowledge.store import KnowledgeStore
+
+        records_from(KnowledgeStore.for_storage(args.storage), args.kb_from)  # a bad source fails before the study is created
     err.print(OFFLINE_NOTE if reasoner.label.startswith("offline") else f"reasoner: {reasoner.label}")
     if args.round_size is not None and args.round_size < 1:
         raise UserInputError(f"--round-size must be at least 1, got {args.round_size}")

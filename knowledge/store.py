@@ -180,22 +180,24 @@ def default_kb_url(storage: str | None) -> str:
     return "sqlite:///" + str(path.with_name(f"{stem}.kb{path.suffix or '.sqlite3'}"))
 
 
-_ENGINES: dict[str, Engine] = {}
+_ENGINES: dict[tuple[str, float], Engine] = {}
 
 
-def _engine(url: str) -> Engine:
+def _engine(url: str, busy_timeout_s: float) -> Engine:
     # one engine per URL and process: an in-memory store must be the same database on every
     # open, and engines are pools meant to be shared
-    if url not in _ENGINES:
-        _ENGINES[url] = side_engine(url, sa.MetaData())  # our tables are created by the migrations
-    return _ENGINES[url]
+    if (url, busy_timeout_s) not in _ENGINES:
+        # our tables are created by the migrations, not by side_engine
+        _ENGINES[url, busy_timeout_s] = side_engine(url, sa.MetaData(), busy_timeout_s=busy_timeout_s)
+    return _ENGINES[url, busy_timeout_s]
 
 
 def _friendly(exc: sqlalchemy.exc.SQLAlchemyError, url: str, doing: str) -> StorageError:
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if "locked" in text or "could not obtain lock" in text:
         return StorageError(
-            f"knowledge store {url!r} is locked by another process (waited 30 s) while {doing}; nothing was written: retry when it is free"
+            f"knowledge store {url!r} is locked by another process while {doing} (gave up waiting); nothing was written: "
+            "retry when it is free"
         )
     return StorageError(f"knowledge store {url!r} failed while {doing}: {text}; nothing was written (each write is one transaction)")
 
@@ -205,15 +207,16 @@ class KnowledgeStore:
 
     Args:
         url: SQLAlchemy URL of the store (see :func:`default_kb_url`).
+        busy_timeout_s: how long a SQLite writer waits for another writer's lock.
 
     Raises:
         StorageError: unreachable, locked, or written by a newer coevo (schema version).
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, busy_timeout_s: float = 30.0) -> None:
         self.url = url
         try:
-            self.engine = _engine(url)
+            self.engine = _engine(url, busy_timeout_s)
             self._migrate()
         except sqlalchemy.exc.SQLAlchemyError as exc:
             raise _friendly(exc, url, "opening it") from exc
@@ -286,12 +289,14 @@ class KnowledgeStore:
         return UserInputError(f"no knowledge base named {kb!r} in {self.url} ({hint}); a pelnas search creates one per study")
 
     def history(self, kb: str, hid: str | None = None) -> list[Version]:
-        """Every version (of heuristic ``hid``, or of all), oldest first."""
+        """Every version (of heuristic ``hid``, or of all), oldest first (in write order)."""
         q = sa.select(versions).where(versions.c.kb == kb)
         if hid is not None:
             q = q.where(versions.c.hid == hid)
         with self.engine.connect() as conn:
-            rows = conn.execute(q.order_by(versions.c.round, versions.c.at, versions.c.hid, versions.c.version)).all()
+            # one heuristic: by version; all: in write order (versions of one save share a time)
+            order = (versions.c.version,) if hid is not None else (versions.c.at, versions.c.hid, versions.c.version)
+            rows = conn.execute(q.order_by(*order)).all()
         out = [_version(r) for r in rows]
         if hid is not None and not out:
             raise self._unknown_id(kb, hid)
@@ -475,24 +480,24 @@ class KnowledgeStore:
             raise UserInputError(f"unknown status {status!r}; choose from {', '.join(STATUSES)}")
         if not why.strip():
             raise UserInputError("say why (--why): the reason is kept in the heuristic's history")
+        new: Version | None = None
         try:
             with self.engine.begin() as conn:
-                head = self._head(conn, kb, hid)
-                new = replace(
-                    head, version=head.version + 1, status=status, change=f"{status} by {by}: {why.strip()}", changed_by=by, at=time.time()
-                )
-                conn.execute(versions.insert().values(**_row_of(new)))
+                r = conn.execute(
+                    sa.select(versions).where(versions.c.kb == kb, versions.c.hid == hid).order_by(versions.c.version.desc()).limit(1)
+                ).first()
+                if r is not None:
+                    head = _version(r)
+                    change = f"{status} by {by}: {why.strip()}"
+                    new = replace(head, version=head.version + 1, status=status, change=change, changed_by=by, at=time.time())
+                    conn.execute(versions.insert().values(**_row_of(new)))
         except sqlalchemy.exc.SQLAlchemyError as exc:
             raise _friendly(exc, self.url, f"reviewing {hid}") from exc
-        return new
-
-    def _head(self, conn: Connection, kb: str, hid: str) -> Version:
-        r = conn.execute(
-            sa.select(versions).where(versions.c.kb == kb, versions.c.hid == hid).order_by(versions.c.version.desc()).limit(1)
-        ).first()
-        if r is None:
+        if new is None:
+            # raised after the transaction: on SQLite every transaction holds the write lock,
+            # so the lookups that list the valid ids must not run inside it
             raise self._unknown_id(kb, hid)
-        return _version(r)
+        return new
 
     # ------------------------------------------------------------ exchange
 

@@ -120,15 +120,16 @@ def _tune_sqlite(engine: sqlalchemy.engine.Engine) -> None:
         pass  # switch the file to WAL now, before other processes (bench workers) open it
 
 
-def side_engine(url: str | None, metadata: sqlalchemy.MetaData) -> sqlalchemy.engine.Engine:
+def side_engine(url: str | None, metadata: sqlalchemy.MetaData, *, busy_timeout_s: float = 30.0) -> sqlalchemy.engine.Engine:
     """An engine on the study's database for coevo's own tables (caches), created if missing.
 
-    SQLite files get the same pragmas as the study; an in-memory URL gets one shared
-    connection (else every connection would see a new, empty database).
+    SQLite files get the same pragmas as the study and wait up to ``busy_timeout_s`` for
+    another writer's lock; an in-memory URL gets one shared connection (else every
+    connection would see a new, empty database).
     """
     resolved = resolve_storage_url(url)
     path = _sqlite_folder_ready(url, resolved)
-    kwargs: dict[str, Any] = {"connect_args": {"timeout": 30}} if path is not None else {"pool_pre_ping": True}
+    kwargs: dict[str, Any] = {"connect_args": {"timeout": busy_timeout_s}} if path is not None else {"pool_pre_ping": True}
     if resolved == "sqlite:///:memory:":
         kwargs = {"poolclass": sqlalchemy.pool.StaticPool, "connect_args": {"check_same_thread": False}}
     engine = sqlalchemy.create_engine(resolved, **kwargs)

@@ -20,3 +20,31 @@ def _isolated_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def storage(tmp_path: Path) -> str:
     """A fresh SQLite storage URL in the test's folder."""
     return f"sqlite:///{tmp_path / 'study.sqlite3'}"
+
+
+POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """The local PostgreSQL server (trust auth, database ``test``).
+
+    Skipped with the reason when no server answers, except under CI (``CI=true``), where
+    the server is part of the environment and its absence is a failure.
+    """
+    import os
+
+    import sqlalchemy
+
+    from search.storage import resolve_storage_url
+
+    try:
+        engine = sqlalchemy.create_engine(resolve_storage_url(POSTGRES_URL), connect_args={"connect_timeout": 3})
+        with engine.connect():
+            pass
+        engine.dispose()
+    except sqlalchemy.exc.OperationalError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI needs PostgreSQL at {POSTGRES_URL}: {str(exc).splitlines()[0]}")
+        pytest.skip(f"no PostgreSQL server at {POSTGRES_URL} ({str(exc).splitlines()[0]}); CI runs these tests")
+    return POSTGRES_URL

@@ -1,0 +1,48 @@
+"""Retrieval for prompts: relevance, confidence, token budget; rejected heuristics never included."""
+
+from __future__ import annotations
+
+from knowledge import Heuristic
+from knowledge.retrieval import WITHHOLD_ALL, estimate_tokens, prompt_line, rank, relevance, retrieve
+
+CTX = {"problem": "nb201", "dataset": "cifar10", "device": "raspi4"}
+
+
+def _h(
+    n: int, *, conf: float = 0.8, status: str = "proposed", niche: str | None = None, device: str = "raspi4", objective: str = "accuracy"
+) -> Heuristic:
+    return Heuristic(
+        id=f"H{n}",
+        key=f"k{n}",
+        text=f"claim number {n} about {objective}",
+        scope={**CTX, "device": device, "niche": niche},
+        structured={"objective": objective},
+        confidence=conf,
+        status=status,  # type: ignore[arg-type]
+    )
+
+
+def test_inactive_and_withheld_heuristics_are_never_retrieved() -> None:
+    hs = [_h(1, status="rejected"), _h(2, status="refuted"), _h(3, status="retired"), _h(4), _h(5, status="accepted")]
+    assert [h.id for h in rank(hs, CTX, None)] == ["H5", "H4"]
+    assert [h.id for h in rank(hs, CTX, None, withhold=["k5"])] == ["H4"]
+    assert rank(hs, CTX, None, withhold=[WITHHOLD_ALL]) == []
+
+
+def test_scope_relevance() -> None:
+    assert relevance(_h(1, niche="c1x1"), CTX, "c3x3_1") == 0.0  # another niche's claim
+    assert relevance(_h(1, niche="c1x1"), CTX, "c1x1") > relevance(_h(1), CTX, "c1x1")  # own niche beats global
+    accuracy_elsewhere = relevance(_h(1, device="fpga"), CTX, None)
+    latency_elsewhere = relevance(_h(1, device="fpga", objective="latency_ms"), CTX, None)
+    assert latency_elsewhere < accuracy_elsewhere < relevance(_h(1), CTX, None)  # latency depends on the device
+    ranked = rank([_h(1, conf=0.9, device="fpga", objective="latency_ms"), _h(2, conf=0.5)], CTX, None)
+    assert [h.id for h in ranked] == ["H2", "H1"]
+
+
+def test_token_budget_is_respected_and_filled_best_first() -> None:
+    hs = [_h(k, conf=1.0 - k / 100) for k in range(1, 30)]
+    line = estimate_tokens(prompt_line(hs[0])) + 1
+    chosen = retrieve(hs, CTX, None, token_budget=5 * line + 2)
+    assert [h.id for h in chosen] == ["H1", "H2", "H3", "H4", "H5"]
+    assert sum(estimate_tokens(prompt_line(h)) + 1 for h in chosen) <= 5 * line + 2
+    assert retrieve(hs, CTX, None, token_budget=3) == []
