@@ -251,8 +251,10 @@ class OfflineReasoner(Reasoner):
         for elite in request.elites:
             for n1 in problem.neighbours(elite.point):
                 offer(n1, elite, "mutation")
-                for _ in range(4):
-                    offer(self._mutate(problem, n1, weights, rng), elite, "double mutation")
+                for k in range(4):
+                    # half the second changes follow the heuristics, half are uniform: a pool
+                    # biased only by heuristics loses the diversity the model's ranking needs
+                    offer(self._mutate(problem, n1, weights if k % 2 == 0 else {}, rng), elite, "double mutation")
         elites = list(request.elites)
         for _ in range(min(40, len(elites) * (len(elites) - 1))):
             a, b = rng.sample(elites, 2)
