@@ -294,10 +294,11 @@ class KnowledgeStore:
         if hid is not None:
             q = q.where(versions.c.hid == hid)
         with self.engine.connect() as conn:
-            # one heuristic: by version; all: in write order (versions of one save share a time)
-            order = (versions.c.version,) if hid is not None else (versions.c.at, versions.c.hid, versions.c.version)
-            rows = conn.execute(q.order_by(*order)).all()
-        out = [_version(r) for r in rows]
+            rows = conn.execute(q.order_by(versions.c.at, versions.c.version)).all()
+        # write order; the versions of one save share a time, so ids break ties (H2 before H10)
+        out = sorted((_version(r) for r in rows), key=lambda v: (v.at, _id_order(v.hid), v.version))
+        if hid is not None:
+            out.sort(key=lambda v: v.version)  # one heuristic: by version, whatever the clocks said
         if hid is not None and not out:
             raise self._unknown_id(kb, hid)
         return out
