@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from agent import cli_kb
+from agent.chat.options import add_arguments as add_chat_arguments
 from search.errors import CoevoError, UserInputError
 
 out = Console(highlight=False)
@@ -325,7 +326,14 @@ def cmd_proxies(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_chat(args: argparse.Namespace) -> int:
+    from agent.chat.repl import run
+
+    return run(args)
+
+
 COMMANDS: dict[str, Command] = {
+    "chat": Command("interactive session: questions to an LLM agent over the tools, or slash commands", add_chat_arguments, cmd_chat),
     "search": Command("run or resume one search", _add_search_args, cmd_search),
     "bench": Command("proposers x devices x seeds, with tables and plots", _add_bench_args, cmd_bench),
     "tools": Command("list, describe and run registered tools", _add_tools_args, cmd_tools),

@@ -58,5 +58,5 @@ def load_prompt(name: str) -> PromptTemplate:
     return PromptTemplate(name, data.get("description", ""), declared, tuple(messages))
 
 
-PROMPTS = ("propose", "kb_update")
+PROMPTS = ("propose", "kb_update", "chat_system")
 """The templates coevo ships; all are loaded and checked by the test suite and at reasoner start-up."""

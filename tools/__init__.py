@@ -8,14 +8,24 @@ from __future__ import annotations
 
 from tools._base import Tool, ToolArgs, ToolArgumentError, ToolExecutionError, ToolResult, call_tool
 from tools._registry import Registry, llm_name
+from tools.kb import KBList, KBReview, KBShow
 from tools.nb201 import NB201ParetoFront, NB201Query
+from tools.search_jobs import SearchStart, SearchStatus
 from tools.search_run import SearchRun
+from tools.studies import StudiesList, StudyFront
 
 REGISTRY = Registry(
     [
         NB201Query(),
         NB201ParetoFront(),
         SearchRun(),
+        SearchStart(),
+        SearchStatus(),
+        StudiesList(),
+        StudyFront(),
+        KBList(),
+        KBShow(),
+        KBReview(),
     ]
 )
 """Every tool coevo offers."""

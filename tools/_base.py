@@ -55,8 +55,9 @@ class Tool(ABC):
 
     Subclasses set ``name``, ``description``, ``Args`` (a :class:`ToolArgs` subclass) and
     ``example`` (arguments that run quickly; the conformance suite runs them), and
-    implement :meth:`run`. ``long_running`` marks tools that take more than a few seconds,
-    so chat asks before calling them. Expensive set-up belongs in ``run`` (or a cache it
+    implement :meth:`run`. ``long_running`` marks tools that take more than a few seconds
+    and ``confirm`` tools that change stored data or start work: chat asks the user before
+    calling either. Expensive set-up belongs in ``run`` (or a cache it
     fills), never in ``__init__``: the registry builds every tool at start-up.
     """
 
@@ -65,6 +66,7 @@ class Tool(ABC):
     Args: ClassVar[type[ToolArgs]]
     example: ClassVar[dict[str, Any]]
     long_running: ClassVar[bool] = False
+    confirm: ClassVar[bool] = False
 
     @abstractmethod
     def run(self, args: Any) -> ToolResult:

@@ -10,7 +10,13 @@ step is a dict (or a callable taking the request JSON and returning one):
 * ``{"refusal": "..."}`` a refusal (content null, refusal set);
 * ``{"status": 500}`` an HTTP error with an OpenAI-style error body;
 * ``{"raw": "..."}`` a 200 with a body that is not JSON;
-* ``{"delay": 2.0, ...}`` sleep first (for client timeouts), then the rest of the step.
+* ``{"delay": 2.0, ...}`` sleep first (for client timeouts), then the rest of the step;
+* ``{"tool_calls": [{"name": "nb201_query", "arguments": {...}}]}`` the model calls tools
+  (``arguments`` may be a string, e.g. malformed JSON), with optional ``content``.
+
+A request with ``"stream": true`` is answered as server-sent events, as the OpenAI API
+does: content in small deltas, tool-call arguments in pieces, then the finish reason and,
+when ``stream_options.include_usage`` is set, a usage chunk.
 """
 
 from __future__ import annotations
@@ -65,17 +71,71 @@ class FakeOpenAI:
                     self._send(200, step["raw"])
                     return
                 message: dict[str, Any] = {"role": "assistant", "content": step.get("content"), "refusal": step.get("refusal")}
+                calls = [
+                    {
+                        "id": f"call_{len(fake.requests)}_{k}",
+                        "type": "function",
+                        "function": {
+                            "name": c["name"],
+                            "arguments": c["arguments"] if isinstance(c["arguments"], str) else json.dumps(c["arguments"]),
+                        },
+                    }
+                    for k, c in enumerate(step.get("tool_calls", []))
+                ]
+                if calls:
+                    message["tool_calls"] = calls
+                finish = "tool_calls" if calls else "stop"
                 usage = {"prompt_tokens": step.get("prompt_tokens", 100), "completion_tokens": step.get("completion_tokens", 20)}
                 usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+                if body.get("stream"):
+                    self._stream(body, message, calls, finish, usage)
+                    return
                 reply = {
                     "id": f"chatcmpl-{len(fake.requests)}",
                     "object": "chat.completion",
                     "created": 0,
                     "model": body.get("model", "fake"),
-                    "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                     "usage": usage,
                 }
                 self._send(200, json.dumps(reply))
+
+            def _stream(
+                self, body: dict[str, Any], message: dict[str, Any], calls: list[dict[str, Any]], finish: str, usage: dict[str, int]
+            ) -> None:
+                base = {"id": f"chatcmpl-{len(fake.requests)}", "object": "chat.completion.chunk", "created": 0, "model": body.get("model")}
+
+                def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+                    data = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+                    return f"data: {json.dumps(data)}\n\n".encode()
+
+                parts = [chunk({"role": "assistant", "content": ""})]
+                text = message.get("content") or ""
+                parts += [chunk({"content": text[i : i + 7]}) for i in range(0, len(text), 7)]
+                if message.get("refusal"):
+                    parts.append(chunk({"refusal": message["refusal"]}))
+                for k, call in enumerate(calls):
+                    args = call["function"]["arguments"]
+                    head = {
+                        "index": k,
+                        "id": call["id"],
+                        "type": "function",
+                        "function": {"name": call["function"]["name"], "arguments": ""},
+                    }
+                    parts.append(chunk({"tool_calls": [head]}))
+                    parts += [
+                        chunk({"tool_calls": [{"index": k, "function": {"arguments": args[i : i + 9]}}]}) for i in range(0, len(args), 9)
+                    ]
+                parts.append(chunk({}, finish))
+                if (body.get("stream_options") or {}).get("include_usage"):
+                    parts.append(f"data: {json.dumps({**base, 'choices': [], 'usage': usage})}\n\n".encode())
+                parts.append(b"data: [DONE]\n\n")
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                for part in parts:
+                    self.wfile.write(part)
+                    self.wfile.flush()
 
             def _send(self, status: int, text: str) -> None:
                 data = text.encode()

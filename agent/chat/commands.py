@@ -1,0 +1,175 @@
+"""Slash commands of ``coevo chat``: they work with or without an LLM, over the same registry.
+
+``/help``, ``/tools``, ``/run TOOL {json}``, ``/search ARGS`` (as ``coevo search``), ``/kb ARGS``
+(as ``coevo kb``), ``/runs``, ``/session``, ``/exit``. A bad command or bad arguments print
+what to type instead; the session goes on. Every command and its outcome is recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from agent.chat.store import Event, SessionStore
+from search.errors import CoevoError
+from tools import Registry, call_tool
+
+
+@dataclass
+class CommandContext:
+    """What a command may use."""
+
+    registry: Registry
+    store: SessionStore
+    session: str
+    storage: str | None
+    console: Console
+
+
+@dataclass
+class Outcome:
+    """A command's result: ``ok``, a one-line summary for the record, and whether to leave."""
+
+    ok: bool
+    summary: str
+    exit: bool = False
+    value: Any = None
+
+
+Handler = Callable[[CommandContext, str], Outcome]
+
+
+def _help(ctx: CommandContext, rest: str) -> Outcome:
+    table = Table(title="commands", show_header=False)
+    for name, (_, usage, text) in COMMANDS.items():
+        table.add_row(usage or name, text)
+    ctx.console.print(table)
+    ctx.console.print("Anything else is a question for the LLM (when one is configured).")
+    return Outcome(True, "help")
+
+
+def _tools(ctx: CommandContext, rest: str) -> Outcome:
+    table = Table(title=f"{len(ctx.registry)} tools")
+    for col in ("name", "asks first", "description"):
+        table.add_column(col, overflow="fold")
+    for t in ctx.registry:
+        table.add_row(t.name, "yes" if t.long_running or t.confirm else "", t.description)
+    ctx.console.print(table)
+    return Outcome(True, f"{len(ctx.registry)} tools", value=[t.name for t in ctx.registry])
+
+
+def _run(ctx: CommandContext, rest: str) -> Outcome:
+    name, _, raw = rest.strip().partition(" ")
+    if not name:
+        return Outcome(False, 'usage: /run TOOL {json arguments}, e.g. /run nb201.query {"arch": "..."}; /tools lists the tools')
+    tool = ctx.registry.get(name)  # unknown names raise with the list of tools
+    with ctx.console.status(f"running {tool.name} ..."):
+        result = call_tool(tool, raw.strip() or "{}")
+    render_value(ctx.console, result.value)
+    for m in result.messages:
+        ctx.console.print(f"[dim]note: {m}[/]")
+    return Outcome(result.ok, f"{tool.name}: ok", value=result.model_dump())
+
+
+def _cli(command: str) -> Handler:
+    def run(ctx: CommandContext, rest: str) -> Outcome:
+        from agent.cli import main
+
+        argv = [command, *shlex.split(rest)]
+        if ctx.storage and "--storage" not in argv:
+            argv += ["--storage", ctx.storage]
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # argparse printed the usage; stay in the session
+            code = int(exc.code or 0) if isinstance(exc.code, int) else 2
+        return Outcome(code == 0, f"coevo {' '.join(argv)} -> exit {code}")
+
+    return run
+
+
+def _runs(ctx: CommandContext, rest: str) -> Outcome:
+    value = call_tool(ctx.registry.get("studies.list"), {"storage": ctx.storage}).value
+    render_value(ctx.console, value)
+    return Outcome(True, f"{len(value['studies'])} studies")
+
+
+def _session(ctx: CommandContext, rest: str) -> Outcome:
+    usage = ctx.store.usage(ctx.session)
+    cost = f", {usage['cost_usd']:.4f} USD" if usage["cost_usd"] is not None else ""
+    tokens = f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens{cost}"
+    ctx.console.print(f"session {ctx.session}: {usage['events']} events, {tokens}; resume with `coevo chat --session {ctx.session}`")
+    return Outcome(True, f"session {ctx.session}")
+
+
+def _exit(ctx: CommandContext, rest: str) -> Outcome:
+    return Outcome(True, "exit", exit=True)
+
+
+COMMANDS: dict[str, tuple[Handler, str, str]] = {
+    "/help": (_help, "/help", "this list"),
+    "/tools": (_tools, "/tools", "the registered tools"),
+    "/run": (_run, "/run TOOL {json}", "run a tool with JSON arguments"),
+    "/search": (_cli("search"), "/search ARGS", "run a search, as `coevo search ARGS`"),
+    "/kb": (_cli("kb"), "/kb ARGS", "knowledge bases, as `coevo kb ARGS` (list, show, accept, reject, report, ...)"),
+    "/runs": (_runs, "/runs", "the studies in storage"),
+    "/session": (_session, "/session", "this session's id and token use"),
+    "/exit": (_exit, "/exit", "leave (the session is kept; resume with --session)"),
+}
+ALIASES = {"/quit": "/exit", "/q": "/exit", "/?": "/help"}
+
+
+def dispatch(ctx: CommandContext, line: str) -> Outcome:
+    """Run one slash command line and record it (errors included) in the session."""
+    word, _, rest = line.strip().partition(" ")
+    word = ALIASES.get(word, word)
+    entry = COMMANDS.get(word)
+    if entry is None:
+        outcome = Outcome(False, f"unknown command {word}; commands: {', '.join(COMMANDS)} (/help explains them)")
+    else:
+        try:
+            outcome = entry[0](ctx, rest)
+        except CoevoError as exc:
+            outcome = Outcome(False, str(exc))
+    if not outcome.ok:
+        ctx.console.print(f"[red]error:[/] {outcome.summary}", soft_wrap=True)
+    ctx.store.add(ctx.session, Event("command", line.strip(), {"ok": outcome.ok, "summary": outcome.summary}))
+    return outcome
+
+
+def render_value(console: Console, value: Any) -> None:
+    """Show a tool's value: lists of records as tables, the rest as key/value rows."""
+    if not isinstance(value, dict):
+        console.print_json(json.dumps(value, default=str))
+        return
+    scalars = Table(show_header=False)
+    has_scalars = False
+    for key, v in value.items():
+        if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            table = Table(title=f"{key} ({len(v)})")
+            columns = list(dict.fromkeys(k for row in v for k in row))
+            for col in columns:
+                table.add_column(col, overflow="fold")
+            for row in v[:50]:
+                table.add_row(*[_cell(row.get(col)) for col in columns])
+            console.print(table)
+            if len(v) > 50:
+                console.print(f"[dim]... {len(v) - 50} more rows[/]")
+        else:
+            scalars.add_row(key, _cell(v))
+            has_scalars = True
+    if has_scalars:
+        console.print(scalars)
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, dict | list):
+        return json.dumps(v, default=str)
+    return "" if v is None else str(v)

@@ -1,0 +1,285 @@
+"""The agent loop of ``coevo chat``: a LangChain chat model bound to the registry's tools.
+
+One turn: the user's line is recorded; the model (streamed) answers or calls tools; each
+tool call runs through the registry's LangChain adapter (:func:`tools.adapters.to_langchain`,
+the one adapter) after the user confirmed it when the tool is long-running or changes
+data; results, including errors, go back to the model as tool messages it can act on;
+repeat up to ``max_steps`` model calls. Everything is recorded in the session as it
+happens. Ctrl-C raises ``KeyboardInterrupt`` out of :meth:`ChatAgent.turn`; what was
+recorded stays, and the next turn starts from a consistent history (tool calls left
+without a result are closed as interrupted).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages.ai import add_usage
+
+from agent.chat.store import Event, SessionStore
+from prompts import load_prompt
+from search.errors import CoevoError, UserInputError
+from tools import Registry, Tool, llm_name
+from tools.adapters import to_langchain
+
+MAX_STEPS = 8
+MAX_OBSERVATION_CHARS = 12_000
+"""Tool results longer than this are cut (with a note) before they go back to the model."""
+
+EventSink = Callable[[str, dict[str, Any]], None]
+"""``(kind, data)``: ``token`` (streamed text), ``tool_start``, ``tool_end``."""
+Confirm = Callable[[Tool, dict[str, Any]], bool]
+
+
+class ChatModelError(CoevoError):
+    """The model endpoint failed (timeout, HTTP error, unreadable reply): the session goes on."""
+
+
+@dataclass
+class TurnResult:
+    """What one turn produced."""
+
+    answer: str
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+    model_s: float = 0.0
+    tool_s: float = 0.0
+    total_s: float = 0.0
+    refused: bool = False
+    stopped: str | None = None
+
+    @property
+    def loop_s(self) -> float:
+        """Time spent in the loop itself: the turn minus model calls and tool runs."""
+        return max(0.0, self.total_s - self.model_s - self.tool_s)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form (``coevo chat --once --json``)."""
+        return {
+            "answer": self.answer,
+            "tool_calls": self.tool_calls,
+            "usage": {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens, "cost_usd": self.cost_usd},
+            "refused": self.refused,
+            "stopped": self.stopped,
+            "seconds": {"total": round(self.total_s, 4), "model": round(self.model_s, 4), "tools": round(self.tool_s, 4)},
+        }
+
+
+def system_prompt(registry: Registry, storage: str) -> str:
+    """The system message: tools and their purposes, house rules."""
+    tools = [{"llm_name": llm_name(t.name), "description": t.description, "asks": t.long_running or t.confirm} for t in registry]
+    return load_prompt("chat_system").render(tools=tools, storage=storage)[0]["content"]
+
+
+class ChatAgent:
+    """Tool-calling agent over ``registry``, recording into ``store`` under ``session``.
+
+    Args:
+        model: a LangChain chat model that supports tool calling (``ChatOpenAI``).
+        registry: the tools offered.
+        store: where the session is recorded.
+        session: session id (its earlier events are the conversation so far).
+        storage: the study storage shown to the model.
+        confirm: asked before a long-running or data-changing tool runs.
+        on_event: receives streamed text and tool progress (for the terminal).
+        max_steps: model calls per turn.
+        price_per_mtok: (input, output) USD per million tokens, for cost accounting.
+        stream: stream the replies (False: one response per call).
+    """
+
+    def __init__(
+        self,
+        model: BaseChatModel,
+        registry: Registry,
+        store: SessionStore,
+        session: str,
+        *,
+        storage: str,
+        confirm: Confirm,
+        on_event: EventSink | None = None,
+        max_steps: int = MAX_STEPS,
+        price_per_mtok: tuple[float, float] | None = None,
+        stream: bool = True,
+    ) -> None:
+        self.registry = registry
+        self.lc_tools = {llm_name(t.name): to_langchain(t) for t in registry}
+        self.model = model.bind_tools(list(self.lc_tools.values()))
+        self.store = store
+        self.session = session
+        self.system = system_prompt(registry, storage)
+        self.confirm = confirm
+        self.on_event = on_event or (lambda kind, data: None)
+        self.max_steps = max_steps
+        self.price = price_per_mtok
+        self.stream = stream
+
+    # ------------------------------------------------------------ history
+
+    def history(self) -> list[BaseMessage]:
+        """The conversation so far as chat messages (commands and notices are not sent)."""
+        out: list[BaseMessage] = [SystemMessage(self.system)]
+        pending: list[str] = []
+        for e in self.store.events(self.session):
+            if e.kind == "user":
+                out += [ToolMessage("interrupted: the tool did not run", tool_call_id=c) for c in pending]
+                pending = []
+                out.append(HumanMessage(e.content))
+            elif e.kind == "assistant":
+                calls = e.data.get("tool_calls", [])
+                out.append(AIMessage(e.content, tool_calls=calls, invalid_tool_calls=e.data.get("invalid_tool_calls", [])))
+                pending = [c["id"] for c in calls] + [c["id"] for c in e.data.get("invalid_tool_calls", [])]
+            elif e.kind == "tool_result":
+                out.append(ToolMessage(e.content, tool_call_id=e.data["tool_call_id"]))
+                pending = [c for c in pending if c != e.data["tool_call_id"]]
+        out += [ToolMessage("interrupted: the tool did not run", tool_call_id=c) for c in pending]
+        return out
+
+    # ------------------------------------------------------------ a turn
+
+    def turn(self, text: str) -> TurnResult:
+        """Answer one user line (see the module doc).
+
+        Raises:
+            ChatModelError: the endpoint failed; the user's line is recorded, the session goes on.
+            KeyboardInterrupt: Ctrl-C; what happened so far is recorded.
+        """
+        started = time.perf_counter()
+        result = TurnResult(answer="")
+        self.store.add(self.session, Event("user", text, {}))
+        messages = self.history()
+        for _step in range(self.max_steps):
+            t0 = time.perf_counter()
+            ai = self._call(messages)
+            result.model_s += time.perf_counter() - t0
+            usage: dict[str, Any] = dict(ai.usage_metadata or {})
+            p, c = int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
+            cost = (p * self.price[0] + c * self.price[1]) / 1e6 if self.price else None
+            result.prompt_tokens += p
+            result.completion_tokens += c
+            if cost is not None:
+                result.cost_usd = (result.cost_usd or 0.0) + cost
+            content = ai.content if isinstance(ai.content, str) else json.dumps(ai.content)
+            refusal = ai.additional_kwargs.get("refusal")
+            data = (
+                {"tool_calls": ai.tool_calls, "invalid_tool_calls": ai.invalid_tool_calls} if ai.tool_calls or ai.invalid_tool_calls else {}
+            )
+            self.store.add(self.session, Event("assistant", content or (f"(refused) {refusal}" if refusal else ""), data, p, c, cost))
+            messages.append(ai)
+            if refusal:
+                result.answer, result.refused = f"The model declined: {refusal}", True
+                break
+            if not ai.tool_calls and not ai.invalid_tool_calls:
+                result.answer = content
+                break
+            for call in ai.tool_calls:
+                messages.append(self._tool(dict(call), result))
+            for bad in ai.invalid_tool_calls:
+                observation = (
+                    f"error: the arguments of {bad.get('name')} are not a valid JSON object ({bad.get('error') or 'unparseable'}); "
+                    "call it again with arguments matching its schema"
+                )
+                messages.append(self._record_tool(str(bad.get("id")), str(bad.get("name")), bad.get("args"), observation, result, 0.0))
+        else:
+            result.stopped = f"stopped after {self.max_steps} model calls in one turn; ask again to continue"
+            result.answer = result.answer or result.stopped
+        result.total_s = time.perf_counter() - started
+        return result
+
+    def _call(self, messages: list[BaseMessage]) -> AIMessage:
+        try:
+            if not self.stream:
+                return self._invoke(messages)
+            acc: AIMessageChunk | None = None
+            for chunk in self.model.stream(messages):
+                if isinstance(chunk.content, str) and chunk.content:
+                    self.on_event("token", {"text": chunk.content})
+                acc = chunk if acc is None else acc + chunk  # type: ignore[assignment]
+            if acc is None:
+                raise ChatModelError("the LLM endpoint returned an empty stream")
+            if not acc.content and not acc.tool_calls and not acc.invalid_tool_calls:
+                # an empty streamed reply is usually a refusal, and LangChain drops the refusal
+                # text from stream deltas: ask once more without streaming to get it
+                again = self._invoke(messages)
+                if acc.usage_metadata and again.usage_metadata:  # both calls are paid for
+                    again.usage_metadata = add_usage(acc.usage_metadata, again.usage_metadata)
+                return again
+            return AIMessage(
+                acc.content,
+                additional_kwargs=acc.additional_kwargs,
+                tool_calls=acc.tool_calls,
+                invalid_tool_calls=acc.invalid_tool_calls,
+                usage_metadata=acc.usage_metadata,
+            )
+        except openai.APITimeoutError as exc:
+            raise ChatModelError(f"the LLM endpoint did not answer in time ({exc}); ask again, or raise --llm-timeout") from exc
+        except openai.AuthenticationError as exc:
+            raise ChatModelError("the LLM endpoint refused the API key (HTTP 401): set OPENAI_API_KEY or --llm-api-key") from exc
+        except openai.RateLimitError as exc:
+            raise ChatModelError("the LLM endpoint is rate-limiting (HTTP 429); wait a moment and ask again") from exc
+        except openai.APIStatusError as exc:
+            raise ChatModelError(f"the LLM endpoint answered HTTP {exc.status_code}: {exc.message}; ask again or check the server") from exc
+        except openai.APIConnectionError as exc:
+            raise ChatModelError(f"cannot reach the LLM endpoint ({exc}); check COEVO_LLM_BASE_URL") from exc
+        except (ValueError, TypeError, KeyError, json.JSONDecodeError) as exc:
+            raise ChatModelError(
+                f"the LLM endpoint sent a reply that is not an OpenAI chat completion ({type(exc).__name__}: {exc})"
+            ) from exc
+
+    def _invoke(self, messages: list[BaseMessage]) -> AIMessage:
+        reply = self.model.invoke(messages)
+        if isinstance(reply.content, str) and reply.content:
+            self.on_event("token", {"text": reply.content})
+        return reply if isinstance(reply, AIMessage) else AIMessage(reply.content)
+
+    def _tool(self, call: dict[str, Any], result: TurnResult) -> ToolMessage:
+        name, args, call_id = str(call["name"]), dict(call.get("args") or {}), str(call["id"])
+        try:
+            tool = self.registry.get(name)
+        except UserInputError:
+            names = ", ".join(self.lc_tools)
+            return self._record_tool(call_id, name, args, f"error: there is no tool named {name!r}; the tools are: {names}", result, 0.0)
+        if (tool.long_running or tool.confirm) and not self.confirm(tool, args):
+            observation = f"the user declined to run {llm_name(tool.name)}; do not retry it, ask the user what they want instead"
+            return self._record_tool(call_id, tool.name, args, observation, result, 0.0)
+        self.on_event("tool_start", {"name": tool.name, "args": args})
+        t0 = time.perf_counter()
+        observation = str(self.lc_tools[llm_name(tool.name)].invoke(args))
+        seconds = time.perf_counter() - t0
+        self.on_event(
+            "tool_end", {"name": tool.name, "ok": not observation.startswith("error:"), "seconds": seconds, "output": observation}
+        )
+        return self._record_tool(call_id, tool.name, args, observation, result, seconds)
+
+    def _record_tool(self, call_id: str, name: str, args: Any, observation: str, result: TurnResult, seconds: float) -> ToolMessage:
+        if len(observation) > MAX_OBSERVATION_CHARS:
+            observation = observation[:MAX_OBSERVATION_CHARS] + f"... [cut: {len(observation)} characters; ask for less]"
+        result.tool_s += seconds
+        ok = not observation.startswith(("error:", "the user declined"))
+        result.tool_calls.append({"name": name, "args": args, "ok": ok, "seconds": round(seconds, 4)})
+        self.store.add(self.session, Event("tool_result", observation, {"tool_call_id": call_id, "name": name, "args": args, "ok": ok}))
+        return ToolMessage(observation, tool_call_id=call_id)
+
+
+def make_chat_model(*, base_url: str, model: str, api_key: str | None, timeout_s: float) -> BaseChatModel:
+    """``ChatOpenAI`` for any OpenAI-compatible endpoint, streaming with usage, one retry."""
+    from langchain_openai import ChatOpenAI
+    from pydantic import SecretStr
+
+    return ChatOpenAI(
+        model=model,
+        base_url=base_url,
+        api_key=SecretStr(api_key or "not-needed"),
+        timeout=timeout_s,
+        max_retries=1,
+        temperature=0.2,
+        stream_usage=True,
+    )

@@ -1,0 +1,23 @@
+"""Options of ``coevo chat`` (kept apart from the chat machinery, so building the CLI parser stays light)."""
+
+from __future__ import annotations
+
+import argparse
+
+from agent.reasoners import ENV_API_KEY, ENV_BASE_URL, ENV_MODEL
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``coevo chat``."""
+    p.add_argument("--session", default=None, help="resume this session (e.g. S3) instead of starting a new one")
+    p.add_argument("--once", default=None, metavar="TEXT", help="one turn (a question, or a /command) and exit")
+    p.add_argument("--json", action="store_true", help="with --once: print one JSON object")
+    p.add_argument("--yes", action="store_true", help="with --once: allow tools that ask first (long runs, knowledge-base edits)")
+    p.add_argument("--storage", default=None, help="storage URL for studies and sessions (default: sqlite:///runs/coevo.sqlite3)")
+    p.add_argument("--llm-base-url", default=None, help=f"OpenAI-compatible endpoint (env {ENV_BASE_URL})")
+    p.add_argument("--llm-model", default=None, help=f"model name (env {ENV_MODEL})")
+    p.add_argument("--llm-api-key", default=None, help=f"API key (env {ENV_API_KEY}); local servers need none")
+    p.add_argument("--llm-timeout", type=float, default=60.0, help="seconds per model request (default: 60)")
+    p.add_argument("--llm-price", default=None, help="input,output USD per million tokens, for the cost footer")
+    p.add_argument("--max-steps", type=int, default=8, help="model calls per turn at most (default: 8)")
+    p.add_argument("--no-stream", action="store_true", help="wait for whole replies instead of streaming them")

@@ -1,0 +1,98 @@
+"""Searches in the background: ``search.start`` launches one, ``search.status`` reports its progress.
+
+A started search is an ordinary ``coevo search`` process in its own session (Ctrl-C in
+chat does not stop it), writing to the study like any other run, with its output in
+``runs/jobs/<study>.log``. Status is read from the study itself, so it works for any
+search, started here or not, and after a restart.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, ClassVar
+
+import optuna
+from pydantic import Field
+
+from search.problems import make_problem
+from search.runner import ATTR_BUDGET, default_study_name, load_search
+from tools._base import Tool, ToolArgs, ToolResult
+from tools.search_run import SearchArgs
+
+JOBS_DIR = Path("runs/jobs")
+
+
+class SearchStart(Tool):
+    """Start (or resume) a search as a background process and return at once."""
+
+    name = "search.start"
+    description = (
+        "Start or resume a headless design search in the background (same options as search.run) and return at once "
+        "with the study name and log file; follow it with search.status. The user confirms before it starts."
+    )
+    Args = SearchArgs
+    example: ClassVar[dict[str, Any]] = {"dataset": "cifar10", "device": "fpga", "proposer": "random", "budget": 5, "study": "example-bg"}
+    confirm = True
+
+    def run(self, args: SearchArgs) -> ToolResult:
+        options: dict[str, Any] = {"dataset": args.dataset, "device": args.device}
+        if args.mode != "query":
+            options.update(mode=args.mode, storage=args.storage)
+        problem = make_problem(args.problem, options)  # bad names fail here, not in the background
+        study = args.study or default_study_name(problem, args.proposer, args.seed)
+        command = [sys.executable, "-m", "agent.cli", "search", "--problem", args.problem, "--proposer", args.proposer]
+        command += ["--budget", str(args.budget), "--seed", str(args.seed), "--study", study, "--mode", args.mode, "--json"]
+        for flag, value in (("--dataset", args.dataset), ("--device", args.device), ("--storage", args.storage)):
+            if value:
+                command += [flag, value]
+        JOBS_DIR.mkdir(parents=True, exist_ok=True)
+        log = JOBS_DIR / f"{study}.log"
+        with log.open("ab") as fh:
+            proc = subprocess.Popen(command, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        return ToolResult(
+            value={"study": study, "pid": proc.pid, "log": str(log), "budget": args.budget, "command": " ".join(command[2:])},
+            messages=["running in the background; ask search.status for progress"],
+        )
+
+
+class StatusArgs(ToolArgs):
+    study: str = Field(..., description="study name (search.start returns it)")
+    storage: str | None = Field(None, description="Optuna storage URL; default sqlite:///runs/coevo.sqlite3")
+
+
+class SearchStatus(Tool):
+    """Progress of a search: evaluations against budget, HV ratio so far, whether it is finished."""
+
+    name = "search.status"
+    description = (
+        "Progress of a search (running or finished): evaluations done out of its budget, HV ratio and front recall so far, "
+        "and the tail of its log when it was started with search.start."
+    )
+    Args = StatusArgs
+    example: ClassVar[dict[str, Any]] = {"study": "example"}
+
+    def run(self, args: StatusArgs) -> ToolResult:
+        from search.runner import summarize
+
+        stored = load_search(args.storage, args.study)
+        complete = stored.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        done = sum(bool(t.user_attrs.get("query", True)) for t in complete)
+        budget = int(stored.study.user_attrs.get(ATTR_BUDGET, stored.budget))
+        result = summarize(
+            stored.problem, stored.study, proposer=stored.proposer, seed=stored.seed, budget=budget, storage=args.storage, wall_s=0.0
+        )
+        log = JOBS_DIR / f"{args.study}.log"
+        value: dict[str, Any] = {
+            "study": args.study,
+            "evaluations": done,
+            "budget": budget,
+            "finished": done >= budget,
+            "hv_ratio": result.hv_ratio,
+            "front_recall": result.front_recall,
+            "front_size": len(result.front),
+        }
+        if log.exists():
+            value["log_tail"] = log.read_text(errors="replace")[-600:]
+        return ToolResult(value=value)

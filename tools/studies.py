@@ -1,0 +1,74 @@
+"""Reading searches back: ``studies.list`` and ``study.front`` (grounding for chat)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import optuna
+from pydantic import Field
+
+from search.runner import ATTR_BUDGET, ATTR_PROPOSER, ATTR_SPEC, load_search, summarize
+from search.storage import open_storage, resolve_storage_url
+from tools._base import Tool, ToolArgs, ToolResult
+
+MAX_STUDIES = 200
+
+
+class StudiesArgs(ToolArgs):
+    storage: str | None = Field(None, description="Optuna storage URL; default sqlite:///runs/coevo.sqlite3")
+    contains: str | None = Field(None, description="only studies whose name contains this text")
+
+
+class StudiesList(Tool):
+    """Every study in a storage with its problem, proposer, budget and evaluations so far."""
+
+    name = "studies.list"
+    description = (
+        "List the searches (Optuna studies) in a storage: name, problem (dataset, device), proposer, budget and "
+        "evaluations so far. Use it to find the study name other tools need."
+    )
+    Args = StudiesArgs
+    example: ClassVar[dict[str, Any]] = {}
+
+    def run(self, args: StudiesArgs) -> ToolResult:
+        backend = open_storage(args.storage)
+        rows = []
+        for s in optuna.get_all_study_summaries(backend, include_best_trial=False):
+            if args.contains and args.contains not in s.study_name:
+                continue
+            rows.append(
+                {
+                    "study": s.study_name,
+                    "problem": s.user_attrs.get(ATTR_SPEC),
+                    "proposer": s.user_attrs.get(ATTR_PROPOSER),
+                    "budget": s.user_attrs.get(ATTR_BUDGET),
+                    "trials": s.n_trials,
+                }
+            )
+        messages = [f"showing the first {MAX_STUDIES} of {len(rows)}"] if len(rows) > MAX_STUDIES else []
+        return ToolResult(value={"storage": resolve_storage_url(args.storage), "studies": rows[:MAX_STUDIES]}, messages=messages)
+
+
+class FrontArgs(ToolArgs):
+    study: str = Field(..., description="study name (see studies.list)")
+    storage: str | None = Field(None, description="Optuna storage URL; default sqlite:///runs/coevo.sqlite3")
+
+
+class StudyFront(Tool):
+    """A study's found front (trial ids, designs, objective values) and its metrics."""
+
+    name = "study.front"
+    description = (
+        "Read a search's found Pareto front (each row: design, objective values, point id) and its metrics "
+        "(HV ratio, IGD, front recall against the true front where known; evaluations; budget)."
+    )
+    Args = FrontArgs
+    example: ClassVar[dict[str, Any]] = {"study": "example"}
+
+    def run(self, args: FrontArgs) -> ToolResult:
+        stored = load_search(args.storage, args.study)
+        result = summarize(
+            stored.problem, stored.study, proposer=stored.proposer, seed=stored.seed, budget=stored.budget, storage=args.storage, wall_s=0.0
+        )
+        value = {k: v for k, v in vars(result).items() if k not in ("hv_history", "wall_s")}
+        return ToolResult(value=value)
