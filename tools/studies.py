@@ -70,5 +70,7 @@ class StudyFront(Tool):
         result = summarize(
             stored.problem, stored.study, proposer=stored.proposer, seed=stored.seed, budget=stored.budget, storage=args.storage, wall_s=0.0
         )
-        value = {k: v for k, v in vars(result).items() if k not in ("hv_history", "wall_s")}
+        logs = [v for k, v in stored.study.user_attrs.items() if k.startswith("coevo.rounds.") and isinstance(v, dict)]
+        result.reasoner = next((str(v["reasoner"]) for v in logs if v.get("reasoner")), None)  # pelnas studies say who reasoned
+        value = {k: v for k, v in vars(result).items() if k not in ("hv_history", "wall_s", "llm_usage") and v is not None}
         return ToolResult(value=value)

@@ -39,6 +39,7 @@ class Terminal:
     def __init__(self, console: Console) -> None:
         self.console = console
         self.streaming = False
+        self.status: Any = None  # the spinner shown while a tool runs
 
     def event(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "token":
@@ -50,13 +51,22 @@ class Terminal:
             self.streaming = False
         if kind == "tool_start":
             self.console.print(f"[cyan]→ {data['name']}[/] {json.dumps(data['args'])}", soft_wrap=True)
+            self.status = self.console.status(f"running {data['name']} ...")
+            self.status.start()
         elif kind == "tool_end":
+            self._stop_spinner()
             mark = "[green]ok[/]" if data["ok"] else "[red]error[/]"
             first = data["output"].splitlines()[0] if data["output"] else ""
             detail = f": {first[:160]}" if not data["ok"] else ""
             self.console.print(f"[cyan]← {data['name']}[/] {mark} ({data['seconds']:.2f} s){detail}", soft_wrap=True)
 
+    def _stop_spinner(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
+
     def end_turn(self) -> None:
+        self._stop_spinner()
         if self.streaming:
             self.console.print()
             self.streaming = False

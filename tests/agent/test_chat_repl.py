@@ -1,0 +1,117 @@
+"""The real ``coevo chat`` REPL driven through a pseudo-terminal (pexpect), in both modes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from tests.fakes.openai_server import FakeOpenAI
+from tests.helpers import coevo_env
+
+ARCH = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|"
+PROMPT = "coevo>"
+
+
+def _spawn(tmp_path: Path, *extra: str, llm_url: str | None = None) -> pexpect.spawn:
+    env = {k: v for k, v in coevo_env().items() if not k.startswith(("COEVO_LLM", "OPENAI_API_KEY"))}
+    env.update(PROMPT_TOOLKIT_NO_CPR="1", HOME=str(tmp_path), LANG="C.UTF-8", PYTHONIOENCODING="utf-8", COLUMNS="160", TERM="xterm")
+    if llm_url:
+        env.update(COEVO_LLM_BASE_URL=llm_url, COEVO_LLM_MODEL="fake-chat")
+    storage = f"sqlite:///{tmp_path / 'chat.sqlite3'}"
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "agent.cli", "chat", "--storage", storage, *extra],
+        cwd=str(tmp_path),
+        env=env,
+        encoding="utf-8",
+        timeout=30,
+        dimensions=(50, 160),
+    )
+    return child
+
+
+def test_command_mode_without_an_endpoint(tmp_path: Path) -> None:
+    child = _spawn(tmp_path)
+    child.expect("no LLM endpoint configured: command mode")
+    child.expect("Ollama")  # says how to configure one
+    child.expect(PROMPT)
+    child.sendline("/tools")
+    child.expect("nb201.pareto_front")
+    child.expect(PROMPT)
+    child.sendline(f'/run nb201.query {{"arch": "{ARCH}", "dataset": "cifar10", "device": "fpga"}}')
+    child.expect("94.36")
+    child.expect(PROMPT)
+    child.sendline("/run nb201.query {oops")
+    child.expect("not valid JSON")
+    child.expect(PROMPT)
+    child.sendline("/frobnicate")
+    child.expect("unknown command /frobnicate")
+    child.expect(PROMPT)
+    child.sendline("which cells beat 93%?")
+    child.expect("no LLM endpoint configured")
+    child.expect(PROMPT)
+    child.sendline("/exit")
+    child.expect("resume with `coevo chat --session S1`")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    # the session was stored and can be resumed
+    again = _spawn(tmp_path, "--session", "S1")
+    again.expect("resuming S1")
+    again.expect("/frobnicate")
+    again.expect(PROMPT)
+    again.sendeof()
+    again.expect(pexpect.EOF)
+
+
+def test_llm_mode_streams_shows_tools_asks_and_survives_ctrl_c(tmp_path: Path) -> None:
+    script = [
+        {"tool_calls": [{"name": "nb201_query", "arguments": {"arch": ARCH, "dataset": "cifar10", "device": "fpga"}}]},
+        {"content": "Trial-free lookup: this cell reaches 94.36 % at 7.42 ms."},
+        {"tool_calls": [{"name": "search_start", "arguments": {"device": "pixel3", "budget": 50}}]},
+        {"content": "Understood, no search."},
+        {"delay": 30, "content": "too late"},
+    ]
+    with FakeOpenAI(script, default={"content": "back again"}) as fake:
+        child = _spawn(tmp_path, llm_url=fake.url)
+        child.expect("model fake-chat")
+        child.expect(PROMPT)
+        child.sendline("how good is this cell on the fpga?")
+        child.expect("→ nb201.query")
+        child.expect("← nb201.query.*ok")
+        child.expect("reaches 94.36 % at 7.42 ms")
+        child.expect("prompt \\+ .* completion tokens")
+        child.expect(PROMPT)
+        child.sendline("search pixel3 for me")
+        child.expect("search.start.*changes stored data or starts work")
+        child.expect("run it\\? \\[y/N\\]")
+        child.sendline("n")
+        child.expect("Understood, no search.")
+        child.expect(PROMPT)
+        child.sendline("a slow question")
+        child.expect("a slow question")
+        import time
+
+        time.sleep(1.0)
+        child.sendintr()
+        child.expect("turn interrupted")
+        child.expect(PROMPT)
+        child.sendline("/session")
+        child.expect("session S1: .* events")
+        child.expect(PROMPT)
+        child.sendline("/exit")
+        child.expect(pexpect.EOF)
+    declined = [m for m in fake.requests[3]["messages"] if m["role"] == "tool"]
+    assert "declined" in declined[-1]["content"]
+
+
+@pytest.mark.parametrize("session", ["S404"])
+def test_unknown_session_is_one_clear_line(tmp_path: Path, session: str) -> None:
+    child = _spawn(tmp_path, "--session", session)
+    child.expect(f"no chat session '{session}'")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 2

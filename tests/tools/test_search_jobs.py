@@ -1,0 +1,36 @@
+"""search.start runs a search in the background; search.status follows it to the end."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tools import REGISTRY, ToolArgumentError, call_tool
+
+
+def test_background_search_reports_progress_until_finished(tmp_path: Path) -> None:
+    storage = f"sqlite:///{tmp_path / 's.sqlite3'}"
+    started = call_tool(REGISTRY.get("search.start"), {"proposer": "random", "budget": 8, "device": "raspi4", "storage": storage}).value
+    assert started["study"] == "nb201-cifar10-raspi4-random-s0" and Path(started["log"]).exists()
+    status: dict[str, object] = {}
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        try:
+            status = call_tool(REGISTRY.get("search.status"), {"study": started["study"], "storage": storage}).value
+        except ToolArgumentError:
+            time.sleep(0.3)  # the process has not created the study yet
+            continue
+        if status["finished"]:
+            break
+        time.sleep(0.3)
+    assert status["finished"] and status["evaluations"] == 8 and status["budget"] == 8
+    assert 0 < float(status["hv_ratio"]) <= 1  # type: ignore[arg-type]
+    assert "latency_edges_ms" in str(status["log_tail"])  # the end of the background command's JSON summary
+
+
+def test_bad_options_fail_before_anything_starts(tmp_path: Path) -> None:
+    with pytest.raises(ToolArgumentError, match="unknown dataset"):
+        call_tool(REGISTRY.get("search.start"), {"dataset": "mnist", "storage": f"sqlite:///{tmp_path / 's.sqlite3'}"})
+    assert not Path("runs/jobs").exists()
