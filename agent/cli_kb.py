@@ -199,17 +199,7 @@ def _show(args: argparse.Namespace, store: KnowledgeStore) -> int:
                     "confidence": head.confidence,
                     "author": head.author,
                     "origin": head.origin,
-                    "history": [
-                        {
-                            "version": v.version,
-                            "round": v.round,
-                            "status": v.status,
-                            "confidence": v.confidence,
-                            "change": v.change,
-                            "by": v.changed_by,
-                        }
-                        for v in history
-                    ],
+                    "history": [v.summary() for v in history],
                     "evidence": [{**vars(e), "values": values[e.study].get(e.trial)} for e in evidence],
                 }
             )

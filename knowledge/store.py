@@ -127,6 +127,17 @@ class Version:
     changed_by: str
     at: float
 
+    def summary(self) -> dict[str, Any]:
+        """The version as one history entry (exports, ``coevo kb show --json``)."""
+        return {
+            "version": self.version,
+            "round": self.round,
+            "status": self.status,
+            "confidence": self.confidence,
+            "change": self.change,
+            "by": self.changed_by,
+        }
+
     def heuristic(self) -> Heuristic:
         """The heuristic as of this version (evidence lists empty)."""
         return Heuristic(
@@ -531,17 +542,7 @@ class KnowledgeStore:
                 "created_round": head.created_round,
                 "updated_round": head.round,
                 "version": head.version,
-                "history": [
-                    {
-                        "version": v.version,
-                        "round": v.round,
-                        "status": v.status,
-                        "confidence": v.confidence,
-                        "change": v.change,
-                        "by": v.changed_by,
-                    }
-                    for v in history[hid]
-                ],
+                "history": [v.summary() for v in history[hid]],
                 "evidence": [
                     {"study": e.study, "trial": e.trial, "kind": e.kind, "source": e.source, "effect": e.effect, "round": e.round}
                     for e in evidence.get(hid, [])
@@ -672,24 +673,10 @@ def _evidence_row(
 
 
 def _version(r: Any) -> Version:
-    return Version(
-        kb=r.kb,
-        hid=r.hid,
-        version=r.version,
-        key=r.key,
-        text=r.text,
-        scope=json.loads(r.scope),
-        structured=json.loads(r.structured) if r.structured else None,
-        confidence=r.confidence,
-        status=r.status,
-        author=r.author,
-        origin=r.origin,
-        created_round=r.created_round,
-        round=r.round,
-        change=r.change,
-        changed_by=r.changed_by,
-        at=r.at,
-    )
+    data = {name: getattr(r, name) for name in Version.__dataclass_fields__}
+    data["scope"] = json.loads(data["scope"])
+    data["structured"] = json.loads(data["structured"]) if data["structured"] else None
+    return Version(**data)
 
 
 def _row_of(v: Version) -> dict[str, Any]:

@@ -79,7 +79,7 @@ class KBShow(Tool):
                 "confidence": head.confidence,
                 "scope": head.scope,
                 "structured": head.structured,
-                "history": [{"version": v.version, "round": v.round, "status": v.status, "change": v.change} for v in history],
+                "history": [v.summary() for v in history],
                 "support_trials": sorted({e.trial for e in evidence if e.kind == "support"})[:100],
                 "refute_trials": sorted({e.trial for e in evidence if e.kind == "refute"})[:100],
             }
