@@ -329,7 +329,7 @@ def _usage_section(logs: dict[int, Any], rounds: Sequence[int], offline: bool, o
     blocks.append(
         (
             "p",
-            "Token counts are what the endpoint reported (or characters / 4 where it reported none); cost uses the price given with "
+            "Token counts are what the endpoint reported (0 where it reported none); cost uses the price given with "
             "--llm-price (shown as - when none was given). Cached calls replayed a stored reply and cost nothing.",
         )
     )

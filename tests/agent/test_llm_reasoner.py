@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+from pathlib import Path
 
 import optuna
 import pytest
@@ -12,6 +13,7 @@ from agent.coevolution import make_pelnas
 from agent.reasoners import make_reasoner
 from agent.reasoners.cache import ResponseCache
 from agent.reasoners.llm import LLMReasoner, LLMReplyError, LLMUnavailableError, ProposeOut, extract_json
+from knowledge.report import write_report
 from knowledge.store import KnowledgeStore
 from search.errors import CoevoError, UserInputError
 from search.nb201 import NB201Problem
@@ -196,3 +198,18 @@ def test_a_model_that_only_repeats_itself_stops_after_three_empty_rounds(storage
     done = [t for t in study.trials if t.state.name == "COMPLETE"]
     from_llm = [t for t in done if t.user_attrs.get("rationale") == "again"]  # the all-none cell, once, if new
     assert len(done) == 24 + len(from_llm) + 2 and len(from_llm) <= 1
+
+
+def test_review_report_of_an_llm_search_shows_tokens_per_round(storage: str, tmp_path: Path) -> None:
+    with FakeOpenAI(default=nb201_model.reply) as fake:
+        _search(fake.url, storage, "a", price_per_mtok=(0.15, 0.60))
+    out = tmp_path / "report"
+    write_report(storage, "a", out)
+    md = (out / "report.md").read_text()
+    assert "Reasoner: llm:fake-7b." in md and "no LLM was called" not in md
+    assert "| round | calls | cached | prompt tokens | completion tokens | cost (USD) |" in md
+    total = next(line for line in md.splitlines() if line.startswith("| total |"))
+    calls = int(total.split("|")[2])
+    assert calls == len(fake.requests) and float(total.split("|")[6]) > 0
+    assert (out / "llm_usage.png").read_bytes()[:4] == b"\x89PNG"
+    assert "fake-7b" in md  # LLM-authored heuristics are labelled with their model
