@@ -136,6 +136,8 @@ def dispatch(ctx: CommandContext, line: str) -> Outcome:
             outcome = entry[0](ctx, rest)
         except CoevoError as exc:
             outcome = Outcome(False, str(exc))
+        except Exception as exc:  # a bug in a command must not end the session
+            outcome = Outcome(False, f"{word} failed unexpectedly ({type(exc).__name__}: {exc}); the session goes on")
     if not outcome.ok:
         ctx.console.print(f"[red]error:[/] {outcome.summary}", soft_wrap=True)
     ctx.store.add(ctx.session, Event("command", line.strip(), {"ok": outcome.ok, "summary": outcome.summary}))

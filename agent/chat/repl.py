@@ -21,7 +21,7 @@ from agent.chat.commands import CommandContext, dispatch
 from agent.chat.loop import ChatAgent, ChatModelError, TurnResult, make_chat_model
 from agent.chat.store import Event, SessionStore
 from agent.reasoners import ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, llm_settings
-from search.errors import UserInputError
+from search.errors import CoevoError, UserInputError
 from search.storage import resolve_storage_url
 from tools import REGISTRY, Tool
 
@@ -155,6 +155,10 @@ def run(args: argparse.Namespace) -> int:
             terminal.end_turn()
             console.print(f"[red]error:[/] {exc}", soft_wrap=True)
             store.add(session, Event("error", str(exc), {}))
+            continue
+        except CoevoError as exc:  # e.g. the session database went away: say so, keep the prompt
+            terminal.end_turn()
+            console.print(f"[red]error:[/] {exc}", soft_wrap=True)
             continue
         terminal.end_turn()
         if result.refused or result.stopped:

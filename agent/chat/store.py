@@ -96,6 +96,14 @@ class SessionStore:
         """Append ``event`` to ``session`` (its own transaction: nothing shown is ever lost)."""
         if event.kind not in KINDS:
             raise ValueError(f"unknown event kind {event.kind!r}")
+        try:
+            self._insert(session, event)
+        except sqlalchemy.exc.SQLAlchemyError as exc:
+            raise StorageError(
+                f"could not record to the chat session store ({str(exc).splitlines()[0]}); what was recorded before is kept"
+            ) from exc
+
+    def _insert(self, session: str, event: Event) -> None:
         with self.engine.begin() as conn:
             conn.execute(
                 events.insert().values(
