@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from agent import cli_kb
+from agent import cli_kb, cli_runs
 from agent.chat.options import add_arguments as add_chat_arguments
 from search.errors import CoevoError, UserInputError
 
@@ -67,6 +67,13 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     p.add_argument("--study", default=None, help="study name; an existing study with the same options is resumed")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes on this machine (default: 1); more can join from anywhere with `coevo worker --study NAME`",
+    )
+    cli_runs.add_timing_arguments(p)
     p.add_argument(
         "--kb-from",
         default=None,
@@ -150,6 +157,14 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     problem = make_problem(args.problem, _problem_options(args, device=args.device))
     proposer = get_proposer(args.proposer, _proposer_options(args, args.proposer))
+    if args.workers < 1:
+        raise UserInputError(f"--workers must be at least 1, got {args.workers}")
+    if args.budget <= 0:
+        raise UserInputError(f"budget must be a positive number of evaluations, got {args.budget}")
+    if args.workers > 1:
+        with err.status(f"{args.workers} workers searching ..."):
+            result = cli_runs.search_with_workers(args, problem, proposer)
+        return _print_search(args, problem, result)
     with _progress() as bar:
         task = bar.add_task(f"search {args.proposer}", total=args.budget, hv="-")
 
@@ -159,6 +174,10 @@ def cmd_search(args: argparse.Namespace) -> int:
         result = run_search(
             problem, proposer, budget=args.budget, seed=args.seed, storage=args.storage, study_name=args.study, on_progress=update
         )
+    return _print_search(args, problem, result)
+
+
+def _print_search(args: argparse.Namespace, problem: Any, result: Any) -> int:
     if args.json:
         print(result.to_json())
         return 0
@@ -335,6 +354,10 @@ def cmd_chat(args: argparse.Namespace) -> int:
 COMMANDS: dict[str, Command] = {
     "chat": Command("interactive session: questions to an LLM agent over the tools, or slash commands", add_chat_arguments, cmd_chat),
     "search": Command("run or resume one search", _add_search_args, cmd_search),
+    "worker": Command(
+        "join a search on shared storage and evaluate until its budget is done", cli_runs.add_worker_arguments, cli_runs.run_worker
+    ),
+    "runs": Command("searches in a storage: progress, workers alive, HV so far", cli_runs.add_runs_arguments, cli_runs.run_runs),
     "bench": Command("proposers x devices x seeds, with tables and plots", _add_bench_args, cmd_bench),
     "tools": Command("list, describe and run registered tools", _add_tools_args, cmd_tools),
     "kb": Command("knowledge bases: list, show, accept, reject, export, import, report, ablate", cli_kb.add_arguments, cli_kb.run),

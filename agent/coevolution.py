@@ -65,6 +65,8 @@ class CoevolutionProposer(Proposer):
         kb_from: seed the knowledge base from this export file or study before the first round.
     """
 
+    explicit = True
+
     def __init__(
         self,
         reasoner: Reasoner,

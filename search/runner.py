@@ -143,7 +143,12 @@ def load_search(storage: str | None, study_name: str) -> StoredSearch:
     )
 
 
-def _open_study(problem: Problem, proposer: Proposer, *, storage: str | None, study_name: str, seed: int, budget: int) -> optuna.Study:
+def open_study(problem: Problem, proposer: Proposer, *, storage: str | None, study_name: str, seed: int, budget: int) -> optuna.Study:
+    """Create the study (tagged with problem, proposer, seed) or reopen it with the same options; records the budget.
+
+    Raises:
+        UserInputError: the study exists for another problem or proposer.
+    """
     backend = open_storage(storage)
     spec = problem.spec()
     try:
@@ -208,7 +213,7 @@ def run_search(
         raise UserInputError(f"budget must be a positive number of evaluations, got {budget}")
     proposer = get_proposer(proposer)
     name = study_name or default_study_name(problem, proposer.name, seed, proposer.variant)
-    study = _open_study(problem, proposer, storage=storage, study_name=name, seed=seed, budget=budget)
+    study = open_study(problem, proposer, storage=storage, study_name=name, seed=seed, budget=budget)
     _fail_stale_trials(study)
     ref = problem.reference()
     acc_name, lat_name = problem.front_objectives

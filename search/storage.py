@@ -37,11 +37,12 @@ def sqlite_path(url: str) -> Path | None:
     return Path(url.removeprefix("sqlite:///"))
 
 
-def open_storage(url: str | None) -> optuna.storages.BaseStorage:
+def open_storage(url: str | None, **rdb_options: Any) -> optuna.storages.RDBStorage:
     """Open (and create tables in) the storage at ``url``.
 
     The default SQLite file's folder is created; a user-given SQLite path must be in an
-    existing folder, so a typo does not silently create a new tree.
+    existing folder, so a typo does not silently create a new tree. ``rdb_options`` go to
+    ``optuna.storages.RDBStorage`` (e.g. heartbeats for workers).
 
     Raises:
         StorageError: the URL is malformed, its driver is missing, or it cannot be reached.
@@ -51,13 +52,13 @@ def open_storage(url: str | None) -> optuna.storages.BaseStorage:
     engine_kwargs = {"connect_args": {"timeout": 30}} if path is not None else {"pool_pre_ping": True}
     try:
         try:
-            storage = optuna.storages.RDBStorage(resolved, engine_kwargs=engine_kwargs)
+            storage = optuna.storages.RDBStorage(resolved, engine_kwargs=engine_kwargs, **rdb_options)
         except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError) as exc:
             if "already exists" not in str(exc) and "alembic_version" not in str(exc):
                 raise
             # another process created the schema (tables or version row) between our check
             # and our write: the schema is there now, so one retry opens it
-            storage = optuna.storages.RDBStorage(resolved, engine_kwargs=engine_kwargs)
+            storage = optuna.storages.RDBStorage(resolved, engine_kwargs=engine_kwargs, **rdb_options)
         if path is not None:
             _tune_sqlite(storage.engine)
         return storage

@@ -89,6 +89,9 @@ class Proposer(ABC):
     """Registry name, e.g. ``tpe``."""
     variant: str = ""
     """Suffix of default study names for options that change the run (e.g. ``-kbfrom-X``)."""
+    explicit: bool = False
+    """True when :meth:`propose` returns proposals in rounds (workers then elect a round leader);
+    False when every trial is the sampler's choice."""
 
     @abstractmethod
     def sampler(self, problem: Problem, seed: int) -> optuna.samplers.BaseSampler:

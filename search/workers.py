@@ -1,0 +1,560 @@
+"""Many workers, one study: distributed, crash-safe searches on shared Optuna storage.
+
+Every worker runs the same loop against the study's database (PostgreSQL across machines,
+or SQLite on one machine); nothing but the database coordinates them:
+
+* **Claims** (``coevo_claims``, one row per design point and study): before evaluating, a
+  worker claims the point of its trial in one transaction that also checks the budget
+  (claimed points < budget), holding the study's row lock in ``coevo_leases``. So no two
+  workers evaluate the same point and the search ends with exactly ``budget`` paid
+  evaluations. A trial whose point is claimed by a live trial is PRUNED (it costs nothing);
+  one whose point is already evaluated is answered from that trial, as in a single run.
+* **Rounds**: proposers that propose explicitly (the co-evolution engine) run a round only
+  when no proposal is waiting; the ``round`` lease makes one worker the round's leader
+  (knowledge update, proposals); the others keep evaluating waiting trials or wait. The
+  lease expires if its holder dies, and the next leader resumes the same round number.
+  Sampler proposers (random, TPE, NSGA-II) need no rounds: each worker asks its own
+  sampler (seeded per worker).
+* **Crash safety**: Optuna heartbeats (``RDBStorage(heartbeat_interval, grace_period)``):
+  a worker killed mid-trial leaves a RUNNING trial whose heartbeat stops; any worker fails
+  it and re-queues a copy (``RetryHeartbeatStaleTrialCallback``); the copy takes over the dead
+  trial's claim. SIGINT/SIGTERM finish the current evaluation, then stop.
+* **Storage faults**: every step is retried with backoff while the database is away; past
+  ``patience_s`` the worker stops with a message saying how to resume (nothing is lost:
+  claims, trials and the knowledge base are all in the database).
+
+Clocks: lease expiry uses each worker's wall clock; machines should run NTP (seconds of
+skew only delay a takeover, they never double-claim a point: claims are transactional).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import optuna
+import sqlalchemy as sa
+import sqlalchemy.exc
+from optuna.storages import RetryHeartbeatStaleTrialCallback
+from optuna.trial import TrialState
+
+from search.errors import CoevoError, StorageError, UserInputError
+from search.problem import Problem
+from search.proposers import Evaluation, Proposer, RoundContext
+from search.runner import ATTR_BUDGET, evaluations_from_study
+from search.storage import open_storage, side_engine
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+metadata = sa.MetaData()
+leases = sa.Table(
+    "coevo_leases",
+    metadata,
+    sa.Column("study", sa.String(512), primary_key=True),
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("owner", sa.String(128), nullable=True),
+    sa.Column("expires_at", sa.Float, nullable=False, default=0.0),
+)
+claims = sa.Table(
+    "coevo_claims",
+    metadata,
+    sa.Column("study", sa.String(512), primary_key=True),
+    sa.Column("point_id", sa.String(256), primary_key=True),
+    sa.Column("trial", sa.Integer, nullable=False),
+    sa.Column("done", sa.Boolean, nullable=False, default=False),
+)
+workers = sa.Table(
+    "coevo_workers",
+    metadata,
+    sa.Column("study", sa.String(512), primary_key=True),
+    sa.Column("worker", sa.String(128), primary_key=True),
+    sa.Column("host", sa.String(256), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("last_seen", sa.Float, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("evaluations", sa.Integer, nullable=False, default=0),
+    sa.Column("note", sa.Text, nullable=True),
+)
+
+TRANSIENT: tuple[type[BaseException], ...] = (
+    sqlalchemy.exc.OperationalError,
+    sqlalchemy.exc.InterfaceError,
+    sqlalchemy.exc.DisconnectionError,
+    sqlalchemy.exc.TimeoutError,
+    optuna.exceptions.StorageInternalError,
+    ConnectionError,
+)
+"""Errors of a database that is restarting, dropping connections or away."""
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """Timing of a worker.
+
+    Attributes:
+        heartbeat_s: how often a running trial's heartbeat is recorded.
+        grace_s: a RUNNING trial without a heartbeat for this long is failed and re-queued.
+        patience_s: how long the database may stay away before the worker stops.
+        poll_s: sleep between checks while waiting for others.
+    """
+
+    heartbeat_s: int = 5
+    grace_s: int = 20
+    patience_s: float = 60.0
+    poll_s: float = 0.2
+
+
+@dataclass
+class WorkerResult:
+    """What one worker did."""
+
+    worker: str
+    evaluated: int = 0
+    answered: int = 0
+    pruned: int = 0
+    rounds_led: int = 0
+    requeued_seen: int = 0
+    wall_s: float = 0.0
+    stopped: str | None = None
+    outages: list[float] = field(default_factory=list)
+
+
+class Coordination:
+    """coevo's coordination tables on the study's database."""
+
+    def __init__(self, storage: str | None, study: str) -> None:
+        self.engine = side_engine(storage, metadata)
+        self.study = study
+
+    # ------------------------------------------------------------ leases
+
+    def try_lease(self, name: str, owner: str, ttl_s: float) -> bool:
+        """Take (or renew) lease ``name`` unless another owner holds an unexpired one."""
+        now = time.time()
+        with self.engine.begin() as conn:
+            taken = conn.execute(
+                leases.update()
+                .where(leases.c.study == self.study, leases.c.name == name)
+                .where(sa.or_(leases.c.owner.is_(None), leases.c.owner == owner, leases.c.expires_at < now))
+                .values(owner=owner, expires_at=now + ttl_s)
+            ).rowcount
+            if taken:
+                return True
+            exists = conn.execute(sa.select(leases.c.name).where(leases.c.study == self.study, leases.c.name == name)).first()
+            if exists:
+                return False
+            try:
+                with conn.begin_nested():
+                    conn.execute(leases.insert().values(study=self.study, name=name, owner=owner, expires_at=now + ttl_s))
+            except sqlalchemy.exc.IntegrityError:
+                return False
+            return True
+
+    def release(self, name: str, owner: str) -> None:
+        """Give lease ``name`` back (only its owner can)."""
+        with self.engine.begin() as conn:
+            conn.execute(
+                leases.update().where(leases.c.study == self.study, leases.c.name == name, leases.c.owner == owner).values(owner=None)
+            )
+
+    def _lock_study(self, conn: sa.Connection) -> None:
+        # the study's "claims" row is the mutex of the claim transaction (row lock on
+        # PostgreSQL; SQLite holds the database lock from BEGIN IMMEDIATE anyway)
+        touched = conn.execute(
+            leases.update().where(leases.c.study == self.study, leases.c.name == "claims").values(expires_at=leases.c.expires_at)
+        ).rowcount
+        if not touched:
+            try:
+                with conn.begin_nested():
+                    conn.execute(leases.insert().values(study=self.study, name="claims", owner=None, expires_at=0.0))
+            except sqlalchemy.exc.IntegrityError:
+                conn.execute(
+                    leases.update().where(leases.c.study == self.study, leases.c.name == "claims").values(expires_at=leases.c.expires_at)
+                )
+
+    # ------------------------------------------------------------ claims
+
+    def claim(self, point_id: str, trial: int, budget: int, holder_state: Callable[[int], TrialState | None]) -> tuple[str, int | None]:
+        """Claim ``point_id`` for ``trial``.
+
+        Returns:
+            ``("new", None)`` claimed within the budget; ``("takeover", old)`` the previous
+            claimant failed; ``("done", n)`` trial ``n`` already evaluated it; ``("busy", n)``
+            live trial ``n`` is evaluating it; ``("full", None)`` the budget is claimed.
+        """
+        with self.engine.begin() as conn:
+            self._lock_study(conn)
+            row = conn.execute(sa.select(claims).where(claims.c.study == self.study, claims.c.point_id == point_id)).first()
+            if row is not None:
+                if row.trial == trial:
+                    return "new", None  # a retried claim after a dropped connection
+                if row.done:
+                    return "done", int(row.trial)
+                state = holder_state(int(row.trial))
+                if state in (TrialState.RUNNING, TrialState.WAITING):
+                    return "busy", int(row.trial)
+                conn.execute(claims.update().where(claims.c.study == self.study, claims.c.point_id == point_id).values(trial=trial))
+                return "takeover", int(row.trial)
+            n = conn.execute(sa.select(sa.func.count()).select_from(claims).where(claims.c.study == self.study)).scalar_one()
+            if n >= budget:
+                return "full", None
+            conn.execute(claims.insert().values(study=self.study, point_id=point_id, trial=trial, done=False))
+            return "new", None
+
+    def finish(self, point_id: str, trial: int) -> None:
+        """Mark ``trial``'s claim on ``point_id`` evaluated."""
+        with self.engine.begin() as conn:
+            conn.execute(
+                claims.update()
+                .where(claims.c.study == self.study, claims.c.point_id == point_id, claims.c.trial == trial)
+                .values(done=True)
+            )
+
+    def counts(self) -> tuple[int, int]:
+        """(claimed points, evaluated points)."""
+        with self.engine.connect() as conn:
+            total, done = conn.execute(
+                sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(sa.case((claims.c.done, 1), else_=0)), 0)).where(
+                    claims.c.study == self.study
+                )
+            ).one()
+        return int(total), int(done)
+
+    def seen(self) -> set[str]:
+        """Every claimed point id."""
+        with self.engine.connect() as conn:
+            return {r.point_id for r in conn.execute(sa.select(claims.c.point_id).where(claims.c.study == self.study))}
+
+    # ------------------------------------------------------------ workers
+
+    def register(self, worker: str) -> None:
+        """Record a starting worker."""
+        now = time.time()
+        with self.engine.begin() as conn:
+            conn.execute(workers.delete().where(workers.c.study == self.study, workers.c.worker == worker))
+            conn.execute(
+                workers.insert().values(
+                    study=self.study,
+                    worker=worker,
+                    host=socket.gethostname(),
+                    pid=os.getpid(),
+                    started_at=now,
+                    last_seen=now,
+                    state="running",
+                    evaluations=0,
+                )
+            )
+
+    def beat(self, worker: str, evaluations: int, state: str = "running", note: str | None = None) -> None:
+        """Update a worker's liveness row."""
+        with self.engine.begin() as conn:
+            conn.execute(
+                workers.update()
+                .where(workers.c.study == self.study, workers.c.worker == worker)
+                .values(last_seen=time.time(), evaluations=evaluations, state=state, note=note)
+            )
+
+    def workers(self) -> list[dict[str, Any]]:
+        """Every worker row of the study."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(workers).where(workers.c.study == self.study).order_by(workers.c.started_at)).all()
+        return [dict(r._mapping) for r in rows]
+
+
+def heartbeat_storage(url: str | None, settings: WorkerSettings) -> optuna.storages.RDBStorage:
+    """The study storage with Optuna heartbeats and re-queueing of failed trials."""
+    with _quiet_optuna():
+        return open_storage(
+            url,
+            heartbeat_interval=settings.heartbeat_s,
+            grace_period=settings.grace_s,
+            heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=None),
+        )
+
+
+@contextmanager
+def _quiet_optuna() -> Iterator[None]:
+    # heartbeats are flagged experimental, and Optuna warns that they are meant for
+    # Study.optimize; ask/tell with our own heartbeat thread is what we intend
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
+        yield
+
+
+class Worker:
+    """One worker process's loop (see the module doc).
+
+    Args:
+        problem: the study's problem.
+        proposer: the study's proposer.
+        storage: the storage URL.
+        study_name: the (existing) study.
+        seed: the study's seed (samplers add the worker number).
+        settings: timing.
+    """
+
+    def __init__(
+        self,
+        problem: Problem,
+        proposer: Proposer,
+        *,
+        storage: str | None,
+        study_name: str,
+        seed: int,
+        settings: WorkerSettings | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.problem = problem
+        self.proposer = proposer
+        self.storage = storage
+        self.settings = settings or WorkerSettings()
+        self.seed = seed
+        self.name = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.on_progress = on_progress
+        self.stop = threading.Event()
+        self.result = WorkerResult(self.name)
+        self._current: int | None = None  # trial id being evaluated (for heartbeats)
+        self._leases: set[str] = set()
+        self._outage_since: float | None = None
+        self.coord = Coordination(storage, study_name)
+        self.heart = heartbeat_storage(storage, self.settings)
+        try:
+            self.study = optuna.load_study(
+                study_name=study_name, storage=self.heart, sampler=proposer.sampler(problem, seed * 1000 + self._number())
+            )
+        except KeyError:
+            raise UserInputError(f"no study {study_name!r} to join; start it with `coevo search ... --study {study_name}`") from None
+        self.study_id = self.heart.get_study_id_from_name(study_name)
+        self.budget = int(self.study.user_attrs.get(ATTR_BUDGET, 0))
+
+    def _number(self) -> int:
+        return len(self.coord.workers()) + 1
+
+    # ------------------------------------------------------------ resilience
+
+    def _retry(self, what: str, fn: Callable[[], T]) -> T:
+        delay = 0.25
+        while True:
+            try:
+                value = fn()
+            except TRANSIENT as exc:
+                now = time.time()
+                self._outage_since = self._outage_since or now
+                away = now - self._outage_since
+                if away > self.settings.patience_s:
+                    raise StorageError(
+                        f"the database has been unreachable for {away:.0f} s ({what}: {str(exc).splitlines()[0][:160]}); this worker "
+                        "stopped. Nothing is lost: rerun the same command (or `coevo worker`) when the database is back"
+                    ) from exc
+                log.warning("database error while %s (%s); retrying in %.1f s", what, type(exc).__name__, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 4.0)
+                continue
+            if self._outage_since is not None:
+                self.result.outages.append(time.time() - self._outage_since)
+                self._outage_since = None
+            return value
+
+    @contextmanager
+    def _heartbeat(self) -> Iterator[None]:
+        def beat() -> None:
+            while not done.wait(self.settings.heartbeat_s):
+                try:
+                    if self._current is not None:
+                        self.heart.record_heartbeat(self._current)
+                    for name in list(self._leases):
+                        self.coord.try_lease(name, self.name, 3 * self.settings.grace_s)
+                    self.coord.beat(self.name, self.result.evaluated)
+                except TRANSIENT:
+                    pass  # the main loop notices the outage and applies the patience
+
+        done = threading.Event()
+        thread = threading.Thread(target=beat, name="coevo-heartbeat", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join(timeout=5)
+
+    # ------------------------------------------------------------ the loop
+
+    def run(self) -> WorkerResult:
+        """Work until the study's budget is evaluated, a stop is asked, or the database stays away."""
+        started = time.perf_counter()
+        self._retry("registering", lambda: self.coord.register(self.name))
+        restore = _stop_on_signals(self.stop)
+        state, note = "finished", None
+        try:
+            with self._heartbeat(), _quiet_optuna():
+                while not self.stop.is_set():
+                    if not self._retry("working", self._step):
+                        break
+            if self.stop.is_set():
+                state, note = "stopped", "stopped by a signal after finishing its evaluation"
+                self.result.stopped = note
+        except CoevoError as exc:
+            state, note = "failed", str(exc)
+            self.result.stopped = note
+            raise
+        finally:
+            restore()
+            self.result.wall_s = time.perf_counter() - started
+            with suppress(*TRANSIENT):
+                self.coord.beat(self.name, self.result.evaluated, state, note)
+        return self.result
+
+    def _step(self) -> bool:
+        """One unit of work; False when the budget is evaluated."""
+        total, done = self.coord.counts()
+        if done >= self.budget:
+            return False
+        optuna.storages.fail_stale_trials(self.study)  # re-queues trials of dead workers
+        waiting = self._waiting()
+        explicit = getattr(self.proposer, "explicit", False)
+        if total >= self.budget and not waiting:
+            time.sleep(self.settings.poll_s)  # the last claims are being evaluated (or will be re-queued)
+            return True
+        if explicit and not waiting:
+            if not self._lead_round():
+                time.sleep(self.settings.poll_s)  # another worker leads this round
+                return True
+            if self._waiting():
+                return True
+            # the round proposed nothing valid: one sampler-chosen trial, as the single-process runner does
+        self._evaluate_one()
+        return True
+
+    def _waiting(self) -> int:
+        return int(self.heart.get_n_trials(self.study_id, state=TrialState.WAITING))
+
+    def _lead_round(self) -> bool:
+        """Run one co-evolution round if this worker gets the round lease; True if it did."""
+        if not self.coord.try_lease("round", self.name, 3 * self.settings.grace_s):
+            return False
+        self._leases.add("round")
+        try:
+            if self._waiting():
+                return True  # another leader just enqueued this round
+            round_no = int(self.study.user_attrs.get("coevo.round", 0))
+            evaluations = evaluations_from_study(self.problem, self.study)
+            seen = self.coord.seen() | {e.point_id for e in evaluations}
+            total, _ = self.coord.counts()
+            ctx = RoundContext(
+                self.problem, self.study, round_no, tuple(evaluations), frozenset(seen), self.budget - total, self.seed, self.storage
+            )
+            batch: set[str] = set()
+            for prop in self.proposer.propose(ctx):
+                if prop.error:
+                    continue
+                pid = self.problem.point_id(prop.point)
+                if pid in seen or pid in batch:
+                    continue
+                batch.add(pid)
+                attrs = {"rationale": prop.rationale, "heuristics": list(prop.heuristics), "round": round_no, **prop.attrs}
+                self.study.enqueue_trial(self.problem.to_params(prop.point), user_attrs=attrs)
+            self.proposer.observe(ctx, [], [])
+            self.study.set_user_attr("coevo.round", round_no + 1)
+            self.result.rounds_led += 1
+            return True
+        finally:
+            self._leases.discard("round")
+            self.coord.release("round", self.name)
+
+    def _holder_state(self, number: int) -> TrialState | None:
+        try:
+            trial_id = self.heart.get_trial_id_from_study_id_trial_number(self.study_id, number)
+            return self.heart.get_trial(trial_id).state
+        except KeyError:
+            return None
+
+    def _evaluate_one(self) -> None:
+        trial = self.study.ask()
+        self._current = self.heart.get_trial_id_from_study_id_trial_number(self.study_id, trial.number)
+        self.heart.record_heartbeat(self._current)  # a trial without one is never detected as stale
+        try:
+            point = self.problem.suggest(trial)
+            pid = self.problem.point_id(point)
+            verdict, other = self._retry("claiming", lambda: self.coord.claim(pid, trial.number, self.budget, self._holder_state))
+            trial.set_user_attr("point_id", pid)
+            trial.set_user_attr("design", self.problem.describe(point))
+            trial.set_user_attr("worker", self.name)
+            if verdict in ("busy", "full"):
+                trial.set_user_attr("skipped", f"{verdict}: point claimed by trial {other}" if other is not None else "budget claimed")
+                self._retry("telling", lambda: self._tell(trial, None, TrialState.PRUNED))
+                self.result.pruned += 1
+                return
+            if verdict == "done":
+                assert other is not None
+                values = self._values_of(other)
+                trial.set_user_attr("query", False)
+                self._retry("telling", lambda: self._tell(trial, values, TrialState.COMPLETE))
+                self.result.answered += 1
+                return
+            if verdict == "takeover":
+                trial.set_user_attr("retry_of", other)
+                self.result.requeued_seen += 1
+            values = self.problem.evaluate(point)
+            trial.set_user_attr("query", True)
+            if self._retry("telling", lambda: self._tell(trial, values, TrialState.COMPLETE)):
+                self._retry("recording", lambda: self.coord.finish(pid, trial.number))
+                self.result.evaluated += 1
+                if self.on_progress:
+                    self.on_progress(*self.coord.counts())
+        finally:
+            self._current = None
+
+    def _tell(self, trial: optuna.Trial, values: dict[str, float] | None, state: TrialState) -> bool:
+        try:
+            if values is None:
+                self.study.tell(trial, state=state)
+            else:
+                self.study.tell(trial, [values[o.name] for o in self.problem.objectives], state=state)
+        except (RuntimeError, ValueError, optuna.exceptions.UpdateFinishedTrialError) as exc:
+            # failed as stale by another worker while the database was away: its re-queued
+            # copy takes over the claim, so this result is dropped rather than counted twice
+            log.warning("trial %d was finished elsewhere (%s); its re-queued copy will be evaluated", trial.number, exc)
+            return False
+        return True
+
+    def _values_of(self, number: int) -> dict[str, float]:
+        t = self.heart.get_trial(self.heart.get_trial_id_from_study_id_trial_number(self.study_id, number))
+        assert t.values is not None
+        return {o.name: v for o, v in zip(self.problem.objectives, t.values, strict=True)}
+
+
+def _stop_on_signals(stop: threading.Event) -> Callable[[], None]:
+    """SIGINT/SIGTERM set ``stop`` (the current evaluation finishes); returns a restore function."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def handler(signum: int, frame: Any) -> None:
+        stop.set()
+
+    for s in previous:
+        signal.signal(s, handler)
+
+    def restore() -> None:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+    return restore
+
+
+def evaluations_of(problem: Problem, study: optuna.Study) -> list[Evaluation]:
+    """The paid evaluations of a study (worker-mode PRUNED duplicates excluded)."""
+    return [e for e in evaluations_from_study(problem, study) if e.query]
