@@ -29,6 +29,7 @@ skew only delay a takeover, they never double-claim a point: claims are transact
 
 from __future__ import annotations
 
+import datetime
 import logging
 import os
 import signal
@@ -194,24 +195,39 @@ class Coordination:
             claimant failed; ``("done", n)`` trial ``n`` already evaluated it; ``("busy", n)``
             live trial ``n`` is evaluating it; ``("full", None)`` the budget is claimed.
         """
-        with self.engine.begin() as conn:
-            self._lock_study(conn)
-            row = conn.execute(sa.select(claims).where(claims.c.study == self.study, claims.c.point_id == point_id)).first()
-            if row is not None:
+        while True:
+            # the holder's trial state is read before the claim transaction: on SQLite every
+            # transaction holds the write lock, so Optuna's own read must not run inside it
+            seen = self._claim_row(point_id)
+            state = holder_state(int(seen.trial)) if seen is not None and not seen.done and seen.trial != trial else None
+            with self.engine.begin() as conn:
+                self._lock_study(conn)
+                row = conn.execute(sa.select(claims).where(claims.c.study == self.study, claims.c.point_id == point_id)).first()
+                if (row is None) != (seen is None) or (
+                    row is not None and seen is not None and (row.trial, row.done) != (seen.trial, seen.done)
+                ):
+                    continue  # changed under us: look again
+                if row is None:
+                    n = conn.execute(sa.select(sa.func.count()).select_from(claims).where(claims.c.study == self.study)).scalar_one()
+                    if n >= budget:
+                        return "full", None
+                    conn.execute(claims.insert().values(study=self.study, point_id=point_id, trial=trial, done=False))
+                    return "new", None
                 if row.trial == trial:
                     return "new", None  # a retried claim after a dropped connection
                 if row.done:
                     return "done", int(row.trial)
-                state = holder_state(int(row.trial))
+                if state == TrialState.COMPLETE:  # told, but its worker died before recording it
+                    conn.execute(claims.update().where(claims.c.study == self.study, claims.c.point_id == point_id).values(done=True))
+                    return "done", int(row.trial)
                 if state in (TrialState.RUNNING, TrialState.WAITING):
                     return "busy", int(row.trial)
                 conn.execute(claims.update().where(claims.c.study == self.study, claims.c.point_id == point_id).values(trial=trial))
                 return "takeover", int(row.trial)
-            n = conn.execute(sa.select(sa.func.count()).select_from(claims).where(claims.c.study == self.study)).scalar_one()
-            if n >= budget:
-                return "full", None
-            conn.execute(claims.insert().values(study=self.study, point_id=point_id, trial=trial, done=False))
-            return "new", None
+
+    def _claim_row(self, point_id: str) -> Any:
+        with self.engine.connect() as conn:
+            return conn.execute(sa.select(claims).where(claims.c.study == self.study, claims.c.point_id == point_id)).first()
 
     def finish(self, point_id: str, trial: int) -> None:
         """Mark ``trial``'s claim on ``point_id`` evaluated."""
@@ -231,6 +247,24 @@ class Coordination:
                 )
             ).one()
         return int(total), int(done)
+
+    def repair(self, holder_state: Callable[[int], TrialState | None]) -> int:
+        """Mark evaluated the claims whose trial was told COMPLETE by a worker that died before recording it."""
+        with self.engine.connect() as conn:
+            open_claims = conn.execute(
+                sa.select(claims.c.point_id, claims.c.trial).where(claims.c.study == self.study, ~claims.c.done)
+            ).all()
+        fixed = 0
+        for point_id, trial in open_claims:
+            if holder_state(int(trial)) == TrialState.COMPLETE:
+                self.finish(point_id, int(trial))
+                fixed += 1
+        return fixed
+
+    def holders(self) -> set[int]:
+        """Trial numbers holding a claim."""
+        with self.engine.connect() as conn:
+            return {int(r.trial) for r in conn.execute(sa.select(claims.c.trial).where(claims.c.study == self.study))}
 
     def seen(self) -> set[str]:
         """Every claimed point id."""
@@ -329,6 +363,9 @@ class Worker:
         self._current: int | None = None  # trial id being evaluated (for heartbeats)
         self._leases: set[str] = set()
         self._outage_since: float | None = None
+        self._last_sweep = 0.0
+        self._last_repair = 0.0
+        self._finished_at: float | None = None
         self.coord = Coordination(storage, study_name)
         self.heart = heartbeat_storage(storage, self.settings)
         try:
@@ -421,12 +458,18 @@ class Worker:
         """One unit of work; False when the budget is evaluated."""
         total, done = self.coord.counts()
         if done >= self.budget:
-            return False
-        optuna.storages.fail_stale_trials(self.study)  # re-queues trials of dead workers
+            return self._wind_down()
+        if time.monotonic() - self._last_sweep > self.settings.heartbeat_s:
+            self._sweep_dead_trials()
         waiting = self._waiting()
         explicit = getattr(self.proposer, "explicit", False)
         if total >= self.budget and not waiting:
-            time.sleep(self.settings.poll_s)  # the last claims are being evaluated (or will be re-queued)
+            # the last claims are being evaluated, will be re-queued, or were told by a worker
+            # that died before recording them
+            if time.monotonic() - self._last_repair > self.settings.heartbeat_s:
+                self._last_repair = time.monotonic()
+                self.coord.repair(self._holder_state)
+            time.sleep(self.settings.poll_s)
             return True
         if explicit and not waiting:
             if not self._lead_round():
@@ -437,6 +480,48 @@ class Worker:
             # the round proposed nothing valid: one sampler-chosen trial, as the single-process runner does
         self._evaluate_one()
         return True
+
+    def _wind_down(self) -> bool:
+        """After the budget: resolve what dead workers left (re-queued copies, silent trials), then stop.
+
+        Copies waiting in the queue are asked and pruned (the budget is spent); RUNNING trials
+        of dead workers are failed once stale. Live workers' last trials end by themselves.
+        Waits at most two grace periods, so a finished search never hangs on a dead worker.
+        """
+        self._finished_at = self._finished_at or time.monotonic()
+        if self._waiting():
+            self._evaluate_one()
+            return True
+        running = self.heart.get_n_trials(self.study_id, state=TrialState.RUNNING)
+        if not running or time.monotonic() - self._finished_at > 2 * self.settings.grace_s + self.settings.heartbeat_s:
+            return False
+        if time.monotonic() - self._last_sweep > self.settings.heartbeat_s:
+            self._sweep_dead_trials()
+        time.sleep(self.settings.poll_s)
+        return True
+
+    def _sweep_dead_trials(self) -> None:
+        """Fail and re-queue the RUNNING trials of dead workers.
+
+        Optuna fails trials whose heartbeat went stale. A worker killed between ``ask`` and
+        its first heartbeat leaves a RUNNING trial with no heartbeat, which Optuna never
+        considers stale: such a trial (older than two grace periods and holding no claim)
+        is failed and re-queued here the same way.
+        """
+        self._last_sweep = time.monotonic()
+        optuna.storages.fail_stale_trials(self.study)
+        limit = datetime.datetime.now() - datetime.timedelta(seconds=2 * self.settings.grace_s)
+        holders = self.coord.holders()
+        requeue = RetryHeartbeatStaleTrialCallback(max_retry=None)
+        for t in self.heart.get_all_trials(self.study_id, deepcopy=False, states=(TrialState.RUNNING,)):
+            if t.number in holders or t.datetime_start is None or t.datetime_start > limit:
+                continue
+            trial_id = self.heart.get_trial_id_from_study_id_trial_number(self.study_id, t.number)
+            try:
+                if self.heart.set_trial_state_values(trial_id, state=TrialState.FAIL):
+                    requeue(self.study, self.heart.get_trial(trial_id))
+            except optuna.exceptions.UpdateFinishedTrialError:
+                pass  # another worker got there first
 
     def _waiting(self) -> int:
         return int(self.heart.get_n_trials(self.study_id, state=TrialState.WAITING))

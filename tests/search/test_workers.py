@@ -1,0 +1,199 @@
+"""Many workers on one study: exactly-once evaluation, the exact budget, crashes and storage faults.
+
+The PostgreSQL tests run against the local server (127.0.0.1:5432, database ``test``);
+outside CI they skip with the reason when none answers. One test runs on SQLite everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import optuna
+import pytest
+
+from search.metrics import pareto_mask
+from search.nb201 import NB201Problem
+from search.proposers import get_proposer
+from search.runner import open_study, summarize
+from search.workers import Coordination
+from tests.fakes.tcp_proxy import TcpProxy
+from tests.helpers import coevo_env
+
+FAST = ["--heartbeat", "1", "--grace", "3"]
+
+
+def _create(storage: str, proposer: str, budget: int) -> str:
+    name = f"w-{uuid.uuid4().hex[:10]}"
+    problem = NB201Problem(dataset="cifar10", device="fpga")
+    open_study(problem, get_proposer(proposer), storage=storage, study_name=name, seed=0, budget=budget)
+    return name
+
+
+def _worker(storage: str, study: str, *extra: str, cwd: Path) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "agent.cli", "worker", "--storage", storage, "--study", study, "--json", *FAST, *extra]
+    return subprocess.Popen(cmd, cwd=cwd, env=coevo_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finish(procs: list[subprocess.Popen[str]], timeout: float = 120) -> list[tuple[int, str, str]]:
+    out = []
+    for p in procs:
+        stdout, stderr = p.communicate(timeout=timeout)
+        out.append((p.returncode, stdout, stderr))
+    return out
+
+
+def _check_exactly_once(storage: str, study_name: str, budget: int) -> dict[str, int]:
+    """Every paid evaluation once, exactly the budget, values as the table says, front as a single run's."""
+    problem = NB201Problem(dataset="cifar10", device="fpga")
+    study = optuna.load_study(study_name=study_name, storage=storage)
+    trials = study.get_trials(deepcopy=False)
+    paid = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get("query", True)]
+    points = Counter(t.user_attrs["point_id"] for t in paid)
+    assert len(paid) == budget, f"{len(paid)} paid evaluations for a budget of {budget}"
+    assert max(points.values()) == 1, f"evaluated twice: {[p for p, n in points.items() if n > 1]}"
+    for t in paid:  # nothing recorded wrong: each value is the table's
+        point = problem.from_params(t.params)
+        assert list(problem.evaluate(point).values()) == pytest.approx(list(t.values))
+    failed = [t for t in trials if t.state == optuna.trial.TrialState.FAIL]
+    lost = [t for t in failed if t.user_attrs.get("point_id") and t.user_attrs["point_id"] not in points and "skipped" not in t.user_attrs]
+    # the front of the distributed run is the front of the same evaluations in one process
+    result = summarize(problem, study, proposer="x", seed=0, budget=budget, storage=storage, wall_s=0.0)
+    acc = np.array([t.values[0] for t in paid])
+    lat = np.array([t.values[1] for t in paid])
+    expected = sorted({paid[i].user_attrs["point_id"] for i in np.flatnonzero(pareto_mask(acc, lat))})
+    assert sorted(row["point_id"] for row in result.front) == expected
+    total, done = Coordination(storage, study_name).counts()
+    assert total == done == budget
+    return {"failed": len(failed), "lost": len(lost), "duplicates": sum(n - 1 for n in points.values())}
+
+
+def test_two_workers_on_sqlite(tmp_path: Path) -> None:
+    storage = f"sqlite:///{tmp_path / 'shared.sqlite3'}"
+    study = _create(storage, "pelnas", 80)
+    runs = _finish([_worker(storage, study, cwd=tmp_path) for _ in range(2)])
+    assert [r[0] for r in runs] == [0, 0], runs
+    summaries = [json.loads(r[1]) for r in runs]
+    assert sum(s["evaluated"] for s in summaries) == 80 and sum(s["rounds_led"] for s in summaries) >= 3
+    assert _check_exactly_once(storage, study, 80)["duplicates"] == 0
+
+
+def test_four_workers_on_postgresql(postgres_url: str, tmp_path: Path) -> None:
+    study = _create(postgres_url, "pelnas", 160)
+    runs = _finish([_worker(postgres_url, study, cwd=tmp_path) for _ in range(4)])
+    assert [r[0] for r in runs] == [0, 0, 0, 0], runs
+    summaries = [json.loads(r[1]) for r in runs]
+    assert sum(s["evaluated"] for s in summaries) == 160
+    assert sum(1 for s in summaries if s["evaluated"] > 0) >= 2  # the work was shared
+    counts = _check_exactly_once(postgres_url, study, 160)
+    assert counts == {"failed": 0, "lost": 0, "duplicates": 0}
+
+
+def test_workers_killed_at_random_points_lose_nothing(postgres_url: str, tmp_path: Path) -> None:
+    budget = 300
+    study = _create(postgres_url, "random", budget)  # no rounds: most of a worker's time is inside a trial
+    rng = random.Random(7)
+    born: dict[subprocess.Popen[str], float] = {}
+
+    def spawn() -> None:
+        born[_worker(postgres_url, study, cwd=tmp_path)] = time.time()
+
+    for _ in range(3):
+        spawn()
+    live = born.keys()
+    kills = 0
+    deadline = time.time() + 120
+    while kills < 6 and time.time() < deadline:  # bounded: at most 6 kills, then let it finish
+        time.sleep(rng.uniform(0.3, 1.0))
+        working = [p for p in live if p.poll() is None and time.time() - born[p] > 4.0]  # past start-up: inside the loop
+        if not working:
+            if not any(p.poll() is None for p in live):
+                break
+            continue
+        victim = rng.choice(working)
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+        kills += 1
+        spawn()  # a replacement joins
+    results = _finish([p for p in list(live) if p.returncode is None])
+    assert all(code == 0 for code, _, _ in results), results
+    counts = _check_exactly_once(postgres_url, study, budget)
+    states = Counter(t.state.name for t in optuna.load_study(study_name=study, storage=postgres_url).get_trials(deepcopy=False))
+    assert "RUNNING" not in states and "WAITING" not in states  # every trial a dead worker left was resolved
+    assert kills >= 1 and counts["duplicates"] == 0 and counts["lost"] == 0
+    print(f"\nfault test: {kills} kills, {counts['failed']} trials failed and re-queued, 0 duplicates, 0 lost; states {dict(states)}")
+
+
+def test_dropped_connections_are_survived(postgres_url: str, tmp_path: Path) -> None:
+    import sqlalchemy as sa
+
+    from search.storage import resolve_storage_url
+
+    budget = 160
+    study = _create(postgres_url, "random", budget)
+    procs = [_worker(postgres_url, study, cwd=tmp_path) for _ in range(3)]
+    admin = sa.create_engine(resolve_storage_url(postgres_url))
+    dropped = 0
+    for _ in range(3):  # the server drops every other connection, three times
+        time.sleep(1.0)
+        with admin.connect() as conn:
+            dropped += len(
+                conn.execute(
+                    sa.text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name NOT LIKE 'pytest%'"
+                    )
+                ).all()
+            )
+    admin.dispose()
+    results = _finish(procs)
+    assert all(code == 0 for code, _, _ in results), results
+    assert dropped > 0
+    assert _check_exactly_once(postgres_url, study, budget)["duplicates"] == 0
+
+
+def test_a_database_that_stays_away_stops_the_worker_and_it_resumes(postgres_url: str, tmp_path: Path) -> None:
+    proxy = TcpProxy(("127.0.0.1", 5432))
+    via_proxy = postgres_url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
+    budget = 400
+    study = _create(postgres_url, "random", budget)
+    worker = _worker(via_proxy, study, "--db-patience", "3", cwd=tmp_path)
+    time.sleep(4.0)  # let it evaluate a while
+    proxy.cut()
+    code, _, stderr = _finish([worker], timeout=60)[0]
+    assert code == 2 and "unreachable" in stderr and "Nothing is lost" in stderr, stderr
+    proxy.start()
+    done = _finish([_worker(via_proxy, study, cwd=tmp_path)])[0]
+    assert done[0] == 0, done
+    proxy.cut()
+    assert _check_exactly_once(postgres_url, study, budget)["duplicates"] == 0
+
+
+def test_a_trial_left_running_by_a_dead_worker_is_requeued_and_taken_over(tmp_path: Path) -> None:
+    from search.workers import Worker, WorkerSettings
+
+    storage = f"sqlite:///{tmp_path / 'shared.sqlite3'}"
+    study = _create(storage, "random", 12)
+    problem = NB201Problem(dataset="cifar10", device="fpga")
+    settings = WorkerSettings(heartbeat_s=1, grace_s=2, patience_s=10)
+    dead = Worker(problem, get_proposer("random"), storage=storage, study_name=study, seed=0, settings=settings)
+    trial = dead.study.ask()  # what a worker killed mid-trial leaves: a RUNNING trial with a heartbeat, and its claim
+    dead.heart.record_heartbeat(dead.heart.get_trial_id_from_study_id_trial_number(dead.study_id, trial.number))
+    point = problem.suggest(trial)
+    trial.set_user_attr("point_id", problem.point_id(point))
+    assert dead.coord.claim(problem.point_id(point), trial.number, 12, dead._holder_state) == ("new", None)
+    result = Worker(problem, get_proposer("random"), storage=storage, study_name=study, seed=1, settings=settings).run()
+    assert result.requeued_seen == 1 and result.evaluated == 12
+    finished = optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)
+    assert finished[trial.number].state == optuna.trial.TrialState.FAIL
+    retry = [t for t in finished if t.user_attrs.get("retry_of") == trial.number]
+    assert len(retry) == 1 and retry[0].user_attrs["point_id"] == problem.point_id(point)
+    assert _check_exactly_once(storage, study, 12) == {"failed": 1, "lost": 0, "duplicates": 0}
