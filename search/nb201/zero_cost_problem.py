@@ -52,11 +52,16 @@ class ZeroCostNB201(NB201Problem):
         # estimates are percentiles: the median cell is the floor worth improving on
         return 50.0, float(self._lat.max())
 
+    @staticmethod
+    def reference_cells() -> list[Cell]:
+        """The fixed reference sample whose scores define the percentile scale."""
+        rng = random.Random(12345)
+        return [random_cell(rng) for _ in range(REFERENCE_CELLS)]
+
     def reference_scores(self) -> list[dict[str, float]]:
         """Proxy scores of the fixed reference sample (computed once, then cached)."""
         if self._reference_scores is None:
-            rng = random.Random(12345)
-            self._reference_scores = self.cache.scores([random_cell(rng) for _ in range(REFERENCE_CELLS)])
+            self._reference_scores = self.cache.scores(self.reference_cells())
         return self._reference_scores
 
     def evaluate(self, point: Any) -> dict[str, float]:

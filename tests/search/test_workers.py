@@ -97,9 +97,10 @@ def test_four_workers_on_postgresql(postgres_url: str, tmp_path: Path) -> None:
     assert counts == {"failed": 0, "lost": 0, "duplicates": 0}
 
 
-def test_workers_killed_at_random_points_lose_nothing(postgres_url: str, tmp_path: Path) -> None:
-    budget = 300
-    study = _create(postgres_url, "random", budget)  # no rounds: most of a worker's time is inside a trial
+@pytest.mark.parametrize(("proposer", "budget"), [("random", 300), ("pelnas", 160)])
+def test_workers_killed_at_random_points_lose_nothing(postgres_url: str, tmp_path: Path, proposer: str, budget: int) -> None:
+    # random: no rounds, most of a worker's time is inside a trial; pelnas: kills also hit round leaders
+    study = _create(postgres_url, proposer, budget)
     rng = random.Random(7)
     born: dict[subprocess.Popen[str], float] = {}
 
@@ -129,7 +130,8 @@ def test_workers_killed_at_random_points_lose_nothing(postgres_url: str, tmp_pat
     states = Counter(t.state.name for t in optuna.load_study(study_name=study, storage=postgres_url).get_trials(deepcopy=False))
     assert "RUNNING" not in states and "WAITING" not in states  # every trial a dead worker left was resolved
     assert kills >= 1 and counts["duplicates"] == 0 and counts["lost"] == 0
-    print(f"\nfault test: {kills} kills, {counts['failed']} trials failed and re-queued, 0 duplicates, 0 lost; states {dict(states)}")
+    failed = counts["failed"]
+    print(f"\nfault test ({proposer}): {kills} kills, {failed} trials failed and re-queued, 0 duplicates, 0 lost; states {dict(states)}")
 
 
 def test_dropped_connections_are_survived(postgres_url: str, tmp_path: Path) -> None:
@@ -197,3 +199,19 @@ def test_a_trial_left_running_by_a_dead_worker_is_requeued_and_taken_over(tmp_pa
     retry = [t for t in finished if t.user_attrs.get("retry_of") == trial.number]
     assert len(retry) == 1 and retry[0].user_attrs["point_id"] == problem.point_id(point)
     assert _check_exactly_once(storage, study, 12) == {"failed": 1, "lost": 0, "duplicates": 0}
+
+
+def test_sigterm_finishes_the_current_evaluation_and_stops(tmp_path: Path) -> None:
+    storage = f"sqlite:///{tmp_path / 'shared.sqlite3'}"
+    study = _create(storage, "random", 5000)
+    worker = _worker(storage, study, cwd=tmp_path)
+    time.sleep(5.0)
+    worker.send_signal(signal.SIGTERM)
+    code, stdout, stderr = _finish([worker], timeout=30)[0]
+    assert code == 0, stderr
+    summary = json.loads(stdout)
+    assert summary["stopped"] and "signal" in summary["stopped"] and summary["evaluated"] > 0
+    states = Counter(t.state.name for t in optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False))
+    assert "RUNNING" not in states and states["COMPLETE"] == summary["evaluated"]  # nothing left half-done
+    rows = Coordination(storage, study).workers()
+    assert rows[0]["state"] == "stopped"
