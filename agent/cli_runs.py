@@ -114,49 +114,11 @@ def add_runs_arguments(p: argparse.ArgumentParser) -> None:
     show.add_argument("--json", action="store_true")
 
 
-ALIVE_S = 30.0
-"""A worker is alive when it was seen this recently (heartbeats come every few seconds)."""
-
-
-def progress(storage: str | None, study_name: str) -> dict[str, Any]:
-    """Progress of one search: evaluations against budget, trial states, workers, metrics so far."""
-    import optuna
-
-    from search.runner import load_search, summarize
-    from search.workers import Coordination
-
-    stored = load_search(storage, study_name)
-    states: dict[str, int] = {}
-    for t in stored.study.get_trials(deepcopy=False):
-        states[t.state.name] = states.get(t.state.name, 0) + 1
-    workers = Coordination(storage, study_name).workers()
-    now = time.time()
-    for w in workers:
-        w["alive"] = w["state"] == "running" and now - w["last_seen"] < ALIVE_S
-    result = summarize(
-        stored.problem, stored.study, proposer=stored.proposer, seed=stored.seed, budget=stored.budget, storage=storage, wall_s=0.0
-    )
-    complete = stored.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-    return {
-        "study": study_name,
-        "problem": stored.problem.spec(),
-        "proposer": stored.proposer,
-        "evaluations": sum(bool(t.user_attrs.get("query", True)) for t in complete),
-        "budget": stored.budget,
-        "states": states,
-        "round": stored.study.user_attrs.get("coevo.round"),
-        "hv_ratio": result.hv_ratio,
-        "front_recall": result.front_recall,
-        "front_size": len(result.front),
-        "workers_alive": sum(w["alive"] for w in workers),
-        "workers": workers,
-    }
-
-
 def run_runs(args: argparse.Namespace) -> int:
     """``coevo runs list|show``."""
     import optuna
 
+    from search.progress import progress
     from search.storage import open_storage
 
     if args.runs_command == "show":

@@ -13,13 +13,12 @@ import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
-import optuna
-from pydantic import Field
-
 from search.problems import make_problem
-from search.runner import ATTR_BUDGET, default_study_name, load_search
-from tools._base import Tool, ToolArgs, ToolResult
+from search.progress import progress
+from search.runner import default_study_name
+from tools._base import Tool, ToolResult
 from tools.search_run import SearchArgs
+from tools.studies import StudyArgs
 
 JOBS_DIR = Path("runs/jobs")
 
@@ -57,11 +56,6 @@ class SearchStart(Tool):
         )
 
 
-class StatusArgs(ToolArgs):
-    study: str = Field(..., description="study name (search.start returns it)")
-    storage: str | None = Field(None, description="Optuna storage URL; default sqlite:///runs/coevo.sqlite3")
-
-
 class SearchStatus(Tool):
     """Progress of a search: evaluations against budget, HV ratio so far, whether it is finished."""
 
@@ -70,29 +64,16 @@ class SearchStatus(Tool):
         "Progress of a search (running or finished): evaluations done out of its budget, HV ratio and front recall so far, "
         "and the tail of its log when it was started with search.start."
     )
-    Args = StatusArgs
+    Args = StudyArgs
     example: ClassVar[dict[str, Any]] = {"study": "example"}
 
-    def run(self, args: StatusArgs) -> ToolResult:
-        from search.runner import summarize
-
-        stored = load_search(args.storage, args.study)
-        complete = stored.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-        done = sum(bool(t.user_attrs.get("query", True)) for t in complete)
-        budget = int(stored.study.user_attrs.get(ATTR_BUDGET, stored.budget))
-        result = summarize(
-            stored.problem, stored.study, proposer=stored.proposer, seed=stored.seed, budget=budget, storage=args.storage, wall_s=0.0
-        )
-        log = JOBS_DIR / f"{args.study}.log"
-        value: dict[str, Any] = {
-            "study": args.study,
-            "evaluations": done,
-            "budget": budget,
-            "finished": done >= budget,
-            "hv_ratio": result.hv_ratio,
-            "front_recall": result.front_recall,
-            "front_size": len(result.front),
+    def run(self, args: StudyArgs) -> ToolResult:
+        info = progress(args.storage, args.study)
+        value = {
+            k: info[k] for k in ("study", "evaluations", "budget", "hv_ratio", "front_recall", "front_size", "workers_alive", "states")
         }
+        value["finished"] = info["evaluations"] >= info["budget"]
+        log = JOBS_DIR / f"{args.study}.log"
         if log.exists():
             value["log_tail"] = log.read_text(errors="replace")[-600:]
         return ToolResult(value=value)

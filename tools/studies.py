@@ -49,8 +49,8 @@ class StudiesList(Tool):
         return ToolResult(value={"storage": resolve_storage_url(args.storage), "studies": rows[:MAX_STUDIES]}, messages=messages)
 
 
-class FrontArgs(ToolArgs):
-    study: str = Field(..., description="study name (see studies.list)")
+class StudyArgs(ToolArgs):
+    study: str = Field(..., description="study name (see studies.list; search.start returns it)")
     storage: str | None = Field(None, description="Optuna storage URL; default sqlite:///runs/coevo.sqlite3")
 
 
@@ -62,10 +62,10 @@ class StudyFront(Tool):
         "Read a search's found Pareto front (each row: design, objective values, point id) and its metrics "
         "(HV ratio, IGD, front recall against the true front where known; evaluations; budget)."
     )
-    Args = FrontArgs
+    Args = StudyArgs
     example: ClassVar[dict[str, Any]] = {"study": "example"}
 
-    def run(self, args: FrontArgs) -> ToolResult:
+    def run(self, args: StudyArgs) -> ToolResult:
         stored = load_search(args.storage, args.study)
         result = summarize(
             stored.problem, stored.study, proposer=stored.proposer, seed=stored.seed, budget=stored.budget, storage=args.storage, wall_s=0.0

@@ -20,6 +20,7 @@ import numpy as np
 import optuna
 import pytest
 
+from agent.cli import main
 from search.metrics import pareto_mask
 from search.nb201 import NB201Problem
 from search.proposers import get_proposer
@@ -76,7 +77,7 @@ def _check_exactly_once(storage: str, study_name: str, budget: int) -> dict[str,
     return {"failed": len(failed), "lost": len(lost), "duplicates": sum(n - 1 for n in points.values())}
 
 
-def test_two_workers_on_sqlite(tmp_path: Path) -> None:
+def test_two_workers_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     storage = f"sqlite:///{tmp_path / 'shared.sqlite3'}"
     study = _create(storage, "pelnas", 80)
     runs = _finish([_worker(storage, study, cwd=tmp_path) for _ in range(2)])
@@ -84,6 +85,12 @@ def test_two_workers_on_sqlite(tmp_path: Path) -> None:
     summaries = [json.loads(r[1]) for r in runs]
     assert sum(s["evaluated"] for s in summaries) == 80 and sum(s["rounds_led"] for s in summaries) >= 3
     assert _check_exactly_once(storage, study, 80)["duplicates"] == 0
+    assert main(["runs", "show", study, "--storage", storage, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["evaluations"] == shown["budget"] == 80 and [w["state"] for w in shown["workers"]] == ["finished", "finished"]
+    assert shown["workers_alive"] == 0 and 0 < shown["hv_ratio"] <= 1
+    assert main(["runs", "list", "--storage", storage, "--json"]) == 0
+    assert [json.loads(line)["study"] for line in capsys.readouterr().out.splitlines()] == [study]
 
 
 def test_four_workers_on_postgresql(postgres_url: str, tmp_path: Path) -> None:
