@@ -50,11 +50,12 @@ def run_worker(args: argparse.Namespace, *, quiet: bool = False) -> int:
     from agent.cli import _proposer_options
     from search.proposers import get_proposer
     from search.runner import load_search
-    from search.workers import Worker
+    from search.workers import Worker, with_database_retry
 
-    stored = load_search(args.storage, args.study)
+    settings = _settings(args)
+    stored = with_database_retry("loading the study", lambda: load_search(args.storage, args.study), patience_s=settings.patience_s)
     proposer = get_proposer(stored.proposer, _proposer_options(args, stored.proposer))
-    worker = Worker(stored.problem, proposer, storage=args.storage, study_name=args.study, seed=stored.seed, settings=_settings(args))
+    worker = Worker(stored.problem, proposer, storage=args.storage, study_name=args.study, seed=stored.seed, settings=settings)
     result = worker.run()
     if args.json:
         print(json.dumps(vars(result)))

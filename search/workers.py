@@ -100,6 +100,35 @@ TRANSIENT: tuple[type[BaseException], ...] = (
 """Errors of a database that is restarting, dropping connections or away."""
 
 
+def _transient(exc: BaseException) -> bool:
+    # open_storage wraps driver errors in StorageError; the cause says whether it was transient
+    return isinstance(exc, TRANSIENT) or (isinstance(exc, StorageError) and isinstance(exc.__cause__, TRANSIENT))
+
+
+def with_database_retry(what: str, fn: Callable[[], T], *, patience_s: float) -> T:
+    """``fn()``, retried with backoff while the database is away, for at most ``patience_s`` seconds.
+
+    Raises:
+        StorageError: the database stayed away; the message says how to resume.
+    """
+    delay, since = 0.25, time.monotonic()
+    while True:
+        try:
+            return fn()
+        except Exception as exc:
+            if not _transient(exc):
+                raise
+            away = time.monotonic() - since
+            if away > patience_s:
+                raise StorageError(
+                    f"the database has been unreachable for {away:.0f} s ({what}: {str(exc).splitlines()[0][:160]}); this worker "
+                    "stopped. Nothing is lost: rerun the same command (or `coevo worker`) when the database is back"
+                ) from exc
+            log.warning("database error while %s (%s); retrying in %.1f s", what, type(exc).__name__, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 4.0)
+
+
 @dataclass(frozen=True)
 class WorkerSettings:
     """Timing of a worker.
@@ -362,19 +391,23 @@ class Worker:
         self.result = WorkerResult(self.name)
         self._current: int | None = None  # trial id being evaluated (for heartbeats)
         self._leases: set[str] = set()
-        self._outage_since: float | None = None
         self._last_sweep = 0.0
         self._last_repair = 0.0
         self._finished_at: float | None = None
-        self.coord = Coordination(storage, study_name)
-        self.heart = heartbeat_storage(storage, self.settings)
+        patience = self.settings.patience_s
+        self.coord = with_database_retry("connecting", lambda: Coordination(storage, study_name), patience_s=patience)
+        self.heart = with_database_retry("connecting", lambda: heartbeat_storage(storage, self.settings), patience_s=patience)
         try:
-            self.study = optuna.load_study(
-                study_name=study_name, storage=self.heart, sampler=proposer.sampler(problem, seed * 1000 + self._number())
+            self.study = with_database_retry(
+                "loading the study",
+                lambda: optuna.load_study(
+                    study_name=study_name, storage=self.heart, sampler=proposer.sampler(problem, seed * 1000 + self._number())
+                ),
+                patience_s=patience,
             )
         except KeyError:
             raise UserInputError(f"no study {study_name!r} to join; start it with `coevo search ... --study {study_name}`") from None
-        self.study_id = self.heart.get_study_id_from_name(study_name)
+        self.study_id = with_database_retry("loading the study", lambda: self.heart.get_study_id_from_name(study_name), patience_s=patience)
         self.budget = int(self.study.user_attrs.get(ATTR_BUDGET, 0))
 
     def _number(self) -> int:
@@ -383,27 +416,20 @@ class Worker:
     # ------------------------------------------------------------ resilience
 
     def _retry(self, what: str, fn: Callable[[], T]) -> T:
-        delay = 0.25
-        while True:
+        started = time.monotonic()
+        failures: list[int] = []
+
+        def attempt() -> T:
             try:
-                value = fn()
-            except TRANSIENT as exc:
-                now = time.time()
-                self._outage_since = self._outage_since or now
-                away = now - self._outage_since
-                if away > self.settings.patience_s:
-                    raise StorageError(
-                        f"the database has been unreachable for {away:.0f} s ({what}: {str(exc).splitlines()[0][:160]}); this worker "
-                        "stopped. Nothing is lost: rerun the same command (or `coevo worker`) when the database is back"
-                    ) from exc
-                log.warning("database error while %s (%s); retrying in %.1f s", what, type(exc).__name__, delay)
-                time.sleep(delay)
-                delay = min(delay * 2, 4.0)
-                continue
-            if self._outage_since is not None:
-                self.result.outages.append(time.time() - self._outage_since)
-                self._outage_since = None
-            return value
+                return fn()
+            except TRANSIENT:
+                failures.append(1)
+                raise
+
+        value = with_database_retry(what, attempt, patience_s=self.settings.patience_s)
+        if failures:
+            self.result.outages.append(round(time.monotonic() - started, 3))
+        return value
 
     @contextmanager
     def _heartbeat(self) -> Iterator[None]:

@@ -32,7 +32,14 @@ class SearchStart(Tool):
         "with the study name and log file; follow it with search.status. The user confirms before it starts."
     )
     Args = SearchArgs
-    example: ClassVar[dict[str, Any]] = {"dataset": "cifar10", "device": "fpga", "proposer": "random", "budget": 5, "study": "example-bg"}
+    example: ClassVar[dict[str, Any]] = {
+        "dataset": "cifar10",
+        "device": "fpga",
+        "proposer": "random",
+        "budget": 5,
+        "study": "example-bg",
+        "storage": "sqlite:///runs/background.sqlite3",
+    }
     confirm = True
 
     def run(self, args: SearchArgs) -> ToolResult:
