@@ -1,0 +1,1 @@
+"""Pipeline-parallel training planner for UNet-style models (PULSE): profiles, partitioners."""

@@ -1,0 +1,81 @@
+"""Pipeline-parallel planning tools: ``pipeline.profile`` and ``pipeline.partition`` (PULSE's skip-aware partitioner)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from sim.pipeline.partition import blockwise, skip_aware
+from sim.pipeline.unet import PRESETS, profile, summary
+from tools._base import Tool, ToolArgs, ToolResult
+
+MODEL = Field("unet-sd", description=f"model preset: {', '.join(PRESETS)}")
+RESOLUTION = Field(64, ge=1, le=1024, description="latent height/width (64 for SD at 512 px)")
+MICROBATCH = Field(1, ge=1, le=4096, description="samples per microbatch")
+
+
+class ProfileArgs(ToolArgs):
+    model: str = MODEL
+    resolution: int = RESOLUTION
+    microbatch: int = MICROBATCH
+
+
+class PipelineProfile(Tool):
+    """Per-block FLOPs, parameter and activation bytes and skip edges of a UNet, from the meta device."""
+
+    name = "pipeline.profile"
+    description = (
+        "Profile a UNet-style diffusion backbone block by block (built on PyTorch's meta device, no weights allocated): "
+        "forward FLOPs, parameter bytes, output activation bytes per microbatch and the long skip connections."
+    )
+    Args = ProfileArgs
+    example: ClassVar[dict[str, Any]] = {"model": "unet-tiny", "resolution": 8}
+
+    def run(self, args: ProfileArgs) -> ToolResult:
+        p = profile(args.model, resolution=args.resolution, microbatch=args.microbatch)
+        blocks = [
+            {
+                "block": b.name,
+                "role": b.role,
+                "gflops": round(b.flops / 1e9, 4),
+                "param_mb": round(b.param_bytes / 1e6, 3),
+                "out_mb": round(b.out_bytes / 1e6, 4),
+            }
+            | ({"skip_from": p.blocks[b.skip_from].name} if b.skip_from is not None else {})
+            for b in p.blocks
+        ]
+        return ToolResult(value={**summary(p), "per_block": blocks}, messages=["fp16 activations and parameters (2 bytes per element)"])
+
+
+class PartitionArgs(ToolArgs):
+    model: str = MODEL
+    devices: int = Field(8, ge=1, le=1024, description="pipeline stages (one device each)")
+    resolution: int = RESOLUTION
+    microbatch: int = MICROBATCH
+    method: Literal["blockwise", "skip-aware", "both"] = Field("both", description="blockwise (1F1B baseline), skip-aware (PULSE) or both")
+    device_tflops: float = Field(50.0, gt=0, le=1e5, description="sustained TFLOP/s of one device (for stage times)")
+
+
+class PipelinePartition(Tool):
+    """Stage partitions of a UNet with exact cross-device bytes per microbatch."""
+
+    name = "pipeline.partition"
+    description = (
+        "Split a UNet into pipeline stages: the conventional contiguous compute-balanced partition and/or PULSE's skip-aware "
+        "symmetric collocation (each encoder block on the same device as the decoder block using its skip). Returns each "
+        "device's blocks, compute time, imbalance and the exact forward bytes per microbatch crossing devices (boundary and skip)."
+    )
+    Args = PartitionArgs
+    example: ClassVar[dict[str, Any]] = {"model": "unet-tiny", "devices": 2, "resolution": 8}
+
+    def run(self, args: PartitionArgs) -> ToolResult:
+        p = profile(args.model, resolution=args.resolution, microbatch=args.microbatch)
+        rate = args.device_tflops * 1e12
+        methods = ("blockwise", "skip-aware") if args.method == "both" else (args.method,)
+        plans = {m: (blockwise if m == "blockwise" else skip_aware)(p, args.devices, flops_per_s=rate).as_dict(p) for m in methods}
+        value: dict[str, Any] = {"model": args.model, "devices": args.devices, "plans": plans}
+        if len(plans) == 2:
+            base, ours = plans["blockwise"]["total_bytes_per_microbatch_forward"], plans["skip-aware"]["total_bytes_per_microbatch_forward"]
+            value["bytes_reduction"] = round(1 - ours / base, 4) if base else 0.0
+        return ToolResult(value=value, messages=["skip bytes of the blockwise plan are relayed stage by stage, as 1F1B/GPipe send them"])
