@@ -1,4 +1,4 @@
-"""Pipeline-parallel planning tools: ``pipeline.profile`` and ``pipeline.partition`` (PULSE's skip-aware partitioner)."""
+"""Pipeline-parallel planning tools: profile, partition (block-wise or PULSE skip-aware) and simulate a training step."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
+from sim.pipeline.cluster import PRESETS as CLUSTERS
+from sim.pipeline.cluster import get_cluster
 from sim.pipeline.partition import blockwise, skip_aware
+from sim.pipeline.simulate import simulate
 from sim.pipeline.unet import PRESETS, profile, summary
 from tools._base import Tool, ToolArgs, ToolResult
 
@@ -79,3 +82,39 @@ class PipelinePartition(Tool):
             base, ours = plans["blockwise"]["total_bytes_per_microbatch_forward"], plans["skip-aware"]["total_bytes_per_microbatch_forward"]
             value["bytes_reduction"] = round(1 - ours / base, 4) if base else 0.0
         return ToolResult(value=value, messages=["skip bytes of the blockwise plan are relayed stage by stage, as 1F1B/GPipe send them"])
+
+
+class SimulateArgs(ToolArgs):
+    model: str = MODEL
+    devices: int = Field(8, ge=1, le=1024, description="pipeline stages (one device each)")
+    cluster: str = Field("v100x16-ib10", description=f"cluster preset ({', '.join(CLUSTERS)}) or a JSON file path")
+    method: Literal["blockwise", "skip-aware"] = Field("skip-aware", description="partitioner")
+    schedule: Literal["gpipe", "1f1b", "wave"] = Field("wave", description="pipeline schedule")
+    resolution: int = RESOLUTION
+    microbatch: int = MICROBATCH
+    microbatches: int = Field(16, ge=1, le=1024, description="microbatches per training step")
+
+
+class PipelineSimulate(Tool):
+    """Simulate one pipeline-parallel training step of a partition and schedule on a cluster."""
+
+    name = "pipeline.simulate"
+    description = (
+        "Simulate one pipeline-parallel training step (discrete events: compute per stage, transfers per link) for a UNet "
+        "partition (blockwise or skip-aware) and schedule (gpipe, 1f1b, wave) on a cluster: makespan, bubble ratio, "
+        "samples/s, bytes per link and peak memory per device."
+    )
+    Args = SimulateArgs
+    example: ClassVar[dict[str, Any]] = {"model": "unet-tiny", "devices": 2, "resolution": 8, "microbatches": 4}
+
+    def run(self, args: SimulateArgs) -> ToolResult:
+        cluster = get_cluster(args.cluster)
+        p = profile(args.model, resolution=args.resolution, microbatch=args.microbatch)
+        rate = cluster.device_tflops * 1e12
+        plan = (blockwise if args.method == "blockwise" else skip_aware)(p, args.devices, flops_per_s=rate)
+        result = simulate(p, plan, cluster, schedule=args.schedule, microbatches=args.microbatches)
+        fits = all(m <= cluster.memory_gb * 1e9 for m in result.peak_memory_bytes)
+        messages = [] if fits else [f"does not fit: peak memory exceeds {cluster.memory_gb} GB on some device"]
+        return ToolResult(
+            value={"plan": plan.as_dict(p), "step": result.as_dict(), "cluster": cluster.name, "fits_memory": fits}, messages=messages
+        )

@@ -1,0 +1,85 @@
+"""The pipeline step simulator against closed-form schedules, byte conservation, and cluster specs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+from search.errors import UserInputError
+from sim.pipeline.cluster import Cluster, get_cluster
+from sim.pipeline.partition import blockwise, skip_aware
+from sim.pipeline.simulate import simulate, virtual_stages
+from sim.pipeline.unet import BlockProfile, ModelProfile, profile
+
+FAST = Cluster("ideal", devices=16, per_node=16, device_tflops=1e-9, memory_gb=80, intra_gbs=1e12, inter_gbs=1e12, latency_us=0.0)
+"""1 FLOP/ns... i.e. 1e3 FLOP per microsecond: a block of 1e3 FLOPs takes 1 s; links are free."""
+
+
+def _chain(stages: int, flops: int = 1000) -> ModelProfile:
+    blocks = tuple(BlockProfile(f"b{i}", "other", flops, 0, 100, (1,), None) for i in range(stages))
+    return ModelProfile("chain", 1, 1, 2, blocks, nx.DiGraph())
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+@pytest.mark.parametrize(("stages", "micro"), [(1, 4), (2, 4), (4, 8)])
+def test_balanced_pipeline_matches_the_textbook_makespan(schedule: str, stages: int, micro: int) -> None:
+    p = _chain(stages)
+    plan = blockwise(p, stages, flops_per_s=1e3)
+    r = simulate(p, plan, FAST, schedule=schedule, microbatches=micro)
+    # forward 1 s, backward 2 s per stage and microbatch: (M + S - 1) * 3 s, bubble (S - 1) / (M + S - 1)
+    assert r.makespan_s == pytest.approx((micro + stages - 1) * 3.0)
+    assert r.bubble_ratio == pytest.approx((stages - 1) / (micro + stages - 1))
+
+
+def test_1f1b_stashes_fewer_activations_than_gpipe() -> None:
+    p = _chain(4)
+    plan = blockwise(p, 4, flops_per_s=1e3)
+    g = simulate(p, plan, FAST, schedule="gpipe", microbatches=8)
+    o = simulate(p, plan, FAST, schedule="1f1b", microbatches=8)
+    assert o.peak_memory_bytes[0] == 4 * 100 < g.peak_memory_bytes[0] == 8 * 100  # in flight: S - s vs all M
+
+
+def test_bytes_on_links_are_the_plans_bytes_twice_per_microbatch() -> None:
+    p = profile("unet-small", resolution=16)
+    slow = Cluster("slow", devices=8, per_node=1, device_tflops=10, memory_gb=32, intra_gbs=1.0, inter_gbs=1.0)
+    for plan, schedule in ((blockwise(p, 4, flops_per_s=1e13), "1f1b"), (skip_aware(p, 3, flops_per_s=1e13), "wave")):
+        r = simulate(p, plan, slow, schedule=schedule, microbatches=5)
+        assert sum(r.link_bytes.values()) == 2 * 5 * plan.total_bytes  # activations forward, gradients back
+        assert sum(v.send_bytes for v in virtual_stages(p, plan, 1e13)) == plan.total_bytes
+    assert virtual_stages(p, skip_aware(p, 3, flops_per_s=1e13), 1e13)[0].device == 0
+    assert len(virtual_stages(p, skip_aware(p, 3, flops_per_s=1e13), 1e13)) == 5  # V-shape: 0 1 2 1 0
+
+
+def test_slow_links_cost_time() -> None:
+    p = profile("unet-small", resolution=16, microbatch=4)
+    plan = blockwise(p, 4, flops_per_s=1e13)
+    fast = simulate(p, plan, get_cluster("v100x16-ib300"), schedule="1f1b", microbatches=8)
+    slow = simulate(p, plan, Cluster("pcie", 16, 1, 50.0, 32.0, 0.5, 0.5), schedule="1f1b", microbatches=8)
+    assert slow.makespan_s > fast.makespan_s and slow.samples_per_s < fast.samples_per_s
+
+
+def test_cluster_files_and_errors(tmp_path: Path) -> None:
+    good = tmp_path / "mine.json"
+    good.write_text(json.dumps({"devices": 4, "per_node": 2, "device_tflops": 20, "memory_gb": 24, "intra_gbs": 50, "inter_gbs": 5}))
+    c = get_cluster(str(good))
+    assert c.name == "mine" and c.bandwidth(0, 1) == 50e9 and c.bandwidth(1, 2) == 5e9 and c.transfer_s(0, 0, 1e9) == 0.0
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"devices": 4, "per_node": 2, "device_tflops": -1, "memory_gb": 24, "intra_gbs": 50, "inter_gbs": 5}))
+    with pytest.raises(UserInputError, match="device_tflops must be a positive number"):
+        get_cluster(str(bad))
+    bad.write_text('{"devices": 4}')
+    with pytest.raises(UserInputError, match="missing"):
+        get_cluster(str(bad))
+    bad.write_text("{oops")
+    with pytest.raises(UserInputError, match="not readable JSON"):
+        get_cluster(str(bad))
+    with pytest.raises(UserInputError, match="unknown cluster 'nope'"):
+        get_cluster("nope")
+    p = _chain(2)
+    with pytest.raises(UserInputError, match="unknown schedule"):
+        simulate(p, blockwise(p, 2, flops_per_s=1e3), FAST, schedule="zb-h1", microbatches=2)
+    with pytest.raises(UserInputError, match="cluster tiny has 1"):
+        simulate(p, blockwise(p, 2, flops_per_s=1e3), Cluster("tiny", 1, 1, 1.0, 1.0, 1.0, 1.0), schedule="1f1b", microbatches=2)
