@@ -8,6 +8,7 @@ from pydantic import Field
 
 from sim.pipeline.cluster import PRESETS as CLUSTERS
 from sim.pipeline.cluster import get_cluster
+from sim.pipeline.ilp import synthesize
 from sim.pipeline.partition import blockwise, skip_aware
 from sim.pipeline.simulate import simulate
 from sim.pipeline.unet import PRESETS, profile, summary
@@ -89,10 +90,11 @@ class SimulateArgs(ToolArgs):
     devices: int = Field(8, ge=1, le=1024, description="pipeline stages (one device each)")
     cluster: str = Field("v100x16-ib10", description=f"cluster preset ({', '.join(CLUSTERS)}) or a JSON file path")
     method: Literal["blockwise", "skip-aware"] = Field("skip-aware", description="partitioner")
-    schedule: Literal["gpipe", "1f1b", "wave"] = Field("wave", description="pipeline schedule")
+    schedule: Literal["gpipe", "1f1b", "wave", "ilp"] = Field("wave", description="pipeline schedule; ilp: synthesised by CP-SAT")
     resolution: int = RESOLUTION
     microbatch: int = MICROBATCH
     microbatches: int = Field(16, ge=1, le=1024, description="microbatches per training step")
+    time_limit_s: float = Field(10.0, gt=0, le=600, description="ilp: CP-SAT time limit (the best schedule found is returned)")
 
 
 class PipelineSimulate(Tool):
@@ -112,9 +114,18 @@ class PipelineSimulate(Tool):
         p = profile(args.model, resolution=args.resolution, microbatch=args.microbatch)
         rate = cluster.device_tflops * 1e12
         plan = (blockwise if args.method == "blockwise" else skip_aware)(p, args.devices, flops_per_s=rate)
-        result = simulate(p, plan, cluster, schedule=args.schedule, microbatches=args.microbatches)
+        extra: dict[str, Any] = {}
+        messages: list[str] = []
+        if args.schedule == "ilp":
+            synthesized = synthesize(p, plan, cluster, microbatches=args.microbatches, time_limit_s=args.time_limit_s)
+            result = simulate(p, plan, cluster, schedule="ilp", microbatches=args.microbatches, order=synthesized.starts)
+            extra = {"solver": {"status": synthesized.status, "solve_s": round(synthesized.solve_s, 3)}}
+            if synthesized.status != "optimal":
+                messages.append(f"best effort: CP-SAT hit its {args.time_limit_s:g} s limit before proving this schedule optimal")
+        else:
+            result = simulate(p, plan, cluster, schedule=args.schedule, microbatches=args.microbatches)
         fits = all(m <= cluster.memory_gb * 1e9 for m in result.peak_memory_bytes)
-        messages = [] if fits else [f"does not fit: peak memory exceeds {cluster.memory_gb} GB on some device"]
-        return ToolResult(
-            value={"plan": plan.as_dict(p), "step": result.as_dict(), "cluster": cluster.name, "fits_memory": fits}, messages=messages
-        )
+        if not fits:
+            messages.append(f"does not fit: peak memory exceeds {cluster.memory_gb} GB on some device")
+        value = {"plan": plan.as_dict(p), "step": result.as_dict(), "cluster": cluster.name, "fits_memory": fits, **extra}
+        return ToolResult(value=value, messages=messages)

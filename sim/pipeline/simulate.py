@@ -18,6 +18,8 @@ device can start something, it starts the admissible ready op that the schedule 
   flight (forward done, backward not), V = number of virtual stages (Megatron's 1F1B).
 * ``wave``: the 1F1B rule applied over a V-shaped plan's virtual stages (Hanayo-style wave);
   on a block-wise plan it is the same as ``1f1b``.
+* a given op order (``order``, e.g. a CP-SAT schedule from :mod:`sim.pipeline.ilp`): each
+  device runs its ops in that order, as soon as each is ready.
 
 Reported: makespan of the step (no optimizer, no data-parallel all-reduce), bubble ratio,
 samples/s, bytes per link, and peak memory per device (16 bytes per parameter for
@@ -27,6 +29,7 @@ mixed-precision Adam, plus the stashed activations of in-flight microbatches).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +39,8 @@ from sim.pipeline.partition import TRAIN_FLOPS_FACTOR, Plan
 from sim.pipeline.unet import ModelProfile
 
 SCHEDULES = ("gpipe", "1f1b", "wave")
+Op = tuple[str, int, int]
+"""``("F" | "B", virtual stage, microbatch)``."""
 OPTIMIZER_BYTES_PER_PARAM_BYTE = 8
 """fp16 weights + fp16 grads + fp32 master, m, v = 16 bytes per parameter = 8 x its fp16 bytes."""
 
@@ -102,13 +107,19 @@ def virtual_stages(profile: ModelProfile, plan: Plan, flops_per_s: float) -> lis
     return out
 
 
-def simulate(profile: ModelProfile, plan: Plan, cluster: Cluster, *, schedule: str, microbatches: int) -> StepResult:
+def simulate(
+    profile: ModelProfile, plan: Plan, cluster: Cluster, *, schedule: str, microbatches: int, order: Mapping[Op, float] | None = None
+) -> StepResult:
     """Simulate one training step of ``microbatches`` microbatches (see module doc).
+
+    Args:
+        order: replay this op order per device (sort key per op) instead of a schedule rule;
+            ``schedule`` then only names the result.
 
     Raises:
         UserInputError: unknown schedule, no microbatches, or more devices than the cluster has.
     """
-    if schedule not in SCHEDULES:
+    if schedule not in SCHEDULES and not (order is not None and schedule == "ilp"):
         raise UserInputError(f"unknown schedule {schedule!r}; choose from {', '.join(SCHEDULES)}")
     if microbatches < 1:
         raise UserInputError(f"microbatches must be at least 1, got {microbatches}")
@@ -129,10 +140,17 @@ def simulate(profile: ModelProfile, plan: Plan, cluster: Cluster, *, schedule: s
     peak = [0] * n_dev
     forwards_left = [sum(microbatches for s in stages if s.device == d) for d in range(n_dev)]
     finish: dict[tuple[str, int, int], float] = {}
+    queues: dict[int, list[Op]] = {}
+    if order is not None:
+        for op in sorted(order, key=lambda o: (order[o], o)):
+            queues.setdefault(stages[op[1]].device, []).append(op)
+        queues = {d: q[::-1] for d, q in queues.items()}  # pop from the end
 
     def admissible(op: tuple[str, int, int]) -> bool:
         kind, v, _ = op
         dev = stages[v].device
+        if order is not None:
+            return bool(queues.get(dev)) and queues[dev][-1] == op
         if kind == "B":
             return schedule != "gpipe" or forwards_left[dev] == 0
         return schedule == "gpipe" or inflight[v] < n_v - v
@@ -174,6 +192,8 @@ def simulate(profile: ModelProfile, plan: Plan, cluster: Cluster, *, schedule: s
         busy[dev] += duration
         done.add(op)
         del ready[op]
+        if order is not None:
+            queues[dev].pop()
         finish[op] = end
         if kind == "F":
             forwards_left[dev] -= 1
