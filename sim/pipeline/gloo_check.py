@@ -20,7 +20,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from sim.pipeline.partition import Plan, blockwise, skip_aware
+from sim.pipeline.partition import blockwise, skip_aware
+from sim.pipeline.simulate import boundary_tensors
 from sim.pipeline.unet import UNet, get_config, profile
 
 
@@ -40,23 +41,6 @@ class CheckResult:
         return self.bytes_sent == self.bytes_planned and self.output_matches
 
 
-def _boundaries(plan: Plan, skips: list[tuple[int, int]]) -> list[tuple[int, int, list[int]]]:
-    """Per virtual-stage boundary: (from device, to device, block outputs to send)."""
-    runs: list[list[int]] = []
-    for i, d in enumerate(plan.device_of):
-        if runs and plan.device_of[runs[-1][-1]] == d:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    stage_of = {i: k for k, run in enumerate(runs) for i in run}
-    out = []
-    for k in range(len(runs) - 1):
-        tensors = [runs[k][-1]]
-        tensors += [s for s, c in skips if stage_of[s] <= k < stage_of[c] and plan.device_of[s] != plan.device_of[c]]
-        out.append((plan.device_of[runs[k][-1]], plan.device_of[runs[k + 1][0]], tensors))
-    return out
-
-
 def _rank_main(rank: int, world: int, port: int, model: str, resolution: int, device_of: list[int], queue: Any) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
@@ -65,8 +49,7 @@ def _rank_main(rank: int, world: int, port: int, model: str, resolution: int, de
         cfg = get_config(model)
         net = UNet(cfg)
         p = profile(cfg, resolution=resolution, dtype_bytes=4)
-        plan = Plan("run", tuple(device_of), (0.0,) * world, 0, 0, 0, (0,) * world)
-        boundaries = _boundaries(plan, p.skip_edges)
+        boundaries = boundary_tensors(device_of, p.skip_edges)
         torch.manual_seed(1)
         x = torch.randn(1, cfg.in_channels, resolution, resolution)
         outputs: dict[int, torch.Tensor] = {}

@@ -29,7 +29,7 @@ mixed-precision Adam, plus the stashed activations of in-flight microbatches).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,24 +85,41 @@ class StepResult:
         }
 
 
-def virtual_stages(profile: ModelProfile, plan: Plan, flops_per_s: float) -> list[VirtualStage]:
-    """Group ``plan``'s blocks into virtual stages with their compute and boundary bytes."""
+def stage_runs(device_of: Sequence[int]) -> list[list[int]]:
+    """Virtual stages: maximal runs of consecutive blocks (forward order) on one device."""
     runs: list[list[int]] = []
-    for i, d in enumerate(plan.device_of):
-        if runs and plan.device_of[runs[-1][-1]] == d:
+    for i, d in enumerate(device_of):
+        if runs and device_of[runs[-1][-1]] == d:
             runs[-1].append(i)
         else:
             runs.append([i])
+    return runs
+
+
+def boundary_tensors(device_of: Sequence[int], skips: Sequence[tuple[int, int]]) -> list[tuple[int, int, list[int]]]:
+    """Per virtual-stage boundary: (from device, to device, block outputs sent across it).
+
+    Sent: the boundary activation, and each skip in flight across the boundary unless both
+    its ends share a device (then it is cached locally, PULSE's point).
+    """
+    runs = stage_runs(device_of)
     stage_of = {i: k for k, run in enumerate(runs) for i in run}
     out = []
+    for k in range(len(runs) - 1):
+        tensors = [runs[k][-1]] + [s for s, c in skips if stage_of[s] <= k < stage_of[c] and device_of[s] != device_of[c]]
+        out.append((device_of[runs[k][-1]], device_of[runs[k + 1][0]], tensors))
+    return out
+
+
+def virtual_stages(profile: ModelProfile, plan: Plan, flops_per_s: float) -> list[VirtualStage]:
+    """Group ``plan``'s blocks into virtual stages with their compute and boundary bytes."""
+    runs = stage_runs(plan.device_of)
+    sends = [sum(profile.blocks[t].out_bytes for t in tensors) for _, _, tensors in boundary_tensors(plan.device_of, profile.skip_edges)]
+    out = []
     for k, run in enumerate(runs):
-        send = profile.blocks[run[-1]].out_bytes if k + 1 < len(runs) else 0
-        for src, dst in profile.skip_edges:
-            # a skip is relayed across this boundary unless both ends share a device (then it is cached locally)
-            if stage_of[src] <= k < stage_of[dst] and plan.device_of[src] != plan.device_of[dst]:
-                send += profile.blocks[src].out_bytes
         flops = sum(profile.blocks[i].flops for i in run)
         stash = sum(profile.blocks[i].out_bytes for i in run)
+        send = sends[k] if k < len(sends) else 0
         out.append(VirtualStage(plan.device_of[run[0]], tuple(run), flops / flops_per_s, send, stash))
     return out
 
