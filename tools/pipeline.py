@@ -11,6 +11,7 @@ from sim.pipeline.cluster import get_cluster
 from sim.pipeline.ilp import synthesize
 from sim.pipeline.partition import blockwise, skip_aware
 from sim.pipeline.simulate import simulate
+from sim.pipeline.tune import tune
 from sim.pipeline.unet import PRESETS, profile, summary
 from tools._base import Tool, ToolArgs, ToolResult
 
@@ -129,3 +130,36 @@ class PipelineSimulate(Tool):
             messages.append(f"does not fit: peak memory exceeds {cluster.memory_gb} GB on some device")
         value = {"plan": plan.as_dict(p), "step": result.as_dict(), "cluster": cluster.name, "fits_memory": fits, **extra}
         return ToolResult(value=value, messages=messages)
+
+
+class TuneArgs(ToolArgs):
+    model: str = MODEL
+    cluster: str = Field("v100x16-ib10", description=f"cluster preset ({', '.join(CLUSTERS)}) or a JSON file path")
+    global_batch: int = Field(128, ge=1, le=1_000_000, description="samples per training step over all replicas")
+    resolution: int = RESOLUTION
+    top: int = Field(10, ge=1, le=200, description="how many of the fastest configurations to return")
+
+
+class PipelineTune(Tool):
+    """Hybrid parallelism tuner: pipeline x data-parallel degree x microbatch x partitioner/schedule."""
+
+    name = "pipeline.tune"
+    description = (
+        "Find the fastest hybrid-parallel configuration for training a UNet on a cluster: pipeline degree x data-parallel "
+        "degree x microbatch size x (block-wise GPipe/1F1B or skip-aware wave), each simulated with its gradient all-reduce "
+        "and checked against device memory. Returns the fastest configurations and the rejected ones with reasons."
+    )
+    Args = TuneArgs
+    example: ClassVar[dict[str, Any]] = {"model": "unet-tiny", "cluster": "v100x8-pcie", "global_batch": 8, "resolution": 8, "top": 3}
+    long_running = True
+
+    def run(self, args: TuneArgs) -> ToolResult:
+        feasible, rejected = tune(args.model, get_cluster(args.cluster), global_batch=args.global_batch, resolution=args.resolution)
+        return ToolResult(
+            value={
+                "best": [c.as_dict() for c in feasible[: args.top]],
+                "evaluated": len(feasible) + len(rejected),
+                "rejected": rejected[:20],
+            },
+            messages=["simulated (sim/pipeline): not measured on hardware"],
+        )

@@ -106,3 +106,17 @@ def test_cp_sat_rejects_memory_that_cannot_fit() -> None:
     plan = blockwise(p, 2, flops_per_s=5e12)
     with pytest.raises(UserInputError, match="cannot hold its parameters"):
         synthesize(p, plan, Cluster("tiny-mem", 8, 1, 5.0, 0.001, 2.0, 2.0), microbatches=4, time_limit_s=5)
+
+
+def test_hybrid_tuner_ranks_feasible_configurations_and_explains_rejections() -> None:
+    from sim.pipeline.tune import tune
+
+    cluster = Cluster("four", devices=4, per_node=2, device_tflops=1.0, memory_gb=32.0, intra_gbs=10.0, inter_gbs=1.0)
+    feasible, rejected = tune("unet-tiny", cluster, global_batch=8, resolution=8)
+    assert feasible and all(c.pp * c.dp == 4 for c in feasible)
+    assert [c.samples_per_s for c in feasible] == sorted((c.samples_per_s for c in feasible), reverse=True)
+    assert {c.method for c in feasible} == {"blockwise", "skip-aware"} and all(c.allreduce_s == 0 for c in feasible if c.dp == 1)
+    assert any("not a multiple" in r["reason"] for r in rejected)  # dp 4 x microbatch 4 does not divide 8
+    tight = Cluster("tight", devices=4, per_node=2, device_tflops=1.0, memory_gb=1e-6, intra_gbs=10.0, inter_gbs=1.0)
+    with pytest.raises(UserInputError, match="no configuration of unet-tiny fits tight"):
+        tune("unet-tiny", tight, global_batch=8, resolution=8)

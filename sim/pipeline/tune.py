@@ -1,0 +1,101 @@
+"""Hybrid tuner: pipeline degree x data-parallel degree x microbatch size x partitioner and schedule.
+
+For a global batch on a cluster, every configuration with ``pp * dp == devices`` is
+simulated: one pipeline runs ``global_batch / (dp * microbatch)`` microbatches (GPipe or
+1F1B on a block-wise plan; wave on a skip-aware plan), then the data-parallel replicas
+all-reduce their gradients (ring all-reduce: each device sends and receives
+``2 (dp - 1) / dp`` of its stage's fp16 gradient bytes over the slowest link of its ring).
+Configurations whose peak memory does not fit, or whose batch does not divide, are listed
+as rejected with the reason. Pipelines are laid out on consecutive devices, and replica
+*r* of stage *s* sits on device ``r * pp + s``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from search.errors import UserInputError
+from sim.pipeline.cluster import Cluster
+from sim.pipeline.partition import blockwise, skip_aware, units
+from sim.pipeline.simulate import simulate
+from sim.pipeline.unet import get_config, profile
+
+CHOICES = (("blockwise", "gpipe"), ("blockwise", "1f1b"), ("skip-aware", "wave"))
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One configuration and its simulated step."""
+
+    pp: int
+    dp: int
+    microbatch: int
+    method: str
+    schedule: str
+    step_s: float
+    samples_per_s: float
+    allreduce_s: float
+    peak_memory_gb: float
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
+        return {k: round(v, 4) if isinstance(v, float) else v for k, v in vars(self).items()}
+
+
+def allreduce_s(cluster: Cluster, pp: int, dp: int, stage: int, grad_bytes: int) -> float:
+    """Ring all-reduce time of one stage's gradients over its ``dp`` replicas."""
+    if dp == 1:
+        return 0.0
+    ring = [r * pp + stage for r in range(dp)]
+    slowest = min(cluster.bandwidth(a, b) for a, b in zip(ring, ring[1:] + ring[:1], strict=True))
+    return 2 * (dp - 1) / dp * grad_bytes / slowest + 2 * (dp - 1) * cluster.latency_us * 1e-6
+
+
+def tune(
+    model: str, cluster: Cluster, *, global_batch: int, resolution: int = 64, microbatches: tuple[int, ...] = (1, 2, 4, 8)
+) -> tuple[list[Candidate], list[dict[str, Any]]]:
+    """Every feasible configuration, fastest first, and the rejected ones with reasons.
+
+    Raises:
+        UserInputError: no configuration fits (the message says the closest miss).
+    """
+    if global_batch < 1:
+        raise UserInputError(f"global batch must be at least 1, got {global_batch}")
+    cfg = get_config(model)
+    rate = cluster.device_tflops * 1e12
+    max_pairs = len(units(profile(cfg, resolution=resolution)))
+    feasible: list[Candidate] = []
+    rejected: list[dict[str, Any]] = []
+    for pp in [d for d in range(1, cluster.devices + 1) if cluster.devices % d == 0]:
+        dp = cluster.devices // pp
+        for mb in microbatches:
+            if global_batch % (dp * mb):
+                rejected.append(
+                    {"pp": pp, "dp": dp, "microbatch": mb, "reason": f"global batch {global_batch} is not a multiple of dp x microbatch"}
+                )
+                continue
+            p = profile(cfg, resolution=resolution, microbatch=mb)
+            n_micro = global_batch // (dp * mb)
+            for method, schedule in CHOICES:
+                if method == "skip-aware" and pp > max_pairs:
+                    continue
+                if pp > len(p.blocks):
+                    continue
+                plan = (blockwise if method == "blockwise" else skip_aware)(p, pp, flops_per_s=rate)
+                step = simulate(p, plan, cluster, schedule=schedule, microbatches=n_micro)
+                grads = [sum(p.blocks[i].param_bytes for i, d in enumerate(plan.device_of) if d == s) for s in range(pp)]
+                reduce_s = max(allreduce_s(cluster, pp, dp, s, g) for s, g in enumerate(grads))
+                peak = max(step.peak_memory_bytes) / 1e9
+                total = step.makespan_s + reduce_s
+                entry = Candidate(pp, dp, mb, method, schedule, total, global_batch / total, reduce_s, peak)
+                if peak > cluster.memory_gb:
+                    rejected.append({**entry.as_dict(), "reason": f"peak memory {peak:.1f} GB > {cluster.memory_gb} GB"})
+                else:
+                    feasible.append(entry)
+    if not feasible:
+        closest = min((r for r in rejected if "peak_memory_gb" in r), key=lambda r: r["peak_memory_gb"], default=None)
+        hint = f"; closest: {closest}" if closest else ""
+        raise UserInputError(f"no configuration of {model} fits {cluster.name} for a global batch of {global_batch}{hint}")
+    feasible.sort(key=lambda c: -c.samples_per_s)
+    return feasible, rejected
