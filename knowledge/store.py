@@ -38,7 +38,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from knowledge.heuristics import HUMAN, STATUSES, Heuristic, KnowledgeBase
 from search.errors import StorageError, UserInputError
-from search.storage import resolve_storage_url, side_engine, sqlite_path
+from search.storage import lock_row, resolve_storage_url, side_engine, sqlite_path
 
 SCHEMA_VERSION = 1
 """The newest schema this code reads and writes."""
@@ -395,17 +395,9 @@ class KnowledgeStore:
             raise _friendly(exc, self.url, f"saving knowledge base {kb!r}") from exc
 
     def _lock_base(self, conn: Connection, kb: str, spec: dict[str, Any]) -> None:
-        # touching the row takes its write lock (PostgreSQL row lock; SQLite already holds the
-        # database lock from BEGIN IMMEDIATE): concurrent savers of one knowledge base queue here
-        touched = conn.execute(bases.update().where(bases.c.name == kb).values(next_number=bases.c.next_number)).rowcount
-        if not touched:
-            try:
-                with conn.begin_nested():
-                    conn.execute(
-                        bases.insert().values(name=kb, spec=json.dumps(spec, sort_keys=True), next_number=1, created_at=time.time())
-                    )
-            except sqlalchemy.exc.IntegrityError:
-                conn.execute(bases.update().where(bases.c.name == kb).values(next_number=bases.c.next_number))
+        # concurrent savers of one knowledge base queue on its row
+        defaults = {"spec": json.dumps(spec, sort_keys=True), "next_number": 1, "created_at": time.time()}
+        lock_row(conn, bases, {"name": kb}, touch="next_number", defaults=defaults)
 
     def _save(
         self,

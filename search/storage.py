@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import sqlite3
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +148,24 @@ def side_engine(url: str | None, metadata: sqlalchemy.MetaData, *, busy_timeout_
     except sqlalchemy.exc.SQLAlchemyError as exc:
         raise StorageError(f"cannot use storage {url!r} for coevo's tables: {str(exc).splitlines()[0]}") from exc
     return engine
+
+
+def lock_row(
+    conn: sqlalchemy.engine.Connection, table: sqlalchemy.Table, key: Mapping[str, Any], *, touch: str, defaults: Mapping[str, Any]
+) -> None:
+    """Hold the write lock of ``table``'s row ``key`` for the rest of ``conn``'s transaction, creating it if missing.
+
+    Touching the row (``SET touch = touch``) takes its row lock on PostgreSQL; SQLite already
+    holds the database lock from BEGIN IMMEDIATE. Writers of the same row thus queue here,
+    which makes a read-then-write transaction safe. A row created by a concurrent writer
+    between our update and our insert is touched again.
+    """
+    where = [table.c[name] == value for name, value in key.items()]
+    touch_row = table.update().where(*where).values({touch: table.c[touch]})
+    if conn.execute(touch_row).rowcount:
+        return
+    try:
+        with conn.begin_nested():
+            conn.execute(table.insert().values(**key, **defaults))
+    except sqlalchemy.exc.IntegrityError:
+        conn.execute(touch_row)

@@ -53,7 +53,7 @@ from search.errors import CoevoError, StorageError, UserInputError
 from search.problem import Problem
 from search.proposers import Evaluation, Proposer, RoundContext
 from search.runner import ATTR_BUDGET, evaluations_from_study
-from search.storage import open_storage, side_engine
+from search.storage import lock_row, open_storage, side_engine
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -200,19 +200,8 @@ class Coordination:
             )
 
     def _lock_study(self, conn: sa.Connection) -> None:
-        # the study's "claims" row is the mutex of the claim transaction (row lock on
-        # PostgreSQL; SQLite holds the database lock from BEGIN IMMEDIATE anyway)
-        touched = conn.execute(
-            leases.update().where(leases.c.study == self.study, leases.c.name == "claims").values(expires_at=leases.c.expires_at)
-        ).rowcount
-        if not touched:
-            try:
-                with conn.begin_nested():
-                    conn.execute(leases.insert().values(study=self.study, name="claims", owner=None, expires_at=0.0))
-            except sqlalchemy.exc.IntegrityError:
-                conn.execute(
-                    leases.update().where(leases.c.study == self.study, leases.c.name == "claims").values(expires_at=leases.c.expires_at)
-                )
+        # the study's "claims" row is the mutex of the claim transaction
+        lock_row(conn, leases, {"study": self.study, "name": "claims"}, touch="expires_at", defaults={"owner": None, "expires_at": 0.0})
 
     # ------------------------------------------------------------ claims
 
