@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from typing import Any
 
 import optuna
 
-from search.runner import load_search, summarize
+from search.runner import load_search
 from search.workers import Coordination
 
 ALIVE_S = 30.0
@@ -17,22 +18,18 @@ ALIVE_S = 30.0
 def progress(storage: str | None, study_name: str) -> dict[str, Any]:
     """Progress of one search: evaluations against budget, trial states, workers, metrics so far."""
     stored = load_search(storage, study_name)
-    states: dict[str, int] = {}
-    for t in stored.study.get_trials(deepcopy=False):
-        states[t.state.name] = states.get(t.state.name, 0) + 1
+    trials = stored.study.get_trials(deepcopy=False)
+    states = dict(Counter(t.state.name for t in trials))
     workers = Coordination(storage, study_name).workers()
     now = time.time()
     for w in workers:
         w["alive"] = w["state"] == "running" and now - w["last_seen"] < ALIVE_S
-    result = summarize(
-        stored.problem, stored.study, proposer=stored.proposer, seed=stored.seed, budget=stored.budget, storage=storage, wall_s=0.0
-    )
-    complete = stored.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    result = stored.summary(storage)
     return {
         "study": study_name,
         "problem": stored.problem.spec(),
         "proposer": stored.proposer,
-        "evaluations": sum(bool(t.user_attrs.get("query", True)) for t in complete),
+        "evaluations": sum(t.state == optuna.trial.TrialState.COMPLETE and bool(t.user_attrs.get("query", True)) for t in trials),
         "budget": stored.budget,
         "states": states,
         "round": stored.study.user_attrs.get("coevo.round"),

@@ -111,6 +111,10 @@ class StoredSearch:
     seed: int
     budget: int
 
+    def summary(self, storage: str | None) -> SearchResult:
+        """Its found set scored as :func:`summarize` does (no wall time: nothing ran here)."""
+        return summarize(self.problem, self.study, proposer=self.proposer, seed=self.seed, budget=self.budget, storage=storage, wall_s=0.0)
+
 
 def load_search(storage: str | None, study_name: str) -> StoredSearch:
     """Open study ``study_name`` and rebuild its problem from the recorded spec.
