@@ -51,7 +51,7 @@ from optuna.trial import TrialState
 
 from search.errors import CoevoError, StorageError, UserInputError
 from search.problem import Problem
-from search.proposers import Evaluation, Proposer, RoundContext
+from search.proposers import Proposer, RoundContext
 from search.runner import ATTR_BUDGET, evaluations_from_study
 from search.storage import lock_row, open_storage, side_engine
 
@@ -653,8 +653,3 @@ def _stop_on_signals(stop: threading.Event) -> Callable[[], None]:
             signal.signal(s, h)
 
     return restore
-
-
-def evaluations_of(problem: Problem, study: optuna.Study) -> list[Evaluation]:
-    """The paid evaluations of a study (worker-mode PRUNED duplicates excluded)."""
-    return [e for e in evaluations_from_study(problem, study) if e.query]

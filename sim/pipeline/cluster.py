@@ -8,7 +8,7 @@ Bandwidths are per direction, in GB/s (1e9 bytes/s); latency in microseconds.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -87,8 +87,3 @@ def get_cluster(name_or_file: str) -> Cluster:
         if not isinstance(data.get(key, 1), int | float) or data.get(key, 1) <= 0:
             raise UserInputError(f"cluster file {path}: {key} must be a positive number, got {data.get(key)!r}")
     return Cluster(**data)
-
-
-def describe(cluster: Cluster) -> dict[str, Any]:
-    """JSON-friendly form."""
-    return asdict(cluster)
