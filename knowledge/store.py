@@ -192,6 +192,7 @@ def default_kb_url(storage: str | None) -> str:
 
 
 _ENGINES: dict[tuple[str, float], Engine] = {}
+_MIGRATED: set[Engine] = set()
 
 
 def _engine(url: str, busy_timeout_s: float) -> Engine:
@@ -228,7 +229,9 @@ class KnowledgeStore:
         self.url = url
         try:
             self.engine = _engine(url, busy_timeout_s)
-            self._migrate()
+            if self.engine not in _MIGRATED:  # once per engine and process: the engine opens the store every round
+                self._migrate()
+                _MIGRATED.add(self.engine)
         except sqlalchemy.exc.SQLAlchemyError as exc:
             raise _friendly(exc, url, "opening it") from exc
 
