@@ -40,7 +40,14 @@ class Command:
 
 
 def _problem_options(args: argparse.Namespace, **extra: object) -> dict[str, object]:
-    options: dict[str, object] = {"dataset": args.dataset, **extra}
+    options: dict[str, object] = {
+        "dataset": args.dataset,
+        "model": args.model,
+        "cluster": args.cluster,
+        "global_batch": args.global_batch,
+        "resolution": args.resolution,
+        **extra,
+    }
     if args.mode != "query":
         options["mode"] = args.mode
         options["storage"] = args.storage
@@ -57,6 +64,11 @@ def _add_problem_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--dataset", default=None, help="NB201 dataset: cifar10, cifar100, imagenet16_120 (default: cifar10)")
     p.add_argument("--storage", default=None, help="Optuna storage URL (default: sqlite:///runs/coevo.sqlite3)")
+    g = p.add_argument_group("pipeline problem (--problem pipeline)")
+    g.add_argument("--model", default=None, help="model preset (unet-sd, uvit-h, ...) or path/to/file.py:function (default: unet-sd)")
+    g.add_argument("--cluster", default=None, help="cluster preset (v100x16-ib10, v100x16-ib300, v100x8-pcie) or a JSON file")
+    g.add_argument("--global-batch", type=int, default=None, help="samples per training step over all replicas (default: 128)")
+    g.add_argument("--resolution", type=int, default=None, help="latent height/width (default: 64)")
 
 
 def _add_search_args(p: argparse.ArgumentParser) -> None:

@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from search.errors import UserInputError
 from sim.pipeline.cluster import Cluster
 from sim.pipeline.partition import blockwise, skip_aware
+from sim.pipeline.profile import profile
 from sim.pipeline.simulate import simulate
-from sim.pipeline.unet import profile
 
 
 def main() -> int:

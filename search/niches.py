@@ -49,6 +49,25 @@ def nb201_complexity_niches() -> tuple[Niche, ...]:
     )
 
 
+def pipeline_degree_niches() -> tuple[Niche, ...]:
+    """Hybrid-parallel configurations by pipeline degree: from pure data parallelism to deep pipelines.
+
+    Deep pipelines move less gradient traffic but more activations and bubbles; shallow
+    ones hold more of the model per device, so each band has its own memory/throughput trade-off.
+    """
+
+    def pp(point: Hashable) -> int:
+        return int(point[0])  # type: ignore[index]
+
+    return (
+        Niche("pp1", "no pipeline: pure data parallelism, the whole model on every device", lambda c: pp(c) == 1),
+        Niche("pp2-3", "shallow pipelines of 2-3 stages", lambda c: 2 <= pp(c) <= 3),
+        Niche("pp4-7", "pipelines of 4-7 stages", lambda c: 4 <= pp(c) <= 7),
+        Niche("pp8-15", "deep pipelines of 8-15 stages", lambda c: 8 <= pp(c) <= 15),
+        Niche("pp16+", "pipelines of 16 or more stages", lambda c: pp(c) >= 16),
+    )
+
+
 def single_niche() -> tuple[Niche, ...]:
     """No partition: one niche holding the whole space (the ``-noniche`` ablation)."""
     return (Niche("all", "the whole design space", lambda c: True),)
@@ -56,11 +75,12 @@ def single_niche() -> tuple[Niche, ...]:
 
 PARTITIONS: dict[str, Callable[[], tuple[Niche, ...]]] = {
     "nb201-complexity": nb201_complexity_niches,
+    "pipeline-degree": pipeline_degree_niches,
     "single": single_niche,
 }
 
 
-DEFAULT_PARTITION: dict[str, str] = {"nb201": "nb201-complexity"}
+DEFAULT_PARTITION: dict[str, str] = {"nb201": "nb201-complexity", "pipeline": "pipeline-degree"}
 """Niche partition per problem name; problems not listed get one niche."""
 
 

@@ -87,7 +87,8 @@ class SearchResult:
 
 def default_study_name(problem: Problem, proposer: str, seed: int, variant: str = "") -> str:
     """``<problem>-<option values>-<proposer><variant>-s<seed>``, e.g. ``nb201-cifar10-fpga-tpe-s0``."""
-    parts = [v for k, v in problem.spec().items() if k != "problem" and isinstance(v, str)]  # nested settings stay out of the name
+    # scalar options only: nested settings stay out of the name
+    parts = [str(v) for k, v in problem.spec().items() if k != "problem" and isinstance(v, str | int) and not isinstance(v, bool)]
     return "-".join([problem.name, *parts, proposer + variant, f"s{seed}"])
 
 
@@ -135,7 +136,7 @@ def load_search(storage: str | None, study_name: str) -> StoredSearch:
     spec = study.user_attrs.get(ATTR_SPEC)
     if not isinstance(spec, dict) or "problem" not in spec:
         raise UserInputError(f"study {study_name!r} was not created by coevo (it has no problem spec)")
-    options: dict[str, Any] = {k: v for k, v in spec.items() if k != "problem" and isinstance(v, str)}
+    options: dict[str, Any] = {k: v for k, v in spec.items() if k != "problem" and isinstance(v, str | int | float)}
     if options.get("mode", "query") != "query":
         options["storage"] = storage
     return StoredSearch(

@@ -10,7 +10,7 @@ from tools._base import Tool, ToolArgs, ToolArgumentError, ToolExecutionError, T
 from tools._registry import Registry, llm_name
 from tools.kb import KBList, KBReview, KBShow
 from tools.nb201 import NB201ParetoFront, NB201Query
-from tools.pipeline import PipelinePartition, PipelineProfile, PipelineSimulate, PipelineTune
+from tools.pipeline import PipelinePlan, PipelineProfile, PipelineSimulate, PipelineTune
 from tools.search_jobs import SearchStart, SearchStatus
 from tools.search_run import SearchRun
 from tools.studies import StudiesList, StudyFront
@@ -28,7 +28,7 @@ REGISTRY = Registry(
         KBShow(),
         KBReview(),
         PipelineProfile(),
-        PipelinePartition(),
+        PipelinePlan(),
         PipelineSimulate(),
         PipelineTune(),
     ]

@@ -1,23 +1,27 @@
-"""Pipeline-parallel planning tools: profile, partition (block-wise or PULSE skip-aware) and simulate a training step."""
+"""Pipeline-parallel planning tools: profile a model, plan stages (block-wise or PULSE skip-aware), simulate a step, tune."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
+from search.errors import UserInputError
 from sim.pipeline.cluster import PRESETS as CLUSTERS
 from sim.pipeline.cluster import get_cluster
 from sim.pipeline.ilp import synthesize
-from sim.pipeline.partition import blockwise, skip_aware
+from sim.pipeline.partition import Plan, from_mapping, partition
+from sim.pipeline.profile import MODELS, ModelProfile, profile, summary
 from sim.pipeline.simulate import simulate
 from sim.pipeline.tune import tune
-from sim.pipeline.unet import PRESETS, profile, summary
 from tools._base import Tool, ToolArgs, ToolResult
 
-MODEL = Field("unet-sd", description=f"model preset: {', '.join(PRESETS)}")
+MODEL = Field("unet-sd", description=f"model preset ({', '.join(MODELS)}) or path/to/file.py:function returning a PipelineModel")
 RESOLUTION = Field(64, ge=1, le=1024, description="latent height/width (64 for SD at 512 px)")
 MICROBATCH = Field(1, ge=1, le=4096, description="samples per microbatch")
+CLUSTER = Field("v100x16-ib10", description=f"cluster preset ({', '.join(CLUSTERS)}) or a JSON file path")
+BALANCE = Field(0.0, ge=0.0, le=2.0, description="stage-time slack the partitioner may trade for fewer bytes sent (0: pure balance)")
 
 
 class ProfileArgs(ToolArgs):
@@ -27,12 +31,12 @@ class ProfileArgs(ToolArgs):
 
 
 class PipelineProfile(Tool):
-    """Per-block FLOPs, parameter and activation bytes and skip edges of a UNet, from the meta device."""
+    """Per-block FLOPs, parameter and activation bytes and skip edges of a model, from the meta device."""
 
     name = "pipeline.profile"
     description = (
-        "Profile a UNet-style diffusion backbone block by block (built on PyTorch's meta device, no weights allocated): "
-        "forward FLOPs, parameter bytes, output activation bytes per microbatch and the long skip connections."
+        "Profile a UNet/UViT-style diffusion backbone (or a user model file) block by block, built on PyTorch's meta device "
+        "(no weights allocated): forward FLOPs, parameter bytes, output activation bytes per microbatch and the long skips."
     )
     Args = ProfileArgs
     example: ClassVar[dict[str, Any]] = {"model": "unet-tiny", "resolution": 8}
@@ -53,33 +57,63 @@ class PipelineProfile(Tool):
         return ToolResult(value={**summary(p), "per_block": blocks}, messages=["fp16 activations and parameters (2 bytes per element)"])
 
 
-class PartitionArgs(ToolArgs):
+def plan_handle(p: ModelProfile, plan: Plan) -> str:
+    """The compact JSON a user passes back to ``pipeline.simulate`` as ``plan``."""
+    data = {"model": p.model, "resolution": p.resolution, "microbatch": p.microbatch}
+    data |= {"method": plan.method, "device_of": list(plan.device_of)}
+    return json.dumps(data, separators=(",", ":"))
+
+
+def read_plan(text: str, flops_per_s: float) -> tuple[ModelProfile, Plan]:
+    """Rebuild a profile and plan from :func:`plan_handle`'s JSON (raises ``UserInputError`` saying what is wrong)."""
+    try:
+        data = json.loads(text)
+        model, resolution, microbatch = str(data["model"]), int(data["resolution"]), int(data["microbatch"])
+        method, device_of = str(data["method"]), [int(d) for d in data["device_of"]]
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise UserInputError(
+            f"plan is not a plan from pipeline.plan ({type(exc).__name__}: {exc}); pass its 'handle' string, "
+            'e.g. {"model":"unet-tiny","resolution":8,"microbatch":1,"method":"skip-aware","device_of":[0,1,...]}'
+        ) from None
+    p = profile(model, resolution=resolution, microbatch=microbatch)
+    return p, from_mapping(p, method, device_of, flops_per_s=flops_per_s)
+
+
+class PlanArgs(ToolArgs):
     model: str = MODEL
     devices: int = Field(8, ge=1, le=1024, description="pipeline stages (one device each)")
+    cluster: str = CLUSTER
     resolution: int = RESOLUTION
     microbatch: int = MICROBATCH
     method: Literal["blockwise", "skip-aware", "both"] = Field("both", description="blockwise (1F1B baseline), skip-aware (PULSE) or both")
-    device_tflops: float = Field(50.0, gt=0, le=1e5, description="sustained TFLOP/s of one device (for stage times)")
+    balance: float = BALANCE
 
 
-class PipelinePartition(Tool):
-    """Stage partitions of a UNet with exact cross-device bytes per microbatch."""
+class PipelinePlan(Tool):
+    """Stage partitions of a model with exact cross-device bytes per microbatch."""
 
-    name = "pipeline.partition"
+    name = "pipeline.plan"
     description = (
-        "Split a UNet into pipeline stages: the conventional contiguous compute-balanced partition and/or PULSE's skip-aware "
-        "symmetric collocation (each encoder block on the same device as the decoder block using its skip). Returns each "
-        "device's blocks, compute time, imbalance and the exact forward bytes per microbatch crossing devices (boundary and skip)."
+        "Split a UNet/UViT into pipeline stages: the conventional contiguous compute-balanced partition and/or PULSE's "
+        "skip-aware symmetric collocation (each encoder block on the device of the decoder block using its skip). Returns "
+        "each device's blocks, compute time on the cluster's devices, imbalance, the exact forward bytes per microbatch "
+        "crossing devices (boundary and skip), and a 'handle' to pass to pipeline.simulate as plan."
     )
-    Args = PartitionArgs
-    example: ClassVar[dict[str, Any]] = {"model": "unet-tiny", "devices": 2, "resolution": 8}
+    Args = PlanArgs
+    example: ClassVar[dict[str, Any]] = {"model": "unet-tiny", "devices": 2, "resolution": 8, "cluster": "v100x8-pcie"}
 
-    def run(self, args: PartitionArgs) -> ToolResult:
+    def run(self, args: PlanArgs) -> ToolResult:
+        cluster = get_cluster(args.cluster)
+        if args.devices > cluster.devices:
+            raise UserInputError(f"{args.devices} stages need {args.devices} devices; cluster {cluster.name} has {cluster.devices}")
         p = profile(args.model, resolution=args.resolution, microbatch=args.microbatch)
-        rate = args.device_tflops * 1e12
+        rate = cluster.device_tflops * 1e12
         methods = ("blockwise", "skip-aware") if args.method == "both" else (args.method,)
-        plans = {m: (blockwise if m == "blockwise" else skip_aware)(p, args.devices, flops_per_s=rate).as_dict(p) for m in methods}
-        value: dict[str, Any] = {"model": args.model, "devices": args.devices, "plans": plans}
+        plans = {}
+        for m in methods:
+            plan = partition(p, m, args.devices, flops_per_s=rate, balance_tolerance=args.balance)
+            plans[m] = {**plan.as_dict(p), "handle": plan_handle(p, plan)}
+        value: dict[str, Any] = {"model": args.model, "devices": args.devices, "cluster": cluster.name, "plans": plans}
         if len(plans) == 2:
             base, ours = plans["blockwise"]["total_bytes_per_microbatch_forward"], plans["skip-aware"]["total_bytes_per_microbatch_forward"]
             value["bytes_reduction"] = round(1 - ours / base, 4) if base else 0.0
@@ -87,36 +121,42 @@ class PipelinePartition(Tool):
 
 
 class SimulateArgs(ToolArgs):
+    plan: str | None = Field(None, description="a plan's 'handle' from pipeline.plan; when given, model/devices/method/balance are ignored")
     model: str = MODEL
     devices: int = Field(8, ge=1, le=1024, description="pipeline stages (one device each)")
-    cluster: str = Field("v100x16-ib10", description=f"cluster preset ({', '.join(CLUSTERS)}) or a JSON file path")
+    cluster: str = CLUSTER
     method: Literal["blockwise", "skip-aware"] = Field("skip-aware", description="partitioner")
+    balance: float = BALANCE
     schedule: Literal["gpipe", "1f1b", "wave", "ilp"] = Field("wave", description="pipeline schedule; ilp: synthesised by CP-SAT")
     resolution: int = RESOLUTION
     microbatch: int = MICROBATCH
     microbatches: int = Field(16, ge=1, le=1024, description="microbatches per training step")
+    recompute: bool = Field(False, description="activation recomputation (stash stage inputs only; recompute before backward)")
     time_limit_s: float = Field(10.0, gt=0, le=600, description="ilp: CP-SAT time limit (the best schedule found is returned)")
 
 
 class PipelineSimulate(Tool):
-    """Simulate one pipeline-parallel training step of a partition and schedule on a cluster."""
+    """Simulate one pipeline-parallel training step of a plan and schedule on a cluster."""
 
     name = "pipeline.simulate"
     description = (
-        "Simulate one pipeline-parallel training step (discrete events: compute per stage, transfers per link) for a UNet "
-        "partition (blockwise or skip-aware) and schedule (gpipe, 1f1b, wave) on a cluster: makespan, bubble ratio, "
-        "samples/s, bytes per link and peak memory per device."
+        "Simulate one pipeline-parallel training step (discrete events: compute per stage, transfers per link) for a plan "
+        "(a pipeline.plan handle, or model + devices + method) and schedule (gpipe, 1f1b, wave, or ilp: CP-SAT synthesised) "
+        "on a cluster: makespan, bubble ratio, samples/s, bytes per link and peak memory per device."
     )
     Args = SimulateArgs
     example: ClassVar[dict[str, Any]] = {"model": "unet-tiny", "devices": 2, "resolution": 8, "microbatches": 4}
 
     def run(self, args: SimulateArgs) -> ToolResult:
         cluster = get_cluster(args.cluster)
-        p = profile(args.model, resolution=args.resolution, microbatch=args.microbatch)
         rate = cluster.device_tflops * 1e12
-        plan = (blockwise if args.method == "blockwise" else skip_aware)(p, args.devices, flops_per_s=rate)
+        if args.plan is not None:
+            p, plan = read_plan(args.plan, rate)
+        else:
+            p = profile(args.model, resolution=args.resolution, microbatch=args.microbatch)
+            plan = partition(p, args.method, args.devices, flops_per_s=rate, balance_tolerance=args.balance)
         extra: dict[str, Any] = {}
-        messages: list[str] = []
+        messages: list[str] = ["simulated (sim/pipeline): not measured on hardware"]
         if args.schedule == "ilp":
             synthesized = synthesize(p, plan, cluster, microbatches=args.microbatches, time_limit_s=args.time_limit_s)
             result = simulate(p, plan, cluster, schedule="ilp", microbatches=args.microbatches, order=synthesized.starts)
@@ -124,7 +164,7 @@ class PipelineSimulate(Tool):
             if synthesized.status != "optimal":
                 messages.append(f"best effort: CP-SAT hit its {args.time_limit_s:g} s limit before proving this schedule optimal")
         else:
-            result = simulate(p, plan, cluster, schedule=args.schedule, microbatches=args.microbatches)
+            result = simulate(p, plan, cluster, schedule=args.schedule, microbatches=args.microbatches, recompute=args.recompute)
         fits = all(m <= cluster.memory_gb * 1e9 for m in result.peak_memory_bytes)
         if not fits:
             messages.append(f"does not fit: peak memory exceeds {cluster.memory_gb} GB on some device")
@@ -134,7 +174,7 @@ class PipelineSimulate(Tool):
 
 class TuneArgs(ToolArgs):
     model: str = MODEL
-    cluster: str = Field("v100x16-ib10", description=f"cluster preset ({', '.join(CLUSTERS)}) or a JSON file path")
+    cluster: str = CLUSTER
     global_batch: int = Field(128, ge=1, le=1_000_000, description="samples per training step over all replicas")
     resolution: int = RESOLUTION
     top: int = Field(10, ge=1, le=200, description="how many of the fastest configurations to return")
@@ -147,7 +187,8 @@ class PipelineTune(Tool):
     description = (
         "Find the fastest hybrid-parallel configuration for training a UNet on a cluster: pipeline degree x data-parallel "
         "degree x microbatch size x (block-wise GPipe/1F1B or skip-aware wave), each simulated with its gradient all-reduce "
-        "and checked against device memory. Returns the fastest configurations and the rejected ones with reasons."
+        "and checked against device memory. Returns the fastest configurations and the rejected ones with reasons. "
+        "For a search over these plus balance and recomputation, run search.start with problem pipeline."
     )
     Args = TuneArgs
     example: ClassVar[dict[str, Any]] = {"model": "unet-tiny", "cluster": "v100x8-pcie", "global_batch": 8, "resolution": 8, "top": 3}

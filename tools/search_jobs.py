@@ -17,7 +17,7 @@ from search.problems import make_problem
 from search.progress import progress
 from search.runner import default_study_name
 from tools._base import Tool, ToolResult
-from tools.search_run import SearchArgs
+from tools.search_run import PROBLEM_OPTIONS, SearchArgs, problem_options
 from tools.studies import StudyArgs
 
 JOBS_DIR = Path("runs/jobs")
@@ -43,16 +43,14 @@ class SearchStart(Tool):
     confirm = True
 
     def run(self, args: SearchArgs) -> ToolResult:
-        options: dict[str, Any] = {"dataset": args.dataset, "device": args.device}
-        if args.mode != "query":
-            options.update(mode=args.mode, storage=args.storage)
-        problem = make_problem(args.problem, options)  # bad names fail here, not in the background
+        problem = make_problem(args.problem, problem_options(args))  # bad names fail here, not in the background
         study = args.study or default_study_name(problem, args.proposer, args.seed)
         command = [sys.executable, "-m", "agent.cli", "search", "--problem", args.problem, "--proposer", args.proposer]
         command += ["--budget", str(args.budget), "--seed", str(args.seed), "--study", study, "--mode", args.mode, "--json"]
-        for flag, value in (("--dataset", args.dataset), ("--device", args.device), ("--storage", args.storage)):
-            if value:
-                command += [flag, value]
+        for name in (*PROBLEM_OPTIONS, "storage"):
+            value = getattr(args, name)
+            if value is not None:
+                command += ["--" + name.replace("_", "-"), str(value)]
         JOBS_DIR.mkdir(parents=True, exist_ok=True)
         log = JOBS_DIR / f"{study}.log"
         with log.open("ab") as fh:

@@ -12,9 +12,13 @@ from tools._base import Tool, ToolArgs, ToolResult
 
 
 class SearchArgs(ToolArgs):
-    problem: str = Field("nb201", description="problem name, e.g. nb201")
+    problem: str = Field("nb201", description="problem name: nb201 (NAS) or pipeline (hybrid-parallel training plans)")
     dataset: str | None = Field(None, description="NB201: cifar10, cifar100 or imagenet16_120")
     device: str | None = Field(None, description="NB201: latency device, e.g. fpga")
+    model: str | None = Field(None, description="pipeline: model preset (unet-sd, uvit-h, ...) or path/to/file.py:function")
+    cluster: str | None = Field(None, description="pipeline: cluster preset (v100x16-ib10, ...) or JSON file")
+    global_batch: int | None = Field(None, ge=1, le=1_000_000, description="pipeline: samples per training step (default 128)")
+    resolution: int | None = Field(None, ge=1, le=1024, description="pipeline: latent height/width (default 64)")
     proposer: str = Field(
         "pelnas", description="proposer: pelnas (co-evolution, offline reasoner), pelnas-noniche, pelnas-nokb, random, nsga2, tpe"
     )
@@ -25,6 +29,18 @@ class SearchArgs(ToolArgs):
     seed: int = Field(0, description="random seed")
     storage: str | None = Field(None, description="Optuna storage URL; default sqlite:///runs/coevo.sqlite3")
     study: str | None = Field(None, description="study name; an existing study with the same options is resumed")
+
+
+PROBLEM_OPTIONS = ("dataset", "device", "model", "cluster", "global_batch", "resolution")
+"""Problem options a search tool passes on (None ones are dropped by make_problem)."""
+
+
+def problem_options(args: SearchArgs) -> dict[str, Any]:
+    """The problem's options from a search tool's arguments."""
+    options: dict[str, Any] = {name: getattr(args, name) for name in PROBLEM_OPTIONS}
+    if args.mode != "query":
+        options.update(mode=args.mode, storage=args.storage)
+    return options
 
 
 class SearchRun(Tool):
@@ -47,10 +63,7 @@ class SearchRun(Tool):
     long_running = True
 
     def run(self, args: SearchArgs) -> ToolResult:
-        options: dict[str, Any] = {"dataset": args.dataset, "device": args.device}
-        if args.mode != "query":
-            options.update(mode=args.mode, storage=args.storage)
-        problem = make_problem(args.problem, options)
+        problem = make_problem(args.problem, problem_options(args))
         result = run_search(problem, args.proposer, budget=args.budget, seed=args.seed, storage=args.storage, study_name=args.study)
         messages = [result.stopped] if result.stopped else []
         return ToolResult(value={k: v for k, v in vars(result).items() if k != "hv_history"}, messages=messages)

@@ -1,110 +1,297 @@
-"""Reality check of the planner's byte counts: run a plan's forward pass over torch.distributed (gloo).
+"""Reality check of the planner: run a plan's training step over torch.distributed (gloo) and count bytes and time.
 
-Each rank (one process per device, on loopback) builds the same small UNet (same seed),
+Each rank (one process per device, on loopback) builds the same small model (same seed),
 runs the blocks the plan puts on its device in forward order, and at every virtual-stage
 boundary sends exactly what the next stage needs: the boundary activation plus the skips
 in flight across it whose producer and consumer sit on different devices (relayed stage
-by stage, as :mod:`sim.pipeline.partition` counts them). Every ``dist.send`` is counted.
-The check passes when the bytes sent equal the planner's count and the output equals a
-single-process forward pass.
+by stage, as :mod:`sim.pipeline.partition` counts them). The backward pass walks the
+boundaries in reverse and sends the gradient of every tensor that crossed, back over the
+same link. Every ``dist.send`` is counted.
+
+The check passes when the bytes sent forward and backward each equal the planner's count,
+the output equals a single-process forward pass, and every parameter gradient equals a
+single-process backward pass.
+
+Timing (:func:`calibrate`): the same step (one microbatch, so the stages run one after the
+other, as GPipe/1F1B with one microbatch do) is timed over ``repeats`` runs; the simulator
+predicts it from this machine's measured compute rate (FLOP/s of a single-process forward
+and backward) and loopback link (gloo send bandwidth and latency), and the relative error
+is reported.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import statistics
+import time
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from sim.pipeline.partition import blockwise, skip_aware
-from sim.pipeline.simulate import boundary_tensors
-from sim.pipeline.unet import UNet, get_config, profile
+from sim.pipeline.blocks import Block, BlockNet
+from sim.pipeline.cluster import Cluster
+from sim.pipeline.partition import partition
+from sim.pipeline.profile import build_model, profile
+from sim.pipeline.simulate import boundary_tensors, simulate
 
 
 @dataclass(frozen=True)
 class CheckResult:
-    """Bytes the run sent vs the planner's count, and whether the output matched."""
+    """Bytes the run sent vs the planner's count, output and gradient agreement, and step times."""
 
     method: str
     devices: int
     bytes_sent: int
     bytes_planned: int
     output_matches: bool
+    backward_bytes_sent: int = 0
+    grads_match: bool = False
+    step_s: tuple[float, ...] = ()
 
     @property
     def ok(self) -> bool:
-        """Bytes equal and output equal."""
-        return self.bytes_sent == self.bytes_planned and self.output_matches
+        """Bytes equal (both directions), output and gradients equal."""
+        same = self.bytes_sent == self.bytes_planned == self.backward_bytes_sent
+        return same and self.output_matches and self.grads_match
 
 
-def _rank_main(rank: int, world: int, port: int, model: str, resolution: int, device_of: list[int], queue: Any) -> None:
+def _inputs(model: str, resolution: int, microbatch: int) -> tuple[BlockNet, torch.Tensor]:
+    torch.manual_seed(0)
+    built = build_model(model)
+    net = BlockNet(built)
+    torch.manual_seed(1)
+    return net, torch.randn(built.input_shape(microbatch, resolution))
+
+
+def _step(rank: int, net: BlockNet, x: torch.Tensor, device_of: list[int], boundaries: list[Any], shapes: list[Any]) -> dict[str, Any]:
+    """One forward + backward over the ranks; returns bytes sent and this rank's output and gradients."""
+    blocks = list(net.blocks)
+    net.zero_grad(set_to_none=True)
+    outputs: dict[int, torch.Tensor] = {}
+    received: dict[int, list[tuple[int, torch.Tensor]]] = {}  # boundary -> (block, leaf tensor)
+    boundary_after = {tensors[0]: k for k, (_s, _d, tensors) in enumerate(boundaries)}
+    sent = 0
+    for i, block in enumerate(blocks):
+        if device_of[i] == rank:
+            h = x if i == 0 else outputs[i - 1]
+            assert isinstance(block, Block)
+            skip_from = block.skip_from
+            outputs[i] = block(h, outputs[skip_from] if skip_from is not None else None)
+        if i in boundary_after:
+            k = boundary_after[i]
+            src, dst, tensors = boundaries[k]
+            for t in tensors:
+                if rank == src:
+                    dist.send(outputs[t].detach().contiguous(), dst)
+                    sent += outputs[t].numel() * outputs[t].element_size()
+                elif rank == dst:
+                    buf = torch.empty(shapes[t])
+                    dist.recv(buf, src)
+                    outputs[t] = buf.requires_grad_(True)
+                    received.setdefault(k, []).append((t, outputs[t]))
+    last = len(blocks) - 1
+    pending: list[tuple[torch.Tensor, torch.Tensor]] = []
+    if device_of[last] == rank:
+        out = outputs[last]
+        pending.append((out.square().mean(), torch.tensor(1.0)))
+    sent_back = 0
+
+    def run_pending() -> None:
+        if pending:
+            torch.autograd.backward([t for t, _ in pending], [g for _, g in pending], retain_graph=True)
+            pending.clear()
+
+    for k in reversed(range(len(boundaries))):
+        src, dst, tensors = boundaries[k]
+        if rank == dst:
+            run_pending()
+            for _t, leaf in received.get(k, []):
+                grad = leaf.grad if leaf.grad is not None else torch.zeros_like(leaf)
+                dist.send(grad.contiguous(), src)
+                sent_back += grad.numel() * grad.element_size()
+        elif rank == src:
+            for t in tensors:
+                grad = torch.empty(shapes[t])
+                dist.recv(grad, dst)
+                pending.append((outputs[t], grad))
+    run_pending()
+    grads = {
+        f"{i}.{name}": param.grad.numpy().copy()
+        for i, block in enumerate(blocks)
+        if device_of[i] == rank
+        for name, param in block.named_parameters()
+        if param.grad is not None
+    }
+    return {
+        "sent": sent,
+        "sent_back": sent_back,
+        "out": outputs[last].detach().numpy().copy() if device_of[last] == rank else None,
+        "grads": grads,
+    }
+
+
+def _rank_main(
+    rank: int, world: int, port: int, model: str, resolution: int, microbatch: int, device_of: list[int], repeats: int, queue: Any
+) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)  # one core per rank, as one device per rank
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
-        torch.manual_seed(0)
-        cfg = get_config(model)
-        net = UNet(cfg)
-        p = profile(cfg, resolution=resolution, dtype_bytes=4)
+        net, x = _inputs(model, resolution, microbatch)
+        p = profile(model, resolution=resolution, microbatch=microbatch, dtype_bytes=4)
         boundaries = boundary_tensors(device_of, p.skip_edges)
-        torch.manual_seed(1)
-        x = torch.randn(1, cfg.in_channels, resolution, resolution)
-        outputs: dict[int, torch.Tensor] = {}
-        sent = 0
-        blocks = list(net.blocks)
-        boundary_after = {}  # last block of a virtual stage -> boundary index
-        for k, (_src, _dst, tensors) in enumerate(boundaries):
-            boundary_after[tensors[0]] = k
-        with torch.no_grad():
-            for i, block in enumerate(blocks):
-                if device_of[i] == rank:
-                    h = x if i == 0 else outputs[i - 1]
-                    skip_from = p.blocks[i].skip_from
-                    skip = outputs[skip_from] if skip_from is not None else None
-                    outputs[i] = block(h, skip)
-                if i in boundary_after:
-                    src, dst, tensors = boundaries[boundary_after[i]]
-                    for t in tensors:
-                        if rank == src:
-                            dist.send(outputs[t].contiguous(), dst)
-                            sent += outputs[t].numel() * outputs[t].element_size()
-                        elif rank == dst:
-                            buf = torch.empty(p.blocks[t].out_shape)
-                            dist.recv(buf, src)
-                            outputs[t] = buf
-        last = len(blocks) - 1
-        # numpy, not a tensor: a tensor would travel as shared memory this process is about to release
-        queue.put((rank, sent, outputs[last].numpy().copy() if device_of[last] == rank else None))
+        shapes = [b.out_shape for b in p.blocks]
+        result = _step(rank, net, x, device_of, boundaries, shapes)
+        times = []
+        for _ in range(repeats):
+            dist.barrier()
+            start = time.perf_counter()
+            _step(rank, net, x, device_of, boundaries, shapes)
+            dist.barrier()
+            times.append(time.perf_counter() - start)
+        # numpy, not tensors: a tensor would travel as shared memory this process is about to release
+        queue.put((rank, result, times))
     finally:
         dist.destroy_process_group()
 
 
-def check(model: str = "unet-tiny", *, devices: int = 2, method: str = "skip-aware", resolution: int = 8) -> CheckResult:
-    """Run ``method``'s plan over ``devices`` gloo processes and compare bytes and output (see module doc)."""
-    p = profile(model, resolution=resolution, dtype_bytes=4)  # the run is float32
-    plan = (skip_aware if method == "skip-aware" else blockwise)(p, devices, flops_per_s=1e12)
+def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        return int(s.getsockname()[1])
+
+
+def check(
+    model: str = "unet-tiny", *, devices: int = 2, method: str = "skip-aware", resolution: int = 8, microbatch: int = 1, repeats: int = 0
+) -> CheckResult:
+    """Run ``method``'s plan over ``devices`` gloo processes; compare bytes, output and gradients (module doc).
+
+    Args:
+        repeats: also time this many steps after the checked one (``step_s``).
+    """
+    p = profile(model, resolution=resolution, microbatch=microbatch, dtype_bytes=4)  # the run is float32
+    plan = partition(p, method, devices, flops_per_s=1e12)
     ctx = mp.get_context("spawn")
     queue = ctx.SimpleQueue()
-    procs = [
-        ctx.Process(target=_rank_main, args=(r, devices, port, model, resolution, list(plan.device_of), queue)) for r in range(devices)
-    ]
+    args = (devices, _free_port(), model, resolution, microbatch, list(plan.device_of), repeats, queue)
+    procs = [ctx.Process(target=_rank_main, args=(r, *args)) for r in range(devices)]
     for proc in procs:
         proc.start()
     results = [queue.get() for _ in procs]
     for proc in procs:
         proc.join(60)
-    sent = sum(r[1] for r in results)
-    out = next(r[2] for r in results if r[2] is not None)
-    torch.manual_seed(0)
-    reference_net = UNet(get_config(model))
-    torch.manual_seed(1)
-    x = torch.randn(1, get_config(model).in_channels, resolution, resolution)
-    with torch.no_grad():
-        reference = reference_net(x)
-    return CheckResult(method, devices, sent, plan.total_bytes, bool(torch.allclose(torch.from_numpy(out), reference, atol=1e-5)))
+    runs = [r[1] for r in results]
+    out = next(r["out"] for r in runs if r["out"] is not None)
+    grads = {k: v for r in runs for k, v in r["grads"].items()}
+    net, x = _inputs(model, resolution, microbatch)
+    reference = net(x)
+    reference.square().mean().backward()
+    expected = {f"{i}.{n}": prm.grad.numpy() for i, b in enumerate(net.blocks) for n, prm in b.named_parameters() if prm.grad is not None}
+    grads_match = grads.keys() == expected.keys() and all(np.allclose(grads[k], expected[k], atol=1e-5, rtol=1e-4) for k in expected)
+    step_s = tuple(max(r[2][i] for r in results) for i in range(repeats))
+    return CheckResult(
+        method,
+        devices,
+        sum(r["sent"] for r in runs),
+        plan.total_bytes,
+        bool(np.allclose(out, reference.detach().numpy(), atol=1e-5)),
+        sum(r["sent_back"] for r in runs),
+        grads_match,
+        step_s,
+    )
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Measured vs simulated step time of a gloo pipeline run."""
+
+    method: str
+    devices: int
+    flops_per_s: float
+    link_gbs: float
+    latency_us: float
+    measured_s: float
+    predicted_s: float
+
+    @property
+    def error(self) -> float:
+        """Relative error of the prediction: predicted / measured - 1."""
+        return self.predicted_s / self.measured_s - 1.0
+
+
+def measure_compute(model: str, resolution: int, microbatch: int, repeats: int = 5) -> float:
+    """FLOP/s of a single-thread forward + backward of the whole model on this machine (median of ``repeats``)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as each rank runs
+    try:
+        net, x = _inputs(model, resolution, microbatch)
+        flops = profile(model, resolution=resolution, microbatch=microbatch, dtype_bytes=4).total("flops") * 3  # fwd + bwd
+        times = []
+        for _ in range(repeats + 1):  # the first run warms up allocators and is dropped
+            net.zero_grad(set_to_none=True)
+            start = time.perf_counter()
+            net(x).square().mean().backward()
+            times.append(time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(threads)
+    return flops / statistics.median(times[1:])
+
+
+def _link_main(rank: int, port: int, sizes: list[int], repeats: int, queue: Any) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    try:
+        out = []
+        for n in sizes:
+            buf = torch.zeros(n // 4)
+            times = []
+            for _ in range(repeats):
+                dist.barrier()
+                start = time.perf_counter()
+                if rank == 0:
+                    dist.send(buf, 1)
+                    dist.recv(buf, 1)
+                else:
+                    dist.recv(buf, 0)
+                    dist.send(buf, 0)
+                times.append((time.perf_counter() - start) / 2)
+            out.append(statistics.median(times))
+        if rank == 0:
+            queue.put(out)
+    finally:
+        dist.destroy_process_group()
+
+
+def measure_link(repeats: int = 20) -> tuple[float, float]:
+    """(bytes/s, latency s) of a gloo send over loopback: ping-pong of 4 KiB and 4 MiB tensors, medians."""
+    sizes = [4096, 4 << 20]
+    ctx = mp.get_context("spawn")
+    queue = ctx.SimpleQueue()
+    port = _free_port()
+    procs = [ctx.Process(target=_link_main, args=(r, port, sizes, repeats, queue)) for r in range(2)]
+    for proc in procs:
+        proc.start()
+    small, large = queue.get()
+    for proc in procs:
+        proc.join(60)
+    bandwidth = (sizes[1] - sizes[0]) / max(large - small, 1e-9)
+    return bandwidth, max(small - sizes[0] / bandwidth, 0.0)
+
+
+def calibrate(
+    model: str = "unet-small", *, devices: int = 2, method: str = "skip-aware", resolution: int = 32, microbatch: int = 4, repeats: int = 5
+) -> Calibration:
+    """Time the gloo step and compare with the simulator fed this machine's measured rates (module doc)."""
+    rate = measure_compute(model, resolution, microbatch)
+    bandwidth, latency = measure_link()
+    result = check(model, devices=devices, method=method, resolution=resolution, microbatch=microbatch, repeats=repeats)
+    p = profile(model, resolution=resolution, microbatch=microbatch, dtype_bytes=4)
+    cluster = Cluster("loopback", devices, devices, rate / 1e12, 1e3, bandwidth / 1e9, bandwidth / 1e9, latency * 1e6)
+    plan = partition(p, method, devices, flops_per_s=rate)
+    predicted = simulate(p, plan, cluster, schedule="gpipe", microbatches=1).makespan_s
+    return Calibration(method, devices, rate, bandwidth / 1e9, latency * 1e6, statistics.median(result.step_s), predicted)

@@ -27,8 +27,8 @@ from ortools.sat.python import cp_model
 from search.errors import UserInputError
 from sim.pipeline.cluster import Cluster
 from sim.pipeline.partition import TRAIN_FLOPS_FACTOR, Plan
+from sim.pipeline.profile import ModelProfile
 from sim.pipeline.simulate import OPTIMIZER_BYTES_PER_PARAM_BYTE, Op, virtual_stages
-from sim.pipeline.unet import ModelProfile
 
 US = 1e6
 

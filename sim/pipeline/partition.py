@@ -15,6 +15,11 @@ producer's output once; a skip whose ends sit on different devices is relayed st
 stage, as 1F1B / GPipe implementations pass tensors only between adjacent stages, so it
 is sent once per stage boundary it crosses (``skip_bytes``), and ``skip_bytes_direct``
 gives the single point-to-point send for comparison.
+
+Communication-aware cuts (``balance_tolerance`` > 0): among the partitions whose slowest
+device is within ``1 + tolerance`` of the best balance, take the one sending the fewest
+bytes (exact DP over the cut positions; a cut's bytes are additive over cuts). A little
+imbalance buys cuts at low-resolution points, where activations are small.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from search.errors import UserInputError
-from sim.pipeline.unet import ModelProfile
+from sim.pipeline.profile import ModelProfile
 
 TRAIN_FLOPS_FACTOR = 3.0
 """Forward + backward FLOPs per forward FLOP (backward ~2x forward)."""
@@ -42,6 +47,7 @@ class Plan:
         skip_bytes: forward bytes of skip activations crossing devices, relayed per boundary.
         skip_bytes_direct: the same skips sent point to point once each.
         param_bytes: parameter bytes held by each device.
+        balance_tolerance: slowest-stage slack allowed for fewer bytes (0: pure balance).
     """
 
     method: str
@@ -51,6 +57,7 @@ class Plan:
     skip_bytes: int
     skip_bytes_direct: int
     param_bytes: tuple[int, ...]
+    balance_tolerance: float = 0.0
 
     @property
     def devices(self) -> int:
@@ -82,6 +89,8 @@ class Plan:
             "skip_bytes_direct": self.skip_bytes_direct,
             "total_bytes_per_microbatch_forward": self.total_bytes,
             "param_bytes": list(self.param_bytes),
+            "balance_tolerance": self.balance_tolerance,
+            "device_of": list(self.device_of),
         }
 
 
@@ -122,7 +131,57 @@ def min_max_split(costs: Sequence[float], parts: int) -> list[int]:
     return groups
 
 
-def _plan(method: str, profile: ModelProfile, device_of: Sequence[int], flops_per_s: float) -> Plan:
+def min_bytes_split(costs: Sequence[float], cut_bytes: Sequence[float], parts: int, tolerance: float) -> list[int]:
+    """Contiguous split into ``parts`` groups with the fewest cut bytes among near-balanced ones.
+
+    Args:
+        costs: cost of each item.
+        cut_bytes: bytes of a cut between item ``j`` and ``j + 1`` (``len(costs) - 1`` values).
+        parts: number of groups.
+        tolerance: each group's sum may reach ``(1 + tolerance)`` times the best possible
+            largest group sum (:func:`min_max_split`); 0 gives a balanced split with the fewest bytes.
+
+    Example:
+        >>> min_bytes_split([2, 2, 2, 2], [9, 1, 9], 2, 0.0)
+        [0, 0, 1, 1]
+        >>> min_bytes_split([2, 1, 2, 2], [1, 9, 9], 2, 0.0), min_bytes_split([2, 1, 2, 2], [1, 9, 9], 2, 1.0)
+        ([0, 0, 1, 1], [0, 1, 1, 1])
+    """
+    if tolerance < 0:
+        raise UserInputError(f"balance tolerance must be >= 0, got {tolerance}")
+    n = len(costs)
+    if len(cut_bytes) != n - 1:
+        raise ValueError(f"{n} items need {n - 1} cut costs, got {len(cut_bytes)}")
+    groups = min_max_split(costs, parts)
+    optimum = max(sum(c for c, g in zip(costs, groups, strict=True) if g == k) for k in range(parts))
+    bound = optimum * (1 + tolerance) * (1 + 1e-9) + 1e-12
+    prefix = [0.0]
+    for c in costs:
+        prefix.append(prefix[-1] + c)
+    inf = float("inf")
+    # best[k][i]: fewest cut bytes splitting the first i items into k groups, each within the bound
+    best = [[inf] * (n + 1) for _ in range(parts + 1)]
+    cut = [[0] * (n + 1) for _ in range(parts + 1)]
+    best[0][0] = 0.0
+    for k in range(1, parts + 1):
+        for i in range(k, n - (parts - k) + 1):
+            for j in range(k - 1, i):
+                if prefix[i] - prefix[j] > bound or best[k - 1][j] == inf:
+                    continue
+                value = best[k - 1][j] + (cut_bytes[j - 1] if j > 0 else 0.0)
+                if value < best[k][i]:
+                    best[k][i], cut[k][i] = value, j
+    out = [0] * n
+    i = n
+    for k in range(parts, 0, -1):
+        j = cut[k][i]
+        for x in range(j, i):
+            out[x] = k - 1
+        i = j
+    return out
+
+
+def _plan(method: str, profile: ModelProfile, device_of: Sequence[int], flops_per_s: float, tolerance: float = 0.0) -> Plan:
     devices = max(device_of) + 1
     compute = [0.0] * devices
     params = [0] * devices
@@ -135,12 +194,20 @@ def _plan(method: str, profile: ModelProfile, device_of: Sequence[int], flops_pe
         hops = abs(device_of[dst] - device_of[src])
         relayed += hops * profile.blocks[src].out_bytes
         direct += (hops > 0) * profile.blocks[src].out_bytes
-    return Plan(method, tuple(device_of), tuple(compute), boundary, relayed, direct, tuple(params))
+    return Plan(method, tuple(device_of), tuple(compute), boundary, relayed, direct, tuple(params), tolerance)
 
 
-def blockwise(profile: ModelProfile, devices: int, *, flops_per_s: float) -> Plan:
-    """Contiguous, compute-balanced stages in forward order (the 1F1B / GPipe baseline)."""
-    return _plan("blockwise", profile, min_max_split([b.flops for b in profile.blocks], devices), flops_per_s)
+def blockwise(profile: ModelProfile, devices: int, *, flops_per_s: float, balance_tolerance: float = 0.0) -> Plan:
+    """Contiguous, compute-balanced stages in forward order (the 1F1B / GPipe baseline).
+
+    With ``balance_tolerance`` > 0 the cuts also minimise the bytes sent (module doc)."""
+    costs = [b.flops for b in profile.blocks]
+    if balance_tolerance == 0:
+        return _plan("blockwise", profile, min_max_split(costs, devices), flops_per_s)
+    skips = profile.skip_edges
+    out = [b.out_bytes for b in profile.blocks]
+    cut_bytes = [out[j] + sum(out[s] for s, c in skips if s <= j < c) for j in range(len(costs) - 1)]
+    return _plan("blockwise", profile, min_bytes_split(costs, cut_bytes, devices, balance_tolerance), flops_per_s, balance_tolerance)
 
 
 def units(profile: ModelProfile) -> list[list[int]]:
@@ -165,17 +232,54 @@ def units(profile: ModelProfile) -> list[list[int]]:
     return out
 
 
-def skip_aware(profile: ModelProfile, devices: int, *, flops_per_s: float) -> Plan:
-    """PULSE's symmetric collocation partition (see module doc)."""
+def skip_aware(profile: ModelProfile, devices: int, *, flops_per_s: float, balance_tolerance: float = 0.0) -> Plan:
+    """PULSE's symmetric collocation partition (see module doc); ``balance_tolerance`` as in :func:`blockwise`."""
     groups = units(profile)
     if devices > len(groups):
         raise UserInputError(
             f"{profile.model} has {len(groups)} encoder/decoder pairs, so skip-aware partitioning supports at most {len(groups)} devices "
             f"per pipeline (got {devices}); use data parallelism for the rest"
         )
-    of_unit = min_max_split([sum(profile.blocks[i].flops for i in u) for u in groups], devices)
+    costs = [sum(profile.blocks[i].flops for i in u) for u in groups]
+    if balance_tolerance == 0:
+        of_unit = min_max_split(costs, devices)
+    else:
+        unit_of = {i: k for k, u in enumerate(groups) for i in u}
+        cut_bytes = [
+            sum(profile.blocks[i - 1].out_bytes for i in range(1, len(profile.blocks)) if (unit_of[i - 1] <= j) != (unit_of[i] <= j))
+            for j in range(len(groups) - 1)
+        ]
+        of_unit = min_bytes_split(costs, cut_bytes, devices, balance_tolerance)
     device_of = [0] * len(profile.blocks)
     for unit, group in zip(groups, of_unit, strict=True):
         for i in unit:
             device_of[i] = group
-    return _plan("skip-aware", profile, device_of, flops_per_s)
+    return _plan("skip-aware", profile, device_of, flops_per_s, balance_tolerance)
+
+
+PARTITIONERS = {"blockwise": blockwise, "skip-aware": skip_aware}
+"""Partitioner name -> function."""
+
+
+def partition(profile: ModelProfile, method: str, devices: int, *, flops_per_s: float, balance_tolerance: float = 0.0) -> Plan:
+    """The plan of a partitioner by name (``blockwise`` or ``skip-aware``)."""
+    if method not in PARTITIONERS:
+        raise UserInputError(f"unknown partitioner {method!r}; choose from {', '.join(PARTITIONERS)}")
+    return PARTITIONERS[method](profile, devices, flops_per_s=flops_per_s, balance_tolerance=balance_tolerance)
+
+
+def from_mapping(profile: ModelProfile, method: str, device_of: Sequence[int], *, flops_per_s: float) -> Plan:
+    """Rebuild a plan from a saved stage-to-device mapping (e.g. the ``plan`` a tool returned).
+
+    Raises:
+        UserInputError: the mapping does not fit the model (length, device numbering, or a
+            skip-aware mapping that splits an encoder/decoder pair).
+    """
+    if len(device_of) != len(profile.blocks):
+        raise UserInputError(f"the plan maps {len(device_of)} blocks but {profile.model} has {len(profile.blocks)}; plan and model differ")
+    used = sorted(set(device_of))
+    if used != list(range(len(used))):
+        raise UserInputError(f"plan devices must be numbered 0..{len(used) - 1} with none skipped, got {used}")
+    if method == "skip-aware" and any(device_of[a] != device_of[c] for a, c in profile.skip_edges):
+        raise UserInputError("a skip-aware plan must keep each encoder block on the device of the decoder block using its skip")
+    return _plan(method, profile, device_of, flops_per_s)

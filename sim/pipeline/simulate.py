@@ -21,6 +21,10 @@ device can start something, it starts the admissible ready op that the schedule 
 * a given op order (``order``, e.g. a CP-SAT schedule from :mod:`sim.pipeline.ilp`): each
   device runs its ops in that order, as soon as each is ready.
 
+With ``recompute`` (activation checkpointing), a virtual stage stashes only its input per
+in-flight microbatch and runs its forward again before the backward (backward time 3x
+forward instead of 2x).
+
 Reported: makespan of the step (no optimizer, no data-parallel all-reduce), bubble ratio,
 samples/s, bytes per link, and peak memory per device (16 bytes per parameter for
 mixed-precision Adam, plus the stashed activations of in-flight microbatches).
@@ -36,7 +40,7 @@ from typing import Any
 from search.errors import UserInputError
 from sim.pipeline.cluster import Cluster
 from sim.pipeline.partition import TRAIN_FLOPS_FACTOR, Plan
-from sim.pipeline.unet import ModelProfile
+from sim.pipeline.profile import ModelProfile
 
 SCHEDULES = ("gpipe", "1f1b", "wave")
 Op = tuple[str, int, int]
@@ -124,14 +128,46 @@ def virtual_stages(profile: ModelProfile, plan: Plan, flops_per_s: float) -> lis
     return out
 
 
+def stash_bytes(profile: ModelProfile, stages: Sequence[VirtualStage], v: int, recompute: bool) -> int:
+    """Activation bytes virtual stage ``v`` keeps per in-flight microbatch (with recompute: its input only)."""
+    if not recompute:
+        return stages[v].stash_bytes
+    return stages[v - 1].send_bytes if v > 0 else profile.input_bytes
+
+
+def memory_bound(profile: ModelProfile, plan: Plan, *, schedule: str, microbatches: int, recompute: bool = False) -> tuple[int, ...]:
+    """Memory each device must hold under a schedule rule: optimizer state plus the most stashed activations it allows.
+
+    GPipe stashes every microbatch on every virtual stage; 1F1B and wave keep at most
+    ``V - v`` microbatches in flight on virtual stage ``v``. The simulated peak never exceeds this.
+    """
+    stages = virtual_stages(profile, plan, 1.0)
+    n_v = len(stages)
+    memory = [0] * plan.devices
+    for i, d in enumerate(plan.device_of):
+        memory[d] += profile.blocks[i].param_bytes * OPTIMIZER_BYTES_PER_PARAM_BYTE
+    for v, stage in enumerate(stages):
+        limit = microbatches if schedule == "gpipe" else min(microbatches, n_v - v)
+        memory[stage.device] += limit * stash_bytes(profile, stages, v, recompute)
+    return tuple(memory)
+
+
 def simulate(
-    profile: ModelProfile, plan: Plan, cluster: Cluster, *, schedule: str, microbatches: int, order: Mapping[Op, float] | None = None
+    profile: ModelProfile,
+    plan: Plan,
+    cluster: Cluster,
+    *,
+    schedule: str,
+    microbatches: int,
+    order: Mapping[Op, float] | None = None,
+    recompute: bool = False,
 ) -> StepResult:
     """Simulate one training step of ``microbatches`` microbatches (see module doc).
 
     Args:
         order: replay this op order per device (sort key per op) instead of a schedule rule;
             ``schedule`` then only names the result.
+        recompute: activation checkpointing (module doc).
 
     Raises:
         UserInputError: unknown schedule, no microbatches, or more devices than the cluster has.
@@ -145,7 +181,8 @@ def simulate(
     rate = cluster.device_tflops * 1e12
     stages = virtual_stages(profile, plan, rate)
     n_v, n_dev = len(stages), plan.devices
-    bwd_factor = TRAIN_FLOPS_FACTOR - 1.0
+    bwd_factor = TRAIN_FLOPS_FACTOR - 1.0 + (1.0 if recompute else 0.0)
+    stashed = [stash_bytes(profile, stages, v, recompute) for v in range(len(stages))]
     ready: dict[tuple[str, int, int], float] = {("F", 0, m): 0.0 for m in range(microbatches)}
     done: set[tuple[str, int, int]] = set()
     device_free = [0.0] * n_dev
@@ -215,7 +252,7 @@ def simulate(
         if kind == "F":
             forwards_left[dev] -= 1
             inflight[v] += 1
-            stash[dev] += stage.stash_bytes
+            stash[dev] += stashed[v]
             peak[dev] = max(peak[dev], stash[dev])
             if v + 1 < n_v:
                 ready["F", v + 1, m] = send(v, v + 1, end, stage.send_bytes)
@@ -223,7 +260,7 @@ def simulate(
                 ready["B", v, m] = end
         else:
             inflight[v] -= 1
-            stash[dev] -= stage.stash_bytes
+            stash[dev] -= stashed[v]
             if v > 0:
                 ready["B", v - 1, m] = max(send(v, v - 1, end, stages[v - 1].send_bytes), finish["F", v - 1, m])
     makespan = max(finish.values())

@@ -18,8 +18,8 @@ from typing import Any
 from search.errors import UserInputError
 from sim.pipeline.cluster import Cluster
 from sim.pipeline.partition import blockwise, skip_aware, units
+from sim.pipeline.profile import profile
 from sim.pipeline.simulate import simulate
-from sim.pipeline.unet import get_config, profile
 
 CHOICES = (("blockwise", "gpipe"), ("blockwise", "1f1b"), ("skip-aware", "wave"))
 
@@ -62,9 +62,8 @@ def tune(
     """
     if global_batch < 1:
         raise UserInputError(f"global batch must be at least 1, got {global_batch}")
-    cfg = get_config(model)
     rate = cluster.device_tflops * 1e12
-    max_pairs = len(units(profile(cfg, resolution=resolution)))
+    max_pairs = len(units(profile(model, resolution=resolution)))
     feasible: list[Candidate] = []
     rejected: list[dict[str, Any]] = []
     for pp in [d for d in range(1, cluster.devices + 1) if cluster.devices % d == 0]:
@@ -75,7 +74,7 @@ def tune(
                     {"pp": pp, "dp": dp, "microbatch": mb, "reason": f"global batch {global_batch} is not a multiple of dp x microbatch"}
                 )
                 continue
-            p = profile(cfg, resolution=resolution, microbatch=mb)
+            p = profile(model, resolution=resolution, microbatch=mb)
             n_micro = global_batch // (dp * mb)
             for method, schedule in CHOICES:
                 if method == "skip-aware" and pp > max_pairs:

@@ -1,4 +1,4 @@
-"""An SD-like diffusion UNet as a flat list of pipeline blocks, and its profile from the meta device.
+"""An SD-like diffusion UNet as a flat list of pipeline blocks.
 
 The network follows Stable Diffusion's UNet layout (conv-in; per resolution level
 ``res_blocks`` residual blocks, with self-attention on the chosen levels, and a downsample
@@ -6,24 +6,16 @@ except at the last level; a middle block; the mirrored decoder whose residual bl
 concatenate one skip activation, with upsamples; norm + conv-out). Text cross-attention
 and the timestep embedding are left out: they do not change the skip structure, and the
 attention FLOPs they add are a constant factor per block.
-
-:func:`profile` builds the model on PyTorch's ``meta`` device (shapes only, no weights
-allocated, so the 2.6 B-parameter SD size fits anywhere) and runs one forward pass block
-by block under ``FlopCounterMode``: per block it records FLOPs, parameter bytes, the bytes
-of its output activation, and which encoder output it consumes as a skip.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-import networkx as nx
 import torch
 from torch import nn
-from torch.utils.flop_counter import FlopCounterMode
 
-from search.errors import UserInputError
+from sim.pipeline.blocks import Block, PipelineModel
 
 
 @dataclass(frozen=True)
@@ -92,28 +84,6 @@ class SelfAttention(nn.Module):
         return x + out.transpose(1, 2).reshape(b, c, h, w)
 
 
-class Block(nn.Module):
-    """One pipeline block: optional skip concat, then layers.
-
-    Attributes:
-        name: e.g. ``enc3``, ``mid``, ``dec5``.
-        role: ``encoder`` (its output is a skip), ``mid``, ``decoder`` (consumes a skip) or ``other``.
-        skip_from: index (in the block list) of the encoder block whose output it concatenates.
-    """
-
-    def __init__(self, name: str, role: str, layers: list[nn.Module], skip_from: int | None = None) -> None:
-        super().__init__()
-        self.name = name
-        self.role = role
-        self.skip_from = skip_from
-        self.layers = nn.Sequential(*layers)
-
-    def forward(self, x: torch.Tensor, skip: torch.Tensor | None = None) -> torch.Tensor:
-        if skip is not None:
-            x = torch.cat([x, skip], dim=1)
-        return self.layers(x)
-
-
 def build_blocks(cfg: UNetConfig) -> list[Block]:
     """The UNet as an ordered list of blocks (forward order)."""
     blocks: list[Block] = []
@@ -153,115 +123,12 @@ def build_blocks(cfg: UNetConfig) -> list[Block]:
     return blocks
 
 
-class UNet(nn.Module):
-    """The blocks as one module (for real runs of small presets)."""
-
-    def __init__(self, cfg: UNetConfig) -> None:
-        super().__init__()
-        self.blocks = nn.ModuleList(build_blocks(cfg))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        outputs: list[torch.Tensor] = []
-        for block in self.blocks:
-            assert isinstance(block, Block)
-            x = block(x, outputs[block.skip_from] if block.skip_from is not None else None)
-            outputs.append(x)
-        return x
-
-
-@dataclass(frozen=True)
-class BlockProfile:
-    """Measured shape of one block for one microbatch (forward pass)."""
-
-    name: str
-    role: str
-    flops: int
-    param_bytes: int
-    out_bytes: int
-    out_shape: tuple[int, ...]
-    skip_from: int | None
-
-
-@dataclass(frozen=True)
-class ModelProfile:
-    """A model's blocks, in forward order, for one microbatch."""
-
-    model: str
-    microbatch: int
-    resolution: int
-    dtype_bytes: int
-    blocks: tuple[BlockProfile, ...]
-    graph: nx.DiGraph = field(compare=False)
-
-    @property
-    def skip_edges(self) -> list[tuple[int, int]]:
-        """(producer, consumer) block indices of the long skips."""
-        return [(b.skip_from, i) for i, b in enumerate(self.blocks) if b.skip_from is not None]
-
-    def total(self, what: str) -> int:
-        """Sum of ``flops``, ``param_bytes`` or ``out_bytes`` over the blocks."""
-        return sum(int(getattr(b, what)) for b in self.blocks)
-
-
-def get_config(model: str) -> UNetConfig:
-    """A preset by name."""
-    try:
-        return PRESETS[model]
-    except KeyError:
-        raise UserInputError(f"unknown model {model!r}; presets: {', '.join(PRESETS)}") from None
-
-
-def profile(model: str | UNetConfig, *, resolution: int = 64, microbatch: int = 1, dtype_bytes: int = 2) -> ModelProfile:
-    """Profile a UNet on the meta device (see module doc).
-
-    Args:
-        model: preset name or config.
-        resolution: latent height and width (64 for SD at 512 px).
-        microbatch: samples per microbatch.
-        dtype_bytes: bytes per activation/parameter element in training (2 for fp16/bf16).
-
-    Raises:
-        UserInputError: unknown preset, or a resolution the downsampling cannot divide.
-    """
-    cfg = get_config(model) if isinstance(model, str) else model
+def unet(cfg: UNetConfig) -> PipelineModel:
+    """The UNet as pipeline blocks (built on the current default device)."""
     levels = len(cfg.mults) - 1
-    if resolution < 2**levels or resolution % (2**levels):
-        raise UserInputError(f"resolution {resolution} must be a multiple of {2**levels} (the model downsamples {levels} times)")
-    if microbatch < 1:
-        raise UserInputError(f"microbatch must be at least 1, got {microbatch}")
-    with torch.device("meta"):
-        blocks = build_blocks(cfg)
-        x = torch.empty(microbatch, cfg.in_channels, resolution, resolution)
-    outputs: list[torch.Tensor] = []
-    profiles = []
-    graph = nx.DiGraph()
-    for i, block in enumerate(blocks):
-        skip = outputs[block.skip_from] if block.skip_from is not None else None
-        with FlopCounterMode(display=False) as counter:
-            x = block(x, skip)
-        outputs.append(x)
-        params = sum(p.numel() for p in block.parameters()) * dtype_bytes
-        out_bytes = x.numel() * dtype_bytes
-        profiles.append(
-            BlockProfile(block.name, block.role, int(counter.get_total_flops()), params, out_bytes, tuple(x.shape), block.skip_from)
-        )
-        graph.add_node(i, name=block.name, role=block.role, flops=profiles[-1].flops, param_bytes=params, out_bytes=out_bytes)
-        if i > 0:
-            graph.add_edge(i - 1, i, kind="sequential", bytes=profiles[i - 1].out_bytes)
-        if block.skip_from is not None:
-            graph.add_edge(block.skip_from, i, kind="skip", bytes=profiles[block.skip_from].out_bytes)
-    return ModelProfile(cfg.name, microbatch, resolution, dtype_bytes, tuple(profiles), graph)
-
-
-def summary(p: ModelProfile) -> dict[str, Any]:
-    """JSON-friendly totals of a profile."""
-    return {
-        "model": p.model,
-        "blocks": len(p.blocks),
-        "skips": len(p.skip_edges),
-        "gflops_forward": round(p.total("flops") / 1e9, 3),
-        "params_millions": round(p.total("param_bytes") / p.dtype_bytes / 1e6, 2),
-        "activation_mb": round(p.total("out_bytes") / 1e6, 3),
-        "microbatch": p.microbatch,
-        "resolution": p.resolution,
-    }
+    return PipelineModel(
+        cfg.name,
+        build_blocks(cfg),
+        lambda microbatch, resolution: (microbatch, cfg.in_channels, resolution, resolution),
+        resolution_multiple=2**levels,
+    )

@@ -11,4 +11,12 @@ from sim.pipeline.gloo_check import check
 def test_bytes_sent_equal_the_plan(method: str) -> None:
     result = check("unet-small", devices=2, method=method, resolution=16)
     assert result.bytes_sent == result.bytes_planned > 0
-    assert result.output_matches  # the split run computes what one process computes
+    assert result.backward_bytes_sent == result.bytes_planned  # gradients go back over the same boundaries
+    assert result.output_matches and result.grads_match  # the split run computes what one process computes
+    assert result.ok
+
+
+def test_three_stage_blockwise_relays_skips_and_a_uvit_splits_too() -> None:
+    relayed = check("unet-small", devices=3, method="blockwise", resolution=16)
+    assert relayed.ok and relayed.bytes_sent == 475_136  # golden: the planner's count for this plan
+    assert check("uvit-tiny", devices=2, method="skip-aware", resolution=8, repeats=1).ok

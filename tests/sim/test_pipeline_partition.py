@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from search.errors import UserInputError
+from sim.pipeline.blocks import BlockNet
 from sim.pipeline.partition import blockwise, min_max_split, skip_aware, units
-from sim.pipeline.unet import UNet, get_config, profile
+from sim.pipeline.profile import build_model, profile
 
 
 def test_tiny_profile_golden() -> None:
@@ -23,11 +24,10 @@ def test_tiny_profile_golden() -> None:
 
 
 def test_meta_profile_matches_a_real_forward() -> None:
-    cfg = get_config("unet-small")
-    p = profile(cfg, resolution=16, microbatch=2)
-    model = UNet(cfg)
+    p = profile("unet-small", resolution=16, microbatch=2)
+    model = BlockNet(build_model("unet-small"))
     assert sum(x.numel() for x in model.parameters()) * 2 == p.total("param_bytes")
-    out = model(torch.randn(2, cfg.in_channels, 16, 16))
+    out = model(torch.randn(2, 4, 16, 16))
     assert tuple(out.shape) == p.blocks[-1].out_shape
 
 

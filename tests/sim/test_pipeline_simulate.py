@@ -11,8 +11,8 @@ import pytest
 from search.errors import UserInputError
 from sim.pipeline.cluster import Cluster, get_cluster
 from sim.pipeline.partition import blockwise, skip_aware
+from sim.pipeline.profile import BlockProfile, ModelProfile, profile
 from sim.pipeline.simulate import simulate, virtual_stages
-from sim.pipeline.unet import BlockProfile, ModelProfile, profile
 
 FAST = Cluster("ideal", devices=16, per_node=16, device_tflops=1e-9, memory_gb=80, intra_gbs=1e12, inter_gbs=1e12, latency_us=0.0)
 """1 FLOP/ns... i.e. 1e3 FLOP per microsecond: a block of 1e3 FLOPs takes 1 s; links are free."""

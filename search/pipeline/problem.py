@@ -1,0 +1,293 @@
+"""Hybrid-parallel training plans as a coevo problem: maximise simulated samples/s, minimise device memory.
+
+A point is a training configuration for a model on a cluster at a fixed global batch:
+pipeline degree ``pp`` (the data-parallel degree is ``devices / pp``), microbatch size,
+partitioner (block-wise or PULSE skip-aware), schedule (GPipe, 1F1B, wave), balance
+tolerance of the partitioner (slack traded for fewer bytes sent) and activation
+recomputation. Objectives:
+
+* ``samples_per_s`` (maximised, expensive): one training step simulated by
+  :mod:`sim.pipeline.simulate` plus the data-parallel ring all-reduce
+  (:func:`sim.pipeline.tune.allreduce_s`); it stands for a measured step.
+* ``memory_gb`` (minimised, cheap): the most memory any device must hold under the
+  schedule rule (:func:`sim.pipeline.simulate.memory_bound`), computed without simulating.
+
+A configuration that cannot run (the global batch does not divide into ``dp x microbatch``,
+more pipeline stages than blocks or skip pairs, or memory over the device's) evaluates to
+0 samples/s; :meth:`PipelineProblem.infeasible` says why. The space is small enough to
+enumerate, so the exact front (:meth:`reference`) is known; it is computed on first use.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import random
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+import optuna
+
+from search.errors import UserInputError
+from search.metrics import FrontReference
+from search.problem import Evolvable, Objective, Problem
+from sim.pipeline.cluster import Cluster, get_cluster
+from sim.pipeline.partition import Plan, blockwise, skip_aware, units
+from sim.pipeline.profile import ModelProfile, profile
+from sim.pipeline.simulate import memory_bound, simulate
+from sim.pipeline.tune import allreduce_s
+
+MICROBATCHES = (1, 2, 4, 8, 16)
+PARTITIONERS = ("blockwise", "skip-aware")
+SCHEDULES = ("gpipe", "1f1b", "wave")
+BALANCES = (0.0, 0.1, 0.2)
+RECOMPUTE = ("off", "on")
+FLOOR = 1e-6
+"""Samples/s floor of the useful region: only configurations that run count."""
+
+
+class Config(NamedTuple):
+    """One hybrid-parallel training configuration (a point of the ``pipeline`` problem)."""
+
+    pp: int
+    microbatch: int
+    partitioner: str
+    schedule: str
+    balance: float
+    recompute: str
+
+
+@functools.lru_cache(maxsize=64)
+def _profile(model: str, resolution: int, microbatch: int) -> ModelProfile:
+    return profile(model, resolution=resolution, microbatch=microbatch)
+
+
+class PipelineProblem(Problem, Evolvable):
+    """Hybrid-parallel configurations of one model on one cluster (module doc).
+
+    Example:
+        >>> p = PipelineProblem(model="unet-tiny", cluster="v100x8-pcie", global_batch=16, resolution=8)
+        >>> c = p.parse_design("pp=2 microbatch=2 partitioner=skip-aware schedule=wave balance=0 recompute=off")
+        >>> p.describe(c)
+        'pp=2 dp=4 microbatch=2 partitioner=skip-aware schedule=wave balance=0 recompute=off'
+        >>> sorted(p.evaluate(c))
+        ['memory_gb', 'samples_per_s']
+    """
+
+    name = "pipeline"
+    design_label = "config"
+    objectives = (
+        Objective("samples_per_s", "maximize", "samples/s", "expensive"),
+        Objective("memory_gb", "minimize", "GB", "cheap"),
+    )
+
+    def __init__(self, *, model: str = "unet-sd", cluster: str = "v100x16-ib10", global_batch: int = 128, resolution: int = 64) -> None:
+        if global_batch < 1:
+            raise UserInputError(f"global batch must be at least 1, got {global_batch}")
+        self.model = model
+        self.cluster_name = cluster
+        self.cluster: Cluster = get_cluster(cluster)
+        self.global_batch = int(global_batch)
+        self.resolution = int(resolution)
+        base = _profile(model, self.resolution, 1)  # validates the model and resolution early
+        self.blocks = len(base.blocks)
+        self.pairs = len(units(base)) if base.skip_edges else 0
+        self.degrees = tuple(d for d in range(1, self.cluster.devices + 1) if self.cluster.devices % d == 0)
+        self.design_format = (
+            "key=value pairs: pp=P (one of " + ", ".join(map(str, self.degrees)) + f"; dp = {self.cluster.devices}/pp) "
+            f"microbatch=M ({', '.join(map(str, MICROBATCHES))}) partitioner=({'|'.join(PARTITIONERS)}) "
+            f"schedule=({'|'.join(SCHEDULES)}) balance=({'|'.join(f'{b:g}' for b in BALANCES)}) recompute=(off|on)"
+        )
+        self._reference: FrontReference | None = None
+        self._cache: dict[Config, dict[str, float]] = {}
+
+    # ---- identity and encoding
+
+    def spec(self) -> dict[str, Any]:
+        return {
+            "problem": self.name,
+            "model": self.model,
+            "cluster": self.cluster_name,
+            "global_batch": self.global_batch,
+            "resolution": self.resolution,
+        }
+
+    def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
+        cat = optuna.distributions.CategoricalDistribution
+        return {
+            "pp": cat(self.degrees),
+            "microbatch": cat(MICROBATCHES),
+            "partitioner": cat(PARTITIONERS),
+            "schedule": cat(SCHEDULES),
+            "balance": cat(BALANCES),
+            "recompute": cat(RECOMPUTE),
+        }
+
+    def from_params(self, params: Mapping[str, Any]) -> Config:
+        try:
+            point = Config(
+                int(params["pp"]),
+                int(params["microbatch"]),
+                str(params["partitioner"]),
+                str(params["schedule"]),
+                float(params["balance"]),
+                str(params["recompute"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UserInputError(f"pipeline params need {', '.join(self.distributions())}; got {dict(params)!r}") from exc
+        self._check(point)
+        return point
+
+    def _check(self, c: Config) -> None:
+        for value, choices, label in (
+            (c.pp, self.degrees, "pp"),
+            (c.microbatch, MICROBATCHES, "microbatch"),
+            (c.partitioner, PARTITIONERS, "partitioner"),
+            (c.schedule, SCHEDULES, "schedule"),
+            (c.balance, BALANCES, "balance"),
+            (c.recompute, RECOMPUTE, "recompute"),
+        ):
+            if value not in choices:
+                raise UserInputError(f"{label}={value} is outside the space; choose from {', '.join(map(str, choices))}")
+
+    def to_params(self, point: Any) -> dict[str, Any]:
+        return dict(Config(*point)._asdict())
+
+    def point_id(self, point: Any) -> str:
+        c = Config(*point)
+        return f"pp{c.pp}-mb{c.microbatch}-{c.partitioner}-{c.schedule}-b{c.balance:g}-rc{c.recompute}"
+
+    def describe(self, point: Any) -> str:
+        c = Config(*point)
+        return (
+            f"pp={c.pp} dp={self.cluster.devices // c.pp} microbatch={c.microbatch} partitioner={c.partitioner} "
+            f"schedule={c.schedule} balance={c.balance:g} recompute={c.recompute}"
+        )
+
+    def parse_design(self, text: str) -> Config:
+        """Read ``key=value`` pairs as :meth:`describe` writes them (``dp`` is optional and checked)."""
+        pairs = dict(re.findall(r"([a-z_]+)\s*=\s*([\w.\-]+)", text))
+        try:
+            point = self.from_params(pairs)
+        except UserInputError as exc:
+            raise UserInputError(f"cannot read {text!r} as a configuration: {exc}; format: {self.design_format}") from None
+        if "dp" in pairs and pairs["dp"] != str(self.cluster.devices // point.pp):
+            raise UserInputError(f"dp={pairs['dp']} does not match pp={point.pp} on {self.cluster.devices} devices")
+        return point
+
+    # ---- evaluation
+
+    def _plan(self, c: Config, p: ModelProfile) -> Plan:
+        partition = blockwise if c.partitioner == "blockwise" else skip_aware
+        return partition(p, c.pp, flops_per_s=self.cluster.device_tflops * 1e12, balance_tolerance=c.balance)
+
+    def infeasible(self, point: Any) -> str | None:
+        """Why a configuration cannot run (None when it can)."""
+        c = Config(*point)
+        dp = self.cluster.devices // c.pp
+        if self.global_batch % (dp * c.microbatch):
+            return f"global batch {self.global_batch} is not a multiple of dp x microbatch = {dp * c.microbatch}"
+        if c.pp > self.blocks:
+            return f"{c.pp} stages but the model has {self.blocks} blocks"
+        if c.partitioner == "skip-aware" and c.pp > self.pairs:
+            return f"skip-aware partitioning places at most {self.pairs} stages (encoder/decoder pairs), got pp={c.pp}"
+        memory = self._memory_gb(c)
+        if memory > self.cluster.memory_gb:
+            return f"needs {memory:.1f} GB on a device with {self.cluster.memory_gb:g} GB"
+        return None
+
+    def _microbatches(self, c: Config) -> int:
+        return self.global_batch // (self.cluster.devices // c.pp * c.microbatch)
+
+    def _memory_gb(self, c: Config) -> float:
+        if self.global_batch % (self.cluster.devices // c.pp * c.microbatch) or c.pp > self.blocks:
+            return float(self.cluster.memory_gb)
+        if c.partitioner == "skip-aware" and c.pp > self.pairs:
+            return float(self.cluster.memory_gb)
+        p = _profile(self.model, self.resolution, c.microbatch)
+        bound = memory_bound(p, self._plan(c, p), schedule=c.schedule, microbatches=self._microbatches(c), recompute=c.recompute == "on")
+        return max(bound) / 1e9
+
+    def evaluate(self, point: Any) -> dict[str, float]:
+        c = Config(*point)
+        if c in self._cache:
+            return dict(self._cache[c])
+        memory = self._memory_gb(c)
+        throughput = 0.0
+        if self.infeasible(c) is None:
+            p = _profile(self.model, self.resolution, c.microbatch)
+            plan = self._plan(c, p)
+            step = simulate(p, plan, self.cluster, schedule=c.schedule, microbatches=self._microbatches(c), recompute=c.recompute == "on")
+            dp = self.cluster.devices // c.pp
+            grads = [sum(p.blocks[i].param_bytes for i, d in enumerate(plan.device_of) if d == s) for s in range(c.pp)]
+            reduce_s = max(allreduce_s(self.cluster, c.pp, dp, s, g) for s, g in enumerate(grads))
+            throughput = self.global_batch / (step.makespan_s + reduce_s)
+        values = {"samples_per_s": throughput, "memory_gb": memory}
+        self._cache[c] = values
+        return dict(values)
+
+    def all_points(self) -> list[Config]:
+        """Every configuration of the space."""
+        return [Config(*v) for v in itertools.product(*self._choices())]
+
+    def acquisition_bounds(self) -> tuple[float, float]:
+        return FLOOR, float(self.cluster.memory_gb)
+
+    def reference(self) -> FrontReference:
+        if self._reference is None:
+            points = [c for c in self.all_points() if self.infeasible(c) is None]
+            if not points:
+                raise UserInputError(f"no configuration of {self.model} runs on {self.cluster_name} at global batch {self.global_batch}")
+            values = [self.evaluate(c) for c in points]
+            self._reference = FrontReference.from_space(
+                np.array([v["samples_per_s"] for v in values]),
+                np.array([v["memory_gb"] for v in values]),
+                FLOOR,
+                ids=[self.point_id(c) for c in points],
+            )
+        return self._reference
+
+    # ---- operators for the co-evolution engine (Evolvable)
+
+    def neighbours(self, point: Any) -> list[Config]:
+        c = Config(*point)
+        out = []
+        for field, choices in zip(Config._fields, self._choices(), strict=True):
+            for value in choices:
+                if value != getattr(c, field):
+                    out.append(c._replace(**{field: value}))
+        return out
+
+    def _choices(self) -> tuple[tuple[Any, ...], ...]:
+        return (self.degrees, MICROBATCHES, PARTITIONERS, SCHEDULES, BALANCES, RECOMPUTE)
+
+    def crossover(self, a: Any, b: Any, rng: random.Random) -> Config:
+        return Config(*(x if rng.random() < 0.5 else y for x, y in zip(a, b, strict=True)))
+
+    def random_point(self, rng: random.Random) -> Config:
+        return Config(*(rng.choice(choices) for choices in self._choices()))
+
+    def features(self, points: Sequence[Any]) -> np.ndarray:
+        """log2 pp, log2 microbatch, log2 microbatches per pipeline, balance, recompute, one-hot partitioner and schedule."""
+        rows = []
+        for point in points:
+            c = Config(*point)
+            n_micro = max(self.global_batch / (self.cluster.devices // c.pp * c.microbatch), 0.5)
+            rows.append(
+                [np.log2(c.pp), np.log2(c.microbatch), np.log2(n_micro), c.balance, float(c.recompute == "on")]
+                + [float(c.partitioner == x) for x in PARTITIONERS]
+                + [float(c.schedule == x) for x in SCHEDULES]
+            )
+        return np.asarray(rows, dtype=float).reshape(len(rows), 5 + len(PARTITIONERS) + len(SCHEDULES))
+
+    def cheap_values(self, points: Sequence[Any]) -> dict[str, np.ndarray]:
+        return {"memory_gb": np.array([self._memory_gb(Config(*p)) for p in points], dtype=float)}
+
+    @classmethod
+    def from_options(
+        cls, model: str = "unet-sd", cluster: str = "v100x16-ib10", global_batch: int = 128, resolution: int = 64
+    ) -> PipelineProblem:
+        """Build from CLI/tool options (unknown model or cluster names list the valid ones)."""
+        return cls(model=model, cluster=cluster, global_batch=int(global_batch), resolution=int(resolution))

@@ -1,0 +1,193 @@
+"""Model registry and block-by-block profiles from PyTorch's meta device.
+
+A model is named by a preset (``unet-sd``, ``uvit-h``, ...: :data:`MODELS`) or by a user
+file, ``path/to/file.py:function``, whose function takes no arguments and returns a
+:class:`sim.pipeline.blocks.PipelineModel` (blocks built with ``sim.pipeline.blocks.Block``;
+the function is called under ``torch.device("meta")``, so it allocates no weights).
+
+:func:`profile` builds the model on the meta device (shapes only, so a multi-billion
+parameter model fits anywhere) and runs one forward pass block by block under
+``FlopCounterMode``: per block it records FLOPs, parameter bytes, the bytes of its output
+activation, and which earlier output it consumes as a skip; the result carries a networkx
+DAG (sequential and skip edges, with bytes).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from search.errors import UserInputError
+from sim.pipeline import unet as unet_mod
+from sim.pipeline import uvit as uvit_mod
+from sim.pipeline.blocks import ROLES, Block, PipelineModel
+
+MODELS: dict[str, Callable[[], PipelineModel]] = {
+    **{name: functools.partial(unet_mod.unet, cfg) for name, cfg in unet_mod.PRESETS.items()},
+    **{name: functools.partial(uvit_mod.uvit, cfg) for name, cfg in uvit_mod.PRESETS.items()},
+}
+"""Preset name -> builder (builds on the current default device)."""
+
+
+@dataclass(frozen=True)
+class BlockProfile:
+    """Measured shape of one block for one microbatch (forward pass)."""
+
+    name: str
+    role: str
+    flops: int
+    param_bytes: int
+    out_bytes: int
+    out_shape: tuple[int, ...]
+    skip_from: int | None
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    """A model's blocks, in forward order, for one microbatch."""
+
+    model: str
+    microbatch: int
+    resolution: int
+    dtype_bytes: int
+    blocks: tuple[BlockProfile, ...]
+    graph: nx.DiGraph = field(compare=False)
+    input_bytes: int = 0
+    """Bytes of the first block's input per microbatch."""
+
+    @property
+    def skip_edges(self) -> list[tuple[int, int]]:
+        """(producer, consumer) block indices of the long skips."""
+        return [(b.skip_from, i) for i, b in enumerate(self.blocks) if b.skip_from is not None]
+
+    def total(self, what: str) -> int:
+        """Sum of ``flops``, ``param_bytes`` or ``out_bytes`` over the blocks."""
+        return sum(int(getattr(b, what)) for b in self.blocks)
+
+
+def _load_user_model(spec: str) -> PipelineModel:
+    path_text, _, func_name = spec.rpartition(":")
+    path = Path(path_text)
+    if not path.is_file():
+        raise UserInputError(
+            f"unknown model {spec!r}: presets are {', '.join(MODELS)}, or give path/to/file.py:function "
+            f"(a function returning a sim.pipeline.blocks.PipelineModel)"
+        )
+    module_spec = importlib.util.spec_from_file_location(f"coevo_user_model_{path.stem}", path)
+    if module_spec is None or module_spec.loader is None:
+        raise UserInputError(f"model file {path} cannot be imported as Python")
+    module = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as exc:  # the user's code: any error is reported as theirs
+        raise UserInputError(f"model file {path} failed to import: {type(exc).__name__}: {exc}") from None
+    func = getattr(module, func_name, None)
+    if not callable(func):
+        names = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n))]
+        raise UserInputError(f"model file {path} has no function {func_name!r} (callables: {', '.join(names) or 'none'})")
+    try:
+        model = func()
+    except Exception as exc:
+        raise UserInputError(f"{spec}: the function raised {type(exc).__name__}: {exc}") from None
+    if not isinstance(model, PipelineModel):
+        raise UserInputError(f"{spec} returned {type(model).__name__}; it must return sim.pipeline.blocks.PipelineModel")
+    model.name = spec
+    return model
+
+
+def _validate(model: PipelineModel) -> None:
+    if not model.blocks:
+        raise UserInputError(f"model {model.name} has no blocks")
+    for i, block in enumerate(model.blocks):
+        if not isinstance(block, Block):
+            raise UserInputError(f"model {model.name}: block {i} is a {type(block).__name__}, not a sim.pipeline.blocks.Block")
+        if block.role not in ROLES:
+            raise UserInputError(f"model {model.name}: block {block.name} has role {block.role!r}; roles: {', '.join(ROLES)}")
+        if block.skip_from is not None and not 0 <= block.skip_from < i - 1:
+            raise UserInputError(
+                f"model {model.name}: block {block.name} (index {i}) takes a skip from index {block.skip_from}; "
+                f"a skip must come from an earlier, non-adjacent block (0..{i - 2})"
+            )
+
+
+def build_model(name: str) -> PipelineModel:
+    """A preset or user model, built on the current default device (use ``torch.device("meta")`` for shapes only).
+
+    Raises:
+        UserInputError: unknown preset, unreadable user file, or blocks breaking the contract.
+    """
+    if name in MODELS:
+        model = MODELS[name]()
+    elif ":" in name:
+        model = _load_user_model(name)
+    else:
+        raise UserInputError(f"unknown model {name!r}; presets: {', '.join(MODELS)}, or path/to/file.py:function")
+    _validate(model)
+    return model
+
+
+def profile(model: str, *, resolution: int = 64, microbatch: int = 1, dtype_bytes: int = 2) -> ModelProfile:
+    """Profile a model on the meta device (see module doc).
+
+    Args:
+        model: preset name or ``file.py:function``.
+        resolution: latent height and width (64 for SD at 512 px).
+        microbatch: samples per microbatch.
+        dtype_bytes: bytes per activation/parameter element in training (2 for fp16/bf16).
+
+    Raises:
+        UserInputError: unknown model, or a resolution the model cannot take.
+    """
+    if microbatch < 1:
+        raise UserInputError(f"microbatch must be at least 1, got {microbatch}")
+    with torch.device("meta"):
+        built = build_model(model)
+        multiple = built.resolution_multiple
+        if resolution < multiple or resolution % multiple:
+            raise UserInputError(f"resolution {resolution} must be a multiple of {multiple} for model {model}")
+        x = torch.empty(built.input_shape(microbatch, resolution))
+    input_bytes = x.numel() * dtype_bytes
+    outputs: list[torch.Tensor] = []
+    profiles = []
+    graph = nx.DiGraph()
+    for i, block in enumerate(built.blocks):
+        skip = outputs[block.skip_from] if block.skip_from is not None else None
+        try:
+            with FlopCounterMode(display=False) as counter:
+                x = block(x, skip)
+        except RuntimeError as exc:  # shape mismatches in a user model
+            raise UserInputError(f"model {model}: block {block.name} (index {i}) failed on the meta device: {exc}") from None
+        outputs.append(x)
+        params = sum(p.numel() for p in block.parameters()) * dtype_bytes
+        out_bytes = x.numel() * dtype_bytes
+        profiles.append(
+            BlockProfile(block.name, block.role, int(counter.get_total_flops()), params, out_bytes, tuple(x.shape), block.skip_from)
+        )
+        graph.add_node(i, name=block.name, role=block.role, flops=profiles[-1].flops, param_bytes=params, out_bytes=out_bytes)
+        if i > 0:
+            graph.add_edge(i - 1, i, kind="sequential", bytes=profiles[i - 1].out_bytes)
+        if block.skip_from is not None:
+            graph.add_edge(block.skip_from, i, kind="skip", bytes=profiles[block.skip_from].out_bytes)
+    return ModelProfile(model, microbatch, resolution, dtype_bytes, tuple(profiles), graph, input_bytes)
+
+
+def summary(p: ModelProfile) -> dict[str, Any]:
+    """JSON-friendly totals of a profile."""
+    return {
+        "model": p.model,
+        "blocks": len(p.blocks),
+        "skips": len(p.skip_edges),
+        "gflops_forward": round(p.total("flops") / 1e9, 3),
+        "params_millions": round(p.total("param_bytes") / p.dtype_bytes / 1e6, 2),
+        "activation_mb": round(p.total("out_bytes") / 1e6, 3),
+        "microbatch": p.microbatch,
+        "resolution": p.resolution,
+    }

@@ -1,0 +1,87 @@
+"""The ``pipeline`` search problem: encoding, feasibility, exact front, and a co-evolution search through the CLI."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from agent.cli import main
+from search.errors import UserInputError
+from search.niches import niche_of, partition_for
+from search.pipeline.problem import Config, PipelineProblem
+from search.problems import make_problem
+from search.runner import load_search
+
+OPTIONS = {"model": "unet-tiny", "cluster": "v100x8-pcie", "global_batch": 16, "resolution": 8}
+
+
+@pytest.fixture(scope="module")
+def problem() -> PipelineProblem:
+    p = make_problem("pipeline", OPTIONS)
+    assert isinstance(p, PipelineProblem)
+    return p
+
+
+def test_points_round_trip_through_params_ids_and_text(problem: PipelineProblem) -> None:
+    points = problem.all_points()
+    assert len(points) == 4 * 5 * 2 * 3 * 3 * 2  # pp in 1, 2, 4, 8 on 8 devices
+    assert len({problem.point_id(c) for c in points}) == len(points)
+    for c in points[::7]:
+        assert problem.from_params(problem.to_params(c)) == c
+        assert problem.parse_design(problem.describe(c)) == c
+    with pytest.raises(UserInputError, match="pp=3 is outside the space"):
+        problem.parse_design("pp=3 microbatch=1 partitioner=blockwise schedule=1f1b balance=0 recompute=off")
+    with pytest.raises(UserInputError, match="dp=3 does not match pp=2"):
+        problem.parse_design("pp=2 dp=3 microbatch=1 partitioner=blockwise schedule=1f1b balance=0 recompute=off")
+    with pytest.raises(UserInputError, match="format: key=value"):
+        problem.parse_design("a deep pipeline please")
+
+
+def test_infeasible_configurations_say_why_and_run_at_zero(problem: PipelineProblem) -> None:
+    no_batch = Config(1, 4, "blockwise", "1f1b", 0.0, "off")  # dp 8 x microbatch 4 > 16
+    assert "not a multiple of dp x microbatch" in str(problem.infeasible(no_batch))
+    too_deep = Config(8, 1, "skip-aware", "wave", 0.0, "off")  # unet-tiny has 4 pairs
+    assert "at most 4 stages" in str(problem.infeasible(too_deep))
+    assert problem.evaluate(too_deep)["samples_per_s"] == 0.0
+    ok = Config(2, 2, "skip-aware", "wave", 0.0, "off")
+    assert problem.infeasible(ok) is None and problem.evaluate(ok)["samples_per_s"] > 0
+    assert problem.evaluate(ok) == problem.evaluate(ok)  # deterministic
+    assert problem.cheap_values([ok])["memory_gb"][0] == problem.evaluate(ok)["memory_gb"]
+
+
+def test_exact_front_and_operators(problem: PipelineProblem) -> None:
+    ref = problem.reference()
+    assert ref.ids and ref.hv > 0
+    feasible = [c for c in problem.all_points() if problem.infeasible(c) is None]
+    best = max(problem.evaluate(c)["samples_per_s"] for c in feasible)
+    assert max(ref.front_acc) == pytest.approx(best)
+    c = Config(2, 2, "skip-aware", "wave", 0.0, "off")
+    assert all(sum(a != b for a, b in zip(c, n, strict=True)) == 1 for n in problem.neighbours(c))
+    rng = random.Random(0)
+    assert problem.crossover(c, problem.random_point(rng), rng) in set(problem.all_points())
+    assert problem.features(feasible[:5]).shape == (5, 10)
+    niches = partition_for("pipeline")
+    assert {niche_of(niches, p) for p in problem.all_points()} == {"pp1", "pp2-3", "pp4-7", "pp8-15"}
+
+
+def test_unknown_options_are_explained() -> None:
+    with pytest.raises(UserInputError, match="unknown cluster"):
+        make_problem("pipeline", {**OPTIONS, "cluster": "tpu-pod"})
+    with pytest.raises(UserInputError, match="does not take option.*dataset"):
+        make_problem("pipeline", {**OPTIONS, "dataset": "cifar10"})
+
+
+def test_pelnas_search_through_the_cli_and_resume(capsys: pytest.CaptureFixture[str], storage: str) -> None:
+    args = ["search", "--problem", "pipeline", "--model", "unet-tiny", "--cluster", "v100x8-pcie", "--global-batch", "16"]
+    args += ["--resolution", "8", "--proposer", "pelnas", "--budget", "40", "--storage", storage, "--json"]
+    assert main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["evaluations"] == 40 and 0 < data["hv_ratio"] <= 1
+    assert all(set(row) >= {"config", "samples_per_s", "memory_gb"} for row in data["front"])
+    name = "pipeline-unet-tiny-v100x8-pcie-16-8-pelnas-s0"
+    stored = load_search(storage, name)  # the int options come back from the recorded spec
+    assert stored.problem.spec() == {"problem": "pipeline", **OPTIONS}
+    assert main(["kb", "list", "--storage", storage, "--study", name, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)  # the co-evolution engine learned heuristics on this problem too
