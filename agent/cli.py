@@ -221,7 +221,9 @@ def _csv(text: str) -> tuple[str, ...]:
 
 def _add_bench_args(p: argparse.ArgumentParser) -> None:
     _add_problem_args(p)
-    p.add_argument("--devices", type=_csv, default=("fpga",), help="comma-separated devices (default: fpga)")
+    p.add_argument(
+        "--devices", type=_csv, default=None, help="comma-separated NB201 devices (default: fpga), or clusters for --problem pipeline"
+    )
     p.add_argument("--proposers", type=_csv, default=("random", "nsga2", "tpe"), help="comma-separated proposers")
     p.add_argument("--budget", type=int, default=100, help="accuracy queries per run (default: 100)")
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per device and proposer (default: 3)")
@@ -235,9 +237,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from agent.reasoners import OFFLINE_NOTE, llm_settings
     from search.bench import BenchSpec, run_bench
 
-    options: dict[str, Any] = {"dataset": args.dataset} if args.dataset else {}
-    if args.mode != "query":
-        options["mode"] = args.mode
+    options: dict[str, Any] = {k: v for k, v in _problem_options(args).items() if v is not None and k != "storage"}
     reasoner = None
     if any(p.startswith("pelnas") for p in args.proposers):
         base_url, model, api_key = llm_settings(args.llm_base_url, args.llm_model, args.llm_api_key)
@@ -254,7 +254,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     spec = BenchSpec(
         args.problem,
         options,
-        args.devices,
+        args.devices or ((args.cluster or "v100x16-ib10",) if args.problem == "pipeline" else ("fpga",)),
         args.proposers,
         tuple(range(args.seeds)) if args.seeds > 0 else (),
         args.budget,

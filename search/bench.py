@@ -46,6 +46,15 @@ CSV_FIELDS = (
 )
 
 
+AXES: dict[str, str] = {"pipeline": "cluster"}
+"""The problem option ``--devices`` iterates over, per problem (default: the NB201 latency ``device``)."""
+
+
+def axis(problem: str) -> str:
+    """Name of the option a bench's run groups vary (``device`` for NB201, ``cluster`` for pipeline)."""
+    return AXES.get(problem, "device")
+
+
 @dataclass(frozen=True)
 class BenchSpec:
     """What to run.
@@ -53,7 +62,7 @@ class BenchSpec:
     Attributes:
         problem: problem name (e.g. ``nb201``).
         options: problem options shared by all runs (e.g. ``{"dataset": "cifar10"}``).
-        devices: one run group per device.
+        devices: one run group per device (per cluster for the ``pipeline`` problem: :func:`axis`).
         proposers: proposer names.
         seeds: seeds to run for every (device, proposer).
         budget: expensive evaluations per run.
@@ -172,8 +181,9 @@ def run_bench(spec: BenchSpec, out: Path, *, on_result: Callable[[SearchResult],
         for s in spec.seeds
     ]
     results = run_jobs(jobs, spec.jobs, on_result)
-    order = {(job[1]["device"], job[2], job[4]): k for k, job in enumerate(jobs)}
-    results.sort(key=lambda r: order[(r.problem["device"], r.proposer, r.seed)])
+    key = axis(spec.problem)
+    order = {(job[1][key], job[2], job[4]): k for k, job in enumerate(jobs)}
+    results.sort(key=lambda r: order[(r.problem[key], r.proposer, r.seed)])
     report = BenchReport(results=results)
     report.files.append(_write_csv(results, out / "runs.csv"))
     (out / "histories.json").write_text(json.dumps([{"study": r.study, "hv_history": r.hv_history} for r in results]))
@@ -192,7 +202,7 @@ def _write_csv(results: Sequence[SearchResult], path: Path) -> Path:
         for r in results:
             writer.writerow(
                 {
-                    "device": r.problem.get("device"),
+                    "device": r.problem.get(axis(r.problem["problem"])),
                     "dataset": r.problem.get("dataset"),
                     "proposer": r.proposer,
                     "seed": r.seed,
@@ -231,7 +241,7 @@ def markdown_table(results: Sequence[SearchResult], spec: BenchSpec) -> str:
     ]
     for device in spec.devices:
         for proposer in spec.proposers:
-            rs = [r for r in results if r.problem.get("device") == device and r.proposer == proposer]
+            rs = [r for r in results if r.problem.get(axis(spec.problem)) == device and r.proposer == proposer]
             lines.append(
                 f"| {device} | {proposer} | {_mean_std([r.hv_ratio for r in rs if r.hv_ratio is not None])} | "
                 f"{_mean_std([r.igd for r in rs if r.igd is not None])} | "
@@ -275,7 +285,7 @@ def exploration_table(results: Sequence[SearchResult], spec: BenchSpec) -> str:
 
 
 def _problem_options(spec: BenchSpec, device: str, storage: str) -> dict[str, Any]:
-    options = {**spec.options, "device": device}
+    options = {**spec.options, axis(spec.problem): device}
     if options.get("mode", "query") != "query":
         options["storage"] = storage  # zero-cost problems keep their proxy cache beside the studies
     return options
@@ -292,15 +302,15 @@ def _plots(spec: BenchSpec, results: Sequence[SearchResult], out: Path, storage:
     for device in spec.devices:
         problem = make_problem(spec.problem, _problem_options(spec, device, storage))
         ref = problem.reference()
-        rs = [r for r in results if r.problem.get("device") == device]
+        rs = [r for r in results if r.problem.get(axis(spec.problem)) == device]
         title = f"{spec.problem} {' '.join(str(v) for v in spec.options.values())} {device}, budget {spec.budget}"
         curves = {p: [r.hv_history for r in rs if r.proposer == p and r.hv_history] for p in spec.proposers}
         if any(curves.values()):  # zero-cost runs have no HV history: nothing to draw
-            paths.append(plot_hv_curves(curves, title, out / f"hv_{device}.png"))
+            paths.append(plot_hv_curves(curves, title, out / f"hv_{Path(device).stem}.png"))
         if ref is None:
             continue
         acc_name, lat_name = problem.front_objectives
         first = min(spec.seeds)
         found = {r.proposer: ([row[acc_name] for row in r.front], [row[lat_name] for row in r.front]) for r in rs if r.seed == first}
-        paths.append(plot_fronts(ref, found, f"{title} (seed {first}, found fronts)", out / f"front_{device}.png"))
+        paths.append(plot_fronts(ref, found, f"{title} (seed {first}, found fronts)", out / f"front_{Path(device).stem}.png"))
     return paths

@@ -69,7 +69,7 @@ def test_exact_front_and_operators(problem: PipelineProblem) -> None:
 def test_unknown_options_are_explained() -> None:
     with pytest.raises(UserInputError, match="unknown cluster"):
         make_problem("pipeline", {**OPTIONS, "cluster": "tpu-pod"})
-    with pytest.raises(UserInputError, match="does not take option.*dataset"):
+    with pytest.raises(UserInputError, match=r"does not take option.*dataset"):
         make_problem("pipeline", {**OPTIONS, "dataset": "cifar10"})
 
 

@@ -60,11 +60,11 @@ def test_user_model_file(tmp_path: Path) -> None:
     p = profile(f"{path}:build", resolution=4, microbatch=1)
     assert p.skip_edges == [(1, 3), (0, 4)] and p.blocks[0].flops == 2 * 4 * 8 * 8
     assert skip_aware(p, 2, flops_per_s=1e9).skip_bytes == 0
-    with pytest.raises(UserInputError, match="no function 'nope'.*build"):
+    with pytest.raises(UserInputError, match=r"no function 'nope'.*build"):
         profile(f"{path}:nope")
     with pytest.raises(UserInputError, match="returned int"):
         profile(f"{path}:not_a_model")
-    with pytest.raises(UserInputError, match="unknown model.*file.py:function"):
+    with pytest.raises(UserInputError, match=r"unknown model.*file.py:function"):
         profile(f"{tmp_path / 'missing.py'}:build")
     bad = tmp_path / "bad.py"
     bad.write_text(USER_MODEL.replace("skip_from=1", "skip_from=3"))
@@ -121,7 +121,7 @@ def test_plan_handles_round_trip_and_bad_handles_are_explained() -> None:
     handle = json.dumps(data)
     _, again = read_plan(handle, 1e12)
     assert again.device_of == plan.device_of and again.total_bytes == plan.total_bytes
-    with pytest.raises(UserInputError, match="not a plan from pipeline.plan"):
+    with pytest.raises(UserInputError, match=r"not a plan from pipeline.plan"):
         read_plan("{oops", 1e12)
     split = list(plan.device_of)
     split[0] = 1 - split[0]

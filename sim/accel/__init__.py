@@ -1,0 +1,1 @@
+"""Accelerator models: systolic-array mapping, cycles and memory traffic; bit-level MAC energy."""
