@@ -46,6 +46,11 @@ def _problem_options(args: argparse.Namespace, **extra: object) -> dict[str, obj
         "cluster": args.cluster,
         "global_batch": args.global_batch,
         "resolution": args.resolution,
+        "topology": args.topology,
+        "k": args.k,
+        "traffic": args.traffic,
+        "load": args.load,
+        "gt_share": args.gt_share,
         **extra,
     }
     if args.mode != "query":
@@ -69,6 +74,12 @@ def _add_problem_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cluster", default=None, help="cluster preset (v100x16-ib10, v100x16-ib300, v100x8-pcie) or a JSON file")
     g.add_argument("--global-batch", type=int, default=None, help="samples per training step over all replicas (default: 128)")
     g.add_argument("--resolution", type=int, default=None, help="latent height/width (default: 64)")
+    g = p.add_argument_group("noc problem (--problem noc)")
+    g.add_argument("--topology", default=None, help="mesh (the designs searched; default)")
+    g.add_argument("--k", type=int, default=None, help="mesh side, k x k nodes (default: 8)")
+    g.add_argument("--traffic", default=None, help="uniform, transpose, tornado or hotspot (default: hotspot)")
+    g.add_argument("--load", type=float, default=None, help="offered load, fraction of a 4-sub-channel link (default: 0.3)")
+    g.add_argument("--gt-share", type=float, default=None, help="share of the load in guaranteed-bandwidth flows (default: 0.7)")
 
 
 def _add_search_args(p: argparse.ArgumentParser) -> None:
@@ -334,7 +345,19 @@ def cmd_tools(args: argparse.Namespace) -> int:
             )
         )
         return 0
-    print(json.dumps(run_from_cli(tool, args.args), indent=2))
+    if not tool.long_running:
+        print(json.dumps(run_from_cli(tool, args.args), indent=2))
+        return 0
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+    from tools.progress import listening
+
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(), console=err, transient=True)
+    with bar:
+        task = bar.add_task(tool.name, total=1.0)
+        with listening(lambda what, done: bar.update(task, description=what, completed=done)):
+            value = run_from_cli(tool, args.args)
+    print(json.dumps(value, indent=2))
     return 0
 
 

@@ -68,6 +68,19 @@ def pipeline_degree_niches() -> tuple[Niche, ...]:
     )
 
 
+def noc_subchannel_niches() -> tuple[Niche, ...]:
+    """Mesh designs by sub-channels per link: cheap thin links to wide, costly ones."""
+
+    def sc(point: Hashable) -> int:
+        return int(point[0])  # type: ignore[index]
+
+    return (
+        Niche("s1-2", "thin links: 1-2 sub-channels per link (least wiring; routing must work hardest)", lambda d: sc(d) <= 2),
+        Niche("s3-4", "3-4 sub-channels per link", lambda d: 3 <= sc(d) <= 4),
+        Niche("s6-8", "wide links: 6-8 sub-channels per link (most wiring)", lambda d: sc(d) >= 6),
+    )
+
+
 def single_niche() -> tuple[Niche, ...]:
     """No partition: one niche holding the whole space (the ``-noniche`` ablation)."""
     return (Niche("all", "the whole design space", lambda c: True),)
@@ -76,11 +89,12 @@ def single_niche() -> tuple[Niche, ...]:
 PARTITIONS: dict[str, Callable[[], tuple[Niche, ...]]] = {
     "nb201-complexity": nb201_complexity_niches,
     "pipeline-degree": pipeline_degree_niches,
+    "noc-subchannels": noc_subchannel_niches,
     "single": single_niche,
 }
 
 
-DEFAULT_PARTITION: dict[str, str] = {"nb201": "nb201-complexity", "pipeline": "pipeline-degree"}
+DEFAULT_PARTITION: dict[str, str] = {"nb201": "nb201-complexity", "pipeline": "pipeline-degree", "noc": "noc-subchannels"}
 """Niche partition per problem name; problems not listed get one niche."""
 
 

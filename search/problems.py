@@ -8,12 +8,14 @@ from typing import Any
 
 from search.errors import UserInputError, unknown_name
 from search.nb201.problem import NB201Problem
+from search.noc.problem import NocProblem
 from search.pipeline.problem import PipelineProblem
 from search.problem import Problem
 
 PROBLEMS: dict[str, Callable[..., Problem]] = {
     "nb201": NB201Problem.from_options,
     "pipeline": PipelineProblem.from_options,
+    "noc": NocProblem.from_options,
 }
 """Problem name -> factory taking the problem's options as keyword arguments."""
 

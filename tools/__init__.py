@@ -10,6 +10,7 @@ from tools._base import Tool, ToolArgs, ToolArgumentError, ToolExecutionError, T
 from tools._registry import Registry, llm_name
 from tools.kb import KBList, KBReview, KBShow
 from tools.nb201 import NB201ParetoFront, NB201Query
+from tools.noc import AccelSystolic, CompressEnergyAware, NocPlot, NocSimulate
 from tools.pipeline import PipelinePlan, PipelineProfile, PipelineSimulate, PipelineTune
 from tools.search_jobs import SearchStart, SearchStatus
 from tools.search_run import SearchRun
@@ -31,6 +32,10 @@ REGISTRY = Registry(
         PipelinePlan(),
         PipelineSimulate(),
         PipelineTune(),
+        NocSimulate(),
+        NocPlot(),
+        AccelSystolic(),
+        CompressEnergyAware(),
     ]
 )
 """Every tool coevo offers."""

@@ -12,13 +12,18 @@ from tools._base import Tool, ToolArgs, ToolResult
 
 
 class SearchArgs(ToolArgs):
-    problem: str = Field("nb201", description="problem name: nb201 (NAS) or pipeline (hybrid-parallel training plans)")
+    problem: str = Field("nb201", description="problem: nb201 (NAS), pipeline (hybrid-parallel training plans) or noc (mesh NoC designs)")
     dataset: str | None = Field(None, description="NB201: cifar10, cifar100 or imagenet16_120")
     device: str | None = Field(None, description="NB201: latency device, e.g. fpga")
     model: str | None = Field(None, description="pipeline: model preset (unet-sd, uvit-h, ...) or path/to/file.py:function")
     cluster: str | None = Field(None, description="pipeline: cluster preset (v100x16-ib10, ...) or JSON file")
     global_batch: int | None = Field(None, ge=1, le=1_000_000, description="pipeline: samples per training step (default 128)")
     resolution: int | None = Field(None, ge=1, le=1024, description="pipeline: latent height/width (default 64)")
+    topology: str | None = Field(None, description="noc: mesh (the designs searched)")
+    k: int | None = Field(None, ge=2, le=16, description="noc: mesh side (default 8)")
+    traffic: str | None = Field(None, description="noc: uniform, transpose, tornado or hotspot (default hotspot)")
+    load: float | None = Field(None, gt=0, le=1, description="noc: offered load, fraction of a 4-sub-channel link (default 0.3)")
+    gt_share: float | None = Field(None, ge=0, le=1, description="noc: share of the load in guaranteed-bandwidth flows (default 0.7)")
     proposer: str = Field(
         "pelnas", description="proposer: pelnas (co-evolution, offline reasoner), pelnas-noniche, pelnas-nokb, random, nsga2, tpe"
     )
@@ -31,7 +36,7 @@ class SearchArgs(ToolArgs):
     study: str | None = Field(None, description="study name; an existing study with the same options is resumed")
 
 
-PROBLEM_OPTIONS = ("dataset", "device", "model", "cluster", "global_batch", "resolution")
+PROBLEM_OPTIONS = ("dataset", "device", "model", "cluster", "global_batch", "resolution", "topology", "k", "traffic", "load", "gt_share")
 """Problem options a search tool passes on (None ones are dropped by make_problem)."""
 
 

@@ -53,7 +53,7 @@ def _stages(n_ports: int) -> tuple[int, list[int]]:
 
 def benes_graph(n_ports: int) -> nx.DiGraph:
     """The network as a DiGraph: ``("in", i)``, switches ``(stage, j)`` and ``("out", i)``, one edge per link."""
-    n, bits = _stages(n_ports)
+    _, bits = _stages(n_ports)
     g = nx.DiGraph()
 
     def switch(stage: int, line: int) -> tuple[int, int]:
@@ -126,58 +126,62 @@ def simulate_benes(
     delivered_flits = delivered = attempts = blocked = retries = 0
     started = time.perf_counter()
     stopped = False
-    for t in range(cycles):
-        if progress is not None and t % 2000 == 0 and not progress(t, cycles):
-            stopped = True
-            break
-        for src, links, gen in releases.pop(t, []):
-            for link in links:
-                del link_owner[link]
-            busy[src] = False
-            if t > warmup:
-                delivered_flits += packet_flits
-            if gen >= warmup:
-                delays.append(t - gen)
-                delivered += 1
-        for i in range(n_ports):
-            if injectors[i].arrivals():
-                queues[i].append((t, destination(traffic, i, n_ports, rng, perm=perm)))
-            if not busy[i] and queues[i] and t >= backoff_until[i]:
-                gen, dst = queues[i][0]
-                busy[i] = True
-                attempts += 1
-                setups.append(_Setup(i, dst, gen, 0, i, []))
-        still: list[_Setup] = []
-        for st in setups:  # each header advances one stage per cycle
-            b = bits[st.stage]
-            want = (st.line & ~(1 << b)) | (st.dst & (1 << b))
-            options = [want]
-            if routing == "adaptive" and st.stage < n - 1:
-                other = st.line ^ (1 << b) if want == st.line else st.line
-                options = [want, other]
-                rng.shuffle(options)
-            choice = next((x for x in options if (st.stage, x) not in link_owner), None)
-            if choice is None:  # blocked: tear down the partial path, back off, retry later
-                for link in st.links:
+    t = 0
+    try:
+        for t in range(cycles):
+            if progress is not None and t % 2000 == 0 and not progress(t, cycles):
+                stopped = True
+                break
+            for src, links, gen in releases.pop(t, []):
+                for link in links:
                     del link_owner[link]
-                blocked += 1
-                retries_of[st.src] += 1
-                retries += 1
-                backoff_until[st.src] = t + 1 + rng.randrange(1 << min(retries_of[st.src], 6))
-                busy[st.src] = False
-                continue
-            link_owner[st.stage, choice] = st.src
-            st.links.append((st.stage, choice))
-            st.line = choice
-            st.stage += 1
-            if st.stage == n_stages:  # output port reserved: the circuit is up; data streams
-                queues[st.src].popleft()
-                retries_of[st.src] = 0
-                releases.setdefault(t + packet_flits + 1, []).append((st.src, st.links, st.gen))
-            else:
-                still.append(st)
-        setups = still
-    ran = t + 1 if not stopped else t
+                busy[src] = False
+                if t > warmup:
+                    delivered_flits += packet_flits
+                if gen >= warmup:
+                    delays.append(t - gen)
+                    delivered += 1
+            for i in range(n_ports):
+                if injectors[i].arrivals():
+                    queues[i].append((t, destination(traffic, i, n_ports, rng, perm=perm)))
+                if not busy[i] and queues[i] and t >= backoff_until[i]:
+                    gen, dst = queues[i][0]
+                    busy[i] = True
+                    attempts += 1
+                    setups.append(_Setup(i, dst, gen, 0, i, []))
+            still: list[_Setup] = []
+            for st in setups:  # each header advances one stage per cycle
+                b = bits[st.stage]
+                want = (st.line & ~(1 << b)) | (st.dst & (1 << b))
+                options = [want]
+                if routing == "adaptive" and st.stage < n - 1:
+                    other = st.line ^ (1 << b) if want == st.line else st.line
+                    options = [want, other]
+                    rng.shuffle(options)
+                choice = next((x for x in options if (st.stage, x) not in link_owner), None)
+                if choice is None:  # blocked: tear down the partial path, back off, retry later
+                    for link in st.links:
+                        del link_owner[link]
+                    blocked += 1
+                    retries_of[st.src] += 1
+                    retries += 1
+                    backoff_until[st.src] = t + 1 + rng.randrange(1 << min(retries_of[st.src], 6))
+                    busy[st.src] = False
+                    continue
+                link_owner[st.stage, choice] = st.src
+                st.links.append((st.stage, choice))
+                st.line = choice
+                st.stage += 1
+                if st.stage == n_stages:  # output port reserved: the circuit is up; data streams
+                    queues[st.src].popleft()
+                    retries_of[st.src] = 0
+                    releases.setdefault(t + packet_flits + 1, []).append((st.src, st.links, st.gen))
+                else:
+                    still.append(st)
+            setups = still
+    except KeyboardInterrupt:  # Ctrl-C: stop here and report what was measured
+        stopped = True
+    ran = t + 1 if not stopped else max(t, 1)
     mean, p99 = delay_stats(delays)
     measured = max(ran - warmup - 1, 1)
     return NocResult(

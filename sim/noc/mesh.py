@@ -35,6 +35,7 @@ networkx graph: :func:`mesh_graph`.
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import time
@@ -140,7 +141,7 @@ class MeshSim:
         """A path with ``width`` free sub-channels on every link, by the routing algorithm, or None."""
         if self.routing == "xy":
             path = xy_path(src, dst, self.k)
-            return path if all(self._free(a, b) >= width for a, b in zip(path, path[1:], strict=False)) else None
+            return path if all(self._free(a, b) >= width for a, b in itertools.pairwise(path)) else None
         if self.routing == "adaptive":
             path = [src]
             while path[-1] != dst:
@@ -184,7 +185,7 @@ class MeshSim:
 
     def reserve(self, path: list[int], width: int, sign: int = 1) -> None:
         """Reserve (``sign`` 1) or release (-1) ``width`` sub-channels along ``path``."""
-        for a, b in zip(path, path[1:], strict=False):
+        for a, b in itertools.pairwise(path):
             self.reserved[a, b] += sign * width
 
     # ---- BE forwarding
@@ -213,9 +214,14 @@ def simulate_mesh(
     scouts: int = 8,
     alpha: float = 2.0,
     detour: float = 0.1,
+    capacity: int | None = None,
     progress: ProgressFn | None = None,
 ) -> NocResult:
     """Simulate the SDM mesh (module doc) and return its metrics.
+
+    Args:
+        capacity: flits per cycle that ``load`` 1.0 stands for (default: ``subchannels``);
+            fix it to compare designs with different sub-channel counts under the same traffic.
 
     Raises:
         UserInputError: k outside 2..16, load outside (0, 1], gt_share outside [0, 1], an
@@ -233,7 +239,7 @@ def simulate_mesh(
     sim = MeshSim(k, routing, subchannels, seed, scouts=scouts, alpha=alpha, detour=detour)
     rng = sim.rng
     n = k * k
-    capacity = subchannels  # flits per cycle a node may inject
+    capacity = capacity or subchannels  # flits per cycle that load 1.0 stands for
     gt_rate = gt_share * load * capacity / (gt_width * gt_hold)  # flow arrivals per node per cycle
     be_rate = (1 - gt_share) * load * capacity / packet_flits  # packets per node per cycle
     ends: dict[int, list[tuple[list[int], int]]] = {}
@@ -241,63 +247,68 @@ def simulate_mesh(
     requested = accepted = violations = 0
     gt_flits = be_flits = 0
     delays: list[float] = []
+    zero_load: list[float] = []  # each delivered packet's own zero-load latency
     arriving: dict[int, list[_Packet]] = {}
     started = time.perf_counter()
     stopped = False
     t = 0
-    for t in range(cycles):
-        if progress is not None and t % 2000 == 0 and not progress(t, cycles):
-            stopped = True
-            break
-        for path, width in ends.pop(t, []):
-            sim.reserve(path, width, -1)
-        for src in range(n):
-            if gt_rate and rng.random() < gt_rate:
-                dst = destination(traffic, src, n, rng, k=k)
-                if dst != src:
-                    path = sim.gt_path(src, dst, gt_width)
-                    counted = t >= warmup
-                    requested += counted
-                    if path is not None:
-                        accepted += counted
-                        sim.reserve(path, gt_width)
-                        hold = 1 + int(rng.expovariate(1 / gt_hold))
-                        ends.setdefault(t + hold, []).append((path, gt_width))
-            if be_rate and rng.random() < be_rate:
-                dst = destination(traffic, src, n, rng, k=k)
-                if dst != src:
-                    pkt = _Packet(src, dst, t, src)
-                    arriving.setdefault(t, []).append(pkt)
-        for pkt in arriving.pop(t, []):
-            if pkt.at == pkt.dst:
-                if pkt.gen >= warmup:
-                    delays.append(t - pkt.gen)
+    try:
+        for t in range(cycles):
+            if progress is not None and t % 2000 == 0 and not progress(t, cycles):
+                stopped = True
+                break
+            for held, width in ends.pop(t, []):
+                sim.reserve(held, width, -1)
+            for src in range(n):
+                if gt_rate and rng.random() < gt_rate:
+                    dst = destination(traffic, src, n, rng, k=k)
+                    if dst != src:
+                        route = sim.gt_path(src, dst, gt_width)
+                        counted = t >= warmup
+                        requested += counted
+                        if route is not None:
+                            accepted += counted
+                            sim.reserve(route, gt_width)
+                            hold = 1 + int(rng.expovariate(1 / gt_hold))
+                            ends.setdefault(t + hold, []).append((route, gt_width))
+                if be_rate and rng.random() < be_rate:
+                    dst = destination(traffic, src, n, rng, k=k)
+                    if dst != src:
+                        pkt = _Packet(src, dst, t, src)
+                        arriving.setdefault(t, []).append(pkt)
+            for pkt in arriving.pop(t, []):
+                if pkt.at == pkt.dst:
+                    if pkt.gen >= warmup:
+                        delays.append(t - pkt.gen)
+                        zero_load.append(hops(pkt.src, pkt.dst, k) * math.ceil(packet_flits / subchannels))
+                    if t >= warmup:
+                        be_flits += packet_flits
+                    continue
+                nxt = sim.be_next(pkt.at, pkt.dst)
+                pkt.left = packet_flits
+                pkt.route.append(nxt)
+                sim.queues[pkt.at, nxt].append(pkt)
+                sim.queued[pkt.at, nxt] += packet_flits
+            for link, queue in sim.queues.items():
+                reserved = sim.reserved[link]
+                if reserved > subchannels:
+                    violations += 1  # an accepted flow lost bandwidth: must never happen
                 if t >= warmup:
-                    be_flits += packet_flits
-                continue
-            nxt = sim.be_next(pkt.at, pkt.dst)
-            pkt.left = packet_flits
-            pkt.route.append(nxt)
-            sim.queues[pkt.at, nxt].append(pkt)
-            sim.queued[pkt.at, nxt] += packet_flits
-        for link, queue in sim.queues.items():
-            reserved = sim.reserved[link]
-            if reserved > subchannels:
-                violations += 1  # an accepted flow lost bandwidth: must never happen
-            if t >= warmup:
-                gt_flits += reserved
-            budget = subchannels - reserved
-            while queue and budget > 0:
-                head = queue[0]
-                sent = min(budget, head.left)
-                head.left -= sent
-                budget -= sent
-                sim.queued[link] -= sent
-                if head.left == 0:
-                    queue.popleft()
-                    head.at = link[1]
-                    arriving.setdefault(t + 1, []).append(head)  # one cycle of router delay
-    ran = t + 1 if not stopped else t
+                    gt_flits += reserved
+                budget = subchannels - reserved
+                while queue and budget > 0:
+                    head = queue[0]
+                    sent = min(budget, head.left)
+                    head.left -= sent
+                    budget -= sent
+                    sim.queued[link] -= sent
+                    if head.left == 0:
+                        queue.popleft()
+                        head.at = link[1]
+                        arriving.setdefault(t + 1, []).append(head)  # one cycle of router delay
+    except KeyboardInterrupt:  # Ctrl-C: stop here and report what was measured
+        stopped = True
+    ran = t + 1 if not stopped else max(t, 1)
     measured = max(ran - warmup, 1)
     mean, p99 = delay_stats(delays)
     mean_hops = sum(hops(a, b, k) for a in range(n) for b in range(n) if a != b) / (n * (n - 1))
@@ -314,7 +325,7 @@ def simulate_mesh(
         cycles=ran,
         offered_load=load,
         delivered_packets=len(delays),
-        throughput=be_flits / (measured * n * capacity),
+        throughput=be_flits / (measured * n * capacity),  # in the unit of the offered load
         mean_delay=mean,
         p99_delay=p99,
         wall_s=time.perf_counter() - started,
@@ -324,6 +335,7 @@ def simulate_mesh(
             "gt_violations": violations,
             "gt_link_utilisation": round(gt_flits / (measured * len(sim.reserved) * subchannels), 5),
             "be_zero_load_latency_uniform": round(mean_hops * math.ceil(packet_flits / subchannels), 3),
+            "be_zero_load_latency_of_delivered": round(sum(zero_load) / len(zero_load), 3) if zero_load else math.nan,
             "xy_saturation_bound_uniform": round(4 / k, 4) if k % 2 == 0 else round(4 * k / (k * k - 1), 4),
         },
         stopped_early=stopped,

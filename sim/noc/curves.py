@@ -1,0 +1,87 @@
+"""Delay and throughput vs offered load: sweeps of the NoC simulators and their PNG plot."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+from search.errors import UserInputError
+from sim.noc.benes import simulate_benes
+from sim.noc.common import NocResult
+from sim.noc.mesh import simulate_mesh
+
+
+def run(topology: str, **options: Any) -> NocResult:
+    """One simulation of ``benes`` or ``mesh`` with the simulator's own keyword options."""
+    if topology == "benes":
+        return simulate_benes(**options)
+    if topology == "mesh":
+        return simulate_mesh(**options)
+    raise UserInputError(f"unknown topology {topology!r}; choose benes or mesh")
+
+
+def sweep(
+    topology: str,
+    routings: Sequence[str],
+    loads: Sequence[float],
+    *,
+    on_point: Callable[[int, int], None] | None = None,
+    **options: Any,
+) -> list[NocResult]:
+    """Every routing at every load (same seed, so the curves differ only by routing)."""
+    if not routings or not loads:
+        raise UserInputError("give at least one routing and one load")
+    out = []
+    total = len(routings) * len(loads)
+    for i, routing in enumerate(routings):
+        for j, load in enumerate(loads):
+            if on_point is not None:
+                on_point(i * len(loads) + j, total)
+            result = run(topology, routing=routing, load=load, **options)
+            out.append(result)
+            if result.stopped_early:
+                return out
+    return out
+
+
+def saturation(results: Sequence[NocResult], zero_load: float, factor: float = 3.0) -> float | None:
+    """Lowest offered load whose mean delay exceeds ``factor`` x the zero-load delay (None: never within the sweep)."""
+    for r in sorted(results, key=lambda r: r.offered_load):
+        if math.isnan(r.mean_delay) or r.mean_delay > factor * zero_load:
+            return r.offered_load
+    return None
+
+
+def plot_curves(results: Sequence[NocResult], title: str, path: Path, *, delay_key: str = "mean_delay") -> Path:
+    """Two panels, delay (log scale) and throughput vs offered load, one line per routing."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    routings = list(dict.fromkeys(r.config["routing"] for r in results))
+    for routing in routings:
+        rs = sorted((r for r in results if r.config["routing"] == routing), key=lambda r: r.offered_load)
+        x = [r.offered_load for r in rs]
+        left.plot(x, [getattr(r, delay_key) for r in rs], marker="o", label=routing)
+        left.plot(x, [r.p99_delay for r in rs], linestyle=":", alpha=0.6, label=f"{routing} p99")
+        right.plot(x, [r.throughput for r in rs], marker="o", label=routing)
+    lim = max((r.offered_load for r in results), default=1.0)
+    right.plot([0, lim], [0, lim], color="grey", linewidth=0.8, linestyle="--", label="offered")
+    left.set_yscale("log")
+    left.set_xlabel("offered load (flits/cycle/port)")
+    left.set_ylabel("delay (cycles)")
+    right.set_xlabel("offered load (flits/cycle/port)")
+    right.set_ylabel("throughput (flits/cycle/port)")
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,122 @@
+"""NoC simulators: topology, zero-load delay against the analytical value, saturation, QoS guarantees, determinism, errors."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+from search.errors import UserInputError
+from sim.noc.benes import benes_graph, simulate_benes
+from sim.noc.curves import plot_curves, saturation, sweep
+from sim.noc.mesh import hops, mesh_graph, simulate_mesh, xy_path
+
+
+@pytest.mark.parametrize("n", [8, 16])
+def test_benes_topology_has_n_over_2_paths_between_any_ports(n: int) -> None:
+    g = benes_graph(n)
+    stages = 2 * (n.bit_length() - 1) - 1
+    assert sum(1 for v in g if v[0] not in ("in", "out")) == stages * n // 2  # 2x2 switches
+    assert all(g.out_degree(v) == 2 for v in g if v[0] not in ("in", "out"))
+    for src, dst in ((0, n - 1), (3, 3), (n // 2, 1)):
+        assert len(list(nx.all_simple_paths(g, ("in", src), ("out", dst)))) == n // 2
+
+
+def test_benes_zero_load_delay_is_the_analytical_value() -> None:
+    r = simulate_benes(16, load=0.0005, traffic="permutation", packet_flits=16, cycles=50_000)
+    assert r.extra["blocking_rate"] == 0 and r.delivered_packets > 10
+    assert r.mean_delay == r.p99_delay == r.extra["zero_load_delay"] == (2 * 4 - 1) + 16
+
+
+def test_benes_adaptive_routing_blocks_less_and_carries_more() -> None:
+    bit = simulate_benes(16, routing="bit", load=0.4, cycles=8000)
+    adaptive = simulate_benes(16, routing="adaptive", load=0.4, cycles=8000)
+    assert adaptive.extra["blocking_rate"] < bit.extra["blocking_rate"]
+    assert adaptive.throughput > bit.throughput
+    bursty = simulate_benes(16, routing="adaptive", load=0.2, injection="bursty", cycles=8000)
+    smooth = simulate_benes(16, routing="adaptive", load=0.2, cycles=8000)
+    assert bursty.mean_delay > smooth.mean_delay  # bursts queue up behind each other
+
+
+def test_simulations_are_deterministic_per_seed() -> None:
+    a, b = simulate_benes(8, load=0.3, cycles=3000, seed=4), simulate_benes(8, load=0.3, cycles=3000, seed=4)
+    assert a.as_dict() | {"cycles_per_s": 0} == b.as_dict() | {"cycles_per_s": 0}
+    assert simulate_benes(8, load=0.3, cycles=3000, seed=5).mean_delay != a.mean_delay
+    m1, m2 = (simulate_mesh(4, load=0.5, cycles=2000, seed=1) for _ in range(2))
+    assert m1.as_dict() | {"cycles_per_s": 0} == m2.as_dict() | {"cycles_per_s": 0}
+
+
+def test_mesh_topology_and_xy_paths() -> None:
+    g = mesh_graph(4)
+    assert g.number_of_nodes() == 16 and g.number_of_edges() == 2 * 2 * 4 * 3
+    path = xy_path(0, 15, 4)
+    assert path == [0, 1, 2, 3, 7, 11, 15] and len(path) - 1 == hops(0, 15, 4)
+    assert all(g.has_edge(a, b) for a, b in itertools.pairwise(path))
+
+
+@pytest.mark.parametrize("flits", [4, 9])
+def test_mesh_zero_load_latency_is_hops_times_serialisation(flits: int) -> None:
+    r = simulate_mesh(4, routing="xy", load=0.002, gt_share=0.0, packet_flits=flits, cycles=20_000)
+    assert r.delivered_packets > 100
+    assert r.mean_delay == pytest.approx(r.extra["be_zero_load_latency_of_delivered"], abs=1e-3)
+
+
+def test_mesh_xy_saturates_near_the_bisection_bound() -> None:
+    bound = simulate_mesh(8, routing="xy", load=0.1, gt_share=0.0, cycles=600).extra["xy_saturation_bound_uniform"]
+    assert bound == 0.5  # 4 / k for uniform traffic on an 8 x 8 mesh
+    below = simulate_mesh(8, routing="xy", load=0.4, gt_share=0.0, cycles=3000)
+    above = simulate_mesh(8, routing="xy", load=0.8, gt_share=0.0, cycles=3000)
+    assert below.throughput == pytest.approx(0.4, abs=0.02)
+    assert 0.4 < above.throughput < 0.6 and above.mean_delay > 10 * below.mean_delay
+
+
+@pytest.mark.parametrize("routing", ["xy", "adaptive", "bee-qos"])
+def test_accepted_gt_flows_keep_their_bandwidth(routing: str) -> None:
+    r = simulate_mesh(8, routing=routing, load=0.9, gt_share=0.8, traffic="hotspot", gt_width=2, cycles=2000)
+    assert r.extra["gt_requests"] > 100 and 0 < r.extra["gt_acceptance"] < 1
+    assert r.extra["gt_violations"] == 0
+
+
+def test_bee_qos_accepts_more_than_xy_under_hotspot_traffic() -> None:
+    accept = {
+        rt: simulate_mesh(8, routing=rt, load=0.6, gt_share=0.5, traffic="hotspot", cycles=3000).extra["gt_acceptance"]
+        for rt in ("xy", "bee-qos")
+    }
+    assert accept["bee-qos"] > accept["xy"]
+
+
+def test_progress_can_stop_a_run() -> None:
+    seen: list[int] = []
+
+    def stop_after_first(t: int, total: int) -> bool:
+        seen.append(t)
+        return t < 2000
+
+    r = simulate_benes(8, load=0.2, cycles=50_000, progress=stop_after_first)
+    assert r.stopped_early and r.cycles == 2000 and seen == [0, 2000]
+
+
+def test_bad_inputs_are_explained() -> None:
+    with pytest.raises(UserInputError, match="power of two"):
+        simulate_benes(12)
+    with pytest.raises(UserInputError, match=r"load must be in \(0, 1\]"):
+        simulate_benes(16, load=1.5)
+    with pytest.raises(UserInputError, match="unknown Benes routing"):
+        simulate_benes(16, routing="xy")
+    with pytest.raises(UserInputError, match="impossible request"):
+        simulate_mesh(4, subchannels=2, gt_width=3)
+    with pytest.raises(UserInputError, match="unknown mesh traffic"):
+        simulate_mesh(4, traffic="bitreverse")
+    with pytest.raises(UserInputError, match=r"k must be 2\.\.16"):
+        simulate_mesh(20)
+
+
+def test_sweep_plot_and_saturation(tmp_path: Path) -> None:
+    results = sweep("benes", ["bit", "adaptive"], [0.05, 0.5], n_ports=8, cycles=2000)
+    assert len(results) == 4
+    png = plot_curves(results, "benes N=8", tmp_path / "curves.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bit = [r for r in results if r.config["routing"] == "bit"]
+    assert saturation(bit, float(bit[0].extra["zero_load_delay"])) == 0.5

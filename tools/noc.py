@@ -1,0 +1,202 @@
+"""NoC and accelerator tools: simulate a Benes or mesh NoC, plot load curves, map a layer onto a systolic array,
+compress a CNN for energy."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from search.errors import UserInputError
+from sim.accel.compress import compress
+from sim.accel.systolic import Layer, map_layer
+from sim.noc import curves
+from tools._base import Tool, ToolArgs, ToolResult
+from tools.progress import cycles, report
+
+
+class NocArgs(ToolArgs):
+    topology: Literal["benes", "mesh"] = Field("benes", description="benes (optical, circuit switched) or mesh (SDM, GT + best effort)")
+    n: int = Field(16, description="benes: ports, a power of two 8..64")
+    k: int = Field(8, description="mesh: side (k x k nodes), 2..16")
+    routing: str = Field("adaptive", description="benes: bit (destination tag) or adaptive; mesh: xy, adaptive or bee-qos")
+    load: float = Field(0.3, description="offered load, flits per cycle per port/node as a fraction of capacity, in (0, 1]")
+    packet_flits: int | None = Field(None, ge=1, le=4096, description="flits per packet (default 16 on benes, 4 on mesh)")
+    traffic: str = Field("uniform", description="benes: uniform or permutation; mesh: uniform, transpose, tornado or hotspot")
+    injection: Literal["poisson", "bursty"] = Field("poisson", description="benes: Bernoulli arrivals or on/off bursts")
+    gt_share: float = Field(0.3, ge=0, le=1, description="mesh: share of the load that arrives as guaranteed-bandwidth flows")
+    subchannels: int = Field(4, ge=1, le=64, description="mesh: sub-channels per link (one flit/cycle each)")
+    gt_width: int = Field(1, ge=1, description="mesh: sub-channels each GT flow reserves")
+    cycles: int = Field(10_000, ge=100, le=5_000_000, description="cycles to simulate (the first 10 % are warm-up)")
+    seed: int = Field(0, description="random seed (results are deterministic per seed)")
+
+    def options(self) -> dict[str, Any]:
+        """Keyword options of the topology's simulator."""
+        common = {"routing": self.routing, "load": self.load, "traffic": self.traffic, "cycles": self.cycles, "seed": self.seed}
+        if self.topology == "benes":
+            return {"n_ports": self.n, "packet_flits": self.packet_flits or 16, "injection": self.injection, **common}
+        return {
+            "k": self.k,
+            "packet_flits": self.packet_flits or 4,
+            "gt_share": self.gt_share,
+            "subchannels": self.subchannels,
+            "gt_width": self.gt_width,
+            **common,
+        }
+
+
+class NocSimulate(Tool):
+    """Cycle-level simulation of a Benes optical NoC or an SDM mesh with QoS routing."""
+
+    name = "noc.simulate"
+    description = (
+        "Simulate a network-on-chip cycle by cycle: a circuit-switched Benes optical NoC (bit-controlled or adaptive path "
+        "setup; delay, throughput, blocking rate) or a k x k mesh with sub-channel links carrying guaranteed-bandwidth "
+        "flows (XY, minimal adaptive or bee-inspired QoS routing; GT acceptance, violations) and best-effort packets "
+        "(latency, throughput). Deterministic per seed; Ctrl-C stops early with what was measured."
+    )
+    Args = NocArgs
+    example: ClassVar[dict[str, Any]] = {"topology": "benes", "n": 8, "routing": "adaptive", "load": 0.2, "cycles": 2000}
+    long_running = True
+
+    def run(self, args: NocArgs) -> ToolResult:
+        result = curves.run(args.topology, progress=cycles(f"{args.topology} {args.routing}"), **args.options())
+        messages = ["simulated (sim/noc): cycle-level model, not measured hardware"]
+        if result.stopped_early:
+            messages.append(f"stopped early at cycle {result.cycles}: figures cover the cycles simulated")
+        return ToolResult(value=result.as_dict(), messages=messages)
+
+
+class NocPlotArgs(NocArgs):
+    routings: list[str] = Field(default_factory=lambda: ["bit", "adaptive"], description="routings to compare, one curve each")
+    loads: list[float] = Field(default_factory=lambda: [0.1, 0.2, 0.3, 0.4, 0.5], description="offered loads to sweep")
+    out: str = Field("runs/plots/noc.png", description="PNG file to write")
+
+
+class NocPlot(Tool):
+    """Delay and throughput vs offered load curves (PNG) for several routings."""
+
+    name = "noc.plot"
+    description = (
+        "Sweep offered load for one or more routings of a Benes or mesh NoC and write a PNG with delay (mean and p99) and "
+        "throughput vs load; returns the file, each point's numbers, and the load where each routing saturates "
+        "(mean delay over 3x zero-load)."
+    )
+    Args = NocPlotArgs
+    example: ClassVar[dict[str, Any]] = {
+        "topology": "benes",
+        "n": 8,
+        "routings": ["bit", "adaptive"],
+        "loads": [0.1, 0.3],
+        "cycles": 1000,
+        "out": "runs/plots/example-noc.png",
+    }
+    long_running = True
+
+    def run(self, args: NocPlotArgs) -> ToolResult:
+        options = args.options()
+        options.pop("routing")
+        options.pop("load")
+        started = time.perf_counter()
+        results = curves.sweep(
+            args.topology,
+            args.routings,
+            args.loads,
+            on_point=lambda i, total: report(f"{args.topology}: point {i + 1} of {total}", i / total),
+            **options,
+        )
+        size = f"N={args.n}" if args.topology == "benes" else f"{args.k}x{args.k}"
+        path = curves.plot_curves(results, f"{args.topology} {size}, {args.traffic} traffic", Path(args.out))
+        saturation = {}
+        for routing in args.routings:
+            rs = [r for r in results if r.config["routing"] == routing]
+            zero = rs[0].extra.get("zero_load_delay") or rs[0].extra.get("be_zero_load_latency_uniform") or 1.0
+            saturation[routing] = curves.saturation(rs, float(zero))
+        messages = ["simulated (sim/noc): cycle-level model, not measured hardware"]
+        if len(results) < len(args.routings) * len(args.loads):
+            messages.append("stopped early: the plot shows the points simulated so far")
+        return ToolResult(
+            value={
+                "png": str(path),
+                "points": [r.as_dict() for r in results],
+                "saturation_load": saturation,
+                "wall_s": round(time.perf_counter() - started, 2),
+            },
+            messages=messages,
+        )
+
+
+class SystolicArgs(ToolArgs):
+    rows: int = Field(32, ge=1, le=1024, description="array rows (PEs)")
+    cols: int = Field(32, ge=1, le=1024, description="array columns (PEs)")
+    dataflow: Literal["ws", "os", "is", "all"] = Field("ws", description="weight, output or input stationary; all compares the three")
+    layer: dict[str, Any] = Field(
+        description='the layer: {"type": "conv", "c_in", "h", "w", "c_out", "kernel", "stride", "padding", "batch"} or '
+        '{"type": "gemm", "m", "k", "n"}'
+    )
+    ifmap_kb: float = Field(256, gt=0, description="input SRAM buffer, KiB")
+    filter_kb: float = Field(256, gt=0, description="weight SRAM buffer, KiB")
+    ofmap_kb: float = Field(256, gt=0, description="output SRAM buffer, KiB")
+
+
+class AccelSystolic(Tool):
+    """Map a conv/GEMM layer onto a systolic array: cycles, utilisation, SRAM and DRAM traffic."""
+
+    name = "accel.systolic"
+    description = (
+        "Map a conv or GEMM layer onto an R x C systolic array with a weight-, output- or input-stationary dataflow "
+        "(SCALE-Sim style tiling): cycles, PE utilisation, SRAM reads/writes per operand and DRAM bytes."
+    )
+    Args = SystolicArgs
+    example: ClassVar[dict[str, Any]] = {
+        "rows": 32,
+        "cols": 32,
+        "dataflow": "all",
+        "layer": {"type": "conv", "c_in": 64, "h": 56, "w": 56, "c_out": 64, "kernel": 3, "padding": 1},
+    }
+
+    def run(self, args: SystolicArgs) -> ToolResult:
+        layer = Layer.from_dict(args.layer)
+        flows = ("ws", "os", "is") if args.dataflow == "all" else (args.dataflow,)
+        sizes = {"ifmap_kb": args.ifmap_kb, "filter_kb": args.filter_kb, "ofmap_kb": args.ofmap_kb}
+        mappings = {f: map_layer(layer, args.rows, args.cols, f, **sizes).as_dict() for f in flows}
+        value: dict[str, Any] = {"layer": args.layer, "mappings": mappings}
+        if len(flows) > 1:
+            value["fastest"] = min(mappings, key=lambda f: mappings[f]["cycles"])
+        return ToolResult(value=value, messages=["analytical model (sim/accel/systolic.py): counts, not a measured chip"])
+
+
+class CompressArgs(ToolArgs):
+    model: str = Field("cnn-digits", description="model to compress: cnn-digits (a CNN on scikit-learn's 8x8 handwritten digits)")
+    accuracy_drop_max: float = Field(2.0, ge=0, le=100, description="largest accuracy drop allowed vs plain INT8, percentage points")
+    seed: int = Field(0, description="seed of training and sampling")
+
+
+class CompressEnergyAware(Tool):
+    """Energy-aware layer-wise INT8 weight restriction inside quantization-aware training, vs layer-agnostic and INT8."""
+
+    name = "compress.energy_aware"
+    description = (
+        "Train a small CNN on a real dataset (scikit-learn digits), measure each layer's MAC energy per INT8 weight value on "
+        "its real activations (bit-level systolic-array model), then restrict each layer's weights to its lowest-energy "
+        "values inside quantization-aware training, hardest in the highest-energy layers, under a global accuracy budget. "
+        "Returns energy and accuracy of plain INT8, the layer-agnostic restriction and the layer-wise one."
+    )
+    Args = CompressArgs
+    example: ClassVar[dict[str, Any]] = {"model": "cnn-digits", "accuracy_drop_max": 2.0}
+    long_running = True
+
+    def run(self, args: CompressArgs) -> ToolResult:
+        steps = [0]
+
+        def say(message: str) -> None:
+            steps[0] += 1
+            report(message, min(steps[0] / 30, 0.99))
+
+        try:
+            value = compress(args.model, accuracy_drop_max=args.accuracy_drop_max, seed=args.seed, progress=say)
+        except KeyboardInterrupt:
+            raise UserInputError("compression stopped by the user (Ctrl-C); nothing was kept") from None
+        return ToolResult(value=value, messages=["energies from the bit-level model (relative units), accuracies measured"])
