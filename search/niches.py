@@ -11,6 +11,7 @@ found front, with a floor so no niche starves.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
@@ -81,6 +82,20 @@ def noc_subchannel_niches() -> tuple[Niche, ...]:
     )
 
 
+def compress_depth_niches() -> tuple[Niche, ...]:
+    """Restrictions by how many value bits they remove in all (sum over layers of log2(256 / K))."""
+
+    def removed(point: Hashable) -> float:
+        levels: tuple[int, ...] = point  # type: ignore[assignment]
+        return sum(math.log2(256 / k) for k in levels)
+
+    return (
+        Niche("light", "light restrictions: at most 4 value bits removed over all layers (closest to INT8)", lambda p: removed(p) <= 4),
+        Niche("medium", "5-10 value bits removed over all layers", lambda p: 4 < removed(p) <= 10),
+        Niche("heavy", "more than 10 value bits removed: the lowest-energy, riskiest restrictions", lambda p: removed(p) > 10),
+    )
+
+
 def single_niche() -> tuple[Niche, ...]:
     """No partition: one niche holding the whole space (the ``-noniche`` ablation)."""
     return (Niche("all", "the whole design space", lambda c: True),)
@@ -90,11 +105,17 @@ PARTITIONS: dict[str, Callable[[], tuple[Niche, ...]]] = {
     "nb201-complexity": nb201_complexity_niches,
     "pipeline-degree": pipeline_degree_niches,
     "noc-subchannels": noc_subchannel_niches,
+    "compress-depth": compress_depth_niches,
     "single": single_niche,
 }
 
 
-DEFAULT_PARTITION: dict[str, str] = {"nb201": "nb201-complexity", "pipeline": "pipeline-degree", "noc": "noc-subchannels"}
+DEFAULT_PARTITION: dict[str, str] = {
+    "nb201": "nb201-complexity",
+    "pipeline": "pipeline-degree",
+    "noc": "noc-subchannels",
+    "compress": "compress-depth",
+}
 """Niche partition per problem name; problems not listed get one niche."""
 
 

@@ -6,6 +6,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from search.compress.problem import CompressProblem
 from search.errors import UserInputError, unknown_name
 from search.nb201.problem import NB201Problem
 from search.noc.problem import NocProblem
@@ -16,6 +17,7 @@ PROBLEMS: dict[str, Callable[..., Problem]] = {
     "nb201": NB201Problem.from_options,
     "pipeline": PipelineProblem.from_options,
     "noc": NocProblem.from_options,
+    "compress": CompressProblem.from_options,
 }
 """Problem name -> factory taking the problem's options as keyword arguments."""
 

@@ -99,6 +99,12 @@ class QuantState:
         return F.linear(self.act(name, x), self.weight(module, name), module.bias)
 
 
+@functools.lru_cache(maxsize=4)
+def compressor(seed: int = 0) -> Compressor:
+    """The trained model and energy tables for ``seed`` (built once per process)."""
+    return Compressor(seed=seed)
+
+
 @functools.lru_cache(maxsize=1)
 def load_digits_split(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(x_train, y_train, x_test, y_test): scikit-learn digits scaled to [0, 1], a fixed 80/20 split."""
@@ -187,6 +193,24 @@ class Compressor:
             self.uses[name] = cols.shape[0] // len(x)  # output positions per sample: uses of each weight per inference
         self.base = self.evaluate(dict.fromkeys(DigitsCNN.layer_names, 256), "int8")
 
+    def projected_energy(self, levels: dict[str, int]) -> float:
+        """Energy of the float model's INT8 weights projected onto each layer's allowed values, without training.
+
+        A cheap estimate of a restriction's energy (QAT then moves weights within the same allowed set)."""
+        allowed = {n: torch.tensor(self.tables[n].cheapest(k), dtype=torch.float32) for n, k in levels.items() if k < 256}
+        quant = QuantState(act_scale=self.quant.act_scale, allowed=allowed, enabled=True)
+        return sum(
+            float(self.tables[n].of(self._int_weights(self.float_model, n, quant)).sum() * self.uses[n]) for n in DigitsCNN.layer_names
+        )
+
+    def table_summary(self) -> dict[str, Any]:
+        """Per layer: energy per use of a few weight values, and its 8 cheapest values."""
+        probe = (0, 1, -1, 2, 3, 64, 127, -128)
+        return {
+            n: {"energy_per_use": {str(v): round(float(t.of(np.array([v]))[0]), 3) for v in probe}, "cheapest_8": t.cheapest(8).tolist()}
+            for n, t in self.tables.items()
+        }
+
     def _int_weights(self, model: DigitsCNN, name: str, quant: QuantState) -> np.ndarray:
         w = getattr(model, name).weight.detach()
         scale = w.abs().max().clamp_min(1e-8) / 127
@@ -246,7 +270,7 @@ def _compress(
         raise UserInputError(f"accuracy_drop_max must be >= 0 (percentage points), got {accuracy_drop_max}")
     started = time.perf_counter()
     say = progress or (lambda _msg: None)
-    comp = Compressor(seed=seed)
+    comp = compressor(seed)
     base = comp.base
     floor = base.accuracy - accuracy_drop_max
     say(f"int8: accuracy {base.accuracy:.2f}%, energy {base.energy:.0f}")
@@ -274,5 +298,6 @@ def _compress(
         "layer_agnostic": agnostic.as_dict(base.energy, base.accuracy),
         "layer_wise": layerwise.as_dict(base.energy, base.accuracy),
         "energy_units": "bit toggles per inference (multiplier outputs + 22-bit partial sums), weight-stationary array",
+        "energy_tables": comp.table_summary(),
         "wall_s": round(time.perf_counter() - started, 2),
     }

@@ -13,6 +13,9 @@ from sim.noc.benes import benes_graph, simulate_benes
 from sim.noc.curves import plot_curves, saturation, sweep
 from sim.noc.mesh import hops, mesh_graph, simulate_mesh, xy_path
 
+GOLDEN_BENES = (351, 23.034, 0.35987)
+GOLDEN_MESH = (883, 0.77463, 2509, 30.743)
+
 
 @pytest.mark.parametrize("n", [8, 16])
 def test_benes_topology_has_n_over_2_paths_between_any_ports(n: int) -> None:
@@ -120,3 +123,21 @@ def test_sweep_plot_and_saturation(tmp_path: Path) -> None:
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     bit = [r for r in results if r.config["routing"] == "bit"]
     assert saturation(bit, float(bit[0].extra["zero_load_delay"])) == 0.5
+
+
+def test_golden_small_configurations() -> None:
+    # fixed seeds: any change to these numbers is a change of the simulators' behaviour
+    b = simulate_benes(8, routing="adaptive", load=0.2, packet_flits=8, cycles=2000, seed=0).as_dict()
+    m = simulate_mesh(4, routing="bee-qos", load=0.9, gt_share=0.8, gt_hold=50, cycles=1000, seed=0).as_dict()
+    assert (b["delivered_packets"], b["mean_delay"], b["blocking_rate"]) == GOLDEN_BENES
+    assert (m["gt_requests"], m["gt_acceptance"], m["delivered_packets"], m["mean_delay"]) == GOLDEN_MESH
+
+
+def test_ctrl_c_stops_a_simulation_with_what_it_measured() -> None:
+    def interrupt(t: int, total: int) -> bool:
+        if t >= 4000:
+            raise KeyboardInterrupt
+        return True
+
+    r = simulate_mesh(4, load=0.3, cycles=100_000, progress=interrupt)
+    assert r.stopped_early and r.cycles == 4000 and r.delivered_packets > 0

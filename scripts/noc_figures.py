@@ -1,0 +1,179 @@
+"""Issue 8 figures: Benes load curves, bee-QoS vs XY on an 8x8 mesh, XY saturation, simulator speed, energy-aware compression.
+
+    python scripts/noc_figures.py [--out docs/bench] [--seeds 3] [--cycles 20000]
+
+Prints markdown; writes noc-benes16.png, noc-benes64.png and noc-mesh8.png into ``--out``.
+Every number is a median over ``--seeds`` seeds unless said otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sim.accel.compress import compress
+from sim.noc.benes import simulate_benes
+from sim.noc.common import NocResult
+from sim.noc.curves import plot_curves, saturation
+from sim.noc.mesh import simulate_mesh
+
+BENES_LOADS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6)
+
+
+def _median_result(runs: list[NocResult]) -> NocResult:
+    """A result whose numbers are the medians of ``runs`` (same configuration, different seeds)."""
+    first = runs[0]
+    med: Callable[[Callable[[NocResult], float]], float] = lambda f: statistics.median(f(r) for r in runs)  # noqa: E731
+    extra = {k: statistics.median(r.extra[k] for r in runs) if isinstance(v, int | float) else v for k, v in first.extra.items()}
+    return NocResult(
+        first.config,
+        first.cycles,
+        first.offered_load,
+        int(med(lambda r: r.delivered_packets)),
+        med(lambda r: r.throughput),
+        med(lambda r: r.mean_delay),
+        med(lambda r: r.p99_delay),
+        med(lambda r: r.wall_s),
+        extra,
+    )
+
+
+def benes(out: Path, seeds: int, cycles: int) -> None:
+    print("### Benes optical NoC (uniform traffic, Poisson, 16-flit packets)\n")
+    for n in (16, 64):
+        runs = cycles if n == 16 else cycles // 2
+        results = [
+            _median_result([simulate_benes(n, routing=rt, load=load, cycles=runs, seed=s) for s in range(seeds)])
+            for rt in ("bit", "adaptive")
+            for load in BENES_LOADS
+        ]
+        png = plot_curves(
+            results, f"Benes N={n}, uniform, 16-flit packets ({runs} cycles, median of {seeds} seeds)", out / f"noc-benes{n}.png"
+        )
+        zero = float(results[0].extra["zero_load_delay"])
+        sat = {rt: saturation([r for r in results if r.config["routing"] == rt], zero) for rt in ("bit", "adaptive")}
+        print(
+            f"N={n} ({png.name}), zero-load delay {zero:g} cycles; saturation (mean delay > 3x zero-load): "
+            f"bit {sat['bit']}, adaptive {sat['adaptive']}\n"
+        )
+        print("| load | bit thr | bit delay | bit p99 | bit blocking | adaptive thr | adaptive delay | adaptive p99 | adaptive blocking |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for load in BENES_LOADS:
+            b = next(r for r in results if r.config["routing"] == "bit" and r.offered_load == load)
+            a = next(r for r in results if r.config["routing"] == "adaptive" and r.offered_load == load)
+            print(
+                f"| {load} | {b.throughput:.3f} | {b.mean_delay:.1f} | {b.p99_delay:.0f} | {b.extra['blocking_rate']:.3f} | "
+                f"{a.throughput:.3f} | {a.mean_delay:.1f} | {a.p99_delay:.0f} | {a.extra['blocking_rate']:.3f} |"
+            )
+        if sat["bit"] is not None:
+            b = next(r for r in results if r.config["routing"] == "bit" and r.offered_load == sat["bit"])
+            a = next(r for r in results if r.config["routing"] == "adaptive" and r.offered_load == sat["bit"])
+            print(
+                f"\nAt load {sat['bit']} (where bit-controlled routing saturates): throughput {a.throughput:.3f} vs {b.throughput:.3f} "
+                f"(+{a.throughput / b.throughput - 1:.1%}), mean delay {a.mean_delay:.0f} vs {b.mean_delay:.0f} cycles "
+                f"({a.mean_delay / b.mean_delay - 1:+.1%})."
+            )
+        speeds = [r.cycles / r.wall_s for r in results]
+        print(f"\nSimulator speed N={n}: median {statistics.median(speeds):,.0f} simulated cycles/s over the sweep.\n")
+    print("Packet length and traffic, N=16, adaptive, load 0.2:\n")
+    for flits in (4, 16, 64):
+        for traffic in ("uniform", "permutation"):
+            r = _median_result(
+                [simulate_benes(16, load=0.2, packet_flits=flits, traffic=traffic, cycles=cycles, seed=s) for s in range(seeds)]
+            )
+            print(
+                f"- {flits}-flit packets, {traffic}: throughput {r.throughput:.3f}, mean delay {r.mean_delay:.1f}, "
+                f"blocking {r.extra['blocking_rate']:.3f}"
+            )
+    print()
+
+
+def mesh(out: Path, seeds: int, cycles: int) -> None:
+    print("### 8x8 SDM mesh (4 sub-channels per link, 4-flit BE packets, hotspot traffic, 50 % of the load GT)\n")
+    print("| load | routing | GT acceptance | GT violations | BE mean latency | BE p99 | BE throughput |")
+    print("|---|---|---|---|---|---|---|")
+    curves = []
+    for load in (0.2, 0.4, 0.6):
+        for routing in ("xy", "adaptive", "bee-qos"):
+            r = _median_result(
+                [
+                    simulate_mesh(8, routing=routing, load=load, gt_share=0.5, traffic="hotspot", cycles=cycles // 2, seed=s)
+                    for s in range(seeds)
+                ]
+            )
+            curves.append(r)
+            print(
+                f"| {load} | {routing} | {r.extra['gt_acceptance']:.3f} | {r.extra['gt_violations']:g} | {r.mean_delay:.1f} | "
+                f"{r.p99_delay:.0f} | {r.throughput:.3f} |"
+            )
+    plot_curves(curves, "8x8 SDM mesh, hotspot, 50% GT", out / "noc-mesh8.png")
+    print("\nXY saturation, uniform BE traffic only (8x8, 4 sub-channels):\n")
+    rows = [
+        _median_result([simulate_mesh(8, routing="xy", load=x, gt_share=0.0, cycles=cycles // 4, seed=s) for s in range(seeds)])
+        for x in (0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7)
+    ]
+    zero = float(rows[0].extra["be_zero_load_latency_uniform"])
+    sat = saturation(rows, zero)
+    print("| load | throughput | mean latency |\n|---|---|---|")
+    for r in rows:
+        print(f"| {r.offered_load} | {r.throughput:.3f} | {r.mean_delay:.1f} |")
+    print(
+        f"\nSaturation (mean latency > 3x zero-load {zero:g} cycles) at load {sat}; bisection bound 4/k = "
+        f"{rows[0].extra['xy_saturation_bound_uniform']}; highest delivered throughput {max(r.throughput for r in rows):.3f}."
+    )
+    speeds = [r.cycles / r.wall_s for r in curves + rows]
+    print(f"\nSimulator speed 8x8 mesh: median {statistics.median(speeds):,.0f} simulated cycles/s.\n")
+
+
+def compression(seeds: int) -> None:
+    print("### Energy-aware compression (cnn-digits, accuracy drop <= 2 points vs INT8)\n")
+    print(
+        "| seed | INT8 acc | agnostic K | agnostic acc | agnostic energy vs INT8 | layer-wise K | layer-wise acc "
+        "| layer-wise energy vs INT8 | layer-wise vs agnostic |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    gains = []
+    outs: list[dict[str, Any]] = []
+    for seed in range(seeds):
+        o = compress("cnn-digits", accuracy_drop_max=2.0, seed=seed)
+        outs.append(o)
+        a, w = o["layer_agnostic"], o["layer_wise"]
+        gain = 1 - w["energy"] / a["energy"]
+        gains.append(gain)
+        print(
+            f"| {seed} | {o['int8']['accuracy']:.2f} | {a['allowed_values_per_layer']['conv1']} | {a['accuracy']:.2f} | "
+            f"-{a['energy_reduction_vs_int8']:.1%} | {'/'.join(str(k) for k in w['allowed_values_per_layer'].values())} | "
+            f"{w['accuracy']:.2f} | -{w['energy_reduction_vs_int8']:.1%} | -{gain:.1%} |"
+        )
+    print(
+        f"\nMedian over {seeds} seeds: layer-wise saves {statistics.median(gains):.1%} energy vs layer-agnostic; vs INT8 "
+        f"layer-wise -{statistics.median(o['layer_wise']['energy_reduction_vs_int8'] for o in outs):.1%}, "
+        f"layer-agnostic -{statistics.median(o['layer_agnostic']['energy_reduction_vs_int8'] for o in outs):.1%}.\n"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=Path("docs/bench"))
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--cycles", type=int, default=20_000)
+    parser.add_argument("--only", choices=("benes", "mesh", "compression"), default=None)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.only in (None, "benes"):
+        benes(args.out, args.seeds, args.cycles)
+    if args.only in (None, "mesh"):
+        mesh(args.out, args.seeds, args.cycles)
+    if args.only in (None, "compression"):
+        compression(args.seeds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

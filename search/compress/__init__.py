@@ -1,0 +1,1 @@
+"""The ``compress`` search problem: per-layer energy-aware weight restrictions of a small CNN."""

@@ -1,0 +1,129 @@
+"""Energy-aware layer-wise compression as a coevo problem: maximise accuracy, minimise MAC energy.
+
+A point gives each layer of the digits CNN (:mod:`sim.accel.compress`) how many of its
+lowest-energy INT8 weight values it may use (256: plain INT8). Objectives:
+
+* ``accuracy`` (maximised, expensive): test accuracy after quantization-aware training
+  under the restriction (deterministic per seed).
+* ``energy_ratio`` (minimised, cheap): MAC energy of the trained float model's INT8 weights
+  projected onto the allowed values, relative to plain INT8 (the bit-level model of
+  :mod:`sim.accel.energy`; QAT afterwards moves weights only within the allowed set).
+
+The space has 7^4 = 2,401 points, each needing a QAT run, so the exact front is unknown
+(:meth:`reference` is None).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import optuna
+
+from search.errors import UserInputError
+from search.problem import Evolvable, Objective, Problem
+from sim.accel.compress import LEVELS, MODELS, DigitsCNN, compressor
+
+LAYERS = DigitsCNN.layer_names
+Levels = tuple[int, ...]
+
+
+class CompressProblem(Problem, Evolvable):
+    """Per-layer allowed-value counts of the digits CNN (module doc)."""
+
+    name = "compress"
+    design_label = "restriction"
+    objectives = (
+        Objective("accuracy", "maximize", "%", "expensive"),
+        Objective("energy_ratio", "minimize", "x INT8", "cheap"),
+    )
+    design_format = "key=value per layer, " + " ".join(f"{n}=K" for n in LAYERS) + f" with K one of {', '.join(map(str, LEVELS))}"
+
+    def __init__(self, *, model: str = "cnn-digits", seed: int = 0) -> None:
+        if model not in MODELS:
+            raise UserInputError(f"unknown model {model!r} for the compress problem; available: {', '.join(MODELS)}")
+        self.model, self.seed = model, int(seed)
+        self._cache: dict[Levels, dict[str, float]] = {}
+
+    @property
+    def _comp(self) -> Any:
+        return compressor(self.seed)  # trained on first use, then shared in the process
+
+    def spec(self) -> dict[str, Any]:
+        return {"problem": self.name, "model": self.model, "seed": self.seed}
+
+    def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
+        return {n: optuna.distributions.CategoricalDistribution(LEVELS) for n in LAYERS}
+
+    def from_params(self, params: Mapping[str, Any]) -> Levels:
+        try:
+            levels = tuple(int(params[n]) for n in LAYERS)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UserInputError(f"compress params need {', '.join(LAYERS)}; got {dict(params)!r}") from exc
+        bad = [f"{n}={k}" for n, k in zip(LAYERS, levels, strict=True) if k not in LEVELS]
+        if bad:
+            raise UserInputError(f"{', '.join(bad)} outside the space; K is one of {', '.join(map(str, LEVELS))}")
+        return levels
+
+    def to_params(self, point: Any) -> dict[str, Any]:
+        return dict(zip(LAYERS, point, strict=True))
+
+    def point_id(self, point: Any) -> str:
+        return "-".join(map(str, point))
+
+    def describe(self, point: Any) -> str:
+        return " ".join(f"{n}={k}" for n, k in zip(LAYERS, point, strict=True))
+
+    def parse_design(self, text: str) -> Levels:
+        """Read ``layer=K`` pairs as :meth:`describe` writes them."""
+        pairs = dict(re.findall(r"([a-z0-9_]+)\s*=\s*(\d+)", text))
+        try:
+            return self.from_params(pairs)
+        except UserInputError as exc:
+            raise UserInputError(f"cannot read {text!r} as a restriction: {exc}; format: {self.design_format}") from None
+
+    def evaluate(self, point: Any) -> dict[str, float]:
+        levels = tuple(point)
+        if levels not in self._cache:
+            result = self._comp.evaluate(dict(zip(LAYERS, levels, strict=True)), "search")
+            energy = float(self.cheap_values([levels])["energy_ratio"][0])
+            self._cache[levels] = {"accuracy": result.accuracy, "energy_ratio": energy}
+        return dict(self._cache[levels])
+
+    def acquisition_bounds(self) -> tuple[float, float]:
+        return 0.0, 1.0 + 1e-9
+
+    # ---- operators for the co-evolution engine (Evolvable)
+
+    def neighbours(self, point: Any) -> list[Levels]:
+        out = []
+        for i, k in enumerate(point):
+            j = LEVELS.index(k)
+            for nj in (j - 1, j + 1):  # one step looser or tighter
+                if 0 <= nj < len(LEVELS):
+                    out.append((*point[:i], LEVELS[nj], *point[i + 1 :]))
+        return out
+
+    def crossover(self, a: Any, b: Any, rng: random.Random) -> Levels:
+        return tuple(x if rng.random() < 0.5 else y for x, y in zip(a, b, strict=True))
+
+    def random_point(self, rng: random.Random) -> Levels:
+        return tuple(rng.choice(LEVELS) for _ in LAYERS)
+
+    def features(self, points: Sequence[Any]) -> np.ndarray:
+        """log2(256 / K) per layer (values removed, in bits)."""
+        return np.array([[math.log2(256 / k) for k in p] for p in points], dtype=float).reshape(len(points), len(LAYERS))
+
+    def cheap_values(self, points: Sequence[Any]) -> dict[str, np.ndarray]:
+        comp = self._comp
+        base = comp.projected_energy(dict.fromkeys(LAYERS, 256))
+        return {"energy_ratio": np.array([comp.projected_energy(dict(zip(LAYERS, p, strict=True))) / base for p in points])}
+
+    @classmethod
+    def from_options(cls, model: str = "cnn-digits", seed: int = 0) -> CompressProblem:
+        """Build from CLI/tool options."""
+        return cls(model=model, seed=int(seed))

@@ -1,0 +1,34 @@
+"""The ``compress`` search problem: encoding, cheap energy estimate, niches, and a short co-evolution search."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent.cli import main
+from search.compress.problem import CompressProblem
+from search.errors import UserInputError
+from search.niches import niche_of, partition_for
+from search.problems import make_problem
+
+
+def test_restrictions_round_trip_and_cost_less_energy_when_tighter() -> None:
+    p = make_problem("compress", {})
+    assert isinstance(p, CompressProblem)
+    point = p.parse_design("conv1=256 conv2=8 conv3=32 fc=64")
+    assert point == (256, 8, 32, 64) and p.parse_design(p.describe(point)) == point
+    ratios = p.cheap_values([(256, 256, 256, 256), (256, 64, 256, 256), (256, 8, 256, 256)])["energy_ratio"]
+    assert ratios[0] == pytest.approx(1.0) and ratios[0] > ratios[1] > ratios[2]
+    assert all(sum(a != b for a, b in zip(point, n, strict=True)) == 1 for n in p.neighbours(point))
+    niches = partition_for("compress")
+    assert [niche_of(niches, x) for x in ((256,) * 4, (64, 64, 64, 256), (4, 4, 4, 4))] == ["light", "medium", "heavy"]
+    with pytest.raises(UserInputError, match="conv2=5 outside the space"):
+        p.parse_design("conv1=256 conv2=5 conv3=32 fc=64")
+
+
+def test_pelnas_search_on_the_compress_problem(capsys: pytest.CaptureFixture[str], storage: str) -> None:
+    assert main(["search", "--problem", "compress", "--proposer", "pelnas", "--budget", "12", "--storage", storage, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["evaluations"] == 12 and data["front"]
+    assert all(0 < row["energy_ratio"] <= 1.0 + 1e-9 and row["accuracy"] > 50 for row in data["front"])
