@@ -29,7 +29,7 @@ class NocArgs(ToolArgs):
     gt_share: float = Field(0.3, ge=0, le=1, description="mesh: share of the load that arrives as guaranteed-bandwidth flows")
     subchannels: int = Field(4, ge=1, le=64, description="mesh: sub-channels per link (one flit/cycle each)")
     gt_width: int = Field(1, ge=1, description="mesh: sub-channels each GT flow reserves")
-    cycles: int = Field(10_000, ge=100, le=5_000_000, description="cycles to simulate (the first 10 % are warm-up)")
+    cycles: int = Field(10_000, ge=100, le=5_000_000, description="cycles to simulate (the first 10 %, at most 2,000, are warm-up)")
     seed: int = Field(0, description="random seed (results are deterministic per seed)")
 
     def options(self) -> dict[str, Any]:

@@ -25,7 +25,8 @@ Routing of the setup header:
 
 Metrics: mean and p99 end-to-end delay (generation to last flit), throughput (delivered
 flits per cycle per port), blocking rate (blocked setups / setup attempts), retries per
-delivered packet. Statistics count packets generated after a warm-up of 10 % of the cycles.
+delivered packet. Statistics count packets generated after a warm-up of 10 % of the cycles
+(at most 2,000).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from dataclasses import dataclass
 import networkx as nx
 
 from search.errors import UserInputError
-from sim.noc.common import Injector, NocResult, ProgressFn, check_load, delay_stats, derangement, destination
+from sim.noc.common import WARMUP_MAX, Injector, NocResult, ProgressFn, check_load, delay_stats, derangement, destination
 
 ROUTINGS = ("bit", "adaptive")
 
@@ -121,7 +122,7 @@ def simulate_benes(
     retries_of = [0] * n_ports
     setups: list[_Setup] = []
     releases: dict[int, list[tuple[int, list[tuple[int, int]], int]]] = {}  # cycle -> (src, links, gen)
-    warmup = cycles // 10
+    warmup = min(cycles // 10, WARMUP_MAX)
     delays: list[float] = []
     delivered_flits = delivered = attempts = blocked = retries = 0
     started = time.perf_counter()

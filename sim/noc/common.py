@@ -12,6 +12,9 @@ import numpy as np
 
 from search.errors import UserInputError
 
+WARMUP_MAX = 2000
+"""Warm-up: statistics skip the first 10 % of a run's cycles, at most this many (so a run stopped early still measures)."""
+
 ProgressFn = Callable[[int, int], bool]
 """``(cycle, total) -> keep going``: called every few thousand cycles; returning False stops the run early."""
 

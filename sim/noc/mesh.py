@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from search.errors import UserInputError
-from sim.noc.common import NocResult, ProgressFn, check_load, delay_stats, destination
+from sim.noc.common import WARMUP_MAX, NocResult, ProgressFn, check_load, delay_stats, destination
 
 ROUTINGS = ("xy", "adaptive", "bee-qos")
 TRAFFIC = ("uniform", "transpose", "tornado", "hotspot")
@@ -243,7 +243,7 @@ def simulate_mesh(
     gt_rate = gt_share * load * capacity / (gt_width * gt_hold)  # flow arrivals per node per cycle
     be_rate = (1 - gt_share) * load * capacity / packet_flits  # packets per node per cycle
     ends: dict[int, list[tuple[list[int], int]]] = {}
-    warmup = cycles // 10
+    warmup = min(cycles // 10, WARMUP_MAX)
     requested = accepted = violations = 0
     gt_flits = be_flits = 0
     delays: list[float] = []

@@ -31,4 +31,5 @@ def test_pelnas_search_on_the_compress_problem(capsys: pytest.CaptureFixture[str
     assert main(["search", "--problem", "compress", "--proposer", "pelnas", "--budget", "12", "--storage", storage, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["evaluations"] == 12 and data["front"]
-    assert all(0 < row["energy_ratio"] <= 1.0 + 1e-9 and row["accuracy"] > 50 for row in data["front"])
+    assert all(0 < row["energy_ratio"] <= 1.0 + 1e-9 and 0 <= row["accuracy"] <= 100 for row in data["front"])
+    assert max(row["accuracy"] for row in data["front"]) > 90  # the light end of the front keeps the task
