@@ -95,23 +95,26 @@ def benes(out: Path, seeds: int, cycles: int) -> None:
 
 
 def mesh(out: Path, seeds: int, cycles: int) -> None:
-    print("### 8x8 SDM mesh (4 sub-channels per link, 4-flit BE packets, hotspot traffic, 50 % of the load GT)\n")
-    print("| load | routing | GT acceptance | GT violations | BE mean latency | BE p99 | BE throughput |")
-    print("|---|---|---|---|---|---|---|")
     curves = []
-    for load in (0.2, 0.4, 0.6):
-        for routing in ("xy", "adaptive", "bee-qos"):
-            r = _median_result(
-                [
-                    simulate_mesh(8, routing=routing, load=load, gt_share=0.5, traffic="hotspot", cycles=cycles // 2, seed=s)
-                    for s in range(seeds)
-                ]
-            )
-            curves.append(r)
-            print(
-                f"| {load} | {routing} | {r.extra['gt_acceptance']:.3f} | {r.extra['gt_violations']:g} | {r.mean_delay:.1f} | "
-                f"{r.p99_delay:.0f} | {r.throughput:.3f} |"
-            )
+    for traffic in ("uniform", "hotspot"):
+        print(f"### 8x8 SDM mesh (4 sub-channels per link, 4-flit BE packets, {traffic} traffic, 50 % of the load GT)\n")
+        print("| load | routing | GT acceptance | GT violations | BE mean latency | BE p99 | BE throughput |")
+        print("|---|---|---|---|---|---|---|")
+        for load in (0.2, 0.4, 0.6):
+            for routing in ("xy", "adaptive", "bee-qos"):
+                r = _median_result(
+                    [
+                        simulate_mesh(8, routing=routing, load=load, gt_share=0.5, traffic=traffic, cycles=cycles // 2, seed=s)
+                        for s in range(seeds)
+                    ]
+                )
+                if traffic == "hotspot":
+                    curves.append(r)
+                print(
+                    f"| {load} | {routing} | {r.extra['gt_acceptance']:.3f} | {r.extra['gt_violations']:g} | {r.mean_delay:.1f} | "
+                    f"{r.p99_delay:.0f} | {r.throughput:.3f} |"
+                )
+        print()
     plot_curves(curves, "8x8 SDM mesh, hotspot, 50% GT", out / "noc-mesh8.png")
     print("\nXY saturation, uniform BE traffic only (8x8, 4 sub-channels):\n")
     rows = [

@@ -32,14 +32,13 @@ delivered packet. Statistics count packets generated after a warm-up of 10 % of 
 from __future__ import annotations
 
 import random
-import time
 from collections import deque
 from dataclasses import dataclass
 
 import networkx as nx
 
 from search.errors import UserInputError
-from sim.noc.common import WARMUP_MAX, Injector, NocResult, ProgressFn, check_load, delay_stats, derangement, destination
+from sim.noc.common import WARMUP_MAX, Clock, Injector, NocResult, ProgressFn, check_load, delay_stats, derangement, destination
 
 ROUTINGS = ("bit", "adaptive")
 
@@ -125,14 +124,9 @@ def simulate_benes(
     warmup = min(cycles // 10, WARMUP_MAX)
     delays: list[float] = []
     delivered_flits = delivered = attempts = blocked = retries = 0
-    started = time.perf_counter()
-    stopped = False
-    t = 0
-    try:
-        for t in range(cycles):
-            if progress is not None and t % 2000 == 0 and not progress(t, cycles):
-                stopped = True
-                break
+    clock = Clock(cycles, progress)
+    with clock:
+        for t in clock:
             for src, links, gen in releases.pop(t, []):
                 for link in links:
                     del link_owner[link]
@@ -180,9 +174,7 @@ def simulate_benes(
                 else:
                     still.append(st)
             setups = still
-    except KeyboardInterrupt:  # Ctrl-C: stop here and report what was measured
-        stopped = True
-    ran = t + 1 if not stopped else max(t, 1)
+    ran = clock.done
     mean, p99 = delay_stats(delays)
     measured = max(ran - warmup - 1, 1)
     return NocResult(
@@ -200,7 +192,7 @@ def simulate_benes(
         throughput=delivered_flits / (measured * n_ports),
         mean_delay=mean,
         p99_delay=p99,
-        wall_s=time.perf_counter() - started,
+        wall_s=clock.wall_s,
         extra={
             "stages": n_stages,
             "blocking_rate": round(blocked / attempts, 5) if attempts else 0.0,
@@ -208,5 +200,5 @@ def simulate_benes(
             "zero_load_delay": n_stages + packet_flits,
             "queued_at_end": sum(len(q) for q in queues),
         },
-        stopped_early=stopped,
+        stopped_early=clock.stopped,
     )

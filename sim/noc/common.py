@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -17,6 +19,46 @@ WARMUP_MAX = 2000
 
 ProgressFn = Callable[[int, int], bool]
 """``(cycle, total) -> keep going``: called every few thousand cycles; returning False stops the run early."""
+
+
+class Clock:
+    """The cycles of one simulation: progress callbacks, stopping early, Ctrl-C and wall time, in one place.
+
+    Usage::
+
+        clock = Clock(cycles, progress)
+        with clock:  # Ctrl-C inside the block ends the run (suppressed); ``stopped`` says so
+            for t in clock:
+                ...
+        clock.done, clock.stopped, clock.wall_s
+    """
+
+    def __init__(self, cycles: int, progress: ProgressFn | None) -> None:
+        self.cycles, self.progress = cycles, progress
+        self.done = 0
+        """Cycles fully simulated."""
+        self.stopped = False
+        self.wall_s = 0.0
+        self._started = 0.0
+
+    def __iter__(self) -> Iterator[int]:
+        for t in range(self.cycles):
+            if self.progress is not None and t % 2000 == 0 and not self.progress(t, self.cycles):
+                self.stopped = True
+                return
+            yield t
+            self.done = t + 1
+
+    def __enter__(self) -> Clock:
+        self._started = time.perf_counter()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> bool:
+        self.wall_s = time.perf_counter() - self._started
+        if kind is KeyboardInterrupt:  # Ctrl-C: stop here and report what was measured
+            self.stopped = True
+            return True
+        return False
 
 
 def check_load(load: float) -> None:

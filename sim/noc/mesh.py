@@ -38,14 +38,13 @@ from __future__ import annotations
 import itertools
 import math
 import random
-import time
 from collections import deque
 from dataclasses import dataclass, field
 
 import networkx as nx
 
 from search.errors import UserInputError
-from sim.noc.common import WARMUP_MAX, NocResult, ProgressFn, check_load, delay_stats, destination
+from sim.noc.common import WARMUP_MAX, Clock, NocResult, ProgressFn, check_load, delay_stats, destination
 
 ROUTINGS = ("xy", "adaptive", "bee-qos")
 TRAFFIC = ("uniform", "transpose", "tornado", "hotspot")
@@ -249,14 +248,9 @@ def simulate_mesh(
     delays: list[float] = []
     zero_load: list[float] = []  # each delivered packet's own zero-load latency
     arriving: dict[int, list[_Packet]] = {}
-    started = time.perf_counter()
-    stopped = False
-    t = 0
-    try:
-        for t in range(cycles):
-            if progress is not None and t % 2000 == 0 and not progress(t, cycles):
-                stopped = True
-                break
+    clock = Clock(cycles, progress)
+    with clock:
+        for t in clock:
             for held, width in ends.pop(t, []):
                 sim.reserve(held, width, -1)
             for src in range(n):
@@ -306,9 +300,7 @@ def simulate_mesh(
                         queue.popleft()
                         head.at = link[1]
                         arriving.setdefault(t + 1, []).append(head)  # one cycle of router delay
-    except KeyboardInterrupt:  # Ctrl-C: stop here and report what was measured
-        stopped = True
-    ran = t + 1 if not stopped else max(t, 1)
+    ran = clock.done
     measured = max(ran - warmup, 1)
     mean, p99 = delay_stats(delays)
     mean_hops = sum(hops(a, b, k) for a in range(n) for b in range(n) if a != b) / (n * (n - 1))
@@ -328,7 +320,7 @@ def simulate_mesh(
         throughput=be_flits / (measured * n * capacity),  # in the unit of the offered load
         mean_delay=mean,
         p99_delay=p99,
-        wall_s=time.perf_counter() - started,
+        wall_s=clock.wall_s,
         extra={
             "gt_requests": requested,
             "gt_acceptance": round(accepted / requested, 5) if requested else math.nan,
@@ -338,5 +330,5 @@ def simulate_mesh(
             "be_zero_load_latency_of_delivered": round(sum(zero_load) / len(zero_load), 3) if zero_load else math.nan,
             "xy_saturation_bound_uniform": round(4 / k, 4) if k % 2 == 0 else round(4 * k / (k * k - 1), 4),
         },
-        stopped_early=stopped,
+        stopped_early=clock.stopped,
     )

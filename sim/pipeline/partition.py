@@ -24,7 +24,7 @@ imbalance buys cuts at low-resolution points, where activations are small.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,20 +107,34 @@ def min_max_split(costs: Sequence[float], parts: int) -> list[int]:
     n = len(costs)
     if not 1 <= parts <= n:
         raise UserInputError(f"cannot split {n} blocks into {parts} non-empty stages; use between 1 and {n} devices")
+    return _contiguous_dp(costs, parts, lambda prev, group, _j: max(prev, group))
+
+
+def _contiguous_dp(costs: Sequence[float], parts: int, extend: Callable[[float, float, int], float | None]) -> list[int]:
+    """Best split of ``costs`` into ``parts`` contiguous non-empty groups, by dynamic programming.
+
+    ``extend(best of the first j items in k - 1 groups, sum of items j..i-1, j)`` scores the
+    first ``i`` items with a last group starting at ``j`` (None: not allowed); the smallest
+    score over ``j`` wins. Returns each item's group.
+    """
+    n = len(costs)
     prefix = [0.0]
     for c in costs:
         prefix.append(prefix[-1] + c)
     inf = float("inf")
-    # best[k][i]: smallest max group sum splitting the first i items into k groups
     best = [[inf] * (n + 1) for _ in range(parts + 1)]
     cut = [[0] * (n + 1) for _ in range(parts + 1)]
     best[0][0] = 0.0
     for k in range(1, parts + 1):
         for i in range(k, n - (parts - k) + 1):
             for j in range(k - 1, i):
-                value = max(best[k - 1][j], prefix[i] - prefix[j])
-                if value < best[k][i] - 1e-12:
+                if best[k - 1][j] == inf:
+                    continue
+                value = extend(best[k - 1][j], prefix[i] - prefix[j], j)
+                if value is not None and value < best[k][i] - 1e-12:
                     best[k][i], cut[k][i] = value, j
+    if best[parts][n] == inf:
+        raise ValueError("no split satisfies the constraint")  # callers make the unconstrained optimum feasible
     groups = [0] * n
     i = n
     for k in range(parts, 0, -1):
@@ -155,30 +169,11 @@ def min_bytes_split(costs: Sequence[float], cut_bytes: Sequence[float], parts: i
     groups = min_max_split(costs, parts)
     optimum = max(sum(c for c, g in zip(costs, groups, strict=True) if g == k) for k in range(parts))
     bound = optimum * (1 + tolerance) * (1 + 1e-9) + 1e-12
-    prefix = [0.0]
-    for c in costs:
-        prefix.append(prefix[-1] + c)
-    inf = float("inf")
-    # best[k][i]: fewest cut bytes splitting the first i items into k groups, each within the bound
-    best = [[inf] * (n + 1) for _ in range(parts + 1)]
-    cut = [[0] * (n + 1) for _ in range(parts + 1)]
-    best[0][0] = 0.0
-    for k in range(1, parts + 1):
-        for i in range(k, n - (parts - k) + 1):
-            for j in range(k - 1, i):
-                if prefix[i] - prefix[j] > bound or best[k - 1][j] == inf:
-                    continue
-                value = best[k - 1][j] + (cut_bytes[j - 1] if j > 0 else 0.0)
-                if value < best[k][i]:
-                    best[k][i], cut[k][i] = value, j
-    out = [0] * n
-    i = n
-    for k in range(parts, 0, -1):
-        j = cut[k][i]
-        for x in range(j, i):
-            out[x] = k - 1
-        i = j
-    return out
+
+    def extend(prev: float, group: float, j: int) -> float | None:
+        return None if group > bound else prev + (cut_bytes[j - 1] if j > 0 else 0.0)
+
+    return _contiguous_dp(costs, parts, extend)
 
 
 def _plan(method: str, profile: ModelProfile, device_of: Sequence[int], flops_per_s: float, tolerance: float = 0.0) -> Plan:
