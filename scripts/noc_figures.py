@@ -95,8 +95,9 @@ def benes(out: Path, seeds: int, cycles: int) -> None:
 
 
 def mesh(out: Path, seeds: int, cycles: int) -> None:
-    curves = []
+    every: list[NocResult] = []
     for traffic in ("uniform", "hotspot"):
+        curves: list[NocResult] = []
         print(f"### 8x8 SDM mesh (4 sub-channels per link, 4-flit BE packets, {traffic} traffic, 50 % of the load GT)\n")
         print("| load | routing | GT acceptance | GT violations | BE mean latency | BE p99 | BE throughput |")
         print("|---|---|---|---|---|---|---|")
@@ -108,14 +109,14 @@ def mesh(out: Path, seeds: int, cycles: int) -> None:
                         for s in range(seeds)
                     ]
                 )
-                if traffic == "hotspot":
-                    curves.append(r)
+                curves.append(r)
                 print(
                     f"| {load} | {routing} | {r.extra['gt_acceptance']:.3f} | {r.extra['gt_violations']:g} | {r.mean_delay:.1f} | "
                     f"{r.p99_delay:.0f} | {r.throughput:.3f} |"
                 )
         print()
-    plot_curves(curves, "8x8 SDM mesh, hotspot, 50% GT", out / "noc-mesh8.png")
+        plot_curves(curves, f"8x8 SDM mesh, {traffic} traffic, 50% GT (median of {seeds} seeds)", out / f"noc-mesh8-{traffic}.png")
+        every += curves
     print("\nXY saturation, uniform BE traffic only (8x8, 4 sub-channels):\n")
     rows = [
         _median_result([simulate_mesh(8, routing="xy", load=x, gt_share=0.0, cycles=cycles // 4, seed=s) for s in range(seeds)])
@@ -130,7 +131,7 @@ def mesh(out: Path, seeds: int, cycles: int) -> None:
         f"\nSaturation (mean latency > 3x zero-load {zero:g} cycles) at load {sat}; bisection bound 4/k = "
         f"{rows[0].extra['xy_saturation_bound_uniform']}; highest delivered throughput {max(r.throughput for r in rows):.3f}."
     )
-    speeds = [r.cycles / r.wall_s for r in curves + rows]
+    speeds = [r.cycles / r.wall_s for r in every + rows]
     print(f"\nSimulator speed 8x8 mesh: median {statistics.median(speeds):,.0f} simulated cycles/s.\n")
 
 

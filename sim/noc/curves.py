@@ -60,23 +60,37 @@ def saturation(results: Sequence[NocResult], zero_load: float, factor: float = 3
 
 
 def plot_curves(results: Sequence[NocResult], title: str, path: Path, *, delay_key: str = "mean_delay") -> Path:
-    """Two panels, delay (log scale) and throughput vs offered load, one line per routing."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    """Delay (log scale) and throughput vs offered load, one line per routing; mesh results add GT acceptance.
+
+    On a mesh the throughput is best-effort traffic only, so the "offered" guide line is the
+    best-effort share of the load.
+    """
+    gt = all("gt_acceptance" in r.extra for r in results)
+    fig, axes = plt.subplots(1, 3 if gt else 2, figsize=(14 if gt else 10, 4))
+    left, right = axes[0], axes[1]
     routings = list(dict.fromkeys(r.config["routing"] for r in results))
-    for routing in routings:
+    for k, routing in enumerate(routings):
+        color = f"C{k}"  # one colour per routing in both panels
         rs = sorted((r for r in results if r.config["routing"] == routing), key=lambda r: r.offered_load)
         x = [r.offered_load for r in rs]
-        left.plot(x, [getattr(r, delay_key) for r in rs], marker="o", label=routing)
-        left.plot(x, [r.p99_delay for r in rs], linestyle=":", alpha=0.6, label=f"{routing} p99")
-        right.plot(x, [r.throughput for r in rs], marker="o", label=routing)
+        left.plot(x, [getattr(r, delay_key) for r in rs], marker="o", color=color, label=f"{routing} mean")
+        left.plot(x, [r.p99_delay for r in rs], linestyle=":", color=color, alpha=0.7, label=f"{routing} p99")
+        right.plot(x, [r.throughput for r in rs], marker="o", color=color, label=routing)
+        if gt:
+            axes[2].plot(x, [r.extra["gt_acceptance"] for r in rs], marker="o", color=color, label=routing)
     lim = max((r.offered_load for r in results), default=1.0)
-    right.plot([0, lim], [0, lim], color="grey", linewidth=0.8, linestyle="--", label="offered")
+    share = 1.0 - float(results[0].config.get("gt_share", 0.0)) if results else 1.0
+    right.plot([0, lim], [0, lim * share], color="grey", linewidth=0.8, linestyle="--", label="offered (best effort)" if gt else "offered")
     left.set_yscale("log")
     left.set_xlabel("offered load (flits/cycle/port)")
     left.set_ylabel("delay (cycles)")
     right.set_xlabel("offered load (flits/cycle/port)")
-    right.set_ylabel("throughput (flits/cycle/port)")
-    for ax in (left, right):
+    right.set_ylabel("best-effort throughput (flits/cycle/node)" if gt else "throughput (flits/cycle/port)")
+    if gt:
+        axes[2].set_xlabel("offered load (flits/cycle/node)")
+        axes[2].set_ylabel("GT acceptance")
+        axes[2].set_ylim(0, 1.02)
+    for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle(title)
