@@ -233,7 +233,10 @@ def _csv(text: str) -> tuple[str, ...]:
 def _add_bench_args(p: argparse.ArgumentParser) -> None:
     _add_problem_args(p)
     p.add_argument(
-        "--devices", type=_csv, default=None, help="comma-separated NB201 devices (default: fpga), or clusters for --problem pipeline"
+        "--devices",
+        type=_csv,
+        default=None,
+        help="comma-separated run groups: NB201 devices (default fpga); clusters (pipeline); traffic patterns (noc); models (compress)",
     )
     p.add_argument("--proposers", type=_csv, default=("random", "nsga2", "tpe"), help="comma-separated proposers")
     p.add_argument("--budget", type=int, default=100, help="accuracy queries per run (default: 100)")
@@ -246,7 +249,7 @@ def _add_bench_args(p: argparse.ArgumentParser) -> None:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from agent.reasoners import OFFLINE_NOTE, llm_settings
-    from search.bench import BenchSpec, run_bench
+    from search.bench import BenchSpec, axis, axis_default, run_bench
 
     options: dict[str, Any] = {k: v for k, v in _problem_options(args).items() if v is not None and k != "storage"}
     reasoner = None
@@ -265,7 +268,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     spec = BenchSpec(
         args.problem,
         options,
-        args.devices or ((args.cluster or "v100x16-ib10",) if args.problem == "pipeline" else ("fpga",)),
+        args.devices or (str(options.get(axis(args.problem)) or axis_default(args.problem)),),
         args.proposers,
         tuple(range(args.seeds)) if args.seeds > 0 else (),
         args.budget,

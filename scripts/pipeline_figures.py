@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from search.pipeline.problem import PipelineProblem
 from sim.pipeline.cluster import Cluster
 from sim.pipeline.gloo_check import calibrate, check
 from sim.pipeline.ilp import synthesize
@@ -125,15 +126,38 @@ def gloo(runs: int) -> None:
                 f"- {model} {method}: forward sent {r.bytes_sent} B, backward sent {r.backward_bytes_sent} B, planned {r.bytes_planned} B; "
                 f"output equal {r.output_matches}, gradients equal {r.grads_match}"
             )
-    for method in ("blockwise", "skip-aware"):
-        cals = [calibrate("unet-small", method=method, resolution=32, microbatch=4) for _ in range(runs)]
-        med = statistics.median(c.error for c in cals)
+    pairs = [(calibrate("unet-small", method="blockwise"), calibrate("unet-small", method="skip-aware")) for _ in range(runs)]
+    for k, method in enumerate(("blockwise", "skip-aware")):
+        cals = [pair[k] for pair in pairs]
         print(
             f"- step time unet-small 32x32 mb4 {method}: measured {statistics.median(c.measured_s for c in cals) * 1e3:.1f} ms, "
-            f"predicted {statistics.median(c.predicted_s for c in cals) * 1e3:.1f} ms (median error {med:+.1%} over {runs} runs; "
-            f"measured {statistics.median(c.flops_per_s for c in cals) / 1e9:.0f} GFLOP/s per rank, "
+            f"predicted {statistics.median(c.predicted_s for c in cals) * 1e3:.1f} ms "
+            f"(median error {statistics.median(c.error for c in cals):+.1%} "
+            f"over {runs} runs; measured {statistics.median(c.flops_per_s for c in cals) / 1e9:.0f} GFLOP/s per rank, "
             f"{statistics.median(c.link_gbs for c in cals):.2f} GB/s, {statistics.median(c.latency_us for c in cals):.0f} us)"
         )
+    # calibrate the compute rate on the block-wise run, predict the skip-aware run of the same round
+    cross = [sa.predicted_s * (bw.measured_s / bw.predicted_s) / sa.measured_s - 1 for bw, sa in pairs]
+    med = statistics.median(cross)
+    print(f"- calibrated on the block-wise run (rate x measured/predicted), the skip-aware prediction errs {med:+.1%} (median)")
+    print()
+
+
+def best_per_partitioner() -> None:
+    print("### Best configuration per partitioner (every point of the pipeline search space, global batch 128)\n")
+    print("| model | cluster | best block-wise | samples/s | best skip-aware | samples/s | ratio |")
+    print("|---|---|---|---|---|---|---|")
+    for model, res in MODELS:
+        for cluster in ("v100x16-ib10", "v100x16-ib300"):
+            problem = PipelineProblem(model=model, cluster=cluster, global_batch=128, resolution=res)
+            best: dict[str, tuple[float, str]] = {}
+            for c in problem.all_points():
+                if problem.infeasible(c) is None:
+                    value = problem.evaluate(c)["samples_per_s"]
+                    if value > best.get(c.partitioner, (0.0, ""))[0]:
+                        best[c.partitioner] = (value, problem.describe(c))
+            (b, bd), (s, sd) = best["blockwise"], best["skip-aware"]
+            print(f"| {model} | {cluster} | {bd} | {b:.1f} | {sd} | {s:.1f} | {s / b:.2f}x |")
     print()
 
 
@@ -141,11 +165,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cpsat-limit", type=float, default=30.0)
     parser.add_argument("--calibration-runs", type=int, default=3)
+    parser.add_argument("--only", choices=("tables", "best", "cpsat", "gloo"), default=None)
     args = parser.parse_args()
-    table_8()
-    table_16()
-    cpsat(args.cpsat_limit)
-    gloo(args.calibration_runs)
+    if args.only in (None, "tables"):
+        table_8()
+        table_16()
+    if args.only in (None, "best"):
+        best_per_partitioner()
+    if args.only in (None, "cpsat"):
+        cpsat(args.cpsat_limit)
+    if args.only in (None, "gloo"):
+        gloo(args.calibration_runs)
     return 0
 
 

@@ -46,13 +46,22 @@ CSV_FIELDS = (
 )
 
 
-AXES: dict[str, str] = {"pipeline": "cluster"}
-"""The problem option ``--devices`` iterates over, per problem (default: the NB201 latency ``device``)."""
+AXES: dict[str, tuple[str, str]] = {
+    "pipeline": ("cluster", "v100x16-ib10"),
+    "noc": ("traffic", "hotspot"),
+    "compress": ("model", "cnn-digits"),
+}
+"""Per problem, the option ``--devices`` iterates over and its default (NB201: the latency ``device``, ``fpga``)."""
 
 
 def axis(problem: str) -> str:
     """Name of the option a bench's run groups vary (``device`` for NB201, ``cluster`` for pipeline)."""
-    return AXES.get(problem, "device")
+    return AXES.get(problem, ("device", "fpga"))[0]
+
+
+def axis_default(problem: str) -> str:
+    """The run group of a bench when ``--devices`` is not given."""
+    return AXES.get(problem, ("device", "fpga"))[1]
 
 
 @dataclass(frozen=True)
@@ -232,11 +241,11 @@ def markdown_table(results: Sequence[SearchResult], spec: BenchSpec) -> str:
     lines = [
         f"# coevo bench: {spec.problem} ({opts}), budget {spec.budget}, seeds {list(spec.seeds)}",
         "",
-        "Query mode: the budget counts accuracy queries; the found set is every queried cell. "
-        "HV ratio and IGD as defined in DESIGN.md (useful region). Wall time is per run, with "
+        "Query mode: the budget counts evaluations of the expensive objective (NB201: accuracy queries); the found set is "
+        "every evaluated design. HV ratio and IGD as defined in DESIGN.md (useful region). Wall time is per run, with "
         f"{spec.jobs} run(s) in parallel.",
         "",
-        "| device | proposer | HV ratio | IGD | front recall | wall s |",
+        f"| {axis(spec.problem)} | proposer | HV ratio | IGD | front recall | wall s |",
         "|---|---|---|---|---|---|",
     ]
     for device in spec.devices:
@@ -269,8 +278,8 @@ def exploration_table(results: Sequence[SearchResult], spec: BenchSpec) -> str:
         "",
         "## Exploration bias",
         "",
-        "Mean share of evaluated cells per niche (PEL-NAS complexity niches) and per latency band "
-        "(5 equal-width bands over the space's latency range, fastest first), over devices and seeds.",
+        "Mean share of evaluated designs per niche (the problem's niche partition) and per band of the cheap objective "
+        "(5 equal-width bands over the space's range, lowest first; NB201: latency), over run groups and seeds.",
         "",
         "| proposer | " + " | ".join(niche_ids) + " | " + " | ".join(f"lat{k + 1}" for k in range(5)) + " |",
         "|---|" + "---|" * (len(niche_ids) + 5),

@@ -223,6 +223,13 @@ class Calibration:
         """Relative error of the prediction: predicted / measured - 1."""
         return self.predicted_s / self.measured_s - 1.0
 
+    def calibrated_cluster(self) -> Cluster:
+        """This machine as a cluster whose compute rate is scaled so the simulator reproduces the measured step.
+
+        Save it with ``json.dumps(dataclasses.asdict(...))`` and pass the file as ``cluster``."""
+        rate = self.flops_per_s * self.predicted_s / self.measured_s
+        return Cluster("loopback-calibrated", self.devices, self.devices, rate / 1e12, 1e3, self.link_gbs, self.link_gbs, self.latency_us)
+
 
 def measure_compute(model: str, resolution: int, microbatch: int, repeats: int = 5) -> float:
     """FLOP/s of a single-thread forward + backward of the whole model on this machine (median of ``repeats``)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import pytest
 
@@ -85,3 +86,13 @@ def test_pelnas_search_through_the_cli_and_resume(capsys: pytest.CaptureFixture[
     assert stored.problem.spec() == {"problem": "pipeline", **OPTIONS}
     assert main(["kb", "list", "--storage", storage, "--study", name, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)  # the co-evolution engine learned heuristics on this problem too
+
+
+def test_bench_runs_the_pipeline_problem_per_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "bench"
+    args = ["bench", "--problem", "pipeline", "--model", "unet-tiny", "--cluster", "v100x8-pcie", "--global-batch", "16"]
+    args += ["--resolution", "8", "--proposers", "random,pelnas", "--budget", "10", "--seeds", "1", "--out", str(out)]
+    assert main(args) == 0
+    table = (out / "results.md").read_text()
+    assert "| v100x8-pcie | random |" in table and "| v100x8-pcie | pelnas |" in table
+    assert (out / "hv_v100x8-pcie.png").exists() and (out / "front_v100x8-pcie.png").exists()

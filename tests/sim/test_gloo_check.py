@@ -20,3 +20,12 @@ def test_three_stage_blockwise_relays_skips_and_a_uvit_splits_too() -> None:
     relayed = check("unet-small", devices=3, method="blockwise", resolution=16)
     assert relayed.ok and relayed.bytes_sent == 475_136  # golden: the planner's count for this plan
     assert check("uvit-tiny", devices=2, method="skip-aware", resolution=8, repeats=1).ok
+
+
+def test_calibration_scales_the_rate_to_reproduce_the_measured_step() -> None:
+    from sim.pipeline.gloo_check import Calibration
+
+    cal = Calibration("blockwise", 2, flops_per_s=1e11, link_gbs=4.0, latency_us=80.0, measured_s=0.2, predicted_s=0.16)
+    assert cal.error == pytest.approx(-0.2)
+    cluster = cal.calibrated_cluster()
+    assert cluster.device_tflops == pytest.approx(0.08) and cluster.inter_gbs == 4.0 and cluster.devices == 2
