@@ -8,6 +8,7 @@ and evaluates objectives. Problems whose whole space is known also give the exac
 from __future__ import annotations
 
 import random
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -141,6 +142,26 @@ def _suggest(trial: optuna.Trial, name: str, dist: optuna.distributions.BaseDist
     if isinstance(dist, optuna.distributions.FloatDistribution):
         return trial.suggest_float(name, dist.low, dist.high, step=dist.step, log=dist.log)
     raise TypeError(f"unsupported distribution for {name!r}: {dist!r}")
+
+
+KEY_VALUE = re.compile(r"([a-z0-9_]+)\s*=\s*([\w.\-]+)")
+"""``key=value`` pairs as :func:`read_key_values` reads them."""
+
+
+def read_key_values(problem: Problem, text: str, what: str) -> tuple[Point, dict[str, str]]:
+    """Parse ``key=value`` pairs (the form ``describe`` writes) into a point through ``from_params``.
+
+    Returns:
+        the point and the pairs as read (for checks of derived keys).
+
+    Raises:
+        UserInputError: naming what could not be read and the expected format.
+    """
+    pairs = dict(KEY_VALUE.findall(text))
+    try:
+        return problem.from_params(pairs), pairs
+    except UserInputError as exc:
+        raise UserInputError(f"cannot read {text!r} as {what}: {exc}; format: {problem.design_format}") from None
 
 
 class Evolvable(ABC):

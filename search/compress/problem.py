@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import math
 import random
-import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import optuna
 
 from search.errors import UserInputError
-from search.problem import Evolvable, Objective, Problem
+from search.problem import Evolvable, Objective, Problem, read_key_values
 from sim.accel.compress import LEVELS, MODELS, DigitsCNN, compressor
 
 LAYERS = DigitsCNN.layer_names
@@ -80,11 +79,7 @@ class CompressProblem(Problem, Evolvable):
 
     def parse_design(self, text: str) -> Levels:
         """Read ``layer=K`` pairs as :meth:`describe` writes them."""
-        pairs = dict(re.findall(r"([a-z0-9_]+)\s*=\s*(\d+)", text))
-        try:
-            return self.from_params(pairs)
-        except UserInputError as exc:
-            raise UserInputError(f"cannot read {text!r} as a restriction: {exc}; format: {self.design_format}") from None
+        return cast(Levels, read_key_values(self, text, "a restriction")[0])  # from_params returns Levels
 
     def evaluate(self, point: Any) -> dict[str, float]:
         levels = tuple(point)

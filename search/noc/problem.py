@@ -16,15 +16,14 @@ front without an HV ratio.
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import optuna
 
 from search.errors import UserInputError
-from search.problem import Evolvable, Objective, Problem
+from search.problem import Evolvable, Objective, Problem, read_key_values
 from sim.noc.mesh import ROUTINGS, TRAFFIC, simulate_mesh
 
 SUBCHANNELS = (1, 2, 3, 4, 6, 8)
@@ -149,11 +148,7 @@ class NocProblem(Problem, Evolvable):
 
     def parse_design(self, text: str) -> MeshDesign:
         """Read ``key=value`` pairs as :meth:`describe` writes them."""
-        pairs = dict(re.findall(r"([a-z_]+)\s*=\s*([\w.\-]+)", text))
-        try:
-            return self.from_params(pairs)
-        except UserInputError as exc:
-            raise UserInputError(f"cannot read {text!r} as a mesh design: {exc}; format: {self.design_format}") from None
+        return cast(MeshDesign, read_key_values(self, text, "a mesh design")[0])  # from_params returns a MeshDesign
 
     def evaluate(self, point: Any) -> dict[str, float]:
         d = canonical(MeshDesign(*point))

@@ -23,16 +23,15 @@ from __future__ import annotations
 import functools
 import itertools
 import random
-import re
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import optuna
 
 from search.errors import UserInputError
 from search.metrics import FrontReference
-from search.problem import Evolvable, Objective, Problem
+from search.problem import Evolvable, Objective, Problem, read_key_values
 from sim.pipeline.cluster import Cluster, get_cluster
 from sim.pipeline.partition import Plan, blockwise, skip_aware, units
 from sim.pipeline.profile import ModelProfile, profile
@@ -168,11 +167,8 @@ class PipelineProblem(Problem, Evolvable):
 
     def parse_design(self, text: str) -> Config:
         """Read ``key=value`` pairs as :meth:`describe` writes them (``dp`` is optional and checked)."""
-        pairs = dict(re.findall(r"([a-z_]+)\s*=\s*([\w.\-]+)", text))
-        try:
-            point = self.from_params(pairs)
-        except UserInputError as exc:
-            raise UserInputError(f"cannot read {text!r} as a configuration: {exc}; format: {self.design_format}") from None
+        read, pairs = read_key_values(self, text, "a configuration")
+        point = cast(Config, read)  # from_params returns a Config
         if "dp" in pairs and pairs["dp"] != str(self.cluster.devices // point.pp):
             raise UserInputError(f"dp={pairs['dp']} does not match pp={point.pp} on {self.cluster.devices} devices")
         return point
