@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
 
 from search.errors import UserInputError
 from sim.pipeline.cluster import PRESETS as CLUSTERS
@@ -19,7 +19,9 @@ from tools._base import Tool, ToolArgs, ToolResult
 
 MODEL = Field("unet-sd", description=f"model preset ({', '.join(MODELS)}) or path/to/file.py:function returning a PipelineModel")
 RESOLUTION = Field(64, ge=1, le=1024, description="latent height/width (64 for SD at 512 px)")
-MICROBATCH = Field(1, ge=1, le=4096, description="samples per microbatch")
+MICROBATCH = Field(
+    1, ge=1, le=4096, description="samples per microbatch ('batch' is accepted too)", validation_alias=AliasChoices("microbatch", "batch")
+)
 CLUSTER = Field("v100x16-ib10", description=f"cluster preset ({', '.join(CLUSTERS)}) or a JSON file path")
 BALANCE = Field(0.0, ge=0.0, le=2.0, description="stage-time slack the partitioner may trade for fewer bytes sent (0: pure balance)")
 

@@ -129,3 +129,10 @@ def test_plan_handles_round_trip_and_bad_handles_are_explained() -> None:
         read_plan(json.dumps(data | {"device_of": split}), 1e12)
     with pytest.raises(UserInputError, match="maps 3 blocks"):
         read_plan(json.dumps({"model": "unet-tiny", "resolution": 8, "microbatch": 1, "method": "blockwise", "device_of": [0, 0, 1]}), 1e12)
+
+
+def test_profile_tool_takes_batch_as_the_issue_writes_it() -> None:
+    from tools import REGISTRY, call_tool
+
+    result = call_tool(REGISTRY.get("pipeline.profile"), {"model": "unet-tiny", "resolution": 8, "batch": 2})
+    assert result.value["microbatch"] == 2 and result.value["skips"] == 4
