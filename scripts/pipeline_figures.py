@@ -31,7 +31,7 @@ from sim.pipeline.ilp import synthesize
 from sim.pipeline.partition import Plan, blockwise, skip_aware
 from sim.pipeline.profile import ModelProfile, profile
 from sim.pipeline.simulate import simulate
-from sim.pipeline.tune import allreduce_s
+from sim.pipeline.tune import gradient_allreduce_s
 
 MODELS = (("unet-sd", 64), ("uvit-h", 32))
 
@@ -43,9 +43,7 @@ def _link(devices: int, gbs: float) -> Cluster:
 def _hybrid_samples_per_s(p: ModelProfile, plan: Plan, cluster: Cluster, schedule: str, dp: int, global_batch: int) -> float:
     micro = global_batch // (dp * p.microbatch)
     step = simulate(p, plan, cluster, schedule=schedule, microbatches=micro)
-    grads = [sum(p.blocks[i].param_bytes for i, d in enumerate(plan.device_of) if d == s) for s in range(plan.devices)]
-    reduce = max(allreduce_s(cluster, plan.devices, dp, s, g) for s, g in enumerate(grads))
-    return global_batch / (step.makespan_s + reduce)
+    return global_batch / (step.makespan_s + gradient_allreduce_s(cluster, plan, dp))
 
 
 def table_8() -> None:

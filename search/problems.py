@@ -15,11 +15,12 @@ from search.problem import Problem
 
 PROBLEMS: dict[str, Callable[..., Problem]] = {
     "nb201": NB201Problem.from_options,
-    "pipeline": PipelineProblem.from_options,
-    "noc": NocProblem.from_options,
-    "compress": CompressProblem.from_options,
+    "pipeline": PipelineProblem,
+    "noc": NocProblem,
+    "compress": CompressProblem,
 }
-"""Problem name -> factory taking the problem's options as keyword arguments."""
+"""Problem name -> factory taking the problem's options as keyword arguments (a class whose ``__init__`` takes them, or a
+``from_options`` where options choose between classes, as NB201's ``mode`` does)."""
 
 
 def make_problem(name: str, options: Mapping[str, Any] | None = None) -> Problem:

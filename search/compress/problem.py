@@ -115,10 +115,5 @@ class CompressProblem(Problem, Evolvable):
 
     def cheap_values(self, points: Sequence[Any]) -> dict[str, np.ndarray]:
         comp = self._comp
-        base = comp.projected_energy(dict.fromkeys(LAYERS, 256))
+        base = comp.int8_projected_energy
         return {"energy_ratio": np.array([comp.projected_energy(dict(zip(LAYERS, p, strict=True))) / base for p in points])}
-
-    @classmethod
-    def from_options(cls, model: str = "cnn-digits", seed: int = 0) -> CompressProblem:
-        """Build from CLI/tool options."""
-        return cls(model=model, seed=int(seed))

@@ -206,19 +206,3 @@ class NocProblem(Problem, Evolvable):
 
     def cheap_values(self, points: Sequence[Any]) -> dict[str, np.ndarray]:
         return {"subchannels": np.array([float(MeshDesign(*p).subchannels) for p in points])}
-
-    @classmethod
-    def from_options(
-        cls,
-        topology: str = "mesh",
-        k: int = 8,
-        traffic: str = "hotspot",
-        load: float = 0.3,
-        gt_share: float = 0.7,
-        cycles: int = 3000,
-        seed: int = 0,
-    ) -> NocProblem:
-        """Build from CLI/tool options."""
-        return cls(
-            topology=topology, k=int(k), traffic=traffic, load=float(load), gt_share=float(gt_share), cycles=int(cycles), seed=int(seed)
-        )

@@ -33,10 +33,10 @@ from search.errors import UserInputError
 from search.metrics import FrontReference
 from search.problem import Evolvable, Objective, Problem, read_key_values
 from sim.pipeline.cluster import Cluster, get_cluster
-from sim.pipeline.partition import Plan, blockwise, skip_aware, units
+from sim.pipeline.partition import Plan, partition, units
 from sim.pipeline.profile import ModelProfile, profile
 from sim.pipeline.simulate import memory_bound, simulate
-from sim.pipeline.tune import allreduce_s
+from sim.pipeline.tune import gradient_allreduce_s
 
 MICROBATCHES = (1, 2, 4, 8, 16)
 PARTITIONERS = ("blockwise", "skip-aware")
@@ -175,13 +175,12 @@ class PipelineProblem(Problem, Evolvable):
 
     # ---- evaluation
 
-    def _plan(self, c: Config, p: ModelProfile) -> Plan:
-        partition = blockwise if c.partitioner == "blockwise" else skip_aware
-        return partition(p, c.pp, flops_per_s=self.cluster.device_tflops * 1e12, balance_tolerance=c.balance)
+    def _plan(self, c: Config) -> tuple[ModelProfile, Plan]:
+        p = _profile(self.model, self.resolution, c.microbatch)
+        return p, partition(p, c.partitioner, c.pp, flops_per_s=self.cluster.device_tflops * 1e12, balance_tolerance=c.balance)
 
-    def infeasible(self, point: Any) -> str | None:
-        """Why a configuration cannot run (None when it can)."""
-        c = Config(*point)
+    def _cannot_partition(self, c: Config) -> str | None:
+        """Why no plan exists for ``c`` (None when one does)."""
         dp = self.cluster.devices // c.pp
         if self.global_batch % (dp * c.microbatch):
             return f"global batch {self.global_batch} is not a multiple of dp x microbatch = {dp * c.microbatch}"
@@ -189,38 +188,43 @@ class PipelineProblem(Problem, Evolvable):
             return f"{c.pp} stages but the model has {self.blocks} blocks"
         if c.partitioner == "skip-aware" and c.pp > self.pairs:
             return f"skip-aware partitioning places at most {self.pairs} stages (encoder/decoder pairs), got pp={c.pp}"
-        memory = self._memory_gb(c)
-        if memory > self.cluster.memory_gb:
-            return f"needs {memory:.1f} GB on a device with {self.cluster.memory_gb:g} GB"
         return None
+
+    def _too_big(self, memory_gb: float) -> str | None:
+        if memory_gb > self.cluster.memory_gb:
+            return f"needs {memory_gb:.1f} GB on a device with {self.cluster.memory_gb:g} GB"
+        return None
+
+    def infeasible(self, point: Any) -> str | None:
+        """Why a configuration cannot run (None when it can)."""
+        c = Config(*point)
+        return self._cannot_partition(c) or self._too_big(self._memory_gb(c))
 
     def _microbatches(self, c: Config) -> int:
         return self.global_batch // (self.cluster.devices // c.pp * c.microbatch)
 
-    def _memory_gb(self, c: Config) -> float:
-        if self.global_batch % (self.cluster.devices // c.pp * c.microbatch) or c.pp > self.blocks:
-            return float(self.cluster.memory_gb)
-        if c.partitioner == "skip-aware" and c.pp > self.pairs:
-            return float(self.cluster.memory_gb)
-        p = _profile(self.model, self.resolution, c.microbatch)
-        bound = memory_bound(p, self._plan(c, p), schedule=c.schedule, microbatches=self._microbatches(c), recompute=c.recompute == "on")
+    def _bound_gb(self, c: Config, p: ModelProfile, plan: Plan) -> float:
+        bound = memory_bound(p, plan, schedule=c.schedule, microbatches=self._microbatches(c), recompute=c.recompute == "on")
         return max(bound) / 1e9
+
+    def _memory_gb(self, c: Config) -> float:
+        # no plan at all: report the whole device (the point runs at 0 samples/s anyway)
+        return float(self.cluster.memory_gb) if self._cannot_partition(c) else self._bound_gb(c, *self._plan(c))
 
     def evaluate(self, point: Any) -> dict[str, float]:
         c = Config(*point)
         if c in self._cache:
             return dict(self._cache[c])
-        memory = self._memory_gb(c)
-        throughput = 0.0
-        if self.infeasible(c) is None:
-            p = _profile(self.model, self.resolution, c.microbatch)
-            plan = self._plan(c, p)
-            step = simulate(p, plan, self.cluster, schedule=c.schedule, microbatches=self._microbatches(c), recompute=c.recompute == "on")
-            dp = self.cluster.devices // c.pp
-            grads = [sum(p.blocks[i].param_bytes for i, d in enumerate(plan.device_of) if d == s) for s in range(c.pp)]
-            reduce_s = max(allreduce_s(self.cluster, c.pp, dp, s, g) for s, g in enumerate(grads))
-            throughput = self.global_batch / (step.makespan_s + reduce_s)
-        values = {"samples_per_s": throughput, "memory_gb": memory}
+        values = {"samples_per_s": 0.0, "memory_gb": float(self.cluster.memory_gb)}
+        if self._cannot_partition(c) is None:
+            p, plan = self._plan(c)
+            values["memory_gb"] = self._bound_gb(c, p, plan)
+            if self._too_big(values["memory_gb"]) is None:
+                step = simulate(
+                    p, plan, self.cluster, schedule=c.schedule, microbatches=self._microbatches(c), recompute=c.recompute == "on"
+                )
+                reduce_s = gradient_allreduce_s(self.cluster, plan, self.cluster.devices // c.pp)
+                values["samples_per_s"] = self.global_batch / (step.makespan_s + reduce_s)
         self._cache[c] = values
         return dict(values)
 
@@ -233,10 +237,11 @@ class PipelineProblem(Problem, Evolvable):
 
     def reference(self) -> FrontReference:
         if self._reference is None:
-            points = [c for c in self.all_points() if self.infeasible(c) is None]
+            evaluated = [(c, self.evaluate(c)) for c in self.all_points()]
+            points = [c for c, v in evaluated if v["samples_per_s"] > 0]  # exactly the feasible ones
             if not points:
                 raise UserInputError(f"no configuration of {self.model} runs on {self.cluster_name} at global batch {self.global_batch}")
-            values = [self.evaluate(c) for c in points]
+            values = [v for _, v in evaluated if v["samples_per_s"] > 0]
             self._reference = FrontReference.from_space(
                 np.array([v["samples_per_s"] for v in values]),
                 np.array([v["memory_gb"] for v in values]),
@@ -280,10 +285,3 @@ class PipelineProblem(Problem, Evolvable):
 
     def cheap_values(self, points: Sequence[Any]) -> dict[str, np.ndarray]:
         return {"memory_gb": np.array([self._memory_gb(Config(*p)) for p in points], dtype=float)}
-
-    @classmethod
-    def from_options(
-        cls, model: str = "unet-sd", cluster: str = "v100x16-ib10", global_batch: int = 128, resolution: int = 64
-    ) -> PipelineProblem:
-        """Build from CLI/tool options (unknown model or cluster names list the valid ones)."""
-        return cls(model=model, cluster=cluster, global_batch=int(global_batch), resolution=int(resolution))

@@ -63,6 +63,16 @@ class DigitsCNN(nn.Module):
         return q.linear(self.fc, "fc", x.flatten(1))
 
 
+def int_weights(w: torch.Tensor, allowed: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """INT8 values of ``w`` (symmetric per-tensor scale), each moved to the nearest ``allowed`` value; and the scale."""
+    w = w.detach()
+    scale = w.abs().max().clamp_min(1e-8) / 127
+    q = torch.clamp(torch.round(w / scale), -128, 127)
+    if allowed is not None:
+        q = allowed[(q.reshape(-1, 1) - allowed.reshape(1, -1)).abs().argmin(dim=1)].reshape(q.shape)
+    return q, scale
+
+
 @dataclass
 class QuantState:
     """INT8 fake quantization with optional per-layer allowed weight values (None: float)."""
@@ -76,11 +86,7 @@ class QuantState:
         w: torch.Tensor = module.weight  # type: ignore[assignment]
         if not self.enabled:
             return w
-        scale = w.detach().abs().max().clamp_min(1e-8) / 127
-        q = torch.clamp(torch.round(w / scale), -128, 127)
-        if name in self.allowed:
-            values = self.allowed[name]
-            q = values[(q.reshape(-1, 1) - values.reshape(1, -1)).abs().argmin(dim=1)].reshape(q.shape)
+        q, scale = int_weights(w, self.allowed.get(name))
         return w + (q * scale - w).detach()  # straight-through estimator
 
     def act(self, name: str, x: torch.Tensor) -> torch.Tensor:
@@ -186,22 +192,33 @@ class Compressor:
             module = getattr(self.float_model, name)
             cols = _im2col(name, record[name], module)
             acts = torch.clamp(torch.round(cols / self.quant.act_scale[name]), -128, 127).numpy().astype(np.int64)
-            w = module.weight.detach().reshape(module.weight.shape[0], -1)
-            scale = w.abs().max() / 127
-            weights = torch.clamp(torch.round(w / scale), -128, 127).T.numpy().astype(np.int64)  # (K, N)
+            weights = int_weights(module.weight.reshape(module.weight.shape[0], -1))[0].T.numpy().astype(np.int64)  # (K, N)
             self.tables[name] = energy_table(name, acts, weights, rows=rows, seed=seed)
             self.uses[name] = cols.shape[0] // len(x)  # output positions per sample: uses of each weight per inference
         self.base = self.evaluate(dict.fromkeys(DigitsCNN.layer_names, 256), "int8")
+
+    def _restricted(self, levels: dict[str, int]) -> QuantState:
+        """INT8 quantization with each layer limited to its ``levels[layer]`` lowest-energy values (256: no limit)."""
+        allowed = {n: torch.tensor(self.tables[n].cheapest(k), dtype=torch.float32) for n, k in levels.items() if k < 256}
+        return QuantState(act_scale=self.quant.act_scale, allowed=allowed, enabled=True)
+
+    def _energy_by_layer(self, model: DigitsCNN, quant: QuantState) -> dict[str, float]:
+        """Energy of one inference per layer: each weight's INT8 value's energy per use, times its uses."""
+        return {
+            n: float(self.tables[n].of(int_weights(getattr(model, n).weight, quant.allowed.get(n))[0].numpy()).sum() * self.uses[n])
+            for n in DigitsCNN.layer_names
+        }
 
     def projected_energy(self, levels: dict[str, int]) -> float:
         """Energy of the float model's INT8 weights projected onto each layer's allowed values, without training.
 
         A cheap estimate of a restriction's energy (QAT then moves weights within the same allowed set)."""
-        allowed = {n: torch.tensor(self.tables[n].cheapest(k), dtype=torch.float32) for n, k in levels.items() if k < 256}
-        quant = QuantState(act_scale=self.quant.act_scale, allowed=allowed, enabled=True)
-        return sum(
-            float(self.tables[n].of(self._int_weights(self.float_model, n, quant)).sum() * self.uses[n]) for n in DigitsCNN.layer_names
-        )
+        return sum(self._energy_by_layer(self.float_model, self._restricted(levels)).values())
+
+    @functools.cached_property
+    def int8_projected_energy(self) -> float:
+        """:meth:`projected_energy` of plain INT8 (no restriction): the denominator of energy ratios."""
+        return self.projected_energy(dict.fromkeys(DigitsCNN.layer_names, 256))
 
     def table_summary(self) -> dict[str, Any]:
         """Per layer: energy per use of a few weight values, and its 8 cheapest values."""
@@ -211,24 +228,29 @@ class Compressor:
             for n, t in self.tables.items()
         }
 
-    def _int_weights(self, model: DigitsCNN, name: str, quant: QuantState) -> np.ndarray:
-        w = getattr(model, name).weight.detach()
-        scale = w.abs().max().clamp_min(1e-8) / 127
-        q = torch.clamp(torch.round(w / scale), -128, 127)
-        if name in quant.allowed:
-            values = quant.allowed[name]
-            q = values[(q.reshape(-1, 1) - values.reshape(1, -1)).abs().argmin(dim=1)]
-        return q.numpy().astype(np.int64)
-
     def evaluate(self, levels: dict[str, int], scheme: str) -> SchemeResult:
         """QAT with ``levels[layer]`` allowed values per layer (256: plain INT8), then accuracy and energy."""
         model = DigitsCNN()
         model.load_state_dict(self.float_model.state_dict())
-        allowed = {n: torch.tensor(self.tables[n].cheapest(k), dtype=torch.float32) for n, k in levels.items() if k < 256}
-        quant = QuantState(act_scale=self.quant.act_scale, allowed=allowed, enabled=True)
+        quant = self._restricted(levels)
         _train(model, quant, self.qat_epochs, 5e-4, self.seed + 1)
-        by_layer = {n: float(self.tables[n].of(self._int_weights(model, n, quant)).sum() * self.uses[n]) for n in DigitsCNN.layer_names}
+        by_layer = self._energy_by_layer(model, quant)
         return SchemeResult(scheme, dict(levels), accuracy(model, quant), sum(by_layer.values()), by_layer)
+
+
+def _tightest(
+    comp: Compressor, levels_for: Callable[[int], dict[str, int]], ks: Sequence[int], floor: float, label: str, say: Callable[[str], None]
+) -> SchemeResult | None:
+    """The result at the tightest ``k`` (in order, loosest first) that keeps accuracy >= ``floor``; stops at the first miss."""
+    scheme = label.split()[0]
+    best = None
+    for k in ks:
+        r = comp.evaluate(levels_for(k), scheme)
+        say(f"{label} K={k}: accuracy {r.accuracy:.2f}%, energy {r.energy:.0f}")
+        if r.accuracy < floor:
+            break
+        best = r
+    return best
 
 
 def compress(
@@ -274,22 +296,15 @@ def _compress(
     base = comp.base
     floor = base.accuracy - accuracy_drop_max
     say(f"int8: accuracy {base.accuracy:.2f}%, energy {base.energy:.0f}")
-    agnostic = base
-    for k in levels[1:]:
-        r = comp.evaluate(dict.fromkeys(DigitsCNN.layer_names, k), "layer-agnostic")
-        say(f"layer-agnostic K={k}: accuracy {r.accuracy:.2f}%, energy {r.energy:.0f}")
-        if r.accuracy < floor:
-            break
-        agnostic = r
-    chosen = dict.fromkeys(DigitsCNN.layer_names, 256)
+    layers = DigitsCNN.layer_names
+    agnostic = _tightest(comp, lambda k: dict.fromkeys(layers, k), levels[1:], floor, "layer-agnostic", say) or base
     layerwise = base
-    for name in sorted(DigitsCNN.layer_names, key=lambda n: -base.energy_by_layer[n]):
-        for k in levels[1:]:
-            r = comp.evaluate({**chosen, name: k}, "layer-wise")
-            say(f"layer-wise {name} K={k}: accuracy {r.accuracy:.2f}%, energy {r.energy:.0f}")
-            if r.accuracy < floor:
-                break
-            chosen[name], layerwise = k, r
+    for name in sorted(layers, key=lambda n: -base.energy_by_layer[n]):  # highest-energy layers first
+
+        def tighten(k: int, name: str = name, chosen: dict[str, int] = layerwise.levels) -> dict[str, int]:
+            return {**chosen, name: k}
+
+        layerwise = _tightest(comp, tighten, levels[1:], floor, f"layer-wise {name}", say) or layerwise
     return {
         "model": model,
         "dataset": "scikit-learn digits (1,797 8x8 images, 80/20 split)",

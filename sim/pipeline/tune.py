@@ -17,7 +17,7 @@ from typing import Any
 
 from search.errors import UserInputError
 from sim.pipeline.cluster import Cluster
-from sim.pipeline.partition import blockwise, skip_aware, units
+from sim.pipeline.partition import Plan, partition, units
 from sim.pipeline.profile import profile
 from sim.pipeline.simulate import simulate
 
@@ -52,6 +52,11 @@ def allreduce_s(cluster: Cluster, pp: int, dp: int, stage: int, grad_bytes: int)
     return 2 * (dp - 1) / dp * grad_bytes / slowest + 2 * (dp - 1) * cluster.latency_us * 1e-6
 
 
+def gradient_allreduce_s(cluster: Cluster, plan: Plan, dp: int) -> float:
+    """Time of the slowest stage's gradient all-reduce over ``dp`` replicas (gradients have the bytes of the parameters)."""
+    return max(allreduce_s(cluster, plan.devices, dp, s, g) for s, g in enumerate(plan.param_bytes))
+
+
 def tune(
     model: str, cluster: Cluster, *, global_batch: int, resolution: int = 64, microbatches: tuple[int, ...] = (1, 2, 4, 8)
 ) -> tuple[list[Candidate], list[dict[str, Any]]]:
@@ -81,10 +86,9 @@ def tune(
                     continue
                 if pp > len(p.blocks):
                     continue
-                plan = (blockwise if method == "blockwise" else skip_aware)(p, pp, flops_per_s=rate)
+                plan = partition(p, method, pp, flops_per_s=rate)
                 step = simulate(p, plan, cluster, schedule=schedule, microbatches=n_micro)
-                grads = [sum(p.blocks[i].param_bytes for i, d in enumerate(plan.device_of) if d == s) for s in range(pp)]
-                reduce_s = max(allreduce_s(cluster, pp, dp, s, g) for s, g in enumerate(grads))
+                reduce_s = gradient_allreduce_s(cluster, plan, dp)
                 peak = max(step.peak_memory_bytes) / 1e9
                 total = step.makespan_s + reduce_s
                 entry = Candidate(pp, dp, mb, method, schedule, total, global_batch / total, reduce_s, peak)
