@@ -18,7 +18,9 @@ or SQLite on one machine); nothing but the database coordinates them:
 * **Crash safety**: Optuna heartbeats (``RDBStorage(heartbeat_interval, grace_period)``):
   a worker killed mid-trial leaves a RUNNING trial whose heartbeat stops; any worker fails
   it and re-queues a copy (``RetryHeartbeatStaleTrialCallback``); the copy takes over the dead
-  trial's claim. SIGINT/SIGTERM finish the current evaluation, then stop.
+  trial's claim. A worker killed between failing a stale trial and enqueueing its copy
+  leaves a claim no trial will finish; once the budget is claimed, a live worker enqueues
+  that copy itself. SIGINT/SIGTERM finish the current evaluation, then stop.
 * **Storage faults**: every step is retried with backoff while the database is away; past
   ``patience_s`` the worker stops with a message saying how to resume (nothing is lost:
   claims, trials and the knowledge base are all in the database).
@@ -266,18 +268,11 @@ class Coordination:
             ).one()
         return int(total), int(done)
 
-    def repair(self, holder_state: Callable[[int], TrialState | None]) -> int:
-        """Mark evaluated the claims whose trial was told COMPLETE by a worker that died before recording it."""
+    def open_claims(self) -> list[tuple[str, int]]:
+        """(point id, trial number) of every claim not yet evaluated."""
         with self.engine.connect() as conn:
-            open_claims = conn.execute(
-                sa.select(claims.c.point_id, claims.c.trial).where(claims.c.study == self.study, ~claims.c.done)
-            ).all()
-        fixed = 0
-        for point_id, trial in open_claims:
-            if holder_state(int(trial)) == TrialState.COMPLETE:
-                self.finish(point_id, int(trial))
-                fixed += 1
-        return fixed
+            rows = conn.execute(sa.select(claims.c.point_id, claims.c.trial).where(claims.c.study == self.study, ~claims.c.done)).all()
+        return [(str(point_id), int(trial)) for point_id, trial in rows]
 
     def holders(self) -> set[int]:
         """Trial numbers holding a claim."""
@@ -483,7 +478,7 @@ class Worker:
             # that died before recording them
             if time.monotonic() - self._last_repair > self.settings.heartbeat_s:
                 self._last_repair = time.monotonic()
-                self.coord.repair(self._holder_state)
+                self._repair_claims()
             time.sleep(self.settings.poll_s)
             return True
         if explicit and not waiting:
@@ -537,6 +532,34 @@ class Worker:
                     requeue(self.study, self.heart.get_trial(trial_id))
             except optuna.exceptions.UpdateFinishedTrialError:
                 pass  # another worker got there first
+
+    def _repair_claims(self) -> int:
+        """Settle the open claims that no live trial will finish; returns how many.
+
+        Two ways a dead worker leaves one: it told its trial COMPLETE but died before marking
+        the claim evaluated (marked here), or it failed a stale trial and died before enqueueing
+        the copy (the copy is enqueued here, and takes the claim over as a re-queued copy would).
+        Called only when the budget is claimed and nothing waits, so no other trial can free
+        the claim. A copy that races another worker's is harmless: the claim lets one evaluate
+        and the other is skipped.
+        """
+        fixed = 0
+        settled = datetime.datetime.now() - datetime.timedelta(seconds=self.settings.heartbeat_s)
+        requeue = RetryHeartbeatStaleTrialCallback(max_retry=None)
+        for point_id, number in self.coord.open_claims():
+            try:
+                trial = self.heart.get_trial(self.heart.get_trial_id_from_study_id_trial_number(self.study_id, number))
+            except KeyError:
+                continue
+            if trial.state == TrialState.COMPLETE:
+                self.coord.finish(point_id, number)
+                fixed += 1
+            elif trial.state == TrialState.FAIL and trial.datetime_complete is not None and trial.datetime_complete < settled:
+                # failed at least a heartbeat ago: its sweeper had time to enqueue the copy and did not
+                log.warning("trial %d holds the claim on %s but failed with no re-queued copy; re-queueing it", number, point_id)
+                requeue(self.study, trial)
+                fixed += 1
+        return fixed
 
     def _waiting(self) -> int:
         return int(self.heart.get_n_trials(self.study_id, state=TrialState.WAITING))

@@ -208,6 +208,37 @@ def test_a_trial_left_running_by_a_dead_worker_is_requeued_and_taken_over(tmp_pa
     assert _check_exactly_once(storage, study, 12) == {"failed": 1, "lost": 0, "duplicates": 0}
 
 
+def test_a_claim_left_by_a_sweeper_killed_before_requeueing_is_requeued(tmp_path: Path) -> None:
+    # a worker killed between failing a stale trial and enqueueing its copy leaves a claim held by
+    # a FAILED trial and no copy; once the whole budget is claimed, nothing else would free it
+    import threading
+
+    from search.workers import Worker, WorkerSettings
+
+    storage = f"sqlite:///{tmp_path / 'shared.sqlite3'}"
+    study = _create(storage, "random", 1)
+    problem = NB201Problem(dataset="cifar10", device="fpga")
+    settings = WorkerSettings(heartbeat_s=0.5, grace_s=1, patience_s=10)
+    dead = Worker(problem, get_proposer("random"), storage=storage, study_name=study, seed=0, settings=settings)
+    trial = dead.study.ask()
+    point = problem.suggest(trial)
+    assert dead.coord.claim(problem.point_id(point), trial.number, 1, dead._holder_state) == ("new", None)
+    trial_id = dead.heart.get_trial_id_from_study_id_trial_number(dead.study_id, trial.number)
+    dead.heart.set_trial_state_values(trial_id, state=optuna.trial.TrialState.FAIL)  # failed, never re-queued
+    worker = Worker(problem, get_proposer("random"), storage=storage, study_name=study, seed=1, settings=settings)
+    timer = threading.Timer(60, worker.stop.set)  # without the repair the worker would wait forever
+    timer.start()
+    try:
+        result = worker.run()
+    finally:
+        timer.cancel()
+    assert result.stopped is None and result.evaluated == 1 and result.requeued_seen == 1
+    finished = optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)
+    retry = [t for t in finished if t.user_attrs.get("retry_of") == trial.number]
+    assert len(retry) == 1 and retry[0].user_attrs["point_id"] == problem.point_id(point)
+    assert _check_exactly_once(storage, study, 1) == {"failed": 1, "lost": 0, "duplicates": 0}
+
+
 def test_sigterm_finishes_the_current_evaluation_and_stops(tmp_path: Path) -> None:
     storage = f"sqlite:///{tmp_path / 'shared.sqlite3'}"
     study = _create(storage, "random", 5000)
