@@ -5,8 +5,9 @@ simulated: one pipeline runs ``global_batch / (dp * microbatch)`` microbatches (
 1F1B on a block-wise plan; wave on a skip-aware plan), then the data-parallel replicas
 all-reduce their gradients (ring all-reduce: each device sends and receives
 ``2 (dp - 1) / dp`` of its stage's fp16 gradient bytes over the slowest link of its ring).
-Configurations whose peak memory does not fit, or whose batch does not divide, are listed
-as rejected with the reason. Pipelines are laid out on consecutive devices, and replica
+Configurations whose memory bound (:func:`sim.pipeline.simulate.memory_bound`, the rule the
+``pipeline`` search problem applies too) does not fit, or whose batch does not divide, are
+listed as rejected with the reason. Pipelines are laid out on consecutive devices, and replica
 *r* of stage *s* sits on device ``r * pp + s``.
 """
 
@@ -19,7 +20,7 @@ from search.errors import UserInputError
 from sim.pipeline.cluster import Cluster
 from sim.pipeline.partition import Plan, partition, units
 from sim.pipeline.profile import profile
-from sim.pipeline.simulate import simulate
+from sim.pipeline.simulate import memory_bound, simulate
 
 CHOICES = (("blockwise", "gpipe"), ("blockwise", "1f1b"), ("skip-aware", "wave"))
 
@@ -36,7 +37,10 @@ class Candidate:
     step_s: float
     samples_per_s: float
     allreduce_s: float
+    memory_gb: float
+    """The schedule rule's memory bound on the fullest device (what must fit)."""
     peak_memory_gb: float
+    """The simulated peak on the fullest device (never above the bound)."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
@@ -89,15 +93,15 @@ def tune(
                 plan = partition(p, method, pp, flops_per_s=rate)
                 step = simulate(p, plan, cluster, schedule=schedule, microbatches=n_micro)
                 reduce_s = gradient_allreduce_s(cluster, plan, dp)
-                peak = max(step.peak_memory_bytes) / 1e9
+                bound = max(memory_bound(p, plan, schedule=schedule, microbatches=n_micro)) / 1e9
                 total = step.makespan_s + reduce_s
-                entry = Candidate(pp, dp, mb, method, schedule, total, global_batch / total, reduce_s, peak)
-                if peak > cluster.memory_gb:
-                    rejected.append({**entry.as_dict(), "reason": f"peak memory {peak:.1f} GB > {cluster.memory_gb} GB"})
+                entry = Candidate(pp, dp, mb, method, schedule, total, global_batch / total, reduce_s, bound, max(step.peak_memory_bytes) / 1e9)
+                if bound > cluster.memory_gb:
+                    rejected.append({**entry.as_dict(), "reason": f"needs {bound:.1f} GB on a device with {cluster.memory_gb:g} GB"})
                 else:
                     feasible.append(entry)
     if not feasible:
-        closest = min((r for r in rejected if "peak_memory_gb" in r), key=lambda r: r["peak_memory_gb"], default=None)
+        closest = min((r for r in rejected if "memory_gb" in r), key=lambda r: r["memory_gb"], default=None)
         hint = f"; closest: {closest}" if closest else ""
         raise UserInputError(f"no configuration of {model} fits {cluster.name} for a global batch of {global_batch}{hint}")
     feasible.sort(key=lambda c: -c.samples_per_s)
