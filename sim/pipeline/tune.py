@@ -95,7 +95,8 @@ def tune(
                 reduce_s = gradient_allreduce_s(cluster, plan, dp)
                 bound = max(memory_bound(p, plan, schedule=schedule, microbatches=n_micro)) / 1e9
                 total = step.makespan_s + reduce_s
-                entry = Candidate(pp, dp, mb, method, schedule, total, global_batch / total, reduce_s, bound, max(step.peak_memory_bytes) / 1e9)
+                peak = max(step.peak_memory_bytes) / 1e9
+                entry = Candidate(pp, dp, mb, method, schedule, total, global_batch / total, reduce_s, bound, peak)
                 if bound > cluster.memory_gb:
                     rejected.append({**entry.as_dict(), "reason": f"needs {bound:.1f} GB on a device with {cluster.memory_gb:g} GB"})
                 else:
