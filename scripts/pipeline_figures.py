@@ -4,7 +4,8 @@
 
 Models: the SD-like UNet (``unet-sd``, 64x64 latents) and a UViT-H/2 (``uvit-h``, 32x32
 latents), microbatch 8. Pipelines whose every stage-to-stage link is the given one (one GPU
-per node: the communication-bound case) at 10 GB/s and 300 GB/s, 50 TFLOP/s per device.
+per node: the communication-bound case) at 10 GB/s and 300 GB/s; devices as the V100 presets
+(50 TFLOP/s, 10 us per compute op, 32 GB).
 
 * 8 devices: one pipeline, 16 microbatches per step: block-wise 1F1B vs skip-aware wave
   (balance tolerance 0 and 0.2).
@@ -18,6 +19,7 @@ per node: the communication-bound case) at 10 GB/s and 300 GB/s, 50 TFLOP/s per 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 from pathlib import Path
@@ -25,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from search.pipeline.problem import PipelineProblem
-from sim.pipeline.cluster import Cluster
+from sim.pipeline.cluster import PRESETS, Cluster
 from sim.pipeline.gloo_check import calibrate, check
 from sim.pipeline.ilp import synthesize
 from sim.pipeline.partition import Plan, blockwise, skip_aware
@@ -37,7 +39,12 @@ MODELS = (("unet-sd", 64), ("uvit-h", 32))
 
 
 def _link(devices: int, gbs: float) -> Cluster:
-    return Cluster(f"{gbs:g}GBs", devices=devices, per_node=1, device_tflops=50.0, memory_gb=32.0, intra_gbs=gbs, inter_gbs=gbs)
+    return dataclasses.replace(PRESETS["v100x16-ib10"], name=f"{gbs:g}GBs", devices=devices, per_node=1, intra_gbs=gbs, inter_gbs=gbs)
+
+
+def _device(cluster: Cluster) -> dict[str, float]:
+    """The partitioners' view of a cluster's devices."""
+    return {"flops_per_s": cluster.flops_per_s, "kernel_s": cluster.kernel_s}
 
 
 def _hybrid_samples_per_s(p: ModelProfile, plan: Plan, cluster: Cluster, schedule: str, dp: int, global_batch: int) -> float:
@@ -57,11 +64,10 @@ def table_8() -> None:
         p = profile(model, resolution=res, microbatch=8)
         for gbs in (10.0, 300.0):
             cluster = _link(8, gbs)
-            rate = cluster.device_tflops * 1e12
             b, s, s2 = (
-                blockwise(p, 8, flops_per_s=rate),
-                skip_aware(p, 8, flops_per_s=rate),
-                skip_aware(p, 8, flops_per_s=rate, balance_tolerance=0.2),
+                blockwise(p, 8, **_device(cluster)),
+                skip_aware(p, 8, **_device(cluster)),
+                skip_aware(p, 8, **_device(cluster), balance_tolerance=0.2),
             )
             rb = simulate(p, b, cluster, schedule="1f1b", microbatches=16)
             rs = simulate(p, s, cluster, schedule="wave", microbatches=16)
@@ -87,8 +93,7 @@ def table_16() -> None:
         p = profile(model, resolution=res, microbatch=8)
         for gbs in (10.0, 300.0):
             cluster = _link(16, gbs)
-            rate = cluster.device_tflops * 1e12
-            b, s = blockwise(p, 16, flops_per_s=rate), skip_aware(p, 8, flops_per_s=rate, balance_tolerance=0.2)
+            b, s = blockwise(p, 16, **_device(cluster)), skip_aware(p, 8, **_device(cluster), balance_tolerance=0.2)
             tb = _hybrid_samples_per_s(p, b, cluster, "1f1b", 1, 128)
             ts = _hybrid_samples_per_s(p, s, cluster, "wave", 2, 128)
             print(
@@ -103,7 +108,7 @@ def cpsat(limit: float) -> None:
     p = profile("unet-sd", resolution=64, microbatch=8)
     for gbs in (10.0, 300.0):
         cluster = _link(8, gbs)
-        plan = blockwise(p, 8, flops_per_s=cluster.device_tflops * 1e12)
+        plan = blockwise(p, 8, **_device(cluster))
         one = simulate(p, plan, cluster, schedule="1f1b", microbatches=16)
         syn = synthesize(p, plan, cluster, microbatches=16, time_limit_s=limit)
         rep = simulate(p, plan, cluster, schedule="ilp", microbatches=16, order=syn.starts)

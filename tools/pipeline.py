@@ -9,7 +9,7 @@ from pydantic import AliasChoices, Field
 
 from search.errors import UserInputError
 from sim.pipeline.cluster import PRESETS as CLUSTERS
-from sim.pipeline.cluster import get_cluster
+from sim.pipeline.cluster import Cluster, get_cluster
 from sim.pipeline.ilp import synthesize
 from sim.pipeline.partition import Plan, from_mapping, partition
 from sim.pipeline.profile import MODELS, ModelProfile, profile, summary
@@ -66,7 +66,7 @@ def plan_handle(p: ModelProfile, plan: Plan) -> str:
     return json.dumps(data, separators=(",", ":"))
 
 
-def read_plan(text: str, flops_per_s: float) -> tuple[ModelProfile, Plan]:
+def read_plan(text: str, cluster: Cluster) -> tuple[ModelProfile, Plan]:
     """Rebuild a profile and plan from :func:`plan_handle`'s JSON (raises ``UserInputError`` saying what is wrong)."""
     try:
         data = json.loads(text)
@@ -78,7 +78,7 @@ def read_plan(text: str, flops_per_s: float) -> tuple[ModelProfile, Plan]:
             'e.g. {"model":"unet-tiny","resolution":8,"microbatch":1,"method":"skip-aware","device_of":[0,1,...]}'
         ) from None
     p = profile(model, resolution=resolution, microbatch=microbatch)
-    return p, from_mapping(p, method, device_of, flops_per_s=flops_per_s)
+    return p, from_mapping(p, method, device_of, flops_per_s=cluster.flops_per_s, kernel_s=cluster.kernel_s)
 
 
 class PlanArgs(ToolArgs):
@@ -109,11 +109,10 @@ class PipelinePlan(Tool):
         if args.devices > cluster.devices:
             raise UserInputError(f"{args.devices} stages need {args.devices} devices; cluster {cluster.name} has {cluster.devices}")
         p = profile(args.model, resolution=args.resolution, microbatch=args.microbatch)
-        rate = cluster.device_tflops * 1e12
         methods = ("blockwise", "skip-aware") if args.method == "both" else (args.method,)
         plans = {}
         for m in methods:
-            plan = partition(p, m, args.devices, flops_per_s=rate, balance_tolerance=args.balance)
+            plan = partition(p, m, args.devices, flops_per_s=cluster.flops_per_s, kernel_s=cluster.kernel_s, balance_tolerance=args.balance)
             plans[m] = {**plan.as_dict(p), "handle": plan_handle(p, plan)}
         value: dict[str, Any] = {"model": args.model, "devices": args.devices, "cluster": cluster.name, "plans": plans}
         if len(plans) == 2:
@@ -151,12 +150,13 @@ class PipelineSimulate(Tool):
 
     def run(self, args: SimulateArgs) -> ToolResult:
         cluster = get_cluster(args.cluster)
-        rate = cluster.device_tflops * 1e12
         if args.plan is not None:
-            p, plan = read_plan(args.plan, rate)
+            p, plan = read_plan(args.plan, cluster)
         else:
             p = profile(args.model, resolution=args.resolution, microbatch=args.microbatch)
-            plan = partition(p, args.method, args.devices, flops_per_s=rate, balance_tolerance=args.balance)
+            plan = partition(
+                p, args.method, args.devices, flops_per_s=cluster.flops_per_s, kernel_s=cluster.kernel_s, balance_tolerance=args.balance
+            )
         extra: dict[str, Any] = {}
         messages: list[str] = ["simulated (sim/pipeline): not measured on hardware"]
         if args.schedule == "ilp":

@@ -16,6 +16,10 @@ stage, as 1F1B / GPipe implementations pass tensors only between adjacent stages
 is sent once per stage boundary it crosses (``skip_bytes``), and ``skip_bytes_direct``
 gives the single point-to-point send for comparison.
 
+Stages are balanced on time, not FLOPs: a block's forward takes its FLOPs at the device's
+rate plus a fixed ``kernel_s`` per compute op (:func:`work`), so with a launch cost the
+many small ops of a block weigh more than their FLOPs.
+
 Communication-aware cuts (``balance_tolerance`` > 0): among the partitions whose slowest
 device is within ``1 + tolerance`` of the best balance, take the one sending the fewest
 bytes (exact DP over the cut positions; a cut's bytes are additive over cuts). A little
@@ -29,10 +33,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from search.errors import UserInputError
-from sim.pipeline.profile import ModelProfile
+from sim.pipeline.profile import BlockProfile, ModelProfile
 
 TRAIN_FLOPS_FACTOR = 3.0
 """Forward + backward FLOPs per forward FLOP (backward ~2x forward)."""
+
+
+def work(block: BlockProfile, flops_per_s: float, kernel_s: float = 0.0) -> float:
+    """A block's forward work in FLOP-equivalents: its FLOPs plus ``kernel_s`` per compute op at ``flops_per_s``."""
+    return block.flops + block.kernels * kernel_s * flops_per_s
 
 
 @dataclass(frozen=True)
@@ -176,12 +185,14 @@ def min_bytes_split(costs: Sequence[float], cut_bytes: Sequence[float], parts: i
     return _contiguous_dp(costs, parts, extend)
 
 
-def _plan(method: str, profile: ModelProfile, device_of: Sequence[int], flops_per_s: float, tolerance: float = 0.0) -> Plan:
+def _plan(
+    method: str, profile: ModelProfile, device_of: Sequence[int], flops_per_s: float, kernel_s: float, tolerance: float = 0.0
+) -> Plan:
     devices = max(device_of) + 1
     compute = [0.0] * devices
     params = [0] * devices
     for b, d in zip(profile.blocks, device_of, strict=True):
-        compute[d] += b.flops * TRAIN_FLOPS_FACTOR / flops_per_s
+        compute[d] += work(b, flops_per_s, kernel_s) * TRAIN_FLOPS_FACTOR / flops_per_s
         params[d] += b.param_bytes
     boundary = sum(profile.blocks[i - 1].out_bytes for i in range(1, len(device_of)) if device_of[i - 1] != device_of[i])
     relayed = direct = 0
@@ -192,17 +203,19 @@ def _plan(method: str, profile: ModelProfile, device_of: Sequence[int], flops_pe
     return Plan(method, tuple(device_of), tuple(compute), boundary, relayed, direct, tuple(params), tolerance)
 
 
-def blockwise(profile: ModelProfile, devices: int, *, flops_per_s: float, balance_tolerance: float = 0.0) -> Plan:
+def blockwise(profile: ModelProfile, devices: int, *, flops_per_s: float, kernel_s: float = 0.0, balance_tolerance: float = 0.0) -> Plan:
     """Contiguous, compute-balanced stages in forward order (the 1F1B / GPipe baseline).
 
     With ``balance_tolerance`` > 0 the cuts also minimise the bytes sent (module doc)."""
-    costs = [b.flops for b in profile.blocks]
+    costs = [work(b, flops_per_s, kernel_s) for b in profile.blocks]
     if balance_tolerance == 0:
-        return _plan("blockwise", profile, min_max_split(costs, devices), flops_per_s)
+        return _plan("blockwise", profile, min_max_split(costs, devices), flops_per_s, kernel_s)
     skips = profile.skip_edges
     out = [b.out_bytes for b in profile.blocks]
     cut_bytes = [out[j] + sum(out[s] for s, c in skips if s <= j < c) for j in range(len(costs) - 1)]
-    return _plan("blockwise", profile, min_bytes_split(costs, cut_bytes, devices, balance_tolerance), flops_per_s, balance_tolerance)
+    return _plan(
+        "blockwise", profile, min_bytes_split(costs, cut_bytes, devices, balance_tolerance), flops_per_s, kernel_s, balance_tolerance
+    )
 
 
 def units(profile: ModelProfile) -> list[list[int]]:
@@ -227,7 +240,7 @@ def units(profile: ModelProfile) -> list[list[int]]:
     return out
 
 
-def skip_aware(profile: ModelProfile, devices: int, *, flops_per_s: float, balance_tolerance: float = 0.0) -> Plan:
+def skip_aware(profile: ModelProfile, devices: int, *, flops_per_s: float, kernel_s: float = 0.0, balance_tolerance: float = 0.0) -> Plan:
     """PULSE's symmetric collocation partition (see module doc); ``balance_tolerance`` as in :func:`blockwise`."""
     groups = units(profile)
     if devices > len(groups):
@@ -235,7 +248,7 @@ def skip_aware(profile: ModelProfile, devices: int, *, flops_per_s: float, balan
             f"{profile.model} has {len(groups)} encoder/decoder pairs, so skip-aware partitioning supports at most {len(groups)} devices "
             f"per pipeline (got {devices}); use data parallelism for the rest"
         )
-    costs = [sum(profile.blocks[i].flops for i in u) for u in groups]
+    costs = [sum(work(profile.blocks[i], flops_per_s, kernel_s) for i in u) for u in groups]
     if balance_tolerance == 0:
         of_unit = min_max_split(costs, devices)
     else:
@@ -249,21 +262,23 @@ def skip_aware(profile: ModelProfile, devices: int, *, flops_per_s: float, balan
     for unit, group in zip(groups, of_unit, strict=True):
         for i in unit:
             device_of[i] = group
-    return _plan("skip-aware", profile, device_of, flops_per_s, balance_tolerance)
+    return _plan("skip-aware", profile, device_of, flops_per_s, kernel_s, balance_tolerance)
 
 
 PARTITIONERS = {"blockwise": blockwise, "skip-aware": skip_aware}
 """Partitioner name -> function."""
 
 
-def partition(profile: ModelProfile, method: str, devices: int, *, flops_per_s: float, balance_tolerance: float = 0.0) -> Plan:
+def partition(
+    profile: ModelProfile, method: str, devices: int, *, flops_per_s: float, kernel_s: float = 0.0, balance_tolerance: float = 0.0
+) -> Plan:
     """The plan of a partitioner by name (``blockwise`` or ``skip-aware``)."""
     if method not in PARTITIONERS:
         raise UserInputError(f"unknown partitioner {method!r}; choose from {', '.join(PARTITIONERS)}")
-    return PARTITIONERS[method](profile, devices, flops_per_s=flops_per_s, balance_tolerance=balance_tolerance)
+    return PARTITIONERS[method](profile, devices, flops_per_s=flops_per_s, kernel_s=kernel_s, balance_tolerance=balance_tolerance)
 
 
-def from_mapping(profile: ModelProfile, method: str, device_of: Sequence[int], *, flops_per_s: float) -> Plan:
+def from_mapping(profile: ModelProfile, method: str, device_of: Sequence[int], *, flops_per_s: float, kernel_s: float = 0.0) -> Plan:
     """Rebuild a plan from a saved stage-to-device mapping (e.g. the ``plan`` a tool returned).
 
     Raises:
@@ -277,4 +292,4 @@ def from_mapping(profile: ModelProfile, method: str, device_of: Sequence[int], *
         raise UserInputError(f"plan devices must be numbered 0..{len(used) - 1} with none skipped, got {used}")
     if method == "skip-aware" and any(device_of[a] != device_of[c] for a, c in profile.skip_edges):
         raise UserInputError("a skip-aware plan must keep each encoder block on the device of the decoder block using its skip")
-    return _plan(method, profile, device_of, flops_per_s)
+    return _plan(method, profile, device_of, flops_per_s, kernel_s)

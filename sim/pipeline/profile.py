@@ -7,8 +7,9 @@ the function is called under ``torch.device("meta")``, so it allocates no weight
 
 :func:`profile` builds the model on the meta device (shapes only, so a multi-billion
 parameter model fits anywhere) and runs one forward pass block by block under
-``FlopCounterMode``: per block it records FLOPs, parameter bytes, the bytes of its output
-activation, and which earlier output it consumes as a skip; the result carries a networkx
+``FlopCounterMode``: per block it records FLOPs, the compute ops it dispatches (kernel
+launches, whose fixed cost dominates small microbatches), parameter bytes, the bytes of its
+output activation, and which earlier output it consumes as a skip; the result carries a networkx
 DAG (sequential and skip edges, with bytes).
 """
 
@@ -23,6 +24,7 @@ from typing import Any
 
 import networkx as nx
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from search.errors import UserInputError
@@ -48,6 +50,8 @@ class BlockProfile:
     out_bytes: int
     out_shape: tuple[int, ...]
     skip_from: int | None
+    kernels: int = 0
+    """Compute ops (non-view ATen ops) of the forward pass: each is at least one kernel launch."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +73,7 @@ class ModelProfile:
         return [(b.skip_from, i) for i, b in enumerate(self.blocks) if b.skip_from is not None]
 
     def total(self, what: str) -> int:
-        """Sum of ``flops``, ``param_bytes`` or ``out_bytes`` over the blocks."""
+        """Sum of ``flops``, ``kernels``, ``param_bytes`` or ``out_bytes`` over the blocks."""
         return sum(int(getattr(b, what)) for b in self.blocks)
 
 
@@ -134,6 +138,19 @@ def build_model(name: str) -> PipelineModel:
     return model
 
 
+class _KernelCounter(TorchDispatchMode):
+    """Counts the ATen ops that compute (views only reinterpret memory and launch nothing)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if not func.is_view:
+            self.ops += 1
+        return func(*args, **(kwargs or {}))
+
+
 def profile(model: str, *, resolution: int = 64, microbatch: int = 1, dtype_bytes: int = 2) -> ModelProfile:
     """Profile a model on the meta device (see module doc).
 
@@ -161,7 +178,7 @@ def profile(model: str, *, resolution: int = 64, microbatch: int = 1, dtype_byte
     for i, block in enumerate(built.blocks):
         skip = outputs[block.skip_from] if block.skip_from is not None else None
         try:
-            with FlopCounterMode(display=False) as counter:
+            with FlopCounterMode(display=False) as counter, _KernelCounter() as kernels:
                 x = block(x, skip)
         except RuntimeError as exc:  # shape mismatches in a user model
             raise UserInputError(f"model {model}: block {block.name} (index {i}) failed on the meta device: {exc}") from None
@@ -169,9 +186,13 @@ def profile(model: str, *, resolution: int = 64, microbatch: int = 1, dtype_byte
         params = sum(p.numel() for p in block.parameters()) * dtype_bytes
         out_bytes = x.numel() * dtype_bytes
         profiles.append(
-            BlockProfile(block.name, block.role, int(counter.get_total_flops()), params, out_bytes, tuple(x.shape), block.skip_from)
+            BlockProfile(
+                block.name, block.role, int(counter.get_total_flops()), params, out_bytes, tuple(x.shape), block.skip_from, kernels.ops
+            )
         )
-        graph.add_node(i, name=block.name, role=block.role, flops=profiles[-1].flops, param_bytes=params, out_bytes=out_bytes)
+        graph.add_node(
+            i, name=block.name, role=block.role, flops=profiles[-1].flops, param_bytes=params, out_bytes=out_bytes, kernels=kernels.ops
+        )
         if i > 0:
             graph.add_edge(i - 1, i, kind="sequential", bytes=profiles[i - 1].out_bytes)
         if block.skip_from is not None:
@@ -188,6 +209,7 @@ def summary(p: ModelProfile) -> dict[str, Any]:
         "gflops_forward": round(p.total("flops") / 1e9, 3),
         "params_millions": round(p.total("param_bytes") / p.dtype_bytes / 1e6, 2),
         "activation_mb": round(p.total("out_bytes") / 1e6, 3),
+        "kernels_forward": p.total("kernels"),
         "microbatch": p.microbatch,
         "resolution": p.resolution,
     }

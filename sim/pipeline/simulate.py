@@ -5,7 +5,8 @@ A plan's blocks are grouped into **virtual stages**: maximal runs of consecutive
 skip-aware plan is V-shaped (devices 0..S-1 through the encoder, back up through the
 decoder), so each device hosts two virtual stages (the deepest one, one merged).
 
-Per microbatch, virtual stage *v* runs forward ``F(v, m)`` (its FLOPs / device rate) and
+Per microbatch, virtual stage *v* runs forward ``F(v, m)`` (its FLOPs at the device rate
+plus the cluster's fixed ``kernel_us`` per compute op: :func:`sim.pipeline.partition.work`) and
 backward ``B(v, m)`` (twice that); ``F(v, m)`` waits for ``F(v-1, m)`` plus the transfer of
 the activations crossing that boundary (the producer's output and any skips relayed
 through it); ``B(v, m)`` waits for ``F(v, m)`` and ``B(v+1, m)`` plus the gradient transfer
@@ -39,7 +40,7 @@ from typing import Any
 
 from search.errors import UserInputError
 from sim.pipeline.cluster import Cluster
-from sim.pipeline.partition import TRAIN_FLOPS_FACTOR, Plan
+from sim.pipeline.partition import TRAIN_FLOPS_FACTOR, Plan, work
 from sim.pipeline.profile import ModelProfile
 
 SCHEDULES = ("gpipe", "1f1b", "wave")
@@ -115,16 +116,16 @@ def boundary_tensors(device_of: Sequence[int], skips: Sequence[tuple[int, int]])
     return out
 
 
-def virtual_stages(profile: ModelProfile, plan: Plan, flops_per_s: float) -> list[VirtualStage]:
+def virtual_stages(profile: ModelProfile, plan: Plan, flops_per_s: float, kernel_s: float = 0.0) -> list[VirtualStage]:
     """Group ``plan``'s blocks into virtual stages with their compute and boundary bytes."""
     runs = stage_runs(plan.device_of)
     sends = [sum(profile.blocks[t].out_bytes for t in tensors) for _, _, tensors in boundary_tensors(plan.device_of, profile.skip_edges)]
     out = []
     for k, run in enumerate(runs):
-        flops = sum(profile.blocks[i].flops for i in run)
+        flop_equivalents = sum(work(profile.blocks[i], flops_per_s, kernel_s) for i in run)
         stash = sum(profile.blocks[i].out_bytes for i in run)
         send = sends[k] if k < len(sends) else 0
-        out.append(VirtualStage(plan.device_of[run[0]], tuple(run), flops / flops_per_s, send, stash))
+        out.append(VirtualStage(plan.device_of[run[0]], tuple(run), flop_equivalents / flops_per_s, send, stash))
     return out
 
 
@@ -178,8 +179,7 @@ def simulate(
         raise UserInputError(f"microbatches must be at least 1, got {microbatches}")
     if plan.devices > cluster.devices:
         raise UserInputError(f"the plan uses {plan.devices} devices but cluster {cluster.name} has {cluster.devices}")
-    rate = cluster.device_tflops * 1e12
-    stages = virtual_stages(profile, plan, rate)
+    stages = virtual_stages(profile, plan, cluster.flops_per_s, cluster.kernel_s)
     n_v, n_dev = len(stages), plan.devices
     bwd_factor = TRAIN_FLOPS_FACTOR - 1.0 + (1.0 if recompute else 0.0)
     stashed = [stash_bytes(profile, stages, v, recompute) for v in range(len(stages))]

@@ -71,7 +71,6 @@ def tune(
     """
     if global_batch < 1:
         raise UserInputError(f"global batch must be at least 1, got {global_batch}")
-    rate = cluster.device_tflops * 1e12
     max_pairs = len(units(profile(model, resolution=resolution)))
     feasible: list[Candidate] = []
     rejected: list[dict[str, Any]] = []
@@ -90,7 +89,7 @@ def tune(
                     continue
                 if pp > len(p.blocks):
                     continue
-                plan = partition(p, method, pp, flops_per_s=rate)
+                plan = partition(p, method, pp, flops_per_s=cluster.flops_per_s, kernel_s=cluster.kernel_s)
                 step = simulate(p, plan, cluster, schedule=schedule, microbatches=n_micro)
                 reduce_s = gradient_allreduce_s(cluster, plan, dp)
                 bound = max(memory_bound(p, plan, schedule=schedule, microbatches=n_micro)) / 1e9

@@ -85,7 +85,8 @@ def test_pelnas_search_through_the_cli_and_resume(capsys: pytest.CaptureFixture[
     stored = load_search(storage, name)  # the int options come back from the recorded spec
     assert stored.problem.spec() == {"problem": "pipeline", **OPTIONS}
     assert main(["kb", "list", "--storage", storage, "--study", name, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)  # the co-evolution engine learned heuristics on this problem too
+    heuristics = [json.loads(line) for line in capsys.readouterr().out.splitlines()]  # JSON lines, one per heuristic
+    assert heuristics and all(h["kb"] == name for h in heuristics)  # the co-evolution engine learned heuristics on this problem too
 
 
 def test_bench_runs_the_pipeline_problem_per_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

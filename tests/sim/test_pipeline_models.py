@@ -11,7 +11,7 @@ import torch
 
 from search.errors import UserInputError
 from sim.pipeline.blocks import BlockNet
-from sim.pipeline.cluster import get_cluster
+from sim.pipeline.cluster import PRESETS, get_cluster
 from sim.pipeline.partition import blockwise, min_bytes_split, partition, skip_aware, units
 from sim.pipeline.profile import build_model, profile
 from sim.pipeline.simulate import memory_bound, simulate
@@ -119,16 +119,19 @@ def test_plan_handles_round_trip_and_bad_handles_are_explained() -> None:
     plan = skip_aware(p, 2, flops_per_s=1e12)
     data = {"model": "unet-tiny", "resolution": 8, "microbatch": 1, "method": "skip-aware", "device_of": list(plan.device_of)}
     handle = json.dumps(data)
-    _, again = read_plan(handle, 1e12)
+    _, again = read_plan(handle, PRESETS["v100x8-pcie"])
     assert again.device_of == plan.device_of and again.total_bytes == plan.total_bytes
     with pytest.raises(UserInputError, match=r"not a plan from pipeline.plan"):
-        read_plan("{oops", 1e12)
+        read_plan("{oops", PRESETS["v100x8-pcie"])
     split = list(plan.device_of)
     split[0] = 1 - split[0]
     with pytest.raises(UserInputError, match="keep each encoder block"):
-        read_plan(json.dumps(data | {"device_of": split}), 1e12)
+        read_plan(json.dumps(data | {"device_of": split}), PRESETS["v100x8-pcie"])
     with pytest.raises(UserInputError, match="maps 3 blocks"):
-        read_plan(json.dumps({"model": "unet-tiny", "resolution": 8, "microbatch": 1, "method": "blockwise", "device_of": [0, 0, 1]}), 1e12)
+        read_plan(
+            json.dumps({"model": "unet-tiny", "resolution": 8, "microbatch": 1, "method": "blockwise", "device_of": [0, 0, 1]}),
+            PRESETS["v100x8-pcie"],
+        )
 
 
 def test_profile_tool_takes_batch_as_the_issue_writes_it() -> None:

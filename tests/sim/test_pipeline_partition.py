@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import itertools
 
+import networkx as nx
 import pytest
 import torch
 
 from search.errors import UserInputError
 from sim.pipeline.blocks import BlockNet
 from sim.pipeline.partition import blockwise, min_max_split, skip_aware, units
-from sim.pipeline.profile import build_model, profile
+from sim.pipeline.profile import BlockProfile, ModelProfile, build_model, profile
 
 
 def test_tiny_profile_golden() -> None:
@@ -21,6 +22,22 @@ def test_tiny_profile_golden() -> None:
     assert enc0.flops == 2 * 4 * 8 * 9 * 8 * 8  # conv 4->8, 3x3, 8x8 output: 2 * C_in * C_out * k^2 * H * W
     assert enc0.out_bytes == 8 * 8 * 8 * 2 and enc0.param_bytes == (4 * 8 * 9 + 8) * 2  # fp16
     assert p.graph.number_of_edges() == 9 + 4 and p.graph.edges[0, 8]["kind"] == "skip"
+    # compute ops: enc0 is one conv; enc1 a residual block: (group norm, SiLU, conv) x 2 and the add
+    assert enc0.kernels == 1 and p.blocks[1].kernels == 7 and p.graph.nodes[1]["kernels"] == 7
+
+
+def test_per_op_cost_balances_stages_on_time_not_flops() -> None:
+    # block 0: many tiny ops; blocks 1-2: one big op each. FLOPs alone put the cut after block 1
+    blocks = (
+        BlockProfile("many", "other", 100, 0, 10, (1,), None, kernels=400),
+        BlockProfile("big1", "other", 1000, 0, 10, (1,), None, kernels=1),
+        BlockProfile("big2", "other", 1000, 0, 10, (1,), None, kernels=1),
+    )
+    p = ModelProfile("ops", 1, 1, 2, blocks, nx.DiGraph())
+    assert blockwise(p, 2, flops_per_s=1e3).device_of == (0, 0, 1)
+    slow_launch = blockwise(p, 2, flops_per_s=1e3, kernel_s=0.005)  # 400 ops x 5 ms = 2 s, the work of 2000 FLOPs
+    assert slow_launch.device_of == (0, 1, 1)
+    assert slow_launch.compute_s == pytest.approx(((100 + 400 * 5) * 3 / 1e3, (2000 + 2 * 5) * 3 / 1e3))
 
 
 def test_meta_profile_matches_a_real_forward() -> None:

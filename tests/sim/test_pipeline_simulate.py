@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -56,9 +57,27 @@ def test_bytes_on_links_are_the_plans_bytes_twice_per_microbatch() -> None:
 def test_slow_links_cost_time() -> None:
     p = profile("unet-small", resolution=16, microbatch=4)
     plan = blockwise(p, 4, flops_per_s=1e13)
-    fast = simulate(p, plan, get_cluster("v100x16-ib300"), schedule="1f1b", microbatches=8)
-    slow = simulate(p, plan, Cluster("pcie", 16, 1, 50.0, 32.0, 0.5, 0.5), schedule="1f1b", microbatches=8)
+    fast_links = get_cluster("v100x16-ib300")
+    fast = simulate(p, plan, fast_links, schedule="1f1b", microbatches=8)
+    slow_links = dataclasses.replace(fast_links, per_node=1, intra_gbs=0.5, inter_gbs=0.5)  # the same devices
+    slow = simulate(p, plan, slow_links, schedule="1f1b", microbatches=8)
     assert slow.makespan_s > fast.makespan_s and slow.samples_per_s < fast.samples_per_s
+
+
+def test_per_op_cost_makes_small_microbatches_slower_per_sample() -> None:
+    ideal = get_cluster("v100x8-pcie")
+    assert ideal.kernel_us > 0
+    no_launch = dataclasses.replace(ideal, kernel_us=0.0)
+    rates = {}
+    for cluster in (ideal, no_launch):
+        for mb, micro in ((1, 16), (8, 2)):  # 16 samples per step either way, one stage
+            p = profile("unet-small", resolution=16, microbatch=mb)
+            plan = blockwise(p, 1, flops_per_s=cluster.flops_per_s, kernel_s=cluster.kernel_s)
+            rates[cluster.kernel_us, mb] = simulate(p, plan, cluster, schedule="1f1b", microbatches=micro).samples_per_s
+            forward_s = virtual_stages(p, plan, cluster.flops_per_s, cluster.kernel_s)[0].forward_s
+            assert forward_s == pytest.approx(p.total("flops") / cluster.flops_per_s + p.total("kernels") * cluster.kernel_s)
+    assert rates[0.0, 1] == pytest.approx(rates[0.0, 8], rel=0.02)  # compute linear in the batch: no difference
+    assert rates[ideal.kernel_us, 1] < 0.5 * rates[ideal.kernel_us, 8]  # launches dominate a tiny model at microbatch 1
 
 
 def test_cluster_files_and_errors(tmp_path: Path) -> None:
@@ -66,6 +85,12 @@ def test_cluster_files_and_errors(tmp_path: Path) -> None:
     good.write_text(json.dumps({"devices": 4, "per_node": 2, "device_tflops": 20, "memory_gb": 24, "intra_gbs": 50, "inter_gbs": 5}))
     c = get_cluster(str(good))
     assert c.name == "mine" and c.bandwidth(0, 1) == 50e9 and c.bandwidth(1, 2) == 5e9 and c.transfer_s(0, 0, 1e9) == 0.0
+    assert c.kernel_us == 0.0  # optional: a device always at its FLOP rate
+    good.write_text(json.dumps({**json.loads(good.read_text()), "kernel_us": 8}))
+    assert get_cluster(str(good)).kernel_s == pytest.approx(8e-6)
+    good.write_text(json.dumps({**json.loads(good.read_text()), "kernel_us": -1}))
+    with pytest.raises(UserInputError, match="kernel_us must be a number >= 0"):
+        get_cluster(str(good))
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"devices": 4, "per_node": 2, "device_tflops": -1, "memory_gb": 24, "intra_gbs": 50, "inter_gbs": 5}))
     with pytest.raises(UserInputError, match="device_tflops must be a positive number"):
