@@ -188,7 +188,7 @@ class PipelineTune(Tool):
     name = "pipeline.tune"
     description = (
         "Find the fastest hybrid-parallel configuration for training a UNet on a cluster: pipeline degree x data-parallel "
-        "degree x microbatch size x (block-wise GPipe/1F1B or skip-aware wave), each simulated with its gradient all-reduce "
+        "degree x microbatch size x (block-wise GPipe/1F1B or skip-aware GPipe/wave), each simulated with its gradient all-reduce "
         "and checked against device memory. Returns the fastest configurations and the rejected ones with reasons. "
         "For a search over these plus balance and recomputation, run search.start with problem pipeline."
     )

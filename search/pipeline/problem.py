@@ -4,7 +4,10 @@ A point is a training configuration for a model on a cluster at a fixed global b
 pipeline degree ``pp`` (the data-parallel degree is ``devices / pp``), microbatch size,
 partitioner (block-wise or PULSE skip-aware), schedule (GPipe, 1F1B, wave), balance
 tolerance of the partitioner (slack traded for fewer bytes sent) and activation
-recomputation. Objectives:
+recomputation. The wave schedule is 1F1B run over a skip-aware plan's V-shaped stages, so
+``1f1b`` and ``wave`` name one schedule: points are kept canonical (:func:`canonical`:
+``1f1b`` on block-wise plans, ``wave`` on skip-aware ones), and the space holds each
+distinct configuration once. Objectives:
 
 * ``samples_per_s`` (maximised, expensive): one training step simulated by
   :mod:`sim.pipeline.simulate` plus the data-parallel ring all-reduce
@@ -56,6 +59,20 @@ class Config(NamedTuple):
     schedule: str
     balance: float
     recompute: str
+
+
+def canonical(c: Config) -> Config:
+    """``c`` with its schedule named as the plan runs it: ``wave`` on skip-aware plans, ``1f1b`` on block-wise ones.
+
+    Example:
+        >>> canonical(Config(2, 1, "skip-aware", "1f1b", 0.0, "off")).schedule
+        'wave'
+        >>> canonical(Config(2, 1, "blockwise", "wave", 0.0, "off")).schedule
+        '1f1b'
+    """
+    if c.schedule == "gpipe":
+        return c
+    return c._replace(schedule="wave" if c.partitioner == "skip-aware" else "1f1b")
 
 
 @functools.lru_cache(maxsize=64)
@@ -137,7 +154,7 @@ class PipelineProblem(Problem, Evolvable):
         except (KeyError, TypeError, ValueError) as exc:
             raise UserInputError(f"pipeline params need {', '.join(self.distributions())}; got {dict(params)!r}") from exc
         self._check(point)
-        return point
+        return canonical(point)
 
     def _check(self, c: Config) -> None:
         for value, choices, label in (
@@ -152,14 +169,14 @@ class PipelineProblem(Problem, Evolvable):
                 raise UserInputError(f"{label}={value} is outside the space; choose from {', '.join(map(str, choices))}")
 
     def to_params(self, point: Any) -> dict[str, Any]:
-        return dict(Config(*point)._asdict())
+        return dict(canonical(Config(*point))._asdict())
 
     def point_id(self, point: Any) -> str:
-        c = Config(*point)
+        c = canonical(Config(*point))
         return f"pp{c.pp}-mb{c.microbatch}-{c.partitioner}-{c.schedule}-b{c.balance:g}-rc{c.recompute}"
 
     def describe(self, point: Any) -> str:
-        c = Config(*point)
+        c = canonical(Config(*point))
         return (
             f"pp={c.pp} dp={self.cluster.devices // c.pp} microbatch={c.microbatch} partitioner={c.partitioner} "
             f"schedule={c.schedule} balance={c.balance:g} recompute={c.recompute}"
@@ -199,7 +216,7 @@ class PipelineProblem(Problem, Evolvable):
 
     def infeasible(self, point: Any) -> str | None:
         """Why a configuration cannot run (None when it can)."""
-        c = Config(*point)
+        c = canonical(Config(*point))
         return self._cannot_partition(c) or self._too_big(self._memory_gb(c))
 
     def _microbatches(self, c: Config) -> int:
@@ -214,7 +231,7 @@ class PipelineProblem(Problem, Evolvable):
         return float(self.cluster.memory_gb) if self._cannot_partition(c) else self._bound_gb(c, *self._plan(c))
 
     def evaluate(self, point: Any) -> dict[str, float]:
-        c = Config(*point)
+        c = canonical(Config(*point))
         if c in self._cache:
             return dict(self._cache[c])
         values = {"samples_per_s": 0.0, "memory_gb": float(self.cluster.memory_gb)}
@@ -232,7 +249,7 @@ class PipelineProblem(Problem, Evolvable):
 
     def all_points(self) -> list[Config]:
         """Every configuration of the space."""
-        return [Config(*v) for v in itertools.product(*self._choices())]
+        return list(dict.fromkeys(canonical(Config(*v)) for v in itertools.product(*self._choices())))
 
     def acquisition_bounds(self) -> tuple[float, float]:
         return FLOOR, float(self.cluster.memory_gb)
@@ -255,28 +272,28 @@ class PipelineProblem(Problem, Evolvable):
     # ---- operators for the co-evolution engine (Evolvable)
 
     def neighbours(self, point: Any) -> list[Config]:
-        c = Config(*point)
+        c = canonical(Config(*point))
         out = []
         for field, choices in zip(Config._fields, self._choices(), strict=True):
             for value in choices:
                 if value != getattr(c, field):
-                    out.append(c._replace(**{field: value}))
-        return out
+                    out.append(canonical(c._replace(**{field: value})))
+        return [n for n in dict.fromkeys(out) if n != c]
 
     def _choices(self) -> tuple[tuple[Any, ...], ...]:
         return (self.degrees, MICROBATCHES, PARTITIONERS, SCHEDULES, BALANCES, RECOMPUTE)
 
     def crossover(self, a: Any, b: Any, rng: random.Random) -> Config:
-        return Config(*(x if rng.random() < 0.5 else y for x, y in zip(a, b, strict=True)))
+        return canonical(Config(*(x if rng.random() < 0.5 else y for x, y in zip(a, b, strict=True))))
 
     def random_point(self, rng: random.Random) -> Config:
-        return Config(*(rng.choice(choices) for choices in self._choices()))
+        return canonical(Config(*(rng.choice(choices) for choices in self._choices())))
 
     def features(self, points: Sequence[Any]) -> np.ndarray:
         """log2 pp, log2 microbatch, log2 microbatches per pipeline, balance, recompute, one-hot partitioner and schedule."""
         rows = []
         for point in points:
-            c = Config(*point)
+            c = canonical(Config(*point))
             n_micro = max(self.global_batch / (self.cluster.devices // c.pp * c.microbatch), 0.5)
             rows.append(
                 [np.log2(c.pp), np.log2(c.microbatch), np.log2(n_micro), c.balance, float(c.recompute == "on")]

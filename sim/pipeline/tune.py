@@ -2,7 +2,7 @@
 
 For a global batch on a cluster, every configuration with ``pp * dp == devices`` is
 simulated: one pipeline runs ``global_batch / (dp * microbatch)`` microbatches (GPipe or
-1F1B on a block-wise plan; wave on a skip-aware plan), then the data-parallel replicas
+1F1B on a block-wise plan; GPipe or wave on a skip-aware plan), then the data-parallel replicas
 all-reduce their gradients (ring all-reduce: each device sends and receives
 ``2 (dp - 1) / dp`` of its stage's fp16 gradient bytes over the slowest link of its ring).
 Configurations whose memory bound (:func:`sim.pipeline.simulate.memory_bound`, the rule the
@@ -22,7 +22,8 @@ from sim.pipeline.partition import Plan, partition, units
 from sim.pipeline.profile import profile
 from sim.pipeline.simulate import memory_bound, simulate
 
-CHOICES = (("blockwise", "gpipe"), ("blockwise", "1f1b"), ("skip-aware", "wave"))
+CHOICES = (("blockwise", "gpipe"), ("blockwise", "1f1b"), ("skip-aware", "gpipe"), ("skip-aware", "wave"))
+"""Partitioner and schedule pairs: 1F1B on a skip-aware plan is the wave schedule."""
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ def problem() -> PipelineProblem:
 
 def test_points_round_trip_through_params_ids_and_text(problem: PipelineProblem) -> None:
     points = problem.all_points()
-    assert len(points) == 4 * 5 * 2 * 3 * 3 * 2  # pp in 1, 2, 4, 8 on 8 devices
+    assert len(points) == 4 * 5 * 2 * 2 * 3 * 2  # pp in 1, 2, 4, 8 on 8 devices; two schedules per partitioner
     assert len({problem.point_id(c) for c in points}) == len(points)
     for c in points[::7]:
         assert problem.from_params(problem.to_params(c)) == c
@@ -59,12 +59,25 @@ def test_exact_front_and_operators(problem: PipelineProblem) -> None:
     best = max(problem.evaluate(c)["samples_per_s"] for c in feasible)
     assert max(ref.front_acc) == pytest.approx(best)
     c = Config(2, 2, "skip-aware", "wave", 0.0, "off")
-    assert all(sum(a != b for a, b in zip(c, n, strict=True)) == 1 for n in problem.neighbours(c))
+    changed = [[f for f, a, b in zip(Config._fields, c, n, strict=True) if a != b] for n in problem.neighbours(c)]
+    assert all(len(f) == 1 or f == ["partitioner", "schedule"] for f in changed)  # the schedule's name follows the plan
+    assert c not in problem.neighbours(c) and len(set(problem.neighbours(c))) == len(problem.neighbours(c))
     rng = random.Random(0)
     assert problem.crossover(c, problem.random_point(rng), rng) in set(problem.all_points())
     assert problem.features(feasible[:5]).shape == (5, 10)
     niches = partition_for("pipeline")
     assert {niche_of(niches, p) for p in problem.all_points()} == {"pp1", "pp2-3", "pp4-7", "pp8-15"}
+
+
+def test_1f1b_and_wave_are_one_schedule_named_by_the_plan(problem: PipelineProblem) -> None:
+    # the simulator runs both as the 1F1B rule over the plan's virtual stages (V-shaped on skip-aware plans)
+    for partitioner, name in (("blockwise", "1f1b"), ("skip-aware", "wave")):
+        one, other = (Config(2, 2, partitioner, s, 0.0, "off") for s in ("1f1b", "wave"))
+        assert problem.point_id(one) == problem.point_id(other) and f"schedule={name}" in problem.describe(other)
+        assert problem.evaluate(one) == problem.evaluate(other)
+        params = problem.to_params(one) | {"schedule": "wave" if name == "1f1b" else "1f1b"}
+        assert problem.from_params(params).schedule == name
+    assert {c.schedule for c in problem.all_points() if c.partitioner == "blockwise"} == {"gpipe", "1f1b"}
 
 
 def test_unknown_options_are_explained() -> None:
