@@ -237,9 +237,11 @@ def _mean_std(values: Sequence[float]) -> str:
 
 def markdown_table(results: Sequence[SearchResult], spec: BenchSpec) -> str:
     """Mean ± std (over seeds) per device and proposer."""
-    opts = ", ".join(f"{k}={v}" for k, v in spec.options.items())
+    # the problem's effective options (defaults included) as the runs recorded them, less the run-group axis
+    recorded = results[0].problem if results else {"problem": spec.problem, **spec.options}
+    opts = ", ".join(f"{k}={v}" for k, v in recorded.items() if k not in ("problem", axis(spec.problem)))
     lines = [
-        f"# coevo bench: {spec.problem} ({opts}), budget {spec.budget}, seeds {list(spec.seeds)}",
+        f"# coevo bench: {spec.problem}{f' ({opts})' if opts else ''}, budget {spec.budget}, seeds {list(spec.seeds)}",
         "",
         "Query mode: the budget counts evaluations of the expensive objective (NB201: accuracy queries); the found set is "
         "every evaluated design. HV ratio and IGD as defined in DESIGN.md (useful region). Wall time is per run, with "

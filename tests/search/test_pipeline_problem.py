@@ -109,4 +109,5 @@ def test_bench_runs_the_pipeline_problem_per_cluster(tmp_path: Path, capsys: pyt
     assert main(args) == 0
     table = (out / "results.md").read_text()
     assert "| v100x8-pcie | random |" in table and "| v100x8-pcie | pelnas |" in table
+    assert "# coevo bench: pipeline (model=unet-tiny, global_batch=16, resolution=8), budget 10" in table  # options as run
     assert (out / "hv_v100x8-pcie.png").exists() and (out / "front_v100x8-pcie.png").exists()
