@@ -11,6 +11,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import Counter
@@ -25,7 +26,7 @@ from search.metrics import pareto_mask
 from search.nb201 import NB201Problem
 from search.proposers import get_proposer
 from search.runner import open_study, summarize
-from search.workers import Coordination
+from search.workers import Coordination, Worker, WorkerSettings
 from tests.fakes.tcp_proxy import TcpProxy
 from tests.helpers import coevo_env
 
@@ -186,45 +187,46 @@ def test_a_database_that_stays_away_stops_the_worker_and_it_resumes(postgres_url
     assert _check_exactly_once(postgres_url, study, budget)["duplicates"] == 0
 
 
-def test_a_trial_left_running_by_a_dead_worker_is_requeued_and_taken_over(tmp_path: Path) -> None:
-    from search.workers import Worker, WorkerSettings
-
+def _claimed_by_a_dead_worker(tmp_path: Path, budget: int, settings: WorkerSettings) -> tuple[str, str, optuna.Trial, str]:
+    """A random-search study on SQLite and what a worker killed mid-trial leaves: a RUNNING trial with a heartbeat, and its claim."""
     storage = f"sqlite:///{tmp_path / 'shared.sqlite3'}"
-    study = _create(storage, "random", 12)
+    study = _create(storage, "random", budget)
     problem = NB201Problem(dataset="cifar10", device="fpga")
-    settings = WorkerSettings(heartbeat_s=1, grace_s=2, patience_s=10)
     dead = Worker(problem, get_proposer("random"), storage=storage, study_name=study, seed=0, settings=settings)
-    trial = dead.study.ask()  # what a worker killed mid-trial leaves: a RUNNING trial with a heartbeat, and its claim
+    trial = dead.study.ask()
     dead.heart.record_heartbeat(dead.heart.get_trial_id_from_study_id_trial_number(dead.study_id, trial.number))
-    point = problem.suggest(trial)
-    trial.set_user_attr("point_id", problem.point_id(point))
-    assert dead.coord.claim(problem.point_id(point), trial.number, 12, dead._holder_state) == ("new", None)
-    result = Worker(problem, get_proposer("random"), storage=storage, study_name=study, seed=1, settings=settings).run()
-    assert result.requeued_seen == 1 and result.evaluated == 12
+    point_id = problem.point_id(problem.suggest(trial))
+    trial.set_user_attr("point_id", point_id)
+    assert dead.coord.claim(point_id, trial.number, budget, dead._holder_state) == ("new", None)
+    return storage, study, trial, point_id
+
+
+def _assert_taken_over_once(storage: str, study: str, trial: optuna.Trial, point_id: str, budget: int) -> None:
     finished = optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)
     assert finished[trial.number].state == optuna.trial.TrialState.FAIL
     retry = [t for t in finished if t.user_attrs.get("retry_of") == trial.number]
-    assert len(retry) == 1 and retry[0].user_attrs["point_id"] == problem.point_id(point)
-    assert _check_exactly_once(storage, study, 12) == {"failed": 1, "lost": 0, "duplicates": 0}
+    assert len(retry) == 1 and retry[0].user_attrs["point_id"] == point_id
+    assert _check_exactly_once(storage, study, budget) == {"failed": 1, "lost": 0, "duplicates": 0}
+
+
+def test_a_trial_left_running_by_a_dead_worker_is_requeued_and_taken_over(tmp_path: Path) -> None:
+    settings = WorkerSettings(heartbeat_s=1, grace_s=2, patience_s=10)
+    storage, study, trial, point_id = _claimed_by_a_dead_worker(tmp_path, 12, settings)
+    problem = NB201Problem(dataset="cifar10", device="fpga")
+    result = Worker(problem, get_proposer("random"), storage=storage, study_name=study, seed=1, settings=settings).run()
+    assert result.requeued_seen == 1 and result.evaluated == 12
+    _assert_taken_over_once(storage, study, trial, point_id, 12)
 
 
 def test_a_claim_left_by_a_sweeper_killed_before_requeueing_is_requeued(tmp_path: Path) -> None:
     # a worker killed between failing a stale trial and enqueueing its copy leaves a claim held by
     # a FAILED trial and no copy; once the whole budget is claimed, nothing else would free it
-    import threading
-
-    from search.workers import Worker, WorkerSettings
-
-    storage = f"sqlite:///{tmp_path / 'shared.sqlite3'}"
-    study = _create(storage, "random", 1)
-    problem = NB201Problem(dataset="cifar10", device="fpga")
     settings = WorkerSettings(heartbeat_s=0.5, grace_s=1, patience_s=10)
-    dead = Worker(problem, get_proposer("random"), storage=storage, study_name=study, seed=0, settings=settings)
-    trial = dead.study.ask()
-    point = problem.suggest(trial)
-    assert dead.coord.claim(problem.point_id(point), trial.number, 1, dead._holder_state) == ("new", None)
-    trial_id = dead.heart.get_trial_id_from_study_id_trial_number(dead.study_id, trial.number)
-    dead.heart.set_trial_state_values(trial_id, state=optuna.trial.TrialState.FAIL)  # failed, never re-queued
+    storage, study, trial, point_id = _claimed_by_a_dead_worker(tmp_path, 1, settings)
+    heart = optuna.storages.RDBStorage(storage)
+    trial_id = heart.get_trial_id_from_study_id_trial_number(heart.get_study_id_from_name(study), trial.number)
+    heart.set_trial_state_values(trial_id, state=optuna.trial.TrialState.FAIL)  # failed, never re-queued
+    problem = NB201Problem(dataset="cifar10", device="fpga")
     worker = Worker(problem, get_proposer("random"), storage=storage, study_name=study, seed=1, settings=settings)
     timer = threading.Timer(60, worker.stop.set)  # without the repair the worker would wait forever
     timer.start()
@@ -233,10 +235,7 @@ def test_a_claim_left_by_a_sweeper_killed_before_requeueing_is_requeued(tmp_path
     finally:
         timer.cancel()
     assert result.stopped is None and result.evaluated == 1 and result.requeued_seen == 1
-    finished = optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)
-    retry = [t for t in finished if t.user_attrs.get("retry_of") == trial.number]
-    assert len(retry) == 1 and retry[0].user_attrs["point_id"] == problem.point_id(point)
-    assert _check_exactly_once(storage, study, 1) == {"failed": 1, "lost": 0, "duplicates": 0}
+    _assert_taken_over_once(storage, study, trial, point_id, 1)
 
 
 def test_sigterm_finishes_the_current_evaluation_and_stops(tmp_path: Path) -> None:
