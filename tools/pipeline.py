@@ -50,6 +50,7 @@ class PipelineProfile(Tool):
                 "block": b.name,
                 "role": b.role,
                 "gflops": round(b.flops / 1e9, 4),
+                "kernels": b.kernels,
                 "param_mb": round(b.param_bytes / 1e6, 3),
                 "out_mb": round(b.out_bytes / 1e6, 4),
             }

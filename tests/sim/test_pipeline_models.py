@@ -139,3 +139,4 @@ def test_profile_tool_takes_batch_as_the_issue_writes_it() -> None:
 
     result = call_tool(REGISTRY.get("pipeline.profile"), {"model": "unet-tiny", "resolution": 8, "batch": 2})
     assert result.value["microbatch"] == 2 and result.value["skips"] == 4
+    assert sum(b["kernels"] for b in result.value["per_block"]) == result.value["kernels_forward"] > 0
