@@ -33,7 +33,7 @@ from sim.pipeline.ilp import synthesize
 from sim.pipeline.partition import Plan, blockwise, skip_aware
 from sim.pipeline.profile import ModelProfile, profile
 from sim.pipeline.simulate import simulate
-from sim.pipeline.tune import gradient_allreduce_s
+from sim.pipeline.tune import hybrid_step_s
 
 MODELS = (("unet-sd", 64), ("uvit-h", 32))
 
@@ -50,7 +50,7 @@ def _device(cluster: Cluster) -> dict[str, float]:
 def _hybrid_samples_per_s(p: ModelProfile, plan: Plan, cluster: Cluster, schedule: str, dp: int, global_batch: int) -> float:
     micro = global_batch // (dp * p.microbatch)
     step = simulate(p, plan, cluster, schedule=schedule, microbatches=micro)
-    return global_batch / (step.makespan_s + gradient_allreduce_s(cluster, plan, dp))
+    return global_batch / hybrid_step_s(cluster, plan, step, dp)
 
 
 def table_8() -> None:

@@ -10,8 +10,8 @@ recomputation. The wave schedule is 1F1B run over a skip-aware plan's V-shaped s
 distinct configuration once. Objectives:
 
 * ``samples_per_s`` (maximised, expensive): one training step simulated by
-  :mod:`sim.pipeline.simulate` plus the data-parallel ring all-reduce
-  (:func:`sim.pipeline.tune.allreduce_s`); it stands for a measured step.
+  :mod:`sim.pipeline.simulate` with each stage's data-parallel ring all-reduce starting when
+  its last backward ends (:func:`sim.pipeline.tune.hybrid_step_s`); it stands for a measured step.
 * ``memory_gb`` (minimised, cheap): the most memory any device must hold under the
   schedule rule (:func:`sim.pipeline.simulate.memory_bound`), computed without simulating.
 
@@ -39,7 +39,7 @@ from sim.pipeline.cluster import Cluster, get_cluster
 from sim.pipeline.partition import Plan, partition, units
 from sim.pipeline.profile import ModelProfile, profile
 from sim.pipeline.simulate import memory_bound, simulate
-from sim.pipeline.tune import gradient_allreduce_s
+from sim.pipeline.tune import hybrid_step_s
 
 MICROBATCHES = (1, 2, 4, 8, 16)
 PARTITIONERS = ("blockwise", "skip-aware")
@@ -242,8 +242,7 @@ class PipelineProblem(Problem, Evolvable):
                 step = simulate(
                     p, plan, self.cluster, schedule=c.schedule, microbatches=self._microbatches(c), recompute=c.recompute == "on"
                 )
-                reduce_s = gradient_allreduce_s(self.cluster, plan, self.cluster.devices // c.pp)
-                values["samples_per_s"] = self.global_batch / (step.makespan_s + reduce_s)
+                values["samples_per_s"] = self.global_batch / hybrid_step_s(self.cluster, plan, step, self.cluster.devices // c.pp)
         self._cache[c] = values
         return dict(values)
 

@@ -74,6 +74,8 @@ class StepResult:
     link_bytes: dict[tuple[int, int], int]
     peak_memory_bytes: tuple[int, ...]
     virtual_stages: int
+    device_done_s: tuple[float, ...] = ()
+    """When each device finishes its last op (its gradients are final then)."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
@@ -278,4 +280,5 @@ def simulate(
         link_bytes=dict(link_bytes),
         peak_memory_bytes=memory,
         virtual_stages=n_v,
+        device_done_s=tuple(max((t for op, t in finish.items() if stages[op[1]].device == d), default=0.0) for d in range(n_dev)),
     )

@@ -167,3 +167,18 @@ def test_tuner_and_pipeline_problem_apply_one_memory_rule(tmp_path: Path) -> Non
         assert problem.infeasible(config) is None and problem.evaluate(config)["memory_gb"] == pytest.approx(c.memory_gb)
     for r in over:
         assert "needs" in str(problem.infeasible(Config(r["pp"], r["microbatch"], r["method"], r["schedule"], 0.0, "off")))
+
+
+def test_each_stage_all_reduces_as_soon_as_its_last_backward_ends() -> None:
+    from sim.pipeline.tune import hybrid_step_s
+
+    # two 1-s stages (1 and 3 GB of parameters); 1 GB/s rings of 2 replicas: all-reduce 1 s and 3 s
+    blocks = tuple(BlockProfile(f"b{i}", "other", 1000, gb * 10**9, 100, (1,), None) for i, gb in enumerate((1, 3)))
+    p = ModelProfile("chain", 1, 1, 2, blocks, nx.DiGraph())
+    cluster = Cluster("dp", devices=4, per_node=4, device_tflops=1e-9, memory_gb=1e3, intra_gbs=1.0, inter_gbs=1.0, latency_us=0.0)
+    plan = blockwise(p, 2, flops_per_s=cluster.flops_per_s)
+    step = simulate(p, plan, cluster, schedule="1f1b", microbatches=4)
+    assert step.makespan_s == pytest.approx(15.0) and step.device_done_s == pytest.approx((15.0, 13.0))  # the last stage ends 2 s early
+    assert hybrid_step_s(cluster, plan, step, 1) == pytest.approx(15.0)
+    # stage 1's 3-s all-reduce starts at 13 s, behind stage 0's last backward: 16 s, not 15 + 3
+    assert hybrid_step_s(cluster, plan, step, 2) == pytest.approx(16.0)
