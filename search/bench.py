@@ -317,7 +317,8 @@ def _plots(spec: BenchSpec, results: Sequence[SearchResult], out: Path, storage:
         title = f"{spec.problem} {' '.join(str(v) for v in spec.options.values())} {device}, budget {spec.budget}"
         curves = {p: [r.hv_history for r in rs if r.proposer == p and r.hv_history] for p in spec.proposers}
         if any(curves.values()):  # zero-cost runs have no HV history: nothing to draw
-            paths.append(plot_hv_curves(curves, title, out / f"hv_{Path(device).stem}.png"))
+            paid = ", ".join(problem.expensive) + " queries"  # NB201: accuracy queries
+            paths.append(plot_hv_curves(curves, title, out / f"hv_{Path(device).stem}.png", paid=paid))
         if ref is None:
             continue
         acc_name, lat_name = problem.front_objectives

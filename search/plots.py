@@ -16,8 +16,8 @@ from matplotlib.figure import Figure
 from search.metrics import FrontReference
 
 
-def plot_hv_curves(curves: Mapping[str, Sequence[Sequence[float]]], title: str, path: Path) -> Path:
-    """HV ratio vs evaluations: one line per label (mean over runs) with a min-max band."""
+def plot_hv_curves(curves: Mapping[str, Sequence[Sequence[float]]], title: str, path: Path, *, paid: str = "accuracy queries") -> Path:
+    """HV ratio vs evaluations: one line per label (mean over runs) with a min-max band; ``paid`` names what an evaluation pays for."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for label, runs in curves.items():
         if not runs:
@@ -27,7 +27,7 @@ def plot_hv_curves(curves: Mapping[str, Sequence[Sequence[float]]], title: str, 
         x = np.arange(1, n + 1)
         ax.plot(x, data.mean(axis=0), label=f"{label} (n={len(runs)})")
         ax.fill_between(x, data.min(axis=0), data.max(axis=0), alpha=0.15)
-    ax.set_xlabel("evaluations (accuracy queries)")
+    ax.set_xlabel(f"evaluations ({paid})")
     ax.set_ylabel("HV ratio (useful region)")
     ax.set_ylim(bottom=max(0.0, ax.get_ylim()[0]))
     return _finish(fig, ax, title, path, legend="lower right")
