@@ -15,6 +15,7 @@ import csv
 import json
 import os
 import statistics
+import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -130,18 +131,21 @@ def _one_run(
 ) -> SearchResult:
     """One search in a worker process (everything it gets is picklable; the reasoner is built here)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    made = make_problem(problem, options)
     if threads is not None and options.get("mode", "query") != "query":
-        import torch  # zero-cost proxies run torch: share the cores between parallel runs
-
-        # oversubscribed OpenMP threads slowed proxy cells from ~1.5 s to 15-23 s here
-        torch.set_num_threads(threads)
+        import torch  # noqa: F401  (zero-cost proxies import it only when they first score)
+    if threads is not None and "torch" in sys.modules:
+        # the problem runs torch (zero-cost proxies, QAT, meta profiles): share the cores between
+        # parallel runs; oversubscribed OpenMP threads slowed proxy cells from ~1.5 s to 15-23 s
+        # and compress QAT runs about 5x here
+        sys.modules["torch"].set_num_threads(threads)
     proposer_options = dict(proposer_options or {})
     if reasoner is not None and proposer.startswith("pelnas"):
         from agent.reasoners import make_reasoner  # built in the worker: reasoners hold clients and caches
 
         proposer_options["reasoner"] = make_reasoner(**reasoner, storage=storage)
     return run_search(
-        make_problem(problem, options),
+        made,
         get_proposer(proposer, proposer_options),
         budget=budget,
         seed=seed,

@@ -57,3 +57,20 @@ def test_bench_validates_everything_before_running(tmp_path: Path, change: dict[
     with pytest.raises(UserInputError, match=match):
         run_bench(spec, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_parallel_run_of_a_torch_problem_gets_its_share_of_the_cores(tmp_path: Path) -> None:
+    # query-mode problems that train or profile with torch (compress, pipeline) oversubscribed the
+    # cores when runs went in parallel: each run's torch must use only its share
+    import torch
+
+    from search.bench import _one_run
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        options = {"model": "unet-tiny", "cluster": "v100x8-pcie", "global_batch": 16, "resolution": 8}
+        result = _one_run("pipeline", options, "random", 3, 0, f"sqlite:///{tmp_path / 'b.sqlite3'}", None, threads=1)
+        assert result.evaluations == 3 and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
