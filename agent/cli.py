@@ -283,7 +283,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         report = run_bench(
             spec,
             args.out,
-            on_result=lambda r: bar.update(task, advance=1, hv=f"{r.hv_ratio:.4f} ({r.proposer} {r.problem.get('device')} s{r.seed})"),
+            on_result=lambda r: bar.update(task, advance=1, hv=_bench_progress(r, args.problem)),
         )
     if args.json:
         for r in report.results:
@@ -294,6 +294,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
         out.print(Markdown(report.markdown))
         out.print("wrote: " + ", ".join(str(p) for p in report.files))
     return 0
+
+
+def _bench_progress(r: Any, problem: str) -> str:
+    """The progress bar's note on a finished bench run (problems without an exact front have no HV ratio)."""
+    from search.bench import axis
+
+    hv = "no exact front" if r.hv_ratio is None else f"{r.hv_ratio:.4f}"
+    return f"{hv} ({r.proposer} {r.problem.get(axis(problem))} s{r.seed})"
 
 
 # ---------------------------------------------------------------- tools

@@ -16,15 +16,17 @@ import json
 import os
 import statistics
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import optuna
 
 from search.errors import UserInputError
+from search.metrics import hypervolume
 from search.plots import plot_exploration, plot_fronts, plot_hv_curves
 from search.problems import make_problem
 from search.proposers import get_proposer
@@ -201,7 +203,8 @@ def run_bench(spec: BenchSpec, out: Path, *, on_result: Callable[[SearchResult],
     report.files.append(_write_csv(results, out / "runs.csv"))
     (out / "histories.json").write_text(json.dumps([{"study": r.study, "hv_history": r.hv_history} for r in results]))
     report.files.append(out / "histories.json")
-    report.markdown = markdown_table(results, spec) + exploration_table(results, spec)
+    pooled = {d: pooled_hv_ratios(spec, [r for r in results if str(r.problem[key]) == d], storage) for d in spec.devices}
+    report.markdown = markdown_table(results, spec, pooled) + exploration_table(results, spec)
     (out / "results.md").write_text(report.markdown)
     report.files.append(out / "results.md")
     report.files.extend(_plots(spec, results, out, storage))
@@ -239,8 +242,34 @@ def _mean_std(values: Sequence[float]) -> str:
     return f"{statistics.fmean(values):.4f} ± {sd:.4f}"
 
 
-def markdown_table(results: Sequence[SearchResult], spec: BenchSpec) -> str:
-    """Mean ± std (over seeds) per device and proposer."""
+def pooled_hv_ratios(spec: BenchSpec, results: Sequence[SearchResult], storage: str) -> dict[str, float] | None:
+    """Per study of one run group: HV of its found front over the HV of every run's fronts pooled.
+
+    For problems whose exact front is unknown (no :meth:`~search.problem.Problem.reference`):
+    the pooled front is the best known one, so these ratios compare proposers within the
+    group and say nothing about distance to the true front. Uses the problem's acquisition
+    bounds as the HV reference point. None when the problem has an exact front or no bounds.
+    """
+    if not results or any(r.hv_ratio is not None for r in results):
+        return None
+    problem = make_problem(spec.problem, _problem_options(spec, str(results[0].problem[axis(spec.problem)]), storage))
+    bounds = problem.acquisition_bounds()
+    if bounds is None:
+        return None
+    acc_name, lat_name = problem.front_objectives
+
+    def hv(rows: Sequence[dict[str, Any]]) -> float:
+        return hypervolume(np.array([r[acc_name] for r in rows]), np.array([r[lat_name] for r in rows]), *bounds)
+
+    best = hv([row for r in results for row in r.front])
+    return {r.study: hv(r.front) / best for r in results} if best > 0 else None
+
+
+def markdown_table(results: Sequence[SearchResult], spec: BenchSpec, pooled: Mapping[str, dict[str, float] | None] | None = None) -> str:
+    """Mean ± std (over seeds) per device and proposer.
+
+    ``pooled``: :func:`pooled_hv_ratios` per device, shown (marked †) where no exact HV ratio exists.
+    """
     # the problem's effective options (defaults included) as the runs recorded them, less the run-group axis
     recorded = results[0].problem if results else {"problem": spec.problem, **spec.options}
     opts = ", ".join(f"{k}={v}" for k, v in recorded.items() if k not in ("problem", axis(spec.problem)))
@@ -257,12 +286,22 @@ def markdown_table(results: Sequence[SearchResult], spec: BenchSpec) -> str:
     for device in spec.devices:
         for proposer in spec.proposers:
             rs = [r for r in results if r.problem.get(axis(spec.problem)) == device and r.proposer == proposer]
+            by_study = (pooled or {}).get(device)
+            hv = _mean_std([r.hv_ratio for r in rs if r.hv_ratio is not None])
+            if by_study is not None:
+                hv = _mean_std([by_study[r.study] for r in rs]) + " †"
             lines.append(
-                f"| {device} | {proposer} | {_mean_std([r.hv_ratio for r in rs if r.hv_ratio is not None])} | "
+                f"| {device} | {proposer} | {hv} | "
                 f"{_mean_std([r.igd for r in rs if r.igd is not None])} | "
                 f"{_mean_std([r.front_recall for r in rs if r.front_recall is not None])} | "
                 f"{statistics.fmean([r.wall_s for r in rs]):.1f} |"
             )
+    if any(v is not None for v in (pooled or {}).values()):
+        lines += [
+            "",
+            "† No exact front for this problem: HV of each run's found front over the HV of every run's fronts in its group "
+            "pooled (the best known front; reference point at the problem's bounds). It ranks the proposers of this table only.",
+        ]
     return "\n".join(lines) + "\n"
 
 

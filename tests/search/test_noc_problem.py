@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +49,14 @@ def test_pelnas_search_on_the_noc_problem(capsys: pytest.CaptureFixture[str], st
     data = json.loads(capsys.readouterr().out)
     assert data["evaluations"] == 30 and data["hv_ratio"] is None  # no exact front for this problem
     assert data["front"] and all(0 <= row["gt_acceptance"] <= 1 for row in data["front"])
+
+
+def test_bench_ranks_proposers_on_the_pooled_front_when_no_exact_front_exists(tmp_path: Path) -> None:
+    out = tmp_path / "bench"
+    args = ["bench", "--problem", "noc", "--topology", "mesh", "--k", "4", "--load", "0.5", "--gt-share", "0.8"]
+    assert main([*args, "--proposers", "random,pelnas", "--budget", "6", "--seeds", "2", "--out", str(out)]) == 0
+    table = (out / "results.md").read_text()
+    rows = [line.split(" | ") for line in table.splitlines() if line.endswith("|") and " † |" in line]
+    assert [r[1] for r in rows] == ["random", "pelnas"] and "No exact front for this problem" in table
+    means = [float(r[2].split(" ± ")[0]) for r in rows]
+    assert all(0 < m <= 1 for m in means)  # each run's front against every run's fronts pooled
