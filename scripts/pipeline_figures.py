@@ -42,11 +42,6 @@ def _link(devices: int, gbs: float) -> Cluster:
     return dataclasses.replace(PRESETS["v100x16-ib10"], name=f"{gbs:g}GBs", devices=devices, per_node=1, intra_gbs=gbs, inter_gbs=gbs)
 
 
-def _device(cluster: Cluster) -> dict[str, float]:
-    """The partitioners' view of a cluster's devices."""
-    return {"flops_per_s": cluster.flops_per_s, "kernel_s": cluster.kernel_s}
-
-
 def _hybrid_samples_per_s(p: ModelProfile, plan: Plan, cluster: Cluster, schedule: str, dp: int, global_batch: int) -> float:
     micro = global_batch // (dp * p.microbatch)
     step = simulate(p, plan, cluster, schedule=schedule, microbatches=micro)
@@ -65,9 +60,9 @@ def table_8() -> None:
         for gbs in (10.0, 300.0):
             cluster = _link(8, gbs)
             b, s, s2 = (
-                blockwise(p, 8, **_device(cluster)),
-                skip_aware(p, 8, **_device(cluster)),
-                skip_aware(p, 8, **_device(cluster), balance_tolerance=0.2),
+                blockwise(p, 8, **cluster.rates),
+                skip_aware(p, 8, **cluster.rates),
+                skip_aware(p, 8, **cluster.rates, balance_tolerance=0.2),
             )
             rb = simulate(p, b, cluster, schedule="1f1b", microbatches=16)
             rs = simulate(p, s, cluster, schedule="wave", microbatches=16)
@@ -93,7 +88,7 @@ def table_16() -> None:
         p = profile(model, resolution=res, microbatch=8)
         for gbs in (10.0, 300.0):
             cluster = _link(16, gbs)
-            b, s = blockwise(p, 16, **_device(cluster)), skip_aware(p, 8, **_device(cluster), balance_tolerance=0.2)
+            b, s = blockwise(p, 16, **cluster.rates), skip_aware(p, 8, **cluster.rates, balance_tolerance=0.2)
             tb = _hybrid_samples_per_s(p, b, cluster, "1f1b", 1, 128)
             ts = _hybrid_samples_per_s(p, s, cluster, "wave", 2, 128)
             print(
@@ -108,7 +103,7 @@ def cpsat(limit: float) -> None:
     p = profile("unet-sd", resolution=64, microbatch=8)
     for gbs in (10.0, 300.0):
         cluster = _link(8, gbs)
-        plan = blockwise(p, 8, **_device(cluster))
+        plan = blockwise(p, 8, **cluster.rates)
         one = simulate(p, plan, cluster, schedule="1f1b", microbatches=16)
         syn = synthesize(p, plan, cluster, microbatches=16, time_limit_s=limit)
         rep = simulate(p, plan, cluster, schedule="ilp", microbatches=16, order=syn.starts)

@@ -533,8 +533,8 @@ class Worker:
             except optuna.exceptions.UpdateFinishedTrialError:
                 pass  # another worker got there first
 
-    def _repair_claims(self) -> int:
-        """Settle the open claims that no live trial will finish; returns how many.
+    def _repair_claims(self) -> None:
+        """Settle the open claims that no live trial will finish.
 
         Two ways a dead worker leaves one: it told its trial COMPLETE but died before marking
         the claim evaluated (marked here), or it failed a stale trial and died before enqueueing
@@ -543,23 +543,18 @@ class Worker:
         the claim. A copy that races another worker's is harmless: the claim lets one evaluate
         and the other is skipped.
         """
-        fixed = 0
         settled = datetime.datetime.now() - datetime.timedelta(seconds=self.settings.heartbeat_s)
         requeue = RetryHeartbeatStaleTrialCallback(max_retry=None)
         for point_id, number in self.coord.open_claims():
-            try:
-                trial = self.heart.get_trial(self.heart.get_trial_id_from_study_id_trial_number(self.study_id, number))
-            except KeyError:
+            trial = self._trial(number)
+            if trial is None:
                 continue
             if trial.state == TrialState.COMPLETE:
                 self.coord.finish(point_id, number)
-                fixed += 1
             elif trial.state == TrialState.FAIL and trial.datetime_complete is not None and trial.datetime_complete < settled:
                 # failed at least a heartbeat ago: its sweeper had time to enqueue the copy and did not
                 log.warning("trial %d holds the claim on %s but failed with no re-queued copy; re-queueing it", number, point_id)
                 requeue(self.study, trial)
-                fixed += 1
-        return fixed
 
     def _waiting(self) -> int:
         return int(self.heart.get_n_trials(self.study_id, state=TrialState.WAITING))
@@ -597,12 +592,16 @@ class Worker:
             self._leases.discard("round")
             self.coord.release("round", self.name)
 
-    def _holder_state(self, number: int) -> TrialState | None:
+    def _trial(self, number: int) -> optuna.trial.FrozenTrial | None:
+        """The study's trial ``number`` (None when there is none)."""
         try:
-            trial_id = self.heart.get_trial_id_from_study_id_trial_number(self.study_id, number)
-            return self.heart.get_trial(trial_id).state
+            return self.heart.get_trial(self.heart.get_trial_id_from_study_id_trial_number(self.study_id, number))
         except KeyError:
             return None
+
+    def _holder_state(self, number: int) -> TrialState | None:
+        trial = self._trial(number)
+        return trial.state if trial is not None else None
 
     def _evaluate_one(self) -> None:
         trial = self.study.ask()
@@ -654,8 +653,8 @@ class Worker:
         return True
 
     def _values_of(self, number: int) -> dict[str, float]:
-        t = self.heart.get_trial(self.heart.get_trial_id_from_study_id_trial_number(self.study_id, number))
-        assert t.values is not None
+        t = self._trial(number)
+        assert t is not None and t.values is not None
         return {o.name: v for o, v in zip(self.problem.objectives, t.values, strict=True)}
 
 

@@ -79,7 +79,7 @@ def read_plan(text: str, cluster: Cluster) -> tuple[ModelProfile, Plan]:
             'e.g. {"model":"unet-tiny","resolution":8,"microbatch":1,"method":"skip-aware","device_of":[0,1,...]}'
         ) from None
     p = profile(model, resolution=resolution, microbatch=microbatch)
-    return p, from_mapping(p, method, device_of, flops_per_s=cluster.flops_per_s, kernel_s=cluster.kernel_s)
+    return p, from_mapping(p, method, device_of, **cluster.rates)
 
 
 class PlanArgs(ToolArgs):
@@ -113,7 +113,7 @@ class PipelinePlan(Tool):
         methods = ("blockwise", "skip-aware") if args.method == "both" else (args.method,)
         plans = {}
         for m in methods:
-            plan = partition(p, m, args.devices, flops_per_s=cluster.flops_per_s, kernel_s=cluster.kernel_s, balance_tolerance=args.balance)
+            plan = partition(p, m, args.devices, **cluster.rates, balance_tolerance=args.balance)
             plans[m] = {**plan.as_dict(p), "handle": plan_handle(p, plan)}
         value: dict[str, Any] = {"model": args.model, "devices": args.devices, "cluster": cluster.name, "plans": plans}
         if len(plans) == 2:
@@ -155,9 +155,7 @@ class PipelineSimulate(Tool):
             p, plan = read_plan(args.plan, cluster)
         else:
             p = profile(args.model, resolution=args.resolution, microbatch=args.microbatch)
-            plan = partition(
-                p, args.method, args.devices, flops_per_s=cluster.flops_per_s, kernel_s=cluster.kernel_s, balance_tolerance=args.balance
-            )
+            plan = partition(p, args.method, args.devices, **cluster.rates, balance_tolerance=args.balance)
         extra: dict[str, Any] = {}
         messages: list[str] = ["simulated (sim/pipeline): not measured on hardware"]
         if args.schedule == "ilp":

@@ -194,9 +194,7 @@ class PipelineProblem(Problem, Evolvable):
 
     def _plan(self, c: Config) -> tuple[ModelProfile, Plan]:
         p = _profile(self.model, self.resolution, c.microbatch)
-        return p, partition(
-            p, c.partitioner, c.pp, flops_per_s=self.cluster.flops_per_s, kernel_s=self.cluster.kernel_s, balance_tolerance=c.balance
-        )
+        return p, partition(p, c.partitioner, c.pp, **self.cluster.rates, balance_tolerance=c.balance)
 
     def _cannot_partition(self, c: Config) -> str | None:
         """Why no plan exists for ``c`` (None when one does)."""

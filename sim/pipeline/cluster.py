@@ -10,9 +10,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from search.errors import UserInputError
+
+
+class DeviceRates(TypedDict):
+    """Keyword arguments of the partitioners that describe one device's speed."""
+
+    flops_per_s: float
+    kernel_s: float
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,11 @@ class Cluster:
     def kernel_s(self) -> float:
         """Seconds per compute op (see ``kernel_us``)."""
         return self.kernel_us * 1e-6
+
+    @property
+    def rates(self) -> DeviceRates:
+        """The device as the partitioners see it: ``partition(profile, method, n, **cluster.rates)``."""
+        return {"flops_per_s": self.flops_per_s, "kernel_s": self.kernel_s}
 
     def bandwidth(self, a: int, b: int) -> float:
         """Bytes/s between devices ``a`` and ``b``."""

@@ -53,7 +53,7 @@ def synthesize(
     """
     if microbatches < 1:
         raise UserInputError(f"microbatches must be at least 1, got {microbatches}")
-    stages = virtual_stages(profile, plan, cluster.flops_per_s, cluster.kernel_s)
+    stages = virtual_stages(profile, plan, **cluster.rates)
     n_v = len(stages)
     fwd = [max(1, round(s.forward_s * US)) for s in stages]
     bwd = [max(1, round(s.forward_s * (TRAIN_FLOPS_FACTOR - 1) * US)) for s in stages]

@@ -181,7 +181,7 @@ def simulate(
         raise UserInputError(f"microbatches must be at least 1, got {microbatches}")
     if plan.devices > cluster.devices:
         raise UserInputError(f"the plan uses {plan.devices} devices but cluster {cluster.name} has {cluster.devices}")
-    stages = virtual_stages(profile, plan, cluster.flops_per_s, cluster.kernel_s)
+    stages = virtual_stages(profile, plan, **cluster.rates)
     n_v, n_dev = len(stages), plan.devices
     bwd_factor = TRAIN_FLOPS_FACTOR - 1.0 + (1.0 if recompute else 0.0)
     stashed = [stash_bytes(profile, stages, v, recompute) for v in range(len(stages))]

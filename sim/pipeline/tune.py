@@ -104,7 +104,7 @@ def tune(
                     continue
                 if pp > len(p.blocks):
                     continue
-                plan = partition(p, method, pp, flops_per_s=cluster.flops_per_s, kernel_s=cluster.kernel_s)
+                plan = partition(p, method, pp, **cluster.rates)
                 step = simulate(p, plan, cluster, schedule=schedule, microbatches=n_micro)
                 reduce_s = gradient_allreduce_s(cluster, plan, dp)
                 bound = max(memory_bound(p, plan, schedule=schedule, microbatches=n_micro)) / 1e9

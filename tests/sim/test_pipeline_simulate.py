@@ -72,9 +72,9 @@ def test_per_op_cost_makes_small_microbatches_slower_per_sample() -> None:
     for cluster in (ideal, no_launch):
         for mb, micro in ((1, 16), (8, 2)):  # 16 samples per step either way, one stage
             p = profile("unet-small", resolution=16, microbatch=mb)
-            plan = blockwise(p, 1, flops_per_s=cluster.flops_per_s, kernel_s=cluster.kernel_s)
+            plan = blockwise(p, 1, **cluster.rates)
             rates[cluster.kernel_us, mb] = simulate(p, plan, cluster, schedule="1f1b", microbatches=micro).samples_per_s
-            forward_s = virtual_stages(p, plan, cluster.flops_per_s, cluster.kernel_s)[0].forward_s
+            forward_s = virtual_stages(p, plan, **cluster.rates)[0].forward_s
             assert forward_s == pytest.approx(p.total("flops") / cluster.flops_per_s + p.total("kernels") * cluster.kernel_s)
     assert rates[0.0, 1] == pytest.approx(rates[0.0, 8], rel=0.02)  # compute linear in the batch: no difference
     assert rates[ideal.kernel_us, 1] < 0.5 * rates[ideal.kernel_us, 8]  # launches dominate a tiny model at microbatch 1
