@@ -35,9 +35,9 @@ from search.metrics import pareto_mask
 from search.niches import Niche, allocate, get_partition, niche_of, partition_for
 from search.problem import Evolvable, Problem
 from search.proposers import Evaluation, Proposal, Proposer, RoundContext
+from search.round_log import RoundLogs
 from search.surrogate import AccuracyModel, TreeSurrogate
 
-ROUND_LOG = "coevo.rounds"
 EMPTY_ROUNDS = "coevo.empty_rounds"
 MAX_EMPTY_ROUNDS = 3
 """Consecutive rounds without a valid candidate before the run stops (resumable)."""
@@ -147,7 +147,7 @@ class CoevolutionProposer(Proposer):
             k: v - before[k] for k, v in log["usage"].items() if isinstance(v, int | float) and isinstance(before[k], int | float)
         }
         log["proposed"] = len(proposals)
-        ctx.study.set_user_attr(f"{ROUND_LOG}.{ctx.round}", log)
+        RoundLogs(ctx.storage).write(ctx.study.study_name, ctx.round, log)
         return proposals
 
     def _seed_knowledge(self, store: StudyKnowledge, ctx: RoundContext, log: dict[str, Any]) -> None:

@@ -25,6 +25,7 @@ from knowledge.store import KnowledgeStore, Version, iter_ids
 from search.metrics import pareto_mask
 from search.niches import partition_for
 from search.proposers import Evaluation
+from search.round_log import read_round_logs
 from search.runner import LATENCY_BANDS, StoredSearch, evaluations_from_study, load_search
 
 
@@ -68,7 +69,7 @@ def write_report(storage: str | None, study_name: str, out: Path, *, store: Know
     out.mkdir(parents=True, exist_ok=True)
     search = load_search(storage, study_name)
     store = store or KnowledgeStore.for_storage(storage)
-    blocks = _blocks(search, store, out)
+    blocks = _blocks(search, store, out, storage)
     md = out / "report.md"
     md.write_text(render_markdown(blocks))
     page = out / "report.html"
@@ -82,7 +83,7 @@ def write_report(storage: str | None, study_name: str, out: Path, *, store: Know
 # ---------------------------------------------------------------- content
 
 
-def _blocks(search: StoredSearch, store: KnowledgeStore, out: Path) -> list[Block]:
+def _blocks(search: StoredSearch, store: KnowledgeStore, out: Path, storage: str | None) -> list[Block]:
     study, problem = search.study, search.problem
     acc_name, lat_name = problem.front_objectives
     units = {o.name: o.unit for o in problem.objectives}
@@ -92,7 +93,7 @@ def _blocks(search: StoredSearch, store: KnowledgeStore, out: Path) -> list[Bloc
     acc = np.array([e.values[acc_name] for e in paid])
     lat = np.array([e.values[lat_name] for e in paid])
     rounds = sorted(set(rounds_of.tolist()))
-    logs = {int(k.rsplit(".", 1)[1]): v for k, v in study.user_attrs.items() if k.startswith("coevo.rounds.")}
+    logs = read_round_logs(storage, study)
     reasoner = str(next((v.get("reasoner") for v in logs.values() if v.get("reasoner")), "none (not a co-evolution search)"))
     kb_name = study.study_name
     history = store.history(kb_name) if store.exists(kb_name) else []

@@ -25,6 +25,7 @@ from agent.coevolution import make_pelnas
 from agent.reasoners.cache import ResponseCache
 from agent.reasoners.llm import LLMReasoner
 from search.nb201 import NB201Problem
+from search.round_log import read_round_logs
 from search.runner import run_search
 from tests.fakes import nb201_model
 from tests.fakes.openai_server import FakeOpenAI
@@ -49,7 +50,7 @@ def main() -> None:
             storage=storage,
         )
         study = optuna.load_study(study_name=result.study, storage=storage)
-        logs = sorted((v for k, v in study.user_attrs.items() if k.startswith("coevo.rounds.")), key=lambda v: v["round"])
+        logs = list(read_round_logs(storage, study).values())
     rows = [log["usage_round"] for log in logs if log.get("usage_round", {}).get("calls")]
     print(f"pelnas + LLM reasoner via loopback, budget {args.budget}, {len(logs)} rounds ({len(rows)} with LLM calls)")
     print(f"HV ratio {result.hv_ratio:.4f} (the loopback model proposes random in-niche cells: not a quality figure)")

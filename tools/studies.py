@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 import optuna
 from pydantic import Field
 
+from search.round_log import read_round_logs
 from search.runner import ATTR_BUDGET, ATTR_PROPOSER, ATTR_SPEC, load_search
 from search.storage import open_storage, resolve_storage_url
 from tools._base import Tool, ToolArgs, ToolResult
@@ -68,7 +69,7 @@ class StudyFront(Tool):
     def run(self, args: StudyArgs) -> ToolResult:
         stored = load_search(args.storage, args.study)
         result = stored.summary(args.storage)
-        logs = [v for k, v in stored.study.user_attrs.items() if k.startswith("coevo.rounds.") and isinstance(v, dict)]
+        logs = read_round_logs(args.storage, stored.study).values()
         result.reasoner = next((str(v["reasoner"]) for v in logs if v.get("reasoner")), None)  # pelnas studies say who reasoned
         value = {k: v for k, v in vars(result).items() if k not in ("hv_history", "wall_s", "llm_usage") and v is not None}
         return ToolResult(value=value)

@@ -15,6 +15,7 @@ from knowledge.store import KnowledgeStore
 from search.nb201 import NB201Problem, random_cell
 from search.niches import partition_for
 from search.proposers import Evaluation
+from search.round_log import RoundLogs
 from search.runner import run_search
 from tests.helpers import coevo_env, kill_after_trials
 
@@ -85,7 +86,8 @@ def test_pelnas_round_records_and_ablations(storage: str) -> None:
         assert r.evaluations == 64 and r.trials == 64
     s = optuna.load_study(study_name=full.study, storage=storage)
     assert KnowledgeStore.for_storage(storage).latest(full.study)
-    logs = [s.user_attrs[f"coevo.rounds.{k}"] for k in range(3)]
+    logs = [RoundLogs(storage).read(full.study)[k] for k in range(3)]
+    assert not any(k.startswith("coevo.rounds.") for k in s.user_attrs)  # round logs live in their own table
     assert logs[0]["initial"] and logs[1]["allocation"] and sum(logs[1]["allocation"].values()) == 20
     assert any(t.user_attrs.get("heuristics") for t in s.trials)
     s_nokb = optuna.load_study(study_name=nokb.study, storage=storage)

@@ -17,6 +17,7 @@ from knowledge.report import write_report
 from knowledge.store import KnowledgeStore
 from search.errors import CoevoError, UserInputError
 from search.nb201 import NB201Problem
+from search.round_log import read_round_logs
 from search.runner import run_search
 from tests.fakes import nb201_model
 from tests.fakes.openai_server import FakeOpenAI
@@ -132,7 +133,7 @@ def test_llm_search_records_rationale_heuristics_and_tokens(storage: str) -> Non
     assert any(t.user_attrs["heuristics"] for t in guided)  # cited heuristic ids reach the study
     h = KnowledgeStore.for_storage(storage).load("a").heuristics["H1"]
     assert h.author == "fake-7b" and 99999 not in h.support  # invented trial numbers are dropped
-    logs = [v for k, v in study.user_attrs.items() if k.startswith("coevo.rounds.")]
+    logs = list(read_round_logs(storage, study).values())
     assert all(v["reasoner"] == "llm:fake-7b" for v in logs) and any(v["usage"]["calls"] for v in logs)
     assert sum(v["usage_round"]["calls"] for v in logs) == usage["calls"]  # per-round usage adds up to the run's
 
@@ -192,7 +193,7 @@ def test_a_model_that_only_repeats_itself_stops_after_three_empty_rounds(storage
     with FakeOpenAI(default={"content": stuck}) as fake, pytest.raises(CoevoError, match="3 rounds in a row"):
         _search(fake.url, storage, "stuck", budget=60)
     study = optuna.load_study(study_name="stuck", storage=storage)
-    logs = [v for k, v in study.user_attrs.items() if k.startswith("coevo.rounds.")]
+    logs = list(read_round_logs(storage, study).values())
     fallbacks = [log for log in logs if "fallback" in log]
     assert len(fallbacks) == 2  # two rounds fell back to one sampler point each, logged; the third stopped the run
     done = [t for t in study.trials if t.state.name == "COMPLETE"]
