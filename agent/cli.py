@@ -132,13 +132,15 @@ def _add_reasoner_args(p: argparse.ArgumentParser) -> None:
 
 
 def _proposer_options(args: argparse.Namespace, proposer: str) -> dict[str, object] | None:
-    """Build the reasoner for pelnas proposers and say which one runs."""
+    """Build the reasoner for pelnas proposers, check an LLM endpoint answers, and say which reasoner runs."""
     if not proposer.startswith("pelnas"):
         if getattr(args, "kb_from", None):
             raise UserInputError(f"--kb-from needs a pelnas proposer (a knowledge base); {proposer} has none")
         return None
-    from agent.reasoners import OFFLINE_NOTE, make_reasoner
+    from agent.reasoners import make_reasoner
 
+    if args.round_size is not None and args.round_size < 1:
+        raise UserInputError(f"--round-size must be at least 1, got {args.round_size}")
     reasoner = make_reasoner(
         args.reasoner,
         base_url=args.llm_base_url,
@@ -153,10 +155,20 @@ def _proposer_options(args: argparse.Namespace, proposer: str) -> dict[str, obje
         from knowledge.store import KnowledgeStore
 
         records_from(KnowledgeStore.for_storage(args.storage), args.kb_from)  # a bad source fails before the study is created
-    err.print(OFFLINE_NOTE if reasoner.label.startswith("offline") else f"reasoner: {reasoner.label}")
-    if args.round_size is not None and args.round_size < 1:
-        raise UserInputError(f"--round-size must be at least 1, got {args.round_size}")
+    _announce(reasoner)
     return {"reasoner": reasoner, "round_size": args.round_size, "kb_tokens": args.kb_tokens, "kb_from": getattr(args, "kb_from", None)}
+
+
+def _announce(reasoner: Any) -> None:
+    """Say which reasoner runs; an LLM endpoint is asked whether it answers before anything starts."""
+    from agent.reasoners import OFFLINE_NOTE
+
+    if reasoner.label.startswith("offline"):
+        err.print(OFFLINE_NOTE)
+        return
+    with err.status(f"checking the LLM endpoint {reasoner.base_url} ..."):
+        line = reasoner.check_endpoint()
+    err.print(f"reasoner: {reasoner.label} ({line})")
 
 
 def _progress() -> Progress:
@@ -176,36 +188,53 @@ def cmd_search(args: argparse.Namespace) -> int:
     from search.problems import make_problem
     from search.proposers import get_proposer
     from search.runner import Progress as SearchProgress
-    from search.runner import run_search
+    from search.runner import check_seed, run_search
 
-    problem = make_problem(args.problem, _problem_options(args, device=args.device))
-    proposer = get_proposer(args.proposer, _proposer_options(args, args.proposer))
     if args.workers < 1:
         raise UserInputError(f"--workers must be at least 1, got {args.workers}")
     if args.budget <= 0:
         raise UserInputError(f"budget must be a positive number of evaluations, got {args.budget}")
-    if args.workers > 1:
-        with err.status(f"{args.workers} workers searching ..."):
-            result = cli_runs.search_with_workers(args, problem, proposer)
-        return _print_search(args, problem, result)
+    check_seed(args.seed)
+    settings = cli_runs.worker_settings(args)
+    problem = make_problem(args.problem, _problem_options(args, device=args.device))
+    proposer = get_proposer(args.proposer, _proposer_options(args, args.proposer))
+    others = cli_runs.WorkerProcesses(args, args.workers - 1)
     with _progress() as bar:
-        task = bar.add_task(f"search {args.proposer}", total=args.budget, hv="-")
+        task = bar.add_task(
+            f"search {args.proposer}" + (f", {args.workers} workers" if args.workers > 1 else ""), total=args.budget, hv="-"
+        )
 
         def update(p: SearchProgress) -> None:
-            bar.update(task, completed=p.queries, hv=f"{p.hv_ratio:.4f}" if p.hv_ratio is not None else "-")
+            bar.update(task, total=p.budget, completed=p.queries, hv=f"{p.hv_ratio:.4f}" if p.hv_ratio is not None else "-")
 
-        result = run_search(
-            problem, proposer, budget=args.budget, seed=args.seed, storage=args.storage, study_name=args.study, on_progress=update
-        )
-    return _print_search(args, problem, result)
+        try:
+            result = run_search(
+                problem,
+                proposer,
+                budget=args.budget,
+                seed=args.seed,
+                storage=args.storage,
+                study_name=args.study,
+                on_progress=update,
+                settings=settings,
+                on_open=others.start,
+            )
+        finally:
+            failed = others.wait()
+    if failed:
+        err.print(f"[yellow]{failed} worker process(es) exited with an error; rerun the same command to finish[/]")
+    code = _print_search(args, problem, result)
+    return 130 if result.stopped and "signal" in result.stopped else code
 
 
 def _print_search(args: argparse.Namespace, problem: Any, result: Any) -> int:
     if args.json:
         print(result.to_json())
         return 0
+    for note in result.notes:
+        err.print(f"[yellow]note:[/] {note}", soft_wrap=True)
     if result.stopped:
-        err.print(f"[yellow]{result.stopped}[/]")
+        err.print(f"[yellow]{result.stopped}[/]" + ("; rerun the same command to resume" if "signal" in result.stopped else ""))
     summary = Table(title=f"study {result.study}", show_header=False)
     for key in ("problem", "proposer", "reasoner", "seed", "evaluations", "trials", "hv_ratio", "igd", "front_recall", "wall_s", "storage"):
         value = getattr(result, key)

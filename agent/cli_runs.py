@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -12,6 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from agent.reasoners import ENV_API_KEY
 from search.errors import UserInputError
 
 out = Console(highlight=False)
@@ -26,11 +28,14 @@ def add_timing_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--db-patience", type=float, default=60.0, help="seconds the database may be away before a worker stops (default: 60)")
 
 
-def _settings(args: argparse.Namespace) -> Any:
+def worker_settings(args: argparse.Namespace) -> Any:
+    """The :class:`search.workers.WorkerSettings` of ``--heartbeat``, ``--grace`` and ``--db-patience``."""
     from search.workers import WorkerSettings
 
     if args.heartbeat < 1 or args.grace <= args.heartbeat:
         raise UserInputError(f"need --heartbeat >= 1 and --grace > --heartbeat (got {args.heartbeat} and {args.grace})")
+    if args.db_patience < 0:
+        raise UserInputError(f"--db-patience must be >= 0 seconds, got {args.db_patience}")
     return WorkerSettings(heartbeat_s=args.heartbeat, grace_s=args.grace, patience_s=args.db_patience)
 
 
@@ -41,63 +46,93 @@ def add_worker_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--storage", default=None, help="the shared storage URL (e.g. postgresql://user@db/coevo)")
     p.add_argument("--study", required=True, help="the study to join (created by `coevo search ... --study NAME`)")
     p.add_argument("--json", action="store_true", help="print this worker's summary as JSON")
+    p.add_argument("--quiet", action="store_true", help="print nothing but errors")
     add_timing_arguments(p)
     _add_reasoner_args(p)
 
 
-def run_worker(args: argparse.Namespace, *, quiet: bool = False) -> int:
-    """Join study ``args.study`` and work until its budget is evaluated."""
-    from agent.cli import _proposer_options
+def _stored_proposer(args: argparse.Namespace, stored: Any) -> Any:
+    """The study's proposer as its creator built it (options stored with the study); flags for legacy studies."""
+    from agent.cli import _announce, _proposer_options
     from search.proposers import get_proposer
-    from search.runner import load_search
+
+    if not stored.proposer.startswith("pelnas") or not stored.proposer_options:
+        return get_proposer(stored.proposer, _proposer_options(args, stored.proposer))  # a baseline, or a study from before 0.2
+    from agent.coevolution import pelnas_from_options
+
+    if args.reasoner != "auto" and args.reasoner != stored.proposer_options.get("reasoner", {}).get("kind", "offline"):
+        raise UserInputError(
+            f"study {args.study!r} runs the {stored.proposer_options['reasoner'].get('kind')} reasoner; a worker joins with the "
+            "study's reasoner (leave --reasoner out)"
+        )
+    proposer = pelnas_from_options(
+        stored.proposer,
+        stored.proposer_options,
+        storage=args.storage,
+        base_url=args.llm_base_url,
+        model=args.llm_model,
+        api_key=args.llm_api_key,
+        price_per_mtok=args.llm_price,
+    )
+    if not args.quiet:
+        _announce(proposer.reasoner)
+    return proposer
+
+
+def run_worker(args: argparse.Namespace) -> int:
+    """Join study ``args.study`` and work until its budget is evaluated."""
+    from search.study import load_search
     from search.workers import Worker, with_database_retry
 
-    settings = _settings(args)
-    stored = with_database_retry("loading the study", lambda: load_search(args.storage, args.study), patience_s=settings.patience_s)
-    proposer = get_proposer(stored.proposer, _proposer_options(args, stored.proposer))
+    settings = worker_settings(args)
+    stored = with_database_retry(
+        "loading the study", lambda: load_search(args.storage, args.study, create=False), patience_s=settings.patience_s
+    )
+    proposer = _stored_proposer(args, stored)
     worker = Worker(stored.problem, proposer, storage=args.storage, study_name=args.study, seed=stored.seed, settings=settings)
     result = worker.run()
     if args.json:
         print(json.dumps(vars(result)))
-    elif not quiet:
+    elif not args.quiet:
         out.print(
             f"worker {result.worker}: {result.evaluated} evaluated, {result.answered} answered from the study, {result.pruned} skipped, "
             f"{result.rounds_led} rounds led, {result.requeued_seen} re-queued trials taken over, {result.wall_s:.1f} s"
         )
-    return 0
+    return 0  # a worker stopped by a signal finished its evaluation and left nothing behind: a clean stop
 
 
-def search_with_workers(args: argparse.Namespace, problem: Any, proposer: Any) -> Any:
-    """``coevo search --workers N``: create the study, start N - 1 worker processes, work in this one, summarize."""
-    from search.runner import default_study_name, open_study, summarize
-    from search.workers import Worker
+class WorkerProcesses:
+    """The extra ``coevo worker`` processes of ``coevo search --workers N`` (started once the study exists).
 
-    name = args.study or default_study_name(problem, proposer.name, args.seed, proposer.variant)
-    study = open_study(problem, proposer, storage=args.storage, study_name=name, seed=args.seed, budget=args.budget)
-    command = [sys.executable, "-m", "agent.cli", "worker", "--study", name, "--heartbeat", str(args.heartbeat), "--grace", str(args.grace)]
-    command += ["--db-patience", str(args.db_patience), "--reasoner", args.reasoner]
-    for flag, value in (("--storage", args.storage), ("--llm-base-url", args.llm_base_url), ("--llm-model", args.llm_model)):
-        if value:
-            command += [flag, value]
-    started = time.perf_counter()
-    others = [subprocess.Popen(command, stdout=subprocess.DEVNULL) for _ in range(args.workers - 1)]
-    try:
-        Worker(problem, proposer, storage=args.storage, study_name=name, seed=args.seed, settings=_settings(args)).run()
-    finally:
-        for proc in others:
+    They read every option that shapes the search from the study itself (proposer options,
+    reasoner, budget); the API key reaches them through the environment, never their
+    command line.
+    """
+
+    def __init__(self, args: argparse.Namespace, count: int) -> None:
+        self.args = args
+        self.count = count
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self, study: str) -> None:
+        """Start the processes on ``study``."""
+        a = self.args
+        command = [sys.executable, "-m", "agent.cli", "worker", "--study", study, "--quiet"]
+        command += ["--heartbeat", str(a.heartbeat), "--grace", str(a.grace), "--db-patience", str(a.db_patience)]
+        if a.storage:
+            command += ["--storage", a.storage]
+        if a.llm_base_url:
+            command += ["--llm-base-url", a.llm_base_url]
+        env = dict(os.environ)
+        if a.llm_api_key:
+            env[ENV_API_KEY] = a.llm_api_key
+        self.procs = [subprocess.Popen(command, stdout=subprocess.DEVNULL, env=env) for _ in range(self.count)]
+
+    def wait(self) -> int:
+        """Wait for every process; returns how many exited with an error."""
+        for proc in self.procs:
             proc.wait()
-    failed = [p.returncode for p in others if p.returncode]
-    if failed:
-        err.print(f"[yellow]{len(failed)} worker process(es) exited with an error; rerun the same command to finish[/]")
-    return summarize(
-        problem,
-        study,
-        proposer=proposer.name,
-        seed=args.seed,
-        budget=args.budget,
-        storage=args.storage,
-        wall_s=time.perf_counter() - started,
-    )
+        return sum(1 for p in self.procs if p.returncode)
 
 
 # ---------------------------------------------------------------- runs

@@ -65,8 +65,6 @@ class CoevolutionProposer(Proposer):
         kb_from: seed the knowledge base from this export file or study before the first round.
     """
 
-    explicit = True
-
     def __init__(
         self,
         reasoner: Reasoner,
@@ -97,6 +95,17 @@ class CoevolutionProposer(Proposer):
         if self.withhold:
             parts.append("-withhold-all" if retrieval.WITHHOLD_ALL in self.withhold else f"-withhold-{len(self.withhold)}")
         self.variant = "".join(parts)
+
+    def options(self) -> dict[str, Any]:
+        return {
+            "round_size": self.round_size,
+            "init_per_niche": self.init_per_niche,
+            "retries": self.retries,
+            "kb_tokens": self.kb_tokens,
+            "kb_from": self.kb_from,
+            "withhold": list(self.withhold),
+            "reasoner": self.reasoner.config(),
+        }
 
     def sampler(self, problem: Problem, seed: int) -> optuna.samplers.BaseSampler:
         # only used for a trial with no enqueued proposal (a niche ran dry): uniform
@@ -299,6 +308,19 @@ class CoevolutionProposer(Proposer):
         if pid in seen:
             return f"{problem.describe(prop.point)} was already evaluated or proposed"
         return None
+
+
+def pelnas_from_options(variant: str, options: dict[str, Any], *, storage: str | None, **reasoner_overrides: Any) -> CoevolutionProposer:
+    """Rebuild a study's co-evolution proposer from its stored options (:meth:`CoevolutionProposer.options`).
+
+    ``reasoner_overrides`` go to :func:`agent.reasoners.reasoner_from_config` (this machine's
+    endpoint URL, API key, timeout).
+    """
+    from agent.reasoners import reasoner_from_config
+
+    settings = dict(options)
+    reasoner = reasoner_from_config(settings.pop("reasoner", {"kind": "offline"}), storage=storage, **reasoner_overrides)
+    return make_pelnas(variant, reasoner=reasoner, **settings)
 
 
 def make_pelnas(variant: str = "pelnas", *, reasoner: Reasoner | None = None, **options: Any) -> CoevolutionProposer:

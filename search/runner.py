@@ -4,9 +4,13 @@ Query mode (DESIGN.md): the budget counts evaluations of the problem's expensive
 (for NB201, accuracy queries). A point proposed again is answered from the study's own
 records and costs nothing. The found set is every evaluated point.
 
+A search is one worker of :mod:`search.workers` on its study, so it takes a claim on every
+point it pays for, and ``coevo worker`` processes joining it share the budget exactly.
+
 Resuming: rerunning with the same study name continues where the stored trials end.
-Trials left RUNNING by a killed process are marked FAIL (they recorded no values) and
-their points may be proposed again; enqueued proposals not yet evaluated are kept.
+Trials left RUNNING by a killed process are failed and re-queued at once when their
+process is certainly gone (see :meth:`search.workers.Worker.run`); enqueued proposals not
+yet evaluated are kept.
 """
 
 from __future__ import annotations
@@ -20,30 +24,43 @@ from typing import Any
 import numpy as np
 import optuna
 
+from search import round_log  # noqa: F401  (registers the purge of round logs for new studies)
 from search.errors import UserInputError
 from search.metrics import FrontMetrics, FrontReference, pareto_mask
 from search.niches import niche_of, partition_for
 from search.problem import Problem
-from search.proposers import Evaluation, Proposal, Proposer, RoundContext, get_proposer
-from search.storage import open_storage, resolve_storage_url
+from search.proposers import Evaluation, Proposer, get_proposer
+from search.storage import resolve_storage_url
+from search.study import (
+    ATTR_BUDGET,
+    ATTR_PROPOSER,
+    ATTR_SEED,
+    ATTR_SPEC,
+    StoredSearch,
+    default_study_name,
+    evaluations_from_study,
+    load_search,
+    open_or_create,
+    open_study,
+)
+from search.workers import MAX_TRIALS_PER_QUERY, Progress, Worker, WorkerSettings
 
-ATTR_SPEC = "coevo.problem"
-ATTR_PROPOSER = "coevo.proposer"
-ATTR_SEED = "coevo.seed"
-ATTR_BUDGET = "coevo.budget"
-
-MAX_TRIALS_PER_QUERY = 20
-"""Stop after this many trials per budgeted query: a sampler stuck re-proposing seen points."""
-
-
-@dataclass
-class Progress:
-    """What a progress display needs after each evaluation."""
-
-    queries: int
-    budget: int
-    trials: int
-    hv_ratio: float | None
+__all__ = [  # the study helpers moved to search.study; they are re-exported for existing imports
+    "ATTR_BUDGET",
+    "ATTR_PROPOSER",
+    "ATTR_SEED",
+    "ATTR_SPEC",
+    "MAX_TRIALS_PER_QUERY",
+    "Progress",
+    "SearchResult",
+    "StoredSearch",
+    "default_study_name",
+    "evaluations_from_study",
+    "load_search",
+    "open_study",
+    "run_search",
+    "summarize",
+]
 
 
 @dataclass
@@ -51,7 +68,7 @@ class SearchResult:
     """Summary of a search (also the ``--json`` output of ``coevo search``).
 
     ``wall_s`` is this invocation's time; ``evaluations`` counts budgeted queries and
-    ``trials`` every told trial (duplicates included).
+    ``trials`` every trial of the study (duplicates answered from the study included).
     """
 
     study: str
@@ -76,6 +93,8 @@ class SearchResult:
     llm_usage: dict[str, Any] | None = None
     exploration: dict[str, Any] = field(default_factory=dict)
     """Where the evaluations went: counts per niche and per latency band (exploration bias)."""
+    notes: list[str] = field(default_factory=list)
+    """What the run noticed and left as it was (e.g. a budget below the evaluations already made)."""
 
     def to_json(self, *, history: bool = False) -> str:
         """One JSON object; the per-evaluation HV history only when asked."""
@@ -83,110 +102,6 @@ class SearchResult:
         if not history:
             data.pop("hv_history")
         return json.dumps(data)
-
-
-def default_study_name(problem: Problem, proposer: str, seed: int, variant: str = "") -> str:
-    """``<problem>-<option values>-<proposer><variant>-s<seed>``, e.g. ``nb201-cifar10-fpga-tpe-s0``."""
-    # scalar options only: nested settings stay out of the name
-    parts = [str(v) for k, v in problem.spec().items() if k != "problem" and isinstance(v, str | int) and not isinstance(v, bool)]
-    return "-".join([problem.name, *parts, proposer + variant, f"s{seed}"])
-
-
-def evaluations_from_study(problem: Problem, study: optuna.Study) -> list[Evaluation]:
-    """Every completed trial of ``study`` as an :class:`Evaluation`, in trial order."""
-    out = []
-    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-        point = problem.from_params(t.params)
-        values = {o.name: v for o, v in zip(problem.objectives, t.values, strict=True)}
-        out.append(Evaluation(t.number, point, problem.point_id(point), values, bool(t.user_attrs.get("query", True)), dict(t.user_attrs)))
-    return out
-
-
-@dataclass(frozen=True)
-class StoredSearch:
-    """A finished or running search, read back from storage."""
-
-    study: optuna.Study
-    problem: Problem
-    proposer: str
-    seed: int
-    budget: int
-
-    def summary(self, storage: str | None) -> SearchResult:
-        """Its found set scored as :func:`summarize` does (no wall time: nothing ran here)."""
-        return summarize(self.problem, self.study, proposer=self.proposer, seed=self.seed, budget=self.budget, storage=storage, wall_s=0.0)
-
-
-def load_search(storage: str | None, study_name: str) -> StoredSearch:
-    """Open study ``study_name`` and rebuild its problem from the recorded spec.
-
-    Raises:
-        UserInputError: no such study (the message lists the studies there), or it was not made by coevo.
-        StorageError: the storage cannot be opened.
-    """
-    from search.problems import make_problem  # search.problems imports problem modules; keep runner light
-
-    backend = open_storage(storage)
-    try:
-        study = optuna.load_study(study_name=study_name, storage=backend)
-    except KeyError:
-        names = [s.study_name for s in optuna.get_all_study_summaries(backend, include_best_trial=False)]
-        listed = ", ".join(names[:10]) + (" ..." if len(names) > 10 else "") if names else "none"
-        raise UserInputError(f"no study {study_name!r} in {resolve_storage_url(storage)} (studies: {listed})") from None
-    spec = study.user_attrs.get(ATTR_SPEC)
-    if not isinstance(spec, dict) or "problem" not in spec:
-        raise UserInputError(f"study {study_name!r} was not created by coevo (it has no problem spec)")
-    options: dict[str, Any] = {k: v for k, v in spec.items() if k != "problem" and isinstance(v, str | int | float)}
-    if options.get("mode", "query") != "query":
-        options["storage"] = storage
-    return StoredSearch(
-        study,
-        make_problem(spec["problem"], options),
-        str(study.user_attrs.get(ATTR_PROPOSER, "?")),
-        int(study.user_attrs.get(ATTR_SEED, 0)),
-        int(study.user_attrs.get(ATTR_BUDGET, 0)),
-    )
-
-
-def open_study(problem: Problem, proposer: Proposer, *, storage: str | None, study_name: str, seed: int, budget: int) -> optuna.Study:
-    """Create the study (tagged with problem, proposer, seed) or reopen it with the same options; records the budget.
-
-    Raises:
-        UserInputError: the study exists for another problem or proposer.
-    """
-    backend = open_storage(storage)
-    spec = problem.spec()
-    try:
-        study = optuna.load_study(study_name=study_name, storage=backend, sampler=proposer.sampler(problem, seed))
-    except KeyError:
-        study = optuna.create_study(
-            study_name=study_name, storage=backend, directions=list(problem.directions), sampler=proposer.sampler(problem, seed)
-        )
-        study.set_user_attr(ATTR_SPEC, spec)
-        study.set_user_attr(ATTR_PROPOSER, proposer.name)
-        study.set_user_attr(ATTR_SEED, seed)
-    else:
-        stored = study.user_attrs.get(ATTR_SPEC)
-        if stored is None and not study.get_trials(deepcopy=False):
-            # created by a run killed before it tagged the study: adopt it
-            study.set_user_attr(ATTR_SPEC, spec)
-            study.set_user_attr(ATTR_PROPOSER, proposer.name)
-            study.set_user_attr(ATTR_SEED, seed)
-            stored = spec
-        if stored != spec or study.user_attrs.get(ATTR_PROPOSER) != proposer.name:
-            raise UserInputError(
-                f"study {study_name!r} already exists for problem {stored} with proposer "
-                f"{study.user_attrs.get(ATTR_PROPOSER)!r}; pass another --study name or the same options"
-            )
-    study.set_user_attr(ATTR_BUDGET, budget)
-    return study
-
-
-def _fail_stale_trials(study: optuna.Study) -> int:
-    stale = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-    for t in stale:
-        study.tell(t.number, state=optuna.trial.TrialState.FAIL)
-    return len(stale)
 
 
 def run_search(
@@ -198,120 +113,78 @@ def run_search(
     storage: str | None = None,
     study_name: str | None = None,
     on_progress: Callable[[Progress], None] | None = None,
+    settings: WorkerSettings | None = None,
+    on_open: Callable[[str], None] | None = None,
 ) -> SearchResult:
-    """Run (or resume) a query-mode search until ``budget`` expensive evaluations.
+    """Run (or resume) a search until ``budget`` expensive evaluations.
+
+    The search is one worker (:class:`search.workers.Worker`) on the study: it claims every
+    point before paying for it, so ``coevo worker`` processes may join it at any time, from
+    any machine sharing the storage, and the study still pays exactly the budget.
 
     Args:
         problem: the problem to search.
         proposer: a registered proposer name or an instance.
         budget: expensive evaluations to pay for (> 0); a resumed study counts what it has.
+            A budget below the evaluations already made changes nothing (the result says so).
         seed: seed of the proposer's randomness.
         storage: Optuna storage URL; None for the default SQLite file under ./runs/.
         study_name: defaults to :func:`default_study_name`.
-        on_progress: called after every told trial.
+        on_progress: called after every paid evaluation of this process.
+        settings: heartbeat and fault-tolerance timing (defaults: :class:`WorkerSettings`).
+        on_open: called with the study name once the study exists, before this process
+            starts working (``coevo search --workers N`` starts the other workers there).
 
     Raises:
-        UserInputError: budget <= 0, or the study exists for another problem/proposer.
+        UserInputError: budget <= 0, a seed out of range, or the study exists for another problem/proposer.
         StorageError: the storage cannot be opened.
     """
     if budget <= 0:
         raise UserInputError(f"budget must be a positive number of evaluations, got {budget}")
+    check_seed(seed)
     proposer = get_proposer(proposer)
     name = study_name or default_study_name(problem, proposer.name, seed, proposer.variant)
-    study = open_study(problem, proposer, storage=storage, study_name=name, seed=seed, budget=budget)
-    _fail_stale_trials(study)
-    ref = problem.reference()
-    acc_name, lat_name = problem.front_objectives
-    evaluations = evaluations_from_study(problem, study)
-    seen = {e.point_id: e for e in evaluations}
-    queries = sum(e.query for e in evaluations)
-    round_no = int(study.user_attrs.get("coevo.round", 0))
     started = time.perf_counter()
-    stopped: str | None = None
-    found_a = [e.values[acc_name] for e in evaluations if e.query]
-    found_l = [e.values[lat_name] for e in evaluations if e.query]
-    # zero-cost mode has no true accuracy during the search: no live HV (scored at the end)
-    track = ref is not None and problem.found_set == "all"
-    history = ref.hv_history(found_a, found_l) if ref and track else []
-    max_trials = MAX_TRIALS_PER_QUERY * budget + 100
-    # Counts are tracked here: asking the storage for all trials each step is O(n^2).
-    n_trials = len(study.get_trials(deepcopy=False))
-    n_waiting = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
-
-    while queries < budget:
-        if n_trials >= max_trials:
-            stopped = f"stopped after {n_trials} trials: the proposer keeps re-proposing evaluated points"
-            break
-        ctx = RoundContext(problem, study, round_no, tuple(evaluations), frozenset(seen), budget - queries, seed, storage)
-        rejected: list[tuple[Proposal, str]] = []
-        if n_waiting == 0:
-            batch_ids: set[str] = set()
-            for prop in proposer.propose(ctx):
-                if prop.error:
-                    rejected.append((prop, prop.error))
-                    continue
-                pid = problem.point_id(prop.point)
-                if pid in seen or pid in batch_ids:
-                    rejected.append((prop, "already evaluated" if pid in seen else "duplicate in this round"))
-                    continue
-                batch_ids.add(pid)
-                attrs = {"rationale": prop.rationale, "heuristics": list(prop.heuristics), "round": round_no, **prop.attrs}
-                study.enqueue_trial(problem.to_params(prop.point), user_attrs=attrs)
-                n_waiting += 1
-                n_trials += 1
-        results: list[Evaluation] = []
-        for _ in range(max(1, n_waiting)):
-            if queries >= budget:
-                break
-            trial = study.ask()
-            if n_waiting:
-                n_waiting -= 1
-            else:
-                n_trials += 1
-            point = problem.suggest(trial)
-            pid = problem.point_id(point)
-            if pid in seen:
-                values, query = seen[pid].values, False
-            else:
-                values, query = problem.evaluate(point), True
-            trial.set_user_attr("point_id", pid)
-            trial.set_user_attr("design", problem.describe(point))
-            trial.set_user_attr("query", query)
-            study.tell(trial, [values[o.name] for o in problem.objectives])
-            ev = Evaluation(trial.number, point, pid, values, query, dict(trial.user_attrs))
-            evaluations.append(ev)
-            results.append(ev)
-            if query:
-                seen[pid] = ev
-                queries += 1
-                found_a.append(values[acc_name])
-                found_l.append(values[lat_name])
-                if ref and track:
-                    history.append(ref.hv_ratio(found_a, found_l))
-            if on_progress:
-                on_progress(Progress(queries, budget, n_trials, history[-1] if history else None))
-        proposer.observe(ctx, results, rejected)
-        round_no += 1
-        study.set_user_attr("coevo.round", round_no)
-
+    opened = open_or_create(problem, proposer, storage=storage, study_name=name, seed=seed, budget=budget)
+    notes = list(opened.notes)
+    stopped = None
+    if budget < opened.paid:
+        notes.append(
+            f"study {name!r} already has {opened.paid} evaluations, more than --budget {budget}: nothing to do, its budget stays "
+            f"{opened.budget} (pass a budget above {opened.paid} to extend it)"
+        )
+    else:
+        if on_open is not None:
+            on_open(name)
+        worker = Worker(problem, proposer, storage=storage, study_name=name, seed=seed, settings=settings, on_progress=on_progress)
+        stopped = worker.run().stopped
     result = summarize(
         problem,
-        study,
+        opened.study,
         proposer=proposer.name,
         seed=seed,
-        budget=budget,
+        budget=opened.budget,
         storage=storage,
         wall_s=time.perf_counter() - started,
-        history=history,
+        history=True,
         stopped=stopped,
-        evaluations=evaluations,
-        trials=n_trials,
     )
+    result.notes = notes
     reasoner = getattr(proposer, "reasoner", None)
     if reasoner is not None:
         result.reasoner = reasoner.label
         result.llm_usage = reasoner.usage.as_dict()
     return result
+
+
+MAX_SEED = 2**22 - 1
+"""Largest seed: later workers sample with ``seed * 1000 + n``, and Optuna's samplers take seeds below 2**32."""
+
+
+def check_seed(seed: int) -> None:
+    """Raise :class:`UserInputError` unless ``0 <= seed <= MAX_SEED``."""
+    if not 0 <= seed <= MAX_SEED:
+        raise UserInputError(f"seed must be an integer from 0 to {MAX_SEED}, got {seed}")
 
 
 def summarize(
@@ -323,14 +196,16 @@ def summarize(
     budget: int,
     storage: str | None,
     wall_s: float,
-    history: list[float] | None = None,
+    history: bool = False,
     stopped: str | None = None,
     evaluations: list[Evaluation] | None = None,
     trials: int | None = None,
 ) -> SearchResult:
     """Score a study's found set (every budgeted evaluation) against the problem's true front.
 
-    ``evaluations`` and ``trials``, when the caller already holds them, spare re-reading the study.
+    ``history`` adds the HV ratio after every paid evaluation, in trial order (problems with
+    an exact front whose found set is every evaluation). ``evaluations`` and ``trials``, when
+    the caller already holds them, spare re-reading the study.
     """
     if evaluations is None:
         evaluations = evaluations_from_study(problem, study)
@@ -352,6 +227,7 @@ def summarize(
     ids = [e.point_id for e in evaluations]
     ref = problem.reference()
     metrics = FrontMetrics.score(ref, ids, acc, lat) if ref else None
+    hv_history = ref.hv_history(acc.tolist(), lat.tolist()) if history and ref and problem.found_set == "all" else []
     mask = pareto_mask(acc, lat)
     front: list[dict[str, Any]] = [
         {problem.design_label: problem.describe(evaluations[i].point), "point_id": ids[i], acc_name: float(acc[i]), lat_name: float(lat[i])}
@@ -375,7 +251,7 @@ def summarize(
         igd=metrics.igd if metrics else None,
         front_recall=metrics.front_recall if metrics else None,
         front=front,
-        hv_history=history or [],
+        hv_history=hv_history,
         stopped=stopped,
         exploration=exploration,
     )

@@ -38,17 +38,25 @@ def sqlite_path(url: str) -> Path | None:
     return Path(url.removeprefix("sqlite:///"))
 
 
-def open_storage(url: str | None, **rdb_options: Any) -> optuna.storages.RDBStorage:
+def open_storage(url: str | None, *, create: bool = True, **rdb_options: Any) -> optuna.storages.RDBStorage:
     """Open (and create tables in) the storage at ``url``.
 
     The default SQLite file's folder is created; a user-given SQLite path must be in an
     existing folder, so a typo does not silently create a new tree. ``rdb_options`` go to
     ``optuna.storages.RDBStorage`` (e.g. heartbeats for workers).
 
+    Args:
+        url: the storage URL (None: :data:`DEFAULT_STORAGE`).
+        create: False for read-only callers (listing, reports): a storage that holds no
+            studies yet is an error and nothing is created (no file, no tables).
+
     Raises:
-        StorageError: the URL is malformed, its driver is missing, or it cannot be reached.
+        StorageError: the URL is malformed, its driver is missing, or it cannot be reached;
+            with ``create=False``, also when nothing is stored there yet.
     """
     resolved = resolve_storage_url(url)
+    if not create:
+        check_exists(url)
     path = _sqlite_folder_ready(url, resolved)
     engine_kwargs = {"connect_args": {"timeout": 30}} if path is not None else {"pool_pre_ping": True}
     try:
@@ -68,6 +76,31 @@ def open_storage(url: str | None, **rdb_options: Any) -> optuna.storages.RDBStor
         raise StorageError(
             f"cannot open storage {url!r}: {reason}. Use sqlite:///PATH or postgresql://USER@HOST/DB with a reachable server"
         ) from exc
+
+
+def check_exists(url: str | None) -> None:
+    """Raise :class:`StorageError` unless the storage at ``url`` already holds Optuna's tables (creates nothing)."""
+    resolved = resolve_storage_url(url)
+    path = sqlite_path(resolved)
+    shown = url or DEFAULT_STORAGE
+    if path is not None:
+        if not path.is_file():
+            raise StorageError(f"no storage at {shown!r}: {str(path)!r} does not exist (run a search first, or pass --storage)")
+        return
+    if resolved == "sqlite:///:memory:":
+        raise StorageError("sqlite:///:memory: holds nothing to read; pass the storage a search wrote to")
+    try:
+        engine = sqlalchemy.create_engine(resolved, pool_pre_ping=True)
+        try:
+            with engine.connect() as conn:
+                present = sqlalchemy.inspect(conn).has_table("studies")
+        finally:
+            engine.dispose()
+    except (sqlalchemy.exc.SQLAlchemyError, ValueError, ImportError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise StorageError(f"cannot open storage {shown!r}: {reason}") from exc
+    if not present:
+        raise StorageError(f"no coevo studies in {shown!r} (it has no Optuna tables yet): run a search there first")
 
 
 def _sqlite_folder_ready(url: str | None, resolved: str) -> Path | None:

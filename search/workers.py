@@ -49,13 +49,14 @@ import optuna
 import sqlalchemy as sa
 import sqlalchemy.exc
 from optuna.storages import RetryHeartbeatStaleTrialCallback
+from optuna.storages._rdb.models import TrialModel as _TRIALS  # its table, for counting trials by state in SQL
 from optuna.trial import TrialState
 
 from search.errors import CoevoError, StorageError, UserInputError
 from search.problem import Problem
-from search.proposers import Proposer, RoundContext
-from search.runner import ATTR_BUDGET, evaluations_from_study
+from search.proposers import Evaluation, Proposal, Proposer, RoundContext
 from search.storage import lock_row, open_storage, side_engine
+from search.study import ATTR_BUDGET, ATTR_ROUND, evaluations_from_study, register_purge
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -320,6 +321,20 @@ class Coordination:
         return [dict(r._mapping) for r in rows]
 
 
+@register_purge
+def _purge_coordination(storage: str | None, study: str) -> str | None:
+    """Remove the claims, leases and worker rows of ``study`` (see :func:`search.study.register_purge`)."""
+    engine = side_engine(storage, metadata)
+    try:
+        with engine.begin() as conn:
+            n = conn.execute(claims.delete().where(claims.c.study == study)).rowcount or 0
+            conn.execute(leases.delete().where(leases.c.study == study))
+            conn.execute(workers.delete().where(workers.c.study == study))
+    finally:
+        engine.dispose()
+    return f"removed {n} claims of an earlier study named {study!r}" if n else None
+
+
 def heartbeat_storage(url: str | None, settings: WorkerSettings) -> optuna.storages.RDBStorage:
     """The study storage with Optuna heartbeats and re-queueing of failed trials."""
     with _quiet_optuna():
@@ -341,16 +356,48 @@ def _quiet_optuna() -> Iterator[None]:
         yield
 
 
+@dataclass
+class Progress:
+    """What a progress display needs after each evaluation.
+
+    Attributes:
+        queries: paid evaluations of the study so far (every worker's).
+        budget: the study's budget.
+        trials: trials of the study as this worker last counted them.
+        hv_ratio: HV ratio of the paid evaluations this worker knows of (all of them in a
+            single-process search; refreshed each round it leads otherwise), or None when the
+            problem has no exact front or scores only its final front.
+    """
+
+    queries: int
+    budget: int
+    trials: int
+    hv_ratio: float | None
+
+
+MAX_TRIALS_PER_QUERY = 20
+"""Stop after this many trials per budgeted query: a sampler stuck re-proposing seen points."""
+
+
+@dataclass
+class _LedRound:
+    """A round this worker proposed, kept until its results are in (for ``Proposer.observe``)."""
+
+    ctx: RoundContext
+    rejected: list[tuple[Proposal, str]]
+
+
 class Worker:
-    """One worker process's loop (see the module doc).
+    """One worker's loop (see the module doc); a single-process search is one worker.
 
     Args:
         problem: the study's problem.
         proposer: the study's proposer.
         storage: the storage URL.
         study_name: the (existing) study.
-        seed: the study's seed (samplers add the worker number).
+        seed: the study's seed; the first worker's sampler uses it, later ones ``seed * 1000 + n``.
         settings: timing.
+        on_progress: called after every paid evaluation of this worker.
     """
 
     def __init__(
@@ -362,7 +409,7 @@ class Worker:
         study_name: str,
         seed: int,
         settings: WorkerSettings | None = None,
-        on_progress: Callable[[int, int], None] | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
     ) -> None:
         self.problem = problem
         self.proposer = proposer
@@ -378,24 +425,28 @@ class Worker:
         self._last_sweep = 0.0
         self._last_repair = 0.0
         self._finished_at: float | None = None
+        self._led: _LedRound | None = None
+        self._found: tuple[list[float], list[float]] = ([], [])  # paid values known here, for the progress HV
+        self._asked = 0
+        self._done = 0
         patience = self.settings.patience_s
         self.coord = with_database_retry("connecting", lambda: Coordination(storage, study_name), patience_s=patience)
         self.heart = with_database_retry("connecting", lambda: heartbeat_storage(storage, self.settings), patience_s=patience)
+        number = with_database_retry("connecting", lambda: len(self.coord.workers()) + 1, patience_s=patience)
+        sampler_seed = seed if number == 1 else seed * 1000 + number  # a lone search samples exactly as its seed says
         try:
             self.study = with_database_retry(
                 "loading the study",
-                lambda: optuna.load_study(
-                    study_name=study_name, storage=self.heart, sampler=proposer.sampler(problem, seed * 1000 + self._number())
-                ),
+                lambda: optuna.load_study(study_name=study_name, storage=self.heart, sampler=proposer.sampler(problem, sampler_seed)),
                 patience_s=patience,
             )
         except KeyError:
             raise UserInputError(f"no study {study_name!r} to join; start it with `coevo search ... --study {study_name}`") from None
         self.study_id = with_database_retry("loading the study", lambda: self.heart.get_study_id_from_name(study_name), patience_s=patience)
         self.budget = int(self.study.user_attrs.get(ATTR_BUDGET, 0))
-
-    def _number(self) -> int:
-        return len(self.coord.workers()) + 1
+        self._trials_at_start = int(self.heart.get_n_trials(self.study_id))
+        self.max_trials = MAX_TRIALS_PER_QUERY * self.budget + 100
+        self._reference = problem.reference() if on_progress is not None and problem.found_set == "all" else None
 
     # ------------------------------------------------------------ resilience
 
@@ -440,19 +491,31 @@ class Worker:
     # ------------------------------------------------------------ the loop
 
     def run(self) -> WorkerResult:
-        """Work until the study's budget is evaluated, a stop is asked, or the database stays away."""
+        """Work until the study's budget is evaluated, a stop is asked, or the database stays away.
+
+        The first SIGINT/SIGTERM finishes the current evaluation and stops; a second SIGINT
+        interrupts at once (``KeyboardInterrupt``). Either way a rerun resumes.
+        """
         started = time.perf_counter()
         self._retry("registering", lambda: self.coord.register(self.name))
         restore = _stop_on_signals(self.stop)
-        state, note = "finished", None
+        state: str = "stopped"
+        note: str | None = "interrupted"
         try:
             with self._heartbeat(), _quiet_optuna():
+                self._retry("cleaning up after dead workers", self._fail_trials_of_dead_workers)
+                if self.on_progress is not None:
+                    self._refresh_found(evaluations_from_study(self.problem, self.study))
                 while not self.stop.is_set():
                     if not self._retry("working", self._step):
                         break
+                if self._led is not None:
+                    self._retry("observing", lambda: self._observe_led(evaluations_from_study(self.problem, self.study)))
             if self.stop.is_set():
                 state, note = "stopped", "stopped by a signal after finishing its evaluation"
                 self.result.stopped = note
+            else:
+                state, note = "finished", self.result.stopped
         except CoevoError as exc:
             state, note = "failed", str(exc)
             self.result.stopped = note
@@ -465,14 +528,15 @@ class Worker:
         return self.result
 
     def _step(self) -> bool:
-        """One unit of work; False when the budget is evaluated."""
+        """One unit of work; False when the budget is evaluated (or the proposer is stuck)."""
         total, done = self.coord.counts()
+        self._done = done
         if done >= self.budget:
             return self._wind_down()
         if time.monotonic() - self._last_sweep > self.settings.heartbeat_s:
             self._sweep_dead_trials()
         waiting = self._waiting()
-        explicit = getattr(self.proposer, "explicit", False)
+        explicit = self.proposer.explicit
         if total >= self.budget and not waiting:
             # the last claims are being evaluated, will be re-queued, or were told by a worker
             # that died before recording them
@@ -488,6 +552,11 @@ class Worker:
             if self._waiting():
                 return True
             # the round proposed nothing valid: one sampler-chosen trial, as the single-process runner does
+        if self._trials_at_start + self._asked >= self.max_trials:
+            n = int(self.heart.get_n_trials(self.study_id))
+            if n >= self.max_trials:
+                self.result.stopped = f"stopped after {n} trials: the proposer keeps re-proposing evaluated points"
+                return False
         self._evaluate_one()
         return True
 
@@ -497,18 +566,46 @@ class Worker:
         Copies waiting in the queue are asked and pruned (the budget is spent); RUNNING trials
         of dead workers are failed once stale. Live workers' last trials end by themselves.
         Waits at most two grace periods, so a finished search never hangs on a dead worker.
+        A budget raised meanwhile (a rerun with a larger ``--budget``) puts the worker back to work.
         """
+        if self._finished_at is None:
+            self.budget = int(self.study.user_attrs.get(ATTR_BUDGET, self.budget))
+            self.max_trials = MAX_TRIALS_PER_QUERY * self.budget + 100
+            if self.coord.counts()[1] < self.budget:
+                return True
         self._finished_at = self._finished_at or time.monotonic()
         if self._waiting():
             self._evaluate_one()
             return True
-        running = self.heart.get_n_trials(self.study_id, state=TrialState.RUNNING)
+        running = self._count(TrialState.RUNNING)
         if not running or time.monotonic() - self._finished_at > 2 * self.settings.grace_s + self.settings.heartbeat_s:
             return False
         if time.monotonic() - self._last_sweep > self.settings.heartbeat_s:
             self._sweep_dead_trials()
         time.sleep(self.settings.poll_s)
         return True
+
+    def _fail_trials_of_dead_workers(self) -> None:
+        """At start: fail and re-queue the RUNNING trials whose worker is certainly gone.
+
+        A worker is gone when its row says it stopped or failed, when it was last seen more
+        than a grace period ago, or when it ran on this host under a pid that no longer exists
+        (a killed search rerun at once). Trials that name no worker (left by a process killed
+        between ``ask`` and tagging its trial, or by coevo before 0.2) are failed only when no
+        other worker is alive; otherwise the regular sweep takes them once they are old.
+        """
+        alive = {w["worker"] for w in self.coord.workers() if w["worker"] != self.name and _alive(w, self.settings.grace_s)}
+        requeue = RetryHeartbeatStaleTrialCallback(max_retry=None)
+        for t in self.heart.get_all_trials(self.study_id, deepcopy=False, states=(TrialState.RUNNING,)):
+            owner = t.user_attrs.get("worker")
+            if (owner is None and alive) or owner in alive:
+                continue
+            trial_id = self.heart.get_trial_id_from_study_id_trial_number(self.study_id, t.number)
+            try:
+                if self.heart.set_trial_state_values(trial_id, state=TrialState.FAIL):
+                    requeue(self.study, self.heart.get_trial(trial_id))
+            except optuna.exceptions.UpdateFinishedTrialError:
+                pass  # another worker got there first
 
     def _sweep_dead_trials(self) -> None:
         """Fail and re-queue the RUNNING trials of dead workers.
@@ -557,7 +654,14 @@ class Worker:
                 requeue(self.study, trial)
 
     def _waiting(self) -> int:
-        return int(self.heart.get_n_trials(self.study_id, state=TrialState.WAITING))
+        return self._count(TrialState.WAITING)
+
+    def _count(self, state: TrialState) -> int:
+        """Trials of the study in ``state``, counted in SQL (Optuna's ``get_n_trials`` loads every such trial)."""
+        table = _TRIALS.__table__
+        query = sa.select(sa.func.count()).select_from(table).where(table.c.study_id == self.study_id, table.c.state == state)
+        with self.heart.engine.connect() as conn:
+            return int(conn.execute(query).scalar_one())
 
     def _lead_round(self) -> bool:
         """Run one co-evolution round if this worker gets the round lease; True if it did."""
@@ -567,30 +671,63 @@ class Worker:
         try:
             if self._waiting():
                 return True  # another leader just enqueued this round
-            round_no = int(self.study.user_attrs.get("coevo.round", 0))
+            round_no = int(self.study.user_attrs.get(ATTR_ROUND, 0))
             evaluations = evaluations_from_study(self.problem, self.study)
+            self._observe_led(evaluations)
+            if self.on_progress is not None:
+                self._refresh_found(evaluations)
             seen = self.coord.seen() | {e.point_id for e in evaluations}
             total, _ = self.coord.counts()
             ctx = RoundContext(
                 self.problem, self.study, round_no, tuple(evaluations), frozenset(seen), self.budget - total, self.seed, self.storage
             )
             batch: set[str] = set()
+            rejected: list[tuple[Proposal, str]] = []
             for prop in self.proposer.propose(ctx):
                 if prop.error:
+                    rejected.append((prop, prop.error))
                     continue
                 pid = self.problem.point_id(prop.point)
                 if pid in seen or pid in batch:
+                    rejected.append((prop, "already evaluated" if pid in seen else "duplicate in this round"))
                     continue
                 batch.add(pid)
                 attrs = {"rationale": prop.rationale, "heuristics": list(prop.heuristics), "round": round_no, **prop.attrs}
                 self.study.enqueue_trial(self.problem.to_params(prop.point), user_attrs=attrs)
-            self.proposer.observe(ctx, [], [])
-            self.study.set_user_attr("coevo.round", round_no + 1)
+            self._led = _LedRound(ctx, rejected)
+            self.study.set_user_attr(ATTR_ROUND, round_no + 1)
             self.result.rounds_led += 1
             return True
         finally:
             self._leases.discard("round")
             self.coord.release("round", self.name)
+
+    def _observe_led(self, evaluations: list[Evaluation]) -> None:
+        """Tell the proposer how the round this worker led last went (every worker's evaluations of it)."""
+        if self._led is None:
+            return
+        led, self._led = self._led, None
+        results = [e for e in evaluations if e.attrs.get("round") == led.ctx.round]
+        self.proposer.observe(led.ctx, results, led.rejected)
+
+    def _refresh_found(self, evaluations: list[Evaluation]) -> None:
+        if self._reference is None:
+            return
+        acc_name, lat_name = self.problem.front_objectives
+        paid = [e for e in evaluations if e.query]
+        self._found = ([e.values[acc_name] for e in paid], [e.values[lat_name] for e in paid])
+
+    def _report(self, values: dict[str, float]) -> None:
+        if self.on_progress is None:
+            return
+        hv = None
+        if self._reference is not None:
+            acc_name, lat_name = self.problem.front_objectives
+            self._found[0].append(values[acc_name])
+            self._found[1].append(values[lat_name])
+            hv = self._reference.hv_ratio(*self._found)
+        # the count read at the start of this step, plus this evaluation (others' show at the next step)
+        self.on_progress(Progress(self._done + 1, self.budget, self._trials_at_start + self._asked, hv))
 
     def _trial(self, number: int) -> optuna.trial.FrozenTrial | None:
         """The study's trial ``number`` (None when there is none)."""
@@ -605,15 +742,16 @@ class Worker:
 
     def _evaluate_one(self) -> None:
         trial = self.study.ask()
+        self._asked += 1
         self._current = self.heart.get_trial_id_from_study_id_trial_number(self.study_id, trial.number)
         self.heart.record_heartbeat(self._current)  # a trial without one is never detected as stale
         try:
+            trial.set_user_attr("worker", self.name)  # first: a rerun after a kill can tell whose trial this was
             point = self.problem.suggest(trial)
             pid = self.problem.point_id(point)
             verdict, other = self._retry("claiming", lambda: self.coord.claim(pid, trial.number, self.budget, self._holder_state))
             trial.set_user_attr("point_id", pid)
             trial.set_user_attr("design", self.problem.describe(point))
-            trial.set_user_attr("worker", self.name)
             if verdict in ("busy", "full"):
                 trial.set_user_attr("skipped", f"{verdict}: point claimed by trial {other}" if other is not None else "budget claimed")
                 self._retry("telling", lambda: self._tell(trial, None, TrialState.PRUNED))
@@ -634,8 +772,7 @@ class Worker:
             if self._retry("telling", lambda: self._tell(trial, values, TrialState.COMPLETE)):
                 self._retry("recording", lambda: self.coord.finish(pid, trial.number))
                 self.result.evaluated += 1
-                if self.on_progress:
-                    self.on_progress(*self.coord.counts())
+                self._report(values)
         finally:
             self._current = None
 
@@ -658,13 +795,30 @@ class Worker:
         return {o.name: v for o, v in zip(self.problem.objectives, t.values, strict=True)}
 
 
+def _alive(row: dict[str, Any], grace_s: float) -> bool:
+    """Whether a worker row belongs to a live worker (see :meth:`Worker._fail_trials_of_dead_workers`)."""
+    if row["state"] != "running" or time.time() - float(row["last_seen"]) > grace_s:
+        return False
+    if row["host"] == socket.gethostname():
+        try:
+            os.kill(int(row["pid"]), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True  # a process of another user has that pid
+    return True
+
+
 def _stop_on_signals(stop: threading.Event) -> Callable[[], None]:
-    """SIGINT/SIGTERM set ``stop`` (the current evaluation finishes); returns a restore function."""
+    """SIGINT/SIGTERM set ``stop`` (the current evaluation finishes); a second SIGINT raises
+    ``KeyboardInterrupt`` at once. Returns a restore function."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
 
     def handler(signum: int, frame: Any) -> None:
+        if stop.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
         stop.set()
 
     for s in previous:

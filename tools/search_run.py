@@ -63,7 +63,7 @@ class SearchRun(Tool):
         "device": "fpga",
         "proposer": "random",
         "budget": 5,
-        "storage": "sqlite:///:memory:",
+        "storage": "sqlite:///example.sqlite3",
     }
     long_running = True
 

@@ -4,6 +4,8 @@ OpenAI-compatible endpoint). :func:`make_reasoner` picks one from flags and envi
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from typing import Any
 
 from agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner, Usage
 from agent.reasoners.offline import OfflineReasoner
@@ -65,4 +67,51 @@ def make_reasoner(
     )
 
 
-__all__ = ["OFFLINE_NOTE", "KnowledgeContext", "OfflineReasoner", "ProposeRequest", "Reasoner", "Usage", "llm_settings", "make_reasoner"]
+def reasoner_from_config(
+    config: Mapping[str, Any],
+    *,
+    storage: str | None,
+    base_url: str | None = None,
+    model: str | None = None,
+    api_key: str | None = None,
+    timeout_s: float | None = None,
+    price_per_mtok: tuple[float, float] | None = None,
+) -> Reasoner:
+    """Rebuild the reasoner a study was made with (:meth:`Reasoner.config`), for a worker that joins it.
+
+    The model is the study's: it shapes the search. Where this machine reaches the endpoint
+    differently, ``base_url`` (flag, then ``COEVO_LLM_BASE_URL``) wins over the stored URL; the
+    key comes from the flag or ``OPENAI_API_KEY`` only (keys are never stored).
+
+    Raises:
+        UserInputError: ``model`` names another model than the study's.
+    """
+    if config.get("kind", "offline") == "offline":
+        return OfflineReasoner(guided=bool(config.get("guided", True)))
+    stored = str(config.get("model") or "")
+    if model and model != stored:
+        raise UserInputError(f"this study's reasoner is llm:{stored}; a worker cannot join it with --llm-model {model}")
+    price = price_per_mtok or (tuple(config["price_per_mtok"]) if config.get("price_per_mtok") else None)
+    env_url, _, _ = llm_settings()
+    return make_reasoner(
+        "llm",
+        base_url=base_url or env_url or config.get("base_url"),
+        model=stored,
+        api_key=api_key,
+        storage=storage,
+        price_per_mtok=price,
+        timeout_s=float(timeout_s if timeout_s is not None else config.get("timeout_s", 60.0)),
+    )
+
+
+__all__ = [
+    "OFFLINE_NOTE",
+    "KnowledgeContext",
+    "OfflineReasoner",
+    "ProposeRequest",
+    "Reasoner",
+    "Usage",
+    "llm_settings",
+    "make_reasoner",
+    "reasoner_from_config",
+]

@@ -96,6 +96,10 @@ class Reasoner(ABC):
         self.usage = Usage()
 
     @abstractmethod
+    def config(self) -> dict[str, Any]:
+        """JSON-serialisable settings that rebuild this reasoner (:func:`agent.reasoners.reasoner_from_config`); no secrets."""
+
+    @abstractmethod
     def update_knowledge(self, kb: KnowledgeBase, evidence: Sequence[Evaluation], ctx: KnowledgeContext) -> list[str]:
         """Edit ``kb`` in place from ``evidence``; return one line per change (for the round log)."""
 

@@ -123,6 +123,9 @@ class LLMReasoner(Reasoner):
         for name in PROMPTS:
             load_prompt(name)  # a broken template fails here, at start-up
         self.model = model
+        self.base_url = base_url
+        self.timeout_s = timeout_s
+        self._api_key = api_key
         self.label = f"llm:{model}"
         self.cache = cache
         self.transport_retries = transport_retries
@@ -139,6 +142,52 @@ class LLMReasoner(Reasoner):
             max_retries=0,
             temperature=temperature,
         )
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "kind": "llm",
+            "model": self.model,
+            "base_url": self.base_url,
+            "timeout_s": self.timeout_s,
+            "price_per_mtok": list(self.price) if self.price else None,
+        }
+
+    def check_endpoint(self) -> str:
+        """Make sure the endpoint answers for this model before a search starts.
+
+        Asks for the served models (``GET /models``); when the server has no such route or
+        does not list the model, sends one 1-token request instead. Returns a line saying what
+        answered.
+
+        Raises:
+            LLMUnavailableError: unreachable, the key was refused, or the model is not served;
+                the message says what to change. Nothing of the search has started.
+        """
+        client = openai.OpenAI(
+            base_url=self.base_url, api_key=self._api_key or "not-needed", timeout=min(self.timeout_s, 20.0), max_retries=0
+        )
+        where = f"the LLM endpoint {self.base_url}"
+        try:
+            try:
+                served = [m.id for m in client.models.list()]
+            except (openai.NotFoundError, openai.UnprocessableEntityError, openai.InternalServerError, openai.BadRequestError):
+                served = []  # no models route (some servers): one token tells
+            except openai.APIStatusError as exc:
+                if exc.status_code in (401, 403):
+                    raise
+                served = []
+            if self.model in served:
+                return f"{where} serves {self.model}"
+            client.chat.completions.create(model=self.model, messages=[{"role": "user", "content": "ping"}], max_tokens=1)
+            return f"{where} answered a 1-token request for {self.model}"
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+            raise LLMUnavailableError(f"{where} refused the API key (HTTP {exc.status_code}): set OPENAI_API_KEY or --llm-api-key") from exc
+        except openai.NotFoundError as exc:
+            raise LLMUnavailableError(f"{where} does not serve model {self.model!r} (HTTP 404): set COEVO_LLM_MODEL / --llm-model") from exc
+        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            raise LLMUnavailableError(f"cannot reach {where} ({exc}): start the server or fix COEVO_LLM_BASE_URL / --llm-base-url") from exc
+        except openai.APIStatusError as exc:
+            raise LLMUnavailableError(f"{where} answered HTTP {exc.status_code} to a 1-token request: {exc.message}") from exc
 
     # ------------------------------------------------------------ transport
 

@@ -155,6 +155,9 @@ class OfflineReasoner(Reasoner):
         self.guided = guided
         self.label = "offline (no LLM)" if guided else "offline (no LLM), unguided"
 
+    def config(self) -> dict[str, Any]:
+        return {"kind": "offline", "guided": self.guided}
+
     # ------------------------------------------------------------ knowledge
 
     def update_knowledge(self, kb: KnowledgeBase, evidence: Sequence[Evaluation], ctx: KnowledgeContext) -> list[str]:

@@ -89,13 +89,24 @@ class Proposer(ABC):
     """Registry name, e.g. ``tpe``."""
     variant: str = ""
     """Suffix of default study names for options that change the run (e.g. ``-kbfrom-X``)."""
-    explicit: bool = False
-    """True when :meth:`propose` returns proposals in rounds (workers then elect a round leader);
-    False when every trial is the sampler's choice."""
 
     @abstractmethod
     def sampler(self, problem: Problem, seed: int) -> optuna.samplers.BaseSampler:
         """The Optuna sampler for trials the proposer leaves to the study (and for resume)."""
+
+    @property
+    def explicit(self) -> bool:
+        """True when :meth:`propose` returns proposals in rounds (workers then elect a round leader);
+        False when every trial is the sampler's choice. By default: whether ``propose`` is overridden."""
+        return type(self).propose is not Proposer.propose
+
+    def options(self) -> dict[str, Any]:
+        """JSON-serialisable options that rebuild this proposer with ``get_proposer(name, options)``.
+
+        Stored with the study, so a worker that joins from anywhere proposes as the search
+        that created it did. Never include secrets (API keys): they stay in the environment.
+        """
+        return {}
 
     def propose(self, ctx: RoundContext) -> list[Proposal]:
         """Explicit proposals for this round; the default (none) lets the sampler pick one."""

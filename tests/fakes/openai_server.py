@@ -14,6 +14,10 @@ step is a dict (or a callable taking the request JSON and returning one):
 * ``{"tool_calls": [{"name": "nb201_query", "arguments": {...}}]}`` the model calls tools
   (``arguments`` may be a string, e.g. malformed JSON), with optional ``content``.
 
+``GET /v1/models`` lists the served models (``models``, default one fake model) without
+using a step, as a server's health check; ``models=None`` makes it answer 404, as servers
+without that route do.
+
 A request with ``"stream": true`` is answered as server-sent events, as the OpenAI API
 does: content in small deltas, tool-call arguments in pieces, then the finish reason and,
 when ``stream_options.include_usage`` is set, a usage chunk.
@@ -25,7 +29,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -35,9 +39,11 @@ Step = dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]]
 class FakeOpenAI:
     """Context manager running the server on a free loopback port."""
 
-    def __init__(self, script: list[Step] | None = None, default: Step | None = None) -> None:
+    def __init__(self, script: list[Step] | None = None, default: Step | None = None, models: Sequence[str] | None = ("fake-7b",)) -> None:
         self.script = list(script or [])
         self.default = default
+        self.models = list(models) if models is not None else None
+        self.model_requests = 0
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         fake = self
@@ -45,6 +51,14 @@ class FakeOpenAI:
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:
                 pass
+
+            def do_GET(self) -> None:
+                fake.model_requests += 1
+                if self.path.rstrip("/").endswith("/models") and fake.models is not None:
+                    data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in fake.models]
+                    self._send(200, json.dumps({"object": "list", "data": data}))
+                    return
+                self._send(404, json.dumps({"error": {"message": f"no route {self.path}", "type": "not_found"}}))
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))

@@ -1,0 +1,222 @@
+"""A coevo search as an Optuna study: its tags, its evaluations, creating and reopening it.
+
+A study is tagged with the problem spec, the proposer, the seed, the budget, the options
+that shape the proposer (so any worker that joins rebuilds the same one), and a uid that
+ties coevo's side tables (claims, round logs, LLM replies, knowledge base) to this study
+and not to an earlier, deleted study of the same name.
+"""
+
+from __future__ import annotations
+
+import uuid
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+
+from search.errors import UserInputError
+from search.problem import Problem
+from search.proposers import Evaluation, Proposer
+from search.storage import open_storage, resolve_storage_url
+
+ATTR_SPEC = "coevo.problem"
+ATTR_PROPOSER = "coevo.proposer"
+ATTR_PROPOSER_OPTIONS = "coevo.proposer_options"
+ATTR_SEED = "coevo.seed"
+ATTR_BUDGET = "coevo.budget"
+ATTR_UID = "coevo.uid"
+ATTR_ROUND = "coevo.round"
+"""The next co-evolution round (study attribute)."""
+
+Purge = Callable[[str | None, str], str | None]
+"""``(storage, study name) -> note``: removes a side table's rows of a study by name; the note
+(None when there was nothing) says what was removed or set aside."""
+_PURGES: list[Purge] = []
+
+
+def register_purge(purge: Purge) -> Purge:
+    """Register a function that removes one side table's rows of a study by name.
+
+    Every registered purge runs when a study is created (rows left by a deleted study of the
+    same name must not leak into the new one) and when ``coevo runs delete`` removes one.
+    """
+    _PURGES.append(purge)
+    return purge
+
+
+def purge_side_tables(storage: str | None, study_name: str) -> list[str]:
+    """Run every registered purge for ``study_name``; returns their notes."""
+    return [note for purge in _PURGES if (note := purge(storage, study_name))]
+
+
+def default_study_name(problem: Problem, proposer: str, seed: int, variant: str = "") -> str:
+    """``<problem>-<option values>-<proposer><variant>-s<seed>``, e.g. ``nb201-cifar10-fpga-tpe-s0``."""
+    # scalar options only: nested settings stay out of the name
+    parts = [str(v) for k, v in problem.spec().items() if k != "problem" and isinstance(v, str | int) and not isinstance(v, bool)]
+    return "-".join([problem.name, *parts, proposer + variant, f"s{seed}"])
+
+
+def evaluations_from_study(problem: Problem, study: optuna.Study) -> list[Evaluation]:
+    """Every completed trial of ``study`` as an :class:`Evaluation`, in trial order."""
+    out = []
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        point = problem.from_params(t.params)
+        values = {o.name: v for o, v in zip(problem.objectives, t.values, strict=True)}
+        out.append(Evaluation(t.number, point, problem.point_id(point), values, bool(t.user_attrs.get("query", True)), dict(t.user_attrs)))
+    return out
+
+
+def paid_count(study: optuna.Study) -> int:
+    """Evaluations of ``study`` that paid for the expensive objectives."""
+    trials = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    return sum(bool(t.user_attrs.get("query", True)) for t in trials)
+
+
+def study_uid(study: optuna.Study) -> str:
+    """The study's uid (given to studies made before uids existed on first use)."""
+    uid = study.user_attrs.get(ATTR_UID)
+    if not isinstance(uid, str):
+        uid = uuid.uuid4().hex
+        study.set_user_attr(ATTR_UID, uid)
+    return uid
+
+
+@dataclass(frozen=True)
+class OpenedStudy:
+    """What :func:`open_study` found or made."""
+
+    study: optuna.Study
+    created: bool
+    budget: int
+    """The budget now stored (a smaller one than the evaluations already made is not stored)."""
+    paid: int
+    """Evaluations already paid for when it was opened."""
+    notes: tuple[str, ...] = ()
+    """What was cleared when it was created (rows of an earlier, deleted study of the same name)."""
+
+
+def open_study(problem: Problem, proposer: Proposer, *, storage: str | None, study_name: str, seed: int, budget: int) -> optuna.Study:
+    """Create the study or reopen it with the same options; records the budget (see :func:`open_or_create`)."""
+    return open_or_create(problem, proposer, storage=storage, study_name=study_name, seed=seed, budget=budget).study
+
+
+def open_or_create(problem: Problem, proposer: Proposer, *, storage: str | None, study_name: str, seed: int, budget: int) -> OpenedStudy:
+    """Create the study (tagged with problem, proposer, seed, uid) or reopen it with the same options.
+
+    A new study first clears coevo's side tables of any earlier study of the same name (one
+    removed with ``optuna delete-study``, say). The budget is stored unless it is below the
+    evaluations already paid for: then the stored budget stays, and the caller says so.
+
+    Raises:
+        UserInputError: the study exists for another problem or proposer.
+    """
+    if resolve_storage_url(storage) == "sqlite:///:memory:":
+        raise UserInputError(
+            "sqlite:///:memory: cannot hold a search: every connection (workers, heartbeats) would see another, empty "
+            "database; use a file, e.g. sqlite:///runs/coevo.sqlite3"
+        )
+    backend = open_storage(storage)
+    spec = problem.spec()
+    created = False
+    notes: list[str] = []
+    try:
+        study = optuna.load_study(study_name=study_name, storage=backend, sampler=proposer.sampler(problem, seed))
+    except KeyError:
+        try:
+            study = optuna.create_study(
+                study_name=study_name, storage=backend, directions=list(problem.directions), sampler=proposer.sampler(problem, seed)
+            )
+        except optuna.exceptions.DuplicatedStudyError:  # another process created it a moment ago
+            study = optuna.load_study(study_name=study_name, storage=backend, sampler=proposer.sampler(problem, seed))
+        else:
+            created = True
+            notes = purge_side_tables(storage, study_name)
+            _tag(study, problem, proposer, seed)
+    else:
+        stored = study.user_attrs.get(ATTR_SPEC)
+        if stored is None and not study.get_trials(deepcopy=False):
+            _tag(study, problem, proposer, seed)  # created by a run killed before it tagged the study: adopt it
+            stored = spec
+        if stored != spec or study.user_attrs.get(ATTR_PROPOSER) != proposer.name:
+            raise UserInputError(
+                f"study {study_name!r} already exists for problem {stored} with proposer "
+                f"{study.user_attrs.get(ATTR_PROPOSER)!r}; pass another --study name or the same options"
+            )
+    study_uid(study)
+    study.set_user_attr(ATTR_PROPOSER_OPTIONS, proposer.options())
+    paid = 0 if created else paid_count(study)
+    stored_budget = int(study.user_attrs.get(ATTR_BUDGET, 0))
+    if budget >= paid or not stored_budget:
+        study.set_user_attr(ATTR_BUDGET, budget)
+        stored_budget = budget
+    return OpenedStudy(study, created, stored_budget, paid, tuple(notes))
+
+
+def _tag(study: optuna.Study, problem: Problem, proposer: Proposer, seed: int) -> None:
+    study.set_user_attr(ATTR_SPEC, problem.spec())
+    study.set_user_attr(ATTR_PROPOSER, proposer.name)
+    study.set_user_attr(ATTR_SEED, seed)
+    study.set_user_attr(ATTR_UID, uuid.uuid4().hex)
+    # optuna-dashboard and trials_dataframe() show objective names instead of "Objective 0"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        study.set_metric_names([o.name for o in problem.objectives])
+
+
+@dataclass(frozen=True)
+class StoredSearch:
+    """A finished or running search, read back from storage."""
+
+    study: optuna.Study
+    problem: Problem
+    proposer: str
+    seed: int
+    budget: int
+    proposer_options: dict[str, Any]
+
+    def summary(self, storage: str | None) -> Any:
+        """Its found set scored as :func:`search.runner.summarize` does (no wall time: nothing ran here)."""
+        from search.runner import summarize  # the runner builds on this module
+
+        return summarize(self.problem, self.study, proposer=self.proposer, seed=self.seed, budget=self.budget, storage=storage, wall_s=0.0)
+
+
+def load_search(storage: str | None, study_name: str, *, create: bool = True) -> StoredSearch:
+    """Open study ``study_name`` and rebuild its problem from the recorded spec.
+
+    Args:
+        storage: the storage URL.
+        study_name: the study.
+        create: False for read-only callers: a storage that does not exist yet is an error
+            (nothing is created).
+
+    Raises:
+        UserInputError: no such study (the message lists the studies there), or it was not made by coevo.
+        StorageError: the storage cannot be opened.
+    """
+    from search.problems import make_problem  # search.problems imports problem modules; keep this light
+
+    backend = open_storage(storage, create=create)
+    try:
+        study = optuna.load_study(study_name=study_name, storage=backend)
+    except KeyError:
+        names = [s.study_name for s in optuna.get_all_study_summaries(backend, include_best_trial=False)]
+        listed = ", ".join(names[:10]) + (" ..." if len(names) > 10 else "") if names else "none"
+        raise UserInputError(f"no study {study_name!r} in {resolve_storage_url(storage)} (studies: {listed})") from None
+    spec = study.user_attrs.get(ATTR_SPEC)
+    if not isinstance(spec, dict) or "problem" not in spec:
+        raise UserInputError(f"study {study_name!r} was not created by coevo (it has no problem spec)")
+    options: dict[str, Any] = {k: v for k, v in spec.items() if k != "problem" and isinstance(v, str | int | float)}
+    if options.get("mode", "query") != "query":
+        options["storage"] = storage
+    stored_options = study.user_attrs.get(ATTR_PROPOSER_OPTIONS)
+    return StoredSearch(
+        study,
+        make_problem(spec["problem"], options),
+        str(study.user_attrs.get(ATTR_PROPOSER, "?")),
+        int(study.user_attrs.get(ATTR_SEED, 0)),
+        int(study.user_attrs.get(ATTR_BUDGET, 0)),
+        dict(stored_options) if isinstance(stored_options, dict) else {},
+    )
