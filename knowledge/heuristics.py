@@ -185,16 +185,49 @@ def effect_text(s: Mapping[str, Any]) -> str:
     return f"{subject} {verb} {s['objective']} by {size}{where} {counts}"
 
 
+def quantity_label(name: str, unit: str) -> str:
+    """``name (unit)`` for axes and column headers, without saying the unit twice.
+
+    Example:
+        >>> quantity_label("latency_ms", "ms"), quantity_label("accuracy", "%"), quantity_label("share", "")
+        ('latency (ms)', 'accuracy (%)', 'share')
+    """
+    if not unit:
+        return name
+    suffix = "_" + unit.strip().lower().replace(" ", "_")
+    shown = name[: -len(suffix)] if name.lower().endswith(suffix) and len(name) > len(suffix) else name
+    return f"{shown} ({unit})"
+
+
+STRUCTURED_ORDER: tuple[str, ...] = (
+    "kind",
+    "objective",
+    "param",
+    "value",
+    "niche",
+    "effect",
+    "ci95",
+    "n_with",
+    "n_without",
+    "claimed_effect",
+    "refuted",
+    "unit",
+)
+"""The order :func:`format_structured` shows the fields of a claim in (others follow, as stored)."""
+
+
 def format_structured(s: Mapping[str, Any]) -> str:
     """A structured form for people: numbers to 3 significant digits, effects with their unit.
 
     Example:
-        >>> format_structured({"objective": "accuracy", "unit": "%", "effect": 2.0999999, "ci95": 0.7, "n_with": 5})
-        'objective accuracy, unit %, effect +2.10 pp, ci95 ± 0.700 pp, n_with 5'
+        >>> format_structured({"unit": "%", "n_with": 5, "effect": 2.0999999, "ci95": 0.7, "objective": "accuracy"})
+        'objective accuracy, effect +2.10 pp, ci95 ± 0.700 pp, n_with 5, unit %'
     """
     unit = effect_unit(str(s.get("unit", "")))
+    keys = [k for k in STRUCTURED_ORDER if k in s] + [k for k in s if k not in STRUCTURED_ORDER]
     parts = []
-    for key, value in s.items():
+    for key in keys:
+        value = s[key]
         if isinstance(value, bool) or not isinstance(value, int | float):
             shown = "any" if value is None and key == "niche" else str(value)
         elif isinstance(value, int):

@@ -44,8 +44,19 @@ def test_list_and_show(searched: str, capsys: pytest.CaptureFixture[str]) -> Non
     assert shown["history"][0]["version"] == 1 and shown["evidence"]
     with_values = [e for e in shown["evidence"] if e["values"]]
     assert with_values and {"accuracy", "latency_ms", "design"} <= set(with_values[0]["values"])
+    raw = KnowledgeStore.for_storage(searched).latest(STUDY)["H1"].structured
+    assert raw and shown["structured"] == raw  # --json: the stored values, unrounded
     assert main(["kb", "show", "H1", "--storage", searched]) == 0
-    assert "history" in capsys.readouterr().out
+    text = " ".join(capsys.readouterr().out.split())
+    assert "history" in text
+    # people get the figures to 3 significant digits with their unit (pp: a difference of percentages)
+    unit = "pp" if raw["unit"] == "%" else raw["unit"]
+    effect = re.search(rf"effect ([+-]?\d+\.?\d*) {unit},", text)
+    ci = re.search(rf"ci95 ± (\d+\.?\d*) {unit},", text)
+    assert effect and ci, text
+    assert float(effect[1]) == pytest.approx(raw["effect"], rel=5e-3) and len(effect[1].strip("+-").replace(".", "").lstrip("0")) == 3
+    assert float(ci[1]) == pytest.approx(raw["ci95"], rel=5e-3)
+    assert repr(raw["effect"]) not in text and repr(raw["ci95"]) not in text
 
 
 def test_bad_ids_and_missing_store_are_one_line_errors(searched: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
