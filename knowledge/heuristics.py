@@ -185,18 +185,19 @@ def effect_text(s: Mapping[str, Any]) -> str:
     return f"{subject} {verb} {s['objective']} by {size}{where} {counts}"
 
 
-def quantity_label(name: str, unit: str) -> str:
-    """``name (unit)`` for axes and column headers, without saying the unit twice.
+def quantity_label(name: str, unit: str, *, what: str = "") -> str:
+    """``name what (unit)`` for axes and column headers, without saying the unit twice.
 
     Example:
         >>> quantity_label("latency_ms", "ms"), quantity_label("accuracy", "%"), quantity_label("share", "")
         ('latency (ms)', 'accuracy (%)', 'share')
+        >>> quantity_label("latency_ms", "ms", what="band")
+        'latency band (ms)'
     """
-    if not unit:
-        return name
     suffix = "_" + unit.strip().lower().replace(" ", "_")
-    shown = name[: -len(suffix)] if name.lower().endswith(suffix) and len(name) > len(suffix) else name
-    return f"{shown} ({unit})"
+    shown = name[: -len(suffix)] if unit and name.lower().endswith(suffix) and len(name) > len(suffix) else name
+    shown = f"{shown} {what}" if what else shown
+    return f"{shown} ({unit})" if unit else shown
 
 
 STRUCTURED_ORDER: tuple[str, ...] = (

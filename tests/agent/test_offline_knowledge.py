@@ -37,8 +37,9 @@ def _batch(start: int, n: int, holds: bool, mean: float, spread: float) -> list[
 
 def _independent(evals: list[Evaluation]) -> tuple[float, float, int, int]:
     """(effect, 95% CI half-width, n with, n without) of nor_conv_3x3 on edge_0_1, from the raw values."""
-    a = np.array([e.values["accuracy"] for e in evals if e.point[0] == CONV3])
-    b = np.array([e.values["accuracy"] for e in evals if e.point[0] != CONV3])
+    holds = [PROBLEM.to_params(e.point)["edge_0_1"] == "nor_conv_3x3" for e in evals]
+    a = np.array([e.values["accuracy"] for e, h in zip(evals, holds, strict=True) if h])
+    b = np.array([e.values["accuracy"] for e, h in zip(evals, holds, strict=True) if not h])
     se = math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
     return float(a.mean() - b.mean()), 1.96 * se, len(a), len(b)
 
