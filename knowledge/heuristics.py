@@ -170,6 +170,11 @@ def effect_text(s: Mapping[str, Any]) -> str:
         >>> effect_text({"objective": "accuracy", "unit": "%", "param": "edge_1_2", "value": "nor_conv_1x1",
         ...              "niche": None, "effect": 2.1, "ci95": 0.71, "n_with": 5, "n_without": 6})
         'edge_1_2=nor_conv_1x1 (vs other edge_1_2 values) raises accuracy by 2.10 ± 0.71 pp (95% CI; 5 vs 6 evaluations)'
+        >>> effect_text({"objective": "latency_ms", "unit": "ms", "param": "edge_2_3", "value": "nor_conv_1x1", "niche": None,
+        ...              "effect": 0.3, "ci95": 0.66, "n_with": 37, "n_without": 167, "claimed_effect": -1.3,
+        ...              "refuted": "the 95% CI contains 0"})  # doctest: +NORMALIZE_WHITESPACE
+        'refuted: edge_2_3=nor_conv_1x1 (vs other edge_2_3 values) was claimed to lower latency_ms; re-measured +0.300 ± 0.66 ms
+         (95% CI; 37 vs 167 evaluations): the 95% CI contains 0'
     """
     unit = effect_unit(str(s.get("unit", "")))
     subject = f"{s['param']}={s['value']} (vs other {s['param']} values)"
@@ -177,7 +182,8 @@ def effect_text(s: Mapping[str, Any]) -> str:
     counts = f"(95% CI; {s['n_with']} vs {s['n_without']} evaluations)"
     if "claimed_effect" in s:
         claimed = "raise" if float(s["claimed_effect"]) > 0 else "lower"
-        measured = with_unit(f"{sig(float(s['effect']), 3)} ± {sig(float(s['ci95']), 2)}", unit)
+        sign = "+" if float(s["effect"]) > 0 else ""
+        measured = with_unit(f"{sign}{sig(float(s['effect']), 3)} ± {sig(float(s['ci95']), 2)}", unit)
         why = f": {s['refuted']}" if s.get("refuted") else ""
         return f"refuted: {subject} was claimed to {claimed} {s['objective']}{where}; re-measured {measured} {counts}{why}"
     verb = "raises" if float(s["effect"]) > 0 else "lowers"

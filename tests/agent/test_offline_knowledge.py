@@ -101,7 +101,7 @@ def test_text_is_rewritten_from_each_new_measurement_and_says_when_refuted(tmp_p
     assert fourth.status == "refuted"
     m = re.fullmatch(
         r"refuted: edge_0_1=nor_conv_3x3 \(vs other edge_0_1 values\) was claimed to raise accuracy; "
-        r"re-measured (-?[\d.]+) ± ([\d.]+) pp \(95% CI; (\d+) vs (\d+) evaluations\): the 95% CI contains 0",
+        r"re-measured ([+-]?[\d.]+) ± ([\d.]+) pp \(95% CI; (\d+) vs (\d+) evaluations\): the 95% CI contains 0",
         fourth.text,
     )
     assert m, fourth.text
