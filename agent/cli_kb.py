@@ -13,12 +13,15 @@ import argparse
 import json
 import sys
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from knowledge.heuristics import effect_unit, format_structured, quantity_label, sig, with_unit
 from knowledge.store import KnowledgeStore, Version, default_kb_url, iter_ids
 from search.errors import UserInputError
 from search.storage import sqlite_path
@@ -164,18 +167,31 @@ def _list(args: argparse.Namespace, store: KnowledgeStore) -> int:
     return 0
 
 
-def _trial_values(args: argparse.Namespace, study_name: str) -> dict[int, dict[str, Any]]:
-    """Trial number -> objective values and design, when the evidence's study is in this storage."""
+@dataclass(frozen=True)
+class _StudyValues:
+    """The evaluated trials of a study that evidence points at, for ``kb show``."""
+
+    rows: dict[int, dict[str, Any]]
+    """Trial number -> objective values and design."""
+    units: dict[str, str]
+    """Objective name -> unit."""
+    first: str | None
+    """The maximised front objective (the validation loop's margins are in its unit)."""
+
+
+def _trial_values(args: argparse.Namespace, study_name: str) -> _StudyValues:
+    """The values of the evidence's study, when it is in this storage (else empty)."""
     from search.runner import evaluations_from_study, load_search
 
     try:
         stored = load_search(args.storage, study_name)
     except UserInputError:
-        return {}  # evidence imported from a study elsewhere: shown without values
+        return _StudyValues({}, {}, None)  # evidence imported from a study elsewhere: shown without values
     problem = stored.problem
-    return {
+    rows = {
         e.trial_number: {"design": problem.describe(e.point), **e.values} for e in evaluations_from_study(problem, stored.study) if e.query
     }
+    return _StudyValues(rows, {o.name: o.unit for o in problem.objectives}, problem.front_objectives[0])
 
 
 def _show(args: argparse.Namespace, store: KnowledgeStore) -> int:
@@ -200,16 +216,17 @@ def _show(args: argparse.Namespace, store: KnowledgeStore) -> int:
                     "author": head.author,
                     "origin": head.origin,
                     "history": [v.summary() for v in history],
-                    "evidence": [{**vars(e), "values": values[e.study].get(e.trial)} for e in evidence],
+                    "evidence": [{**vars(e), "values": values[e.study].rows.get(e.trial)} for e in evidence],
                 }
             )
         )
         return 0
-    out.print(f"[bold]{head.hid}[/] ({kb}) [{head.status}, confidence {head.confidence:.3f}, author {head.author}]")
-    out.print(head.text)
-    out.print(f"scope: {json.dumps(head.scope)}" + (f"; imported from {head.origin}" if head.origin else ""))
+    out.print(f"[bold]{head.hid}[/] " + escape(f"({kb}) [{head.status}, confidence {head.confidence:.3f}, author {head.author}]"))
+    out.print(head.text, markup=False)
+    scope = ", ".join(f"{k} {'any' if v is None else v}" for k, v in head.scope.items())
+    out.print(f"scope: {scope}" + (f"; imported from {head.origin}" if head.origin else ""), markup=False)
     if head.structured:
-        out.print(f"structured: {json.dumps(head.structured)}")
+        out.print(f"structured: {format_structured(head.structured)}", markup=False)
     table = Table(title=f"history ({len(history)} versions)")
     for col in ("v", "round", "status", "conf.", "by", "change"):
         table.add_column(col, overflow="fold")
@@ -217,18 +234,24 @@ def _show(args: argparse.Namespace, store: KnowledgeStore) -> int:
         table.add_row(str(v.version), str(v.round), v.status, f"{v.confidence:.3f}", v.changed_by, v.change)
     out.print(table)
     ev = Table(title=f"evidence ({sum(e.kind == 'support' for e in evidence)} support, {sum(e.kind == 'refute' for e in evidence)} refute)")
-    objective_names: list[str] = sorted({k for m in values.values() for row in m.values() for k in row if k != "design"})
-    for col in ("trial", "kind", "source", "effect", *objective_names, "design"):
+    units = {k: u for sv in values.values() for k, u in sv.units.items()}
+    objective_names: list[str] = sorted({k for sv in values.values() for row in sv.rows.values() for k in row if k != "design"})
+    for col in ("trial", "kind", "source", "effect", *[quantity_label(n, units.get(n, "")) for n in objective_names], "design"):
         ev.add_column(col, overflow="fold")
+    claim_unit = effect_unit(str((head.structured or {}).get("unit", "")))
     for e in sorted(evidence, key=lambda e: (e.study, e.trial, e.source)):
-        row = values[e.study].get(e.trial, {})
+        sv = values[e.study]
+        row = sv.rows.get(e.trial, {})
         trial = str(e.trial) if e.study == kb else f"{e.study}#{e.trial}"
+        # reasoner rows: the trial's deviation in the claim's objective; record rows: its margin on the study's first objective
+        unit = claim_unit if e.source == "reasoner" else effect_unit(sv.units.get(sv.first or "", ""))
+        effect = "-" if e.effect is None else with_unit(("+" if e.effect > 0 else "") + sig(e.effect), unit)
         ev.add_row(
             trial,
             e.kind,
             e.source,
-            "-" if e.effect is None else f"{e.effect:+.3g}",
-            *[f"{row[n]:.4g}" if n in row else "-" for n in objective_names],
+            effect,
+            *[sig(row[n], 4) if n in row else "-" for n in objective_names],
             str(row.get("design", "-")),
         )
     out.print(ev)

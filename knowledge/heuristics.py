@@ -1,15 +1,22 @@
 """Heuristics: the record of one claim, and the working copy a reasoner edits.
 
-A heuristic is a claim about the design space ("nor_conv_3x3 on edge 1->2 raises cifar10
-accuracy by 2.1 ± 0.7 points"), with its scope, a structured form where one exists, a
-confidence, a status, its author (which reasoner) and evidence (trial numbers that support
-or refute it). :class:`KnowledgeBase` is the in-memory working copy a reasoner edits in a
-round; it is persisted between rounds in the versioned store of :mod:`knowledge.store`.
+A heuristic is a claim about the design space ("edge_1_2=nor_conv_3x3 (vs other edge_1_2
+values) raises accuracy by 2.1 ± 0.7 pp"), with its scope, a structured form where one
+exists, a confidence, a status, its author (which reasoner) and evidence (trial numbers that
+support or refute it). :class:`KnowledgeBase` is the in-memory working copy a reasoner edits
+in a round; it is persisted between rounds in the versioned store of :mod:`knowledge.store`.
+
+Claims of the kind ``param_value_effect`` (one parameter value's effect on one objective)
+have their words written by :func:`effect_text` from the structured form alone, so the text
+and the stored figure cannot disagree. Effects are differences: an effect on an objective
+measured in ``%`` is in percentage points (``pp``, :func:`effect_unit`).
 """
 
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -113,3 +120,128 @@ class KnowledgeBase:
             h = Heuristic(**{**row, "effects": {int(k): v for k, v in row.get("effects", {}).items()}})
             kb.heuristics[h.id] = h
         return kb
+
+
+EFFECT_KEYS: frozenset[str] = frozenset({"effect", "ci95", "claimed_effect"})
+"""Structured fields that are differences in the objective's unit (see :func:`effect_unit`)."""
+
+
+def sig(x: float, digits: int = 3) -> str:
+    """``x`` rounded to ``digits`` significant digits, without exponent for everyday magnitudes.
+
+    Example:
+        >>> sig(2.0999999), sig(-0.43785), sig(14.44), sig(12345.0), sig(0.0)
+        ('2.10', '-0.438', '14.4', '12300', '0')
+    """
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    exponent = math.floor(math.log10(abs(x)))
+    if exponent < -4 or exponent >= 9:
+        return f"{x:.{digits - 1}e}"
+    decimals = digits - 1 - exponent
+    rounded = round(x, decimals)
+    if rounded != 0 and math.floor(math.log10(abs(rounded))) > exponent:  # 9.996 -> 10.0: one digit fewer after the point
+        decimals -= 1
+        rounded = round(x, decimals)
+    return f"{rounded:.{max(0, decimals)}f}"
+
+
+def effect_unit(unit: str) -> str:
+    """Unit of a difference of two values measured in ``unit``: percentage points for ``%``."""
+    return "pp" if unit.strip() == "%" else unit
+
+
+def with_unit(value: str, unit: str) -> str:
+    """``value`` followed by ``unit`` (nothing for an empty unit)."""
+    return f"{value} {unit}" if unit else value
+
+
+def effect_text(s: Mapping[str, Any]) -> str:
+    """The words of a ``param_value_effect`` claim, from its structured form alone.
+
+    ``s`` holds ``objective``, ``unit`` (the objective's), ``param``, ``value``, ``niche``
+    (None for the whole space), ``effect`` (mean with the value minus mean with any other
+    value of the parameter), ``ci95`` (half-width), ``n_with`` and ``n_without``. A claim
+    refuted by re-measurement also holds ``claimed_effect`` (the effect it used to claim)
+    and ``refuted`` (why); then ``effect``, ``ci95`` and the counts are the refuting
+    measurement.
+
+    Example:
+        >>> effect_text({"objective": "accuracy", "unit": "%", "param": "edge_1_2", "value": "nor_conv_1x1",
+        ...              "niche": None, "effect": 2.1, "ci95": 0.71, "n_with": 5, "n_without": 6})
+        'edge_1_2=nor_conv_1x1 (vs other edge_1_2 values) raises accuracy by 2.10 ± 0.71 pp (95% CI; 5 vs 6 evaluations)'
+        >>> effect_text({"objective": "latency_ms", "unit": "ms", "param": "edge_2_3", "value": "nor_conv_1x1", "niche": None,
+        ...              "effect": 0.3, "ci95": 0.66, "n_with": 37, "n_without": 167, "claimed_effect": -1.3,
+        ...              "refuted": "the 95% CI contains 0"})  # doctest: +NORMALIZE_WHITESPACE
+        'refuted: edge_2_3=nor_conv_1x1 (vs other edge_2_3 values) was claimed to lower latency_ms; re-measured +0.300 ± 0.66 ms
+         (95% CI; 37 vs 167 evaluations): the 95% CI contains 0'
+    """
+    unit = effect_unit(str(s.get("unit", "")))
+    subject = f"{s['param']}={s['value']} (vs other {s['param']} values)"
+    where = f" in niche {s['niche']}" if s.get("niche") else ""
+    counts = f"(95% CI; {s['n_with']} vs {s['n_without']} evaluations)"
+    if "claimed_effect" in s:
+        claimed = "raise" if float(s["claimed_effect"]) > 0 else "lower"
+        sign = "+" if float(s["effect"]) > 0 else ""
+        measured = with_unit(f"{sign}{sig(float(s['effect']), 3)} ± {sig(float(s['ci95']), 2)}", unit)
+        why = f": {s['refuted']}" if s.get("refuted") else ""
+        return f"refuted: {subject} was claimed to {claimed} {s['objective']}{where}; re-measured {measured} {counts}{why}"
+    verb = "raises" if float(s["effect"]) > 0 else "lowers"
+    size = with_unit(f"{sig(abs(float(s['effect'])), 3)} ± {sig(float(s['ci95']), 2)}", unit)
+    return f"{subject} {verb} {s['objective']} by {size}{where} {counts}"
+
+
+def quantity_label(name: str, unit: str, *, what: str = "") -> str:
+    """``name what (unit)`` for axes and column headers, without saying the unit twice.
+
+    Example:
+        >>> quantity_label("latency_ms", "ms"), quantity_label("accuracy", "%"), quantity_label("share", "")
+        ('latency (ms)', 'accuracy (%)', 'share')
+        >>> quantity_label("latency_ms", "ms", what="band")
+        'latency band (ms)'
+    """
+    suffix = "_" + unit.strip().lower().replace(" ", "_")
+    shown = name[: -len(suffix)] if unit and name.lower().endswith(suffix) and len(name) > len(suffix) else name
+    shown = f"{shown} {what}" if what else shown
+    return f"{shown} ({unit})" if unit else shown
+
+
+STRUCTURED_ORDER: tuple[str, ...] = (
+    "kind",
+    "objective",
+    "param",
+    "value",
+    "niche",
+    "effect",
+    "ci95",
+    "n_with",
+    "n_without",
+    "claimed_effect",
+    "refuted",
+    "unit",
+)
+"""The order :func:`format_structured` shows the fields of a claim in (others follow, as stored)."""
+
+
+def format_structured(s: Mapping[str, Any]) -> str:
+    """A structured form for people: numbers to 3 significant digits, effects with their unit.
+
+    Example:
+        >>> format_structured({"unit": "%", "n_with": 5, "effect": 2.0999999, "ci95": 0.7, "objective": "accuracy"})
+        'objective accuracy, effect +2.10 pp, ci95 ± 0.700 pp, n_with 5, unit %'
+    """
+    unit = effect_unit(str(s.get("unit", "")))
+    keys = [k for k in STRUCTURED_ORDER if k in s] + [k for k in s if k not in STRUCTURED_ORDER]
+    parts = []
+    for key in keys:
+        value = s[key]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            shown = "any" if value is None and key == "niche" else str(value)
+        elif isinstance(value, int):
+            shown = str(value)
+        elif key in EFFECT_KEYS:
+            shown = with_unit(("± " if key == "ci95" else "+" if value > 0 else "") + sig(value), unit)
+        else:
+            shown = sig(value)
+        parts.append(f"{key} {shown}")
+    return ", ".join(parts)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import html
+import shutil
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -21,7 +22,9 @@ import numpy as np
 
 from knowledge import report_plots as plots
 from knowledge import validation
+from knowledge.heuristics import quantity_label, sig
 from knowledge.store import KnowledgeStore, Version, iter_ids
+from search.errors import UserInputError
 from search.metrics import pareto_mask
 from search.niches import partition_for
 from search.proposers import Evaluation
@@ -45,8 +48,20 @@ class TableBlock:
     rows: Sequence[Sequence[str]]
 
 
-Block = tuple[str, str] | TableBlock | Figure
-"""``("h1"|"h2"|"p", text)``, a table or a figure."""
+@dataclass(frozen=True)
+class ListBlock:
+    """A bulleted list of short lines."""
+
+    items: Sequence[str]
+
+
+Block = tuple[str, str] | TableBlock | ListBlock | Figure
+"""``("h1"|"h2"|"p", text)``, a table, a list or a figure."""
+
+MAX_FRONT_ROWS = 40
+"""Front designs listed in the table (the front of a long search on a big space can be larger)."""
+STRONGEST = 5
+"""Heuristics in the summary near the top."""
 
 
 @dataclass
@@ -66,18 +81,42 @@ def write_report(storage: str | None, study_name: str, out: Path, *, store: Know
         StorageError: storage or knowledge store unreachable.
     """
     started = time.perf_counter()
-    out.mkdir(parents=True, exist_ok=True)
-    search = load_search(storage, study_name)
+    search = load_search(storage, study_name)  # before anything is created: a wrong name leaves no folder
     store = store or KnowledgeStore.for_storage(storage)
-    blocks = _blocks(search, store, out, storage)
-    md = out / "report.md"
-    md.write_text(render_markdown(blocks))
-    page = out / "report.html"
-    page.write_text(render_html(blocks, title=f"coevo review: {study_name}", base=out))
+    created = _make_folder(out)
+    try:
+        blocks = _blocks(search, store, out, storage)
+        md = out / "report.md"
+        md.write_text(render_markdown(blocks))
+        page = out / "report.html"
+        page.write_text(render_html(blocks, title=f"coevo review: {study_name}", base=out))
+    except BaseException:
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
+        raise
     report = Report(files=[md, page, *[b.path for b in blocks if isinstance(b, Figure)]])
     report.bytes = sum(p.stat().st_size for p in report.files)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _make_folder(out: Path) -> Path | None:
+    """Create ``out`` (and missing parents); returns the topmost folder created, None if it existed.
+
+    Raises:
+        UserInputError: ``out`` or a parent is a file, or the folder cannot be created.
+    """
+    missing = next((p for p in reversed([out, *out.parents]) if not p.exists()), None)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UserInputError(f"--out {out} is a file, not a folder: choose another path for the report") from None
+    except NotADirectoryError:
+        blocker = next((p for p in out.parents if p.is_file()), out.parent)
+        raise UserInputError(f"cannot create the report folder {out}: {blocker} is a file, not a folder") from None
+    except OSError as exc:
+        raise UserInputError(f"cannot create the report folder {out}: {exc.strerror or exc}") from None
+    return missing
 
 
 # ---------------------------------------------------------------- content
@@ -105,33 +144,60 @@ def _blocks(search: StoredSearch, store: KnowledgeStore, out: Path, storage: str
 
     blocks: list[Block] = [("h1", f"Review of search {study.study_name}")]
     offline = reasoner.startswith("offline")
+    if not history:
+        if "nokb" in search.proposer:
+            why = f"its proposer ({search.proposer}) is the no-knowledge ablation, which keeps none"
+        elif any(v.get("reasoner") for v in logs.values()):
+            why = f"its reasoner ({reasoner}) has not written any heuristic yet (too few evaluations to learn from)"
+        else:
+            why = f"its proposer ({search.proposer}) is a baseline, which keeps none"
+        blocks.append(
+            (
+                "p",
+                f"This search has no knowledge base: {why}. There are no heuristics to review; the report shows the designs "
+                "it found, how the front grew and where the evaluations went.",
+            )
+        )
     spec = ", ".join(f"{k}={v}" for k, v in problem.spec().items() if isinstance(v, str))
-    blocks.append(
-        (
-            "p",
-            f"Problem: {spec}. Proposer: {search.proposer}, seed {search.seed}, budget {search.budget} evaluations; "
-            f"{len(paid)} designs evaluated in {len(rounds)} rounds. Reasoner: {reasoner}"
-            + (" - statistics, not a language model: no LLM was called." if offline else ".")
-            + f" Knowledge base: {len(latest)} heuristics, {len(history)} versions (store {store.url}).",
-        )
+    summary = (
+        f"Problem: {spec}. Proposer: {search.proposer}, seed {search.seed}, budget {search.budget} evaluations; "
+        f"{len(paid)} designs evaluated in {len(rounds)} round{'s' if len(rounds) != 1 else ''}. Reasoner: {reasoner}"
+        + (" - statistics, not a language model: no LLM was called." if offline else ".")
     )
-    blocks.append(
-        (
-            "p",
-            "How to read this: each design is scored on two objectives, "
-            f"{acc_name} ({units[acc_name]}, higher is better) and {lat_name} ({units[lat_name]}, lower is better). "
-            "A design is on the front when no other design is at least as good on both. The HV ratio is the area the found front "
-            "dominates divided by the area of the true front (computed from the full benchmark table), 1.0 meaning the whole true "
-            "front was found. The design space is split into complexity niches; each round the reasoner first updates the knowledge "
-            "base (heuristics: claims about the design space with evidence), then proposes designs per niche guided by it.",
-        )
-    )
+    if history:
+        summary += f" Knowledge base: {len(latest)} heuristics, {len(history)} versions (store {store.url})."
     if ref is not None and paid:
-        final = hv[-1]
-        blocks.append(("p", f"Final HV ratio {final:.4f}; front recall {ref.recall([e.point_id for e in paid]):.3f}."))
+        summary += f" Final HV ratio {hv[-1]:.4f}; front recall {ref.recall([e.point_id for e in paid]):.3f}."
+    blocks.append(("p", summary))
+    blocks += _front_section(problem, paid, ref)
+    if history:
+        blocks += _strongest_section(latest)
+    blocks += [("h2", "How a design is written"), ("p", problem.explain_encoding())]
+    blocks.append(("h2", "How to read this report"))
+    blocks.append(
+        (
+            "p",
+            "Each design is scored on two objectives, "
+            f"{acc_name} ({units[acc_name]}, higher is better) and {lat_name} ({units[lat_name]}, lower is better). "
+            "A design is on the front when no other design is at least as good on both."
+            + (
+                " The HV ratio is the area the found front dominates divided by the area of the true front (computed from "
+                "the whole space), 1.0 meaning the whole true front was found."
+                if ref is not None
+                else ""
+            )
+            + (
+                " The design space is split into niches; each round the reasoner first updates the knowledge base "
+                "(heuristics: claims about the design space with evidence), then proposes designs per niche guided by it."
+                if history
+                else ""
+            ),
+        )
+    )
     # --- fronts and HV
     blocks.append(("h2", "Front and hypervolume per round"))
     if paid:
+        log = plots.use_log_scale(plots.front_x_values(ref, acc, lat))
         blocks.append(
             Figure(
                 plots.fronts_by_round(
@@ -141,14 +207,19 @@ def _blocks(search: StoredSearch, store: KnowledgeStore, out: Path, storage: str
                     lat,
                     rounds_of,
                     out / "fronts_by_round.png",
-                    acc_label=f"{acc_name} ({units[acc_name]})",
-                    lat_label=f"{lat_name} ({units[lat_name]})",
+                    acc_label=quantity_label(acc_name, units[acc_name]),
+                    lat_label=quantity_label(lat_name, units[lat_name]),
+                    log_lat=log,
                 ),
-                "Found front after selected rounds (colours) over the true front (black) and every evaluated design (grey).",
+                "Found front after selected rounds (colours)"
+                + (" over the true front (black)" if ref is not None else "")
+                + " and every evaluated design (grey)"
+                + (f"; {lat_name} on a log scale (its values span more than a factor of 10)." if log else "."),
             )
         )
-    if hv:
+    if len(hv) > 1:
         blocks.append(Figure(plots.hv_by_round(rounds, hv, evals, out / "hv_by_round.png"), "HV ratio at the end of each round."))
+    if hv:
         blocks.append(
             TableBlock(
                 ["round", "evaluations", "HV ratio", "front size"],
@@ -159,7 +230,12 @@ def _blocks(search: StoredSearch, store: KnowledgeStore, out: Path, storage: str
             )
         )
     elif paid:
-        blocks.append(("p", "No true front is known for this search (accuracy was estimated), so no HV ratio per round is shown."))
+        blocks.append(
+            (
+                "p",
+                "No exact front is known for this search (the problem has none, or an objective was estimated): no HV ratio per round.",
+            )
+        )
     # --- knowledge changes
     blocks += _changes_section(history, logs, rounds)
     blocks += _heuristics_section(latest, records, store, kb_name)
@@ -173,6 +249,76 @@ def _blocks(search: StoredSearch, store: KnowledgeStore, out: Path, storage: str
             Figure(plots.kb_activity(rounds, counts, out / "kb_activity.png"), "Heuristic versions written per round, by kind of change."),
         )
     return blocks
+
+
+def _front_section(problem: Any, paid: Sequence[Evaluation], ref: Any) -> list[Block]:
+    blocks: list[Block] = [("h2", "Designs found: the front")]
+    if not paid:
+        return [*blocks, ("p", "No design was evaluated yet.")]
+    acc_name, lat_name = problem.front_objectives
+    acc = np.array([e.values[acc_name] for e in paid])
+    lat = np.array([e.values[lat_name] for e in paid])
+    front = sorted((e for e, on in zip(paid, pareto_mask(acc, lat), strict=True) if on), key=lambda e: e.values[lat_name])
+    text = (
+        f"The {len(front)} evaluated designs no other evaluated design beats on both {acc_name} and {lat_name}, fastest first"
+        + (f" (the first {MAX_FRONT_ROWS} are listed)" if len(front) > MAX_FRONT_ROWS else "")
+        + ". The trial is the Optuna trial number in the study"
+    )
+    if ref is not None:
+        floor = f"{sig(ref.floor, 3)} {problem.objectives[0].unit}".strip()
+        text += (
+            f"; 'on true front' says whether the design is on the exact front of the whole space, inside the useful region "
+            f"({acc_name} >= {floor}; 'below floor' marks designs under it)"
+        )
+    blocks.append(("p", text + "."))
+    header = [problem.design_label, *[quantity_label(o.name, o.unit) for o in problem.objectives], "trial"]
+    rows = []
+    for e in front[:MAX_FRONT_ROWS]:
+        row = [problem.describe(e.point), *[sig(e.values[o.name], 4) for o in problem.objectives], str(e.trial_number)]
+        if ref is not None:
+            row.append("yes" if e.point_id in ref.ids else "below floor" if e.values[acc_name] < ref.floor else "no")
+        rows.append(row)
+    blocks.append(TableBlock([*header, "on true front"] if ref is not None else header, rows))
+    return blocks
+
+
+def _strength(v: Version) -> tuple[int, float, float]:
+    s = v.structured or {}
+    measured = abs(float(s["effect"])) / float(s["ci95"]) if s.get("ci95") else 0.0
+    return (v.status == "accepted", v.confidence, measured)
+
+
+def _strongest_section(latest: dict[str, Version]) -> list[Block]:
+    blocks: list[Block] = [("h2", "Strongest heuristics")]
+    heads = list(latest.values())
+    trusted = sorted((v for v in heads if v.status in ("validated", "accepted")), key=_strength, reverse=True)
+    counts = Counter(v.status for v in heads)
+    tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    if trusted:
+        blocks.append(
+            (
+                "p",
+                f"The {min(STRONGEST, len(trusted))} strongest of the {len(trusted)} validated or accepted heuristics "
+                f"(accepted first, then by confidence); all {len(heads)}: {tally}. Each heuristic's record is further down.",
+            )
+        )
+        blocks.append(ListBlock([_line(v) for v in trusted[:STRONGEST]]))
+        return blocks
+    proposed = sorted((v for v in heads if v.status == "proposed"), key=_strength, reverse=True)
+    blocks.append(
+        (
+            "p",
+            f"No heuristic is validated or accepted yet ({tally}): nothing the knowledge base holds has passed its tests, "
+            "so treat every claim as a hypothesis." + (" The strongest proposed ones, not yet validated:" if proposed else ""),
+        )
+    )
+    if proposed:
+        blocks.append(ListBlock([_line(v) for v in proposed[:STRONGEST]]))
+    return blocks
+
+
+def _line(v: Version) -> str:
+    return f"{v.hid} ({v.status}, confidence {v.confidence:.2f}): {v.text}"
 
 
 def _kind(v: Version, previous: Version | None) -> str:
@@ -223,9 +369,9 @@ def _changes_section(history: Sequence[Version], logs: dict[int, Any], rounds: S
 
 
 def _heuristics_section(latest: dict[str, Version], records: dict[str, validation.Record], store: KnowledgeStore, kb: str) -> list[Block]:
-    blocks: list[Block] = [("h2", "Each heuristic's record")]
     if not latest:
-        return blocks
+        return []  # the first paragraph already says there is no knowledge base
+    blocks: list[Block] = [("h2", "Each heuristic's record")]
     blocks.append(
         (
             "p",
@@ -284,8 +430,14 @@ def _exploration_section(problem: Any, paid: Sequence[Evaluation], lat: np.ndarr
             f"{problem.front_objectives[1]} range). An empty row or column is a part of the space the search never looked at.",
         )
     )
+    lat_name = problem.front_objectives[1]
+    unit = next((o.unit for o in problem.objectives if o.name == lat_name), "")
+    band_name = quantity_label(lat_name, unit, what="band")
     blocks.append(
-        Figure(plots.exploration([n.id for n in niches], labels, counts, out / "exploration.png"), "Evaluations per niche and band.")
+        Figure(
+            plots.exploration([n.id for n in niches], labels, counts, out / "exploration.png", band_label=band_name),
+            f"Evaluations per niche and {band_name}.",
+        )
     )
     blocks.append(
         TableBlock(
@@ -348,6 +500,8 @@ def render_markdown(blocks: Sequence[Block]) -> str:
     for b in blocks:
         if isinstance(b, Figure):
             lines += [f"![{b.caption}]({b.path.name})", "", f"*{b.caption}*", ""]
+        elif isinstance(b, ListBlock):
+            lines += [*[f"- {_md_cell(item)}" for item in b.items], ""]
         elif isinstance(b, TableBlock):
             if not b.rows:
                 continue
@@ -392,6 +546,8 @@ def render_html(blocks: Sequence[Block], *, title: str, base: Path) -> str:
                 f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(b.caption)}">'
                 f"<figcaption>{html.escape(b.caption)}</figcaption></figure>"
             )
+        elif isinstance(b, ListBlock):
+            parts.append("<ul>" + "".join(f"<li>{html.escape(item)}</li>" for item in b.items) + "</ul>")
         elif isinstance(b, TableBlock):
             if not b.rows:
                 continue

@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib import ticker
 
 from search.metrics import FrontReference, pareto_mask
 
@@ -26,8 +27,12 @@ def fronts_by_round(
     *,
     acc_label: str,
     lat_label: str,
+    log_lat: bool = False,
 ) -> Path:
-    """The found front after selected rounds (colour = round) over the true front."""
+    """The found front after selected rounds (colour = round) over the true front.
+
+    ``log_lat`` puts the minimised objective on a log axis (see :func:`use_log_scale`).
+    """
     fig, ax = plt.subplots(figsize=(7.2, 4.6))
     if ref is not None:
         order = np.argsort(ref.front_lat)
@@ -47,12 +52,41 @@ def fronts_by_round(
         ax.scatter(fl[o], fa[o], s=14, color=colour, zorder=3)
     if ref is not None:
         ax.set_ylim(ref.floor - 1.0, ref.acc_max + 0.5)
-    ax.set_xlabel(lat_label)
+        # designs under the window (e.g. disconnected cells, fast and useless) must not stretch the x axis
+        window = front_x_values(ref, acc, lat)
+        lo, hi = float(window.min()), float(window.max())
+        ax.set_xlim(*((lo / 1.15, hi * 1.15) if log_lat else (lo - 0.04 * (hi - lo), hi + 0.04 * (hi - lo))))
+    if log_lat:
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
+        ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda x, _: f"{x:g}"))
+        ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+    ax.set_xlabel(lat_label + (", log scale" if log_lat else ""))
     ax.set_ylabel(acc_label)
-    ax.set_title("Found front per round over the true front (higher-left is better)")
+    ax.set_title("Found front per round" + (" over the true front" if ref is not None else "") + " (higher-left is better)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     return _save(fig, path)
+
+
+def front_x_values(ref: FrontReference | None, acc: np.ndarray, lat: np.ndarray) -> np.ndarray:
+    """The minimised objective's values :func:`fronts_by_round` shows: the true front, and the
+    evaluated designs inside its window of the maximised objective (all of them without a reference)."""
+    if ref is None:
+        return np.asarray(lat, dtype=float)
+    return np.concatenate([np.asarray(lat, dtype=float)[np.asarray(acc) >= ref.floor - 1.0], ref.front_lat])
+
+
+def use_log_scale(values: np.ndarray, *, decades: float = 1.0) -> bool:
+    """True when positive ``values`` span more than ``decades`` powers of ten (a linear axis would crowd the small ones).
+
+    Example:
+        >>> use_log_scale(np.array([0.011, 2.5, 98.9])), use_log_scale(np.array([1.13, 8.68]))
+        (True, False)
+    """
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    return bool(len(v) and v.min() > 0 and np.log10(v.max() / v.min()) > decades)
 
 
 def hv_by_round(rounds: Sequence[int], hv: Sequence[float], evaluations: Sequence[int], path: Path) -> Path:
@@ -64,6 +98,7 @@ def hv_by_round(rounds: Sequence[int], hv: Sequence[float], evaluations: Sequenc
             ax.annotate(f"{n} ev.", (r, h), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=7, color="0.35")
     ax.set_xlabel("round")
     ax.set_ylabel("HV ratio (found / true front)")
+    ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
     ax.set_title("Hypervolume ratio after each round")
     ax.grid(alpha=0.3)
     return _save(fig, path)
@@ -80,22 +115,25 @@ def kb_activity(rounds: Sequence[int], counts: Mapping[str, Sequence[int]], path
         bottom += v
     ax.set_xlabel("round")
     ax.set_ylabel("heuristic versions")
+    ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
     ax.set_title("Knowledge-base changes per round")
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3, axis="y")
     return _save(fig, path)
 
 
-def exploration(niches: Sequence[str], band_labels: Sequence[str], counts: np.ndarray, path: Path) -> Path:
-    """Heat map of evaluated designs per niche (rows) and latency band (columns)."""
+def exploration(
+    niches: Sequence[str], band_labels: Sequence[str], counts: np.ndarray, path: Path, *, band_label: str = "latency band"
+) -> Path:
+    """Heat map of evaluated designs per niche (rows) and band of the minimised objective (columns)."""
     fig, ax = plt.subplots(figsize=(7.2, 0.5 * len(niches) + 1.6))
     im = ax.imshow(counts, cmap="Blues", aspect="auto")
     for (i, j), v in np.ndenumerate(counts):
         ax.text(j, i, str(int(v)), ha="center", va="center", fontsize=8, color="white" if v > counts.max() * 0.6 else "black")
     ax.set_yticks(range(len(niches)), niches)
     ax.set_xticks(range(len(band_labels)), band_labels, fontsize=7)
-    ax.set_xlabel("latency band")
-    ax.set_title("Where the evaluations went (niche x latency band)")
+    ax.set_xlabel(band_label)
+    ax.set_title("Where the evaluations went (niche x band)")
     fig.colorbar(im, ax=ax, label="evaluations")
     return _save(fig, path)
 
@@ -107,6 +145,7 @@ def llm_usage(rounds: Sequence[int], prompt: Sequence[int], completion: Sequence
     ax.bar(rounds, completion, bottom=prompt, label="completion tokens", color="tab:orange")
     ax.set_xlabel("round")
     ax.set_ylabel("tokens")
+    ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
     ax.set_title("LLM tokens per round")
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3, axis="y")

@@ -14,6 +14,9 @@ Rule (applied to every heuristic cited by at least :data:`MIN_CITED` evaluated p
 * ``p <= 0.05``: its proposals keep losing -> ``refuted``. ``p >= 0.95``: they keep
   winning -> ``validated``. Otherwise the status stays as the reasoner set it.
 * confidence := mean of the reasoner's confidence and ``p``.
+* A heuristic refuted here says so in its words: its text is prefixed with
+  ``refuted by its proposals (w/n won vs base rate b):`` (the claim's own figure stays, as
+  it was measured; the reasoner rewrites the text whenever it re-measures the claim).
 * A person's decision (accepted, rejected) is never changed; confidence still moves.
 
 Each citing proposal also becomes an evidence row (source ``record``): support when it
@@ -151,6 +154,8 @@ def apply(kb: KnowledgeBase, recs: dict[str, Record], *, study: str, round_no: i
             h.status = new  # type: ignore[assignment]
             h.note = f"{new} by the validation loop: {summary}"
             changes.append(f"{new} {hid}: {h.text} ({summary})")
+            if new == "refuted":
+                h.text = f"refuted by its proposals ({rec.wins}/{rec.n} won vs base rate {rec.base_rate:.0%}): {h.text}"
         elif not h.note:
             h.note = f"record: {summary}"
     return changes, rows

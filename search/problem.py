@@ -94,6 +94,20 @@ class Problem(ABC):
     def evaluate(self, point: Point) -> dict[str, float]:
         """Values of every objective at ``point``, keyed by objective name."""
 
+    def explain_encoding(self) -> str:
+        """What the parameters of a design mean, in words for reports; override with the problem's own.
+
+        The default is built from :meth:`distributions` (parameters with the same choices
+        are listed together) and :attr:`design_format`.
+        """
+        groups: dict[str, list[str]] = {}
+        for name, dist in self.distributions().items():
+            groups.setdefault(_choices_text(dist), []).append(name)
+        listed = "; ".join(f"{', '.join(names)} ({'each ' if len(names) > 1 else ''}{choices})" for choices, names in groups.items())
+        n = sum(len(names) for names in groups.values())
+        text = f"A design is set by {n} parameter{'s' if n != 1 else ''}: {listed}."
+        return f"{text} It is written as {self.design_format.rstrip('.')}." if self.design_format else text
+
     def acquisition_bounds(self) -> tuple[float, float] | None:
         """(floor of the maximised objective, reference of the minimised one) for acquisition
         functions during a search. Must be built from information a search may use (no
@@ -142,6 +156,17 @@ def _suggest(trial: optuna.Trial, name: str, dist: optuna.distributions.BaseDist
     if isinstance(dist, optuna.distributions.FloatDistribution):
         return trial.suggest_float(name, dist.low, dist.high, step=dist.step, log=dist.log)
     raise TypeError(f"unsupported distribution for {name!r}: {dist!r}")
+
+
+def _choices_text(dist: optuna.distributions.BaseDistribution) -> str:
+    """The values a distribution allows, in words."""
+    if isinstance(dist, optuna.distributions.CategoricalDistribution):
+        return "one of " + ", ".join(str(c) for c in dist.choices)
+    if isinstance(dist, optuna.distributions.IntDistribution | optuna.distributions.FloatDistribution):
+        kind = "an integer" if isinstance(dist, optuna.distributions.IntDistribution) else "a number"
+        step = f" in steps of {dist.step}" if dist.step not in (None, 1) else ""
+        return f"{kind} from {dist.low} to {dist.high}{step}{' (log scale)' if dist.log else ''}"
+    return repr(dist)
 
 
 KEY_VALUE = re.compile(r"([a-z0-9_]+)\s*=\s*([\w.\-]+)")

@@ -55,6 +55,20 @@ class NB201Problem(Problem, Evolvable):
         Objective("latency_ms", "minimize", "ms", "cheap"),
     )
 
+    def explain_encoding(self) -> str:
+        return (
+            "A design is one NAS-Bench-201 cell, stacked to build the network (3 stages of 5 cells, with a residual "
+            "down-sampling block between stages). The cell is a small graph of 4 nodes: node 0 is the cell's input, node 3 "
+            "its output, and each node adds up what its incoming edges bring. Parameter edge_i_j is the operation on the edge "
+            f"from node i to node j ({', '.join(PARAM_NAMES)}), one of: none (no connection), skip_connect (identity), "
+            "nor_conv_1x1 and nor_conv_3x3 (ReLU, convolution, batch norm), avg_pool_3x3 (3x3 average pooling). "
+            "The arch string lists the edges into node 1, then node 2, then node 3 (groups separated by +), each as "
+            "op~i with i the source node, so the six slots of |a~0|+|b~0|c~1|+|d~0|e~1|f~2| hold the ops of edge_0_1 (a), "
+            "edge_0_2 (b), edge_1_2 (c), edge_0_3 (d), edge_1_3 (e) and edge_2_3 (f). For example "
+            "|nor_conv_3x3~0|+|none~0|skip_connect~1|+|... puts a 3x3 convolution on edge_0_1, no connection on edge_0_2 "
+            "and an identity on edge_1_2."
+        )
+
     def __init__(self, *, dataset: str = "cifar10", device: str = "fpga", table: NB201Table | None = None) -> None:
         self.table = table or load_table()
         self.dataset = dataset

@@ -13,6 +13,7 @@ import pytest
 
 from agent.cli import main
 from knowledge.store import KnowledgeStore
+from search.nb201 import NB201Problem
 
 STUDY = "nb201-cifar10-fpga-pelnas-s0"
 
@@ -44,8 +45,19 @@ def test_list_and_show(searched: str, capsys: pytest.CaptureFixture[str]) -> Non
     assert shown["history"][0]["version"] == 1 and shown["evidence"]
     with_values = [e for e in shown["evidence"] if e["values"]]
     assert with_values and {"accuracy", "latency_ms", "design"} <= set(with_values[0]["values"])
+    raw = KnowledgeStore.for_storage(searched).latest(STUDY)["H1"].structured
+    assert raw and shown["structured"] == raw  # --json: the stored values, unrounded
     assert main(["kb", "show", "H1", "--storage", searched]) == 0
-    assert "history" in capsys.readouterr().out
+    text = " ".join(capsys.readouterr().out.split())
+    assert "history" in text
+    # people get the figures to 3 significant digits with their unit (pp: a difference of percentages)
+    unit = "pp" if raw["unit"] == "%" else raw["unit"]
+    effect = re.search(rf"effect ([+-]?\d+\.?\d*) {unit},", text)
+    ci = re.search(rf"ci95 ± (\d+\.?\d*) {unit},", text)
+    assert effect and ci, text
+    assert float(effect[1]) == pytest.approx(raw["effect"], rel=5e-3) and len(effect[1].strip("+-").replace(".", "").lstrip("0")) == 3
+    assert float(ci[1]) == pytest.approx(raw["ci95"], rel=5e-3)
+    assert repr(raw["effect"]) not in text and repr(raw["ci95"]) not in text
 
 
 def test_bad_ids_and_missing_store_are_one_line_errors(searched: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -109,6 +121,104 @@ def test_report_is_complete_and_self_contained(searched: str, tmp_path: Path, ca
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({png})" in md
     page = (out / "report.html").read_text()
     assert page.count("data:image/png;base64,") == 4 and "http://" not in page and "https://" not in page
+
+
+def _section(md: str, heading: str) -> str:
+    """The Markdown between ``## heading`` and the next heading."""
+    return md.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_report_opens_with_the_front_the_strongest_heuristics_and_the_encoding(searched: str, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    assert main(["kb", "report", "--storage", searched, "--out", str(out)]) == 0
+    md = (out / "report.md").read_text()
+    headings = [line[3:] for line in md.splitlines() if line.startswith("## ")]
+    assert headings[:3] == ["Designs found: the front", "Strongest heuristics", "How a design is written"]
+    # the front, computed here from the study's trials: non-dominated on (accuracy up, latency down)
+    problem = NB201Problem(dataset="cifar10", device="fpga")
+    trials = [
+        t for t in optuna.load_study(study_name=STUDY, storage=searched).trials if t.state.name == "COMPLETE" and t.user_attrs["query"]
+    ]
+    points = [(t.number, t.values[0], t.values[1], problem.from_params(t.params)) for t in trials]
+    front = [p for p in points if not any(q[1] >= p[1] and q[2] <= p[2] and (q[1] > p[1] or q[2] < p[2]) for q in points)]
+    table = [line for line in _section(md, "Designs found: the front").splitlines() if line.startswith("|")]
+    assert table[0] == "| arch | accuracy (%) | latency (ms) | trial | on true front |"
+    rows = [[c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)[1:-1]] for line in table[2:]]
+    assert sorted(int(r[3]) for r in rows) == sorted(p[0] for p in front)
+    true_ids = problem.reference().ids
+    for number, acc, lat, cell in front:
+        row = next(r for r in rows if int(r[3]) == number)
+        assert row[0] == problem.describe(cell) and abs(float(row[1]) - acc) < 0.01 and abs(float(row[2]) - lat) < 0.001
+        assert row[4] == ("yes" if problem.point_id(cell) in true_ids else "below floor" if acc < 80 else "no")
+    assert [float(r[2]) for r in rows] == sorted(float(r[2]) for r in rows)  # fastest first
+    # five lines of the strongest validated or accepted heuristics, or a plain statement that none is
+    latest = KnowledgeStore.for_storage(searched).latest(STUDY)
+    trusted = {hid for hid, v in latest.items() if v.status in ("validated", "accepted")}
+    strongest = _section(md, "Strongest heuristics")
+    listed = re.findall(r"^- (H\d+) \((\w+), confidence", strongest, flags=re.M)
+    if trusted:
+        assert len(listed) == min(5, len(trusted)) and all(hid in trusted for hid, _ in listed)
+        best = max(latest[h].confidence for h in trusted)
+        assert latest[listed[0][0]].confidence == best or any(latest[h].status == "accepted" for h in trusted)
+    else:
+        assert "No heuristic is validated or accepted yet" in strongest and all(status == "proposed" for _, status in listed)
+    assert problem.explain_encoding() in _section(md, "How a design is written")
+    # axes say each unit once; fpga latencies span less than a factor of 10: a linear axis
+    assert "latency_ms (ms)" not in md.split("## Front and hypervolume per round")[1].split("## Knowledge-base")[0]
+    assert "log scale" not in md
+
+
+def test_report_uses_a_log_axis_when_the_minimised_objective_spans_decades(tmp_path: Path) -> None:
+    storage = f"sqlite:///{tmp_path / 's.sqlite3'}"
+    # raspi4: the true front alone runs from about 2.5 ms to about 70 ms
+    assert main(["search", "--proposer", "pelnas", "--device", "raspi4", "--budget", "30", "--storage", storage, "--json"]) == 0
+    assert main(["kb", "report", "--device", "raspi4", "--storage", storage, "--out", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "latency_ms on a log scale (its values span more than a factor of 10)" in md
+
+
+def test_report_of_a_study_without_knowledge_says_so_first(tmp_path: Path) -> None:
+    storage = f"sqlite:///{tmp_path / 's.sqlite3'}"
+    assert main(["search", "--proposer", "random", "--budget", "30", "--storage", storage, "--json"]) == 0
+    # the store file exists (kb commands need one); this study has no knowledge base in it
+    KnowledgeStore.for_storage(storage).schema_version()
+    assert main(["kb", "report", "--proposer", "random", "--storage", storage, "--out", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    first = next(p for p in md.split("\n\n")[1:] if p.strip())
+    assert first.startswith("This search has no knowledge base: its proposer (random) is a baseline")
+    assert "## Strongest heuristics" not in md and "## Each heuristic's record" not in md
+    assert "## Designs found: the front" in md
+
+
+def test_a_failed_report_leaves_no_folder_and_says_why_in_one_line(
+    searched: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    capsys.readouterr()
+    target = tmp_path / "newdir"
+    assert main(["kb", "report", "--storage", searched, "--study", "nosuch", "--out", str(target)]) == 2
+    assert not target.exists() and "no study 'nosuch'" in capsys.readouterr().err
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
+    for out in (a_file / "rep", a_file):
+        assert main(["kb", "report", "--storage", searched, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "is a file, not a folder" in err and "Traceback" not in err
+    assert a_file.read_text() == "not a folder"
+    # a failure while writing removes what it created (here two new levels), and nothing that was there before
+    from knowledge import report_plots
+
+    def broken(*args: object, **kwargs: object) -> Path:
+        raise RuntimeError("plotting failed")
+
+    monkeypatch.setattr(report_plots, "hv_by_round", broken)
+    with pytest.raises(RuntimeError, match="plotting failed"):
+        main(["kb", "report", "--storage", searched, "--out", str(tmp_path / "deep" / "rep")])
+    assert not (tmp_path / "deep").exists() and a_file.exists()
+    existing = tmp_path / "kept"
+    existing.mkdir()
+    with pytest.raises(RuntimeError, match="plotting failed"):
+        main(["kb", "report", "--storage", searched, "--out", str(existing)])
+    assert existing.is_dir()
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian chromium is not installed (apt-get install chromium)")

@@ -37,7 +37,7 @@ def test_offline_reasoner_mines_true_effects() -> None:
     assert changes and all(c.startswith("created H") for c in changes)
     # 'none' on the only direct input->output edge disconnects many cells: a large accuracy loss
     h = kb.by_key("pv:accuracy:edge_0_3:none:*")
-    assert h is not None and h.structured and h.structured["effect"] < 0 and h.confidence > 0.99
+    assert h is not None and h.structured and h.structured["effect"] < 0 and h.confidence > 0.95
     assert "lowers accuracy" in h.text and h.support and h.author == "offline"
     assert all(t in {e.trial_number for e in evidence} for t in h.support + h.refute)
     # 3x3 convolutions cost latency

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from knowledge import KnowledgeBase
 from knowledge.validation import MIN_CITED, apply, outcomes, records
 from search.nb201 import NB201Problem
@@ -53,6 +55,9 @@ def test_losers_refute_and_winners_validate_but_a_person_decides_last() -> None:
     assert kb.heuristics["H1"].status == "validated" and kb.heuristics["H2"].status == "refuted"
     assert kb.heuristics["H2"].confidence < 0.6 < kb.heuristics["H1"].confidence
     assert any(c.startswith("refuted H2") for c in changes) and "0/10 citing proposals" in kb.heuristics["H2"].note
+    # the refuted claim's words say so (and by what record); the validated one's are the claim
+    assert re.fullmatch(r"refuted by its proposals \(0/10 won vs base rate \d+%\): bad", kb.heuristics["H2"].text)
+    assert kb.heuristics["H1"].text == "good"
     assert {(r.hid, r.kind) for r in rows} == {("H1", "support"), ("H2", "refute")} and len(rows) == 20
     # the same losing record on a heuristic a person accepted: the status stands
     person = {"H3": recs["H2"]}

@@ -1,0 +1,130 @@
+"""The offline reasoner's knowledge says what it measured: words agree with figures, confidence respects counts."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agent.reasoners import KnowledgeContext, OfflineReasoner
+from knowledge import KnowledgeBase
+from knowledge.store import KnowledgeStore, StudyKnowledge, Version
+from search.nb201 import NB201Problem
+from search.niches import partition_for
+from search.proposers import Evaluation
+
+PROBLEM = NB201Problem(dataset="cifar10", device="fpga")
+KEY = "pv:accuracy:edge_0_1:nor_conv_3x3:*"
+CONV3 = 3  # op code of nor_conv_3x3 on edge_0_1, the value under test
+OTHERS = (0, 1, 2, 4)
+PATTERN = np.array([-1.5, 1.5, -0.5, 0.5, -1.0, 1.0, 0.0])
+"""Deterministic spread around a batch's mean (zero mean)."""
+
+
+def _batch(start: int, n: int, holds: bool, mean: float, spread: float) -> list[Evaluation]:
+    """``n`` evaluations numbered from ``start``, accuracy ``mean`` + a fixed zero-mean pattern."""
+    out = []
+    for k in range(n):
+        op = CONV3 if holds else OTHERS[k % len(OTHERS)]
+        cell = (op, (start + k) % 5, (start + k) // 5 % 5, (start + k) // 25 % 5, 1, 2)
+        acc = mean + spread * PATTERN[k % len(PATTERN)]
+        out.append(Evaluation(start + k, cell, str(start + k), {"accuracy": float(acc), "latency_ms": 5.0}, True, {"round": 0}))
+    return out
+
+
+def _independent(evals: list[Evaluation]) -> tuple[float, float, int, int]:
+    """(effect, 95% CI half-width, n with, n without) of nor_conv_3x3 on edge_0_1, from the raw values."""
+    holds = [PROBLEM.to_params(e.point)["edge_0_1"] == "nor_conv_3x3" for e in evals]
+    a = np.array([e.values["accuracy"] for e, h in zip(evals, holds, strict=True) if h])
+    b = np.array([e.values["accuracy"] for e, h in zip(evals, holds, strict=True) if not h])
+    se = math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
+    return float(a.mean() - b.mean()), 1.96 * se, len(a), len(b)
+
+
+def _update(reasoner: OfflineReasoner, knowledge: StudyKnowledge, evals: list[Evaluation], round_no: int) -> Version:
+    kb = knowledge.load()
+    reasoner.update_knowledge(kb, evals, KnowledgeContext(PROBLEM, partition_for("nb201"), round_no, tuple(evals)))
+    knowledge.save(kb, round_no)
+    latest = knowledge.store.latest(knowledge.kb)
+    return next(v for v in latest.values() if v.key == KEY)
+
+
+def _close(shown: str, value: float) -> bool:
+    """``shown`` (a number as printed, to its own precision) is ``value`` rounded."""
+    decimals = len(shown.split(".")[1]) if "." in shown else 0
+    return abs(float(shown) - value) <= 0.5 * 10**-decimals + 1e-12
+
+
+def _check_claim(v: Version, expected: tuple[float, float, int, int]) -> None:
+    effect, ci, n_with, n_without = expected
+    m = re.fullmatch(
+        r"edge_0_1=nor_conv_3x3 \(vs other edge_0_1 values\) (raises|lowers) accuracy by ([\d.]+) ± ([\d.]+) pp "
+        r"\(95% CI; (\d+) vs (\d+) evaluations\)",
+        v.text,
+    )
+    assert m, v.text
+    assert m[1] == ("raises" if effect > 0 else "lowers") and _close(m[2], abs(effect)) and _close(m[3], ci)
+    assert (int(m[4]), int(m[5])) == (n_with, n_without)
+    s = v.structured or {}
+    assert s["effect"] == pytest.approx(effect) and s["ci95"] == pytest.approx(ci)
+    assert (s["n_with"], s["n_without"]) == (n_with, n_without)
+
+
+def test_text_is_rewritten_from_each_new_measurement_and_says_when_refuted(tmp_path: Path) -> None:
+    store = KnowledgeStore(f"sqlite:///{tmp_path / 'kb.sqlite3'}")
+    knowledge = StudyKnowledge(store, "s", PROBLEM.spec(), "offline (no LLM)")
+    reasoner = OfflineReasoner()
+    # round 0: a large effect, mined as a claim
+    evals = _batch(0, 8, True, 85.0, 1.0) + _batch(100, 12, False, 75.0, 1.0)
+    first = _update(reasoner, knowledge, evals, 0)
+    _check_claim(first, _independent(evals))
+    # round 1: more evidence, a smaller (still strong) effect: re-mined, new words
+    evals += _batch(200, 10, True, 79.0, 2.0) + _batch(300, 10, False, 76.0, 2.0)
+    second = _update(reasoner, knowledge, evals, 1)
+    assert second.version > first.version and second.text != first.text
+    _check_claim(second, _independent(evals))
+    # round 2: weaker still, 1.96 < t < 2.5: not mined again, but re-measured, kept and rewritten
+    evals += _batch(400, 40, True, 76.0, 5.0) + _batch(500, 40, False, 76.0, 5.0)
+    effect, ci, _, _ = _independent(evals)
+    assert 1.96 < 1.96 * effect / ci < 2.5  # the premise of this step
+    third = _update(reasoner, knowledge, evals, 2)
+    assert third.status == "proposed" and third.text != second.text
+    _check_claim(third, _independent(evals))
+    # round 3: the effect vanishes: refuted, and the words say so with the refuting figure
+    evals += _batch(600, 40, True, 70.0, 12.0) + _batch(700, 20, False, 77.0, 12.0)
+    effect, ci, n_with, n_without = _independent(evals)
+    assert abs(effect) <= ci
+    fourth = _update(reasoner, knowledge, evals, 3)
+    assert fourth.status == "refuted"
+    m = re.fullmatch(
+        r"refuted: edge_0_1=nor_conv_3x3 \(vs other edge_0_1 values\) was claimed to raise accuracy; "
+        r"re-measured ([+-]?[\d.]+) ± ([\d.]+) pp \(95% CI; (\d+) vs (\d+) evaluations\): the 95% CI contains 0",
+        fourth.text,
+    )
+    assert m, fourth.text
+    assert _close(m[1], effect) and _close(m[2], ci) and (int(m[3]), int(m[4])) == (n_with, n_without)
+    s = fourth.structured or {}
+    assert s["effect"] == pytest.approx(effect) and s["claimed_effect"] == pytest.approx(_independent(evals[:120])[0])
+    assert s["n_with"] == n_with and s["n_without"] == n_without
+
+
+def test_confidence_shrinks_with_few_evaluations_and_approaches_one_with_many() -> None:
+    reasoner = OfflineReasoner()
+    few = _batch(0, 5, True, 90.0, 0.2) + _batch(100, 6, False, 70.0, 0.2)
+    effect, ci, _, _ = _independent(few)
+    assert 1.96 * effect / ci > 30  # a huge t: 1 - p is 1.0000 to any printed precision
+    kb_few = _kb(reasoner, few)
+    claim = kb_few.by_key(KEY)
+    assert claim is not None and claim.confidence <= 0.75
+    many = _batch(0, 300, True, 90.0, 0.2) + _batch(1000, 300, False, 70.0, 0.2)
+    claim = _kb(reasoner, many).by_key(KEY)
+    assert claim is not None and claim.confidence >= 0.99
+
+
+def _kb(reasoner: OfflineReasoner, evals: list[Evaluation]) -> KnowledgeBase:
+    kb = KnowledgeBase()
+    reasoner.update_knowledge(kb, evals, KnowledgeContext(PROBLEM, partition_for("nb201"), 1, tuple(evals)))
+    return kb
