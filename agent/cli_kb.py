@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from knowledge.heuristics import effect_unit, format_structured, quantity_label, sig, with_unit
+from knowledge.heuristics import STATUSES, effect_unit, format_structured, quantity_label, sig, with_unit
 from knowledge.store import KnowledgeStore, Version, default_kb_url, iter_ids
 from search.errors import UserInputError
 from search.storage import sqlite_path
@@ -47,7 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     ls = common(sub.add_parser("list", help="heuristics: id, text, scope, confidence, status, evidence counts"))
     ls.add_argument("--all", action="store_true", help="every knowledge base in the store (filtered by --dataset/--device when given)")
-    ls.add_argument("--status", default=None, help="only this status (proposed, validated, refuted, retired, accepted, rejected)")
+    ls.add_argument("--status", default=None, choices=STATUSES, help="only this status")
     ls.add_argument("--json", action="store_true", help="one JSON object per heuristic")
     show = common(sub.add_parser("show", help="one heuristic: full history and evidence trials with their objective values"))
     show.add_argument("id", help="heuristic id, e.g. H17")
@@ -72,23 +72,42 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     ab.add_argument("--json", action="store_true")
 
 
-def _study_name(args: argparse.Namespace) -> str:
+def _study_name(args: argparse.Namespace, store: KnowledgeStore | None = None) -> str:
+    """The knowledge base a subcommand works on, picked the same way for every subcommand.
+
+    ``--study NAME``; else the default study name of the options (as ``coevo search`` builds
+    it); and when no option was given and the store holds exactly one knowledge base, that one
+    (said on stderr).
+    """
     if args.study:
         return str(args.study)
     from search.problems import make_problem
-    from search.runner import default_study_name
+    from search.study import default_study_name
 
     options: dict[str, object] = {"dataset": args.dataset, "device": args.device}
     if args.mode != "query":
         options.update(mode=args.mode, storage=args.storage)
-    return default_study_name(make_problem(args.problem, options), args.proposer, args.seed)
+    name = default_study_name(make_problem(args.problem, options), args.proposer, args.seed)
+    chose = args.dataset is not None or args.device is not None or args.mode != "query" or args.seed != 0 or args.proposer != "pelnas"
+    if store is not None and not chose and not store.exists(name):
+        bases = store.bases()
+        if len(bases) == 1:
+            err.print(f"knowledge base {bases[0].name} (the only one in {store.url}; --study picks another)")
+            return bases[0].name
+    return name
 
 
 def _store(args: argparse.Namespace) -> KnowledgeStore:
     url = default_kb_url(args.storage)
     path = sqlite_path(url)
-    if path is not None and not path.exists() and args.kb_command != "import":
-        raise UserInputError(f"no knowledge store at {path}: run a pelnas search first (coevo search --proposer pelnas), or pass --storage")
+    if path is not None and not path.exists():
+        if args.kb_command == "report":
+            # a storage of baseline searches only: their reports say there is no knowledge base; create no file
+            return KnowledgeStore("sqlite:///:memory:")
+        if args.kb_command != "import":
+            raise UserInputError(
+                f"no knowledge store at {path}: run a pelnas search first (coevo search --proposer pelnas), or pass --storage"
+            )
     return KnowledgeStore(url)
 
 
@@ -123,7 +142,7 @@ def _list(args: argparse.Namespace, store: KnowledgeStore) -> int:
             if all(b.spec.get(k) == v for k, v in (("problem", args.problem), ("dataset", args.dataset), ("device", args.device)) if v)
         ]
     else:
-        names = [_study_name(args)]
+        names = [_study_name(args, store)]
         if not store.exists(names[0]):
             store.spec(names[0])  # raises with the list of knowledge bases
     rows: list[tuple[str, Version, Counter[str]]] = []
@@ -195,7 +214,7 @@ def _trial_values(args: argparse.Namespace, study_name: str) -> _StudyValues:
 
 
 def _show(args: argparse.Namespace, store: KnowledgeStore) -> int:
-    kb = _study_name(args)
+    kb = _study_name(args, store)
     history = store.history(kb, args.id)
     evidence = store.evidence(kb, args.id)
     studies = {e.study for e in evidence}
@@ -259,7 +278,7 @@ def _show(args: argparse.Namespace, store: KnowledgeStore) -> int:
 
 
 def _review(args: argparse.Namespace, store: KnowledgeStore) -> int:
-    kb = _study_name(args)
+    kb = _study_name(args, store)
     status = "accepted" if args.kb_command == "accept" else "rejected"
     v = store.review(kb, args.id, status, why=args.why, by="human")
     out.print(f"{v.hid} is now {v.status} (version {v.version}): {v.text}")
@@ -269,7 +288,10 @@ def _review(args: argparse.Namespace, store: KnowledgeStore) -> int:
 def _export(args: argparse.Namespace, store: KnowledgeStore) -> int:
     from knowledge.exchange import to_jsonl
 
-    text = to_jsonl(store.export(_study_name(args)))
+    if args.out is not None and (args.out.is_dir() or not args.out.parent.is_dir()):
+        where = f"{str(args.out)!r} is a folder" if args.out.is_dir() else f"folder {str(args.out.parent)!r} does not exist"
+        raise UserInputError(f"cannot write the export: {where}; pass --out PATH/FILE.jsonl in an existing folder")
+    text = to_jsonl(store.export(_study_name(args, store)))
     if args.out:
         args.out.write_text(text)
         err.print(f"wrote {text.count(chr(10))} heuristics to {args.out}")
@@ -283,7 +305,7 @@ def _import(args: argparse.Namespace, store: KnowledgeStore) -> int:
     from search.problems import make_problem
 
     records = read_file(args.file)  # every line checked before anything is written
-    kb = _study_name(args)
+    kb = _study_name(args)  # the target as named: an import may create it
     spec = store.spec(kb) if store.exists(kb) else make_problem(args.problem, {"dataset": args.dataset, "device": args.device}).spec()
     ids = store.import_records(kb, records, spec=spec, by=f"import from {args.file}")
     out.print(f"imported {len(ids)} heuristics into {kb}: {', '.join(ids[:20])}{' ...' if len(ids) > 20 else ''}")
@@ -293,7 +315,7 @@ def _import(args: argparse.Namespace, store: KnowledgeStore) -> int:
 def _report(args: argparse.Namespace, store: KnowledgeStore) -> int:
     from knowledge.report import write_report
 
-    report = write_report(args.storage, _study_name(args), args.out, store=store)
+    report = write_report(args.storage, _study_name(args, store), args.out, store=store)
     out.print(f"wrote {', '.join(str(p) for p in report.files)} ({report.bytes / 1024:.0f} KiB in {report.seconds:.1f} s)")
     return 0
 
@@ -301,7 +323,7 @@ def _report(args: argparse.Namespace, store: KnowledgeStore) -> int:
 def _ablate(args: argparse.Namespace, store: KnowledgeStore) -> int:
     from knowledge.ablation import ablate
 
-    result = ablate(args.storage, _study_name(args), args.id, seeds=args.seeds, jobs=args.jobs, store=store)
+    result = ablate(args.storage, _study_name(args, store), args.id, seeds=args.seeds, jobs=args.jobs, store=store)
     if args.json:
         print(json.dumps(result.as_dict()))
         return 0

@@ -8,13 +8,14 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from agent.reasoners import ENV_API_KEY
-from search.errors import UserInputError
+from search.errors import CoevoError, UserInputError
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -139,8 +140,8 @@ class WorkerProcesses:
 
 
 def add_runs_arguments(p: argparse.ArgumentParser) -> None:
-    """``coevo runs list`` and ``coevo runs show NAME``."""
-    sub = p.add_subparsers(dest="runs_command", required=True, metavar="{list,show}")
+    """``coevo runs list``, ``coevo runs show NAME`` and ``coevo runs delete NAME``."""
+    sub = p.add_subparsers(dest="runs_command", required=True, metavar="{list,show,delete}")
     ls = sub.add_parser("list", help="every search in the storage: progress, workers alive, HV so far")
     ls.add_argument("--storage", default=None, help="storage URL (default: sqlite:///runs/coevo.sqlite3)")
     ls.add_argument("--json", action="store_true")
@@ -148,15 +149,21 @@ def add_runs_arguments(p: argparse.ArgumentParser) -> None:
     show.add_argument("study")
     show.add_argument("--storage", default=None, help="storage URL (default: sqlite:///runs/coevo.sqlite3)")
     show.add_argument("--json", action="store_true")
+    rm = sub.add_parser("delete", help="delete a search: its study, knowledge base, round logs, LLM replies and claims")
+    rm.add_argument("study")
+    rm.add_argument("--storage", default=None, help="storage URL (default: sqlite:///runs/coevo.sqlite3)")
+    rm.add_argument("--yes", action="store_true", help="delete without asking")
 
 
 def run_runs(args: argparse.Namespace) -> int:
-    """``coevo runs list|show``."""
+    """``coevo runs list|show|delete``."""
     import optuna
 
     from search.progress import progress
-    from search.storage import open_storage
+    from search.storage import check_exists, open_storage
 
+    if args.runs_command == "delete":
+        return _delete(args)
     if args.runs_command == "show":
         info = progress(args.storage, args.study)
         if args.json:
@@ -189,6 +196,11 @@ def run_runs(args: argparse.Namespace) -> int:
                 )
             out.print(table)
         return 0
+    try:
+        check_exists(args.storage)
+    except CoevoError as exc:
+        err.print(f"no searches: {exc}")  # nothing stored yet is an answer, not a failure; nothing is created
+        return 0
     names = [s.study_name for s in optuna.get_all_study_summaries(open_storage(args.storage), include_best_trial=False)]
     rows = []
     for name in names:
@@ -207,4 +219,37 @@ def run_runs(args: argparse.Namespace) -> int:
         hv = f"{r['hv_ratio']:.4f}" if r["hv_ratio"] is not None else "-"
         table.add_row(r["study"], r["proposer"], f"{r['evaluations']}/{r['budget']}", hv, str(r["workers_alive"]))
     out.print(table)
+    return 0
+
+
+def _delete(args: argparse.Namespace) -> int:
+    """``coevo runs delete NAME``: the study and everything coevo keeps for it, after a confirmation."""
+    import optuna
+
+    from search.storage import open_storage
+    from search.study import load_search, purge_side_tables
+    from search.workers import Coordination, _alive
+
+    stored = load_search(args.storage, args.study, create=False)
+    live = [w for w in Coordination(args.storage, args.study).workers() if _alive(w, 30.0)]
+    if live:
+        raise UserInputError(
+            f"{len(live)} worker(s) are still working on {args.study!r} ({', '.join(w['worker'] for w in live)}); stop them first"
+        )
+    trials = len(stored.study.get_trials(deepcopy=False))
+    what = f"study {args.study!r} ({trials} trials) and its knowledge base, round logs, cached LLM replies and worker records"
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise UserInputError(f"this deletes {what}; pass --yes to delete without being asked")
+        answer = input(f"delete {what}? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            err.print("nothing deleted")
+            return 1
+    optuna.delete_study(study_name=args.study, storage=open_storage(args.storage))
+    removed = purge_side_tables(args.storage, args.study, "delete")
+    job_log = Path("runs/jobs") / f"{args.study}.log"
+    if job_log.is_file():
+        job_log.unlink()
+        removed.append(f"background log {job_log}")
+    out.print(f"deleted study {args.study!r} ({trials} trials)" + (f", {', '.join(removed)}" if removed else ""))
     return 0

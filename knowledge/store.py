@@ -39,6 +39,7 @@ from sqlalchemy.engine import Connection, Engine
 from knowledge.heuristics import HUMAN, STATUSES, Heuristic, KnowledgeBase
 from search.errors import StorageError, UserInputError
 from search.storage import lock_row, resolve_storage_url, side_engine, sqlite_path
+from search.study import PurgeReason, register_purge
 
 SCHEMA_VERSION = 1
 """The newest schema this code reads and writes."""
@@ -300,7 +301,10 @@ class KnowledgeStore:
     def _unknown_kb(self, kb: str) -> UserInputError:
         names = [b.name for b in self.bases()]
         hint = f"knowledge bases here: {', '.join(names[:8])}{' ...' if len(names) > 8 else ''}" if names else "the store is empty"
-        return UserInputError(f"no knowledge base named {kb!r} in {self.url} ({hint}); a pelnas search creates one per study")
+        return UserInputError(
+            f"no knowledge base named {kb!r} in {self.url} ({hint}); name one with --study NAME (`coevo kb list --all` lists them); "
+            "a pelnas search creates one per study"
+        )
 
     def history(self, kb: str, hid: str | None = None) -> list[Version]:
         """Every version (of heuristic ``hid``, or of all), oldest first (in write order)."""
@@ -506,6 +510,36 @@ class KnowledgeStore:
             raise self._unknown_id(kb, hid)
         return new
 
+    # ------------------------------------------------------------ study lifecycle
+
+    def learned_from(self, kb: str, study: str) -> bool:
+        """True when ``kb`` holds evidence from trials of study ``study`` (it was learned there, not imported)."""
+        with self.engine.connect() as conn:
+            q = sa.select(evidence_table.c.id).where(evidence_table.c.kb == kb, evidence_table.c.study == study).limit(1)
+            return conn.execute(q).first() is not None
+
+    def rename(self, kb: str, new: str) -> None:
+        """Rename knowledge base ``kb`` to ``new`` (heuristics, versions and evidence go with it), atomically."""
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(bases.update().where(bases.c.name == kb).values(name=new))
+                conn.execute(versions.update().where(versions.c.kb == kb).values(kb=new))
+                conn.execute(evidence_table.update().where(evidence_table.c.kb == kb).values(kb=new))
+        except sqlalchemy.exc.SQLAlchemyError as exc:
+            raise _friendly(exc, self.url, f"renaming {kb!r}") from exc
+
+    def delete(self, kb: str) -> int:
+        """Delete knowledge base ``kb`` with its history and evidence, atomically; returns its heuristic count."""
+        n = len(self.latest(kb))
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(evidence_table.delete().where(evidence_table.c.kb == kb))
+                conn.execute(versions.delete().where(versions.c.kb == kb))
+                conn.execute(bases.delete().where(bases.c.name == kb))
+        except sqlalchemy.exc.SQLAlchemyError as exc:
+            raise _friendly(exc, self.url, f"deleting {kb!r}") from exc
+        return n
+
     # ------------------------------------------------------------ exchange
 
     def export(self, kb: str) -> Iterator[dict[str, Any]]:
@@ -629,6 +663,32 @@ class StudyKnowledge:
     def save(self, kb: KnowledgeBase, round_no: int) -> None:
         self.store.save(self.kb, kb, round_no=round_no, by=self.by, spec=self.spec, extra_evidence=self.extra_evidence)
         self.extra_evidence = []
+
+
+@register_purge
+def _purge(storage: str | None, study: str, reason: PurgeReason) -> str | None:
+    """The knowledge base of a study that goes (see :func:`search.study.register_purge`).
+
+    ``coevo runs delete`` deletes it. A new study that takes the name of a deleted one must
+    not inherit its heuristics (their evidence points at trials that no longer exist): a
+    knowledge base learned from a study of that name is set aside as ``NAME~deleted-<time>``
+    (still listed by ``coevo kb list --all``). One that only holds imported heuristics
+    (``coevo kb import --study NAME`` before the search) is kept for the new study.
+    """
+    url = default_kb_url(storage)
+    path = sqlite_path(url)
+    if path is not None and not path.exists():
+        return None  # no knowledge store beside this storage: nothing to do, and no file to create
+    store = KnowledgeStore(url)
+    if not store.exists(study):
+        return None
+    if reason == "delete":
+        return f"knowledge base ({store.delete(study)} heuristics)"
+    if not store.learned_from(study, study):
+        return None
+    archived = f"{study}~deleted-{time.strftime('%Y%m%dT%H%M%S')}"
+    store.rename(study, archived)
+    return f"a knowledge base of {len(store.latest(archived))} heuristics, set aside as {archived!r}"
 
 
 # ---------------------------------------------------------------- helpers

@@ -8,7 +8,7 @@ from typing import Any
 
 import optuna
 
-from search.runner import load_search
+from search.study import load_search
 from search.workers import Coordination
 
 ALIVE_S = 30.0
@@ -17,7 +17,7 @@ ALIVE_S = 30.0
 
 def progress(storage: str | None, study_name: str) -> dict[str, Any]:
     """Progress of one search: evaluations against budget, trial states, workers, metrics so far."""
-    stored = load_search(storage, study_name)
+    stored = load_search(storage, study_name, create=False)
     trials = stored.study.get_trials(deepcopy=False)
     states = dict(Counter(t.state.name for t in trials))
     workers = Coordination(storage, study_name).workers()

@@ -16,7 +16,7 @@ import optuna
 import sqlalchemy as sa
 
 from search.storage import side_engine
-from search.study import register_purge
+from search.study import PurgeReason, register_purge
 
 LEGACY_PREFIX = "coevo.rounds."
 """Study user-attribute prefix of round logs written by earlier coevo versions."""
@@ -78,11 +78,11 @@ def read_round_logs(storage: str | None, study: optuna.Study) -> dict[int, dict[
 
 
 @register_purge
-def _purge(storage: str | None, study: str) -> str | None:
+def _purge(storage: str | None, study: str, reason: PurgeReason) -> str | None:
     """Remove the round logs of ``study`` (see :func:`search.study.register_purge`)."""
     logs = RoundLogs(storage)
     try:
         n = logs.delete(study)
     finally:
         logs.engine.dispose()
-    return f"removed {n} round logs of an earlier study named {study!r}" if n else None
+    return f"{n} round logs" if n else None

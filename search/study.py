@@ -12,7 +12,7 @@ import uuid
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import optuna
 
@@ -30,9 +30,11 @@ ATTR_UID = "coevo.uid"
 ATTR_ROUND = "coevo.round"
 """The next co-evolution round (study attribute)."""
 
-Purge = Callable[[str | None, str], str | None]
-"""``(storage, study name) -> note``: removes a side table's rows of a study by name; the note
-(None when there was nothing) says what was removed or set aside."""
+PurgeReason = Literal["new-study", "delete"]
+"""Why side-table rows go: a new study took a deleted one's name, or ``coevo runs delete`` removes the study."""
+Purge = Callable[[str | None, str, PurgeReason], str | None]
+"""``(storage, study name, reason) -> note``: removes (or sets aside) a side table's rows of a study
+by name; the note (None when there was nothing) says what went, in a few words ("12 claims")."""
 _PURGES: list[Purge] = []
 
 
@@ -40,15 +42,18 @@ def register_purge(purge: Purge) -> Purge:
     """Register a function that removes one side table's rows of a study by name.
 
     Every registered purge runs when a study is created (rows left by a deleted study of the
-    same name must not leak into the new one) and when ``coevo runs delete`` removes one.
+    same name must not leak into the new one) and when ``coevo runs delete`` removes one. The
+    modules that own side tables register theirs (search/ cannot import the layers above it).
     """
     _PURGES.append(purge)
     return purge
 
 
-def purge_side_tables(storage: str | None, study_name: str) -> list[str]:
+def purge_side_tables(storage: str | None, study_name: str, reason: PurgeReason = "new-study") -> list[str]:
     """Run every registered purge for ``study_name``; returns their notes."""
-    return [note for purge in _PURGES if (note := purge(storage, study_name))]
+    from search import round_log, workers  # noqa: F401  (this layer's side tables: their purges register on import)
+
+    return [note for purge in _PURGES if (note := purge(storage, study_name, reason))]
 
 
 def default_study_name(problem: Problem, proposer: str, seed: int, variant: str = "") -> str:
@@ -132,7 +137,9 @@ def open_or_create(problem: Problem, proposer: Proposer, *, storage: str | None,
             study = optuna.load_study(study_name=study_name, storage=backend, sampler=proposer.sampler(problem, seed))
         else:
             created = True
-            notes = purge_side_tables(storage, study_name)
+            cleared = purge_side_tables(storage, study_name)
+            if cleared:
+                notes = [f"a new study {study_name!r} was created; an earlier, deleted study of that name had left: {'; '.join(cleared)}"]
             _tag(study, problem, proposer, seed)
     else:
         stored = study.user_attrs.get(ATTR_SPEC)

@@ -56,7 +56,7 @@ from search.errors import CoevoError, StorageError, UserInputError
 from search.problem import Problem
 from search.proposers import Evaluation, Proposal, Proposer, RoundContext
 from search.storage import lock_row, open_storage, side_engine
-from search.study import ATTR_BUDGET, ATTR_ROUND, evaluations_from_study, register_purge
+from search.study import ATTR_BUDGET, ATTR_ROUND, PurgeReason, evaluations_from_study, register_purge
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -322,7 +322,7 @@ class Coordination:
 
 
 @register_purge
-def _purge_coordination(storage: str | None, study: str) -> str | None:
+def _purge_coordination(storage: str | None, study: str, reason: PurgeReason) -> str | None:
     """Remove the claims, leases and worker rows of ``study`` (see :func:`search.study.register_purge`)."""
     engine = side_engine(storage, metadata)
     try:
@@ -332,7 +332,7 @@ def _purge_coordination(storage: str | None, study: str) -> str | None:
             conn.execute(workers.delete().where(workers.c.study == study))
     finally:
         engine.dispose()
-    return f"removed {n} claims of an earlier study named {study!r}" if n else None
+    return f"{n} claims" if n else None
 
 
 def heartbeat_storage(url: str | None, settings: WorkerSettings) -> optuna.storages.RDBStorage:

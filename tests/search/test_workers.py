@@ -252,3 +252,74 @@ def test_sigterm_finishes_the_current_evaluation_and_stops(tmp_path: Path) -> No
     assert "RUNNING" not in states and states["COMPLETE"] == summary["evaluated"] + summary["answered"]  # nothing left half-done
     rows = Coordination(storage, study).workers()
     assert rows[0]["state"] == "stopped"
+
+
+def _search(storage: str, study: str, budget: int, *extra: str, cwd: Path) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "agent.cli", "search", "--storage", storage, "--study", study, "--budget", str(budget), "--json"]
+    cmd += ["--device", "fpga", "--proposer", "pelnas", "--seed", "4", *FAST, *extra]
+    return subprocess.Popen(cmd, cwd=cwd, env=coevo_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _joined_by_workers(storage: str, tmp_path: Path, budget: int) -> tuple[str, list[dict[str, object]]]:
+    """Issue 13's scenario: a default `coevo search` (one process), two `coevo worker`s join, one is SIGKILLed and replaced."""
+    study = f"j-{uuid.uuid4().hex[:10]}"
+    search = _search(storage, study, budget, cwd=tmp_path)
+    deadline = time.time() + 60
+    while time.time() < deadline:  # the study exists and has started paying
+        time.sleep(0.3)
+        try:
+            if len(optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)) >= 30:
+                break
+        except KeyError:
+            continue
+    joined = [_worker(storage, study, cwd=tmp_path) for _ in range(2)]
+    time.sleep(2.0)
+    joined[0].send_signal(signal.SIGKILL)
+    joined[0].wait()
+    joined.append(_worker(storage, study, cwd=tmp_path))
+    code, stdout, stderr = _finish([search])[0]
+    assert code == 0, stderr
+    rest = _finish(joined[1:])
+    assert all(r[0] == 0 for r in rest), rest
+    return study, [json.loads(stdout), *[json.loads(r[1]) for r in rest]]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_workers_joining_a_default_search_pay_exactly_the_budget(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    storage = request.getfixturevalue("postgres_url") if backend == "postgresql" else f"sqlite:///{tmp_path / 'join.sqlite3'}"
+    budget = 160
+    study, (summary, *workers) = _joined_by_workers(storage, tmp_path, budget)
+    assert summary["evaluations"] == budget and summary["reasoner"] == "offline (no LLM)"
+    assert sum(int(w["evaluated"]) for w in workers) > 0  # the workers really shared the work
+    counts = _check_exactly_once(storage, study, budget)  # paid == distinct == claims == budget
+    assert counts["duplicates"] == 0 and counts["lost"] == 0
+    states = Counter(t.state.name for t in optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False))
+    assert "RUNNING" not in states and "WAITING" not in states
+
+
+def test_search_with_two_workers_runs_two_processes(tmp_path: Path) -> None:
+    storage = f"sqlite:///{tmp_path / 'spawn.sqlite3'}"
+    code, stdout, stderr = _finish([_search(storage, "sp", 90, "--workers", "2", cwd=tmp_path)])[0]
+    assert code == 0, stderr
+    summary = json.loads(stdout)
+    assert summary["evaluations"] == 90 and summary["reasoner"] == "offline (no LLM)"  # the summary says who reasoned
+    rows = Coordination(storage, "sp").workers()
+    assert len(rows) == 2 and {r["state"] for r in rows} == {"finished"} and len({r["pid"] for r in rows}) == 2
+    assert _check_exactly_once(storage, "sp", 90)["duplicates"] == 0
+
+
+def test_a_joining_worker_proposes_with_the_options_the_search_stored(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    storage = f"sqlite:///{tmp_path / 'opts.sqlite3'}"
+    code, _, stderr = _finish([_search(storage, "o", 30, "--round-size", "7", "--kb-tokens", "150", cwd=tmp_path)])[0]
+    assert code == 0, stderr
+    study = optuna.load_study(study_name="o", storage=storage)
+    assert study.user_attrs["coevo.proposer_options"]["round_size"] == 7
+    assert study.user_attrs["coevo.proposer_options"]["kb_tokens"] == 150
+    rounds_before = int(study.user_attrs["coevo.round"])
+    study.set_user_attr("coevo.budget", 80)  # more budget: a worker joining now proposes the next rounds alone
+    assert main(["worker", "--storage", storage, "--study", "o", "--json", *FAST]) == 0  # no proposer flags given
+    assert json.loads(capsys.readouterr().out)["rounds_led"] >= 3
+    trials = optuna.load_study(study_name="o", storage=storage).get_trials(deepcopy=False)
+    per_round = Counter(t.user_attrs["round"] for t in trials if t.user_attrs.get("round", -1) >= rounds_before)
+    assert per_round and max(per_round.values()) <= 7 and sum(per_round.values()) >= 40  # rounds of 7, not the default 20
+    assert _check_exactly_once(storage, "o", 80)["duplicates"] == 0
