@@ -39,6 +39,8 @@ class FakeOpenAI:
         self.script = list(script or [])
         self.default = default
         self.requests: list[dict[str, Any]] = []
+        self.authorizations: list[str | None] = []
+        """The ``Authorization`` header of every request, in order (which API key the client sent)."""
         self._lock = threading.Lock()
         fake = self
 
@@ -51,6 +53,7 @@ class FakeOpenAI:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with fake._lock:
                     fake.requests.append(body)
+                    fake.authorizations.append(self.headers.get("Authorization"))
                     step = fake.script.pop(0) if fake.script else fake.default
                 if step is None:
                     step = {"status": 500, "message": "script exhausted"}
