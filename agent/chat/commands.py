@@ -107,7 +107,9 @@ def _run(ctx: CommandContext, rest: str) -> Outcome:
     return Outcome(result.ok, f"{tool.name}: ok", value=result.model_dump())
 
 
-def _cli(command: str) -> Handler:
+def _cli(command: str, *, jsonl: tuple[str, ...] = ()) -> Handler:
+    """A handler running ``coevo COMMAND ARGS`` in-process; subcommands in ``jsonl`` print JSON lines (a list, even of one)."""
+
     def run(ctx: CommandContext, rest: str) -> Outcome:
         from agent.cli import main
 
@@ -123,22 +125,22 @@ def _cli(command: str) -> Handler:
         text = printed.getvalue()
         if text:
             ctx.console.out(text, end="", highlight=False)
-        return Outcome(code == 0, f"coevo {' '.join(argv)} -> exit {code}", value=parse_printed(text))
+        lines = len(argv) > 1 and argv[1] in jsonl
+        return Outcome(code == 0, f"coevo {' '.join(argv)} -> exit {code}", value=parse_printed(text, lines=lines))
 
     return run
 
 
-def parse_printed(text: str) -> Any:
-    """What a ``coevo`` command printed, as data: one JSON value, a list of JSON lines, else the text itself."""
-    stripped = text.strip()
-    if not stripped:
-        return None
+def parse_printed(text: str, *, lines: bool = False) -> Any:
+    """What a ``coevo`` command printed, as data: its JSON (a list of JSON lines when ``lines``), else the text itself.
+
+    >>> parse_printed('{"a": 1}\\n'), parse_printed('{"a": 1}\\n', lines=True), parse_printed("a table")
+    ({'a': 1}, [{'a': 1}], 'a table')
+    """
     try:
-        return json.loads(stripped)
-    except json.JSONDecodeError:
-        pass
-    try:
-        return [json.loads(line) for line in stripped.splitlines() if line.strip()]
+        if lines:
+            return [json.loads(line) for line in text.splitlines() if line.strip()]
+        return json.loads(text) if text.strip() else None
     except json.JSONDecodeError:
         return text
 
@@ -167,7 +169,11 @@ COMMANDS: dict[str, tuple[Handler, str, str]] = {
     "/tools": (_tools, "/tools", "the registered tools"),
     "/run": (_run, "/run TOOL {json}", "run a tool with JSON arguments"),
     "/search": (_cli("search"), "/search ARGS", "run a search, as `coevo search ARGS`"),
-    "/kb": (_cli("kb"), "/kb ARGS", "knowledge bases, as `coevo kb ARGS` (list, show, accept, reject, report, ...)"),
+    "/kb": (
+        _cli("kb", jsonl=("list", "export")),
+        "/kb ARGS",
+        "knowledge bases, as `coevo kb ARGS` (list, show, accept, reject, report, ...)",
+    ),
     "/runs": (_runs, "/runs", "the studies in storage"),
     "/session": (_session, "/session", "this session's id and token use"),
     "/exit": (_exit, "/exit", "leave (the session is kept; resume with --session)"),

@@ -5,10 +5,10 @@ tool call runs through the registry's LangChain adapter (:func:`tools.adapters.t
 the one adapter) under the model's :class:`tools.CallPolicy`: it writes only under the
 workspace, and the user confirms it first when the tool is long-running, changes data
 or would load the user's code; results, including errors and refusals, go back to the
-model as tool messages it can act on; repeat up to ``max_steps`` model calls. Everything is recorded in the session as it
-happens. Ctrl-C raises ``KeyboardInterrupt`` out of :meth:`ChatAgent.turn`; what was
-recorded stays, and the next turn starts from a consistent history (tool calls left
-without a result are closed as interrupted).
+model as tool messages it can act on; repeat up to ``max_steps`` model calls.
+Everything is recorded in the session as it happens. Ctrl-C raises ``KeyboardInterrupt``
+out of :meth:`ChatAgent.turn`; what was recorded stays, and the next turn starts from a
+consistent history (tool calls left without a result are closed as interrupted).
 """
 
 from __future__ import annotations

@@ -233,9 +233,9 @@ def _one(args: argparse.Namespace, chat: Chat) -> tuple[int, dict[str, Any]]:
     chat.terminal.end_turn()
     if not args.json:
         ctx.console.print(_footer(result, ctx.store, ctx.session))
-    calls = len(result.tool_calls)
-    summary = result.stopped or (result.answer if result.refused else f"answered; {calls} tool call(s)")
-    return 0, {"kind": "turn", "ok": not result.refused and result.stopped is None, "summary": summary, "value": result.as_dict()}
+    # a refusal or a step limit is still an answer: ok, with value["refused"] / value["stopped"] saying which
+    summary = result.stopped or (result.answer if result.refused else f"answered; {len(result.tool_calls)} tool call(s)")
+    return 0, {"kind": "turn", "ok": True, "summary": summary, "value": result.as_dict()}
 
 
 def _once_json(args: argparse.Namespace) -> int:

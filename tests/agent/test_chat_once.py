@@ -70,6 +70,16 @@ def test_kb_list_json_gives_the_heuristics_as_a_list(capfd: pytest.CaptureFixtur
     assert {(h["id"], h["text"]) for h in record["value"]} == {(h.id, h.text) for h in kb.heuristics.values()}
 
 
+def test_json_lines_commands_give_a_list_even_of_one(capfd: pytest.CaptureFixture[str], kb_storage: str) -> None:
+    heuristics = KnowledgeStore.for_storage(kb_storage).load(STUDY).heuristics
+    code, record, _ = once(capfd, kb_storage, f"/kb export --study {STUDY}")
+    assert code == 0 and sorted(r["text"] for r in record["value"]) == sorted(h.text for h in heuristics.values())
+    first = next(iter(heuristics))
+    assert once(capfd, kb_storage, f"/kb accept {first} --study {STUDY}")[0] == 0
+    code, record, _ = once(capfd, kb_storage, f"/kb list --study {STUDY} --status accepted --json")
+    assert code == 0 and [(h["id"], h["status"]) for h in record["value"]] == [(first, "accepted")]
+
+
 def test_kb_list_without_json_puts_its_table_text_in_the_value(capfd: pytest.CaptureFixture[str], kb_storage: str) -> None:
     code, record, err = once(capfd, kb_storage, f"/kb list --study {STUDY}")
     first = next(iter(KnowledgeStore.for_storage(kb_storage).load(STUDY).heuristics))
