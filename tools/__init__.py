@@ -2,11 +2,14 @@
 
 Adding a tool: write a :class:`Tool` subclass in a module here and add one line to
 :data:`REGISTRY`'s list; the conformance suite (tests/tools/test_conformance.py) picks it up.
+Declare what it touches (``writes``, ``loads_code``): a model's calls are checked against
+that by :class:`CallPolicy` (:mod:`tools._policy`).
 """
 
 from __future__ import annotations
 
-from tools._base import Tool, ToolArgs, ToolArgumentError, ToolExecutionError, ToolResult, call_tool
+from tools._base import Tool, ToolArgs, ToolArgumentError, ToolDeclinedError, ToolExecutionError, ToolResult, call_tool
+from tools._policy import ENV_WORKSPACE, CallPolicy, Confirm, OutsideWorkspaceError, asks_first, workspace
 from tools._registry import Registry, llm_name
 from tools.kb import KBList, KBReview, KBShow
 from tools.nb201 import NB201ParetoFront, NB201Query
@@ -41,13 +44,20 @@ REGISTRY = Registry(
 """Every tool coevo offers."""
 
 __all__ = [
+    "ENV_WORKSPACE",
     "REGISTRY",
+    "CallPolicy",
+    "Confirm",
+    "OutsideWorkspaceError",
     "Registry",
     "Tool",
     "ToolArgs",
     "ToolArgumentError",
+    "ToolDeclinedError",
     "ToolExecutionError",
     "ToolResult",
+    "asks_first",
     "call_tool",
     "llm_name",
+    "workspace",
 ]

@@ -12,11 +12,14 @@ import json
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from search.errors import CoevoError, UserInputError
+
+if TYPE_CHECKING:
+    from tools._policy import CallPolicy
 
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$")
 """Tool names: dotted lowercase words, e.g. ``nb201.query``."""
@@ -28,6 +31,14 @@ class ToolArgumentError(UserInputError):
 
 class ToolExecutionError(CoevoError):
     """The tool failed while running valid arguments."""
+
+
+class ToolDeclinedError(CoevoError):
+    """The call asks first (long run, changes data, a model loading user code) and was not confirmed; nothing ran."""
+
+
+Target = Literal["file", "storage"]
+"""What a written argument names: a file path, or a study storage URL (``sqlite:///PATH``; None is the default storage)."""
 
 
 class ToolArgs(BaseModel):
@@ -59,6 +70,12 @@ class Tool(ABC):
     and ``confirm`` tools that change stored data or start work: chat asks the user before
     calling either. Expensive set-up belongs in ``run`` (or a cache it
     fills), never in ``__init__``: the registry builds every tool at start-up.
+
+    What a tool touches is declared, not checked inside ``run``: ``writes`` maps each
+    argument naming something the tool writes to its :data:`Target` kind, and
+    ``loads_code`` names the arguments that may name the user's Python code
+    (``path/to/file.py:function``, ``module:object``). :class:`tools.CallPolicy` checks
+    these for every call a model makes (see :mod:`tools._policy`).
     """
 
     name: ClassVar[str]
@@ -67,14 +84,29 @@ class Tool(ABC):
     example: ClassVar[dict[str, Any]]
     long_running: ClassVar[bool] = False
     confirm: ClassVar[bool] = False
+    writes: ClassVar[dict[str, Target]] = {}
+    loads_code: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def run(self, args: Any) -> ToolResult:
         """Run with validated arguments (an instance of ``Args``)."""
 
+    def user_code(self, args: Any) -> list[str]:
+        """The user-code references (``file.py:function``, ``module:object``) these validated arguments would load.
+
+        Reads the ``loads_code`` arguments; a tool that finds code elsewhere too (inside a
+        handle it was given) extends this.
+        """
+        return [v for name in self.loads_code if names_code(v := getattr(args, name))]
+
     def schema(self) -> dict[str, Any]:
         """JSON schema of the arguments."""
         return self.Args.model_json_schema()
+
+
+def names_code(value: Any) -> bool:
+    """Whether an argument value names Python code to import: ``path/to/file.py:function`` or ``module:object``."""
+    return isinstance(value, str) and ":" in value and "://" not in value
 
 
 def check_tool(tool: Tool) -> None:
@@ -90,6 +122,12 @@ def check_tool(tool: Tool) -> None:
         raise TypeError(f"tool {name}: Args must be a ToolArgs subclass")
     if not isinstance(getattr(tool, "example", None), dict):
         raise TypeError(f"tool {name}: example must be a dict of arguments")
+    for declared in (*tool.writes, *tool.loads_code):
+        if declared not in args.model_fields:
+            raise TypeError(f"tool {name}: writes/loads_code names {declared!r}, which is not an argument")
+    for arg, kind in tool.writes.items():
+        if kind not in ("file", "storage"):
+            raise TypeError(f"tool {name}: writes[{arg!r}] must be 'file' or 'storage', got {kind!r}")
     json.dumps(args.model_json_schema())
 
 
@@ -103,11 +141,19 @@ def describe_validation(tool: Tool, exc: ValidationError) -> str:
     return f"bad arguments for {tool.name}: {'; '.join(problems)}. It takes: {fields}. Example: {json.dumps(tool.example)}"
 
 
-def call_tool(tool: Tool, raw: Mapping[str, Any] | str | None) -> ToolResult:
-    """Validate raw arguments (a mapping or a JSON object string) and run the tool.
+def call_tool(tool: Tool, raw: Mapping[str, Any] | str | None, *, policy: CallPolicy | None = None) -> ToolResult:
+    """Validate raw arguments (a mapping or a JSON object string), admit the call under ``policy``, run the tool.
+
+    Args:
+        tool: the tool.
+        raw: its arguments.
+        policy: who is calling and what they may do (:class:`tools.CallPolicy`); None is the
+            user's own call with no one to ask (``coevo tools run``): nothing is restricted.
 
     Raises:
-        ToolArgumentError: the arguments are malformed or out of the tool's domain.
+        ToolArgumentError: the arguments are malformed or out of the tool's domain, or a
+            model's call would write outside the workspace (``OutsideWorkspaceError``).
+        ToolDeclinedError: the call asks first and was not confirmed; the tool did not run.
         ToolExecutionError: the tool failed on valid arguments.
     """
     if isinstance(raw, str):
@@ -127,6 +173,14 @@ def call_tool(tool: Tool, raw: Mapping[str, Any] | str | None) -> ToolResult:
         args = tool.Args.model_validate(dict(raw))
     except ValidationError as exc:
         raise ToolArgumentError(describe_validation(tool, exc)) from None
+    if policy is None:
+        return _run(tool, args)
+    policy.admit(tool, args)
+    with policy.active():
+        return _run(tool, args)
+
+
+def _run(tool: Tool, args: ToolArgs) -> ToolResult:
     try:
         return tool.run(args)
     except UserInputError as exc:

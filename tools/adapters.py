@@ -8,20 +8,31 @@ from typing import Any
 from langchain_core.tools import StructuredTool
 from pydantic import ValidationError
 
-from tools._base import Tool, ToolArgumentError, ToolExecutionError, call_tool, describe_validation
+from tools._base import Tool, ToolArgumentError, ToolDeclinedError, ToolExecutionError, call_tool, describe_validation
+from tools._policy import CallPolicy
 from tools._registry import llm_name
 
+DECLINED = "the user declined to run"
+"""Start of the observation a model gets for a call the user did not confirm."""
 
-def to_langchain(tool: Tool) -> StructuredTool:
+
+def to_langchain(tool: Tool, policy: CallPolicy | None = None) -> StructuredTool:
     """A LangChain ``StructuredTool`` with an LLM-safe name and the tool's argument schema.
 
+    Args:
+        tool: the registry tool.
+        policy: applied to every call (a model's calls: :meth:`CallPolicy.model`); None
+            runs calls unchecked, as the user's own.
+
     Errors come back as the tool message (an observation the model can act on), not as
-    exceptions: ``error: <what to fix>``.
+    exceptions: ``error: <what to fix>``; a declined call as ``the user declined to run ...``.
     """
 
     def _run(**kwargs: Any) -> str:
         try:
-            return call_tool(tool, kwargs).model_dump_json()
+            return call_tool(tool, kwargs, policy=policy).model_dump_json()
+        except ToolDeclinedError:
+            return f"{DECLINED} {llm_name(tool.name)}; do not retry it, ask the user what they want instead"
         except (ToolArgumentError, ToolExecutionError) as exc:
             return f"error: {exc}"
 

@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from knowledge.store import KnowledgeStore
-from tools._base import Tool, ToolArgs, ToolResult
+from tools._base import Target, Tool, ToolArgs, ToolResult
 
 STORAGE = Field(None, description="study storage URL (the knowledge store is beside it); default sqlite:///runs/coevo.sqlite3")
 
@@ -30,6 +30,7 @@ class KBList(Tool):
     )
     Args = KBListArgs
     example: ClassVar[dict[str, Any]] = {"study": "example", "limit": 5}
+    writes: ClassVar[dict[str, Target]] = {"storage": "storage"}  # opening a storage creates its tables
 
     def run(self, args: KBListArgs) -> ToolResult:
         store = KnowledgeStore.for_storage(args.storage)
@@ -65,6 +66,7 @@ class KBShow(Tool):
     description = "Show one heuristic: its claim, structured form, every version (what changed, why, who) and its evidence trial ids."
     Args = KBShowArgs
     example: ClassVar[dict[str, Any]] = {"study": "example", "id": "H1"}
+    writes: ClassVar[dict[str, Target]] = {"storage": "storage"}  # opening a storage creates its tables
 
     def run(self, args: KBShowArgs) -> ToolResult:
         store = KnowledgeStore.for_storage(args.storage)
@@ -104,6 +106,7 @@ class KBReview(Tool):
     )
     Args = KBReviewArgs
     example: ClassVar[dict[str, Any]] = {"study": "example", "id": "H1", "decision": "accepted", "why": "checked against the datasheet"}
+    writes: ClassVar[dict[str, Target]] = {"storage": "storage"}  # opening a storage creates its tables
     confirm = True
 
     def run(self, args: KBReviewArgs) -> ToolResult:

@@ -4,7 +4,6 @@ compress a CNN for energy."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
@@ -13,7 +12,8 @@ from search.errors import UserInputError
 from sim.accel.compress import compress
 from sim.accel.systolic import Layer, map_layer
 from sim.noc import curves
-from tools._base import Tool, ToolArgs, ToolResult
+from tools._base import Target, Tool, ToolArgs, ToolResult
+from tools._policy import prepare_output
 from tools.progress import cycles, report
 
 
@@ -94,8 +94,10 @@ class NocPlot(Tool):
         "out": "runs/plots/example-noc.png",
     }
     long_running = True
+    writes: ClassVar[dict[str, Target]] = {"out": "file"}
 
     def run(self, args: NocPlotArgs) -> ToolResult:
+        out = prepare_output(args.out)  # before the sweep: a bad path fails in a moment, not after minutes
         options = args.options()
         options.pop("routing")
         options.pop("load")
@@ -108,7 +110,7 @@ class NocPlot(Tool):
             **options,
         )
         size = f"N={args.n}" if args.topology == "benes" else f"{args.k}x{args.k}"
-        path = curves.plot_curves(results, f"{args.topology} {size}, {args.traffic} traffic", Path(args.out))
+        path = curves.plot_curves(results, f"{args.topology} {size}, {args.traffic} traffic", out)
         saturation = {}
         for routing in args.routings:
             rs = [r for r in results if r.config["routing"] == routing]

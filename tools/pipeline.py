@@ -15,7 +15,7 @@ from sim.pipeline.partition import Plan, from_mapping, partition
 from sim.pipeline.profile import MODELS, ModelProfile, profile, summary
 from sim.pipeline.simulate import simulate
 from sim.pipeline.tune import tune
-from tools._base import Tool, ToolArgs, ToolResult
+from tools._base import Tool, ToolArgs, ToolResult, names_code
 
 MODEL = Field("unet-sd", description=f"model preset ({', '.join(MODELS)}) or path/to/file.py:function returning a PipelineModel")
 RESOLUTION = Field(64, ge=1, le=1024, description="latent height/width (64 for SD at 512 px)")
@@ -41,6 +41,7 @@ class PipelineProfile(Tool):
         "(no weights allocated): forward FLOPs, parameter bytes, output activation bytes per microbatch and the long skips."
     )
     Args = ProfileArgs
+    loads_code = ("model",)
     example: ClassVar[dict[str, Any]] = {"model": "unet-tiny", "resolution": 8}
 
     def run(self, args: ProfileArgs) -> ToolResult:
@@ -103,6 +104,7 @@ class PipelinePlan(Tool):
         "crossing devices (boundary and skip), and a 'handle' to pass to pipeline.simulate as plan."
     )
     Args = PlanArgs
+    loads_code = ("model",)
     example: ClassVar[dict[str, Any]] = {"model": "unet-tiny", "devices": 2, "resolution": 8, "cluster": "v100x8-pcie"}
 
     def run(self, args: PlanArgs) -> ToolResult:
@@ -147,7 +149,18 @@ class PipelineSimulate(Tool):
         "on a cluster: makespan, bubble ratio, samples/s, bytes per link and peak memory per device."
     )
     Args = SimulateArgs
+    loads_code = ("model",)
     example: ClassVar[dict[str, Any]] = {"model": "unet-tiny", "devices": 2, "resolution": 8, "microbatches": 4}
+
+    def user_code(self, args: SimulateArgs) -> list[str]:
+        """The model argument's code, or the code of the model named inside a plan handle."""
+        if args.plan is None:
+            return super().user_code(args)
+        try:
+            model = json.loads(args.plan).get("model")
+        except (json.JSONDecodeError, AttributeError):
+            return []  # not a handle: read_plan refuses it before anything is loaded
+        return [model] if names_code(model) else []
 
     def run(self, args: SimulateArgs) -> ToolResult:
         cluster = get_cluster(args.cluster)
@@ -192,6 +205,7 @@ class PipelineTune(Tool):
         "For a search over these plus balance and recomputation, run search.start with problem pipeline."
     )
     Args = TuneArgs
+    loads_code = ("model",)
     example: ClassVar[dict[str, Any]] = {"model": "unet-tiny", "cluster": "v100x8-pcie", "global_batch": 8, "resolution": 8, "top": 3}
     long_running = True
 

@@ -8,6 +8,7 @@ search, started here or not, and after a restart.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,11 +17,17 @@ from typing import Any, ClassVar
 from search.problems import make_problem
 from search.progress import progress
 from search.runner import default_study_name
-from tools._base import Tool, ToolResult
+from tools._base import Target, Tool, ToolResult
 from tools.search_run import PROBLEM_OPTIONS, SearchArgs, problem_options
 from tools.studies import StudyArgs
 
 JOBS_DIR = Path("runs/jobs")
+
+
+def log_path(study: str) -> Path:
+    """The log file of a background search: one file in :data:`JOBS_DIR`, whatever the study name holds (``/``, ``..``)."""
+    safe = re.sub(r"[^A-Za-z0-9._=-]", "_", study).lstrip(".") or "_"
+    return JOBS_DIR / f"{safe}.log"
 
 
 class SearchStart(Tool):
@@ -41,6 +48,8 @@ class SearchStart(Tool):
         "storage": "sqlite:///runs/background.sqlite3",
     }
     confirm = True
+    writes: ClassVar[dict[str, Target]] = {"storage": "storage"}
+    loads_code = ("problem", "model")
 
     def run(self, args: SearchArgs) -> ToolResult:
         problem = make_problem(args.problem, problem_options(args))  # bad names fail here, not in the background
@@ -52,7 +61,7 @@ class SearchStart(Tool):
             if value is not None:
                 command += ["--" + name.replace("_", "-"), str(value)]
         JOBS_DIR.mkdir(parents=True, exist_ok=True)
-        log = JOBS_DIR / f"{study}.log"
+        log = log_path(study)
         with log.open("ab") as fh:
             proc = subprocess.Popen(command, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         return ToolResult(
@@ -71,6 +80,7 @@ class SearchStatus(Tool):
     )
     Args = StudyArgs
     example: ClassVar[dict[str, Any]] = {"study": "example"}
+    writes: ClassVar[dict[str, Target]] = {"storage": "storage"}  # opening a storage creates its tables
 
     def run(self, args: StudyArgs) -> ToolResult:
         info = progress(args.storage, args.study)
@@ -78,7 +88,7 @@ class SearchStatus(Tool):
             k: info[k] for k in ("study", "evaluations", "budget", "hv_ratio", "front_recall", "front_size", "workers_alive", "states")
         }
         value["finished"] = info["evaluations"] >= info["budget"]
-        log = JOBS_DIR / f"{args.study}.log"
+        log = log_path(args.study)
         if log.exists():
             value["log_tail"] = log.read_text(errors="replace")[-600:]
         return ToolResult(value=value)

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from search.problems import make_problem
 from search.runner import run_search
-from tools._base import Tool, ToolArgs, ToolResult
+from tools._base import Target, Tool, ToolArgs, ToolResult
 
 
 class SearchArgs(ToolArgs):
@@ -66,6 +66,8 @@ class SearchRun(Tool):
         "storage": "sqlite:///example.sqlite3",
     }
     long_running = True
+    writes: ClassVar[dict[str, Target]] = {"storage": "storage"}
+    loads_code = ("problem", "model")
 
     def run(self, args: SearchArgs) -> ToolResult:
         problem = make_problem(args.problem, problem_options(args))

@@ -10,7 +10,7 @@ from pydantic import Field
 from search.round_log import read_round_logs
 from search.runner import ATTR_BUDGET, ATTR_PROPOSER, ATTR_SPEC, load_search
 from search.storage import open_storage, resolve_storage_url
-from tools._base import Tool, ToolArgs, ToolResult
+from tools._base import Target, Tool, ToolArgs, ToolResult
 
 MAX_STUDIES = 200
 
@@ -30,6 +30,7 @@ class StudiesList(Tool):
     )
     Args = StudiesArgs
     example: ClassVar[dict[str, Any]] = {}
+    writes: ClassVar[dict[str, Target]] = {"storage": "storage"}  # opening a storage creates its tables
 
     def run(self, args: StudiesArgs) -> ToolResult:
         backend = open_storage(args.storage)
@@ -65,6 +66,7 @@ class StudyFront(Tool):
     )
     Args = StudyArgs
     example: ClassVar[dict[str, Any]] = {"study": "example"}
+    writes: ClassVar[dict[str, Target]] = {"storage": "storage"}  # opening a storage creates its tables
 
     def run(self, args: StudyArgs) -> ToolResult:
         stored = load_search(args.storage, args.study)

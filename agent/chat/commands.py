@@ -3,10 +3,17 @@
 ``/help``, ``/tools``, ``/run TOOL {json}``, ``/search ARGS`` (as ``coevo search``), ``/kb ARGS``
 (as ``coevo kb``), ``/runs``, ``/session``, ``/exit``. A bad command or bad arguments print
 what to type instead; the session goes on. Every command and its outcome is recorded.
+
+Every command shows its result on the context's console and returns it as data
+(:attr:`Outcome.value`), which ``coevo chat --once ... --json`` prints as its one JSON
+object. ``/search`` and ``/kb`` run ``coevo`` in-process; what it prints is captured: JSON
+(one object, or one per line) becomes the value, anything else its text.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import shlex
 from collections.abc import Callable
@@ -18,23 +25,30 @@ from rich.table import Table
 
 from agent.chat.store import Event, SessionStore
 from search.errors import CoevoError
-from tools import Registry, call_tool
+from tools import CallPolicy, Registry, call_tool
 
 
 @dataclass
 class CommandContext:
-    """What a command may use."""
+    """What a command may use.
+
+    Attributes:
+        run_policy: the policy of ``/run`` calls (the user's own: nothing restricted; under
+            ``--once`` its ``confirm`` refuses tools that ask first unless ``--yes``). None:
+            run them.
+    """
 
     registry: Registry
     store: SessionStore
     session: str
     storage: str | None
     console: Console
+    run_policy: CallPolicy | None = None
 
 
 @dataclass
 class Outcome:
-    """A command's result: ``ok``, a one-line summary for the record, and whether to leave."""
+    """A command's result: ``ok``, a one-line summary for the record, whether to leave, and its data (JSON-friendly)."""
 
     ok: bool
     summary: str
@@ -51,17 +65,33 @@ def _help(ctx: CommandContext, rest: str) -> Outcome:
         table.add_row(usage or name, text)
     ctx.console.print(table)
     ctx.console.print("Anything else is a question for the LLM (when one is configured).")
-    return Outcome(True, "help")
+    value = {
+        "commands": [{"command": name, "usage": usage, "help": text} for name, (_, usage, text) in COMMANDS.items()],
+        "aliases": ALIASES,
+    }
+    return Outcome(True, "help", value=value)
 
 
 def _tools(ctx: CommandContext, rest: str) -> Outcome:
     table = Table(title=f"{len(ctx.registry)} tools")
     for col in ("name", "asks first", "description"):
         table.add_column(col, overflow="fold")
+    rows = []
     for t in ctx.registry:
-        table.add_row(t.name, "yes" if t.long_running or t.confirm else "", t.description)
+        asks = "yes" if t.long_running or t.confirm else "for a model loading your code" if t.loads_code else ""
+        table.add_row(t.name, asks, t.description)
+        rows.append(
+            {
+                "name": t.name,
+                "long_running": t.long_running,
+                "confirm": t.confirm,
+                "writes": sorted(t.writes),
+                "loads_code": list(t.loads_code),
+                "description": t.description,
+            }
+        )
     ctx.console.print(table)
-    return Outcome(True, f"{len(ctx.registry)} tools", value=[t.name for t in ctx.registry])
+    return Outcome(True, f"{len(ctx.registry)} tools", value=rows)
 
 
 def _run(ctx: CommandContext, rest: str) -> Outcome:
@@ -70,45 +100,68 @@ def _run(ctx: CommandContext, rest: str) -> Outcome:
         return Outcome(False, 'usage: /run TOOL {json arguments}, e.g. /run nb201.query {"arch": "..."}; /tools lists the tools')
     tool = ctx.registry.get(name)  # unknown names raise with the list of tools
     with ctx.console.status(f"running {tool.name} ..."):
-        result = call_tool(tool, raw.strip() or "{}")
+        result = call_tool(tool, raw.strip() or "{}", policy=ctx.run_policy)
     render_value(ctx.console, result.value)
     for m in result.messages:
         ctx.console.print(f"[dim]note: {m}[/]")
     return Outcome(result.ok, f"{tool.name}: ok", value=result.model_dump())
 
 
-def _cli(command: str) -> Handler:
+def _cli(command: str, *, jsonl: tuple[str, ...] = ()) -> Handler:
+    """A handler running ``coevo COMMAND ARGS`` in-process; subcommands in ``jsonl`` print JSON lines (a list, even of one)."""
+
     def run(ctx: CommandContext, rest: str) -> Outcome:
         from agent.cli import main
 
         argv = [command, *shlex.split(rest)]
         if ctx.storage and "--storage" not in argv:
             argv += ["--storage", ctx.storage]
+        printed = io.StringIO()
         try:
-            code = main(argv)
-        except SystemExit as exc:  # argparse printed the usage; stay in the session
+            with contextlib.redirect_stdout(printed):  # coevo's rich consoles and print() both write to sys.stdout
+                code = main(argv)
+        except SystemExit as exc:  # argparse printed the usage (on stderr); stay in the session
             code = int(exc.code or 0) if isinstance(exc.code, int) else 2
-        return Outcome(code == 0, f"coevo {' '.join(argv)} -> exit {code}")
+        text = printed.getvalue()
+        if text:
+            ctx.console.out(text, end="", highlight=False)
+        lines = len(argv) > 1 and argv[1] in jsonl
+        return Outcome(code == 0, f"coevo {' '.join(argv)} -> exit {code}", value=parse_printed(text, lines=lines))
 
     return run
+
+
+def parse_printed(text: str, *, lines: bool = False) -> Any:
+    """What a ``coevo`` command printed, as data: its JSON (a list of JSON lines when ``lines``), else the text itself.
+
+    >>> parse_printed('{"a": 1}\\n'), parse_printed('{"a": 1}\\n', lines=True), parse_printed("a table")
+    ({'a': 1}, [{'a': 1}], 'a table')
+    """
+    try:
+        if lines:
+            return [json.loads(line) for line in text.splitlines() if line.strip()]
+        return json.loads(text) if text.strip() else None
+    except json.JSONDecodeError:
+        return text
 
 
 def _runs(ctx: CommandContext, rest: str) -> Outcome:
     value = call_tool(ctx.registry.get("studies.list"), {"storage": ctx.storage}).value
     render_value(ctx.console, value)
-    return Outcome(True, f"{len(value['studies'])} studies")
+    return Outcome(True, f"{len(value['studies'])} studies", value=value)
 
 
 def _session(ctx: CommandContext, rest: str) -> Outcome:
     usage = ctx.store.usage(ctx.session)
     cost = f", {usage['cost_usd']:.4f} USD" if usage["cost_usd"] is not None else ""
     tokens = f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens{cost}"
-    ctx.console.print(f"session {ctx.session}: {usage['events']} events, {tokens}; resume with `coevo chat --session {ctx.session}`")
-    return Outcome(True, f"session {ctx.session}")
+    resume = f"coevo chat --session {ctx.session}"
+    ctx.console.print(f"session {ctx.session}: {usage['events']} events, {tokens}; resume with `{resume}`")
+    return Outcome(True, f"session {ctx.session}", value={"session": ctx.session, **usage, "resume": resume})
 
 
 def _exit(ctx: CommandContext, rest: str) -> Outcome:
-    return Outcome(True, "exit", exit=True)
+    return Outcome(True, "exit", exit=True, value={"session": ctx.session, "resume": f"coevo chat --session {ctx.session}"})
 
 
 COMMANDS: dict[str, tuple[Handler, str, str]] = {
@@ -116,7 +169,11 @@ COMMANDS: dict[str, tuple[Handler, str, str]] = {
     "/tools": (_tools, "/tools", "the registered tools"),
     "/run": (_run, "/run TOOL {json}", "run a tool with JSON arguments"),
     "/search": (_cli("search"), "/search ARGS", "run a search, as `coevo search ARGS`"),
-    "/kb": (_cli("kb"), "/kb ARGS", "knowledge bases, as `coevo kb ARGS` (list, show, accept, reject, report, ...)"),
+    "/kb": (
+        _cli("kb", jsonl=("list", "export")),
+        "/kb ARGS",
+        "knowledge bases, as `coevo kb ARGS` (list, show, accept, reject, report, ...)",
+    ),
     "/runs": (_runs, "/runs", "the studies in storage"),
     "/session": (_session, "/session", "this session's id and token use"),
     "/exit": (_exit, "/exit", "leave (the session is kept; resume with --session)"),
@@ -130,7 +187,9 @@ def dispatch(ctx: CommandContext, line: str) -> Outcome:
     word = ALIASES.get(word, word)
     entry = COMMANDS.get(word)
     if entry is None:
-        outcome = Outcome(False, f"unknown command {word}; commands: {', '.join(COMMANDS)} (/help explains them)")
+        outcome = Outcome(
+            False, f"unknown command {word}; commands: {', '.join(COMMANDS)} (/help explains them)", value={"commands": list(COMMANDS)}
+        )
     else:
         try:
             outcome = entry[0](ctx, rest)

@@ -2,12 +2,13 @@
 
 One turn: the user's line is recorded; the model (streamed) answers or calls tools; each
 tool call runs through the registry's LangChain adapter (:func:`tools.adapters.to_langchain`,
-the one adapter) after the user confirmed it when the tool is long-running or changes
-data; results, including errors, go back to the model as tool messages it can act on;
-repeat up to ``max_steps`` model calls. Everything is recorded in the session as it
-happens. Ctrl-C raises ``KeyboardInterrupt`` out of :meth:`ChatAgent.turn`; what was
-recorded stays, and the next turn starts from a consistent history (tool calls left
-without a result are closed as interrupted).
+the one adapter) under the model's :class:`tools.CallPolicy`: it writes only under the
+workspace, and the user confirms it first when the tool is long-running, changes data
+or would load the user's code; results, including errors and refusals, go back to the
+model as tool messages it can act on; repeat up to ``max_steps`` model calls.
+Everything is recorded in the session as it happens. Ctrl-C raises ``KeyboardInterrupt``
+out of :meth:`ChatAgent.turn`; what was recorded stays, and the next turn starts from a
+consistent history (tool calls left without a result are closed as interrupted).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -26,8 +28,9 @@ from langchain_core.messages.ai import add_usage
 from agent.chat.store import Event, SessionStore
 from prompts import load_prompt
 from search.errors import CoevoError, UserInputError
-from tools import Registry, Tool, llm_name
-from tools.adapters import to_langchain
+from tools import CallPolicy, Confirm, Registry, llm_name
+from tools import workspace as workspace_of
+from tools.adapters import DECLINED, to_langchain
 
 MAX_STEPS = 8
 MAX_OBSERVATION_CHARS = 12_000
@@ -35,7 +38,6 @@ MAX_OBSERVATION_CHARS = 12_000
 
 EventSink = Callable[[str, dict[str, Any]], None]
 """``(kind, data)``: ``token`` (streamed text), ``tool_start``, ``tool_end``."""
-Confirm = Callable[[Tool, dict[str, Any]], bool]
 
 
 class ChatModelError(CoevoError):
@@ -74,10 +76,22 @@ class TurnResult:
         }
 
 
-def system_prompt(registry: Registry, storage: str) -> str:
-    """The system message: tools and their purposes, house rules."""
-    tools = [{"llm_name": llm_name(t.name), "description": t.description, "asks": t.long_running or t.confirm} for t in registry]
-    return load_prompt("chat_system").render(tools=tools, storage=storage)[0]["content"]
+def system_prompt(registry: Registry, storage: str, workspace: Path) -> str:
+    """The system message: tools and their purposes, house rules, where files may be written."""
+    tools = [
+        {
+            "llm_name": llm_name(t.name),
+            "description": t.description,
+            "asks": "always" if t.long_running or t.confirm else "for your code" if t.loads_code else "",
+        }
+        for t in registry
+    ]
+    return load_prompt("chat_system").render(tools=tools, storage=storage, workspace=str(workspace))[0]["content"]
+
+
+def observation_ok(observation: str) -> bool:
+    """Whether a tool message reports a result (not an error, a refusal or a declined call)."""
+    return not observation.startswith(("error:", DECLINED))
 
 
 class ChatAgent:
@@ -89,7 +103,9 @@ class ChatAgent:
         store: where the session is recorded.
         session: session id (its earlier events are the conversation so far).
         storage: the study storage shown to the model.
-        confirm: asked before a long-running or data-changing tool runs.
+        confirm: asked before a call that asks first (long-running, data-changing, or loading the user's code).
+        workspace: the only folder the model's calls may write under (default: the storage's
+            folder, see :func:`tools.workspace`).
         on_event: receives streamed text and tool progress (for the terminal).
         max_steps: model calls per turn.
         price_per_mtok: (input, output) USD per million tokens, for cost accounting.
@@ -109,14 +125,19 @@ class ChatAgent:
         max_steps: int = MAX_STEPS,
         price_per_mtok: tuple[float, float] | None = None,
         stream: bool = True,
+        workspace: Path | None = None,
+        declined_hint: str = "",
     ) -> None:
         self.registry = registry
-        self.lc_tools = {llm_name(t.name): to_langchain(t) for t in registry}
+        self.workspace = (workspace or workspace_of(storage)).resolve()
+        # the policy asks through self.confirm at call time, so a later assignment takes effect
+        self.policy = CallPolicy.model(self.workspace, lambda tool, args: self.confirm(tool, args), declined_hint=declined_hint)
+        self.lc_tools = {llm_name(t.name): to_langchain(t, self.policy) for t in registry}
         self.model = model.bind_tools(list(self.lc_tools.values()))
         self.store = store
         self.session = session
-        self.system = system_prompt(registry, storage)
-        self.confirm = confirm
+        self.system = system_prompt(registry, storage, self.workspace)
+        self.confirm: Confirm = confirm
         self.on_event = on_event or (lambda kind, data: None)
         self.max_steps = max_steps
         self.price = price_per_mtok
@@ -247,23 +268,18 @@ class ChatAgent:
         except UserInputError:
             names = ", ".join(self.lc_tools)
             return self._record_tool(call_id, name, args, f"error: there is no tool named {name!r}; the tools are: {names}", result, 0.0)
-        if (tool.long_running or tool.confirm) and not self.confirm(tool, args):
-            observation = f"the user declined to run {llm_name(tool.name)}; do not retry it, ask the user what they want instead"
-            return self._record_tool(call_id, tool.name, args, observation, result, 0.0)
         self.on_event("tool_start", {"name": tool.name, "args": args})
         t0 = time.perf_counter()
-        observation = str(self.lc_tools[llm_name(tool.name)].invoke(args))
+        observation = str(self.lc_tools[llm_name(tool.name)].invoke(args))  # the policy asks the user first where needed
         seconds = time.perf_counter() - t0
-        self.on_event(
-            "tool_end", {"name": tool.name, "ok": not observation.startswith("error:"), "seconds": seconds, "output": observation}
-        )
+        self.on_event("tool_end", {"name": tool.name, "ok": observation_ok(observation), "seconds": seconds, "output": observation})
         return self._record_tool(call_id, tool.name, args, observation, result, seconds)
 
     def _record_tool(self, call_id: str, name: str, args: Any, observation: str, result: TurnResult, seconds: float) -> ToolMessage:
         if len(observation) > MAX_OBSERVATION_CHARS:
             observation = observation[:MAX_OBSERVATION_CHARS] + f"... [cut: {len(observation)} characters; ask for less]"
         result.tool_s += seconds
-        ok = not observation.startswith(("error:", "the user declined"))
+        ok = observation_ok(observation)
         result.tool_calls.append({"name": name, "args": args, "ok": ok, "seconds": round(seconds, 4)})
         self.store.add(self.session, Event("tool_result", observation, {"tool_call_id": call_id, "name": name, "args": args, "ok": ok}))
         return ToolMessage(observation, tool_call_id=call_id)

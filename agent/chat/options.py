@@ -6,14 +6,23 @@ import argparse
 
 from agent.reasoners import ENV_API_KEY, ENV_BASE_URL, ENV_MODEL
 
+ENV_WORKSPACE = "COEVO_WORKSPACE"  # tools.ENV_WORKSPACE; not imported, so building the parser stays light
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``coevo chat``."""
     p.add_argument("--session", default=None, help="resume this session (e.g. S3) instead of starting a new one")
     p.add_argument("--once", default=None, metavar="TEXT", help="one turn (a question, or a /command) and exit")
-    p.add_argument("--json", action="store_true", help="with --once: print one JSON object")
-    p.add_argument("--yes", action="store_true", help="with --once: allow tools that ask first (long runs, knowledge-base edits)")
+    p.add_argument("--json", action="store_true", help="with --once: print exactly one JSON object on stdout (tables go to stderr)")
+    p.add_argument(
+        "--yes", action="store_true", help="with --once: allow tools that ask first (long runs, knowledge-base edits, loading your code)"
+    )
     p.add_argument("--storage", default=None, help="storage URL for studies and sessions (default: sqlite:///runs/coevo.sqlite3)")
+    p.add_argument(
+        "--workspace",
+        default=None,
+        help=f"the only folder the model's tool calls may write under (env {ENV_WORKSPACE}; default: the storage's folder, ./runs)",
+    )
     p.add_argument("--llm-base-url", default=None, help=f"OpenAI-compatible endpoint (env {ENV_BASE_URL})")
     p.add_argument("--llm-model", default=None, help=f"model name (env {ENV_MODEL})")
     p.add_argument("--llm-api-key", default=None, help=f"API key (env {ENV_API_KEY}); local servers need none")

@@ -5,13 +5,20 @@ answer streams in, tool calls are shown as they run, and a footer gives the turn
 and cost. Without one, the session says so once, shows how to configure an endpoint, and
 runs in command mode (slash commands only). Ctrl-C interrupts a turn, not the session;
 Ctrl-D or ``/exit`` leaves.
+
+``--once TEXT`` runs one turn or command and exits; tools that ask first then run only
+with ``--yes``, whether the model calls them or ``/run`` does. With ``--json``, stdout
+holds exactly one JSON object, ``{session, input, kind, ok, summary, value}``, whatever
+happens (errors included); everything meant for people goes to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +30,8 @@ from agent.chat.store import Event, SessionStore
 from agent.reasoners import ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, llm_settings
 from search.errors import CoevoError, UserInputError
 from search.storage import resolve_storage_url
-from tools import REGISTRY, Tool
+from tools import REGISTRY, CallPolicy, Tool, asks_first, workspace
+from tools.adapters import DECLINED
 
 HOW_TO_CONFIGURE = (
     f"no LLM endpoint configured: command mode (/help). To chat, set {ENV_BASE_URL} and {ENV_MODEL}, e.g. "
@@ -54,19 +62,21 @@ class Terminal:
             self.status = self.console.status(f"running {data['name']} ...")
             self.status.start()
         elif kind == "tool_end":
-            self._stop_spinner()
-            mark = "[green]ok[/]" if data["ok"] else "[red]error[/]"
+            self.stop_spinner()
+            declined = data["output"].startswith(DECLINED)
+            mark = "[green]ok[/]" if data["ok"] else "[yellow]declined[/]" if declined else "[red]error[/]"
             first = data["output"].splitlines()[0] if data["output"] else ""
-            detail = f": {first[:160]}" if not data["ok"] else ""
+            detail = f": {first[:160]}" if not data["ok"] and not declined else ""
             self.console.print(f"[cyan]← {data['name']}[/] {mark} ({data['seconds']:.2f} s){detail}", soft_wrap=True)
 
-    def _stop_spinner(self) -> None:
+    def stop_spinner(self) -> None:
+        """Stop the running tool's spinner (before asking the user something)."""
         if self.status is not None:
             self.status.stop()
             self.status = None
 
     def end_turn(self) -> None:
-        self._stop_spinner()
+        self.stop_spinner()
         if self.streaming:
             self.console.print()
             self.streaming = False
@@ -92,9 +102,23 @@ def _footer(result: TurnResult, store: SessionStore, session: str) -> str:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run ``coevo chat`` (a REPL, or one turn with ``--once``)."""
-    console = Console(highlight=False)
+ONCE_DECLINED = "coevo chat --once runs tools that ask first only with --yes"
+
+
+@dataclass
+class Chat:
+    """One ``coevo chat`` process: its session, command context, agent (None without an endpoint) and terminal."""
+
+    session: str
+    ctx: CommandContext
+    agent: ChatAgent | None
+    terminal: Terminal
+    model: str | None
+    base_url: str | None
+
+
+def _open(args: argparse.Namespace, console: Console) -> Chat:
+    """The session (new or resumed), the command context and the agent, from the options."""
     store = SessionStore(args.storage)
     base_url, model_name, api_key = llm_settings(args.llm_base_url, args.llm_model, args.llm_api_key)
     if args.session:
@@ -102,7 +126,12 @@ def run(args: argparse.Namespace) -> int:
         session = str(args.session)
     else:
         session = store.create(model_name if base_url and model_name else None)
-    ctx = CommandContext(REGISTRY, store, session, args.storage, console)
+    ws = workspace(args.storage, args.workspace)
+    once = args.once is not None
+    # under --once nobody can be asked: --yes is the answer to every question, for /run and the model alike
+    confirm_once = (lambda tool, a: bool(args.yes)) if once else None
+    run_policy = CallPolicy.user(ws, confirm_once, declined_hint=ONCE_DECLINED)
+    ctx = CommandContext(REGISTRY, store, session, args.storage, console, run_policy)
     terminal = Terminal(console)
     agent: ChatAgent | None = None
     if base_url and model_name:
@@ -114,15 +143,27 @@ def run(args: argparse.Namespace) -> int:
             store,
             session,
             storage=resolve_storage_url(args.storage),
-            confirm=(lambda tool, a: bool(args.yes)) if args.once is not None else _ask(console),
+            confirm=confirm_once or _ask(console, terminal),
             on_event=terminal.event if not args.json else None,
             max_steps=args.max_steps,
             price_per_mtok=_price(args.llm_price),
             stream=not args.no_stream,
+            workspace=ws,
+            declined_hint=ONCE_DECLINED if once else "",
         )
+    return Chat(session, ctx, agent, terminal, model_name, base_url)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``coevo chat`` (a REPL, or one turn with ``--once``)."""
+    if args.once is not None and args.json:
+        return _once_json(args)
+    console = Console(highlight=False)
+    chat = _open(args, console)
     if args.once is not None:
-        return _once(args, ctx, agent, terminal)
-    console.print(f"coevo chat · session {session} · " + (f"model {model_name} at {base_url}" if agent else "command mode"))
+        return _once(args, chat)
+    session, ctx, agent, terminal, store = chat.session, chat.ctx, chat.agent, chat.terminal, chat.ctx.store
+    console.print(f"coevo chat · session {session} · " + (f"model {chat.model} at {chat.base_url}" if agent else "command mode"))
     if agent is None:
         console.print(HOW_TO_CONFIGURE, soft_wrap=True)
         store.add(session, Event("notice", HOW_TO_CONFIGURE, {}))
@@ -168,30 +209,55 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _once(args: argparse.Namespace, ctx: CommandContext, agent: ChatAgent | None, terminal: Terminal) -> int:
+def _once(args: argparse.Namespace, chat: Chat) -> int:
+    """One command or turn, shown for people; returns the exit code."""
+    code, _ = _one(args, chat)
+    return code
+
+
+def _one(args: argparse.Namespace, chat: Chat) -> tuple[int, dict[str, Any]]:
+    """Run ``--once``'s text: exit code and the record ``--json`` prints (without the session)."""
     text = str(args.once).strip()
+    ctx = chat.ctx
     if text.startswith("/"):
-        if args.json:
-            ctx.console = Console(file=sys.stderr, highlight=False)  # tables go to stderr, the JSON object to stdout
         outcome = dispatch(ctx, text)
-        if args.json:
-            print(
-                json.dumps({"session": ctx.session, "command": text, "ok": outcome.ok, "summary": outcome.summary, "value": outcome.value})
-            )
-        return 0 if outcome.ok else 2
-    if agent is None:
+        record = {"kind": "command", "ok": outcome.ok, "summary": outcome.summary, "value": outcome.value}
+        return (0 if outcome.ok else 2), record
+    if chat.agent is None:
         raise UserInputError(HOW_TO_CONFIGURE)
     try:
-        result = agent.turn(text)
+        result = chat.agent.turn(text)
     except ChatModelError as exc:
         ctx.store.add(ctx.session, Event("error", str(exc), {}))
         raise
-    if args.json:
-        print(json.dumps({"session": ctx.session, **result.as_dict()}))
-    else:
-        terminal.end_turn()
+    chat.terminal.end_turn()
+    if not args.json:
         ctx.console.print(_footer(result, ctx.store, ctx.session))
-    return 0
+    # a refusal or a step limit is still an answer: ok, with value["refused"] / value["stopped"] saying which
+    summary = result.stopped or (result.answer if result.refused else f"answered; {len(result.tool_calls)} tool call(s)")
+    return 0, {"kind": "turn", "ok": True, "summary": summary, "value": result.as_dict()}
+
+
+def _once_json(args: argparse.Namespace) -> int:
+    """``--once ... --json``: exactly one JSON object on stdout, whatever happens; everything else on stderr."""
+    stdout = sys.stdout
+    console = Console(file=sys.stderr, highlight=False)
+    text = str(args.once).strip()
+    record: dict[str, Any] = {"session": None, "input": text, "kind": "command" if text.startswith("/") else "turn"}
+    # anything that prints while the command runs (coevo's own consoles, a tool, a library) lands on stderr
+    with contextlib.redirect_stdout(sys.stderr):
+        try:
+            chat = _open(args, console)
+            record["session"] = chat.session
+            code, result = _one(args, chat)
+            record.update(result)
+        except CoevoError as exc:
+            console.print(f"[red]error:[/] {exc}", soft_wrap=True)
+            code = 2
+            record.update(ok=False, summary=str(exc), value=None)
+    stdout.write(json.dumps(record, default=str) + "\n")
+    stdout.flush()
+    return code
 
 
 def _replay(store: SessionStore, session: str, console: Console) -> None:
@@ -205,9 +271,10 @@ def _replay(store: SessionStore, session: str, console: Console) -> None:
         console.print(f"[dim]{who}: {e.content[:300]}[/]", soft_wrap=True)
 
 
-def _ask(console: Console) -> Any:
+def _ask(console: Console, terminal: Terminal) -> Any:
     def confirm(tool: Tool, args: dict[str, Any]) -> bool:
-        why = "runs for a while" if tool.long_running else "changes stored data or starts work"
+        terminal.stop_spinner()
+        why = ", ".join(asks_first(tool, tool.Args.model_validate(args), by_model=True))
         console.print(f"[yellow]{tool.name}[/] {why}: {json.dumps(args)}", soft_wrap=True)
         try:
             answer = _prompt_session()("run it? [y/N] ")

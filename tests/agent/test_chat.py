@@ -169,13 +169,13 @@ def test_once_json_with_and_without_an_endpoint(storage: str, capsys: pytest.Cap
         monkeypatch.delenv(var, raising=False)
     assert main(["chat", "--storage", storage, "--once", "/tools", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["ok"] and "nb201.query" in out["value"]
+    assert out["ok"] and "nb201.query" in [t["name"] for t in out["value"]]
     assert main(["chat", "--storage", storage, "--once", "list the tools"]) == 2
     assert "no LLM endpoint configured" in capsys.readouterr().err
     with FakeOpenAI([{"content": "There are 10 tools."}]) as fake:
         args = ["chat", "--storage", storage, "--llm-base-url", fake.url, "--llm-model", "m", "--once", "list the tools", "--json"]
         assert main(args) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["answer"] == "There are 10 tools." and out["session"] == "S3" and out["usage"]["prompt_tokens"] == 100
+    assert out["value"]["answer"] == "There are 10 tools." and out["session"] == "S3" and out["value"]["usage"]["prompt_tokens"] == 100
     assert main(["chat", "--storage", storage, "--session", "S99", "--once", "/tools"]) == 2
     assert "no chat session 'S99'" in capsys.readouterr().err

@@ -45,6 +45,8 @@ class FakeOpenAI:
         self.models = list(models) if models is not None else None
         self.model_requests = 0
         self.requests: list[dict[str, Any]] = []
+        self.authorizations: list[str | None] = []
+        """The ``Authorization`` header of every request, in order (which API key the client sent)."""
         self._lock = threading.Lock()
         fake = self
 
@@ -65,6 +67,7 @@ class FakeOpenAI:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with fake._lock:
                     fake.requests.append(body)
+                    fake.authorizations.append(self.headers.get("Authorization"))
                     step = fake.script.pop(0) if fake.script else fake.default
                 if step is None:
                     step = {"status": 500, "message": "script exhausted"}
