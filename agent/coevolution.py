@@ -134,7 +134,7 @@ class CoevolutionProposer(Proposer):
             learned = int(ctx.study.user_attrs.get(KB_ROUND, -1))
             if paid and learned < ctx.round - 1:
                 evidence = [e for e in paid if int(e.attrs.get("round", -1)) > learned]
-                kctx = KnowledgeContext(problem, niches, ctx.round, paid, self.kb_tokens * 3)
+                kctx = KnowledgeContext(problem, niches, ctx.round, paid, self.kb_tokens * 3, ctx.study.study_name)
                 log["changes"] = self.reasoner.update_knowledge(kb, evidence, kctx)
                 changes, rows = validation.apply(
                     kb, validation.records(validation.outcomes(problem, paid)), study=ctx.study.study_name, round_no=ctx.round - 1
@@ -264,6 +264,7 @@ class CoevolutionProposer(Proposer):
                     rng,
                     model,
                     tuple(feedback),
+                    ctx.study.study_name,
                 )
                 for prop in self.reasoner.propose(request):
                     reason = self._invalid(problem, niche, prop, seen)

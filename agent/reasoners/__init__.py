@@ -7,6 +7,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from agent.reasoners import cache as _cache  # noqa: F401  (registers the purge of a study's cached replies)
 from agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner, Usage
 from agent.reasoners.offline import OfflineReasoner
 from search.errors import UserInputError

@@ -53,6 +53,8 @@ class KnowledgeContext:
     """Every paid evaluation so far (the new evidence included)."""
     token_budget: int = 1800
     """Budget for the existing heuristics shown to an LLM (see :mod:`knowledge.retrieval`)."""
+    study: str = ""
+    """The study's name (an LLM reasoner's replies are cached per study)."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ class ProposeRequest:
         rng: the round's random generator (seeded from the run seed and round).
         model: accuracy samples for candidates (surrogate or zero-cost), or None.
         feedback: why earlier candidates of this request were rejected.
+        study: the study's name (an LLM reasoner's replies are cached per study).
     """
 
     problem: Problem
@@ -84,6 +87,7 @@ class ProposeRequest:
     rng: random.Random
     model: AccuracyModel | None = None
     feedback: tuple[str, ...] = field(default_factory=tuple)
+    study: str = ""
 
 
 class Reasoner(ABC):

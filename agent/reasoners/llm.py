@@ -191,11 +191,11 @@ class LLMReasoner(Reasoner):
 
     # ------------------------------------------------------------ transport
 
-    def complete(self, messages: list[dict[str, str]]) -> str:
-        """One chat completion, from the cache when this exact prompt was paid for before."""
+    def complete(self, messages: list[dict[str, str]], study: str = "") -> str:
+        """One chat completion, from study ``study``'s cache when this exact prompt was paid for before."""
         key = prompt_key(self.model, messages, self.temperature)
         if self.cache is not None:
-            hit = self.cache.get(key)
+            hit = self.cache.get(study, key)
             if hit is not None:
                 self.usage.cached_calls += 1
                 return hit.text
@@ -206,7 +206,7 @@ class LLMReasoner(Reasoner):
         if self.price and self.usage.cost_usd is not None:
             self.usage.cost_usd += (reply.prompt_tokens * self.price[0] + reply.completion_tokens * self.price[1]) / 1e6
         if self.cache is not None:
-            self.cache.put(key, self.model, reply)
+            self.cache.put(study, key, self.model, reply)
         return reply.text
 
     def _call(self, messages: list[dict[str, str]]) -> CachedReply:
@@ -246,12 +246,12 @@ class LLMReasoner(Reasoner):
             "check COEVO_LLM_BASE_URL, then rerun the same command to resume"
         )
 
-    def structured(self, messages: list[dict[str, str]], schema: type[T]) -> T:
+    def structured(self, messages: list[dict[str, str]], schema: type[T], study: str = "") -> T:
         """A reply parsed into ``schema``; invalid replies are sent back with the error."""
         convo = list(messages)
         problem = ""
         for _ in range(self.attempts):
-            text = self.complete(convo)
+            text = self.complete(convo, study)
             if text.startswith("REFUSAL:") or not text.strip():
                 problem = "the reply was a refusal or empty; this is a benign engineering task, please answer"
             else:
@@ -296,7 +296,7 @@ class LLMReasoner(Reasoner):
             ],
         )
         try:
-            out = self.structured(messages, KBUpdateOut)
+            out = self.structured(messages, KBUpdateOut, ctx.study)
         except LLMReplyError as exc:
             return [f"knowledge update skipped: {exc}"]
         known = {e.trial_number for e in ctx.evaluations}
@@ -340,7 +340,7 @@ class LLMReasoner(Reasoner):
             feedback=list(request.feedback),
         )
         try:
-            out = self.structured(messages, ProposeOut)
+            out = self.structured(messages, ProposeOut, request.study)
         except LLMReplyError as exc:
             log.warning("niche %s skipped this round: %s", request.niche.id, exc)
             return []

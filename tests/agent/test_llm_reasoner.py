@@ -138,13 +138,15 @@ def test_llm_search_records_rationale_heuristics_and_tokens(storage: str) -> Non
     assert sum(v["usage_round"]["calls"] for v in logs) == usage["calls"]  # per-round usage adds up to the run's
 
 
-def test_replay_costs_nothing(storage: str) -> None:
+def test_replies_are_cached_per_study(storage: str) -> None:
     with FakeOpenAI(default=nb201_model.reply) as fake:
         _search(fake.url, storage, "first")
         paid = len(fake.requests)
-        again = _search(fake.url, storage, "second")  # same seed: the same prompts
-    assert len(fake.requests) == paid
-    assert again.llm_usage["calls"] == 0 and again.llm_usage["cached_calls"] == paid  # type: ignore[attr-defined]
+        other = _search(fake.url, storage, "second")  # same seed, same prompts, another study: it pays for its own
+        assert len(fake.requests) == 2 * paid
+        assert other.llm_usage["calls"] == paid and other.llm_usage["cached_calls"] == 0  # type: ignore[attr-defined]
+    cache = ResponseCache(storage)
+    assert cache.delete("first") == paid and len(cache) == paid  # each study's replies are its own rows
 
 
 def test_bad_designs_and_duplicates_are_fed_back(storage: str) -> None:
