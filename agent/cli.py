@@ -8,20 +8,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import optuna
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from agent import cli_kb, cli_runs
 from agent.chat.options import add_arguments as add_chat_arguments
 from search.errors import CoevoError, UserInputError
+from search.problems import PROBLEMS
+from search.proposers import PROPOSERS
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -60,7 +64,7 @@ def _problem_options(args: argparse.Namespace, **extra: object) -> dict[str, obj
 
 
 def _add_problem_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--problem", default="nb201", help="problem name (default: nb201)")
+    p.add_argument("--problem", default="nb201", help=f"the problem: {', '.join(PROBLEMS)} (default: nb201)")
     p.add_argument(
         "--mode",
         default="query",
@@ -85,7 +89,11 @@ def _add_problem_args(p: argparse.ArgumentParser) -> None:
 def _add_search_args(p: argparse.ArgumentParser) -> None:
     _add_problem_args(p)
     p.add_argument("--device", default=None, help="NB201 latency device, e.g. fpga, raspi4, pixel3, eyeriss (default: fpga)")
-    p.add_argument("--proposer", default="tpe", help="random, nsga2 or tpe (default: tpe)")
+    p.add_argument(
+        "--proposer",
+        default="tpe",
+        help=f"{', '.join(PROPOSERS)}: pelnas is the co-evolution engine, the -no* its ablations, the rest Optuna baselines (default: tpe)",
+    )
     p.add_argument("--budget", type=int, default=100, help="accuracy queries to spend (default: 100)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     p.add_argument("--study", default=None, help="study name; an existing study with the same options is resumed")
@@ -172,16 +180,48 @@ def _announce(reasoner: Any) -> None:
 
 
 def _progress() -> Progress:
+    """The bar of searches and benches: ``detail`` says done/total and the HV ratio (or a share, for long work)."""
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("HV ratio {task.fields[hv]}"),
+        TextColumn("{task.fields[detail]}"),
         TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
         console=err,
         transient=True,
         disable=not err.is_terminal,
     )
+
+
+def _detail(done: int, total: int, hv: float | str | None) -> str:
+    shown = f"{hv:.4f}" if isinstance(hv, float) else (hv or "-")
+    return f"{done}/{total} · HV ratio {shown}"
+
+
+@contextmanager
+def _long_work(bar: Progress) -> Iterator[None]:
+    """Show what a search step reports while it runs long (one-off reference scoring, say): its own bar and an estimate.
+
+    The search's bar gets a second task for the duration; without a terminal each kind of
+    work is announced once on stderr instead.
+    """
+    from search.work_progress import listening
+
+    tasks: dict[str, Any] = {}
+
+    def listener(what: str, fraction: float) -> None:
+        kind = what.split(":")[0]
+        if kind not in tasks:
+            if not err.is_terminal:
+                err.print(f"{kind} ...", soft_wrap=True)
+            tasks[kind] = bar.add_task(what, total=1.0, detail="")
+        bar.update(tasks[kind], description=what, completed=fraction, detail=f"{fraction:.0%}")
+        if fraction >= 1.0:
+            bar.remove_task(tasks[kind])
+
+    with listening(listener):
+        yield
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -200,27 +240,27 @@ def cmd_search(args: argparse.Namespace) -> int:
     proposer = get_proposer(args.proposer, _proposer_options(args, args.proposer))
     others = cli_runs.WorkerProcesses(args, args.workers - 1)
     with _progress() as bar:
-        task = bar.add_task(
-            f"search {args.proposer}" + (f", {args.workers} workers" if args.workers > 1 else ""), total=args.budget, hv="-"
-        )
+        name = f"search {args.proposer}" + (f", {args.workers} workers" if args.workers > 1 else "")
+        task = bar.add_task(name, total=args.budget, detail=_detail(0, args.budget, None))
 
         def update(p: SearchProgress) -> None:
-            bar.update(task, total=p.budget, completed=p.queries, hv=f"{p.hv_ratio:.4f}" if p.hv_ratio is not None else "-")
+            bar.update(task, total=p.budget, completed=p.queries, detail=_detail(p.queries, p.budget, p.hv_ratio))
 
-        try:
-            result = run_search(
-                problem,
-                proposer,
-                budget=args.budget,
-                seed=args.seed,
-                storage=args.storage,
-                study_name=args.study,
-                on_progress=update,
-                settings=settings,
-                on_open=others.start,
-            )
-        finally:
-            failed = others.wait()
+        with _long_work(bar):
+            try:
+                result = run_search(
+                    problem,
+                    proposer,
+                    budget=args.budget,
+                    seed=args.seed,
+                    storage=args.storage,
+                    study_name=args.study,
+                    on_progress=update,
+                    settings=settings,
+                    on_open=others.start,
+                )
+            finally:
+                failed = others.wait()
     if failed:
         err.print(f"[yellow]{failed} worker process(es) exited with an error; rerun the same command to finish[/]")
     code = _print_search(args, problem, result)
@@ -240,15 +280,18 @@ def _print_search(args: argparse.Namespace, problem: Any, result: Any) -> int:
         value = getattr(result, key)
         summary.add_row(key, f"{value:.4f}" if isinstance(value, float) and key != "wall_s" else str(value))
     out.print(summary)
+    from agent.tables import print_design_table
+
     label = problem.design_label
     acc, lat = problem.front_objectives
-    front = Table(title=f"found front ({len(result.front)} non-dominated of {result.evaluations} evaluated)")
-    front.add_column(lat)
-    front.add_column(acc)
-    front.add_column(label, overflow="fold")  # designs are copied from here: wrap, never truncate
-    for row in result.front:
-        front.add_row(f"{row[lat]:.4g}", f"{row[acc]:.2f}", str(row[label]))
-    out.print(front)
+    print_design_table(
+        out,
+        f"found front ({len(result.front)} non-dominated of {result.evaluations} evaluated)",
+        [lat, acc, "point id"],
+        [[f"{row[lat]:.4g}", f"{row[acc]:.2f}", str(row["point_id"])] for row in result.front],
+        [str(row[label]) for row in result.front],
+        design_header=label,
+    )
     return 0
 
 
@@ -267,7 +310,12 @@ def _add_bench_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="comma-separated run groups: NB201 devices (default fpga); clusters (pipeline); traffic patterns (noc); models (compress)",
     )
-    p.add_argument("--proposers", type=_csv, default=("random", "nsga2", "tpe"), help="comma-separated proposers")
+    p.add_argument(
+        "--proposers",
+        type=_csv,
+        default=("random", "nsga2", "tpe"),
+        help=f"comma-separated, of {', '.join(PROPOSERS)} (default: random,nsga2,tpe)",
+    )
     p.add_argument("--budget", type=int, default=100, help="accuracy queries per run (default: 100)")
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per device and proposer (default: 3)")
     p.add_argument("--jobs", type=int, default=1, help="runs in parallel, as processes (default: 1)")
@@ -308,12 +356,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     spec.validate()
     total = len(spec.devices) * len(spec.proposers) * len(spec.seeds)
     with _progress() as bar:
-        task = bar.add_task("bench runs", total=total, hv="-")
-        report = run_bench(
-            spec,
-            args.out,
-            on_result=lambda r: bar.update(task, advance=1, hv=_bench_progress(r, args.problem)),
-        )
+        task = bar.add_task("bench runs", total=total, detail=f"0/{total}")
+        done = [0]
+
+        def finished(r: Any) -> None:
+            done[0] += 1
+            bar.update(task, advance=1, detail=f"{done[0]}/{total} · last: {_bench_progress(r, args.problem)}")
+
+        report = run_bench(spec, args.out, on_result=finished)
     if args.json:
         for r in report.results:
             print(r.to_json())
@@ -329,7 +379,7 @@ def _bench_progress(r: Any, problem: str) -> str:
     """The progress bar's note on a finished bench run (problems without an exact front have no HV ratio)."""
     from search.bench import axis
 
-    hv = "no exact front" if r.hv_ratio is None else f"{r.hv_ratio:.4f}"
+    hv = "no exact front" if r.hv_ratio is None else f"HV ratio {r.hv_ratio:.4f}"
     return f"{hv} ({r.proposer} {r.problem.get(axis(problem))} s{r.seed})"
 
 
@@ -390,7 +440,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
         return 0
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-    from tools.progress import listening
+    from search.work_progress import listening
 
     bar = Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(), console=err, transient=True)
     with bar:
@@ -444,14 +494,28 @@ COMMANDS: dict[str, Command] = {
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every command in :data:`COMMANDS`."""
     parser = argparse.ArgumentParser(prog="coevo", description="LLM-agent driven, hardware-aware design search.")
+    parser.add_argument("--version", action="version", version=f"coevo {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="{" + ",".join(COMMANDS) + "}")
     for name, command in COMMANDS.items():
         command.add_arguments(sub.add_parser(name, help=command.help, description=command.help))
     return parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("coevo")
+    except PackageNotFoundError:  # run from a checkout that is not installed
+        return "unknown (not installed)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``coevo`` console script."""
+    """Entry point of the ``coevo`` console script.
+
+    Exit status: 0 done; 2 an error in what was asked (one line on stderr, no traceback);
+    130 interrupted (rerun to resume); 141 the reader of stdout went away (``| head``), quietly.
+    """
     args = build_parser().parse_args(argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
@@ -462,6 +526,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         err.print("interrupted; rerun the same command to resume from storage")
         return 130
+    except BrokenPipeError:
+        # stdout's reader closed early: say nothing, and keep Python from complaining while it
+        # flushes stdout at exit (as a Unix tool killed by SIGPIPE, status 128 + 13)
+        with suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

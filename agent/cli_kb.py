@@ -21,9 +21,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from agent.tables import print_design_table
 from knowledge.heuristics import STATUSES, effect_unit, format_structured, quantity_label, sig, with_unit
 from knowledge.store import KnowledgeStore, Version, default_kb_url, iter_ids
 from search.errors import UserInputError
+from search.problems import PROBLEMS
+from search.proposers import PROPOSERS
 from search.storage import sqlite_path
 
 out = Console(highlight=False)
@@ -37,11 +40,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     def common(q: argparse.ArgumentParser) -> argparse.ArgumentParser:
         q.add_argument("--storage", default=None, help="study storage URL (default: sqlite:///runs/coevo.sqlite3)")
         q.add_argument("--study", default=None, help="study name (default: built from the options below, as coevo search does)")
-        q.add_argument("--problem", default="nb201", help="problem name (default: nb201)")
+        q.add_argument("--problem", default="nb201", help=f"the problem: {', '.join(PROBLEMS)} (default: nb201)")
         q.add_argument("--mode", default="query", choices=("query", "zero-cost"), help="search mode (default: query)")
         q.add_argument("--dataset", default=None, help="dataset (default: cifar10)")
         q.add_argument("--device", default=None, help="latency device (default: fpga)")
-        q.add_argument("--proposer", default="pelnas", help="proposer (default: pelnas)")
+        q.add_argument("--proposer", default="pelnas", help=f"the search's proposer, of {', '.join(PROPOSERS)} (default: pelnas)")
         q.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
         return q
 
@@ -252,12 +255,10 @@ def _show(args: argparse.Namespace, store: KnowledgeStore) -> int:
     for v in history:
         table.add_row(str(v.version), str(v.round), v.status, f"{v.confidence:.3f}", v.changed_by, v.change)
     out.print(table)
-    ev = Table(title=f"evidence ({sum(e.kind == 'support' for e in evidence)} support, {sum(e.kind == 'refute' for e in evidence)} refute)")
     units = {k: u for sv in values.values() for k, u in sv.units.items()}
     objective_names: list[str] = sorted({k for sv in values.values() for row in sv.rows.values() for k in row if k != "design"})
-    for col in ("trial", "kind", "source", "effect", *[quantity_label(n, units.get(n, "")) for n in objective_names], "design"):
-        ev.add_column(col, overflow="fold")
     claim_unit = effect_unit(str((head.structured or {}).get("unit", "")))
+    rows, designs = [], []
     for e in sorted(evidence, key=lambda e: (e.study, e.trial, e.source)):
         sv = values[e.study]
         row = sv.rows.get(e.trial, {})
@@ -265,15 +266,16 @@ def _show(args: argparse.Namespace, store: KnowledgeStore) -> int:
         # reasoner rows: the trial's deviation in the claim's objective; record rows: its margin on the study's first objective
         unit = claim_unit if e.source == "reasoner" else effect_unit(sv.units.get(sv.first or "", ""))
         effect = "-" if e.effect is None else with_unit(("+" if e.effect > 0 else "") + sig(e.effect), unit)
-        ev.add_row(
-            trial,
-            e.kind,
-            e.source,
-            effect,
-            *[sig(row[n], 4) if n in row else "-" for n in objective_names],
-            str(row.get("design", "-")),
-        )
-    out.print(ev)
+        rows.append([trial, e.kind, e.source, effect, *[sig(row[n], 4) if n in row else "-" for n in objective_names]])
+        designs.append(str(row.get("design", "-")))
+    print_design_table(
+        out,
+        f"evidence ({sum(e.kind == 'support' for e in evidence)} support, {sum(e.kind == 'refute' for e in evidence)} refute)",
+        ["trial", "kind", "source", "effect", *[quantity_label(n, units.get(n, "")) for n in objective_names]],
+        rows,
+        designs,
+        design_header="design",
+    )
     return 0
 
 

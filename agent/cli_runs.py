@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agent.reasoners import ENV_API_KEY
-from search.errors import CoevoError, UserInputError
+from search.errors import StorageMissingError, UserInputError
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -61,10 +61,11 @@ def _stored_proposer(args: argparse.Namespace, stored: Any) -> Any:
         return get_proposer(stored.proposer, _proposer_options(args, stored.proposer))  # a baseline, or a study from before 0.2
     from agent.coevolution import pelnas_from_options
 
-    if args.reasoner != "auto" and args.reasoner != stored.proposer_options.get("reasoner", {}).get("kind", "offline"):
+    kind = stored.proposer_options.get("reasoner", {}).get("kind", "offline")
+    if (args.reasoner != "auto" and args.reasoner != kind) or (kind == "offline" and (args.llm_model or args.llm_base_url)):
         raise UserInputError(
-            f"study {args.study!r} runs the {stored.proposer_options['reasoner'].get('kind')} reasoner; a worker joins with the "
-            "study's reasoner (leave --reasoner out)"
+            f"study {args.study!r} runs the {kind} reasoner and a worker joins with the study's reasoner: leave --reasoner and "
+            "--llm-model/--llm-base-url out"
         )
     proposer = pelnas_from_options(
         stored.proposer,
@@ -198,7 +199,7 @@ def run_runs(args: argparse.Namespace) -> int:
         return 0
     try:
         check_exists(args.storage)
-    except CoevoError as exc:
+    except StorageMissingError as exc:
         err.print(f"no searches: {exc}")  # nothing stored yet is an answer, not a failure; nothing is created
         return 0
     names = [s.study_name for s in optuna.get_all_study_summaries(open_storage(args.storage), include_best_trial=False)]

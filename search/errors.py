@@ -24,6 +24,10 @@ class StorageError(CoevoError):
     """A storage URL could not be opened or used; the message names the URL and a fix."""
 
 
+class StorageMissingError(StorageError):
+    """A read-only caller found nothing stored at a storage URL (no file, no tables); nothing was created."""
+
+
 def unknown_name(kind: str, name: str, valid: Iterable[str]) -> UserInputError:
     """Build the standard "unknown X" error that lists the valid choices."""
     choices = ", ".join(sorted(valid))

@@ -1,26 +1,44 @@
-"""The table of problems a search can run, by name."""
+"""The table of problems a search can run, by name.
+
+Problems are imported when first used, so listing their names (``--help``, errors) costs
+nothing: some import torch.
+"""
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from search.compress.problem import CompressProblem
 from search.errors import UserInputError, unknown_name
-from search.nb201.problem import NB201Problem
-from search.noc.problem import NocProblem
-from search.pipeline.problem import PipelineProblem
 from search.problem import Problem
 
-PROBLEMS: dict[str, Callable[..., Problem]] = {
-    "nb201": NB201Problem.from_options,
-    "pipeline": PipelineProblem,
-    "noc": NocProblem,
-    "compress": CompressProblem,
+PROBLEMS: dict[str, str] = {
+    "nb201": "search.nb201.problem:NB201Problem.from_options",
+    "pipeline": "search.pipeline.problem:PipelineProblem",
+    "noc": "search.noc.problem:NocProblem",
+    "compress": "search.compress.problem:CompressProblem",
 }
-"""Problem name -> factory taking the problem's options as keyword arguments (a class whose ``__init__`` takes them, or a
-``from_options`` where options choose between classes, as NB201's ``mode`` does)."""
+"""Problem name -> ``module:factory`` taking the problem's options as keyword arguments (a class whose ``__init__`` takes
+them, or a ``from_options`` where options choose between classes, as NB201's ``mode`` does)."""
+
+
+def problem_factory(name: str) -> Callable[..., Problem]:
+    """The factory of problem ``name`` (its module imported now).
+
+    Raises:
+        UserInputError: unknown problem name (the message lists the valid ones).
+    """
+    try:
+        target = PROBLEMS[name]
+    except KeyError:
+        raise unknown_name("problem", name, PROBLEMS) from None
+    module, _, attr = target.partition(":")
+    factory: Any = importlib.import_module(module)
+    for part in attr.split("."):
+        factory = getattr(factory, part)
+    return factory
 
 
 def make_problem(name: str, options: Mapping[str, Any] | None = None) -> Problem:
@@ -29,10 +47,7 @@ def make_problem(name: str, options: Mapping[str, Any] | None = None) -> Problem
     Raises:
         UserInputError: unknown problem name, or an option the problem does not take.
     """
-    try:
-        factory = PROBLEMS[name]
-    except KeyError:
-        raise unknown_name("problem", name, PROBLEMS) from None
+    factory = problem_factory(name)
     given = {k: v for k, v in (options or {}).items() if v is not None}
     accepted = set(inspect.signature(factory).parameters)
     extra = sorted(set(given) - accepted)

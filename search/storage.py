@@ -14,7 +14,7 @@ import sqlalchemy
 import sqlalchemy.exc
 from sqlalchemy import event
 
-from search.errors import StorageError
+from search.errors import StorageError, StorageMissingError
 
 DEFAULT_STORAGE = "sqlite:///runs/coevo.sqlite3"
 """Default storage: a SQLite file under ./runs/ (created on first use)."""
@@ -85,10 +85,10 @@ def check_exists(url: str | None) -> None:
     shown = url or DEFAULT_STORAGE
     if path is not None:
         if not path.is_file():
-            raise StorageError(f"no storage at {shown!r}: {str(path)!r} does not exist (run a search first, or pass --storage)")
+            raise StorageMissingError(f"no storage at {shown!r}: {str(path)!r} does not exist (run a search first, or pass --storage)")
         return
     if resolved == "sqlite:///:memory:":
-        raise StorageError("sqlite:///:memory: holds nothing to read; pass the storage a search wrote to")
+        raise StorageMissingError("sqlite:///:memory: holds nothing to read; pass the storage a search wrote to")
     try:
         engine = sqlalchemy.create_engine(resolved, pool_pre_ping=True)
         try:
@@ -100,7 +100,7 @@ def check_exists(url: str | None) -> None:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise StorageError(f"cannot open storage {shown!r}: {reason}") from exc
     if not present:
-        raise StorageError(f"no coevo studies in {shown!r} (it has no Optuna tables yet): run a search there first")
+        raise StorageMissingError(f"no coevo studies in {shown!r} (it has no Optuna tables yet): run a search there first")
 
 
 def _sqlite_folder_ready(url: str | None, resolved: str) -> Path | None:

@@ -32,6 +32,7 @@ from torch import nn
 from search.nb201.model import NB201Network
 from search.nb201.space import Cell, format_arch
 from search.storage import side_engine
+from search.work_progress import report
 
 PROXIES: tuple[str, ...] = ("synflow", "naswot", "jacob_cov", "snip", "grad_norm", "params", "flops")
 ENSEMBLE: tuple[str, ...] = ("synflow", "naswot", "snip")
@@ -180,17 +181,27 @@ class ProxyCache:
         self.computed = 0
         self.compute_seconds = 0.0
 
-    def scores(self, cells: Iterable[Cell]) -> list[dict[str, float]]:
-        """Scores of each cell, computing (and storing) the missing ones."""
+    def scores(self, cells: Iterable[Cell], *, what: str | None = None) -> list[dict[str, float]]:
+        """Scores of each cell, computing (and storing) the missing ones.
+
+        Args:
+            cells: the cells.
+            what: when given, progress of the missing cells is reported under this label
+                (:func:`search.work_progress.report`), e.g. for a long one-off computation.
+        """
         cells = list(cells)
         archs = [format_arch(c) for c in cells]
         key = self.config.key()
         with self.engine.connect() as con:
             rows = con.execute(sa.select(_TABLE.c.arch, _TABLE.c.scores).where(_TABLE.c.config == key, _TABLE.c.arch.in_(set(archs)))).all()
         known = {arch: json.loads(s) for arch, s in rows}
+        missing, done = len({a for a in archs if a not in known}), 0
         for cell, arch in zip(cells, archs, strict=True):
             if arch in known:
                 continue
+            if what is not None:
+                report(f"{what}: {done} of {missing}", done / missing)
+            done += 1
             started = time.perf_counter()
             known[arch] = compute(cell, self.config)
             seconds = time.perf_counter() - started

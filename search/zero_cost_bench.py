@@ -51,6 +51,8 @@ def run_proxies(
     """Score ``cells`` random cells and write ``proxies.md`` and ``proxies.csv`` into ``out``."""
     if cells < 3:
         raise UserInputError(f"--cells must be at least 3, got {cells}")
+    if jobs < 1:
+        raise UserInputError(f"--jobs must be at least 1, got {jobs}")
     if dataset not in DATASETS:
         raise UserInputError(f"unknown dataset {dataset!r}; valid datasets: {', '.join(DATASETS)}")
     config = config or ProxyConfig()

@@ -9,12 +9,12 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from search.errors import UserInputError
+from search.work_progress import cycles, report
 from sim.accel.compress import compress
 from sim.accel.systolic import Layer, map_layer
 from sim.noc import curves
 from tools._base import Target, Tool, ToolArgs, ToolResult
 from tools._policy import prepare_output
-from tools.progress import cycles, report
 
 
 class NocArgs(ToolArgs):

@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agent.chat.store import Event, SessionStore
+from agent.tables import print_design_table
 from search.errors import CoevoError
 from tools import CallPolicy, Registry, call_tool
 
@@ -212,13 +213,25 @@ def render_value(console: Console, value: Any) -> None:
     has_scalars = False
     for key, v in value.items():
         if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
-            table = Table(title=f"{key} ({len(v)})")
             columns = list(dict.fromkeys(k for row in v for k in row))
-            for col in columns:
-                table.add_column(col, overflow="fold")
-            for row in v[:50]:
-                table.add_row(*[_cell(row.get(col)) for col in columns])
-            console.print(table)
+            cells = [[_cell(row.get(col)) for col in columns] for row in v[:50]]
+            design = _design_column(columns, cells)
+            if design is not None:  # designs are copied from here: never folded mid-token
+                print_design_table(
+                    console,
+                    f"{key} ({len(v)})",
+                    [c for i, c in enumerate(columns) if i != design],
+                    [[c for i, c in enumerate(row) if i != design] for row in cells],
+                    [row[design] for row in cells],
+                    design_header=columns[design],
+                )
+            else:
+                table = Table(title=f"{key} ({len(v)})")
+                for col in columns:
+                    table.add_column(col, overflow="fold")
+                for row in cells:
+                    table.add_row(*row)
+                console.print(table)
             if len(v) > 50:
                 console.print(f"[dim]... {len(v) - 50} more rows[/]")
         else:
@@ -226,6 +239,15 @@ def render_value(console: Console, value: Any) -> None:
             has_scalars = True
     if has_scalars:
         console.print(scalars)
+
+
+def _design_column(columns: list[str], cells: list[list[str]]) -> int | None:
+    """The column holding design strings (long, no spaces: arch strings, key=value lists), if any."""
+    for i in range(len(columns)):
+        values = [row[i] for row in cells if row[i]]
+        if values and all(" " not in x for x in values) and max(len(x) for x in values) > 30:
+            return i
+    return None
 
 
 def _cell(v: Any) -> str:

@@ -61,7 +61,8 @@ class ZeroCostNB201(NB201Problem):
     def reference_scores(self) -> list[dict[str, float]]:
         """Proxy scores of the fixed reference sample (computed once, then cached)."""
         if self._reference_scores is None:
-            self._reference_scores = self.cache.scores(self.reference_cells())
+            what = f"scoring {REFERENCE_CELLS} reference cells for the zero-cost estimate (first run only, then cached)"
+            self._reference_scores = self.cache.scores(self.reference_cells(), what=what)
         return self._reference_scores
 
     def evaluate(self, point: Any) -> dict[str, float]:

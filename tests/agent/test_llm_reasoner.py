@@ -216,3 +216,36 @@ def test_review_report_of_an_llm_search_shows_tokens_per_round(storage: str, tmp
     assert calls == len(fake.requests) and float(total.split("|")[6]) > 0
     assert (out / "llm_usage.png").read_bytes()[:4] == b"\x89PNG"
     assert "fake-7b" in md  # LLM-authored heuristics are labelled with their model
+
+
+def test_the_endpoint_is_checked_before_a_search() -> None:
+    with FakeOpenAI(models=["other", "fake-7b"]) as listed:
+        assert "serves fake-7b" in reasoner(listed.url).check_endpoint()
+    assert listed.model_requests == 1 and not listed.requests  # the models list sufficed: no completion was paid
+    with FakeOpenAI([{"content": "p"}], models=None) as unlisted:  # a server without GET /models
+        assert "1-token request" in reasoner(unlisted.url).check_endpoint()
+    assert len(unlisted.requests) == 1 and unlisted.requests[0]["max_tokens"] == 1
+    with FakeOpenAI([{"status": 401}], models=None) as refusing, pytest.raises(LLMUnavailableError, match="API key"):
+        reasoner(refusing.url).check_endpoint()
+    with FakeOpenAI([{"status": 404}], models=["other"]) as missing, pytest.raises(LLMUnavailableError, match="does not serve model"):
+        reasoner(missing.url).check_endpoint()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there once closed
+    with pytest.raises(LLMUnavailableError, match="cannot reach"):
+        reasoner(f"http://127.0.0.1:{port}/v1").check_endpoint()
+
+
+def test_a_worker_rebuilds_the_studys_llm_reasoner_without_its_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent.reasoners import reasoner_from_config
+
+    monkeypatch.delenv("COEVO_LLM_BASE_URL", raising=False)
+    original = reasoner("http://127.0.0.1:1/v1", price_per_mtok=(0.5, 1.5))
+    config = original.config()
+    assert "key" not in json.dumps(config).lower()  # secrets stay in the environment
+    again = reasoner_from_config(config, storage=None, api_key="k")
+    assert isinstance(again, LLMReasoner) and again.config() == config
+    moved = reasoner_from_config(config, storage=None, base_url="http://127.0.0.1:2/v1")  # this machine reaches it elsewhere
+    assert moved.config()["base_url"] == "http://127.0.0.1:2/v1" and moved.config()["model"] == "fake-7b"
+    with pytest.raises(UserInputError, match="cannot join it with --llm-model other"):
+        reasoner_from_config(config, storage=None, model="other")

@@ -1,6 +1,7 @@
-"""Progress of long tool runs: tools report, whoever called them (CLI bar, chat spinner) listens.
+"""Progress of long work: tools and problems report, whoever called them (CLI bar, chat spinner) listens.
 
-A tool calls :func:`report` now and then; :func:`listening` installs a listener for the
+Long work (a tool's simulation, a problem's one-off set-up such as the zero-cost reference
+cells) calls :func:`report` now and then; :func:`listening` installs a listener for the
 duration of a call (a context variable, so concurrent calls in threads do not mix).
 Without a listener a report costs nothing. Stopping is Ctrl-C: the simulators catch it,
 stop at the next cycle and return what they measured, marked ``stopped_early``.

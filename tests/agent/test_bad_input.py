@@ -1,0 +1,143 @@
+"""Every subcommand's bad-path cases: one actionable line on stderr, exit 2, never a traceback.
+
+Each case runs the real ``coevo`` entry point in this process: an exception that escaped
+``main`` (which is what prints a traceback) fails the test. A closed stdout is checked with
+a real pipe.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.cli import main
+from tests.helpers import coevo_env
+
+STUDY = "k"
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with a small pelnas study (and so a knowledge store) and a plain file in the way of paths."""
+    folder = tmp_path_factory.mktemp("bad")
+    cwd = Path.cwd()
+    os.chdir(folder)
+    try:
+        assert main(["search", "--proposer", "pelnas", "--budget", "30", "--study", STUDY, "--json"]) == 0
+    finally:
+        os.chdir(cwd)
+    (folder / "a-file").write_text("not a folder")
+    return folder
+
+
+CASES: list[tuple[str, str]] = [
+    # (arguments, a piece of the message that says what to change)
+    ("search --seed -5", "seed must be an integer from 0"),
+    ("search --budget 0", "budget must be a positive"),
+    ("search --workers 0", "--workers must be at least 1"),
+    ("search --problem nosuch", "valid problems"),
+    ("search --device nosuch", "valid devices"),
+    ("search --dataset nosuch", "valid datasets"),
+    ("search --proposer nosuch", "valid proposers"),
+    ("search --heartbeat 5 --grace 3", "--grace > --heartbeat"),
+    ("search --proposer pelnas --round-size 0", "--round-size must be at least 1"),
+    ("search --proposer pelnas --kb-from missing.jsonl", "no such file"),
+    ("search --proposer pelnas --reasoner llm --llm-base-url= --llm-model=", "needs an endpoint and a model"),
+    ("search --proposer pelnas --reasoner llm --llm-base-url http://127.0.0.1:9/v1 --llm-model m", "cannot reach the LLM endpoint"),
+    ("search --problem pipeline --model nosuch", "presets"),
+    ("search --problem noc --k 99", "2 <= k <= 16"),
+    ("search --problem pipeline --dataset cifar10", "does not take option"),
+    ("search --storage sqlite:///no/such/dir/x.db", "does not exist"),
+    ("search --storage notadb://x", "cannot open storage"),
+    ("search --storage sqlite:///:memory:", "cannot hold a search"),
+    ("search --budget 5 --storage postgresql://nobody@127.0.0.1:9/x", "cannot open storage"),
+    ("worker --study nosuch", "no study 'nosuch'"),
+    ("worker --study nosuch --storage sqlite:///nofile.db", "no storage at"),
+    ("worker --study k --llm-model other-model", "joins with the study's reasoner"),
+    ("runs show nosuch", "no study 'nosuch'"),
+    ("runs show k --storage sqlite:///nofile.db", "no storage at"),
+    ("runs delete nosuch --yes", "no study 'nosuch'"),
+    ("runs delete k", "pass --yes"),
+    ("runs list --storage notadb://x", "cannot open storage"),
+    ("bench --budget 0", "budget must be a positive"),
+    ("bench --seeds 0", "--seeds must be at least 1"),
+    ("bench --jobs 0", "--jobs must be at least 1"),
+    ("bench --devices nosuch", "valid devices"),
+    ("bench --proposers nosuch", "valid proposers"),
+    ("tools run nosuch", "valid tools"),
+    ("tools run nb201.query --args {bad", "not valid JSON"),
+    ('tools run nb201.query --args {"arch":"x"}', "nb201.query"),
+    ("tools describe nosuch", "valid tools"),
+    ("kb show H999 --study k", "no heuristic 'H999'"),
+    ("kb show H1 --study nosuch", "--study NAME"),
+    ("kb list --study nosuch", "--study NAME"),
+    ("kb export --out /missing/dir/kb.jsonl --study k", "does not exist"),
+    ("kb export --out a-file/kb.jsonl --study k", "does not exist"),
+    ("kb report --out a-file/rep --study k", "a-file is a file"),
+    ("kb report --study nosuch --out rep", "no study 'nosuch'"),
+    ("kb import missing.jsonl", "no such file"),
+    ("kb ablate H999 --study k", "no heuristic 'H999'"),
+    ("kb list --storage sqlite:///nofile.db", "no knowledge store"),
+    ("chat --session S999", "no chat session"),
+    ("proxies --cells 0", "--cells must be at least 3"),
+    ("proxies --jobs 0", "--jobs must be at least 1"),
+]
+
+
+@pytest.mark.parametrize(("command", "says"), CASES, ids=[c for c, _ in CASES])
+def test_bad_input_is_one_line_and_exit_2(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str, says: str
+) -> None:
+    monkeypatch.chdir(workdir)
+    for name in ("COEVO_LLM_BASE_URL", "COEVO_LLM_MODEL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # not a terminal: nothing may wait for an answer
+    before = sorted(p.name for p in workdir.iterdir())
+    code = main(command.split())  # an escaping exception (a traceback) fails the test here
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    error_at = next(i for i, line in enumerate(lines) if line.startswith("error:"))
+    message = " ".join(lines[error_at:])  # one message (rich folds long lines at the terminal width)
+    assert says in message and "Traceback" not in err
+    assert sorted(p.name for p in workdir.iterdir()) == before  # nothing created (no file, no folder)
+
+
+@pytest.mark.parametrize("command", ["kb list --status bogus", "search --budget many", "kb accept H1 --why", "nosuch"])
+def test_argument_errors_exit_2_with_usage(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    monkeypatch.chdir(workdir)
+    with pytest.raises(SystemExit) as exc:
+        main(command.split())
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "usage: coevo" in err and "Traceback" not in err
+
+
+def test_a_closed_pipe_is_a_quiet_exit(workdir: Path, tmp_path: Path) -> None:
+    """`coevo kb export | head -1`: the reader closes; coevo stops quietly (status 141, nothing on stderr)."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before anything is written: every write fails with EPIPE
+    proc = subprocess.run(
+        [sys.executable, "-m", "agent.cli", "kb", "export", "--study", STUDY],
+        cwd=workdir,
+        env=coevo_env(),
+        stdout=write,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+    )
+    os.close(write)
+    assert proc.returncode == 141, proc.stderr
+    assert proc.stderr == ""
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out.startswith("coevo ")

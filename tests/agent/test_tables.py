@@ -1,0 +1,27 @@
+"""Design strings in terminal tables are printed whole, whatever the terminal's width."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+
+from agent.tables import print_design_table
+
+ARCH = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_1x1~1|nor_conv_3x3~2|"
+
+
+@pytest.mark.parametrize("width", [60, 100, 200])
+def test_designs_are_never_folded(width: int) -> None:
+    buf = io.StringIO()
+    console = Console(file=buf, width=width, color_system=None)
+    designs = [ARCH, ARCH.replace("nor_conv_1x1", "avg_pool_3x3")]
+    print_design_table(console, "front", ["latency_ms", "accuracy"], [["6.68", "94.37"], ["7.01", "94.20"]], designs, design_header="arch")
+    lines = buf.getvalue().splitlines()
+    for design in designs:
+        assert sum(design in line for line in lines) == 1  # whole, on one line, once
+    # a design longer than the terminal is one line the terminal wraps (no newline inside, so it copies whole)
+    assert all(len(line) <= width for line in lines if not any(d in line for d in designs))
+    inline = any(ARCH in line and "94.37" in line for line in lines)
+    assert inline == (width >= 130)  # beside its row when the row fits (~125 characters), listed below otherwise
