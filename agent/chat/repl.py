@@ -29,7 +29,7 @@ from agent.chat.loop import ChatAgent, ChatModelError, TurnResult, make_chat_mod
 from agent.chat.store import Event, SessionStore
 from agent.reasoners import ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, llm_settings
 from search.errors import CoevoError, UserInputError
-from search.storage import resolve_storage_url
+from search.storage import check_exists, resolve_storage_url
 from tools import REGISTRY, CallPolicy, Tool, asks_first, workspace
 from tools.adapters import DECLINED
 
@@ -119,6 +119,10 @@ class Chat:
 
 def _open(args: argparse.Namespace, console: Console) -> Chat:
     """The session (new or resumed), the command context and the agent, from the options."""
+    if args.storage is not None:
+        # sessions live in the study storage: a storage named on the command line must exist (a typo must not
+        # create an empty one); the default one is created, as a first search would
+        check_exists(args.storage)
     store = SessionStore(args.storage)
     base_url, model_name, api_key = llm_settings(args.llm_base_url, args.llm_model, args.llm_api_key)
     if args.session:

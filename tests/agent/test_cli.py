@@ -82,3 +82,43 @@ def test_bench_command(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> No
     assert main(["bench", "--devices", "fpga", "--proposers", "random,nsga2", "--budget", "8", "--seeds", "2", "--out", str(out)]) == 0
     assert (out / "runs.csv").exists() and (out / "results.md").exists() and (out / "hv_fpga.png").exists()
     assert "nsga2" in capsys.readouterr().out
+
+
+def test_runs_delete_removes_the_study_and_what_coevo_keeps_for_it(
+    storage: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    import optuna
+
+    from agent.reasoners.cache import CachedReply, ResponseCache
+    from knowledge.store import KnowledgeStore
+    from search.round_log import RoundLogs
+    from search.workers import Coordination
+
+    assert main(["search", "--proposer", "pelnas", "--budget", "50", "--storage", storage, "--study", "gone", "--json"]) == 0
+    assert main(["search", "--proposer", "pelnas", "--budget", "30", "--storage", storage, "--study", "kept", "--json"]) == 0
+    ResponseCache(storage).put("gone", "k", "m", CachedReply("x", 1, 1))  # as an LLM reasoner would have
+    capsys.readouterr()
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))  # not a terminal: no question can be answered
+    assert main(["runs", "delete", "gone", "--storage", storage]) == 2
+    assert "pass --yes" in capsys.readouterr().err
+    assert "gone" in [s.study_name for s in optuna.get_all_study_summaries(storage)]  # asked, not answered: nothing deleted
+    assert main(["runs", "delete", "gone", "--storage", storage, "--yes"]) == 0
+    said = capsys.readouterr().out
+    assert "deleted study 'gone' (50 trials)" in said and "knowledge base" in said and "round logs" in said
+    assert [s.study_name for s in optuna.get_all_study_summaries(storage)] == ["kept"]
+    store = KnowledgeStore.for_storage(storage)
+    assert not store.exists("gone") and store.exists("kept")
+    assert RoundLogs(storage).count("gone") == 0 and RoundLogs(storage).count("kept") > 0
+    assert Coordination(storage, "gone").counts() == (0, 0) and Coordination(storage, "kept").counts() == (30, 30)
+    assert len(ResponseCache(storage)) == 0
+
+
+def test_read_only_commands_create_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["runs", "list"]) == 0  # the default storage does not exist yet: an answer, not an error
+    assert "no searches" in capsys.readouterr().err
+    assert main(["runs", "list", "--storage", f"sqlite:///{tmp_path / 'typo.sqlite3'}"]) == 0
+    assert main(["kb", "list"]) == 2
+    assert main(["chat", "--once", "/runs", "--storage", f"sqlite:///{tmp_path / 'typo.sqlite3'}"]) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no runs/, no SQLite file

@@ -158,3 +158,55 @@ def test_sigkill_mid_search_then_resume(tmp_path: Path) -> None:
     )
     ids = _queried(f"sqlite:///{db}", "k")
     assert result.evaluations == 150 == len(ids) == len(set(ids))
+
+
+class GreedyProposer(ScriptedProposer):
+    """Proposes six neighbours a round, whatever budget is left."""
+
+    name = "greedy"
+
+    def propose(self, ctx: RoundContext) -> list[Proposal]:
+        base = parse_arch("|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|")
+        return [Proposal(c) for c in mutations(base)[ctx.round * 6 : ctx.round * 6 + 6]]
+
+
+def test_a_search_that_ends_leaves_no_waiting_proposal(problem: NB201Problem, storage: str) -> None:
+    result = run_search(problem, GreedyProposer(), budget=8, seed=0, storage=storage, study_name="g")
+    states = [t.state.name for t in optuna.load_study(study_name="g", storage=storage).trials]
+    assert result.evaluations == 8 and "WAITING" not in states and "RUNNING" not in states
+    assert states.count("PRUNED") == 4  # round 1's proposals beyond the budget were set aside, not left queued
+
+
+def test_a_smaller_budget_changes_nothing_and_says_so(problem: NB201Problem, storage: str) -> None:
+    run_search(problem, "random", budget=20, seed=0, storage=storage, study_name="b")
+    again = run_search(problem, "random", budget=10, seed=0, storage=storage, study_name="b")
+    study = optuna.load_study(study_name="b", storage=storage)
+    assert study.user_attrs["coevo.budget"] == 20 and again.budget == 20 and len(study.trials) == 20
+    assert any("already has 20 evaluations" in n and "stays 20" in n for n in again.notes)
+    lower = run_search(problem, "random", budget=25, seed=0, storage=storage, study_name="b")
+    assert lower.evaluations == 25 and optuna.load_study(study_name="b", storage=storage).user_attrs["coevo.budget"] == 25
+
+
+def test_studies_name_their_objectives(problem: NB201Problem, storage: str) -> None:
+    run_search(problem, "random", budget=3, seed=0, storage=storage, study_name="m")
+    study = optuna.load_study(study_name="m", storage=storage)
+    assert study.metric_names == ["accuracy", "latency_ms"]
+    assert {"values_accuracy", "values_latency_ms"} <= set(study.trials_dataframe().columns)  # what optuna-dashboard shows too
+
+
+def test_a_new_study_does_not_inherit_what_a_deleted_one_of_its_name_left(problem: NB201Problem, storage: str) -> None:
+    from knowledge.store import KnowledgeStore
+    from search.round_log import RoundLogs
+    from search.workers import Coordination
+
+    run_search(problem, "pelnas", budget=60, seed=0, storage=storage, study_name="d")
+    store = KnowledgeStore.for_storage(storage)
+    learned = len(store.latest("d"))
+    assert learned > 0 and RoundLogs(storage).count("d") >= 2
+    optuna.delete_study(study_name="d", storage=storage)  # as `optuna delete-study` does: coevo's tables untouched
+    again = run_search(problem, "pelnas", budget=10, seed=0, storage=storage, study_name="d")  # one round: learns nothing yet
+    assert not store.exists("d")  # the new study starts without the old heuristics
+    archived = [b for b in store.bases() if b.name.startswith("d~deleted-")]
+    assert len(archived) == 1 and archived[0].heuristics == learned  # set aside, not lost
+    assert RoundLogs(storage).count("d") == 1 and Coordination(storage, "d").counts() == (10, 10)
+    assert any("set aside" in n for n in again.notes)

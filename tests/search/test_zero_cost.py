@@ -4,6 +4,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import optuna
 import pytest
 import torch
 
@@ -11,6 +12,7 @@ from search.nb201 import NB201Problem, parse_arch
 from search.nb201.model import NB201Network
 from search.nb201.zero_cost_problem import ZeroCostNB201
 from search.runner import run_search
+from search.work_progress import listening
 from search.zero_cost import PROXIES, ProxyCache, ProxyConfig, compute, ensemble, percentiles
 from search.zero_cost_bench import run_proxies
 
@@ -75,8 +77,15 @@ def test_zero_cost_search_never_reads_true_accuracy(tmp_path: Path, monkeypatch:
 
     monkeypatch.setattr(NB201Problem, "evaluate", spy)
     during: list[int] = []
-    result = run_search(problem, "pelnas", budget=30, seed=0, storage=storage, on_progress=lambda p: during.append(len(peeks)))
+    reports: list[tuple[str, float]] = []
+    with listening(lambda what, fraction: reports.append((what, fraction))):
+        result = run_search(problem, "pelnas", budget=30, seed=0, storage=storage, on_progress=lambda p: during.append(len(peeks)))
     assert max(during) == 0  # no true accuracy while searching
+    # the one-off reference scoring said what it was doing, cell by cell, before the first estimate
+    reference = [f for what, f in reports if what.startswith("scoring 8 reference cells")]
+    assert reference == [k / 8 for k in range(8)]
+    states = {t.state.name for t in optuna.load_study(study_name=result.study, storage=storage).get_trials(deepcopy=False)}
+    assert states == {"COMPLETE"}  # no proposal left WAITING when the budget is spent
     assert result.mode == "zero-cost" and result.accuracy_queries == 0 and result.evaluations == 30
     assert 0 < len(result.front) <= 30 and result.hv_ratio is not None and 0 < result.hv_ratio <= 1
     # the reported front is scored with true accuracies
