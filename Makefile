@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: setup demo test lint typecheck pytest bench
+.PHONY: setup demo test test-fast lint typecheck pytest bench
 
 setup:  ## create .venv with the CPU build of torch and coevo (editable) with dev tools
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,9 @@ typecheck:
 
 pytest:
 	$(PY) -m pytest -q
+
+test-fast: lint typecheck  ## the same checks without the tests marked slow (your own loop; CI runs everything)
+	$(PY) -m pytest -q -m "not slow"
 
 bench:  ## co-evolution vs ablations vs baselines, 4 devices x 5 seeds (~20 min on 2 cores)
 	$(VENV)/bin/coevo bench --problem nb201 --dataset cifar10 --devices fpga,raspi4,pixel3,eyeriss --proposers pelnas,pelnas-noniche,pelnas-nokb,tpe,nsga2,random --budget 300 --seeds 5 --jobs 2 --out bench-out
