@@ -197,12 +197,15 @@ _MIGRATED: set[Engine] = set()
 
 
 def _engine(url: str, busy_timeout_s: float) -> Engine:
-    # one engine per URL and process: an in-memory store must be the same database on every
-    # open, and engines are pools meant to be shared
-    if (url, busy_timeout_s) not in _ENGINES:
+    # one engine per database and process: an in-memory store must be the same database on
+    # every open, and engines are pools meant to be shared. A relative SQLite path is keyed by
+    # the file it names now: the same URL in another working folder is another database.
+    path = sqlite_path(url)
+    key = (f"sqlite:///{path.resolve()}" if path is not None else url, busy_timeout_s)
+    if key not in _ENGINES:
         # our tables are created by the migrations, not by side_engine
-        _ENGINES[url, busy_timeout_s] = side_engine(url, sa.MetaData(), busy_timeout_s=busy_timeout_s)
-    return _ENGINES[url, busy_timeout_s]
+        _ENGINES[key] = side_engine(url, sa.MetaData(), busy_timeout_s=busy_timeout_s)
+    return _ENGINES[key]
 
 
 def _friendly(exc: sqlalchemy.exc.SQLAlchemyError, url: str, doing: str) -> StorageError:

@@ -24,8 +24,11 @@ class StorageError(CoevoError):
     """A storage URL could not be opened or used; the message names the URL and a fix."""
 
 
-class StorageMissingError(StorageError):
-    """A read-only caller found nothing stored at a storage URL (no file, no tables); nothing was created."""
+class StorageMissingError(StorageError, UserInputError):
+    """A read-only caller found nothing stored at a storage URL (no file, no tables); nothing was created.
+
+    Also a :class:`UserInputError`: the URL names nothing yet, which the caller can fix.
+    """
 
 
 def unknown_name(kind: str, name: str, valid: Iterable[str]) -> UserInputError:

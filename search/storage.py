@@ -18,6 +18,8 @@ from search.errors import StorageError, StorageMissingError
 
 DEFAULT_STORAGE = "sqlite:///runs/coevo.sqlite3"
 """Default storage: a SQLite file under ./runs/ (created on first use)."""
+DEFAULT_FOLDER = Path("runs")
+"""coevo's own folder (relative to the working folder): SQLite files named in it are created with it."""
 
 
 def resolve_storage_url(url: str | None) -> str:
@@ -104,10 +106,10 @@ def check_exists(url: str | None) -> None:
 
 
 def _sqlite_folder_ready(url: str | None, resolved: str) -> Path | None:
-    """The SQLite file path (None for other URLs): the default folder is created, a user's must exist."""
+    """The SQLite file path (None for other URLs): the default folder (``./runs/``) is created, any other must exist."""
     path = sqlite_path(resolved)
     if path is not None:
-        if url is None:
+        if url is None or path.parent == DEFAULT_FOLDER:
             path.parent.mkdir(parents=True, exist_ok=True)
         elif not path.parent.is_dir():
             raise StorageError(f"cannot open storage {url!r}: folder {str(path.parent)!r} does not exist; create it or pick another path")

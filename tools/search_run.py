@@ -63,7 +63,7 @@ class SearchRun(Tool):
         "device": "fpga",
         "proposer": "random",
         "budget": 5,
-        "storage": "sqlite:///example.sqlite3",
+        "storage": "sqlite:///runs/example.sqlite3",
     }
     long_running = True
     writes: ClassVar[dict[str, Target]] = {"storage": "storage"}

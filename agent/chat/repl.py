@@ -33,6 +33,9 @@ from search.storage import check_exists, resolve_storage_url
 from tools import REGISTRY, CallPolicy, Tool, asks_first, workspace
 from tools.adapters import DECLINED
 
+READ_ONLY = frozenset({"/runs", "/kb", "/session"})
+"""Slash commands that read a storage's contents: ``--once`` with one of them never creates the storage."""
+
 HOW_TO_CONFIGURE = (
     f"no LLM endpoint configured: command mode (/help). To chat, set {ENV_BASE_URL} and {ENV_MODEL}, e.g. "
     f"a hosted API: {ENV_BASE_URL}=https://api.openai.com/v1 {ENV_MODEL}=gpt-4o-mini {ENV_API_KEY}=sk-...; "
@@ -119,9 +122,9 @@ class Chat:
 
 def _open(args: argparse.Namespace, console: Console) -> Chat:
     """The session (new or resumed), the command context and the agent, from the options."""
-    if args.storage is not None:
-        # sessions live in the study storage: a storage named on the command line must exist (a typo must not
-        # create an empty one); the default one is created, as a first search would
+    if args.storage is not None and args.once is not None and args.once.strip().split(" ")[0] in READ_ONLY:
+        # one read-only command: a storage named on the command line that does not exist is an error, not
+        # created for the session's record (a typo must not leave an empty database behind)
         check_exists(args.storage)
     store = SessionStore(args.storage)
     base_url, model_name, api_key = llm_settings(args.llm_base_url, args.llm_model, args.llm_api_key)
