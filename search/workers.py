@@ -595,17 +595,10 @@ class Worker:
         other worker is alive; otherwise the regular sweep takes them once they are old.
         """
         alive = {w["worker"] for w in self.coord.workers() if w["worker"] != self.name and _alive(w, self.settings.grace_s)}
-        requeue = RetryHeartbeatStaleTrialCallback(max_retry=None)
         for t in self.heart.get_all_trials(self.study_id, deepcopy=False, states=(TrialState.RUNNING,)):
             owner = t.user_attrs.get("worker")
-            if (owner is None and alive) or owner in alive:
-                continue
-            trial_id = self.heart.get_trial_id_from_study_id_trial_number(self.study_id, t.number)
-            try:
-                if self.heart.set_trial_state_values(trial_id, state=TrialState.FAIL):
-                    requeue(self.study, self.heart.get_trial(trial_id))
-            except optuna.exceptions.UpdateFinishedTrialError:
-                pass  # another worker got there first
+            if not ((owner is None and alive) or owner in alive):
+                self._fail_and_requeue(t.number)
 
     def _sweep_dead_trials(self) -> None:
         """Fail and re-queue the RUNNING trials of dead workers.
@@ -619,16 +612,18 @@ class Worker:
         optuna.storages.fail_stale_trials(self.study)
         limit = datetime.datetime.now() - datetime.timedelta(seconds=2 * self.settings.grace_s)
         holders = self.coord.holders()
-        requeue = RetryHeartbeatStaleTrialCallback(max_retry=None)
         for t in self.heart.get_all_trials(self.study_id, deepcopy=False, states=(TrialState.RUNNING,)):
-            if t.number in holders or t.datetime_start is None or t.datetime_start > limit:
-                continue
-            trial_id = self.heart.get_trial_id_from_study_id_trial_number(self.study_id, t.number)
-            try:
-                if self.heart.set_trial_state_values(trial_id, state=TrialState.FAIL):
-                    requeue(self.study, self.heart.get_trial(trial_id))
-            except optuna.exceptions.UpdateFinishedTrialError:
-                pass  # another worker got there first
+            if t.number not in holders and t.datetime_start is not None and t.datetime_start <= limit:
+                self._fail_and_requeue(t.number)
+
+    def _fail_and_requeue(self, number: int) -> None:
+        """Fail RUNNING trial ``number`` and enqueue its copy, as Optuna does with a stale trial (the copy takes its claim over)."""
+        trial_id = self.heart.get_trial_id_from_study_id_trial_number(self.study_id, number)
+        try:
+            if self.heart.set_trial_state_values(trial_id, state=TrialState.FAIL):
+                RetryHeartbeatStaleTrialCallback(max_retry=None)(self.study, self.heart.get_trial(trial_id))
+        except optuna.exceptions.UpdateFinishedTrialError:
+            pass  # another worker got there first
 
     def _repair_claims(self) -> None:
         """Settle the open claims that no live trial will finish.
