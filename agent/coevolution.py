@@ -19,7 +19,7 @@ round); and LLM replies are cached by prompt hash.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +32,11 @@ from knowledge.exchange import records_from
 from knowledge.store import KnowledgeStore, StudyKnowledge
 from search.errors import CoevoError, UserInputError
 from search.metrics import pareto_mask
-from search.niches import Niche, allocate, get_partition, niche_of, partition_for
+from search.niches import Niche, allocate, niche_of, single_niche
 from search.problem import Evolvable, Problem
 from search.proposers import Evaluation, Proposal, Proposer, RoundContext
 from search.round_log import RoundLogs
-from search.surrogate import AccuracyModel, TreeSurrogate
+from search.surrogate import SurrogateModel, TreeSurrogate
 
 EMPTY_ROUNDS = "coevo.empty_rounds"
 MAX_EMPTY_ROUNDS = 3
@@ -55,9 +55,9 @@ class CoevolutionProposer(Proposer):
         reasoner: who writes heuristics and proposes (offline or LLM).
         name: registry name (``pelnas``, ``pelnas-noniche``, ``pelnas-nokb``).
         niches: use the problem's niche partition (False: one niche, the ablation).
-        use_knowledge: learn and use heuristics and the accuracy model (False: the ablation).
+        use_knowledge: learn and use heuristics and the surrogate of the first objective (False: the ablation).
         round_size: proposals per round.
-        init_per_niche: initial points per niche (stratified by cheap latency).
+        init_per_niche: initial points per niche (stratified by the cheap second objective).
         retries: how often a niche's request is sent back with the reasons for rejections.
         kb_tokens: token budget of the heuristics a request carries (see :mod:`knowledge.retrieval`).
         withhold: claim keys never handed to the reasoner, or ``("*",)`` for all (ablations);
@@ -113,7 +113,7 @@ class CoevolutionProposer(Proposer):
 
     def niches_for(self, problem: Problem) -> tuple[Niche, ...]:
         """The partition this proposer uses on ``problem``."""
-        return partition_for(problem.name) if self.use_niches else get_partition("single")
+        return problem.niches() if self.use_niches else single_niche()
 
     # ------------------------------------------------------------ the round
 
@@ -134,7 +134,7 @@ class CoevolutionProposer(Proposer):
             learned = int(ctx.study.user_attrs.get(KB_ROUND, -1))
             if paid and learned < ctx.round - 1:
                 evidence = [e for e in paid if int(e.attrs.get("round", -1)) > learned]
-                kctx = KnowledgeContext(problem, niches, ctx.round, paid, self.kb_tokens * 3, ctx.study.study_name)
+                kctx = KnowledgeContext(problem, niches, ctx.round, paid, self.kb_tokens * 3, ctx.study.study_name, ctx.storage)
                 log["changes"] = self.reasoner.update_knowledge(kb, evidence, kctx)
                 changes, rows = validation.apply(
                     kb, validation.records(validation.outcomes(problem, paid)), study=ctx.study.study_name, round_no=ctx.round - 1
@@ -175,10 +175,10 @@ class CoevolutionProposer(Proposer):
         log["changes"].append(f"seeded with {len(ids)} heuristics from {self.kb_from}")
 
     def _initial(self, problem: Any, niches: Sequence[Niche], where: list[str], ctx: RoundContext, rng: random.Random) -> list[Proposal]:
-        """Stratified start: per niche, points spread over its latency range (latency is free)."""
+        """Stratified start: per niche, points spread over its range of the second objective (cheap, so free to know)."""
         out: list[Proposal] = []
         taken = set(ctx.seen)
-        lat_name = problem.front_objectives[1]
+        second = problem.front_objectives[1]
         for niche in niches:
             need = self.init_per_niche - where.count(niche.id)
             if need <= 0:
@@ -193,15 +193,14 @@ class CoevolutionProposer(Proposer):
             points = list(members)
             if not points:
                 continue
-            lat = problem.cheap_values(points)[lat_name]
-            order = np.argsort(lat, kind="stable")
+            order = np.argsort(problem.cheap_values(points)[second], kind="stable")
             for band, rows in enumerate(np.array_split(order, min(need, len(points)))):
                 point = points[int(rng.choice(list(rows)))]
                 taken.add(problem.point_id(point))
                 out.append(
                     Proposal(
                         point,
-                        rationale=f"initial sample of niche {niche.id}, latency band {band + 1}/{need}",
+                        rationale=f"initial sample of niche {niche.id}, {second} band {band + 1}/{need}",
                         attrs={"niche": niche.id, "reasoner": self.reasoner.label},
                     )
                 )
@@ -219,16 +218,18 @@ class CoevolutionProposer(Proposer):
         rng: random.Random,
         log: dict[str, Any],
     ) -> list[Proposal]:
-        acc_name, lat_name = problem.front_objectives
-        acc = np.array([e.values[acc_name] for e in paid])
-        lat = np.array([e.values[lat_name] for e in paid])
-        on_front = pareto_mask(acc, lat)
+        first, second = problem.front_objectives
+        y1 = np.array([e.values[first] for e in paid])
+        y2 = np.array([e.values[second] for e in paid])
+        on_front = pareto_mask(y1, y2)
         contribution = {n.id: 1.0 + sum(1 for k, w in enumerate(where) if w == n.id and on_front[k]) for n in niches}
         shares = allocate(quota, contribution)
         log["allocation"] = shares
-        model: AccuracyModel | None = None
-        if self.use_knowledge and len(paid) >= 8:
-            model = TreeSurrogate(problem.features([e.point for e in paid]), acc, seed=rng.randrange(2**31))
+        model: SurrogateModel | None = None
+        if self.use_knowledge and len(paid) >= 8 and problem.objectives[1].cost == "cheap":
+            # a model of the first objective; candidates are ranked by expected HV with the second known exactly
+            bounds = problem.objectives[0].bounds
+            model = TreeSurrogate(problem.features([e.point for e in paid]), y1, bounds=bounds, seed=rng.randrange(2**31))
         seen = set(ctx.seen)
         proposals: list[Proposal] = []
         all_feedback: list[str] = []
@@ -237,13 +238,18 @@ class CoevolutionProposer(Proposer):
             if share <= 0:
                 continue
             members = [k for k, w in enumerate(where) if w == niche.id]
-            sub = pareto_mask(acc[members], lat[members])
+            sub = pareto_mask(y1[members], y2[members])
             elites = [paid[members[k]] for k in np.flatnonzero(sub)]
-            elites += [paid[members[k]] for k in np.argsort(-acc[members])[:3] if paid[members[k]] not in elites]
+            elites += [paid[members[k]] for k in np.argsort(-y1[members])[:3] if paid[members[k]] not in elites]
             heuristics = (
                 tuple(
                     retrieval.retrieve(
-                        kb.heuristics.values(), problem.spec(), niche.id, token_budget=self.kb_tokens, withhold=self.withhold
+                        kb.heuristics.values(),
+                        problem.spec(),
+                        niche.id,
+                        token_budget=self.kb_tokens,
+                        withhold=self.withhold,
+                        objectives=problem.objectives,
                     )
                 )
                 if self.use_knowledge
@@ -265,6 +271,7 @@ class CoevolutionProposer(Proposer):
                     model,
                     tuple(feedback),
                     ctx.study.study_name,
+                    ctx.storage,
                 )
                 for prop in self.reasoner.propose(request):
                     reason = self._invalid(problem, niche, prop, seen)
@@ -311,25 +318,38 @@ class CoevolutionProposer(Proposer):
         return None
 
 
-def pelnas_from_options(variant: str, options: dict[str, Any], *, storage: str | None, **reasoner_overrides: Any) -> CoevolutionProposer:
-    """Rebuild a study's co-evolution proposer from its stored options (:meth:`CoevolutionProposer.options`).
+def make_pelnas(variant: str = "pelnas", *, reasoner: Reasoner | Mapping[str, Any] | None = None, **options: Any) -> CoevolutionProposer:
+    """Build ``pelnas``, ``pelnas-noniche`` or ``pelnas-nokb``.
 
-    ``reasoner_overrides`` go to :func:`agent.reasoners.reasoner_from_config` (this machine's
-    endpoint URL, API key, timeout).
+    Args:
+        variant: which of the three.
+        reasoner: a reasoner, or its settings (:meth:`Reasoner.config`, as a study stores them,
+            plus an ``api_key`` when the caller has one): the offline reasoner when None.
+        options: the rest of :class:`CoevolutionProposer`'s options (:meth:`CoevolutionProposer.options`).
     """
     from agent.reasoners import reasoner_from_config
-
-    settings = dict(options)
-    reasoner = reasoner_from_config(settings.pop("reasoner", {"kind": "offline"}), storage=storage, **reasoner_overrides)
-    return make_pelnas(variant, reasoner=reasoner, **settings)
-
-
-def make_pelnas(variant: str = "pelnas", *, reasoner: Reasoner | None = None, **options: Any) -> CoevolutionProposer:
-    """Build ``pelnas``, ``pelnas-noniche`` or ``pelnas-nokb`` (offline reasoner unless one is given)."""
     from agent.reasoners.offline import OfflineReasoner
+
+    if isinstance(reasoner, Mapping):
+        reasoner = reasoner_from_config(reasoner)
 
     if variant == "pelnas-nokb":
         return CoevolutionProposer(reasoner or OfflineReasoner(guided=False), name=variant, use_knowledge=False, **options)
     if variant == "pelnas-noniche":
         return CoevolutionProposer(reasoner or OfflineReasoner(), name=variant, niches=False, **options)
     return CoevolutionProposer(reasoner or OfflineReasoner(), name="pelnas", **options)
+
+
+def pelnas(*, reasoner: Reasoner | Mapping[str, Any] | None = None, **options: Any) -> CoevolutionProposer:
+    """The co-evolution engine (entry point ``pelnas`` of group ``coevo.proposers``); see :func:`make_pelnas`."""
+    return make_pelnas("pelnas", reasoner=reasoner, **options)
+
+
+def pelnas_noniche(*, reasoner: Reasoner | Mapping[str, Any] | None = None, **options: Any) -> CoevolutionProposer:
+    """The engine with one niche (ablation; entry point ``pelnas-noniche``)."""
+    return make_pelnas("pelnas-noniche", reasoner=reasoner, **options)
+
+
+def pelnas_nokb(*, reasoner: Reasoner | Mapping[str, Any] | None = None, **options: Any) -> CoevolutionProposer:
+    """The engine without knowledge base or surrogate (ablation; entry point ``pelnas-nokb``)."""
+    return make_pelnas("pelnas-nokb", reasoner=reasoner, **options)

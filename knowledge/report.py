@@ -26,10 +26,9 @@ from knowledge.heuristics import quantity_label, sig
 from knowledge.store import KnowledgeStore, Version, iter_ids
 from search.errors import UserInputError
 from search.metrics import pareto_mask
-from search.niches import partition_for
 from search.proposers import Evaluation
 from search.round_log import read_round_logs
-from search.runner import LATENCY_BANDS, StoredSearch, evaluations_from_study, load_search
+from search.runner import BANDS, StoredSearch, evaluations_from_study, load_search
 
 
 @dataclass(frozen=True)
@@ -411,22 +410,22 @@ def _heuristics_section(latest: dict[str, Version], records: dict[str, validatio
 
 
 def _exploration_section(problem: Any, paid: Sequence[Evaluation], lat: np.ndarray, ref: Any, out: Path) -> list[Block]:
-    blocks: list[Block] = [("h2", "Exploration across niches and latency bands")]
+    blocks: list[Block] = [("h2", "Exploration across niches and bands of the second objective")]
     if not paid:
         return blocks
-    niches = partition_for(problem.name)
-    lo, hi = (ref.lat_min, ref.lat_max) if ref else (float(lat.min()), float(lat.max()))
-    edges = np.linspace(lo, hi, LATENCY_BANDS + 1)
-    band = np.clip(np.searchsorted(edges, lat, side="right") - 1, 0, LATENCY_BANDS - 1)
+    niches = problem.niches()
+    lo, hi = (ref.second_min, ref.second_max) if ref else (float(lat.min()), float(lat.max()))
+    edges = np.linspace(lo, hi, BANDS + 1)
+    band = np.clip(np.searchsorted(edges, lat, side="right") - 1, 0, BANDS - 1)
     index = {n.id: k for k, n in enumerate(niches)}
-    counts = np.zeros((len(niches), LATENCY_BANDS), dtype=int)
+    counts = np.zeros((len(niches), BANDS), dtype=int)
     for e, b in zip(paid, band, strict=True):
         counts[index[_niche(niches, e)], b] += 1
-    labels = [f"{edges[k]:.3g}-{edges[k + 1]:.3g}" for k in range(LATENCY_BANDS)]
+    labels = [f"{edges[k]:.3g}-{edges[k + 1]:.3g}" for k in range(BANDS)]
     blocks.append(
         (
             "p",
-            f"Evaluated designs per complexity niche and per latency band (equal-width bands over the whole space's "
+            f"Evaluated designs per niche and per band of {problem.front_objectives[1]} (equal-width bands over the whole space's "
             f"{problem.front_objectives[1]} range). An empty row or column is a part of the space the search never looked at.",
         )
     )

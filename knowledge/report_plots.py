@@ -35,8 +35,8 @@ def fronts_by_round(
     """
     fig, ax = plt.subplots(figsize=(7.2, 4.6))
     if ref is not None:
-        order = np.argsort(ref.front_lat)
-        ax.step(ref.front_lat[order], ref.front_acc[order], where="post", color="black", lw=1.2, label="true front (benchmark table)")
+        order = np.argsort(ref.front_second)
+        ax.step(ref.front_second[order], ref.front_first[order], where="post", color="black", lw=1.2, label="true front (benchmark table)")
     ax.scatter(lat, acc, s=6, c="0.8", label="evaluated designs", zorder=1)
     shown = _pick(rounds, 6)
     cmap = plt.get_cmap("viridis")
@@ -51,7 +51,7 @@ def fronts_by_round(
         ax.step(fl[o], fa[o], where="post", color=colour, lw=1.4, label=f"found front after round {r}", zorder=2)
         ax.scatter(fl[o], fa[o], s=14, color=colour, zorder=3)
     if ref is not None:
-        ax.set_ylim(ref.floor - 1.0, ref.acc_max + 0.5)
+        ax.set_ylim(ref.floor - 1.0, ref.first_max + 0.5)
         # designs under the window (e.g. disconnected cells, fast and useless) must not stretch the x axis
         window = front_x_values(ref, acc, lat)
         lo, hi = float(window.min()), float(window.max())
@@ -74,7 +74,7 @@ def front_x_values(ref: FrontReference | None, acc: np.ndarray, lat: np.ndarray)
     evaluated designs inside its window of the maximised objective (all of them without a reference)."""
     if ref is None:
         return np.asarray(lat, dtype=float)
-    return np.concatenate([np.asarray(lat, dtype=float)[np.asarray(acc) >= ref.floor - 1.0], ref.front_lat])
+    return np.concatenate([np.asarray(lat, dtype=float)[np.asarray(acc) >= ref.floor - 1.0], ref.front_second])
 
 
 def use_log_scale(values: np.ndarray, *, decades: float = 1.0) -> bool:

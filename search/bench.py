@@ -1,4 +1,7 @@
-"""``coevo bench``: proposers x devices x seeds on one problem, with tables and plots.
+"""``coevo bench``: proposers x run groups x seeds on one problem, with tables and plots.
+
+A run group is a value of the problem's ``run_group`` option (NB201: the device; pipeline:
+the cluster; noc: the traffic; compress: the model).
 
 Every run is an ordinary study in one storage (default: ``OUT/bench.sqlite3``), so an
 interrupted bench resumes run by run. Outputs in ``OUT``:
@@ -28,43 +31,13 @@ import optuna
 from search.errors import UserInputError
 from search.metrics import hypervolume
 from search.plots import plot_exploration, plot_fronts, plot_hv_curves
-from search.problems import make_problem
-from search.proposers import get_proposer
-from search.runner import SearchResult, run_search
+from search.problems import make_problem, problem_class
+from search.proposers import get_proposer, takes_reasoner
+from search.runner import BANDS, SearchResult, run_search
 from search.storage import open_storage
 
-CSV_FIELDS = (
-    "device",
-    "dataset",
-    "proposer",
-    "seed",
-    "budget",
-    "evaluations",
-    "trials",
-    "hv_ratio",
-    "igd",
-    "front_recall",
-    "wall_s",
-    "study",
-)
-
-
-AXES: dict[str, tuple[str, str]] = {
-    "pipeline": ("cluster", "v100x16-ib10"),
-    "noc": ("traffic", "hotspot"),
-    "compress": ("model", "cnn-digits"),
-}
-"""Per problem, the option ``--devices`` iterates over and its default (NB201: the latency ``device``, ``fpga``)."""
-
-
-def axis(problem: str) -> str:
-    """Name of the option a bench's run groups vary (``device`` for NB201, ``cluster`` for pipeline)."""
-    return AXES.get(problem, ("device", "fpga"))[0]
-
-
-def axis_default(problem: str) -> str:
-    """The run group of a bench when ``--devices`` is not given."""
-    return AXES.get(problem, ("device", "fpga"))[1]
+RUN_FIELDS = ("study", "proposer", "seed", "budget", "evaluations", "trials", "hv_ratio", "igd", "front_recall", "wall_s")
+"""Columns of ``runs.csv`` after the problem's options (one column per option, so each row says what it ran)."""
 
 
 @dataclass(frozen=True)
@@ -72,26 +45,44 @@ class BenchSpec:
     """What to run.
 
     Attributes:
-        problem: problem name (e.g. ``nb201``).
+        problem: problem name or reference (e.g. ``nb201``).
         options: problem options shared by all runs (e.g. ``{"dataset": "cifar10"}``).
-        devices: one run group per device (per cluster for the ``pipeline`` problem: :func:`axis`).
+        groups: one run group per value of the problem's :attr:`~search.problem.Problem.run_group`
+            option (NB201: devices; pipeline: clusters); ``()`` for the option's value in ``options``
+            (or its default).
         proposers: proposer names.
-        seeds: seeds to run for every (device, proposer).
+        seeds: seeds to run for every (group, proposer).
         budget: expensive evaluations per run.
         storage: storage URL; None for ``OUT/bench.sqlite3``.
         jobs: runs in parallel (processes).
+        reasoner: settings of the reasoner of the proposers that take one (the co-evolution
+            engine; :func:`agent.reasoners.reasoner_from_config`); None: their default (offline).
     """
 
     problem: str
     options: dict[str, Any]
-    devices: tuple[str, ...]
+    groups: tuple[str, ...]
     proposers: tuple[str, ...]
     seeds: tuple[int, ...]
     budget: int
     storage: str | None = None
     jobs: int = 1
     reasoner: dict[str, Any] | None = None
-    """Settings for :func:`agent.reasoners.make_reasoner` (pelnas proposers); None: offline."""
+
+    @property
+    def group_option(self) -> str | None:
+        """The option the run groups vary (the problem's ``run_group``), or None."""
+        return problem_class(self.problem).run_group
+
+    def run_groups(self) -> tuple[str, ...]:
+        """The groups to run: as given, else the one of the options (or the option's default)."""
+        if self.groups:
+            return self.groups
+        key = self.group_option
+        if key is None:
+            return ("-",)
+        cls = problem_class(self.problem)
+        return (str(self.options.get(key, cls.Options.model_fields[key].get_default())),)
 
     def validate(self) -> None:
         """Fail fast, before any run, on a bad name or number."""
@@ -101,10 +92,13 @@ class BenchSpec:
             raise UserInputError("--seeds must be at least 1")
         if self.jobs < 1:
             raise UserInputError(f"--jobs must be at least 1, got {self.jobs}")
-        if not self.devices or not self.proposers:
-            raise UserInputError("give at least one device and one proposer")
-        for device in self.devices:
-            make_problem(self.problem, _problem_options(self, device, "sqlite:///:memory:"))  # validation only: no cache needed
+        if not self.proposers:
+            raise UserInputError("give at least one proposer")
+        if self.groups and self.group_option is None:
+            raise UserInputError(f"problem {self.problem!r} has no run-group option: leave --groups out")
+        cls = problem_class(self.problem)
+        for group in self.run_groups():
+            cls.validate_options(_problem_options(self, group))  # options only: building may be costly (profiles, tables)
         for name in self.proposers:
             get_proposer(name)
 
@@ -133,19 +127,15 @@ def _one_run(
 ) -> SearchResult:
     """One search in a worker process (everything it gets is picklable; the reasoner is built here)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    made = make_problem(problem, options)
-    if threads is not None and options.get("mode", "query") != "query":
-        import torch  # noqa: F401  (zero-cost proxies import it only when they first score)
+    made = make_problem(problem, options, storage=storage)
     if threads is not None and "torch" in sys.modules:
         # the problem runs torch (zero-cost proxies, QAT, meta profiles): share the cores between
         # parallel runs; oversubscribed OpenMP threads slowed proxy cells from ~1.5 s to 15-23 s
         # and compress QAT runs about 5x here
         sys.modules["torch"].set_num_threads(threads)
     proposer_options = dict(proposer_options or {})
-    if reasoner is not None and proposer.startswith("pelnas"):
-        from agent.reasoners import make_reasoner  # built in the worker: reasoners hold clients and caches
-
-        proposer_options["reasoner"] = make_reasoner(**reasoner, storage=storage)
+    if reasoner is not None and takes_reasoner(proposer):
+        proposer_options["reasoner"] = reasoner  # settings: the proposer builds its reasoner here, in the run's process
     return run_search(
         made,
         get_proposer(proposer, proposer_options),
@@ -184,26 +174,26 @@ def run_jobs(jobs: Sequence[tuple[Any, ...]], n_jobs: int, on_result: Callable[[
 
 
 def run_bench(spec: BenchSpec, out: Path, *, on_result: Callable[[SearchResult], None] | None = None) -> BenchReport:
-    """Run every (device, proposer, seed) of ``spec`` and write the outputs into ``out``."""
+    """Run every (group, proposer, seed) of ``spec`` and write the outputs into ``out``."""
     spec.validate()
     out.mkdir(parents=True, exist_ok=True)
     storage = spec.storage or f"sqlite:///{out / 'bench.sqlite3'}"
     open_storage(storage)  # create the schema once, before parallel runs race to do it
+    groups = spec.run_groups()
     jobs = [
-        (spec.problem, _problem_options(spec, d, storage), p, spec.budget, s, storage, spec.reasoner)
-        for d in spec.devices
+        (spec.problem, _problem_options(spec, g), p, spec.budget, s, storage, spec.reasoner)
+        for g in groups
         for p in spec.proposers
         for s in spec.seeds
     ]
     results = run_jobs(jobs, spec.jobs, on_result)
-    key = axis(spec.problem)
-    order = {(job[1][key], job[2], job[4]): k for k, job in enumerate(jobs)}
-    results.sort(key=lambda r: order[(r.problem[key], r.proposer, r.seed)])
+    order = {(group_of(spec, job[1]), job[2], job[4]): k for k, job in enumerate(jobs)}
+    results.sort(key=lambda r: order[(group_of(spec, r.problem), r.proposer, r.seed)])
     report = BenchReport(results=results)
     report.files.append(_write_csv(results, out / "runs.csv"))
     (out / "histories.json").write_text(json.dumps([{"study": r.study, "hv_history": r.hv_history} for r in results]))
     report.files.append(out / "histories.json")
-    pooled = {d: pooled_hv_ratios(spec, [r for r in results if str(r.problem[key]) == d], storage) for d in spec.devices}
+    pooled = {g: pooled_hv_ratios(spec, [r for r in results if group_of(spec, r.problem) == g], storage) for g in groups}
     report.markdown = markdown_table(results, spec, pooled) + exploration_table(results, spec)
     (out / "results.md").write_text(report.markdown)
     report.files.append(out / "results.md")
@@ -211,26 +201,20 @@ def run_bench(spec: BenchSpec, out: Path, *, on_result: Callable[[SearchResult],
     return report
 
 
+def group_of(spec: BenchSpec, options: Mapping[str, Any]) -> str:
+    """The run group a run's options (or recorded problem spec) belong to."""
+    key = spec.group_option
+    return "-" if key is None else str(options.get(key))
+
+
 def _write_csv(results: Sequence[SearchResult], path: Path) -> Path:
+    options = list(dict.fromkeys(k for r in results for k, v in r.problem.items() if k != "problem" and not isinstance(v, dict | list)))
     with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
+        writer = csv.DictWriter(fh, fieldnames=["problem", *options, *RUN_FIELDS])
         writer.writeheader()
         for r in results:
             writer.writerow(
-                {
-                    "device": r.problem.get(axis(r.problem["problem"])),
-                    "dataset": r.problem.get("dataset"),
-                    "proposer": r.proposer,
-                    "seed": r.seed,
-                    "budget": r.budget,
-                    "evaluations": r.evaluations,
-                    "trials": r.trials,
-                    "hv_ratio": r.hv_ratio,
-                    "igd": r.igd,
-                    "front_recall": r.front_recall,
-                    "wall_s": r.wall_s,
-                    "study": r.study,
-                }
+                {"problem": r.problem["problem"], **{k: r.problem.get(k) for k in options}, **{f: getattr(r, f) for f in RUN_FIELDS}}
             )
     return path
 
@@ -252,40 +236,48 @@ def pooled_hv_ratios(spec: BenchSpec, results: Sequence[SearchResult], storage: 
     """
     if not results or any(r.hv_ratio is not None for r in results):
         return None
-    problem = make_problem(spec.problem, _problem_options(spec, str(results[0].problem[axis(spec.problem)]), storage))
+    problem = make_problem(spec.problem, _problem_options(spec, group_of(spec, results[0].problem)), storage=storage)
     bounds = problem.acquisition_bounds()
     if bounds is None:
         return None
-    acc_name, lat_name = problem.front_objectives
+    first, second = problem.front_objectives
 
     def hv(rows: Sequence[dict[str, Any]]) -> float:
-        return hypervolume(np.array([r[acc_name] for r in rows]), np.array([r[lat_name] for r in rows]), *bounds)
+        return hypervolume(np.array([r[first] for r in rows]), np.array([r[second] for r in rows]), *bounds)
 
     best = hv([row for r in results for row in r.front])
     return {r.study: hv(r.front) / best for r in results} if best > 0 else None
 
 
 def markdown_table(results: Sequence[SearchResult], spec: BenchSpec, pooled: Mapping[str, dict[str, float] | None] | None = None) -> str:
-    """Mean ± std (over seeds) per device and proposer.
+    """Mean ± std (over seeds) per run group and proposer.
 
-    ``pooled``: :func:`pooled_hv_ratios` per device, shown (marked †) where no exact HV ratio exists.
+    ``pooled``: :func:`pooled_hv_ratios` per group, shown (marked †) where no exact HV ratio exists.
     """
-    # the problem's effective options (defaults included) as the runs recorded them, less the run-group axis
+    cls = problem_class(spec.problem)
+    key = spec.group_option
+    # the problem's effective options (defaults included) as the runs recorded them, less the run-group option
     recorded = results[0].problem if results else {"problem": spec.problem, **spec.options}
-    opts = ", ".join(f"{k}={v}" for k, v in recorded.items() if k not in ("problem", axis(spec.problem)))
+    opts = ", ".join(f"{k}={v}" for k, v in recorded.items() if k not in ("problem", key) and not isinstance(v, dict | list))
+    expensive = ", ".join(o.name for o in cls.objectives if o.cost == "expensive") or "none"
+    found_set = results[0].found_set if results else "all"
+    scored = (
+        "the found set is every evaluated design"
+        if found_set == "all"
+        else "objectives are estimated during the search and only the reported front is scored, afterwards, on the truth"
+    )
     lines = [
         f"# coevo bench: {spec.problem}{f' ({opts})' if opts else ''}, budget {spec.budget}, seeds {list(spec.seeds)}",
         "",
-        "Query mode: the budget counts evaluations of the expensive objective (NB201: accuracy queries); the found set is "
-        "every evaluated design. HV ratio and IGD as defined in DESIGN.md (useful region). Wall time is per run, with "
-        f"{spec.jobs} run(s) in parallel.",
+        f"The budget counts evaluations of the expensive objective(s) ({expensive}); {scored}. HV ratio and IGD as "
+        f"defined in DESIGN.md (useful region of {cls.objectives[0].name}). Wall time is per run, with {spec.jobs} run(s) in parallel.",
         "",
-        f"| {axis(spec.problem)} | proposer | HV ratio | IGD | front recall | wall s |",
+        f"| {key or 'group'} | proposer | HV ratio | IGD | front recall | wall s |",
         "|---|---|---|---|---|---|",
     ]
-    for device in spec.devices:
+    for device in spec.run_groups():
         for proposer in spec.proposers:
-            rs = [r for r in results if r.problem.get(axis(spec.problem)) == device and r.proposer == proposer]
+            rs = [r for r in results if group_of(spec, r.problem) == device and r.proposer == proposer]
             by_study = (pooled or {}).get(device)
             hv = _mean_std([r.hv_ratio for r in rs if r.hv_ratio is not None])
             if by_study is not None:
@@ -317,32 +309,31 @@ def _shares(results: Sequence[SearchResult], part: str) -> dict[str, float]:
 
 
 def exploration_table(results: Sequence[SearchResult], spec: BenchSpec) -> str:
-    """Exploration bias: mean share of evaluations per niche and per latency band, per proposer."""
+    """Exploration bias: mean share of evaluations per niche and per band of the second objective, per proposer."""
     niche_ids = list(results[0].exploration.get("niches", {})) if results else []
+    band_objective = results[0].exploration.get("band_objective", "the second objective") if results else "the second objective"
     lines = [
         "",
         "## Exploration bias",
         "",
-        "Mean share of evaluated designs per niche (the problem's niche partition) and per band of the cheap objective "
-        "(5 equal-width bands over the space's range, lowest first; NB201: latency), over run groups and seeds.",
+        f"Mean share of evaluated designs per niche (the problem's niche partition) and per band of {band_objective} "
+        f"(band1..band{BANDS}: {BANDS} equal-width bands over the space's range, lowest first), over run groups and seeds.",
         "",
-        "| proposer | " + " | ".join(niche_ids) + " | " + " | ".join(f"lat{k + 1}" for k in range(5)) + " |",
-        "|---|" + "---|" * (len(niche_ids) + 5),
+        "| proposer | " + " | ".join(niche_ids) + " | " + " | ".join(f"band{k + 1}" for k in range(BANDS)) + " |",
+        "|---|" + "---|" * (len(niche_ids) + BANDS),
     ]
     for proposer in spec.proposers:
         rs = [r for r in results if r.proposer == proposer]
         niches = _shares(rs, "niches")
-        bands = _shares(rs, "latency_bands")
-        cells = [f"{niches.get(n, 0):.2f}" for n in niche_ids] + [f"{bands.get(str(k), 0):.2f}" for k in range(5)]
+        bands = _shares(rs, "bands")
+        cells = [f"{niches.get(n, 0):.2f}" for n in niche_ids] + [f"{bands.get(str(k), 0):.2f}" for k in range(BANDS)]
         lines.append(f"| {proposer} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def _problem_options(spec: BenchSpec, device: str, storage: str) -> dict[str, Any]:
-    options = {**spec.options, axis(spec.problem): device}
-    if options.get("mode", "query") != "query":
-        options["storage"] = storage  # zero-cost problems keep their proxy cache beside the studies
-    return options
+def _problem_options(spec: BenchSpec, group: str) -> dict[str, Any]:
+    key = spec.group_option
+    return {**spec.options, key: group} if key is not None else dict(spec.options)
 
 
 def _plots(spec: BenchSpec, results: Sequence[SearchResult], out: Path, storage: str) -> list[Path]:
@@ -353,10 +344,10 @@ def _plots(spec: BenchSpec, results: Sequence[SearchResult], out: Path, storage:
             out / "exploration.png",
         )
     ]
-    for device in spec.devices:
-        problem = make_problem(spec.problem, _problem_options(spec, device, storage))
+    for device in spec.run_groups():
+        problem = make_problem(spec.problem, _problem_options(spec, device), storage=storage)
         ref = problem.reference()
-        rs = [r for r in results if r.problem.get(axis(spec.problem)) == device]
+        rs = [r for r in results if group_of(spec, r.problem) == device]
         title = f"{spec.problem} {' '.join(str(v) for v in spec.options.values())} {device}, budget {spec.budget}"
         curves = {p: [r.hv_history for r in rs if r.proposer == p and r.hv_history] for p in spec.proposers}
         if any(curves.values()):  # zero-cost runs have no HV history: nothing to draw
@@ -364,8 +355,13 @@ def _plots(spec: BenchSpec, results: Sequence[SearchResult], out: Path, storage:
             paths.append(plot_hv_curves(curves, title, out / f"hv_{Path(device).stem}.png", paid=paid))
         if ref is None:
             continue
-        acc_name, lat_name = problem.front_objectives
+        y1, y2 = problem.front_objectives
         first = min(spec.seeds)
-        found = {r.proposer: ([row[acc_name] for row in r.front], [row[lat_name] for row in r.front]) for r in rs if r.seed == first}
-        paths.append(plot_fronts(ref, found, f"{title} (seed {first}, found fronts)", out / f"front_{Path(device).stem}.png"))
+        found = {r.proposer: ([row[y1] for row in r.front], [row[y2] for row in r.front]) for r in rs if r.seed == first}
+        labels = {o.name: f"{o.name} ({o.unit})" if o.unit else o.name for o in problem.objectives}
+        paths.append(
+            plot_fronts(
+                ref, found, f"{title} (seed {first}, found fronts)", out / f"front_{Path(device).stem}.png", labels=(labels[y2], labels[y1])
+            )
+        )
     return paths

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from search.metrics import FrontReference
 
 
-def plot_hv_curves(curves: Mapping[str, Sequence[Sequence[float]]], title: str, path: Path, *, paid: str = "accuracy queries") -> Path:
+def plot_hv_curves(curves: Mapping[str, Sequence[Sequence[float]]], title: str, path: Path, *, paid: str = "expensive queries") -> Path:
     """HV ratio vs evaluations: one line per label (mean over runs) with a min-max band; ``paid`` names what an evaluation pays for."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for label, runs in curves.items():
@@ -39,23 +39,24 @@ def plot_fronts(
     title: str,
     path: Path,
     *,
+    labels: tuple[str, str] = ("latency (ms)", "test accuracy (%)"),
     all_points: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Path:
-    """Found fronts (accuracy vs latency) over the true front, useful region only."""
+    """Found fronts (first objective vs second) over the true front, useful region only; ``labels`` are (x, y) axis labels."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     if all_points is not None:
         acc, lat = all_points
         keep = acc >= ref.floor
         ax.scatter(lat[keep], acc[keep], s=2, c="0.85", label="all cells", rasterized=True)
-    order = np.argsort(ref.front_lat)
-    ax.step(ref.front_lat[order], ref.front_acc[order], where="post", c="k", lw=1.2, label="true front")
+    order = np.argsort(ref.front_second)
+    ax.step(ref.front_second[order], ref.front_first[order], where="post", c="k", lw=1.2, label="true front")
     markers = "os^Dvx+*"
     for k, (label, (acc_f, lat_f)) in enumerate(found.items()):
         a, lt = np.asarray(acc_f), np.asarray(lat_f)
         keep = a >= ref.floor
         ax.scatter(lt[keep], a[keep], s=14, marker=markers[k % len(markers)], label=label, alpha=0.8)
-    ax.set_xlabel("latency (ms)")
-    ax.set_ylabel("test accuracy (%)")
+    ax.set_xlabel(labels[0])
+    ax.set_ylabel(labels[1])
     return _finish(fig, ax, title, path, legend="lower right")
 
 

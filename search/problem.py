@@ -3,6 +3,12 @@
 A problem maps design points to and from Optuna parameters (so any Optuna sampler, and the
 co-evolution engine through ``enqueue_trial``, can drive it), gives each point a stable id,
 and evaluates objectives. Problems whose whole space is known also give the exact front.
+
+A problem is one module that declares everything about itself (see :class:`Problem`): its
+options as one pydantic model (types, defaults, bounds, help), its objectives, its niches,
+the option ``coevo bench`` varies between run groups, and whether its front is exact. The
+CLI flags, the search tools' schemas, bench axes, study names and knowledge-base scopes are
+generated from that declaration (``docs/problems.md`` shows a whole problem in one file).
 """
 
 from __future__ import annotations
@@ -12,13 +18,15 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import optuna
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from search.errors import UserInputError
 from search.metrics import FrontReference
+from search.niches import Niche, single_niche
 
 Point = Hashable
 """A design point; each problem documents its concrete type."""
@@ -34,30 +42,82 @@ class Objective:
         unit: unit of the value, e.g. ``%`` or ``ms``.
         cost: ``expensive`` objectives count against the search budget (they stand for
             training or a long simulation); ``cheap`` ones are free lookups/predictions.
+        depends_on: the problem options the objective's values depend on (NB201: accuracy on
+            ``dataset``, latency on ``device``), or None for all of them. The knowledge base
+            discounts a claim learned under other values of these options much more than one
+            learned under other values of options it does not depend on.
+        bounds: (lower, upper) limits of the values where the objective has them (a share: 0..1,
+            a percentage: 0..100), None where unbounded. Surrogates use the upper one.
     """
 
     name: str
     direction: Literal["maximize", "minimize"]
     unit: str
     cost: Literal["cheap", "expensive"]
+    depends_on: tuple[str, ...] | None = None
+    bounds: tuple[float | None, float | None] = (None, None)
+
+
+class ProblemOptions(BaseModel):
+    """Base of a problem's options: one pydantic model with a type, default, bounds and help per field.
+
+    Fields must be JSON scalars (str, int, float, bool, or a ``Literal`` of them) so they can
+    become CLI flags, tool arguments and study-name parts. Unknown options are an error.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class ProblemContext:
+    """What a problem may use besides its options when it is built (never part of its identity).
+
+    Attributes:
+        storage: the study storage URL, for caches kept beside the studies (zero-cost proxy scores).
+    """
+
+    storage: str | None = None
 
 
 class Problem(ABC):
-    """A design space with objectives.
+    """A design space with objectives, declared in one module.
+
+    Class attributes a problem declares:
+
+    * :attr:`name`: how studies, bench tables, CLI (``--problem NAME``) and knowledge-base
+      scopes name it.
+    * :attr:`Options`: its options, a :class:`ProblemOptions` subclass (default: none).
+    * :attr:`objectives`: at least two; the first maximised, the second minimised (the pair
+      the Pareto metrics use); more are recorded and reported.
+    * :attr:`run_group`: the option ``coevo bench --groups`` varies (NB201: ``device``), or None.
+    * :attr:`example_options`: small, fast options the conformance suite builds it with.
+    * :attr:`noisy`: True when objectives are measured (a timing), so evaluating a point
+      twice may differ; the conformance suite then checks values, not equality.
+    * :meth:`niches` (a partition of the space for the co-evolution engine), :meth:`reference`
+      (the exact front, when the whole space is known).
 
     Contract for implementations:
 
     * :meth:`spec` identifies the problem; a study created for one spec is never resumed
-      for another.
+      for another. The default is the name and every option.
     * :meth:`suggest` must only use ``trial.suggest_*`` with the parameter names and
       choices of :meth:`distributions`, so enqueued proposals and samplers agree.
-    * :meth:`evaluate` is deterministic for a point; callers cache by :meth:`point_id`.
-    * The first objective of :attr:`front_objectives` is maximised, the second minimised;
-      :meth:`reference` returns their exact true front when the whole space is known.
+    * :meth:`evaluate` is deterministic for a point unless :attr:`noisy`; callers cache by
+      :meth:`point_id`.
+    * :meth:`reference` returns the exact true front of the first two objectives when the
+      whole space is known.
+
+    Build one with keyword options (``MyProblem(k=4)``, validated against :attr:`Options`) or
+    with an options instance (``MyProblem(MyProblem.Options(k=4))``); :func:`search.problems.make_problem`
+    does the same by name.
     """
 
-    name: str
+    name: ClassVar[str]
+    Options: ClassVar[type[ProblemOptions]] = ProblemOptions
     objectives: tuple[Objective, ...]
+    run_group: ClassVar[str | None] = None
+    example_options: ClassVar[Mapping[str, Any]] = {}
+    noisy: ClassVar[bool] = False
     design_label: str = "design"
     """Key under which :meth:`describe` output appears in reports and JSON."""
     design_format: str = ""
@@ -66,9 +126,36 @@ class Problem(ABC):
     """What a search is scored on: every evaluated point (query mode) or only the final
     front under the objectives as evaluated (zero-cost mode), re-scored by :meth:`true_values`."""
 
-    @abstractmethod
+    def __init__(self, options: ProblemOptions | None = None, /, **values: Any) -> None:
+        if options is not None and values:
+            raise TypeError(f"{type(self).__name__}: give an options instance or keyword options, not both")
+        self.options: Any = options if options is not None else self.validate_options(values)
+
+    @classmethod
+    def validate_options(cls, values: Mapping[str, Any]) -> Any:
+        """Options from raw values (``None`` ones dropped), checked against :attr:`Options`.
+
+        Raises:
+            UserInputError: one line per wrong option, with its bound or choices, and the valid option names.
+        """
+        given = {k: v for k, v in values.items() if v is not None}
+        try:
+            return cls.Options.model_validate(given)
+        except ValidationError as exc:
+            raise UserInputError(f"problem {cls.name!r}: {options_error(cls.Options, exc)}") from None
+
+    @classmethod
+    def create(cls, options: Any, context: ProblemContext) -> Problem:
+        """Build the problem from validated options; override when options choose another class (NB201's ``mode``)."""
+        return cls(options)
+
+    def niches(self) -> tuple[Niche, ...]:
+        """The partition of the space the co-evolution engine explores niche by niche (default: one niche)."""
+        return single_niche()
+
     def spec(self) -> dict[str, Any]:
-        """JSON-serialisable identity of the problem (name and options)."""
+        """JSON-serialisable identity of the problem: its name and every option."""
+        return {"problem": self.name, **self.options.model_dump(mode="json")}
 
     @abstractmethod
     def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
@@ -145,6 +232,23 @@ class Problem(ABC):
     def expensive(self) -> tuple[str, ...]:
         """Names of the objectives that count against the budget."""
         return tuple(o.name for o in self.objectives if o.cost == "expensive")
+
+
+def options_error(model: type[BaseModel], exc: ValidationError) -> str:
+    """A pydantic validation error as one line a person can act on: each wrong option, what it must be, what was given."""
+    parts = []
+    for e in exc.errors():
+        field = ".".join(str(x) for x in e["loc"]) or "(options)"
+        if e["type"] == "extra_forbidden":
+            parts.append(f"no option {field!r} (options: {', '.join(model.model_fields) or 'none'})")
+        elif e["type"] == "value_error":  # a validator's own message, which names the value
+            parts.append(f"{field}: {str(e['msg']).removeprefix('Value error, ')}")
+        else:
+            msg = str(e["msg"])
+            info = model.model_fields.get(str(e["loc"][0])) if e["loc"] else None
+            why = f" ({info.description})" if e["type"] == "literal_error" and info is not None and info.description else ""
+            parts.append(f"{field}: {msg[0].lower()}{msg[1:]}, got {e['input']!r}{why}")
+    return "; ".join(parts)
 
 
 def _suggest(trial: optuna.Trial, name: str, dist: optuna.distributions.BaseDistribution) -> Any:

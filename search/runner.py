@@ -27,7 +27,7 @@ import optuna
 from search import round_log  # noqa: F401  (registers the purge of round logs for new studies)
 from search.errors import UserInputError
 from search.metrics import FrontMetrics, FrontReference, pareto_mask
-from search.niches import niche_of, partition_for
+from search.niches import niche_of
 from search.problem import Problem
 from search.proposers import Evaluation, Proposer, get_proposer
 from search.storage import resolve_storage_url
@@ -78,7 +78,8 @@ class SearchResult:
     seed: int
     budget: int
     evaluations: int
-    accuracy_queries: int
+    expensive_queries: int
+    """Evaluations that read the problem's true expensive objectives (0 when they were estimated, e.g. NB201 zero-cost)."""
     trials: int
     wall_s: float
     hv_ratio: float | None
@@ -87,8 +88,9 @@ class SearchResult:
     front: list[dict[str, Any]]
     hv_history: list[float] = field(default_factory=list)
     stopped: str | None = None
-    mode: str = "query"
-    """``query`` (accuracy queries count against the budget) or ``zero-cost`` (none made)."""
+    found_set: str = "all"
+    """``all``: every evaluation was scored on the true objectives; ``front``: objectives were
+    estimated during the search and only the reported front was scored afterwards."""
     reasoner: str | None = None
     llm_usage: dict[str, Any] | None = None
     exploration: dict[str, Any] = field(default_factory=dict)
@@ -212,29 +214,34 @@ def summarize(
     if trials is None:
         trials = len(study.get_trials(deepcopy=False))
     evaluations = [e for e in evaluations if e.query]
-    acc_name, lat_name = problem.front_objectives
+    first, second = problem.front_objectives
     queries = len(evaluations)
     if problem.found_set == "front" and evaluations:
-        # zero-cost mode: report the front under the estimates, then score it truly
-        est = pareto_mask(np.array([e.values[acc_name] for e in evaluations]), np.array([e.values[lat_name] for e in evaluations]))
+        # estimated objectives (NB201 zero-cost mode): report the front under the estimates, then score it truly
+        est = pareto_mask(np.array([e.values[first] for e in evaluations]), np.array([e.values[second] for e in evaluations]))
         evaluations = [
             Evaluation(e.trial_number, e.point, e.point_id, problem.true_values(e.point), e.query, e.attrs)
             for e, keep in zip(evaluations, est, strict=True)
             if keep
         ]
-    acc = np.array([e.values[acc_name] for e in evaluations])
-    lat = np.array([e.values[lat_name] for e in evaluations])
+    y1 = np.array([e.values[first] for e in evaluations])
+    y2 = np.array([e.values[second] for e in evaluations])
     ids = [e.point_id for e in evaluations]
     ref = problem.reference()
-    metrics = FrontMetrics.score(ref, ids, acc, lat) if ref else None
-    hv_history = ref.hv_history(acc.tolist(), lat.tolist()) if history and ref and problem.found_set == "all" else []
-    mask = pareto_mask(acc, lat)
+    metrics = FrontMetrics.score(ref, ids, y1, y2) if ref else None
+    hv_history = ref.hv_history(y1.tolist(), y2.tolist()) if history and ref and problem.found_set == "all" else []
+    mask = pareto_mask(y1, y2)
+    names = [o.name for o in problem.objectives]
     front: list[dict[str, Any]] = [
-        {problem.design_label: problem.describe(evaluations[i].point), "point_id": ids[i], acc_name: float(acc[i]), lat_name: float(lat[i])}
+        {
+            problem.design_label: problem.describe(evaluations[i].point),
+            "point_id": ids[i],
+            **{n: float(evaluations[i].values[n]) for n in names},  # every objective, not only the front's pair
+        }
         for i in np.flatnonzero(mask)
     ]
-    front.sort(key=lambda row: (row[lat_name], row["point_id"]))
-    exploration = exploration_histogram(problem, [e.point for e in evaluations], lat, ref)
+    front.sort(key=lambda row: (row[second], row["point_id"]))
+    exploration = exploration_histogram(problem, [e.point for e in evaluations], y2, ref)
     return SearchResult(
         study=study.study_name,
         storage=resolve_storage_url(storage),
@@ -243,8 +250,8 @@ def summarize(
         seed=seed,
         budget=budget,
         evaluations=queries,
-        accuracy_queries=queries if problem.found_set == "all" else 0,
-        mode=str(problem.spec().get("mode", "query")),
+        expensive_queries=queries if problem.found_set == "all" else 0,
+        found_set=problem.found_set,
         trials=trials,
         wall_s=round(wall_s, 3),
         hv_ratio=metrics.hv_ratio if metrics else None,
@@ -257,17 +264,23 @@ def summarize(
     )
 
 
-LATENCY_BANDS = 5
+BANDS = 5
+"""Equal-width bands of the second (minimised) objective in exploration histograms."""
 
 
-def exploration_histogram(problem: Problem, points: list[Any], lat: np.ndarray, ref: FrontReference | None) -> dict[str, Any]:
-    """Counts of evaluated points per niche of the problem's default partition and per
-    latency band (equal-width bands over the whole space's latency range when known)."""
-    niches = partition_for(problem.name)
+def exploration_histogram(problem: Problem, points: list[Any], second: np.ndarray, ref: FrontReference | None) -> dict[str, Any]:
+    """Counts of evaluated points per niche of the problem's partition and per band of the
+    second objective (equal-width bands over the whole space's range when known; NB201: latency)."""
+    niches = problem.niches()
     per_niche = {n.id: 0 for n in niches}
     for p in points:
         per_niche[niche_of(niches, p)] += 1
-    lo, hi = (ref.lat_min, ref.lat_max) if ref else ((float(lat.min()), float(lat.max())) if len(lat) else (0.0, 1.0))
-    edges = np.linspace(lo, hi, LATENCY_BANDS + 1)
-    bands = np.histogram(np.clip(lat, lo, hi), bins=edges)[0].tolist() if len(lat) else [0] * LATENCY_BANDS
-    return {"niches": per_niche, "latency_bands": bands, "latency_edges_ms": [round(float(x), 4) for x in edges]}
+    lo, hi = (ref.second_min, ref.second_max) if ref else ((float(second.min()), float(second.max())) if len(second) else (0.0, 1.0))
+    edges = np.linspace(lo, hi, BANDS + 1)
+    bands = np.histogram(np.clip(second, lo, hi), bins=edges)[0].tolist() if len(second) else [0] * BANDS
+    return {
+        "niches": per_niche,
+        "band_objective": problem.front_objectives[1],
+        "bands": bands,
+        "band_edges": [round(float(x), 4) for x in edges],
+    }

@@ -22,6 +22,8 @@ from search.proposers import Evaluation, Proposer
 from search.storage import open_storage, resolve_storage_url
 
 ATTR_SPEC = "coevo.problem"
+ATTR_PROBLEM_REF = "coevo.problem_ref"
+"""How to load the problem's class again: a registered name, or ``module:Class`` / ``/abs/path.py:Class`` (user problems)."""
 ATTR_PROPOSER = "coevo.proposer"
 ATTR_PROPOSER_OPTIONS = "coevo.proposer_options"
 ATTR_SEED = "coevo.seed"
@@ -146,7 +148,8 @@ def open_or_create(problem: Problem, proposer: Proposer, *, storage: str | None,
         if stored is None and not study.get_trials(deepcopy=False):
             _tag(study, problem, proposer, seed)  # created by a run killed before it tagged the study: adopt it
             stored = spec
-        if stored != spec or study.user_attrs.get(ATTR_PROPOSER) != proposer.name:
+        same = _same_problem(stored, study.user_attrs.get(ATTR_PROBLEM_REF), problem)
+        if not same or study.user_attrs.get(ATTR_PROPOSER) != proposer.name:
             raise UserInputError(
                 f"study {study_name!r} already exists for problem {stored} with proposer "
                 f"{study.user_attrs.get(ATTR_PROPOSER)!r}; pass another --study name or the same options"
@@ -161,8 +164,27 @@ def open_or_create(problem: Problem, proposer: Proposer, *, storage: str | None,
     return OpenedStudy(study, created, stored_budget, paid, tuple(notes))
 
 
+def _same_problem(stored: Any, reference: Any, problem: Problem) -> bool:
+    """Whether a study's recorded spec names ``problem`` (a study recorded before an option was added or renamed still does)."""
+    from search.problems import normalized_spec
+
+    spec = problem.spec()
+    if stored == spec:
+        return True
+    if not isinstance(stored, dict) or stored.get("problem") != spec.get("problem"):
+        return False
+    try:
+        ref = str(reference) if reference else None
+        return normalized_spec(stored, reference=ref) == normalized_spec(spec, reference=ref)
+    except UserInputError:
+        return False
+
+
 def _tag(study: optuna.Study, problem: Problem, proposer: Proposer, seed: int) -> None:
+    from search.problems import problem_reference
+
     study.set_user_attr(ATTR_SPEC, problem.spec())
+    study.set_user_attr(ATTR_PROBLEM_REF, problem_reference(problem))
     study.set_user_attr(ATTR_PROPOSER, proposer.name)
     study.set_user_attr(ATTR_SEED, seed)
     study.set_user_attr(ATTR_UID, uuid.uuid4().hex)
@@ -203,7 +225,7 @@ def load_search(storage: str | None, study_name: str, *, create: bool = True) ->
         UserInputError: no such study (the message lists the studies there), or it was not made by coevo.
         StorageError: the storage cannot be opened.
     """
-    from search.problems import make_problem  # search.problems imports problem modules; keep this light
+    from search.problems import problem_from_spec  # search.problems imports problem modules; keep this light
 
     backend = open_storage(storage, create=create)
     try:
@@ -215,13 +237,15 @@ def load_search(storage: str | None, study_name: str, *, create: bool = True) ->
     spec = study.user_attrs.get(ATTR_SPEC)
     if not isinstance(spec, dict) or "problem" not in spec:
         raise UserInputError(f"study {study_name!r} was not created by coevo (it has no problem spec)")
-    options: dict[str, Any] = {k: v for k, v in spec.items() if k != "problem" and isinstance(v, str | int | float)}
-    if options.get("mode", "query") != "query":
-        options["storage"] = storage
+    reference = study.user_attrs.get(ATTR_PROBLEM_REF)
+    try:
+        problem = problem_from_spec(spec, reference=str(reference) if reference else None, storage=storage)
+    except UserInputError as exc:
+        raise UserInputError(f"study {study_name!r} cannot be reopened: {exc}") from None
     stored_options = study.user_attrs.get(ATTR_PROPOSER_OPTIONS)
     return StoredSearch(
         study,
-        make_problem(spec["problem"], options),
+        problem,
         str(study.user_attrs.get(ATTR_PROPOSER, "?")),
         int(study.user_attrs.get(ATTR_SEED, 0)),
         int(study.user_attrs.get(ATTR_BUDGET, 0)),

@@ -1,8 +1,8 @@
-"""Accuracy models for the co-evolution engine: posterior samples, not just a mean.
+"""Surrogates of an expensive objective for the co-evolution engine: posterior samples, not just a mean.
 
-Query mode fits :class:`TreeSurrogate` on the accuracies the search has paid for (never on
-the benchmark's other cells). Each tree of the ensemble is one sample, so a proposer can
-rank candidates by expected HV improvement (:func:`search.metrics.hv_improvement`).
+Query mode fits :class:`TreeSurrogate` on the values the search has paid for (never on the
+benchmark's other points). Each tree of the ensemble is one sample, so a proposer can rank
+candidates by expected HV improvement (:func:`search.metrics.hv_improvement`).
 """
 
 from __future__ import annotations
@@ -12,36 +12,58 @@ from typing import Protocol
 import numpy as np
 from sklearn.ensemble import ExtraTreesRegressor
 
-_TOP = 100.5
-"""Targets are -log(_TOP - accuracy): this stretches the top of the range, where fronts
-live, and compresses the ~10 % degenerate cells that would otherwise dominate the fit."""
+TOP_MARGIN = 0.005
+"""For an objective with a known upper bound, targets are -log(top - value) with top the bound
+plus this share of the objective's range (NB201 accuracy: top = 100.5 %): the transform
+stretches the top of the range, where fronts live, and compresses the degenerate points
+(~10 % of NB201 cells at chance accuracy) that would otherwise dominate the fit."""
 
 
-class AccuracyModel(Protocol):
-    """Predicts accuracy samples for candidate feature rows."""
+class SurrogateModel(Protocol):
+    """Predicts samples of one objective for candidate feature rows."""
 
     def samples(self, features: np.ndarray) -> np.ndarray:
-        """(S, K) accuracy samples (%) for K candidates."""
+        """(S, K) samples of the objective, in its unit, for K candidates."""
         ...
 
 
 class TreeSurrogate:
-    """Extra-trees ensemble on paid evaluations.
+    """Extra-trees ensemble on paid evaluations of one maximised objective.
 
     Args:
         features: (n, d) encodings of the evaluated points.
-        accuracy: (n,) their accuracies (%).
+        values: (n,) their values of the objective.
+        bounds: (lower, upper) bounds of the objective where known (:attr:`search.problem.Objective.bounds`);
+            with an upper bound, the fit uses the log-distance to it (:data:`TOP_MARGIN`), else the raw values.
         seed: seed of the ensemble.
         n_trees: ensemble size (= number of samples).
     """
 
-    def __init__(self, features: np.ndarray, accuracy: np.ndarray, *, seed: int, n_trees: int = 64) -> None:
-        target = -np.log(_TOP - np.clip(accuracy, None, _TOP - 1e-3))
+    def __init__(
+        self,
+        features: np.ndarray,
+        values: np.ndarray,
+        *,
+        bounds: tuple[float | None, float | None] = (None, None),
+        seed: int,
+        n_trees: int = 64,
+    ) -> None:
+        lower, upper = bounds
+        if upper is not None:
+            span = upper - lower if lower is not None else max(abs(upper), 1.0)
+            self._top: float | None = upper + TOP_MARGIN * span
+        else:
+            self._top = None
         self._model = ExtraTreesRegressor(n_estimators=n_trees, max_features=0.5, random_state=seed, n_jobs=1)
-        self._model.fit(features, target)
+        self._model.fit(features, self._forward(np.asarray(values, dtype=float)))
+
+    def _forward(self, y: np.ndarray) -> np.ndarray:
+        if self._top is None:
+            return y
+        return -np.log(self._top - np.clip(y, None, self._top - 1e-3))
 
     def samples(self, features: np.ndarray) -> np.ndarray:
         if len(features) == 0:
             return np.zeros((len(self._model.estimators_), 0))
-        logs = np.stack([tree.predict(features) for tree in self._model.estimators_])
-        return _TOP - np.exp(-logs)
+        raw = np.stack([tree.predict(features) for tree in self._model.estimators_])
+        return raw if self._top is None else self._top - np.exp(-raw)

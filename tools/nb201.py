@@ -39,7 +39,7 @@ class NB201Query(Tool):
     }
 
     def run(self, args: QueryArgs) -> ToolResult:
-        problem = NB201Problem.from_options(dataset=args.dataset, device=args.device)
+        problem = NB201Problem(dataset=args.dataset, device=args.device)
         cell = parse_arch(args.arch)
         values = problem.evaluate(cell)
         index = problem.index(cell)
@@ -74,7 +74,7 @@ class NB201ParetoFront(Tool):
     example: ClassVar[dict[str, Any]] = {"dataset": "cifar10", "device": "raspi4", "limit": 5}
 
     def run(self, args: FrontArgs) -> ToolResult:
-        problem = NB201Problem.from_options(dataset=args.dataset, device=args.device)
+        problem = NB201Problem(dataset=args.dataset, device=args.device)
         ref = problem.reference()
         rows = []
         for pid in ref.ids:
@@ -88,7 +88,7 @@ class NB201ParetoFront(Tool):
             "dataset": args.dataset,
             "device": args.device,
             "floor_pct": ref.floor,
-            "reference_latency_ms": ref.lat_ref,
+            "reference_latency_ms": ref.ceiling,
             "front_size": len(rows),
             "front": rows[: args.limit],
         }

@@ -8,6 +8,7 @@ search, started here or not, and after a restart.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from search.problems import make_problem
 from search.progress import progress
 from search.runner import default_study_name
 from tools._base import Target, Tool, ToolResult
-from tools.search_run import PROBLEM_OPTIONS, SearchArgs, problem_options
+from tools.search_run import SearchArgs, SearchTool
 from tools.studies import StudyArgs
 
 JOBS_DIR = Path("runs/jobs")
@@ -30,7 +31,7 @@ def log_path(study: str) -> Path:
     return JOBS_DIR / f"{safe}.log"
 
 
-class SearchStart(Tool):
+class SearchStart(SearchTool):
     """Start (or resume) a search as a background process and return at once."""
 
     name = "search.start"
@@ -40,26 +41,22 @@ class SearchStart(Tool):
     )
     Args = SearchArgs
     example: ClassVar[dict[str, Any]] = {
-        "dataset": "cifar10",
-        "device": "fpga",
+        "options": {"dataset": "cifar10", "device": "fpga"},
         "proposer": "random",
         "budget": 5,
         "study": "example-bg",
         "storage": "sqlite:///runs/background.sqlite3",
     }
     confirm = True
-    writes: ClassVar[dict[str, Target]] = {"storage": "storage"}
-    loads_code = ("problem", "model")
 
     def run(self, args: SearchArgs) -> ToolResult:
-        problem = make_problem(args.problem, problem_options(args))  # bad names fail here, not in the background
+        problem = make_problem(args.problem, args.options, storage=args.storage)  # bad names fail here, not in the background
         study = args.study or default_study_name(problem, args.proposer, args.seed)
         command = [sys.executable, "-m", "agent.cli", "search", "--problem", args.problem, "--proposer", args.proposer]
-        command += ["--budget", str(args.budget), "--seed", str(args.seed), "--study", study, "--mode", args.mode, "--json"]
-        for name in (*PROBLEM_OPTIONS, "storage"):
-            value = getattr(args, name)
-            if value is not None:
-                command += ["--" + name.replace("_", "-"), str(value)]
+        command += ["--budget", str(args.budget), "--seed", str(args.seed), "--study", study, "--json"]
+        command += ["--options", json.dumps(args.options)]
+        if args.storage is not None:
+            command += ["--storage", args.storage]
         JOBS_DIR.mkdir(parents=True, exist_ok=True)
         log = log_path(study)
         with log.open("ab") as fh:

@@ -44,7 +44,8 @@ def make_reasoner(
     Args:
         kind: ``auto`` (LLM when an endpoint and model are configured, else offline),
             ``offline`` or ``llm``.
-        storage: the study's storage URL; the LLM response cache lives there.
+        storage: the study's storage URL, where the LLM response cache lives; None: the storage
+            each request names (the study's).
 
     Raises:
         UserInputError: unknown kind, or ``llm`` without an endpoint or model.
@@ -64,14 +65,19 @@ def make_reasoner(
     from agent.reasoners.llm import LLMReasoner
 
     return LLMReasoner(
-        model=model, base_url=base_url, api_key=api_key, cache=ResponseCache(storage), price_per_mtok=price_per_mtok, timeout_s=timeout_s
+        model=model,
+        base_url=base_url,
+        api_key=api_key,
+        cache=ResponseCache(storage) if storage is not None else None,
+        price_per_mtok=price_per_mtok,
+        timeout_s=timeout_s,
     )
 
 
 def reasoner_from_config(
     config: Mapping[str, Any],
     *,
-    storage: str | None,
+    storage: str | None = None,
     base_url: str | None = None,
     model: str | None = None,
     api_key: str | None = None,
@@ -82,7 +88,8 @@ def reasoner_from_config(
 
     The model is the study's: it shapes the search. Where this machine reaches the endpoint
     differently, ``base_url`` (flag, then ``COEVO_LLM_BASE_URL``) wins over the stored URL; the
-    key comes from the flag or ``OPENAI_API_KEY`` only (keys are never stored).
+    key comes from ``api_key`` (or ``config["api_key"]``, which only in-process callers such as
+    ``coevo bench`` set), then ``OPENAI_API_KEY`` (keys are never stored).
 
     Raises:
         UserInputError: ``model`` names another model than the study's.
@@ -98,7 +105,7 @@ def reasoner_from_config(
         "llm",
         base_url=base_url or env_url or config.get("base_url"),
         model=stored,
-        api_key=api_key,
+        api_key=api_key or config.get("api_key"),
         storage=storage,
         price_per_mtok=price,
         timeout_s=float(timeout_s if timeout_s is not None else config.get("timeout_s", 60.0)),

@@ -24,7 +24,7 @@ from knowledge import Heuristic, KnowledgeBase
 from search.niches import Niche
 from search.problem import Problem
 from search.proposers import Evaluation, Proposal
-from search.surrogate import AccuracyModel
+from search.surrogate import SurrogateModel
 
 
 @dataclass
@@ -55,6 +55,8 @@ class KnowledgeContext:
     """Budget for the existing heuristics shown to an LLM (see :mod:`knowledge.retrieval`)."""
     study: str = ""
     """The study's name (an LLM reasoner's replies are cached per study)."""
+    storage: str | None = None
+    """The study's storage URL (where an LLM reasoner's reply cache lives)."""
 
 
 @dataclass(frozen=True)
@@ -71,9 +73,10 @@ class ProposeRequest:
         seen: ids of evaluated or already chosen points (never propose these).
         round: round number.
         rng: the round's random generator (seeded from the run seed and round).
-        model: accuracy samples for candidates (surrogate or zero-cost), or None.
+        model: samples of the first objective for candidates (a surrogate), or None.
         feedback: why earlier candidates of this request were rejected.
         study: the study's name (an LLM reasoner's replies are cached per study).
+        storage: the study's storage URL (where an LLM reasoner's reply cache lives).
     """
 
     problem: Problem
@@ -85,9 +88,10 @@ class ProposeRequest:
     seen: frozenset[str]
     round: int
     rng: random.Random
-    model: AccuracyModel | None = None
+    model: SurrogateModel | None = None
     feedback: tuple[str, ...] = field(default_factory=tuple)
     study: str = ""
+    storage: str | None = None
 
 
 class Reasoner(ABC):

@@ -191,8 +191,15 @@ class LLMReasoner(Reasoner):
 
     # ------------------------------------------------------------ transport
 
-    def complete(self, messages: list[dict[str, str]], study: str = "") -> str:
-        """One chat completion, from study ``study``'s cache when this exact prompt was paid for before."""
+    def complete(self, messages: list[dict[str, str]], study: str = "", storage: str | None = None) -> str:
+        """One chat completion, from study ``study``'s cache when this exact prompt was paid for before.
+
+        The cache is the one given to the reasoner, else the one in ``storage`` (the study's).
+        """
+        if self.cache is None and storage is not None:
+            from agent.reasoners.cache import ResponseCache
+
+            self.cache = ResponseCache(storage)  # one reasoner serves one study, so one storage
         key = prompt_key(self.model, messages, self.temperature)
         if self.cache is not None:
             hit = self.cache.get(study, key)
@@ -246,12 +253,12 @@ class LLMReasoner(Reasoner):
             "check COEVO_LLM_BASE_URL, then rerun the same command to resume"
         )
 
-    def structured(self, messages: list[dict[str, str]], schema: type[T], study: str = "") -> T:
+    def structured(self, messages: list[dict[str, str]], schema: type[T], study: str = "", storage: str | None = None) -> T:
         """A reply parsed into ``schema``; invalid replies are sent back with the error."""
         convo = list(messages)
         problem = ""
         for _ in range(self.attempts):
-            text = self.complete(convo, study)
+            text = self.complete(convo, study, storage)
             if text.startswith("REFUSAL:") or not text.strip():
                 problem = "the reply was a refusal or empty; this is a benign engineering task, please answer"
             else:
@@ -292,11 +299,13 @@ class LLMReasoner(Reasoner):
             ],
             heuristics=[
                 {"id": h.id, "status": h.status, "confidence": h.confidence, "text": h.text}
-                for h in retrieval.retrieve(kb.heuristics.values(), problem.spec(), None, token_budget=ctx.token_budget)
+                for h in retrieval.retrieve(
+                    kb.heuristics.values(), problem.spec(), None, token_budget=ctx.token_budget, objectives=problem.objectives
+                )
             ],
         )
         try:
-            out = self.structured(messages, KBUpdateOut, ctx.study)
+            out = self.structured(messages, KBUpdateOut, ctx.study, ctx.storage)
         except LLMReplyError as exc:
             return [f"knowledge update skipped: {exc}"]
         known = {e.trial_number for e in ctx.evaluations}
@@ -340,7 +349,7 @@ class LLMReasoner(Reasoner):
             feedback=list(request.feedback),
         )
         try:
-            out = self.structured(messages, ProposeOut, request.study)
+            out = self.structured(messages, ProposeOut, request.study, request.storage)
         except LLMReplyError as exc:
             log.warning("niche %s skipped this round: %s", request.niche.id, exc)
             return []

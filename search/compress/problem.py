@@ -18,42 +18,71 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import numpy as np
 import optuna
+from pydantic import AliasChoices, Field
 
 from search.errors import UserInputError
-from search.problem import Evolvable, Objective, Problem, read_key_values
-from sim.accel.compress import LEVELS, MODELS, DigitsCNN, compressor
+from search.niches import Niche
+from search.problem import Evolvable, Objective, Problem, ProblemOptions, read_key_values
+from sim.accel.compress import LEVELS, DigitsCNN, compressor
 
 LAYERS = DigitsCNN.layer_names
 Levels = tuple[int, ...]
+
+
+def depth_niches() -> tuple[Niche, ...]:
+    """Restrictions by how many value bits they remove in all (sum over layers of log2(256 / K))."""
+
+    def removed(point: Any) -> float:
+        return sum(math.log2(256 / k) for k in point)
+
+    return (
+        Niche("light", "light restrictions: at most 4 value bits removed over all layers (closest to INT8)", lambda p: removed(p) <= 4),
+        Niche("medium", "5-10 value bits removed over all layers", lambda p: 4 < removed(p) <= 10),
+        Niche("heavy", "more than 10 value bits removed: the lowest-energy, riskiest restrictions", lambda p: removed(p) > 10),
+    )
+
+
+class CompressOptions(ProblemOptions):
+    """Options of the ``compress`` problem."""
+
+    model: Literal["cnn-digits"] = Field("cnn-digits", description="the model to compress (trained by coevo on scikit-learn digits)")
+    train_seed: int = Field(
+        0,
+        ge=0,
+        description="seed of the model's training and of quantization-aware training",
+        validation_alias=AliasChoices("train_seed", "seed"),
+    )  # "seed" in studies made before coevo 0.2
 
 
 class CompressProblem(Problem, Evolvable):
     """Per-layer allowed-value counts of the digits CNN (module doc)."""
 
     name = "compress"
+    Options = CompressOptions
+    run_group = "model"
     design_label = "restriction"
     objectives = (
-        Objective("accuracy", "maximize", "%", "expensive"),
-        Objective("energy_ratio", "minimize", "x INT8", "cheap"),
+        Objective("accuracy", "maximize", "%", "expensive", bounds=(0.0, 100.0)),
+        Objective("energy_ratio", "minimize", "x INT8", "cheap", depends_on=("model",)),
     )
     design_format = "key=value per layer, " + " ".join(f"{n}=K" for n in LAYERS) + f" with K one of {', '.join(map(str, LEVELS))}"
 
-    def __init__(self, *, model: str = "cnn-digits", seed: int = 0) -> None:
-        if model not in MODELS:
-            raise UserInputError(f"unknown model {model!r} for the compress problem; available: {', '.join(MODELS)}")
-        self.model, self.seed = model, int(seed)
+    def __init__(self, options: CompressOptions | None = None, /, **values: Any) -> None:
+        super().__init__(options, **values)
+        self.model: str = self.options.model
+        self.seed: int = self.options.train_seed
         self._cache: dict[Levels, dict[str, float]] = {}
 
     @property
     def _comp(self) -> Any:
         return compressor(self.seed)  # trained on first use, then shared in the process
 
-    def spec(self) -> dict[str, Any]:
-        return {"problem": self.name, "model": self.model, "seed": self.seed}
+    def niches(self) -> tuple[Niche, ...]:
+        return depth_niches()
 
     def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
         return {n: optuna.distributions.CategoricalDistribution(LEVELS) for n in LAYERS}

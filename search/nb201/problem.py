@@ -1,13 +1,19 @@
-"""NB201 x HW-NAS-Bench as a coevo problem: maximise test accuracy, minimise latency."""
+"""NB201 x HW-NAS-Bench as a coevo problem: maximise test accuracy, minimise latency.
+
+Options: the dataset (accuracy), the device (latency) and the mode (``query``: accuracy is
+paid for from the table; ``zero-cost``: estimated by zero-cost proxies, see
+:mod:`search.nb201.zero_cost_problem`). Niches: PEL-NAS's complexity bands.
+"""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 import optuna
+from pydantic import Field, field_validator
 
 from search.errors import UserInputError
 from search.metrics import FrontReference
@@ -24,11 +30,53 @@ from search.nb201.space import (
     parse_arch,
     random_cell,
 )
-from search.nb201.table import DATASETS, USEFUL_FLOOR, NB201Table, load_table
-from search.problem import Evolvable, Objective, Problem
+from search.nb201.table import USEFUL_FLOOR, NB201Table, load_table
+from search.niches import Niche
+from search.problem import Evolvable, Objective, Problem, ProblemContext, ProblemOptions
 
 PARAM_NAMES: tuple[str, ...] = tuple(f"edge_{src}_{dst}" for src, dst in EDGES)
 """Optuna parameter names, one per edge (``edge_<source>_<target>``)."""
+
+
+_C3 = OPS.index("nor_conv_3x3")
+_C1 = OPS.index("nor_conv_1x1")
+
+
+def complexity_niches() -> tuple[Niche, ...]:
+    """The six PEL-NAS niches of NB201 by the count of 3x3 (and 1x1) convolutions."""
+
+    def c3(cell: Hashable) -> int:
+        return sum(op == _C3 for op in cell)  # type: ignore[attr-defined]
+
+    def c1(cell: Hashable) -> int:
+        return sum(op == _C1 for op in cell)  # type: ignore[attr-defined]
+
+    return (
+        Niche("conv0", "no convolution at all (only none / skip / avg-pool): the fastest cells", lambda c: c3(c) == 0 and c1(c) == 0),
+        Niche("c1x1", "no 3x3 convolution, at least one 1x1 convolution", lambda c: c3(c) == 0 and c1(c) >= 1),
+        Niche("c3x3_1", "exactly one 3x3 convolution", lambda c: c3(c) == 1),
+        Niche("c3x3_2", "exactly two 3x3 convolutions", lambda c: c3(c) == 2),
+        Niche("c3x3_3", "exactly three 3x3 convolutions", lambda c: c3(c) == 3),
+        Niche("c3x3_4p", "four or more 3x3 convolutions: the most accurate, slowest cells", lambda c: c3(c) >= 4),
+    )
+
+
+class NB201Options(ProblemOptions):
+    """Options of the ``nb201`` problem."""
+
+    dataset: Literal["cifar10", "cifar100", "imagenet16_120"] = Field("cifar10", description="dataset of the test accuracy")
+    device: str = Field("fpga", description="latency device: a column of the table (fpga, raspi4, pixel3, eyeriss, 1080ti_1, ...)")
+    mode: Literal["query", "zero-cost"] = Field(
+        "query", description="query: accuracy is paid for from the table; zero-cost: estimated by zero-cost proxies, never read"
+    )
+
+    @field_validator("device")
+    @classmethod
+    def _known_device(cls, device: str) -> str:
+        devices = load_table().devices
+        if device not in devices:
+            raise ValueError(f"unknown device {device!r}; valid devices: {', '.join(sorted(devices))}")
+        return device
 
 
 class NB201Problem(Problem, Evolvable):
@@ -45,14 +93,16 @@ class NB201Problem(Problem, Evolvable):
     """
 
     name = "nb201"
+    Options = NB201Options
+    run_group = "device"
     design_label = "arch"
     design_format = (
         "NB201 arch string |OP~0|+|OP~0|OP~1|+|OP~0|OP~1|OP~2| giving the op on each edge into nodes 1, 2 and 3, "
         "OP one of " + ", ".join(OPS)
     )
     objectives = (
-        Objective("accuracy", "maximize", "%", "expensive"),
-        Objective("latency_ms", "minimize", "ms", "cheap"),
+        Objective("accuracy", "maximize", "%", "expensive", depends_on=("dataset",), bounds=(0.0, 100.0)),
+        Objective("latency_ms", "minimize", "ms", "cheap", depends_on=("device",), bounds=(0.0, None)),
     )
 
     def explain_encoding(self) -> str:
@@ -69,16 +119,35 @@ class NB201Problem(Problem, Evolvable):
             "and an identity on edge_1_2."
         )
 
-    def __init__(self, *, dataset: str = "cifar10", device: str = "fpga", table: NB201Table | None = None) -> None:
+    def __init__(self, options: NB201Options | None = None, /, *, table: NB201Table | None = None, **values: Any) -> None:
+        super().__init__(options, **values)
+        if type(self) is NB201Problem and self.options.mode != "query":
+            raise UserInputError(
+                "NB201Problem runs mode='query'; build the zero-cost one with make_problem('nb201', {'mode': 'zero-cost'})"
+            )
         self.table = table or load_table()
-        self.dataset = dataset
-        self.device = device
-        self._acc = self.table.acc(dataset)
-        self._lat = self.table.lat(device)
+        self.dataset: str = self.options.dataset
+        self.device: str = self.options.device
+        self._acc = self.table.acc(self.dataset)
+        self._lat = self.table.lat(self.device)
         self._reference: FrontReference | None = None
 
+    @classmethod
+    def create(cls, options: Any, context: ProblemContext) -> NB201Problem:
+        """The query-mode problem, or :class:`search.nb201.zero_cost_problem.ZeroCostNB201` for ``mode="zero-cost"``
+        (its proxy scores cached in the context's storage)."""
+        if options.mode == "zero-cost":
+            from search.nb201.zero_cost_problem import ZeroCostNB201
+
+            return ZeroCostNB201(options, storage=context.storage)
+        return cls(options)
+
     def spec(self) -> dict[str, Any]:
+        # query-mode studies keep the spec they had before mode became an option (default study names unchanged)
         return {"problem": self.name, "dataset": self.dataset, "device": self.device}
+
+    def niches(self) -> tuple[Niche, ...]:
+        return complexity_niches()
 
     def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
         return {name: optuna.distributions.CategoricalDistribution(OPS) for name in PARAM_NAMES}
@@ -150,20 +219,3 @@ class NB201Problem(Problem, Evolvable):
     def cheap_values(self, points: Sequence[Any]) -> dict[str, np.ndarray]:
         rows = self.table.key_to_index[[cell_key(p) for p in points]] if len(points) else np.zeros(0, dtype=np.int64)
         return {"latency_ms": self._lat[rows]}
-
-    @classmethod
-    def from_options(cls, dataset: str = "cifar10", device: str = "fpga", mode: str = "query", storage: str | None = None) -> NB201Problem:
-        """Build from CLI/tool options; unknown dataset, device or mode names list the valid ones.
-
-        ``mode="zero-cost"`` gives :class:`search.nb201.zero_cost_problem.ZeroCostNB201`,
-        whose proxy scores are cached in ``storage``.
-        """
-        if dataset not in DATASETS:
-            raise UserInputError(f"unknown dataset {dataset!r}; valid datasets: {', '.join(DATASETS)}")
-        if mode == "zero-cost":
-            from search.nb201.zero_cost_problem import ZeroCostNB201
-
-            return ZeroCostNB201(dataset=dataset, device=device, storage=storage)
-        if mode != "query":
-            raise UserInputError(f"unknown mode {mode!r}; valid modes: query, zero-cost")
-        return cls(dataset=dataset, device=device)

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from search.nb201.problem import NB201Problem
+from search.errors import UserInputError
+from search.nb201.problem import NB201Options, NB201Problem
 from search.nb201.space import Cell, random_cell
 from search.problem import Objective
 from search.zero_cost import ENSEMBLE, ProxyCache, ProxyConfig, ensemble
@@ -33,15 +34,18 @@ class ZeroCostNB201(NB201Problem):
     """
 
     objectives = (
-        Objective("accuracy", "maximize", "ensemble percentile", "expensive"),
-        Objective("latency_ms", "minimize", "ms", "cheap"),
+        # the estimate is the same whatever the dataset: the proxies see one fixed batch
+        Objective("accuracy", "maximize", "ensemble percentile", "expensive", depends_on=(), bounds=(0.0, 100.0)),
+        Objective("latency_ms", "minimize", "ms", "cheap", depends_on=("device",), bounds=(0.0, None)),
     )
     found_set = "front"
 
     def __init__(
-        self, *, dataset: str = "cifar10", device: str = "fpga", storage: str | None = None, config: ProxyConfig | None = None
+        self, options: NB201Options | None = None, /, *, storage: str | None = None, config: ProxyConfig | None = None, **values: Any
     ) -> None:
-        super().__init__(dataset=dataset, device=device)
+        super().__init__(options, **({"mode": "zero-cost", **values} if options is None else values))
+        if self.options.mode != "zero-cost":
+            raise UserInputError(f"ZeroCostNB201 runs mode='zero-cost', got mode={self.options.mode!r}")
         self.cache = ProxyCache(storage, config or ProxyConfig())
         self._reference_scores: list[dict[str, float]] | None = None
 

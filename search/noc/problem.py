@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple, cast
+from typing import Any, ClassVar, Literal, NamedTuple, cast
 
 import numpy as np
 import optuna
+from pydantic import AliasChoices, Field
 
 from search.errors import UserInputError
-from search.problem import Evolvable, Objective, Problem, read_key_values
-from sim.noc.mesh import ROUTINGS, TRAFFIC, simulate_mesh
+from search.niches import Niche
+from search.problem import Evolvable, Objective, Problem, ProblemOptions, read_key_values
+from sim.noc.mesh import ROUTINGS, simulate_mesh
 
 SUBCHANNELS = (1, 2, 3, 4, 6, 8)
 SCOUTS = (2, 4, 8, 16)
@@ -49,6 +51,35 @@ def canonical(d: MeshDesign) -> MeshDesign:
     return d if d.routing == "bee-qos" else d._replace(scouts=SCOUTS[0], alpha=ALPHAS[0], detour=DETOURS[0])
 
 
+def subchannel_niches() -> tuple[Niche, ...]:
+    """Mesh designs by sub-channels per link: cheap thin links to wide, costly ones."""
+
+    def sc(point: Any) -> int:
+        return int(point[0])
+
+    return (
+        Niche("s1-2", "thin links: 1-2 sub-channels per link (least wiring; routing must work hardest)", lambda d: sc(d) <= 2),
+        Niche("s3-4", "3-4 sub-channels per link", lambda d: 3 <= sc(d) <= 4),
+        Niche("s6-8", "wide links: 6-8 sub-channels per link (most wiring)", lambda d: sc(d) >= 6),
+    )
+
+
+class NocOptions(ProblemOptions):
+    """Options of the ``noc`` problem (the workload every design is simulated under)."""
+
+    topology: Literal["mesh"] = Field(
+        "mesh", description="mesh: the designs searched (compare the Benes NoC's two routings with the noc.plot tool)"
+    )
+    k: int = Field(8, ge=2, le=16, description="mesh side: k x k nodes")
+    traffic: Literal["uniform", "transpose", "tornado", "hotspot"] = Field("hotspot", description="traffic pattern")
+    load: float = Field(0.3, gt=0, le=1, description="offered load, a fraction of a 4-sub-channel link")
+    gt_share: float = Field(0.7, ge=0, le=1, description="share of the load in guaranteed-bandwidth flows")
+    cycles: int = Field(3000, ge=100, le=1_000_000, description="simulated cycles per design")
+    traffic_seed: int = Field(
+        0, ge=0, description="seed of the simulated traffic", validation_alias=AliasChoices("traffic_seed", "seed")
+    )  # "seed" in studies made before coevo 0.2
+
+
 class NocProblem(Problem, Evolvable):
     """SDM mesh designs under a fixed workload (module doc).
 
@@ -62,10 +93,13 @@ class NocProblem(Problem, Evolvable):
     """
 
     name = "noc"
+    Options = NocOptions
+    run_group = "traffic"
+    example_options: ClassVar[Mapping[str, Any]] = {"k": 4, "cycles": 600}
     design_label = "design"
     objectives = (
-        Objective("gt_acceptance", "maximize", "share", "expensive"),
-        Objective("subchannels", "minimize", "sub-channels/link", "cheap"),
+        Objective("gt_acceptance", "maximize", "share", "expensive", bounds=(0.0, 1.0)),
+        Objective("subchannels", "minimize", "sub-channels/link", "cheap", depends_on=()),
     )
     design_format = (
         f"key=value pairs: subchannels=({'|'.join(map(str, SUBCHANNELS))}) routing=({'|'.join(ROUTINGS)}) "
@@ -73,49 +107,21 @@ class NocProblem(Problem, Evolvable):
         f"detour=({'|'.join(f'{d:g}' for d in DETOURS)}); scouts, alpha and detour only matter for bee-qos"
     )
 
-    def __init__(
-        self,
-        *,
-        topology: str = "mesh",
-        k: int = 8,
-        traffic: str = "hotspot",
-        load: float = 0.3,
-        gt_share: float = 0.7,
-        cycles: int = 3000,
-        seed: int = 0,
-    ) -> None:
-        if topology != "mesh":
-            raise UserInputError(
-                f"the noc search problem designs meshes (--topology mesh); got {topology!r}. "
-                "For the Benes NoC compare its two routings with the noc.plot tool"
-            )
-        if traffic not in TRAFFIC:
-            raise UserInputError(f"unknown traffic {traffic!r}; choose from {', '.join(TRAFFIC)}")
-        if not 2 <= k <= 16 or not 0 < load <= 1 or not 0 <= gt_share <= 1 or cycles < 100:
-            raise UserInputError(
-                f"need 2 <= k <= 16, 0 < load <= 1, 0 <= gt_share <= 1 and cycles >= 100; got {k}, {load}, {gt_share}, {cycles}"
-            )
+    def __init__(self, options: NocOptions | None = None, /, **values: Any) -> None:
+        super().__init__(options, **values)
+        o = self.options
         self.k, self.traffic, self.load, self.gt_share, self.cycles, self.seed = (
-            int(k),
-            traffic,
-            float(load),
-            float(gt_share),
-            int(cycles),
-            int(seed),
+            o.k,
+            o.traffic,
+            o.load,
+            o.gt_share,
+            o.cycles,
+            o.traffic_seed,
         )
         self._cache: dict[MeshDesign, dict[str, float]] = {}
 
-    def spec(self) -> dict[str, Any]:
-        return {
-            "problem": self.name,
-            "topology": "mesh",
-            "k": self.k,
-            "traffic": self.traffic,
-            "load": self.load,
-            "gt_share": self.gt_share,
-            "cycles": self.cycles,
-            "seed": self.seed,
-        }
+    def niches(self) -> tuple[Niche, ...]:
+        return subchannel_niches()
 
     def _choices(self) -> tuple[tuple[Any, ...], ...]:
         return (SUBCHANNELS, ROUTINGS, SCOUTS, ALPHAS, DETOURS)

@@ -27,14 +27,16 @@ import functools
 import itertools
 import random
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple, cast
+from typing import Any, ClassVar, NamedTuple, cast
 
 import numpy as np
 import optuna
+from pydantic import Field
 
 from search.errors import UserInputError
 from search.metrics import FrontReference
-from search.problem import Evolvable, Objective, Problem, read_key_values
+from search.niches import Niche
+from search.problem import Evolvable, Objective, Problem, ProblemOptions, read_key_values
 from sim.pipeline.cluster import Cluster, get_cluster
 from sim.pipeline.partition import Plan, partition, units
 from sim.pipeline.profile import ModelProfile, profile
@@ -80,6 +82,37 @@ def _profile(model: str, resolution: int, microbatch: int) -> ModelProfile:
     return profile(model, resolution=resolution, microbatch=microbatch)
 
 
+def degree_niches() -> tuple[Niche, ...]:
+    """Hybrid-parallel configurations by pipeline degree: from pure data parallelism to deep pipelines.
+
+    Deep pipelines move less gradient traffic but more activations and bubbles; shallow
+    ones hold more of the model per device, so each band has its own memory/throughput trade-off.
+    """
+
+    def pp(point: Any) -> int:
+        return int(point[0])
+
+    return (
+        Niche("pp1", "no pipeline: pure data parallelism, the whole model on every device", lambda c: pp(c) == 1),
+        Niche("pp2-3", "shallow pipelines of 2-3 stages", lambda c: 2 <= pp(c) <= 3),
+        Niche("pp4-7", "pipelines of 4-7 stages", lambda c: 4 <= pp(c) <= 7),
+        Niche("pp8-15", "deep pipelines of 8-15 stages", lambda c: 8 <= pp(c) <= 15),
+        Niche("pp16+", "pipelines of 16 or more stages", lambda c: pp(c) >= 16),
+    )
+
+
+class PipelineOptions(ProblemOptions):
+    """Options of the ``pipeline`` problem."""
+
+    model: str = Field(
+        "unet-sd",
+        description="model preset (unet-sd, unet-small, unet-tiny, uvit-h, uvit-small, uvit-tiny) or path/to/file.py:function",
+    )
+    cluster: str = Field("v100x16-ib10", description="cluster preset (v100x16-ib10, v100x16-ib300, v100x8-pcie) or a JSON file")
+    global_batch: int = Field(128, ge=1, le=1_000_000, description="samples per training step over all replicas")
+    resolution: int = Field(64, ge=1, le=1024, description="latent height/width")
+
+
 class PipelineProblem(Problem, Evolvable):
     """Hybrid-parallel configurations of one model on one cluster (module doc).
 
@@ -93,21 +126,23 @@ class PipelineProblem(Problem, Evolvable):
     """
 
     name = "pipeline"
+    Options = PipelineOptions
+    run_group = "cluster"
+    example_options: ClassVar[Mapping[str, Any]] = {"model": "unet-tiny", "cluster": "v100x8-pcie", "global_batch": 16, "resolution": 8}
     design_label = "config"
     objectives = (
-        Objective("samples_per_s", "maximize", "samples/s", "expensive"),
-        Objective("memory_gb", "minimize", "GB", "cheap"),
+        Objective("samples_per_s", "maximize", "samples/s", "expensive", bounds=(0.0, None)),
+        Objective("memory_gb", "minimize", "GB", "cheap", bounds=(0.0, None)),
     )
 
-    def __init__(self, *, model: str = "unet-sd", cluster: str = "v100x16-ib10", global_batch: int = 128, resolution: int = 64) -> None:
-        if global_batch < 1:
-            raise UserInputError(f"global batch must be at least 1, got {global_batch}")
-        self.model = model
-        self.cluster_name = cluster
-        self.cluster: Cluster = get_cluster(cluster)
-        self.global_batch = int(global_batch)
-        self.resolution = int(resolution)
-        base = _profile(model, self.resolution, 1)  # validates the model and resolution early
+    def __init__(self, options: PipelineOptions | None = None, /, **values: Any) -> None:
+        super().__init__(options, **values)
+        self.model: str = self.options.model
+        self.cluster_name: str = self.options.cluster
+        self.cluster: Cluster = get_cluster(self.cluster_name)
+        self.global_batch: int = self.options.global_batch
+        self.resolution: int = self.options.resolution
+        base = _profile(self.model, self.resolution, 1)  # validates the model and resolution early
         self.blocks = len(base.blocks)
         self.pairs = len(units(base)) if base.skip_edges else 0
         self.degrees = tuple(d for d in range(1, self.cluster.devices + 1) if self.cluster.devices % d == 0)
@@ -121,14 +156,8 @@ class PipelineProblem(Problem, Evolvable):
 
     # ---- identity and encoding
 
-    def spec(self) -> dict[str, Any]:
-        return {
-            "problem": self.name,
-            "model": self.model,
-            "cluster": self.cluster_name,
-            "global_batch": self.global_batch,
-            "resolution": self.resolution,
-        }
+    def niches(self) -> tuple[Niche, ...]:
+        return degree_niches()
 
     def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
         cat = optuna.distributions.CategoricalDistribution

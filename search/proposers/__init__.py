@@ -1,55 +1,81 @@
-"""Proposers: the baselines (Optuna samplers) and, later, the co-evolution engine.
+"""Proposers: the Optuna baselines here, the co-evolution engine and others as plug-ins.
 
-A new proposer is one module plus one line in :data:`PROPOSERS`.
+* The baselines (Optuna samplers) are :data:`BASELINES`; a new one is one factory and one line.
+* Proposers that live above search/ (the co-evolution engine drives reasoners in agent/) or in
+  other packages register under the ``coevo.proposers`` entry-point group; coevo's own
+  ``pelnas`` variants are declared so in pyproject.toml, so search/ never imports agent/.
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from search.errors import UserInputError, unknown_name
+from search.plugins import entry_points, load_entry_point
 from search.proposers._base import Evaluation, Proposal, Proposer, RoundContext
 from search.proposers._optuna import SamplerProposer, nsga2_proposer, random_proposer, tpe_proposer
 
-
-def _pelnas(variant: str) -> Callable[..., Proposer]:
-    # the co-evolution engine lives in agent/ (it drives reasoners); import it on use so
-    # search/ does not depend on agent/ at import time
-    def factory(**options: Any) -> Proposer:
-        module = importlib.import_module("agent.coevolution")
-        proposer: Proposer = module.make_pelnas(variant, **options)
-        return proposer
-
-    factory.__doc__ = f"The co-evolution engine ({variant})."
-    return factory
-
-
-PROPOSERS: dict[str, Callable[..., Proposer]] = {
+BASELINES: dict[str, Callable[..., Proposer]] = {
     "random": random_proposer,
     "nsga2": nsga2_proposer,
     "tpe": tpe_proposer,
-    "pelnas": _pelnas("pelnas"),
-    "pelnas-noniche": _pelnas("pelnas-noniche"),
-    "pelnas-nokb": _pelnas("pelnas-nokb"),
 }
-"""Proposer name -> factory (keyword options, e.g. ``reasoner=``)."""
+"""Proposer name -> factory, for the proposers defined in search/ itself."""
+
+ENTRY_POINT_GROUP = "coevo.proposers"
+
+
+def proposer_names() -> list[str]:
+    """Every proposer name: the baselines, then the installed plug-ins (coevo's co-evolution engine among them)."""
+    return [*BASELINES, *(n for n in entry_points(ENTRY_POINT_GROUP) if n not in BASELINES)]
+
+
+def proposer_factory(name: str) -> Callable[..., Proposer]:
+    """The factory of proposer ``name``.
+
+    Raises:
+        UserInputError: unknown name (the message lists the known ones, and says how to get
+            the co-evolution engine when coevo is not installed).
+    """
+    if name in BASELINES:
+        return BASELINES[name]
+    installed = entry_points(ENTRY_POINT_GROUP)
+    if name in installed:
+        factory: Callable[..., Proposer] = load_entry_point(installed[name], what="proposer")
+        return factory
+    exc = unknown_name("proposer", name, proposer_names())
+    if name.startswith("pelnas") and not installed:
+        exc = UserInputError(f"{exc}; the co-evolution engine registers when coevo is installed (pip install -e .)")
+    raise exc
+
+
+def takes_reasoner(name: str) -> bool:
+    """Whether proposer ``name`` is driven by a reasoner (its factory takes ``reasoner=``): the co-evolution engine."""
+    return "reasoner" in inspect.signature(proposer_factory(name)).parameters
 
 
 def get_proposer(proposer: str | Proposer, options: Mapping[str, Any] | None = None) -> Proposer:
     """Return ``proposer`` itself, or build the registered proposer of that name with ``options``."""
     if isinstance(proposer, Proposer):
         return proposer
-    try:
-        factory = PROPOSERS[proposer]
-    except KeyError:
-        raise unknown_name("proposer", proposer, PROPOSERS) from None
+    factory = proposer_factory(proposer)
     given = {k: v for k, v in (options or {}).items() if v is not None}
     if given and not any(p.kind == p.VAR_KEYWORD for p in inspect.signature(factory).parameters.values()):
         raise UserInputError(f"proposer {proposer!r} takes no options (got {', '.join(sorted(given))})")
     return factory(**given)
 
 
-__all__ = ["PROPOSERS", "Evaluation", "Proposal", "Proposer", "RoundContext", "SamplerProposer", "get_proposer"]
+__all__ = [
+    "BASELINES",
+    "Evaluation",
+    "Proposal",
+    "Proposer",
+    "RoundContext",
+    "SamplerProposer",
+    "get_proposer",
+    "proposer_factory",
+    "proposer_names",
+    "takes_reasoner",
+]

@@ -83,7 +83,7 @@ def _answer(storage: str) -> Any:
             return nb201_model.reply(request)
         if request["messages"][-1]["role"] == "tool":
             return {"content": "Started study bg in the background."}
-        start = {"proposer": "pelnas", "budget": 26, "device": "fpga", "storage": storage, "study": "bg"}
+        start = {"proposer": "pelnas", "budget": 26, "options": {"device": "fpga"}, "storage": storage, "study": "bg"}
         return {"tool_calls": [{"name": "search_start", "arguments": start}]}
 
     return answer

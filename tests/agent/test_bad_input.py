@@ -42,7 +42,6 @@ CASES: list[tuple[str, str]] = [
     ("search --workers 0", "--workers must be at least 1"),
     ("search --problem nosuch", "valid problems"),
     ("search --device nosuch", "valid devices"),
-    ("search --dataset nosuch", "valid datasets"),
     ("search --proposer nosuch", "valid proposers"),
     ("search --heartbeat 5 --grace 3", "--grace > --heartbeat"),
     ("search --proposer pelnas --round-size 0", "--round-size must be at least 1"),
@@ -50,8 +49,10 @@ CASES: list[tuple[str, str]] = [
     ("search --proposer pelnas --reasoner llm --llm-base-url= --llm-model=", "needs an endpoint and a model"),
     ("search --proposer pelnas --reasoner llm --llm-base-url http://127.0.0.1:9/v1 --llm-model m", "cannot reach the LLM endpoint"),
     ("search --problem pipeline --model nosuch", "presets"),
-    ("search --problem noc --k 99", "2 <= k <= 16"),
-    ("search --problem pipeline --dataset cifar10", "does not take option"),
+    ("search --problem noc --k 99", "k: input should be less than or equal to 16, got 99"),
+    ('search --problem pipeline --options {"dataset":"cifar10"}', "no option 'dataset'"),
+    ("search --problem docs/missing.py:Space", "no file"),
+    ("search --options [1]", "--options must be a JSON object"),
     ("search --storage sqlite:///no/such/dir/x.db", "does not exist"),
     ("search --storage notadb://x", "cannot open storage"),
     ("search --storage sqlite:///:memory:", "cannot hold a search"),
@@ -108,7 +109,17 @@ def test_bad_input_is_one_line_and_exit_2(
     assert sorted(p.name for p in workdir.iterdir()) == before  # nothing created (no file, no folder)
 
 
-@pytest.mark.parametrize("command", ["kb list --status bogus", "search --budget many", "kb accept H1 --why", "nosuch"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "kb list --status bogus",
+        "search --budget many",
+        "kb accept H1 --why",
+        "nosuch",
+        "search --dataset nosuch",
+        "search --problem pipeline --dataset cifar10",
+    ],
+)
 def test_argument_errors_exit_2_with_usage(
     workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str
 ) -> None:

@@ -143,7 +143,7 @@ def test_failures_still_print_one_object(capfd: pytest.CaptureFixture[str], stor
 
 
 def _start_args(storage: str, study: str) -> dict[str, Any]:
-    return {"proposer": "random", "budget": 3, "device": "raspi4", "storage": storage, "study": study}
+    return {"proposer": "random", "budget": 3, "options": {"device": "raspi4"}, "storage": storage, "study": study}
 
 
 def _started_nothing(storage: str, study: str) -> None:

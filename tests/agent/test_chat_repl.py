@@ -71,7 +71,7 @@ def test_llm_mode_streams_shows_tools_asks_and_survives_ctrl_c(tmp_path: Path) -
     script = [
         {"tool_calls": [{"name": "nb201_query", "arguments": {"arch": ARCH, "dataset": "cifar10", "device": "fpga"}}]},
         {"content": "Trial-free lookup: this cell reaches 94.36 % at 7.42 ms."},
-        {"tool_calls": [{"name": "search_start", "arguments": {"device": "pixel3", "budget": 50}}]},
+        {"tool_calls": [{"name": "search_start", "arguments": {"options": {"device": "pixel3"}, "budget": 50}}]},
         {"content": "Understood, no search."},
         {"delay": 30, "content": "too late"},
     ]

@@ -13,7 +13,7 @@ from agent.reasoners import KnowledgeContext, OfflineReasoner
 from knowledge import KnowledgeBase, retrieval
 from knowledge.store import KnowledgeStore
 from search.nb201 import NB201Problem, random_cell
-from search.niches import partition_for
+from search.nb201.problem import complexity_niches
 from search.proposers import Evaluation
 from search.round_log import RoundLogs
 from search.runner import run_search
@@ -32,7 +32,7 @@ def test_offline_reasoner_mines_true_effects() -> None:
     problem = NB201Problem(dataset="cifar10", device="fpga")
     evidence = _evidence(problem, 200)
     kb = KnowledgeBase()
-    ctx = KnowledgeContext(problem, partition_for("nb201"), 1, tuple(evidence))
+    ctx = KnowledgeContext(problem, complexity_niches(), 1, tuple(evidence))
     changes = OfflineReasoner().update_knowledge(kb, evidence, ctx)
     assert changes and all(c.startswith("created H") for c in changes)
     # 'none' on the only direct input->output edge disconnects many cells: a large accuracy loss
@@ -48,7 +48,7 @@ def test_offline_reasoner_mines_true_effects() -> None:
 def test_refutation_and_human_decisions() -> None:
     problem = NB201Problem(dataset="cifar10", device="fpga")
     evidence = _evidence(problem, 200)
-    ctx = KnowledgeContext(problem, partition_for("nb201"), 1, tuple(evidence))
+    ctx = KnowledgeContext(problem, complexity_niches(), 1, tuple(evidence))
     kb = KnowledgeBase()
     reasoner = OfflineReasoner()
     reasoner.update_knowledge(kb, evidence, ctx)
@@ -71,7 +71,7 @@ def test_refutation_and_human_decisions() -> None:
             "ci95": 1.0,
         },
     )
-    reasoner.update_knowledge(kb, evidence, KnowledgeContext(problem, partition_for("nb201"), 2, tuple(evidence)))
+    reasoner.update_knowledge(kb, evidence, KnowledgeContext(problem, complexity_niches(), 2, tuple(evidence)))
     assert kb.by_key("pv:accuracy:edge_0_3:none:*").status == "rejected"  # type: ignore[union-attr]
     assert planted.status == "refuted" and planted.confidence == 0.0
     assert all(h.id != planted.id for h in retrieval.rank(kb.heuristics.values(), {}, None))

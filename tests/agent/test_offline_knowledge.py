@@ -13,7 +13,7 @@ from agent.reasoners import KnowledgeContext, OfflineReasoner
 from knowledge import KnowledgeBase
 from knowledge.store import KnowledgeStore, StudyKnowledge, Version
 from search.nb201 import NB201Problem
-from search.niches import partition_for
+from search.nb201.problem import complexity_niches
 from search.proposers import Evaluation
 
 PROBLEM = NB201Problem(dataset="cifar10", device="fpga")
@@ -46,7 +46,7 @@ def _independent(evals: list[Evaluation]) -> tuple[float, float, int, int]:
 
 def _update(reasoner: OfflineReasoner, knowledge: StudyKnowledge, evals: list[Evaluation], round_no: int) -> Version:
     kb = knowledge.load()
-    reasoner.update_knowledge(kb, evals, KnowledgeContext(PROBLEM, partition_for("nb201"), round_no, tuple(evals)))
+    reasoner.update_knowledge(kb, evals, KnowledgeContext(PROBLEM, complexity_niches(), round_no, tuple(evals)))
     knowledge.save(kb, round_no)
     latest = knowledge.store.latest(knowledge.kb)
     return next(v for v in latest.values() if v.key == KEY)
@@ -126,5 +126,5 @@ def test_confidence_shrinks_with_few_evaluations_and_approaches_one_with_many() 
 
 def _kb(reasoner: OfflineReasoner, evals: list[Evaluation]) -> KnowledgeBase:
     kb = KnowledgeBase()
-    reasoner.update_knowledge(kb, evals, KnowledgeContext(PROBLEM, partition_for("nb201"), 1, tuple(evals)))
+    reasoner.update_knowledge(kb, evals, KnowledgeContext(PROBLEM, complexity_niches(), 1, tuple(evals)))
     return kb

@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from search.nb201 import format_arch, random_cell
-from search.niches import nb201_complexity_niches
+from search.nb201.problem import complexity_niches
 
 
 def _tokens(text: str) -> int:
@@ -47,7 +47,7 @@ def _reply(request: dict[str, Any]) -> dict[str, Any]:
         }
     niche_id = re.search(r"Niche (\S+):", first).group(1)  # type: ignore[union-attr]
     quota = int(re.search(r"Propose (\d+) new designs", first).group(1))  # type: ignore[union-attr]
-    niche = next(n for n in nb201_complexity_niches() if n.id == niche_id)
+    niche = next(n for n in complexity_niches() if n.id == niche_id)
     cited = re.findall(r"- (H\d+):", first)[:1]
     designs = []
     while len(designs) < quota:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from knowledge import Heuristic
 from knowledge.retrieval import WITHHOLD_ALL, estimate_tokens, prompt_line, rank, relevance, retrieve
+from search.nb201.problem import NB201Problem
+from search.pipeline.problem import PipelineProblem
 
 CTX = {"problem": "nb201", "dataset": "cifar10", "device": "raspi4"}
 
@@ -30,13 +34,22 @@ def test_inactive_and_withheld_heuristics_are_never_retrieved() -> None:
 
 
 def test_scope_relevance() -> None:
-    assert relevance(_h(1, niche="c1x1"), CTX, "c3x3_1") == 0.0  # another niche's claim
-    assert relevance(_h(1, niche="c1x1"), CTX, "c1x1") > relevance(_h(1), CTX, "c1x1")  # own niche beats global
-    accuracy_elsewhere = relevance(_h(1, device="fpga"), CTX, None)
-    latency_elsewhere = relevance(_h(1, device="fpga", objective="latency_ms"), CTX, None)
-    assert latency_elsewhere < accuracy_elsewhere < relevance(_h(1), CTX, None)  # latency depends on the device
-    ranked = rank([_h(1, conf=0.9, device="fpga", objective="latency_ms"), _h(2, conf=0.5)], CTX, None)
+    objectives = NB201Problem.objectives
+    assert relevance(_h(1, niche="c1x1"), CTX, "c3x3_1", objectives) == 0.0  # another niche's claim
+    assert relevance(_h(1, niche="c1x1"), CTX, "c1x1", objectives) > relevance(_h(1), CTX, "c1x1", objectives)  # own niche beats global
+    accuracy_elsewhere = relevance(_h(1, device="fpga"), CTX, None, objectives)
+    latency_elsewhere = relevance(_h(1, device="fpga", objective="latency_ms"), CTX, None, objectives)
+    same = relevance(_h(1), CTX, None, objectives)
+    # the declared dependencies decide: NB201 latency depends on the device, accuracy does not
+    assert latency_elsewhere == pytest.approx(0.3 * same) and accuracy_elsewhere == pytest.approx(0.9 * same)
+    ranked = rank([_h(1, conf=0.9, device="fpga", objective="latency_ms"), _h(2, conf=0.5)], CTX, None, objectives=objectives)
     assert [h.id for h in ranked] == ["H2", "H1"]
+    # the same claim about a pipeline objective, learned on another cluster: throughput depends on every option
+    pipe = {"problem": "pipeline", "model": "unet-sd", "cluster": "v100x16-ib10"}
+    claim = Heuristic("H9", "k9", "t", {**pipe, "cluster": "v100x16-ib300", "niche": None}, {"objective": "samples_per_s"})
+    assert relevance(claim, pipe, None, PipelineProblem.objectives) == pytest.approx(0.8 * 0.3)
+    assert relevance(claim, pipe, None, ()) == pytest.approx(0.8 * 0.6)  # no objective known: in between
+    assert relevance(claim, CTX, None, objectives) == pytest.approx(0.8 * 0.2)  # another problem
 
 
 def test_token_budget_is_respected_and_filled_best_first() -> None:

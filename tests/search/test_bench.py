@@ -38,7 +38,7 @@ def test_bench_rerun_resumes(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "match"),
     [
-        ({"devices": ("fpga", "tpu")}, "unknown device 'tpu'"),
+        ({"groups": ("fpga", "tpu")}, "unknown device 'tpu'"),
         ({"proposers": ("random", "bogus")}, "unknown proposer"),
         ({"budget": 0}, "budget"),
         ({"seeds": ()}, "seeds"),
@@ -48,7 +48,7 @@ def test_bench_validates_everything_before_running(tmp_path: Path, change: dict[
     base = {
         "problem": "nb201",
         "options": {"dataset": "cifar10"},
-        "devices": ("fpga",),
+        "groups": ("fpga",),
         "proposers": ("random",),
         "seeds": (0,),
         "budget": 5,

@@ -9,7 +9,7 @@ import pytest
 from agent.cli import main
 from search.compress.problem import CompressProblem
 from search.errors import UserInputError
-from search.niches import niche_of, partition_for
+from search.niches import niche_of
 from search.problems import make_problem
 
 
@@ -21,7 +21,7 @@ def test_restrictions_round_trip_and_cost_less_energy_when_tighter() -> None:
     ratios = p.cheap_values([(256, 256, 256, 256), (256, 64, 256, 256), (256, 8, 256, 256)])["energy_ratio"]
     assert ratios[0] == pytest.approx(1.0) and ratios[0] > ratios[1] > ratios[2]
     assert all(sum(a != b for a, b in zip(point, n, strict=True)) == 1 for n in p.neighbours(point))
-    niches = partition_for("compress")
+    niches = p.niches()
     assert [niche_of(niches, x) for x in ((256,) * 4, (64, 64, 64, 256), (4, 4, 4, 4))] == ["light", "medium", "heavy"]
     with pytest.raises(UserInputError, match="conv2=5 outside the space"):
         p.parse_design("conv1=256 conv2=5 conv3=32 fc=64")

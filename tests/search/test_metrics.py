@@ -43,7 +43,7 @@ def test_reference_uses_useful_region_and_max_latency() -> None:
     ref, acc, lat = _toy_ref()
     # (70,0.5) is on the front but under the floor; (95,10) is on the front at the ref latency
     assert ref.ids == frozenset({"0", "1", "4"})
-    assert ref.lat_ref == 10.0
+    assert ref.ceiling == 10.0
     assert ref.hv == pytest.approx(60.0)  # the 95% point sits at lat_ref: zero width
     assert ref.hv_ratio(acc, lat) == pytest.approx(1.0)
     assert ref.recall(["0", "1", "4", "3"]) == 1.0

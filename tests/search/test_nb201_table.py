@@ -41,8 +41,8 @@ def test_shipped_table_equals_the_source_csv() -> None:
 def test_unknown_names_list_valid_ones() -> None:
     with pytest.raises(UserInputError, match=r"valid devices: .*fpga.*raspi4"):
         NB201Problem(dataset="cifar10", device="tpu")
-    with pytest.raises(UserInputError, match=r"valid datasets: cifar10, cifar100, imagenet16_120"):
-        NB201Problem.from_options(dataset="mnist")
+    with pytest.raises(UserInputError, match=r"dataset: input should be 'cifar10', 'cifar100' or 'imagenet16_120', got 'mnist'"):
+        NB201Problem(dataset="mnist")
 
 
 @pytest.mark.parametrize("dataset", DATASETS)

@@ -4,11 +4,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from search.nb201 import load_table
-from search.niches import allocate, get_partition, niche_of, partition_for
+from search.nb201.problem import complexity_niches
+from search.niches import allocate, niche_of, single_niche
 
 
 def test_pelnas_niches_partition_all_cells() -> None:
-    niches = partition_for("nb201")
+    niches = complexity_niches()
     assert [n.id for n in niches] == ["conv0", "c1x1", "c3x3_1", "c3x3_2", "c3x3_3", "c3x3_4p"]
     sizes = dict.fromkeys((n.id for n in niches), 0)
     for row in load_table().ops.tolist():
@@ -24,7 +25,7 @@ def test_pelnas_niches_partition_all_cells() -> None:
         "c3x3_3": 20 * 4**3,
         "c3x3_4p": 15 * 16 + 6 * 4 + 1,
     }
-    assert niche_of(get_partition("single"), (3,) * 6) == "all"
+    assert niche_of(single_niche(), (3,) * 6) == "all"
 
 
 @given(st.integers(0, 200), st.dictionaries(st.sampled_from("abcdef"), st.floats(0, 50), min_size=1))

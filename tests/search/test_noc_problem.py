@@ -10,7 +10,7 @@ import pytest
 
 from agent.cli import main
 from search.errors import UserInputError
-from search.niches import niche_of, partition_for
+from search.niches import niche_of
 from search.noc.problem import MeshDesign, NocProblem
 from search.problems import make_problem
 
@@ -29,7 +29,9 @@ def test_designs_are_canonical_and_round_trip() -> None:
     assert all(p.point_id(d) == p.point_id(p.parse_design(p.describe(d))) for d in (p.random_point(rng) for _ in range(20)))
     with pytest.raises(UserInputError, match="subchannels=5 is outside"):
         p.parse_design("subchannels=5 routing=xy scouts=2 alpha=1 detour=0")
-    with pytest.raises(UserInputError, match="designs meshes"):
+    with pytest.raises(
+        UserInputError, match=r"topology: input should be 'mesh', got 'benes' \(mesh: the designs searched \(compare the Benes"
+    ):
         make_problem("noc", {"topology": "benes"})
 
 
@@ -39,7 +41,7 @@ def test_more_subchannels_accept_more_flows() -> None:
     wide = p.evaluate(MeshDesign(8, "adaptive", 2, 0.5, 0.0))
     assert thin["subchannels"] == 1 and wide["subchannels"] == 8
     assert thin["gt_acceptance"] < wide["gt_acceptance"] <= 1
-    niches = partition_for("noc")
+    niches = p.niches()
     assert {niche_of(niches, d) for d in (MeshDesign(s, "xy", 2, 0.5, 0.0) for s in (1, 3, 8))} == {"s1-2", "s3-4", "s6-8"}
 
 

@@ -9,7 +9,7 @@ import optuna
 import pytest
 
 from search.problem import Objective, Point, Problem
-from search.problems import PROBLEMS, make_problem
+from search.problems import BUILTIN, make_problem
 
 
 class _Toy(Problem):
@@ -55,7 +55,7 @@ def test_the_default_names_every_parameter_and_what_it_can_be() -> None:
     assert toy.explain_encoding().endswith(" It is written as left/right/depth/rate.")
 
 
-@pytest.mark.parametrize("name", sorted(PROBLEMS))
+@pytest.mark.parametrize("name", sorted(BUILTIN))
 def test_each_builtin_problem_explains_every_parameter(name: str) -> None:
     problem = make_problem(name, {})
     text = problem.explain_encoding()

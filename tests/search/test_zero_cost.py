@@ -86,7 +86,8 @@ def test_zero_cost_search_never_reads_true_accuracy(tmp_path: Path, monkeypatch:
     assert reference == [k / 8 for k in range(8)]
     states = {t.state.name for t in optuna.load_study(study_name=result.study, storage=storage).get_trials(deepcopy=False)}
     assert states == {"COMPLETE"}  # no proposal left WAITING when the budget is spent
-    assert result.mode == "zero-cost" and result.accuracy_queries == 0 and result.evaluations == 30
+    assert result.problem["mode"] == "zero-cost" and result.found_set == "front"
+    assert result.expensive_queries == 0 and result.evaluations == 30
     assert 0 < len(result.front) <= 30 and result.hv_ratio is not None and 0 < result.hv_ratio <= 1
     # the reported front is scored with true accuracies
     truth = NB201Problem(dataset="cifar10", device="eyeriss")
@@ -107,6 +108,6 @@ def test_zero_cost_bench_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr("search.nb201.zero_cost_problem.ProxyConfig", lambda: TINY)
     spec = BenchSpec("nb201", {"dataset": "cifar10", "mode": "zero-cost"}, ("eyeriss",), ("pelnas", "random"), (0,), budget=26)
     report = run_bench(spec, tmp_path / "out")
-    assert [r.mode for r in report.results] == ["zero-cost", "zero-cost"]
-    assert all(r.accuracy_queries == 0 and r.evaluations == 26 and r.hv_ratio is not None for r in report.results)
+    assert [r.problem["mode"] for r in report.results] == ["zero-cost", "zero-cost"]
+    assert all(r.expensive_queries == 0 and r.evaluations == 26 and r.hv_ratio is not None for r in report.results)
     assert (tmp_path / "out" / "front_eyeriss.png").exists() and (tmp_path / "out" / "results.md").exists()

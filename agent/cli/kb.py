@@ -1,9 +1,9 @@
 """``coevo kb``: read, review, exchange, report on and ablate the knowledge bases of searches.
 
 Every subcommand finds its knowledge base the way ``coevo search`` finds its study:
-``--study NAME``, or the default name built from the same options (``--problem``,
-``--dataset``, ``--device``, ``--proposer`` (default ``pelnas`` here: only co-evolution
-searches have a knowledge base), ``--seed``), in ``--storage`` (default
+``--study NAME``, or the default name built from the same options (``--problem`` and its
+options, e.g. NB201's ``--dataset`` and ``--device``; ``--proposer``, default ``pelnas`` here:
+only co-evolution searches have a knowledge base; ``--seed``), in ``--storage`` (default
 ``sqlite:///runs/coevo.sqlite3``; the knowledge store is the ``.kb.sqlite3`` file beside it).
 """
 
@@ -17,39 +17,36 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from agent.cli._common import DEFAULT_PROBLEM, add_problem_argument, add_problem_arguments, err, out, problem_values
 from agent.tables import print_design_table
 from knowledge.heuristics import STATUSES, effect_unit, format_structured, quantity_label, sig, with_unit
 from knowledge.store import KnowledgeStore, Version, default_kb_url, iter_ids
 from search.errors import UserInputError
-from search.problems import PROBLEMS
-from search.proposers import PROPOSERS
+from search.problem import Problem
+from search.proposers import proposer_names
 from search.storage import sqlite_path
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+HELP = "knowledge bases: list, show, accept, reject, export, import, report, ablate"
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
+def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> None:
     """The ``coevo kb`` subcommands and their options."""
     sub = p.add_subparsers(dest="kb_command", required=True, metavar="{list,show,accept,reject,export,import,report,ablate}")
 
     def common(q: argparse.ArgumentParser) -> argparse.ArgumentParser:
         q.add_argument("--storage", default=None, help="study storage URL (default: sqlite:///runs/coevo.sqlite3)")
         q.add_argument("--study", default=None, help="study name (default: built from the options below, as coevo search does)")
-        q.add_argument("--problem", default="nb201", help=f"the problem: {', '.join(PROBLEMS)} (default: nb201)")
-        q.add_argument("--mode", default="query", choices=("query", "zero-cost"), help="search mode (default: query)")
-        q.add_argument("--dataset", default=None, help="dataset (default: cifar10)")
-        q.add_argument("--device", default=None, help="latency device (default: fpga)")
-        q.add_argument("--proposer", default="pelnas", help=f"the search's proposer, of {', '.join(PROPOSERS)} (default: pelnas)")
+        add_problem_argument(q)
+        q.add_argument("--proposer", default="pelnas", help=f"the search's proposer, of {', '.join(proposer_names())} (default: pelnas)")
         q.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
+        add_problem_arguments(q, problem)
         return q
 
     ls = common(sub.add_parser("list", help="heuristics: id, text, scope, confidence, status, evidence counts"))
-    ls.add_argument("--all", action="store_true", help="every knowledge base in the store (filtered by --dataset/--device when given)")
+    ls.add_argument("--all", action="store_true", help="every knowledge base in the store (filtered by --problem and the options given)")
     ls.add_argument("--status", default=None, choices=STATUSES, help="only this status")
     ls.add_argument("--json", action="store_true", help="one JSON object per heuristic")
     show = common(sub.add_parser("show", help="one heuristic: full history and evidence trials with their objective values"))
@@ -87,11 +84,9 @@ def _study_name(args: argparse.Namespace, store: KnowledgeStore | None = None) -
     from search.problems import make_problem
     from search.study import default_study_name
 
-    options: dict[str, object] = {"dataset": args.dataset, "device": args.device}
-    if args.mode != "query":
-        options.update(mode=args.mode, storage=args.storage)
-    name = default_study_name(make_problem(args.problem, options), args.proposer, args.seed)
-    chose = args.dataset is not None or args.device is not None or args.mode != "query" or args.seed != 0 or args.proposer != "pelnas"
+    values = problem_values(args)
+    name = default_study_name(make_problem(args.problem, values, storage=args.storage), args.proposer, args.seed)
+    chose = bool(values) or args.problem != DEFAULT_PROBLEM or args.seed != 0 or args.proposer != "pelnas"
     if store is not None and not chose and not store.exists(name):
         bases = store.bases()
         if len(bases) == 1:
@@ -142,7 +137,7 @@ def _list(args: argparse.Namespace, store: KnowledgeStore) -> int:
         names = [
             b.name
             for b in store.bases()
-            if all(b.spec.get(k) == v for k, v in (("problem", args.problem), ("dataset", args.dataset), ("device", args.device)) if v)
+            if b.spec.get("problem") == args.problem and all(b.spec.get(k) == v for k, v in problem_values(args).items())
         ]
     else:
         names = [_study_name(args, store)]
@@ -182,7 +177,8 @@ def _list(args: argparse.Namespace, store: KnowledgeStore) -> int:
     for col in ("id", "text", "scope", "conf.", "status", "sup/ref", "author"):
         table.add_column(col, overflow="fold")
     for kb, v, c in rows:
-        where = "/".join(str(v.scope.get(k)) for k in ("dataset", "device") if v.scope.get(k)) + f" niche {v.scope.get('niche') or 'any'}"
+        options = [str(x) for k, x in v.scope.items() if k not in ("problem", "niche") and isinstance(x, str | int | float)]
+        where = "/".join(options) + f" niche {v.scope.get('niche') or 'any'}"
         cells = [v.hid, v.text, where, f"{v.confidence:.2f}", v.status, f"{c['support']}/{c['refute']}", v.author]
         table.add_row(*([kb] if len(names) > 1 else []), *cells)
     out.print(table)
@@ -308,7 +304,7 @@ def _import(args: argparse.Namespace, store: KnowledgeStore) -> int:
 
     records = read_file(args.file)  # every line checked before anything is written
     kb = _study_name(args)  # the target as named: an import may create it
-    spec = store.spec(kb) if store.exists(kb) else make_problem(args.problem, {"dataset": args.dataset, "device": args.device}).spec()
+    spec = store.spec(kb) if store.exists(kb) else make_problem(args.problem, problem_values(args), storage=args.storage).spec()
     ids = store.import_records(kb, records, spec=spec, by=f"import from {args.file}")
     out.print(f"imported {len(ids)} heuristics into {kb}: {', '.join(ids[:20])}{' ...' if len(ids) > 20 else ''}")
     return 0

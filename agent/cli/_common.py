@@ -1,0 +1,252 @@
+"""What several ``coevo`` commands share: consoles, the command record, problem-option flags, reasoner flags, progress bars.
+
+Problem options are never written here: each problem declares them once (its ``Options``
+model) and :func:`add_problem_arguments` turns them into flags of the problem named by
+``--problem`` (or the default), so ``coevo search --problem noc --help`` shows the noc options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from search.errors import UserInputError
+from search.problem import Problem
+from search.problems import describe_options, problem_names
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+DEFAULT_PROBLEM = "nb201"
+OPTION_DEST = "problem_option__"
+
+
+@dataclass(frozen=True)
+class Command:
+    """One CLI command: how to add its arguments (for the problem named on the command line) and what to run."""
+
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser, type[Problem] | None], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+# ---------------------------------------------------------------- problems
+
+
+def peek_problem(argv: Sequence[str]) -> str:
+    """The ``--problem`` value of a command line (the default when none), read before the parser exists."""
+    for k, arg in enumerate(argv):
+        if arg == "--problem" and k + 1 < len(argv):
+            return argv[k + 1]
+        if arg.startswith("--problem="):
+            return arg.split("=", 1)[1]
+    return DEFAULT_PROBLEM
+
+
+def add_problem_argument(p: argparse.ArgumentParser) -> None:
+    """``--problem`` (a name, ``module:Class`` or ``path/to/file.py:Class``) and ``--options JSON``."""
+    p.add_argument(
+        "--problem",
+        default=DEFAULT_PROBLEM,
+        help=f"the problem: {', '.join(problem_names())}, or your own as path/to/file.py:Class or module:Class (default: "
+        f"{DEFAULT_PROBLEM}); `coevo problems list` describes them",
+    )
+    p.add_argument("--options", default=None, metavar="JSON", help="problem options as a JSON object (the option flags below win)")
+
+
+def add_problem_arguments(p: argparse.ArgumentParser, cls: type[Problem] | None) -> None:
+    """One flag per option of problem ``cls``, from its declaration (type, default, bounds or choices, help).
+
+    A flag that would clash with a flag of the command is prefixed with the problem's name.
+    """
+    if cls is None:
+        return
+    taken = {s for action in p._actions for s in action.option_strings}
+    g = p.add_argument_group(f"options of problem {cls.name} (another --problem shows its own)")
+    for row in describe_options(cls):
+        flag = "--" + row["name"].replace("_", "-")
+        if flag in taken:
+            flag = f"--{cls.name}-{row['name'].replace('_', '-')}"
+        default = row["default"]
+        limits = ", ".join(
+            f"{'>=' if k == 'ge' else '>' if k == 'gt' else '<=' if k == 'le' else '<'} {v}" for k, v in (row["bounds"] or {}).items()
+        )
+        text = f"{row['help']} (default: {default}{'; ' + limits if limits else ''})"
+        kwargs: dict[str, Any] = {"dest": OPTION_DEST + row["name"], "default": None, "help": text}
+        if row["type"] == "bool":
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif row["choices"]:
+            kwargs["choices"] = row["choices"]
+            kwargs["type"] = type(row["choices"][0])
+        else:
+            kwargs["type"] = {"int": int, "float": float}.get(row["type"], str)
+            kwargs["metavar"] = row["name"].upper()
+        g.add_argument(flag, **kwargs)
+
+
+def problem_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The problem options given on the command line: ``--options`` JSON, then the option flags over it."""
+    values: dict[str, Any] = {}
+    if getattr(args, "options", None):
+        try:
+            given = json.loads(args.options)
+        except json.JSONDecodeError as exc:
+            raise UserInputError(f"--options is not valid JSON ({exc.msg} at char {exc.pos}); e.g. --options '{{\"k\": 4}}'") from None
+        if not isinstance(given, dict):
+            raise UserInputError(f"--options must be a JSON object, got {type(given).__name__}")
+        values.update(given)
+    for key, value in vars(args).items():
+        if key.startswith(OPTION_DEST) and value is not None:
+            values[key.removeprefix(OPTION_DEST)] = value
+    return values
+
+
+# ---------------------------------------------------------------- reasoners
+
+
+def _price(text: str) -> tuple[float, float]:
+    try:
+        a, b = (float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError("give input,output USD per million tokens, e.g. 0.15,0.60") from None
+    return a, b
+
+
+def add_reasoner_arguments(p: argparse.ArgumentParser) -> None:
+    """Flags of the reasoner of proposers that take one (the co-evolution engine)."""
+    g = p.add_argument_group("reasoner (pelnas proposers)")
+    g.add_argument(
+        "--reasoner",
+        default="auto",
+        choices=("auto", "offline", "llm"),
+        help="auto: the LLM when COEVO_LLM_BASE_URL and COEVO_LLM_MODEL are set, else offline (no LLM)",
+    )
+    g.add_argument("--llm-base-url", default=None, help="OpenAI-compatible endpoint (env COEVO_LLM_BASE_URL)")
+    g.add_argument("--llm-model", default=None, help="model name (env COEVO_LLM_MODEL)")
+    g.add_argument(
+        "--llm-api-key", default=None, help="API key (env OPENAI_API_KEY, preferred: a flag shows in ps); local servers need none"
+    )
+    g.add_argument("--llm-price", type=_price, default=None, help="input,output USD per million tokens, for cost accounting")
+    g.add_argument("--llm-timeout", type=float, default=60.0, help="seconds per LLM request (default: 60)")
+    g.add_argument("--round-size", type=int, default=None, help="pelnas: proposals per co-evolution round (default: 20)")
+    g.add_argument("--kb-tokens", type=int, default=None, help="pelnas: token budget of the heuristics in each request (default: 600)")
+
+
+def proposer_options(args: argparse.Namespace, proposer: str) -> dict[str, object] | None:
+    """Options of ``proposer`` from the flags: for proposers that take a reasoner, the reasoner (its endpoint checked)."""
+    from search.proposers import takes_reasoner
+
+    if not takes_reasoner(proposer):
+        if getattr(args, "kb_from", None):
+            raise UserInputError(f"--kb-from needs a pelnas proposer (a knowledge base); {proposer} has none")
+        return None
+    from agent.reasoners import make_reasoner
+
+    if args.round_size is not None and args.round_size < 1:
+        raise UserInputError(f"--round-size must be at least 1, got {args.round_size}")
+    reasoner = make_reasoner(
+        args.reasoner,
+        base_url=args.llm_base_url,
+        model=args.llm_model,
+        api_key=args.llm_api_key,
+        storage=args.storage,
+        price_per_mtok=args.llm_price,
+        timeout_s=args.llm_timeout,
+    )
+    if getattr(args, "kb_from", None):
+        from knowledge.exchange import records_from
+        from knowledge.store import KnowledgeStore
+
+        records_from(KnowledgeStore.for_storage(args.storage), args.kb_from)  # a bad source fails before the study is created
+    announce(reasoner)
+    return {"reasoner": reasoner, "round_size": args.round_size, "kb_tokens": args.kb_tokens, "kb_from": getattr(args, "kb_from", None)}
+
+
+def announce(reasoner: Any) -> None:
+    """Say which reasoner runs; an LLM endpoint is asked whether it answers before anything starts."""
+    from agent.reasoners import OFFLINE_NOTE
+
+    if reasoner.label.startswith("offline"):
+        err.print(OFFLINE_NOTE)
+        return
+    with err.status(f"checking the LLM endpoint {reasoner.base_url} ..."):
+        line = reasoner.check_endpoint()
+    err.print(f"reasoner: {reasoner.label} ({line})")
+
+
+# ---------------------------------------------------------------- workers
+
+
+def add_timing_arguments(p: argparse.ArgumentParser) -> None:
+    """Heartbeat and fault-tolerance options shared by ``worker`` and ``search``."""
+    g = p.add_argument_group("workers")
+    g.add_argument("--heartbeat", type=int, default=5, help="seconds between heartbeats of a running trial (default: 5)")
+    g.add_argument("--grace", type=int, default=20, help="a trial silent this long is failed and re-queued (default: 20)")
+    g.add_argument("--db-patience", type=float, default=60.0, help="seconds the database may be away before a worker stops (default: 60)")
+
+
+def worker_settings(args: argparse.Namespace) -> Any:
+    """The :class:`search.workers.WorkerSettings` of ``--heartbeat``, ``--grace`` and ``--db-patience``."""
+    from search.workers import WorkerSettings
+
+    if args.heartbeat < 1 or args.grace <= args.heartbeat:
+        raise UserInputError(f"need --heartbeat >= 1 and --grace > --heartbeat (got {args.heartbeat} and {args.grace})")
+    if args.db_patience < 0:
+        raise UserInputError(f"--db-patience must be >= 0 seconds, got {args.db_patience}")
+    return WorkerSettings(heartbeat_s=args.heartbeat, grace_s=args.grace, patience_s=args.db_patience)
+
+
+# ---------------------------------------------------------------- progress
+
+
+def progress_bar() -> Progress:
+    """The bar of searches and benches: ``detail`` says done/total and the HV ratio (or a share, for long work)."""
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[detail]}"),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    )
+
+
+def detail(done: int, total: int, hv: float | str | None) -> str:
+    """``done/total · HV ratio x`` for the bar."""
+    shown = f"{hv:.4f}" if isinstance(hv, float) else (hv or "-")
+    return f"{done}/{total} · HV ratio {shown}"
+
+
+@contextmanager
+def long_work(bar: Progress) -> Iterator[None]:
+    """Show what a search step reports while it runs long (one-off reference scoring, say): its own bar and an estimate.
+
+    The search's bar gets a second task for the duration; without a terminal each kind of
+    work is announced once on stderr instead.
+    """
+    from search.work_progress import listening
+
+    tasks: dict[str, Any] = {}
+
+    def listener(what: str, fraction: float) -> None:
+        kind = what.split(":")[0]
+        if kind not in tasks:
+            if not err.is_terminal:
+                err.print(f"{kind} ...", soft_wrap=True)
+            tasks[kind] = bar.add_task(what, total=1.0, detail="")
+        bar.update(tasks[kind], description=what, completed=fraction, detail=f"{fraction:.0%}")
+        if fraction >= 1.0:
+            bar.remove_task(tasks[kind])
+
+    with listening(listener):
+        yield

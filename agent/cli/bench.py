@@ -1,0 +1,99 @@
+"""``coevo bench``: proposers x run groups x seeds on one problem, with tables and plots."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from agent.cli._common import add_problem_argument, add_problem_arguments, add_reasoner_arguments, err, out, problem_values, progress_bar
+from search.problem import Problem
+from search.proposers import proposer_names
+
+HELP = "proposers x run groups (NB201: devices) x seeds, with tables and plots"
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> None:
+    """Options of ``coevo bench``."""
+    add_problem_argument(p)
+    p.add_argument("--storage", default=None, help="Optuna storage URL (default: OUT/bench.sqlite3)")
+    group = problem.run_group if problem is not None else None
+    p.add_argument(
+        "--groups",
+        "--devices",
+        dest="groups",
+        type=_csv,
+        default=None,
+        help=f"comma-separated values of the problem's run-group option ({group or 'none for this problem'}), one run group each "
+        "(default: the option's value); --devices is the same flag",
+    )
+    p.add_argument(
+        "--proposers",
+        type=_csv,
+        default=("random", "nsga2", "tpe"),
+        help=f"comma-separated, of {', '.join(proposer_names())} (default: random,nsga2,tpe)",
+    )
+    p.add_argument("--budget", type=int, default=100, help="expensive evaluations per run (default: 100)")
+    p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per run group and proposer (default: 3)")
+    p.add_argument("--jobs", type=int, default=1, help="runs in parallel, as processes (default: 1)")
+    p.add_argument("--out", type=Path, default=Path("bench-out"), help="output folder (default: ./bench-out)")
+    p.add_argument("--json", action="store_true", help="print the per-run results as JSON lines")
+    add_reasoner_arguments(p)
+    add_problem_arguments(p, problem)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``coevo bench``."""
+    from agent.reasoners import OFFLINE_NOTE, llm_settings
+    from search.bench import BenchSpec, group_of, run_bench
+    from search.proposers import takes_reasoner
+
+    reasoner = None
+    if any(takes_reasoner(p) for p in args.proposers):
+        base_url, model, api_key = llm_settings(args.llm_base_url, args.llm_model, args.llm_api_key)
+        kind = args.reasoner if args.reasoner != "auto" else ("llm" if base_url and model else "offline")
+        err.print(OFFLINE_NOTE if kind == "offline" else f"reasoner: llm:{model}")
+        reasoner = {
+            "kind": kind,
+            "base_url": base_url,
+            "model": model,
+            "api_key": api_key,  # in memory to the run processes, never on a command line or in storage
+            "price_per_mtok": args.llm_price,
+            "timeout_s": args.llm_timeout,
+        }
+    spec = BenchSpec(
+        args.problem,
+        problem_values(args),
+        args.groups or (),
+        args.proposers,
+        tuple(range(args.seeds)) if args.seeds > 0 else (),
+        args.budget,
+        args.storage,
+        args.jobs,
+        reasoner,
+    )
+    spec.validate()
+    total = len(spec.run_groups()) * len(spec.proposers) * len(spec.seeds)
+    with progress_bar() as bar:
+        task = bar.add_task("bench runs", total=total, detail=f"0/{total}")
+        done = [0]
+
+        def finished(r: Any) -> None:
+            done[0] += 1
+            hv = "no exact front" if r.hv_ratio is None else f"HV ratio {r.hv_ratio:.4f}"
+            bar.update(task, advance=1, detail=f"{done[0]}/{total} · last: {hv} ({r.proposer} {group_of(spec, r.problem)} s{r.seed})")
+
+        report = run_bench(spec, args.out, on_result=finished)
+    if args.json:
+        for r in report.results:
+            print(r.to_json())
+    else:
+        from rich.markdown import Markdown
+
+        out.print(Markdown(report.markdown))
+        out.print("wrote: " + ", ".join(str(p) for p in report.files))
+    return 0

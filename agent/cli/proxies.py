@@ -1,0 +1,32 @@
+"""``coevo proxies``: zero-cost proxy quality (Spearman rho) and CPU cost on random NB201 cells."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from agent.cli._common import out
+from search.problem import Problem
+
+HELP = "zero-cost proxy quality (Spearman rho) and CPU cost on random NB201 cells"
+
+
+def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> None:
+    """Options of ``coevo proxies``."""
+    p.add_argument("--cells", type=int, default=1000, help="random cells to score (default: 1000)")
+    p.add_argument("--dataset", default="cifar10", help="accuracy to compare against (default: cifar10)")
+    p.add_argument("--storage", default=None, help="where scores are cached (default: sqlite:///runs/coevo.sqlite3)")
+    p.add_argument("--jobs", type=int, default=1, help="processes (default: 1)")
+    p.add_argument("--seed", type=int, default=0, help="sample seed (default: 0)")
+    p.add_argument("--out", type=Path, default=Path("bench-out/proxies"), help="output folder")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``coevo proxies``."""
+    from rich.markdown import Markdown
+
+    from search.zero_cost_bench import run_proxies
+
+    report = run_proxies(cells=args.cells, dataset=args.dataset, storage=args.storage, out=args.out, jobs=args.jobs, seed=args.seed)
+    out.print(Markdown(report.markdown))
+    return 0

@@ -1,0 +1,133 @@
+"""``coevo runs``: the searches in a storage (progress, workers alive, HV so far), and deleting one."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from rich.table import Table
+
+from agent.cli._common import err, out
+from search.errors import StorageMissingError, UserInputError
+from search.problem import Problem
+
+HELP = "searches in a storage: progress, workers alive, HV so far; delete one"
+
+
+def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> None:
+    """``coevo runs list``, ``coevo runs show NAME`` and ``coevo runs delete NAME``."""
+    sub = p.add_subparsers(dest="runs_command", required=True, metavar="{list,show,delete}")
+    ls = sub.add_parser("list", help="every search in the storage: progress, workers alive, HV so far")
+    ls.add_argument("--storage", default=None, help="storage URL (default: sqlite:///runs/coevo.sqlite3)")
+    ls.add_argument("--json", action="store_true")
+    show = sub.add_parser("show", help="one search: progress, trial states, workers, HV so far")
+    show.add_argument("study")
+    show.add_argument("--storage", default=None, help="storage URL (default: sqlite:///runs/coevo.sqlite3)")
+    show.add_argument("--json", action="store_true")
+    rm = sub.add_parser("delete", help="delete a search: its study, knowledge base, round logs, LLM replies and claims")
+    rm.add_argument("study")
+    rm.add_argument("--storage", default=None, help="storage URL (default: sqlite:///runs/coevo.sqlite3)")
+    rm.add_argument("--yes", action="store_true", help="delete without asking")
+
+
+def run(args: argparse.Namespace) -> int:
+    """``coevo runs list|show|delete``."""
+    import optuna
+
+    from search.progress import progress
+    from search.storage import check_exists, open_storage
+
+    if args.runs_command == "delete":
+        return _delete(args)
+    if args.runs_command == "show":
+        info = progress(args.storage, args.study)
+        if args.json:
+            print(json.dumps(info, default=str))
+            return 0
+        summary = Table(title=f"study {args.study}", show_header=False)
+        for key in (
+            "problem",
+            "proposer",
+            "evaluations",
+            "budget",
+            "round",
+            "states",
+            "hv_ratio",
+            "front_recall",
+            "front_size",
+            "workers_alive",
+        ):
+            v = info[key]
+            summary.add_row(key, f"{v:.4f}" if isinstance(v, float) else json.dumps(v) if isinstance(v, dict) else str(v))
+        out.print(summary)
+        if info["workers"]:
+            table = Table(title="workers")
+            for col in ("worker", "host", "pid", "state", "alive", "evaluations", "last seen (s ago)", "note"):
+                table.add_column(col, overflow="fold")
+            for w in info["workers"]:
+                ago = f"{time.time() - w['last_seen']:.0f}"
+                table.add_row(
+                    w["worker"], w["host"], str(w["pid"]), w["state"], str(w["alive"]), str(w["evaluations"]), ago, w["note"] or ""
+                )
+            out.print(table)
+        return 0
+    try:
+        check_exists(args.storage)
+    except StorageMissingError as exc:
+        err.print(f"no searches: {exc}")  # nothing stored yet is an answer, not a failure; nothing is created
+        return 0
+    names = [s.study_name for s in optuna.get_all_study_summaries(open_storage(args.storage), include_best_trial=False)]
+    rows = []
+    for name in names:
+        try:
+            rows.append(progress(args.storage, name))
+        except UserInputError:
+            continue  # not a coevo study
+    if args.json:
+        for r in rows:
+            print(json.dumps({k: v for k, v in r.items() if k != "workers"}, default=str))
+        return 0
+    table = Table(title=f"{len(rows)} searches")
+    for col in ("study", "proposer", "evaluations", "HV ratio", "workers alive"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        hv = f"{r['hv_ratio']:.4f}" if r["hv_ratio"] is not None else "-"
+        table.add_row(r["study"], r["proposer"], f"{r['evaluations']}/{r['budget']}", hv, str(r["workers_alive"]))
+    out.print(table)
+    return 0
+
+
+def _delete(args: argparse.Namespace) -> int:
+    """``coevo runs delete NAME``: the study and everything coevo keeps for it, after a confirmation."""
+    import optuna
+
+    from search.storage import open_storage
+    from search.study import load_search, purge_side_tables
+    from search.workers import Coordination, _alive
+
+    stored = load_search(args.storage, args.study, create=False)
+    live = [w for w in Coordination(args.storage, args.study).workers() if _alive(w, 30.0)]
+    if live:
+        raise UserInputError(
+            f"{len(live)} worker(s) are still working on {args.study!r} ({', '.join(w['worker'] for w in live)}); stop them first"
+        )
+    trials = len(stored.study.get_trials(deepcopy=False))
+    what = f"study {args.study!r} ({trials} trials) and its knowledge base, round logs, cached LLM replies and worker records"
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise UserInputError(f"this deletes {what}; pass --yes to delete without being asked")
+        answer = input(f"delete {what}? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            err.print("nothing deleted")
+            return 1
+    optuna.delete_study(study_name=args.study, storage=open_storage(args.storage))
+    removed = purge_side_tables(args.storage, args.study, "delete")
+    job_log = Path("runs/jobs") / f"{args.study}.log"
+    if job_log.is_file():
+        job_log.unlink()
+        removed.append(f"background log {job_log}")
+    out.print(f"deleted study {args.study!r} ({trials} trials)" + (f", {', '.join(removed)}" if removed else ""))
+    return 0

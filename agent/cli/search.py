@@ -1,0 +1,131 @@
+"""``coevo search``: run or resume one search (one worker on its study; ``--workers N`` adds processes)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from agent.cli._common import (
+    add_problem_argument,
+    add_problem_arguments,
+    add_reasoner_arguments,
+    add_timing_arguments,
+    detail,
+    err,
+    long_work,
+    out,
+    problem_values,
+    progress_bar,
+    proposer_options,
+    worker_settings,
+)
+from agent.tables import print_design_table
+from search.errors import UserInputError
+from search.problem import Problem
+from search.proposers import proposer_names
+
+HELP = "run or resume one search"
+
+
+def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> None:
+    """Options of ``coevo search``."""
+    add_problem_argument(p)
+    p.add_argument("--storage", default=None, help="Optuna storage URL (default: sqlite:///runs/coevo.sqlite3)")
+    p.add_argument(
+        "--proposer",
+        default="tpe",
+        help=f"{', '.join(proposer_names())}: pelnas is the co-evolution engine, the -no* its ablations, the rest Optuna "
+        "baselines (default: tpe)",
+    )
+    p.add_argument("--budget", type=int, default=100, help="expensive evaluations to pay for (NB201: accuracy queries; default: 100)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    p.add_argument("--study", default=None, help="study name; an existing study with the same options is resumed")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes on this machine (default: 1); more can join from anywhere with `coevo worker --study NAME`",
+    )
+    add_timing_arguments(p)
+    p.add_argument(
+        "--kb-from",
+        default=None,
+        metavar="STUDY_OR_FILE",
+        help="pelnas: seed the knowledge base from another study's (same storage) or an export file (coevo kb export)",
+    )
+    add_reasoner_arguments(p)
+    add_problem_arguments(p, problem)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``coevo search``."""
+    from agent.cli.worker import WorkerProcesses
+    from search.problems import make_problem
+    from search.proposers import get_proposer
+    from search.runner import Progress as SearchProgress
+    from search.runner import check_seed, run_search
+
+    if args.workers < 1:
+        raise UserInputError(f"--workers must be at least 1, got {args.workers}")
+    if args.budget <= 0:
+        raise UserInputError(f"budget must be a positive number of evaluations, got {args.budget}")
+    check_seed(args.seed)
+    settings = worker_settings(args)
+    problem = make_problem(args.problem, problem_values(args), storage=args.storage)
+    proposer = get_proposer(args.proposer, proposer_options(args, args.proposer))
+    others = WorkerProcesses(args, args.workers - 1)
+    with progress_bar() as bar:
+        name = f"search {args.proposer}" + (f", {args.workers} workers" if args.workers > 1 else "")
+        task = bar.add_task(name, total=args.budget, detail=detail(0, args.budget, None))
+
+        def update(p: SearchProgress) -> None:
+            bar.update(task, total=p.budget, completed=p.queries, detail=detail(p.queries, p.budget, p.hv_ratio))
+
+        with long_work(bar):
+            try:
+                result = run_search(
+                    problem,
+                    proposer,
+                    budget=args.budget,
+                    seed=args.seed,
+                    storage=args.storage,
+                    study_name=args.study,
+                    on_progress=update,
+                    settings=settings,
+                    on_open=others.start,
+                )
+            finally:
+                failed = others.wait()
+    if failed:
+        err.print(f"[yellow]{failed} worker process(es) exited with an error; rerun the same command to finish[/]")
+    code = print_search(args, problem, result)
+    return 130 if result.stopped and "signal" in result.stopped else code
+
+
+def print_search(args: argparse.Namespace, problem: Any, result: Any) -> int:
+    """The summary and the found front (or the JSON object with ``--json``)."""
+    from rich.table import Table
+
+    if args.json:
+        print(result.to_json())
+        return 0
+    for note in result.notes:
+        err.print(f"[yellow]note:[/] {note}", soft_wrap=True)
+    if result.stopped:
+        err.print(f"[yellow]{result.stopped}[/]" + ("; rerun the same command to resume" if "signal" in result.stopped else ""))
+    summary = Table(title=f"study {result.study}", show_header=False)
+    for key in ("problem", "proposer", "reasoner", "seed", "evaluations", "trials", "hv_ratio", "igd", "front_recall", "wall_s", "storage"):
+        value = getattr(result, key)
+        summary.add_row(key, f"{value:.4f}" if isinstance(value, float) and key != "wall_s" else str(value))
+    out.print(summary)
+    names = [o.name for o in problem.objectives]
+    print_design_table(
+        out,
+        f"found front ({len(result.front)} non-dominated of {result.evaluations} evaluated)",
+        [*names[1:2], *names[:1], *names[2:], "point id"],  # the minimised objective first: the front reads fastest first
+        [[*(f"{row[n]:.4g}" for n in [*names[1:2], *names[:1], *names[2:]]), str(row["point_id"])] for row in result.front],
+        [str(row[problem.design_label]) for row in result.front],
+        design_header=problem.design_label,
+    )
+    return 0

@@ -1,0 +1,80 @@
+"""``coevo tools``: list, describe and run the registered tools (the same registry chat and search use)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rich.table import Table
+
+from agent.cli._common import err, out
+from search.problem import Problem
+
+HELP = "list, describe and run registered tools"
+
+
+def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> None:
+    """``coevo tools list|describe|run``."""
+    sub = p.add_subparsers(dest="tools_command", required=True, metavar="{list,describe,run}")
+    ls = sub.add_parser("list", help="list the registered tools")
+    ls.add_argument("--json", action="store_true")
+    d = sub.add_parser("describe", help="a tool's description and argument schema")
+    d.add_argument("name")
+    r = sub.add_parser("run", help="run a tool with JSON arguments")
+    r.add_argument("name")
+    r.add_argument("--args", default="{}", help="arguments as a JSON object")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``coevo tools list|describe|run``."""
+    from tools import REGISTRY, llm_name
+    from tools.adapters import run_from_cli
+
+    if args.tools_command == "list":
+        if args.json:
+            print(
+                json.dumps(
+                    [
+                        {"name": t.name, "llm_name": llm_name(t.name), "description": t.description, "long_running": t.long_running}
+                        for t in REGISTRY
+                    ]
+                )
+            )
+            return 0
+        table = Table(title=f"{len(REGISTRY)} tools")
+        table.add_column("name")
+        table.add_column("description")
+        for t in REGISTRY:
+            table.add_row(t.name, t.description)
+        out.print(table)
+        return 0
+    tool = REGISTRY.get(args.name)
+    if args.tools_command == "describe":
+        print(
+            json.dumps(
+                {
+                    "name": tool.name,
+                    "llm_name": llm_name(tool.name),
+                    "description": tool.description,
+                    "long_running": tool.long_running,
+                    "example": tool.example,
+                    "schema": tool.schema(),
+                },
+                indent=2,
+            )
+        )
+        return 0
+    if not tool.long_running:
+        print(json.dumps(run_from_cli(tool, args.args), indent=2))
+        return 0
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+    from search.work_progress import listening
+
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(), console=err, transient=True)
+    with bar:
+        task = bar.add_task(tool.name, total=1.0)
+        with listening(lambda what, done: bar.update(task, description=what, completed=done)):
+            value = run_from_cli(tool, args.args)
+    print(json.dumps(value, indent=2))
+    return 0

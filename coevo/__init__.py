@@ -1,0 +1,55 @@
+"""coevo's public Python API: define a problem in code, search it as the CLI does, read the results.
+
+    import coevo
+
+    class MySpace(coevo.Problem):     # the contract and a worked example: docs/problems.md
+        ...
+
+    result = coevo.search(MySpace(), proposer="pelnas", budget=100, storage="sqlite:///runs/x.sqlite3")
+    print(result.front)
+
+Everything here is re-exported from the packages that implement it (``search``, ``agent``);
+the command line (``coevo search --problem path/to/my_space.py:MySpace``) runs the same code.
+"""
+
+from __future__ import annotations
+
+from agent.api import search
+from agent.reasoners import OfflineReasoner, Reasoner, make_reasoner
+from search.errors import CoevoError, StorageError, UserInputError
+from search.niches import Niche, single_niche
+from search.problem import Evolvable, Objective, Problem, ProblemContext, ProblemOptions, read_key_values
+from search.problems import make_problem, problem_class, problem_names
+from search.proposers import Evaluation, Proposal, Proposer, RoundContext, get_proposer, proposer_names
+from search.runner import Progress, SearchResult, load_search, run_search
+
+__all__ = [
+    "CoevoError",
+    "Evaluation",
+    "Evolvable",
+    "Niche",
+    "Objective",
+    "OfflineReasoner",
+    "Problem",
+    "ProblemContext",
+    "ProblemOptions",
+    "Progress",
+    "Proposal",
+    "Proposer",
+    "Reasoner",
+    "RoundContext",
+    "SearchResult",
+    "StorageError",
+    "UserInputError",
+    "get_proposer",
+    "load_search",
+    "make_problem",
+    "make_reasoner",
+    "problem_class",
+    "problem_names",
+    "proposer_names",
+    "read_key_values",
+    "run_search",
+    "search",
+    "single_niche",
+]
