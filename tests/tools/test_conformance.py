@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from search.nb201 import NB201Problem
 from search.runner import run_search
 from tools import REGISTRY, Tool, ToolArgumentError, ToolResult, call_tool, llm_name
-from tools.adapters import run_from_cli, to_langchain
+from tools.adapters import outcome_of, run_from_cli, to_langchain
 
 TOOLS = list(REGISTRY)
 ids = [t.name for t in TOOLS]
@@ -49,9 +49,8 @@ def test_contract(tool: Tool) -> None:
 
 @pytest.mark.parametrize("tool", TOOLS, ids=ids)
 def test_example_runs(tool: Tool) -> None:
-    result = call_tool(tool, tool.example)
-    assert isinstance(result, ToolResult) and result.ok
-    assert result.value
+    result = call_tool(tool, tool.example)  # a tool that cannot produce its value raises
+    assert isinstance(result, ToolResult) and result.value
     json.dumps(result.model_dump())  # JSON-serialisable for chat and CLI
 
 
@@ -82,10 +81,16 @@ def test_langchain_adapter(tool: Tool) -> None:
     assert lc.name == llm_name(tool.name)
     assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", lc.name)
     assert set(lc.args) == set(tool.Args.model_fields)
-    out = json.loads(lc.invoke(tool.example))
-    assert out["ok"] is True
+    out = json.loads(lc.invoke(tool.example))  # invoked with plain arguments: the observation text only
+    assert set(out) == {"value", "messages"} and out["value"]
     bad = lc.invoke({**tool.example, "no_such_field": 1})
     assert bad.startswith("error:") and "no_such_field" in bad
+    # invoked with a tool call (as chat does): a ToolMessage whose artifact says how the call ended
+    good = lc.invoke({"name": lc.name, "args": tool.example, "id": "c1", "type": "tool_call"})
+    result = outcome_of(good).result
+    assert outcome_of(good).ok and result is not None and json.loads(good.content) == json.loads(result.model_dump_json())
+    failed = lc.invoke({"name": lc.name, "args": {**tool.example, "no_such_field": 1}, "id": "c2", "type": "tool_call"})
+    assert outcome_of(failed).status == "error" and outcome_of(failed).result is None and failed.content == bad
 
 
 @pytest.mark.parametrize("tool", TOOLS, ids=ids)
@@ -99,6 +104,6 @@ def test_cli_adapter_matches_direct_call(tool: Tool) -> None:
 
     via_cli, direct = strip(run_from_cli(tool, json.dumps(tool.example))), strip(call_tool(tool, tool.example).model_dump())
     if tool.confirm:  # tools with effects (a new version, a new process) differ in ids between two calls
-        assert via_cli["ok"] == direct["ok"] and via_cli["value"].keys() == direct["value"].keys()
+        assert via_cli.keys() == direct.keys() and via_cli["value"].keys() == direct["value"].keys()
     else:
         assert via_cli == direct
