@@ -113,9 +113,8 @@ class NocPlot(Tool):
         path = curves.plot_curves(results, f"{args.topology} {size}, {args.traffic} traffic", out)
         saturation = {}
         for routing in args.routings:
-            rs = [r for r in results if r.config["routing"] == routing]
-            zero = rs[0].extra.get("zero_load_delay") or rs[0].extra.get("be_zero_load_latency_uniform") or 1.0
-            saturation[routing] = curves.saturation(rs, float(zero))
+            rs = [r for r in results if r.config.routing == routing]
+            saturation[routing] = curves.saturation(rs, rs[0].stats.zero_load) if rs else None  # none: stopped before it
         messages = ["simulated (sim/noc): cycle-level model, not measured hardware"]
         if len(results) < len(args.routings) * len(args.loads):
             messages.append("stopped early: the plot shows the points simulated so far")
