@@ -14,11 +14,10 @@ import sys
 from collections.abc import Callable
 from dataclasses import fields, replace
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sim.accel.compress import compress
+from sim.accel.compress import CompressionReport, compress
 from sim.noc.benes import simulate_benes
 from sim.noc.common import NocResult
 from sim.noc.curves import AnyResult, plot_curves, saturation
@@ -145,22 +144,22 @@ def compression(seeds: int) -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|")
     gains = []
-    outs: list[dict[str, Any]] = []
+    outs: list[CompressionReport] = []
     for seed in range(seeds):
         o = compress("cnn-digits", accuracy_drop_max=2.0, seed=seed)
         outs.append(o)
-        a, w = o["layer_agnostic"], o["layer_wise"]
-        gain = 1 - w["energy"] / a["energy"]
+        a, w = o.layer_agnostic, o.layer_wise
+        gain = 1 - w.energy / a.energy
         gains.append(gain)
         print(
-            f"| {seed} | {o['int8']['accuracy']:.2f} | {a['allowed_values_per_layer']['conv1']} | {a['accuracy']:.2f} | "
-            f"-{a['energy_reduction_vs_int8']:.1%} | {'/'.join(str(k) for k in w['allowed_values_per_layer'].values())} | "
-            f"{w['accuracy']:.2f} | -{w['energy_reduction_vs_int8']:.1%} | -{gain:.1%} |"
+            f"| {seed} | {o.int8.accuracy:.2f} | {a.levels['conv1']} | {a.accuracy:.2f} | "
+            f"-{o.energy_reduction(a):.1%} | {'/'.join(str(k) for k in w.levels.values())} | "
+            f"{w.accuracy:.2f} | -{o.energy_reduction(w):.1%} | -{gain:.1%} |"
         )
     print(
         f"\nMedian over {seeds} seeds: layer-wise saves {statistics.median(gains):.1%} energy vs layer-agnostic; vs INT8 "
-        f"layer-wise -{statistics.median(o['layer_wise']['energy_reduction_vs_int8'] for o in outs):.1%}, "
-        f"layer-agnostic -{statistics.median(o['layer_agnostic']['energy_reduction_vs_int8'] for o in outs):.1%}.\n"
+        f"layer-wise -{statistics.median(o.energy_reduction(o.layer_wise) for o in outs):.1%}, "
+        f"layer-agnostic -{statistics.median(o.energy_reduction(o.layer_agnostic) for o in outs):.1%}.\n"
     )
 
 

@@ -197,7 +197,7 @@ class CompressEnergyAware(Tool):
             report(message, min(steps[0] / 30, 0.99))
 
         try:
-            value = compress(args.model, accuracy_drop_max=args.accuracy_drop_max, seed=args.seed, progress=say)
+            value = compress(args.model, accuracy_drop_max=args.accuracy_drop_max, seed=args.seed, progress=say).as_dict()
         except KeyboardInterrupt:
             raise UserInputError("compression stopped by the user (Ctrl-C); nothing was kept") from None
         return ToolResult(value=value, messages=["energies from the bit-level model (relative units), accuracies measured"])
