@@ -18,6 +18,10 @@ from tools.adapters import outcome_of, run_from_cli, to_langchain
 TOOLS = list(REGISTRY)
 ids = [t.name for t in TOOLS]
 
+SLOW_EXAMPLES = {"compress.energy_aware": "its example trains a CNN and its QAT variants (about 2 minutes on 2 cores)"}
+"""Tools whose example takes minutes: the tests that run the example carry ``slow`` for them."""
+RUNS_EXAMPLE = [pytest.param(t, id=t.name, marks=[pytest.mark.slow] if t.name in SLOW_EXAMPLES else []) for t in TOOLS]
+
 
 @pytest.fixture(scope="module")
 def example_world(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -47,7 +51,7 @@ def test_contract(tool: Tool) -> None:
         assert field.description, f"{tool.name}.{name} has no description"
 
 
-@pytest.mark.parametrize("tool", TOOLS, ids=ids)
+@pytest.mark.parametrize("tool", RUNS_EXAMPLE)
 def test_example_runs(tool: Tool) -> None:
     result = call_tool(tool, tool.example)  # a tool that cannot produce its value raises
     assert isinstance(result, ToolResult) and result.value
@@ -75,7 +79,7 @@ def test_wrong_type_is_a_typed_error_with_example(tool: Tool) -> None:
         call_tool(tool, {**tool.example, first: {"nested": ["wrong", "type"]}})
 
 
-@pytest.mark.parametrize("tool", TOOLS, ids=ids)
+@pytest.mark.parametrize("tool", RUNS_EXAMPLE)
 def test_langchain_adapter(tool: Tool) -> None:
     lc = to_langchain(tool)
     assert lc.name == llm_name(tool.name)
@@ -93,7 +97,7 @@ def test_langchain_adapter(tool: Tool) -> None:
     assert outcome_of(failed).status == "error" and outcome_of(failed).result is None and failed.content == bad
 
 
-@pytest.mark.parametrize("tool", TOOLS, ids=ids)
+@pytest.mark.parametrize("tool", RUNS_EXAMPLE)
 def test_cli_adapter_matches_direct_call(tool: Tool) -> None:
     def strip(result: Any) -> Any:  # timings and speeds differ between two runs
         if isinstance(result, dict):
