@@ -87,7 +87,7 @@ def test_long_running_tools_need_confirmation(storage: str) -> None:
 
 def test_refusal_timeout_http_errors_and_garbage_leave_the_session_alive(storage: str) -> None:
     refusal = {"refusal": "I cannot help with that."}  # twice: a streamed refusal is fetched again without streaming
-    with FakeOpenAI([refusal, refusal], default={"delay": 3.0, "content": "late"}) as fake:  # the client retries once
+    with FakeOpenAI([refusal, refusal], default={"delay": 3.0, "content": "late"}) as fake:  # CHAT_RETRY asks once more
         agent = _agent(fake, storage, timeout_s=1.0)
         result = agent.turn("something forbidden")
         assert result.refused and "I cannot help with that." in result.answer
