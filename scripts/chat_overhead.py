@@ -20,8 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.fakes: the loopback server
 
-from agent.chat.loop import ChatAgent, make_chat_model
+from agent.chat.loop import ChatAgent
 from agent.chat.store import SessionStore
+from agent.llm_client import LLMSettings, chat_model
 from tests.fakes.openai_server import FakeOpenAI
 from tools import REGISTRY
 
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     with FakeOpenAI(script) as fake:
         session = store.create("fake")
         agent = ChatAgent(
-            make_chat_model(base_url=fake.url, model="fake", api_key=None, timeout_s=10),
+            chat_model(LLMSettings(fake.url, "fake", timeout_s=10, streaming=True)),
             REGISTRY,
             store,
             session,

@@ -12,25 +12,26 @@ import argparse
 import statistics
 import sys
 from collections.abc import Callable
+from dataclasses import fields, replace
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sim.accel.compress import compress
+from sim.accel.compress import CompressionReport, compress
 from sim.noc.benes import simulate_benes
 from sim.noc.common import NocResult
-from sim.noc.curves import plot_curves, saturation
+from sim.noc.curves import AnyResult, plot_curves, saturation
 from sim.noc.mesh import simulate_mesh
 
 BENES_LOADS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6)
 
 
-def _median_result(runs: list[NocResult]) -> NocResult:
+def _median_result(runs: list[AnyResult]) -> AnyResult:
     """A result whose numbers are the medians of ``runs`` (same configuration, different seeds)."""
     first = runs[0]
-    med: Callable[[Callable[[NocResult], float]], float] = lambda f: statistics.median(f(r) for r in runs)  # noqa: E731
-    extra = {k: statistics.median(r.extra[k] for r in runs) if isinstance(v, int | float) else v for k, v in first.extra.items()}
+    med: Callable[[Callable[[AnyResult], float]], float] = lambda f: statistics.median(f(r) for r in runs)  # noqa: E731
+    numeric = [f.name for f in fields(first.stats) if isinstance(getattr(first.stats, f.name), int | float)]
+    stats = replace(first.stats, **{name: statistics.median(getattr(r.stats, name) for r in runs) for name in numeric})
     return NocResult(
         first.config,
         first.cycles,
@@ -40,7 +41,7 @@ def _median_result(runs: list[NocResult]) -> NocResult:
         med(lambda r: r.mean_delay),
         med(lambda r: r.p99_delay),
         med(lambda r: r.wall_s),
-        extra,
+        stats,
     )
 
 
@@ -56,8 +57,8 @@ def benes(out: Path, seeds: int, cycles: int) -> None:
         png = plot_curves(
             results, f"Benes N={n}, uniform, 16-flit packets ({runs} cycles, median of {seeds} seeds)", out / f"noc-benes{n}.png"
         )
-        zero = float(results[0].extra["zero_load_delay"])
-        sat = {rt: saturation([r for r in results if r.config["routing"] == rt], zero) for rt in ("bit", "adaptive")}
+        zero = results[0].stats.zero_load
+        sat = {rt: saturation([r for r in results if r.config.routing == rt], zero) for rt in ("bit", "adaptive")}
         print(
             f"N={n} ({png.name}), zero-load delay {zero:g} cycles; saturation (mean delay > 3x zero-load): "
             f"bit {sat['bit']}, adaptive {sat['adaptive']}\n"
@@ -65,15 +66,15 @@ def benes(out: Path, seeds: int, cycles: int) -> None:
         print("| load | bit thr | bit delay | bit p99 | bit blocking | adaptive thr | adaptive delay | adaptive p99 | adaptive blocking |")
         print("|---|---|---|---|---|---|---|---|---|")
         for load in BENES_LOADS:
-            b = next(r for r in results if r.config["routing"] == "bit" and r.offered_load == load)
-            a = next(r for r in results if r.config["routing"] == "adaptive" and r.offered_load == load)
+            b = next(r for r in results if r.config.routing == "bit" and r.offered_load == load)
+            a = next(r for r in results if r.config.routing == "adaptive" and r.offered_load == load)
             print(
-                f"| {load} | {b.throughput:.3f} | {b.mean_delay:.1f} | {b.p99_delay:.0f} | {b.extra['blocking_rate']:.3f} | "
-                f"{a.throughput:.3f} | {a.mean_delay:.1f} | {a.p99_delay:.0f} | {a.extra['blocking_rate']:.3f} |"
+                f"| {load} | {b.throughput:.3f} | {b.mean_delay:.1f} | {b.p99_delay:.0f} | {b.stats.blocking_rate:.3f} | "
+                f"{a.throughput:.3f} | {a.mean_delay:.1f} | {a.p99_delay:.0f} | {a.stats.blocking_rate:.3f} |"
             )
         if sat["bit"] is not None:
-            b = next(r for r in results if r.config["routing"] == "bit" and r.offered_load == sat["bit"])
-            a = next(r for r in results if r.config["routing"] == "adaptive" and r.offered_load == sat["bit"])
+            b = next(r for r in results if r.config.routing == "bit" and r.offered_load == sat["bit"])
+            a = next(r for r in results if r.config.routing == "adaptive" and r.offered_load == sat["bit"])
             print(
                 f"\nAt load {sat['bit']} (where bit-controlled routing saturates): throughput {a.throughput:.3f} vs {b.throughput:.3f} "
                 f"(+{a.throughput / b.throughput - 1:.1%}), mean delay {a.mean_delay:.0f} vs {b.mean_delay:.0f} cycles "
@@ -89,15 +90,15 @@ def benes(out: Path, seeds: int, cycles: int) -> None:
             )
             print(
                 f"- {flits}-flit packets, {traffic}: throughput {r.throughput:.3f}, mean delay {r.mean_delay:.1f}, "
-                f"blocking {r.extra['blocking_rate']:.3f}"
+                f"blocking {r.stats.blocking_rate:.3f}"
             )
     print()
 
 
 def mesh(out: Path, seeds: int, cycles: int) -> None:
-    every: list[NocResult] = []
+    every: list[AnyResult] = []
     for traffic in ("uniform", "hotspot"):
-        curves: list[NocResult] = []
+        curves: list[AnyResult] = []
         print(f"### 8x8 SDM mesh (4 sub-channels per link, 4-flit BE packets, {traffic} traffic, 50 % of the load GT)\n")
         print("| load | routing | GT acceptance | GT violations | BE mean latency | BE p99 | BE throughput |")
         print("|---|---|---|---|---|---|---|")
@@ -111,7 +112,7 @@ def mesh(out: Path, seeds: int, cycles: int) -> None:
                 )
                 curves.append(r)
                 print(
-                    f"| {load} | {routing} | {r.extra['gt_acceptance']:.3f} | {r.extra['gt_violations']:g} | {r.mean_delay:.1f} | "
+                    f"| {load} | {routing} | {r.stats.gt_acceptance:.3f} | {r.stats.gt_violations:g} | {r.mean_delay:.1f} | "
                     f"{r.p99_delay:.0f} | {r.throughput:.3f} |"
                 )
         print()
@@ -122,14 +123,14 @@ def mesh(out: Path, seeds: int, cycles: int) -> None:
         _median_result([simulate_mesh(8, routing="xy", load=x, gt_share=0.0, cycles=cycles // 4, seed=s) for s in range(seeds)])
         for x in (0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7)
     ]
-    zero = float(rows[0].extra["be_zero_load_latency_uniform"])
+    zero = rows[0].stats.zero_load
     sat = saturation(rows, zero)
     print("| load | throughput | mean latency |\n|---|---|---|")
     for r in rows:
         print(f"| {r.offered_load} | {r.throughput:.3f} | {r.mean_delay:.1f} |")
     print(
         f"\nSaturation (mean latency > 3x zero-load {zero:g} cycles) at load {sat}; bisection bound 4/k = "
-        f"{rows[0].extra['xy_saturation_bound_uniform']}; highest delivered throughput {max(r.throughput for r in rows):.3f}."
+        f"{rows[0].stats.xy_saturation_bound_uniform}; highest delivered throughput {max(r.throughput for r in rows):.3f}."
     )
     speeds = [r.cycles / r.wall_s for r in every + rows]
     print(f"\nSimulator speed 8x8 mesh: median {statistics.median(speeds):,.0f} simulated cycles/s.\n")
@@ -143,22 +144,22 @@ def compression(seeds: int) -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|")
     gains = []
-    outs: list[dict[str, Any]] = []
+    outs: list[CompressionReport] = []
     for seed in range(seeds):
         o = compress("cnn-digits", accuracy_drop_max=2.0, seed=seed)
         outs.append(o)
-        a, w = o["layer_agnostic"], o["layer_wise"]
-        gain = 1 - w["energy"] / a["energy"]
+        a, w = o.layer_agnostic, o.layer_wise
+        gain = 1 - w.energy / a.energy
         gains.append(gain)
         print(
-            f"| {seed} | {o['int8']['accuracy']:.2f} | {a['allowed_values_per_layer']['conv1']} | {a['accuracy']:.2f} | "
-            f"-{a['energy_reduction_vs_int8']:.1%} | {'/'.join(str(k) for k in w['allowed_values_per_layer'].values())} | "
-            f"{w['accuracy']:.2f} | -{w['energy_reduction_vs_int8']:.1%} | -{gain:.1%} |"
+            f"| {seed} | {o.int8.accuracy:.2f} | {a.levels['conv1']} | {a.accuracy:.2f} | "
+            f"-{o.energy_reduction(a):.1%} | {'/'.join(str(k) for k in w.levels.values())} | "
+            f"{w.accuracy:.2f} | -{o.energy_reduction(w):.1%} | -{gain:.1%} |"
         )
     print(
         f"\nMedian over {seeds} seeds: layer-wise saves {statistics.median(gains):.1%} energy vs layer-agnostic; vs INT8 "
-        f"layer-wise -{statistics.median(o['layer_wise']['energy_reduction_vs_int8'] for o in outs):.1%}, "
-        f"layer-agnostic -{statistics.median(o['layer_agnostic']['energy_reduction_vs_int8'] for o in outs):.1%}.\n"
+        f"layer-wise -{statistics.median(o.energy_reduction(o.layer_wise) for o in outs):.1%}, "
+        f"layer-agnostic -{statistics.median(o.energy_reduction(o.layer_agnostic) for o in outs):.1%}.\n"
     )
 
 

@@ -1,13 +1,32 @@
-"""Shared fixtures: every test runs in its own folder, so ./runs/ never leaks between tests."""
+"""Shared fixtures: every test runs in its own folder, so ./runs/ never leaks between tests.
+
+Markers (declared in pyproject.toml): ``postgres`` is put on every test that asks for the
+``postgres_url`` fixture (by name here; a test that asks for it at run time with
+``request.getfixturevalue`` must carry the marker itself, and fails with that advice if it
+does not); ``slow`` is put by hand on tests that take more than about 20 s, and
+``make test-fast`` leaves them out.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import optuna
 import pytest
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
+"""Data beside the checkout (``../shared``): present on the team's machines and in CI, absent from a plain clone."""
+
+IN_CI = os.environ.get("CI") == "true"
+"""Under CI what a test needs (PostgreSQL, ../shared) is part of the environment: its absence fails, never skips."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that uses the ``postgres_url`` fixture ``postgres``."""
+    for item in items:
+        if "postgres_url" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgres)
 
 
 @pytest.fixture(autouse=True)
@@ -26,14 +45,12 @@ POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 @pytest.fixture(scope="session")
-def postgres_url() -> str:
-    """The local PostgreSQL server (trust auth, database ``test``).
+def _postgres_server() -> str:
+    """The local PostgreSQL server (trust auth, database ``test``), checked once per session.
 
     Skipped with the reason when no server answers, except under CI (``CI=true``), where
     the server is part of the environment and its absence is a failure.
     """
-    import os
-
     import sqlalchemy
 
     from search.storage import resolve_storage_url
@@ -44,7 +61,15 @@ def postgres_url() -> str:
             pass
         engine.dispose()
     except sqlalchemy.exc.OperationalError as exc:
-        if os.environ.get("CI") == "true":
+        if IN_CI:
             pytest.fail(f"CI needs PostgreSQL at {POSTGRES_URL}: {str(exc).splitlines()[0]}")
         pytest.skip(f"no PostgreSQL server at {POSTGRES_URL} ({str(exc).splitlines()[0]}); CI runs these tests")
     return POSTGRES_URL
+
+
+@pytest.fixture
+def postgres_url(_postgres_server: str, request: pytest.FixtureRequest) -> str:
+    """The local PostgreSQL server's URL, for a test marked ``postgres`` (see the module doc)."""
+    if request.node.get_closest_marker("postgres") is None:
+        pytest.fail(f"{request.node.nodeid} uses PostgreSQL: mark it (or its parameter) with pytest.mark.postgres")
+    return _postgres_server

@@ -48,15 +48,19 @@ class ToolArgs(BaseModel):
 
 
 class ToolResult(BaseModel):
-    """What a tool returns.
+    """What a tool returns when it produced its value.
+
+    There is no success flag: a tool that cannot produce its value raises (a
+    :class:`search.errors.UserInputError` for the caller's mistake, any other error for its
+    own failure), and :func:`call_tool` turns that into :class:`ToolArgumentError` or
+    :class:`ToolExecutionError`. A returned result is a success; callers never inspect it
+    to find out.
 
     Attributes:
-        ok: True when the tool produced its value.
         value: the result; numeric fields carry their unit in the name (``latency_ms``).
         messages: notes for the caller (warnings, provenance, best-effort markers).
     """
 
-    ok: bool = True
     value: dict[str, Any] = Field(default_factory=dict)
     messages: list[str] = Field(default_factory=list)
 
@@ -89,7 +93,7 @@ class Tool(ABC):
 
     @abstractmethod
     def run(self, args: Any) -> ToolResult:
-        """Run with validated arguments (an instance of ``Args``)."""
+        """Run with validated arguments (an instance of ``Args``); raise when the value cannot be produced (:class:`ToolResult`)."""
 
     def user_code(self, args: Any) -> list[str]:
         """The user-code references (``file.py:function``, ``module:object``) these validated arguments would load.

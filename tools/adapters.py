@@ -3,17 +3,54 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
+from langchain_core.messages import ToolMessage
 from langchain_core.tools import StructuredTool
 from pydantic import ValidationError
 
-from tools._base import Tool, ToolArgumentError, ToolDeclinedError, ToolExecutionError, call_tool, describe_validation
+from tools._base import Tool, ToolArgumentError, ToolDeclinedError, ToolExecutionError, ToolResult, call_tool, describe_validation
 from tools._policy import CallPolicy
 from tools._registry import llm_name
 
 DECLINED = "the user declined to run"
 """Start of the observation a model gets for a call the user did not confirm."""
+
+CallStatus = Literal["ok", "error", "declined"]
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """How one call through the LangChain adapter ended: the artifact of its ``ToolMessage``.
+
+    The model reads the message's text; the caller (the chat loop) reads this, so whether a
+    call succeeded is a value, never guessed from the text.
+
+    Attributes:
+        status: ``ok`` (the tool produced its value), ``error`` (bad arguments or the tool
+            failed; the text says what to fix) or ``declined`` (it asks first and the user
+            said no; nothing ran).
+        result: the tool's result when ``ok``.
+    """
+
+    status: CallStatus
+    result: ToolResult | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the tool produced its value."""
+        return self.status == "ok"
+
+
+def outcome_of(message: ToolMessage) -> ToolOutcome:
+    """The outcome of a call from its ``ToolMessage``.
+
+    A message without a :class:`ToolOutcome` artifact comes from LangChain's own check of
+    the arguments against the schema (``handle_validation_error``), before the adapter ran:
+    an error.
+    """
+    return message.artifact if isinstance(message.artifact, ToolOutcome) else ToolOutcome("error")
 
 
 def to_langchain(tool: Tool, policy: CallPolicy | None = None) -> StructuredTool:
@@ -24,23 +61,32 @@ def to_langchain(tool: Tool, policy: CallPolicy | None = None) -> StructuredTool
         policy: applied to every call (a model's calls: :meth:`CallPolicy.model`); None
             runs calls unchecked, as the user's own.
 
-    Errors come back as the tool message (an observation the model can act on), not as
-    exceptions: ``error: <what to fix>``; a declined call as ``the user declined to run ...``.
+    The tool answers ``content_and_artifact``: invoked with a tool call, it returns a
+    ``ToolMessage`` whose text is the observation for the model and whose artifact is the
+    :class:`ToolOutcome` (read it with :func:`outcome_of`). Errors come back as text the
+    model can act on, not as exceptions: ``error: <what to fix>``; a declined call as
+    ``the user declined to run ...``.
     """
 
-    def _run(**kwargs: Any) -> str:
+    def _run(**kwargs: Any) -> tuple[str, ToolOutcome]:
         try:
-            return call_tool(tool, kwargs, policy=policy).model_dump_json()
+            result = call_tool(tool, kwargs, policy=policy)
         except ToolDeclinedError:
-            return f"{DECLINED} {llm_name(tool.name)}; do not retry it, ask the user what they want instead"
+            return f"{DECLINED} {llm_name(tool.name)}; do not retry it, ask the user what they want instead", ToolOutcome("declined")
         except (ToolArgumentError, ToolExecutionError) as exc:
-            return f"error: {exc}"
+            return f"error: {exc}", ToolOutcome("error")
+        return result.model_dump_json(), ToolOutcome("ok", result)
 
     def _invalid(exc: ValidationError) -> str:
         return f"error: {describe_validation(tool, exc)}"
 
     return StructuredTool.from_function(
-        func=_run, name=llm_name(tool.name), description=tool.description, args_schema=tool.Args, handle_validation_error=_invalid
+        func=_run,
+        name=llm_name(tool.name),
+        description=tool.description,
+        args_schema=tool.Args,
+        handle_validation_error=_invalid,
+        response_format="content_and_artifact",
     )
 
 
@@ -60,13 +106,16 @@ def tool_objective(
         fixed: arguments added to every call (e.g. dataset and device).
 
     Returns:
-        A function from the point's tool arguments to ``{objective: value}``.
+        A function from the point's tool arguments to ``{objective: value}``; it raises
+        :class:`ToolArgumentError` or :class:`ToolExecutionError` as :func:`call_tool` does,
+        and :class:`ToolExecutionError` when the value lacks one of ``fields``.
     """
 
     def evaluate(point_args: Mapping[str, Any]) -> dict[str, float]:
-        result = call_tool(tool, {**(fixed or {}), **point_args})
-        if not result.ok:
-            raise ToolExecutionError(f"{tool.name} returned no value: {'; '.join(result.messages)}")
-        return {objective: float(result.value[field]) for objective, field in fields.items()}
+        value = call_tool(tool, {**(fixed or {}), **point_args}).value  # a tool that fails raises: no value to check
+        missing = [field for field in fields.values() if field not in value]
+        if missing:
+            raise ToolExecutionError(f"{tool.name} gave no {', '.join(missing)}; its value has {', '.join(value) or 'nothing'}")
+        return {objective: float(value[field]) for objective, field in fields.items()}
 
     return evaluate

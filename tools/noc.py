@@ -113,9 +113,8 @@ class NocPlot(Tool):
         path = curves.plot_curves(results, f"{args.topology} {size}, {args.traffic} traffic", out)
         saturation = {}
         for routing in args.routings:
-            rs = [r for r in results if r.config["routing"] == routing]
-            zero = rs[0].extra.get("zero_load_delay") or rs[0].extra.get("be_zero_load_latency_uniform") or 1.0
-            saturation[routing] = curves.saturation(rs, float(zero))
+            rs = [r for r in results if r.config.routing == routing]
+            saturation[routing] = curves.saturation(rs, rs[0].stats.zero_load) if rs else None  # none: stopped before it
         messages = ["simulated (sim/noc): cycle-level model, not measured hardware"]
         if len(results) < len(args.routings) * len(args.loads):
             messages.append("stopped early: the plot shows the points simulated so far")
@@ -198,7 +197,7 @@ class CompressEnergyAware(Tool):
             report(message, min(steps[0] / 30, 0.99))
 
         try:
-            value = compress(args.model, accuracy_drop_max=args.accuracy_drop_max, seed=args.seed, progress=say)
+            value = compress(args.model, accuracy_drop_max=args.accuracy_drop_max, seed=args.seed, progress=say).as_dict()
         except KeyboardInterrupt:
             raise UserInputError("compression stopped by the user (Ctrl-C); nothing was kept") from None
         return ToolResult(value=value, messages=["energies from the bit-level model (relative units), accuracies measured"])

@@ -215,7 +215,7 @@ class PipelineTune(Tool):
             value={
                 "best": [c.as_dict() for c in feasible[: args.top]],
                 "evaluated": len(feasible) + len(rejected),
-                "rejected": rejected[:20],
+                "rejected": [r.as_dict() for r in rejected[:20]],
             },
             messages=["simulated (sim/pipeline): not measured on hardware"],
         )

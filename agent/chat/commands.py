@@ -105,7 +105,7 @@ def _run(ctx: CommandContext, rest: str) -> Outcome:
     render_value(ctx.console, result.value)
     for m in result.messages:
         ctx.console.print(f"[dim]note: {m}[/]")
-    return Outcome(result.ok, f"{tool.name}: ok", value=result.model_dump())
+    return Outcome(True, f"{tool.name}: ok", value=result.model_dump())  # a failing tool raised: dispatch records the error
 
 
 def _cli(command: str, *, jsonl: tuple[str, ...] = ()) -> Handler:

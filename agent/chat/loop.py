@@ -5,7 +5,11 @@ tool call runs through the registry's LangChain adapter (:func:`tools.adapters.t
 the one adapter) under the model's :class:`tools.CallPolicy`: it writes only under the
 workspace, and the user confirms it first when the tool is long-running, changes data
 or would load the user's code; results, including errors and refusals, go back to the
-model as tool messages it can act on; repeat up to ``max_steps`` model calls.
+model as tool messages it can act on, and whether a call succeeded is read from the
+message's :class:`tools.adapters.ToolOutcome`, never from its text; repeat up to
+``max_steps`` model calls. Model requests go through the shared seam
+(:mod:`agent.llm_client`): its retry policy (:data:`agent.llm_client.CHAT_RETRY` by
+default: one retry, and none once streamed text was shown) and its token cost.
 Everything is recorded in the session as it happens. Ctrl-C raises ``KeyboardInterrupt``
 out of :meth:`ChatAgent.turn`; what was recorded stays, and the next turn starts from a
 consistent history (tool calls left without a result are closed as interrupted).
@@ -20,24 +24,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import openai
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.ai import add_usage
 
 from agent.chat.store import Event, SessionStore
+from agent.llm_client import CHAT_RETRY, EndpointError, Price, RetryPolicy, token_usage
 from prompts import load_prompt
 from search.errors import CoevoError, UserInputError
 from tools import CallPolicy, Confirm, Registry, llm_name
 from tools import workspace as workspace_of
-from tools.adapters import DECLINED, to_langchain
+from tools.adapters import CallStatus, outcome_of, to_langchain
 
 MAX_STEPS = 8
 MAX_OBSERVATION_CHARS = 12_000
 """Tool results longer than this are cut (with a note) before they go back to the model."""
 
 EventSink = Callable[[str, dict[str, Any]], None]
-"""``(kind, data)``: ``token`` (streamed text), ``tool_start``, ``tool_end``."""
+"""``(kind, data)``: ``token`` (streamed text), ``tool_start``, ``tool_end`` (with ``status``: ok, error or declined)."""
 
 
 class ChatModelError(CoevoError):
@@ -89,11 +93,6 @@ def system_prompt(registry: Registry, storage: str, workspace: Path) -> str:
     return load_prompt("chat_system").render(tools=tools, storage=storage, workspace=str(workspace))[0]["content"]
 
 
-def observation_ok(observation: str) -> bool:
-    """Whether a tool message reports a result (not an error, a refusal or a declined call)."""
-    return not observation.startswith(("error:", DECLINED))
-
-
 class ChatAgent:
     """Tool-calling agent over ``registry``, recording into ``store`` under ``session``.
 
@@ -110,6 +109,7 @@ class ChatAgent:
         max_steps: model calls per turn.
         price_per_mtok: (input, output) USD per million tokens, for cost accounting.
         stream: stream the replies (False: one response per call).
+        retry: the seam's retry policy for model requests (default: one retry).
     """
 
     def __init__(
@@ -127,6 +127,7 @@ class ChatAgent:
         stream: bool = True,
         workspace: Path | None = None,
         declined_hint: str = "",
+        retry: RetryPolicy = CHAT_RETRY,
     ) -> None:
         self.registry = registry
         self.workspace = (workspace or workspace_of(storage)).resolve()
@@ -140,8 +141,9 @@ class ChatAgent:
         self.confirm: Confirm = confirm
         self.on_event = on_event or (lambda kind, data: None)
         self.max_steps = max_steps
-        self.price = price_per_mtok
+        self.price = Price(*price_per_mtok) if price_per_mtok else None
         self.stream = stream
+        self.retry = retry
 
     # ------------------------------------------------------------ history
 
@@ -181,9 +183,8 @@ class ChatAgent:
             t0 = time.perf_counter()
             ai = self._call(messages)
             result.model_s += time.perf_counter() - t0
-            usage: dict[str, Any] = dict(ai.usage_metadata or {})
-            p, c = int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
-            cost = (p * self.price[0] + c * self.price[1]) / 1e6 if self.price else None
+            p, c = token_usage(ai)
+            cost = self.price.cost_usd(p, c) if self.price else None
             result.prompt_tokens += p
             result.completion_tokens += c
             if cost is not None:
@@ -208,7 +209,9 @@ class ChatAgent:
                     f"error: the arguments of {bad.get('name')} are not a valid JSON object ({bad.get('error') or 'unparseable'}); "
                     "call it again with arguments matching its schema"
                 )
-                messages.append(self._record_tool(str(bad.get("id")), str(bad.get("name")), bad.get("args"), observation, result, 0.0))
+                messages.append(
+                    self._record_tool(str(bad.get("id")), str(bad.get("name")), bad.get("args"), observation, "error", result, 0.0)
+                )
         else:
             result.stopped = f"stopped after {self.max_steps} model calls in one turn; ask again to continue"
             result.answer = result.answer or result.stopped
@@ -216,16 +219,21 @@ class ChatAgent:
         return result
 
     def _call(self, messages: list[BaseMessage]) -> AIMessage:
-        try:
+        """One model reply under the retry policy; a stream is retried only before its first text was shown."""
+        shown = False
+
+        def once() -> AIMessage:
+            nonlocal shown
             if not self.stream:
                 return self._invoke(messages)
             acc: AIMessageChunk | None = None
             for chunk in self.model.stream(messages):
                 if isinstance(chunk.content, str) and chunk.content:
+                    shown = True
                     self.on_event("token", {"text": chunk.content})
                 acc = chunk if acc is None else acc + chunk  # type: ignore[assignment]
             if acc is None:
-                raise ChatModelError("the LLM endpoint returned an empty stream")
+                raise ValueError("the stream ended before its first chunk")
             if not acc.content and not acc.tool_calls and not acc.invalid_tool_calls:
                 # an empty streamed reply is usually a refusal, and LangChain drops the refusal
                 # text from stream deltas: ask once more without streaming to get it
@@ -240,20 +248,11 @@ class ChatAgent:
                 invalid_tool_calls=acc.invalid_tool_calls,
                 usage_metadata=acc.usage_metadata,
             )
-        except openai.APITimeoutError as exc:
-            raise ChatModelError(f"the LLM endpoint did not answer in time ({exc}); ask again, or raise --llm-timeout") from exc
-        except openai.AuthenticationError as exc:
-            raise ChatModelError("the LLM endpoint refused the API key (HTTP 401): set OPENAI_API_KEY or --llm-api-key") from exc
-        except openai.RateLimitError as exc:
-            raise ChatModelError("the LLM endpoint is rate-limiting (HTTP 429); wait a moment and ask again") from exc
-        except openai.APIStatusError as exc:
-            raise ChatModelError(f"the LLM endpoint answered HTTP {exc.status_code}: {exc.message}; ask again or check the server") from exc
-        except openai.APIConnectionError as exc:
-            raise ChatModelError(f"cannot reach the LLM endpoint ({exc}); check COEVO_LLM_BASE_URL") from exc
-        except (ValueError, TypeError, KeyError, json.JSONDecodeError) as exc:
-            raise ChatModelError(
-                f"the LLM endpoint sent a reply that is not an OpenAI chat completion ({type(exc).__name__}: {exc})"
-            ) from exc
+
+        try:
+            return self.retry.call(once, may_retry=lambda: not shown)
+        except EndpointError as exc:
+            raise ChatModelError(f"{exc}; ask again") from exc
 
     def _invoke(self, messages: list[BaseMessage]) -> AIMessage:
         reply = self.model.invoke(messages)
@@ -267,35 +266,25 @@ class ChatAgent:
             tool = self.registry.get(name)
         except UserInputError:
             names = ", ".join(self.lc_tools)
-            return self._record_tool(call_id, name, args, f"error: there is no tool named {name!r}; the tools are: {names}", result, 0.0)
+            observation = f"error: there is no tool named {name!r}; the tools are: {names}"
+            return self._record_tool(call_id, name, args, observation, "error", result, 0.0)
         self.on_event("tool_start", {"name": tool.name, "args": args})
         t0 = time.perf_counter()
-        observation = str(self.lc_tools[llm_name(tool.name)].invoke(args))  # the policy asks the user first where needed
+        # invoked with the tool call itself, the adapter answers a ToolMessage carrying its outcome;
+        # the policy asks the user first where needed
+        message = self.lc_tools[llm_name(tool.name)].invoke({"name": name, "args": args, "id": call_id, "type": "tool_call"})
         seconds = time.perf_counter() - t0
-        self.on_event("tool_end", {"name": tool.name, "ok": observation_ok(observation), "seconds": seconds, "output": observation})
-        return self._record_tool(call_id, tool.name, args, observation, result, seconds)
+        observation, status = str(message.content), outcome_of(message).status
+        self.on_event("tool_end", {"name": tool.name, "status": status, "seconds": seconds, "output": observation})
+        return self._record_tool(call_id, tool.name, args, observation, status, result, seconds)
 
-    def _record_tool(self, call_id: str, name: str, args: Any, observation: str, result: TurnResult, seconds: float) -> ToolMessage:
+    def _record_tool(
+        self, call_id: str, name: str, args: Any, observation: str, status: CallStatus, result: TurnResult, seconds: float
+    ) -> ToolMessage:
         if len(observation) > MAX_OBSERVATION_CHARS:
             observation = observation[:MAX_OBSERVATION_CHARS] + f"... [cut: {len(observation)} characters; ask for less]"
         result.tool_s += seconds
-        ok = observation_ok(observation)
+        ok = status == "ok"
         result.tool_calls.append({"name": name, "args": args, "ok": ok, "seconds": round(seconds, 4)})
         self.store.add(self.session, Event("tool_result", observation, {"tool_call_id": call_id, "name": name, "args": args, "ok": ok}))
         return ToolMessage(observation, tool_call_id=call_id)
-
-
-def make_chat_model(*, base_url: str, model: str, api_key: str | None, timeout_s: float) -> BaseChatModel:
-    """``ChatOpenAI`` for any OpenAI-compatible endpoint, streaming with usage, one retry."""
-    from langchain_openai import ChatOpenAI
-    from pydantic import SecretStr
-
-    return ChatOpenAI(
-        model=model,
-        base_url=base_url,
-        api_key=SecretStr(api_key or "not-needed"),
-        timeout=timeout_s,
-        max_retries=1,
-        temperature=0.2,
-        stream_usage=True,
-    )

@@ -25,13 +25,13 @@ from typing import Any
 from rich.console import Console
 
 from agent.chat.commands import CommandContext, dispatch
-from agent.chat.loop import ChatAgent, ChatModelError, TurnResult, make_chat_model
+from agent.chat.loop import ChatAgent, ChatModelError, TurnResult
 from agent.chat.store import Event, SessionStore
+from agent.llm_client import LLMSettings, Price, chat_model
 from agent.reasoners import ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, llm_settings
 from search.errors import CoevoError, UserInputError
 from search.storage import check_exists, resolve_storage_url
 from tools import REGISTRY, CallPolicy, Tool, asks_first, workspace
-from tools.adapters import DECLINED
 
 READ_ONLY = frozenset({"/runs", "/kb", "/session"})
 """Slash commands that read a storage's contents: ``--once`` with one of them never creates the storage."""
@@ -66,10 +66,9 @@ class Terminal:
             self.status.start()
         elif kind == "tool_end":
             self.stop_spinner()
-            declined = data["output"].startswith(DECLINED)
-            mark = "[green]ok[/]" if data["ok"] else "[yellow]declined[/]" if declined else "[red]error[/]"
+            mark = {"ok": "[green]ok[/]", "declined": "[yellow]declined[/]"}.get(data["status"], "[red]error[/]")
             first = data["output"].splitlines()[0] if data["output"] else ""
-            detail = f": {first[:160]}" if not data["ok"] and not declined else ""
+            detail = f": {first[:160]}" if data["status"] == "error" else ""
             self.console.print(f"[cyan]← {data['name']}[/] {mark} ({data['seconds']:.2f} s){detail}", soft_wrap=True)
 
     def stop_spinner(self) -> None:
@@ -85,14 +84,13 @@ class Terminal:
             self.streaming = False
 
 
-def _price(text: str | None) -> tuple[float, float] | None:
+def _price(text: str | None) -> Price | None:
     if not text:
         return None
     try:
-        a, b = (float(x) for x in text.split(","))
-    except ValueError:
-        raise UserInputError("--llm-price takes input,output USD per million tokens, e.g. 0.15,0.60") from None
-    return a, b
+        return Price.parse(text)
+    except ValueError as exc:
+        raise UserInputError(f"--llm-price: {exc}") from None
 
 
 def _footer(result: TurnResult, store: SessionStore, session: str) -> str:
@@ -145,7 +143,7 @@ def _open(args: argparse.Namespace, console: Console) -> Chat:
         if args.max_steps < 1:
             raise UserInputError(f"--max-steps must be at least 1, got {args.max_steps}")
         agent = ChatAgent(
-            make_chat_model(base_url=base_url, model=model_name, api_key=api_key, timeout_s=args.llm_timeout),
+            chat_model(LLMSettings(base_url, model_name, api_key, timeout_s=args.llm_timeout, streaming=not args.no_stream)),
             REGISTRY,
             store,
             session,

@@ -112,11 +112,13 @@ def problem_values(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _price(text: str) -> tuple[float, float]:
+    from agent.llm_client import Price
+
     try:
-        a, b = (float(x) for x in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError("give input,output USD per million tokens, e.g. 0.15,0.60") from None
-    return a, b
+        price = Price.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return price.input_per_mtok, price.output_per_mtok
 
 
 def add_reasoner_arguments(p: argparse.ArgumentParser) -> None:

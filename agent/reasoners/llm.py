@@ -3,9 +3,11 @@
 Structured output is plain JSON in the reply, validated with pydantic; on a reply that is
 not JSON, has the wrong shape, or is a refusal, the validation error goes back to the model
 and it tries again (``attempts`` times). Transport failures (timeouts, HTTP 429 and 5xx,
-connection errors) are retried with exponential backoff; authentication and bad-request
-errors are not. Replies are cached by prompt hash in the study's database, so a resumed run
-replays paid calls for free; tokens, calls and (given prices) cost are counted.
+connection errors, a body that is not a chat completion) are retried with exponential
+backoff; authentication and bad-request errors are not. The client, the retry policy and the cost arithmetic are the shared seam's
+(:mod:`agent.llm_client`; its module doc is the retry policy). Replies are cached by prompt
+hash in the study's database, so a resumed run replays paid calls for free; tokens, calls and
+(given prices) cost are counted.
 
 After repeated failure a niche is skipped for the round with a logged reason; an endpoint
 that stays unreachable raises :class:`LLMUnavailableError`, which stops the run with a
@@ -17,15 +19,24 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
 from collections.abc import Sequence
 from typing import Any, Literal, TypeVar
 
 import openai
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from langchain_openai import ChatOpenAI
-from pydantic import BaseModel, Field, SecretStr, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
+from agent.llm_client import (
+    SEARCH_RETRY,
+    EndpointError,
+    LLMSettings,
+    Price,
+    RetryPolicy,
+    chat_model,
+    describe_failure,
+    openai_client,
+    token_usage,
+)
 from agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner
 from agent.reasoners.cache import CachedReply, ResponseCache, prompt_key
 from knowledge import KnowledgeBase, retrieval
@@ -36,8 +47,6 @@ from search.proposers import Evaluation, Proposal
 
 log = logging.getLogger(__name__)
 T = TypeVar("T", bound=BaseModel)
-
-RETRYABLE = (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError)
 
 
 class LLMUnavailableError(CoevoError):
@@ -98,9 +107,10 @@ class LLMReasoner(Reasoner):
         api_key: key; local servers accept any (``not-needed`` is sent when None).
         cache: response cache (in the study's database).
         timeout_s: per-request timeout.
-        transport_retries: retries of a failed request (timeouts, 429, 5xx, connection).
+        transport_retries: retries of a failed request (timeouts, 429, 5xx, connection, a
+            malformed body) under the seam's policy; default :data:`agent.llm_client.SEARCH_RETRY`'s.
         attempts: tries per structured reply, the validation error fed back each time.
-        backoff_s: first backoff; doubles per retry.
+        backoff_s: first backoff; doubles per retry (default ``SEARCH_RETRY``'s).
         price_per_mtok: (input, output) USD per million tokens, for cost accounting.
         temperature: sampling temperature.
     """
@@ -113,35 +123,28 @@ class LLMReasoner(Reasoner):
         api_key: str | None = None,
         cache: ResponseCache | None = None,
         timeout_s: float = 60.0,
-        transport_retries: int = 3,
+        transport_retries: int = SEARCH_RETRY.retries,
         attempts: int = 3,
-        backoff_s: float = 1.0,
+        backoff_s: float = SEARCH_RETRY.backoff_s,
         price_per_mtok: tuple[float, float] | None = None,
         temperature: float = 0.2,
     ) -> None:
         super().__init__()
         for name in PROMPTS:
             load_prompt(name)  # a broken template fails here, at start-up
+        self.settings = LLMSettings(base_url=base_url, model=model, api_key=api_key, timeout_s=timeout_s, temperature=temperature)
         self.model = model
         self.base_url = base_url
         self.timeout_s = timeout_s
-        self._api_key = api_key
         self.label = f"llm:{model}"
         self.cache = cache
         self.transport_retries = transport_retries
         self.attempts = attempts
-        self.backoff_s = backoff_s
-        self.price = price_per_mtok
+        self.retry = RetryPolicy(retries=transport_retries, backoff_s=backoff_s)
+        self.price = Price(*price_per_mtok) if price_per_mtok else None
         self.temperature = temperature
         self.usage.cost_usd = 0.0 if price_per_mtok else None
-        self.chat = ChatOpenAI(
-            model=model,
-            base_url=base_url,
-            api_key=SecretStr(api_key or "not-needed"),
-            timeout=timeout_s,
-            max_retries=0,
-            temperature=temperature,
-        )
+        self.chat = chat_model(self.settings)
 
     def config(self) -> dict[str, Any]:
         return {
@@ -163,9 +166,7 @@ class LLMReasoner(Reasoner):
             LLMUnavailableError: unreachable, the key was refused, or the model is not served;
                 the message says what to change. Nothing of the search has started.
         """
-        client = openai.OpenAI(
-            base_url=self.base_url, api_key=self._api_key or "not-needed", timeout=min(self.timeout_s, 20.0), max_retries=0
-        )
+        client = openai_client(self.settings, timeout_s=min(self.timeout_s, 20.0))  # a check, not a search: no retries
         where = f"the LLM endpoint {self.base_url}"
         try:
             try:
@@ -180,14 +181,10 @@ class LLMReasoner(Reasoner):
                 return f"{where} serves {self.model}"
             client.chat.completions.create(model=self.model, messages=[{"role": "user", "content": "ping"}], max_tokens=1)
             return f"{where} answered a 1-token request for {self.model}"
-        except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
-            raise LLMUnavailableError(f"{where} refused the API key (HTTP {exc.status_code}): set OPENAI_API_KEY or --llm-api-key") from exc
         except openai.NotFoundError as exc:
             raise LLMUnavailableError(f"{where} does not serve model {self.model!r} (HTTP 404): set COEVO_LLM_MODEL / --llm-model") from exc
-        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-            raise LLMUnavailableError(f"cannot reach {where} ({exc}): start the server or fix COEVO_LLM_BASE_URL / --llm-base-url") from exc
-        except openai.APIStatusError as exc:
-            raise LLMUnavailableError(f"{where} answered HTTP {exc.status_code} to a 1-token request: {exc.message}") from exc
+        except (openai.APIStatusError, openai.APIConnectionError) as exc:  # key refused, unreachable, timed out, HTTP error
+            raise LLMUnavailableError(describe_failure(exc, where)) from exc
 
     # ------------------------------------------------------------ transport
 
@@ -211,47 +208,24 @@ class LLMReasoner(Reasoner):
         self.usage.prompt_tokens += reply.prompt_tokens
         self.usage.completion_tokens += reply.completion_tokens
         if self.price and self.usage.cost_usd is not None:
-            self.usage.cost_usd += (reply.prompt_tokens * self.price[0] + reply.completion_tokens * self.price[1]) / 1e6
+            self.usage.cost_usd += self.price.cost_usd(reply.prompt_tokens, reply.completion_tokens)
         if self.cache is not None:
             self.cache.put(study, key, self.model, reply)
         return reply.text
 
     def _call(self, messages: list[dict[str, str]]) -> CachedReply:
-        delay = self.backoff_s
-        last: Exception | None = None
-        for attempt in range(self.transport_retries + 1):
-            try:
-                msg = self.chat.invoke(_to_langchain(messages))
-            except RETRYABLE as exc:
-                last = exc
-                log.warning("LLM request failed (%s), attempt %d/%d", type(exc).__name__, attempt + 1, self.transport_retries + 1)
-                if attempt < self.transport_retries:
-                    time.sleep(delay)
-                    delay *= 2
-                continue
-            except openai.AuthenticationError as exc:
-                raise LLMUnavailableError(
-                    f"the LLM endpoint refused the API key (HTTP 401): set OPENAI_API_KEY or --llm-api-key ({exc})"
-                ) from exc
-            except openai.APIStatusError as exc:
-                raise LLMUnavailableError(f"the LLM endpoint answered HTTP {exc.status_code}: {exc.message}") from exc
-            except (ValueError, TypeError, json.JSONDecodeError) as exc:
-                # garbage body: the client could not parse it; count as a failed attempt
-                last = exc
-                if attempt < self.transport_retries:
-                    time.sleep(delay)
-                    delay *= 2
-                continue
-            usage = getattr(msg, "usage_metadata", None) or {}
-            refusal = msg.additional_kwargs.get("refusal") if isinstance(msg, AIMessage) else None
-            text = msg.content if isinstance(msg.content, str) else json.dumps(msg.content)
-            if refusal:
-                text = f"REFUSAL: {refusal}"
-            return CachedReply(text, int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0)))
-        raise LLMUnavailableError(
-            f"the LLM endpoint failed {self.transport_retries + 1} times ({type(last).__name__}: {last}); "
-            "check COEVO_LLM_BASE_URL, then rerun the same command to resume"
-        )
+        """One paid request under the seam's retry policy; a refusal comes back as ``REFUSAL: ...`` text."""
+        try:
+            msg = self.retry.call(lambda: self.chat.invoke(_to_langchain(messages)), where=f"the LLM endpoint {self.base_url}")
+        except EndpointError as exc:
+            tried = f" ({exc.attempts} attempts)" if exc.transient else ""
+            raise LLMUnavailableError(f"{exc}{tried}; then rerun the same command to resume") from exc
+        prompt_tokens, completion_tokens = token_usage(msg)
+        refusal = msg.additional_kwargs.get("refusal") if isinstance(msg, AIMessage) else None
+        text = msg.content if isinstance(msg.content, str) else json.dumps(msg.content)
+        if refusal:
+            text = f"REFUSAL: {refusal}"
+        return CachedReply(text, prompt_tokens, completion_tokens)
 
     def structured(self, messages: list[dict[str, str]], schema: type[T], study: str = "", storage: str | None = None) -> T:
         """A reply parsed into ``schema``; invalid replies are sent back with the error."""

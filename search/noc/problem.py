@@ -173,7 +173,7 @@ class NocProblem(Problem, Evolvable):
                 detour=d.detour,
                 capacity=REFERENCE_CAPACITY,
             )
-            acceptance = r.extra["gt_acceptance"]
+            acceptance = r.stats.gt_acceptance
             self._cache[d] = {"gt_acceptance": float(acceptance) if acceptance == acceptance else 1.0, "subchannels": float(d.subchannels)}
         return dict(self._cache[d])
 

@@ -28,7 +28,7 @@ import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -173,6 +173,55 @@ class SchemeResult:
         }
 
 
+@dataclass(frozen=True)
+class CompressionReport:
+    """What :func:`compress` found: plain INT8, the layer-agnostic and the layer-wise restriction.
+
+    Attributes:
+        model: the model compressed.
+        accuracy_drop_max: the accuracy budget, percentage points below plain INT8.
+        int8: plain INT8 (no restriction): the reference.
+        layer_agnostic: the same allowed-value count in every layer, as tight as the budget allows.
+        layer_wise: per-layer counts, highest-energy layers restricted first.
+        energy_tables: per layer, the energy per use of a few weight values and its 8 cheapest
+            values (:meth:`Compressor.table_summary`), for people to read.
+        wall_s: seconds the search of restrictions took.
+    """
+
+    model: str
+    accuracy_drop_max: float
+    int8: SchemeResult
+    layer_agnostic: SchemeResult
+    layer_wise: SchemeResult
+    energy_tables: dict[str, Any]
+    wall_s: float
+    dataset: ClassVar[str] = "scikit-learn digits (1,797 8x8 images, 80/20 split)"
+    energy_units: ClassVar[str] = "bit toggles per inference (multiplier outputs + 22-bit partial sums), weight-stationary array"
+
+    def accuracy_drop(self, scheme: SchemeResult) -> float:
+        """Percentage points ``scheme`` lost against plain INT8."""
+        return self.int8.accuracy - scheme.accuracy
+
+    def energy_reduction(self, scheme: SchemeResult) -> float:
+        """Share of plain INT8's energy that ``scheme`` saves."""
+        return 1 - scheme.energy / self.int8.energy
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form (the ``compress.energy_aware`` tool's value), rounded for reading."""
+        base_energy, base_accuracy = self.int8.energy, self.int8.accuracy
+        return {
+            "model": self.model,
+            "dataset": self.dataset,
+            "accuracy_drop_max": self.accuracy_drop_max,
+            "int8": self.int8.as_dict(base_energy, base_accuracy),
+            "layer_agnostic": self.layer_agnostic.as_dict(base_energy, base_accuracy),
+            "layer_wise": self.layer_wise.as_dict(base_energy, base_accuracy),
+            "energy_units": self.energy_units,
+            "energy_tables": self.energy_tables,
+            "wall_s": self.wall_s,
+        }
+
+
 class Compressor:
     """Train the float model once, measure energy tables, then evaluate value restrictions by QAT."""
 
@@ -260,7 +309,7 @@ def compress(
     seed: int = 0,
     levels: Sequence[int] = LEVELS,
     progress: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
+) -> CompressionReport:
     """Plain INT8, the layer-agnostic restriction and the layer-wise energy-aware one (module doc).
 
     Results are memoised per (model, accuracy budget, seed, levels) in the process: the
@@ -275,7 +324,7 @@ def compress(
     return copy.deepcopy(_RESULTS[key])
 
 
-_RESULTS: dict[tuple[Any, ...], dict[str, Any]] = {}
+_RESULTS: dict[tuple[Any, ...], CompressionReport] = {}
 
 
 def _compress(
@@ -285,7 +334,7 @@ def _compress(
     seed: int = 0,
     levels: Sequence[int] = LEVELS,
     progress: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
+) -> CompressionReport:
     if model not in MODELS:
         raise UserInputError(f"unknown model {model!r}; available: {', '.join(MODELS)} (a CNN on scikit-learn's 8x8 digits)")
     if accuracy_drop_max < 0:
@@ -305,14 +354,12 @@ def _compress(
             return {**chosen, name: k}
 
         layerwise = _tightest(comp, tighten, levels[1:], floor, f"layer-wise {name}", say) or layerwise
-    return {
-        "model": model,
-        "dataset": "scikit-learn digits (1,797 8x8 images, 80/20 split)",
-        "accuracy_drop_max": accuracy_drop_max,
-        "int8": base.as_dict(base.energy, base.accuracy),
-        "layer_agnostic": agnostic.as_dict(base.energy, base.accuracy),
-        "layer_wise": layerwise.as_dict(base.energy, base.accuracy),
-        "energy_units": "bit toggles per inference (multiplier outputs + 22-bit partial sums), weight-stationary array",
-        "energy_tables": comp.table_summary(),
-        "wall_s": round(time.perf_counter() - started, 2),
-    }
+    return CompressionReport(
+        model=model,
+        accuracy_drop_max=accuracy_drop_max,
+        int8=base,
+        layer_agnostic=agnostic,
+        layer_wise=layerwise,
+        energy_tables=comp.table_summary(),
+        wall_s=round(time.perf_counter() - started, 2),
+    )

@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
 
 import networkx as nx
 
@@ -69,6 +70,54 @@ def benes_graph(n_ports: int) -> nx.DiGraph:
     return g
 
 
+@dataclass(frozen=True)
+class BenesConfig:
+    """What a Benes simulation was asked for."""
+
+    n: int
+    """Ports."""
+    routing: str
+    traffic: str
+    injection: str
+    packet_flits: int
+    topology: ClassVar[str] = "benes"
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form, ``topology`` first."""
+        return {"topology": self.topology, **asdict(self)}
+
+
+@dataclass(frozen=True)
+class BenesStats:
+    """What the Benes simulator measures beyond the common metrics.
+
+    Attributes:
+        stages: switch stages, ``2 log2(N) - 1``.
+        blocking_rate: blocked setups / setup attempts.
+        retries_per_packet: blocked setups per delivered packet.
+        zero_load_delay: ``stages + packet_flits`` cycles (module doc).
+        queued_at_end: packets still waiting at their sources when the run ended.
+    """
+
+    stages: int
+    blocking_rate: float
+    retries_per_packet: float
+    zero_load_delay: int
+    queued_at_end: int
+
+    @property
+    def zero_load(self) -> float:
+        """The zero-load delay saturation is judged against."""
+        return float(self.zero_load_delay)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
+        return asdict(self)
+
+
+BenesResult = NocResult[BenesConfig, BenesStats]
+
+
 @dataclass
 class _Setup:
     src: int
@@ -90,7 +139,7 @@ def simulate_benes(
     cycles: int = 20_000,
     seed: int = 0,
     progress: ProgressFn | None = None,
-) -> NocResult:
+) -> BenesResult:
     """Simulate the Benes NoC (module doc) and return its metrics.
 
     Args:
@@ -178,14 +227,7 @@ def simulate_benes(
     mean, p99 = delay_stats(delays)
     measured = max(ran - warmup - 1, 1)
     return NocResult(
-        config={
-            "topology": "benes",
-            "n": n_ports,
-            "routing": routing,
-            "traffic": traffic,
-            "injection": injection,
-            "packet_flits": packet_flits,
-        },
+        config=BenesConfig(n_ports, routing, traffic, injection, packet_flits),
         cycles=ran,
         offered_load=load,
         delivered_packets=delivered,
@@ -193,12 +235,12 @@ def simulate_benes(
         mean_delay=mean,
         p99_delay=p99,
         wall_s=clock.wall_s,
-        extra={
-            "stages": n_stages,
-            "blocking_rate": round(blocked / attempts, 5) if attempts else 0.0,
-            "retries_per_packet": round(retries / max(delivered, 1), 4),
-            "zero_load_delay": n_stages + packet_flits,
-            "queued_at_end": sum(len(q) for q in queues),
-        },
+        stats=BenesStats(
+            stages=n_stages,
+            blocking_rate=round(blocked / attempts, 5) if attempts else 0.0,
+            retries_per_packet=round(retries / max(delivered, 1), 4),
+            zero_load_delay=n_stages + packet_flits,
+            queued_at_end=sum(len(q) for q in queues),
+        ),
         stopped_early=clock.stopped,
     )

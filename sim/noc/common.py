@@ -6,9 +6,9 @@ import math
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -137,20 +137,66 @@ def derangement(n: int, rng: random.Random) -> list[int]:
             return perm
 
 
-@dataclass
-class NocResult:
-    """Metrics of one NoC simulation."""
+class NocConfig(Protocol):
+    """What a simulation was asked for: each topology's record (``BenesConfig``, ``MeshConfig``) has these and its own."""
 
-    config: dict[str, Any]
+    @property
+    def topology(self) -> str:
+        """``benes`` or ``mesh``."""
+
+    @property
+    def routing(self) -> str:
+        """The routing algorithm."""
+
+    @property
+    def traffic(self) -> str:
+        """The traffic pattern."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form, ``topology`` first."""
+
+
+class NocStats(Protocol):
+    """What a topology measures beyond the common metrics (``BenesStats``, ``MeshStats``)."""
+
+    @property
+    def zero_load(self) -> float:
+        """The zero-load delay (cycles) that saturation is judged against."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
+
+
+C = TypeVar("C", bound=NocConfig)
+S = TypeVar("S", bound=NocStats)
+
+
+@dataclass(frozen=True)
+class NocResult(Generic[C, S]):
+    """Metrics of one NoC simulation: the common ones, and the topology's own in ``stats``.
+
+    Attributes:
+        config: what was simulated (the topology's config record).
+        cycles: cycles simulated (fewer than asked when stopped early).
+        offered_load: the load asked for.
+        delivered_packets: packets delivered after the warm-up.
+        throughput: delivered flits per cycle per port (or node).
+        mean_delay: mean packet delay, cycles (nan when nothing was delivered).
+        p99_delay: 99th percentile of the packet delay, cycles.
+        wall_s: wall-clock seconds of the run.
+        stats: the topology's own metrics (``BenesStats``, ``MeshStats``).
+        stopped_early: the run was stopped (progress callback or Ctrl-C).
+    """
+
+    config: C
     cycles: int
     offered_load: float
     delivered_packets: int
     throughput: float
-    """Delivered flits per cycle per port (or node)."""
     mean_delay: float
     p99_delay: float
     wall_s: float
-    extra: dict[str, Any] = field(default_factory=dict)
+    stats: S
     stopped_early: bool = False
 
     @property
@@ -159,9 +205,9 @@ class NocResult:
         return self.cycles / self.wall_s if self.wall_s > 0 else math.inf
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-friendly form."""
+        """JSON-friendly form: the config, the common metrics, then the topology's own."""
         return {
-            **self.config,
+            **self.config.as_dict(),
             "cycles": self.cycles,
             "offered_load": self.offered_load,
             "delivered_packets": self.delivered_packets,
@@ -170,7 +216,7 @@ class NocResult:
             "p99_delay": round(self.p99_delay, 3),
             "cycles_per_s": round(self.cycles_per_s),
             "stopped_early": self.stopped_early,
-            **self.extra,
+            **self.stats.as_dict(),
         }
 
 

@@ -12,8 +12,12 @@ cycle each. Two kinds of traffic share them:
   which must stay 0).
 * **BE** (best effort) packets of ``packet_flits`` flits use the sub-channels GT flows leave
   free: each link sends up to that many flits a cycle from its FIFO queue, and a packet
-  moves to the next router when all its flits crossed (store and forward, one cycle of
-  router delay). Zero-load latency is ``hops x (1 + ceil(packet_flits / subchannels))``.
+  moves to the next router when all its flits crossed (store and forward). A router adds
+  no cycle of its own: a packet whose last flit crossed in cycle ``t`` is at the next router
+  in cycle ``t + 1`` and its first flits leave it in that same cycle (the routing decision
+  is made in the cycle the packet starts out, as a lookahead router does). So a hop costs
+  the serialisation time alone, and the zero-load latency is
+  ``hops x ceil(packet_flits / subchannels)`` cycles (derived in tests/sim/test_noc.py).
 
 Routing (GT requests; BE packets use XY under ``xy`` and minimal adaptive otherwise):
 
@@ -39,7 +43,8 @@ import itertools
 import math
 import random
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
 
 import networkx as nx
 
@@ -81,6 +86,60 @@ def xy_path(src: int, dst: int, k: int) -> list[int]:
 def hops(src: int, dst: int, k: int) -> int:
     """Manhattan distance."""
     return abs(src % k - dst % k) + abs(src // k - dst // k)
+
+
+@dataclass(frozen=True)
+class MeshConfig:
+    """What a mesh simulation was asked for."""
+
+    k: int
+    """Side: ``k x k`` nodes."""
+    routing: str
+    traffic: str
+    subchannels: int
+    gt_share: float
+    packet_flits: int
+    topology: ClassVar[str] = "mesh"
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form, ``topology`` first."""
+        return {"topology": self.topology, **asdict(self)}
+
+
+@dataclass(frozen=True)
+class MeshStats:
+    """What the mesh simulator measures beyond the common metrics (delays and throughput are best-effort traffic's).
+
+    Attributes:
+        gt_requests: GT connection requests after the warm-up.
+        gt_acceptance: accepted / requested (nan without requests).
+        gt_violations: link-cycles on which reserved sub-channels exceeded the link's (must be 0).
+        gt_link_utilisation: share of all sub-channel cycles reserved by GT flows.
+        be_zero_load_latency_uniform: zero-load latency (module doc) averaged over all node pairs, cycles.
+        be_zero_load_latency_of_delivered: the same averaged over the packets delivered, cycles.
+        xy_saturation_bound_uniform: the bisection bound on uniform traffic under XY routing
+            (``4 / k`` for even k), in the unit of the offered load.
+    """
+
+    gt_requests: int
+    gt_acceptance: float
+    gt_violations: int
+    gt_link_utilisation: float
+    be_zero_load_latency_uniform: float
+    be_zero_load_latency_of_delivered: float
+    xy_saturation_bound_uniform: float
+
+    @property
+    def zero_load(self) -> float:
+        """The zero-load delay saturation is judged against (uniform traffic's)."""
+        return self.be_zero_load_latency_uniform
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
+        return asdict(self)
+
+
+MeshResult = NocResult[MeshConfig, MeshStats]
 
 
 @dataclass
@@ -215,7 +274,7 @@ def simulate_mesh(
     detour: float = 0.1,
     capacity: int | None = None,
     progress: ProgressFn | None = None,
-) -> NocResult:
+) -> MeshResult:
     """Simulate the SDM mesh (module doc) and return its metrics.
 
     Args:
@@ -299,21 +358,13 @@ def simulate_mesh(
                     if head.left == 0:
                         queue.popleft()
                         head.at = link[1]
-                        arriving.setdefault(t + 1, []).append(head)  # one cycle of router delay
+                        arriving.setdefault(t + 1, []).append(head)  # at the next router next cycle, forwarded then (module doc)
     ran = clock.done
     measured = max(ran - warmup, 1)
     mean, p99 = delay_stats(delays)
     mean_hops = sum(hops(a, b, k) for a in range(n) for b in range(n) if a != b) / (n * (n - 1))
     return NocResult(
-        config={
-            "topology": "mesh",
-            "k": k,
-            "routing": routing,
-            "traffic": traffic,
-            "subchannels": subchannels,
-            "gt_share": gt_share,
-            "packet_flits": packet_flits,
-        },
+        config=MeshConfig(k, routing, traffic, subchannels, gt_share, packet_flits),
         cycles=ran,
         offered_load=load,
         delivered_packets=len(delays),
@@ -321,14 +372,14 @@ def simulate_mesh(
         mean_delay=mean,
         p99_delay=p99,
         wall_s=clock.wall_s,
-        extra={
-            "gt_requests": requested,
-            "gt_acceptance": round(accepted / requested, 5) if requested else math.nan,
-            "gt_violations": violations,
-            "gt_link_utilisation": round(gt_flits / (measured * len(sim.reserved) * subchannels), 5),
-            "be_zero_load_latency_uniform": round(mean_hops * math.ceil(packet_flits / subchannels), 3),
-            "be_zero_load_latency_of_delivered": round(sum(zero_load) / len(zero_load), 3) if zero_load else math.nan,
-            "xy_saturation_bound_uniform": round(4 / k, 4) if k % 2 == 0 else round(4 * k / (k * k - 1), 4),
-        },
+        stats=MeshStats(
+            gt_requests=requested,
+            gt_acceptance=round(accepted / requested, 5) if requested else math.nan,
+            gt_violations=violations,
+            gt_link_utilisation=round(gt_flits / (measured * len(sim.reserved) * subchannels), 5),
+            be_zero_load_latency_uniform=round(mean_hops * math.ceil(packet_flits / subchannels), 3),
+            be_zero_load_latency_of_delivered=round(sum(zero_load) / len(zero_load), 3) if zero_load else math.nan,
+            xy_saturation_bound_uniform=round(4 / k, 4) if k % 2 == 0 else round(4 * k / (k * k - 1), 4),
+        ),
         stopped_early=clock.stopped,
     )

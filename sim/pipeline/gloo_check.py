@@ -68,7 +68,17 @@ def _inputs(model: str, resolution: int, microbatch: int) -> tuple[BlockNet, tor
     return net, torch.randn(built.input_shape(microbatch, resolution))
 
 
-def _step(rank: int, net: BlockNet, x: torch.Tensor, device_of: list[int], boundaries: list[Any], shapes: list[Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _RankStep:
+    """What one rank's forward + backward sent, and its share of the output and gradients (numpy: it crosses processes)."""
+
+    sent: int
+    sent_back: int
+    out: np.ndarray | None
+    grads: dict[str, np.ndarray]
+
+
+def _step(rank: int, net: BlockNet, x: torch.Tensor, device_of: list[int], boundaries: list[Any], shapes: list[Any]) -> _RankStep:
     """One forward + backward over the ranks; returns bytes sent and this rank's output and gradients."""
     blocks = list(net.blocks)
     net.zero_grad(set_to_none=True)
@@ -127,12 +137,7 @@ def _step(rank: int, net: BlockNet, x: torch.Tensor, device_of: list[int], bound
         for name, param in block.named_parameters()
         if param.grad is not None
     }
-    return {
-        "sent": sent,
-        "sent_back": sent_back,
-        "out": outputs[last].detach().numpy().copy() if device_of[last] == rank else None,
-        "grads": grads,
-    }
+    return _RankStep(sent, sent_back, outputs[last].detach().numpy().copy() if device_of[last] == rank else None, grads)
 
 
 def _rank_main(
@@ -185,9 +190,9 @@ def check(
     results = [queue.get() for _ in procs]
     for proc in procs:
         proc.join(60)
-    runs = [r[1] for r in results]
-    out = next(r["out"] for r in runs if r["out"] is not None)
-    grads = {k: v for r in runs for k, v in r["grads"].items()}
+    runs: list[_RankStep] = [r[1] for r in results]
+    out = next(r.out for r in runs if r.out is not None)
+    grads = {k: v for r in runs for k, v in r.grads.items()}
     net, x = _inputs(model, resolution, microbatch)
     reference = net(x)
     reference.square().mean().backward()
@@ -197,10 +202,10 @@ def check(
     return CheckResult(
         method,
         devices,
-        sum(r["sent"] for r in runs),
+        sum(r.sent for r in runs),
         plan.total_bytes,
         bool(np.allclose(out, reference.detach().numpy(), atol=1e-5)),
-        sum(r["sent_back"] for r in runs),
+        sum(r.sent_back for r in runs),
         grads_match,
         step_s,
     )

@@ -50,6 +50,31 @@ class Candidate:
         return {k: round(v, 4) if isinstance(v, float) else v for k, v in vars(self).items()}
 
 
+@dataclass(frozen=True)
+class Rejected:
+    """A configuration the tuner did not keep, and why.
+
+    Attributes:
+        pp: pipeline degree.
+        dp: data-parallel degree.
+        microbatch: microbatch size.
+        reason: why it was rejected.
+        candidate: the simulated configuration when it got that far (rejected for memory);
+            None when rejected before simulation (the batch does not divide).
+    """
+
+    pp: int
+    dp: int
+    microbatch: int
+    reason: str
+    candidate: Candidate | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form: the candidate's fields when simulated, with the reason."""
+        head = self.candidate.as_dict() if self.candidate else {"pp": self.pp, "dp": self.dp, "microbatch": self.microbatch}
+        return {**head, "reason": self.reason}
+
+
 def allreduce_s(cluster: Cluster, pp: int, dp: int, stage: int, grad_bytes: int) -> float:
     """Ring all-reduce time of one stage's gradients over its ``dp`` replicas."""
     if dp == 1:
@@ -78,7 +103,7 @@ def gradient_allreduce_s(cluster: Cluster, plan: Plan, dp: int) -> float:
 
 def tune(
     model: str, cluster: Cluster, *, global_batch: int, resolution: int = 64, microbatches: tuple[int, ...] = (1, 2, 4, 8)
-) -> tuple[list[Candidate], list[dict[str, Any]]]:
+) -> tuple[list[Candidate], list[Rejected]]:
     """Every feasible configuration, fastest first, and the rejected ones with reasons.
 
     Raises:
@@ -88,14 +113,12 @@ def tune(
         raise UserInputError(f"global batch must be at least 1, got {global_batch}")
     max_pairs = len(units(profile(model, resolution=resolution)))
     feasible: list[Candidate] = []
-    rejected: list[dict[str, Any]] = []
+    rejected: list[Rejected] = []
     for pp in [d for d in range(1, cluster.devices + 1) if cluster.devices % d == 0]:
         dp = cluster.devices // pp
         for mb in microbatches:
             if global_batch % (dp * mb):
-                rejected.append(
-                    {"pp": pp, "dp": dp, "microbatch": mb, "reason": f"global batch {global_batch} is not a multiple of dp x microbatch"}
-                )
+                rejected.append(Rejected(pp, dp, mb, f"global batch {global_batch} is not a multiple of dp x microbatch"))
                 continue
             p = profile(model, resolution=resolution, microbatch=mb)
             n_micro = global_batch // (dp * mb)
@@ -112,12 +135,13 @@ def tune(
                 peak = max(step.peak_memory_bytes) / 1e9
                 entry = Candidate(pp, dp, mb, method, schedule, total, global_batch / total, reduce_s, bound, peak)
                 if bound > cluster.memory_gb:
-                    rejected.append({**entry.as_dict(), "reason": f"needs {bound:.1f} GB on a device with {cluster.memory_gb:g} GB"})
+                    rejected.append(Rejected(pp, dp, mb, f"needs {bound:.1f} GB on a device with {cluster.memory_gb:g} GB", entry))
                 else:
                     feasible.append(entry)
     if not feasible:
-        closest = min((r for r in rejected if "memory_gb" in r), key=lambda r: r["memory_gb"], default=None)
-        hint = f"; closest: {closest}" if closest else ""
+        simulated = [r.candidate for r in rejected if r.candidate is not None]
+        closest = min(simulated, key=lambda c: c.memory_gb, default=None)
+        hint = f"; closest: {closest.as_dict()}" if closest else ""
         raise UserInputError(f"no configuration of {model} fits {cluster.name} for a global batch of {global_batch}{hint}")
     feasible.sort(key=lambda c: -c.samples_per_s)
     return feasible, rejected

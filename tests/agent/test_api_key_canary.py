@@ -110,7 +110,11 @@ def _wait_gone(pid: int, timeout_s: float = 240) -> None:
     pytest.fail(f"background search {pid} still running after {timeout_s} s")
 
 
-@pytest.mark.parametrize("workers", WORKERS, ids=[f"workers-{n}" for n in WORKERS])
+@pytest.mark.parametrize(
+    "workers",
+    # with several worker processes the case takes about 27 s on 2 cores: slow; one process (about 22 s) stays in test-fast
+    [pytest.param(n, id=f"workers-{n}", marks=[pytest.mark.slow] if n > 1 else []) for n in WORKERS],
+)
 def test_the_api_key_reaches_the_endpoint_and_nothing_else(tmp_path: Path, workers: int) -> None:
     (tmp_path / "runs").mkdir()
     storage = f"sqlite:///{tmp_path / 'runs' / 'coevo.sqlite3'}"

@@ -10,9 +10,10 @@ import pytest
 from rich.console import Console
 
 from agent.chat.commands import CommandContext, dispatch
-from agent.chat.loop import ChatAgent, ChatModelError, make_chat_model
+from agent.chat.loop import ChatAgent, ChatModelError
 from agent.chat.store import SessionStore
 from agent.cli import main
+from agent.llm_client import LLMSettings, chat_model
 from tests.fakes.openai_server import FakeOpenAI
 from tools import REGISTRY
 
@@ -23,7 +24,7 @@ QUERY = {"name": "nb201_query", "arguments": {"arch": ARCH, "dataset": "cifar10"
 def _agent(fake: FakeOpenAI, storage: str, *, stream: bool = True, confirm: bool = True, timeout_s: float = 10.0, **kw: Any) -> ChatAgent:
     store = SessionStore(storage)
     return ChatAgent(
-        make_chat_model(base_url=fake.url, model="fake-chat", api_key=None, timeout_s=timeout_s),
+        chat_model(LLMSettings(fake.url, "fake-chat", timeout_s=timeout_s, streaming=stream)),
         REGISTRY,
         store,
         store.create("fake-chat"),
@@ -86,7 +87,7 @@ def test_long_running_tools_need_confirmation(storage: str) -> None:
 
 def test_refusal_timeout_http_errors_and_garbage_leave_the_session_alive(storage: str) -> None:
     refusal = {"refusal": "I cannot help with that."}  # twice: a streamed refusal is fetched again without streaming
-    with FakeOpenAI([refusal, refusal], default={"delay": 3.0, "content": "late"}) as fake:  # the client retries once
+    with FakeOpenAI([refusal, refusal], default={"delay": 3.0, "content": "late"}) as fake:  # CHAT_RETRY asks once more
         agent = _agent(fake, storage, timeout_s=1.0)
         result = agent.turn("something forbidden")
         assert result.refused and "I cannot help with that." in result.answer

@@ -75,9 +75,11 @@ def test_transient_failures_are_retried_with_backoff(failure: dict[str, object])
 
 
 def test_timeout_is_retried() -> None:
-    with FakeOpenAI([{"delay": 1.5, "content": GOOD}, {"content": GOOD}]) as fake:
+    late = json.dumps({"candidates": [{"design": "|none~0|+|none~0|none~1|+|none~0|none~1|none~2|", "rationale": "late"}]})
+    with FakeOpenAI([{"delay": 1.5, "content": late}, {"content": GOOD}]) as fake:
         out = reasoner(fake.url, timeout_s=0.5).structured(MSG, ProposeOut)
-    assert len(out.candidates) == 1
+    # a client that ignored the timeout would have waited for the late reply: one request, rationale "late"
+    assert len(fake.requests) == 2 and out.candidates[0].rationale == "r"
 
 
 def test_unauthorized_fails_fast_with_a_fix() -> None:

@@ -8,7 +8,8 @@ step is a dict (or a callable taking the request JSON and returning one):
 
 * ``{"content": "..."}`` a normal reply (``prompt_tokens`` / ``completion_tokens`` optional);
 * ``{"refusal": "..."}`` a refusal (content null, refusal set);
-* ``{"status": 500}`` an HTTP error with an OpenAI-style error body;
+* ``{"status": 500}`` an HTTP error with an OpenAI-style error body (``headers`` optional,
+  e.g. ``{"Retry-After": "0.3"}``);
 * ``{"raw": "..."}`` a 200 with a body that is not JSON;
 * ``{"delay": 2.0, ...}`` sleep first (for client timeouts), then the rest of the step;
 * ``{"tool_calls": [{"name": "nb201_query", "arguments": {...}}]}`` the model calls tools
@@ -81,7 +82,9 @@ class FakeOpenAI:
             def _answer(self, body: dict[str, Any], step: dict[str, Any]) -> None:
                 if "status" in step:
                     self._send(
-                        step["status"], json.dumps({"error": {"message": step.get("message", "scripted error"), "type": "server_error"}})
+                        step["status"],
+                        json.dumps({"error": {"message": step.get("message", "scripted error"), "type": "server_error"}}),
+                        step.get("headers", {}),
                     )
                     return
                 if "raw" in step:
@@ -154,11 +157,13 @@ class FakeOpenAI:
                     self.wfile.write(part)
                     self.wfile.flush()
 
-            def _send(self, status: int, text: str) -> None:
+            def _send(self, status: int, text: str, headers: dict[str, str] | None = None) -> None:
                 data = text.encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
 

@@ -27,6 +27,7 @@ def test_restrictions_round_trip_and_cost_less_energy_when_tighter() -> None:
         p.parse_design("conv1=256 conv2=5 conv3=32 fc=64")
 
 
+@pytest.mark.slow  # each evaluation is a round of quantization-aware training: about 50 s on 2 cores
 def test_pelnas_search_on_the_compress_problem(capsys: pytest.CaptureFixture[str], storage: str) -> None:
     assert main(["search", "--problem", "compress", "--proposer", "pelnas", "--budget", "12", "--storage", storage, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)

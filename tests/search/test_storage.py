@@ -3,6 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import optuna
 import pytest
 import sqlalchemy as sa
 import sqlalchemy.exc
@@ -42,5 +43,7 @@ def test_side_engine_reports_a_dead_database() -> None:
 
 def test_open_storage_twice_is_fine(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'o.db'}"
-    open_storage(url)
-    open_storage(url)
+    first = open_storage(url)
+    study_id = first.create_new_study([optuna.study.StudyDirection.MINIMIZE], "kept")
+    second = open_storage(url)  # the schema is there: opened, not re-created
+    assert second.get_study_id_from_name("kept") == study_id and second.get_current_version() == first.get_current_version()

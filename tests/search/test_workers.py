@@ -2,6 +2,8 @@
 
 The PostgreSQL tests run against the local server (127.0.0.1:5432, database ``test``);
 outside CI they skip with the reason when none answers. One test runs on SQLite everywhere.
+Tests that run several worker processes or a kill loop are marked ``slow``; the ones left
+for ``make test-fast`` check take-over, SIGTERM and a joining worker in one process each.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ def _check_exactly_once(storage: str, study_name: str, budget: int) -> dict[str,
     return {"failed": len(failed), "lost": len(lost), "duplicates": sum(n - 1 for n in points.values())}
 
 
+@pytest.mark.slow  # two worker processes
 def test_two_workers_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     storage = f"sqlite:///{tmp_path / 'shared.sqlite3'}"
     study = _create(storage, "pelnas", 80)
@@ -94,6 +97,7 @@ def test_two_workers_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert [json.loads(line)["study"] for line in capsys.readouterr().out.splitlines()] == [study]
 
 
+@pytest.mark.slow  # four worker processes
 def test_four_workers_on_postgresql(postgres_url: str, tmp_path: Path) -> None:
     study = _create(postgres_url, "pelnas", 160)
     runs = _finish([_worker(postgres_url, study, cwd=tmp_path) for _ in range(4)])
@@ -105,6 +109,7 @@ def test_four_workers_on_postgresql(postgres_url: str, tmp_path: Path) -> None:
     assert counts == {"failed": 0, "lost": 0, "duplicates": 0}
 
 
+@pytest.mark.slow  # a kill loop over three worker processes
 @pytest.mark.parametrize(("proposer", "budget"), [("random", 300), ("pelnas", 160)])
 def test_workers_killed_at_random_points_lose_nothing(postgres_url: str, tmp_path: Path, proposer: str, budget: int) -> None:
     # random: no rounds, most of a worker's time is inside a trial; pelnas: kills also hit round leaders
@@ -142,6 +147,7 @@ def test_workers_killed_at_random_points_lose_nothing(postgres_url: str, tmp_pat
     print(f"\nfault test ({proposer}): {kills} kills, {failed} trials failed and re-queued, 0 duplicates, 0 lost; states {dict(states)}")
 
 
+@pytest.mark.slow  # three worker processes
 def test_dropped_connections_are_survived(postgres_url: str, tmp_path: Path) -> None:
     import sqlalchemy as sa
 
@@ -284,7 +290,8 @@ def _joined_by_workers(storage: str, tmp_path: Path, budget: int) -> tuple[str, 
     return study, [json.loads(stdout), *[json.loads(r[1]) for r in rest]]
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+@pytest.mark.slow  # a search and three worker processes, one of them killed
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def test_workers_joining_a_default_search_pay_exactly_the_budget(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     storage = request.getfixturevalue("postgres_url") if backend == "postgresql" else f"sqlite:///{tmp_path / 'join.sqlite3'}"
     budget = 160
@@ -297,6 +304,7 @@ def test_workers_joining_a_default_search_pay_exactly_the_budget(backend: str, t
     assert "RUNNING" not in states and "WAITING" not in states
 
 
+@pytest.mark.slow  # two worker processes
 def test_search_with_two_workers_runs_two_processes(tmp_path: Path) -> None:
     storage = f"sqlite:///{tmp_path / 'spawn.sqlite3'}"
     code, stdout, stderr = _finish([_search(storage, "sp", 90, "--workers", "2", cwd=tmp_path)])[0]

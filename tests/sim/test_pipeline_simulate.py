@@ -141,7 +141,9 @@ def test_hybrid_tuner_ranks_feasible_configurations_and_explains_rejections() ->
     assert feasible and all(c.pp * c.dp == 4 for c in feasible)
     assert [c.samples_per_s for c in feasible] == sorted((c.samples_per_s for c in feasible), reverse=True)
     assert {c.method for c in feasible} == {"blockwise", "skip-aware"} and all(c.allreduce_s == 0 for c in feasible if c.dp == 1)
-    assert any("not a multiple" in r["reason"] for r in rejected)  # dp 4 x microbatch 4 does not divide 8
+    undivided = [r for r in rejected if "not a multiple" in r.reason]
+    assert (4, 4) in {(r.dp, r.microbatch) for r in undivided}  # dp 4 x microbatch 4 does not divide 8
+    assert all(r.candidate is None and set(r.as_dict()) == {"pp", "dp", "microbatch", "reason"} for r in undivided)
     assert all(c.peak_memory_gb <= c.memory_gb for c in feasible)  # the simulated peak never exceeds the bound that is checked
     tight = Cluster("tight", devices=4, per_node=2, device_tflops=1.0, memory_gb=1e-6, intra_gbs=10.0, inter_gbs=1.0)
     with pytest.raises(UserInputError, match="no configuration of unet-tiny fits tight"):
@@ -160,13 +162,13 @@ def test_tuner_and_pipeline_problem_apply_one_memory_rule(tmp_path: Path) -> Non
     path.write_text(json.dumps({"memory_gb": limit, **fields}))
     feasible, rejected = tune("unet-tiny", get_cluster(str(path)), global_batch=8, resolution=8)
     problem = PipelineProblem(model="unet-tiny", cluster=str(path), global_batch=8, resolution=8)
-    over = [r for r in rejected if "memory_gb" in r]
-    assert feasible and over
+    over = [r.candidate for r in rejected if r.candidate is not None]
+    assert feasible and over and all(c.memory_gb > limit for c in over)
     for c in feasible:
         config = Config(c.pp, c.microbatch, c.method, c.schedule, 0.0, "off")
         assert problem.infeasible(config) is None and problem.evaluate(config)["memory_gb"] == pytest.approx(c.memory_gb)
-    for r in over:
-        assert "needs" in str(problem.infeasible(Config(r["pp"], r["microbatch"], r["method"], r["schedule"], 0.0, "off")))
+    for c in over:
+        assert "needs" in str(problem.infeasible(Config(c.pp, c.microbatch, c.method, c.schedule, 0.0, "off")))
 
 
 def test_each_stage_all_reduces_as_soon_as_its_last_backward_ends() -> None:

@@ -101,7 +101,7 @@ def test_a_models_plot_under_the_workspace_runs_after_a_yes_and_creates_its_fold
     policy, asked = _model(ws)
     out = ws / "plots" / "deep" / "curve.png"
     result = call_tool(REGISTRY.get("noc.plot"), {**PLOT, "out": str(out)}, policy=policy)
-    assert result.ok and out.read_bytes()[:4] == b"\x89PNG"
+    assert Path(result.value["png"]).resolve() == out.resolve() and out.read_bytes()[:4] == b"\x89PNG"
     assert [name for name, _ in asked.calls] == ["noc.plot"]  # long-running: asked first
     declined, _ = _model(ws, yes=False)
     with pytest.raises(ToolDeclinedError, match=r"noc\.plot did not run"):
@@ -113,11 +113,12 @@ def test_the_users_own_call_writes_anywhere_but_never_creates_a_missing_folder_o
     plot = REGISTRY.get("noc.plot")
     anywhere = tmp_path / "mine"
     anywhere.mkdir()
-    assert call_tool(plot, {**PLOT, "out": str(anywhere / "x.png")}).ok  # no policy: `coevo tools run`
+    call_tool(plot, {**PLOT, "out": str(anywhere / "x.png")})  # no policy: `coevo tools run`
+    assert (anywhere / "x.png").read_bytes()[:4] == b"\x89PNG"
     with pytest.raises(ToolArgumentError, match="does not exist") as err:
         call_tool(plot, {**PLOT, "out": "/coevo-nonexistent/dir/x.png"})
     assert "\n" not in str(err.value) and not Path("/coevo-nonexistent").exists()
-    assert call_tool(plot, {**PLOT, "out": "runs/plots/new/x.png"}).ok  # missing folders under ./runs (the workspace) are made
+    call_tool(plot, {**PLOT, "out": "runs/plots/new/x.png"})  # missing folders under ./runs (the workspace) are made
     assert Path("runs/plots/new/x.png").is_file()
 
 
@@ -127,8 +128,9 @@ def test_a_models_storage_outside_the_workspace_is_refused_and_not_created(ws: P
         call_tool(REGISTRY.get("studies.list"), {"storage": f"sqlite:///{stray}"}, policy=_model(ws)[0])
     assert not stray.exists()
     inside = call_tool(REGISTRY.get("studies.list"), {"storage": f"sqlite:///{ws / 'coevo.sqlite3'}"}, policy=_model(ws)[0])
-    assert inside.ok and (ws / "coevo.sqlite3").exists()
-    assert call_tool(REGISTRY.get("studies.list"), {"storage": "sqlite:///:memory:"}, policy=_model(ws)[0]).ok  # no file at all
+    assert inside.value["studies"] == [] and (ws / "coevo.sqlite3").exists()
+    in_memory = call_tool(REGISTRY.get("studies.list"), {"storage": "sqlite:///:memory:"}, policy=_model(ws)[0])  # no file at all
+    assert in_memory.value["studies"] == []
 
 
 def test_loading_user_code_asks_first_for_a_model_not_for_the_user(ws: Path, tmp_path: Path) -> None:
@@ -141,11 +143,12 @@ def test_loading_user_code_asks_first_for_a_model_not_for_the_user(ws: Path, tmp
     with pytest.raises(ToolDeclinedError, match=r"loads your code .*mine.py:build"):
         call_tool(profile, args, policy=no)
     assert asked.calls == [("pipeline.profile", args)] and not marker.exists()  # asked, declined, never imported
-    assert call_tool(profile, {"model": "unet-tiny", "resolution": 4}, policy=no).ok  # a preset is not user code: no question
+    call_tool(profile, {"model": "unet-tiny", "resolution": 4}, policy=no)  # a preset is not user code: no question
+    assert len(asked.calls) == 1
     yes, _ = _model(ws)
     assert call_tool(profile, args, policy=yes).value["blocks"] == 3 and marker.exists()
     marker.unlink()
-    assert call_tool(profile, args).ok and marker.exists()  # the user's own call (coevo tools run): no question
+    assert call_tool(profile, args).value["blocks"] == 3 and marker.exists()  # the user's own call (coevo tools run): no question
 
 
 def test_user_code_hidden_in_a_plan_handle_asks_too(ws: Path, tmp_path: Path) -> None:
