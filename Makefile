@@ -17,9 +17,10 @@ demo:  ## the main job on embedded defaults (shipped NB201 table, SQLite under .
 
 test: lint typecheck pytest  ## everything CI checks
 
-lint:
+lint:  ## ruff, and the layering contracts of pyproject.toml (agent > tools > knowledge > search > sim)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 typecheck:
 	$(VENV)/bin/mypy

@@ -123,13 +123,13 @@ def _make_folder(out: Path) -> Path | None:
 
 def _blocks(search: StoredSearch, store: KnowledgeStore, out: Path, storage: str | None) -> list[Block]:
     study, problem = search.study, search.problem
-    acc_name, lat_name = problem.front_objectives
+    first, second = problem.front_objectives
     units = {o.name: o.unit for o in problem.objectives}
     paid = [e for e in evaluations_from_study(problem, study) if e.query]
     ref = problem.reference() if problem.found_set == "all" else None
     rounds_of = np.array([int(e.attrs.get("round", 0)) for e in paid])
-    acc = np.array([e.values[acc_name] for e in paid])
-    lat = np.array([e.values[lat_name] for e in paid])
+    y1 = np.array([e.values[first] for e in paid])
+    y2 = np.array([e.values[second] for e in paid])
     rounds = sorted(set(rounds_of.tolist()))
     logs = read_round_logs(storage, study)
     reasoner = str(next((v.get("reasoner") for v in logs.values() if v.get("reasoner")), "none (not a co-evolution search)"))
@@ -138,7 +138,7 @@ def _blocks(search: StoredSearch, store: KnowledgeStore, out: Path, storage: str
     latest = store.latest(kb_name) if history else {}
     outcomes = validation.outcomes(problem, paid)
     records = validation.records(outcomes)
-    hv = [ref.hv_ratio(acc[rounds_of <= r], lat[rounds_of <= r]) for r in rounds] if ref else []
+    hv = [ref.hv_ratio(y1[rounds_of <= r], y2[rounds_of <= r]) for r in rounds] if ref else []
     evals = [int((rounds_of <= r).sum()) for r in rounds]
 
     blocks: list[Block] = [("h1", f"Review of search {study.study_name}")]
@@ -177,7 +177,7 @@ def _blocks(search: StoredSearch, store: KnowledgeStore, out: Path, storage: str
         (
             "p",
             "Each design is scored on two objectives, "
-            f"{acc_name} ({units[acc_name]}, higher is better) and {lat_name} ({units[lat_name]}, lower is better). "
+            f"{first} ({units[first]}, higher is better) and {second} ({units[second]}, lower is better). "
             "A design is on the front when no other design is at least as good on both."
             + (
                 " The HV ratio is the area the found front dominates divided by the area of the true front (computed from "
@@ -196,24 +196,24 @@ def _blocks(search: StoredSearch, store: KnowledgeStore, out: Path, storage: str
     # --- fronts and HV
     blocks.append(("h2", "Front and hypervolume per round"))
     if paid:
-        log = plots.use_log_scale(plots.front_x_values(ref, acc, lat))
+        log = plots.use_log_scale(plots.front_x_values(ref, y1, y2))
         blocks.append(
             Figure(
                 plots.fronts_by_round(
                     ref,
                     rounds,
-                    acc,
-                    lat,
+                    y1,
+                    y2,
                     rounds_of,
                     out / "fronts_by_round.png",
-                    acc_label=quantity_label(acc_name, units[acc_name]),
-                    lat_label=quantity_label(lat_name, units[lat_name]),
-                    log_lat=log,
+                    y_label=quantity_label(first, units[first]),
+                    x_label=quantity_label(second, units[second]),
+                    log_x=log,
                 ),
                 "Found front after selected rounds (colours)"
                 + (" over the true front (black)" if ref is not None else "")
                 + " and every evaluated design (grey)"
-                + (f"; {lat_name} on a log scale (its values span more than a factor of 10)." if log else "."),
+                + (f"; {second} on a log scale (its values span more than a factor of 10)." if log else "."),
             )
         )
     if len(hv) > 1:
@@ -223,7 +223,7 @@ def _blocks(search: StoredSearch, store: KnowledgeStore, out: Path, storage: str
             TableBlock(
                 ["round", "evaluations", "HV ratio", "front size"],
                 [
-                    [str(r), str(n), f"{h:.4f}", str(int(pareto_mask(acc[rounds_of <= r], lat[rounds_of <= r]).sum()))]
+                    [str(r), str(n), f"{h:.4f}", str(int(pareto_mask(y1[rounds_of <= r], y2[rounds_of <= r]).sum()))]
                     for r, n, h in zip(rounds, evals, hv, strict=True)
                 ],
             )
@@ -238,7 +238,7 @@ def _blocks(search: StoredSearch, store: KnowledgeStore, out: Path, storage: str
     # --- knowledge changes
     blocks += _changes_section(history, logs, rounds)
     blocks += _heuristics_section(latest, records, store, kb_name)
-    blocks += _exploration_section(problem, paid, lat, ref, out)
+    blocks += _exploration_section(problem, paid, y2, ref, out)
     blocks += _usage_section(logs, rounds, offline, out)
     # kb activity figure after the changes table is built
     if history:
@@ -254,12 +254,12 @@ def _front_section(problem: Any, paid: Sequence[Evaluation], ref: Any) -> list[B
     blocks: list[Block] = [("h2", "Designs found: the front")]
     if not paid:
         return [*blocks, ("p", "No design was evaluated yet.")]
-    acc_name, lat_name = problem.front_objectives
-    acc = np.array([e.values[acc_name] for e in paid])
-    lat = np.array([e.values[lat_name] for e in paid])
-    front = sorted((e for e, on in zip(paid, pareto_mask(acc, lat), strict=True) if on), key=lambda e: e.values[lat_name])
+    first, second = problem.front_objectives
+    y1 = np.array([e.values[first] for e in paid])
+    y2 = np.array([e.values[second] for e in paid])
+    front = sorted((e for e, on in zip(paid, pareto_mask(y1, y2), strict=True) if on), key=lambda e: e.values[second])
     text = (
-        f"The {len(front)} evaluated designs no other evaluated design beats on both {acc_name} and {lat_name}, fastest first"
+        f"The {len(front)} evaluated designs no other evaluated design beats on both {first} and {second}, lowest {second} first"
         + (f" (the first {MAX_FRONT_ROWS} are listed)" if len(front) > MAX_FRONT_ROWS else "")
         + ". The trial is the Optuna trial number in the study"
     )
@@ -267,7 +267,7 @@ def _front_section(problem: Any, paid: Sequence[Evaluation], ref: Any) -> list[B
         floor = f"{sig(ref.floor, 3)} {problem.objectives[0].unit}".strip()
         text += (
             f"; 'on true front' says whether the design is on the exact front of the whole space, inside the useful region "
-            f"({acc_name} >= {floor}; 'below floor' marks designs under it)"
+            f"({first} >= {floor}; 'below floor' marks designs under it)"
         )
     blocks.append(("p", text + "."))
     header = [problem.design_label, *[quantity_label(o.name, o.unit) for o in problem.objectives], "trial"]
@@ -275,7 +275,7 @@ def _front_section(problem: Any, paid: Sequence[Evaluation], ref: Any) -> list[B
     for e in front[:MAX_FRONT_ROWS]:
         row = [problem.describe(e.point), *[sig(e.values[o.name], 4) for o in problem.objectives], str(e.trial_number)]
         if ref is not None:
-            row.append("yes" if e.point_id in ref.ids else "below floor" if e.values[acc_name] < ref.floor else "no")
+            row.append("yes" if e.point_id in ref.ids else "below floor" if e.values[first] < ref.floor else "no")
         rows.append(row)
     blocks.append(TableBlock([*header, "on true front"] if ref is not None else header, rows))
     return blocks
@@ -409,14 +409,14 @@ def _heuristics_section(latest: dict[str, Version], records: dict[str, validatio
     return blocks
 
 
-def _exploration_section(problem: Any, paid: Sequence[Evaluation], lat: np.ndarray, ref: Any, out: Path) -> list[Block]:
+def _exploration_section(problem: Any, paid: Sequence[Evaluation], y2: np.ndarray, ref: Any, out: Path) -> list[Block]:
     blocks: list[Block] = [("h2", "Exploration across niches and bands of the second objective")]
     if not paid:
         return blocks
     niches = problem.niches()
-    lo, hi = (ref.second_min, ref.second_max) if ref else (float(lat.min()), float(lat.max()))
+    lo, hi = (ref.second_min, ref.second_max) if ref else (float(y2.min()), float(y2.max()))
     edges = np.linspace(lo, hi, BANDS + 1)
-    band = np.clip(np.searchsorted(edges, lat, side="right") - 1, 0, BANDS - 1)
+    band = np.clip(np.searchsorted(edges, y2, side="right") - 1, 0, BANDS - 1)
     index = {n.id: k for k, n in enumerate(niches)}
     counts = np.zeros((len(niches), BANDS), dtype=int)
     for e, b in zip(paid, band, strict=True):
@@ -429,9 +429,9 @@ def _exploration_section(problem: Any, paid: Sequence[Evaluation], lat: np.ndarr
             f"{problem.front_objectives[1]} range). An empty row or column is a part of the space the search never looked at.",
         )
     )
-    lat_name = problem.front_objectives[1]
-    unit = next((o.unit for o in problem.objectives if o.name == lat_name), "")
-    band_name = quantity_label(lat_name, unit, what="band")
+    second = problem.front_objectives[1]
+    unit = next((o.unit for o in problem.objectives if o.name == second), "")
+    band_name = quantity_label(second, unit, what="band")
     blocks.append(
         Figure(
             plots.exploration([n.id for n in niches], labels, counts, out / "exploration.png", band_label=band_name),

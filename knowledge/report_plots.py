@@ -20,61 +20,61 @@ DPI = 110
 def fronts_by_round(
     ref: FrontReference | None,
     rounds: Sequence[int],
-    acc: np.ndarray,
-    lat: np.ndarray,
+    y1: np.ndarray,
+    y2: np.ndarray,
     round_of: np.ndarray,
     path: Path,
     *,
-    acc_label: str,
-    lat_label: str,
-    log_lat: bool = False,
+    y_label: str,
+    x_label: str,
+    log_x: bool = False,
 ) -> Path:
     """The found front after selected rounds (colour = round) over the true front.
 
-    ``log_lat`` puts the minimised objective on a log axis (see :func:`use_log_scale`).
+    ``log_x`` puts the minimised objective on a log axis (see :func:`use_log_scale`).
     """
     fig, ax = plt.subplots(figsize=(7.2, 4.6))
     if ref is not None:
         order = np.argsort(ref.front_second)
         ax.step(ref.front_second[order], ref.front_first[order], where="post", color="black", lw=1.2, label="true front (benchmark table)")
-    ax.scatter(lat, acc, s=6, c="0.8", label="evaluated designs", zorder=1)
+    ax.scatter(y2, y1, s=6, c="0.8", label="evaluated designs", zorder=1)
     shown = _pick(rounds, 6)
     cmap = plt.get_cmap("viridis")
     for k, r in enumerate(shown):
         upto = round_of <= r
         if not upto.any():
             continue
-        mask = pareto_mask(acc[upto], lat[upto])
-        fa, fl = acc[upto][mask], lat[upto][mask]
-        o = np.argsort(fl)
+        mask = pareto_mask(y1[upto], y2[upto])
+        f1, f2 = y1[upto][mask], y2[upto][mask]
+        o = np.argsort(f2)
         colour = cmap(k / max(1, len(shown) - 1))
-        ax.step(fl[o], fa[o], where="post", color=colour, lw=1.4, label=f"found front after round {r}", zorder=2)
-        ax.scatter(fl[o], fa[o], s=14, color=colour, zorder=3)
+        ax.step(f2[o], f1[o], where="post", color=colour, lw=1.4, label=f"found front after round {r}", zorder=2)
+        ax.scatter(f2[o], f1[o], s=14, color=colour, zorder=3)
     if ref is not None:
         ax.set_ylim(ref.floor - 1.0, ref.first_max + 0.5)
         # designs under the window (e.g. disconnected cells, fast and useless) must not stretch the x axis
-        window = front_x_values(ref, acc, lat)
+        window = front_x_values(ref, y1, y2)
         lo, hi = float(window.min()), float(window.max())
-        ax.set_xlim(*((lo / 1.15, hi * 1.15) if log_lat else (lo - 0.04 * (hi - lo), hi + 0.04 * (hi - lo))))
-    if log_lat:
+        ax.set_xlim(*((lo / 1.15, hi * 1.15) if log_x else (lo - 0.04 * (hi - lo), hi + 0.04 * (hi - lo))))
+    if log_x:
         ax.set_xscale("log")
         ax.xaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
         ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda x, _: f"{x:g}"))
         ax.xaxis.set_minor_formatter(ticker.NullFormatter())
-    ax.set_xlabel(lat_label + (", log scale" if log_lat else ""))
-    ax.set_ylabel(acc_label)
+    ax.set_xlabel(x_label + (", log scale" if log_x else ""))
+    ax.set_ylabel(y_label)
     ax.set_title("Found front per round" + (" over the true front" if ref is not None else "") + " (higher-left is better)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     return _save(fig, path)
 
 
-def front_x_values(ref: FrontReference | None, acc: np.ndarray, lat: np.ndarray) -> np.ndarray:
+def front_x_values(ref: FrontReference | None, y1: np.ndarray, y2: np.ndarray) -> np.ndarray:
     """The minimised objective's values :func:`fronts_by_round` shows: the true front, and the
     evaluated designs inside its window of the maximised objective (all of them without a reference)."""
     if ref is None:
-        return np.asarray(lat, dtype=float)
-    return np.concatenate([np.asarray(lat, dtype=float)[np.asarray(acc) >= ref.floor - 1.0], ref.front_second])
+        return np.asarray(y2, dtype=float)
+    return np.concatenate([np.asarray(y2, dtype=float)[np.asarray(y1) >= ref.floor - 1.0], ref.front_second])
 
 
 def use_log_scale(values: np.ndarray, *, decades: float = 1.0) -> bool:
@@ -122,9 +122,7 @@ def kb_activity(rounds: Sequence[int], counts: Mapping[str, Sequence[int]], path
     return _save(fig, path)
 
 
-def exploration(
-    niches: Sequence[str], band_labels: Sequence[str], counts: np.ndarray, path: Path, *, band_label: str = "latency band"
-) -> Path:
+def exploration(niches: Sequence[str], band_labels: Sequence[str], counts: np.ndarray, path: Path, *, band_label: str = "band") -> Path:
     """Heat map of evaluated designs per niche (rows) and band of the minimised objective (columns)."""
     fig, ax = plt.subplots(figsize=(7.2, 0.5 * len(niches) + 1.6))
     im = ax.imshow(counts, cmap="Blues", aspect="auto")

@@ -7,9 +7,9 @@ Every run is an ordinary study in one storage (default: ``OUT/bench.sqlite3``), 
 interrupted bench resumes run by run. Outputs in ``OUT``:
 
 * ``runs.csv``: one row of metrics per run;
-* ``results.md``: mean ± std of HV ratio, IGD and front recall per device and proposer;
+* ``results.md``: mean ± std of HV ratio, IGD and front recall per run group and proposer;
 * ``histories.json``: HV ratio after every evaluation, per run;
-* ``hv_<device>.png`` and ``front_<device>.png``: HV curves and found fronts (seed 0).
+* ``hv_<group>.png`` and ``front_<group>.png``: HV curves and found fronts (seed 0).
 """
 
 from __future__ import annotations
@@ -275,15 +275,15 @@ def markdown_table(results: Sequence[SearchResult], spec: BenchSpec, pooled: Map
         f"| {key or 'group'} | proposer | HV ratio | IGD | front recall | wall s |",
         "|---|---|---|---|---|---|",
     ]
-    for device in spec.run_groups():
+    for group in spec.run_groups():
         for proposer in spec.proposers:
-            rs = [r for r in results if group_of(spec, r.problem) == device and r.proposer == proposer]
-            by_study = (pooled or {}).get(device)
+            rs = [r for r in results if group_of(spec, r.problem) == group and r.proposer == proposer]
+            by_study = (pooled or {}).get(group)
             hv = _mean_std([r.hv_ratio for r in rs if r.hv_ratio is not None])
             if by_study is not None:
                 hv = _mean_std([by_study[r.study] for r in rs]) + " †"
             lines.append(
-                f"| {device} | {proposer} | {hv} | "
+                f"| {group} | {proposer} | {hv} | "
                 f"{_mean_std([r.igd for r in rs if r.igd is not None])} | "
                 f"{_mean_std([r.front_recall for r in rs if r.front_recall is not None])} | "
                 f"{statistics.fmean([r.wall_s for r in rs]):.1f} |"
@@ -344,15 +344,15 @@ def _plots(spec: BenchSpec, results: Sequence[SearchResult], out: Path, storage:
             out / "exploration.png",
         )
     ]
-    for device in spec.run_groups():
-        problem = make_problem(spec.problem, _problem_options(spec, device), storage=storage)
+    for group in spec.run_groups():
+        problem = make_problem(spec.problem, _problem_options(spec, group), storage=storage)
         ref = problem.reference()
-        rs = [r for r in results if group_of(spec, r.problem) == device]
-        title = f"{spec.problem} {' '.join(str(v) for v in spec.options.values())} {device}, budget {spec.budget}"
+        rs = [r for r in results if group_of(spec, r.problem) == group]
+        title = f"{spec.problem} {' '.join(str(v) for v in spec.options.values())} {group}, budget {spec.budget}"
         curves = {p: [r.hv_history for r in rs if r.proposer == p and r.hv_history] for p in spec.proposers}
         if any(curves.values()):  # zero-cost runs have no HV history: nothing to draw
             paid = ", ".join(problem.expensive) + " queries"  # NB201: accuracy queries
-            paths.append(plot_hv_curves(curves, title, out / f"hv_{Path(device).stem}.png", paid=paid))
+            paths.append(plot_hv_curves(curves, title, out / f"hv_{Path(group).stem}.png", paid=paid))
         if ref is None:
             continue
         y1, y2 = problem.front_objectives
@@ -361,7 +361,7 @@ def _plots(spec: BenchSpec, results: Sequence[SearchResult], out: Path, storage:
         labels = {o.name: f"{o.name} ({o.unit})" if o.unit else o.name for o in problem.objectives}
         paths.append(
             plot_fronts(
-                ref, found, f"{title} (seed {first}, found fronts)", out / f"front_{Path(device).stem}.png", labels=(labels[y2], labels[y1])
+                ref, found, f"{title} (seed {first}, found fronts)", out / f"front_{Path(group).stem}.png", labels=(labels[y2], labels[y1])
             )
         )
     return paths

@@ -1,23 +1,14 @@
 """Error types shared by every coevo package.
 
-Two families, so that callers (a person at the CLI, an LLM in chat) can tell what to do:
-
-* :class:`UserInputError`: the request was wrong (bad arch string, unknown device, budget
-  <= 0, ...). The message says what to change. The CLI prints it on one line, no traceback.
-* :class:`CoevoError` (other subclasses): something failed while doing a valid request.
+The two families (:class:`UserInputError`: the request was wrong, the message says what to
+change; :class:`CoevoError`: something failed while doing a valid request) are defined in
+:mod:`sim.errors`, the bottom layer, so the simulators raise them without importing anything
+above; they are re-exported here with the errors of the search layer (storage).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-
-class CoevoError(Exception):
-    """Base class of all errors raised on purpose by coevo."""
-
-
-class UserInputError(CoevoError, ValueError):
-    """The caller's input is invalid; the message says how to fix it."""
+from sim.errors import CoevoError, UserInputError, unknown_name
 
 
 class StorageError(CoevoError):
@@ -31,7 +22,4 @@ class StorageMissingError(StorageError, UserInputError):
     """
 
 
-def unknown_name(kind: str, name: str, valid: Iterable[str]) -> UserInputError:
-    """Build the standard "unknown X" error that lists the valid choices."""
-    choices = ", ".join(sorted(valid))
-    return UserInputError(f"unknown {kind} {name!r}; valid {kind}s: {choices}")
+__all__ = ["CoevoError", "StorageError", "StorageMissingError", "UserInputError", "unknown_name"]

@@ -94,7 +94,7 @@ class SearchResult:
     reasoner: str | None = None
     llm_usage: dict[str, Any] | None = None
     exploration: dict[str, Any] = field(default_factory=dict)
-    """Where the evaluations went: counts per niche and per latency band (exploration bias)."""
+    """Where the evaluations went: counts per niche and per band of the second objective (exploration bias)."""
     notes: list[str] = field(default_factory=list)
     """What the run noticed and left as it was (e.g. a budget below the evaluations already made)."""
 

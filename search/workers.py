@@ -708,18 +708,18 @@ class Worker:
     def _refresh_found(self, evaluations: list[Evaluation]) -> None:
         if self._reference is None:
             return
-        acc_name, lat_name = self.problem.front_objectives
+        first, second = self.problem.front_objectives
         paid = [e for e in evaluations if e.query]
-        self._found = ([e.values[acc_name] for e in paid], [e.values[lat_name] for e in paid])
+        self._found = ([e.values[first] for e in paid], [e.values[second] for e in paid])
 
     def _report(self, values: dict[str, float]) -> None:
         if self.on_progress is None:
             return
         hv = None
         if self._reference is not None:
-            acc_name, lat_name = self.problem.front_objectives
-            self._found[0].append(values[acc_name])
-            self._found[1].append(values[lat_name])
+            first, second = self.problem.front_objectives
+            self._found[0].append(values[first])
+            self._found[1].append(values[second])
             hv = self._reference.hv_ratio(*self._found)
         # the count read at the start of this step, plus this evaluation (others' show at the next step)
         self.on_progress(Progress(self._done + 1, self.budget, self._trials_at_start + self._asked, hv))

@@ -35,8 +35,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from search.errors import UserInputError
 from sim.accel.energy import EnergyTable, energy_table
+from sim.errors import UserInputError
 
 MODELS = ("cnn-digits",)
 LEVELS = (256, 128, 64, 32, 16, 8, 4)

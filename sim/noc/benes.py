@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 
 import networkx as nx
 
-from search.errors import UserInputError
+from sim.errors import UserInputError
 from sim.noc.common import WARMUP_MAX, Clock, Injector, NocResult, ProgressFn, check_load, delay_stats, derangement, destination
 
 ROUTINGS = ("bit", "adaptive")

@@ -12,7 +12,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from search.errors import UserInputError
+from sim.errors import UserInputError
 from sim.noc.benes import BenesResult, simulate_benes
 from sim.noc.common import NocResult
 from sim.noc.mesh import MeshConfig, MeshResult, MeshStats, simulate_mesh

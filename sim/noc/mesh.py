@@ -48,7 +48,7 @@ from typing import Any, ClassVar
 
 import networkx as nx
 
-from search.errors import UserInputError
+from sim.errors import UserInputError
 from sim.noc.common import WARMUP_MAX, Clock, NocResult, ProgressFn, check_load, delay_stats, destination
 
 ROUTINGS = ("xy", "adaptive", "bee-qos")

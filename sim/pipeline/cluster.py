@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, TypedDict
 
-from search.errors import UserInputError
+from sim.errors import UserInputError
 
 
 class DeviceRates(TypedDict):

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from search.errors import UserInputError
+from sim.errors import UserInputError
 from sim.pipeline.cluster import Cluster
 from sim.pipeline.partition import TRAIN_FLOPS_FACTOR, Plan
 from sim.pipeline.profile import ModelProfile

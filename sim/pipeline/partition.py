@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from search.errors import UserInputError
+from sim.errors import UserInputError
 from sim.pipeline.profile import BlockProfile, ModelProfile
 
 TRAIN_FLOPS_FACTOR = 3.0

@@ -27,7 +27,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
-from search.errors import UserInputError
+from sim.errors import UserInputError
 from sim.pipeline import unet as unet_mod
 from sim.pipeline import uvit as uvit_mod
 from sim.pipeline.blocks import ROLES, Block, PipelineModel

@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from search.errors import UserInputError
+from sim.errors import UserInputError
 from sim.pipeline.cluster import Cluster
 from sim.pipeline.partition import TRAIN_FLOPS_FACTOR, Plan, work
 from sim.pipeline.profile import ModelProfile

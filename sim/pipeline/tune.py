@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from search.errors import UserInputError
+from sim.errors import UserInputError
 from sim.pipeline.cluster import Cluster
 from sim.pipeline.partition import Plan, partition, units
 from sim.pipeline.profile import profile

@@ -74,8 +74,10 @@ def test_rejected_heuristic_stays_out_of_prompts_when_the_search_resumes(tmp_pat
     args = ["search", "--proposer", "pelnas", "--device", "raspi4", "--storage", storage, "--json"]
     assert main([*args, "--budget", "64"]) == 0
     study = optuna.load_study(study_name="nb201-cifar10-raspi4-pelnas-s0", storage=storage)
-    cited = [h for t in study.trials for h in t.user_attrs.get("heuristics", [])]
-    target = max(set(cited), key=cited.count)  # the most cited heuristic
+    cited = {h for t in study.trials for h in t.user_attrs.get("heuristics", [])}
+    heads = KnowledgeStore.for_storage(storage).latest("nb201-cifar10-raspi4-pelnas-s0")
+    # a cited claim about the whole space, the most confident: every round re-mines it, so the search keeps editing it
+    target = max((h for h in cited if heads[h].scope.get("niche") is None), key=lambda h: heads[h].confidence)
     assert main(["kb", "reject", target, "--why", "not on this board", "--device", "raspi4", "--storage", storage]) == 0
     rounds_before = int(study.user_attrs["coevo.round"])
     assert main([*args, "--budget", "124"]) == 0
