@@ -183,13 +183,11 @@ class NocProblem(Problem, Evolvable):
     # ---- operators for the co-evolution engine (Evolvable)
 
     def neighbours(self, point: Any) -> list[MeshDesign]:
-        d = MeshDesign(*point)
-        return [
-            d._replace(**{f: v})
-            for f, choices in zip(MeshDesign._fields, self._choices(), strict=True)
-            for v in choices
-            if v != getattr(d, f)
-        ]
+        d = canonical(MeshDesign(*point))
+        # canonical designs only: a bee parameter changed under XY routing is the same design, not a neighbour
+        out = {canonical(d._replace(**{f: v})): None for f, choices in zip(MeshDesign._fields, self._choices(), strict=True) for v in choices}
+        out.pop(d, None)
+        return list(out)
 
     def crossover(self, a: Any, b: Any, rng: random.Random) -> MeshDesign:
         return canonical(MeshDesign(*(x if rng.random() < 0.5 else y for x, y in zip(a, b, strict=True))))

@@ -1,0 +1,146 @@
+"""A user's own problem: a file or module loaded by reference, the Python API, broken classes, and studies older than the plug-in seam."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+
+import coevo
+from agent.cli import main
+from search.errors import UserInputError
+from search.problems import make_problem
+from search.runner import run_search
+from search.study import ATTR_PROBLEM_REF, ATTR_SPEC, load_search
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "docs" / "examples" / "tiled_matmul.py"
+FAST = '{"size": 64, "repeats": 1}'
+
+
+def test_the_docs_example_runs_from_the_command_line_and_a_worker_reloads_it(storage: str, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["search", "--problem", f"{EXAMPLE}:TiledMatmul", "--proposer", "pelnas", "--budget", "12", "--options", FAST]
+    assert main([*args, "--storage", storage, "--study", "mm", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["evaluations"] == 12 and result["problem"] == {"problem": "tiled-matmul", "size": 64, "repeats": 1, "dtype": "float32"}
+    assert result["hv_ratio"] is None and result["front"] and all(row["gflops"] > 0 for row in result["front"])
+    study = optuna.load_study(study_name="mm", storage=storage)
+    assert study.user_attrs[ATTR_PROBLEM_REF] == f"{EXAMPLE.resolve()}:TiledMatmul"  # a worker elsewhere loads the same file
+    stored = load_search(storage, "mm")
+    assert stored.problem.name == "tiled-matmul" and stored.problem.options.size == 64
+    study.set_user_attr("coevo.budget", 16)
+    assert main(["worker", "--storage", storage, "--study", "mm", "--json", "--heartbeat", "1", "--grace", "3"]) == 0  # no --problem
+    assert json.loads(capsys.readouterr().out)["evaluated"] == 4
+    assert main(["search", "--problem", f"{EXAMPLE}:TiledMatmul", "--options", '{"size": 100000}', "--storage", storage]) == 2
+    assert "size: input should be less than or equal to 2048, got 100000" in capsys.readouterr().err
+
+
+def test_the_python_api_searches_a_problem_built_in_code(storage: str) -> None:
+    sys.path.insert(0, str(EXAMPLE.parent))
+    try:
+        from tiled_matmul import TiledMatmul  # type: ignore[import-not-found]
+    finally:
+        sys.path.remove(str(EXAMPLE.parent))
+    result = coevo.search(TiledMatmul(size=64, repeats=1), proposer="random", budget=6, storage=storage, study="api")
+    assert result.evaluations == 6 and result.problem["problem"] == "tiled-matmul"
+    nb = coevo.search("nb201", options={"device": "raspi4"}, proposer="pelnas", budget=30, storage=storage)
+    assert nb.evaluations == 30 and nb.reasoner == "offline (no LLM)" and 0 < nb.hv_ratio <= 1  # type: ignore[operator]
+    with pytest.raises(UserInputError, match="takes no reasoner"):
+        coevo.search("nb201", proposer="tpe", reasoner="offline", budget=3, storage=storage)
+    with pytest.raises(UserInputError, match="device: unknown device 'tpu'"):
+        coevo.search("nb201", options={"device": "tpu"}, budget=3, storage=storage)
+
+
+def test_an_importable_module_is_a_problem_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, storage: str) -> None:
+    (tmp_path / "myspaces.py").write_text(EXAMPLE.read_text().replace('name = "tiled-matmul"', 'name = "my-matmul"'))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    problem = make_problem("myspaces:TiledMatmul", {"size": 64, "repeats": 1})
+    assert problem.name == "my-matmul"
+    result = run_search(problem, "random", budget=4, storage=storage, study_name="mod")
+    assert result.evaluations == 4
+    assert optuna.load_study(study_name="mod", storage=storage).user_attrs[ATTR_PROBLEM_REF] == "myspaces:TiledMatmul"
+
+
+BROKEN = {
+    "syntax": ("def broken(:\n", r"failed to import \(line 1\): SyntaxError"),
+    "raises": ("import coevo\nraise RuntimeError('no GPU here')\n", r"failed to import \(line 2\): RuntimeError: no GPU here"),
+    "not-a-problem": ("class Space:\n    pass\n", "is not a subclass of coevo.Problem"),
+    "abstract": (
+        "import coevo\nclass Space(coevo.Problem):\n    name = 'x'\n    objectives = ()\n",
+        "Space does not implement describe, distributions, evaluate, from_params, point_id, to_params",
+    ),
+    "objectives": (
+        EXAMPLE.read_text().replace('"gflops", "maximize"', '"gflops", "minimize"').replace("class TiledMatmul(", "class Space("),
+        "the first objective is maximised and the second minimised",
+    ),
+    "run-group": (
+        EXAMPLE.read_text()
+        .replace("    noisy = True", "    noisy = True\n    run_group = 'cores'")
+        .replace("class TiledMatmul(", "class Space("),
+        "run_group 'cores' is not an option",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_a_broken_problem_file_is_one_line_and_exit_2(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source, says = BROKEN[case]
+    path = tmp_path / f"{case.replace('-', '_')}.py"
+    path.write_text(source)
+    assert main(["search", "--problem", f"{path}:Space", "--budget", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.startswith("error: problem ")
+    assert re.search(says, " ".join(err.split())), err
+    assert not Path("runs").exists()  # nothing created
+
+
+def test_missing_files_and_classes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["search", "--problem", f"{tmp_path}/nope.py:Space"]) == 2
+    assert "no file" in capsys.readouterr().err
+    assert main(["search", "--problem", f"{EXAMPLE}:Nope"]) == 2
+    assert "has no 'Nope'" in capsys.readouterr().err and not Path("runs").exists()
+    assert main(["search", "--problem", "no_such_module_here:Space"]) == 2
+    assert "no module 'no_such_module_here'" in capsys.readouterr().err
+
+
+def test_a_study_recorded_before_the_plug_in_seam_still_opens(storage: str) -> None:
+    noc = make_problem("noc", {"k": 4, "cycles": 600})
+    run_search(noc, "random", budget=3, storage=storage, study_name="old-noc")
+    study = optuna.load_study(study_name="old-noc", storage=storage)
+    legacy = {k: v for k, v in study.user_attrs[ATTR_SPEC].items() if k != "traffic_seed"} | {"seed": 0}  # the option's old name
+    study.set_user_attr(ATTR_SPEC, legacy)
+    study.set_user_attr(ATTR_PROBLEM_REF, None)  # older studies record no reference
+    assert load_search(storage, "old-noc").problem.spec() == noc.spec()
+    assert run_search(noc, "random", budget=5, storage=storage, study_name="old-noc").evaluations == 5  # resumed, not refused
+    other = make_problem("noc", {"k": 4, "cycles": 600, "traffic_seed": 7})
+    with pytest.raises(UserInputError, match="already exists"):
+        run_search(other, "random", budget=5, storage=storage, study_name="old-noc")
+
+
+def test_problems_list_and_describe(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["problems", "list", "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["name"] for r in rows] == ["nb201", "pipeline", "noc", "compress"]
+    nb = rows[0]
+    assert [(o["name"], o["direction"], o["unit"], o["cost"]) for o in nb["objectives"]] == [
+        ("accuracy", "maximize", "%", "expensive"),
+        ("latency_ms", "minimize", "ms", "cheap"),
+    ]
+    assert [n["id"] for n in nb["niches"]] == ["conv0", "c1x1", "c3x3_1", "c3x3_2", "c3x3_3", "c3x3_4p"] and nb["exact_front"]
+    assert main(["problems", "describe", "noc", "--json"]) == 0
+    noc = json.loads(capsys.readouterr().out)
+    k = next(o for o in noc["options"] if o["name"] == "k")
+    assert k["default"] == 8 and k["bounds"] == {"ge": 2, "le": 16} and k["help"] and noc["run_group"] == "traffic"
+    assert main(["problems", "describe", f"{EXAMPLE}:TiledMatmul"]) == 0
+    assert "tiled-matmul" in capsys.readouterr().out
+
+
+def test_search_help_shows_the_named_problems_options(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["search", "--problem", "noc", "--help"])
+    text = capsys.readouterr().out
+    assert "options of problem noc" in text and "--traffic-seed" in text and "--gt-share" in text and "--dataset" not in text
