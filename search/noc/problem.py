@@ -185,7 +185,9 @@ class NocProblem(Problem, Evolvable):
     def neighbours(self, point: Any) -> list[MeshDesign]:
         d = canonical(MeshDesign(*point))
         # canonical designs only: a bee parameter changed under XY routing is the same design, not a neighbour
-        out = {canonical(d._replace(**{f: v})): None for f, choices in zip(MeshDesign._fields, self._choices(), strict=True) for v in choices}
+        out = {
+            canonical(d._replace(**{f: v})): None for f, choices in zip(MeshDesign._fields, self._choices(), strict=True) for v in choices
+        }
         out.pop(d, None)
         return list(out)
 
