@@ -21,7 +21,8 @@ from search.niches import Niche, single_niche
 from search.problem import Evolvable, Objective, Problem, ProblemContext, ProblemOptions, read_key_values
 from search.problems import make_problem, problem_class, problem_names
 from search.proposers import Evaluation, Proposal, Proposer, RoundContext, get_proposer, proposer_names
-from search.runner import Progress, SearchResult, load_search, run_search
+from search.runner import Progress, SearchResult, run_search
+from search.study import load_search
 
 __all__ = [
     "CoevoError",

@@ -24,8 +24,9 @@ from knowledge.retrieval import WITHHOLD_ALL
 from knowledge.store import KnowledgeStore
 from search.bench import run_jobs
 from search.errors import UserInputError
-from search.runner import SearchResult, load_search
+from search.runner import SearchResult
 from search.storage import open_storage
+from search.study import load_search
 
 METRICS = ("hv_ratio", "front_recall")
 

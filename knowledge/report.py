@@ -28,7 +28,8 @@ from search.errors import UserInputError
 from search.metrics import pareto_mask
 from search.proposers import Evaluation
 from search.round_log import read_round_logs
-from search.runner import BANDS, StoredSearch, evaluations_from_study, load_search
+from search.runner import BANDS
+from search.study import StoredSearch, evaluations_from_study, load_search
 
 
 @dataclass(frozen=True)

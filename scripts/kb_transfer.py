@@ -20,7 +20,8 @@ import optuna
 
 from knowledge.ablation import compare
 from search.problems import make_problem
-from search.runner import default_study_name, run_search
+from search.runner import run_search
+from search.study import default_study_name
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,8 +34,8 @@ from search.nb201.space import format_arch  # noqa: E402
 from search.nb201.zero_cost_problem import ZeroCostNB201  # noqa: E402
 from search.problems import make_problem  # noqa: E402
 from search.proposers import get_proposer  # noqa: E402
-from search.runner import open_study  # noqa: E402
 from search.storage import resolve_storage_url  # noqa: E402
+from search.study import open_study  # noqa: E402
 
 
 def _run(storage: str, mode: str, workers: int, budget: int, keep_cache: bool) -> tuple[float, float, int]:

@@ -31,36 +31,8 @@ from search.niches import niche_of
 from search.problem import Problem
 from search.proposers import Evaluation, Proposer, get_proposer
 from search.storage import resolve_storage_url
-from search.study import (
-    ATTR_BUDGET,
-    ATTR_PROPOSER,
-    ATTR_SEED,
-    ATTR_SPEC,
-    StoredSearch,
-    default_study_name,
-    evaluations_from_study,
-    load_search,
-    open_or_create,
-    open_study,
-)
-from search.workers import MAX_TRIALS_PER_QUERY, Progress, Worker, WorkerSettings
-
-__all__ = [  # the study helpers moved to search.study; they are re-exported for existing imports
-    "ATTR_BUDGET",
-    "ATTR_PROPOSER",
-    "ATTR_SEED",
-    "ATTR_SPEC",
-    "MAX_TRIALS_PER_QUERY",
-    "Progress",
-    "SearchResult",
-    "StoredSearch",
-    "default_study_name",
-    "evaluations_from_study",
-    "load_search",
-    "open_study",
-    "run_search",
-    "summarize",
-]
+from search.study import default_study_name, evaluations_from_study, open_or_create
+from search.workers import Progress, Worker, WorkerSettings
 
 
 @dataclass

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from search.problems import make_problem
 from search.progress import progress
-from search.runner import default_study_name
+from search.study import default_study_name
 from tools._base import Target, Tool, ToolResult
 from tools.search_run import SearchArgs, SearchTool
 from tools.studies import StudyArgs

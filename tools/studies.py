@@ -8,8 +8,8 @@ import optuna
 from pydantic import Field
 
 from search.round_log import read_round_logs
-from search.runner import ATTR_BUDGET, ATTR_PROPOSER, ATTR_SPEC, load_search
 from search.storage import open_storage, resolve_storage_url
+from search.study import ATTR_BUDGET, ATTR_PROPOSER, ATTR_SPEC, load_search
 from tools._base import Target, Tool, ToolArgs, ToolResult
 
 MAX_STUDIES = 200

@@ -199,7 +199,7 @@ class _StudyValues:
 
 def _trial_values(args: argparse.Namespace, study_name: str) -> _StudyValues:
     """The values of the evidence's study, when it is in this storage (else empty)."""
-    from search.runner import evaluations_from_study, load_search
+    from search.study import evaluations_from_study, load_search
 
     try:
         stored = load_search(args.storage, study_name)

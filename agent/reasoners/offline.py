@@ -413,10 +413,11 @@ def value_weights(problem: Problem, heuristics: Sequence[Heuristic], evaluations
     weight ``exp(clip(WEIGHT_PER_SPREAD x favourable effect / spread, -6, 6))``: the effect in
     the objective's direction, in units of the objective's robust spread over the paid
     evaluations, so the same rule serves accuracy in points, throughput in samples/s and an
-    acceptance share. Heuristics come most relevant first (retrieval order); the first claim
-    about a value sets its weight (a niche's claim and the global one measure the same thing).
+    acceptance share. When several claims concern one value (a niche's and the global one
+    measure the same effect), the one measured on the most evaluations sets its weight.
     """
     weights: dict[tuple[str, Any], float] = defaultdict(lambda: 1.0)
+    support: dict[tuple[str, Any], int] = {}
     expensive = {o.name: o for o in problem.objectives if o.cost == "expensive"}
     spread: dict[str, float] = {}
     for name in expensive:
@@ -430,7 +431,9 @@ def value_weights(problem: Problem, heuristics: Sequence[Heuristic], evaluations
             continue
         sign = 1.0 if objective.direction == "maximize" else -1.0
         log_w = max(-6.0, min(6.0, WEIGHT_PER_SPREAD * sign * float(s["effect"]) / spread[objective.name]))
-        weights.setdefault((s["param"], s["value"]), math.exp(log_w))
+        key, n = (s["param"], s["value"]), int(s.get("n_with", 0)) + int(s.get("n_without", 0))
+        if n >= support.get(key, -1):
+            weights[key], support[key] = math.exp(log_w), n
     return weights
 
 

@@ -13,7 +13,7 @@ from search.errors import UserInputError
 from search.niches import niche_of
 from search.pipeline.problem import Config, PipelineProblem
 from search.problems import make_problem
-from search.runner import load_search
+from search.study import load_search
 
 OPTIONS = {"model": "unet-tiny", "cluster": "v100x8-pcie", "global_batch": 16, "resolution": 8}
 

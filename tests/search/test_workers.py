@@ -27,7 +27,8 @@ from agent.cli import main
 from search.metrics import pareto_mask
 from search.nb201 import NB201Problem
 from search.proposers import get_proposer
-from search.runner import open_study, summarize
+from search.runner import summarize
+from search.study import open_study
 from search.workers import Coordination, Worker, WorkerSettings
 from tests.fakes.tcp_proxy import TcpProxy
 from tests.helpers import coevo_env
