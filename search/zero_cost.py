@@ -1,6 +1,13 @@
 """Zero-cost proxies on real PyTorch instantiations of NB201 cells, with a storage cache.
 
-Proxies (each computed at initialisation, on one fixed synthetic mini-batch, fixed seeds):
+The mini-batch (:class:`ProxyConfig` ``batch_source``) is by default 32 natural-image patches:
+crops of scikit-learn's two sample photographs (``load_sample_images``: a temple in China and
+a flower, 427 x 640, shipped with scikit-learn) area-downscaled by 2, 4 and 8 so a 32 x 32
+crop holds object-sized content, as CIFAR images do, and normalised with the CIFAR-10 channel
+means and deviations; ``gaussian`` is the synthetic N(0, 1) batch used before. Labels are
+random (fixed seed): no proxy here needs true labels.
+
+Proxies (each computed at initialisation, fixed seeds):
 
 * ``synflow``: sum |theta * dR/dtheta| with R the output sum of the BN-free network with
   |weights| on an all-ones input, in double precision (Tanaka et al. 2020);
@@ -9,6 +16,14 @@ Proxies (each computed at initialisation, on one fixed synthetic mini-batch, fix
   input Jacobians (Mellor et al. 2020 v1, as benchmarked by Abdelfattah et al. 2021);
 * ``snip``: sum |theta * dL/dtheta| (Lee et al. 2019), cross-entropy on random labels;
 * ``grad_norm``: sum over weight tensors of ||dL/dtheta||_2;
+* ``plain``: sum of theta * dL/dtheta, signed (the same backward pass as snip);
+* ``fisher``: sum over conv outputs and channels of 0.5 * mean over the batch of
+  (sum over positions of activation x its gradient)^2 (Turner et al. 2020, as benchmarked by
+  Abdelfattah et al. 2021);
+* ``l2_norm``: sum of the Frobenius norms of the conv and linear weights at initialisation;
+* ``zen``: Zen-score (Lin et al. 2021): log E||f(x) - f(x + 0.01 e)|| of the pre-pooling
+  features, x and e Gaussian as the paper defines it, plus the sum of log sqrt of each batch
+  norm's batch variance, BN in training mode;
 * ``params``: trainable parameters; ``flops``: multiply-accumulates of one 32x32 image.
 
 :func:`ensemble` is the rank average of ``ENSEMBLE`` (fixed a priori, never chosen by looking
@@ -23,6 +38,7 @@ import math
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import sqlalchemy as sa
@@ -34,31 +50,68 @@ from search.nb201.space import Cell, format_arch
 from search.storage import side_engine
 from search.work_progress import report
 
-PROXIES: tuple[str, ...] = ("synflow", "naswot", "jacob_cov", "snip", "grad_norm", "params", "flops")
+PROXIES: tuple[str, ...] = ("synflow", "naswot", "jacob_cov", "snip", "grad_norm", "plain", "fisher", "l2_norm", "zen", "params", "flops")
 ENSEMBLE: tuple[str, ...] = ("synflow", "naswot", "snip")
 """Proxies averaged (by rank) into the accuracy estimate of zero-cost mode."""
 
 
 @dataclass(frozen=True)
 class ProxyConfig:
-    """What the scores depend on; part of the cache key."""
+    """What the scores depend on; part of the cache key.
+
+    Attributes:
+        batch: mini-batch size.
+        seed: seed of the weights, the patches and the labels.
+        channels, cells_per_stage, num_classes: the NB201 network's size (the benchmark's: 16, 5, 10).
+        batch_source: ``natural`` (image patches, module doc) or ``gaussian`` (synthetic).
+    """
 
     batch: int = 32
     seed: int = 0
     channels: int = 16
     cells_per_stage: int = 5
     num_classes: int = 10
+    batch_source: Literal["natural", "gaussian"] = "natural"
 
     def key(self) -> str:
-        return hashlib.sha1(json.dumps(vars(self), sort_keys=True).encode()).hexdigest()[:12]
+        # the proxy set is part of what a stored score means: a new proxy makes new rows
+        return hashlib.sha1(json.dumps({**vars(self), "proxies": PROXIES}, sort_keys=True).encode()).hexdigest()[:12]
+
+
+CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
+CIFAR_STD = (0.2470, 0.2435, 0.2616)
+SCALES = (2, 4, 8)
+"""Area-downscaling factors of the photographs before 32 x 32 crops are taken."""
+
+
+def natural_patches(n: int, seed: int) -> torch.Tensor:
+    """``n`` 32 x 32 crops of scikit-learn's sample photographs at several scales, CIFAR-normalised, (n, 3, 32, 32)."""
+    from sklearn.datasets import load_sample_images
+
+    photos = [np.asarray(img, dtype=np.float32) / 255.0 for img in load_sample_images().images]
+    pyramids = []
+    for photo in photos:
+        for s in SCALES:
+            h, w = photo.shape[0] // s * s, photo.shape[1] // s * s
+            pyramids.append(photo[:h, :w].reshape(h // s, s, w // s, s, 3).mean(axis=(1, 3)))
+    rng = np.random.default_rng(seed)
+    patches = []
+    for k in range(n):
+        img = pyramids[k % len(pyramids)]  # alternate photos and scales
+        y, x = rng.integers(0, img.shape[0] - 32 + 1), rng.integers(0, img.shape[1] - 32 + 1)
+        patches.append(img[y : y + 32, x : x + 32])
+    batch = (np.stack(patches) - np.array(CIFAR_MEAN, dtype=np.float32)) / np.array(CIFAR_STD, dtype=np.float32)
+    return torch.from_numpy(np.ascontiguousarray(batch.transpose(0, 3, 1, 2)))
 
 
 def _batch(cfg: ProxyConfig) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(cfg.seed)
-    return torch.randn(cfg.batch, 3, 32, 32, generator=g), torch.randint(0, cfg.num_classes, (cfg.batch,), generator=g)
+    gaussian = torch.randn(cfg.batch, 3, 32, 32, generator=g)  # drawn either way: the labels below stay the same
+    labels = torch.randint(0, cfg.num_classes, (cfg.batch,), generator=g)
+    return (natural_patches(cfg.batch, cfg.seed) if cfg.batch_source == "natural" else gaussian), labels
 
 
-def _net(cell: Cell, cfg: ProxyConfig, *, bn: bool = True) -> nn.Module:
+def _net(cell: Cell, cfg: ProxyConfig, *, bn: bool = True) -> NB201Network:
     torch.manual_seed(cfg.seed)
     return NB201Network(cell, channels=cfg.channels, cells_per_stage=cfg.cells_per_stage, num_classes=cfg.num_classes, bn=bn)
 
@@ -109,13 +162,58 @@ def jacob_cov(cell: Cell, cfg: ProxyConfig, x: torch.Tensor) -> float:
     return float(-torch.sum(torch.log(v + k) + 1.0 / (v + k)))
 
 
-def snip_and_grad_norm(cell: Cell, cfg: ProxyConfig, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
+def gradient_proxies(cell: Cell, cfg: ProxyConfig, x: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
+    """snip, grad_norm, plain and fisher from one forward/backward pass of the cross-entropy loss."""
     net = _net(cell, cfg)
+    acts: list[torch.Tensor] = []
+
+    def keep(_m: nn.Module, _i: object, out: torch.Tensor) -> None:
+        out.retain_grad()
+        acts.append(out)
+
+    handles = [m.register_forward_hook(keep) for m in net.modules() if isinstance(m, nn.Conv2d)]
     nn.functional.cross_entropy(net(x), y).backward()
+    for h in handles:
+        h.remove()
     ws = [w for w in _weights(net) if w.grad is not None]
-    snip = float(sum(float((w.detach() * w.grad).abs().sum()) for w in ws if w.grad is not None))
-    grad_norm = float(sum(float(w.grad.norm()) for w in ws if w.grad is not None))
-    return snip, grad_norm
+    fisher = 0.0
+    for a in acts:
+        if a.grad is not None:
+            fisher += float((0.5 * (a.detach() * a.grad).sum(dim=(2, 3)).pow(2).mean(dim=0)).sum())
+    return {
+        "snip": float(sum(float((w.detach() * w.grad).abs().sum()) for w in ws if w.grad is not None)),
+        "grad_norm": float(sum(float(w.grad.norm()) for w in ws if w.grad is not None)),
+        "plain": float(sum(float((w.detach() * w.grad).sum()) for w in ws if w.grad is not None)),
+        "fisher": fisher,
+    }
+
+
+def l2_norm(cell: Cell, cfg: ProxyConfig) -> float:
+    net = _net(cell, cfg)
+    return float(sum(float(w.detach().norm()) for w in _weights(net)))
+
+
+def zen(cell: Cell, cfg: ProxyConfig) -> float:
+    net = _net(cell, cfg)
+    net.train()  # batch statistics, as Zen-NAS defines the score
+    g = torch.Generator().manual_seed(cfg.seed + 1)
+    x = torch.randn(cfg.batch, 3, 32, 32, generator=g)
+    e = torch.randn(cfg.batch, 3, 32, 32, generator=g)
+    bns = [m for m in net.modules() if isinstance(m, nn.BatchNorm2d)]
+    variances: list[float] = []
+
+    def record(m: nn.Module, inp: tuple[torch.Tensor, ...], _out: torch.Tensor) -> None:
+        variances.append(float(inp[0].detach().var(dim=(0, 2, 3), unbiased=False).mean()))
+
+    with torch.no_grad():
+        features = net.features(x)
+        handles = [m.register_forward_hook(record) for m in bns]
+        perturbed = net.features(x + 0.01 * e)
+        for h in handles:
+            h.remove()
+    delta = float((features - perturbed).flatten(1).norm(dim=1).mean())
+    bn_term = sum(math.log(math.sqrt(v)) for v in variances if v > 0)
+    return (math.log(delta) if delta > 0 else -1e9) + bn_term
 
 
 def params_and_flops(cell: Cell, cfg: ProxyConfig) -> tuple[float, float]:
@@ -140,20 +238,26 @@ def params_and_flops(cell: Cell, cfg: ProxyConfig) -> tuple[float, float]:
 DEFAULT_CONFIG = ProxyConfig()
 
 
+_BATCHES: dict[ProxyConfig, tuple[torch.Tensor, torch.Tensor]] = {}
+
+
 def compute(cell: Cell, cfg: ProxyConfig = DEFAULT_CONFIG) -> dict[str, float]:
-    """Every proxy of one cell (a few tenths of a second to a few seconds on CPU)."""
-    x, y = _batch(cfg)
-    snip, grad_norm = snip_and_grad_norm(cell, cfg, x, y)
+    """Every proxy of one cell (about a second on one CPU core)."""
+    if cfg not in _BATCHES:
+        _BATCHES[cfg] = _batch(cfg)
+    x, y = _BATCHES[cfg]
     params, flops = params_and_flops(cell, cfg)
-    return {
+    scores = {
         "synflow": synflow(cell, cfg),
         "naswot": naswot(cell, cfg, x),
         "jacob_cov": jacob_cov(cell, cfg, x),
-        "snip": snip,
-        "grad_norm": grad_norm,
+        **gradient_proxies(cell, cfg, x, y),
+        "l2_norm": l2_norm(cell, cfg),
+        "zen": zen(cell, cfg),
         "params": params,
         "flops": flops,
     }
+    return {name: scores[name] for name in PROXIES}
 
 
 _META = sa.MetaData()

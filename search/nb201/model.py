@@ -102,6 +102,10 @@ class NB201Network(nn.Module):
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.classifier = nn.Linear(c, num_classes)
 
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """The feature map before global pooling (what the Zen-score compares)."""
+        out: torch.Tensor = self.lastact(self.cells(self.stem(x)))
+        return out
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.lastact(self.cells(self.stem(x)))
-        return self.classifier(torch.flatten(self.pool(x), 1))
+        return self.classifier(torch.flatten(self.pool(self.features(x)), 1))

@@ -14,7 +14,7 @@ from search.nb201.model import NB201Network
 from search.nb201.zero_cost_problem import ZeroCostNB201
 from search.runner import run_search
 from search.work_progress import listening
-from search.zero_cost import PROXIES, ProxyCache, ProxyConfig, compute, ensemble, percentiles
+from search.zero_cost import PROXIES, ProxyCache, ProxyConfig, compute, ensemble, natural_patches, percentiles
 from search.zero_cost_bench import run_proxies
 
 TINY = ProxyConfig(batch=4, channels=4, cells_per_stage=1)
@@ -43,6 +43,28 @@ def test_proxies_are_deterministic_and_complete() -> None:
     # flops: more convolutions, more multiply-accumulates
     assert compute(EMPTY, TINY)["flops"] < a["flops"]
     assert compute(EMPTY, TINY)["jacob_cov"] <= a["jacob_cov"]
+    empty = compute(EMPTY, TINY)
+    # a cell that passes nothing on: no gradient reaches a cell weight, the Zen features do not move
+    assert empty["snip"] < a["snip"] and empty["fisher"] < a["fisher"] and empty["zen"] < a["zen"]
+    # l2_norm is the norm of the initial weights, computed here independently of the proxy code
+    torch.manual_seed(TINY.seed)
+    net = NB201Network(BEST, channels=4, cells_per_stage=1)
+    norms = [m.weight.detach().norm() for m in net.modules() if isinstance(m, torch.nn.Conv2d | torch.nn.Linear)]
+    assert a["l2_norm"] == pytest.approx(float(sum(norms)))
+
+
+def test_the_natural_batch_is_fixed_real_image_patches() -> None:
+    x = natural_patches(32, seed=0)
+    assert x.shape == (32, 3, 32, 32) and torch.equal(x, natural_patches(32, seed=0))
+    assert not torch.equal(x, natural_patches(32, seed=1))
+    # CIFAR normalisation: channel means near 0 and deviations near 1 over the batch (photos, not noise)
+    assert x.mean(dim=(0, 2, 3)).abs().max() < 1.5 and 0.3 < x.std(dim=(0, 2, 3)).mean() < 2.0
+    # natural images are smooth: neighbouring pixels correlate strongly, unlike the Gaussian batch
+    corr = torch.corrcoef(torch.stack([x[..., :, :-1].flatten(), x[..., :, 1:].flatten()]))[0, 1]
+    noise = torch.randn(32, 3, 32, 32)
+    corr_noise = torch.corrcoef(torch.stack([noise[..., :, :-1].flatten(), noise[..., :, 1:].flatten()]))[0, 1]
+    assert corr > 0.8 and abs(float(corr_noise)) < 0.05
+    assert ProxyConfig().batch_source == "natural" and ProxyConfig().key() != ProxyConfig(batch_source="gaussian").key()
 
 
 def test_cache_computes_once(tmp_path: Path) -> None:
