@@ -49,13 +49,19 @@ KB_WITHHELD = "coevo.kb.withheld"
 
 
 class CoevolutionProposer(Proposer):
-    """The ``pelnas`` proposer and its ablations.
+    """The ``pelnas`` proposer and its ablations, each removing one part.
+
+    ``pelnas-noniche`` (one niche), ``pelnas-nokb`` (no knowledge base: nothing learned, no
+    heuristic shapes a proposal; the surrogate still ranks) and ``pelnas-nosurrogate`` (no
+    surrogate ranking: the knowledge-guided pool is sampled uniformly).
 
     Args:
         reasoner: who writes heuristics and proposes (offline or LLM).
         name: registry name (``pelnas``, ``pelnas-noniche``, ``pelnas-nokb``).
         niches: use the problem's niche partition (False: one niche, the ablation).
-        use_knowledge: learn and use heuristics and the surrogate of the first objective (False: the ablation).
+        use_knowledge: learn and use heuristics (False: the ``nokb`` ablation).
+        use_surrogate: rank candidates by expected HV under a surrogate of the first objective
+            (False: the ``nosurrogate`` ablation).
         round_size: proposals per round.
         init_per_niche: initial points per niche (stratified by the cheap second objective).
         retries: how often a niche's request is sent back with the reasons for rejections.
@@ -72,6 +78,7 @@ class CoevolutionProposer(Proposer):
         name: str = "pelnas",
         niches: bool = True,
         use_knowledge: bool = True,
+        use_surrogate: bool = True,
         round_size: int = 20,
         init_per_niche: int = 4,
         retries: int = 2,
@@ -83,6 +90,7 @@ class CoevolutionProposer(Proposer):
         self.reasoner = reasoner
         self.use_niches = niches
         self.use_knowledge = use_knowledge
+        self.use_surrogate = use_surrogate
         self.round_size = round_size
         self.init_per_niche = init_per_niche
         self.retries = retries
@@ -226,7 +234,7 @@ class CoevolutionProposer(Proposer):
         shares = allocate(quota, contribution)
         log["allocation"] = shares
         model: SurrogateModel | None = None
-        if self.use_knowledge and len(paid) >= 8 and problem.objectives[1].cost == "cheap":
+        if self.use_surrogate and len(paid) >= 8 and problem.objectives[1].cost == "cheap":
             # a model of the first objective; candidates are ranked by expected HV with the second known exactly
             bounds = problem.objectives[0].bounds
             model = TreeSurrogate(problem.features([e.point for e in paid]), y1, bounds=bounds, seed=rng.randrange(2**31))
@@ -319,10 +327,10 @@ class CoevolutionProposer(Proposer):
 
 
 def make_pelnas(variant: str = "pelnas", *, reasoner: Reasoner | Mapping[str, Any] | None = None, **options: Any) -> CoevolutionProposer:
-    """Build ``pelnas``, ``pelnas-noniche`` or ``pelnas-nokb``.
+    """Build ``pelnas`` or one of its ablations (``pelnas-noniche``, ``pelnas-nokb``, ``pelnas-nosurrogate``).
 
     Args:
-        variant: which of the three.
+        variant: which of the four.
         reasoner: a reasoner, or its settings (:meth:`Reasoner.config`, as a study stores them,
             plus an ``api_key`` when the caller has one): the offline reasoner when None.
         options: the rest of :class:`CoevolutionProposer`'s options (:meth:`CoevolutionProposer.options`).
@@ -334,7 +342,9 @@ def make_pelnas(variant: str = "pelnas", *, reasoner: Reasoner | Mapping[str, An
         reasoner = reasoner_from_config(reasoner)
 
     if variant == "pelnas-nokb":
-        return CoevolutionProposer(reasoner or OfflineReasoner(guided=False), name=variant, use_knowledge=False, **options)
+        return CoevolutionProposer(reasoner or OfflineReasoner(), name=variant, use_knowledge=False, **options)
+    if variant == "pelnas-nosurrogate":
+        return CoevolutionProposer(reasoner or OfflineReasoner(), name=variant, use_surrogate=False, **options)
     if variant == "pelnas-noniche":
         return CoevolutionProposer(reasoner or OfflineReasoner(), name=variant, niches=False, **options)
     return CoevolutionProposer(reasoner or OfflineReasoner(), name="pelnas", **options)
@@ -351,5 +361,10 @@ def pelnas_noniche(*, reasoner: Reasoner | Mapping[str, Any] | None = None, **op
 
 
 def pelnas_nokb(*, reasoner: Reasoner | Mapping[str, Any] | None = None, **options: Any) -> CoevolutionProposer:
-    """The engine without knowledge base or surrogate (ablation; entry point ``pelnas-nokb``)."""
+    """The engine without knowledge base: surrogate ranking of unguided variation (ablation; entry point ``pelnas-nokb``)."""
     return make_pelnas("pelnas-nokb", reasoner=reasoner, **options)
+
+
+def pelnas_nosurrogate(*, reasoner: Reasoner | Mapping[str, Any] | None = None, **options: Any) -> CoevolutionProposer:
+    """The engine without surrogate: knowledge-guided variation, sampled uniformly (ablation; entry point ``pelnas-nosurrogate``)."""
+    return make_pelnas("pelnas-nosurrogate", reasoner=reasoner, **options)

@@ -82,7 +82,8 @@ def test_pelnas_round_records_and_ablations(storage: str) -> None:
     full = run_search(problem, "pelnas", budget=64, seed=0, storage=storage)
     nokb = run_search(problem, "pelnas-nokb", budget=64, seed=0, storage=storage)
     nonich = run_search(problem, "pelnas-noniche", budget=64, seed=0, storage=storage)
-    for r in (full, nokb, nonich):
+    nosur = run_search(problem, "pelnas-nosurrogate", budget=64, seed=0, storage=storage)
+    for r in (full, nokb, nonich, nosur):
         assert r.evaluations == 64 and r.trials == 64
     s = optuna.load_study(study_name=full.study, storage=storage)
     assert KnowledgeStore.for_storage(storage).latest(full.study)
@@ -92,7 +93,12 @@ def test_pelnas_round_records_and_ablations(storage: str) -> None:
     assert any(t.user_attrs.get("heuristics") for t in s.trials)
     s_nokb = optuna.load_study(study_name=nokb.study, storage=storage)
     assert not KnowledgeStore.for_storage(storage).exists(nokb.study) and not any(t.user_attrs.get("heuristics") for t in s_nokb.trials)
-    assert all("predicted" not in t.user_attrs["rationale"] for t in s_nokb.trials)
+    # each ablation removes one part: nokb keeps the surrogate's ranking, nosurrogate keeps the knowledge base
+    guided = [t for t in s_nokb.trials if t.user_attrs.get("round", 0) > 0]
+    assert guided and all("predicted" in t.user_attrs["rationale"] for t in guided)
+    s_sur = optuna.load_study(study_name=nosur.study, storage=storage)
+    assert all("predicted" not in t.user_attrs["rationale"] for t in s_sur.trials)
+    assert KnowledgeStore.for_storage(storage).latest(nosur.study) and any(t.user_attrs.get("heuristics") for t in s_sur.trials)
     s_non = optuna.load_study(study_name=nonich.study, storage=storage)
     assert {t.user_attrs["niche"] for t in s_non.trials} == {"all"}
     assert full.exploration["niches"] and min(full.exploration["niches"].values()) >= 4  # every niche explored
