@@ -12,23 +12,18 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import statistics
+import sys
 from pathlib import Path
 
-from scipy import stats
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from search.stats import format_interval
 
 
 def _runs(path: Path, group: str, metric: str) -> dict[tuple[str, str], float]:
     with path.open() as fh:
         return {(row[group], row["seed"]): float(row[metric]) for row in csv.DictReader(fh) if row[metric] not in ("", "None")}
-
-
-def _interval(diffs: list[float]) -> str:
-    if len(diffs) < 2:
-        return f"{diffs[0]:+.4f}" if diffs else "n/a"
-    half = stats.t.ppf(0.975, len(diffs) - 1) * statistics.stdev(diffs) / math.sqrt(len(diffs))
-    return f"{statistics.fmean(diffs):+.4f} ± {half:.4f}"
 
 
 def main() -> None:
@@ -58,9 +53,9 @@ def main() -> None:
         diffs = [after[k] - before[k] for k in keys]
         lines.append(
             f"| {g} | {len(keys)} | {statistics.fmean(before[k] for k in keys):.4f} | {statistics.fmean(after[k] for k in keys):.4f} "
-            f"| {_interval(diffs)} |"
+            f"| {format_interval(diffs)} |"
         )
-    lines.append(f"| all | {len(pairs)} runs | | | {_interval([after[k] - before[k] for k in pairs])} |")
+    lines.append(f"| all | {len(pairs)} runs | | | {format_interval([after[k] - before[k] for k in pairs])} |")
     text = "\n".join(lines) + "\n"
     if args.out:
         args.out.write_text(text)

@@ -34,6 +34,7 @@ from search.plots import plot_exploration, plot_fronts, plot_hv_curves
 from search.problems import make_problem, problem_class
 from search.proposers import get_proposer, takes_reasoner
 from search.runner import BANDS, SearchResult, run_search
+from search.stats import excludes_zero, format_interval
 from search.storage import open_storage
 
 RUN_FIELDS = ("study", "proposer", "seed", "budget", "evaluations", "trials", "hv_ratio", "igd", "front_recall", "wall_s")
@@ -194,7 +195,7 @@ def run_bench(spec: BenchSpec, out: Path, *, on_result: Callable[[SearchResult],
     (out / "histories.json").write_text(json.dumps([{"study": r.study, "hv_history": r.hv_history} for r in results]))
     report.files.append(out / "histories.json")
     pooled = {g: pooled_hv_ratios(spec, [r for r in results if group_of(spec, r.problem) == g], storage) for g in groups}
-    report.markdown = markdown_table(results, spec, pooled) + exploration_table(results, spec)
+    report.markdown = markdown_table(results, spec, pooled) + paired_table(results, spec, pooled) + exploration_table(results, spec)
     (out / "results.md").write_text(report.markdown)
     report.files.append(out / "results.md")
     report.files.extend(_plots(spec, results, out, storage))
@@ -294,6 +295,54 @@ def markdown_table(results: Sequence[SearchResult], spec: BenchSpec, pooled: Map
             "† No exact front for this problem: HV of each run's found front over the HV of every run's fronts in its group "
             "pooled (the best known front; reference point at the problem's bounds). It ranks the proposers of this table only.",
         ]
+    return "\n".join(lines) + "\n"
+
+
+def paired_table(
+    results: Sequence[SearchResult], spec: BenchSpec, pooled: Mapping[str, dict[str, float] | None] | None = None, metric: str = "hv_ratio"
+) -> str:
+    """Paired differences of every proposer against the first one of ``spec.proposers``, on the same seeds.
+
+    Per run group and pooled over groups: mean difference (other - first) of ``metric`` with a
+    Student t 95 % interval over the (group, seed) pairs; ``*`` marks an interval that excludes 0.
+    Empty with fewer than two proposers or two seeds. HV ratios fall back to the pooled ratios
+    (see :func:`pooled_hv_ratios`) where the problem has no exact front.
+    """
+    if len(spec.proposers) < 2 or len(spec.seeds) < 2:
+        return ""
+
+    def value(r: SearchResult) -> float | None:
+        by_study = (pooled or {}).get(group_of(spec, r.problem))
+        if metric == "hv_ratio" and by_study is not None:
+            return by_study.get(r.study)
+        v = getattr(r, metric)
+        return None if v is None else float(v)
+
+    table = {(group_of(spec, r.problem), r.proposer, r.seed): value(r) for r in results}
+    first, others = spec.proposers[0], spec.proposers[1:]
+    groups = spec.run_groups()
+    lines = [
+        "",
+        f"## Paired differences against {first}",
+        "",
+        f"{metric} of each proposer minus {first}'s on the same run group and seed: mean and Student t 95 % interval "
+        "over seeds (pooled: over every pair); * marks an interval that excludes 0.",
+        "",
+        f"| proposer | {' | '.join(groups)} | pooled |",
+        "|---|" + "---|" * (len(groups) + 1),
+    ]
+    for other in others:
+        cells, pooled_diffs = [], []
+        for g in groups:
+            diffs = [
+                float(b - a)  # type: ignore[operator]
+                for s in spec.seeds
+                if (a := table.get((g, first, s))) is not None and (b := table.get((g, other, s))) is not None
+            ]
+            pooled_diffs += diffs
+            cells.append(format_interval(diffs) + (" *" if excludes_zero(diffs) else ""))
+        cells.append(format_interval(pooled_diffs) + (" *" if excludes_zero(pooled_diffs) else ""))
+        lines.append(f"| {other} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

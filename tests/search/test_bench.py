@@ -74,3 +74,40 @@ def test_a_parallel_run_of_a_torch_problem_gets_its_share_of_the_cores(tmp_path:
         assert result.evaluations == 3 and torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+def test_paired_table_pairs_seeds_against_the_first_proposer() -> None:
+    from search.bench import paired_table
+    from search.runner import SearchResult
+
+    spec = BenchSpec("nb201", {"dataset": "cifar10"}, ("fpga", "raspi4"), ("pelnas", "tpe"), (0, 1, 2), budget=10)
+
+    def run(device: str, proposer: str, seed: int, hv: float) -> SearchResult:
+        return SearchResult(
+            f"{device}-{proposer}-{seed}",
+            "",
+            {"problem": "nb201", "device": device},
+            proposer,
+            seed,
+            10,
+            10,
+            10,
+            10,
+            0.0,
+            hv,
+            None,
+            None,
+            [],
+        )
+
+    results = [run(d, "pelnas", s, 0.9) for d in ("fpga", "raspi4") for s in (0, 1, 2)]
+    # tpe is worse by 0.01, 0.02, 0.03 on fpga (the interval excludes 0) and by -0.01, 0, +0.01 on raspi4 (it does not)
+    results += [run("fpga", "tpe", s, 0.9 - 0.01 * (s + 1)) for s in (0, 1, 2)]
+    results += [run("raspi4", "tpe", s, 0.9 + 0.01 * (s - 1)) for s in (0, 1, 2)]
+    md = paired_table(results, spec)
+    row = next(line for line in md.splitlines() if line.startswith("| tpe |"))
+    fpga, raspi4, pooled = [c.strip() for c in row.split("|")[2:5]]
+    # fpga: mean -0.02, sd 0.01, t(0.975, 2) = 4.3027: half-width 0.0248
+    assert fpga == "-0.0200 ± 0.0248" and raspi4.startswith("+0.0000 ±") and not raspi4.endswith("*")
+    assert pooled.startswith("-0.0100 ±")
+    assert paired_table(results, BenchSpec("nb201", {}, ("fpga",), ("pelnas",), (0, 1), budget=10)) == ""
