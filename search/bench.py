@@ -335,7 +335,7 @@ def paired_table(
         cells, pooled_diffs = [], []
         for g in groups:
             diffs = [
-                float(b - a)  # type: ignore[operator]
+                float(b - a)
                 for s in spec.seeds
                 if (a := table.get((g, first, s))) is not None and (b := table.get((g, other, s))) is not None
             ]
