@@ -21,9 +21,10 @@ Proxies (each computed at initialisation, fixed seeds):
   (sum over positions of activation x its gradient)^2 (Turner et al. 2020, as benchmarked by
   Abdelfattah et al. 2021);
 * ``l2_norm``: sum of the Frobenius norms of the conv and linear weights at initialisation;
-* ``zen``: Zen-score (Lin et al. 2021): log E||f(x) - f(x + 0.01 e)|| of the pre-pooling
-  features, x and e Gaussian as the paper defines it, plus the sum of log sqrt of each batch
-  norm's batch variance, BN in training mode;
+* ``zen``: Zen-score (Lin et al. 2021): log of the mean L1 distance ||f(x) - f(x + 0.01 e)||
+  of the pre-pooling features of the network re-initialised with N(0, 1) weights, x and e
+  Gaussian, plus the sum over batch norms of log sqrt(mean running variance), BN in training
+  mode (as the reference implementation computes it);
 * ``params``: trainable parameters; ``flops``: multiply-accumulates of one 32x32 image.
 
 :func:`ensemble` is the rank average of ``ENSEMBLE`` (fixed a priori, never chosen by looking
@@ -53,6 +54,8 @@ from search.work_progress import report
 PROXIES: tuple[str, ...] = ("synflow", "naswot", "jacob_cov", "snip", "grad_norm", "plain", "fisher", "l2_norm", "zen", "params", "flops")
 ENSEMBLE: tuple[str, ...] = ("synflow", "naswot", "snip")
 """Proxies averaged (by rank) into the accuracy estimate of zero-cost mode."""
+PROXY_VERSION = 2
+"""Bumped whenever a proxy's definition changes (2: Zen-score on the Gaussian-initialised network)."""
 
 
 @dataclass(frozen=True)
@@ -74,8 +77,9 @@ class ProxyConfig:
     batch_source: Literal["natural", "gaussian"] = "natural"
 
     def key(self) -> str:
-        # the proxy set is part of what a stored score means: a new proxy makes new rows
-        return hashlib.sha1(json.dumps({**vars(self), "proxies": PROXIES}, sort_keys=True).encode()).hexdigest()[:12]
+        # the proxy set and definitions are part of what a stored score means: new ones make new rows
+        payload = {**vars(self), "proxies": PROXIES, "version": PROXY_VERSION}
+        return hashlib.sha1(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
 
 
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
@@ -195,24 +199,23 @@ def l2_norm(cell: Cell, cfg: ProxyConfig) -> float:
 
 def zen(cell: Cell, cfg: ProxyConfig) -> float:
     net = _net(cell, cfg)
-    net.train()  # batch statistics, as Zen-NAS defines the score
+    # Zen-NAS scores a Gaussian-initialised network (weights N(0, 1), BN affine at 1 and 0),
+    # BN in training mode; with the default (Kaiming) init the BN term changes sign
+    torch.manual_seed(cfg.seed + 2)
+    with torch.no_grad():
+        for m in net.modules():
+            if isinstance(m, nn.Conv2d | nn.Linear):
+                nn.init.normal_(m.weight)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+    net.train()
     g = torch.Generator().manual_seed(cfg.seed + 1)
     x = torch.randn(cfg.batch, 3, 32, 32, generator=g)
     e = torch.randn(cfg.batch, 3, 32, 32, generator=g)
-    bns = [m for m in net.modules() if isinstance(m, nn.BatchNorm2d)]
-    variances: list[float] = []
-
-    def record(m: nn.Module, inp: tuple[torch.Tensor, ...], _out: torch.Tensor) -> None:
-        variances.append(float(inp[0].detach().var(dim=(0, 2, 3), unbiased=False).mean()))
-
     with torch.no_grad():
-        features = net.features(x)
-        handles = [m.register_forward_hook(record) for m in bns]
-        perturbed = net.features(x + 0.01 * e)
-        for h in handles:
-            h.remove()
-    delta = float((features - perturbed).flatten(1).norm(dim=1).mean())
-    bn_term = sum(math.log(math.sqrt(v)) for v in variances if v > 0)
+        # both passes update the running statistics, as in the reference implementation
+        delta = float((net.features(x) - net.features(x + 0.01 * e)).abs().sum(dim=(1, 2, 3)).mean())
+    bn_term = sum(math.log(math.sqrt(float(m.running_var.mean()))) for m in net.modules() if isinstance(m, nn.BatchNorm2d))
     return (math.log(delta) if delta > 0 else -1e9) + bn_term
 
 
