@@ -5,7 +5,8 @@
 
 Cells are scored in a fixed random order (a permutation of the 15,625 NAS-Bench-201 indices,
 seed 2026), so the first N scored are a uniform random sample: the proxy-quality figures of
-docs/zero-cost.md use the first 1,000. Scores go to a proxy cache in ``--storage`` as they are
+docs/zero-cost.md use the first 1,000. ``--reverse`` scores the same cells from the last one
+back, so a second process on the same storage meets the first in the middle. Scores go to a proxy cache in ``--storage`` as they are
 computed, so the job resumes where it stopped. ``--export`` writes every scored cell of the
 table's order to an npz (``index``: NB201 index, one float column per proxy, ``config``: the
 cache key, ``provenance``: how it was made), which :class:`search.zero_cost.ProxyCache`
@@ -44,6 +45,7 @@ def main() -> None:
     p.add_argument("--source", choices=("natural", "gaussian"), default="natural")
     p.add_argument("--cells", type=int, default=None, help="score the first N cells of the order (default: none, export only)")
     p.add_argument("--storage", required=True, help="the proxy cache (SQLite URL); resumable")
+    p.add_argument("--reverse", action="store_true", help="score them from the last one back (a second worker)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default: 1)")
     p.add_argument("--export", type=Path, default=None, help="write the scored cells to this npz")
     args = p.parse_args()
@@ -55,7 +57,8 @@ def main() -> None:
     if args.cells:
         started, batch = time.perf_counter(), 50
         for start in range(0, args.cells, batch):
-            chunk = [table.cell(int(i)) for i in ids[start : min(start + batch, args.cells)]]
+            part = ids[start : min(start + batch, args.cells)] if not args.reverse else ids[: args.cells][::-1][start : start + batch]
+            chunk = [table.cell(int(i)) for i in part]
             cache.scores(chunk)
             done = min(start + batch, args.cells)
             rate = cache.computed / max(time.perf_counter() - started, 1e-9)
