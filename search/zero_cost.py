@@ -215,7 +215,8 @@ def zen(cell: Cell, cfg: ProxyConfig) -> float:
     with torch.no_grad():
         # both passes update the running statistics, as in the reference implementation
         delta = float((net.features(x) - net.features(x + 0.01 * e)).abs().sum(dim=(1, 2, 3)).mean())
-    bn_term = sum(math.log(math.sqrt(float(m.running_var.mean()))) for m in net.modules() if isinstance(m, nn.BatchNorm2d))
+    variances = [float(m.running_var.mean()) for m in net.modules() if isinstance(m, nn.BatchNorm2d) and m.running_var is not None]
+    bn_term = sum(0.5 * math.log(v) for v in variances)  # log sqrt(var), as Zen-NAS sums it
     return (math.log(delta) if delta > 0 else -1e9) + bn_term
 
 
