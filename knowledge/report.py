@@ -240,6 +240,7 @@ def _blocks(search: StoredSearch, store: KnowledgeStore, out: Path, storage: str
     blocks += _changes_section(history, logs, rounds)
     blocks += _heuristics_section(latest, records, store, kb_name)
     blocks += _exploration_section(problem, paid, y2, ref, out)
+    blocks += _trust_section(logs, rounds)
     blocks += _usage_section(logs, rounds, offline, out)
     # kb activity figure after the changes table is built
     if history:
@@ -452,6 +453,34 @@ def _niche(niches: Any, e: Evaluation) -> str:
     from search.niches import niche_of
 
     return str(niche_of(niches, e.point))
+
+
+def _trust_section(logs: dict[int, Any], rounds: Sequence[int]) -> list[Block]:
+    """Predictor trust per round: how well the predictions made before paying ranked what was paid."""
+    rows = []
+    for r in rounds:
+        t = logs.get(r, {}).get("trust")
+        if not t:
+            continue
+        rho = "-" if t.get("rho") is None else f"{t['rho']:.2f}"
+        pooled = "-" if t.get("pooled_rho") is None else f"{t['pooled_rho']:.2f}"
+        rows.append(
+            [str(r), str(t.get("of_round", r - 1)), str(t.get("predictor", "")), str(t.get("n", 0)), rho, pooled, t.get("action", "")]
+        )
+    if not rows:
+        return []
+    return [
+        ("h2", "Predictor trust per round"),
+        (
+            "p",
+            "Before each round's designs were paid for, the engine's predictor (the label-free prior, or the model trained on "
+            "the designs paid so far) predicted them. Each row is Spearman's rank correlation between those predictions and "
+            "the values then paid, for the round named and pooled over every model-predicted round so far. When the round's "
+            "correlation falls below the floor, the next round says so and spends half its queries on designs its predictor "
+            "did not pick.",
+        ),
+        TableBlock(["round", "of round", "predictor", "designs", "rho", "rho, paid so far", "action"], rows),
+    ]
 
 
 def _usage_section(logs: dict[int, Any], rounds: Sequence[int], offline: bool, out: Path) -> list[Block]:

@@ -6,10 +6,14 @@
 Cells are scored in a fixed random order (a permutation of the 15,625 NAS-Bench-201 indices,
 seed 2026), so the first N scored are a uniform random sample: the proxy-quality figures of
 docs/zero-cost.md use the first 1,000. ``--reverse`` scores the same cells from the last one
-back, so a second process on the same storage meets the first in the middle. Scores go to a proxy cache in ``--storage`` as they are
+back, so a second process on the same storage meets the first in the middle; ``--shard I/N``
+scores every N-th cell from the I-th (one storage per shard; ``--export`` merges several
+``--storage`` URLs). ``--device cuda`` scores on a GPU: the networks and batches are made on the
+CPU from the same seeds and moved, with TF32 off, so only rounding differs from a CPU run.
+Scores go to a proxy cache in ``--storage`` as they are
 computed, so the job resumes where it stopped. ``--export`` writes every scored cell of the
-table's order to an npz (``index``: NB201 index, one float column per proxy, ``config``: the
-cache key, ``provenance``: how it was made), which :class:`search.zero_cost.ProxyCache`
+table's order to an npz (``index``: NB201 index, one float column per proxy, ``seconds``: CPU
+seconds of each cell, ``config``: the cache key, ``provenance``: how it was made), which :class:`search.zero_cost.ProxyCache`
 reads before computing anything.
 """
 
@@ -30,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from search.nb201 import load_table
 from search.nb201.space import format_arch
-from search.zero_cost import _TABLE, PROXIES, ProxyCache, ProxyConfig
+from search.zero_cost import _TABLE, PROXIES, ProxyCache, ProxyConfig, set_device
 
 ORDER_SEED = 2026
 
@@ -44,29 +48,38 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--source", choices=("natural", "gaussian"), default="natural")
     p.add_argument("--cells", type=int, default=None, help="score the first N cells of the order (default: none, export only)")
-    p.add_argument("--storage", required=True, help="the proxy cache (SQLite URL); resumable")
+    p.add_argument("--storage", required=True, nargs="+", help="the proxy cache (SQLite URL; resumable); several are merged by --export")
     p.add_argument("--reverse", action="store_true", help="score them from the last one back (a second worker)")
+    p.add_argument("--shard", default="0/1", help="I/N: score only every N-th cell of the order, from the I-th (default: 0/1, all)")
+    p.add_argument("--device", default="cpu", help="torch device to score on (default: cpu)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default: 1)")
     p.add_argument("--export", type=Path, default=None, help="write the scored cells to this npz")
+    p.add_argument("--provenance", default="", help="where the scores were computed (machine, device), for the npz's provenance")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
+    set_device(args.device)
+    shard, shards = (int(v) for v in args.shard.split("/"))
     table = load_table()
     cfg = ProxyConfig(batch_source=args.source)
-    cache = ProxyCache(args.storage, cfg)
+    caches = [ProxyCache(url, cfg, use_shipped=False) for url in args.storage]
     ids = order(len(table.ops))
     if args.cells:
+        todo = ids[: args.cells][shard::shards]
+        todo = todo[::-1] if args.reverse else todo
         started, batch = time.perf_counter(), 50
-        for start in range(0, args.cells, batch):
-            part = ids[start : min(start + batch, args.cells)] if not args.reverse else ids[: args.cells][::-1][start : start + batch]
-            chunk = [table.cell(int(i)) for i in part]
-            cache.scores(chunk)
-            done = min(start + batch, args.cells)
-            rate = cache.computed / max(time.perf_counter() - started, 1e-9)
-            print(f"{done}/{args.cells} cells; {cache.computed} computed this run, {rate:.2f} cells/s", flush=True)
+        for start in range(0, len(todo), batch):
+            caches[0].scores([table.cell(int(i)) for i in todo[start : start + batch]])
+            done = min(start + batch, len(todo))
+            rate = caches[0].computed / max(time.perf_counter() - started, 1e-9)
+            print(f"{done}/{len(todo)} cells; {caches[0].computed} computed this run, {rate:.2f} cells/s", flush=True)
     if args.export:
         key = cfg.key()
-        with cache.engine.connect() as con:
-            rows = {r.arch: (json.loads(r.scores), r.seconds) for r in con.execute(sa.select(_TABLE).where(_TABLE.c.config == key))}
+        rows: dict[str, tuple[dict[str, float], float]] = {}
+        for cache in caches:
+            with cache.engine.connect() as con:
+                rows.update(
+                    {r.arch: (json.loads(r.scores), r.seconds) for r in con.execute(sa.select(_TABLE).where(_TABLE.c.config == key))}
+                )
         index, columns, seconds = [], {name: [] for name in PROXIES}, []
         for i in ids:
             arch = format_arch(table.cell(int(i)))
@@ -79,13 +92,14 @@ def main() -> None:
                 columns[name].append(scores[name])
         provenance = (
             f"computed by coevo's scripts/build_proxy_table.py (search/zero_cost.py, config {json.dumps(vars(cfg))}, key {key}); "
-            f"{len(index)} cells in a fixed random order (seed {ORDER_SEED}); CPU: {platform.processor() or platform.machine()}, "
-            f"torch {torch.__version__}; median {float(np.median(seconds)):.2f} s per cell"
+            f"{len(index)} cells in a fixed random order (seed {ORDER_SEED}); {args.provenance or platform.machine()}, "
+            f"torch {torch.__version__}; median {float(np.median(seconds)):.3f} s per cell there"
         )
         np.savez_compressed(
             args.export,
             index=np.array(index, dtype=np.int32),
             config=np.array(key),
+            seconds=np.array(seconds, dtype=np.float32),
             provenance=np.array(provenance),
             **{name: np.array(columns[name], dtype=np.float64) for name in PROXIES},
         )

@@ -44,9 +44,9 @@ def _run(storage: str, mode: str, workers: int, budget: int, keep_cache: bool) -
         options.update(mode=mode, storage=storage)
     problem = make_problem("nb201", options)  # creates the zero-cost cache table when needed
     if isinstance(problem, ZeroCostNB201):
-        problem.reference_scores()  # the percentile scale: computed once per database, shared by all workers
+        problem.proxies.reference()  # the robust-z scale: computed once per database, shared by all workers
         if not keep_cache:  # every other cached score goes, so each configuration computes its cells
-            keep = [format_arch(c) for c in problem.reference_cells()]
+            keep = [format_arch(c) for c in problem.proxies.reference_cells()]
             engine = sa.create_engine(resolve_storage_url(storage))
             with engine.begin() as conn:
                 conn.execute(

@@ -122,9 +122,11 @@ class Problem(ABC):
     """Key under which :meth:`describe` output appears in reports and JSON."""
     design_format: str = ""
     """How :meth:`describe` writes a design, for prompts (what :meth:`parse_design` reads)."""
-    found_set: Literal["all", "front"] = "all"
-    """What a search is scored on: every evaluated point (query mode) or only the final
-    front under the objectives as evaluated (zero-cost mode), re-scored by :meth:`true_values`."""
+    found_set: Literal["all", "front", "predicted"] = "all"
+    """What a search is scored on: every evaluated point (query mode); only the final front
+    under the objectives as evaluated (zero-cost mode), re-scored by :meth:`true_values`; or
+    the front of the paid points and of the designs a predictor trained on them scored
+    afterwards (few-shot mode, :mod:`search.few_shot`; needs a :class:`Predictable` problem)."""
 
     def __init__(self, options: ProblemOptions | None = None, /, **values: Any) -> None:
         if options is not None and values:
@@ -319,3 +321,26 @@ class Evolvable(ABC):
     @abstractmethod
     def cheap_values(self, points: Sequence[Point]) -> dict[str, np.ndarray]:
         """Cheap objectives (free lookups/predictions) of many points, by objective name."""
+
+
+class Predictable(ABC):
+    """Label-free knowledge of the first objective, for few-shot and zero-cost modes (mixin for :class:`Evolvable` problems).
+
+    Zero-cost proxies are the example: computed without training, they rank designs roughly
+    as the expensive objective would. Contract: :meth:`Evolvable.features` of such a problem
+    ends with the column :meth:`prior` returns (predictors fit a correction of it), and
+    neither reads an expensive objective.
+    """
+
+    @abstractmethod
+    def prior(self, points: Sequence[Point]) -> np.ndarray:
+        """(n,) label-free estimate of the first objective (higher is better; any monotone scale)."""
+
+    def free_designs(self) -> list[Point] | None:
+        """Designs whose features are precomputed (free to predict), or None.
+
+        When given, the prediction stage of few-shot and zero-cost modes scores all of them
+        instead of searching the space with the problem's operators (whose designs may each
+        cost a feature computation).
+        """
+        return None

@@ -26,9 +26,10 @@ import optuna
 
 from search import round_log  # noqa: F401  (registers the purge of round logs for new studies)
 from search.errors import UserInputError
+from search.few_shot import predicted_front
 from search.metrics import FrontMetrics, FrontReference, pareto_mask
 from search.niches import niche_of
-from search.problem import Problem
+from search.problem import Evolvable, Predictable, Problem
 from search.proposers import Evaluation, Proposer, get_proposer
 from search.storage import resolve_storage_url
 from search.study import default_study_name, evaluations_from_study, open_or_create
@@ -62,7 +63,11 @@ class SearchResult:
     stopped: str | None = None
     found_set: str = "all"
     """``all``: every evaluation was scored on the true objectives; ``front``: objectives were
-    estimated during the search and only the reported front was scored afterwards."""
+    estimated during the search and only the reported front was scored afterwards;
+    ``predicted``: the paid evaluations trained a predictor, and the front of paid and
+    predicted designs was reported, then scored on the truth (few-shot mode)."""
+    reported: int = 0
+    """Designs in the found set (``all``: every paid evaluation; otherwise the reported front)."""
     reasoner: str | None = None
     llm_usage: dict[str, Any] | None = None
     exploration: dict[str, Any] = field(default_factory=dict)
@@ -143,7 +148,7 @@ def run_search(
         history=True,
         stopped=stopped,
     )
-    result.notes = notes
+    result.notes = notes + result.notes
     reasoner = getattr(proposer, "reasoner", None)
     if reasoner is not None:
         result.reasoner = reasoner.label
@@ -188,14 +193,36 @@ def summarize(
     evaluations = [e for e in evaluations if e.query]
     first, second = problem.front_objectives
     queries = len(evaluations)
+    notes: list[str] = []
     if problem.found_set == "front" and evaluations:
         # estimated objectives (NB201 zero-cost mode): report the front under the estimates, then score it truly
+        pool = problem.free_designs() if isinstance(problem, Predictable) else None
+        if pool and isinstance(problem, Predictable) and isinstance(problem, Evolvable):
+            # designs with free estimates join the searched ones (unpaid: no expensive query either way)
+            seen = {e.point_id for e in evaluations}
+            fresh = [p for p in pool if problem.point_id(p) not in seen]
+            prior, cheap = problem.prior(fresh), problem.cheap_values(fresh)[second]
+            evaluations = evaluations + [
+                Evaluation(-1, p, problem.point_id(p), {first: float(a), second: float(c)}, True, {"free": True})
+                for p, a, c in zip(fresh, prior, cheap, strict=True)
+            ]
+            notes.append(f"zero-cost: the front is taken over the {queries} searched designs and {len(fresh)} more with free proxy scores")
         est = pareto_mask(np.array([e.values[first] for e in evaluations]), np.array([e.values[second] for e in evaluations]))
         evaluations = [
             Evaluation(e.trial_number, e.point, e.point_id, problem.true_values(e.point), e.query, e.attrs)
             for e, keep in zip(evaluations, est, strict=True)
             if keep
         ]
+    elif problem.found_set == "predicted" and evaluations:
+        # few-shot: a predictor trained on the paid evaluations scores more designs; the front of
+        # paid and predicted is reported, and only now scored on the truth
+        stage = predicted_front(problem, evaluations, seed=seed)
+        notes.append(stage.note)
+        evaluations = [
+            e if e.query else Evaluation(e.trial_number, e.point, e.point_id, problem.true_values(e.point), False, e.attrs)
+            for e in stage.reported
+        ]
+    reported = len(evaluations)
     y1 = np.array([e.values[first] for e in evaluations])
     y2 = np.array([e.values[second] for e in evaluations])
     ids = [e.point_id for e in evaluations]
@@ -222,7 +249,8 @@ def summarize(
         seed=seed,
         budget=budget,
         evaluations=queries,
-        expensive_queries=queries if problem.found_set == "all" else 0,
+        expensive_queries=queries if problem.found_set != "front" else 0,
+        reported=reported,
         found_set=problem.found_set,
         trials=trials,
         wall_s=round(wall_s, 3),
@@ -233,6 +261,7 @@ def summarize(
         hv_history=hv_history,
         stopped=stopped,
         exploration=exploration,
+        notes=notes,
     )
 
 

@@ -27,18 +27,19 @@ Proxies (each computed at initialisation, fixed seeds):
   mode (as the reference implementation computes it);
 * ``params``: trainable parameters; ``flops``: multiply-accumulates of one 32x32 image.
 
-:func:`ensemble` is the rank average of ``ENSEMBLE`` (fixed a priori, never chosen by looking
-at benchmark accuracies): each proxy's percentile within a reference sample of cells.
+:mod:`search.nb201.proxies` turns the scores into predictor features and a label-free prior.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
+from importlib import resources
 from typing import Literal
 
 import numpy as np
@@ -47,13 +48,11 @@ import torch
 from torch import nn
 
 from search.nb201.model import NB201Network
-from search.nb201.space import Cell, format_arch
+from search.nb201.space import Cell, format_arch, parse_arch
 from search.storage import side_engine
 from search.work_progress import report
 
 PROXIES: tuple[str, ...] = ("synflow", "naswot", "jacob_cov", "snip", "grad_norm", "plain", "fisher", "l2_norm", "zen", "params", "flops")
-ENSEMBLE: tuple[str, ...] = ("synflow", "naswot", "snip")
-"""Proxies averaged (by rank) into the accuracy estimate of zero-cost mode."""
 PROXY_VERSION = 2
 """Bumped whenever a proxy's definition changes (2: Zen-score on the Gaussian-initialised network)."""
 
@@ -115,9 +114,27 @@ def _batch(cfg: ProxyConfig) -> tuple[torch.Tensor, torch.Tensor]:
     return (natural_patches(cfg.batch, cfg.seed) if cfg.batch_source == "natural" else gaussian), labels
 
 
-def _net(cell: Cell, cfg: ProxyConfig, *, bn: bool = True) -> NB201Network:
+_DEVICE = torch.device("cpu")
+
+
+def set_device(name: str) -> None:
+    """Score on this torch device (the table builder; CPU by default).
+
+    Networks and batches are made on the CPU from the same seeds and then moved, so every
+    device scores the same weights on the same data; only rounding differs.
+    """
+    global _DEVICE
+    _DEVICE = torch.device(name)
+    if _DEVICE.type == "cuda":
+        # full fp32 products, as on the CPU (TF32 would perturb the small proxies)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+
+
+def _net(cell: Cell, cfg: ProxyConfig, *, bn: bool = True, move: bool = True) -> NB201Network:
     torch.manual_seed(cfg.seed)
-    return NB201Network(cell, channels=cfg.channels, cells_per_stage=cfg.cells_per_stage, num_classes=cfg.num_classes, bn=bn)
+    net = NB201Network(cell, channels=cfg.channels, cells_per_stage=cfg.cells_per_stage, num_classes=cfg.num_classes, bn=bn)
+    return net.to(_DEVICE) if move else net
 
 
 def _weights(net: nn.Module) -> list[torch.Tensor]:
@@ -129,7 +146,7 @@ def synflow(cell: Cell, cfg: ProxyConfig) -> float:
     with torch.no_grad():
         for p in net.parameters():
             p.abs_()
-    out = net(torch.ones(1, 3, 32, 32, dtype=torch.float64))
+    out = net(torch.ones(1, 3, 32, 32, dtype=torch.float64, device=_DEVICE))
     out.sum().backward()
     total = sum((w * w.grad).abs().sum().item() for w in _weights(net) if w.grad is not None)
     return math.log(total) if total > 0 else -math.inf
@@ -198,7 +215,7 @@ def l2_norm(cell: Cell, cfg: ProxyConfig) -> float:
 
 
 def zen(cell: Cell, cfg: ProxyConfig) -> float:
-    net = _net(cell, cfg)
+    net = _net(cell, cfg, move=False)  # re-initialised below by the CPU generator, then moved
     # Zen-NAS scores a Gaussian-initialised network (weights N(0, 1), BN affine at 1 and 0),
     # BN in training mode; with the default (Kaiming) init the BN term changes sign
     torch.manual_seed(cfg.seed + 2)
@@ -208,15 +225,16 @@ def zen(cell: Cell, cfg: ProxyConfig) -> float:
                 nn.init.normal_(m.weight)
                 if m.bias is not None:
                     nn.init.zeros_(m.bias)
+    net.to(_DEVICE)
     net.train()
     g = torch.Generator().manual_seed(cfg.seed + 1)
-    x = torch.randn(cfg.batch, 3, 32, 32, generator=g)
-    e = torch.randn(cfg.batch, 3, 32, 32, generator=g)
+    x = torch.randn(cfg.batch, 3, 32, 32, generator=g).to(_DEVICE)
+    e = torch.randn(cfg.batch, 3, 32, 32, generator=g).to(_DEVICE)
     with torch.no_grad():
         # both passes update the running statistics, as in the reference implementation
         delta = float((net.features(x) - net.features(x + 0.01 * e)).abs().sum(dim=(1, 2, 3)).mean())
     variances = [float(m.running_var.mean()) for m in net.modules() if isinstance(m, nn.BatchNorm2d) and m.running_var is not None]
-    bn_term = sum(0.5 * math.log(v) for v in variances)  # log sqrt(var), as Zen-NAS sums it
+    bn_term = sum(0.5 * math.log(v) for v in variances)
     return (math.log(delta) if delta > 0 else -1e9) + bn_term
 
 
@@ -233,7 +251,7 @@ def params_and_flops(cell: Cell, cfg: ProxyConfig) -> tuple[float, float]:
 
     handles = [m.register_forward_hook(count) for m in net.modules() if isinstance(m, nn.Conv2d | nn.Linear)]
     with torch.no_grad():
-        net(torch.zeros(1, 3, 32, 32))
+        net(torch.zeros(1, 3, 32, 32, device=_DEVICE))
     for h in handles:
         h.remove()
     return float(sum(p.numel() for p in net.parameters())), float(macs)
@@ -248,7 +266,8 @@ _BATCHES: dict[ProxyConfig, tuple[torch.Tensor, torch.Tensor]] = {}
 def compute(cell: Cell, cfg: ProxyConfig = DEFAULT_CONFIG) -> dict[str, float]:
     """Every proxy of one cell (about a second on one CPU core)."""
     if cfg not in _BATCHES:
-        _BATCHES[cfg] = _batch(cfg)
+        x, y = _batch(cfg)
+        _BATCHES[cfg] = x.to(_DEVICE), y.to(_DEVICE)
     x, y = _BATCHES[cfg]
     params, flops = params_and_flops(cell, cfg)
     scores = {
@@ -275,17 +294,52 @@ _TABLE = sa.Table(
 )
 
 
+SHIPPED = {"natural": "proxies-natural.npz"}
+"""Precomputed tables shipped in ``search/nb201/data`` per batch source (scripts/build_proxy_table.py)."""
+
+
+@functools.cache
+def shipped_table(key: str) -> dict[str, dict[str, float]] | None:
+    """Scores of the shipped table whose config key is ``key``, by arch string (None when none ships).
+
+    The table carries its config key: a table made with other settings or proxy definitions
+    is never used in place of a computation.
+    """
+    from search.nb201.table import load_table
+
+    table = load_table()
+    for name in SHIPPED.values():
+        path = resources.files("search.nb201") / "data" / name
+        if not path.is_file():
+            continue
+        with resources.as_file(path) as file, np.load(file) as data:
+            if str(data["config"]) != key:
+                continue
+            index = data["index"]
+            columns = {p: data[p] for p in PROXIES}
+        return {format_arch(table.cell(int(i))): {p: float(columns[p][k]) for p in PROXIES} for k, i in enumerate(index)}
+    return None
+
+
+def shipped_cells(key: str) -> list[Cell]:
+    """Cells of the shipped table made with config key ``key``, in the table's (uniformly random) order; [] when none ships."""
+    return [parse_arch(a) for a in shipped_table(key) or {}]
+
+
 class ProxyCache:
-    """Scores per (config, cell) in table ``coevo_zero_cost`` of a storage database.
+    """Scores per (config, cell): the shipped table when it has the cell, else table ``coevo_zero_cost`` of a storage database.
 
     Args:
         url: storage URL (the study's); None for the default SQLite file.
         config: proxy settings.
+        use_shipped: read the shipped table first (False: compute or read the storage only,
+            e.g. to build or check that table).
     """
 
-    def __init__(self, url: str | None, config: ProxyConfig = DEFAULT_CONFIG) -> None:
+    def __init__(self, url: str | None, config: ProxyConfig = DEFAULT_CONFIG, *, use_shipped: bool = True) -> None:
         self.engine = side_engine(url, _META)
         self.config = config
+        self.use_shipped = use_shipped
         self.computed = 0
         self.compute_seconds = 0.0
 
@@ -300,9 +354,13 @@ class ProxyCache:
         cells = list(cells)
         archs = [format_arch(c) for c in cells]
         key = self.config.key()
-        with self.engine.connect() as con:
-            rows = con.execute(sa.select(_TABLE.c.arch, _TABLE.c.scores).where(_TABLE.c.config == key, _TABLE.c.arch.in_(set(archs)))).all()
-        known = {arch: json.loads(s) for arch, s in rows}
+        shipped = shipped_table(key) if self.use_shipped else None
+        known = {a: shipped[a] for a in archs if a in shipped} if shipped else {}
+        wanted = set(archs) - set(known)
+        if wanted:
+            with self.engine.connect() as con:
+                rows = con.execute(sa.select(_TABLE.c.arch, _TABLE.c.scores).where(_TABLE.c.config == key, _TABLE.c.arch.in_(wanted))).all()
+            known.update({arch: json.loads(s) for arch, s in rows})
         missing, done = len({a for a in archs if a not in known}), 0
         for cell, arch in zip(cells, archs, strict=True):
             if arch in known:
@@ -319,17 +377,3 @@ class ProxyCache:
                 if con.execute(sa.select(_TABLE.c.arch).where(_TABLE.c.config == key, _TABLE.c.arch == arch)).first() is None:
                     con.execute(_TABLE.insert().values(config=key, arch=arch, scores=json.dumps(known[arch]), seconds=seconds))
         return [known[a] for a in archs]
-
-
-def percentiles(values: Sequence[float], reference: Sequence[float]) -> np.ndarray:
-    """Percentile (0..100) of each value within ``reference`` (mid-rank for ties)."""
-    ref = np.sort(np.asarray(reference, dtype=float))
-    v = np.asarray(values, dtype=float)
-    lo = np.searchsorted(ref, v, side="left")
-    hi = np.searchsorted(ref, v, side="right")
-    return 100.0 * (lo + hi) / (2.0 * len(ref))
-
-
-def ensemble(scores: Sequence[dict[str, float]], reference: Sequence[dict[str, float]], proxies: Sequence[str] = ENSEMBLE) -> np.ndarray:
-    """Rank-average estimate: mean percentile of each proxy within the reference sample."""
-    return np.mean([percentiles([s[p] for s in scores], [r[p] for r in reference]) for p in proxies], axis=0)

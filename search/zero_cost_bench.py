@@ -1,8 +1,9 @@
 """``coevo proxies``: how well each zero-cost proxy ranks NB201 cells, and what it costs.
 
 Samples N random cells (fixed seed), computes every proxy (cached in storage, so reruns and
-zero-cost searches reuse them), and reports Spearman's rho of each proxy and of the rank
-ensemble against the benchmark's test accuracy, with the median CPU time per cell.
+zero-cost searches reuse them; never read from the shipped table: this command measures),
+and reports Spearman's rho of each proxy and of the label-free prior against the benchmark's
+test accuracy, with the median CPU time per cell.
 """
 
 from __future__ import annotations
@@ -20,15 +21,17 @@ import torch
 from scipy import stats
 
 from search.errors import UserInputError
+from search.nb201.proxies import PRIOR_PROXIES
 from search.nb201.space import Cell, format_arch
 from search.nb201.table import DATASETS, load_table
+from search.predictor import zero_shot
 from search.storage import open_storage, resolve_storage_url
-from search.zero_cost import _TABLE, ENSEMBLE, PROXIES, ProxyCache, ProxyConfig
+from search.zero_cost import _TABLE, PROXIES, ProxyCache, ProxyConfig
 
 
 @dataclass
 class ProxyReport:
-    """Spearman rho per proxy (and ``ensemble``), cost, and the files written."""
+    """Spearman rho per proxy (and ``prior``), cost, and the files written."""
 
     cells: int
     dataset: str
@@ -40,7 +43,7 @@ class ProxyReport:
 
 def _score_chunk(storage: str, cells: list[Cell], config: ProxyConfig) -> tuple[int, float]:
     torch.set_num_threads(1)
-    cache = ProxyCache(storage, config)
+    cache = ProxyCache(storage, config, use_shipped=False)
     cache.scores(cells)
     return cache.computed, cache.compute_seconds
 
@@ -62,7 +65,7 @@ def run_proxies(
     table = load_table()
     indices = rng.sample(range(len(table.ops)), cells)
     sample = [table.cell(i) for i in indices]
-    ProxyCache(storage, config)  # create the table once, before workers race to do it
+    ProxyCache(storage, config, use_shipped=False)  # create the table once, before workers race to do it
     chunks = [sample[k::jobs] for k in range(jobs)]
     if jobs == 1:
         results = [_score_chunk(storage, sample, config)]
@@ -70,12 +73,12 @@ def run_proxies(
         with ProcessPoolExecutor(max_workers=jobs) as pool:
             results = list(pool.map(_score_chunk, [storage] * jobs, chunks, [config] * jobs))
     computed = sum(r[0] for r in results)
-    scores = ProxyCache(storage, config).scores(sample)
+    scores = ProxyCache(storage, config, use_shipped=False).scores(sample)
     acc = table.acc(dataset)[indices]
     rho = {p: float(stats.spearmanr([s[p] for s in scores], acc).statistic) for p in PROXIES}
-    ranks = np.mean([stats.rankdata([s[p] for s in scores]) for p in ENSEMBLE], axis=0)
-    rho["ensemble"] = float(stats.spearmanr(ranks, acc).statistic)
-    cache = ProxyCache(storage, config)
+    prior = np.array([[s[p] for p in PRIOR_PROXIES] for s in scores])
+    rho["prior"] = float(stats.spearmanr(zero_shot(prior, prior), acc).statistic)
+    cache = ProxyCache(storage, config, use_shipped=False)
     archs = [format_arch(c) for c in sample]
     with cache.engine.connect() as con:
         seconds = [
@@ -91,13 +94,14 @@ def run_proxies(
     lines = [
         f"# Zero-cost proxies on {cells} random NB201 cells ({dataset})",
         "",
-        f"Fixed synthetic batch of {config.batch} 32x32 images, seed {config.seed}, C={config.channels}, N={config.cells_per_stage}; "
-        f"ensemble = rank average of {', '.join(ENSEMBLE)}. CPU time per cell is the time of all proxies together when first computed "
+        f"Fixed {config.batch_source} batch of {config.batch} 32x32 images, seed {config.seed}, C={config.channels}, "
+        f"N={config.cells_per_stage}; prior = mean robust z-score of {', '.join(PRIOR_PROXIES)} (the sample as the reference). "
+        "CPU time per cell is the time of all proxies together when first computed "
         f"({computed} computed in this run, the rest from the cache).",
         "",
         "| proxy | Spearman rho |",
         "|---|---|",
-        *[f"| {p} | {rho[p]:.3f} |" for p in (*PROXIES, "ensemble")],
+        *[f"| {p} | {rho[p]:.3f} |" for p in (*PROXIES, "prior")],
         "",
         f"median CPU seconds per cell (all proxies): {median:.2f}" if median is not None else "median CPU seconds per cell: n/a",
         "",

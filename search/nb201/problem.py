@@ -1,8 +1,9 @@
 """NB201 x HW-NAS-Bench as a coevo problem: maximise test accuracy, minimise latency.
 
 Options: the dataset (accuracy), the device (latency) and the mode (``query``: accuracy is
-paid for from the table; ``zero-cost``: estimated by zero-cost proxies, see
-:mod:`search.nb201.zero_cost_problem`). Niches: PEL-NAS's complexity bands.
+paid for from the table; ``few-shot``: a few paid accuracies train a predictor on zero-cost
+proxies, see :mod:`search.nb201.few_shot_problem`; ``zero-cost``: estimated by zero-cost
+proxies, see :mod:`search.nb201.zero_cost_problem`). Niches: PEL-NAS's complexity bands.
 """
 
 from __future__ import annotations
@@ -66,8 +67,10 @@ class NB201Options(ProblemOptions):
 
     dataset: Literal["cifar10", "cifar100", "imagenet16_120"] = Field("cifar10", description="dataset of the test accuracy")
     device: str = Field("fpga", description="latency device: a column of the table (fpga, raspi4, pixel3, eyeriss, 1080ti_1, ...)")
-    mode: Literal["query", "zero-cost"] = Field(
-        "query", description="query: accuracy is paid for from the table; zero-cost: estimated by zero-cost proxies, never read"
+    mode: Literal["query", "few-shot", "zero-cost"] = Field(
+        "query",
+        description="query: accuracy is paid for from the table; few-shot: the budget's queries train a predictor on zero-cost "
+        "proxies that scores the rest; zero-cost: estimated by zero-cost proxies, never read",
     )
 
     @field_validator("device")
@@ -123,7 +126,8 @@ class NB201Problem(Problem, Evolvable):
         super().__init__(options, **values)
         if type(self) is NB201Problem and self.options.mode != "query":
             raise UserInputError(
-                "NB201Problem runs mode='query'; build the zero-cost one with make_problem('nb201', {'mode': 'zero-cost'})"
+                "NB201Problem runs mode='query'; build the others with make_problem('nb201', {'mode': 'few-shot'}) "
+                "or make_problem('nb201', {'mode': 'zero-cost'})"
             )
         self.table = table or load_table()
         self.dataset: str = self.options.dataset
@@ -134,8 +138,12 @@ class NB201Problem(Problem, Evolvable):
 
     @classmethod
     def create(cls, options: Any, context: ProblemContext) -> NB201Problem:
-        """The query-mode problem, or :class:`search.nb201.zero_cost_problem.ZeroCostNB201` for ``mode="zero-cost"``
-        (its proxy scores cached in the context's storage)."""
+        """The query-mode problem, :class:`search.nb201.few_shot_problem.FewShotNB201` for ``mode="few-shot"`` or
+        :class:`search.nb201.zero_cost_problem.ZeroCostNB201` for ``mode="zero-cost"`` (proxy scores cached in the context's storage)."""
+        if options.mode == "few-shot":
+            from search.nb201.few_shot_problem import FewShotNB201
+
+            return FewShotNB201(options, storage=context.storage)
         if options.mode == "zero-cost":
             from search.nb201.zero_cost_problem import ZeroCostNB201
 

@@ -14,7 +14,7 @@ from search.nb201.model import NB201Network
 from search.nb201.zero_cost_problem import ZeroCostNB201
 from search.runner import run_search
 from search.work_progress import listening
-from search.zero_cost import PROXIES, ProxyCache, ProxyConfig, compute, ensemble, natural_patches, percentiles
+from search.zero_cost import PROXIES, ProxyCache, ProxyConfig, compute, natural_patches
 from search.zero_cost_bench import run_proxies
 
 TINY = ProxyConfig(batch=4, channels=4, cells_per_stage=1)
@@ -79,18 +79,10 @@ def test_cache_computes_once(tmp_path: Path) -> None:
     assert other.computed == 1  # another configuration is another key
 
 
-def test_percentiles_and_ensemble() -> None:
-    assert percentiles([0.0, 2.0, 5.0, 9.0], [1.0, 2.0, 3.0, 4.0]).tolist() == [0.0, 37.5, 100.0, 100.0]
-    ref = [{"a": float(i), "b": float(-i)} for i in range(10)]
-    # a=9 is the top of a's reference, b=0 the top of b's: both at the 95th percentile (mid-rank)
-    est = ensemble([{"a": 9.0, "b": 0.0}, {"a": 0.0, "b": -9.0}, {"a": 9.0, "b": -9.0}], ref, proxies=("a", "b"))
-    assert est.tolist() == pytest.approx([95.0, 5.0, 50.0])
-
-
 @pytest.mark.slow  # a 30-evaluation search scoring real networks: about 35 s on 2 cores (the bench test below is the fast one)
 def test_zero_cost_search_never_reads_true_accuracy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     storage = f"sqlite:///{tmp_path / 'z.db'}"
-    monkeypatch.setattr("search.nb201.zero_cost_problem.REFERENCE_CELLS", 8)
+    monkeypatch.setattr("search.nb201.proxies.REFERENCE_CELLS", 8)
     problem = ZeroCostNB201(dataset="cifar10", device="eyeriss", storage=storage, config=TINY)
     peeks = []
     original = NB201Problem.evaluate
@@ -122,7 +114,7 @@ def test_zero_cost_search_never_reads_true_accuracy(tmp_path: Path, monkeypatch:
 def test_proxies_command(tmp_path: Path) -> None:
     storage = f"sqlite:///{tmp_path / 'p.db'}"
     report = run_proxies(cells=12, dataset="cifar10", storage=storage, out=tmp_path / "o", config=TINY)
-    assert set(report.rho) == {*PROXIES, "ensemble"} and report.computed == 12
+    assert set(report.rho) == {*PROXIES, "prior"} and report.computed == 12
     # every rho is Spearman's of the scores and accuracies the command wrote out, for the 12 distinct cells it sampled
     with (tmp_path / "o" / "proxies.csv").open(newline="") as fh:
         rows = list(csv.DictReader(fh))
@@ -131,9 +123,9 @@ def test_proxies_command(tmp_path: Path) -> None:
     for proxy in PROXIES:
         expected = stats.spearmanr([float(r[proxy]) for r in rows], acc).statistic
         assert report.rho[proxy] == pytest.approx(expected, nan_ok=True)
-    assert not math.isnan(report.rho["params"]) and not math.isnan(report.rho["ensemble"])  # they vary across 12 cells
+    assert not math.isnan(report.rho["params"]) and not math.isnan(report.rho["prior"])  # they vary across 12 cells
     table = (tmp_path / "o" / "proxies.md").read_text()
-    assert all(f"| {p} | {report.rho[p]:.3f} |" in table for p in (*PROXIES, "ensemble"))
+    assert all(f"| {p} | {report.rho[p]:.3f} |" in table for p in (*PROXIES, "prior"))
     again = run_proxies(cells=12, dataset="cifar10", storage=storage, out=tmp_path / "o2", config=TINY)
     assert again.computed == 0 and again.rho == pytest.approx(report.rho, nan_ok=True)  # the same cells, from the cache
 
@@ -141,8 +133,8 @@ def test_proxies_command(tmp_path: Path) -> None:
 def test_zero_cost_bench_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from search.bench import BenchSpec, run_bench
 
-    monkeypatch.setattr("search.nb201.zero_cost_problem.REFERENCE_CELLS", 8)
-    monkeypatch.setattr("search.nb201.zero_cost_problem.ProxyConfig", lambda: TINY)
+    monkeypatch.setattr("search.nb201.proxies.REFERENCE_CELLS", 8)
+    monkeypatch.setattr("search.nb201.proxies.ProxyConfig", lambda: TINY)
     spec = BenchSpec("nb201", {"dataset": "cifar10", "mode": "zero-cost"}, ("eyeriss",), ("pelnas", "random"), (0,), budget=26)
     report = run_bench(spec, tmp_path / "out")
     assert [r.problem["mode"] for r in report.results] == ["zero-cost", "zero-cost"]

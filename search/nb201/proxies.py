@@ -1,0 +1,86 @@
+"""Zero-cost proxies of NB201 cells as predictor features and as a label-free prior.
+
+Shared by zero-cost mode (the prior is the accuracy estimate) and few-shot mode (the prior
+and the features feed a predictor trained on the accuracies paid for). Scores come from the
+shipped table when it has the cell, else are computed on real PyTorch networks and cached
+(:class:`search.zero_cost.ProxyCache`).
+
+Each proxy is put on a common scale by a robust z-score against a fixed reference sample of
+random cells (median and inter-quartile range, clipped to +-5): unlike percentiles within a
+small sample, it does not tie every cell above the sample's best. The prior is the mean
+robust z of :data:`PRIOR_PROXIES`, a choice made on the validation datasets (CIFAR-100 and
+ImageNet16-120, docs/zero-cost.md), never on CIFAR-10.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+import numpy as np
+
+from search.nb201.space import EDGES, N_OPS, Cell, is_disconnected, random_cell
+from search.predictor import robust_z, zero_shot
+from search.zero_cost import PROXIES, ProxyCache, ProxyConfig, shipped_cells
+
+PRIOR_PROXIES: tuple[str, ...] = ("synflow", "naswot", "jacob_cov")
+"""Proxies averaged into the label-free prior (chosen on the validation datasets)."""
+FEATURE_PROXIES: tuple[str, ...] = tuple(p for p in PROXIES if p != "params")
+"""Proxies the learned predictor sees (``params`` is ``flops`` up to a monotone map on NB201)."""
+REFERENCE_CELLS = 200
+"""Random cells whose proxy scores set each proxy's median and spread: the shipped table's first
+ones (a uniform sample), else cells drawn with :data:`REFERENCE_SEED`."""
+REFERENCE_SEED = 12345
+
+
+class NB201Proxies:
+    """Proxy scores, predictor features and the label-free prior of NB201 cells.
+
+    Args:
+        storage: storage URL where computed scores are cached.
+        config: proxy settings (the shipped table is used when it was made with them).
+    """
+
+    def __init__(self, storage: str | None, config: ProxyConfig | None = None) -> None:
+        self.cache = ProxyCache(storage, config or ProxyConfig())
+        self._reference: np.ndarray | None = None
+
+    def reference_cells(self) -> list[Cell]:
+        """The fixed reference sample (free when the shipped table has it)."""
+        shipped = shipped_cells(self.cache.config.key())
+        if len(shipped) >= REFERENCE_CELLS:
+            return shipped[:REFERENCE_CELLS]
+        rng = random.Random(REFERENCE_SEED)
+        return [random_cell(rng) for _ in range(REFERENCE_CELLS)]
+
+    def free_cells(self) -> list[Cell]:
+        """Cells of the shipped table (their scores cost nothing)."""
+        return shipped_cells(self.cache.config.key())
+
+    def raw(self, cells: Sequence[Cell], *, what: str | None = None) -> np.ndarray:
+        """(n, len(PROXIES)) scores, in :data:`search.zero_cost.PROXIES` order."""
+        scores = self.cache.scores(cells, what=what)
+        return np.array([[s[p] for p in PROXIES] for s in scores], dtype=float).reshape(len(scores), len(PROXIES))
+
+    def reference(self) -> np.ndarray:
+        """Scores of the reference sample (computed once per storage, then cached)."""
+        if self._reference is None:
+            what = f"scoring {REFERENCE_CELLS} reference cells for the zero-cost scale (first run only, then cached)"
+            self._reference = self.raw(self.reference_cells(), what=what)
+        return self._reference
+
+    def prior(self, cells: Sequence[Cell]) -> np.ndarray:
+        """Label-free estimate (mean robust z of :data:`PRIOR_PROXIES`; higher is better)."""
+        cols = [PROXIES.index(p) for p in PRIOR_PROXIES]
+        return zero_shot(self.raw(cells)[:, cols], self.reference()[:, cols])
+
+    def features(self, cells: Sequence[Cell]) -> np.ndarray:
+        """Predictor features: robust z of every feature proxy, op counts, a disconnected flag, and the prior last."""
+        raw, ref = self.raw(cells), self.reference()
+        cols = [PROXIES.index(p) for p in FEATURE_PROXIES]
+        prior_cols = [PROXIES.index(p) for p in PRIOR_PROXIES]
+        ops = np.asarray(cells, dtype=np.int64).reshape(-1, len(EDGES))
+        counts = np.stack([(ops == k).sum(axis=1) for k in range(N_OPS)], axis=1)
+        disconnected = np.array([float(is_disconnected(tuple(row))) for row in ops.tolist()]).reshape(-1, 1)
+        prior = zero_shot(raw[:, prior_cols], ref[:, prior_cols]).reshape(-1, 1)
+        return np.hstack([robust_z(raw[:, cols], ref[:, cols]), counts, disconnected, prior])
