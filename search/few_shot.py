@@ -73,7 +73,7 @@ def predicted_front(problem: Problem, paid: Sequence[Evaluation], *, seed: int, 
         return PredictedStage(list(paid), 0, float("nan"), "few-shot: fewer than 2 paid designs, nothing to train a predictor on")
     points = [e.point for e in paid]
     y = np.array([e.values[first] for e in paid])
-    trust = out_of_fold_rho(problem.features(points), y, bounds=problem.objectives[0].bounds, seed=seed, prior_column=-1)
+    trust = out_of_fold_rho(problem.predictor_features(points), y, bounds=problem.objectives[0].bounds, seed=seed, prior_column=-1)
     if not np.isnan(trust) and trust < TRUST_FLOOR:
         note = (
             f"few-shot: the predictor's out-of-fold rank correlation on the {len(paid)} paid designs is {trust:.2f} "
@@ -95,7 +95,7 @@ def predicted_front(problem: Problem, paid: Sequence[Evaluation], *, seed: int, 
         if not fresh:
             return
         pts = list(fresh.values())
-        mean = model.samples(problem.features(pts)).mean(axis=0)
+        mean = model.samples(problem.predictor_features(pts)).mean(axis=0)
         cheap = problem.cheap_values(pts)[second]
         for (pid, p), m, c2 in zip(fresh.items(), mean, cheap, strict=True):
             seen[pid] = (p, float(m), float(c2), None)

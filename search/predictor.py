@@ -219,13 +219,12 @@ def out_of_fold_rho(
 def fit_surrogate(problem: Any, points: Sequence[Any], values: Sequence[float] | np.ndarray, *, seed: int) -> SurrogateModel:
     """The model of ``problem``'s first objective a search fits on the points it paid for.
 
-    :class:`BoostedSurrogate` on the problem's features with its prior as the base line for a
-    :class:`search.problem.Predictable` problem (proxy features), else
+    :class:`BoostedSurrogate` on the problem's predictor features with its prior as the base
+    line for a :class:`search.problem.Predictable` problem (proxy features), else
     :class:`search.surrogate.TreeSurrogate` on the design encoding.
     """
-    features = problem.features(list(points))
     y = np.asarray(values, dtype=float)
     bounds = problem.objectives[0].bounds
     if isinstance(problem, Predictable):
-        return BoostedSurrogate(features, y, bounds=bounds, seed=seed, prior_column=-1)
-    return TreeSurrogate(features, y, bounds=bounds, seed=seed)
+        return BoostedSurrogate(problem.predictor_features(list(points)), y, bounds=bounds, seed=seed, prior_column=-1)
+    return TreeSurrogate(problem.features(list(points)), y, bounds=bounds, seed=seed)

@@ -327,14 +327,19 @@ class Predictable(ABC):
     """Label-free knowledge of the first objective, for few-shot and zero-cost modes (mixin for :class:`Evolvable` problems).
 
     Zero-cost proxies are the example: computed without training, they rank designs roughly
-    as the expensive objective would. Contract: :meth:`Evolvable.features` of such a problem
-    ends with the column :meth:`prior` returns (predictors fit a correction of it), and
-    neither reads an expensive objective.
+    as the expensive objective would. Contract: :meth:`predictor_features` ends with the
+    column :meth:`prior` returns (predictors fit a correction of it), and neither reads an
+    expensive objective. They may cost real computation per design, unlike
+    :meth:`Evolvable.features` (the encoding proposers' models use while searching).
     """
 
     @abstractmethod
     def prior(self, points: Sequence[Point]) -> np.ndarray:
         """(n,) label-free estimate of the first objective (higher is better; any monotone scale)."""
+
+    @abstractmethod
+    def predictor_features(self, points: Sequence[Point]) -> np.ndarray:
+        """(n, d) features of the few-shot predictor, the prior last."""
 
     def free_designs(self) -> list[Point] | None:
         """Designs whose features are precomputed (free to predict), or None.

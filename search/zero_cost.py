@@ -264,7 +264,21 @@ _BATCHES: dict[ProxyConfig, tuple[torch.Tensor, torch.Tensor]] = {}
 
 
 def compute(cell: Cell, cfg: ProxyConfig = DEFAULT_CONFIG) -> dict[str, float]:
-    """Every proxy of one cell (about a second on one CPU core)."""
+    """Every proxy of one cell (about a second on one CPU core), on one torch thread.
+
+    The networks are small: intra-op threads only wait on each other (on a 2-core machine a
+    cell took 20-30 s with 2 threads against 1-2 s with one), so scoring runs single-threaded
+    and leaves the caller's thread count as it was.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _compute(cell, cfg)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _compute(cell: Cell, cfg: ProxyConfig) -> dict[str, float]:
     if cfg not in _BATCHES:
         x, y = _batch(cfg)
         _BATCHES[cfg] = x.to(_DEVICE), y.to(_DEVICE)

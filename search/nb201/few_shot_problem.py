@@ -1,11 +1,11 @@
 """NB201 in few-shot mode: a few true accuracy queries, a predictor on zero-cost proxies for the rest.
 
 The budget counts accuracy queries, as in query mode, and the proposer chooses them. Every
-proposer's model sees the same features (:meth:`FewShotNB201.features`: the proxies, op
-counts and the label-free prior), and the co-evolution engine's first round starts from the
-prior. After the budget is spent, :func:`search.few_shot.predicted_front` trains the predictor
-on the paid accuracies and searches on it; the reported front is scored on the benchmark's
-true accuracy only then.
+proposer's model sees the design encoding while searching, as in query mode (proxy scores of
+every candidate would cost a network instantiation each). After the budget is spent,
+:func:`search.few_shot.predicted_front` trains the predictor on the paid accuracies and
+scores the shipped proxy table's cells with it; the reported front is scored on the
+benchmark's true accuracy only then.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class FewShotNB201(NB201Problem, Predictable):
     def spec(self) -> dict[str, Any]:
         return {**super().spec(), "mode": "few-shot", "proxies": {"prior": list(PRIOR_PROXIES), "config": self.proxies.cache.config.key()}}
 
-    def features(self, points: Sequence[Any]) -> np.ndarray:
+    def predictor_features(self, points: Sequence[Any]) -> np.ndarray:
         """Proxy features (robust z), op counts, a disconnected flag and the prior, last (:class:`search.problem.Predictable`)."""
         return self.proxies.features(points)
 

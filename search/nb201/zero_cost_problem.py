@@ -65,6 +65,10 @@ class ZeroCostNB201(NB201Problem, Predictable):
         """Benchmark values, used only to score the reported front after the search."""
         return NB201Problem.evaluate(self, point)
 
+    def predictor_features(self, points: Any) -> np.ndarray:
+        """Proxy features with the prior last (:class:`search.problem.Predictable`)."""
+        return self.proxies.features(points)
+
     def prior(self, points: Any) -> np.ndarray:
         """Zero-shot estimates of many cells (the objective itself here; scores computed and cached as needed)."""
         return self.proxies.prior(points)
