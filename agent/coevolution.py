@@ -71,6 +71,8 @@ class CoevolutionProposer(Proposer):
         kb_from: seed the knowledge base from this export file or study before the first round.
     """
 
+    sees_cheap_objectives = True
+
     def __init__(
         self,
         reasoner: Reasoner,

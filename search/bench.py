@@ -262,16 +262,25 @@ def markdown_table(results: Sequence[SearchResult], spec: BenchSpec, pooled: Map
     opts = ", ".join(f"{k}={v}" for k, v in recorded.items() if k not in ("problem", key) and not isinstance(v, dict | list))
     expensive = ", ".join(o.name for o in cls.objectives if o.cost == "expensive") or "none"
     found_set = results[0].found_set if results else "all"
-    scored = (
-        "the found set is every evaluated design"
-        if found_set == "all"
-        else "objectives are estimated during the search and only the reported front is scored, afterwards, on the truth"
+    scored = {
+        "all": "the found set is every evaluated design",
+        "front": "objectives are estimated during the search and only the reported front is scored, afterwards, on the truth",
+        "predicted": "a predictor trained on the paid evaluations scores more designs after the search, and the front of paid "
+        "and predicted designs is reported, then scored on the truth",
+    }.get(found_set, found_set)
+    seeing = [p for p in spec.proposers if _sees_cheap(p)]
+    marker = (
+        f" Marked ◆: proposers that see the cheap objective(s) of every candidate before paying for it ({', '.join(seeing)}); "
+        "the others learn them only from what they pay for."
+        if seeing
+        else ""
     )
     lines = [
         f"# coevo bench: {spec.problem}{f' ({opts})' if opts else ''}, budget {spec.budget}, seeds {list(spec.seeds)}",
         "",
         f"The budget counts evaluations of the expensive objective(s) ({expensive}); {scored}. HV ratio and IGD as "
-        f"defined in DESIGN.md (useful region of {cls.objectives[0].name}). Wall time is per run, with {spec.jobs} run(s) in parallel.",
+        f"defined in DESIGN.md (useful region of {cls.objectives[0].name}). Wall time is per run, with {spec.jobs} run(s) in parallel."
+        + marker,
         "",
         f"| {key or 'group'} | proposer | HV ratio | IGD | front recall | wall s |",
         "|---|---|---|---|---|---|",
@@ -284,7 +293,7 @@ def markdown_table(results: Sequence[SearchResult], spec: BenchSpec, pooled: Map
             if by_study is not None:
                 hv = _mean_std([by_study[r.study] for r in rs]) + " †"
             lines.append(
-                f"| {group} | {proposer} | {hv} | "
+                f"| {group} | {proposer}{' ◆' if proposer in seeing else ''} | {hv} | "
                 f"{_mean_std([r.igd for r in rs if r.igd is not None])} | "
                 f"{_mean_std([r.front_recall for r in rs if r.front_recall is not None])} | "
                 f"{statistics.fmean([r.wall_s for r in rs]):.1f} |"
@@ -296,6 +305,14 @@ def markdown_table(results: Sequence[SearchResult], spec: BenchSpec, pooled: Map
             "pooled (the best known front; reference point at the problem's bounds). It ranks the proposers of this table only.",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _sees_cheap(name: str) -> bool:
+    """Whether proposer ``name`` reads cheap objectives of candidates before paying (built with defaults to ask it)."""
+    try:
+        return bool(getattr(get_proposer(name), "sees_cheap_objectives", False))
+    except (UserInputError, TypeError):  # a plug-in that cannot be built without options: unmarked
+        return False
 
 
 def paired_table(

@@ -55,7 +55,7 @@ from scipy import stats
 from agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner
 from knowledge import Heuristic, KnowledgeBase
 from knowledge.heuristics import effect_text, effect_unit, sig
-from search.metrics import hv_improvement, pareto_mask
+from search.acquisition import greedy_ehvi
 from search.niches import Niche, niche_of
 from search.problem import Evolvable, Objective, Point, Problem
 from search.proposers import Evaluation, Proposal
@@ -320,7 +320,7 @@ class OfflineReasoner(Reasoner):
         points = list(pool)
         chosen: list[tuple[int, tuple[float, float] | None]]
         if self.guided and request.model is not None:
-            chosen = list(self._rank_by_ehvi(request, problem, points))
+            chosen = list(greedy_ehvi(problem, request.model, request.evaluations, points, request.quota))
         else:
             chosen = [(i, None) for i in rng.sample(range(len(points)), min(request.quota, len(points)))]
         directions = {o.name: o.direction for o in problem.objectives}
@@ -352,32 +352,6 @@ class OfflineReasoner(Reasoner):
             changed = [(k, v) for k, v in params.items() if base[k] != v]
             w.append(math.prod(weights.get(c, 1.0) for c in changed))
         return rng.choices(options, weights=w, k=1)[0]
-
-    @staticmethod
-    def _rank_by_ehvi(request: ProposeRequest, problem: Any, points: list[Point]) -> list[tuple[int, tuple[float, float]]]:
-        first, second = problem.front_objectives
-        assert request.model is not None
-        samples = request.model.samples(problem.features(points))
-        y2 = problem.cheap_values(points)[second]
-        paid = request.evaluations
-        # never problem.reference(): it is built from every point's expensive objective
-        bounds = problem.acquisition_bounds()
-        floor, ceiling = bounds if bounds else (float(np.min([e.values[first] for e in paid])), float(np.max(y2)))
-        f1 = np.array([e.values[first] for e in paid])
-        f2 = np.array([e.values[second] for e in paid])
-        keep = pareto_mask(f1, f2)
-        f1, f2 = f1[keep], f2[keep]
-        mean = samples.mean(axis=0)
-        available = np.ones(len(points), bool)
-        chosen = []
-        for _ in range(min(request.quota, len(points))):
-            gain = hv_improvement(f1, f2, floor, ceiling, samples, y2).mean(axis=0)
-            score = np.where(available, gain + 1e-9 * mean, -np.inf)  # no gain anywhere: best predicted first objective
-            i = int(np.argmax(score))
-            chosen.append((i, (float(mean[i]), float(gain[i]))))
-            available[i] = False
-            f1, f2 = np.append(f1, mean[i]), np.append(f2, y2[i])
-        return chosen
 
     @staticmethod
     def _explain(

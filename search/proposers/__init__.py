@@ -15,12 +15,14 @@ from typing import Any
 from search.errors import UserInputError, unknown_name
 from search.plugins import entry_points, load_entry_point
 from search.proposers._base import Evaluation, Proposal, Proposer, RoundContext
+from search.proposers._mobo import MOBOProposer, mobo_proposer
 from search.proposers._optuna import SamplerProposer, nsga2_proposer, random_proposer, tpe_proposer
 
 BASELINES: dict[str, Callable[..., Proposer]] = {
     "random": random_proposer,
     "nsga2": nsga2_proposer,
     "tpe": tpe_proposer,
+    "mobo": mobo_proposer,
 }
 """Proposer name -> factory, for the proposers defined in search/ itself."""
 
@@ -70,6 +72,7 @@ def get_proposer(proposer: str | Proposer, options: Mapping[str, Any] | None = N
 __all__ = [
     "BASELINES",
     "Evaluation",
+    "MOBOProposer",
     "Proposal",
     "Proposer",
     "RoundContext",

@@ -87,6 +87,9 @@ class Proposer(ABC):
 
     name: str = ""
     """Registry name, e.g. ``tpe``."""
+    sees_cheap_objectives: bool = False
+    """True when the proposer reads the cheap objectives of candidates before paying for them
+    (``coevo bench`` marks such proposers: their comparison is only fair among themselves)."""
     variant: str = ""
     """Suffix of default study names for options that change the run (e.g. ``-kbfrom-X``)."""
 
