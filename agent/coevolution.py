@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import optuna
+from scipy.stats import spearmanr
 
 from agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner
 from knowledge import KnowledgeBase, retrieval, validation
@@ -236,7 +237,10 @@ class CoevolutionProposer(Proposer):
         shares = allocate(quota, contribution)
         log["allocation"] = shares
         model: SurrogateModel | None = None
-        if self.use_surrogate and len(paid) >= 8 and problem.objectives[1].cost == "cheap":
+        trust = surrogate_trust(paid, ctx.round, first)
+        if trust is not None:
+            log["trust"] = trust
+        if self.use_surrogate and len(paid) >= 8 and problem.objectives[1].cost == "cheap" and not (trust and trust["low"]):
             # a model of the first objective; candidates are ranked by expected HV with the second known exactly
             bounds = problem.objectives[0].bounds
             model = TreeSurrogate(problem.features([e.point for e in paid]), y1, bounds=bounds, seed=rng.randrange(2**31))
@@ -326,6 +330,48 @@ class CoevolutionProposer(Proposer):
         if pid in seen:
             return f"{problem.describe(prop.point)} was already evaluated or proposed"
         return None
+
+
+TRUST_FLOOR = 0.3
+"""Spearman rho of the surrogate's pre-payment predictions on the last round below which the next round is not screened."""
+TRUST_MIN_N = 5
+"""Predictions needed before the trust check acts."""
+
+
+def surrogate_trust(paid: Sequence[Evaluation], round_no: int, objective: str) -> dict[str, Any] | None:
+    """How well the surrogate's predictions (made before paying) ranked the last round's paid values, and pooled over all rounds.
+
+    Low trust (rho below :data:`TRUST_FLOOR` on at least :data:`TRUST_MIN_N` predictions)
+    makes the round sample its knowledge-guided pool uniformly: it pays for candidates the
+    model did not choose, which is what the model needs to recover. None before any prediction.
+    """
+    predicted = [e for e in paid if "predicted" in e.attrs]
+    if not predicted:
+        return None
+    last = [e for e in predicted if int(e.attrs.get("round", -1)) == round_no - 1]
+
+    def rho(evals: Sequence[Evaluation]) -> float | None:
+        if len(evals) < 3:
+            return None
+        value = spearmanr([float(e.attrs["predicted"]) for e in evals], [e.values[objective] for e in evals]).statistic
+        return None if np.isnan(value) else float(value)
+
+    r, pooled = rho(last), rho(predicted)
+    low = r is not None and len(last) >= TRUST_MIN_N and r < TRUST_FLOOR
+    action = (
+        f"rho {r:.2f} < {TRUST_FLOOR}: this round pays for unscreened candidates of the guided pool (surrogate ranking off)"
+        if low and r is not None
+        else ""
+    )
+    return {
+        "of_round": round_no - 1,
+        "predictor": "extra-trees surrogate",
+        "n": len(last),
+        "rho": r,
+        "pooled_rho": pooled,
+        "low": low,
+        "action": action,
+    }
 
 
 def make_pelnas(variant: str = "pelnas", *, reasoner: Reasoner | Mapping[str, Any] | None = None, **options: Any) -> CoevolutionProposer:

@@ -473,11 +473,10 @@ def _trust_section(logs: dict[int, Any], rounds: Sequence[int]) -> list[Block]:
         ("h2", "Predictor trust per round"),
         (
             "p",
-            "Before each round's designs were paid for, the engine's predictor (the label-free prior, or the model trained on "
-            "the designs paid so far) predicted them. Each row is Spearman's rank correlation between those predictions and "
-            "the values then paid, for the round named and pooled over every model-predicted round so far. When the round's "
-            "correlation falls below the floor, the next round says so and spends half its queries on designs its predictor "
-            "did not pick.",
+            "Before each round's designs were paid for, the engine's surrogate (trained on the designs paid so far) predicted "
+            "them. Each row is Spearman's rank correlation between those predictions and the values then paid, for the round "
+            "named and pooled over every model-predicted round so far. When the round's correlation falls below 0.3 (5 or "
+            "more predictions), the next round says so in 'action' and pays for candidates the surrogate did not rank.",
         ),
         TableBlock(["round", "of round", "predictor", "designs", "rho", "rho, paid so far", "action"], rows),
     ]

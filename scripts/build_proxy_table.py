@@ -49,6 +49,7 @@ def main() -> None:
     p.add_argument("--source", choices=("natural", "gaussian"), default="natural")
     p.add_argument("--cells", type=int, default=None, help="score the first N cells of the order (default: none, export only)")
     p.add_argument("--storage", required=True, nargs="+", help="the proxy cache (SQLite URL; resumable); several are merged by --export")
+    p.add_argument("--like", type=Path, default=None, help="score the cells of this exported table, in its order")
     p.add_argument("--reverse", action="store_true", help="score them from the last one back (a second worker)")
     p.add_argument("--shard", default="0/1", help="I/N: score only every N-th cell of the order, from the I-th (default: 0/1, all)")
     p.add_argument("--device", default="cpu", help="torch device to score on (default: cpu)")
@@ -60,7 +61,7 @@ def main() -> None:
     table = load_table()
     cfg = ProxyConfig(batch_source=args.source)
     caches = [ProxyCache(url, cfg, use_shipped=False) for url in args.storage]
-    ids = order(len(table.ops))
+    ids = order(len(table.ops)) if args.like is None else np.load(args.like)["index"]
     if args.cells:
         todo = ids[: args.cells][shard::shards]
         todo = todo[::-1] if args.reverse else todo

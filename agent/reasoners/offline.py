@@ -336,7 +336,13 @@ class OfflineReasoner(Reasoner):
                 first = problem.objectives[0]
                 rationale += f"; predicted {first.name} {sig(predicted[0])} {first.unit}, expected HV gain {predicted[1]:.3g}"
             out.append(
-                Proposal(point, rationale=rationale, heuristics=tuple(cited), attrs={"niche": request.niche.id, "reasoner": self.label})
+                Proposal(
+                    point,
+                    rationale=rationale,
+                    heuristics=tuple(cited),
+                    # the prediction made before paying: the engine checks it against the paid value (trust)
+                    attrs={"niche": request.niche.id, "reasoner": self.label, **({"predicted": predicted[0]} if predicted else {})},
+                )
             )
         return out
 
