@@ -32,4 +32,4 @@ test-fast: lint typecheck  ## the same checks without the tests marked slow (you
 	$(PY) -m pytest -q -m "not slow"
 
 bench:  ## co-evolution vs ablations vs baselines, 4 devices x 5 seeds (~20 min on 2 cores)
-	$(VENV)/bin/coevo bench --problem nb201 --dataset cifar10 --devices fpga,raspi4,pixel3,eyeriss --proposers pelnas,pelnas-noniche,pelnas-nokb,tpe,nsga2,random --budget 300 --seeds 5 --jobs 2 --out bench-out
+	$(VENV)/bin/coevo bench --problem nb201 --dataset cifar10 --devices fpga,raspi4,pixel3,eyeriss --proposers pelnas,pelnas-nosurrogate,pelnas-nokb,pelnas-noniche,mobo,tpe,nsga2,random --budget 300 --seeds 5 --jobs 2 --out bench-out

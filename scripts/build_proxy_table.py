@@ -5,8 +5,8 @@
 
 Cells are scored in a fixed random order (a permutation of the 15,625 NAS-Bench-201 indices,
 seed 2026), so the first N scored are a uniform random sample: the proxy-quality figures of
-docs/zero-cost.md use the first 1,000. ``--reverse`` scores the same cells from the last one
-back, so a second process on the same storage meets the first in the middle; ``--shard I/N``
+docs/bench/issue15-proxies.md use the first 1,000 of the shipped table. ``--reverse`` scores
+the same cells from the last one back, so a second process on the same storage meets the first in the middle; ``--shard I/N``
 scores every N-th cell from the I-th (one storage per shard; ``--export`` merges several
 ``--storage`` URLs). ``--device cuda`` scores on a GPU: the networks and batches are made on the
 CPU from the same seeds and moved, with TF32 off, so only rounding differs from a CPU run.

@@ -9,6 +9,7 @@ import pytest
 from scipy import stats
 
 from agent.coevolution import TRUST_FLOOR, surrogate_trust
+from knowledge.report import write_report
 from search.nb201 import NB201Problem
 from search.proposers import Evaluation
 from search.round_log import RoundLogs
@@ -52,3 +53,10 @@ def test_pelnas_logs_trust_every_round_from_what_it_predicted(tmp_path: Path) ->
         assert log["trust"]["n"] == len(of) and log["trust"]["rho"] == pytest.approx(expected)
         checked += 1
     assert checked >= 2
+    # the review report shows the same figures, round by round
+    write_report(storage, result.study, tmp_path / "report")
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "## Predictor trust per round" in md
+    shown = [(r, log["trust"]) for r, log in sorted(logs.items()) if log.get("trust", {}).get("rho") is not None]
+    for r, t in shown:
+        assert f"| {r} | {r - 1} | extra-trees surrogate | {t['n']} | {t['rho']:.2f} | {t['pooled_rho']:.2f} |" in md
