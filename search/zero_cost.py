@@ -37,6 +37,7 @@ import hashlib
 import json
 import math
 import time
+import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
@@ -47,6 +48,7 @@ import sqlalchemy as sa
 import torch
 from torch import nn
 
+from search.errors import CoevoError
 from search.nb201.model import NB201Network
 from search.nb201.space import Cell, format_arch, parse_arch
 from search.storage import side_engine
@@ -326,11 +328,14 @@ def shipped_table(key: str) -> dict[str, dict[str, float]] | None:
         path = resources.files("search.nb201") / "data" / name
         if not path.is_file():
             continue
-        with resources.as_file(path) as file, np.load(file) as data:
-            if str(data["config"]) != key:
-                continue
-            index = data["index"]
-            columns = {p: data[p] for p in PROXIES}
+        try:
+            with resources.as_file(path) as file, np.load(file) as data:
+                if str(data["config"]) != key:
+                    continue
+                index = data["index"]
+                columns = {p: data[p] for p in PROXIES}
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+            raise CoevoError(f"the shipped proxy table {path} is unreadable ({exc}); reinstall coevo (pip install -e .)") from exc
         return {format_arch(table.cell(int(i))): {p: float(columns[p][k]) for p in PROXIES} for k, i in enumerate(index)}
     return None
 

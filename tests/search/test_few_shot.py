@@ -92,3 +92,20 @@ def test_few_shot_search_end_to_end(tmp_path: Path) -> None:
         cell = table.cell(int(row["point_id"]))
         assert row["accuracy"] == pytest.approx(truth.evaluate(cell)["accuracy"])
     assert result.hv_ratio is not None and 0 < result.hv_ratio <= 1
+
+
+def test_a_corrupt_shipped_table_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from search import zero_cost
+    from search.errors import CoevoError
+
+    bad = tmp_path / "data"
+    bad.mkdir()
+    (bad / "proxies-natural.npz").write_bytes(b"not a zip")
+    (bad / "nb201.npz").symlink_to(SHIPPED.parent / "nb201.npz")  # the benchmark table itself is fine
+    monkeypatch.setattr(zero_cost.resources, "files", lambda _pkg: tmp_path)
+    zero_cost.shipped_table.cache_clear()
+    try:
+        with pytest.raises(CoevoError, match=r"shipped proxy table .* is unreadable .*reinstall coevo"):
+            zero_cost.shipped_table(ProxyConfig().key())
+    finally:
+        zero_cost.shipped_table.cache_clear()
