@@ -270,8 +270,8 @@ def markdown_table(results: Sequence[SearchResult], spec: BenchSpec, pooled: Map
     }.get(found_set, found_set)
     seeing = [p for p in spec.proposers if _sees_cheap(p)]
     marker = (
-        f" Marked ◆: proposers that see the cheap objective(s) of every candidate before paying for it ({', '.join(seeing)}); "
-        "the others learn them only from what they pay for."
+        f" Column 'sees cheap' (◆): proposers that see the cheap objective(s) of every candidate before paying for it "
+        f"({', '.join(seeing)}); the others learn them only from what they pay for."
         if seeing
         else ""
     )
@@ -282,8 +282,8 @@ def markdown_table(results: Sequence[SearchResult], spec: BenchSpec, pooled: Map
         f"defined in DESIGN.md (useful region of {cls.objectives[0].name}). Wall time is per run, with {spec.jobs} run(s) in parallel."
         + marker,
         "",
-        f"| {key or 'group'} | proposer | HV ratio | IGD | front recall | wall s |",
-        "|---|---|---|---|---|---|",
+        f"| {key or 'group'} | proposer | HV ratio | IGD | front recall | wall s |" + (" sees cheap |" if seeing else ""),
+        "|---|---|---|---|---|---|" + ("---|" if seeing else ""),
     ]
     for group in spec.run_groups():
         for proposer in spec.proposers:
@@ -293,10 +293,10 @@ def markdown_table(results: Sequence[SearchResult], spec: BenchSpec, pooled: Map
             if by_study is not None:
                 hv = _mean_std([by_study[r.study] for r in rs]) + " †"
             lines.append(
-                f"| {group} | {proposer}{' ◆' if proposer in seeing else ''} | {hv} | "
+                f"| {group} | {proposer} | {hv} | "
                 f"{_mean_std([r.igd for r in rs if r.igd is not None])} | "
                 f"{_mean_std([r.front_recall for r in rs if r.front_recall is not None])} | "
-                f"{statistics.fmean([r.wall_s for r in rs]):.1f} |"
+                f"{statistics.fmean([r.wall_s for r in rs]):.1f} |" + ((" ◆ |" if proposer in seeing else " |") if seeing else "")
             )
     if any(v is not None for v in (pooled or {}).values()):
         lines += [
