@@ -25,7 +25,7 @@ import numpy as np
 from scipy import stats
 
 from search.problem import Predictable
-from search.surrogate import TOP_MARGIN, SurrogateModel, TreeSurrogate
+from search.surrogate import SurrogateModel, TopTransform, TreeSurrogate
 
 LGBM_PARAMS: dict[str, float | int | str] = {
     "objective": "regression",
@@ -146,13 +146,9 @@ class BoostedSurrogate:
     ) -> None:
         from lightgbm import LGBMRegressor  # imported here: only few-shot and zero-cost searches need it
 
-        lower, upper = bounds
-        self._top: float | None = None
-        if upper is not None:
-            span = upper - lower if lower is not None else max(abs(upper), 1.0)
-            self._top = upper + TOP_MARGIN * span
+        self._transform = TopTransform(bounds)
         x = np.asarray(features, dtype=float)
-        y = self._forward(np.asarray(values, dtype=float))
+        y = self._transform.forward(np.asarray(values, dtype=float))
         self._prior_column = prior_column
         self._line = np.zeros(2)
         if prior_column is not None and len(y) >= 2 and np.ptp(x[:, prior_column]) > 0:
@@ -168,11 +164,6 @@ class BoostedSurrogate:
                 model.fit(x[rows], y[rows])
             self._models.append(model)
 
-    def _forward(self, y: np.ndarray) -> np.ndarray:
-        if self._top is None:
-            return y
-        return -np.log(self._top - np.clip(y, None, self._top - 1e-3))
-
     def _base(self, x: np.ndarray) -> np.ndarray:
         if self._prior_column is None:
             return np.zeros(len(x))
@@ -186,7 +177,7 @@ class BoostedSurrogate:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             raw = np.stack([m.predict(x) for m in self._models]) + self._base(x)
-        return raw if self._top is None else self._top - np.exp(-raw)
+        return self._transform.inverse(raw)
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         """Mean prediction per row."""

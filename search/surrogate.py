@@ -19,6 +19,30 @@ stretches the top of the range, where fronts live, and compresses the degenerate
 (~10 % of NB201 cells at chance accuracy) that would otherwise dominate the fit."""
 
 
+class TopTransform:
+    """The target transform of :data:`TOP_MARGIN` for one objective's bounds (identity without an upper bound).
+
+    Shared by every surrogate so they fit the same targets.
+    """
+
+    def __init__(self, bounds: tuple[float | None, float | None]) -> None:
+        lower, upper = bounds
+        self.top: float | None = None
+        if upper is not None:
+            span = upper - lower if lower is not None else max(abs(upper), 1.0)
+            self.top = upper + TOP_MARGIN * span
+
+    def forward(self, y: np.ndarray) -> np.ndarray:
+        """Values -> fit targets."""
+        if self.top is None:
+            return y
+        return -np.log(self.top - np.clip(y, None, self.top - 1e-3))
+
+    def inverse(self, raw: np.ndarray) -> np.ndarray:
+        """Fit targets (or predictions of them) -> values."""
+        return raw if self.top is None else self.top - np.exp(-raw)
+
+
 class SurrogateModel(Protocol):
     """Predicts samples of one objective for candidate feature rows."""
 
@@ -48,22 +72,12 @@ class TreeSurrogate:
         seed: int,
         n_trees: int = 64,
     ) -> None:
-        lower, upper = bounds
-        if upper is not None:
-            span = upper - lower if lower is not None else max(abs(upper), 1.0)
-            self._top: float | None = upper + TOP_MARGIN * span
-        else:
-            self._top = None
+        self._transform = TopTransform(bounds)
         self._model = ExtraTreesRegressor(n_estimators=n_trees, max_features=0.5, random_state=seed, n_jobs=1)
-        self._model.fit(features, self._forward(np.asarray(values, dtype=float)))
-
-    def _forward(self, y: np.ndarray) -> np.ndarray:
-        if self._top is None:
-            return y
-        return -np.log(self._top - np.clip(y, None, self._top - 1e-3))
+        self._model.fit(features, self._transform.forward(np.asarray(values, dtype=float)))
 
     def samples(self, features: np.ndarray) -> np.ndarray:
         if len(features) == 0:
             return np.zeros((len(self._model.estimators_), 0))
         raw = np.stack([tree.predict(features) for tree in self._model.estimators_])
-        return raw if self._top is None else self._top - np.exp(-raw)
+        return self._transform.inverse(raw)
