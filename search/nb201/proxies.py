@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
+from search.errors import UserInputError
+from search.nb201.problem import NB201Options, NB201Problem
 from search.nb201.space import EDGES, N_OPS, Cell, is_disconnected, random_cell
 from search.predictor import robust_z, zero_shot
+from search.problem import Predictable
 from search.zero_cost import PROXIES, ProxyCache, ProxyConfig, shipped_cells
 
 PRIOR_PROXIES: tuple[str, ...] = ("synflow", "naswot", "jacob_cov", "zen")
@@ -85,3 +89,39 @@ class NB201Proxies:
         disconnected = np.array([float(is_disconnected(tuple(row))) for row in ops.tolist()]).reshape(-1, 1)
         prior = zero_shot(raw[:, prior_cols], ref[:, prior_cols]).reshape(-1, 1)
         return np.hstack([robust_z(raw[:, cols], ref[:, cols]), counts, disconnected, prior])
+
+
+class ProxyNB201(NB201Problem, Predictable):
+    """NB201 in a mode that reads zero-cost proxies (the base of few-shot and zero-cost modes).
+
+    Args:
+        dataset, device: as for :class:`NB201Problem`.
+        storage: storage URL where computed proxy scores are cached.
+        config: proxy settings (the shipped table is used when it was made with them).
+    """
+
+    mode: ClassVar[str]
+    """The ``mode`` option value this class runs."""
+
+    def __init__(
+        self, options: NB201Options | None = None, /, *, storage: str | None = None, config: ProxyConfig | None = None, **values: Any
+    ) -> None:
+        super().__init__(options, **({"mode": self.mode, **values} if options is None else values))
+        if self.options.mode != self.mode:
+            raise UserInputError(f"{type(self).__name__} runs mode={self.mode!r}, got mode={self.options.mode!r}")
+        self.proxies = NB201Proxies(storage, config)
+
+    def spec(self) -> dict[str, Any]:
+        return {**super().spec(), "mode": self.mode, "proxies": {"prior": list(PRIOR_PROXIES), "config": self.proxies.cache.config.key()}}
+
+    def free_designs(self) -> list[Any] | None:
+        """The shipped proxy table's cells (:class:`search.problem.Predictable`)."""
+        return list(self.proxies.free_cells()) or None
+
+    def predictor_features(self, points: Sequence[Any]) -> np.ndarray:
+        """Proxy features (robust z), op counts, a disconnected flag and the prior, last (:class:`search.problem.Predictable`)."""
+        return self.proxies.features(points)
+
+    def prior(self, points: Sequence[Any]) -> np.ndarray:
+        """Label-free estimates of many cells (scores computed and cached as needed)."""
+        return self.proxies.prior(points)
