@@ -2,8 +2,8 @@
 
 A few-shot search pays for ``budget`` evaluations of the expensive objective like a query
 search (the proposer chooses them). Afterwards :func:`predicted_front` fits the problem's
-predictor on them (:func:`search.predictor.fit_surrogate`: LightGBM on zero-cost proxies for
-NB201) and scores more designs with it: every design of the problem's free pool
+predictor on them (:class:`search.predictor.BoostedSurrogate` on the problem's predictor
+features: LightGBM on zero-cost proxies for NB201) and scores more designs with it: every design of the problem's free pool
 (:meth:`search.problem.Predictable.free_designs`, e.g. the cells of the shipped proxy table)
 when it has one, else ``budget`` designs of an evolutionary search on the predicted objective
 with the problem's own operators. The reported set is the Pareto
@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from search.metrics import pareto_mask
 from search.niches import niche_of
-from search.predictor import fit_surrogate, out_of_fold_rho
+from search.predictor import BoostedSurrogate, out_of_fold_rho
 from search.problem import Evolvable, Predictable, Problem
 from search.proposers import Evaluation
 
@@ -48,6 +48,7 @@ class PredictedStage:
         scored: designs the predictor scored.
         trust: out-of-fold Spearman rho of the predictor on the paid designs (nan below 6).
         note: one line for the run's notes.
+        paid_reported: how many reported designs were paid for.
     """
 
     reported: list[Evaluation]
@@ -55,7 +56,6 @@ class PredictedStage:
     trust: float
     note: str
     paid_reported: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def predicted_front(problem: Problem, paid: Sequence[Evaluation], *, seed: int, budget: int | None = None) -> PredictedStage:
@@ -73,14 +73,15 @@ def predicted_front(problem: Problem, paid: Sequence[Evaluation], *, seed: int, 
         return PredictedStage(list(paid), 0, float("nan"), "few-shot: fewer than 2 paid designs, nothing to train a predictor on")
     points = [e.point for e in paid]
     y = np.array([e.values[first] for e in paid])
-    trust = out_of_fold_rho(problem.predictor_features(points), y, bounds=problem.objectives[0].bounds, seed=seed, prior_column=-1)
+    features, bounds = problem.predictor_features(points), problem.objectives[0].bounds
+    trust = out_of_fold_rho(features, y, bounds=bounds, seed=seed, prior_column=-1)
     if not np.isnan(trust) and trust < TRUST_FLOOR:
         note = (
             f"few-shot: the predictor's out-of-fold rank correlation on the {len(paid)} paid designs is {trust:.2f} "
             f"(< {TRUST_FLOOR}): its predictions are not reported; the found set is the paid designs. Spend more queries."
         )
         return PredictedStage(list(paid), 0, trust, note, paid_reported=len(paid))
-    model = fit_surrogate(problem, points, y, seed=seed)
+    model = BoostedSurrogate(features, y, bounds=bounds, seed=seed, prior_column=-1)
     rng = random.Random(seed)
     seen: dict[str, tuple[Any, float, float, Evaluation | None]] = {
         e.point_id: (e.point, e.values[first], e.values[second], e) for e in paid

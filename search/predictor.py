@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 from scipy import stats
 
-from search.problem import Predictable
-from search.surrogate import SurrogateModel, TopTransform, TreeSurrogate
+from search.surrogate import TopTransform
 
 LGBM_PARAMS: dict[str, float | int | str] = {
     "objective": "regression",
@@ -205,17 +204,3 @@ def out_of_fold_rho(
         model = BoostedSurrogate(features[train], values[train], bounds=bounds, seed=seed + k, n_bags=1, prior_column=prior_column)
         predicted[test] = model.predict(features[test])
     return spearman(predicted, values)
-
-
-def fit_surrogate(problem: Any, points: Sequence[Any], values: Sequence[float] | np.ndarray, *, seed: int) -> SurrogateModel:
-    """The model of ``problem``'s first objective a search fits on the points it paid for.
-
-    :class:`BoostedSurrogate` on the problem's predictor features with its prior as the base
-    line for a :class:`search.problem.Predictable` problem (proxy features), else
-    :class:`search.surrogate.TreeSurrogate` on the design encoding.
-    """
-    y = np.asarray(values, dtype=float)
-    bounds = problem.objectives[0].bounds
-    if isinstance(problem, Predictable):
-        return BoostedSurrogate(problem.predictor_features(list(points)), y, bounds=bounds, seed=seed, prior_column=-1)
-    return TreeSurrogate(problem.features(list(points)), y, bounds=bounds, seed=seed)
