@@ -19,7 +19,9 @@ round); and LLM replies are cached by prompt hash.
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,7 @@ from agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner
 from knowledge import KnowledgeBase, retrieval, validation
 from knowledge.exchange import records_from
 from knowledge.store import KnowledgeStore, StudyKnowledge
+from search.acquisition import greedy_ehvi
 from search.errors import CoevoError, UserInputError
 from search.metrics import pareto_mask
 from search.niches import Niche, allocate, niche_of, single_niche
@@ -70,6 +73,11 @@ class CoevolutionProposer(Proposer):
         withhold: claim keys never handed to the reasoner, or ``("*",)`` for all (ablations);
             the knowledge base is still learned and stored.
         kb_from: seed the knowledge base from this export file or study before the first round.
+        screen: when the reasoner does not rank its own candidates (an LLM), ask it for
+            ``screen_factor`` times a niche's share and pay only for the share the surrogate
+            ranks best by expected HV (the rest are logged as screened out, with the reason);
+            False: pay for the reasoner's first proposals, unranked.
+        screen_factor: how many candidates per paid slot a screened request asks for.
     """
 
     sees_cheap_objectives = True
@@ -88,7 +96,13 @@ class CoevolutionProposer(Proposer):
         kb_tokens: int = 600,
         withhold: Sequence[str] = (),
         kb_from: str | None = None,
+        screen: bool = True,
+        screen_factor: int = 3,
     ) -> None:
+        if screen_factor < 1:
+            raise UserInputError(f"the screening factor must be at least 1, got {screen_factor}")
+        self.screen = screen
+        self.screen_factor = screen_factor
         self.name = name
         self.reasoner = reasoner
         self.use_niches = niches
@@ -105,6 +119,14 @@ class CoevolutionProposer(Proposer):
         parts = [f"-kbfrom-{Path(kb_from).stem}"] if kb_from else []
         if self.withhold:
             parts.append("-withhold-all" if retrieval.WITHHOLD_ALL in self.withhold else f"-withhold-{len(self.withhold)}")
+        config = reasoner.config()
+        if config.get("kind") == "llm":
+            # runs with other models or settings are other studies (a bench keeps them all in one storage)
+            parts.append("-" + re.sub(r"[^A-Za-z0-9.]+", "_", str(config.get("model"))).strip("_"))
+            if config.get("tools") is False:
+                parts.append("-notools")
+        if not screen and not reasoner.ranks_candidates:
+            parts.append("-noscreen")
         self.variant = "".join(parts)
 
     def options(self) -> dict[str, Any]:
@@ -115,6 +137,8 @@ class CoevolutionProposer(Proposer):
             "kb_tokens": self.kb_tokens,
             "kb_from": self.kb_from,
             "withhold": list(self.withhold),
+            "screen": self.screen,
+            "screen_factor": self.screen_factor,
             "reasoner": self.reasoner.config(),
         }
 
@@ -162,6 +186,12 @@ class CoevolutionProposer(Proposer):
             log["initial"] = True
         else:
             proposals = self._guided(problem, niches, where, kb, paid, quota, ctx, rng, log)
+        trace = self.reasoner.take_trace()
+        if trace:
+            log.update(trace)
+        models = model_yield(problem, paid)
+        if models:
+            log["yield"] = models
         log["usage"] = self.reasoner.usage.as_dict()  # running total of this process
         log["usage_round"] = {
             k: v - before[k] for k, v in log["usage"].items() if isinstance(v, int | float) and isinstance(before[k], int | float)
@@ -247,6 +277,7 @@ class CoevolutionProposer(Proposer):
         seen = set(ctx.seen)
         proposals: list[Proposal] = []
         all_feedback: list[str] = []
+        screened_out: list[dict[str, Any]] = []
         for niche in niches:
             share = shares.get(niche.id, 0)
             if share <= 0:
@@ -271,11 +302,13 @@ class CoevolutionProposer(Proposer):
             )
             feedback: list[str] = []
             got: list[Proposal] = []
+            screening = self.screen and not self.reasoner.ranks_candidates
+            wanted = share * self.screen_factor if screening else share
             for _attempt in range(self.retries + 1):
                 request = ProposeRequest(
                     problem,
                     niche,
-                    share - len(got),
+                    wanted - len(got),
                     tuple(elites),
                     heuristics,
                     paid,
@@ -294,14 +327,22 @@ class CoevolutionProposer(Proposer):
                         continue
                     seen.add(problem.point_id(prop.point))
                     got.append(prop)
-                    if len(got) >= share:
+                    if len(got) >= wanted:
                         break
-                if len(got) >= share:
-                    break
+                if len(got) >= wanted or (screening and len(got) >= share):
+                    break  # a screened niche with enough for its share is not asked again
+            if screening:
+                got, out = screen(problem, got, share, model, paid)
+                screened_out += [{"niche": niche.id, **row} for row in out]
+                for row in out:
+                    seen.discard(row["point_id"])  # not paid for: a later round may propose it again
             proposals += got
             all_feedback += feedback
         log["rejected"] = len(all_feedback)
         log["rejections"] = all_feedback[:20]
+        if self.screen and not self.reasoner.ranks_candidates:
+            log["screening"] = {"kept": len(proposals), "screened_out": len(screened_out), "factor": self.screen_factor}
+            log["screened_out"] = [{k: v for k, v in row.items() if k != "point_id"} for row in screened_out[:60]]
         empty = int(ctx.study.user_attrs.get(EMPTY_ROUNDS, 0)) + 1 if not proposals and quota > 0 else 0
         ctx.study.set_user_attr(EMPTY_ROUNDS, empty)
         if empty:
@@ -330,6 +371,63 @@ class CoevolutionProposer(Proposer):
         if pid in seen:
             return f"{problem.describe(prop.point)} was already evaluated or proposed"
         return None
+
+
+def screen(
+    problem: Any, got: Sequence[Proposal], share: int, model: SurrogateModel | None, paid: Sequence[Evaluation]
+) -> tuple[list[Proposal], list[dict[str, Any]]]:
+    """Keep ``share`` of a reasoner's valid candidates, ranked by expected HV under ``model`` with the cheap objective known.
+
+    The same greedy rule the offline reasoner and ``mobo`` rank by
+    (:func:`search.acquisition.greedy_ehvi`). Without a model (too few paid evaluations, or
+    low trust) the reasoner's own order decides. Returns the kept proposals (with the
+    prediction made before paying, for the trust check) and one row per candidate screened
+    out: design, point id, predicted first objective, expected HV gain, and the reason.
+    """
+    if len(got) <= share:
+        return list(got), []
+    if model is None:
+        why = f"no surrogate this round (fewer than 8 paid evaluations, or low trust): the reasoner's first {share} kept"
+        return list(got[:share]), [
+            {"design": problem.describe(p.point), "point_id": problem.point_id(p.point), "reason": why} for p in got[share:]
+        ]
+    first = problem.front_objectives[0]
+    order = greedy_ehvi(problem, model, paid, [p.point for p in got], len(got))
+    kept, out = [], []
+    for rank, (i, (predicted, gain)) in enumerate(order):
+        prop = got[i]
+        where = f"rank {rank + 1} of {len(got)} by expected HV gain ({gain:.3g}); predicted {first} {predicted:.4g}"
+        if rank < share:
+            kept.append(replace(prop, rationale=f"{prop.rationale}; screened: {where}", attrs={**prop.attrs, "predicted": predicted}))
+        else:
+            out.append(
+                {
+                    "design": problem.describe(prop.point),
+                    "point_id": problem.point_id(prop.point),
+                    "model": prop.attrs.get("model"),
+                    "predicted": round(predicted, 4),
+                    "gain": gain,
+                    "reason": f"{where}; the niche pays for {share}",
+                }
+            )
+    return kept, out
+
+
+def model_yield(problem: Any, paid: Sequence[Evaluation]) -> dict[str, dict[str, Any]]:
+    """Per LLM model: its paid proposals, how many lie on the front of all paid evaluations, and that share (its yield)."""
+    tagged = [k for k, e in enumerate(paid) if e.attrs.get("model")]
+    if not tagged:
+        return {}
+    first, second = problem.front_objectives
+    on_front = pareto_mask(np.array([e.values[first] for e in paid]), np.array([e.values[second] for e in paid]))
+    out: dict[str, dict[str, Any]] = {}
+    for k in tagged:
+        row = out.setdefault(str(paid[k].attrs["model"]), {"paid": 0, "on_front": 0})
+        row["paid"] += 1
+        row["on_front"] += int(on_front[k])
+    for row in out.values():
+        row["yield"] = round(row["on_front"] / row["paid"], 4)
+    return out
 
 
 TRUST_FLOOR = 0.3

@@ -242,6 +242,9 @@ def _blocks(search: StoredSearch, store: KnowledgeStore, out: Path, storage: str
     blocks += _exploration_section(problem, paid, y2, ref, out)
     blocks += _trust_section(logs, rounds)
     blocks += _usage_section(logs, rounds, offline, out)
+    blocks += _tools_section(logs, rounds)
+    blocks += _screening_section(logs, rounds)
+    blocks += _yield_section(logs, rounds)
     # kb activity figure after the changes table is built
     if history:
         counts = _activity(history, rounds)
@@ -517,6 +520,97 @@ def _usage_section(logs: dict[int, Any], rounds: Sequence[int], offline: bool, o
     blocks.append(Figure(plots.llm_usage(rounds, prompt, completion, out / "llm_usage.png"), "Prompt and completion tokens per round."))
     blocks.append(TableBlock(["round", "calls", "cached", "prompt tokens", "completion tokens", "cost (USD)"], rows))
     return blocks
+
+
+def _tools_section(logs: dict[int, Any], rounds: Sequence[int]) -> list[Block]:
+    """The LLM reasoner's tool calls per round: counts by tool and outcome, cached answers, tokens, notes."""
+    rows = []
+    calls: list[list[str]] = []
+    for r in rounds:
+        log = logs.get(r, {})
+        t = log.get("tools")
+        notes = "; ".join(str(n) for n in log.get("notes", []))
+        if not t and not notes:
+            continue
+        t = t or {}
+        by_tool = ", ".join(f"{k} {v}" for k, v in sorted(t.get("by_tool", {}).items())) or "-"
+        by_status = ", ".join(f"{k} {v}" for k, v in sorted(t.get("by_status", {}).items())) or "-"
+        rows.append([str(r), str(t.get("calls", 0)), str(t.get("cached", 0)), by_tool, by_status, str(t.get("tokens", 0)), notes])
+        for c in t.get("log", [])[:10]:
+            args = c.get("args")
+            shown = ", ".join(f"{k}={_short(v)}" for k, v in args.items()) if isinstance(args, dict) else _short(args)
+            calls.append(
+                [str(r), str(c.get("niche", "")), str(c.get("tool", "")), shown, str(c.get("status", "")), "yes" if c.get("cached") else ""]
+            )
+    if not rows:
+        return []
+    blocks: list[Block] = [
+        ("h2", "Tool calls of the LLM reasoner per round"),
+        (
+            "p",
+            "While proposing, the LLM may call the round's cheap read-only tools: the free objectives of designs, the front "
+            "found so far (without metrics against the true front) and a heuristic's evidence. Expensive objectives are never "
+            "callable; such calls are refused. Calls are bounded per round, and a call asked again in the same round is "
+            "answered from the round's cache. Tokens are those of the requests that offered tools.",
+        ),
+        TableBlock(["round", "calls", "cached", "by tool", "by outcome", "tokens", "notes"], rows),
+    ]
+    if calls:
+        blocks.append(TableBlock(["round", "niche", "tool", "arguments", "outcome", "cached"], calls[:200]))
+    return blocks
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _screening_section(logs: dict[int, Any], rounds: Sequence[int]) -> list[Block]:
+    """Candidates of the LLM that the surrogate screened out, with the reason."""
+    rows, out = [], []
+    for r in rounds:
+        s = logs.get(r, {}).get("screening")
+        if not s:
+            continue
+        rows.append([str(r), str(s.get("kept", 0)), str(s.get("screened_out", 0)), str(s.get("factor", ""))])
+        for row in logs[r].get("screened_out", [])[:8]:
+            out.append(
+                [str(r), str(row.get("niche", "")), str(row.get("design", "")), str(row.get("model") or ""), str(row.get("reason", ""))]
+            )
+    if not rows:
+        return []
+    return [
+        ("h2", "Screening of the LLM's candidates"),
+        (
+            "p",
+            "The LLM was asked for 'factor' times each niche's quota; the surrogate ranked the valid candidates by expected "
+            "hypervolume gain with the cheap objective known (the rule the offline reasoner ranks by), and only the quota was "
+            "paid for. The second table lists screened-out candidates (up to 8 per round) with the surrogate's reason.",
+        ),
+        TableBlock(["round", "paid for", "screened out", "factor"], rows),
+        TableBlock(["round", "niche", "design", "model", "reason"], out),
+    ]
+
+
+def _yield_section(logs: dict[int, Any], rounds: Sequence[int]) -> list[Block]:
+    """Per-model yield: the share of a model's paid proposals on the front of all paid evaluations, round by round."""
+    per_round = [(r, logs.get(r, {}).get("yield")) for r in rounds]
+    per_round = [(r, y) for r, y in per_round if y]
+    if not per_round:
+        return []
+    models = sorted({m for _, y in per_round for m in y})
+    rows = [
+        [str(r)] + [f"{y[m]['on_front']}/{y[m]['paid']} ({y[m]['yield']:.2f})" if m in y else "-" for m in models] for r, y in per_round
+    ]
+    return [
+        ("h2", "Yield of each model"),
+        (
+            "p",
+            "For each LLM model: of its proposals paid for before the round, how many lie on the front of all paid "
+            "evaluations (on the front / paid, and the share).",
+        ),
+        TableBlock(["round", *models], rows),
+    ]
 
 
 # ---------------------------------------------------------------- rendering

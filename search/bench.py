@@ -58,6 +58,8 @@ class BenchSpec:
         jobs: runs in parallel (processes).
         reasoner: settings of the reasoner of the proposers that take one (the co-evolution
             engine; :func:`agent.reasoners.reasoner_from_config`); None: their default (offline).
+        engine_options: options of the proposers that take a reasoner (e.g. ``screen``,
+            ``round_size``); None values are left at the proposer's default.
     """
 
     problem: str
@@ -69,6 +71,7 @@ class BenchSpec:
     storage: str | None = None
     jobs: int = 1
     reasoner: dict[str, Any] | None = None
+    engine_options: dict[str, Any] | None = None
 
     @property
     def group_option(self) -> str | None:
@@ -181,8 +184,9 @@ def run_bench(spec: BenchSpec, out: Path, *, on_result: Callable[[SearchResult],
     storage = spec.storage or f"sqlite:///{out / 'bench.sqlite3'}"
     open_storage(storage)  # create the schema once, before parallel runs race to do it
     groups = spec.run_groups()
+    engine = {k: v for k, v in (spec.engine_options or {}).items() if v is not None}
     jobs = [
-        (spec.problem, _problem_options(spec, g), p, spec.budget, s, storage, spec.reasoner)
+        (spec.problem, _problem_options(spec, g), p, spec.budget, s, storage, spec.reasoner, engine if takes_reasoner(p) else None)
         for g in groups
         for p in spec.proposers
         for s in spec.seeds

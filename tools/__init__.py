@@ -15,6 +15,7 @@ from tools.kb import KBList, KBReview, KBShow
 from tools.nb201 import NB201ParetoFront, NB201Query
 from tools.noc import AccelSystolic, CompressEnergyAware, NocPlot, NocSimulate
 from tools.pipeline import PipelinePlan, PipelineProfile, PipelineSimulate, PipelineTune
+from tools.problems import ProblemCheap
 from tools.search_jobs import SearchStart, SearchStatus
 from tools.search_run import SearchRun
 from tools.studies import StudiesList, StudyFront
@@ -23,6 +24,7 @@ REGISTRY = Registry(
     [
         NB201Query(),
         NB201ParetoFront(),
+        ProblemCheap(),
         SearchRun(),
         SearchStart(),
         SearchStatus(),

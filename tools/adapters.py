@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import StructuredTool
-from pydantic import ValidationError
+from pydantic import ValidationError, create_model
 
-from tools._base import Tool, ToolArgumentError, ToolDeclinedError, ToolExecutionError, ToolResult, call_tool, describe_validation
+from tools._base import Tool, ToolArgs, ToolArgumentError, ToolDeclinedError, ToolExecutionError, ToolResult, call_tool, describe_validation
 from tools._policy import CallPolicy
 from tools._registry import llm_name
 
@@ -53,13 +53,34 @@ def outcome_of(message: ToolMessage) -> ToolOutcome:
     return message.artifact if isinstance(message.artifact, ToolOutcome) else ToolOutcome("error")
 
 
-def to_langchain(tool: Tool, policy: CallPolicy | None = None) -> StructuredTool:
+def bound_args(tool: Tool, fixed: Mapping[str, Any]) -> type[ToolArgs]:
+    """The tool's ``Args`` without the fields ``fixed`` sets: what a caller who cannot change those fields sees.
+
+    Raises:
+        TypeError: ``fixed`` names a field the tool does not have.
+    """
+    unknown = set(fixed) - set(tool.Args.model_fields)
+    if unknown:
+        raise TypeError(f"tool {tool.name} has no argument(s) {', '.join(sorted(unknown))}")
+    if not fixed:
+        return tool.Args
+    fields: dict[str, Any] = {n: (f.annotation, f) for n, f in tool.Args.model_fields.items() if n not in fixed}
+    return create_model(f"{tool.Args.__name__}Bound", __base__=ToolArgs, __doc__=tool.Args.__doc__, **fields)
+
+
+def to_langchain(
+    tool: Tool, policy: CallPolicy | None = None, *, fixed: Mapping[str, Any] | None = None, hide: Sequence[str] = ()
+) -> StructuredTool:
     """A LangChain ``StructuredTool`` with an LLM-safe name and the tool's argument schema.
 
     Args:
         tool: the registry tool.
         policy: applied to every call (a model's calls: :meth:`CallPolicy.model`); None
             runs calls unchecked, as the user's own.
+        fixed: arguments the caller sets for the model, left out of the schema the model sees
+            and added to every call (an LLM reasoner's round binds its study and storage).
+        hide: fields of the result's value removed before the model reads it, with a note
+            (a round hides metrics measured against the true front).
 
     The tool answers ``content_and_artifact``: invoked with a tool call, it returns a
     ``ToolMessage`` whose text is the observation for the model and whose artifact is the
@@ -67,14 +88,20 @@ def to_langchain(tool: Tool, policy: CallPolicy | None = None) -> StructuredTool
     model can act on, not as exceptions: ``error: <what to fix>``; a declined call as
     ``the user declined to run ...``.
     """
+    fixed = dict(fixed or {})
+    schema = bound_args(tool, fixed)
 
     def _run(**kwargs: Any) -> tuple[str, ToolOutcome]:
         try:
-            result = call_tool(tool, kwargs, policy=policy)
+            result = call_tool(tool, {**kwargs, **fixed}, policy=policy)
         except ToolDeclinedError:
             return f"{DECLINED} {llm_name(tool.name)}; do not retry it, ask the user what they want instead", ToolOutcome("declined")
         except (ToolArgumentError, ToolExecutionError) as exc:
             return f"error: {exc}", ToolOutcome("error")
+        removed = [k for k in hide if k in result.value]
+        if removed:
+            value = {k: v for k, v in result.value.items() if k not in removed}
+            result = ToolResult(value=value, messages=[*result.messages, f"not shown here: {', '.join(removed)}"])
         return result.model_dump_json(), ToolOutcome("ok", result)
 
     def _invalid(exc: ValidationError) -> str:
@@ -84,7 +111,7 @@ def to_langchain(tool: Tool, policy: CallPolicy | None = None) -> StructuredTool
         func=_run,
         name=llm_name(tool.name),
         description=tool.description,
-        args_schema=tool.Args,
+        args_schema=schema,
         handle_validation_error=_invalid,
         response_format="content_and_artifact",
     )

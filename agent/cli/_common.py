@@ -130,13 +130,30 @@ def add_reasoner_arguments(p: argparse.ArgumentParser) -> None:
         choices=("auto", "offline", "llm"),
         help="auto: the LLM when COEVO_LLM_BASE_URL and COEVO_LLM_MODEL are set, else offline (no LLM)",
     )
-    g.add_argument("--llm-base-url", default=None, help="OpenAI-compatible endpoint (env COEVO_LLM_BASE_URL)")
-    g.add_argument("--llm-model", default=None, help="model name (env COEVO_LLM_MODEL)")
+    g.add_argument(
+        "--llm-base-url",
+        default=None,
+        help="OpenAI-compatible endpoint (env COEVO_LLM_BASE_URL); 'simulated' serves simulated reasoners (models sim-random, "
+        "sim-mutate, sim-oracle-<noise>: no LLM) on loopback",
+    )
+    g.add_argument("--llm-model", default=None, help="model name (env COEVO_LLM_MODEL); several with weights, a:3,b:1, share the proposals")
     g.add_argument(
         "--llm-api-key", default=None, help="API key (env OPENAI_API_KEY, preferred: a flag shows in ps); local servers need none"
     )
     g.add_argument("--llm-price", type=_price, default=None, help="input,output USD per million tokens, for cost accounting")
     g.add_argument("--llm-timeout", type=float, default=60.0, help="seconds per LLM request (default: 60)")
+    g.add_argument(
+        "--tools",
+        choices=("on", "off"),
+        default="on",
+        help="LLM reasoner: call the round's cheap read-only tools (free objectives, study front, KB evidence) while proposing",
+    )
+    g.add_argument(
+        "--screen",
+        choices=("on", "off"),
+        default="on",
+        help="LLM reasoner: ask for 3x the quota and pay for the candidates the surrogate ranks best (off: pay for the LLM's first)",
+    )
     g.add_argument("--round-size", type=int, default=None, help="pelnas: proposals per co-evolution round (default: 20)")
     g.add_argument("--kb-tokens", type=int, default=None, help="pelnas: token budget of the heuristics in each request (default: 600)")
 
@@ -161,6 +178,7 @@ def proposer_options(args: argparse.Namespace, proposer: str) -> dict[str, objec
         storage=args.storage,
         price_per_mtok=args.llm_price,
         timeout_s=args.llm_timeout,
+        tools=args.tools == "on",
     )
     if getattr(args, "kb_from", None):
         from knowledge.exchange import records_from
@@ -168,7 +186,13 @@ def proposer_options(args: argparse.Namespace, proposer: str) -> dict[str, objec
 
         records_from(KnowledgeStore.for_storage(args.storage), args.kb_from)  # a bad source fails before the study is created
     announce(reasoner)
-    return {"reasoner": reasoner, "round_size": args.round_size, "kb_tokens": args.kb_tokens, "kb_from": getattr(args, "kb_from", None)}
+    return {
+        "reasoner": reasoner,
+        "round_size": args.round_size,
+        "kb_tokens": args.kb_tokens,
+        "kb_from": getattr(args, "kb_from", None),
+        "screen": args.screen == "on",
+    }
 
 
 def announce(reasoner: Any) -> None:

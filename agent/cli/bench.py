@@ -64,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
             "api_key": api_key,  # in memory to the run processes, never on a command line or in storage
             "price_per_mtok": args.llm_price,
             "timeout_s": args.llm_timeout,
+            "tools": args.tools == "on",
         }
     spec = BenchSpec(
         args.problem,
@@ -75,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         args.storage,
         args.jobs,
         reasoner,
+        {"screen": args.screen == "on", "round_size": args.round_size, "kb_tokens": args.kb_tokens},
     )
     spec.validate()
     total = len(spec.run_groups()) * len(spec.proposers) * len(spec.seeds)

@@ -15,6 +15,8 @@ from search.errors import UserInputError
 ENV_BASE_URL = "COEVO_LLM_BASE_URL"
 ENV_MODEL = "COEVO_LLM_MODEL"
 ENV_API_KEY = "OPENAI_API_KEY"
+SIMULATED = "simulated"
+"""The endpoint name that starts simulated reasoners (:mod:`agent.reasoners.simulated`)."""
 OFFLINE_NOTE = f"reasoner: offline (no LLM). Set {ENV_BASE_URL} and {ENV_MODEL} (and {ENV_API_KEY} for hosted APIs) to use an LLM."
 
 
@@ -38,14 +40,19 @@ def make_reasoner(
     storage: str | None = None,
     price_per_mtok: tuple[float, float] | None = None,
     timeout_s: float = 60.0,
+    tools: bool = True,
 ) -> Reasoner:
     """Build a reasoner.
 
     Args:
         kind: ``auto`` (LLM when an endpoint and model are configured, else offline),
             ``offline`` or ``llm``.
+        base_url: the endpoint; ``simulated`` starts a loopback endpoint of simulated
+            reasoners in this process (:mod:`agent.reasoners.simulated`; models ``sim-...``).
+        model: a model name, or several with weights (``a:3,b:1``: an :class:`LLMEnsemble`).
         storage: the study's storage URL, where the LLM response cache lives; None: the storage
             each request names (the study's).
+        tools: let the LLM call the round's cheap read-only tools while it proposes.
 
     Raises:
         UserInputError: unknown kind, or ``llm`` without an endpoint or model.
@@ -62,16 +69,34 @@ def make_reasoner(
             f"--reasoner llm needs an endpoint and a model: set {ENV_BASE_URL} and {ENV_MODEL} (or --llm-base-url / --llm-model)"
         )
     from agent.reasoners.cache import ResponseCache
+    from agent.reasoners.ensemble import LLMEnsemble, parse_models
     from agent.reasoners.llm import LLMReasoner
 
-    return LLMReasoner(
-        model=model,
-        base_url=base_url,
-        api_key=api_key,
-        cache=ResponseCache(storage) if storage is not None else None,
-        price_per_mtok=price_per_mtok,
-        timeout_s=timeout_s,
-    )
+    simulated = base_url == SIMULATED
+    if simulated:
+        from agent.reasoners.simulated import Quality, shared_endpoint
+
+    def one(name: str) -> LLMReasoner:
+        if simulated:
+            Quality.parse(name)  # a wrong name fails here, before the search starts
+        reasoner = LLMReasoner(
+            model=name,
+            base_url=shared_endpoint().url if simulated else str(base_url),
+            api_key=api_key,
+            cache=ResponseCache(storage) if storage is not None else None,
+            price_per_mtok=price_per_mtok,
+            timeout_s=timeout_s,
+            tools=tools,
+            public_url=base_url,
+        )
+        if simulated:
+            reasoner.label = f"simulated:{name} (no LLM)"
+        return reasoner
+
+    models = parse_models(model)
+    if len(models) == 1:
+        return one(models[0][0])
+    return LLMEnsemble([(one(name), weight) for name, weight in models])
 
 
 def reasoner_from_config(
@@ -109,11 +134,13 @@ def reasoner_from_config(
         storage=storage,
         price_per_mtok=price,
         timeout_s=float(timeout_s if timeout_s is not None else config.get("timeout_s", 60.0)),
+        tools=bool(config.get("tools", True)),
     )
 
 
 __all__ = [
     "OFFLINE_NOTE",
+    "SIMULATED",
     "KnowledgeContext",
     "OfflineReasoner",
     "ProposeRequest",

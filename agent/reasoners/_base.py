@@ -33,6 +33,7 @@ class Usage:
 
     calls: int = 0
     cached_calls: int = 0
+    tool_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
@@ -100,8 +101,18 @@ class Reasoner(ABC):
     label: str = ""
     """Shown everywhere the reasoner's work appears, e.g. ``offline (no LLM)``."""
 
+    ranks_candidates: bool = False
+    """Whether :meth:`propose` already ranks by the request's model (the offline reasoner); when
+    False the engine screens what comes back (:class:`agent.coevolution.CoevolutionProposer`)."""
+
     def __init__(self) -> None:
         self.usage = Usage()
+        self.trace: dict[str, Any] = {}
+
+    def take_trace(self) -> dict[str, Any]:
+        """What the reasoner did this round besides its answers (tool calls, fallbacks, models used), then forget it."""
+        trace, self.trace = self.trace, {}
+        return trace
 
     @abstractmethod
     def config(self) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any, Literal, TypeVar
 
 import openai
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from pydantic import BaseModel, Field, ValidationError
 
 from agent.llm_client import (
@@ -39,6 +39,7 @@ from agent.llm_client import (
 )
 from agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner
 from agent.reasoners.cache import CachedReply, ResponseCache, prompt_key
+from agent.reasoners.round_tools import RoundToolbox, ToolBudget
 from knowledge import KnowledgeBase, retrieval
 from prompts import PROMPTS, load_prompt
 from search.errors import CoevoError, UserInputError
@@ -113,6 +114,12 @@ class LLMReasoner(Reasoner):
         backoff_s: first backoff; doubles per retry (default ``SEARCH_RETRY``'s).
         price_per_mtok: (input, output) USD per million tokens, for cost accounting.
         temperature: sampling temperature.
+        tools: let the model call the round's cheap read-only tools while it proposes
+            (:mod:`agent.reasoners.round_tools`); False: the plain prompt.
+        tool_budget: bounds of one round's tool use.
+        max_tool_steps: model requests of one niche's tool-calling conversation.
+        public_url: the endpoint as the study records it, when it differs from ``base_url``
+            (``simulated``: each process starts its own loopback endpoint).
     """
 
     def __init__(
@@ -128,6 +135,10 @@ class LLMReasoner(Reasoner):
         backoff_s: float = SEARCH_RETRY.backoff_s,
         price_per_mtok: tuple[float, float] | None = None,
         temperature: float = 0.2,
+        tools: bool = True,
+        tool_budget: ToolBudget | None = None,
+        max_tool_steps: int = 6,
+        public_url: str | None = None,
     ) -> None:
         super().__init__()
         for name in PROMPTS:
@@ -135,6 +146,7 @@ class LLMReasoner(Reasoner):
         self.settings = LLMSettings(base_url=base_url, model=model, api_key=api_key, timeout_s=timeout_s, temperature=temperature)
         self.model = model
         self.base_url = base_url
+        self.public_url = public_url or base_url
         self.timeout_s = timeout_s
         self.label = f"llm:{model}"
         self.cache = cache
@@ -145,14 +157,22 @@ class LLMReasoner(Reasoner):
         self.temperature = temperature
         self.usage.cost_usd = 0.0 if price_per_mtok else None
         self.chat = chat_model(self.settings)
+        self.tools = tools
+        self.tool_budget = tool_budget or ToolBudget()
+        self.max_tool_steps = max_tool_steps
+        self.tool_support: bool | None = None
+        """Whether the endpoint takes tool-calling requests (None: not asked yet)."""
+        self._box: RoundToolbox | None = None
+        self._box_key: tuple[str, int] | None = None
 
     def config(self) -> dict[str, Any]:
         return {
             "kind": "llm",
             "model": self.model,
-            "base_url": self.base_url,
+            "base_url": self.public_url,
             "timeout_s": self.timeout_s,
             "price_per_mtok": list(self.price) if self.price else None,
+            "tools": self.tools,
         }
 
     def check_endpoint(self) -> str:
@@ -204,14 +224,17 @@ class LLMReasoner(Reasoner):
                 self.usage.cached_calls += 1
                 return hit.text
         reply = self._call(messages)
+        self._count(reply)
+        if self.cache is not None:
+            self.cache.put(study, key, self.model, reply)
+        return reply.text
+
+    def _count(self, reply: CachedReply) -> None:
         self.usage.calls += 1
         self.usage.prompt_tokens += reply.prompt_tokens
         self.usage.completion_tokens += reply.completion_tokens
         if self.price and self.usage.cost_usd is not None:
             self.usage.cost_usd += self.price.cost_usd(reply.prompt_tokens, reply.completion_tokens)
-        if self.cache is not None:
-            self.cache.put(study, key, self.model, reply)
-        return reply.text
 
     def _call(self, messages: list[dict[str, str]]) -> CachedReply:
         """One paid request under the seam's retry policy; a refusal comes back as ``REFUSAL: ...`` text."""
@@ -307,8 +330,101 @@ class LLMReasoner(Reasoner):
             changes.append(f"{'created' if created else 'updated'} {h.id}: {h.text} [{h.status}, {h.confidence:.2f}]")
         return changes
 
+    # ------------------------------------------------------------ tool calling
+
+    def toolbox(self, request: ProposeRequest) -> RoundToolbox:
+        """The round's toolbox (one per study and round: its bounds and cache span the round's niches)."""
+        key = (request.study, request.round)
+        if self._box is None or self._box_key != key:
+            self._box = RoundToolbox(request.problem, request.study, request.storage, budget=self.tool_budget)
+            self._box_key = key
+        return self._box
+
+    def _tool_reply(self, convo: list[BaseMessage], box: RoundToolbox | None, study: str, storage: str | None) -> AIMessage:
+        """One reply in a tool-calling conversation (``box`` None: tools not offered), from the cache when paid before.
+
+        Raises:
+            LLMUnavailableError: the endpoint kept failing.
+            EndpointError: (only with tools offered) the endpoint rejected the request itself.
+        """
+        if self.cache is None and storage is not None:
+            self.cache = ResponseCache(storage)
+        offered = sorted(box.tools) if box else []
+        key = prompt_key(self.model, [{"tools": ",".join(offered)}, *[_serial(m) for m in convo]], self.temperature)
+        hit = self.cache.get(study, key) if self.cache is not None else None
+        if hit is not None:
+            self.usage.cached_calls += 1
+            data = json.loads(hit.text)
+            return AIMessage(data["content"], tool_calls=data["tool_calls"], invalid_tool_calls=data.get("invalid_tool_calls", []))
+        model = self.chat.bind_tools(box.langchain_tools()) if box else self.chat
+        try:
+            msg = self.retry.call(lambda: model.invoke(convo), where=f"the LLM endpoint {self.base_url}")
+        except EndpointError as exc:
+            if box is not None and not exc.transient:
+                raise  # the caller decides whether the endpoint lacks tool calling
+            tried = f" ({exc.attempts} attempts)" if exc.transient else ""
+            raise LLMUnavailableError(f"{exc}{tried}; then rerun the same command to resume") from exc
+        ai = msg if isinstance(msg, AIMessage) else AIMessage(msg.content)
+        prompt_tokens, completion_tokens = token_usage(ai)
+        text = ai.content if isinstance(ai.content, str) else json.dumps(ai.content)
+        refusal = ai.additional_kwargs.get("refusal")
+        if refusal:
+            text = f"REFUSAL: {refusal}"
+        reply = AIMessage(text, tool_calls=ai.tool_calls, invalid_tool_calls=ai.invalid_tool_calls)
+        self._count(CachedReply("", prompt_tokens, completion_tokens))
+        if box is not None:
+            box.tokens += prompt_tokens + completion_tokens
+        if self.cache is not None:
+            blob = {"content": text, "tool_calls": list(ai.tool_calls), "invalid_tool_calls": list(ai.invalid_tool_calls)}
+            self.cache.put(study, key, self.model, CachedReply(json.dumps(blob, default=str), prompt_tokens, completion_tokens))
+        return reply
+
+    def _propose_with_tools(self, request: ProposeRequest, messages: list[dict[str, str]]) -> ProposeOut | None:
+        """The proposals of a tool-calling conversation; None when the endpoint turned out not to take tools."""
+        box = self.toolbox(request)
+        convo = _to_langchain(messages)
+        problem = ""
+        for _step in range(self.max_tool_steps + self.attempts):
+            offer = box if box.spent() is None else None
+            try:
+                ai = self._tool_reply(convo, offer, request.study, request.storage)
+            except EndpointError as exc:
+                if self.tool_support:  # tool calls worked before: this request failed for another reason
+                    raise LLMReplyError(str(exc)) from exc
+                self.tool_support = False
+                note = f"the endpoint refused a tool-calling request ({exc}); this run goes on with the plain prompt"
+                log.warning(note)
+                self.trace.setdefault("notes", []).append(note)
+                return None
+            self.tool_support = True
+            convo.append(ai)
+            if offer is not None and (ai.tool_calls or ai.invalid_tool_calls):
+                convo += [box.call(dict(c), request.niche.id) for c in ai.tool_calls]
+                convo += [box.invalid(dict(c), request.niche.id) for c in ai.invalid_tool_calls]
+                self.usage.tool_calls += len(ai.tool_calls) + len(ai.invalid_tool_calls)
+                continue
+            if ai.tool_calls or ai.invalid_tool_calls:
+                # tools were no longer offered: close the calls so the conversation stays well formed
+                convo += [ToolMessage(f"refused: {box.spent()}; answer now", tool_call_id=str(c.get("id"))) for c in ai.tool_calls]
+                convo += [ToolMessage("refused: answer now", tool_call_id=str(c.get("id"))) for c in ai.invalid_tool_calls]
+                continue
+            text = str(ai.content)
+            if text.startswith("REFUSAL:") or not text.strip():
+                problem = "the reply was a refusal or empty; this is a benign engineering task, please answer"
+            else:
+                try:
+                    return ProposeOut.model_validate_json(extract_json(text))
+                except ValidationError as exc:
+                    problem = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'reply'}: {e['msg']}" for e in exc.errors()[:5])
+            convo.append(HumanMessage(f"Your reply was not valid: {problem}. Reply with the JSON object only, in the format asked."))
+        raise LLMReplyError(
+            f"no valid reply within {self.max_tool_steps + self.attempts} requests: {problem or 'the model kept calling tools'}"
+        )
+
     def propose(self, request: ProposeRequest) -> list[Proposal]:
         problem = request.problem
+        use_tools = self.tools and self.tool_support is not False
+        box = self.toolbox(request) if use_tools else None
         messages = load_prompt("propose").render(
             problem=f"{problem.name} {problem.spec()}",
             objectives=", ".join(f"{o.name} ({o.direction}, {o.unit})" for o in problem.objectives),
@@ -321,12 +437,23 @@ class LLMReasoner(Reasoner):
             ],
             heuristics=[{"id": h.id, "text": h.text, "confidence": h.confidence} for h in request.heuristics],
             feedback=list(request.feedback),
+            tools=[{"name": name, "use": TOOL_USE.get(name, "")} for name in box.tools] if box else [],
         )
+        out: ProposeOut | None = None
         try:
-            out = self.structured(messages, ProposeOut, request.study, request.storage)
+            if box is not None:
+                out = self._propose_with_tools(request, messages)
+                if out is None:  # no tool calling at this endpoint: the same request, plain
+                    return self.propose(request)
+            else:
+                out = self.structured(messages, ProposeOut, request.study, request.storage)
         except LLMReplyError as exc:
             log.warning("niche %s skipped this round: %s", request.niche.id, exc)
+            self.trace.setdefault("notes", []).append(f"niche {request.niche.id} skipped: {exc}")
             return []
+        finally:
+            if box is not None:
+                self.trace["tools"] = box.summary()
         known = {h.id for h in request.heuristics}
         proposals = []
         for cand in out.candidates[: request.quota + 4]:
@@ -338,6 +465,29 @@ class LLMReasoner(Reasoner):
                 continue
             cited = tuple(h for h in cand.heuristics if h in known)
             proposals.append(
-                Proposal(point, rationale=cand.rationale, heuristics=cited, attrs={"niche": request.niche.id, "reasoner": self.label})
+                Proposal(
+                    point,
+                    rationale=cand.rationale,
+                    heuristics=cited,
+                    attrs={"niche": request.niche.id, "reasoner": self.label, "model": self.model},
+                )
             )
         return proposals
+
+
+TOOL_USE = {
+    "problem_cheap_objectives": "the cheap objectives (e.g. latency) of up to 64 designs you consider, before you propose them",
+    "study_front": "the Pareto front this search has found so far (paid evaluations)",
+    "kb_show": "a heuristic's full claim, history and evidence trials, by id",
+}
+"""How the propose prompt describes each round tool."""
+
+
+def _serial(message: BaseMessage) -> dict[str, Any]:
+    """A message as plain data, for the cache key of a tool-calling conversation."""
+    data: dict[str, Any] = {"role": message.type, "content": message.content}
+    if isinstance(message, AIMessage) and message.tool_calls:
+        data["tool_calls"] = [{"name": c["name"], "args": c["args"], "id": c.get("id")} for c in message.tool_calls]
+    if isinstance(message, ToolMessage):
+        data["tool_call_id"] = message.tool_call_id
+    return data

@@ -186,6 +186,7 @@ class OfflineReasoner(Reasoner):
     def __init__(self, *, guided: bool = True) -> None:
         super().__init__()
         self.guided = guided
+        self.ranks_candidates = guided  # its pool is ranked by the request's model (when given)
         self.label = "offline (no LLM)" if guided else "offline (no LLM), unguided"
 
     def config(self) -> dict[str, Any]:

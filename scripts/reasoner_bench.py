@@ -1,0 +1,269 @@
+"""How the co-evolution engine's HV depends on its reasoner: simulated reasoners of known quality, or your own endpoint.
+
+Runs, on NB201 (one dataset, several devices, several seeds, one budget), every reasoner
+("quality") x screening on/off x tools on/off through the real LLM code path, beside offline
+``pelnas``, ``pelnas-nokb`` and TPE measured in the same run, and writes a table with paired
+differences against ``pelnas-nokb`` (95 % Student t intervals over devices x seeds):
+
+    # simulated reasoners (no LLM; a loopback endpoint in each run's process), ~1 h on 2 cores:
+    python scripts/reasoner_bench.py --out docs/bench/issue16
+    # the same comparison for models you have (any OpenAI-compatible endpoint):
+    python scripts/reasoner_bench.py --llm-base-url http://localhost:8000/v1 --llm-model qwen2.5-7b,llama3.1-8b \\
+        --llm-price 0.15,0.60 --out my-reasoner-bench
+    # re-render the tables from the saved runs.csv:
+    python scripts/reasoner_bench.py --out docs/bench/issue16 --report-only
+
+With ``--ensemble a:1,b:1`` one more arm runs both models in one search (screen and tools
+on) and the report gives each model's yield: the share of its paid proposals on the found
+front. Before a real endpoint is called the script prints the expected number of requests
+and tokens (measured per run on the simulated reasoners: about 14 requests and 40k tokens
+per round of 20 proposals) and, with ``--llm-price``, the cost, and asks to go on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from search.bench import run_jobs
+from search.round_log import RoundLogs
+from search.stats import excludes_zero, format_interval
+from search.storage import open_storage
+
+ARMS = {"screen+tools": (True, True), "screen": (True, False), "tools": (False, True), "plain": (False, False)}
+"""Arm name -> (screen, tools)."""
+SIMULATED = ("sim-random", "sim-mutate", "sim-oracle-0.25")
+BASELINES = ("pelnas", "pelnas-nokb", "tpe")
+FIELDS = (
+    "arm",
+    "reasoner",
+    "device",
+    "seed",
+    "hv_ratio",
+    "evaluations",
+    "wall_s",
+    "rounds",
+    "llm_requests",
+    "tool_calls",
+    "prompt_tokens",
+    "completion_tokens",
+    "screened_out",
+    "yield",
+)
+TOKENS_PER_ROUND = 40_000
+REQUESTS_PER_ROUND = 14
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def _jobs(args: argparse.Namespace, storage: str) -> list[tuple[tuple[Any, ...], dict[str, str]]]:
+    """(run arguments of :func:`search.bench._one_run`, row labels) for every run."""
+    out: list[tuple[tuple[Any, ...], dict[str, str]]] = []
+    qualities = args.llm_model or SIMULATED
+    base_url = args.llm_base_url or "simulated"
+    for seed in range(args.seeds):  # seed-major: a run cut short leaves whole seeds on every device
+        for device in args.devices:
+            options = {"dataset": args.dataset, "device": device}
+            for name in args.baselines:
+                study = f"nb201-{args.dataset}-{device}-{name}-s{seed}"
+                out.append(
+                    ((("nb201", options, name, args.budget, seed, storage, None, None, study)), {"arm": "offline", "reasoner": name})
+                )
+            arms = [(q, a) for q in qualities for a in args.arms]
+            if args.ensemble:
+                arms.append((args.ensemble, "screen+tools"))
+            for quality, arm in arms:
+                screen, tools = ARMS[arm]
+                reasoner = {"kind": "llm", "base_url": base_url, "model": quality, "tools": tools, "timeout_s": args.llm_timeout}
+                if args.llm_price:
+                    reasoner["price_per_mtok"] = list(args.llm_price)
+                study = f"nb201-{args.dataset}-{device}-{quality.replace(':', '_').replace(',', '+')}-{arm}-s{seed}"
+                out.append(
+                    (
+                        ("nb201", options, "pelnas", args.budget, seed, storage, reasoner, {"screen": screen}, study),
+                        {"arm": arm, "reasoner": quality},
+                    )
+                )
+    return out
+
+
+def _row(result: Any, labels: dict[str, str], storage: str) -> dict[str, Any]:
+    logs = RoundLogs(storage).read(result.study)
+    guided = [v for k, v in logs.items() if k > 0]
+    usage = result.llm_usage or {}
+    last_yield: dict[str, Any] = next((v["yield"] for v in reversed(list(logs.values())) if v.get("yield")), {})
+    return {
+        **labels,
+        "device": result.problem["device"],
+        "seed": result.seed,
+        "hv_ratio": result.hv_ratio,
+        "evaluations": result.evaluations,
+        "wall_s": round(result.wall_s, 2),
+        "rounds": len(guided),
+        "llm_requests": usage.get("calls", 0),
+        "tool_calls": usage.get("tool_calls", 0),
+        "prompt_tokens": usage.get("prompt_tokens", 0),
+        "completion_tokens": usage.get("completion_tokens", 0),
+        "screened_out": sum(int(v.get("screening", {}).get("screened_out", 0)) for v in guided),
+        "yield": json.dumps(last_yield) if last_yield else "",
+    }
+
+
+def run(args: argparse.Namespace) -> Path:
+    args.out.mkdir(parents=True, exist_ok=True)
+    storage = args.storage or f"sqlite:///{args.out / 'reasoner-bench.sqlite3'}"
+    open_storage(storage)
+    jobs = _jobs(args, storage)
+    llm_runs = sum(1 for job, _ in jobs if job[6] is not None)
+    if args.llm_base_url:
+        rounds = max(1, args.budget // 20)
+        tokens = llm_runs * rounds * TOKENS_PER_ROUND
+        cost = f", about ${tokens / 1e6 * sum(args.llm_price) / 2:.2f} at the given price" if args.llm_price else ""
+        print(f"{llm_runs} LLM runs: about {llm_runs * rounds * REQUESTS_PER_ROUND} requests and {tokens / 1e6:.1f}M tokens{cost}")
+        if not args.yes and input("go on? [y/N] ").strip().lower() != "y":
+            raise SystemExit("nothing ran")
+    labels = {job[8]: lab for job, lab in jobs}
+    started = time.time()
+    done = [0]
+
+    def progress(result: Any) -> None:
+        done[0] += 1
+        print(f"[{done[0]}/{len(jobs)} {time.time() - started:.0f}s] {result.study}: HV {result.hv_ratio:.4f}", flush=True)
+
+    results = run_jobs([job for job, _ in jobs], args.jobs, progress)
+    path = args.out / "runs.csv"
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=FIELDS)
+        writer.writeheader()
+        for r in sorted(results, key=lambda r: r.study):
+            writer.writerow(_row(r, labels[r.study], storage))
+    return path
+
+
+# ---------------------------------------------------------------- the report
+
+
+def _mean_sd(xs: list[float]) -> str:
+    return f"{statistics.fmean(xs):.4f} ± {statistics.stdev(xs):.4f}" if len(xs) > 1 else (f"{xs[0]:.4f}" if xs else "n/a")
+
+
+def report(path: Path, budget: str = "") -> str:
+    """The markdown tables of a saved ``runs.csv``."""
+    with path.open() as fh:
+        rows = list(csv.DictReader(fh))
+    devices = sorted({r["device"] for r in rows})
+    arms = [(r["reasoner"], r["arm"]) for r in rows]
+    order = list(dict.fromkeys(arms))
+    offline = [a for a in order if a[1] == "offline"]
+    llm = [a for a in order if a[1] != "offline"]
+    hv = {(r["reasoner"], r["arm"], r["device"], r["seed"]): float(r["hv_ratio"]) for r in rows if r["hv_ratio"] not in ("", "None")}
+    seeds = sorted({r["seed"] for r in rows}, key=int)
+    lines = [
+        f"HV ratio{budget}, NB201 {', '.join(devices)}, {len(seeds)} seeds: mean ± sd over seeds. Simulated reasoners (sim-...) are "
+        "scripted endpoints, not language models (agent/reasoners/simulated.py); `screen` = the surrogate picks the quota out of 3x "
+        "as many LLM candidates; `tools` = the reasoner may call the round's cheap read-only tools. Δ nokb: paired difference "
+        "against offline pelnas-nokb on the same device and seed, mean ± 95 % t half-width over all devices x seeds "
+        "(* = the interval excludes 0).",
+        "",
+        "| reasoner | arm | " + " | ".join(devices) + " | Δ nokb (pooled) |",
+        "|---|---|" + "---|" * len(devices) + "---|",
+    ]
+    for reasoner, arm in offline + llm:
+        cells = []
+        for d in devices:
+            xs = [hv[(reasoner, arm, d, s)] for s in seeds if (reasoner, arm, d, s) in hv]
+            cells.append(_mean_sd(xs))
+        diffs = [
+            hv[(reasoner, arm, d, s)] - hv[("pelnas-nokb", "offline", d, s)]
+            for d in devices
+            for s in seeds
+            if (reasoner, arm, d, s) in hv and ("pelnas-nokb", "offline", d, s) in hv
+        ]
+        delta = "" if reasoner == "pelnas-nokb" or len(diffs) < 2 else format_interval(diffs) + (" *" if excludes_zero(diffs) else "")
+        lines.append(f"| {reasoner} | {arm} | " + " | ".join(cells) + f" | {delta} |")
+    lines += [
+        "",
+        "LLM use per guided round (medians over runs; tokens are the endpoint's counts, estimates of characters / 4 for the "
+        "simulated endpoint):",
+        "",
+        "| reasoner | arm | requests / round | tool calls / round | prompt tokens / round | completion tokens / round | "
+        "screened out / round |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for reasoner, arm in llm:
+        sub = [r for r in rows if r["reasoner"] == reasoner and r["arm"] == arm and int(r["rounds"]) > 0]
+        if not sub:
+            continue
+
+        def per_round(field: str, sub: list[dict[str, str]] = sub) -> str:
+            return f"{statistics.median(float(r[field]) / int(r['rounds']) for r in sub):.1f}"
+
+        lines.append(
+            f"| {reasoner} | {arm} | {per_round('llm_requests')} | {per_round('tool_calls')} | {per_round('prompt_tokens')} | "
+            f"{per_round('completion_tokens')} | {per_round('screened_out')} |"
+        )
+    ensembles = [r for r in rows if "," in r["reasoner"] and r["yield"]]
+    if ensembles:
+        lines += [
+            "",
+            "Yield of each model in the multi-model runs (share of its paid proposals on the front of all paid evaluations at the "
+            "end; median over runs, with the paid proposals summed):",
+            "",
+            "| models | model | paid proposals | on the front | yield (median) |",
+            "|---|---|---|---|---|",
+        ]
+        for models in dict.fromkeys(r["reasoner"] for r in ensembles):
+            per: dict[str, list[dict[str, Any]]] = {}
+            for r in ensembles:
+                if r["reasoner"] == models:
+                    for name, y in json.loads(r["yield"]).items():
+                        per.setdefault(name, []).append(y)
+            for name, ys in per.items():
+                paid = sum(y["paid"] for y in ys)
+                front = sum(y["on_front"] for y in ys)
+                lines.append(f"| {models} | {name} | {paid} | {front} | {statistics.median(y['yield'] for y in ys):.3f} |")
+    walls = {a: statistics.median(float(r["wall_s"]) for r in rows if (r["reasoner"], r["arm"]) == a) for a in order}
+    lines += ["", "Median wall time per run (s): " + ", ".join(f"{r} {a}: {w:.1f}" for (r, a), w in walls.items()), ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dataset", default="cifar10")
+    p.add_argument("--devices", type=_csv, default=("fpga", "raspi4"))
+    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--budget", type=int, default=300)
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--arms", type=_csv, default=tuple(ARMS), help=f"of {', '.join(ARMS)}")
+    p.add_argument("--baselines", type=_csv, default=BASELINES)
+    p.add_argument("--llm-base-url", default=None, help="your endpoint (default: the simulated reasoners)")
+    p.add_argument("--llm-model", type=_csv, default=None, help="your models, each one reasoner row (default: sim-...)")
+    p.add_argument("--ensemble", default="", help="one more arm with several models in one search, e.g. a:1,b:1")
+    p.add_argument("--llm-price", type=lambda t: tuple(float(x) for x in t.split(",")), default=None, help="input,output USD/Mtok")
+    p.add_argument("--llm-timeout", type=float, default=60.0)
+    p.add_argument("--storage", default=None)
+    p.add_argument("--out", type=Path, default=Path("reasoner-bench"))
+    p.add_argument("--report-only", action="store_true", help="re-render results.md from OUT/runs.csv")
+    p.add_argument("--yes", action="store_true", help="do not ask before calling a real endpoint")
+    args = p.parse_args()
+    bad = [a for a in args.arms if a not in ARMS]
+    if bad:
+        p.error(f"unknown arm(s) {', '.join(bad)}; arms: {', '.join(ARMS)}")
+    path = args.out / "runs.csv" if args.report_only else run(args)
+    text = report(path, f" at {args.budget} queries")
+    (args.out / "results.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

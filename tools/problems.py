@@ -1,0 +1,80 @@
+"""``problem.cheap_objectives``: the free objectives of designs, for any problem that knows them.
+
+A search pays only for its expensive objectives (NB201 accuracy); the cheap ones (NB201
+latency from the lookup table, a simulator's estimate) are free to know for any design, which
+is why the co-evolution engine ranks candidates with them and why an LLM reasoner may call
+this tool inside a round (:mod:`agent.reasoners.round_tools`). It never returns an expensive
+objective: it calls :meth:`search.problem.Evolvable.cheap_values`, whose contract is that
+nothing expensive is evaluated.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from search.errors import UserInputError
+from search.problem import Evolvable, Problem
+from search.problems import make_problem
+from tools._base import Tool, ToolArgs, ToolResult
+
+MAX_DESIGNS = 64
+
+
+class CheapArgs(ToolArgs):
+    problem: str = Field("nb201", description="problem name (coevo problems list), e.g. nb201")
+    options: dict[str, Any] = Field(default_factory=dict, description='problem options, e.g. {"dataset": "cifar10", "device": "fpga"}')
+    designs: list[str] = Field(
+        ..., min_length=1, max_length=MAX_DESIGNS, description=f"designs in the problem's design format (1 to {MAX_DESIGNS})"
+    )
+
+
+@lru_cache(maxsize=16)
+def _problem(name: str, options_json: str) -> Problem:
+    return make_problem(name, json.loads(options_json))  # NB201's table loads once per setting, not per call
+
+
+class ProblemCheap(Tool):
+    """The cheap objectives of up to 64 designs (free lookups or simulations; never an expensive objective)."""
+
+    name = "problem.cheap_objectives"
+    description = (
+        "The cheap objectives of designs of a search problem, free to know before paying for an evaluation: e.g. NB201 "
+        "latency (ms) on a device from the lookup table. Never returns an expensive objective (accuracy). "
+        "Invalid designs are listed with the reason."
+    )
+    Args = CheapArgs
+    example: ClassVar[dict[str, Any]] = {
+        "problem": "nb201",
+        "options": {"dataset": "cifar10", "device": "raspi4"},
+        "designs": ["|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|"],
+    }
+
+    def run(self, args: CheapArgs) -> ToolResult:
+        problem = _problem(args.problem, json.dumps(args.options, sort_keys=True))
+        cheap = [o for o in problem.objectives if o.cost == "cheap"]
+        if not isinstance(problem, Evolvable) or not cheap:
+            raise UserInputError(f"problem {problem.name} has no cheap objectives to compute without evaluating a design")
+        rows: list[dict[str, Any]] = []
+        valid: list[tuple[int, Any]] = []
+        for k, text in enumerate(args.designs):
+            try:
+                point = problem.parse_design(text)
+            except UserInputError as exc:
+                rows.append({"design": text, "error": str(exc)})
+                continue
+            rows.append({"design": problem.describe(point)})
+            valid.append((k, point))
+        if valid:
+            values = problem.cheap_values([p for _, p in valid])
+            for j, (k, _) in enumerate(valid):
+                rows[k].update({o.name: round(float(values[o.name][j]), 6) for o in cheap})
+        units = {o.name: o.unit for o in cheap}
+        messages = [f"cheap objectives of {problem.name}: " + ", ".join(f"{n} ({u})" for n, u in units.items())]
+        expensive = [o.name for o in problem.objectives if o.cost == "expensive"]
+        if expensive:
+            messages.append(f"{', '.join(expensive)} cost(s) an evaluation and are not given here")
+        return ToolResult(value={"problem": problem.spec(), "units": units, "designs": rows}, messages=messages)
