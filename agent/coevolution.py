@@ -35,7 +35,7 @@ from knowledge.exchange import records_from
 from knowledge.store import KnowledgeStore, StudyKnowledge
 from search.acquisition import greedy_ehvi
 from search.errors import CoevoError, UserInputError
-from search.metrics import pareto_mask
+from search.metrics import model_yield, pareto_mask
 from search.niches import Niche, allocate, niche_of, single_niche
 from search.problem import Evolvable, Problem
 from search.proposers import Evaluation, Proposal, Proposer, RoundContext
@@ -122,7 +122,7 @@ class CoevolutionProposer(Proposer):
         config = reasoner.config()
         if config.get("kind") == "llm":
             # runs with other models or settings are other studies (a bench keeps them all in one storage)
-            parts.append("-" + re.sub(r"[^A-Za-z0-9.]+", "_", str(config.get("model"))).strip("_"))
+            parts.append("-" + re.sub(r"[^A-Za-z0-9.-]+", "_", str(config.get("model"))).strip("_"))
             if config.get("tools") is False:
                 parts.append("-notools")
         if not screen and not reasoner.ranks_candidates:
@@ -411,23 +411,6 @@ def screen(
                 }
             )
     return kept, out
-
-
-def model_yield(problem: Any, paid: Sequence[Evaluation]) -> dict[str, dict[str, Any]]:
-    """Per LLM model: its paid proposals, how many lie on the front of all paid evaluations, and that share (its yield)."""
-    tagged = [k for k, e in enumerate(paid) if e.attrs.get("model")]
-    if not tagged:
-        return {}
-    first, second = problem.front_objectives
-    on_front = pareto_mask(np.array([e.values[first] for e in paid]), np.array([e.values[second] for e in paid]))
-    out: dict[str, dict[str, Any]] = {}
-    for k in tagged:
-        row = out.setdefault(str(paid[k].attrs["model"]), {"paid": 0, "on_front": 0})
-        row["paid"] += 1
-        row["on_front"] += int(on_front[k])
-    for row in out.values():
-        row["yield"] = round(row["on_front"] / row["paid"], 4)
-    return out
 
 
 TRUST_FLOOR = 0.3

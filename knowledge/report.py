@@ -25,7 +25,7 @@ from knowledge import validation
 from knowledge.heuristics import quantity_label, sig
 from knowledge.store import KnowledgeStore, Version, iter_ids
 from search.errors import UserInputError
-from search.metrics import pareto_mask
+from search.metrics import model_yield, pareto_mask
 from search.proposers import Evaluation
 from search.round_log import read_round_logs
 from search.runner import BANDS
@@ -244,7 +244,7 @@ def _blocks(search: StoredSearch, store: KnowledgeStore, out: Path, storage: str
     blocks += _usage_section(logs, rounds, offline, out)
     blocks += _tools_section(logs, rounds)
     blocks += _screening_section(logs, rounds)
-    blocks += _yield_section(logs, rounds)
+    blocks += _yield_section(logs, rounds, model_yield(problem, paid))
     # kb activity figure after the changes table is built
     if history:
         counts = _activity(history, rounds)
@@ -592,10 +592,12 @@ def _screening_section(logs: dict[int, Any], rounds: Sequence[int]) -> list[Bloc
     ]
 
 
-def _yield_section(logs: dict[int, Any], rounds: Sequence[int]) -> list[Block]:
-    """Per-model yield: the share of a model's paid proposals on the front of all paid evaluations, round by round."""
-    per_round = [(r, logs.get(r, {}).get("yield")) for r in rounds]
+def _yield_section(logs: dict[int, Any], rounds: Sequence[int], final: dict[str, dict[str, Any]]) -> list[Block]:
+    """Per-model yield: the share of a model's paid proposals on the front of all paid evaluations, round by round and at the end."""
+    per_round: list[tuple[Any, Any]] = [(r, logs.get(r, {}).get("yield")) for r in rounds]
     per_round = [(r, y) for r, y in per_round if y]
+    if final:
+        per_round.append(("end", final))
     if not per_round:
         return []
     models = sorted({m for _, y in per_round for m in y})
@@ -606,8 +608,8 @@ def _yield_section(logs: dict[int, Any], rounds: Sequence[int]) -> list[Block]:
         ("h2", "Yield of each model"),
         (
             "p",
-            "For each LLM model: of its proposals paid for before the round, how many lie on the front of all paid "
-            "evaluations (on the front / paid, and the share).",
+            "For each LLM model: of its proposals paid for before the round (the last row: all of them, at the end), how many "
+            "lie on the front of all paid evaluations then (on the front / paid, and the share).",
         ),
         TableBlock(["round", *models], rows),
     ]

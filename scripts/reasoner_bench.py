@@ -33,10 +33,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import optuna
+
 from search.bench import run_jobs
+from search.metrics import model_yield
+from search.problems import problem_from_spec
 from search.round_log import RoundLogs
 from search.stats import excludes_zero, format_interval
 from search.storage import open_storage
+from search.study import evaluations_from_study
 
 ARMS = {"screen+tools": (True, True), "screen": (True, False), "tools": (False, True), "plain": (False, False)}
 """Arm name -> (screen, tools)."""
@@ -97,25 +102,34 @@ def _jobs(args: argparse.Namespace, storage: str) -> list[tuple[tuple[Any, ...],
     return out
 
 
+def _span_s(study: optuna.Study) -> float:
+    """Seconds from the first trial's start to the last trial's end: the run's time even when this call only resumed it."""
+    starts = [t.datetime_start for t in study.get_trials(deepcopy=False) if t.datetime_start is not None]
+    ends = [t.datetime_complete for t in study.get_trials(deepcopy=False) if t.datetime_complete is not None]
+    return (max(ends) - min(starts)).total_seconds() if starts and ends else 0.0
+
+
 def _row(result: Any, labels: dict[str, str], storage: str) -> dict[str, Any]:
     logs = RoundLogs(storage).read(result.study)
     guided = [v for k, v in logs.items() if k > 0]
     usage = result.llm_usage or {}
-    last_yield: dict[str, Any] = next((v["yield"] for v in reversed(list(logs.values())) if v.get("yield")), {})
+    problem = problem_from_spec(result.problem)
+    study = optuna.load_study(study_name=result.study, storage=storage)
+    final_yield = model_yield(problem, [e for e in evaluations_from_study(problem, study) if e.query])  # at the end of the run
     return {
         **labels,
         "device": result.problem["device"],
         "seed": result.seed,
         "hv_ratio": result.hv_ratio,
         "evaluations": result.evaluations,
-        "wall_s": round(result.wall_s, 2),
+        "wall_s": round(_span_s(study), 2),
         "rounds": len(guided),
         "llm_requests": usage.get("calls", 0),
         "tool_calls": usage.get("tool_calls", 0),
         "prompt_tokens": usage.get("prompt_tokens", 0),
         "completion_tokens": usage.get("completion_tokens", 0),
         "screened_out": sum(int(v.get("screening", {}).get("screened_out", 0)) for v in guided),
-        "yield": json.dumps(last_yield) if last_yield else "",
+        "yield": json.dumps(final_yield) if final_yield else "",
     }
 
 

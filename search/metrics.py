@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -207,3 +208,20 @@ class FrontMetrics:
     ) -> FrontMetrics:
         """Score a found set given its point ids and true objective values."""
         return cls(hv_ratio=ref.hv_ratio(first, second), igd=ref.igd(first, second), front_recall=ref.recall(ids))
+
+
+def model_yield(problem: Any, paid: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    """Per LLM model: its paid proposals, how many lie on the front of all paid evaluations, and that share (its yield)."""
+    tagged = [k for k, e in enumerate(paid) if e.attrs.get("model")]
+    if not tagged:
+        return {}
+    first, second = problem.front_objectives
+    on_front = pareto_mask(np.array([e.values[first] for e in paid]), np.array([e.values[second] for e in paid]))
+    out: dict[str, dict[str, Any]] = {}
+    for k in tagged:
+        row = out.setdefault(str(paid[k].attrs["model"]), {"paid": 0, "on_front": 0})
+        row["paid"] += 1
+        row["on_front"] += int(on_front[k])
+    for row in out.values():
+        row["yield"] = round(row["on_front"] / row["paid"], 4)
+    return out

@@ -113,6 +113,11 @@ def names_code(value: Any) -> bool:
     return isinstance(value, str) and ":" in value and "://" not in value
 
 
+def problem_code(args: Any) -> list[str]:
+    """The user code an argument pair ``problem`` + ``options`` names: a problem file, or a model file among the options."""
+    return [v for v in [args.problem, *args.options.values()] if names_code(v)]
+
+
 def check_tool(tool: Tool) -> None:
     """Raise ``TypeError`` unless ``tool`` satisfies the contract (used at registration)."""
     where = type(tool).__name__

@@ -19,7 +19,7 @@ from pydantic import Field
 from search.errors import UserInputError
 from search.problem import Evolvable, Problem
 from search.problems import make_problem
-from tools._base import Tool, ToolArgs, ToolResult
+from tools._base import Tool, ToolArgs, ToolResult, problem_code
 
 MAX_DESIGNS = 64
 
@@ -47,11 +47,15 @@ class ProblemCheap(Tool):
         "Invalid designs are listed with the reason."
     )
     Args = CheapArgs
+    loads_code = ("problem", "options")  # a problem file, or a model file among the options: a model's call asks first
     example: ClassVar[dict[str, Any]] = {
         "problem": "nb201",
         "options": {"dataset": "cifar10", "device": "raspi4"},
         "designs": ["|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|"],
     }
+
+    def user_code(self, args: Any) -> list[str]:
+        return problem_code(args)
 
     def run(self, args: CheapArgs) -> ToolResult:
         problem = _problem(args.problem, json.dumps(args.options, sort_keys=True))

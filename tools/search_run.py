@@ -9,7 +9,7 @@ from pydantic import Field
 from search.problems import describe_options, make_problem, problem_class, problem_names
 from search.proposers import proposer_names
 from search.runner import run_search
-from tools._base import Target, Tool, ToolArgs, ToolResult, names_code
+from tools._base import Target, Tool, ToolArgs, ToolResult, problem_code
 
 
 def _options_help() -> str:
@@ -50,8 +50,7 @@ class SearchTool(Tool):
     loads_code = ("problem", "options")
 
     def user_code(self, args: Any) -> list[str]:
-        values = [args.problem, *args.options.values()]
-        return [v for v in values if names_code(v)]
+        return problem_code(args)
 
 
 class SearchRun(SearchTool):

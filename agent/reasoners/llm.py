@@ -94,6 +94,21 @@ def extract_json(text: str) -> str:
     return text[start : end + 1] if start != -1 and end > start else text.strip()
 
 
+def parse_reply(text: str, schema: type[T]) -> tuple[T | None, str]:
+    """``(the reply parsed into schema, "")``, or ``(None, what is wrong with it)``."""
+    if text.startswith("REFUSAL:") or not text.strip():
+        return None, "the reply was a refusal or empty; this is a benign engineering task, please answer"
+    try:
+        return schema.model_validate_json(extract_json(text)), ""
+    except ValidationError as exc:
+        return None, "; ".join(f"{'.'.join(map(str, e['loc'])) or 'reply'}: {e['msg']}" for e in exc.errors()[:5])
+
+
+def invalid_reply(problem: str) -> str:
+    """What the model is told after an invalid reply."""
+    return f"Your reply was not valid: {problem}. Reply with the JSON object only, in the format asked."
+
+
 def _to_langchain(messages: list[dict[str, str]]) -> list[BaseMessage]:
     kinds = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
     return [kinds[m["role"]](content=m["content"]) for m in messages]
@@ -256,18 +271,10 @@ class LLMReasoner(Reasoner):
         problem = ""
         for _ in range(self.attempts):
             text = self.complete(convo, study, storage)
-            if text.startswith("REFUSAL:") or not text.strip():
-                problem = "the reply was a refusal or empty; this is a benign engineering task, please answer"
-            else:
-                try:
-                    return schema.model_validate_json(extract_json(text))
-                except ValidationError as exc:
-                    problem = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'reply'}: {e['msg']}" for e in exc.errors()[:5])
-            convo = [
-                *convo,
-                {"role": "assistant", "content": text},
-                {"role": "user", "content": f"Your reply was not valid: {problem}. Reply with the JSON object only, in the format asked."},
-            ]
+            parsed, problem = parse_reply(text, schema)
+            if parsed is not None:
+                return parsed
+            convo = [*convo, {"role": "assistant", "content": text}, {"role": "user", "content": invalid_reply(problem)}]
         raise LLMReplyError(f"no valid reply after {self.attempts} attempts: {problem}")
 
     # ------------------------------------------------------------ reasoning
@@ -408,15 +415,10 @@ class LLMReasoner(Reasoner):
                 convo += [ToolMessage(f"refused: {box.spent()}; answer now", tool_call_id=str(c.get("id"))) for c in ai.tool_calls]
                 convo += [ToolMessage("refused: answer now", tool_call_id=str(c.get("id"))) for c in ai.invalid_tool_calls]
                 continue
-            text = str(ai.content)
-            if text.startswith("REFUSAL:") or not text.strip():
-                problem = "the reply was a refusal or empty; this is a benign engineering task, please answer"
-            else:
-                try:
-                    return ProposeOut.model_validate_json(extract_json(text))
-                except ValidationError as exc:
-                    problem = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'reply'}: {e['msg']}" for e in exc.errors()[:5])
-            convo.append(HumanMessage(f"Your reply was not valid: {problem}. Reply with the JSON object only, in the format asked."))
+            parsed, problem = parse_reply(str(ai.content), ProposeOut)
+            if parsed is not None:
+                return parsed
+            convo.append(HumanMessage(invalid_reply(problem)))
         raise LLMReplyError(
             f"no valid reply within {self.max_tool_steps + self.attempts} requests: {problem or 'the model kept calling tools'}"
         )

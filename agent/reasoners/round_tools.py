@@ -86,8 +86,12 @@ class RoundToolbox:
     ) -> None:
         spec = problem.spec()
         options = {k: v for k, v in spec.items() if k != "problem"}
-        # nothing a round's tools do asks first; a call that would is declined, not run
-        policy = CallPolicy.model(_round_workspace(storage), lambda tool, args: False, declined_hint="not inside a search round")
+        # The only call that may ask first is the cheap-objective tool on a user's problem file: its
+        # problem and options are the round's own (fixed, the model cannot change them), code the
+        # user's command already loaded, so it is allowed; anything else that asks is declined.
+        policy = CallPolicy.model(
+            _round_workspace(storage), lambda tool, args: tool.name == "problem.cheap_objectives", declined_hint="not inside a search round"
+        )
         fixed: Mapping[str, dict[str, Any]] = {
             "problem.cheap_objectives": {"problem": str(spec["problem"]), "options": options},
             "study.front": {"study": study, "storage": storage},

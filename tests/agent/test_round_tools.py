@@ -221,7 +221,7 @@ def test_screen_on_and_off_in_a_search(storage: str) -> None:
 
     on, logs_on = run(True)
     off, logs_off = run(False)
-    assert on.study.endswith("pelnas-fake_7b-notools-s0") and off.study.endswith("pelnas-fake_7b-notools-noscreen-s0")
+    assert on.study.endswith("pelnas-fake-7b-notools-s0") and off.study.endswith("pelnas-fake-7b-notools-noscreen-s0")
     screened = [v for v in logs_on.values() if "screening" in v]
     assert screened and all(v["screening"]["kept"] == v["proposed"] for v in screened)
     assert not any("screening" in v for v in logs_off.values())
@@ -308,3 +308,48 @@ def test_model_yield_counts_front_members() -> None:
 
     front = pareto_mask(np.array([e.values["accuracy"] for e in paid]), np.array([e.values["latency_ms"] for e in paid]))
     assert y["a"]["on_front"] + y["b"]["on_front"] == int(front.sum())
+
+
+# ---------------------------------------------------------------- the command line and the harness
+
+
+def test_search_and_bench_flags_reach_the_engine(capsys: pytest.CaptureFixture[str], storage: str, tmp_path: Any) -> None:
+    from agent.cli import main
+
+    args = ["--reasoner", "llm", "--llm-base-url", "simulated", "--llm-model", "sim-mutate", "--storage", storage]
+    assert main(["search", "--proposer", "pelnas", "--budget", "44", "--tools", "off", "--screen", "off", "--json", *args]) == 0
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert data["reasoner"] == "simulated:sim-mutate (no LLM)" and data["study"].endswith("pelnas-sim-mutate-notools-noscreen-s0")
+    assert "simulated:sim-mutate (no LLM)" in captured.err
+    logs = RoundLogs(storage).read(data["study"])
+    assert not any("tools" in v or "screening" in v for v in logs.values())
+    out = tmp_path / "bench"
+    assert main(["bench", "--proposers", "pelnas", "--budget", "44", "--seeds", "1", "--out", str(out), *args]) == 0
+    bench_logs = RoundLogs(storage).read("nb201-cifar10-fpga-pelnas-sim-mutate-s0")
+    assert any(v.get("tools", {}).get("calls") for v in bench_logs.values()) and any("screening" in v for v in bench_logs.values())
+
+
+@pytest.mark.slow
+def test_reasoner_bench_script_writes_its_tables(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "rb"
+    cmd = [sys.executable, str(root / "scripts" / "reasoner_bench.py"), "--devices", "fpga", "--seeds", "2", "--budget", "44"]
+    cmd += ["--jobs", "1", "--baselines", "pelnas-nokb", "--arms", "screen+tools,plain", "--ensemble", "sim-mutate:1,sim-random:1"]
+    cmd += ["--out", str(out)]
+    done = subprocess.run([*cmd[:2], "--help"], capture_output=True, text=True, check=True)
+    assert "simulated reasoners" in done.stdout
+    subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=tmp_path)
+    runs = (out / "runs.csv").read_text().splitlines()
+    assert len(runs) == 1 + 2 * (1 + 3 * 2 + 1)  # header, then 2 seeds x (nokb, 3 reasoners x 2 arms, the ensemble)
+    hv_table = (out / "results.md").read_text().split("\n\n")[1].splitlines()
+    nokb = next(line for line in hv_table if line.startswith("| pelnas-nokb | offline |"))
+    assert nokb.endswith("|  |")  # no difference against itself
+    screened = next(line for line in hv_table if line.startswith("| sim-random | screen+tools |"))
+    assert "±" in screened.split("|")[-2]  # a paired interval against nokb
+    text = (out / "results.md").read_text()
+    assert "| sim-mutate:1,sim-random:1 | sim-mutate |" in text and "| sim-mutate:1,sim-random:1 | sim-random |" in text
