@@ -50,6 +50,10 @@ KB_ROUND = "coevo.kb.round"
 KB_FROM = "coevo.kb.from"
 """Where the knowledge base was seeded from (study attribute), once done."""
 KB_WITHHELD = "coevo.kb.withheld"
+SCREENS = ("on", "llm", "off")
+"""Screening of an LLM's candidates (:class:`CoevolutionProposer`'s ``screen``)."""
+ENGINE = "engine (no LLM)"
+"""The model name of the engine's own candidates in a screened round (their yield is reported beside the LLM's)."""
 
 
 class CoevolutionProposer(Proposer):
@@ -75,8 +79,11 @@ class CoevolutionProposer(Proposer):
         kb_from: seed the knowledge base from this export file or study before the first round.
         screen: when the reasoner does not rank its own candidates (an LLM), ask it for
             ``screen_factor`` times a niche's share and pay only for the share the surrogate
-            ranks best by expected HV (the rest are logged as screened out, with the reason);
-            False: pay for the reasoner's first proposals, unranked.
+            ranks best by expected HV (the rest are logged as screened out, with the reason).
+            ``on``: the engine's own candidates (what ``pelnas-nokb`` would pay for: surrogate-
+            ranked variation of the niche's elites) are ranked with the LLM's, so a poor LLM
+            cannot pull the engine below ``pelnas-nokb``; ``llm``: the LLM's candidates only;
+            ``off`` (or False): pay for the reasoner's first proposals, unranked.
         screen_factor: how many candidates per paid slot a screened request asks for.
     """
 
@@ -96,11 +103,14 @@ class CoevolutionProposer(Proposer):
         kb_tokens: int = 600,
         withhold: Sequence[str] = (),
         kb_from: str | None = None,
-        screen: bool = True,
+        screen: bool | str = "on",
         screen_factor: int = 3,
     ) -> None:
         if screen_factor < 1:
             raise UserInputError(f"the screening factor must be at least 1, got {screen_factor}")
+        screen = {True: "on", False: "off"}.get(screen, screen) if isinstance(screen, bool) else screen
+        if screen not in SCREENS:
+            raise UserInputError(f"unknown screening {screen!r}; use one of {', '.join(SCREENS)}")
         self.screen = screen
         self.screen_factor = screen_factor
         self.name = name
@@ -125,8 +135,8 @@ class CoevolutionProposer(Proposer):
             parts.append("-" + re.sub(r"[^A-Za-z0-9.-]+", "_", str(config.get("model"))).strip("_"))
             if config.get("tools") is False:
                 parts.append("-notools")
-        if not screen and not reasoner.ranks_candidates:
-            parts.append("-noscreen")
+        if screen != "on" and not reasoner.ranks_candidates:
+            parts.append("-noscreen" if screen == "off" else "-screenllm")
         self.variant = "".join(parts)
 
     def options(self) -> dict[str, Any]:
@@ -302,7 +312,7 @@ class CoevolutionProposer(Proposer):
             )
             feedback: list[str] = []
             got: list[Proposal] = []
-            screening = self.screen and not self.reasoner.ranks_candidates
+            screening = self.screen != "off" and not self.reasoner.ranks_candidates
             wanted = share * self.screen_factor if screening else share
             for _attempt in range(self.retries + 1):
                 request = ProposeRequest(
@@ -332,6 +342,8 @@ class CoevolutionProposer(Proposer):
                 if len(got) >= wanted or (screening and len(got) >= share):
                     break  # a screened niche with enough for its share is not asked again
             if screening:
+                if self.screen == "on":
+                    got += self._engine_candidates(problem, niche, share, elites, paid, seen, ctx, model)
                 got, out = screen(problem, got, share, model, paid)
                 screened_out += [{"niche": niche.id, **row} for row in out]
                 for row in out:
@@ -340,8 +352,15 @@ class CoevolutionProposer(Proposer):
             all_feedback += feedback
         log["rejected"] = len(all_feedback)
         log["rejections"] = all_feedback[:20]
-        if self.screen and not self.reasoner.ranks_candidates:
-            log["screening"] = {"kept": len(proposals), "screened_out": len(screened_out), "factor": self.screen_factor}
+        if self.screen != "off" and not self.reasoner.ranks_candidates:
+            from_engine = sum(1 for p in proposals if p.attrs.get("model") == ENGINE)
+            log["screening"] = {
+                "mode": self.screen,
+                "kept": len(proposals),
+                "kept_from_engine": from_engine,
+                "screened_out": len(screened_out),
+                "factor": self.screen_factor,
+            }
             log["screened_out"] = [{k: v for k, v in row.items() if k != "point_id"} for row in screened_out[:60]]
         empty = int(ctx.study.user_attrs.get(EMPTY_ROUNDS, 0)) + 1 if not proposals and quota > 0 else 0
         ctx.study.set_user_attr(EMPTY_ROUNDS, empty)
@@ -356,6 +375,29 @@ class CoevolutionProposer(Proposer):
             # evaluates one sampler-chosen point instead, and the log says so
             log["fallback"] = f"no valid candidate ({reasons}); one uniformly random point instead"
         return proposals
+
+    def _engine_candidates(
+        self,
+        problem: Any,
+        niche: Niche,
+        share: int,
+        elites: Sequence[Evaluation],
+        paid: tuple[Evaluation, ...],
+        seen: set[str],
+        ctx: RoundContext,
+        model: SurrogateModel | None,
+    ) -> list[Proposal]:
+        """The engine's own candidates for a screened niche: what ``pelnas-nokb`` would pay for here (tagged :data:`ENGINE`)."""
+        from agent.reasoners.offline import OfflineReasoner
+
+        engine_rng = random.Random(f"{ctx.seed}:{ctx.round}:{niche.id}:engine")
+        request = ProposeRequest(problem, niche, share, tuple(elites), (), paid, frozenset(seen), ctx.round, engine_rng, model)
+        out = []
+        for prop in OfflineReasoner().propose(request):
+            if self._invalid(problem, niche, prop, seen) is None:
+                seen.add(problem.point_id(prop.point))
+                out.append(replace(prop, attrs={**prop.attrs, "model": ENGINE, "reasoner": ENGINE}))
+        return out
 
     @staticmethod
     def _invalid(problem: Problem, niche: Niche, prop: Proposal, seen: set[str]) -> str | None:

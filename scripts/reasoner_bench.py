@@ -43,8 +43,25 @@ from search.stats import excludes_zero, format_interval
 from search.storage import open_storage
 from search.study import evaluations_from_study
 
-ARMS = {"screen+tools": (True, True), "screen": (True, False), "tools": (False, True), "plain": (False, False)}
-"""Arm name -> (screen, tools)."""
+ARMS = {
+    "floor+tools": ("on", True),
+    "floor": ("on", False),
+    "tools": ("off", True),
+    "plain": ("off", False),
+    "screen+tools": ("llm", True),
+    "screen": ("llm", False),
+}
+"""Arm name (the token in the study name) -> (``--screen``, tools)."""
+LABELS = {
+    "floor+tools": "screen on + tools",
+    "floor": "screen on",
+    "tools": "no screen + tools",
+    "plain": "no screen",
+    "screen+tools": "screen llm + tools",
+    "screen": "screen llm",
+}
+"""How the report names each arm: ``screen on`` ranks the LLM's candidates with the engine's own, ``screen llm`` the LLM's only."""
+DEFAULT_ARMS = ("floor+tools", "floor", "tools", "plain")
 SIMULATED = ("sim-random", "sim-mutate", "sim-oracle-0.25")
 BASELINES = ("pelnas", "pelnas-nokb", "tpe")
 FIELDS = (
@@ -61,6 +78,7 @@ FIELDS = (
     "prompt_tokens",
     "completion_tokens",
     "screened_out",
+    "paid_from_engine",
     "yield",
 )
 TOKENS_PER_ROUND = 40_000
@@ -69,6 +87,19 @@ REQUESTS_PER_ROUND = 14
 
 def _csv(text: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def _slug(quality: str) -> str:
+    return quality.replace(":", "_").replace(",", "+")
+
+
+def _complete(storage: str, study: str, budget: int) -> bool:
+    """Whether ``study`` exists in ``storage`` with its budget spent (``--existing-only``)."""
+    try:
+        s = optuna.load_study(study_name=study, storage=storage)
+    except KeyError:
+        return False
+    return sum(1 for t in s.get_trials(deepcopy=False) if t.state.name == "COMPLETE") >= budget
 
 
 def _jobs(args: argparse.Namespace, storage: str) -> list[tuple[tuple[Any, ...], dict[str, str]]]:
@@ -81,18 +112,22 @@ def _jobs(args: argparse.Namespace, storage: str) -> list[tuple[tuple[Any, ...],
             options = {"dataset": args.dataset, "device": device}
             for name in args.baselines:
                 study = f"nb201-{args.dataset}-{device}-{name}-s{seed}"
+                if args.existing_only and not _complete(storage, study, args.budget):
+                    continue
                 out.append(
                     ((("nb201", options, name, args.budget, seed, storage, None, None, study)), {"arm": "offline", "reasoner": name})
                 )
             arms = [(q, a) for q in qualities for a in args.arms]
             if args.ensemble:
-                arms.append((args.ensemble, "screen+tools"))
+                arms.append((args.ensemble, "floor+tools"))
             for quality, arm in arms:
                 screen, tools = ARMS[arm]
                 reasoner = {"kind": "llm", "base_url": base_url, "model": quality, "tools": tools, "timeout_s": args.llm_timeout}
                 if args.llm_price:
                     reasoner["price_per_mtok"] = list(args.llm_price)
-                study = f"nb201-{args.dataset}-{device}-{quality.replace(':', '_').replace(',', '+')}-{arm}-s{seed}"
+                study = f"nb201-{args.dataset}-{device}-{_slug(quality)}-{arm}-s{seed}"
+                if args.existing_only and not _complete(storage, study, args.budget):
+                    continue
                 out.append(
                     (
                         ("nb201", options, "pelnas", args.budget, seed, storage, reasoner, {"screen": screen}, study),
@@ -129,6 +164,7 @@ def _row(result: Any, labels: dict[str, str], storage: str) -> dict[str, Any]:
         "prompt_tokens": usage.get("prompt_tokens", 0),
         "completion_tokens": usage.get("completion_tokens", 0),
         "screened_out": sum(int(v.get("screening", {}).get("screened_out", 0)) for v in guided),
+        "paid_from_engine": sum(int(v.get("screening", {}).get("kept_from_engine", 0)) for v in guided),
         "yield": json.dumps(final_yield) if final_yield else "",
     }
 
@@ -184,8 +220,10 @@ def report(path: Path, budget: str = "") -> str:
     seeds = sorted({r["seed"] for r in rows}, key=int)
     lines = [
         f"HV ratio{budget}, NB201 {', '.join(devices)}, {len(seeds)} seeds: mean ± sd over seeds. Simulated reasoners (sim-...) are "
-        "scripted endpoints, not language models (agent/reasoners/simulated.py); `screen` = the surrogate picks the quota out of 3x "
-        "as many LLM candidates; `tools` = the reasoner may call the round's cheap read-only tools. Δ nokb: paired difference "
+        "scripted endpoints, not language models (agent/reasoners/simulated.py). `screen on`: the LLM is asked for 3x the quota and "
+        "the surrogate picks the quota by expected HV among its candidates and the engine's own (what pelnas-nokb would pay "
+        "for); `screen llm`: among the LLM's candidates only; `no screen`: the LLM's first picks are paid for. `tools`: the "
+        "reasoner may call the round's cheap read-only tools. Δ nokb: paired difference "
         "against offline pelnas-nokb on the same device and seed, mean ± 95 % t half-width over all devices x seeds "
         "(* = the interval excludes 0).",
         "",
@@ -204,15 +242,15 @@ def report(path: Path, budget: str = "") -> str:
             if (reasoner, arm, d, s) in hv and ("pelnas-nokb", "offline", d, s) in hv
         ]
         delta = "" if reasoner == "pelnas-nokb" or len(diffs) < 2 else format_interval(diffs) + (" *" if excludes_zero(diffs) else "")
-        lines.append(f"| {reasoner} | {arm} | " + " | ".join(cells) + f" | {delta} |")
+        lines.append(f"| {reasoner} | {LABELS.get(arm, arm)} | " + " | ".join(cells) + f" | {delta} |")
     lines += [
         "",
         "LLM use per guided round (medians over runs; tokens are the endpoint's counts, estimates of characters / 4 for the "
         "simulated endpoint):",
         "",
         "| reasoner | arm | requests / round | tool calls / round | prompt tokens / round | completion tokens / round | "
-        "screened out / round |",
-        "|---|---|---|---|---|---|---|",
+        "screened out / round | paid from the engine / round |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for reasoner, arm in llm:
         sub = [r for r in rows if r["reasoner"] == reasoner and r["arm"] == arm and int(r["rounds"]) > 0]
@@ -223,8 +261,9 @@ def report(path: Path, budget: str = "") -> str:
             return f"{statistics.median(float(r[field]) / int(r['rounds']) for r in sub):.1f}"
 
         lines.append(
-            f"| {reasoner} | {arm} | {per_round('llm_requests')} | {per_round('tool_calls')} | {per_round('prompt_tokens')} | "
-            f"{per_round('completion_tokens')} | {per_round('screened_out')} |"
+            f"| {reasoner} | {LABELS.get(arm, arm)} | {per_round('llm_requests')} | {per_round('tool_calls')} | "
+            f"{per_round('prompt_tokens')} | {per_round('completion_tokens')} | {per_round('screened_out')} | "
+            f"{per_round('paid_from_engine')} |"
         )
     ensembles = [r for r in rows if "," in r["reasoner"] and r["yield"]]
     if ensembles:
@@ -258,7 +297,10 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--budget", type=int, default=300)
     p.add_argument("--jobs", type=int, default=2)
-    p.add_argument("--arms", type=_csv, default=tuple(ARMS), help=f"of {', '.join(ARMS)}")
+    p.add_argument("--arms", type=_csv, default=DEFAULT_ARMS, help=f"of {', '.join(ARMS)} (default: {', '.join(DEFAULT_ARMS)})")
+    p.add_argument(
+        "--existing-only", action="store_true", help="only the runs already complete in the storage (tables of a bench cut short)"
+    )
     p.add_argument("--baselines", type=_csv, default=BASELINES)
     p.add_argument("--llm-base-url", default=None, help="your endpoint (default: the simulated reasoners)")
     p.add_argument("--llm-model", type=_csv, default=None, help="your models, each one reasoner row (default: sim-...)")

@@ -150,9 +150,10 @@ def add_reasoner_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--screen",
-        choices=("on", "off"),
+        choices=("on", "llm", "off"),
         default="on",
-        help="LLM reasoner: ask for 3x the quota and pay for the candidates the surrogate ranks best (off: pay for the LLM's first)",
+        help="LLM reasoner: ask for 3x the quota and pay for what the surrogate ranks best by expected HV among the LLM's "
+        "candidates and the engine's own (on), the LLM's only (llm), or pay for the LLM's first picks (off)",
     )
     g.add_argument("--round-size", type=int, default=None, help="pelnas: proposals per co-evolution round (default: 20)")
     g.add_argument("--kb-tokens", type=int, default=None, help="pelnas: token budget of the heuristics in each request (default: 600)")
@@ -191,7 +192,7 @@ def proposer_options(args: argparse.Namespace, proposer: str) -> dict[str, objec
         "round_size": args.round_size,
         "kb_tokens": args.kb_tokens,
         "kb_from": getattr(args, "kb_from", None),
-        "screen": args.screen == "on",
+        "screen": args.screen,
     }
 
 

@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         args.storage,
         args.jobs,
         reasoner,
-        {"screen": args.screen == "on", "round_size": args.round_size, "kb_tokens": args.kb_tokens},
+        {"screen": args.screen, "round_size": args.round_size, "kb_tokens": args.kb_tokens},
     )
     spec.validate()
     total = len(spec.run_groups()) * len(spec.proposers) * len(spec.seeds)

@@ -10,7 +10,7 @@ import numpy as np
 import optuna
 import pytest
 
-from agent.coevolution import CoevolutionProposer, make_pelnas, model_yield, screen
+from agent.coevolution import ENGINE, CoevolutionProposer, make_pelnas, screen
 from agent.reasoners import make_reasoner
 from agent.reasoners._base import ProposeRequest
 from agent.reasoners.ensemble import LLMEnsemble, parse_models
@@ -19,6 +19,7 @@ from agent.reasoners.round_tools import RoundToolbox, ToolBudget
 from agent.reasoners.simulated import Quality, SimulatedEndpoint
 from knowledge.report import write_report
 from search.errors import UserInputError
+from search.metrics import model_yield
 from search.nb201 import NB201Problem
 from search.niches import single_niche
 from search.proposers import Evaluation, Proposal
@@ -211,22 +212,31 @@ def test_screening_keeps_the_quota_by_expected_hv_and_says_why() -> None:
     assert kept_no_model == cands[:4] and "no surrogate" in out_no_model[0]["reason"]
 
 
-def test_screen_on_and_off_in_a_search(storage: str) -> None:
-    def run(screen_on: bool) -> tuple[Any, dict[int, dict[str, Any]]]:
+def test_screen_on_llm_and_off_in_a_search(storage: str) -> None:
+    def run(mode: str) -> tuple[Any, dict[int, dict[str, Any]]]:
         with FakeOpenAI(default=nb201_model.reply) as fake:
             r = _reasoner(fake.url, tools=False)
-            proposer = make_pelnas("pelnas", reasoner=r, screen=screen_on)
+            proposer = make_pelnas("pelnas", reasoner=r, screen=mode)
             result = run_search(NB201Problem(), proposer, budget=64, storage=storage)
         return result, RoundLogs(storage).read(result.study)
 
-    on, logs_on = run(True)
-    off, logs_off = run(False)
+    on, logs_on = run("on")
+    llm, logs_llm = run("llm")
+    off, logs_off = run("off")
     assert on.study.endswith("pelnas-fake-7b-notools-s0") and off.study.endswith("pelnas-fake-7b-notools-noscreen-s0")
-    screened = [v for v in logs_on.values() if "screening" in v]
-    assert screened and all(v["screening"]["kept"] == v["proposed"] for v in screened)
+    assert llm.study.endswith("pelnas-fake-7b-notools-screenllm-s0")
+    for logs in (logs_on, logs_llm):
+        screened = [v for v in logs.values() if "screening" in v]
+        assert screened and all(v["screening"]["kept"] == v["proposed"] for v in screened)
     assert not any("screening" in v for v in logs_off.values())
-    trials = optuna.load_study(study_name=on.study, storage=storage).trials
-    assert any("predicted" in t.user_attrs for t in trials if t.user_attrs.get("round", 0) >= 2)
+    assert all(v["screening"]["kept_from_engine"] == 0 for v in logs_llm.values() if "screening" in v)
+    # screen on ranks the engine's own candidates with the LLM's: they are tagged, and counted in the yield
+    on_trials = optuna.load_study(study_name=on.study, storage=storage).trials
+    from_engine = [t for t in on_trials if t.user_attrs.get("model") == ENGINE]
+    assert sum(v["screening"]["kept_from_engine"] for v in logs_on.values() if "screening" in v) == len(from_engine) > 0
+    assert any("predicted" in t.user_attrs for t in on_trials if t.user_attrs.get("round", 0) >= 2)
+    with pytest.raises(UserInputError, match="unknown screening"):
+        make_pelnas("pelnas", screen="maybe")
 
 
 # ---------------------------------------------------------------- simulated reasoners and several models
