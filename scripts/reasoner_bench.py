@@ -41,7 +41,7 @@ from search.problems import problem_from_spec
 from search.round_log import RoundLogs
 from search.stats import excludes_zero, format_interval
 from search.storage import open_storage
-from search.study import evaluations_from_study
+from search.study import evaluations_from_study, load_search
 
 ARMS = {
     "floor+tools": ("on", True),
@@ -147,7 +147,9 @@ def _span_s(study: optuna.Study) -> float:
 def _row(result: Any, labels: dict[str, str], storage: str) -> dict[str, Any]:
     logs = RoundLogs(storage).read(result.study)
     guided = [v for k, v in logs.items() if k > 0]
-    usage = result.llm_usage or {}
+    # summed from the round logs, so a run resumed (or only read back) still reports what it used
+    usage = {k: sum(int(v.get("usage_round", {}).get(k, 0) or 0) for v in logs.values()) for k in ("calls", "tool_calls")}
+    usage |= {k: sum(int(v.get("usage_round", {}).get(k, 0) or 0) for v in logs.values()) for k in ("prompt_tokens", "completion_tokens")}
     problem = problem_from_spec(result.problem)
     study = optuna.load_study(study_name=result.study, storage=storage)
     final_yield = model_yield(problem, [e for e in evaluations_from_study(problem, study) if e.query])  # at the end of the run
@@ -190,7 +192,10 @@ def run(args: argparse.Namespace) -> Path:
         done[0] += 1
         print(f"[{done[0]}/{len(jobs)} {time.time() - started:.0f}s] {result.study}: HV {result.hv_ratio:.4f}", flush=True)
 
-    results = run_jobs([job for job, _ in jobs], args.jobs, progress)
+    if args.existing_only:  # read the finished runs back; nothing runs
+        results = [load_search(storage, job[8], create=False).summary(storage) for job, _ in jobs]
+    else:
+        results = run_jobs([job for job, _ in jobs], args.jobs, progress)
     path = args.out / "runs.csv"
     with path.open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=FIELDS)
@@ -227,7 +232,7 @@ def report(path: Path, budget: str = "") -> str:
         "against offline pelnas-nokb on the same device and seed, mean ± 95 % t half-width over all devices x seeds "
         "(* = the interval excludes 0).",
         "",
-        "| reasoner | arm | " + " | ".join(devices) + " | Δ nokb (pooled) |",
+        "| reasoner | arm | " + " | ".join(devices) + " | Δ nokb (pooled, n pairs) |",
         "|---|---|" + "---|" * len(devices) + "---|",
     ]
     for reasoner, arm in offline + llm:
@@ -241,7 +246,11 @@ def report(path: Path, budget: str = "") -> str:
             for s in seeds
             if (reasoner, arm, d, s) in hv and ("pelnas-nokb", "offline", d, s) in hv
         ]
-        delta = "" if reasoner == "pelnas-nokb" or len(diffs) < 2 else format_interval(diffs) + (" *" if excludes_zero(diffs) else "")
+        delta = (
+            ""
+            if reasoner == "pelnas-nokb" or len(diffs) < 2
+            else format_interval(diffs) + (" *" if excludes_zero(diffs) else "") + f" (n={len(diffs)})"
+        )
         lines.append(f"| {reasoner} | {LABELS.get(arm, arm)} | " + " | ".join(cells) + f" | {delta} |")
     lines += [
         "",
