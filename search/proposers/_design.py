@@ -96,7 +96,7 @@ def front_candidates(
     first, second = problem.front_objectives
     y1 = np.array([e.values[first] for e in paid])
     y2 = np.array([e.values[second] for e in paid])
-    front = [paid[i].point for i in np.flatnonzero(pareto_mask(y1, y2))]
+    front = [paid[int(i)].point for i in np.flatnonzero(pareto_mask(y1, y2))]
     pool = _Pool(problem, seen)
     for p in front:
         for n in evolvable.neighbours(p):
