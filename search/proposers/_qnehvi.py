@@ -20,18 +20,22 @@ The standard GP baseline, given exactly the free information the co-evolution en
   ``round_size`` per round) over the same candidates as ``mobo``
   (:func:`search.proposers._design.front_candidates`).
 
-Cost control on a 2-core machine (a run of 300 queries in about 2-3 minutes): the sequential
-greedy batch, whose every step evaluates the joint posterior of each choice with the baseline
-and the earlier picks, runs over a shortlist (``shortlist``, default 200) of the candidates
-with the highest single-point acquisition value (one cheap batched evaluation of all of
-them); the MC sample count is 32; a GP fit is capped at :data:`FIT_ITERATIONS` L-BFGS
-iterations, one attempt; the GP is trained on at most ``max_train`` paid points.
+Cost control on a 2-core machine shared by two bench jobs (full BoTorch settings took about
+10 minutes a run at 300 queries there): the sequential greedy batch, whose every step
+evaluates the joint posterior of each choice with the baseline and the earlier picks, runs
+over a shortlist (``shortlist``, default 100) of the candidates with the highest single-point
+acquisition value (one batched evaluation of all of them); the MC sample count is 32; a GP
+fit is capped at :data:`FIT_ITERATIONS` L-BFGS iterations, one attempt; the GP is trained on
+at most ``max_train`` (160) paid points: the paid front, then the best first objective, the
+region where the acquisition's improvements lie.
 """
 
 from __future__ import annotations
 
 import random
 import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -39,14 +43,14 @@ import optuna
 
 from search.errors import UserInputError
 from search.metrics import pareto_mask
-from search.problem import Problem
-from search.proposers._base import Proposal, Proposer, RoundContext
+from search.problem import Point, Problem
+from search.proposers._base import Evaluation, Proposal, Proposer, RoundContext
 from search.proposers._design import MIN_PAID, front_candidates, require_evolvable, stratified_design
 from search.surrogate import TopTransform
 
-FIT_ITERATIONS = 200
+FIT_ITERATIONS = 100
 """L-BFGS iterations of a GP fit (BoTorch's default is unbounded, with up to 5 restarts: minutes per
-round on 2 cores at a few hundred points, for hyperparameters that barely change after ~100)."""
+round on 2 cores at a few hundred points, for hyperparameters that move little after the first tens)."""
 
 SINGLE_BATCH = 512
 """Candidates per batched single-point acquisition evaluation (memory, not results)."""
@@ -73,7 +77,7 @@ class QNEHVIProposer(Proposer):
     sees_cheap_objectives = True
 
     def __init__(
-        self, *, round_size: int = 20, candidates: int = 2000, shortlist: int = 200, mc_samples: int = 32, max_train: int = 400
+        self, *, round_size: int = 20, candidates: int = 2000, shortlist: int = 100, mc_samples: int = 32, max_train: int = 160
     ) -> None:
         if round_size < 1 or not round_size <= shortlist <= candidates or mc_samples < 1 or max_train < MIN_PAID:
             raise UserInputError(
@@ -121,7 +125,7 @@ class QNEHVIProposer(Proposer):
             Proposal(points[i], rationale=f"qLogNEHVI batch pick {k + 1} (GP mean {first} {mean:.4g})") for k, (i, mean) in enumerate(picks)
         ]
 
-    def _training_set(self, problem: Problem, paid: list[Any]) -> list[Any]:
+    def _training_set(self, problem: Problem, paid: list[Evaluation]) -> list[Evaluation]:
         """At most ``max_train`` paid evaluations: the paid front, then the best first objective."""
         if len(paid) <= self.max_train:
             return paid
@@ -131,58 +135,32 @@ class QNEHVIProposer(Proposer):
         order = np.lexsort((-y1, ~on_front))  # front first, then by the first objective
         return [paid[i] for i in sorted(order[: self.max_train].tolist())]
 
-    def _select(self, problem: Problem, paid: list[Any], points: list[Any], quota: int, *, seed: int) -> list[tuple[int, float]]:
+    def _select(self, problem: Problem, paid: list[Evaluation], points: list[Any], quota: int, *, seed: int) -> list[tuple[int, float]]:
         """``quota`` indices into ``points`` chosen by qLogNEHVI, with the GP's mean of the first objective."""
-        # BoTorch and its dependencies load here: only runs that use this proposer pay their import time
         import torch
         from botorch.acquisition.multi_objective.logei import qLogNoisyExpectedHypervolumeImprovement
         from botorch.acquisition.multi_objective.objective import GenericMCMultiOutputObjective
-        from botorch.exceptions.warnings import OptimizationWarning
-        from botorch.fit import fit_gpytorch_mll
-        from botorch.models import SingleTaskGP
-        from botorch.models.utils.gpytorch_modules import get_covar_module_with_dim_scaled_prior
         from botorch.optim import optimize_acqf_discrete
         from botorch.sampling import SobolQMCNormalSampler
-        from gpytorch.mlls import ExactMarginalLogLikelihood
 
-        evolvable = require_evolvable(problem, "qnehvi")
-        first, second = problem.front_objectives
-        torch.manual_seed(seed)
-        feats = evolvable.features([e.point for e in paid] + points).astype(float)
-        low, span = feats.min(axis=0), np.ptp(feats, axis=0)
-        feats = (feats - low) / np.where(span > 0, span, 1.0)
-        cheap = np.concatenate([[e.values[second] for e in paid], evolvable.cheap_values(points)[second]])
-        x = torch.tensor(np.hstack([feats, cheap[:, None]]), dtype=torch.double)
-        d = feats.shape[1]
-        train_x, choices = x[: len(paid)], x[len(paid) :]
-        transform = TopTransform(problem.objectives[0].bounds)
-        y = transform.forward(np.array([e.values[first] for e in paid], dtype=float))
-        train_y = torch.tensor(y, dtype=torch.double).unsqueeze(-1)
-        covar = get_covar_module_with_dim_scaled_prior(ard_num_dims=d, active_dims=list(range(d)))
-        gp = SingleTaskGP(train_x, train_y, covar_module=covar)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", OptimizationWarning)  # the iteration cap is ours: see FIT_ITERATIONS
-            fit_gpytorch_mll(
-                ExactMarginalLogLikelihood(gp.likelihood, gp), optimizer_kwargs={"options": {"maxiter": FIT_ITERATIONS}}, max_attempts=1
-            )
-
-        def to_values(raw: torch.Tensor) -> torch.Tensor:
-            return raw if transform.top is None else transform.top - torch.exp(-raw)
+        fit = fit_gp(problem, paid, points, seed=seed)
+        choices = fit.x_points
 
         def objectives(samples: torch.Tensor, X: torch.Tensor | None = None) -> torch.Tensor:
             # (samples x batch x q x 1) GP samples -> the first objective; the second is known: minus the last input column
             assert X is not None
             known = -X[..., -1:].expand(samples.shape)
-            return torch.cat([to_values(samples), known], dim=-1)
+            return torch.cat([fit.to_values(samples), known], dim=-1)
 
-        objective = GenericMCMultiOutputObjective(objectives)
+        first = problem.front_objectives[0]
         bounds = problem.acquisition_bounds()
-        floor, ceiling = bounds if bounds else (float(np.min([e.values[first] for e in paid])), float(cheap.max()))
+        cheapest = float(max(fit.x_paid[:, -1].max(), fit.x_points[:, -1].max()))
+        floor, ceiling = bounds if bounds else (float(np.min([e.values[first] for e in paid])), cheapest)
         acqf = qLogNoisyExpectedHypervolumeImprovement(
-            model=gp,
+            model=fit.gp,
             ref_point=[floor, -ceiling],
-            X_baseline=train_x,
-            objective=objective,
+            X_baseline=fit.x_paid,
+            objective=GenericMCMultiOutputObjective(objectives),
             sampler=SobolQMCNormalSampler(sample_shape=torch.Size([self.mc_samples]), seed=seed),
             prune_baseline=True,
         )
@@ -192,13 +170,79 @@ class QNEHVIProposer(Proposer):
         chosen, _ = optimize_acqf_discrete(acqf, q=min(quota, len(short)), choices=choices[short], unique=True)
         index = {tuple(row): int(i) for i, row in reversed(list(zip(short.tolist(), choices[short].tolist(), strict=True)))}
         picks = [index[tuple(row)] for row in chosen.tolist()]
-        with torch.no_grad():
-            mean = to_values(gp.posterior(choices[picks]).mean.squeeze(-1)).numpy()
+        mean = fit.mean(picks)
         return [(i, float(m)) for i, m in zip(picks, mean, strict=True)]
 
 
+@dataclass
+class FittedGP:
+    """A GP of the first objective fit on paid evaluations, with the inputs of the candidates.
+
+    Attributes:
+        gp: the BoTorch ``SingleTaskGP`` (on transformed targets, see :func:`fit_gp`).
+        x_paid: (n, d + 1) inputs of the paid points: scaled features, then the cheap objective.
+        x_points: (k, d + 1) inputs of the candidates, the same way.
+        transform: the target transform (values -> GP targets).
+    """
+
+    gp: Any
+    x_paid: Any
+    x_points: Any
+    transform: TopTransform
+
+    def to_values(self, raw: Any) -> Any:
+        """GP targets (a tensor) -> values of the first objective."""
+        import torch
+
+        return raw if self.transform.top is None else self.transform.top - torch.exp(-raw)
+
+    def mean(self, rows: Sequence[int]) -> np.ndarray:
+        """The first objective at the posterior mean of the targets, for candidates ``rows``."""
+        import torch
+
+        with torch.no_grad():
+            return np.asarray(self.to_values(self.gp.posterior(self.x_points[list(rows)]).mean.squeeze(-1)).numpy())
+
+
+def fit_gp(problem: Problem, paid: Sequence[Evaluation], points: Sequence[Point], *, seed: int) -> FittedGP:
+    """Fit qnehvi's GP of the first objective on ``paid``; encode ``points`` as its candidates.
+
+    Features are scaled to [0, 1] over paid points and candidates together; the cheap (second
+    front) objective is appended as a last input column that the kernel ignores (the MC
+    objective reads it). Targets go through :class:`TopTransform`.
+    """
+    # BoTorch and its dependencies load here: only runs that use this proposer pay their import time
+    import torch
+    from botorch.exceptions.warnings import OptimizationWarning
+    from botorch.fit import fit_gpytorch_mll
+    from botorch.models import SingleTaskGP
+    from botorch.models.utils.gpytorch_modules import get_covar_module_with_dim_scaled_prior
+    from gpytorch.mlls import ExactMarginalLogLikelihood
+
+    evolvable = require_evolvable(problem, "qnehvi")
+    first, second = problem.front_objectives
+    torch.manual_seed(seed)
+    feats = evolvable.features([e.point for e in paid] + list(points)).astype(float)
+    low, span = feats.min(axis=0), np.ptp(feats, axis=0)
+    feats = (feats - low) / np.where(span > 0, span, 1.0)
+    cheap = np.concatenate([[e.values[second] for e in paid], evolvable.cheap_values(list(points))[second]])
+    x = torch.tensor(np.hstack([feats, cheap[:, None]]), dtype=torch.double)
+    d = feats.shape[1]
+    transform = TopTransform(problem.objectives[0].bounds)
+    y = transform.forward(np.array([e.values[first] for e in paid], dtype=float))
+    train_y = torch.tensor(y, dtype=torch.double).unsqueeze(-1)
+    covar = get_covar_module_with_dim_scaled_prior(ard_num_dims=d, active_dims=list(range(d)))
+    gp = SingleTaskGP(x[: len(paid)], train_y, covar_module=covar)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OptimizationWarning)  # the iteration cap is ours: see FIT_ITERATIONS
+        fit_gpytorch_mll(
+            ExactMarginalLogLikelihood(gp.likelihood, gp), optimizer_kwargs={"options": {"maxiter": FIT_ITERATIONS}}, max_attempts=1
+        )
+    return FittedGP(gp, x[: len(paid)], x[len(paid) :], transform)
+
+
 def qnehvi_proposer(
-    *, round_size: int = 20, candidates: int = 2000, shortlist: int = 200, mc_samples: int = 32, max_train: int = 400
+    *, round_size: int = 20, candidates: int = 2000, shortlist: int = 100, mc_samples: int = 32, max_train: int = 160
 ) -> QNEHVIProposer:
     """The ``qnehvi`` baseline (see :class:`QNEHVIProposer`)."""
     return QNEHVIProposer(round_size=round_size, candidates=candidates, shortlist=shortlist, mc_samples=mc_samples, max_train=max_train)
