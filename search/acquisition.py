@@ -1,7 +1,7 @@
 """Greedy expected-hypervolume batch selection with a known cheap objective.
 
 Shared by every proposer that screens candidates with a model before paying for them (the
-co-evolution engine's offline reasoner and the ``mobo`` baseline), so they rank by exactly
+co-evolution engine's offline reasoner, the ``mobo`` baseline and the screened EAs), so they rank by exactly
 the same rule: the first (expensive, maximised) objective is sampled from the model, the
 second (cheap, minimised) is known for every candidate; each pick maximises the mean
 hypervolume gain over the current front with the earlier picks added at their predicted mean

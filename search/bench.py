@@ -18,7 +18,6 @@ import csv
 import json
 import os
 import statistics
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -132,11 +131,13 @@ def _one_run(
     """One search in a worker process (everything it gets is picklable; the reasoner is built here)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     made = make_problem(problem, options, storage=storage)
-    if threads is not None and "torch" in sys.modules:
-        # the problem runs torch (zero-cost proxies, QAT, meta profiles): share the cores between
-        # parallel runs; oversubscribed OpenMP threads slowed proxy cells from ~1.5 s to 15-23 s
-        # and compress QAT runs about 5x here
-        sys.modules["torch"].set_num_threads(threads)
+    if threads is not None:
+        # the problem or the proposer runs torch (zero-cost proxies, QAT, meta profiles, qnehvi's GP, which
+        # imports it only later): share the cores between parallel runs; oversubscribed OpenMP threads
+        # slowed proxy cells from ~1.5 s to 15-23 s and compress QAT runs about 5x here
+        import torch
+
+        torch.set_num_threads(threads)
     proposer_options = dict(proposer_options or {})
     if reasoner is not None and takes_reasoner(proposer):
         proposer_options["reasoner"] = reasoner  # settings: the proposer builds its reasoner here, in the run's process

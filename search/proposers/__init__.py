@@ -17,12 +17,17 @@ from search.plugins import entry_points, load_entry_point
 from search.proposers._base import Evaluation, Proposal, Proposer, RoundContext
 from search.proposers._mobo import MOBOProposer, mobo_proposer
 from search.proposers._optuna import SamplerProposer, nsga2_proposer, random_proposer, tpe_proposer
+from search.proposers._qnehvi import QNEHVIProposer, qnehvi_proposer
+from search.proposers._screened import ScreenedEAProposer, nsga2_screened_proposer, smsemoa_screened_proposer
 
 BASELINES: dict[str, Callable[..., Proposer]] = {
     "random": random_proposer,
     "nsga2": nsga2_proposer,
     "tpe": tpe_proposer,
     "mobo": mobo_proposer,
+    "qnehvi": qnehvi_proposer,
+    "nsga2-screened": nsga2_screened_proposer,
+    "smsemoa-screened": smsemoa_screened_proposer,
 }
 """Proposer name -> factory, for the proposers defined in search/ itself."""
 
@@ -64,8 +69,13 @@ def get_proposer(proposer: str | Proposer, options: Mapping[str, Any] | None = N
         return proposer
     factory = proposer_factory(proposer)
     given = {k: v for k, v in (options or {}).items() if v is not None}
-    if given and not any(p.kind == p.VAR_KEYWORD for p in inspect.signature(factory).parameters.values()):
-        raise UserInputError(f"proposer {proposer!r} takes no options (got {', '.join(sorted(given))})")
+    params = inspect.signature(factory).parameters
+    if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        named = [n for n, p in params.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        unknown = sorted(set(given) - set(named))
+        if unknown:
+            takes = f"its options: {', '.join(named)}" if named else "it takes no options"
+            raise UserInputError(f"proposer {proposer!r} has no option {', '.join(unknown)} ({takes})")
     return factory(**given)
 
 
@@ -75,8 +85,10 @@ __all__ = [
     "MOBOProposer",
     "Proposal",
     "Proposer",
+    "QNEHVIProposer",
     "RoundContext",
     "SamplerProposer",
+    "ScreenedEAProposer",
     "get_proposer",
     "proposer_factory",
     "proposer_names",

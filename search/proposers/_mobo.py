@@ -23,13 +23,10 @@ import optuna
 
 from search.acquisition import greedy_ehvi
 from search.errors import UserInputError
-from search.metrics import pareto_mask
-from search.problem import Evolvable, Problem
+from search.problem import Problem
 from search.proposers._base import Proposal, Proposer, RoundContext
+from search.proposers._design import MIN_PAID, front_candidates, require_evolvable, stratified_design
 from search.surrogate import TreeSurrogate
-
-MIN_PAID = 8
-"""Paid evaluations before the model is trusted (the engine's threshold too)."""
 
 
 class MOBOProposer(Proposer):
@@ -57,47 +54,20 @@ class MOBOProposer(Proposer):
 
     def propose(self, ctx: RoundContext) -> list[Proposal]:
         problem = ctx.problem
-        if not isinstance(problem, Evolvable):
-            raise UserInputError(f"mobo needs a problem with features and cheap objectives (Evolvable); {problem.name} has none")
+        evolvable = require_evolvable(problem, "mobo")
         rng = random.Random(ctx.seed * 100_003 + ctx.round)
         quota = min(self.round_size, ctx.remaining)
         if quota <= 0:
             return []
         paid = [e for e in ctx.evaluations if e.query]
-        seen = set(ctx.seen)
-        pool: dict[str, Any] = {}
-
-        def offer(point: Any) -> None:
-            pid = problem.point_id(point)
-            if pid not in seen and pid not in pool:
-                pool[pid] = point
-
-        second = problem.front_objectives[1]
         if len(paid) < MIN_PAID:
-            for _ in range(self.candidates * 3):
-                if len(pool) >= self.candidates:
-                    break
-                offer(problem.random_point(rng))
-            points = list(pool.values())
-            order = np.argsort(problem.cheap_values(points)[second], kind="stable")
-            bins = np.array_split(order, min(quota, len(points)))
-            return [Proposal(points[int(rng.choice(list(b)))], rationale="initial design, stratified by the cheap objective") for b in bins]
+            rationale = "initial design, stratified by the cheap objective"
+            return [Proposal(p, rationale=rationale) for p in stratified_design(problem, ctx.seen, rng, quota, self.candidates)]
         first = problem.front_objectives[0]
+        points = front_candidates(problem, paid, ctx.seen, rng, self.candidates)
         y1 = np.array([e.values[first] for e in paid])
-        y2 = np.array([e.values[second] for e in paid])
-        front = [paid[i].point for i in np.flatnonzero(pareto_mask(y1, y2))]
-        for p in front:
-            for n in problem.neighbours(p):
-                offer(n)
-        for _ in range(min(200, len(front) * (len(front) - 1))):
-            a, b = rng.sample(front, 2)
-            offer(problem.crossover(a, b, rng))
-        for _ in range(self.candidates * 3):
-            if len(pool) >= self.candidates:
-                break
-            offer(problem.random_point(rng))
-        points = list(pool.values())
-        model = TreeSurrogate(problem.features([e.point for e in paid]), y1, bounds=problem.objectives[0].bounds, seed=rng.randrange(2**31))
+        features = evolvable.features([e.point for e in paid])
+        model = TreeSurrogate(features, y1, bounds=problem.objectives[0].bounds, seed=rng.randrange(2**31))
         return [
             Proposal(points[i], rationale=f"expected HV gain {gain:.3g} (predicted {first} {mean:.4g})")
             for i, (mean, gain) in greedy_ehvi(problem, model, paid, points, quota)
