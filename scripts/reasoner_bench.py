@@ -16,8 +16,9 @@ differences against ``pelnas-nokb`` (95 % Student t intervals over devices x see
 With ``--ensemble a:1,b:1`` one more arm runs both models in one search (screen and tools
 on) and the report gives each model's yield: the share of its paid proposals on the found
 front. Before a real endpoint is called the script prints the expected number of requests
-and tokens (measured per run on the simulated reasoners: about 14 requests and 40k tokens
-per round of 20 proposals) and, with ``--llm-price``, the cost, and asks to go on.
+and tokens (measured per run on the simulated reasoners: about 130 requests, 171k prompt
+and 54k completion tokens per 300-query run) and, with ``--llm-price``, the cost, and asks to
+go on.
 """
 
 from __future__ import annotations
@@ -81,8 +82,9 @@ FIELDS = (
     "paid_from_engine",
     "yield",
 )
-TOKENS_PER_ROUND = 40_000
-REQUESTS_PER_ROUND = 14
+PER_RUN = {"requests": 130, "prompt_tokens": 171_000, "completion_tokens": 54_000}
+"""What one 300-query LLM run used on the simulated bench (docs/bench/issue16/runs.csv): the mean over the four arms
+(screen on/off x tools on/off) of each arm's median. A real model writes longer rationales: take it as a floor."""
 
 
 def _csv(text: str) -> tuple[str, ...]:
@@ -177,11 +179,16 @@ def run(args: argparse.Namespace) -> Path:
     open_storage(storage)
     jobs = _jobs(args, storage)
     llm_runs = sum(1 for job, _ in jobs if job[6] is not None)
-    if args.llm_base_url:
-        rounds = max(1, args.budget // 20)
-        tokens = llm_runs * rounds * TOKENS_PER_ROUND
-        cost = f", about ${tokens / 1e6 * sum(args.llm_price) / 2:.2f} at the given price" if args.llm_price else ""
-        print(f"{llm_runs} LLM runs: about {llm_runs * rounds * REQUESTS_PER_ROUND} requests and {tokens / 1e6:.1f}M tokens{cost}")
+    if args.llm_base_url and not args.existing_only:
+        scale = args.budget / 300 * llm_runs
+        prompt, completion = scale * PER_RUN["prompt_tokens"], scale * PER_RUN["completion_tokens"]
+        cost = ""
+        if args.llm_price:
+            cost = f", about ${(prompt * args.llm_price[0] + completion * args.llm_price[1]) / 1e6:.2f} at the given price"
+        print(
+            f"{llm_runs} LLM runs: about {scale * PER_RUN['requests']:.0f} requests, {prompt / 1e6:.1f}M prompt and "
+            f"{completion / 1e6:.1f}M completion tokens{cost} (measured on the simulated reasoners; real replies are longer)"
+        )
         if not args.yes and input("go on? [y/N] ").strip().lower() != "y":
             raise SystemExit("nothing ran")
     labels = {job[8]: lab for job, lab in jobs}
