@@ -288,6 +288,7 @@ class CoevolutionProposer(Proposer):
         proposals: list[Proposal] = []
         all_feedback: list[str] = []
         screened_out: list[dict[str, Any]] = []
+        from_reasoner = 0
         for niche in niches:
             share = shares.get(niche.id, 0)
             if share <= 0:
@@ -341,6 +342,7 @@ class CoevolutionProposer(Proposer):
                         break
                 if len(got) >= wanted or (screening and len(got) >= share):
                     break  # a screened niche with enough for its share is not asked again
+            from_reasoner += len(got)
             if screening:
                 if self.screen == "on":
                     got += self._engine_candidates(problem, niche, share, elites, paid, seen, ctx, model)
@@ -362,7 +364,8 @@ class CoevolutionProposer(Proposer):
                 "factor": self.screen_factor,
             }
             log["screened_out"] = [{k: v for k, v in row.items() if k != "point_id"} for row in screened_out[:60]]
-        empty = int(ctx.study.user_attrs.get(EMPTY_ROUNDS, 0)) + 1 if not proposals and quota > 0 else 0
+        # a round counts as empty when the reasoner gave no valid candidate, even if the engine's own filled it (screen on)
+        empty = int(ctx.study.user_attrs.get(EMPTY_ROUNDS, 0)) + 1 if from_reasoner == 0 and quota > 0 else 0
         ctx.study.set_user_attr(EMPTY_ROUNDS, empty)
         if empty:
             reasons = "; ".join(all_feedback[-3:]) or "it returned no candidates"
@@ -372,8 +375,9 @@ class CoevolutionProposer(Proposer):
                     f"({reasons}); nothing was lost: rerun the same command to resume"
                 )
             # one round without a valid candidate (e.g. niches nearly exhausted): the runner
-            # evaluates one sampler-chosen point instead, and the log says so
-            log["fallback"] = f"no valid candidate ({reasons}); one uniformly random point instead"
+            # evaluates one sampler-chosen point instead (or the engine's own candidates), and the log says so
+            instead = "the engine's own candidates instead" if proposals else "one uniformly random point instead"
+            log["fallback"] = f"no valid candidate from the reasoner ({reasons}); {instead}"
         return proposals
 
     def _engine_candidates(

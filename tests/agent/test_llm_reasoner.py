@@ -116,7 +116,8 @@ def test_make_reasoner_config(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _search(url: str, storage: str, study: str, budget: int = 44, **kw: object) -> object:
-    proposer = make_pelnas("pelnas", reasoner=reasoner(url, storage, **kw))
+    # screen llm: every paid proposal is the model's (the default, screen on, mixes in the engine's own)
+    proposer = make_pelnas("pelnas", reasoner=reasoner(url, storage, **kw), screen="llm")
     return run_search(NB201Problem(dataset="cifar10", device="fpga"), proposer, budget=budget, seed=0, storage=storage, study_name=study)
 
 
