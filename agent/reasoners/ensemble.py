@@ -92,7 +92,7 @@ class LLMEnsemble(Reasoner):
         member = request.rng.choices([m for m, _ in self.members], weights=[w for _, w in self.members], k=1)[0]
         box = member.toolbox(request)
         for m, _ in self.members:  # one toolbox per round for all models: one bound
-            m._box, m._box_key = box, (request.study, request.round)
+            m.share_toolbox(box, request)
         self.drawn[member.model] = self.drawn.get(member.model, 0) + 1
         try:
             return member.propose(request)

@@ -347,6 +347,10 @@ class LLMReasoner(Reasoner):
             self._box_key = key
         return self._box
 
+    def share_toolbox(self, box: RoundToolbox, request: ProposeRequest) -> None:
+        """Use ``box`` for ``request``'s round, so several reasoners (an ensemble) draw on one bound and one cache."""
+        self._box, self._box_key = box, (request.study, request.round)
+
     def _tool_reply(self, convo: list[BaseMessage], box: RoundToolbox | None, study: str, storage: str | None) -> AIMessage:
         """One reply in a tool-calling conversation (``box`` None: tools not offered), from the cache when paid before.
 

@@ -23,7 +23,7 @@ import numpy as np
 from search.errors import UserInputError
 from search.metrics import pareto_mask
 from search.problem import Evolvable, Point, Problem
-from search.proposers._base import Evaluation
+from search.proposers._base import Evaluation, Proposal, RoundContext
 
 MIN_PAID = 8
 """Paid evaluations before a model is trusted (the co-evolution engine's threshold too)."""
@@ -106,3 +106,21 @@ def front_candidates(
         pool.offer(evolvable.crossover(a, b, rng))
     pool.fill_random(rng, candidates)
     return list(pool.points.values())
+
+
+def round_start(ctx: RoundContext, round_size: int, candidates: int) -> tuple[random.Random, int, list[Evaluation], list[Proposal] | None]:
+    """What every model-based baseline does first in a round: its RNG, quota and paid evaluations.
+
+    The fourth item is the round's whole answer when the model cannot be fitted yet: an empty
+    list when nothing is left to pay for, the initial design stratified by the cheap objective
+    while fewer than ``MIN_PAID`` evaluations are paid; ``None`` when the model should propose.
+    """
+    rng = random.Random(ctx.seed * 100_003 + ctx.round)
+    quota = min(round_size, ctx.remaining)
+    paid = [e for e in ctx.evaluations if e.query]
+    if quota <= 0:
+        return rng, quota, paid, []
+    if len(paid) < MIN_PAID:
+        design = stratified_design(ctx.problem, ctx.seen, rng, quota, candidates)
+        return rng, quota, paid, [Proposal(p, rationale="initial design, stratified by the cheap objective") for p in design]
+    return rng, quota, paid, None

@@ -15,7 +15,6 @@ none of its structure (no niches, no knowledge base, no guided variation):
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 import numpy as np
@@ -25,7 +24,7 @@ from search.acquisition import greedy_ehvi
 from search.errors import UserInputError
 from search.problem import Problem
 from search.proposers._base import Proposal, Proposer, RoundContext
-from search.proposers._design import MIN_PAID, front_candidates, require_evolvable, stratified_design
+from search.proposers._design import front_candidates, require_evolvable, round_start
 from search.surrogate import TreeSurrogate
 
 
@@ -55,14 +54,9 @@ class MOBOProposer(Proposer):
     def propose(self, ctx: RoundContext) -> list[Proposal]:
         problem = ctx.problem
         evolvable = require_evolvable(problem, "mobo")
-        rng = random.Random(ctx.seed * 100_003 + ctx.round)
-        quota = min(self.round_size, ctx.remaining)
-        if quota <= 0:
-            return []
-        paid = [e for e in ctx.evaluations if e.query]
-        if len(paid) < MIN_PAID:
-            rationale = "initial design, stratified by the cheap objective"
-            return [Proposal(p, rationale=rationale) for p in stratified_design(problem, ctx.seen, rng, quota, self.candidates)]
+        rng, quota, paid, early = round_start(ctx, self.round_size, self.candidates)
+        if early is not None:
+            return early
         first = problem.front_objectives[0]
         points = front_candidates(problem, paid, ctx.seen, rng, self.candidates)
         y1 = np.array([e.values[first] for e in paid])

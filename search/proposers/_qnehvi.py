@@ -32,7 +32,6 @@ region where the acquisition's improvements lie.
 
 from __future__ import annotations
 
-import random
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,7 +44,7 @@ from search.errors import UserInputError
 from search.metrics import pareto_mask
 from search.problem import Point, Problem
 from search.proposers._base import Evaluation, Proposal, Proposer, RoundContext
-from search.proposers._design import MIN_PAID, front_candidates, require_evolvable, stratified_design
+from search.proposers._design import MIN_PAID, front_candidates, require_evolvable, round_start
 from search.surrogate import TopTransform
 
 FIT_ITERATIONS = 100
@@ -108,14 +107,9 @@ class QNEHVIProposer(Proposer):
         require_evolvable(problem, "qnehvi")
         if problem.objectives[0].direction != "maximize" or problem.objectives[1].direction != "minimize":
             raise UserInputError(f"qnehvi needs a maximised first and a minimised second objective; {problem.name} has others")
-        rng = random.Random(ctx.seed * 100_003 + ctx.round)
-        quota = min(self.round_size, ctx.remaining)
-        if quota <= 0:
-            return []
-        paid = [e for e in ctx.evaluations if e.query]
-        if len(paid) < MIN_PAID:
-            rationale = "initial design, stratified by the cheap objective"
-            return [Proposal(p, rationale=rationale) for p in stratified_design(problem, ctx.seen, rng, quota, self.candidates)]
+        rng, quota, paid, early = round_start(ctx, self.round_size, self.candidates)
+        if early is not None:
+            return early
         points = front_candidates(problem, paid, ctx.seen, rng, self.candidates)
         if not points:
             return []

@@ -56,6 +56,18 @@ def _finish(procs: list[subprocess.Popen[str]], timeout: float = 120) -> list[tu
     return out
 
 
+def _wait_for_completed(storage: str, study: str, proc: subprocess.Popen[str], at_least: int, timeout: float) -> None:
+    """Block until the study holds ``at_least`` COMPLETE trials (the process must still be alive)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"the worker exited early with {proc.returncode}"
+        trials = optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)
+        if sum(t.state == optuna.trial.TrialState.COMPLETE for t in trials) >= at_least:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"no {at_least} completed evaluations within {timeout} s")
+
+
 def _check_exactly_once(storage: str, study_name: str, budget: int) -> dict[str, int]:
     """Every paid evaluation once, exactly the budget, values as the table says, front as a single run's."""
     problem = NB201Problem(dataset="cifar10", device="fpga")
@@ -183,7 +195,7 @@ def test_a_database_that_stays_away_stops_the_worker_and_it_resumes(postgres_url
     budget = 400
     study = _create(postgres_url, "random", budget)
     worker = _worker(via_proxy, study, "--db-patience", "3", cwd=tmp_path)
-    time.sleep(4.0)  # let it evaluate a while
+    _wait_for_completed(postgres_url, study, worker, at_least=20, timeout=120)  # let it evaluate a while
     proxy.cut()
     code, _, stderr = _finish([worker], timeout=60)[0]
     assert code == 2 and "unreachable" in stderr and "Nothing is lost" in stderr, stderr
@@ -249,7 +261,9 @@ def test_sigterm_finishes_the_current_evaluation_and_stops(tmp_path: Path) -> No
     storage = f"sqlite:///{tmp_path / 'shared.sqlite3'}"
     study = _create(storage, "random", 5000)
     worker = _worker(storage, study, cwd=tmp_path)
-    time.sleep(5.0)
+    # Signal only once the worker is evaluating: its handler is installed before the first
+    # evaluation, and on a loaded machine the interpreter can take more than a fixed sleep to start.
+    _wait_for_completed(storage, study, worker, at_least=1, timeout=120)
     worker.send_signal(signal.SIGTERM)
     code, stdout, stderr = _finish([worker], timeout=30)[0]
     assert code == 0, stderr
