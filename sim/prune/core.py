@@ -28,6 +28,7 @@ already pruned (one forward pass per layer, stopped right after the layer's inpu
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -302,10 +303,7 @@ def _execution_order(model: nn.Module, names: list[str], inputs: list[torch.Tens
     """``names`` in the order ``model`` first calls them on the first calibration input (never-called layers last)."""
     seen: list[str] = []
     mods = dict(model.named_modules())
-    handles = [
-        mods[n].register_forward_pre_hook(lambda _m, _a, n=n: seen.append(n) if n not in seen else None)  # type: ignore[misc]
-        for n in names
-    ]
+    handles = [mods[n].register_forward_pre_hook(lambda _m, _a, n=n: seen.append(n) if n not in seen else None) for n in names]
     try:
         with torch.no_grad():
             model(inputs[0])
@@ -334,10 +332,8 @@ def _collect(
     handles = [mods[n].register_forward_pre_hook(hook(n)) for n in names]
     try:
         for x in inputs:
-            try:
+            with contextlib.suppress(_Stop):
                 model(x)
-            except _Stop:
-                pass
     finally:
         for h in handles:
             h.remove()

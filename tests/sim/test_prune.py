@@ -216,7 +216,7 @@ def test_bad_input_is_one_clear_error(kwargs: dict[str, object], message: str) -
 
 
 def test_a_model_without_linear_layers_is_refused() -> None:
-    with pytest.raises(UserInputError, match="no nn.Linear layers"):
+    with pytest.raises(UserInputError, match=r"no nn\.Linear layers"):
         prune(nn.Sequential(nn.Conv2d(1, 2, 3)), [torch.zeros(1, 1, 4, 4)], 0.5)
 
 
