@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from search.prune.run import prune_zoo, zoo_model
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "bench" / "issue17"
-SCORES = ("magnitude", "wanda", "var", "cos", "cos+var")
+SCORES = ("magnitude", "wanda", "var", "cos", "cos+var", "sparsegpt")
 PATTERNS = ("unstructured", "2:4")
 FIELDS = ["model", "pattern", "score", "calib_tokens", "seed", "sparsity", "test_ppl_dense", "test_ppl", "wall_s"]
 

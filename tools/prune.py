@@ -18,9 +18,12 @@ class PruneArgs(ToolArgs):
         "unstructured",
         description="unstructured (per output row, as Wanda) or N:M: at most N nonzeros in M consecutive input weights",
     )
-    score: Literal["magnitude", "wanda", "cos", "var", "cos+var"] = Field(
+    score: Literal["magnitude", "wanda", "cos", "var", "cos+var", "sparsegpt"] = Field(
         "cos+var",
-        description="importance: |W|; Wanda |W|*||x_j||; cos: share of the output's angular deviation; var: |W|*std(x_j); cos+var: both",
+        description=(
+            "importance: |W|; Wanda |W|*||x_j||; cos: share of the output's angular deviation; var: |W|*std(x_j); cos+var: both; "
+            "sparsegpt: the SparseGPT baseline (OBS masks, kept weights updated to reconstruct the output)"
+        ),
     )
     calib_tokens: int = Field(256, ge=1, le=65_536, description="calibration tokens (from the training split) the scores are measured on")
     seed: int = Field(0, ge=0, description="seed of the calibration sample (which training sequences)")
@@ -33,9 +36,9 @@ class PruneActivation(Tool):
     description = (
         "Prune the nn.Linear layers inside the transformer blocks of a zoo model (not embeddings or head) to a sparsity, "
         "unstructured or N:M (2:4, 4:8), scoring weights by magnitude, Wanda (|W| x input norm), output-activation angular "
-        "deviation (cos), input-activation variance (var) or both (cos+var), layer by layer with calibration activations "
-        "propagated through the layers already pruned. Returns val/test perplexity (or accuracy) dense and pruned, the "
-        "sparsity measured from the masks and the pruning's wall time. The zoo model itself is not changed."
+        "deviation (cos), input-activation variance (var) or both (cos+var), or the SparseGPT reconstruction baseline, "
+        "layer by layer with calibration activations propagated through the layers already pruned. Returns val/test "
+        "perplexity (or accuracy) dense and pruned, the sparsity measured from the masks and the pruning's wall time. The zoo model itself is not changed."
     )
     Args = PruneArgs
     example: ClassVar[dict[str, Any]] = {

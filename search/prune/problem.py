@@ -52,7 +52,9 @@ class PruneOptions(ProblemOptions):
     model: Literal["lm-pydoc", "lm-pydoc-tiny"] = Field(
         "lm-pydoc", description="the zoo LM to prune (lm-pydoc-tiny: a small one for tests)"
     )
-    score: Literal["magnitude", "wanda", "cos", "var", "cos+var"] = Field("cos+var", description="the pruning score (sim.prune)")
+    score: Literal["magnitude", "wanda", "cos", "var", "cos+var", "sparsegpt"] = Field(
+        "cos+var", description="the pruning score (sim.prune)"
+    )
     calib_tokens: int = Field(256, ge=1, le=65_536, description="calibration tokens from the training split")
     calib_seed: int = Field(0, ge=0, description="seed of the calibration sample")
     eval_batches: int = Field(0, ge=0, le=10_000, description="val batches (of 64 sequences) to measure perplexity on; 0: the whole split")

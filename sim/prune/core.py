@@ -19,6 +19,8 @@ Scores (higher = more important; the lowest are pruned). ``W`` is a layer's weig
   weights whose removal mostly rescales the output (the ``1 - yhat^2`` factor).
 * ``cos+var``: the geometric mean of the two, ``sqrt(score_cos * score_var)`` (scale-free, so
   neither metric's units dominate).
+* ``sparsegpt``: not a score but the SparseGPT baseline (:mod:`sim.prune.sparsegpt`): masks by
+  the OBS saliency with the kept weights updated to reconstruct the layer's output.
 
 Pruning is sequential, as in SparseGPT and Wanda: the layers are visited in the order the
 model executes them, and each layer's calibration inputs are recomputed through the layers
@@ -40,9 +42,10 @@ from torch import nn
 
 from sim.errors import UserInputError
 from sim.prune.masks import Group, Pattern, make_mask, parse_pattern
+from sim.prune.sparsegpt import sparsegpt_layer
 
-Score = Literal["magnitude", "wanda", "var", "cos", "cos+var"]
-SCORES: tuple[str, ...] = ("magnitude", "wanda", "var", "cos", "cos+var")
+Score = Literal["magnitude", "wanda", "var", "cos", "cos+var", "sparsegpt"]
+SCORES: tuple[str, ...] = ("magnitude", "wanda", "var", "cos", "cos+var", "sparsegpt")
 _NEEDS_OUTPUT = ("cos", "cos+var")
 
 
@@ -59,14 +62,18 @@ class _Stats:
     sum_x2: torch.Tensor | None = None
     cos_col: torch.Tensor | None = None  # sum_n x_nj^2 / |y_n|^2
     cos_mat: torch.Tensor | None = None  # sum_n y_ni^2 x_nj^2 / |y_n|^4
+    gram: torch.Tensor | None = None  # X^T X (sparsegpt)
 
-    def add(self, layer: nn.Linear, x: torch.Tensor, need_output: bool) -> None:
+    def add(self, layer: nn.Linear, x: torch.Tensor, score: str) -> None:
         x = x.detach().reshape(-1, layer.in_features).double()
         x2 = x * x
         self.n += x.shape[0]
         self.sum_x = x.sum(0) if self.sum_x is None else self.sum_x + x.sum(0)
         self.sum_x2 = x2.sum(0) if self.sum_x2 is None else self.sum_x2 + x2.sum(0)
-        if need_output:
+        if score == "sparsegpt":
+            g = x.T @ x
+            self.gram = g if self.gram is None else self.gram + g
+        if score in _NEEDS_OUTPUT:
             y = x @ layer.weight.detach().double().T
             if layer.bias is not None:
                 y = y + layer.bias.detach().double()
@@ -199,10 +206,10 @@ def prune(
         sparsity: share of each layer's weights to prune, in (0, 1), or layer name -> share in [0, 1)
             (0 leaves a layer dense). With an N:M pattern: None or exactly 1 - N/M.
         pattern: ``unstructured`` or ``N:M`` (at most N nonzeros in every M consecutive input weights).
-        score: ``magnitude``, ``wanda``, ``var``, ``cos`` or ``cos+var``.
+        score: ``magnitude``, ``wanda``, ``var``, ``cos``, ``cos+var`` or ``sparsegpt`` (masks and reconstruction).
         calib_tokens: calibration tokens to use (short calibration is the point of the activation metrics).
         layers: names of the nn.Linear layers to prune (default: :func:`prunable_layers`).
-        group: unstructured comparison group, each output ``row`` (as Wanda) or the whole ``layer``.
+        group: unstructured comparison group, each output ``row`` (as Wanda) or the whole ``layer`` (sparsegpt: always ``row``).
         sequential: recompute each layer's inputs through the layers already pruned (default), or
             take them all from the dense model.
         inplace: prune ``model`` itself; otherwise a deep copy is pruned and ``model`` is untouched.
@@ -249,9 +256,16 @@ def prune(
                 assert isinstance(layer, nn.Linear)
                 if needs_data and sequential:
                     stats = _collect(work, mods, [name], inputs, score, stop_at=name)
-                s = score_matrix(layer.weight, stats.get(name), score)
-                mask = make_mask(s, targets[name], pat, group, where=f"layer {name}")
-                layer.weight.mul_(mask.to(layer.weight.dtype))
+                if score == "sparsegpt":
+                    gram = stats[name].gram
+                    if gram is None:
+                        raise UserInputError(f"layer {name} saw no calibration data (empty loader?)")
+                    mask, new = sparsegpt_layer(layer.weight, gram, targets[name], pat)
+                    layer.weight.copy_(new)
+                else:
+                    s = score_matrix(layer.weight, stats.get(name), score)
+                    mask = make_mask(s, targets[name], pat, group, where=f"layer {name}")
+                    layer.weight.mul_(mask.to(layer.weight.dtype))
                 masks[name] = mask
                 if progress:
                     progress(f"pruned {name}", (i + 1) / len(order))
@@ -318,12 +332,11 @@ def _collect(
 ) -> dict[str, _Stats]:
     """Calibration statistics of ``names``' inputs; the forward pass stops after ``stop_at``'s input is seen."""
     stats = {n: _Stats() for n in names}
-    need_output = score in _NEEDS_OUTPUT
 
     def hook(name: str) -> Callable[..., None]:
         def seen(module: nn.Module, args: tuple[Any, ...]) -> None:
             assert isinstance(module, nn.Linear)
-            stats[name].add(module, args[0], need_output)
+            stats[name].add(module, args[0], score)
             if name == stop_at:
                 raise _Stop
 
