@@ -34,11 +34,12 @@ class PruneActivation(Tool):
 
     name = "prune.activation"
     description = (
-        "Prune the nn.Linear layers inside the transformer blocks of a zoo model (not embeddings or head) to a sparsity, "
-        "unstructured or N:M (2:4, 4:8), scoring weights by magnitude, Wanda (|W| x input norm), output-activation angular "
-        "deviation (cos), input-activation variance (var) or both (cos+var), or the SparseGPT reconstruction baseline, "
-        "layer by layer with calibration activations propagated through the layers already pruned. Returns val/test "
-        "perplexity (or accuracy) dense and pruned, the sparsity measured from the masks and the pruning's wall time. The zoo model itself is not changed."
+        "Prune the nn.Linear layers inside the transformer blocks of a zoo model (not embeddings or head) to a "
+        "sparsity, unstructured or N:M (2:4, 4:8), scoring weights by magnitude, Wanda (|W| x input norm), "
+        "output-activation angular deviation (cos), input-activation variance (var) or both (cos+var), or with the "
+        "SparseGPT reconstruction baseline, layer by layer with calibration activations propagated through the layers "
+        "already pruned. Returns val/test perplexity (or accuracy) dense and pruned, the sparsity measured from the "
+        "masks and the pruning's wall time. The zoo model itself is not changed."
     )
     Args = PruneArgs
     example: ClassVar[dict[str, Any]] = {
