@@ -9,10 +9,11 @@ from pydantic import Field
 from search.prune.run import prune_zoo
 from search.work_progress import report
 from tools._base import Tool, ToolArgs, ToolResult
+from tools._zoo import model_field, zoo_model
 
 
 class PruneArgs(ToolArgs):
-    model: str = Field("lm-pydoc", description="zoo model to prune: lm-pydoc (byte-level LM), lm-pydoc-tiny, or cnn-digits")
+    model: str = model_field("lm-pydoc")
     sparsity: float = Field(0.5, gt=0, lt=1, description="share of each pruned layer's weights set to zero, in (0, 1); N:M needs 1 - N/M")
     pattern: Literal["unstructured", "2:4", "4:8"] = Field(
         "unstructured",
@@ -50,10 +51,12 @@ class PruneActivation(Tool):
         "calib_tokens": 64,
     }
     long_running = True
+    loads_code = ("model",)
 
     def run(self, args: PruneArgs) -> ToolResult:
+        zm, notes = zoo_model(args.model)
         outcome = prune_zoo(
-            args.model,
+            zm,
             args.sparsity,
             pattern=args.pattern,
             score=args.score,
@@ -65,6 +68,7 @@ class PruneActivation(Tool):
         return ToolResult(
             value=outcome.as_dict(),
             messages=[
+                *notes,
                 f"{outcome.metric} measured on the zoo's val/test splits ({better} is better); wall_s is the pruning alone",
                 "weights are zeroed in a copy: no speed-up is claimed (sparse kernels are not modelled)",
             ],

@@ -70,7 +70,7 @@ def calibration_loader(zm: ZooModel, seed: int) -> Any:
 
 
 def prune_zoo(
-    model: str,
+    model: str | ZooModel,
     sparsity: float | Mapping[str, float] | None,
     *,
     pattern: str = "unstructured",
@@ -82,14 +82,14 @@ def prune_zoo(
     dense: Mapping[str, float] | None = None,
     progress: Callable[[str, float], None] | None = None,
 ) -> PruneOutcome:
-    """Prune zoo model ``model`` (module doc) and evaluate it dense and pruned on ``splits``.
+    """Prune ``model`` (a zoo name, or a loaded :class:`ZooModel` such as a user's) and evaluate it dense and pruned on ``splits``.
 
     ``dense``: the dense model's values per split when already known (skips measuring them again).
 
     Raises:
         UserInputError: an unknown model, or bad pruning arguments (see :func:`sim.prune.prune`).
     """
-    zm = zoo_model(model)
+    zm = zoo_model(model) if isinstance(model, str) else model
     torch.manual_seed(seed)
     res = prune(
         zm.model,
@@ -113,7 +113,7 @@ def prune_zoo(
             progress(f"evaluated {split} ({time.perf_counter() - started:.1f} s)", 1.0)
     val_d, val_p = values["dense"]["val"], values["pruned"]["val"]
     return PruneOutcome(
-        model=model,
+        model=zm.name,
         metric=zm.metric,
         score=score,
         pattern=res.pattern,
