@@ -30,12 +30,22 @@ from pydantic import Field
 from search.errors import UserInputError
 from search.niches import Niche
 from search.problem import Evolvable, Objective, Problem, ProblemOptions, read_key_values
+from sim.zoo import ZooError, recipe
 
 LEVELS: tuple[float, ...] = (0.0, 0.25, 0.4, 0.5, 0.6, 0.75)
 """Sparsities a layer group may take."""
 
-ARCH: dict[str, tuple[int, int]] = {"lm-pydoc": (4, 256), "lm-pydoc-tiny": (2, 64)}
-"""Zoo LM -> (blocks, width d), checked against the loaded model (the design space needs them before any training)."""
+
+def lm_shape(model: str) -> tuple[int, int]:
+    """(blocks, width d) of a zoo LM, read from its recipe: the design space needs them before any training."""
+    try:
+        rec = recipe(model)
+    except ZooError as exc:
+        raise UserInputError(str(exc)) from None
+    if rec["task"] != "lm":
+        raise UserInputError(f"the prune problem prunes a language model; {model!r} is a {rec['task']} model")
+    return int(rec["arch"]["n_layers"]), int(rec["arch"]["d"])
+
 
 GROUPS: dict[str, tuple[tuple[str, int, int], ...]] = {
     "attn": (("attn.q", 1, 1), ("attn.k", 1, 1), ("attn.v", 1, 1), ("attn.o", 1, 1)),
@@ -76,7 +86,7 @@ class PruneProblem(Problem, Evolvable):
     def __init__(self, options: PruneOptions | None = None, /, **values: Any) -> None:
         super().__init__(options, **values)
         self.model: str = self.options.model
-        self.blocks, self.width = ARCH[self.model]
+        self.blocks, self.width = lm_shape(self.model)
         self.genes = [f"b{b}_{g}" for b in range(self.blocks) for g in GROUPS]
         self.design_format = (
             "key=value per block group, " + " ".join(f"{g}=S" for g in self.genes) + f" with S one of {', '.join(map(str, LEVELS))}"
@@ -177,11 +187,11 @@ class PruneProblem(Problem, Evolvable):
         return dict(self._cache[key])
 
     def _check(self, model: Any) -> None:
-        """The loaded model has the blocks and width :data:`ARCH` says (else the design space would be wrong)."""
+        """The loaded model has the blocks and width its recipe says (else the design space would be wrong)."""
         blocks = getattr(model, "blocks", None)
         if blocks is None or len(blocks) != self.blocks or blocks[0].attn.q.weight.shape != (self.width, self.width):
             raise UserInputError(
-                f"zoo model {self.model} does not have {self.blocks} blocks of width {self.width} (coevo's ARCH table is stale)"
+                f"zoo model {self.model} does not have {self.blocks} blocks of width {self.width} (its cache does not match its recipe)"
             )
         self._checked = True
 
