@@ -16,6 +16,7 @@ from tools.nb201 import NB201ParetoFront, NB201Query
 from tools.noc import AccelSystolic, CompressEnergyAware, NocPlot, NocSimulate
 from tools.pipeline import PipelinePlan, PipelineProfile, PipelineSimulate, PipelineTune
 from tools.problems import ProblemCheap
+from tools.quant import QuantClassBased
 from tools.search_jobs import SearchStart, SearchStatus
 from tools.search_run import SearchRun
 from tools.studies import StudiesList, StudyFront
@@ -41,6 +42,7 @@ REGISTRY = Registry(
         NocPlot(),
         AccelSystolic(),
         CompressEnergyAware(),
+        QuantClassBased(),
     ]
 )
 """Every tool coevo offers."""
