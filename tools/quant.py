@@ -10,7 +10,8 @@ from pydantic import Field
 from search.errors import UserInputError
 from search.quant.problem import zoo_classifier
 from search.work_progress import report
-from sim.quant import greedy_search, quant_layers, quantize
+from sim.quant import CANDIDATES, greedy_search, quant_layers, quantize
+from sim.quant.mixed import check_target
 from tools._base import Tool, ToolArgs, ToolResult
 
 
@@ -49,6 +50,8 @@ class QuantClassBased(Tool):
 
     def run(self, args: QuantArgs) -> ToolResult:
         start = time.perf_counter()
+        if args.method != "greedy":
+            check_target(args.avg_bits, CANDIDATES)  # before the model loads: a bad target fails at once
         zm = zoo_classifier(args.model, progress=lambda what, f: report(f"training {args.model}: {what}", 0.3 * f))
         train = zm.loader("train", shuffle=True, seed=args.seed)
         val, test = zm.loader("val"), zm.loader("test")
