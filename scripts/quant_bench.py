@@ -182,7 +182,7 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--max-drop", type=float, default=1.0)
     p.add_argument("--search", action="store_true", help="also run coevo bench --problem quant (pelnas, tpe, random; 3 seeds)")
-    p.add_argument("--budget", type=int, default=40, help="evaluations per search run (default: 40)")
+    p.add_argument("--budget", type=int, default=60, help="evaluations per search run (default: 60)")
     p.add_argument("--report-only", action="store_true")
     args = p.parse_args()
     out = Path(args.out)

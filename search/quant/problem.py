@@ -73,7 +73,7 @@ class QuantOptions(ProblemOptions):
 
     model: Literal["cnn-digits"] = Field("cnn-digits", description="zoo classifier to quantize (see `coevo models list`)")
     finetune_epochs: int = Field(1, ge=0, le=20, description="most straight-through fine-tuning epochs per design (0: round-to-nearest)")
-    seed: int = Field(0, ge=0, description="seed of fine-tuning (the train loader's shuffle and the initialisation of the optimiser)")
+    seed: int = Field(0, ge=0, description="seed of fine-tuning (the order of the training batches)")
 
 
 class QuantProblem(Problem, Evolvable):
