@@ -30,7 +30,7 @@ import torch
 
 from search.stats import excludes_zero, format_interval
 
-METHODS = ("class-based", "uniform", "hawq", "magnitude")
+METHODS = ("class-based", "taylor", "uniform", "hawq", "magnitude")
 FIELDS = [
     "model",
     "method",
@@ -109,6 +109,7 @@ def report(args: argparse.Namespace, path: Path) -> str:
         f"Float32 model: val {val_float:.1f} %, test {test_float:.1f} % (500 test images: one image is 0.2 pp).",
         "",
         "Weights quantized per output filter/neuron (symmetric, widths from {2, 3, 4, 6, 8}); biases and activations float32. "
+        "`taylor` is the ablation of class-based without the class counting (the same Taylor scores pooled over classes). "
         "Every method gets the same average-bits budget (weighted by weight count; per-unit methods land just below it, by "
         "less than one unit's upgrade; HAWQ chooses one width per layer exhaustively), the same fine-tuning and the same seeds. "
         "Test accuracy: median [min-max] over seeds. Paired difference: class-based minus the method, same seed, mean ± 95 % "

@@ -20,10 +20,11 @@ class QuantArgs(ToolArgs):
     avg_bits: float = Field(
         4.0, description="average weight bits (weighted by weight count) every method gets, between 2 and 8; ignored by 'greedy'"
     )
-    method: Literal["class-based", "uniform", "hawq", "magnitude", "greedy"] = Field(
+    method: Literal["class-based", "taylor", "uniform", "hawq", "magnitude", "greedy"] = Field(
         "class-based",
         description=(
             "class-based: more bits for units (filters/neurons) important to more classes (per-class Taylor scores); "
+            "taylor: the same scores pooled over classes (ablation); "
             "uniform: the same bits everywhere; hawq: per-layer Hessian trace x quantization error; magnitude: per-unit "
             "weight range; greedy: lower bits group by group (class-important vs rest per layer) while val accuracy stays "
             "within accuracy_drop_max of the float model"

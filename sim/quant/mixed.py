@@ -55,8 +55,8 @@ from sim.quant.fake import (
     weight_of,
 )
 
-Method = Literal["class-based", "uniform", "hawq", "magnitude"]
-METHODS: tuple[str, ...] = ("class-based", "uniform", "hawq", "magnitude")
+Method = Literal["class-based", "taylor", "uniform", "hawq", "magnitude"]
+METHODS: tuple[str, ...] = ("class-based", "taylor", "uniform", "hawq", "magnitude")
 CANDIDATES: tuple[int, ...] = (2, 3, 4, 6, 8)
 """Bit widths a unit may get by default."""
 EXHAUSTIVE_MAX = 20_000
@@ -297,6 +297,11 @@ def allocate(
             counts = class_counts(class_scores(model, train, max_batches=importance_batches), quantile)
             prio_units = [float(c) + 1.0 for layer in layers for c in counts[layer.name]]
             detail["class_counts"] = {n: [int(c) for c in v] for n, v in counts.items()}
+        elif method == "taylor":  # ablation: the same Taylor scores pooled over classes, no class counting
+            scores = class_scores(model, train, max_batches=importance_batches)
+            pooled = torch.cat([scores[layer.name].mean(dim=0) for layer in layers])
+            n_classes = next(iter(scores.values())).shape[0]
+            prio_units = [1.0 + n_classes * float(v) for v in pooled / pooled.max().clamp(min=1e-12)]
         else:  # magnitude
             mods = _modules(model, layers)
             with torch.no_grad():

@@ -51,3 +51,10 @@ def test_bad_input_is_one_clear_error(args: dict[str, object], match: str) -> No
 def test_a_language_model_is_refused_with_the_reason() -> None:
     with pytest.raises(ToolArgumentError, match="needs a classifier"):
         call_tool(TOOL, {"model": "lm-pydoc-tiny", "avg_bits": 4.0})
+
+
+def test_greedy_stays_within_the_accuracy_drop_and_reports_its_groups() -> None:
+    value = call_tool(TOOL, {"method": "greedy", "accuracy_drop_max": 1.0, "finetune_epochs": 0}).value
+    assert value["target_avg_bits"] is None and 2.0 <= value["avg_bits"] < 8.0
+    assert value["val_accuracy_after"] >= value["val_accuracy_float"] - 1.0
+    assert len(value["groups"]) == 10 and set(value["groups"].values()) <= {2, 3, 4, 6, 8}
