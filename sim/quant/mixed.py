@@ -15,7 +15,7 @@ what they think matters:
   ``max|w|^2``; widths chosen by exhaustive search over the layers (HAWQ-V3 solves the
   same problem as an integer program) when the space is small, greedily otherwise.
 * ``uniform``: one width for every layer; a target between two candidate widths gives the
-  upper one to the first layers (network order) while the budget allows.
+  upper one to the set of layers that comes closest to the budget without exceeding it.
 
 The allocator minimises ``sum_g priority_g * n_g * 4^-b_g`` (quantization noise power
 falls 4x per bit) subject to ``sum_g n_g * b_g <= avg_bits * N``: starting from the lowest
@@ -230,23 +230,31 @@ def allocate_layers(priority: Sequence[float], sizes: Sequence[int], avg_bits: f
 
 
 def allocate_uniform(sizes: Sequence[int], avg_bits: float, candidates: Sequence[int] = CANDIDATES) -> list[int]:
-    """The same width for every layer; between two candidates, the upper one for the first layers while the budget allows."""
+    """The same width for every layer; between two candidates, the upper one for the set of layers that fills the budget best.
+
+    That set is found exhaustively for up to 16 layers (ties: earlier layers first), greedily
+    in network order beyond.
+    """
     cands = check_candidates(candidates)
     check_target(avg_bits, cands)
     low = max(b for b in cands if b <= avg_bits + 1e-9)
     if low == avg_bits or low == cands[-1]:
         return [low] * len(sizes)
     high = min(b for b in cands if b > low)
-    budget = avg_bits * sum(sizes) + 1e-9
-    used = low * sum(sizes)
-    out = []
-    for n in sizes:
-        if used + (high - low) * n <= budget:
-            used += (high - low) * n
-            out.append(high)
-        else:
-            out.append(low)
-    return out
+    spare = avg_bits * sum(sizes) + 1e-9 - low * sum(sizes)
+    extra = [(high - low) * n for n in sizes]
+    if len(sizes) <= 16:
+        flags = max(
+            (f for f in itertools.product((1, 0), repeat=len(sizes)) if sum(e for e, x in zip(extra, f, strict=True) if x) <= spare),
+            key=lambda f: (sum(e for e, x in zip(extra, f, strict=True) if x), f),
+        )
+    else:
+        used, chosen = 0.0, []
+        for e in extra:
+            chosen.append(int(used + e <= spare))
+            used += e * chosen[-1]
+        flags = tuple(chosen)
+    return [high if x else low for x in flags]
 
 
 @dataclass

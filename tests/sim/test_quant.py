@@ -137,10 +137,15 @@ def test_average_bits_target_is_met(setup: tuple[nn.Module, DataLoader, DataLoad
                 assert alloc.avg_bits == target and {b for v in alloc.bits.values() for b in v} == {int(target)}
 
 
-def test_uniform_between_candidates_hits_the_budget_layer_by_layer() -> None:
-    assert allocate_uniform([100, 300], 5.0) == [6, 4]  # 6*100 + 4*300 = 1800 <= 5*400; then 6 for the second does not fit
+def test_uniform_between_candidates_fills_the_budget_best() -> None:
+    assert allocate_uniform([100, 300], 5.0) == [6, 4]  # 6*100 + 4*300 = 1800 <= 2000; 6 for the second does not fit
     widths = allocate_uniform([100, 100], 5.0)
     assert widths == [6, 4] and sum(w * 100 for w in widths) == 5.0 * 200
+    sizes = [144, 4608, 18432, 16384, 640]  # the digits CNN's layers
+    budget = 2.5 * sum(sizes)
+    fits = [sum(n * (3 if x else 2) for n, x in zip(sizes, f, strict=True)) for f in itertools.product((0, 1), repeat=5)]
+    best = max(u for u in fits if u <= budget)
+    assert sum(n * b for n, b in zip(sizes, allocate_uniform(sizes, 2.5), strict=True)) == best
 
 
 def test_allocator_is_monotone_in_priority_and_minimises_noise_on_a_small_case() -> None:
