@@ -152,6 +152,18 @@ def freeze(model: nn.Module) -> nn.Module:
     return model
 
 
+def logits_of(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``model(x)``, checked to be classification logits ``[B, classes]`` for labels ``y`` ``[B]``."""
+    out = model(x)
+    if not isinstance(out, torch.Tensor) or out.dim() != 2 or y.dim() != 1 or out.shape[0] != y.shape[0]:
+        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise UserInputError(
+            f"class-based quantization needs a classifier: model(x) must give logits [batch, classes] for labels [batch]; got {shape} "
+            f"for labels {tuple(y.shape)}"
+        )
+    return out
+
+
 def accuracy(model: nn.Module, loader: Batches, max_batches: int | None = None) -> float:
     """Top-1 accuracy in % of ``model`` on ``loader`` (eval mode, no gradient; the mode is restored)."""
     was = model.training
@@ -161,7 +173,7 @@ def accuracy(model: nn.Module, loader: Batches, max_batches: int | None = None) 
         for i, (x, y) in enumerate(loader):
             if max_batches is not None and i >= max_batches:
                 break
-            right += int((model(x).argmax(dim=-1) == y).sum())
+            right += int((logits_of(model, x, y).argmax(dim=-1) == y).sum())
             total += int(y.numel())
     model.train(was)
     if total == 0:
@@ -211,7 +223,7 @@ def finetune(
         for x, y in train:
             assert opt is not None
             opt.zero_grad()
-            F.cross_entropy(twin(x), y).backward()
+            F.cross_entropy(logits_of(twin, x, y), y).backward()
             opt.step()
         history.append(accuracy(twin, val))
         if history[-1] > history[best]:

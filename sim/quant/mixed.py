@@ -49,6 +49,7 @@ from sim.quant.fake import (
     average_bits,
     check_bits,
     finetune,
+    logits_of,
     model_bits,
     quant_layers,
     quantized_copy,
@@ -108,7 +109,7 @@ def class_scores(model: nn.Module, loader: Batches, *, max_batches: int | None =
     for i, (x, y) in enumerate(loader):
         if max_batches is not None and i >= max_batches:
             break
-        losses = F.cross_entropy(twin(x), y, reduction="none")
+        losses = F.cross_entropy(logits_of(twin, x, y), y, reduction="none")
         present = sorted(int(c) for c in torch.unique(y))
         for k, c in enumerate(present):
             mask = y == c
@@ -157,7 +158,7 @@ def hessian_traces(model: nn.Module, loader: Batches, *, samples: int = 8, max_b
     for i, (x, y) in enumerate(loader):
         if i >= max_batches:
             break
-        grads = torch.autograd.grad(F.cross_entropy(twin(x), y), weights, create_graph=True)
+        grads = torch.autograd.grad(F.cross_entropy(logits_of(twin, x, y), y), weights, create_graph=True)
         for k in range(samples):
             vs = [torch.randint(0, 2, w.shape, generator=gen).float() * 2 - 1 for w in weights]
             hv = torch.autograd.grad(grads, weights, grad_outputs=vs, retain_graph=k < samples - 1)

@@ -92,6 +92,10 @@ def test_layers_are_found_and_a_model_without_them_is_refused() -> None:
         quant_layers(nn.Sequential(nn.ReLU(), nn.LayerNorm(4)))
     with pytest.raises(UserInputError, match="no Conv2d or Linear"):
         quantize(nn.Sequential(nn.ReLU()), [], [], avg_bits=4.0)
+    lm = nn.Sequential(nn.Embedding(16, 4), nn.Linear(4, 16))  # logits [B, T, V]: not a classifier
+    tokens = torch.randint(0, 16, (2, 5))
+    with pytest.raises(UserInputError, match="needs a classifier"):
+        allocate(lm, [(tokens, tokens)], avg_bits=4.0, method="class-based")
 
 
 def test_bits_below_one_and_bad_targets_are_one_clear_error(setup: tuple[nn.Module, DataLoader, DataLoader]) -> None:
