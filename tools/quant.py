@@ -8,15 +8,16 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from search.errors import UserInputError
-from search.quant.problem import zoo_classifier
 from search.work_progress import report
 from sim.quant import CANDIDATES, greedy_search, quant_layers, quantize
 from sim.quant.mixed import check_target
+from sim.zoo import RECIPES
 from tools._base import Tool, ToolArgs, ToolResult
+from tools._zoo import model_field, zoo_model
 
 
 class QuantArgs(ToolArgs):
-    model: str = Field("cnn-digits", description="zoo model to quantize (a classifier: cnn-digits; see `coevo models list`)")
+    model: str = model_field("cnn-digits")
     avg_bits: float = Field(
         4.0, description="average weight bits (weighted by weight count) every method gets, between 2 and 8; ignored by 'greedy'"
     )
@@ -48,12 +49,15 @@ class QuantClassBased(Tool):
     Args = QuantArgs
     example: ClassVar[dict[str, Any]] = {"model": "cnn-digits", "avg_bits": 4.0, "method": "class-based", "finetune_epochs": 1}
     long_running = True
+    loads_code = ("model",)
 
     def run(self, args: QuantArgs) -> ToolResult:
         start = time.perf_counter()
         if args.method != "greedy":
             check_target(args.avg_bits, CANDIDATES)  # before the model loads: a bad target fails at once
-        zm = zoo_classifier(args.model, progress=lambda what, f: report(f"training {args.model}: {what}", 0.3 * f))
+        if args.model in RECIPES and RECIPES[args.model]["task"] != "classify":  # refuse before training an LM for nothing
+            raise UserInputError(f"model {args.model!r} is a {RECIPES[args.model]['task']} model; this tool needs a classify model")
+        zm, notes = zoo_model(args.model, task="classify")
         train = zm.loader("train", shuffle=True, seed=args.seed)
         val, test = zm.loader("val"), zm.loader("test")
 
@@ -98,7 +102,8 @@ class QuantClassBased(Tool):
         return ToolResult(
             value=value,
             messages=[
+                *notes,
                 "weights fake-quantized per output filter/neuron (symmetric); biases and activations stay float32; "
-                "model_bits counts a 32-bit scale per unit. Accuracy in %, val chose the epoch, test measured once."
+                "model_bits counts a 32-bit scale per unit. Accuracy in %, val chose the epoch, test measured once.",
             ],
         )

@@ -15,8 +15,6 @@ from search.quant.problem import PARTS, QuantProblem
 from search.runner import run_search
 from sim.zoo import load
 
-pytestmark = pytest.mark.usefixtures("zoo_cache")
-
 
 @pytest.fixture(scope="module")
 def problem() -> QuantProblem:
