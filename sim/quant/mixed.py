@@ -347,6 +347,8 @@ class QuantResult:
     float_bits: int
     wall_s: float
     model: nn.Module
+    test_rtn: float | None = None
+    """Test accuracy of round-to-nearest at the same widths (no fine-tuning), to show what fine-tuning recovers."""
 
     def layer_summary(self, layers: Sequence[Layer]) -> list[dict[str, Any]]:
         """Per layer: units, weights, mean/min/max width and the count of units at each width."""
@@ -387,7 +389,8 @@ def quantize(
 ) -> QuantResult:
     """Allocate widths with ``method`` at ``avg_bits``, quantize a copy of ``model`` and fine-tune it (straight-through).
 
-    The test split, when given, is evaluated once before (float model) and once after.
+    The test split, when given, is evaluated once per model: the float one, round-to-nearest
+    at the chosen widths, and the fine-tuned one; nothing is chosen on it.
     """
     start = time.perf_counter()
     say = progress or (lambda what, fraction: None)
@@ -416,6 +419,7 @@ def quantize(
         int(fp_bits),
         time.perf_counter() - start,
         tuned,
+        accuracy(quantized_copy(model, alloc.bits), test) if test is not None else None,
     )
 
 
@@ -554,6 +558,7 @@ def greedy_search(
         32 * sum(p.numel() for p in model.parameters()),
         time.perf_counter() - start,
         tuned,
+        accuracy(quantized_copy(model, bits), test) if test is not None else None,
     )
     say("greedy: done", 1.0)
     return GreedyResult(groups, widths, trace, fp_val, result)
