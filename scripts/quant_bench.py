@@ -121,11 +121,13 @@ def report(args: argparse.Namespace, path: Path) -> str:
         "| s per run |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    verdicts = []
+    verdicts: list[str] = []
+    rtn_notes: list[str] = []
     noise = 2 * (test_float * (100 - test_float) / 500) ** 0.5  # two binomial standard errors of one test accuracy
     for bits in sorted({r["target_bits"] for r in rows if r["target_bits"] != "-"}, key=float):
         at = [r for r in rows if r["target_bits"] == bits]
         ours = {int(r["seed"]): r["test_after"] for r in at if r["method"] == "class-based"}
+        ours_rtn = {int(r["seed"]): r["test_rtn"] for r in at if r["method"] == "class-based"}
         for method in METHODS:
             mine = [r for r in at if r["method"] == method]
             if not mine:
@@ -136,6 +138,11 @@ def report(args: argparse.Namespace, path: Path) -> str:
             clear = excludes_zero(diffs) and abs(mean) >= noise
             if method != "class-based" and clear:
                 paired = f"**{paired}**"
+            rtn = [ours_rtn[int(r["seed"])] - r["test_rtn"] for r in mine if int(r["seed"]) in ours_rtn]
+            if method != "class-based" and rtn:
+                rtn_mean = statistics.fmean(rtn)
+                if abs(rtn_mean) >= noise:
+                    rtn_notes.append(f"at {float(bits):g} bits {'above' if rtn_mean > 0 else 'below'} {method} by {abs(rtn_mean):.1f} pp")
             if method != "class-based":
                 word = "beats" if clear and mean > 0 else "loses to" if clear else "ties with"
                 verdicts.append(f"at {float(bits):g} bits class-based {word} {method} ({mean:+.2f} pp)")
@@ -159,6 +166,10 @@ def report(args: argparse.Namespace, path: Path) -> str:
         "",
         f"Verdicts (paired over seeds; 'ties' = the 95 % interval includes 0 or the mean is below {noise:.1f} pp): "
         + "; ".join(verdicts)
+        + ".",
+        "",
+        f"Without fine-tuning (round-to-nearest test accuracy, differences of at least {noise:.1f} pp), class-based is "
+        + ("; ".join(rtn_notes) if rtn_notes else "within that of every method at every budget")
         + ".",
         "",
         f"The seeds vary the fine-tuning only (shuffle, optimiser, Hutchinson probes): where no epoch beats round-to-nearest on "
