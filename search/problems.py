@@ -33,6 +33,7 @@ BUILTIN: dict[str, str] = {
     "noc": "search.noc.problem:NocProblem",
     "compress": "search.compress.problem:CompressProblem",
     "prune": "search.prune.problem:PruneProblem",
+    "quant": "search.quant.problem:QuantProblem",
 }
 """coevo's own problems: name -> ``module:Class``. A new built-in problem is one module and one line here."""
 

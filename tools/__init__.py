@@ -18,6 +18,7 @@ from tools.noc import AccelSystolic, CompressEnergyAware, NocPlot, NocSimulate
 from tools.pipeline import PipelinePlan, PipelineProfile, PipelineSimulate, PipelineTune
 from tools.problems import ProblemCheap
 from tools.prune import PruneActivation
+from tools.quant import QuantClassBased
 from tools.search_jobs import SearchStart, SearchStatus
 from tools.search_run import SearchRun
 from tools.studies import StudiesList, StudyFront
@@ -46,6 +47,7 @@ REGISTRY = Registry(
         ModelsList(),
         ModelsBuild(),
         PruneActivation(),
+        QuantClassBased(),
     ]
 )
 """Every tool coevo offers."""

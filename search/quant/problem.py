@@ -1,0 +1,206 @@
+"""Mixed-precision weight quantization as a coevo problem: maximise accuracy, minimise average weight bits.
+
+The units (output filters / neurons) of each Conv2d/Linear layer of a zoo classifier are
+split into two groups by class-based importance (:mod:`sim.quant.mixed`): ``<layer>_many``,
+the units important to at least the layer's median number of classes, and ``<layer>_rest``.
+A point gives each group a width from ``{2, 3, 4, 6, 8}`` bits. Objectives:
+
+* ``accuracy`` (maximised, expensive): validation accuracy (%) after straight-through
+  fine-tuning for up to ``finetune_epochs`` epochs (the best val epoch kept; 0: round-to-nearest).
+  Deterministic per seed.
+* ``avg_bits`` (minimised, cheap): average weight bits, weighted by weight count.
+* ``model_kbit`` (minimised, cheap, reported): storage in kbit (quantized weights, a 32-bit
+  scale per unit, everything else float32).
+
+Niches split the space by average bits: ``low`` (<= 3), ``mid`` (3-5], ``high`` (> 5). The
+space has 5^10 points for cnn-digits, so the exact front is unknown.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, Literal, cast
+
+import numpy as np
+import optuna
+import torch
+from pydantic import Field
+
+from search.errors import UserInputError
+from search.niches import Niche
+from search.problem import Evolvable, Objective, Problem, ProblemOptions, read_key_values
+from sim.quant import CANDIDATES, Group, class_counts, class_groups, class_scores, finetune, group_bits, model_bits, quant_layers
+
+ARCH_LAYERS: dict[str, tuple[str, ...]] = {"cnn-digits": ("conv1", "conv2", "conv3", "fc1", "fc2")}
+"""The Conv2d/Linear layers of each zoo classifier the problem offers (checked against the loaded model)."""
+PARTS = ("many", "rest")
+Widths = tuple[int, ...]
+
+
+def zoo_classifier(name: str, progress: Callable[[str, float], None] | None = None) -> Any:
+    """The zoo model ``name`` (:func:`sim.zoo.load`), which must be a classifier.
+
+    Raises:
+        UserInputError: unknown model (the message lists the zoo), or a model that is not a classifier.
+    """
+    from sim.zoo import ZooError, load
+
+    try:
+        zm = load(name, progress=progress)
+    except ZooError as exc:
+        raise UserInputError(str(exc)) from None
+    if zm.task != "classify":
+        raise UserInputError(f"{name} is a {zm.task} model; class-based quantization needs a classifier such as cnn-digits")
+    return zm
+
+
+@functools.cache
+def _setup(model: str, quantile: float) -> tuple[Any, tuple[Group, ...]]:
+    """The zoo model and its class-importance groups (computed once per process: a few seconds)."""
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    zm = zoo_classifier(model)
+    names = tuple(layer.name for layer in quant_layers(zm.model))
+    if names != ARCH_LAYERS[model]:
+        raise UserInputError(f"zoo model {model} has layers {names}, expected {ARCH_LAYERS[model]}")
+    counts = class_counts(class_scores(zm.model, zm.loader("train")), quantile)
+    return zm, tuple(class_groups(zm.model, counts, 2))
+
+
+class QuantOptions(ProblemOptions):
+    """Options of the ``quant`` problem."""
+
+    model: Literal["cnn-digits"] = Field("cnn-digits", description="zoo classifier to quantize (see `coevo models list`)")
+    finetune_epochs: int = Field(1, ge=0, le=20, description="most straight-through fine-tuning epochs per design (0: round-to-nearest)")
+    seed: int = Field(0, ge=0, description="seed of fine-tuning (the order of the training batches)")
+
+
+class QuantProblem(Problem, Evolvable):
+    """Bits per layer and class-importance group of a zoo classifier (module doc)."""
+
+    name = "quant"
+    Options = QuantOptions
+    run_group = "model"
+    design_label = "bits"
+    example_options: ClassVar[Mapping[str, Any]] = {"model": "cnn-digits", "finetune_epochs": 0}
+    objectives = (
+        Objective("accuracy", "maximize", "%", "expensive", bounds=(0.0, 100.0)),
+        Objective("avg_bits", "minimize", "bits/weight", "cheap", depends_on=("model",), bounds=(0.0, 32.0)),
+        Objective("model_kbit", "minimize", "kbit", "cheap", depends_on=("model",)),
+    )
+
+    def __init__(self, options: QuantOptions | None = None, /, **values: Any) -> None:
+        super().__init__(options, **values)
+        self.model: str = self.options.model
+        self.params = tuple(f"{layer}_{part}" for layer in ARCH_LAYERS[self.model] for part in PARTS)
+        self.design_format = (
+            "key=value per group, " + " ".join(f"{p}=B" for p in self.params) + f" with B one of {', '.join(map(str, CANDIDATES))}"
+        )
+        self._cache: dict[Widths, dict[str, float]] = {}
+
+    @property
+    def _groups(self) -> tuple[Group, ...]:
+        return _setup(self.model, 0.5)[1]
+
+    def _bits(self, point: Widths) -> dict[str, list[int]]:
+        zm = _setup(self.model, 0.5)[0]
+        return group_bits(zm.model, self._groups, point)
+
+    def niches(self) -> tuple[Niche, ...]:
+        return (
+            Niche("low", "at most 3 bits per weight on average: the smallest, riskiest models", lambda p: self._avg(p) <= 3),
+            Niche("mid", "more than 3 and at most 5 bits per weight on average", lambda p: 3 < self._avg(p) <= 5),
+            Niche("high", "more than 5 bits per weight on average: close to INT8", lambda p: self._avg(p) > 5),
+        )
+
+    def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
+        return {p: optuna.distributions.CategoricalDistribution(CANDIDATES) for p in self.params}
+
+    def from_params(self, params: Mapping[str, Any]) -> Widths:
+        try:
+            widths = tuple(int(params[p]) for p in self.params)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UserInputError(f"quant params need {', '.join(self.params)}; got {dict(params)!r}") from exc
+        bad = [f"{p}={b}" for p, b in zip(self.params, widths, strict=True) if b not in CANDIDATES]
+        if bad:
+            raise UserInputError(f"{', '.join(bad)} outside the space; bits are one of {', '.join(map(str, CANDIDATES))}")
+        return widths
+
+    def to_params(self, point: Any) -> dict[str, Any]:
+        return dict(zip(self.params, point, strict=True))
+
+    def point_id(self, point: Any) -> str:
+        return "-".join(map(str, point))
+
+    def describe(self, point: Any) -> str:
+        return " ".join(f"{p}={b}" for p, b in zip(self.params, point, strict=True))
+
+    def parse_design(self, text: str) -> Widths:
+        """Read ``group=bits`` pairs as :meth:`describe` writes them."""
+        return cast(Widths, read_key_values(self, text, "a bit assignment")[0])
+
+    def explain_encoding(self) -> str:
+        groups = {g.layer + "_" + g.part: g for g in self._groups}
+        sizes = ", ".join(f"{p} {groups[p].weights if p in groups else 0}" for p in self.params)
+        return (
+            f"A design gives each of the {len(self.params)} unit groups of {self.model} a weight width from "
+            f"{', '.join(map(str, CANDIDATES))} bits. Each Conv2d/Linear layer's units (output filters or neurons) are split "
+            "by class-based importance (first-order Taylor score per class, on the train split): <layer>_many holds the units "
+            "important to at least the layer's median number of classes, <layer>_rest the others. Weights per group: "
+            f"{sizes}. It is written as {self.design_format}."
+        )
+
+    def evaluate(self, point: Any) -> dict[str, float]:
+        widths = tuple(point)
+        if widths not in self._cache:
+            zm = _setup(self.model, 0.5)[0]
+            seed = self.options.seed
+            _, record = finetune(
+                zm.model, self._bits(widths), zm.loader("train", shuffle=True, seed=seed), zm.loader("val"),
+                epochs=self.options.finetune_epochs, seed=seed,
+            )  # fmt: skip
+            cheap = self.cheap_values([widths])
+            self._cache[widths] = {
+                "accuracy": float(record.val_accuracy[record.best_epoch]),
+                "avg_bits": float(cheap["avg_bits"][0]),
+                "model_kbit": float(cheap["model_kbit"][0]),
+            }
+        return dict(self._cache[widths])
+
+    def acquisition_bounds(self) -> tuple[float, float]:
+        """Accuracy floor 80 % (a useful 10-class digit classifier; a problem constant, no paid value), 8 bits."""
+        return 80.0, float(CANDIDATES[-1]) + 1e-9
+
+    def _avg(self, point: Any) -> float:
+        total = sum(g.weights for g in self._groups)
+        by_name = {f"{g.layer}_{g.part}": g.weights for g in self._groups}
+        return sum(by_name.get(p, 0) * b for p, b in zip(self.params, point, strict=True)) / total
+
+    # ---- operators for the co-evolution engine (Evolvable)
+
+    def neighbours(self, point: Any) -> list[Widths]:
+        out = []
+        for i, b in enumerate(point):
+            j = CANDIDATES.index(b)
+            for nj in (j - 1, j + 1):  # one candidate narrower or wider
+                if 0 <= nj < len(CANDIDATES):
+                    out.append((*point[:i], CANDIDATES[nj], *point[i + 1 :]))
+        return out
+
+    def crossover(self, a: Any, b: Any, rng: random.Random) -> Widths:
+        return tuple(x if rng.random() < 0.5 else y for x, y in zip(a, b, strict=True))
+
+    def random_point(self, rng: random.Random) -> Widths:
+        return tuple(rng.choice(CANDIDATES) for _ in self.params)
+
+    def features(self, points: Sequence[Any]) -> np.ndarray:
+        """Bits per group."""
+        return np.array([list(p) for p in points], dtype=float).reshape(len(points), len(self.params))
+
+    def cheap_values(self, points: Sequence[Any]) -> dict[str, np.ndarray]:
+        zm = _setup(self.model, 0.5)[0]
+        return {
+            "avg_bits": np.array([self._avg(p) for p in points], dtype=float),
+            "model_kbit": np.array([model_bits(zm.model, self._bits(tuple(p))) / 1000.0 for p in points], dtype=float),
+        }

@@ -1,0 +1,50 @@
+"""Weight quantization of any Conv2d/Linear model: per-unit fake quantization, straight-through fine-tuning, mixed precision.
+
+:mod:`sim.quant.fake` quantizes (symmetric, per output filter/neuron) and fine-tunes;
+:mod:`sim.quant.mixed` allocates widths: class-based importance (more bits for units
+important to more classes), HAWQ-style Hessian trace, weight magnitude, uniform; and a
+greedy search that lowers widths under an accuracy constraint.
+"""
+
+from sim.quant.fake import Layer, accuracy, average_bits, fake_quant, finetune, model_bits, quant_layers, quantized_copy
+from sim.quant.mixed import (
+    CANDIDATES,
+    METHODS,
+    Allocation,
+    GreedyResult,
+    Group,
+    QuantResult,
+    allocate,
+    class_counts,
+    class_groups,
+    class_scores,
+    greedy_search,
+    group_bits,
+    hessian_traces,
+    quantize,
+)
+
+__all__ = [
+    "CANDIDATES",
+    "METHODS",
+    "Allocation",
+    "GreedyResult",
+    "Group",
+    "Layer",
+    "QuantResult",
+    "accuracy",
+    "allocate",
+    "average_bits",
+    "class_counts",
+    "class_groups",
+    "class_scores",
+    "fake_quant",
+    "finetune",
+    "greedy_search",
+    "group_bits",
+    "hessian_traces",
+    "model_bits",
+    "quant_layers",
+    "quantize",
+    "quantized_copy",
+]

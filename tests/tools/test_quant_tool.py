@@ -1,0 +1,60 @@
+"""quant.class_based: what it returns on the zoo CNN, and its bad input (one clear line each)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tools import REGISTRY, ToolArgumentError, call_tool
+
+TOOL = REGISTRY.get("quant.class_based")
+
+
+def test_class_based_result_is_consistent() -> None:
+    value = call_tool(TOOL, {"model": "cnn-digits", "avg_bits": 3.0, "method": "class-based", "finetune_epochs": 1}).value
+    layers = value["layers"]
+    weights = sum(row["weights"] for row in layers)
+    assert [row["layer"] for row in layers] == ["conv1", "conv2", "conv3", "fc1", "fc2"]
+    assert value["avg_bits"] == pytest.approx(sum(row["mean_bits"] * row["weights"] for row in layers) / weights, abs=1e-4)
+    assert 2.95 < value["avg_bits"] <= 3.0
+    assert all(2 <= row["min_bits"] <= row["max_bits"] <= 8 for row in layers)
+    assert value["val_accuracy_after"] >= value["val_accuracy_rtn"]  # the kept epoch is the best on val, round-to-nearest included
+    units = sum(row["units"] for row in layers)
+    other = value["float32_bits"] // 32 - weights
+    weight_bits = sum(row["mean_bits"] * row["weights"] for row in layers)
+    assert value["model_bits"] == pytest.approx(weight_bits + 32 * units + 32 * other, abs=1e-6)
+    assert 0 <= value["test_accuracy_after"] <= 100 and value["test_accuracy_float"] > 80
+
+
+def test_uniform_four_bits_is_four_bits_everywhere() -> None:
+    value = call_tool(TOOL, {"avg_bits": 4.0, "method": "uniform", "finetune_epochs": 0}).value
+    assert value["avg_bits"] == 4.0 and all(row["min_bits"] == row["max_bits"] == 4 for row in value["layers"])
+    assert value["val_accuracy_after"] == value["val_accuracy_rtn"]  # no fine-tuning: round-to-nearest
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        ({"avg_bits": 1.0}, "avg_bits must lie between"),
+        ({"avg_bits": 9.0}, "avg_bits must lie between"),
+        ({"method": "nope"}, "method"),
+        ({"finetune_epochs": -1}, "finetune_epochs"),
+        ({"model": "cnn-mnist"}, "cnn-digits"),
+    ],
+)
+def test_bad_input_is_one_clear_error(args: dict[str, object], match: str) -> None:
+    with pytest.raises(ToolArgumentError, match=match) as exc:
+        call_tool(TOOL, {"model": "cnn-digits", "avg_bits": 4.0, **args})
+    assert "\n" not in str(exc.value).strip()
+
+
+def test_a_language_model_is_refused_with_the_reason() -> None:
+    with pytest.raises(ToolArgumentError, match="lm model; this tool needs a classify model"):
+        call_tool(TOOL, {"model": "lm-pydoc-tiny", "avg_bits": 4.0})
+
+
+@pytest.mark.slow  # about 25 s on 2 busy cores: every step tries every group (the logic is tested fast in tests/sim)
+def test_greedy_stays_within_the_accuracy_drop_and_reports_its_groups() -> None:
+    value = call_tool(TOOL, {"method": "greedy", "accuracy_drop_max": 1.0, "finetune_epochs": 0}).value
+    assert value["target_avg_bits"] is None and 2.0 <= value["avg_bits"] < 8.0
+    assert value["val_accuracy_after"] >= value["val_accuracy_float"] - 1.0
+    assert len(value["groups"]) == 10 and set(value["groups"].values()) <= {2, 3, 4, 6, 8}
