@@ -56,10 +56,8 @@ class QuantLinear(nn.Module):
         self.bias = linear.bias
         self.w_bits, self.a_bits = w_bits, a_bits
         w = linear.weight.detach().abs()
-        if w_bits == 1:  # binary: the mean magnitude is the least-squares scale (XNOR-Net)
-            scale = w.mean(dim=1, keepdim=True)
-        else:
-            scale = w.amax(dim=1, keepdim=True) / qrange(w_bits)[1]
+        # binary: the mean magnitude is the least-squares scale (XNOR-Net); else absmax maps onto qmax
+        scale = w.mean(dim=1, keepdim=True) if w_bits == 1 else w.amax(dim=1, keepdim=True) / qrange(w_bits)[1]
         self.w_log_s = nn.Parameter(scale.clamp_min(_TINY).log())
         self.a_log_s = nn.Parameter(torch.zeros(()), requires_grad=a_bits is not None)
 

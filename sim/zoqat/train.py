@@ -54,14 +54,14 @@ def default_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Te
     return F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
 
 
-def trainable(model: nn.Module, train_weights: bool = False) -> list[nn.Parameter]:
+def trainable(model: nn.Module, train_weights: bool = False) -> list[torch.Tensor]:
     """The parameters QAT trains (and only those require grad afterwards): scales, optionally Linear weights."""
     layers = quant_layers(model)
     if not layers:
         raise UserInputError("the model has no quantized Linear layer: call sim.zoqat.quantize first")
     for p in model.parameters():
         p.requires_grad_(False)
-    chosen: list[nn.Parameter] = []
+    chosen: list[torch.Tensor] = []
     for m in layers:
         chosen.append(m.w_log_s)
         if m.a_bits is not None:
@@ -69,8 +69,8 @@ def trainable(model: nn.Module, train_weights: bool = False) -> list[nn.Paramete
         if train_weights:
             chosen.append(m.weight)
     unique = list({id(p): p for p in chosen}.values())  # tied weights once
-    for p in unique:
-        p.requires_grad_(True)
+    for t in unique:
+        t.requires_grad_(True)
     return unique
 
 
@@ -121,13 +121,13 @@ class Perturbation:
     the module docstring; without one it is ``N(0, I_d)``.
     """
 
-    def __init__(self, params: list[nn.Parameter], basis: torch.Tensor | None = None, alpha: float = 1.0) -> None:
+    def __init__(self, params: list[torch.Tensor], basis: torch.Tensor | None = None, alpha: float = 1.0) -> None:
         self.params = params
         self.basis = basis
         self.alpha = alpha
         self.d = sum(p.numel() for p in params)
 
-    def directions(self, seed: int) -> Iterator[tuple[nn.Parameter, torch.Tensor]]:
+    def directions(self, seed: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """``(param, z_param)`` for every trainable tensor, regenerated from ``seed`` in a fixed order."""
         g = torch.Generator().manual_seed(seed)
         guided: torch.Tensor | None = None
@@ -247,7 +247,7 @@ def train(
 def _train_ste(
     model: nn.Module,
     batches: Iterator[tuple[torch.Tensor, torch.Tensor]],
-    params: list[nn.Parameter],
+    params: list[torch.Tensor],
     steps: int,
     lr: float,
     loss_fn: LossFn,
@@ -267,7 +267,7 @@ def _train_ste(
 def _train_zo(
     model: nn.Module,
     batches: Iterator[tuple[torch.Tensor, torch.Tensor]],
-    params: list[nn.Parameter],
+    params: list[torch.Tensor],
     method: str,
     steps: int,
     lr: float,

@@ -209,20 +209,30 @@ def test_fake_quant_values_lie_on_the_grid_of_a_learnable_scale(bits: int) -> No
 
 def test_quantized_layers_after_training_stay_on_their_grid(tiny: TinyLM, batch: tuple[torch.Tensor, torch.Tensor]) -> None:
     run = zo_qat(tiny, [batch], w_bits=3, a_bits=4, method="spsa", steps=5, lr=1e-2, eps=1e-2)
-    seen: list[torch.Tensor] = []
     layers = quant_layers(run.model)
     assert len(layers) == 3 and all(isinstance(m, QuantLinear) for m in layers)
-    handles = [
-        m.register_forward_pre_hook(lambda m, i: seen.append(fake_quant(i[0], m.a_log_s.exp(), 4) / m.a_log_s.exp())) for m in layers
-    ]
-    run.model(batch[0])
+    inputs: dict[int, torch.Tensor] = {}
+
+    def keep(m: nn.Module, args: tuple[torch.Tensor, ...]) -> None:
+        inputs[id(m)] = args[0].detach()
+
+    handles = [m.register_forward_pre_hook(keep) for m in layers]
+    with torch.no_grad():
+        run.model(batch[0])
     for h in handles:
         h.remove()
+    rtn = dict(zip(layers, quant_layers(quantize(tiny, 3, 4, [batch[0]])), strict=True))
     for m in layers:
-        w = (m.quantized_weight() / m.w_log_s.exp()).detach()
+        # computed by hand, not with fake_quant: the grid of the learned scales, 3-bit weights, 4-bit inputs
+        sw, sa = m.w_log_s.detach().exp(), m.a_log_s.detach().exp()
+        assert not torch.allclose(sw, rtn[m].w_log_s.exp())  # training moved the scales off RTN
+        w_grid = (m.weight / sw).round().clamp(-4, 3) * sw
+        x = inputs[id(m)]
+        x_grid = (x / sa).round().clamp(-8, 7) * sa
+        with torch.no_grad():
+            assert torch.allclose(m(x), x_grid @ w_grid.T + m.bias, atol=1e-4)
+            w = m.quantized_weight() / sw
         assert torch.allclose(w, w.round(), atol=1e-4) and w.round().min() >= -4 and w.round().max() <= 3
-    for a in seen:
-        assert torch.allclose(a, a.round(), atol=1e-4) and a.round().min() >= -8 and a.round().max() <= 7
 
 
 # -- training lowers the quantized loss ------------------------------------------------------------------------------
@@ -264,7 +274,7 @@ def test_the_callers_model_is_unchanged(tiny: TinyLM, batch: tuple[torch.Tensor,
 
 def test_bad_input_is_one_clear_error(tiny: TinyLM, batch: tuple[torch.Tensor, torch.Tensor]) -> None:
     conv = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU())
-    with pytest.raises(UserInputError, match="no nn.Linear"):
+    with pytest.raises(UserInputError, match=r"no nn\.Linear"):
         zo_qat(conv, [(torch.zeros(1, 1, 4, 4), torch.zeros(1))])
     for bits in (0, -1, 2.5):
         with pytest.raises(UserInputError, match="w_bits must be an integer >= 1"):
