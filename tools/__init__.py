@@ -19,6 +19,7 @@ from tools.problems import ProblemCheap
 from tools.search_jobs import SearchStart, SearchStatus
 from tools.search_run import SearchRun
 from tools.studies import StudiesList, StudyFront
+from tools.zoqat import ZoQat
 
 REGISTRY = Registry(
     [
@@ -41,6 +42,7 @@ REGISTRY = Registry(
         NocPlot(),
         AccelSystolic(),
         CompressEnergyAware(),
+        ZoQat(),
     ]
 )
 """Every tool coevo offers."""
