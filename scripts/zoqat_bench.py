@@ -28,7 +28,7 @@ if str(ROOT) not in sys.path:
 
 from sim.zoqat.job import Spec, run_isolated  # noqa: E402
 
-LR_GRID = {"spsa": [3e-5, 1e-4, 3e-4], "projected": [3e-5, 1e-4, 3e-4], "ste": [3e-4, 1e-3, 3e-3]}
+LR_GRID = {"spsa": [3e-3, 1e-2], "projected": [3e-3, 1e-2], "ste": [3e-3, 1e-2]}
 """Learning rates tried on the validation split (seed 0)."""
 SEEDS = (0, 1, 2)
 FIELDS = [
@@ -118,11 +118,11 @@ def table(rows: list[dict[str, str]], model: str, steps: int, w_bits: int, a_bit
         return "(no test runs yet)\n"
     metric = test[0]["metric"]
 
-    def med(vals: Sequence[float]) -> str:
+    def med(vals: Sequence[float], digits: int = 3) -> str:
         if not vals:
             return "-"
         m = statistics.median(vals)
-        return f"{m:.3f} [{min(vals):.3f}, {max(vals):.3f}]" if len(vals) > 1 else f"{m:.3f}"
+        return f"{m:.{digits}f} [{min(vals):.{digits}f}, {max(vals):.{digits}f}]" if len(vals) > 1 else f"{m:.{digits}f}"
 
     lines = [
         f"| method | lr | seeds | test {metric} after (median [min, max]) | test {metric} RTN | change vs RTN | "
@@ -138,12 +138,46 @@ def table(rows: list[dict[str, str]], model: str, steps: int, w_bits: int, a_bit
         change = [100 * (a - b) / b for a, b in zip(after, rtn, strict=True)]
         lines.append(
             f"| {method} | {rs[0]['lr'] if method != 'rtn' else '-'} | {len(rs)} | {med(after)} | {med(rtn)} | "
-            f"{statistics.median(change):+.2f} % | {med([float(r['peak_rss_train_mb']) for r in rs])} | "
-            f"{med([float(r['train_peak_added_mb']) for r in rs])} | {med([float(r['s_per_step']) for r in rs])} | "
+            f"{statistics.median(change):+.2f} % | {med([float(r['peak_rss_train_mb']) for r in rs], 0)} | "
+            f"{med([float(r['train_peak_added_mb']) for r in rs], 1)} | {med([float(r['s_per_step']) for r in rs], 3)} | "
             f"{rs[0]['trainable_values']} |"
         )
     fl = statistics.median(float(r["float_test"]) for r in test)
     return "\n".join(lines) + f"\n\nFloat model: test {metric} {fl:.3f}.\n"
+
+
+def findings(rows: list[dict[str, str]], model: str, steps: int, w_bits: int, a_bits: int) -> str:
+    """Sentences computed from the test rows: the memory and quality of each ZO method against STE and RTN."""
+    test = [r for r in rows if r["phase"] == "test" and r["model"] == model and int(r["steps"]) in (steps, 0)]
+    test = [r for r in test if int(r["w_bits"]) == w_bits and r["a_bits"] == str(a_bits)]
+
+    def med(method: str, field: str) -> float | None:
+        vals = [float(r[field]) for r in test if r["method"] == method]
+        return statistics.median(vals) if vals else None
+
+    ste_q, ste_add, ste_peak = med("ste", "after_test"), med("ste", "train_peak_added_mb"), med("ste", "peak_rss_train_mb")
+    rtn_q = med("rtn", "after_test")
+    if ste_q is None or rtn_q is None or ste_add is None or ste_peak is None:
+        return ""
+    metric = test[0]["metric"]
+    out = []
+    for method in ("spsa", "projected"):
+        q, add, peak = med(method, "after_test"), med(method, "train_peak_added_mb"), med(method, "peak_rss_train_mb")
+        if q is None or add is None or peak is None:
+            continue
+        out.append(
+            f"- **{method}** vs STE: training added {add:.1f} MB at peak vs {ste_add:.1f} MB "
+            f"(whole-process peak {peak:.0f} vs {ste_peak:.0f} MB, {100 * (1 - peak / ste_peak):.0f} % less); "
+            f"test {metric} {q:.3f} vs STE {ste_q:.3f} and RTN {rtn_q:.3f} "
+            f"(it recovers {_recovered(q, ste_q, rtn_q)} of the improvement STE makes over RTN)."
+        )
+    return "\n".join(out) + "\n"
+
+
+def _recovered(q: float, ste: float, rtn: float) -> str:
+    if abs(rtn - ste) < 1e-9:
+        return "n/a (STE made none)"
+    return f"{100 * (rtn - q) / (rtn - ste):.0f} %"
 
 
 def val_table(rows: list[dict[str, str]], model: str, steps: int) -> str:
@@ -193,11 +227,11 @@ def main(argv: list[str] | None = None) -> None:
                 measure(path, done, "val", replace(base, method=method, lr=lr, steps=val_steps, seed=0, splits=("val",)))
         rows = read(path)
         for method in methods:
-            lr = 0.0 if method == "rtn" else chosen_lr(rows, method, a.model, val_steps)
-            assert lr is not None
+            best = 0.0 if method == "rtn" else chosen_lr(rows, method, a.model, val_steps)
+            assert best is not None
             for seed in seeds:
                 steps = 0 if method == "rtn" else a.steps
-                measure(path, done, "test", replace(base, method=method, lr=lr, steps=steps, seed=seed, splits=("val", "test")))
+                measure(path, done, "test", replace(base, method=method, lr=best, steps=steps, seed=seed, splits=("val", "test")))
     rows = read(path)
     md = [
         f"# W{a.w_bits}A{a.a_bits} zeroth-order QAT vs STE QAT vs RTN on `{a.model}`",
@@ -217,6 +251,9 @@ def main(argv: list[str] | None = None) -> None:
         "## Test split (learning rate chosen on val, seed 0)",
         "",
         table(rows, a.model, a.steps, a.w_bits, a.a_bits),
+        "## Findings (medians over seeds, computed from the CSV)",
+        "",
+        findings(rows, a.model, a.steps, a.w_bits, a.a_bits),
         f"## Learning-rate choice on the validation split ({val_steps} steps, seed 0)",
         "",
         val_table(rows, a.model, val_steps),
