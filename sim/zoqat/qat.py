@@ -94,5 +94,5 @@ def zo_qat(
     return QATRun(qmodel, log, memory)
 
 
-DEFAULT_LR: dict[str, float] = {"spsa": 1e-4, "projected": 1e-4, "ste": 1e-3, "rtn": 0.0}
-"""Learning rates used when none is given (placeholders until chosen on the validation split)."""
+DEFAULT_LR: dict[str, float] = {"spsa": 1e-2, "projected": 1e-2, "ste": 1e-2, "rtn": 0.0}
+"""Learning rates used when none is given: the best of the validation grid of scripts/zoqat_bench.py (docs/bench/issue17)."""
