@@ -29,6 +29,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.postgres)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _zoo_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """One model-zoo cache for the whole run (each zoo model trains at most once), never the user's ~/.cache."""
+    os.environ["COEVO_CACHE"] = str(tmp_path_factory.mktemp("coevo-cache"))
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)

@@ -18,7 +18,7 @@ from contextlib import suppress
 
 import optuna
 
-from agent.cli import bench, chat, kb, problems, proxies, runs, search, tools, worker
+from agent.cli import bench, chat, kb, models, problems, proxies, runs, search, tools, worker
 from agent.cli._common import Command, err, peek_problem
 from search.errors import CoevoError
 from search.problem import Problem
@@ -33,6 +33,7 @@ COMMANDS: dict[str, Command] = {
     "tools": Command(tools.HELP, tools.add_arguments, tools.run),
     "kb": Command(kb.HELP, kb.add_arguments, kb.run),
     "proxies": Command(proxies.HELP, proxies.add_arguments, proxies.run),
+    "models": Command(models.HELP, models.add_arguments, models.run),
 }
 """The table of commands: adding a command is adding a module and an entry."""
 

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
 from agent.cli._common import err, out
 from search.problem import Problem
+
+if TYPE_CHECKING:
+    from tools import Tool
 
 HELP = "list, describe and run registered tools"
 
@@ -28,7 +32,6 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
 def run(args: argparse.Namespace) -> int:
     """Run ``coevo tools list|describe|run``."""
     from tools import REGISTRY, llm_name
-    from tools.adapters import run_from_cli
 
     if args.tools_command == "list":
         if args.json:
@@ -64,9 +67,16 @@ def run(args: argparse.Namespace) -> int:
             )
         )
         return 0
+    print(json.dumps(run_with_progress(tool, args.args), indent=2))
+    return 0
+
+
+def run_with_progress(tool: Tool, raw_args: str) -> dict[str, Any]:
+    """Run ``tool`` on JSON arguments from the command line; a long-running one shows a progress bar on stderr."""
+    from tools.adapters import run_from_cli
+
     if not tool.long_running:
-        print(json.dumps(run_from_cli(tool, args.args), indent=2))
-        return 0
+        return run_from_cli(tool, raw_args)
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
     from search.work_progress import listening
@@ -75,6 +85,4 @@ def run(args: argparse.Namespace) -> int:
     with bar:
         task = bar.add_task(tool.name, total=1.0)
         with listening(lambda what, done: bar.update(task, description=what, completed=done)):
-            value = run_from_cli(tool, args.args)
-    print(json.dumps(value, indent=2))
-    return 0
+            return run_from_cli(tool, raw_args)

@@ -1,0 +1,82 @@
+"""Real data that installs offline, split once with fixed seeds.
+
+* Handwritten digits: scikit-learn's copy of the UCI optical-recognition digits (1,797 real 8x8
+  images written by 43 people). MNIST itself does not ship with any package we can install
+  offline, so these stand in for it.
+* Text: the standard library's ``pydoc_data.topics`` (the help text of Python's language
+  topics, ~465 kB), read as bytes. Split by topic, not by position, so validation and test text
+  are whole topics the model never saw.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+@dataclass(frozen=True)
+class Split:
+    """One split of a dataset: inputs ``x`` and targets ``y`` (same first dimension)."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+
+    def __len__(self) -> int:
+        return int(self.x.shape[0])
+
+
+def digits_splits(n_train: int, n_val: int, seed: int) -> dict[str, Split]:
+    """The digits as float images ``[N, 1, 8, 8]`` normalised by the training split's mean/std; the rest is test."""
+    from sklearn.datasets import load_digits  # scikit-learn ships the data file; nothing is downloaded
+
+    data = load_digits()
+    images = np.asarray(data.images, dtype=np.float32)
+    labels = np.asarray(data.target, dtype=np.int64)
+    order = np.random.default_rng(seed).permutation(len(labels))
+    cut = {"train": order[:n_train], "val": order[n_train : n_train + n_val], "test": order[n_train + n_val :]}
+    if len(cut["test"]) == 0:
+        raise ValueError(f"digits has {len(labels)} images; {n_train} train + {n_val} val leave none to test")
+    mean, std = float(images[cut["train"]].mean()), float(images[cut["train"]].std())
+    return {
+        name: Split(torch.from_numpy((images[idx] - mean) / std).unsqueeze(1), torch.from_numpy(labels[idx])) for name, idx in cut.items()
+    }
+
+
+def pydoc_text(val_share: float, test_share: float, seed: int) -> dict[str, bytes]:
+    """The pydoc topics as UTF-8 bytes, split by topic: each split gets whole topics, in a seeded shuffled order."""
+    from pydoc_data.topics import topics
+
+    keys = sorted(topics)
+    random.Random(seed).shuffle(keys)
+    texts = [topics[k].encode("utf-8") for k in keys]
+    total = sum(len(t) for t in texts)
+    out: dict[str, list[bytes]] = {"val": [], "test": [], "train": []}
+    filled = {"val": 0, "test": 0}
+    for text in texts:  # val and test take topics until they hold their share; the rest trains
+        name = next((n for n, share in (("val", val_share), ("test", test_share)) if filled[n] < share * total), "train")
+        out[name].append(text)
+        if name in filled:
+            filled[name] += len(text)
+    return {name: b"\n\n".join(parts) for name, parts in out.items()}
+
+
+def byte_blocks(text: bytes, block: int) -> Split:
+    """Non-overlapping windows of ``block`` bytes: ``x`` a window, ``y`` the same window shifted by one byte."""
+    data = torch.frombuffer(bytearray(text), dtype=torch.uint8).to(torch.int64)
+    n = (len(data) - 1) // block
+    if n < 1:
+        raise ValueError(f"{len(data)} bytes make no block of {block}")
+    x = data[: n * block].view(n, block)
+    y = data[1 : n * block + 1].view(n, block)
+    return Split(x, y)
+
+
+def random_windows(text: bytes, block: int, count: int, generator: torch.Generator) -> Split:
+    """``count`` windows of ``block`` bytes at random offsets (training batches)."""
+    data = torch.frombuffer(bytearray(text), dtype=torch.uint8).to(torch.int64)
+    starts = torch.randint(0, len(data) - block - 1, (count,), generator=generator)
+    idx = starts[:, None] + torch.arange(block)[None, :]
+    return Split(data[idx], data[idx + 1])

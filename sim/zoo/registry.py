@@ -1,0 +1,322 @@
+"""The model zoo: recipes, training, the on-disk cache and the :class:`ZooModel` handle.
+
+A recipe is a plain dict (architecture, data split, training settings, seeds). Its SHA-256
+over canonical JSON is the cache key, so changing any setting trains a new model and an old
+cache entry can never be mistaken for it. The first :func:`load` trains (reporting progress),
+writes ``<name>-<key>.pt`` atomically with a JSON sidecar (baseline metrics, train time), and
+every later call loads. A cache file that does not load, or holds another recipe, is rebuilt.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+import os
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from sim.zoo.data import Split, byte_blocks, digits_splits, pydoc_text, random_windows
+from sim.zoo.models import ByteGPT, DigitsCNN
+
+Progress = Callable[[str, float], None]
+"""``(what, fraction done in [0, 1])``."""
+
+ENV_CACHE = "COEVO_CACHE"
+SPLITS = ("train", "val", "test")
+
+
+class ZooError(ValueError):
+    """A request the zoo cannot serve (unknown name, bad split); the message says what to change."""
+
+
+_DIGITS_DATA = {"set": "digits", "n_train": 1000, "n_val": 297, "seed": 0}
+_PYDOC_DATA = {"set": "pydoc-topics", "val_share": 0.1, "test_share": 0.1, "seed": 0}
+
+RECIPES: dict[str, dict[str, Any]] = {
+    "cnn-digits": {
+        "version": 1,
+        "task": "classify",
+        "about": "CNN on scikit-learn's handwritten digits (UCI, 1,797 real 8x8 images)",
+        "arch": {"kind": "DigitsCNN", "width": 16, "hidden": 64},
+        "data": _DIGITS_DATA,
+        "train": {"epochs": 40, "batch": 64, "lr": 3e-3, "weight_decay": 1e-4, "seed": 0},
+    },
+    "lm-pydoc": {
+        "version": 1,
+        "task": "lm",
+        "about": "byte-level causal transformer LM on Python's pydoc_data topics (465 kB of text)",
+        "arch": {"kind": "ByteGPT", "d": 256, "n_layers": 4, "n_heads": 4, "block": 128},
+        "data": _PYDOC_DATA,
+        "train": {"steps": 800, "batch": 32, "lr": 2e-3, "weight_decay": 0.1, "seed": 0},
+    },
+    "lm-pydoc-tiny": {
+        "version": 1,
+        "task": "lm",
+        "about": "lm-pydoc's architecture and data at test size (for tests and quick tries)",
+        "arch": {"kind": "ByteGPT", "d": 64, "n_layers": 2, "n_heads": 2, "block": 128},
+        "data": _PYDOC_DATA,
+        "train": {"steps": 300, "batch": 16, "lr": 3e-3, "weight_decay": 0.1, "seed": 0},
+    },
+}
+"""Every model the zoo can build: name -> recipe."""
+
+_NOT_HERE = {
+    "cnn-mnist": "MNIST does not install offline; 'cnn-digits' is the same kind of model on real handwritten digits that do",
+}
+
+
+def names() -> list[str]:
+    """The zoo's model names."""
+    return list(RECIPES)
+
+
+def recipe_key(recipe: dict[str, Any]) -> str:
+    """The cache key of a recipe: the first 16 hex digits of SHA-256 over its canonical JSON."""
+    return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def cache_dir() -> Path:
+    """``$COEVO_CACHE/zoo`` when ``COEVO_CACHE`` is set, else ``~/.cache/coevo/zoo``."""
+    root = os.environ.get(ENV_CACHE)
+    return (Path(root) if root else Path.home() / ".cache" / "coevo") / "zoo"
+
+
+def recipe(name: str) -> dict[str, Any]:
+    """A copy of the recipe of ``name``; :class:`ZooError` naming the known models if there is none."""
+    if name not in RECIPES:
+        hint = _NOT_HERE.get(name, f"the zoo has {', '.join(RECIPES)}")
+        raise ZooError(f"no model {name!r} in the zoo: {hint}")
+    return copy.deepcopy(RECIPES[name])
+
+
+def build(rec: dict[str, Any]) -> nn.Module:
+    """An untrained model of the recipe's architecture (initialised with the recipe's training seed)."""
+    arch = dict(rec["arch"])
+    kind = arch.pop("kind")
+    torch.manual_seed(rec["train"]["seed"])
+    if kind == "DigitsCNN":
+        return DigitsCNN(**arch)
+    if kind == "ByteGPT":
+        return ByteGPT(**arch)
+    raise ZooError(f"unknown architecture {kind!r}")
+
+
+def parameter_count(model: nn.Module) -> int:
+    """Number of parameters."""
+    return sum(p.numel() for p in model.parameters())
+
+
+@dataclass
+class ZooModel:
+    """A trained model with its data, metric and evaluation; ``model`` is the caller's own copy."""
+
+    name: str
+    task: str
+    model: nn.Module
+    recipe: dict[str, Any]
+    key: str
+    baseline: dict[str, float]
+    splits: dict[str, Split] = field(repr=False)
+    path: Path
+    note: str = ""
+    """How the model was obtained: ``trained``, ``loaded``, or why a cache entry was rebuilt."""
+
+    @classmethod
+    def from_module(cls, model: nn.Module, task: str, splits: dict[str, Split], name: str = "user-model") -> ZooModel:
+        """Wrap a user's own model and data (``splits`` holds ``train``, ``val`` and ``test``) so every zoo method takes it.
+
+        ``task`` is ``classify`` (``model(x) -> logits [B, classes]``) or ``lm`` (``model(x) -> logits [B, T, vocab]``).
+        """
+        if task not in ("classify", "lm"):
+            raise ZooError(f"task {task!r}: use 'classify' or 'lm'")
+        missing = [s for s in SPLITS if s not in splits]
+        if missing:
+            raise ZooError(f"the user data has no {', '.join(missing)} split: give train, val and test")
+        return cls(name, task, model, {"user": True}, "user", {}, dict(splits), Path("."), "user's own model")
+
+    @property
+    def metric(self) -> str:
+        """``accuracy`` (percent, higher is better) or ``perplexity`` (lower is better)."""
+        return "accuracy" if self.task == "classify" else "perplexity"
+
+    @property
+    def params(self) -> int:
+        """Number of parameters of the model."""
+        return parameter_count(self.model)
+
+    def loader(self, split: str, batch_size: int = 64, shuffle: bool = False, seed: int = 0) -> DataLoader[tuple[torch.Tensor, ...]]:
+        """Batches ``(x, y)`` of a split (see :mod:`sim.zoo.data` for the shapes); shuffled with ``seed`` when asked."""
+        data = self._split(split)
+        gen = torch.Generator().manual_seed(seed)
+        return DataLoader(TensorDataset(data.x, data.y), batch_size=batch_size, shuffle=shuffle, generator=gen)
+
+    def loss(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Mean cross-entropy of ``model`` on one batch (over images, or over every token)."""
+        return _loss(model, x, y)
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, split: str = "val", max_batches: int | None = None) -> float:
+        """Accuracy in % (classify) or perplexity (lm) of ``model`` on a split."""
+        return _evaluate(self.task, model, self._split(split), max_batches)
+
+    def _split(self, split: str) -> Split:
+        if split not in self.splits:
+            raise ZooError(f"no split {split!r}: use one of {', '.join(SPLITS)}")
+        return self.splits[split]
+
+
+def splits_of(rec: dict[str, Any]) -> tuple[dict[str, Split], bytes | None]:
+    """The recipe's splits (and, for a language model, the raw training text for random windows)."""
+    data = rec["data"]
+    if data["set"] == "digits":
+        return digits_splits(data["n_train"], data["n_val"], data["seed"]), None
+    text = pydoc_text(data["val_share"], data["test_share"], data["seed"])
+    block = rec["arch"]["block"]
+    return {name: byte_blocks(text[name], block) for name in SPLITS}, text["train"]
+
+
+def load(name: str, progress: Progress | None = None, rebuild: bool = False) -> ZooModel:
+    """The trained model ``name``: from the cache, or trained now (and cached) when absent, stale or corrupt.
+
+    Args:
+        name: a zoo model (:func:`names`).
+        progress: called with ``(what, fraction)`` while training.
+        rebuild: train again even when a cache entry exists.
+
+    Raises:
+        ZooError: ``name`` is not in the zoo.
+    """
+    rec = recipe(name)
+    key = recipe_key(rec)
+    splits, train_text = splits_of(rec)
+    path = cache_dir() / f"{name}-{key}.pt"
+    model = build(rec)
+    note = "trained"
+    if path.exists() and not rebuild:
+        try:
+            stored = torch.load(path, map_location="cpu", weights_only=True)
+            if stored.get("key") != key:
+                raise ValueError(f"it holds recipe {stored.get('key')!r}, not {key!r}")
+            model.load_state_dict(stored["state_dict"])
+            model.eval()
+            return ZooModel(name, rec["task"], model, rec, key, dict(stored["baseline"]), splits, path, "loaded")
+        except Exception as exc:  # any unreadable cache is rebuilt: it is a cache, the recipe can make it again
+            note = f"rebuilt: the cache file {path} did not load ({type(exc).__name__}: {exc})"
+            warnings.warn(note, stacklevel=2)
+            model = build(rec)
+    started = time.perf_counter()
+    _train(rec, model, splits, train_text, name, progress)
+    model.eval()
+    metric = "accuracy" if rec["task"] == "classify" else "perplexity"
+    baseline = {f"{split}_{metric}": _evaluate(rec["task"], model, splits[split], None) for split in ("val", "test")}
+    seconds = time.perf_counter() - started
+    _save(path, {"key": key, "recipe": json.dumps(rec), "state_dict": model.state_dict(), "baseline": baseline})
+    _save_text(path.with_suffix(".json"), json.dumps({"name": name, "key": key, "baseline": baseline, "train_s": round(seconds, 1)}))
+    return ZooModel(name, rec["task"], model, rec, key, baseline, splits, path, note)
+
+
+def cached_info(name: str) -> dict[str, Any] | None:
+    """What the cache says about ``name``'s current recipe (baseline, train seconds), or None when it is not cached."""
+    rec = recipe(name)
+    sidecar = cache_dir() / f"{name}-{recipe_key(rec)}.json"
+    if not sidecar.with_suffix(".pt").exists():
+        return None
+    try:
+        info: dict[str, Any] = json.loads(sidecar.read_text())
+    except (OSError, ValueError):
+        return {"baseline": {}, "train_s": None}
+    return info
+
+
+def _save(path: Path, obj: dict[str, Any]) -> None:
+    # write then rename: a killed training never leaves a half-written cache file behind
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def _save_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    out = model(x)
+    return F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+
+
+def _evaluate(task: str, model: nn.Module, data: Split, max_batches: int | None, batch: int = 64) -> float:
+    was_training = model.training
+    model.eval()
+    total, right, nll = 0, 0, 0.0
+    with torch.no_grad():
+        for i in range(0, len(data), batch):
+            if max_batches is not None and i // batch >= max_batches:
+                break
+            x, y = data.x[i : i + batch], data.y[i : i + batch]
+            out = model(x)
+            if task == "classify":
+                right += int((out.argmax(-1) == y).sum())
+                total += len(y)
+            else:
+                nll += float(F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1), reduction="sum"))
+                total += y.numel()
+    model.train(was_training)
+    if total == 0:
+        raise ZooError("nothing to evaluate: the split (or max_batches) is empty")
+    return 100.0 * right / total if task == "classify" else math.exp(nll / total)
+
+
+def _train(
+    rec: dict[str, Any], model: nn.Module, splits: dict[str, Split], text: bytes | None, name: str, progress: Progress | None
+) -> None:
+    cfg = rec["train"]
+    gen = torch.Generator().manual_seed(cfg["seed"])
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+    model.train()
+    if rec["task"] == "classify":
+        train = splits["train"]
+        per_epoch = math.ceil(len(train) / cfg["batch"])
+        steps = cfg["epochs"] * per_epoch
+        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg["lr"], total_steps=steps)
+        step = 0
+        for epoch in range(cfg["epochs"]):
+            order = torch.randperm(len(train), generator=gen)
+            for i in range(0, len(train), cfg["batch"]):
+                idx = order[i : i + cfg["batch"]]
+                _step(opt, sched, _loss(model, train.x[idx], train.y[idx]))
+                step += 1
+            if progress is not None:
+                progress(f"training {name}: epoch {epoch + 1} of {cfg['epochs']}", step / steps)
+        return
+    assert text is not None
+    steps = cfg["steps"]
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg["lr"], total_steps=steps, pct_start=0.1)
+    block = rec["arch"]["block"]
+    for step in range(steps):
+        batch = random_windows(text, block, cfg["batch"], gen)
+        loss = _step(opt, sched, _loss(model, batch.x, batch.y))
+        if progress is not None and (step % 10 == 9 or step == steps - 1):
+            progress(f"training {name}: step {step + 1} of {steps}, loss {loss:.3f}", (step + 1) / steps)
+
+
+def _step(opt: torch.optim.Optimizer, sched: torch.optim.lr_scheduler.LRScheduler, loss: torch.Tensor) -> float:
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_([p for g in opt.param_groups for p in g["params"]], 1.0)
+    opt.step()
+    sched.step()
+    return float(loss.detach())

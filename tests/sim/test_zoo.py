@@ -1,0 +1,113 @@
+"""The model zoo: real data with disjoint fixed splits, trained models that beat chance by far, the cache."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+
+from sim.zoo import ZooError, ZooModel, cache_dir, load, recipe, recipe_key
+from sim.zoo.data import digits_splits, pydoc_text
+from tests.helpers import coevo_env
+
+
+def test_digits_splits_are_disjoint_real_images_with_every_class() -> None:
+    splits = digits_splits(1000, 297, seed=0)
+    assert [len(splits[s]) for s in ("train", "val", "test")] == [1000, 297, 500]
+    flat = {s: {tuple(row.tolist()) for row in splits[s].x.flatten(1)} for s in splits}
+    # the UCI digits hold a few duplicate images; disjoint indices leave almost no shared pixels rows
+    assert len(flat["train"] & flat["test"]) <= 5
+    for s in splits:
+        assert set(splits[s].y.tolist()) == set(range(10))
+    assert abs(float(splits["train"].x.mean())) < 1e-5  # normalised by the training split
+
+
+def test_pydoc_split_is_by_whole_topics_with_the_asked_shares() -> None:
+    from pydoc_data.topics import topics
+
+    text = pydoc_text(0.1, 0.1, seed=0)
+    total = sum(len(t) for t in text.values())
+    assert 0.09 < len(text["val"]) / total < 0.2 and 0.09 < len(text["test"]) / total < 0.2
+    one = max(topics.values(), key=len).encode()[:200]  # a topic's text sits in exactly one split
+    assert sum(one in t for t in text.values()) == 1
+
+
+def test_cnn_digits_trains_far_above_chance_and_loads_from_the_cache_after() -> None:
+    first = load("cnn-digits")
+    assert first.task == "classify" and first.metric == "accuracy"
+    assert first.baseline["val_accuracy"] > 90.0 and first.baseline["test_accuracy"] > 90.0  # chance is 10 %
+    assert first.evaluate(first.model, "test") == pytest.approx(first.baseline["test_accuracy"])
+    second = load("cnn-digits")
+    assert second.note == "loaded" and second.key == first.key
+    for a, b in zip(first.model.state_dict().values(), second.model.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    with torch.no_grad():  # each load is the caller's own copy
+        second.model.conv1.weight.zero_()
+    assert load("cnn-digits").evaluate(load("cnn-digits").model) == pytest.approx(first.baseline["val_accuracy"])
+    x, y = next(iter(first.loader("train", batch_size=8)))
+    assert x.shape == (8, 1, 8, 8) and y.dtype == torch.int64
+
+
+def test_lm_tiny_beats_uniform_bytes_and_its_loss_is_its_perplexity() -> None:
+    zm = load("lm-pydoc-tiny")
+    assert zm.task == "lm" and zm.metric == "perplexity"
+    assert zm.baseline["val_perplexity"] < 30.0  # uniform over bytes is 256; English text under 4 bits/byte is < 16
+    x, y = next(iter(zm.loader("val", batch_size=4)))
+    assert x.shape == y.shape == (4, 128) and torch.equal(x[:, 1:], y[:, :-1])
+    loss = float(zm.loss(zm.model, x, y))
+    assert math.exp(loss) == pytest.approx(zm.evaluate(zm.model, "val", max_batches=1), rel=0.35)  # one batch vs the first 64 windows
+
+
+def test_a_corrupt_cache_file_is_rebuilt_with_a_note_not_a_crash() -> None:
+    zm = load("cnn-digits")
+    zm.path.write_bytes(b"not a torch file")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again = load("cnn-digits")
+    assert again.note.startswith("rebuilt") and any("did not load" in str(w.message) for w in caught)
+    assert again.baseline["val_accuracy"] > 90.0
+    assert load("cnn-digits").note == "loaded"
+
+
+def test_a_recipe_change_changes_the_key_and_unknown_names_say_what_exists() -> None:
+    rec = recipe("cnn-digits")
+    key = recipe_key(rec)
+    rec["train"]["epochs"] += 1
+    assert recipe_key(rec) != key
+    with pytest.raises(ZooError, match="cnn-digits"):
+        recipe("cnn-mnist")
+    with pytest.raises(ZooError, match="lm-pydoc"):
+        recipe("resnet")
+    with pytest.raises(ZooError, match="split"):
+        load("cnn-digits").evaluate(load("cnn-digits").model, "dev")
+
+
+def test_a_users_module_and_data_are_wrapped_like_a_zoo_model() -> None:
+    zoo = load("cnn-digits")
+    mine = ZooModel.from_module(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10)), "classify", zoo.splits)
+    assert 0.0 <= mine.evaluate(mine.model) <= 100.0 and mine.params == 650
+    with pytest.raises(ZooError, match="test"):
+        ZooModel.from_module(mine.model, "classify", {"train": zoo.splits["train"], "val": zoo.splits["val"]})
+
+
+@pytest.mark.slow  # four CLI processes, each importing torch
+def test_cli_lists_and_builds_and_a_second_build_loads() -> None:
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "agent.cli", *args], capture_output=True, text=True, env=coevo_env(), timeout=300)
+
+    built = cli("models", "build", "cnn-digits", "--json")
+    assert built.returncode == 0, built.stderr
+    value = json.loads(built.stdout)["value"]
+    assert value["how"] in ("trained", "loaded") and value["baseline"]["val_accuracy"] > 90.0
+    assert cli("models", "build", "cnn-digits", "--json").stdout.count('"loaded"') == 1
+    listed = json.loads(cli("models", "list", "--json").stdout)
+    rows = {m["name"]: m for m in listed["models"]}
+    assert rows["cnn-digits"]["cached"] and rows["lm-pydoc"]["params"] > 1_000_000
+    assert listed["cache_dir"] == str(cache_dir())
+    bad = cli("models", "build", "cnn-mnist")
+    assert bad.returncode == 2 and "cnn-digits" in bad.stderr and "Traceback" not in bad.stderr

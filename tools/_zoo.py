@@ -1,0 +1,57 @@
+"""How tools get a model: a zoo name, or a user's own ``file.py:function`` / ``module:function``.
+
+The user's function takes no arguments and returns a :class:`sim.zoo.ZooModel` (see
+:meth:`sim.zoo.ZooModel.from_module` to wrap any ``torch.nn.Module`` with its data). Training a
+zoo model the first time reports progress through :mod:`search.work_progress`, so the CLI shows
+a bar and chat a spinner.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from pydantic import Field
+
+from search.errors import UserInputError
+from search.plugins import load_reference
+from search.work_progress import report
+from sim.zoo import ZooError, ZooModel, load, names
+from tools._base import names_code
+
+MODEL_HELP = f"a zoo model ({', '.join(names())}; `coevo models list`), or your own `file.py:function` returning a sim.zoo.ZooModel"
+
+
+def model_field(default: str) -> Any:
+    """The ``model`` argument every zoo-backed tool takes."""
+    return Field(default, description=MODEL_HELP)
+
+
+def zoo_model(ref: str, task: str | None = None) -> tuple[ZooModel, list[str]]:
+    """The model ``ref`` names, and notes for the caller (a rebuilt cache, where a user's model came from).
+
+    Raises:
+        UserInputError: an unknown zoo name, user code that fails to import or returns something
+            else than a ZooModel, or a model for another task than ``task``.
+    """
+    notes: list[str] = []
+    if names_code(ref):
+        factory = load_reference(ref, what="model")
+        try:
+            zm = factory()
+        except Exception as exc:  # the user's function raised: say so in one line
+            raise UserInputError(f"model {ref!r}: calling it raised {type(exc).__name__}: {exc}") from None
+        if not isinstance(zm, ZooModel):
+            raise UserInputError(f"model {ref!r} returned {type(zm).__name__}; return sim.zoo.ZooModel.from_module(model, task, splits)")
+        notes.append(f"user model from {ref}")
+    else:
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                zm = load(ref, progress=report)
+        except ZooError as exc:
+            raise UserInputError(str(exc)) from None
+        notes += [str(w.message) for w in caught]
+    if task is not None and zm.task != task:
+        raise UserInputError(f"model {ref!r} is a {zm.task} model; this tool needs a {task} model")
+    return zm, notes

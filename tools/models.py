@@ -1,0 +1,89 @@
+"""Model-zoo tools: list the zoo and its cache, build (train) a model."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from sim.zoo import RECIPES, build, cache_dir, cached_info, names, parameter_count, recipe, recipe_key
+from tools._base import Tool, ToolArgs, ToolResult
+from tools._zoo import zoo_model
+
+
+class ListArgs(ToolArgs):
+    task: Literal["all", "classify", "lm"] = Field("all", description="only models of this task")
+
+
+class ModelsList(Tool):
+    """The zoo's models with task, size, metric and whether they are trained and cached."""
+
+    name = "models.list"
+    description = (
+        "List the model zoo: name, task, parameters, data, metric, and cache state "
+        "(trained models show their baseline validation/test metric)."
+    )
+    Args = ListArgs
+    example: ClassVar[dict[str, Any]] = {"task": "all"}
+
+    def run(self, args: ListArgs) -> ToolResult:
+        rows = []
+        for name in names():
+            rec = recipe(name)
+            if args.task not in ("all", rec["task"]):
+                continue
+            info = cached_info(name)
+            rows.append(
+                {
+                    "name": name,
+                    "task": rec["task"],
+                    "params": parameter_count(build(rec)),
+                    "about": rec["about"],
+                    "metric": "accuracy_pct" if rec["task"] == "classify" else "perplexity",
+                    "cached": info is not None,
+                    "baseline": (info or {}).get("baseline", {}),
+                    "train_s": (info or {}).get("train_s"),
+                    "key": recipe_key(rec),
+                }
+            )
+        return ToolResult(value={"models": rows, "cache_dir": str(cache_dir())})
+
+
+class BuildArgs(ToolArgs):
+    model: str = Field(description=f"zoo model, one of {', '.join(RECIPES)}")
+    rebuild: bool = Field(False, description="train again even if a cached copy exists")
+
+
+class ModelsBuild(Tool):
+    """Train a zoo model (or load it from the cache) and report its baseline metric."""
+
+    name = "models.build"
+    description = "Train a zoo model on its real data with fixed seeds and cache it (a second call loads it); report its baseline metric."
+    Args = BuildArgs
+    example: ClassVar[dict[str, Any]] = {"model": "cnn-digits"}
+    long_running = True
+    confirm = True  # trains for up to minutes and writes the cache: chat asks first
+
+    def run(self, args: BuildArgs) -> ToolResult:
+        started = time.perf_counter()
+        if args.rebuild:
+            from search.work_progress import report
+            from sim.zoo import load
+
+            zm = load(args.model, progress=report, rebuild=True) if args.model in RECIPES else zoo_model(args.model)[0]
+            notes: list[str] = []
+        else:
+            zm, notes = zoo_model(args.model)
+        value = {
+            "name": zm.name,
+            "task": zm.task,
+            "params": zm.params,
+            "metric": zm.metric,
+            "baseline": zm.baseline,
+            "how": zm.note,
+            "wall_s": round(time.perf_counter() - started, 2),
+            "path": str(zm.path),
+            "key": zm.key,
+        }
+        return ToolResult(value=value, messages=notes)
