@@ -3,7 +3,8 @@
 Every run is a fresh process (sim.zoqat.job.run_isolated, one torch thread) so its peak resident memory is its own.
 Phase "val": the learning rate of each trained method is chosen on the validation split (seed 0). Phase "test":
 each method with its chosen rate, seeds 0-2, the same batches and steps; the test split is read here only.
-Writes docs/bench/issue17/zoqat.csv (every run) and zoqat.md (medians and spread, from the CSV).
+Writes docs/bench/issue17/zoqat.csv (every run of every model) and zoqat.md (lm-pydoc; zoqat-MODEL.md for
+another model): medians and spread, from the CSV.
 
     nice -n 10 python scripts/zoqat_bench.py                      # lm-pydoc, 300 steps
     python scripts/zoqat_bench.py --model lm-pydoc-tiny --steps 40 --out /tmp/zq   # a quick look
@@ -258,8 +259,9 @@ def main(argv: list[str] | None = None) -> None:
         "",
         val_table(rows, a.model, val_steps),
     ]
-    (out / "zoqat.md").write_text("\n".join(md))
-    print(f"wrote {out / 'zoqat.md'}")
+    name = "zoqat.md" if a.model == "lm-pydoc" else f"zoqat-{a.model}.md"
+    (out / name).write_text("\n".join(md))
+    print(f"wrote {out / name}")
 
 
 if __name__ == "__main__":
