@@ -191,6 +191,47 @@ def val_table(rows: list[dict[str, str]], model: str, steps: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def memory_only(a: argparse.Namespace, out: Path) -> None:
+    """Peak memory and s/step of every method on the untrained architecture (real data, no evaluation)."""
+    path = out / "zoqat-memory.csv"
+    done = {key(r) for r in read(path)}
+    lrs = {"spsa": 1e-2, "projected": 1e-2, "ste": 1e-2}
+    base = Spec(model=a.model, w_bits=a.w_bits, a_bits=a.a_bits, batch_size=a.batch_size, eps=a.eps, threads=1, splits=(), untrained=True)
+    if not a.existing_only:
+        for seed in [int(s) for s in a.seeds.split(",")]:
+            for method in ("spsa", "projected", "ste"):
+                measure(path, done, "memory", replace(base, method=method, lr=lrs[method], steps=a.steps, seed=seed))
+    rows = [r for r in read(path) if r["model"] == a.model and int(r["steps"]) == a.steps]
+    lines = [
+        f"# Peak memory and time per step of W{a.w_bits}A{a.a_bits} QAT on `{a.model}`'s architecture",
+        "",
+        f"Written by `scripts/zoqat_bench.py --memory-only --model {a.model} --steps {a.steps}` from `zoqat-memory.csv`. "
+        "The architecture at its initial weights on the real training data (the trained model was not cached when "
+        "this ran): memory and time per step do not depend on the weights' values, perplexity does and is not "
+        f"reported here. Fresh process per run, one torch thread, batches of {a.batch_size} x 128 bytes; trained: the "
+        "quantization scales. Peak: the kernel's resident high-water mark during training (VmHWM, reset when "
+        "training starts); 'added' is that peak minus the RSS when training started.",
+        "",
+        "| method | seeds | peak RSS in training, MB (median [min, max]) | added by training, MB | s/step | trained values |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for method in ("spsa", "projected", "ste"):
+        rs = [r for r in rows if r["method"] == method]
+        if not rs:
+            continue
+
+        def span(field: str, digits: int, rs: list[dict[str, str]] = rs) -> str:
+            v = [float(r[field]) for r in rs]
+            return f"{statistics.median(v):.{digits}f} [{min(v):.{digits}f}, {max(v):.{digits}f}]"
+
+        lines.append(
+            f"| {method} | {len(rs)} | {span('peak_rss_train_mb', 0)} | {span('train_peak_added_mb', 1)} | "
+            f"{span('s_per_step', 3)} | {rs[0]['trainable_values']} |"
+        )
+    (out / "zoqat-memory.md").write_text("\n".join(lines) + "\n")
+    print(f"wrote {out / 'zoqat-memory.md'}")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="lm-pydoc")
@@ -204,10 +245,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--methods", default="rtn,spsa,projected,ste")
     ap.add_argument("--seeds", default=",".join(map(str, SEEDS)))
     ap.add_argument("--out", default=str(ROOT / "docs" / "bench" / "issue17"))
+    ap.add_argument(
+        "--memory-only",
+        action="store_true",
+        help="peak memory and s/step only, on the architecture at its initial weights (no zoo training, no evaluation)",
+    )
     ap.add_argument("--existing-only", action="store_true", help="only rewrite the markdown from the CSV")
     a = ap.parse_args(argv)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
+    if a.memory_only:
+        memory_only(a, out)
+        return
     path = out / "zoqat.csv"
     done = {key(r) for r in read(path)}
     val_steps = a.val_steps or a.steps

@@ -51,6 +51,9 @@ class Spec:
     rank: int = 4
     refresh: int = 20
     alpha: float = 0.25
+    untrained: bool = False
+    """Use the recipe's architecture at its initial weights on the real data (no zoo training): for memory and
+    time per step only, where the trained model is not cached yet; its perplexities mean nothing."""
 
     def check(self) -> None:
         """Raise :class:`UserInputError` on out-of-domain values."""
@@ -67,12 +70,17 @@ class Spec:
 
 def run(spec: Spec) -> dict[str, Any]:
     """Run ``spec`` in this process; a flat dict of settings and measurements (JSON-ready)."""
-    from sim.zoo import load  # the zoo trains on first use: import it only when a run needs it
+    from sim.zoo import ZooModel, build, load, recipe  # the zoo trains on first use: import it only when needed
+    from sim.zoo.registry import splits_of
 
     spec.check()
     if spec.threads:
         torch.set_num_threads(spec.threads)
-    zm = load(spec.model)
+    if spec.untrained:
+        rec = recipe(spec.model)
+        zm = ZooModel.from_module(build(rec).eval(), rec["task"], splits_of(rec)[0], spec.model)
+    else:
+        zm = load(spec.model)
     quality = zm.metric  # perplexity or accuracy
 
     def score(model: torch.nn.Module, split: str) -> float:
