@@ -32,6 +32,7 @@ BUILTIN: dict[str, str] = {
     "pipeline": "search.pipeline.problem:PipelineProblem",
     "noc": "search.noc.problem:NocProblem",
     "compress": "search.compress.problem:CompressProblem",
+    "prune": "search.prune.problem:PruneProblem",
 }
 """coevo's own problems: name -> ``module:Class``. A new built-in problem is one module and one line here."""
 

@@ -17,6 +17,7 @@ from tools.nb201 import NB201ParetoFront, NB201Query
 from tools.noc import AccelSystolic, CompressEnergyAware, NocPlot, NocSimulate
 from tools.pipeline import PipelinePlan, PipelineProfile, PipelineSimulate, PipelineTune
 from tools.problems import ProblemCheap
+from tools.prune import PruneActivation
 from tools.search_jobs import SearchStart, SearchStatus
 from tools.search_run import SearchRun
 from tools.studies import StudiesList, StudyFront
@@ -45,6 +46,7 @@ REGISTRY = Registry(
         CompressEnergyAware(),
         ModelsList(),
         ModelsBuild(),
+        PruneActivation(),
         ZoQat(),
     ]
 )

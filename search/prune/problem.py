@@ -1,0 +1,223 @@
+"""Activation-aware pruning of a zoo LM as a coevo problem: keep perplexity low while pruning more weights.
+
+A point gives each transformer block's attention (``q, k, v, o``) and MLP (``fc1, fc2``) an
+unstructured sparsity from :data:`LEVELS` (0 leaves the group dense); the layers are pruned
+layer by layer with the chosen activation-aware score (:mod:`sim.prune`). Objectives:
+
+* ``neg_log_ppl`` (maximised, expensive): ``-ln(val perplexity)`` of the pruned LM. The
+  engine and the Pareto metrics maximise the first objective, so perplexity (lower is
+  better) enters as its negative log (monotone: the same fronts; a difference of 0.1 is a
+  10 % perplexity ratio).
+* ``weight_share`` (minimised, cheap): share of the blocks' nn.Linear weights kept, exact
+  from the design (per-row rounding included), so parameters and multiply-accumulates of
+  those layers both scale with it.
+
+The space has 6^(2 x blocks) points (1.7 M for lm-pydoc), each needing a pruning and an
+evaluation, so the exact front is unknown (:meth:`reference` is None).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Literal, cast
+
+import numpy as np
+import optuna
+from pydantic import Field
+
+from search.errors import UserInputError
+from search.niches import Niche
+from search.problem import Evolvable, Objective, Problem, ProblemOptions, read_key_values
+from sim.zoo import ZooError, recipe
+
+LEVELS: tuple[float, ...] = (0.0, 0.25, 0.4, 0.5, 0.6, 0.75)
+"""Sparsities a layer group may take."""
+
+
+def lm_shape(model: str) -> tuple[int, int]:
+    """(blocks, width d) of a zoo LM, read from its recipe: the design space needs them before any training."""
+    try:
+        rec = recipe(model)
+    except ZooError as exc:
+        raise UserInputError(str(exc)) from None
+    if rec["task"] != "lm":
+        raise UserInputError(f"the prune problem prunes a language model; {model!r} is a {rec['task']} model")
+    return int(rec["arch"]["n_layers"]), int(rec["arch"]["d"])
+
+
+GROUPS: dict[str, tuple[tuple[str, int, int], ...]] = {
+    "attn": (("attn.q", 1, 1), ("attn.k", 1, 1), ("attn.v", 1, 1), ("attn.o", 1, 1)),
+    "mlp": (("mlp.fc1", 4, 1), ("mlp.fc2", 1, 4)),
+}
+"""Group -> its layers as (name in the block, rows / d, inputs / d)."""
+
+Sparsities = tuple[float, ...]
+
+
+class PruneOptions(ProblemOptions):
+    """Options of the ``prune`` problem."""
+
+    model: Literal["lm-pydoc", "lm-pydoc-tiny"] = Field(
+        "lm-pydoc", description="the zoo LM to prune (lm-pydoc-tiny: a small one for tests)"
+    )
+    score: Literal["magnitude", "wanda", "cos", "var", "cos+var", "sparsegpt"] = Field(
+        "cos+var", description="the pruning score (sim.prune)"
+    )
+    calib_tokens: int = Field(256, ge=1, le=65_536, description="calibration tokens from the training split")
+    calib_seed: int = Field(0, ge=0, description="seed of the calibration sample")
+    eval_batches: int = Field(0, ge=0, le=10_000, description="val batches (of 64 sequences) to measure perplexity on; 0: the whole split")
+
+
+class PruneProblem(Problem, Evolvable):
+    """Sparsity per attention/MLP group of each block of a zoo LM (module doc)."""
+
+    name = "prune"
+    Options = PruneOptions
+    run_group = "model"
+    design_label = "sparsity"
+    example_options: ClassVar[Mapping[str, Any]] = {"model": "lm-pydoc-tiny", "calib_tokens": 64, "eval_batches": 2}
+    objectives = (
+        Objective("neg_log_ppl", "maximize", "-ln ppl", "expensive"),
+        Objective("weight_share", "minimize", "x dense", "cheap", depends_on=("model",), bounds=(0.0, 1.0)),
+    )
+
+    def __init__(self, options: PruneOptions | None = None, /, **values: Any) -> None:
+        super().__init__(options, **values)
+        self.model: str = self.options.model
+        self.blocks, self.width = lm_shape(self.model)
+        self.genes = [f"b{b}_{g}" for b in range(self.blocks) for g in GROUPS]
+        self.design_format = (
+            "key=value per block group, " + " ".join(f"{g}=S" for g in self.genes) + f" with S one of {', '.join(map(str, LEVELS))}"
+        )
+        self._dense = sum(r * i for layers in GROUPS.values() for _, r, i in layers) * self.width**2 * self.blocks
+        self._cache: dict[Sparsities, dict[str, float]] = {}
+        self._checked = False
+
+    def niches(self) -> tuple[Niche, ...]:
+        def pruned(point: Any) -> float:
+            return 1 - self._share(point)
+
+        return (
+            Niche("light", "under 30 % of the block weights pruned", lambda p: pruned(p) < 0.3),
+            Niche("medium", "30-50 % of the block weights pruned", lambda p: 0.3 <= pruned(p) < 0.5),
+            Niche("heavy", "50 % or more of the block weights pruned: the smallest, riskiest models", lambda p: pruned(p) >= 0.5),
+        )
+
+    def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
+        return {g: optuna.distributions.CategoricalDistribution(LEVELS) for g in self.genes}
+
+    def from_params(self, params: Mapping[str, Any]) -> Sparsities:
+        try:
+            point = tuple(float(params[g]) for g in self.genes)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UserInputError(f"prune params need {', '.join(self.genes)}; got {dict(params)!r}") from exc
+        bad = [f"{g}={s}" for g, s in zip(self.genes, point, strict=True) if s not in LEVELS]
+        if bad:
+            raise UserInputError(f"{', '.join(bad)} outside the space; S is one of {', '.join(map(str, LEVELS))}")
+        return point
+
+    def to_params(self, point: Any) -> dict[str, Any]:
+        return dict(zip(self.genes, point, strict=True))
+
+    def point_id(self, point: Any) -> str:
+        return "-".join(f"{s:g}" for s in point)
+
+    def describe(self, point: Any) -> str:
+        return " ".join(f"{g}={s:g}" for g, s in zip(self.genes, point, strict=True))
+
+    def parse_design(self, text: str) -> Sparsities:
+        """Read ``b0_attn=S`` pairs as :meth:`describe` writes them."""
+        return cast(Sparsities, read_key_values(self, text, "a sparsity design")[0])
+
+    def explain_encoding(self) -> str:
+        return (
+            f"A design gives each of the {self.blocks} transformer blocks of {self.model} two unstructured sparsities "
+            f"(share of weights set to zero in every output row, chosen by the {self.options.score} score): bK_attn for the "
+            f"attention projections q, k, v, o ({self.width}x{self.width} each) and bK_mlp for the MLP (fc1 {4 * self.width}x"
+            f"{self.width}, fc2 {self.width}x{4 * self.width}; twice the attention's weights); each one of "
+            f"{', '.join(map(str, LEVELS))} (0: dense). Block 0 is nearest the input. It is written as "
+            f"{self.design_format}."
+        )
+
+    def layer_sparsity(self, point: Any) -> dict[str, float]:
+        """Layer name (in the zoo's ByteGPT) -> sparsity, for the groups not left dense."""
+        out = {}
+        for gene, s in zip(self.genes, point, strict=True):
+            block, group = gene[1:].split("_")
+            for layer, _, _ in GROUPS[group]:
+                if s > 0:
+                    out[f"blocks.{block}.{layer}"] = s
+        return out
+
+    def _share(self, point: Any) -> float:
+        kept = 0
+        for gene, s in zip(self.genes, point, strict=True):
+            for _, rows, ins in GROUPS[gene.split("_")[1]]:
+                width = ins * self.width
+                kept += rows * self.width * (width - round(s * width))
+        return kept / self._dense
+
+    def evaluate(self, point: Any) -> dict[str, float]:
+        from search.prune.run import prune_zoo, zoo_model  # torch and the zoo only when a design is evaluated
+
+        key = tuple(point)
+        if key not in self._cache:
+            if not self._checked:
+                self._check(zoo_model(self.model).model)
+            sparsity = self.layer_sparsity(key)
+            if sparsity:
+                o = self.options
+                out = prune_zoo(
+                    self.model,
+                    sparsity,
+                    score=o.score,
+                    calib_tokens=o.calib_tokens,
+                    seed=o.calib_seed,
+                    splits=("val",),
+                    max_batches=o.eval_batches or None,
+                    dense={"val": math.nan},  # not needed here
+                )
+                ppl = out.val_pruned
+            else:
+                zm = zoo_model(self.model)
+                ppl = float(zm.evaluate(zm.model, split="val", max_batches=self.options.eval_batches or None))
+            self._cache[key] = {"neg_log_ppl": -math.log(ppl), "weight_share": self._share(key)}
+        return dict(self._cache[key])
+
+    def _check(self, model: Any) -> None:
+        """The loaded model has the blocks and width its recipe says (else the design space would be wrong)."""
+        blocks = getattr(model, "blocks", None)
+        if blocks is None or len(blocks) != self.blocks or blocks[0].attn.q.weight.shape != (self.width, self.width):
+            raise UserInputError(
+                f"zoo model {self.model} does not have {self.blocks} blocks of width {self.width} (its cache does not match its recipe)"
+            )
+        self._checked = True
+
+    def acquisition_bounds(self) -> tuple[float, float]:
+        return -math.log(256.0), 1.0 + 1e-9  # a byte LM that knows nothing: perplexity 256
+
+    # ---- operators for the co-evolution engine (Evolvable)
+
+    def neighbours(self, point: Any) -> list[Sparsities]:
+        out = []
+        for i, s in enumerate(point):
+            j = LEVELS.index(s)
+            for nj in (j - 1, j + 1):
+                if 0 <= nj < len(LEVELS):
+                    out.append((*point[:i], LEVELS[nj], *point[i + 1 :]))
+        return out
+
+    def crossover(self, a: Any, b: Any, rng: random.Random) -> Sparsities:
+        return tuple(x if rng.random() < 0.5 else y for x, y in zip(a, b, strict=True))
+
+    def random_point(self, rng: random.Random) -> Sparsities:
+        return tuple(rng.choice(LEVELS) for _ in self.genes)
+
+    def features(self, points: Sequence[Any]) -> np.ndarray:
+        """Sparsity per group, then the share of block weights pruned."""
+        return np.array([[*p, 1 - self._share(p)] for p in points], dtype=float).reshape(len(points), len(self.genes) + 1)
+
+    def cheap_values(self, points: Sequence[Any]) -> dict[str, np.ndarray]:
+        return {"weight_share": np.array([self._share(p) for p in points], dtype=float)}

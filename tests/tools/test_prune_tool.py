@@ -1,0 +1,40 @@
+"""prune.activation on lm-pydoc-tiny: measured sparsity, perplexities, bad input as one clear error, the zoo model untouched."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from search.prune.run import zoo_model
+from tools import REGISTRY, ToolArgumentError, call_tool
+
+TOOL = next(t for t in REGISTRY if t.name == "prune.activation")
+BASE = {"model": "lm-pydoc-tiny", "calib_tokens": 32}
+
+
+def test_prunes_to_the_target_and_reports_both_perplexities() -> None:
+    zm = zoo_model("lm-pydoc-tiny")
+    before = {k: v.clone() for k, v in zm.model.state_dict().items()}
+    v = call_tool(TOOL, {**BASE, "sparsity": 0.5, "pattern": "4:8", "score": "wanda"}).value
+    assert v["sparsity"] == 0.5 and v["layers"] == 12 and v["pattern"] == "4:8" and v["calib_tokens"] == 32
+    assert set(v["layer_sparsity"].values()) == {0.5}
+    assert v["metric"] == "perplexity" and 1 < v["val_dense"] < v["val_pruned"] and 1 < v["test_dense"] < v["test_pruned"]
+    assert v["val_dense"] == pytest.approx(zm.evaluate(zm.model, split="val"))  # the dense model was not pruned in place
+    assert all(torch.equal(before[k], t) for k, t in zm.model.state_dict().items())
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"sparsity": 1.0}, "less than 1"),
+        ({"sparsity": 0}, "greater than 0"),
+        ({"pattern": "3:4"}, "pattern"),
+        ({"pattern": "2:4", "sparsity": 0.6}, "does not match"),
+        ({"model": "no-such-model"}, "no-such-model"),
+        ({"score": "taylor"}, "score"),
+    ],
+)
+def test_bad_input_is_one_clear_error(args: dict[str, object], message: str) -> None:
+    with pytest.raises(ToolArgumentError, match=message) as exc:
+        call_tool(TOOL, {**BASE, **args})
+    assert "\n" not in str(exc.value)
