@@ -307,3 +307,13 @@ def test_peak_memory_sees_a_torch_allocation() -> None:
         pytest.skip("the kernel does not allow resetting the RSS high-water mark here")
     assert big.added_mb > 120 > small.added_mb
     assert math.isfinite(big.peak_mb) and big.peak_mb >= big.before_mb
+
+
+def test_an_untrained_architecture_run_measures_memory_and_time_without_evaluating() -> None:
+    from sim.zoqat.job import Spec, run
+
+    out = run(Spec(model="lm-pydoc-tiny", method="spsa", steps=2, lr=1e-3, batch_size=4, splits=(), untrained=True))
+    assert out["s_per_step"] > 0 and out["peak_rss_train_mb"] > 0 and out["trainable_values"] > 0
+    assert not any(k.startswith(("float_", "rtn_", "after_")) for k in out)  # no quality figure from random weights
+    with pytest.raises(UserInputError, match="splits must be val and/or test"):
+        run(Spec(model="lm-pydoc-tiny", splits=("train",), untrained=True))
