@@ -250,6 +250,11 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="peak memory and s/step only, on the architecture at its initial weights (no zoo training, no evaluation)",
     )
+    ap.add_argument(
+        "--lrs",
+        default=None,
+        help="method=lr,... to use instead of choosing on val (e.g. the rates chosen on lm-pydoc-tiny); skips the val phase",
+    )
     ap.add_argument("--existing-only", action="store_true", help="only rewrite the markdown from the CSV")
     a = ap.parse_args(argv)
     out = Path(a.out)
@@ -271,13 +276,14 @@ def main(argv: list[str] | None = None) -> None:
         eval_batches=a.eval_batches,
         threads=1,
     )
+    given = {m: float(v) for m, v in (item.split("=") for item in a.lrs.split(","))} if a.lrs else None
     if not a.existing_only:
         for method in methods:
-            for lr in LR_GRID.get(method, []):
+            for lr in [] if given else LR_GRID.get(method, []):
                 measure(path, done, "val", replace(base, method=method, lr=lr, steps=val_steps, seed=0, splits=("val",)))
         rows = read(path)
         for method in methods:
-            best = 0.0 if method == "rtn" else chosen_lr(rows, method, a.model, val_steps)
+            best = 0.0 if method == "rtn" else given[method] if given else chosen_lr(rows, method, a.model, val_steps)
             assert best is not None
             for seed in seeds:
                 steps = 0 if method == "rtn" else a.steps
@@ -288,6 +294,8 @@ def main(argv: list[str] | None = None) -> None:
         "",
         f"Written by `scripts/zoqat_bench.py --model {a.model} --steps {a.steps}"
         + (f" --val-steps {val_steps}" if val_steps != a.steps else "")
+        + (f" --lrs {a.lrs}" if a.lrs else "")
+        + (f" --eval-batches {a.eval_batches}" if a.eval_batches else "")
         + f"` from `zoqat.csv` (every run, seeds {a.seeds}). Each run is a fresh process with one torch thread; "
         f"batches of {a.batch_size} sequences, the same batch order and calibration batches for every method of a seed. "
         "Trained: the quantization scales only (per-channel weight scales and per-tensor input scales of every "
@@ -298,7 +306,12 @@ def main(argv: list[str] | None = None) -> None:
         "starts), i.e. the whole process (python, torch, the model, the data) at its peak during training; "
         "'added by training' is that peak minus the RSS when training started.",
         "",
-        "## Test split (learning rate chosen on val, seed 0)",
+        "## Test split "
+        + (
+            "(learning rates given with --lrs: chosen on lm-pydoc-tiny's validation split, NOT on this model's)"
+            if a.lrs
+            else "(learning rate chosen on val, seed 0)"
+        ),
         "",
         table(rows, a.model, a.steps, a.w_bits, a.a_bits),
         "## Findings (medians over seeds, computed from the CSV)",
