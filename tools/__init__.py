@@ -22,6 +22,7 @@ from tools.quant import QuantClassBased
 from tools.search_jobs import SearchStart, SearchStatus
 from tools.search_run import SearchRun
 from tools.studies import StudiesList, StudyFront
+from tools.zoqat import ZoQat
 
 REGISTRY = Registry(
     [
@@ -48,6 +49,7 @@ REGISTRY = Registry(
         ModelsBuild(),
         PruneActivation(),
         QuantClassBased(),
+        ZoQat(),
     ]
 )
 """Every tool coevo offers."""

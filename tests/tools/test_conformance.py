@@ -20,6 +20,8 @@ ids = [t.name for t in TOOLS]
 
 SLOW_EXAMPLES = {"compress.energy_aware": "its example trains a CNN and its QAT variants (about 2 minutes on 2 cores)"}
 """Tools whose example takes minutes: the tests that run the example carry ``slow`` for them."""
+MEASURED = {"wall_s", "cycles_per_s", "s_per_step", "train_s", "peak_rss_mb", "train_peak_added_mb"}
+"""Result fields that are measurements of the machine (time, memory): two identical calls differ in them."""
 RUNS_EXAMPLE = [pytest.param(t, id=t.name, marks=[pytest.mark.slow] if t.name in SLOW_EXAMPLES else []) for t in TOOLS]
 
 
@@ -101,7 +103,7 @@ def test_langchain_adapter(tool: Tool) -> None:
 def test_cli_adapter_matches_direct_call(tool: Tool) -> None:
     def strip(result: Any) -> Any:  # timings and speeds differ between two runs
         if isinstance(result, dict):
-            return {k: strip(v) for k, v in result.items() if k not in ("wall_s", "cycles_per_s")}
+            return {k: strip(v) for k, v in result.items() if k not in MEASURED}
         if isinstance(result, list):
             return [strip(v) for v in result]
         return result

@@ -1,0 +1,170 @@
+"""Fake quantization with learnable scales (LSQ-style) around a copy of a model's ``nn.Linear`` layers.
+
+Every ``nn.Linear`` of the copy becomes a :class:`QuantLinear`:
+
+* weights: symmetric, per output channel, ``w_bits`` (levels ``-2^(b-1) .. 2^(b-1)-1``; at 1 bit the two levels
+  ``-s, +s``), one learnable scale per row;
+* activations: the layer's input, symmetric, per tensor, ``a_bits`` (None: not quantized), one learnable scale.
+
+The scales are the learned step sizes of LSQ (Esser et al., ICLR 2020): ``q = clamp(round(x / s), qmin, qmax) * s``
+with the rounding passed straight through, so autograd gives LSQ's gradient with respect to ``s``. They are stored
+as ``log s`` (``w_log_s``, ``a_log_s``) so a step or a perturbation of size ``eps`` is the same *relative* change
+for every layer whatever its magnitude; that matters for zeroth-order training, which uses one ``eps`` for all.
+Round-to-nearest (RTN) is the starting point: weight scales ``max|w_row| / qmax``, activation scales
+``max|x| / qmax`` over a few calibration batches.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Iterable
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from sim.errors import UserInputError
+
+_TINY = 1e-8
+
+
+def check_bits(bits: int | None, what: str, allow_none: bool = False) -> None:
+    """Raise :class:`UserInputError` unless ``bits`` is an integer >= 1 (or None where allowed)."""
+    if bits is None and allow_none:
+        return
+    if isinstance(bits, bool) or not isinstance(bits, int) or bits < 1:
+        raise UserInputError(f"{what} must be an integer >= 1 (bits per value), got {bits!r}")
+    if bits > 16:
+        raise UserInputError(f"{what} must be at most 16 (fake quantization of float32), got {bits}")
+
+
+def qrange(bits: int) -> tuple[int, int]:
+    """Integer levels of a signed symmetric ``bits``-bit quantizer; 1 bit is the binary ``{-1, +1}``."""
+    if bits == 1:
+        return -1, 1
+    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+
+class QuantLinear(nn.Module):
+    """An ``nn.Linear`` whose weights (per output channel) and input (per tensor) pass through :func:`fake_quant`."""
+
+    def __init__(self, linear: nn.Linear, w_bits: int, a_bits: int | None) -> None:
+        super().__init__()
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.weight = linear.weight
+        self.bias = linear.bias
+        self.w_bits, self.a_bits = w_bits, a_bits
+        w = linear.weight.detach().abs()
+        # binary: the mean magnitude is the least-squares scale (XNOR-Net); else absmax maps onto qmax
+        scale = w.mean(dim=1, keepdim=True) if w_bits == 1 else w.amax(dim=1, keepdim=True) / qrange(w_bits)[1]
+        self.w_log_s = nn.Parameter(scale.clamp_min(_TINY).log())
+        self.a_log_s = nn.Parameter(torch.zeros(()), requires_grad=a_bits is not None)
+
+    def quantized_weight(self) -> torch.Tensor:
+        return fake_quant(self.weight, self.w_log_s.exp(), self.w_bits)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.a_bits is not None:
+            x = fake_quant(x, self.a_log_s.exp(), self.a_bits)
+        return F.linear(x, self.quantized_weight(), self.bias)
+
+    def extra_repr(self) -> str:
+        return f"in={self.in_features}, out={self.out_features}, w_bits={self.w_bits}, a_bits={self.a_bits}"
+
+
+def fake_quant(x: torch.Tensor, scale: torch.Tensor, bits: int) -> torch.Tensor:
+    """``x`` on the grid ``scale * {qmin..qmax}``; LSQ: the rounding is passed straight through, the clipping not.
+
+    ``scale`` broadcasts against ``x`` (per tensor: a scalar; per channel: ``[out, 1]``). The straight-through
+    path is built only when a gradient may flow (grad mode on and ``x`` or ``scale`` needing one).
+    """
+    v = x / scale
+    if bits == 1:
+        q = torch.where(v >= 0, torch.ones_like(v), -torch.ones_like(v))
+    else:
+        qmin, qmax = qrange(bits)
+        v = v.clamp(qmin, qmax)
+        q = v.round()
+    if torch.is_grad_enabled() and v.requires_grad:
+        q = (q - v).detach() + v
+    return q * scale
+
+
+def linear_names(model: nn.Module) -> list[str]:
+    """Names of the ``nn.Linear`` modules of ``model`` (in registration order)."""
+    return [name for name, m in model.named_modules() if isinstance(m, nn.Linear)]
+
+
+def quantize(
+    model: nn.Module,
+    w_bits: int,
+    a_bits: int | None,
+    calib: Iterable[torch.Tensor] = (),
+    *,
+    inplace: bool = False,
+) -> nn.Module:
+    """A copy of ``model`` (``inplace``: the model itself) with every ``nn.Linear`` fake-quantized at RTN scales.
+
+    Args:
+        model: any module with at least one ``nn.Linear``.
+        w_bits: weight bits (>= 1), per output channel.
+        a_bits: input-activation bits (>= 1) per tensor, or None to leave activations in float.
+        calib: model inputs whose Linear inputs set the activation scales (``max|x| / qmax``); needed when
+            ``a_bits`` is set.
+        inplace: change ``model`` itself instead of a deep copy.
+
+    Raises:
+        UserInputError: no ``nn.Linear`` in the model, bits < 1, or activation bits without calibration inputs.
+    """
+    check_bits(w_bits, "w_bits")
+    check_bits(a_bits, "a_bits", allow_none=True)
+    names = linear_names(model)
+    if not names:
+        raise UserInputError(f"{type(model).__name__} has no nn.Linear layer: quantization-aware training here quantizes Linear layers")
+    q = model if inplace else copy.deepcopy(model)
+    for name in linear_names(q):
+        parent, _, leaf = name.rpartition(".")
+        owner = q.get_submodule(parent) if parent else q
+        if not leaf:  # the model is itself one nn.Linear
+            raise UserInputError("the model is a bare nn.Linear; wrap it in a module (e.g. nn.Sequential) to quantize it")
+        setattr(owner, leaf, QuantLinear(getattr(owner, leaf), w_bits, a_bits))
+    if a_bits is not None:
+        calibrate(q, calib)
+    return q
+
+
+def quant_layers(model: nn.Module) -> list[QuantLinear]:
+    """The :class:`QuantLinear` layers of a :func:`quantize`'d model."""
+    return [m for m in model.modules() if isinstance(m, QuantLinear)]
+
+
+@torch.no_grad()
+def calibrate(model: nn.Module, calib: Iterable[torch.Tensor]) -> None:
+    """Set every activation scale to ``max|x| / qmax`` of its layer's float input over the calibration inputs."""
+    layers = [m for m in quant_layers(model) if m.a_bits is not None]
+    peaks = {id(m): 0.0 for m in layers}
+    saved = {id(m): m.a_bits for m in layers}
+
+    def hook(m: nn.Module, inputs: tuple[torch.Tensor, ...]) -> None:
+        peaks[id(m)] = max(peaks[id(m)], float(inputs[0].detach().abs().max()))
+
+    handles = [m.register_forward_pre_hook(hook) for m in layers]
+    for m in layers:  # the float inputs set the scales: activations upstream are not quantized while calibrating
+        m.a_bits = None
+    seen = 0
+    try:
+        for x in calib:
+            model(x)
+            seen += 1
+    finally:
+        for h in handles:
+            h.remove()
+        for m in layers:
+            m.a_bits = saved[id(m)]
+    if not seen:
+        raise UserInputError("activation quantization needs calibration inputs (a non-empty loader)")
+    for m in layers:
+        assert m.a_bits is not None
+        _, qmax = qrange(m.a_bits)
+        m.a_log_s.fill_(math.log(max(peaks[id(m)], _TINY) / qmax))

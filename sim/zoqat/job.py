@@ -1,0 +1,144 @@
+"""One measured QAT run of a zoo model, optionally in a fresh process so its peak memory is its own.
+
+:func:`run` loads the zoo model, evaluates it in float and at round-to-nearest, trains a quantized copy with one
+method inside :class:`sim.zoqat.memory.PeakMemory`, and evaluates the result on the validation and test splits.
+:func:`run_isolated` does the same in a new interpreter (``spawn``): nothing another method allocated earlier in
+the caller's process can hide in (or inflate) the high-water mark, which is what the bench and the tool use.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from sim.errors import UserInputError
+from sim.zoqat.fakequant import check_bits, quantize
+from sim.zoqat.memory import PeakMemory
+from sim.zoqat.train import METHODS, train
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What to run.
+
+    Attributes:
+        model: zoo name (``lm-pydoc``, ``lm-pydoc-tiny``, ``cnn-digits``).
+        method: spsa, projected, ste or rtn.
+        lr: learning rate (ignored by rtn).
+        eval_batches: batches of each split to evaluate (None: the whole split).
+        threads: torch threads in the run (None: leave torch's default).
+        splits: the splits reported after training (``test`` only when reporting, per the fair-comparison rules).
+    """
+
+    model: str = "lm-pydoc"
+    w_bits: int = 4
+    a_bits: int | None = 8
+    method: str = "spsa"
+    steps: int = 300
+    lr: float = 1e-4
+    eps: float = 1e-3
+    seed: int = 0
+    batch_size: int = 16
+    train_weights: bool = False
+    clip: float | None = None
+    eval_batches: int | None = None
+    threads: int | None = None
+    splits: tuple[str, ...] = ("val", "test")
+    rank: int = 4
+    refresh: int = 20
+    alpha: float = 0.25
+    untrained: bool = False
+    """Use the recipe's architecture at its initial weights on the real data (no zoo training): for memory and
+    time per step only, where the trained model is not cached yet; its perplexities mean nothing."""
+
+    def check(self) -> None:
+        """Raise :class:`UserInputError` on out-of-domain values."""
+        check_bits(self.w_bits, "w_bits")
+        check_bits(self.a_bits, "a_bits", allow_none=True)
+        if self.method not in METHODS:
+            raise UserInputError(f"unknown method {self.method!r}; valid methods: {', '.join(METHODS)}")
+        if self.steps < 0 or self.batch_size < 1:
+            raise UserInputError(f"steps must be >= 0 and batch_size >= 1, got {self.steps}, {self.batch_size}")
+        bad = set(self.splits) - {"val", "test"}
+        if bad:
+            raise UserInputError(f"splits must be val and/or test, got {sorted(bad)}")
+
+
+def run(spec: Spec) -> dict[str, Any]:
+    """Run ``spec`` in this process; a flat dict of settings and measurements (JSON-ready)."""
+    from sim.zoo import ZooModel, build, load, recipe  # the zoo trains on first use: import it only when needed
+    from sim.zoo.registry import splits_of
+
+    spec.check()
+    if spec.threads:
+        torch.set_num_threads(spec.threads)
+    if spec.untrained:
+        rec = recipe(spec.model)
+        zm = ZooModel.from_module(build(rec).eval(), rec["task"], splits_of(rec)[0], spec.model)
+    else:
+        zm = load(spec.model)
+    quality = zm.metric  # perplexity or accuracy
+
+    def score(model: torch.nn.Module, split: str) -> float:
+        return round(float(zm.evaluate(model, split, max_batches=spec.eval_batches)), 4)
+
+    out: dict[str, Any] = {**asdict(spec), "splits": list(spec.splits), "metric": quality}
+    for split in spec.splits:
+        out[f"float_{split}"] = score(zm.model, split)
+    calib = []
+    for i, (x, _) in enumerate(zm.loader("train", batch_size=spec.batch_size, shuffle=True, seed=spec.seed)):
+        if i >= 4:
+            break
+        calib.append(x)
+    torch.manual_seed(spec.seed)
+    qmodel = quantize(zm.model, spec.w_bits, spec.a_bits, calib)
+    qmodel.eval()
+    for split in spec.splits:
+        out[f"rtn_{split}"] = score(qmodel, split)
+    loader = zm.loader("train", batch_size=spec.batch_size, shuffle=True, seed=spec.seed)
+    with PeakMemory() as memory:
+        log = train(
+            qmodel,
+            loader,
+            spec.method,
+            spec.steps,
+            lr=spec.lr,
+            eps=spec.eps,
+            seed=spec.seed,
+            train_weights=spec.train_weights,
+            loss_fn=zm.loss,
+            clip=spec.clip,
+            rank=spec.rank,
+            refresh=spec.refresh,
+            alpha=spec.alpha,
+        )
+    started = time.perf_counter()
+    for split in spec.splits:
+        out[f"after_{split}"] = score(qmodel, split)
+    out.update(
+        {
+            "eval_s": round(time.perf_counter() - started, 2),
+            "s_per_step": round(log.s_per_step, 4),
+            "train_s": round(log.seconds, 2),
+            "trainable_values": log.trainable_values,
+            "rss_before_train_mb": round(memory.before_mb, 1),
+            "peak_rss_train_mb": round(memory.peak_mb, 1),
+            "train_peak_added_mb": round(memory.added_mb, 1),
+            "peak_reset": memory.resettable,
+            "first_loss": round(log.losses[0], 4) if log.losses else None,
+            "last_loss": round(sum(log.losses[-10:]) / len(log.losses[-10:]), 4) if log.losses else None,
+        }
+    )
+    return out
+
+
+def run_isolated(spec: Spec) -> dict[str, Any]:
+    """:func:`run` in a fresh ``spawn``ed interpreter (its peak memory is this run's alone); errors come back raised."""
+    spec.check()
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(1) as pool:
+        return pool.apply(run, (spec,))

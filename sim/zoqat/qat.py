@@ -1,0 +1,98 @@
+"""One call: quantize a copy of the caller's model, train it with one method, measure steps and peak memory."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from sim.errors import UserInputError
+from sim.zoqat.fakequant import check_bits, linear_names, quantize
+from sim.zoqat.memory import PeakMemory
+from sim.zoqat.train import METHODS, LossFn, TrainLog, default_loss, train
+
+
+@dataclass
+class QATRun:
+    """A trained quantized copy and what its training cost.
+
+    Attributes:
+        model: the quantized copy (the caller's model is untouched).
+        log: steps, losses, seconds (:class:`sim.zoqat.train.TrainLog`).
+        memory: peak resident memory of the training (:class:`sim.zoqat.memory.PeakMemory`).
+    """
+
+    model: nn.Module
+    log: TrainLog
+    memory: PeakMemory
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "method": self.log.method,
+            "steps": self.log.steps,
+            "s_per_step": round(self.log.s_per_step, 4),
+            "train_s": round(self.log.seconds, 2),
+            "trainable_values": self.log.trainable_values,
+            "peak_rss_mb": round(self.memory.peak_mb, 1),
+            "train_peak_added_mb": round(self.memory.added_mb, 1),
+            "peak_reset": self.memory.resettable,
+            "first_loss": round(self.log.losses[0], 4) if self.log.losses else None,
+            "last_loss": round(self.log.losses[-1], 4) if self.log.losses else None,
+        }
+
+
+def zo_qat(
+    model: nn.Module,
+    loader: Iterable[Any],
+    *,
+    w_bits: int = 4,
+    a_bits: int | None = 8,
+    method: str = "spsa",
+    steps: int = 300,
+    lr: float | None = None,
+    eps: float = 1e-3,
+    seed: int = 0,
+    train_weights: bool = False,
+    calib_batches: int = 4,
+    loss_fn: LossFn = default_loss,
+    **options: Any,
+) -> QATRun:
+    """Quantize a copy of ``model`` (W ``w_bits`` per channel, A ``a_bits`` per tensor, RTN scales) and train it.
+
+    Args:
+        model: any module with ``nn.Linear`` layers (left unchanged).
+        loader: yields ``(x, y)``; its first ``calib_batches`` inputs set the activation scales, and training
+            cycles through it.
+        method: ``spsa``, ``projected``, ``ste`` or ``rtn`` (see :mod:`sim.zoqat.train`).
+        lr: learning rate; None: :data:`DEFAULT_LR` of the method.
+        options: ``clip``, ``rank``, ``refresh``, ``alpha`` of :func:`sim.zoqat.train.train`.
+
+    Raises:
+        UserInputError: no Linear layer, bits < 1, unknown method, bad lr / eps / steps, empty loader.
+    """
+    check_bits(w_bits, "w_bits")
+    check_bits(a_bits, "a_bits", allow_none=True)
+    if method not in METHODS:
+        raise UserInputError(f"unknown method {method!r}; valid methods: {', '.join(METHODS)}")
+    if not linear_names(model):
+        raise UserInputError(f"{type(model).__name__} has no nn.Linear layer: quantization-aware training here quantizes Linear layers")
+    if calib_batches < 1:
+        raise UserInputError(f"calib_batches must be >= 1, got {calib_batches}")
+    calib = [batch[0] for batch in itertools.islice(iter(loader), calib_batches)]
+    if not calib:
+        raise UserInputError("the loader yields no batch")
+    torch.manual_seed(seed)
+    qmodel = quantize(model, w_bits, a_bits, calib)
+    qmodel.eval()
+    rate = DEFAULT_LR[method] if lr is None else lr
+    with PeakMemory() as memory:
+        log = train(qmodel, loader, method, steps, lr=rate, eps=eps, seed=seed, train_weights=train_weights, loss_fn=loss_fn, **options)
+    return QATRun(qmodel, log, memory)
+
+
+DEFAULT_LR: dict[str, float] = {"spsa": 1e-2, "projected": 3e-3, "ste": 1e-2, "rtn": 0.0}
+"""Learning rates used when none is given: the best of scripts/zoqat_bench.py's validation grid on lm-pydoc-tiny (W4A8)."""

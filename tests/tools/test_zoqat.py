@@ -1,0 +1,53 @@
+"""quant.zo_qat on the zoo's test-size LM: values that make sense, a separate process, bad input, one clear error."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tools import REGISTRY, ToolArgumentError, call_tool
+
+TOOL = REGISTRY.get("quant.zo_qat")
+QUICK: dict[str, Any] = {"model": "lm-pydoc-tiny", "w_bits": 4, "a_bits": 8, "eval_batches": 1, "isolate": False}
+
+
+def test_rtn_is_the_untrained_quantized_model_and_costs_quality() -> None:
+    value = call_tool(TOOL, {**QUICK, "w_bits": 2, "method": "rtn"}).value
+    ppl = value["perplexity"]
+    assert value["metric"] == "perplexity" and value["steps"] == 0
+    assert ppl["after"] == ppl["rtn"]  # no training: after is the RTN model
+    assert ppl["rtn"]["val"] > ppl["float"]["val"] > 1  # 2-bit weights hurt the float model
+    assert value["s_per_step"] == 0
+
+
+def test_spsa_in_a_fresh_process_reports_its_peak_memory_and_speed() -> None:
+    value = call_tool(TOOL, {**QUICK, "method": "spsa", "steps": 3, "isolate": True}).value
+    assert value["method"] == "spsa" and value["steps"] == 3
+    assert value["peak_rss_mb"] > 50  # a process holding torch and a model: tens of MB at least
+    assert value["s_per_step"] > 0 and value["trainable_values"] > 0
+    assert all(v > 1 for stage in value["perplexity"].values() for v in stage.values())
+
+
+def test_ste_needs_more_training_memory_than_spsa() -> None:
+    # the first-order baseline keeps activations for backprop; ZO runs forward only (same model, batch, steps)
+    spsa = call_tool(TOOL, {**QUICK, "method": "spsa", "steps": 3, "batch_size": 32}).value
+    ste = call_tool(TOOL, {**QUICK, "method": "ste", "steps": 3, "batch_size": 32}).value
+    assert ste["train_peak_added_mb"] > spsa["train_peak_added_mb"] + 20
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        ({"w_bits": 0}, "w_bits"),
+        ({"a_bits": 0}, "a_bits"),
+        ({"method": "adam"}, "method"),
+        ({"lr": -1}, "lr"),
+        ({"model": "no-such-model"}, "no-such-model"),
+        ({"model": "cnn-mnist"}, "cnn-digits"),
+    ],
+)
+def test_bad_input_is_one_clear_error(args: dict[str, Any], match: str) -> None:
+    with pytest.raises(ToolArgumentError, match=match) as err:
+        call_tool(TOOL, {**QUICK, "steps": 1, **args})
+    assert "\n" not in str(err.value)

@@ -1,0 +1,110 @@
+"""Zeroth-order quantization-aware training of a zoo model (``quant.zo_qat``)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from search.errors import UserInputError
+from search.work_progress import report
+from sim.zoo import ZooError
+from sim.zoqat.job import Spec, run, run_isolated
+from sim.zoqat.qat import DEFAULT_LR
+from tools._base import Tool, ToolArgs, ToolResult
+
+DEFAULT_EPS = 1e-3
+
+
+class ZoQatArgs(ToolArgs):
+    model: str = Field("lm-pydoc", description="zoo model: lm-pydoc, lm-pydoc-tiny (byte LMs) or cnn-digits (its Linear layers)")
+    w_bits: int = Field(4, ge=1, le=16, description="weight bits, per output channel, symmetric")
+    a_bits: int | None = Field(8, ge=1, le=16, description="bits of every Linear layer's input, per tensor; null: float activations")
+    steps: int = Field(300, ge=0, le=100_000, description="training steps, one batch each (rtn ignores them)")
+    method: Literal["spsa", "projected", "ste", "rtn"] = Field(
+        "spsa",
+        description="spsa: two-point zeroth-order (MeZO-style, seeds only, no backprop); projected: SPSA inside a "
+        "subspace of past ZO gradient estimates; ste: backprop QAT with the straight-through estimator (Adam); "
+        "rtn: round-to-nearest, no training",
+    )
+    lr: float | None = Field(None, gt=0, description="learning rate; null: the method's default chosen on the validation split")
+    eps: float = Field(DEFAULT_EPS, gt=0, le=1, description="ZO perturbation size in log-scale units (1e-3: a 0.1 % change of each scale)")
+    seed: int = Field(0, description="seed of the perturbations, the batch order and the calibration batches")
+    batch_size: int = Field(16, ge=1, le=1024, description="sequences (or images) per training batch")
+    train_weights: bool = Field(False, description="also train the Linear weights (default: only the quantization scales)")
+    eval_batches: int | None = Field(None, ge=1, description="batches (of 64) of val and test to evaluate; null: the whole split")
+    isolate: bool = Field(True, description="run in a fresh process so the peak memory measured is this run's alone")
+
+
+class ZoQat(Tool):
+    """Zeroth-order QAT (SPSA, projected) vs first-order STE QAT vs RTN on a zoo model: quality, peak memory, s/step."""
+
+    name = "quant.zo_qat"
+    description = (
+        "Quantize a zoo model's Linear layers (weights per channel at w_bits, inputs per tensor at a_bits, learnable "
+        "LSQ-style scales starting at round-to-nearest) and train the scales with a zeroth-order two-point SPSA estimator "
+        "(no backprop, no optimizer state, perturbations regenerated from seeds), SPSA within a projected gradient "
+        "subspace, or first-order straight-through QAT; rtn is the untrained baseline. Returns perplexity (or accuracy) "
+        "in float, at RTN and after training on val and test, the measured peak resident memory of training and "
+        "seconds per step."
+    )
+    Args = ZoQatArgs
+    example: ClassVar[dict[str, Any]] = {
+        "model": "lm-pydoc-tiny",
+        "w_bits": 4,
+        "a_bits": 8,
+        "steps": 4,
+        "method": "spsa",
+        "eval_batches": 1,
+        "isolate": False,
+    }
+    long_running = True
+
+    def run(self, args: ZoQatArgs) -> ToolResult:
+        lr = DEFAULT_LR[args.method] if args.lr is None else args.lr
+        spec = Spec(
+            model=args.model,
+            w_bits=args.w_bits,
+            a_bits=args.a_bits,
+            method=args.method,
+            steps=0 if args.method == "rtn" else args.steps,
+            lr=lr,
+            eps=args.eps,
+            seed=args.seed,
+            batch_size=args.batch_size,
+            train_weights=args.train_weights,
+            eval_batches=args.eval_batches,
+        )
+        report(f"{args.method} W{args.w_bits}A{args.a_bits or 'fp'} on {args.model}", 0.0)
+        try:
+            out = run_isolated(spec) if args.isolate else run(spec)
+        except ZooError as exc:  # unknown model name and the like: the caller's to fix
+            raise UserInputError(str(exc)) from None
+        except KeyboardInterrupt:
+            raise UserInputError("quantization-aware training stopped by the user (Ctrl-C); nothing was kept") from None
+        metric = out["metric"]
+        value = {
+            "model": args.model,
+            "method": args.method,
+            "w_bits": args.w_bits,
+            "a_bits": args.a_bits,
+            "steps": spec.steps,
+            "lr": lr,
+            "eps": args.eps,
+            "seed": args.seed,
+            "metric": metric,
+            metric: {stage: {split: out[f"{stage}_{split}"] for split in ("val", "test")} for stage in ("float", "rtn", "after")},
+            "peak_rss_mb": out["peak_rss_train_mb"],
+            "train_peak_added_mb": out["train_peak_added_mb"],
+            "s_per_step": out["s_per_step"],
+            "train_s": out["train_s"],
+            "trainable_values": out["trainable_values"],
+        }
+        messages = [
+            f"{metric} on {args.eval_batches or 'all'} batches per split; 'rtn' is before training, 'after' after it",
+            "peak memory: the process's resident high-water mark during training (kernel VmHWM, reset at its start); "
+            "train_peak_added_mb is that peak minus the RSS when training started",
+        ]
+        if not out["peak_reset"]:
+            messages.append("the kernel did not allow resetting the high-water mark: peak_rss_mb covers the whole run")
+        return ToolResult(value=value, messages=messages)
