@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pexpect
@@ -91,11 +92,16 @@ def test_llm_mode_streams_shows_tools_asks_and_survives_ctrl_c(tmp_path: Path) -
         child.sendline("n")
         child.expect("Understood, no search.")
         child.expect(PROMPT)
+        asked = len(fake.requests)
         child.sendline("a slow question")
         child.expect("a slow question")
-        import time
-
-        time.sleep(1.0)
+        # interrupt only once the slow request is in flight: on a loaded machine a fixed sleep can
+        # land before the turn starts, and the Ctrl-C is then spent at the prompt
+        deadline = time.monotonic() + 60
+        while len(fake.requests) <= asked and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(fake.requests) > asked, "the slow question never reached the endpoint"
+        time.sleep(0.5)
         child.sendintr()
         child.expect("turn interrupted")
         child.expect(PROMPT)
