@@ -295,6 +295,22 @@ def read_key_values(problem: Problem, text: str, what: str) -> tuple[Point, dict
         raise UserInputError(f"cannot read {text!r} as {what}: {exc}; format: {problem.design_format}") from None
 
 
+def level_neighbours(point: Sequence[Any], levels: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """Designs that are a tuple of ordered levels: every design one level up or down at one position."""
+    out = []
+    for i, value in enumerate(point):
+        j = list(levels).index(value)
+        for nj in (j - 1, j + 1):
+            if 0 <= nj < len(levels):
+                out.append((*point[:i], levels[nj], *point[i + 1 :]))
+    return out
+
+
+def uniform_crossover(a: Sequence[Any], b: Sequence[Any], rng: random.Random) -> tuple[Any, ...]:
+    """Each position from ``a`` or ``b`` with even odds (one ``rng.random()`` draw per position)."""
+    return tuple(x if rng.random() < 0.5 else y for x, y in zip(a, b, strict=True))
+
+
 class Evolvable(ABC):
     """Operators the co-evolution engine needs from a problem (mixin for :class:`Problem`).
 

@@ -26,7 +26,7 @@ from pydantic import AliasChoices, Field
 
 from search.errors import UserInputError
 from search.niches import Niche
-from search.problem import Evolvable, Objective, Problem, ProblemOptions, read_key_values
+from search.problem import Evolvable, Objective, Problem, ProblemOptions, level_neighbours, read_key_values, uniform_crossover
 from sim.accel.compress import LEVELS, DigitsCNN, compressor
 
 LAYERS = DigitsCNN.layer_names
@@ -124,16 +124,10 @@ class CompressProblem(Problem, Evolvable):
     # ---- operators for the co-evolution engine (Evolvable)
 
     def neighbours(self, point: Any) -> list[Levels]:
-        out = []
-        for i, k in enumerate(point):
-            j = LEVELS.index(k)
-            for nj in (j - 1, j + 1):  # one step looser or tighter
-                if 0 <= nj < len(LEVELS):
-                    out.append((*point[:i], LEVELS[nj], *point[i + 1 :]))
-        return out
+        return level_neighbours(point, LEVELS)
 
     def crossover(self, a: Any, b: Any, rng: random.Random) -> Levels:
-        return tuple(x if rng.random() < 0.5 else y for x, y in zip(a, b, strict=True))
+        return uniform_crossover(a, b, rng)
 
     def random_point(self, rng: random.Random) -> Levels:
         return tuple(rng.choice(LEVELS) for _ in LAYERS)

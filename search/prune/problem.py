@@ -29,7 +29,7 @@ from pydantic import Field
 
 from search.errors import UserInputError
 from search.niches import Niche
-from search.problem import Evolvable, Objective, Problem, ProblemOptions, read_key_values
+from search.problem import Evolvable, Objective, Problem, ProblemOptions, level_neighbours, read_key_values, uniform_crossover
 from sim.zoo import ZooError, recipe
 
 LEVELS: tuple[float, ...] = (0.0, 0.25, 0.4, 0.5, 0.6, 0.75)
@@ -201,16 +201,10 @@ class PruneProblem(Problem, Evolvable):
     # ---- operators for the co-evolution engine (Evolvable)
 
     def neighbours(self, point: Any) -> list[Sparsities]:
-        out = []
-        for i, s in enumerate(point):
-            j = LEVELS.index(s)
-            for nj in (j - 1, j + 1):
-                if 0 <= nj < len(LEVELS):
-                    out.append((*point[:i], LEVELS[nj], *point[i + 1 :]))
-        return out
+        return level_neighbours(point, LEVELS)
 
     def crossover(self, a: Any, b: Any, rng: random.Random) -> Sparsities:
-        return tuple(x if rng.random() < 0.5 else y for x, y in zip(a, b, strict=True))
+        return uniform_crossover(a, b, rng)
 
     def random_point(self, rng: random.Random) -> Sparsities:
         return tuple(rng.choice(LEVELS) for _ in self.genes)

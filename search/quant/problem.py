@@ -30,7 +30,7 @@ from pydantic import Field
 
 from search.errors import UserInputError
 from search.niches import Niche
-from search.problem import Evolvable, Objective, Problem, ProblemOptions, read_key_values
+from search.problem import Evolvable, Objective, Problem, ProblemOptions, level_neighbours, read_key_values, uniform_crossover
 from sim.quant import CANDIDATES, Group, class_counts, class_groups, class_scores, finetune, group_bits, model_bits, quant_layers
 
 ARCH_LAYERS: dict[str, tuple[str, ...]] = {"cnn-digits": ("conv1", "conv2", "conv3", "fc1", "fc2")}
@@ -180,16 +180,10 @@ class QuantProblem(Problem, Evolvable):
     # ---- operators for the co-evolution engine (Evolvable)
 
     def neighbours(self, point: Any) -> list[Widths]:
-        out = []
-        for i, b in enumerate(point):
-            j = CANDIDATES.index(b)
-            for nj in (j - 1, j + 1):  # one candidate narrower or wider
-                if 0 <= nj < len(CANDIDATES):
-                    out.append((*point[:i], CANDIDATES[nj], *point[i + 1 :]))
-        return out
+        return level_neighbours(point, CANDIDATES)
 
     def crossover(self, a: Any, b: Any, rng: random.Random) -> Widths:
-        return tuple(x if rng.random() < 0.5 else y for x, y in zip(a, b, strict=True))
+        return uniform_crossover(a, b, rng)
 
     def random_point(self, rng: random.Random) -> Widths:
         return tuple(rng.choice(CANDIDATES) for _ in self.params)
