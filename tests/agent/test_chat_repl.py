@@ -102,8 +102,12 @@ def test_llm_mode_streams_shows_tools_asks_and_survives_ctrl_c(tmp_path: Path) -
             time.sleep(0.1)
         assert len(fake.requests) > asked, "the slow question never reached the endpoint"
         time.sleep(0.5)
-        child.sendintr()
-        child.expect("turn interrupted")
+        for _ in range(3):  # a Ctrl-C that a loaded machine delivers between two reads is sent again
+            child.sendintr()
+            if child.expect(["turn interrupted", pexpect.TIMEOUT], timeout=8) == 0:
+                break
+        else:
+            raise AssertionError(f"three Ctrl-C did not interrupt the turn; the screen ends with {child.before[-300:]!r}")
         child.expect(PROMPT)
         child.sendline("/session")
         child.expect("session S1: .* events")

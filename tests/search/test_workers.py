@@ -151,6 +151,9 @@ def test_workers_killed_at_random_points_lose_nothing(postgres_url: str, tmp_pat
         kills += 1
         spawn()  # a replacement joins
     results = _finish([p for p in list(live) if p.returncode is None])
+    for code, _, stderr in results:  # whole, in the captured output: the assertion's repr cuts it short
+        if code != 0:
+            print(f"worker exited {code}; its stderr:\n{stderr}")
     assert all(code == 0 for code, _, _ in results), results
     counts = _check_exactly_once(postgres_url, study, budget)
     states = Counter(t.state.name for t in optuna.load_study(study_name=study, storage=postgres_url).get_trials(deepcopy=False))

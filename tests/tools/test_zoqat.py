@@ -31,8 +31,10 @@ def test_spsa_in_a_fresh_process_reports_its_peak_memory_and_speed() -> None:
 
 def test_ste_needs_more_training_memory_than_spsa() -> None:
     # the first-order baseline keeps activations for backprop; ZO runs forward only (same model, batch, steps)
-    spsa = call_tool(TOOL, {**QUICK, "method": "spsa", "steps": 3, "batch_size": 32}).value
-    ste = call_tool(TOOL, {**QUICK, "method": "ste", "steps": 3, "batch_size": 32}).value
+    # batches of 64: STE's saved activations (about 40 MB on the tiny LM) stand well clear of the
+    # allocator's page-granular noise, which made a 32-sequence batch land on the margin
+    spsa = call_tool(TOOL, {**QUICK, "method": "spsa", "steps": 3, "batch_size": 64}).value
+    ste = call_tool(TOOL, {**QUICK, "method": "ste", "steps": 3, "batch_size": 64}).value
     assert ste["train_peak_added_mb"] > spsa["train_peak_added_mb"] + 20
 
 
