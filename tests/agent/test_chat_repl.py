@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from pathlib import Path
@@ -30,6 +31,9 @@ def _spawn(tmp_path: Path, *extra: str, llm_url: str | None = None) -> pexpect.s
         encoding="utf-8",
         timeout=30,
         dimensions=(50, 160),
+        # a test run started as a background job ignores SIGINT, and the child would inherit that:
+        # give it the default disposition, so its Python turns Ctrl-C into KeyboardInterrupt
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     return child
 

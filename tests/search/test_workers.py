@@ -68,6 +68,13 @@ def _wait_for_completed(storage: str, study: str, proc: subprocess.Popen[str], a
     raise AssertionError(f"no {at_least} completed evaluations within {timeout} s")
 
 
+def _print_failed(results: list[tuple[int, str, str]]) -> None:
+    """Print a failed worker's whole stderr into the captured output (an assertion's repr cuts it short)."""
+    for code, _, stderr in results:
+        if code != 0:
+            print(f"worker exited {code}; its stderr:\n{stderr}")
+
+
 def _check_exactly_once(storage: str, study_name: str, budget: int) -> dict[str, int]:
     """Every paid evaluation once, exactly the budget, values as the table says, front as a single run's."""
     problem = NB201Problem(dataset="cifar10", device="fpga")
@@ -151,9 +158,7 @@ def test_workers_killed_at_random_points_lose_nothing(postgres_url: str, tmp_pat
         kills += 1
         spawn()  # a replacement joins
     results = _finish([p for p in list(live) if p.returncode is None])
-    for code, _, stderr in results:  # whole, in the captured output: the assertion's repr cuts it short
-        if code != 0:
-            print(f"worker exited {code}; its stderr:\n{stderr}")
+    _print_failed(results)
     assert all(code == 0 for code, _, _ in results), results
     counts = _check_exactly_once(postgres_url, study, budget)
     states = Counter(t.state.name for t in optuna.load_study(study_name=study, storage=postgres_url).get_trials(deepcopy=False))
@@ -187,6 +192,7 @@ def test_dropped_connections_are_survived(postgres_url: str, tmp_path: Path) -> 
             )
     admin.dispose()
     results = _finish(procs)
+    _print_failed(results)
     assert all(code == 0 for code, _, _ in results), results
     assert dropped > 0
     assert _check_exactly_once(postgres_url, study, budget)["duplicates"] == 0
