@@ -43,6 +43,7 @@ from torch import nn
 from sim.errors import UserInputError
 from sim.quant.fake import (
     Batches,
+    FineTune,
     Layer,
     Progress,
     accuracy,
@@ -402,25 +403,8 @@ def quantize(
     tuned, record = finetune(
         model, alloc.bits, train, val, epochs=finetune_epochs, lr=lr, seed=seed, progress=lambda w, f: say(w, 0.2 + 0.75 * f)
     )
-    test_before = accuracy(model, test) if test is not None else None
-    test_after = accuracy(tuned, test) if test is not None else None
-    fp_bits = 32 * sum(p.numel() for p in model.parameters())
     del layers
-    return QuantResult(
-        alloc,
-        val_before,
-        record.val_accuracy[0],
-        record.val_accuracy[record.best_epoch],
-        test_before,
-        test_after,
-        record.val_accuracy,
-        record.best_epoch,
-        model_bits(model, alloc.bits),
-        int(fp_bits),
-        time.perf_counter() - start,
-        tuned,
-        accuracy(quantized_copy(model, alloc.bits), test) if test is not None else None,
-    )
+    return _result(model, alloc, val_before, tuned, record, test, start)
 
 
 # ---- greedy search under an accuracy constraint
@@ -542,26 +526,31 @@ def greedy_search(
     check_bits(bits, layers)
     start = time.perf_counter()
     tuned, record = finetune(model, bits, train, val, epochs=finetune_epochs, seed=seed)
-    test_before = accuracy(model, test) if test is not None else None
-    test_after = accuracy(tuned, test) if test is not None else None
     alloc = Allocation("greedy", average_bits(bits, layers), bits, average_bits(bits, layers), {"max_drop": max_drop})
-    result = QuantResult(
+    result = _result(model, alloc, fp_val, tuned, record, test, start)
+    say("greedy: done", 1.0)
+    return GreedyResult(groups, widths, trace, fp_val, result)
+
+
+def _result(
+    model: nn.Module, alloc: Allocation, val_before: float, tuned: nn.Module, record: FineTune, test: Batches | None, start: float
+) -> QuantResult:
+    """The QuantResult of ``model`` fine-tuned at ``alloc`` into ``tuned`` (test figures when a test loader is given)."""
+    return QuantResult(
         alloc,
-        fp_val,
+        val_before,
         record.val_accuracy[0],
         record.val_accuracy[record.best_epoch],
-        test_before,
-        test_after,
+        accuracy(model, test) if test is not None else None,
+        accuracy(tuned, test) if test is not None else None,
         record.val_accuracy,
         record.best_epoch,
-        model_bits(model, bits),
+        model_bits(model, alloc.bits),
         32 * sum(p.numel() for p in model.parameters()),
         time.perf_counter() - start,
         tuned,
-        accuracy(quantized_copy(model, bits), test) if test is not None else None,
+        accuracy(quantized_copy(model, alloc.bits), test) if test is not None else None,
     )
-    say("greedy: done", 1.0)
-    return GreedyResult(groups, widths, trace, fp_val, result)
 
 
 def ptq_accuracy(model: nn.Module, bits: Mapping[str, Sequence[int]], loader: Batches) -> float:
