@@ -21,11 +21,18 @@ class NocArgs(ToolArgs):
     topology: Literal["benes", "mesh"] = Field("benes", description="benes (optical, circuit switched) or mesh (SDM, GT + best effort)")
     n: int = Field(16, description="benes: ports, a power of two 8..64")
     k: int = Field(8, description="mesh: side (k x k nodes), 2..16")
-    routing: str = Field("adaptive", description="benes: bit (destination tag) or adaptive; mesh: xy, adaptive or bee-qos")
+    routing: str = Field(
+        "adaptive", description="benes: bit (destination tag), adaptive (look-ahead) or adaptive-local; mesh: xy, adaptive or bee-qos"
+    )
     load: float = Field(0.3, description="offered load, flits per cycle per port/node as a fraction of capacity, in (0, 1]")
     packet_flits: int | None = Field(None, ge=1, le=4096, description="flits per packet (default 16 on benes, 4 on mesh)")
     traffic: str = Field("uniform", description="benes: uniform or permutation; mesh: uniform, transpose, tornado or hotspot")
     injection: Literal["poisson", "bursty"] = Field("poisson", description="benes: Bernoulli arrivals or on/off bursts")
+    setup_cycles: int = Field(2, ge=1, le=16, description="benes: cycles each switch stage takes to process a setup header")
+    ack_cycles: int = Field(1, ge=0, le=16, description="benes: cycles per stage for the ACK (or NACK) back to the source")
+    hold_cycles: int = Field(
+        0, ge=0, le=4096, description="benes: cycles a blocked setup may wait at a switch before tearing down (0: tear down at once)"
+    )
     gt_share: float = Field(0.3, ge=0, le=1, description="mesh: share of the load that arrives as guaranteed-bandwidth flows")
     subchannels: int = Field(4, ge=1, le=64, description="mesh: sub-channels per link (one flit/cycle each)")
     gt_width: int = Field(1, ge=1, description="mesh: sub-channels each GT flow reserves")
@@ -36,7 +43,15 @@ class NocArgs(ToolArgs):
         """Keyword options of the topology's simulator."""
         common = {"routing": self.routing, "load": self.load, "traffic": self.traffic, "cycles": self.cycles, "seed": self.seed}
         if self.topology == "benes":
-            return {"n_ports": self.n, "packet_flits": self.packet_flits or 16, "injection": self.injection, **common}
+            return {
+                "n_ports": self.n,
+                "packet_flits": self.packet_flits or 16,
+                "injection": self.injection,
+                "setup_cycles": self.setup_cycles,
+                "ack_cycles": self.ack_cycles,
+                "hold_cycles": self.hold_cycles,
+                **common,
+            }
         return {
             "k": self.k,
             "packet_flits": self.packet_flits or 4,
@@ -53,7 +68,8 @@ class NocSimulate(Tool):
     name = "noc.simulate"
     description = (
         "Simulate a network-on-chip cycle by cycle: a circuit-switched Benes optical NoC (bit-controlled or adaptive path "
-        "setup; delay, throughput, blocking rate) or a k x k mesh with sub-channel links carrying guaranteed-bandwidth "
+        "setup with per-stage control latency, an ACK before data, optional holding at a blocked switch; delay, throughput, "
+        "blocking rate) or a k x k mesh with sub-channel links carrying guaranteed-bandwidth "
         "flows (XY, minimal adaptive or bee-inspired QoS routing; GT acceptance, violations) and best-effort packets "
         "(latency, throughput). Deterministic per seed; Ctrl-C stops early with what was measured."
     )

@@ -1,31 +1,54 @@
-"""A circuit-switched Benes optical NoC: path setup, hold and teardown, cycle by cycle.
+"""A circuit-switched Benes optical NoC: path setup with an ACK, hold and teardown, cycle by cycle.
 
-Topology: ``N = 2^n`` ports, ``2n - 1`` stages of ``N / 2`` 2x2 switching elements. In the
+Topology: ``N = 2^n`` ports, ``m = 2n - 1`` stages of ``N / 2`` 2x2 switching elements. In the
 line form used here, stage ``s`` joins lines ``x`` and ``x ^ 2^b(s)`` with bits
 ``b = n-1, ..., 1, 0, 1, ..., n-1``: a back-to-back pair of butterflies sharing the middle
 stage, which is the Benes network (rearrangeably non-blocking; ``N / 2`` distinct paths
-between any input and output). :func:`benes_graph` gives it as a networkx DiGraph.
+between any input and output). :func:`benes_graph` gives it as a networkx DiGraph. The
+link after stage ``s`` on line ``x`` is ``(s, x)``; the links after the last stage are the
+output ports.
 
-Circuit switching (optical data, electronic control): the head packet of a source sends a
-setup header that reserves one inter-stage link per cycle; if the link it needs is held
-(or the output port is), the setup is blocked: its partial path is torn down and the source
-retries after a random exponential backoff. Once the output port is reserved, the packet's
-``packet_flits`` flits stream at one flit per cycle; then the circuit is torn down. The
-header reserves the first link in the cycle the packet is generated, so the zero-load
-delay is ``(2n - 1) + packet_flits`` cycles (tested).
+Circuit switching (optical data, electronic control). The head packet of an idle source
+sends a setup header into stage 0 in the cycle its attempt starts (``T``). Each switch's
+electronic control takes ``setup_cycles`` (``c``) cycles to process the header: it decides
+the output and reserves the link after it in the last of those cycles, so the link after
+stage ``s`` is reserved in cycle ``T + (s + 1) c - 1`` and the output port in
+``T + m c - 1``. Once the output port is reserved the destination returns an ACK that
+crosses the ``m`` stages back at ``ack_cycles`` (``a``) cycles each; the source starts the
+optical data when it arrives, ``packet_flits`` (``L``) flits at one flit a cycle (light
+crosses the chip within a cycle), and the circuit is torn down with the last flit. So a
+circuit holds the link after stage ``s`` from ``T + (s + 1) c - 1`` until cycle
+``T + D`` (free again in that cycle), with ``D = m (c + a) + L``, and the zero-load delay
+(generation to last flit) is exactly ``D`` (tested against this formula).
+
+Blocking: if the link a header needs is held (for adaptive routing: both), the header
+either waits at that switch, re-trying each cycle for at most ``hold_cycles`` cycles
+(``hold``; 0: no waiting), or gives up: a NACK travels back at ``a`` cycles a stage,
+releasing the partial path as it passes (the link after stage ``j`` is free ``(s - j) a``
+cycles after the block at stage ``s``), and reaches the source ``(s + 1) a`` cycles after
+the block; the source then retries after a random exponential backoff (1 + U{0..2^k - 1}
+cycles after its k-th consecutive block, k capped at 6).
 
 Routing of the setup header:
 
 * ``bit``: destination-tag (bit-controlled) routing, the classic baseline: every stage sets
   its bit to the destination's bit, so each (source, destination) has one fixed path.
-* ``adaptive``: the distributed adaptive algorithm: in the first ``n - 1`` stages the
-  switch picks either output from its local link state (a free one; at random when both
-  are free), using the Benes network's path diversity; the last ``n`` stages are fixed by
-  the destination bits.
+* ``adaptive``: in the first ``n - 1`` stages the switch picks among its free outputs by
+  looking one switch ahead (electronic control knows its neighbours' link state): it prefers
+  the output whose downstream switch has more free outputs, or, when the downstream stage is
+  already fixed by the destination, whose downstream switch has its output towards the
+  destination free; ties at random. The last ``n`` stages follow the destination bits.
+* ``adaptive-local``: the same stages adaptive, but from local link state only (a free
+  output, at random when both are): the adaptive router of issue 8, kept for comparison.
+
+With ``setup_cycles=1, ack_cycles=0, hold_cycles=0`` and ``adaptive-local`` (or ``bit``)
+the simulator is issue 8's (same random draws, same results).
 
 Metrics: mean and p99 end-to-end delay (generation to last flit), throughput (delivered
-flits per cycle per port), blocking rate (blocked setups / setup attempts), retries per
-delivered packet. Statistics count packets generated after a warm-up of 10 % of the cycles
+flits per cycle per port), blocking rate (blocked setups / setup attempts), first-attempt
+blocking (the same over a packet's first attempts only: what :func:`bit_blocking_model`
+predicts), retries per delivered packet, cycles headers spent holding per delivered packet,
+link utilisation. Statistics count packets generated after a warm-up of 10 % of the cycles
 (at most 2,000).
 """
 
@@ -33,15 +56,20 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 import networkx as nx
+import numpy as np
 
 from sim.errors import UserInputError
 from sim.noc.common import WARMUP_MAX, Clock, Injector, NocResult, ProgressFn, check_load, delay_stats, derangement, destination
 
-ROUTINGS = ("bit", "adaptive")
+ROUTINGS = ("bit", "adaptive", "adaptive-local")
+MAX_CONTROL_CYCLES = 16
+"""Largest ``setup_cycles`` / ``ack_cycles`` accepted (an electronic control hop slower than this is a different design)."""
+MAX_HOLD_CYCLES = 4096
 
 
 def _stages(n_ports: int) -> tuple[int, list[int]]:
@@ -70,6 +98,84 @@ def benes_graph(n_ports: int) -> nx.DiGraph:
     return g
 
 
+def zero_load_delay(n_ports: int, packet_flits: int, setup_cycles: int = 2, ack_cycles: int = 1) -> int:
+    """Generation to last flit with no contention: ``(2 log2 N - 1)(setup + ack) + flits`` cycles (module doc)."""
+    _, bits = _stages(n_ports)
+    return len(bits) * (setup_cycles + ack_cycles) + packet_flits
+
+
+def bit_paths(n_ports: int) -> np.ndarray:
+    """Destination-tag paths: ``paths[s, d, j]`` is the line of the link after stage ``j`` from source ``s`` to ``d``."""
+    _, bits = _stages(n_ports)
+    src = np.arange(n_ports)[:, None]
+    dst = np.arange(n_ports)[None, :]
+    line = np.broadcast_to(src, (n_ports, n_ports)).copy()
+    out = np.empty((n_ports, n_ports, len(bits)), dtype=np.int64)
+    for j, b in enumerate(bits):
+        line = (line & ~(1 << b)) | (dst & (1 << b))
+        out[:, :, j] = line
+    return out
+
+
+def bit_blocking_model(n_ports: int, load: float, packet_flits: int = 16, setup_cycles: int = 2, ack_cycles: int = 1) -> float:
+    """First-attempt blocking probability of ``bit`` routing under uniform Poisson traffic at low load (analytical).
+
+    A fresh setup from ``s`` to ``d`` starting in cycle ``T`` wants the link after stage ``j``
+    in cycle ``T + (j + 1) c - 1``. Another source's circuit to ``d'``, started in cycle
+    ``T' = T - delta``, holds that link (if its path uses it) from ``T' + (j + 1) c - 1`` to
+    ``T' + D``: it is in the way iff ``0 <= delta <= D - (j + 1) c`` (at ``delta = 0`` both
+    headers arrive together and the earlier in the switch's order, the lower source, wins).
+    Two destination-tag paths share a contiguous run of stages, and the window is widest
+    at the first shared stage ``j1``, so that circuit blocks the setup iff it started within
+    ``D - (j1 + 1) c + 1`` cycles before it. Successful circuits of a source to ``d'`` start
+    at rate ``lambda / (N - 1)`` (``lambda = load / L`` packets a cycle; every packet gets
+    exactly one circuit) and never overlap in time, so the chance that source ``s'`` is in
+    the way is the sum over ``d'`` of rate x window; sources are taken as independent:
+
+        P(block | s, d) = 1 - prod_{s' != s} (1 - sum_{d' != s'} lambda / (N - 1) w(s, d, s', d'))
+
+    averaged over uniform ``(s, d)``. Per link this is the link's utilisation by others
+    (rate ``lambda`` per link under uniform traffic x holding time ``D - (j + 1) c + 1``),
+    counted once per circuit rather than once per shared link. Neglected, hence "low load":
+    partial paths of blocked setups (they hold links for a few cycles too), retries and
+    queueing shifting start times, and correlation between sources (all O(P^2)).
+    """
+    _, bits = _stages(n_ports)
+    check_load(load)
+    m = len(bits)
+    lam = load / packet_flits
+    d_hold = m * (setup_cycles + ack_cycles) + packet_flits
+    paths = bit_paths(n_ports)
+    pairs = [(s, d) for s in range(n_ports) for d in range(n_ports) if d != s]
+    others = np.array(pairs)
+    other_paths = paths[others[:, 0], others[:, 1]]  # (pairs, m)
+    probs = []
+    for s, d in pairs:
+        shared = other_paths == paths[s, d][None, :]
+        any_shared = shared.any(axis=1) & (others[:, 0] != s)
+        first = np.argmax(shared, axis=1)
+        window = d_hold - (first + 1) * setup_cycles + (others[:, 0] < s)  # the tie at delta = 0 goes to the lower source
+        per_pair = np.where(any_shared, lam / (n_ports - 1) * window, 0.0)
+        per_source = np.bincount(others[:, 0], weights=per_pair, minlength=n_ports)
+        probs.append(1.0 - float(np.prod(1.0 - np.minimum(per_source, 1.0))))
+    return float(np.mean(probs))
+
+
+def mean_link_utilisation_model(n_ports: int, load: float, packet_flits: int = 16, setup_cycles: int = 2, ack_cycles: int = 1) -> float:
+    """Mean share of time a link (all stages and output ports) is reserved, uniform traffic at low load (analytical).
+
+    Under uniform traffic every link of every stage is on the path of circuits arriving at
+    ``lambda = load / L`` a cycle (for destination-tag routing exactly; by symmetry for the
+    adaptive ones too), and a circuit holds the link after stage ``j`` for
+    ``D - (j + 1) c + 1`` cycles (module doc): Little's law gives the utilisation, averaged
+    over the ``m`` stages. Blocked setups' partial paths are neglected (low load).
+    """
+    _, bits = _stages(n_ports)
+    m = len(bits)
+    d_hold = zero_load_delay(n_ports, packet_flits, setup_cycles, ack_cycles)
+    return load / packet_flits * sum(d_hold - (j + 1) * setup_cycles + 1 for j in range(m)) / m
+
+
 @dataclass(frozen=True)
 class BenesConfig:
     """What a Benes simulation was asked for."""
@@ -80,6 +186,12 @@ class BenesConfig:
     traffic: str
     injection: str
     packet_flits: int
+    setup_cycles: int = 2
+    """Cycles a switch's electronic control takes to process a setup header."""
+    ack_cycles: int = 1
+    """Cycles the ACK (or a NACK) takes to cross one stage back towards the source."""
+    hold_cycles: int = 0
+    """Cycles a blocked header may wait at a switch before it gives up (0: tear down at once)."""
     topology: ClassVar[str] = "benes"
 
     def as_dict(self) -> dict[str, Any]:
@@ -95,8 +207,11 @@ class BenesStats:
         stages: switch stages, ``2 log2(N) - 1``.
         blocking_rate: blocked setups / setup attempts.
         retries_per_packet: blocked setups per delivered packet.
-        zero_load_delay: ``stages + packet_flits`` cycles (module doc).
+        zero_load_delay: ``stages (setup_cycles + ack_cycles) + packet_flits`` cycles (module doc).
         queued_at_end: packets still waiting at their sources when the run ended.
+        first_attempt_blocking: blocked first attempts / first attempts (packets generated after the warm-up).
+        hold_per_packet: cycles setup headers spent waiting at switches, per delivered packet.
+        link_utilisation: share of link-cycles (every stage, output ports included) reserved, after the warm-up.
     """
 
     stages: int
@@ -104,6 +219,9 @@ class BenesStats:
     retries_per_packet: float
     zero_load_delay: int
     queued_at_end: int
+    first_attempt_blocking: float = 0.0
+    hold_per_packet: float = 0.0
+    link_utilisation: float = 0.0
 
     @property
     def zero_load(self) -> float:
@@ -126,6 +244,12 @@ class _Setup:
     stage: int
     line: int
     links: list[tuple[int, int]]
+    due: int
+    """Cycle of the decision at the current stage."""
+    first: bool
+    """A packet's first attempt (counted by first-attempt blocking)."""
+    waited: int = 0
+    """Cycles spent holding at the current stage."""
 
 
 def simulate_benes(
@@ -136,8 +260,12 @@ def simulate_benes(
     packet_flits: int = 16,
     traffic: str = "uniform",
     injection: str = "poisson",
+    setup_cycles: int = 2,
+    ack_cycles: int = 1,
+    hold_cycles: int = 0,
     cycles: int = 20_000,
     seed: int = 0,
+    trace: Sequence[tuple[int, int, int]] | None = None,
     progress: ProgressFn | None = None,
 ) -> BenesResult:
     """Simulate the Benes NoC (module doc) and return its metrics.
@@ -146,10 +274,16 @@ def simulate_benes(
         load: offered load, flits per cycle per input port (0 < load <= 1).
         traffic: ``uniform`` or ``permutation``.
         injection: ``poisson`` or ``bursty``.
+        setup_cycles: cycles per stage to process a setup header (1..16).
+        ack_cycles: cycles per stage for the ACK / NACK back to the source (0..16).
+        hold_cycles: cycles a blocked header may wait at a switch (0: tear down at once).
+        trace: instead of random traffic, these packets only: ``(cycle, source, destination)``
+            (``load``, ``traffic`` and ``injection`` are then ignored; for hand-checked cases).
 
     Raises:
         UserInputError: a size that is not a power of two in 8..64, load outside (0, 1],
-            an unknown routing, traffic or injection process.
+            an unknown routing, traffic or injection process, control latencies out of range,
+            a trace packet outside the network.
     """
     n, bits = _stages(n_ports)
     check_load(load)
@@ -159,75 +293,141 @@ def simulate_benes(
         raise UserInputError(f"Benes traffic is uniform or permutation, got {traffic!r}")
     if packet_flits < 1 or cycles < 100:
         raise UserInputError("packet_flits must be >= 1 and cycles >= 100")
+    if not 1 <= setup_cycles <= MAX_CONTROL_CYCLES or not 0 <= ack_cycles <= MAX_CONTROL_CYCLES:
+        raise UserInputError(
+            f"setup_cycles must be 1..{MAX_CONTROL_CYCLES} and ack_cycles 0..{MAX_CONTROL_CYCLES} (cycles per switch stage), "
+            f"got {setup_cycles} and {ack_cycles}"
+        )
+    if not 0 <= hold_cycles <= MAX_HOLD_CYCLES:
+        raise UserInputError(f"hold_cycles must be 0..{MAX_HOLD_CYCLES} (0: tear down a blocked setup at once), got {hold_cycles}")
+    arrivals_at: dict[int, list[tuple[int, int]]] = {}
+    for when, src, dst in trace or ():
+        if not (0 <= src < n_ports and 0 <= dst < n_ports and src != dst and when >= 0):
+            raise UserInputError(f"trace packet {(when, src, dst)} needs a cycle >= 0 and two different ports in 0..{n_ports - 1}")
+        arrivals_at.setdefault(when, []).append((src, dst))
     rng = random.Random(seed)
     perm = derangement(n_ports, rng) if traffic == "permutation" else None
     injectors = [Injector(injection, load / packet_flits, random.Random(f"{seed}:{i}")) for i in range(n_ports)]
     n_stages = len(bits)
     link_owner: dict[tuple[int, int], int] = {}  # (stage, line) -> source holding it; stage n_stages-1 is the output port
     queues: list[deque[tuple[int, int]]] = [deque() for _ in range(n_ports)]
-    busy = [False] * n_ports  # a source with a setup or circuit in progress
+    busy = [False] * n_ports  # a source with a setup, circuit or NACK in progress
+    fresh = [True] * n_ports  # the head packet has not tried yet
     backoff_until = [0] * n_ports
     retries_of = [0] * n_ports
     setups: list[_Setup] = []
-    releases: dict[int, list[tuple[int, list[tuple[int, int]], int]]] = {}  # cycle -> (src, links, gen)
+    frees: dict[int, list[tuple[int, int]]] = {}  # cycle -> links released then
+    ends: dict[int, list[tuple[int, int]]] = {}  # cycle -> (source, generation of its delivered packet, or -1 after a NACK)
     warmup = min(cycles // 10, WARMUP_MAX)
     delays: list[float] = []
-    delivered_flits = delivered = attempts = blocked = retries = 0
+    delivered_flits = delivered = attempts = blocked = retries = firsts = first_blocked = held = link_cycles = 0
+    look_ahead = routing == "adaptive"
+
+    def free_outputs(stage: int, line: int) -> int:
+        """Free outputs of the switch at ``stage`` that line ``line`` enters."""
+        b = bits[stage]
+        return ((stage, line) not in link_owner) + ((stage, line ^ (1 << b)) not in link_owner)
+
     clock = Clock(cycles, progress)
     with clock:
         for t in clock:
-            for src, links, gen in releases.pop(t, []):
-                for link in links:
-                    del link_owner[link]
+            for link in frees.pop(t, ()):
+                del link_owner[link]
+            for src, gen in ends.pop(t, ()):
                 busy[src] = False
+                if gen < 0:
+                    continue
                 if t > warmup:
                     delivered_flits += packet_flits
                 if gen >= warmup:
                     delays.append(t - gen)
                     delivered += 1
+            new = arrivals_at.pop(t, ())
             for i in range(n_ports):
-                if injectors[i].arrivals():
+                if trace is None and injectors[i].arrivals():
                     queues[i].append((t, destination(traffic, i, n_ports, rng, perm=perm)))
+                for src, dst in new:
+                    if src == i:
+                        queues[i].append((t, dst))
                 if not busy[i] and queues[i] and t >= backoff_until[i]:
                     gen, dst = queues[i][0]
                     busy[i] = True
                     attempts += 1
-                    setups.append(_Setup(i, dst, gen, 0, i, []))
+                    if fresh[i] and gen >= warmup:
+                        firsts += 1
+                    setups.append(_Setup(i, dst, gen, 0, i, [], t + setup_cycles - 1, fresh[i]))
+                    fresh[i] = False
             still: list[_Setup] = []
-            for st in setups:  # each header advances one stage per cycle
+            for st in setups:
+                if st.due > t:  # the switch's control is still processing the header
+                    still.append(st)
+                    continue
                 b = bits[st.stage]
                 want = (st.line & ~(1 << b)) | (st.dst & (1 << b))
                 options = [want]
-                if routing == "adaptive" and st.stage < n - 1:
+                if routing != "bit" and st.stage < n - 1:
                     other = st.line ^ (1 << b) if want == st.line else st.line
                     options = [want, other]
                     rng.shuffle(options)
+                    if look_ahead:
+                        options = [x for x in options if (st.stage, x) not in link_owner]
+                        if len(options) == 2:  # both free: prefer the emptier switch downstream
+                            nxt = st.stage + 1
+                            if nxt < n - 1:
+                                score = [free_outputs(nxt, x) for x in options]
+                            else:  # the next stage is fixed by the destination: is that output free?
+                                b2 = bits[nxt]
+                                score = [(nxt, (x & ~(1 << b2)) | (st.dst & (1 << b2))) not in link_owner for x in options]
+                            if score[1] > score[0]:
+                                options.reverse()
                 choice = next((x for x in options if (st.stage, x) not in link_owner), None)
-                if choice is None:  # blocked: tear down the partial path, back off, retry later
-                    for link in st.links:
-                        del link_owner[link]
+                if choice is None and st.waited < hold_cycles:  # hold: try again next cycle
+                    st.waited += 1
+                    held += 1
+                    st.due = t + 1
+                    still.append(st)
+                    continue
+                if choice is None:  # blocked: a NACK tears the partial path down on its way back; back off
+                    for j, link in enumerate(st.links):
+                        if ack_cycles == 0:
+                            del link_owner[link]
+                        else:
+                            frees.setdefault(t + (st.stage - j) * ack_cycles, []).append(link)
                     blocked += 1
+                    if st.first and st.gen >= warmup:
+                        first_blocked += 1
                     retries_of[st.src] += 1
                     retries += 1
-                    backoff_until[st.src] = t + 1 + rng.randrange(1 << min(retries_of[st.src], 6))
-                    busy[st.src] = False
+                    told = t + (st.stage + 1) * ack_cycles
+                    backoff_until[st.src] = told + 1 + rng.randrange(1 << min(retries_of[st.src], 6))
+                    if ack_cycles == 0:
+                        busy[st.src] = False
+                    else:
+                        ends.setdefault(told, []).append((st.src, -1))
                     continue
                 link_owner[st.stage, choice] = st.src
                 st.links.append((st.stage, choice))
                 st.line = choice
                 st.stage += 1
-                if st.stage == n_stages:  # output port reserved: the circuit is up; data streams
+                st.waited = 0
+                st.due = t + setup_cycles
+                if st.stage == n_stages:  # output port reserved: ACK back, then the data, then teardown
                     queues[st.src].popleft()
+                    fresh[st.src] = True
                     retries_of[st.src] = 0
-                    releases.setdefault(t + packet_flits + 1, []).append((st.src, st.links, st.gen))
+                    done = t + 1 + n_stages * ack_cycles + packet_flits
+                    frees.setdefault(done, []).extend(st.links)
+                    ends.setdefault(done, []).append((st.src, st.gen))
                 else:
                     still.append(st)
             setups = still
+            if t > warmup:  # after this cycle's reservations: a link reserved in cycle r and freed in f is held f - r cycles
+                link_cycles += len(link_owner)
     ran = clock.done
     mean, p99 = delay_stats(delays)
     measured = max(ran - warmup - 1, 1)
     return NocResult(
-        config=BenesConfig(n_ports, routing, traffic, injection, packet_flits),
+        config=BenesConfig(n_ports, routing, traffic, injection, packet_flits, setup_cycles, ack_cycles, hold_cycles),
         cycles=ran,
         offered_load=load,
         delivered_packets=delivered,
@@ -239,8 +439,11 @@ def simulate_benes(
             stages=n_stages,
             blocking_rate=round(blocked / attempts, 5) if attempts else 0.0,
             retries_per_packet=round(retries / max(delivered, 1), 4),
-            zero_load_delay=n_stages + packet_flits,
+            zero_load_delay=n_stages * (setup_cycles + ack_cycles) + packet_flits,
             queued_at_end=sum(len(q) for q in queues),
+            first_attempt_blocking=round(first_blocked / firsts, 5) if firsts else 0.0,
+            hold_per_packet=round(held / max(delivered, 1), 4),
+            link_utilisation=round(link_cycles / (measured * n_ports * n_stages), 5),
         ),
         stopped_early=clock.stopped,
     )
