@@ -1,8 +1,10 @@
-"""Issue 8 figures: Benes load curves, bee-QoS vs XY on an 8x8 mesh, XY saturation, simulator speed, energy-aware compression.
+"""Issue 8 figures: bee-QoS vs XY on an 8x8 mesh, XY saturation, simulator speed, energy-aware compression.
+
+The Benes load curves moved to scripts/benes_figures.py with issue 18's model (set-up latency, ACK, holding).
 
     python scripts/noc_figures.py [--out docs/bench] [--seeds 3] [--cycles 20000]
 
-Prints markdown; writes noc-benes16.png, noc-benes64.png and noc-mesh8.png into ``--out``.
+Prints markdown; writes noc-mesh8-uniform.png and noc-mesh8-hotspot.png into ``--out``.
 Every number is a median over ``--seeds`` seeds unless said otherwise.
 """
 
@@ -18,12 +20,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sim.accel.compress import CompressionReport, compress
-from sim.noc.benes import simulate_benes
 from sim.noc.common import NocResult
 from sim.noc.curves import AnyResult, plot_curves, saturation
 from sim.noc.mesh import simulate_mesh
-
-BENES_LOADS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6)
 
 
 def _median_result(runs: list[AnyResult]) -> AnyResult:
@@ -43,56 +42,6 @@ def _median_result(runs: list[AnyResult]) -> AnyResult:
         med(lambda r: r.wall_s),
         stats,
     )
-
-
-def benes(out: Path, seeds: int, cycles: int) -> None:
-    print("### Benes optical NoC (uniform traffic, Poisson, 16-flit packets)\n")
-    for n in (16, 64):
-        runs = cycles if n == 16 else cycles // 2
-        results = [
-            _median_result([simulate_benes(n, routing=rt, load=load, cycles=runs, seed=s) for s in range(seeds)])
-            for rt in ("bit", "adaptive")
-            for load in BENES_LOADS
-        ]
-        png = plot_curves(
-            results, f"Benes N={n}, uniform, 16-flit packets ({runs} cycles, median of {seeds} seeds)", out / f"noc-benes{n}.png"
-        )
-        zero = results[0].stats.zero_load
-        sat = {rt: saturation([r for r in results if r.config.routing == rt], zero) for rt in ("bit", "adaptive")}
-        print(
-            f"N={n} ({png.name}), zero-load delay {zero:g} cycles; saturation (mean delay > 3x zero-load): "
-            f"bit {sat['bit']}, adaptive {sat['adaptive']}\n"
-        )
-        print("| load | bit thr | bit delay | bit p99 | bit blocking | adaptive thr | adaptive delay | adaptive p99 | adaptive blocking |")
-        print("|---|---|---|---|---|---|---|---|---|")
-        for load in BENES_LOADS:
-            b = next(r for r in results if r.config.routing == "bit" and r.offered_load == load)
-            a = next(r for r in results if r.config.routing == "adaptive" and r.offered_load == load)
-            print(
-                f"| {load} | {b.throughput:.3f} | {b.mean_delay:.1f} | {b.p99_delay:.0f} | {b.stats.blocking_rate:.3f} | "
-                f"{a.throughput:.3f} | {a.mean_delay:.1f} | {a.p99_delay:.0f} | {a.stats.blocking_rate:.3f} |"
-            )
-        if sat["bit"] is not None:
-            b = next(r for r in results if r.config.routing == "bit" and r.offered_load == sat["bit"])
-            a = next(r for r in results if r.config.routing == "adaptive" and r.offered_load == sat["bit"])
-            print(
-                f"\nAt load {sat['bit']} (where bit-controlled routing saturates): throughput {a.throughput:.3f} vs {b.throughput:.3f} "
-                f"(+{a.throughput / b.throughput - 1:.1%}), mean delay {a.mean_delay:.0f} vs {b.mean_delay:.0f} cycles "
-                f"({a.mean_delay / b.mean_delay - 1:+.1%})."
-            )
-        speeds = [r.cycles / r.wall_s for r in results]
-        print(f"\nSimulator speed N={n}: median {statistics.median(speeds):,.0f} simulated cycles/s over the sweep.\n")
-    print("Packet length and traffic, N=16, adaptive, load 0.2:\n")
-    for flits in (4, 16, 64):
-        for traffic in ("uniform", "permutation"):
-            r = _median_result(
-                [simulate_benes(16, load=0.2, packet_flits=flits, traffic=traffic, cycles=cycles, seed=s) for s in range(seeds)]
-            )
-            print(
-                f"- {flits}-flit packets, {traffic}: throughput {r.throughput:.3f}, mean delay {r.mean_delay:.1f}, "
-                f"blocking {r.stats.blocking_rate:.3f}"
-            )
-    print()
 
 
 def mesh(out: Path, seeds: int, cycles: int) -> None:
@@ -171,8 +120,8 @@ def main() -> int:
     parser.add_argument("--only", choices=("benes", "mesh", "compression"), default=None)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    if args.only in (None, "benes"):
-        benes(args.out, args.seeds, args.cycles)
+    if args.only in (None, "benes"):  # issue 18 changed the Benes model; its figures have their own script
+        print("Benes figures: python scripts/benes_figures.py (docs/bench/issue18/, the Benes section of issue8-noc.md)\n")
     if args.only in (None, "mesh"):
         mesh(args.out, args.seeds, args.cycles)
     if args.only in (None, "compression"):
