@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
@@ -176,6 +176,37 @@ def mean_link_utilisation_model(n_ports: int, load: float, packet_flits: int = 1
     return load / packet_flits * sum(d_hold - (j + 1) * setup_cycles + 1 for j in range(m)) / m
 
 
+def choose_output(
+    bits: Sequence[int], stage: int, line: int, dst: int, busy: Container[tuple[int, int]], routing: str, rng: random.Random
+) -> int | None:
+    """The line a setup header at ``stage`` (entering on ``line``, bound for ``dst``) leaves on, or None: blocked.
+
+    ``bits`` are the stages' bits (module doc), ``busy`` the links ``(stage, line)`` held now. ``bit`` takes the line
+    with this stage's bit set to the destination's; the adaptive routings, in the first ``n - 1`` stages, may take
+    either output: ``adaptive-local`` a free one at random, ``adaptive`` the free one whose downstream switch has more
+    free outputs (or, when the next stage is fixed by the destination, whose output towards it is free), ties at
+    random. Draws from ``rng`` exactly as issue 8's simulator did (one shuffle per adaptive decision).
+    """
+    n = (len(bits) + 1) // 2
+    b = bits[stage]
+    want = (line & ~(1 << b)) | (dst & (1 << b))
+    options = [want]
+    if routing != "bit" and stage < n - 1:
+        options = [want, want ^ (1 << b)]
+        rng.shuffle(options)
+        if routing == "adaptive":
+            options = [x for x in options if (stage, x) not in busy]
+            if len(options) == 2:  # both free: prefer the emptier switch downstream
+                nxt, b2 = stage + 1, bits[stage + 1]
+                if nxt < n - 1:
+                    score = [((nxt, x) not in busy) + ((nxt, x ^ (1 << b2)) not in busy) for x in options]
+                else:  # the next stage is fixed by the destination: is that output free?
+                    score = [int((nxt, (x & ~(1 << b2)) | (dst & (1 << b2))) not in busy) for x in options]
+                if score[1] > score[0]:
+                    options.reverse()
+    return next((x for x in options if (stage, x) not in busy), None)
+
+
 @dataclass(frozen=True)
 class BenesConfig:
     """What a Benes simulation was asked for."""
@@ -285,7 +316,7 @@ def simulate_benes(
             an unknown routing, traffic or injection process, control latencies out of range,
             a trace packet outside the network.
     """
-    n, bits = _stages(n_ports)
+    _, bits = _stages(n_ports)
     check_load(load)
     if routing not in ROUTINGS:
         raise UserInputError(f"unknown Benes routing {routing!r}; choose from {', '.join(ROUTINGS)}")
@@ -321,12 +352,6 @@ def simulate_benes(
     warmup = min(cycles // 10, WARMUP_MAX)
     delays: list[float] = []
     delivered_flits = delivered = attempts = blocked = retries = firsts = first_blocked = held = link_cycles = 0
-    look_ahead = routing == "adaptive"
-
-    def free_outputs(stage: int, line: int) -> int:
-        """Free outputs of the switch at ``stage`` that line ``line`` enters."""
-        b = bits[stage]
-        return ((stage, line) not in link_owner) + ((stage, line ^ (1 << b)) not in link_owner)
 
     clock = Clock(cycles, progress)
     with clock:
@@ -362,25 +387,7 @@ def simulate_benes(
                 if st.due > t:  # the switch's control is still processing the header
                     still.append(st)
                     continue
-                b = bits[st.stage]
-                want = (st.line & ~(1 << b)) | (st.dst & (1 << b))
-                options = [want]
-                if routing != "bit" and st.stage < n - 1:
-                    other = st.line ^ (1 << b) if want == st.line else st.line
-                    options = [want, other]
-                    rng.shuffle(options)
-                    if look_ahead:
-                        options = [x for x in options if (st.stage, x) not in link_owner]
-                        if len(options) == 2:  # both free: prefer the emptier switch downstream
-                            nxt = st.stage + 1
-                            if nxt < n - 1:
-                                score = [free_outputs(nxt, x) for x in options]
-                            else:  # the next stage is fixed by the destination: is that output free?
-                                b2 = bits[nxt]
-                                score = [(nxt, (x & ~(1 << b2)) | (st.dst & (1 << b2))) not in link_owner for x in options]
-                            if score[1] > score[0]:
-                                options.reverse()
-                choice = next((x for x in options if (st.stage, x) not in link_owner), None)
+                choice = choose_output(bits, st.stage, st.line, st.dst, link_owner, routing, rng)
                 if choice is None and st.waited < hold_cycles:  # hold: try again next cycle
                     st.waited += 1
                     held += 1

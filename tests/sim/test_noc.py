@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 from pathlib import Path
 
 import networkx as nx
@@ -14,6 +15,7 @@ from sim.noc.benes import (
     benes_graph,
     bit_blocking_model,
     bit_paths,
+    choose_output,
     mean_link_utilisation_model,
     simulate_benes,
     zero_load_delay,
@@ -126,6 +128,27 @@ def test_benes_look_ahead_and_holding_block_less() -> None:
     assert ahead < local and hold < ahead / 4
 
 
+# N = 8: stage bits 2, 1, 0, 1, 2; stages 0 and 1 are adaptive. A header entering stage 0 on line 0 may leave on
+# line 0 or 4; the next switch of line 0 has outputs (lines after stage 1) 0 and 2, the next switch of line 4 has 4 and 6.
+BITS8 = [2, 1, 0, 1, 2]
+
+
+def test_look_ahead_prefers_the_emptier_downstream_switch() -> None:
+    busy = {(1, 4)}  # one output of line 4's next switch held: line 0's next switch has two free, line 4's one
+    assert {choose_output(BITS8, 0, 0, 1, busy, "adaptive", random.Random(s)) for s in range(20)} == {0}
+    assert {choose_output(BITS8, 0, 0, 1, busy, "adaptive-local", random.Random(s)) for s in range(20)} == {0, 4}
+    assert {choose_output(BITS8, 0, 0, 1, set(), "adaptive", random.Random(s)) for s in range(20)} == {0, 4}  # tie
+    # stage 1 (the last adaptive one), entering on line 0 bound for 1: out on 0 or 2; the middle stage then sets bit 0
+    # to the destination's, so line 0 continues to line 1 and line 2 to line 3. With (2, 1) held, only 2 leads on.
+    assert {choose_output(BITS8, 1, 0, 1, {(2, 1)}, "adaptive", random.Random(s)) for s in range(20)} == {2}
+    # a held output is never taken; both held: blocked; bit routing has one choice, the destination's bit
+    assert {choose_output(BITS8, 0, 0, 1, {(0, 0)}, "adaptive", random.Random(s)) for s in range(10)} == {4}
+    assert choose_output(BITS8, 0, 0, 1, {(0, 0), (0, 4)}, "adaptive", random.Random(0)) is None
+    assert choose_output(BITS8, 0, 0, 5, set(), "bit", random.Random(0)) == 4
+    assert choose_output(BITS8, 0, 0, 5, {(0, 4)}, "bit", random.Random(0)) is None
+    assert choose_output(BITS8, 2, 4, 5, set(), "adaptive", random.Random(0)) == 5  # stage 2 is fixed: bit 0 of 5
+
+
 def test_simulations_are_deterministic_per_seed() -> None:
     a, b = simulate_benes(8, load=0.3, cycles=3000, seed=4), simulate_benes(8, load=0.3, cycles=3000, seed=4)
     assert a.as_dict() | {"cycles_per_s": 0} == b.as_dict() | {"cycles_per_s": 0}
@@ -235,7 +258,7 @@ def test_bad_inputs_are_explained() -> None:
         simulate_benes(16, load=1.5)
     with pytest.raises(UserInputError, match="unknown Benes routing"):
         simulate_benes(16, routing="xy")
-    with pytest.raises(UserInputError, match="setup_cycles must be 1..16"):
+    with pytest.raises(UserInputError, match=r"setup_cycles must be 1\.\.16"):
         simulate_benes(16, setup_cycles=0)
     with pytest.raises(UserInputError, match="hold_cycles must be"):
         simulate_benes(16, hold_cycles=-1)
