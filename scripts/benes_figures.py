@@ -14,7 +14,7 @@ interval is a 95 % Student t interval over those seeds (seeds as the unit, searc
 
 Writes the CSVs and benes.md into ``--out`` (docs/bench/issue18) and the Benes section of docs/bench/issue8-noc.md.
 
-    nice -n 10 python scripts/benes_figures.py --jobs 2        # everything (about 10 minutes on 2 cores)
+    nice -n 10 python scripts/benes_figures.py --jobs 2        # everything (21 minutes on a 2-core machine shared with other jobs)
     python scripts/benes_figures.py --existing-only            # rewrite the markdown from the CSVs
 """
 
