@@ -384,9 +384,7 @@ class MeshSim:
             return max(options, key=lambda n: (self._free(at, n), -n)) if options else None
         # bee-qos: the best table entry among the links with room, within the detour budget
         budget = hops(flow.src, dst, self.k) + self.spare_hops - (len(flow.path) - 1) - 1
-        options = [
-            n for n in self.neighbours[at] if n not in flow.path and self._free(at, n) >= w and hops(n, dst, self.k) <= budget
-        ]
+        options = [n for n in self.neighbours[at] if n not in flow.path and self._free(at, n) >= w and hops(n, dst, self.k) <= budget]
         best = self.table.best(at, dst, options, t)
         if best is not None:
             return best
@@ -478,14 +476,14 @@ class MeshSim:
                 ack = _Packet(flow.dst, flow.src, t, at, kind="ack", flow=flow, plan=flow.path[-2::-1])
                 self._at_router(ack, t)
                 return
-            nxt = self._header_next(pkt, t)
-            if nxt is None:
+            step_to = self._header_next(pkt, t)
+            if step_to is None:
                 self._fail(flow)
                 return
-            self.reserved[at, nxt] += flow.width
-            flow.path.append(nxt)
+            self.reserved[at, step_to] += flow.width
+            flow.path.append(step_to)
             # the header crosses on the sub-channel it has just reserved (its flow's, idle until the ack is home)
-            pkt.at = nxt
+            pkt.at = step_to
             self.arriving.setdefault(t + 1, []).append(pkt)
             if t >= self.warmup:
                 self.control_flits += 1
@@ -502,13 +500,13 @@ class MeshSim:
                 pkt.kind, pkt.plan = "return", pkt.trail[-2::-1]
                 self._send(pkt, pkt.plan.pop(0))
                 return
-            nxt = self._forager_next(pkt, t)
-            if nxt is None:  # boxed in: the agent is lost
+            step_to = self._forager_next(pkt, t)
+            if step_to is None:  # boxed in: the agent is lost
                 self.out[pkt.src] -= 1
                 return
-            pkt.free.append(self._free(at, nxt))
-            pkt.trail.append(nxt)
-            self._send(pkt, nxt)
+            pkt.free.append(self._free(at, step_to))
+            pkt.trail.append(step_to)
+            self._send(pkt, step_to)
             return
         # a returning forager: this router learns the quality of the rest of the path
         i = len(pkt.plan)  # this router's index on the forager's trail (the plan holds the routers before it)
