@@ -53,12 +53,14 @@ GT routing (BE packets use XY under ``xy`` and minimal adaptive otherwise):
   probability ``detour``), within ``spare_hops`` hops of a minimal path, and note the free
   sub-channels of every link they take. At the destination a forager turns round and
   retraces its path; every node it passes learns the quality of the rest of that path
-  (bottleneck free share x minimal hops / hops taken). Back at its own node it *dances*:
-  it recruits ``dance x quality`` new foragers (rounded at random) to the same
-  destination, so good paths draw more foragers. A GT request whose source knows nothing
-  fresh about the destination (best quality < 0.1) first sends ``scouts`` scouts (foragers
-  that ignore the table) and waits for the first agent back (or ``4 hops + 16`` cycles);
-  then its header follows, at each router, the highest-quality link with room for the flow
+  (bottleneck free share x minimal hops / hops taken). A GT request whose source knows
+  nothing fresh about the destination (best quality < 0.1) first sends ``scouts`` scouts
+  (foragers that ignore the table) and waits for the first agent back (or ``4 hops + 16``
+  cycles). A scout back home *dances*: it recruits ``dance x quality`` foragers (rounded at
+  random) to its destination, so a good find draws more foragers (foragers themselves do
+  not dance: recruits recruiting recruits would breed without end); at most ``2 scouts``
+  agents of a node are out at a time, scouts aside. A request's header (at once, or
+  after the wait) follows, at each router, the highest-quality link with room for the flow
   (the productive link with most room where the table knows none). Everything the bees
   know they carried there themselves, spending cycles and link bandwidth to do it.
 
