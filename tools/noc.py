@@ -59,7 +59,8 @@ class NocSimulate(Tool):
         "Simulate a network-on-chip cycle by cycle: a circuit-switched Benes optical NoC (bit-controlled or adaptive path "
         "setup; delay, throughput, blocking rate) or a k x k mesh with sub-channel links carrying guaranteed-bandwidth "
         "flows (XY, minimal adaptive, widest-shortest, k-shortest or distributed bee foraging; GT acceptance, set-up time, "
-        "GT flit latency and jitter, control overhead, violations) and best-effort packets (latency, throughput). Deterministic per seed; Ctrl-C stops early with what was measured."
+        "GT flit latency and jitter, control overhead, violations) and best-effort packets (latency, throughput). "
+        "Deterministic per seed; Ctrl-C stops early with what was measured."
     )
     Args = NocArgs
     example: ClassVar[dict[str, Any]] = {"topology": "benes", "n": 8, "routing": "adaptive", "load": 0.2, "cycles": 2000}
