@@ -1,6 +1,7 @@
-"""Issue 8 figures: bee-QoS vs XY on an 8x8 mesh, XY saturation, simulator speed, energy-aware compression.
+"""Issue 8 figures: GT routings on an 8x8 mesh, XY saturation, simulator speed, energy-aware compression.
 
 The Benes load curves moved to scripts/benes_figures.py with issue 18's model (set-up latency, ACK, holding).
+The fair bee-QoS comparison (5 seeds, 95 % intervals, GT latency and jitter) is scripts/bee_figures.py (issue 18).
 
     python scripts/noc_figures.py [--out docs/bench] [--seeds 3] [--cycles 20000]
 
@@ -22,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sim.accel.compress import CompressionReport, compress
 from sim.noc.common import NocResult
 from sim.noc.curves import AnyResult, plot_curves, saturation
+from sim.noc.mesh import ROUTINGS as MESH_ROUTINGS
 from sim.noc.mesh import simulate_mesh
 
 
@@ -49,10 +51,10 @@ def mesh(out: Path, seeds: int, cycles: int) -> None:
     for traffic in ("uniform", "hotspot"):
         curves: list[AnyResult] = []
         print(f"### 8x8 SDM mesh (4 sub-channels per link, 4-flit BE packets, {traffic} traffic, 50 % of the load GT)\n")
-        print("| load | routing | GT acceptance | GT violations | BE mean latency | BE p99 | BE throughput |")
-        print("|---|---|---|---|---|---|---|")
+        print("| load | routing | GT acceptance | GT violations | GT latency p50 | GT p99 | set-up | BE mean latency | BE p99 | BE thr |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for load in (0.2, 0.4, 0.6):
-            for routing in ("xy", "adaptive", "bee-qos"):
+            for routing in MESH_ROUTINGS:
                 r = _median_result(
                     [
                         simulate_mesh(8, routing=routing, load=load, gt_share=0.5, traffic=traffic, cycles=cycles // 2, seed=s)
@@ -61,7 +63,8 @@ def mesh(out: Path, seeds: int, cycles: int) -> None:
                 )
                 curves.append(r)
                 print(
-                    f"| {load} | {routing} | {r.stats.gt_acceptance:.3f} | {r.stats.gt_violations:g} | {r.mean_delay:.1f} | "
+                    f"| {load} | {routing} | {r.stats.gt_acceptance:.3f} | {r.stats.gt_violations:g} | {r.stats.gt_latency_p50:g} | "
+                    f"{r.stats.gt_latency_p99:g} | {r.stats.gt_setup_mean:.1f} | {r.mean_delay:.1f} | "
                     f"{r.p99_delay:.0f} | {r.throughput:.3f} |"
                 )
         print()

@@ -22,7 +22,8 @@ class NocArgs(ToolArgs):
     n: int = Field(16, description="benes: ports, a power of two 8..64")
     k: int = Field(8, description="mesh: side (k x k nodes), 2..16")
     routing: str = Field(
-        "adaptive", description="benes: bit (destination tag), adaptive (look-ahead) or adaptive-local; mesh: xy, adaptive or bee-qos"
+        "adaptive",
+        description="benes: bit (destination tag), adaptive (look-ahead) or adaptive-local; mesh: xy, adaptive, widest-shortest, k-shortest or bee-qos",
     )
     load: float = Field(0.3, description="offered load, flits per cycle per port/node as a fraction of capacity, in (0, 1]")
     packet_flits: int | None = Field(None, ge=1, le=4096, description="flits per packet (default 16 on benes, 4 on mesh)")
@@ -36,6 +37,7 @@ class NocArgs(ToolArgs):
     gt_share: float = Field(0.3, ge=0, le=1, description="mesh: share of the load that arrives as guaranteed-bandwidth flows")
     subchannels: int = Field(4, ge=1, le=64, description="mesh: sub-channels per link (one flit/cycle each)")
     gt_width: int = Field(1, ge=1, description="mesh: sub-channels each GT flow reserves")
+    gt_fill: float = Field(0.8, gt=0, le=1, description="mesh: share of its reserved bandwidth a GT flow sends (flit by flit)")
     cycles: int = Field(10_000, ge=100, le=5_000_000, description="cycles to simulate (the first 10 %, at most 2,000, are warm-up)")
     seed: int = Field(0, description="random seed (results are deterministic per seed)")
 
@@ -58,6 +60,7 @@ class NocArgs(ToolArgs):
             "gt_share": self.gt_share,
             "subchannels": self.subchannels,
             "gt_width": self.gt_width,
+            "gt_fill": self.gt_fill,
             **common,
         }
 
@@ -70,8 +73,9 @@ class NocSimulate(Tool):
         "Simulate a network-on-chip cycle by cycle: a circuit-switched Benes optical NoC (bit-controlled or adaptive path "
         "setup with per-stage control latency, an ACK before data, optional holding at a blocked switch; delay, throughput, "
         "blocking rate) or a k x k mesh with sub-channel links carrying guaranteed-bandwidth "
-        "flows (XY, minimal adaptive or bee-inspired QoS routing; GT acceptance, violations) and best-effort packets "
-        "(latency, throughput). Deterministic per seed; Ctrl-C stops early with what was measured."
+        "flows (XY, minimal adaptive, widest-shortest, k-shortest or distributed bee foraging; GT acceptance, set-up time, "
+        "GT flit latency and jitter, control overhead, violations) and best-effort packets (latency, throughput). "
+        "Deterministic per seed; Ctrl-C stops early with what was measured."
     )
     Args = NocArgs
     example: ClassVar[dict[str, Any]] = {"topology": "benes", "n": 8, "routing": "adaptive", "load": 0.2, "cycles": 2000}

@@ -2,8 +2,8 @@
 
 A point is a design of a ``k x k`` SDM mesh (:mod:`sim.noc.mesh`): sub-channels per link
 (wires, hence area and power) and the routing of guaranteed-bandwidth requests (XY,
-minimal adaptive, or bee-inspired QoS with its scout count, quality exponent and detour
-probability). The workload is fixed by the problem's options (traffic pattern, offered
+minimal adaptive, widest-shortest, k-shortest, or distributed bee foraging with its scout
+count, recruitment exponent and detour probability). The workload is fixed by the problem's options (traffic pattern, offered
 load as a fraction of a 4-sub-channel link, GT share), so designs with more sub-channels
 see the same traffic with more room.
 

@@ -1,15 +1,28 @@
 """A k x k mesh with spatial-division-multiplexed links: guaranteed-bandwidth circuits plus best-effort packets.
 
 Every directed link between neighbours has ``subchannels`` sub-channels of one flit per
-cycle each. Two kinds of traffic share them:
+cycle each. Three kinds of traffic share them:
 
-* **GT** (guaranteed throughput) connection requests: a source asks for ``gt_width``
-  sub-channels to a destination for a lifetime (geometric, mean ``gt_hold`` cycles). The
-  routing algorithm looks for a path with that many free sub-channels on every link and
-  reserves them (a virtual circuit), or rejects the request. Reserved sub-channels carry
-  only their flow until it ends, so an accepted flow's bandwidth is guaranteed; the
-  simulator checks every cycle that no link carries more than its sub-channels (violations,
-  which must stay 0).
+* **GT** (guaranteed throughput) flows: a source asks for ``gt_width`` sub-channels to a
+  destination for a lifetime (geometric, mean ``gt_hold`` cycles). A one-flit *set-up
+  header* travels from the source hop by hop; at each router it picks the next link by the
+  routing algorithm, reserves ``gt_width`` sub-channels on it (or, with none free, tears the
+  partial circuit down: the request is rejected) and crosses it. When the header reaches
+  the destination the circuit is reserved (the *set-up time*, cycles from request to
+  reservation); a one-flit acknowledgement returns along the reversed path and the source
+  starts sending. The flow's data are produced from the request on (``gt_width`` flits in
+  a cycle with probability ``gt_fill``) and wait at the source until then. Data flits cross
+  one reserved sub-channel per flit and cycle, hop by hop, and their latency (cycle of
+  arrival minus cycle produced) is measured flit by flit: GT latency and jitter are
+  measurements, not assumptions. After the lifetime the source stops producing; the circuit
+  is released once its last flit has arrived (tear-down itself is instantaneous, as is the
+  release of a failed header's partial circuit, for every routing alike). Reserved
+  sub-channels carry nothing else, and every cycle the simulator checks that no link's
+  reservations exceed its sub-channels and that no flow sends more flits on a link than
+  it reserved (violations, which must stay 0).
+* **Control** packets of one flit: set-up headers, acknowledgements and the bee agents
+  (scouts and foragers, below). They use the sub-channels GT leaves free, ahead of BE
+  packets (a control virtual channel), and count as *control overhead* (flit-hops).
 * **BE** (best effort) packets of ``packet_flits`` flits use the sub-channels GT flows leave
   free: each link sends up to that many flits a cycle from its FIFO queue, and a packet
   moves to the next router when all its flits crossed (store and forward). A router adds
@@ -18,23 +31,42 @@ cycle each. Two kinds of traffic share them:
   is made in the cycle the packet starts out, as a lookahead router does). So a hop costs
   the serialisation time alone, and the zero-load latency is
   ``hops x ceil(packet_flits / subchannels)`` cycles (derived in tests/sim/test_noc.py).
+  At zero load a one-flit control packet makes one hop a cycle, so a set-up takes ``hops``
+  cycles, its acknowledgement ``hops`` more, and a GT flit produced at the request and
+  sent at once would arrive ``hops`` cycles after it was sent.
 
-Routing (GT requests; BE packets use XY under ``xy`` and minimal adaptive otherwise):
+GT routing (BE packets use XY under ``xy`` and minimal adaptive otherwise):
 
 * ``xy``: dimension order, the one XY path.
-* ``adaptive``: minimal adaptive, hop by hop the productive direction with the most free
-  sub-channels.
-* ``bee-qos``: bee-inspired QoS routing: ``scouts`` scout agents walk random paths towards the
-  destination (productive hops, and a non-productive hop with probability ``detour`` while
-  they have spare hops) and report the free sub-channel bandwidth along them (the
-  bottleneck) and their length; a path is chosen by roulette over the scouts that found
-  enough bandwidth, weighted by quality ``(slack / subchannels)^alpha / hops``, so good paths
-  recruit most flows but not all (load spreads like foragers over flower patches); the
-  chosen path's sub-channels are reserved.
+* ``adaptive``: minimal adaptive, the header picks hop by hop the productive link with the
+  most free sub-channels.
+* ``widest-shortest``: among the minimal paths, one whose bottleneck has the most free
+  sub-channels, computed centrally from the true link state at request time
+  (:func:`sim.noc.bee.widest_shortest_path`); the header follows it.
+* ``k-shortest``: the first of the ``ksp`` shortest simple paths (networkx) with room on
+  every link, computed the same way. Both baselines see global state for free: a best case.
+* ``bee-qos``: distributed foraging (BeeHive / BeeAdHoc family). Every node keeps a
+  :class:`~sim.noc.bee.ForagingTable`: per destination and outgoing link, a path quality
+  that evaporates with half-life ``half_life``. *Foragers* (control packets) leave a node
+  for the destinations it requested recently (one every ``forage_period`` cycles), choose
+  each hop at random in proportion to ``(quality + floor) ** alpha`` (uniformly with
+  probability ``detour``), within ``spare_hops`` hops of a minimal path, and note the free
+  sub-channels of every link they take. At the destination a forager turns round and
+  retraces its path; every node it passes learns the quality of the rest of that path
+  (bottleneck free share x minimal hops / hops taken). A GT request whose source knows
+  nothing fresh about the destination (best quality < 0.1) first sends ``scouts`` scouts
+  (foragers that ignore the table) and waits for the first agent back (or ``4 hops + 16``
+  cycles). A scout back home *dances*: it recruits ``dance x quality`` foragers (rounded at
+  random) to its destination, so a good find draws more foragers (foragers themselves do
+  not dance: recruits recruiting recruits would breed without end); at most ``2 scouts``
+  agents of a node are out at a time, scouts aside. A request's header (at once, or
+  after the wait) follows, at each router, the highest-quality link with room for the flow
+  (the productive link with most room where the table knows none). Everything the bees
+  know they carried there themselves, spending cycles and link bandwidth to do it.
 
 Offered load ``load`` is a fraction of a node's injection capacity (``subchannels`` flits a
-cycle); ``gt_share`` of it arrives as GT flows, the rest as BE packets. Topology as a
-networkx graph: :func:`mesh_graph`.
+cycle); ``gt_share`` of it arrives as GT flows (counted at their reserved width; they send
+``gt_fill`` of it), the rest as BE packets. Topology as a networkx graph: :func:`mesh_graph`.
 """
 
 from __future__ import annotations
@@ -47,13 +79,17 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 import networkx as nx
+import numpy as np
 
 from sim.errors import UserInputError
+from sim.noc.bee import ForagingTable, k_shortest_feasible, segment_quality, widest_shortest_path
 from sim.noc.common import WARMUP_MAX, Clock, NocResult, ProgressFn, check_load, delay_stats, destination
 
-ROUTINGS = ("xy", "adaptive", "bee-qos")
+ROUTINGS = ("xy", "adaptive", "widest-shortest", "k-shortest", "bee-qos")
 TRAFFIC = ("uniform", "transpose", "tornado", "hotspot")
 Link = tuple[int, int]
+FRESH = 0.1
+"""A source with no table entry of at least this quality for a destination scouts before setting a flow up."""
 
 
 def mesh_graph(k: int) -> nx.DiGraph:
@@ -111,10 +147,23 @@ class MeshStats:
     """What the mesh simulator measures beyond the common metrics (delays and throughput are best-effort traffic's).
 
     Attributes:
-        gt_requests: GT connection requests after the warm-up.
-        gt_acceptance: accepted / requested (nan without requests).
-        gt_violations: link-cycles on which reserved sub-channels exceeded the link's (must be 0).
+        gt_requests: GT flow requests after the warm-up.
+        gt_acceptance: accepted / decided (requests whose set-up was still under way at the end
+            are left out; nan without any).
+        gt_violations: link-cycles on which reservations exceeded the link's sub-channels or a
+            flow sent more flits than it reserved (must be 0).
         gt_link_utilisation: share of all sub-channel cycles reserved by GT flows.
+        gt_flits: GT data flits delivered (of flows requested after the warm-up).
+        gt_latency_mean: mean GT flit latency, cycles from produced to arrived (nan without flits).
+        gt_latency_p50: its median.
+        gt_latency_p99: its 99th percentile.
+        gt_jitter: p99 - p50 of the GT flit latency, cycles.
+        gt_latency_std: its standard deviation, cycles.
+        gt_setup_mean: mean set-up time of accepted flows, cycles from request to reservation.
+        gt_setup_p99: its 99th percentile.
+        control_flits: control flit-hops after the warm-up (headers, acks, scouts, foragers).
+        bee_flits: the scouts' and foragers' share of them (flit-hops; 0 unless bee-qos).
+        control_flits_per_node_cycle: control flit-hops per node per cycle.
         be_zero_load_latency_uniform: zero-load latency (module doc) averaged over all node pairs, cycles.
         be_zero_load_latency_of_delivered: the same averaged over the packets delivered, cycles.
         xy_saturation_bound_uniform: the bisection bound on uniform traffic under XY routing
@@ -125,6 +174,17 @@ class MeshStats:
     gt_acceptance: float
     gt_violations: int
     gt_link_utilisation: float
+    gt_flits: int
+    gt_latency_mean: float
+    gt_latency_p50: float
+    gt_latency_p99: float
+    gt_jitter: float
+    gt_latency_std: float
+    gt_setup_mean: float
+    gt_setup_p99: float
+    control_flits: int
+    bee_flits: int
+    control_flits_per_node_cycle: float
     be_zero_load_latency_uniform: float
     be_zero_load_latency_of_delivered: float
     xy_saturation_bound_uniform: float
@@ -142,18 +202,52 @@ class MeshStats:
 MeshResult = NocResult[MeshConfig, MeshStats]
 
 
-@dataclass
+@dataclass(eq=False)
+class _Flow:
+    """A GT flow from request to release."""
+
+    src: int
+    dst: int
+    width: int
+    requested: int
+    hold: int
+    counted: bool
+    path: list[int]
+    """Nodes reserved so far (the whole circuit once set up)."""
+    setup_at: int = -1
+    open_at: int = -1
+    end: int = -1
+    buffers: list[deque[int]] = field(default_factory=list)
+    """``buffers[i]``: production cycles of the flits waiting to cross the path's link i."""
+
+
+@dataclass(eq=False)
 class _Packet:
+    """A BE packet or a one-flit control packet (``kind``: be, header, ack, forager, return)."""
+
     src: int
     dst: int
     gen: int
     at: int
     left: int = 0
     route: list[int] = field(default_factory=list)
+    kind: str = "be"
+    flits: int = 1
+    plan: list[int] = field(default_factory=list)
+    """Source route still ahead (ack, returning forager, centrally routed header)."""
+    flow: _Flow | None = None
+    trail: list[int] = field(default_factory=list)
+    """A forager's nodes so far."""
+    free: list[int] = field(default_factory=list)
+    """A forager's note of the free sub-channels of each link it took, read when it took it."""
+    scout: bool = False
 
 
 class MeshSim:
-    """One simulation run (see module doc); :func:`simulate_mesh` is the entry point."""
+    """The state of one simulation run and its cycle step (module doc); :func:`simulate_mesh` is the entry point.
+
+    Tests drive it directly: :meth:`request_gt`, :meth:`launch_forager`, :meth:`step`.
+    """
 
     def __init__(
         self,
@@ -165,6 +259,14 @@ class MeshSim:
         scouts: int = 8,
         alpha: float = 2.0,
         detour: float = 0.1,
+        packet_flits: int = 4,
+        gt_fill: float = 0.8,
+        ksp: int = 8,
+        forage_period: int = 100,
+        half_life: float = 400.0,
+        dance: float = 1.0,
+        spare_hops: int = 2,
+        warmup: int = 0,
     ) -> None:
         if not 2 <= k <= 16:
             raise UserInputError(f"mesh side k must be 2..16, got {k}")
@@ -172,15 +274,41 @@ class MeshSim:
             raise UserInputError(f"unknown mesh routing {routing!r}; choose from {', '.join(ROUTINGS)}")
         if not 1 <= subchannels <= 64:
             raise UserInputError(f"subchannels per link must be 1..64, got {subchannels}")
+        if not 0 < gt_fill <= 1:
+            raise UserInputError(f"gt_fill (share of its reserved bandwidth a GT flow sends) must be in (0, 1], got {gt_fill}")
+        if scouts < 1 or ksp < 1 or forage_period < 1 or spare_hops < 0 or dance < 0:
+            raise UserInputError("scouts, ksp and forage_period must be >= 1; spare_hops and dance >= 0")
         self.k, self.routing, self.sc = k, routing, subchannels
         self.scouts, self.alpha, self.detour = scouts, alpha, detour
-        self.rng = random.Random(seed)
+        self.packet_flits, self.gt_fill, self.ksp = packet_flits, gt_fill, ksp
+        self.forage_period, self.dance, self.spare_hops = forage_period, dance, spare_hops
+        self.memory = int(2 * half_life)  # a destination stays foraged this long after its last request
+        self.max_out = 2 * scouts  # agents in flight per node, at most (bounds the dance's recruiting)
+        self.warmup = warmup
+        self.rng = random.Random(f"{seed}:routing")  # the bees' choices (the traffic has a stream of its own)
+        self.data_rng = random.Random(f"{seed}:gt-data")  # GT data production
         self.graph = mesh_graph(k)
-        self.reserved: dict[Link, int] = dict.fromkeys(self.graph.edges, 0)
-        self.queues: dict[Link, deque[_Packet]] = {e: deque() for e in self.graph.edges}
-        self.queued: dict[Link, int] = dict.fromkeys(self.graph.edges, 0)  # flits waiting per link
+        self.links: list[Link] = list(self.graph.edges)
+        self.neighbours = {v: sorted(self.graph.successors(v)) for v in self.graph}
+        self.reserved: dict[Link, int] = dict.fromkeys(self.links, 0)
+        self.queues: dict[Link, deque[_Packet]] = {e: deque() for e in self.links}
+        self.ctrl: dict[Link, deque[_Packet]] = {e: deque() for e in self.links}
+        self.queued: dict[Link, int] = dict.fromkeys(self.links, 0)  # BE flits waiting per link
+        self.arriving: dict[int, list[_Packet]] = {}
+        self.flows: list[_Flow] = []  # open flows (sending or draining)
+        self.table = ForagingTable(half_life=half_life)
+        self.active: dict[int, dict[int, int]] = {v: {} for v in self.graph}  # node -> destination -> last request
+        self.pending: dict[Link, list[tuple[_Flow, int]]] = {}  # (src, dst) -> flows waiting for a bee back
+        self.out: dict[int, int] = dict.fromkeys(self.graph, 0)  # bee agents in flight per node
+        # measurements (of flows requested / packets sent after the warm-up)
+        self.accepted = self.rejected = self.violations = 0
+        self.setup_times: list[int] = []
+        self.gt_latencies: list[int] = []
+        self.be_delays: list[float] = []
+        self.be_zero_load: list[float] = []
+        self.be_flits = self.gt_reserved_cycles = self.control_flits = self.bee_flits = 0
 
-    # ---- GT routing
+    # ---- link state
 
     def _free(self, a: int, b: int) -> int:
         return self.sc - self.reserved[a, b]
@@ -195,58 +323,201 @@ class MeshSim:
             out.append(at + (k if ty > y else -k))
         return out
 
-    def gt_path(self, src: int, dst: int, width: int) -> list[int] | None:
-        """A path with ``width`` free sub-channels on every link, by the routing algorithm, or None."""
-        if self.routing == "xy":
-            path = xy_path(src, dst, self.k)
-            return path if all(self._free(a, b) >= width for a, b in itertools.pairwise(path)) else None
-        if self.routing == "adaptive":
-            path = [src]
-            while path[-1] != dst:
-                options = [n for n in self._productive(path[-1], dst) if self._free(path[-1], n) >= width]
-                if not options:
-                    return None
-                path.append(max(options, key=lambda n: (self._free(path[-1], n), -n)))
-            return path
-        return self._bee(src, dst, width)
-
-    def _bee(self, src: int, dst: int, width: int) -> list[int] | None:
-        found: list[tuple[float, list[int]]] = []
-        spare_hops = 2
-        for _ in range(self.scouts):
-            path, extra, bottleneck = [src], 0, self.sc
-            while path[-1] != dst and len(path) < 4 * self.k * self.k:
-                at = path[-1]
-                productive = self._productive(at, dst)
-                if extra < spare_hops and self.rng.random() < self.detour:
-                    sideways = [n for n in self.graph.successors(at) if n not in productive and n not in path]
-                    if sideways:
-                        productive = sideways
-                        extra += 1
-                nxt = self.rng.choice(productive)
-                if nxt in path:  # a loop back: the scout gives up on this walk
-                    break
-                bottleneck = min(bottleneck, self._free(at, nxt))
-                path.append(nxt)
-            if path[-1] == dst and bottleneck >= width:
-                quality = ((bottleneck - width + 1) / self.sc) ** self.alpha / (len(path) - 1)
-                found.append((quality, path))
-        if not found:
-            return None
-        total = sum(q for q, _ in found)
-        pick = self.rng.random() * total
-        for q, path in found:
-            pick -= q
-            if pick <= 0:
-                return path
-        return found[-1][1]
-
     def reserve(self, path: list[int], width: int, sign: int = 1) -> None:
         """Reserve (``sign`` 1) or release (-1) ``width`` sub-channels along ``path``."""
         for a, b in itertools.pairwise(path):
             self.reserved[a, b] += sign * width
 
-    # ---- BE forwarding
+    def _send(self, pkt: _Packet, nxt: int) -> None:
+        """Queue ``pkt`` on the link from its router to ``nxt`` (control packets ahead of BE ones)."""
+        pkt.left = pkt.flits
+        if pkt.kind == "be":
+            self.queues[pkt.at, nxt].append(pkt)
+            self.queued[pkt.at, nxt] += pkt.flits
+        else:
+            self.ctrl[pkt.at, nxt].append(pkt)
+
+    # ---- GT set-up
+
+    def central_path(self, src: int, dst: int, width: int) -> list[int] | None:
+        """The path a centralised baseline (xy, widest-shortest, k-shortest) hands the header, or None (rejected at once)."""
+        if self.routing == "xy":
+            return xy_path(src, dst, self.k)
+        if self.routing == "widest-shortest":
+            path, bottleneck = widest_shortest_path(self.k, self._free, src, dst)
+            return path if bottleneck >= width else None
+        if self.routing == "k-shortest":
+            return k_shortest_feasible(self.graph, self._free, src, dst, width, self.ksp)
+        return None
+
+    def request_gt(self, src: int, dst: int, width: int, hold: int, t: int) -> None:
+        """A GT flow request at cycle ``t`` (module doc): the header leaves now, or after the scouts (bee-qos)."""
+        flow = _Flow(src, dst, width, t, hold, t >= self.warmup, [src])
+        if self.routing in ("xy", "widest-shortest", "k-shortest"):
+            path = self.central_path(src, dst, width)
+            if path is None:
+                self.rejected += flow.counted
+                return
+            self._header(flow, t, plan=path[1:])
+        elif self.routing == "adaptive":
+            self._header(flow, t)
+        else:
+            self.active[src][dst] = t
+            if self.table.best_known(src, dst, t) >= FRESH:
+                self._header(flow, t)
+            else:
+                self.pending.setdefault((src, dst), []).append((flow, t + 4 * hops(src, dst, self.k) + 16))
+                for _ in range(self.scouts):
+                    self.launch_forager(src, dst, t, scout=True)
+
+    def _header(self, flow: _Flow, t: int, plan: list[int] | None = None) -> None:
+        pkt = _Packet(flow.src, flow.dst, t, flow.src, kind="header", flow=flow, plan=list(plan or []))
+        self._at_router(pkt, t)
+
+    def _header_next(self, pkt: _Packet, t: int) -> int | None:
+        flow = pkt.flow
+        assert flow is not None
+        at, dst, w = pkt.at, flow.dst, flow.width
+        if pkt.plan:
+            nxt = pkt.plan.pop(0)
+            return nxt if self._free(at, nxt) >= w else None
+        if self.routing == "adaptive":
+            options = [n for n in self._productive(at, dst) if self._free(at, n) >= w]
+            return max(options, key=lambda n: (self._free(at, n), -n)) if options else None
+        # bee-qos: the best table entry among the links with room, within the detour budget
+        budget = hops(flow.src, dst, self.k) + self.spare_hops - (len(flow.path) - 1) - 1
+        options = [n for n in self.neighbours[at] if n not in flow.path and self._free(at, n) >= w and hops(n, dst, self.k) <= budget]
+        best = self.table.best(at, dst, options, t)
+        if best is not None:
+            return best
+        fallback = [n for n in self._productive(at, dst) if n in options]
+        return max(fallback, key=lambda n: (self._free(at, n), -n)) if fallback else None
+
+    def _fail(self, flow: _Flow) -> None:
+        self.reserve(flow.path, flow.width, -1)  # tear the partial circuit down
+        self.rejected += flow.counted
+
+    def _open(self, flow: _Flow, t: int) -> None:
+        """The acknowledgement is back: the source sends what it produced since the request, and goes on."""
+        flow.open_at, flow.end = t, t + flow.hold
+        flow.buffers = [deque() for _ in range(len(flow.path) - 1)]
+        for c in range(flow.requested, t):
+            if self.data_rng.random() < self.gt_fill:
+                flow.buffers[0].extend([c] * flow.width)
+        self.flows.append(flow)
+
+    # ---- bees
+
+    def launch_forager(self, src: int, dst: int, t: int, *, scout: bool = False) -> None:
+        """Send a forager (or a scout, which ignores the table) from ``src`` towards ``dst`` at cycle ``t``."""
+        self.out[src] += 1
+        self._at_router(_Packet(src, dst, t, src, kind="forager", trail=[src], scout=scout), t)
+
+    def _forager_next(self, pkt: _Packet, t: int) -> int | None:
+        at, dst = pkt.at, pkt.dst
+        budget = hops(pkt.src, dst, self.k) + self.spare_hops - (len(pkt.trail) - 1) - 1
+        options = [n for n in self.neighbours[at] if n not in pkt.trail and hops(n, dst, self.k) <= budget]
+        if not options:
+            return None
+        return self.table.choose(at, dst, options, t, self.rng, self.alpha, 1.0 if pkt.scout else self.detour)
+
+    def _returned(self, pkt: _Packet, t: int) -> None:
+        """An agent is back at its own node: pending set-ups go, and a scout dances (recruits in proportion to quality)."""
+        src, dst = pkt.src, pkt.dst
+        self.out[src] -= 1
+        for flow, _ in self.pending.pop((src, dst), []):
+            self._header(flow, t)
+        if not pkt.scout or t - self.active[src].get(dst, -self.memory - 1) > self.memory:
+            return  # only scouts dance (a forager recruiting foragers would breed without end); and only for a wanted destination
+        quality = segment_quality(pkt.free, self.sc, hops(src, dst, self.k))
+        recruits = int(self.dance * quality + self.rng.random())
+        for _ in range(min(recruits, self.max_out - self.out[src])):
+            self.launch_forager(src, dst, t)
+
+    def _forage(self, t: int) -> None:
+        """Periodic foragers from every node to one of the destinations it requested lately; overdue set-ups go."""
+        for node in range(t % self.forage_period, self.k * self.k, self.forage_period):
+            wanted = self.active[node]
+            for dst in [d for d, last in wanted.items() if t - last > self.memory]:
+                del wanted[dst]
+            if wanted and self.out[node] < self.max_out:
+                self.launch_forager(node, self.rng.choice(sorted(wanted)), t)
+        for key in [key for key, waiting in self.pending.items() if any(deadline <= t for _, deadline in waiting)]:
+            due = [(f, d) for f, d in self.pending[key] if d <= t]
+            self.pending[key] = [(f, d) for f, d in self.pending[key] if d > t]
+            if not self.pending[key]:
+                del self.pending[key]
+            for flow, _ in due:
+                self._header(flow, t)
+
+    # ---- routers
+
+    def _at_router(self, pkt: _Packet, t: int) -> None:
+        """A packet is at router ``pkt.at`` in cycle ``t``: deliver it, act on it, or queue it on its next link."""
+        at = pkt.at
+        if pkt.kind == "be":
+            if at == pkt.dst:
+                if pkt.gen >= self.warmup:
+                    self.be_delays.append(t - pkt.gen)
+                    self.be_zero_load.append(hops(pkt.src, pkt.dst, self.k) * math.ceil(self.packet_flits / self.sc))
+                if t >= self.warmup:
+                    self.be_flits += self.packet_flits
+                return
+            nxt = self.be_next(at, pkt.dst)
+            pkt.route.append(nxt)
+            self._send(pkt, nxt)
+            return
+        if pkt.kind == "header":
+            flow = pkt.flow
+            assert flow is not None
+            if at == flow.dst:  # the circuit is reserved end to end
+                flow.setup_at = t
+                if flow.counted:
+                    self.accepted += 1
+                    self.setup_times.append(t - flow.requested)
+                ack = _Packet(flow.dst, flow.src, t, at, kind="ack", flow=flow, plan=flow.path[-2::-1])
+                self._at_router(ack, t)
+                return
+            step_to = self._header_next(pkt, t)
+            if step_to is None:
+                self._fail(flow)
+                return
+            self.reserved[at, step_to] += flow.width
+            flow.path.append(step_to)
+            # the header crosses on the sub-channel it has just reserved (its flow's, idle until the ack is home)
+            pkt.at = step_to
+            self.arriving.setdefault(t + 1, []).append(pkt)
+            if t >= self.warmup:
+                self.control_flits += 1
+            return
+        if pkt.kind == "ack":
+            assert pkt.flow is not None
+            if at == pkt.dst:
+                self._open(pkt.flow, t)
+            else:
+                self._send(pkt, pkt.plan.pop(0))
+            return
+        if pkt.kind == "forager":
+            if at == pkt.dst:  # turn round and take the news home
+                pkt.kind, pkt.plan = "return", pkt.trail[-2::-1]
+                self._send(pkt, pkt.plan.pop(0))
+                return
+            step_to = self._forager_next(pkt, t)
+            if step_to is None:  # boxed in: the agent is lost
+                self.out[pkt.src] -= 1
+                return
+            pkt.free.append(self._free(at, step_to))
+            pkt.trail.append(step_to)
+            self._send(pkt, step_to)
+            return
+        # a returning forager: this router learns the quality of the rest of the path
+        i = len(pkt.plan)  # this router's index on the forager's trail (the plan holds the routers before it)
+        quality = segment_quality(pkt.free[i:], self.sc, hops(at, pkt.dst, self.k))
+        self.table.reinforce(at, pkt.dst, pkt.trail[i + 1], quality, t)
+        if at == pkt.src:
+            self._returned(pkt, t)
+        else:
+            self._send(pkt, pkt.plan.pop(0))
 
     def be_next(self, at: int, dst: int) -> int:
         """Next hop of a BE packet: XY under ``xy`` routing, else the productive link with the shortest queue."""
@@ -254,6 +525,73 @@ class MeshSim:
             return xy_path(at, dst, self.k)[1]
         options = self._productive(at, dst)
         return min(options, key=lambda n: (self.queued[at, n], n))
+
+    # ---- one cycle
+
+    def step(self, t: int) -> None:
+        """Cycle ``t``: bees, packets at routers, GT data, then every link's flits (after the cycle's requests)."""
+        if self.routing == "bee-qos":
+            self._forage(t)
+        for pkt in self.arriving.pop(t, []):
+            self._at_router(pkt, t)
+        sent_gt: dict[Link, int] = {}
+        still: list[_Flow] = []
+        done: list[_Flow] = []
+        for flow in self.flows:
+            if t < flow.end and self.data_rng.random() < self.gt_fill:
+                flow.buffers[0].extend([t] * flow.width)
+            last = len(flow.buffers) - 1
+            for i in range(last, -1, -1):  # downstream first: a flit crosses one link a cycle
+                buf = flow.buffers[i]
+                n = min(flow.width, len(buf))
+                if not n:
+                    continue
+                link = (flow.path[i], flow.path[i + 1])
+                sent_gt[link] = sent_gt.get(link, 0) + n
+                moved = [buf.popleft() for _ in range(n)]
+                if i == last:
+                    if flow.counted:
+                        self.gt_latencies.extend(t + 1 - c for c in moved)  # at the destination next cycle
+                else:
+                    flow.buffers[i + 1].extend(moved)
+            (done if t >= flow.end and not any(flow.buffers) else still).append(flow)
+        self.flows = still
+        for link, n in sent_gt.items():
+            if n > self.reserved[link]:
+                self.violations += 1  # a flow sent more than it reserved: must never happen
+        for flow in done:  # released after its last flits crossed (this cycle's check counted them)
+            self.reserve(flow.path, flow.width, -1)
+        measured = t >= self.warmup
+        for link in self.links:
+            reserved = self.reserved[link]
+            if reserved > self.sc:
+                self.violations += 1  # an accepted flow lost bandwidth: must never happen
+            if measured:
+                self.gt_reserved_cycles += reserved
+            budget = self.sc - reserved
+            for queue in (self.ctrl[link], self.queues[link]):
+                if queue is self.ctrl[link] and queue and budget == 0:
+                    budget = 1  # the control lane: a fully reserved link still passes one control flit (module doc)
+                while queue and budget > 0:
+                    head = queue[0]
+                    sent = min(budget, head.left)
+                    head.left -= sent
+                    budget -= sent
+                    if head.kind == "be":
+                        self.queued[link] -= sent
+                    elif measured:
+                        self.control_flits += sent
+                        self.bee_flits += sent if head.kind in ("forager", "return") else 0
+                    if head.left == 0:
+                        queue.popleft()
+                        head.at = link[1]
+                        self.arriving.setdefault(t + 1, []).append(head)  # at the next router next cycle (module doc)
+                if queue is self.ctrl[link]:
+                    budget = min(budget, self.sc - reserved)  # what the control lane carried is not BE's
+
+
+def _percentile(values: list[int], q: float) -> float:
+    return float(np.percentile(np.asarray(values, dtype=float), q)) if values else math.nan
 
 
 def simulate_mesh(
@@ -267,15 +605,23 @@ def simulate_mesh(
     packet_flits: int = 4,
     gt_width: int = 1,
     gt_hold: int = 400,
+    gt_fill: float = 0.8,
     cycles: int = 10_000,
     seed: int = 0,
     scouts: int = 8,
     alpha: float = 2.0,
     detour: float = 0.1,
+    ksp: int = 8,
+    forage_period: int = 100,
+    half_life: float = 400.0,
     capacity: int | None = None,
     progress: ProgressFn | None = None,
 ) -> MeshResult:
     """Simulate the SDM mesh (module doc) and return its metrics.
+
+    Traffic (arrivals, destinations, lifetimes) comes from its own random stream, so every
+    routing sees the same requests for a seed; the bees' choices and GT data production
+    have streams of their own.
 
     Args:
         capacity: flits per cycle that ``load`` 1.0 stands for (default: ``subchannels``);
@@ -294,91 +640,76 @@ def simulate_mesh(
         raise UserInputError(f"a GT flow of {gt_width} sub-channels cannot fit links of {subchannels} sub-channels (impossible request)")
     if packet_flits < 1 or gt_hold < 1 or cycles < 100:
         raise UserInputError("packet_flits and gt_hold must be >= 1, cycles >= 100")
-    sim = MeshSim(k, routing, subchannels, seed, scouts=scouts, alpha=alpha, detour=detour)
-    rng = sim.rng
+    warmup = min(cycles // 10, WARMUP_MAX)
+    sim = MeshSim(
+        k,
+        routing,
+        subchannels,
+        seed,
+        scouts=scouts,
+        alpha=alpha,
+        detour=detour,
+        packet_flits=packet_flits,
+        gt_fill=gt_fill,
+        ksp=ksp,
+        forage_period=forage_period,
+        half_life=half_life,
+        warmup=warmup,
+    )
+    rng = random.Random(seed)  # the traffic
     n = k * k
     capacity = capacity or subchannels  # flits per cycle that load 1.0 stands for
     gt_rate = gt_share * load * capacity / (gt_width * gt_hold)  # flow arrivals per node per cycle
     be_rate = (1 - gt_share) * load * capacity / packet_flits  # packets per node per cycle
-    ends: dict[int, list[tuple[list[int], int]]] = {}
-    warmup = min(cycles // 10, WARMUP_MAX)
-    requested = accepted = violations = 0
-    gt_flits = be_flits = 0
-    delays: list[float] = []
-    zero_load: list[float] = []  # each delivered packet's own zero-load latency
-    arriving: dict[int, list[_Packet]] = {}
+    requested = 0
     clock = Clock(cycles, progress)
     with clock:
         for t in clock:
-            for held, width in ends.pop(t, []):
-                sim.reserve(held, width, -1)
             for src in range(n):
                 if gt_rate and rng.random() < gt_rate:
                     dst = destination(traffic, src, n, rng, k=k)
                     if dst != src:
-                        route = sim.gt_path(src, dst, gt_width)
-                        counted = t >= warmup
-                        requested += counted
-                        if route is not None:
-                            accepted += counted
-                            sim.reserve(route, gt_width)
-                            hold = 1 + int(rng.expovariate(1 / gt_hold))
-                            ends.setdefault(t + hold, []).append((route, gt_width))
+                        requested += t >= warmup
+                        sim.request_gt(src, dst, gt_width, 1 + int(rng.expovariate(1 / gt_hold)), t)
                 if be_rate and rng.random() < be_rate:
                     dst = destination(traffic, src, n, rng, k=k)
                     if dst != src:
-                        pkt = _Packet(src, dst, t, src)
-                        arriving.setdefault(t, []).append(pkt)
-            for pkt in arriving.pop(t, []):
-                if pkt.at == pkt.dst:
-                    if pkt.gen >= warmup:
-                        delays.append(t - pkt.gen)
-                        zero_load.append(hops(pkt.src, pkt.dst, k) * math.ceil(packet_flits / subchannels))
-                    if t >= warmup:
-                        be_flits += packet_flits
-                    continue
-                nxt = sim.be_next(pkt.at, pkt.dst)
-                pkt.left = packet_flits
-                pkt.route.append(nxt)
-                sim.queues[pkt.at, nxt].append(pkt)
-                sim.queued[pkt.at, nxt] += packet_flits
-            for link, queue in sim.queues.items():
-                reserved = sim.reserved[link]
-                if reserved > subchannels:
-                    violations += 1  # an accepted flow lost bandwidth: must never happen
-                if t >= warmup:
-                    gt_flits += reserved
-                budget = subchannels - reserved
-                while queue and budget > 0:
-                    head = queue[0]
-                    sent = min(budget, head.left)
-                    head.left -= sent
-                    budget -= sent
-                    sim.queued[link] -= sent
-                    if head.left == 0:
-                        queue.popleft()
-                        head.at = link[1]
-                        arriving.setdefault(t + 1, []).append(head)  # at the next router next cycle, forwarded then (module doc)
+                        sim.arriving.setdefault(t, []).append(_Packet(src, dst, t, src, flits=packet_flits))
+            sim.step(t)
     ran = clock.done
     measured = max(ran - warmup, 1)
-    mean, p99 = delay_stats(delays)
+    mean, p99 = delay_stats(sim.be_delays)
     mean_hops = sum(hops(a, b, k) for a in range(n) for b in range(n) if a != b) / (n * (n - 1))
+    decided = sim.accepted + sim.rejected
+    lat = sim.gt_latencies
+    p50, p99_gt = _percentile(lat, 50), _percentile(lat, 99)
     return NocResult(
         config=MeshConfig(k, routing, traffic, subchannels, gt_share, packet_flits),
         cycles=ran,
         offered_load=load,
-        delivered_packets=len(delays),
-        throughput=be_flits / (measured * n * capacity),  # in the unit of the offered load
+        delivered_packets=len(sim.be_delays),
+        throughput=sim.be_flits / (measured * n * capacity),  # in the unit of the offered load
         mean_delay=mean,
         p99_delay=p99,
         wall_s=clock.wall_s,
         stats=MeshStats(
             gt_requests=requested,
-            gt_acceptance=round(accepted / requested, 5) if requested else math.nan,
-            gt_violations=violations,
-            gt_link_utilisation=round(gt_flits / (measured * len(sim.reserved) * subchannels), 5),
+            gt_acceptance=round(sim.accepted / decided, 5) if decided else math.nan,
+            gt_violations=sim.violations,
+            gt_link_utilisation=round(sim.gt_reserved_cycles / (measured * len(sim.links) * subchannels), 5),
+            gt_flits=len(lat),
+            gt_latency_mean=round(float(np.mean(lat)), 3) if lat else math.nan,
+            gt_latency_p50=p50,
+            gt_latency_p99=p99_gt,
+            gt_jitter=p99_gt - p50,
+            gt_latency_std=round(float(np.std(lat)), 3) if lat else math.nan,
+            gt_setup_mean=round(float(np.mean(sim.setup_times)), 3) if sim.setup_times else math.nan,
+            gt_setup_p99=_percentile(sim.setup_times, 99),
+            control_flits=sim.control_flits,
+            bee_flits=sim.bee_flits,
+            control_flits_per_node_cycle=round(sim.control_flits / (measured * n), 5),
             be_zero_load_latency_uniform=round(mean_hops * math.ceil(packet_flits / subchannels), 3),
-            be_zero_load_latency_of_delivered=round(sum(zero_load) / len(zero_load), 3) if zero_load else math.nan,
+            be_zero_load_latency_of_delivered=round(sum(sim.be_zero_load) / len(sim.be_zero_load), 3) if sim.be_zero_load else math.nan,
             xy_saturation_bound_uniform=round(4 / k, 4) if k % 2 == 0 else round(4 * k / (k * k - 1), 4),
         ),
         stopped_early=clock.stopped,
