@@ -150,7 +150,8 @@ def write_markdown(
         "# Issue 18: bee QoS routing on the SDM mesh (simulated)",
         "",
         f"`{cmd}` (seeds 0-{seeds - 1}; each cell mean ± half-width of the 95 % t-interval over the seeds). Written by the "
-        "script from bee-runs.csv / bee-summary.csv / bee-paired.csv next to this file. Simulated (sim/noc/mesh.py), not measured hardware.",
+        "script from bee-runs.csv / bee-summary.csv / bee-paired.csv next to this file. "
+        "Simulated (sim/noc/mesh.py), not measured hardware.",
         "",
         f"Set-up: 8x8 mesh, 4 sub-channels per link, GT flows of 1 sub-channel, mean lifetime {SETUP['gt_hold']} cycles, "
         f"sending {SETUP['gt_fill']:.0%} of it flit by flit; 4-flit BE packets; 50 % of the offered load GT; {cycles} cycles "

@@ -23,7 +23,10 @@ class NocArgs(ToolArgs):
     k: int = Field(8, description="mesh: side (k x k nodes), 2..16")
     routing: str = Field(
         "adaptive",
-        description="benes: bit (destination tag), adaptive (look-ahead) or adaptive-local; mesh: xy, adaptive, widest-shortest, k-shortest or bee-qos",
+        description=(
+            "benes: bit (destination tag), adaptive (look-ahead) or adaptive-local; "
+            "mesh: xy, adaptive, widest-shortest, k-shortest or bee-qos"
+        ),
     )
     load: float = Field(0.3, description="offered load, flits per cycle per port/node as a fraction of capacity, in (0, 1]")
     packet_flits: int | None = Field(None, ge=1, le=4096, description="flits per packet (default 16 on benes, 4 on mesh)")
