@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import itertools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -46,7 +47,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sim.accel.energy import EnergyTable, LayerActivity, constants, energy_table, measure_layer, memory_pj, pj_per_toggle
+from sim.accel.energy import PSUM_BYTES, EnergyTable, LayerActivity, constants, energy_table, measure_layer, memory_pj, pj_per_toggle
 from sim.accel.systolic import Layer, Mapping, map_layer
 from sim.errors import UserInputError
 
@@ -126,7 +127,7 @@ def quantized(model: nn.Module, state: QuantState) -> nn.Module:
             m.__class__ = _QLinear
         else:
             continue
-        m.qname, m.qstate = name, state  # type: ignore[assignment]
+        m.qname, m.qstate = name, state
     return q
 
 
@@ -284,6 +285,7 @@ class Compressor:
         self.batch = batch
         self.mappings: dict[str, Mapping] = {}
         self.memory_pj: dict[str, float] = {}
+        self.sram_pj: dict[str, float] = {}
         self.macs: dict[str, float] = {}
         sizes = {"ifmap_kb": buffer_kb, "filter_kb": buffer_kb, "ofmap_kb": buffer_kb}
         for name in self.layers:
@@ -292,14 +294,16 @@ class Compressor:
                 _, c, h, w = shapes[name]
                 layer = Layer(
                     "conv", batch=batch, c_in=c, h=h, w=w, c_out=mod.out_channels,
-                    kernel=mod.kernel_size[0], stride=mod.stride[0], padding=int(mod.padding[0]),  # type: ignore[index]
+                    kernel=mod.kernel_size[0], stride=mod.stride[0], padding=int(mod.padding[0]),
                 )  # fmt: skip
             else:
                 assert isinstance(mod, nn.Linear)
                 layer = Layer("gemm", m=batch, k=mod.in_features, n=mod.out_features)
             mapping = map_layer(layer, rows, cols, "ws", **sizes)
             self.mappings[name] = mapping
-            self.memory_pj[name] = sum(memory_pj(mapping).values()) / batch
+            parts = memory_pj(mapping)
+            self.memory_pj[name] = (parts["sram_pj"] + parts["dram_pj"]) / batch
+            self.sram_pj[name] = parts["sram_pj"] / batch
             self.macs[name] = mapping.macs / batch
         self.int8_model = self._qat(self.float_model, {})
         self.int8_measured = self.measure(self.int8_model, {})
@@ -308,7 +312,9 @@ class Compressor:
     # ---- building blocks
 
     def _state(self, allowed: dict[str, np.ndarray]) -> QuantState:
-        return QuantState(act_scale=self.act_scale, allowed={n: torch.tensor(v, dtype=torch.float32) for n, v in allowed.items()}, enabled=True)
+        return QuantState(
+            act_scale=self.act_scale, allowed={n: torch.tensor(v, dtype=torch.float32) for n, v in allowed.items()}, enabled=True
+        )
 
     def _qat(self, start: nn.Module, allowed: dict[str, np.ndarray]) -> nn.Module:
         """QAT from ``start``'s weights under ``allowed`` (layer -> allowed int8 values; absent: all 256)."""
@@ -359,8 +365,10 @@ class Compressor:
             **extra,
         )
 
-    def step(self, model: nn.Module, allowed: dict[str, np.ndarray], measured: _Measured, tighten: dict[str, int]) -> tuple[nn.Module, dict[str, np.ndarray], _Measured]:
-        """One restriction step: each layer in ``tighten`` keeps its K cheapest current values by its re-measured table; QAT; measure again."""
+    def step(
+        self, model: nn.Module, allowed: dict[str, np.ndarray], measured: _Measured, tighten: dict[str, int]
+    ) -> tuple[nn.Module, dict[str, np.ndarray], _Measured]:
+        """One restriction step: each layer in ``tighten`` keeps its K cheapest current values (re-measured table); QAT; measure again."""
         new = dict(allowed)
         for name, k in tighten.items():
             new[name] = measured.tables[name].cheapest(k, among=allowed.get(name))
@@ -403,10 +411,14 @@ class Compressor:
                 "batch": self.batch,
                 "cycles": m.cycles,
                 "utilisation": round(m.utilisation, 4),
-                "sram_bytes_per_inference": round(sum(m.sram_reads.values()) / self.batch + 3 * (m.sram_reads["psum"] + m.sram_writes["ofmap"]) / self.batch),
+                "sram_bytes_per_inference": round(
+                    (m.sram_reads["ifmap"] + m.sram_reads["filter"] + PSUM_BYTES * (m.sram_reads["psum"] + m.sram_writes["ofmap"]))
+                    / self.batch
+                ),
                 "dram_bytes_per_inference": round(sum(m.dram_bytes.values()) / self.batch),
                 "macs_per_inference": round(self.macs[n]),
                 "memory_pj_per_inference": round(self.memory_pj[n], 1),
+                "sram_pj_per_inference": round(self.sram_pj[n], 1),
             }
             for n, m in self.mappings.items()
         }
@@ -422,7 +434,9 @@ class Compressor:
         steps: list[SchemeResult] = []
         number = 0
 
-        def run(scheme: str, label: str, state: tuple[nn.Module, dict[str, np.ndarray], _Measured], tighten: dict[str, int]) -> tuple[SchemeResult, tuple[nn.Module, dict[str, np.ndarray], _Measured]]:
+        def run(
+            scheme: str, label: str, state: tuple[nn.Module, dict[str, np.ndarray], _Measured], tighten: dict[str, int]
+        ) -> tuple[SchemeResult, tuple[nn.Module, dict[str, np.ndarray], _Measured]]:
             nonlocal number
             number += 1
             model, allowed, measured = self.step(*state, tighten)
@@ -432,7 +446,7 @@ class Compressor:
             say(f"{scheme} {label} K={min(tighten.values())}: val {r.val_accuracy:.2f}%, test {r.accuracy:.2f}%, {r.energy:.0f} pJ")
             return r, (model, allowed, measured)
 
-        start = (self.int8_model, {}, self.int8_measured)
+        start: tuple[nn.Module, dict[str, np.ndarray], _Measured] = (self.int8_model, {}, self.int8_measured)
         agnostic, state = self.base, start
         for k in levels[1:]:
             r, new = run("layer-agnostic", "all", state, dict.fromkeys(self.layers, k))
@@ -480,7 +494,7 @@ def compress(
     if accuracy_drop_max < 0:
         raise UserInputError(f"accuracy_drop_max must be >= 0 (percentage points), got {accuracy_drop_max}")
     ladder = list(levels)
-    if not ladder or ladder[0] != 256 or any(b >= a or b < 1 for a, b in zip(ladder, ladder[1:], strict=False)):
+    if not ladder or ladder[0] != 256 or any(b >= a or b < 1 for a, b in itertools.pairwise(ladder)):
         raise UserInputError(f"levels must start at 256 and decrease (e.g. {', '.join(map(str, LEVELS))}), got {ladder}")
     key = (model, float(accuracy_drop_max), seed, tuple(ladder))
     if key not in _RESULTS:

@@ -191,7 +191,7 @@ def energy_table(
     prod = a[None] * w  # (256, P, T)
     psum = s_in[None] + prod
     mult = toggles(prod[..., 1:], prod[..., :-1], PRODUCT_BITS).mean(axis=(1, 2))
-    counts, cost = group_costs(psum[..., :-1], psum[..., 1:], msb_weight)
+    _, cost = group_costs(psum[..., :-1], psum[..., 1:], msb_weight)
     dist = msb_distance(psum[..., 1:], psum[..., :-1]).reshape(len(VALUES), -1)
     shares = np.stack([(dist == g).mean(axis=1) for g in range(GROUPS)], axis=1)
     reg = shares @ cost
@@ -233,7 +233,9 @@ def measure_layer(
     return LayerActivity(mult, np.bincount(dist, minlength=GROUPS).astype(np.int64), np.asarray(group_cost, dtype=float))
 
 
-def memory_pj(mapping: Mapping, *, sram_pj_per_byte: float = SRAM_PJ_PER_BYTE, dram_pj_per_byte: float = DRAM_PJ_PER_BYTE) -> dict[str, float]:
+def memory_pj(
+    mapping: Mapping, *, sram_pj_per_byte: float = SRAM_PJ_PER_BYTE, dram_pj_per_byte: float = DRAM_PJ_PER_BYTE
+) -> dict[str, float]:
     """SRAM and DRAM energy of a mapped layer, pJ: per-byte costs times the mapping's accesses (int8 operands, 32-bit partial sums)."""
     sram_bytes = (
         mapping.sram_reads["ifmap"]
