@@ -17,7 +17,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sim.accel.compress import CompressionReport, compress
 from sim.noc.benes import simulate_benes
 from sim.noc.common import NocResult
 from sim.noc.curves import AnyResult, plot_curves, saturation
@@ -137,30 +136,8 @@ def mesh(out: Path, seeds: int, cycles: int) -> None:
 
 
 def compression(seeds: int) -> None:
-    print("### Energy-aware compression (cnn-digits, accuracy drop <= 2 points vs INT8)\n")
-    print(
-        "| seed | INT8 acc | agnostic K | agnostic acc | agnostic energy vs INT8 | layer-wise K | layer-wise acc "
-        "| layer-wise energy vs INT8 | layer-wise vs agnostic |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|")
-    gains = []
-    outs: list[CompressionReport] = []
-    for seed in range(seeds):
-        o = compress("cnn-digits", accuracy_drop_max=2.0, seed=seed)
-        outs.append(o)
-        a, w = o.layer_agnostic, o.layer_wise
-        gain = 1 - w.energy / a.energy
-        gains.append(gain)
-        print(
-            f"| {seed} | {o.int8.accuracy:.2f} | {a.levels['conv1']} | {a.accuracy:.2f} | "
-            f"-{o.energy_reduction(a):.1%} | {'/'.join(str(k) for k in w.levels.values())} | "
-            f"{w.accuracy:.2f} | -{o.energy_reduction(w):.1%} | -{gain:.1%} |"
-        )
-    print(
-        f"\nMedian over {seeds} seeds: layer-wise saves {statistics.median(gains):.1%} energy vs layer-agnostic; vs INT8 "
-        f"layer-wise -{statistics.median(o.energy_reduction(o.layer_wise) for o in outs):.1%}, "
-        f"layer-agnostic -{statistics.median(o.energy_reduction(o.layer_agnostic) for o in outs):.1%}.\n"
-    )
+    """The compression figures moved to scripts/energy_figures.py (issue 18), which also rewrites this page's section."""
+    print(f"### Energy-aware compression\n\nRun `python scripts/energy_figures.py --seeds {seeds}` (docs/bench/issue18/energy.md).\n")
 
 
 def main() -> int:
