@@ -160,7 +160,9 @@ def report(out: Path, drop: float, command: str) -> None:
     lines = [
         "# Issue 18: energy-aware compression on a simulated systolic array",
         "",
-        f"Written by `{command}` from the CSVs beside this file (steps-, choices-, groups-, mapping-<model>.csv, scalesim.csv). "
+        f"Written by `{command}` (here run as one process per model, `--models NAME --no-scalesim`, after the SCALE-Sim "
+        "check, then `--report-only`; seeds 0-4; a shared 2-core machine) from the CSVs beside this file (steps-, choices-, "
+        "groups-, mapping-<model>.csv, scalesim.csv). "
         "Everything is simulated: bit-level switching on real activations, Horowitz ISSCC 2014 45 nm costs; accuracies are measured.",
         "",
         "Method (sim/accel/compress.py, energy.py, systolic.py): every Conv2d/Linear layer INT8 (weights and activations); a "
