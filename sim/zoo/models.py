@@ -1,4 +1,4 @@
-"""The zoo's architectures: a small CNN for 8x8 digits and a byte-level causal transformer LM.
+"""The zoo's architectures: small CNNs for 8x8 digits and 28x28 MNIST, and a byte-level causal transformer LM.
 
 Layers are plain ``nn.Conv2d`` / ``nn.Linear`` modules with stable attribute names, so the
 quantization, pruning and accelerator tools can find them by type and name.
@@ -24,6 +24,24 @@ class DigitsCNN(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.relu(self.conv1(x))
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv3(x)), 2)
+        return self.fc2(F.relu(self.fc1(x.flatten(1))))
+
+
+class MnistCNN(nn.Module):
+    """conv1-pool-conv2-pool-conv3-pool-fc1-fc2 for ``[B, 1, 28, 28]`` images (28 -> 14 -> 7 -> 3), 10 classes."""
+
+    def __init__(self, width: int = 16, hidden: int = 64, classes: int = 10) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, width, 3, padding=1)
+        self.conv2 = nn.Conv2d(width, 2 * width, 3, padding=1)
+        self.conv3 = nn.Conv2d(2 * width, 4 * width, 3, padding=1)
+        self.fc1 = nn.Linear(4 * width * 3 * 3, hidden)
+        self.fc2 = nn.Linear(hidden, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
         x = F.max_pool2d(F.relu(self.conv2(x)), 2)
         x = F.max_pool2d(F.relu(self.conv3(x)), 2)
         return self.fc2(F.relu(self.fc1(x.flatten(1))))

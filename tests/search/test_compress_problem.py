@@ -16,15 +16,17 @@ from search.problems import make_problem
 def test_restrictions_round_trip_and_cost_less_energy_when_tighter() -> None:
     p = make_problem("compress", {})
     assert isinstance(p, CompressProblem)
-    point = p.parse_design("conv1=256 conv2=8 conv3=32 fc=64")
-    assert point == (256, 8, 32, 64) and p.parse_design(p.describe(point)) == point
-    ratios = p.cheap_values([(256, 256, 256, 256), (256, 64, 256, 256), (256, 8, 256, 256)])["energy_ratio"]
+    point = p.parse_design("conv1=256 conv2=8 conv3=32 fc1=64 fc2=256")
+    assert point == (256, 8, 32, 64, 256) and p.parse_design(p.describe(point)) == point
+    ratios = p.cheap_values([(256,) * 5, (256, 64, 256, 256, 256), (256, 8, 256, 256, 256)])["energy_ratio"]
     assert ratios[0] == pytest.approx(1.0) and ratios[0] > ratios[1] > ratios[2]
+    compute = make_problem("compress", {"energy_scope": "compute"}).cheap_values([(256, 8, 256, 256, 256)])["energy_ratio"]
+    assert compute[0] < ratios[2]  # memory energy does not shrink with the weights: the total ratio is diluted
     assert all(sum(a != b for a, b in zip(point, n, strict=True)) == 1 for n in p.neighbours(point))
     niches = p.niches()
-    assert [niche_of(niches, x) for x in ((256,) * 4, (64, 64, 64, 256), (4, 4, 4, 4))] == ["light", "medium", "heavy"]
+    assert [niche_of(niches, x) for x in ((256,) * 5, (64, 64, 64, 256, 256), (4, 4, 4, 4, 4))] == ["light", "medium", "heavy"]
     with pytest.raises(UserInputError, match="conv2=5 outside the space"):
-        p.parse_design("conv1=256 conv2=5 conv3=32 fc=64")
+        p.parse_design("conv1=256 conv2=5 conv3=32 fc1=64 fc2=256")
 
 
 @pytest.mark.slow  # each evaluation is a round of quantization-aware training: about 50 s on 2 cores

