@@ -1,24 +1,34 @@
 """Schedule synthesis with OR-Tools CP-SAT: the op order that minimises a step's makespan.
 
 Variables: one interval per op ``F(v, m)`` / ``B(v, m)`` (virtual stage *v*, microbatch *m*;
-durations in integer microseconds). Constraints: the pipeline dependencies of
-:mod:`sim.pipeline.simulate`, each boundary's transfer an interval on its directed link
-(one transfer at a time per link, as in the simulator); one op at a time per device
-(``add_no_overlap``); memory: each microbatch's stashed activations are
-held from the start of its forward to the end of its backward on that device, and their
-sum plus the device's parameter/optimizer bytes must fit the device (``add_cumulative``);
-microbatches enter each virtual stage in order (symmetry breaking, loses nothing: they are
-identical). Objective: the makespan.
+durations in integer microseconds) over the plan's virtual stages, so on a skip-aware plan
+the V-shaped wave (a device hosts an encoder stage and its mirrored decoder stage) is what
+gets scheduled. Constraints: the pipeline dependencies of :mod:`sim.pipeline.simulate`; each
+boundary's transfer an interval on every shared resource it crosses
+(:meth:`sim.pipeline.cluster.Cluster.resources`: the directed GPU link inside a node, the
+NICs' transmit and receive sides between nodes), one transfer at a time per resource (the
+simulator instead shares a resource fairly among concurrent transfers: same total time,
+different order, so a replay can differ slightly where transfers meet); one op at a time
+per device (``add_no_overlap``); memory: each microbatch's stashed activations are held
+from the start of its forward to the end of its backward on that device, and their sum may
+not exceed the cap (``add_cumulative``): by default 1F1B's own bound on that device
+(:func:`sim.pipeline.simulate.memory_bound`, what 1F1B / wave may stash there), so the
+synthesised schedule is compared with 1F1B at equal memory; ``memory="device"`` allows
+whatever fits the device. Microbatches enter each virtual stage in order (symmetry
+breaking, loses nothing: they are identical). The simulated 1F1B (wave) schedule is given
+as a solution hint. Objective: the makespan.
 
 The solver runs under a time limit. The best schedule found is returned with its status
-(``optimal`` or ``feasible``: the time limit cut the proof); no schedule found in time, or
-a proof that none exists, is an error saying which. :func:`sim.pipeline.simulate.simulate`
-replays the schedule's op order per device (durations there are not rounded to
-microseconds) for the reported numbers.
+(``optimal`` or ``feasible``: the time limit cut the proof), CP-SAT's lower bound on the
+makespan (``ObjectiveBound``) and the relative gap ``(makespan - bound) / makespan``; no
+schedule found in time, or a proof that none exists, is an error saying which.
+:func:`sim.pipeline.simulate.simulate` replays the schedule's op order per device
+(durations there are not rounded to microseconds) for the reported numbers.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -28,31 +38,65 @@ from sim.errors import UserInputError
 from sim.pipeline.cluster import Cluster
 from sim.pipeline.partition import TRAIN_FLOPS_FACTOR, Plan
 from sim.pipeline.profile import ModelProfile
-from sim.pipeline.simulate import OPTIMIZER_BYTES_PER_PARAM_BYTE, Op, virtual_stages
+from sim.pipeline.simulate import OPTIMIZER_BYTES_PER_PARAM_BYTE, Op, memory_bound, simulate, stash_bytes, virtual_stages
 
 US = 1e6
 
 
 @dataclass(frozen=True)
 class Synthesized:
-    """A CP-SAT schedule: op start times (seconds), status and solver time."""
+    """A CP-SAT schedule: op start times (seconds), status, solver time, and the solver's bound."""
 
     starts: dict[Op, float]
     makespan_s: float
     status: str
     solve_s: float
+    bound_s: float = 0.0
+    """CP-SAT's proved lower bound on the makespan (``ObjectiveBound``)."""
+    memory_cap: str = "1f1b"
+    """What capped each device's stashed activations: ``1f1b`` (1F1B's bound) or ``device`` (its free memory)."""
+
+    @property
+    def gap(self) -> float:
+        """Relative optimality gap ``(makespan - bound) / makespan`` (0: proved optimal)."""
+        return max(0.0, (self.makespan_s - self.bound_s) / self.makespan_s) if self.makespan_s > 0 else 0.0
+
+    def as_dict(self) -> dict[str, float | str]:
+        """JSON-friendly form (without the starts)."""
+        return {
+            "status": self.status,
+            "solve_s": round(self.solve_s, 3),
+            "makespan_ms": round(self.makespan_s * 1e3, 4),
+            "bound_ms": round(self.bound_s * 1e3, 4),
+            "gap": round(self.gap, 4),
+            "memory_cap": self.memory_cap,
+        }
 
 
 def synthesize(
-    profile: ModelProfile, plan: Plan, cluster: Cluster, *, microbatches: int, time_limit_s: float = 30.0, workers: int = 2
+    profile: ModelProfile,
+    plan: Plan,
+    cluster: Cluster,
+    *,
+    microbatches: int,
+    time_limit_s: float = 30.0,
+    workers: int = 2,
+    memory: str = "1f1b",
+    seed: int = 0,
 ) -> Synthesized:
     """Minimise one training step's makespan (see module doc).
+
+    Args:
+        memory: ``1f1b`` (cap each device's stashed activations at 1F1B's bound there) or ``device``.
+        seed: CP-SAT's random seed (with several workers the result may still vary run to run).
 
     Raises:
         UserInputError: the memory cannot hold any schedule (proved), or no schedule was found in ``time_limit_s``.
     """
     if microbatches < 1:
         raise UserInputError(f"microbatches must be at least 1, got {microbatches}")
+    if memory not in ("1f1b", "device"):
+        raise UserInputError(f"memory cap must be '1f1b' or 'device', got {memory!r}")
     stages = virtual_stages(profile, plan, **cluster.rates)
     n_v = len(stages)
     fwd = [max(1, round(s.forward_s * US)) for s in stages]
@@ -63,7 +107,7 @@ def synthesize(
     start: dict[Op, cp_model.IntVar] = {}
     end: dict[Op, cp_model.IntVar] = {}
     by_device: dict[int, list[cp_model.IntervalVar]] = {}
-    memory: dict[int, tuple[list[cp_model.IntervalVar], list[int]]] = {}
+    memory_use: dict[int, tuple[list[cp_model.IntervalVar], list[int]]] = {}
     for v, stage in enumerate(stages):
         for m in range(microbatches):
             for kind, duration in (("F", fwd[v]), ("B", bwd[v])):
@@ -74,9 +118,9 @@ def synthesize(
                 by_device.setdefault(stage.device, []).append(interval)
             span = model.new_int_var(0, horizon, f"held_len_{v}_{m}")
             held = model.new_interval_var(start["F", v, m], span, end["B", v, m], f"held_{v}_{m}")
-            memory.setdefault(stage.device, ([], []))[0].append(held)
-            memory[stage.device][1].append(stage.stash_bytes)
-    links: dict[tuple[int, int], list[cp_model.IntervalVar]] = {}
+            memory_use.setdefault(stage.device, ([], []))[0].append(held)
+            memory_use[stage.device][1].append(stash_bytes(profile, stages, v, False))
+    links: dict[tuple[str, int, int], list[cp_model.IntervalVar]] = {}
     for m in range(microbatches):
         for v in range(n_v - 1):
             a, b = stages[v].device, stages[v + 1].device
@@ -84,14 +128,16 @@ def synthesize(
                 model.add(start["F", v + 1, m] >= end["F", v, m])
                 model.add(start["B", v, m] >= end["B", v + 1, m])
                 continue
-            # each transfer occupies its directed link (activations a->b, gradients b->a), one at a time
+            # each transfer occupies every resource on its path (activations a->b, gradients b->a), one at a time
             for kind, src, dst, after, before in (
                 ("F", a, b, end["F", v, m], start["F", v + 1, m]),
                 ("B", b, a, end["B", v + 1, m], start["B", v, m]),
             ):
                 t0 = model.new_int_var(0, horizon, f"t_{kind}{v}_{m}")
                 t1 = model.new_int_var(0, horizon, f"u_{kind}{v}_{m}")
-                links.setdefault((src, dst), []).append(model.new_interval_var(t0, comm[v], t1, f"x_{kind}{v}_{m}"))
+                transfer = model.new_interval_var(t0, comm[v], t1, f"x_{kind}{v}_{m}")
+                for resource in cluster.resources(src, dst):
+                    links.setdefault(resource, []).append(transfer)
                 model.add(t0 >= after)
                 model.add(before >= t1)
         model.add(start["B", n_v - 1, m] >= end["F", n_v - 1, m])
@@ -100,7 +146,8 @@ def synthesize(
                 model.add(start["F", v, m] >= start["F", v, m - 1])
     for intervals in [*by_device.values(), *links.values()]:
         model.add_no_overlap(intervals)
-    for device, (intervals, demands) in memory.items():
+    one_f_one_b = memory_bound(profile, plan, schedule="1f1b", microbatches=microbatches)
+    for device, (intervals, demands) in memory_use.items():
         params = sum(profile.blocks[i].param_bytes for s in stages if s.device == device for i in s.blocks)
         free = int(cluster.memory_gb * 1e9) - params * OPTIMIZER_BYTES_PER_PARAM_BYTE
         if free < max(demands):
@@ -109,14 +156,20 @@ def synthesize(
                 f"({params * OPTIMIZER_BYTES_PER_PARAM_BYTE / 1e9:.1f} GB + {max(demands) / 1e9:.2f} GB > {cluster.memory_gb} GB): "
                 "use more devices, a smaller microbatch, or a cluster with more memory"
             )
-        scale = max(1, max(demands) // 10_000)  # keep capacities in CP-SAT's comfortable integer range
-        model.add_cumulative(intervals, [max(1, d // scale) for d in demands], free // scale)
+        cap = free if memory == "device" else min(free, one_f_one_b[device] - params * OPTIMIZER_BYTES_PER_PARAM_BYTE)
+        scale = math.gcd(cap, *demands) or 1  # exact, in units as large as the sizes allow (smaller integers for CP-SAT)
+        model.add_cumulative(intervals, [d // scale for d in demands], cap // scale)
     makespan = model.new_int_var(0, horizon, "makespan")
     model.add_max_equality(makespan, [end["B", 0, m] for m in range(microbatches)])
     model.minimize(makespan)
+    # hint: the 1F1B (wave) schedule as the simulator runs it (CP-SAT repairs it if transfers collide)
+    hint = simulate(profile, plan, cluster, schedule="1f1b", microbatches=microbatches)
+    for span in hint.timeline:
+        model.add_hint(start[span.op], min(horizon, round(span.start * US)))
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = time_limit_s
     solver.parameters.num_workers = workers
+    solver.parameters.random_seed = seed
     began = time.perf_counter()
     status = solver.solve(model)
     solve_s = time.perf_counter() - began
@@ -125,4 +178,6 @@ def synthesize(
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         raise UserInputError(f"CP-SAT found no schedule within {time_limit_s:g} s; raise the time limit or use fewer microbatches")
     starts = {op: solver.value(var) / US for op, var in start.items()}
-    return Synthesized(starts, solver.value(makespan) / US, "optimal" if status == cp_model.OPTIMAL else "feasible", solve_s)
+    best = solver.value(makespan) / US
+    bound = min(best, solver.best_objective_bound / US)
+    return Synthesized(starts, best, "optimal" if status == cp_model.OPTIMAL else "feasible", solve_s, bound, memory)

@@ -1,4 +1,4 @@
-"""Discrete-event simulation of one pipeline-parallel training step (GPipe, 1F1B, wave).
+"""Discrete-event simulation of one pipeline-parallel training step (GPipe, 1F1B, wave, interleaved, ZB-H1).
 
 A plan's blocks are grouped into **virtual stages**: maximal runs of consecutive blocks
 (forward order) on one device. A block-wise plan has one virtual stage per device; a
@@ -10,32 +10,62 @@ plus the cluster's fixed ``kernel_us`` per compute op: :func:`sim.pipeline.parti
 backward ``B(v, m)`` (twice that); ``F(v, m)`` waits for ``F(v-1, m)`` plus the transfer of
 the activations crossing that boundary (the producer's output and any skips relayed
 through it); ``B(v, m)`` waits for ``F(v, m)`` and ``B(v+1, m)`` plus the gradient transfer
-(same bytes, reverse direction). Each device runs one op at a time; each directed device
-pair is one link, used by one transfer at a time. Ops are list-scheduled: whenever a
-device can start something, it starts the admissible ready op that the schedule prefers:
+(same bytes, reverse direction). Each device runs one op at a time. Ops are list-scheduled:
+whenever a device is idle, it starts the admissible ready op that the schedule prefers:
 
 * ``gpipe``: forwards first; a device starts backwards only after all its forwards.
 * ``1f1b``: backwards first; virtual stage *v* keeps at most ``V - v`` microbatches in
   flight (forward done, backward not), V = number of virtual stages (Megatron's 1F1B).
 * ``wave``: the 1F1B rule applied over a V-shaped plan's virtual stages (Hanayo-style wave);
   on a block-wise plan it is the same as ``1f1b``.
+* ``interleaved``: Megatron-LM's interleaved 1F1B over the plan's virtual stages (model
+  chunks): each device runs a fixed op order (:func:`interleaved_order`): forwards of its
+  chunks in groups of ``p`` microbatches (p = devices), a warm-up of ``2 (p - d - 1) +
+  (k - 1) p`` forwards on device *d* with *k* chunks, then one forward, one backward, and
+  the remaining backwards. On a block-wise plan (one chunk) it is plain 1F1B's order.
+* ``zb-h1``: zero-bubble ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024):
+  the backward is split into ``B`` (input gradient, sent upstream at once) and ``W`` (weight
+  gradient, needed only by the optimizer), each half of the backward's time. ``B`` first,
+  then ``F`` (1F1B's in-flight rule on ``F``..``B``), and ``W`` fills what is left; a
+  microbatch's activations are held from ``F`` until its ``W``, and every device may hold at
+  most as many microbatches as the fullest device holds under 1F1B (``V`` on a block-wise
+  plan: 1F1B's peak, the paper's "same memory as 1F1B"), so later stages can defer up to
+  ``v`` ``W`` s into the tail. With uniform stages F = B = W this gives the paper's bubble
+  ``(p - 1)(F + B - W)`` per device instead of 1F1B's ``(p - 1)(F + B + W)`` (tested).
 * a given op order (``order``, e.g. a CP-SAT schedule from :mod:`sim.pipeline.ilp`): each
-  device runs its ops in that order, as soon as each is ready.
+  device runs its ops in that order, as soon as each is ready; an order that cannot run
+  (an op waits for one queued after it) is refused.
+
+**Network**: every transfer is a flow over the cluster's shared resources
+(:meth:`sim.pipeline.cluster.Cluster.resources`): the directed GPU link inside a node, or
+the sending node's NIC (transmit) and the receiving node's NIC (receive) between nodes.
+After ``latency_us``, concurrent flows get max-min fair shares of every resource they
+cross (progressive filling, recomputed whenever a flow starts or ends): two stages of one
+node sending to another node at once through one NIC each get half its bandwidth.
+
+**Data parallelism** (``data_parallel`` = *dp* > 1): *dp* replicas of the pipeline run
+together, replica *r*'s device *d* on cluster device ``r * p + d``; as soon as a device's
+last op is done (its gradients are final), it joins the ring all-reduce of its stage's
+fp16 gradients with its replicas: ``2 (dp - 1)`` rounds, each member sending ``1/dp`` of
+the gradients to its ring successor once it has received the previous round's chunk. The
+rings' flows share NICs and links with the pipelines' own transfers still in flight
+(overlapped with the pipeline's tail, not bucketed inside one device's backward).
 
 With ``recompute`` (activation checkpointing), a virtual stage stashes only its input per
 in-flight microbatch and runs its forward again before the backward (backward time 3x
 forward instead of 2x).
 
-Reported: makespan of the step (no optimizer, no data-parallel all-reduce), bubble ratio,
-samples/s, bytes per link, and peak memory per device (16 bytes per parameter for
-mixed-precision Adam, plus the stashed activations of in-flight microbatches).
+Reported: makespan of the pipeline (no optimizer), the step with its all-reduce,
+bubble ratio, samples/s, bytes per link, peak memory per device (16 bytes per parameter for
+mixed-precision Adam, plus the stashed activations of in-flight microbatches), and the
+timeline, which :func:`check_timeline` validates after every simulation.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sim.errors import UserInputError
@@ -43,11 +73,13 @@ from sim.pipeline.cluster import Cluster
 from sim.pipeline.partition import TRAIN_FLOPS_FACTOR, Plan, work
 from sim.pipeline.profile import ModelProfile
 
-SCHEDULES = ("gpipe", "1f1b", "wave")
+SCHEDULES = ("gpipe", "1f1b", "wave", "interleaved", "zb-h1")
 Op = tuple[str, int, int]
-"""``("F" | "B", virtual stage, microbatch)``."""
+"""``("F" | "B" | "W", virtual stage, microbatch)``; ``W`` only where the backward is split (``zb-h1``)."""
 OPTIMIZER_BYTES_PER_PARAM_BYTE = 8
 """fp16 weights + fp16 grads + fp32 master, m, v = 16 bytes per parameter = 8 x its fp16 bytes."""
+EPS = 1e-9
+"""Seconds of float slack when comparing event times."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +95,17 @@ class VirtualStage:
 
 
 @dataclass(frozen=True)
+class Span:
+    """One op as it ran: which replica's op, on which cluster device, from when to when."""
+
+    op: Op
+    replica: int
+    device: int
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
 class StepResult:
     """One simulated training step."""
 
@@ -75,11 +118,17 @@ class StepResult:
     peak_memory_bytes: tuple[int, ...]
     virtual_stages: int
     device_done_s: tuple[float, ...] = ()
-    """When each device finishes its last op (its gradients are final then)."""
+    """When each device (of replica 0) finishes its last op (its gradients are final then)."""
+    data_parallel: int = 1
+    step_s: float = 0.0
+    """The step with every gradient all-reduce done (``makespan_s`` when ``data_parallel`` is 1)."""
+    allreduce_bytes: int = 0
+    """Bytes the gradient all-reduce rings sent, all replicas together."""
+    timeline: tuple[Span, ...] = field(default=(), repr=False, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
-        return {
+        out = {
             "schedule": self.schedule,
             "microbatches": self.microbatches,
             "virtual_stages": self.virtual_stages,
@@ -90,6 +139,9 @@ class StepResult:
             "links": [{"from": a, "to": b, "bytes": n} for (a, b), n in sorted(self.link_bytes.items())],
             "peak_memory_gb": [round(m / 1e9, 3) for m in self.peak_memory_bytes],
         }
+        if self.data_parallel > 1:
+            out |= {"data_parallel": self.data_parallel, "step_ms": round(self.step_s * 1e3, 4), "allreduce_bytes": self.allreduce_bytes}
+        return out
 
 
 def stage_runs(device_of: Sequence[int]) -> list[list[int]]:
@@ -155,6 +207,154 @@ def memory_bound(profile: ModelProfile, plan: Plan, *, schedule: str, microbatch
     return tuple(memory)
 
 
+class _Network:
+    """Transfers in flight over a cluster's shared resources, each at its max-min fair rate.
+
+    A flow waits ``latency_us``, then moves its bytes at a rate set by progressive filling:
+    repeatedly, the resource whose remaining capacity divided by its unfrozen flows is
+    smallest fixes that share for those flows (the bottleneck), until every flow has a rate.
+    """
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.latency_s = cluster.latency_us * 1e-6
+        self.flows: dict[int, list[Any]] = {}  # id -> [resources, bytes left, active from, rate, tag]
+        self.count = 0
+
+    def add(self, now: float, src: int, dst: int, nbytes: float, tag: Any) -> None:
+        """Start sending ``nbytes`` from cluster device ``src`` to ``dst`` at ``now``."""
+        self.flows[self.count] = [self.cluster.resources(src, dst), float(nbytes), now + self.latency_s, 0.0, tag]
+        self.count += 1
+
+    def _rates(self, now: float) -> None:
+        active = [f for f in self.flows.values() if f[2] <= now + EPS]
+        for f in self.flows.values():
+            f[3] = 0.0
+        left: dict[Any, float] = {}
+        users: dict[Any, list[list[Any]]] = defaultdict(list)
+        for f in active:
+            for r in f[0]:
+                left.setdefault(r, self.cluster.capacity(r))
+                users[r].append(f)
+        unfrozen = {id(f): f for f in active}
+        while unfrozen:
+            share, bottleneck = min((left[r] / sum(1 for f in fs if id(f) in unfrozen), r) for r, fs in users.items() if any(id(f) in unfrozen for f in fs))
+            for f in [f for f in users[bottleneck] if id(f) in unfrozen]:
+                f[3] = share
+                del unfrozen[id(f)]
+                for r in f[0]:
+                    left[r] -= share
+
+    def next_event(self, now: float) -> float:
+        """When the next flow becomes active or finishes (inf when none is in flight)."""
+        self._rates(now)
+        best = float("inf")
+        for _, nbytes, active_from, rate, _ in self.flows.values():
+            best = min(best, active_from if active_from > now + EPS else now + nbytes / rate)
+        return best
+
+    def advance(self, now: float, until: float) -> list[Any]:
+        """Move every active flow's bytes from ``now`` to ``until``; the tags of the flows that finished."""
+        done = []
+        for key, f in list(self.flows.items()):
+            if f[2] <= now + EPS:
+                f[1] -= f[3] * (until - now)
+                if f[1] <= 1e-9 * max(1.0, f[3]):  # bytes left below a nanosecond's worth
+                    done.append(f[4])
+                    del self.flows[key]
+        return done
+
+
+def interleaved_order(stages: Sequence[VirtualStage], devices: int, microbatches: int) -> dict[Op, float]:
+    """Megatron-LM's interleaved 1F1B op order over the virtual stages (model chunks) of each device.
+
+    Device *d* hosts chunks ``c = 0..k-1`` (its virtual stages in forward order). Its forwards
+    run in groups of ``p`` = ``devices`` microbatches: chunk 0 of microbatches 0..p-1, chunk 1
+    of the same, ..., then the next group; backwards in the same groups with the chunks
+    reversed (Megatron's ``get_model_chunk_id``). Warm-up: ``2 (p - d - 1) + (k - 1) p``
+    forwards (Megatron's ``num_warmup_microbatches``; ``p - d - 1`` with one chunk, plain
+    1F1B), then alternately one forward and one backward, then the backwards left.
+
+    Returns:
+        a sort key per op, increasing along each device's order (for ``simulate(order=...)``).
+    """
+    order: dict[Op, float] = {}
+    for d in range(devices):
+        chunks = [v for v, s in enumerate(stages) if s.device == d]
+        k = len(chunks)
+        groups = [range(g, min(g + devices, microbatches)) for g in range(0, microbatches, devices)]
+        fwd: list[Op] = [("F", chunks[c], m) for g in groups for c in range(k) for m in g]
+        bwd: list[Op] = [("B", chunks[c], m) for g in groups for c in reversed(range(k)) for m in g]
+        warmup = min(len(fwd), 2 * (devices - d - 1) + (k - 1) * devices if k > 1 else devices - d - 1)
+        seq = fwd[:warmup]
+        for i in range(len(fwd) - warmup):
+            seq += [fwd[warmup + i], bwd[i]]
+        seq += bwd[len(fwd) - warmup :]
+        order |= {op: float(i) for i, op in enumerate(seq)}
+    return order
+
+
+def zb_h1_cap(stages: Sequence[VirtualStage], microbatches: int) -> int:
+    """Microbatches a device may hold (forward done, weight gradient not) under ZB-H1: the most any device holds under 1F1B."""
+    n_v = len(stages)
+    held: dict[int, int] = defaultdict(int)
+    for v, s in enumerate(stages):
+        held[s.device] += min(microbatches, n_v - v)
+    return max(held.values())
+
+
+def check_timeline(
+    stages: Sequence[VirtualStage], cluster: Cluster, timeline: Sequence[Span], *, microbatches: int, replicas: int = 1, split_backward: bool = False
+) -> None:
+    """Raise ``ValueError`` unless ``timeline`` is a valid pipeline step.
+
+    Valid: every op of every replica (``F``, ``B`` and, with ``split_backward``, ``W`` of each
+    virtual stage and microbatch) ran exactly once, on its stage's device; a device ran one
+    op at a time; ``F(v, m)`` started after ``F(v-1, m)`` ended plus the transfer between
+    their devices alone on its path (contention only lengthens it), ``B(v, m)`` after
+    ``F(v, m)`` and after ``B(v+1, m)`` plus the transfer back, ``W(v, m)`` after ``B(v, m)``.
+    """
+    n_v, n_dev = len(stages), 1 + max(s.device for s in stages)
+    kinds = ("F", "B", "W") if split_backward else ("F", "B")
+    expected = {(r, (k, v, m)) for r in range(replicas) for k in kinds for v in range(n_v) for m in range(microbatches)}
+    seen: dict[tuple[int, Op], Span] = {}
+    for span in timeline:
+        key = (span.replica, span.op)
+        if key not in expected:
+            raise ValueError(f"unexpected op {span.op} of replica {span.replica}")
+        if key in seen:
+            raise ValueError(f"op {span.op} of replica {span.replica} ran twice")
+        if span.device != span.replica * n_dev + stages[span.op[1]].device or span.end < span.start:
+            raise ValueError(f"op {span.op} of replica {span.replica} ran on device {span.device} from {span.start} to {span.end}")
+        seen[key] = span
+    if missing := expected - seen.keys():
+        raise ValueError(f"{len(missing)} ops never ran, e.g. {min(missing)}")
+    per_device: dict[int, list[Span]] = defaultdict(list)
+    for span in timeline:
+        per_device[span.device].append(span)
+    for device, spans in per_device.items():
+        spans.sort(key=lambda s: (s.start, s.end))
+        for a, b in zip(spans, spans[1:], strict=False):
+            if b.start < a.end - EPS:
+                raise ValueError(f"device {device} runs {a.op} and {b.op} at once ({b.start:.6g} < {a.end:.6g})")
+
+    def after(r: int, later: Op, earlier: Op, gap: float) -> None:
+        if seen[r, later].start < seen[r, earlier].end + gap - EPS:
+            raise ValueError(f"replica {r}: {later} starts at {seen[r, later].start:.6g}, before {earlier} ends plus {gap:.3g} s of transfer")
+
+    for r in range(replicas):
+        for m in range(microbatches):
+            for v in range(n_v):
+                if v > 0:
+                    hop = cluster.transfer_s(r * n_dev + stages[v - 1].device, r * n_dev + stages[v].device, stages[v - 1].send_bytes)
+                    after(r, ("F", v, m), ("F", v - 1, m), hop)
+                    back = cluster.transfer_s(r * n_dev + stages[v].device, r * n_dev + stages[v - 1].device, stages[v - 1].send_bytes)
+                    after(r, ("B", v - 1, m), ("B", v, m), back)
+                after(r, ("B", v, m), ("F", v, m), 0.0)
+                if split_backward:
+                    after(r, ("W", v, m), ("B", v, m), 0.0)
+
+
 def simulate(
     profile: ModelProfile,
     plan: Plan,
@@ -164,6 +364,7 @@ def simulate(
     microbatches: int,
     order: Mapping[Op, float] | None = None,
     recompute: bool = False,
+    data_parallel: int = 1,
 ) -> StepResult:
     """Simulate one training step of ``microbatches`` microbatches (see module doc).
 
@@ -171,114 +372,207 @@ def simulate(
         order: replay this op order per device (sort key per op) instead of a schedule rule;
             ``schedule`` then only names the result.
         recompute: activation checkpointing (module doc).
+        data_parallel: replicas of the pipeline, each stage's gradients ring-all-reduced (module doc).
 
     Raises:
-        UserInputError: unknown schedule, no microbatches, or more devices than the cluster has.
+        UserInputError: unknown schedule, no microbatches, more devices than the cluster has,
+            or an ``order`` that cannot run.
     """
     if schedule not in SCHEDULES and not (order is not None and schedule == "ilp"):
         raise UserInputError(f"unknown schedule {schedule!r}; choose from {', '.join(SCHEDULES)}")
     if microbatches < 1:
         raise UserInputError(f"microbatches must be at least 1, got {microbatches}")
-    if plan.devices > cluster.devices:
-        raise UserInputError(f"the plan uses {plan.devices} devices but cluster {cluster.name} has {cluster.devices}")
+    if data_parallel < 1:
+        raise UserInputError(f"data_parallel must be at least 1, got {data_parallel}")
+    if plan.devices * data_parallel > cluster.devices:
+        raise UserInputError(
+            f"the plan uses {plan.devices} x {data_parallel} (data-parallel) devices but cluster {cluster.name} has {cluster.devices}"
+        )
     stages = virtual_stages(profile, plan, **cluster.rates)
-    n_v, n_dev = len(stages), plan.devices
+    n_v, n_dev, dp = len(stages), plan.devices, data_parallel
+    split = schedule == "zb-h1" and order is None
+    if schedule == "interleaved" and order is None:
+        order = interleaved_order(stages, n_dev, microbatches)
     bwd_factor = TRAIN_FLOPS_FACTOR - 1.0 + (1.0 if recompute else 0.0)
+    weight_factor = (TRAIN_FLOPS_FACTOR - 1.0) / 2  # ZB: W is half the backward (recompute stays in B)
+    duration = {"F": 1.0, "B": bwd_factor - weight_factor if split else bwd_factor, "W": weight_factor}
     stashed = [stash_bytes(profile, stages, v, recompute) for v in range(len(stages))]
-    ready: dict[tuple[str, int, int], float] = {("F", 0, m): 0.0 for m in range(microbatches)}
-    done: set[tuple[str, int, int]] = set()
-    device_free = [0.0] * n_dev
-    link_free: dict[tuple[int, int], float] = defaultdict(float)
+    zb_cap = zb_h1_cap(stages, microbatches)
+    n_g = n_dev * dp  # cluster devices in use: replica r's device d is r * n_dev + d
+    ready: list[dict[Op, float]] = [{} for _ in range(n_g)]
+    for r in range(dp):
+        for m in range(microbatches):
+            ready[r * n_dev + stages[0].device]["F", 0, m] = 0.0
+    running: dict[int, tuple[Op, float, float]] = {}  # cluster device -> (op, start, end)
     link_bytes: dict[tuple[int, int], int] = defaultdict(int)
-    busy = [0.0] * n_dev
-    inflight = [0] * n_v
-    stash = [0] * n_dev
-    peak = [0] * n_dev
-    forwards_left = [sum(microbatches for s in stages if s.device == d) for d in range(n_dev)]
-    finish: dict[tuple[str, int, int], float] = {}
-    queues: dict[int, list[Op]] = {}
+    busy = [0.0] * n_g
+    inflight = [[0] * n_v for _ in range(dp)]
+    held = [0] * n_g
+    stash = [0] * n_g
+    peak = [0] * n_g
+    kinds = 3 if split else 2
+    forwards_left = [sum(microbatches for s in stages if s.device == g % n_dev) for g in range(n_g)]
+    ops_left = [kinds * forwards_left[g] for g in range(n_g)]
+    done_at = [0.0] * n_g
+    timeline: list[Span] = []
+    queues: list[list[Op]] = [[] for _ in range(n_g)]
     if order is not None:
         for op in sorted(order, key=lambda o: (order[o], o)):
-            queues.setdefault(stages[op[1]].device, []).append(op)
-        queues = {d: q[::-1] for d, q in queues.items()}  # pop from the end
+            for r in range(dp):
+                queues[r * n_dev + stages[op[1]].device].append(op)
+        queues = [q[::-1] for q in queues]  # pop from the end
+    net = _Network(cluster)
+    rounds = 2 * (dp - 1)
+    ar_sent = [0] * n_g  # all-reduce rounds whose chunk a member has sent
+    ar_recv = [0] * n_g  # rounds whose chunk it has received from its ring predecessor
+    ar_sending = [False] * n_g
+    ar_end = 0.0
+    ar_bytes = 0
 
-    def admissible(op: tuple[str, int, int]) -> bool:
+    def admissible(g: int, op: Op) -> bool:
         kind, v, _ = op
-        dev = stages[v].device
         if order is not None:
-            return bool(queues.get(dev)) and queues[dev][-1] == op
+            return bool(queues[g]) and queues[g][-1] == op
         if kind == "B":
-            return schedule != "gpipe" or forwards_left[dev] == 0
-        return schedule == "gpipe" or inflight[v] < n_v - v
+            return schedule != "gpipe" or forwards_left[g] == 0
+        if kind == "W":
+            return True
+        if schedule == "gpipe":
+            return True
+        return inflight[g // n_dev][v] < n_v - v and (not split or held[g] < zb_cap)
 
-    def priority(op: tuple[str, int, int]) -> tuple[int, int, int]:
+    def priority(op: Op) -> tuple[int, int, int]:
         kind, v, m = op
-        first = 0 if (kind == "B") != (schedule == "gpipe") else 1
-        return (first, m, -v if kind == "B" else v)
-
-    def send(src_v: int, dst_v: int, at: float, nbytes: int) -> float:
-        a, b = stages[src_v].device, stages[dst_v].device
-        if a == b or nbytes == 0:
-            return at
-        start = max(at, link_free[a, b])
-        end = start + cluster.transfer_s(a, b, nbytes)
-        link_free[a, b] = end
-        link_bytes[a, b] += nbytes
-        return end
-
-    total = 2 * n_v * microbatches
-    while len(done) < total:
-        choice: tuple[float, tuple[int, int, int], tuple[str, int, int]] | None = None
-        for op, t in ready.items():
-            if op in done or not admissible(op):
-                continue
-            start = max(t, device_free[stages[op[1]].device])
-            key = (start, priority(op), op)
-            if choice is None or key[:2] < choice[:2]:
-                choice = key
-        if choice is None:
-            raise RuntimeError("pipeline simulation deadlocked (a schedule rule admits no ready op)")  # a bug, not user input
-        start, _, op = choice
-        kind, v, m = op
-        stage = stages[v]
-        dev = stage.device
-        duration = stage.forward_s * (1.0 if kind == "F" else bwd_factor)
-        end = start + duration
-        device_free[dev] = end
-        busy[dev] += duration
-        done.add(op)
-        del ready[op]
-        if order is not None:
-            queues[dev].pop()
-        finish[op] = end
-        if kind == "F":
-            forwards_left[dev] -= 1
-            inflight[v] += 1
-            stash[dev] += stashed[v]
-            peak[dev] = max(peak[dev], stash[dev])
-            if v + 1 < n_v:
-                ready["F", v + 1, m] = send(v, v + 1, end, stage.send_bytes)
-            else:
-                ready["B", v, m] = end
+        if split:
+            first = {"B": 0, "F": 1, "W": 2}[kind]
         else:
-            inflight[v] -= 1
-            stash[dev] -= stashed[v]
+            first = 0 if (kind == "B") != (schedule == "gpipe") else 1
+        return (first, m, -v if kind != "F" else v)
+
+    def send(r: int, src_v: int, dst: Op, now: float, nbytes: int) -> None:
+        a, b = r * n_dev + stages[src_v].device, r * n_dev + stages[dst[1]].device
+        if a == b or nbytes == 0:
+            ready[b][dst] = now
+            return
+        net.add(now, a, b, nbytes, ("op", b, dst))
+        if r == 0:
+            link_bytes[a, b] += nbytes
+
+    def ring_next(g: int) -> int:
+        return (g + n_dev) % n_g
+
+    def allreduce_step(g: int, now: float) -> None:
+        """Start member ``g``'s next ring round when its gradients are final and the previous chunk has arrived."""
+        nonlocal ar_end, ar_bytes
+        k = ar_sent[g]
+        if ar_sending[g] or ops_left[g] > 0 or k >= rounds or ar_recv[g] < k:
+            if k >= rounds and ar_recv[g] >= rounds:
+                ar_end = max(ar_end, now)
+            return
+        chunk = plan.param_bytes[g % n_dev] / dp
+        if chunk <= 0:
+            ar_sent[g], ar_recv[ring_next(g)] = rounds, rounds
+            ar_end = max(ar_end, now)
+            return
+        ar_sending[g] = True
+        ar_bytes += int(chunk)
+        net.add(now, g, ring_next(g), chunk, ("ar", g))
+
+    def complete(g: int, op: Op, now: float) -> None:
+        kind, v, m = op
+        r = g // n_dev
+        ops_left[g] -= 1
+        if kind == "F":
+            forwards_left[g] -= 1
+            inflight[r][v] += 1
+            held[g] += 1
+            stash[g] += stashed[v]
+            peak[g] = max(peak[g], stash[g])
+            if v + 1 < n_v:
+                send(r, v, ("F", v + 1, m), now, stages[v].send_bytes)
+            else:
+                ready[g]["B", v, m] = now
+        elif kind == "B":
+            inflight[r][v] -= 1
+            if split:
+                ready[g]["W", v, m] = now
+            else:
+                held[g] -= 1
+                stash[g] -= stashed[v]
             if v > 0:
-                ready["B", v - 1, m] = max(send(v, v - 1, end, stages[v - 1].send_bytes), finish["F", v - 1, m])
-    makespan = max(finish.values())
+                send(r, v, ("B", v - 1, m), now, stages[v - 1].send_bytes)
+        else:
+            held[g] -= 1
+            stash[g] -= stashed[v]
+        if ops_left[g] == 0:
+            done_at[g] = now
+            if dp > 1:
+                allreduce_step(g, now)
+
+    now = 0.0
+    while True:
+        for g in range(n_g):
+            if g in running:
+                continue
+            best: tuple[tuple[int, int, int], Op] | None = None
+            for op, t in ready[g].items():
+                if t <= now + EPS and admissible(g, op) and (best is None or priority(op) < best[0]):
+                    best = (priority(op), op)
+            if best is None:
+                continue
+            op = best[1]
+            del ready[g][op]
+            if order is not None:
+                queues[g].pop()
+            end = now + stages[op[1]].forward_s * duration[op[0]]
+            running[g] = (op, now, end)
+        upcoming = min((end for _, _, end in running.values()), default=float("inf"))
+        upcoming = min(upcoming, net.next_event(now))
+        if upcoming == float("inf"):
+            break
+        arrived = net.advance(now, upcoming)
+        now = upcoming
+        for g in [g for g, (_, _, end) in running.items() if end <= now + EPS]:
+            op, start, end = running.pop(g)
+            busy[g] += end - start
+            timeline.append(Span(op, g // n_dev, g, start, end))
+            complete(g, op, end)
+        for tag in arrived:
+            if tag[0] == "op":
+                ready[tag[1]][tag[2]] = now
+            else:
+                g = tag[1]
+                ar_sending[g] = False
+                ar_sent[g] += 1
+                ar_recv[ring_next(g)] += 1
+                allreduce_step(g, now)
+                allreduce_step(ring_next(g), now)
+    if any(ops_left):
+        stuck = {g: queues[g][-1] for g in range(n_g) if ops_left[g] and queues[g]}
+        if order is not None:
+            raise UserInputError(f"the given op order cannot run: each device's next op waits for an op queued behind another ({stuck})")
+        raise RuntimeError("pipeline simulation deadlocked (a schedule rule admits no ready op)")  # a bug, not user input
+    if dp > 1 and any(ar_sent[g] < rounds or ar_recv[g] < rounds for g in range(n_g)):
+        raise RuntimeError("gradient all-reduce did not finish")  # a bug
+    check_timeline(stages, cluster, timeline, microbatches=microbatches, replicas=dp, split_backward=split)
+    makespan = max(s.end for s in timeline)
     params = [sum(profile.blocks[i].param_bytes for i in s.blocks) for s in stages]
     param_dev = [0] * n_dev
     for s, pb in zip(stages, params, strict=True):
         param_dev[s.device] += pb
-    memory = tuple(pb * OPTIMIZER_BYTES_PER_PARAM_BYTE + pk for pb, pk in zip(param_dev, peak, strict=True))
+    memory = tuple(pb * OPTIMIZER_BYTES_PER_PARAM_BYTE + pk for pb, pk in zip(param_dev, peak[:n_dev], strict=True))
     return StepResult(
         schedule=schedule,
         microbatches=microbatches,
         makespan_s=makespan,
-        bubble_ratio=1.0 - sum(busy) / (n_dev * makespan),
-        samples_per_s=microbatches * profile.microbatch / makespan,
+        bubble_ratio=1.0 - sum(busy) / (n_g * makespan),
+        samples_per_s=microbatches * profile.microbatch * dp / max(makespan, ar_end),
         link_bytes=dict(link_bytes),
         peak_memory_bytes=memory,
         virtual_stages=n_v,
-        device_done_s=tuple(max((t for op, t in finish.items() if stages[op[1]].device == d), default=0.0) for d in range(n_dev)),
+        device_done_s=tuple(done_at[:n_dev]),
+        data_parallel=dp,
+        step_s=max(makespan, ar_end),
+        allreduce_bytes=ar_bytes,
+        timeline=tuple(timeline),
     )
