@@ -303,6 +303,48 @@ def zb_h1_cap(stages: Sequence[VirtualStage], microbatches: int) -> int:
     return max(held.values())
 
 
+def zb_h1_order(stages: Sequence[VirtualStage], one_f_one_b: Sequence[Span], microbatches: int) -> dict[Op, float]:
+    """ZB-H1's op order per device, built on 1F1B's: each ``W`` deferred as far as the memory budget allows.
+
+    Device *d* runs its forwards and input-gradient backwards ``B`` in the order 1F1B ran
+    them (``one_f_one_b``: replica 0's timeline), and after each ``B`` the oldest pending
+    ``W`` once more than ``D_d`` are pending, where ``D_d`` is :func:`zb_h1_cap` minus what
+    *d* holds under 1F1B; the rest at the end. On a block-wise plan stage *i* holds at most
+    ``p - i`` microbatches under 1F1B, so it defers ``i`` W passes: the schedule of Qi et
+    al.'s Figure 3 (stage 0: ``F^p (B W F)* ...``; the last stage: ``(F B)^p`` then ``W F B``
+    cycles). Derivation of its bubble for uniform stages (``F``, ``B``, ``W`` each one unit,
+    ``m >= p``): the last stage starts at ``(p - 1) F`` and never idles; because it defers
+    ``p - 1`` W passes, its last ``B`` ends ``(p - 1) W`` before its end; the gradient then
+    takes ``(p - 1) B`` to reach stage 0, which ends with its last ``W``: makespan =
+    ``(p - 1) F + m (F + B + W) - (p - 1) W + (p - 1) B`` , i.e. an idle time of
+    ``(p - 1)(F + B - W)`` per device (the paper's ZB-H1 bubble), against 1F1B's
+    ``(p - 1)(F + B + W)``.
+
+    Returns:
+        a sort key per op (``F``, ``B``, ``W``), increasing along each device's order.
+    """
+    n_v = len(stages)
+    cap = zb_h1_cap(stages, microbatches)
+    order: dict[Op, float] = {}
+    per_device: dict[int, list[Span]] = defaultdict(list)
+    for span in one_f_one_b:
+        if span.replica == 0:
+            per_device[stages[span.op[1]].device].append(span)
+    for d, spans in per_device.items():
+        delay = cap - sum(min(microbatches, n_v - v) for v, s in enumerate(stages) if s.device == d)
+        seq: list[Op] = []
+        pending: list[Op] = []
+        for span in sorted(spans, key=lambda s: s.start):
+            seq.append(span.op)
+            if span.op[0] == "B":
+                pending.append(("W", span.op[1], span.op[2]))
+                if len(pending) > delay:
+                    seq.append(pending.pop(0))
+        seq += pending
+        order |= {op: float(i) for i, op in enumerate(seq)}
+    return order
+
+
 def check_timeline(
     stages: Sequence[VirtualStage], cluster: Cluster, timeline: Sequence[Span], *, microbatches: int, replicas: int = 1, split_backward: bool = False
 ) -> None:
@@ -390,14 +432,16 @@ def simulate(
         )
     stages = virtual_stages(profile, plan, **cluster.rates)
     n_v, n_dev, dp = len(stages), plan.devices, data_parallel
-    split = schedule == "zb-h1" and order is None
+    split = schedule == "zb-h1"
     if schedule == "interleaved" and order is None:
         order = interleaved_order(stages, n_dev, microbatches)
+    if split and order is None:
+        base = simulate(profile, plan, cluster, schedule="1f1b", microbatches=microbatches, recompute=recompute)
+        order = zb_h1_order(stages, base.timeline, microbatches)
     bwd_factor = TRAIN_FLOPS_FACTOR - 1.0 + (1.0 if recompute else 0.0)
     weight_factor = (TRAIN_FLOPS_FACTOR - 1.0) / 2  # ZB: W is half the backward (recompute stays in B)
     duration = {"F": 1.0, "B": bwd_factor - weight_factor if split else bwd_factor, "W": weight_factor}
     stashed = [stash_bytes(profile, stages, v, recompute) for v in range(len(stages))]
-    zb_cap = zb_h1_cap(stages, microbatches)
     n_g = n_dev * dp  # cluster devices in use: replica r's device d is r * n_dev + d
     ready: list[dict[Op, float]] = [{} for _ in range(n_g)]
     for r in range(dp):
@@ -435,18 +479,13 @@ def simulate(
             return bool(queues[g]) and queues[g][-1] == op
         if kind == "B":
             return schedule != "gpipe" or forwards_left[g] == 0
-        if kind == "W":
-            return True
         if schedule == "gpipe":
             return True
-        return inflight[g // n_dev][v] < n_v - v and (not split or held[g] < zb_cap)
+        return inflight[g // n_dev][v] < n_v - v
 
     def priority(op: Op) -> tuple[int, int, int]:
         kind, v, m = op
-        if split:
-            first = {"B": 0, "F": 1, "W": 2}[kind]
-        else:
-            first = 0 if (kind == "B") != (schedule == "gpipe") else 1
+        first = 0 if (kind == "B") != (schedule == "gpipe") else 1
         return (first, m, -v if kind != "F" else v)
 
     def send(r: int, src_v: int, dst: Op, now: float, nbytes: int) -> None:
@@ -509,8 +548,23 @@ def simulate(
             if dp > 1:
                 allreduce_step(g, now)
 
+    def arrive(tags: list[Any]) -> None:
+        for tag in tags:
+            if tag[0] == "op":
+                ready[tag[1]][tag[2]] = now
+            else:
+                g = tag[1]
+                ar_sending[g] = False
+                ar_sent[g] += 1
+                ar_recv[ring_next(g)] += 1
+                allreduce_step(g, now)
+                allreduce_step(ring_next(g), now)
+
     now = 0.0
     while True:
+        # transfers ending within float slack of now land before devices choose (as if they took no time)
+        while (soon := net.next_event(now)) <= now + EPS:
+            arrive(net.advance(now, soon))
         for g in range(n_g):
             if g in running:
                 continue
@@ -537,16 +591,7 @@ def simulate(
             busy[g] += end - start
             timeline.append(Span(op, g // n_dev, g, start, end))
             complete(g, op, end)
-        for tag in arrived:
-            if tag[0] == "op":
-                ready[tag[1]][tag[2]] = now
-            else:
-                g = tag[1]
-                ar_sending[g] = False
-                ar_sent[g] += 1
-                ar_recv[ring_next(g)] += 1
-                allreduce_step(g, now)
-                allreduce_step(ring_next(g), now)
+        arrive(arrived)
     if any(ops_left):
         stuck = {g: queues[g][-1] for g in range(n_g) if ops_left[g] and queues[g]}
         if order is not None:
