@@ -10,8 +10,9 @@ recomputation. The wave schedule is 1F1B run over a skip-aware plan's V-shaped s
 distinct configuration once. Objectives:
 
 * ``samples_per_s`` (maximised, expensive): one training step simulated by
-  :mod:`sim.pipeline.simulate` with each stage's data-parallel ring all-reduce starting when
-  its last backward ends (:func:`sim.pipeline.tune.hybrid_step_s`); it stands for a measured step.
+  :mod:`sim.pipeline.simulate` with every data-parallel replica and each stage's ring
+  all-reduce starting when its last backward ends, sharing the nodes' NICs with the
+  pipelines' transfers (:func:`sim.pipeline.tune.hybrid_step_s`); it stands for a measured step.
 * ``memory_gb`` (minimised, cheap): the most memory any device must hold under the
   schedule rule (:func:`sim.pipeline.simulate.memory_bound`), computed without simulating.
 
@@ -266,10 +267,11 @@ class PipelineProblem(Problem, Evolvable):
             p, plan = self._plan(c)
             values["memory_gb"] = self._bound_gb(c, p, plan)
             if self._too_big(values["memory_gb"]) is None:
+                dp = self.cluster.devices // c.pp
                 step = simulate(
-                    p, plan, self.cluster, schedule=c.schedule, microbatches=self._microbatches(c), recompute=c.recompute == "on"
+                    p, plan, self.cluster, schedule=c.schedule, microbatches=self._microbatches(c), recompute=c.recompute == "on", data_parallel=dp
                 )
-                values["samples_per_s"] = self.global_batch / hybrid_step_s(self.cluster, plan, step, self.cluster.devices // c.pp)
+                values["samples_per_s"] = self.global_batch / hybrid_step_s(self.cluster, plan, step, dp)
         self._cache[c] = values
         return dict(values)
 

@@ -275,23 +275,67 @@ def interleaved_order(stages: Sequence[VirtualStage], devices: int, microbatches
     forwards (Megatron's ``num_warmup_microbatches``; ``p - d - 1`` with one chunk, plain
     1F1B), then alternately one forward and one backward, then the backwards left.
 
+    Megatron's warm-up counts assume its loop placement (chunk *c* of device *d* is stage
+    ``c p + d``). On a V-shaped plan the deepest device has one chunk in the middle of the
+    chain, and its count (0) deadlocks the order; each device whose order cannot proceed
+    gets one more warm-up forward until the whole order runs (:func:`order_runs`: the
+    fewest extra warm-ups found device by device, never fewer than Megatron's).
+
     Returns:
         a sort key per op, increasing along each device's order (for ``simulate(order=...)``).
     """
-    order: dict[Op, float] = {}
-    for d in range(devices):
-        chunks = [v for v, s in enumerate(stages) if s.device == d]
-        k = len(chunks)
-        groups = [range(g, min(g + devices, microbatches)) for g in range(0, microbatches, devices)]
-        fwd: list[Op] = [("F", chunks[c], m) for g in groups for c in range(k) for m in g]
-        bwd: list[Op] = [("B", chunks[c], m) for g in groups for c in reversed(range(k)) for m in g]
-        warmup = min(len(fwd), 2 * (devices - d - 1) + (k - 1) * devices if k > 1 else devices - d - 1)
-        seq = fwd[:warmup]
-        for i in range(len(fwd) - warmup):
-            seq += [fwd[warmup + i], bwd[i]]
-        seq += bwd[len(fwd) - warmup :]
-        order |= {op: float(i) for i, op in enumerate(seq)}
-    return order
+    extra = [0] * devices
+    while True:
+        order: dict[Op, float] = {}
+        for d in range(devices):
+            chunks = [v for v, s in enumerate(stages) if s.device == d]
+            k = len(chunks)
+            groups = [range(g, min(g + devices, microbatches)) for g in range(0, microbatches, devices)]
+            fwd: list[Op] = [("F", chunks[c], m) for g in groups for c in range(k) for m in g]
+            bwd: list[Op] = [("B", chunks[c], m) for g in groups for c in reversed(range(k)) for m in g]
+            warmup = min(len(fwd), extra[d] + (2 * (devices - d - 1) + (k - 1) * devices if k > 1 else devices - d - 1))
+            seq = fwd[:warmup]
+            for i in range(len(fwd) - warmup):
+                seq += [fwd[warmup + i], bwd[i]]
+            seq += bwd[len(fwd) - warmup :]
+            order |= {op: float(i) for i, op in enumerate(seq)}
+        stuck = order_runs(stages, order, microbatches)
+        if not stuck:
+            return order
+        for d in stuck:
+            extra[d] += 1
+
+
+def order_runs(stages: Sequence[VirtualStage], order: Mapping[Op, float], microbatches: int) -> list[int]:
+    """Whether per-device op orders can run: the devices stuck on a backward when none can proceed (empty: it runs).
+
+    Plays the orders as a token game on the dependencies of the module doc (times do not
+    matter: an order deadlocks or not whatever the durations).
+    """
+    n_v = len(stages)
+    queues: dict[int, list[Op]] = defaultdict(list)
+    for op in sorted(order, key=lambda o: (order[o], o)):
+        queues[stages[op[1]].device].append(op)
+    heads = dict.fromkeys(queues, 0)
+    done: set[Op] = set()
+
+    def can(op: Op) -> bool:
+        kind, v, m = op
+        if kind == "F":
+            return v == 0 or ("F", v - 1, m) in done
+        if kind == "W":
+            return ("B", v, m) in done
+        return ("F", v, m) in done and (v == n_v - 1 or ("B", v + 1, m) in done)
+
+    moved = True
+    while moved:
+        moved = False
+        for d, q in queues.items():
+            while heads[d] < len(q) and can(q[heads[d]]):
+                done.add(q[heads[d]])
+                heads[d] += 1
+                moved = True
+    return [d for d, q in queues.items() if heads[d] < len(q) and q[heads[d]][0] == "B"]
 
 
 def zb_h1_cap(stages: Sequence[VirtualStage], microbatches: int) -> int:
