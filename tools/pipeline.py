@@ -131,12 +131,23 @@ class SimulateArgs(ToolArgs):
     cluster: str = CLUSTER
     method: Literal["blockwise", "skip-aware"] = Field("skip-aware", description="partitioner")
     balance: float = BALANCE
-    schedule: Literal["gpipe", "1f1b", "wave", "ilp"] = Field("wave", description="pipeline schedule; ilp: synthesised by CP-SAT")
+    schedule: Literal["gpipe", "1f1b", "wave", "interleaved", "zb-h1", "ilp"] = Field(
+        "wave",
+        description="pipeline schedule: gpipe, 1f1b, wave (1F1B over a skip-aware plan's V-shaped stages), interleaved (Megatron's "
+        "interleaved 1F1B order over the virtual stages), zb-h1 (zero-bubble: backward split into input and weight gradients, "
+        "weight gradients deferred within 1F1B's memory), ilp (synthesised by CP-SAT)",
+    )
     resolution: int = RESOLUTION
     microbatch: int = MICROBATCH
     microbatches: int = Field(16, ge=1, le=1024, description="microbatches per training step")
     recompute: bool = Field(False, description="activation recomputation (stash stage inputs only; recompute before backward)")
     time_limit_s: float = Field(10.0, gt=0, le=600, description="ilp: CP-SAT time limit (the best schedule found is returned)")
+    ilp_memory: Literal["1f1b", "device"] = Field(
+        "1f1b", description="ilp: cap each device's stashed activations at 1F1B's bound (equal-memory comparison) or at the device's memory"
+    )
+    data_parallel: int = Field(
+        1, ge=1, le=1024, description="replicas of the pipeline; their gradient ring all-reduce shares the nodes' NICs with the pipeline"
+    )
 
 
 class PipelineSimulate(Tool):
@@ -145,8 +156,9 @@ class PipelineSimulate(Tool):
     name = "pipeline.simulate"
     description = (
         "Simulate one pipeline-parallel training step (discrete events: compute per stage, transfers per link) for a plan "
-        "(a pipeline.plan handle, or model + devices + method) and schedule (gpipe, 1f1b, wave, or ilp: CP-SAT synthesised) "
-        "on a cluster: makespan, bubble ratio, samples/s, bytes per link and peak memory per device."
+        "(a pipeline.plan handle, or model + devices + method) and schedule (gpipe, 1f1b, wave, interleaved, zb-h1, or ilp: "
+        "CP-SAT synthesised, with its bound and gap) on a cluster whose nodes share NICs: makespan, bubble ratio, samples/s, "
+        "bytes per link and peak memory per device; with data_parallel replicas, the step with the gradient all-reduce."
     )
     Args = SimulateArgs
     loads_code = ("model",)
@@ -172,13 +184,23 @@ class PipelineSimulate(Tool):
         extra: dict[str, Any] = {}
         messages: list[str] = ["simulated (sim/pipeline): not measured on hardware"]
         if args.schedule == "ilp":
-            synthesized = synthesize(p, plan, cluster, microbatches=args.microbatches, time_limit_s=args.time_limit_s)
-            result = simulate(p, plan, cluster, schedule="ilp", microbatches=args.microbatches, order=synthesized.starts)
-            extra = {"solver": {"status": synthesized.status, "solve_s": round(synthesized.solve_s, 3)}}
+            synthesized = synthesize(p, plan, cluster, microbatches=args.microbatches, time_limit_s=args.time_limit_s, memory=args.ilp_memory)
+            result = simulate(
+                p, plan, cluster, schedule="ilp", microbatches=args.microbatches, order=synthesized.starts, data_parallel=args.data_parallel
+            )
+            extra = {"solver": synthesized.as_dict()}
             if synthesized.status != "optimal":
                 messages.append(f"best effort: CP-SAT hit its {args.time_limit_s:g} s limit before proving this schedule optimal")
         else:
-            result = simulate(p, plan, cluster, schedule=args.schedule, microbatches=args.microbatches, recompute=args.recompute)
+            result = simulate(
+                p,
+                plan,
+                cluster,
+                schedule=args.schedule,
+                microbatches=args.microbatches,
+                recompute=args.recompute,
+                data_parallel=args.data_parallel,
+            )
         fits = all(m <= cluster.memory_gb * 1e9 for m in result.peak_memory_bytes)
         if not fits:
             messages.append(f"does not fit: peak memory exceeds {cluster.memory_gb} GB on some device")
