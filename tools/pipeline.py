@@ -184,7 +184,9 @@ class PipelineSimulate(Tool):
         extra: dict[str, Any] = {}
         messages: list[str] = ["simulated (sim/pipeline): not measured on hardware"]
         if args.schedule == "ilp":
-            synthesized = synthesize(p, plan, cluster, microbatches=args.microbatches, time_limit_s=args.time_limit_s, memory=args.ilp_memory)
+            synthesized = synthesize(
+                p, plan, cluster, microbatches=args.microbatches, time_limit_s=args.time_limit_s, memory=args.ilp_memory
+            )
             result = simulate(
                 p, plan, cluster, schedule="ilp", microbatches=args.microbatches, order=synthesized.starts, data_parallel=args.data_parallel
             )

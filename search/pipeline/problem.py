@@ -269,7 +269,13 @@ class PipelineProblem(Problem, Evolvable):
             if self._too_big(values["memory_gb"]) is None:
                 dp = self.cluster.devices // c.pp
                 step = simulate(
-                    p, plan, self.cluster, schedule=c.schedule, microbatches=self._microbatches(c), recompute=c.recompute == "on", data_parallel=dp
+                    p,
+                    plan,
+                    self.cluster,
+                    schedule=c.schedule,
+                    microbatches=self._microbatches(c),
+                    recompute=c.recompute == "on",
+                    data_parallel=dp,
                 )
                 values["samples_per_s"] = self.global_batch / hybrid_step_s(self.cluster, plan, step, dp)
         self._cache[c] = values

@@ -67,7 +67,9 @@ class Cluster:
 
     def __post_init__(self) -> None:
         if self.nics_per_node < 1 or self.per_node % self.nics_per_node:
-            raise UserInputError(f"cluster {self.name}: nics_per_node must divide gpus per node ({self.per_node}), got {self.nics_per_node}")
+            raise UserInputError(
+                f"cluster {self.name}: nics_per_node must divide gpus per node ({self.per_node}), got {self.nics_per_node}"
+            )
         if self.devices % self.per_node:
             raise UserInputError(f"cluster {self.name}: {self.devices} devices are not whole nodes of {self.per_node}")
 

@@ -164,8 +164,8 @@ def synthesize(
     model.minimize(makespan)
     # hint: the 1F1B (wave) schedule as the simulator runs it (CP-SAT repairs it if transfers collide)
     hint = simulate(profile, plan, cluster, schedule="1f1b", microbatches=microbatches)
-    for span in hint.timeline:
-        model.add_hint(start[span.op], min(horizon, round(span.start * US)))
+    for ran in hint.timeline:
+        model.add_hint(start[ran.op], min(horizon, round(ran.start * US)))
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = time_limit_s
     solver.parameters.num_workers = workers

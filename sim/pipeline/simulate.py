@@ -63,6 +63,7 @@ timeline, which :func:`check_timeline` validates after every simulation.
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -238,7 +239,9 @@ class _Network:
                 users[r].append(f)
         unfrozen = {id(f): f for f in active}
         while unfrozen:
-            share, bottleneck = min((left[r] / sum(1 for f in fs if id(f) in unfrozen), r) for r, fs in users.items() if any(id(f) in unfrozen for f in fs))
+            share, bottleneck = min(
+                (left[r] / sum(1 for f in fs if id(f) in unfrozen), r) for r, fs in users.items() if any(id(f) in unfrozen for f in fs)
+            )
             for f in [f for f in users[bottleneck] if id(f) in unfrozen]:
                 f[3] = share
                 del unfrozen[id(f)]
@@ -390,7 +393,13 @@ def zb_h1_order(stages: Sequence[VirtualStage], one_f_one_b: Sequence[Span], mic
 
 
 def check_timeline(
-    stages: Sequence[VirtualStage], cluster: Cluster, timeline: Sequence[Span], *, microbatches: int, replicas: int = 1, split_backward: bool = False
+    stages: Sequence[VirtualStage],
+    cluster: Cluster,
+    timeline: Sequence[Span],
+    *,
+    microbatches: int,
+    replicas: int = 1,
+    split_backward: bool = False,
 ) -> None:
     """Raise ``ValueError`` unless ``timeline`` is a valid pipeline step.
 
@@ -420,13 +429,15 @@ def check_timeline(
         per_device[span.device].append(span)
     for device, spans in per_device.items():
         spans.sort(key=lambda s: (s.start, s.end))
-        for a, b in zip(spans, spans[1:], strict=False):
+        for a, b in itertools.pairwise(spans):
             if b.start < a.end - EPS:
                 raise ValueError(f"device {device} runs {a.op} and {b.op} at once ({b.start:.6g} < {a.end:.6g})")
 
     def after(r: int, later: Op, earlier: Op, gap: float) -> None:
         if seen[r, later].start < seen[r, earlier].end + gap - EPS:
-            raise ValueError(f"replica {r}: {later} starts at {seen[r, later].start:.6g}, before {earlier} ends plus {gap:.3g} s of transfer")
+            raise ValueError(
+                f"replica {r}: {later} starts at {seen[r, later].start:.6g}, before {earlier} ends plus {gap:.3g} s of transfer"
+            )
 
     for r in range(replicas):
         for m in range(microbatches):
