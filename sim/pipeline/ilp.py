@@ -108,6 +108,7 @@ def synthesize(
     end: dict[Op, cp_model.IntVar] = {}
     by_device: dict[int, list[cp_model.IntervalVar]] = {}
     memory_use: dict[int, tuple[list[cp_model.IntervalVar], list[int]]] = {}
+    spans: dict[tuple[int, int], cp_model.IntVar] = {}
     for v, stage in enumerate(stages):
         for m in range(microbatches):
             for kind, duration in (("F", fwd[v]), ("B", bwd[v])):
@@ -116,11 +117,12 @@ def synthesize(
                 end[op] = model.new_int_var(0, horizon, f"e_{kind}{v}_{m}")
                 interval = model.new_interval_var(start[op], duration, end[op], f"i_{kind}{v}_{m}")
                 by_device.setdefault(stage.device, []).append(interval)
-            span = model.new_int_var(0, horizon, f"held_len_{v}_{m}")
+            span = spans[v, m] = model.new_int_var(0, horizon, f"held_len_{v}_{m}")
             held = model.new_interval_var(start["F", v, m], span, end["B", v, m], f"held_{v}_{m}")
             memory_use.setdefault(stage.device, ([], []))[0].append(held)
             memory_use[stage.device][1].append(stash_bytes(profile, stages, v, False))
     links: dict[tuple[str, int, int], list[cp_model.IntervalVar]] = {}
+    transfers: dict[Op, tuple[cp_model.IntVar, cp_model.IntVar]] = {}  # ("F", v, m): v -> v+1; ("B", v, m): v+1 -> v
     for m in range(microbatches):
         for v in range(n_v - 1):
             a, b = stages[v].device, stages[v + 1].device
@@ -136,6 +138,7 @@ def synthesize(
                 t0 = model.new_int_var(0, horizon, f"t_{kind}{v}_{m}")
                 t1 = model.new_int_var(0, horizon, f"u_{kind}{v}_{m}")
                 transfer = model.new_interval_var(t0, comm[v], t1, f"x_{kind}{v}_{m}")
+                transfers[kind, v, m] = (t0, t1)
                 for resource in cluster.resources(src, dst):
                     links.setdefault(resource, []).append(transfer)
                 model.add(t0 >= after)
@@ -162,10 +165,36 @@ def synthesize(
     makespan = model.new_int_var(0, horizon, "makespan")
     model.add_max_equality(makespan, [end["B", 0, m] for m in range(microbatches)])
     model.minimize(makespan)
-    # hint: the 1F1B (wave) schedule as the simulator runs it (CP-SAT repairs it if transfers collide)
-    hint = simulate(profile, plan, cluster, schedule="1f1b", microbatches=microbatches)
-    for ran in hint.timeline:
-        model.add_hint(start[ran.op], min(horizon, round(ran.start * US)))
+    # hint: 1F1B (wave) as a complete, feasible solution of this model: the simulator's op order per device,
+    # timed with this model's integer durations and one transfer at a time per resource
+    ran = sorted(simulate(profile, plan, cluster, schedule="1f1b", microbatches=microbatches).timeline, key=lambda r: (r.start, r.op))
+    free: dict[object, int] = {}
+    at: dict[Op, tuple[int, int]] = {}
+    for op in (r.op for r in ran):
+        kind, v, m = op
+        arrive = at["F", v, m][1] if kind == "B" else 0
+        dep: tuple[Op, Op, int, int] | None = None
+        if kind == "F" and v > 0:
+            dep = (("F", v - 1, m), ("F", v - 1, m), stages[v - 1].device, stages[v].device)
+        elif kind == "B" and v < n_v - 1:
+            dep = (("B", v + 1, m), ("B", v, m), stages[v + 1].device, stages[v].device)
+        if dep is not None:
+            before, key, src, dst = dep
+            arrive = max(arrive, at[before][1])
+            if key in transfers:
+                t0 = max([arrive, *(free.get(r, 0) for r in cluster.resources(src, dst))])
+                arrive = t0 + comm[key[1]]
+                free |= dict.fromkeys(cluster.resources(src, dst), arrive)
+                model.add_hint(transfers[key][0], t0)
+                model.add_hint(transfers[key][1], arrive)
+        begin = max(arrive, free.get(stages[v].device, 0))
+        at[op] = (begin, begin + (fwd[v] if kind == "F" else bwd[v]))
+        free[stages[v].device] = at[op][1]
+        model.add_hint(start[op], at[op][0])
+        model.add_hint(end[op], at[op][1])
+    for (v, m), span_var in spans.items():
+        model.add_hint(span_var, at["B", v, m][1] - at["F", v, m][0])
+    model.add_hint(makespan, max(at["B", 0, m][1] for m in range(microbatches)))
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = time_limit_s
     solver.parameters.num_workers = workers
