@@ -168,7 +168,7 @@ def synthesize(
     # hint: 1F1B (wave) as a complete, feasible solution of this model: the simulator's op order per device,
     # timed with this model's integer durations and one transfer at a time per resource
     ran = sorted(simulate(profile, plan, cluster, schedule="1f1b", microbatches=microbatches).timeline, key=lambda r: (r.start, r.op))
-    free: dict[object, int] = {}
+    busy_until: dict[object, int] = {}
     at: dict[Op, tuple[int, int]] = {}
     for op in (r.op for r in ran):
         kind, v, m = op
@@ -179,17 +179,17 @@ def synthesize(
         elif kind == "B" and v < n_v - 1:
             dep = (("B", v + 1, m), ("B", v, m), stages[v + 1].device, stages[v].device)
         if dep is not None:
-            before, key, src, dst = dep
-            arrive = max(arrive, at[before][1])
+            producer, key, src, dst = dep
+            arrive = max(arrive, at[producer][1])
             if key in transfers:
-                t0 = max([arrive, *(free.get(r, 0) for r in cluster.resources(src, dst))])
+                t0 = max([arrive, *(busy_until.get(r, 0) for r in cluster.resources(src, dst))])
                 arrive = t0 + comm[key[1]]
-                free |= dict.fromkeys(cluster.resources(src, dst), arrive)
+                busy_until |= dict.fromkeys(cluster.resources(src, dst), arrive)
                 model.add_hint(transfers[key][0], t0)
                 model.add_hint(transfers[key][1], arrive)
-        begin = max(arrive, free.get(stages[v].device, 0))
+        begin = max(arrive, busy_until.get(stages[v].device, 0))
         at[op] = (begin, begin + (fwd[v] if kind == "F" else bwd[v]))
-        free[stages[v].device] = at[op][1]
+        busy_until[stages[v].device] = at[op][1]
         model.add_hint(start[op], at[op][0])
         model.add_hint(end[op], at[op][1])
     for (v, m), span_var in spans.items():
