@@ -182,10 +182,10 @@ def synthesize(
             producer, key, src, dst = dep
             arrive = max(arrive, at[producer][1])
             if key in transfers:
-                t0 = max([arrive, *(busy_until.get(r, 0) for r in cluster.resources(src, dst))])
-                arrive = t0 + comm[key[1]]
+                sent = max([arrive, *(busy_until.get(r, 0) for r in cluster.resources(src, dst))])
+                arrive = sent + comm[key[1]]
                 busy_until |= dict.fromkeys(cluster.resources(src, dst), arrive)
-                model.add_hint(transfers[key][0], t0)
+                model.add_hint(transfers[key][0], sent)
                 model.add_hint(transfers[key][1], arrive)
         begin = max(arrive, busy_until.get(stages[v].device, 0))
         at[op] = (begin, begin + (fwd[v] if kind == "F" else bwd[v]))
