@@ -4,11 +4,13 @@ For each cluster, model, pipeline degree and microbatch count: the block-wise pl
 1F1B, interleaved 1F1B (the plan cut into 2p stages placed round-robin, chunk c of device d
 = stage ``c p + d``, Megatron's loop placement) and ZB-H1; the skip-aware (V-shaped) plan
 under wave (1F1B over its virtual stages), Megatron's interleaved order on the same virtual
-stages, ZB-H1, and a CP-SAT schedule capped at 1F1B's memory (one run per seed, one worker,
-so each seed's run is reproducible; time limit per run below). Writes
-``docs/bench/issue18/pipeline-schedules.csv`` and ``pipeline-schedules.md`` from it::
+stages, ZB-H1, and a CP-SAT schedule capped at 1F1B's memory (one run per seed; several
+workers, so runs vary with the seed and the machine's load; time limit per run below).
+Then the hybrid PP x DP step with one, four or eight NICs per node (network part). Writes
+``docs/bench/issue18/pipeline-schedules.csv``, ``pipeline-network.csv`` and
+``pipeline-schedules.md`` from them::
 
-    nice -n 10 python scripts/pulse_schedules.py [--time-limit 10] [--seeds 0 1 2] [--micro 8 16]
+    nice -n 10 python scripts/pulse_schedules.py [--time-limit 10] [--seeds 0 1 2] [--micro 8 16] [--pp 4 8] [--workers 4]
 
 Everything here is simulated (sim/pipeline), nothing is measured on GPUs.
 """
@@ -31,6 +33,7 @@ from sim.pipeline.ilp import synthesize
 from sim.pipeline.partition import Plan, blockwise, from_mapping, partition
 from sim.pipeline.profile import ModelProfile, profile
 from sim.pipeline.simulate import StepResult, simulate
+from sim.pipeline.tune import hybrid_step_s
 
 OUT = Path("docs/bench/issue18")
 MODELS = (("unet-sd", 64), ("uvit-h", 32))
@@ -85,7 +88,7 @@ def row(cluster: str, model: str, pp: int, micro: int, plan: str, schedule: str,
     }
 
 
-def run(time_limit: float, seeds: list[int], micros: list[int], pps: list[int]) -> list[dict[str, Any]]:
+def run(time_limit: float, seeds: list[int], micros: list[int], pps: list[int], workers: int) -> list[dict[str, Any]]:
     rows = []
     for cname, cluster in CLUSTERS.items():
         for model, res in MODELS:
@@ -118,7 +121,7 @@ def run(time_limit: float, seeds: list[int], micros: list[int], pps: list[int]) 
                         )
                     for seed in seeds:
                         began = time.perf_counter()
-                        syn = synthesize(p, sa, cluster, microbatches=micro, time_limit_s=time_limit, workers=1, seed=seed)
+                        syn = synthesize(p, sa, cluster, microbatches=micro, time_limit_s=time_limit, workers=workers, seed=seed)
                         r = simulate(p, sa, cluster, schedule="ilp", microbatches=micro, order=syn.starts)
                         entry = row(cname, model, pp, micro, "skip-aware", "ilp", r, str(seed))
                         entry |= {
@@ -137,6 +140,66 @@ def run(time_limit: float, seeds: list[int], micros: list[int], pps: list[int]) 
     return rows
 
 
+def network() -> list[dict[str, Any]]:
+    """Hybrid PP x DP steps on 16 V100s in 2 nodes: one shared NIC per node, four, or one per GPU (nothing shared)."""
+    base = PRESETS["v100x16-ib10"]
+    clusters = {
+        "1 x 10 GB/s": base,
+        "4 x 10 GB/s": dataclasses.replace(base, nics_per_node=4),
+        "8 x 10 GB/s (one per GPU)": dataclasses.replace(base, nics_per_node=8),
+    }
+    out = []
+    for model, res in MODELS:
+        p = profile(model, resolution=res, microbatch=MICROBATCH)
+        for pp, dp in ((8, 2), (4, 4), (2, 8)):
+            micro = 128 // (dp * MICROBATCH)
+            for method, schedule in (("blockwise", "1f1b"), ("skip-aware", "wave")):
+                for name, cluster in clusters.items():
+                    plan = partition(p, method, pp, **cluster.rates)
+                    step = simulate(p, plan, cluster, schedule=schedule, microbatches=micro, data_parallel=dp)
+                    alone = simulate(p, plan, cluster, schedule=schedule, microbatches=micro)
+                    out.append(
+                        {
+                            "model": model,
+                            "pp": pp,
+                            "dp": dp,
+                            "microbatches": micro,
+                            "plan": method,
+                            "schedule": schedule,
+                            "nics": name,
+                            "pipeline_ms": round(alone.makespan_s * 1e3, 2),
+                            "step_ms": round(step.step_s * 1e3, 2),
+                            "estimate_ms": round(hybrid_step_s(cluster, plan, alone, dp) * 1e3, 2),
+                            "samples_per_s": round(128 / step.step_s, 1),
+                            "allreduce_gb": round(step.allreduce_bytes / 1e9, 3),
+                        }
+                    )
+    return out
+
+
+def network_report(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "## Hybrid PP x DP with shared NICs (global batch 128, microbatch 8)",
+        "",
+        "`v100x16-ib10` (2 nodes of 8 V100s, NVLink inside) with one, four or eight 10 GB/s NICs per node. Replica r of "
+        "stage s on device r pp + s, so each pipeline (pp = 8) or pairs of them (pp = 4, 2) sit inside a node and the "
+        "gradient rings cross the nodes. step: replicas, ring all-reduce flows and pipeline transfers simulated together "
+        "(each device's all-reduce starts when its last backward ends, overlapping earlier stages' backward; NIC "
+        "and link shares max-min fair). estimate: a single pipeline's simulated step plus the analytic all-reduce of "
+        "`tune.allreduce_s` (every stage's ring at once on the NICs, no pipeline traffic). pipeline: one pipeline, no "
+        "all-reduce.",
+        "",
+        "| model | pp x dp | plan / schedule | NICs per node | pipeline ms | step ms | estimate ms | samples/s | all-reduce GB |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['model']} | {r['pp']} x {r['dp']} | {r['plan']} / {r['schedule']} | {r['nics']} | {r['pipeline_ms']} | "
+            f"{r['step_ms']} | {r['estimate_ms']} | {r['samples_per_s']} | {r['allreduce_gb']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def interval(values: list[float]) -> str:
     """Mean and 95 % t-interval half-width over seeds (just the value when there is one)."""
     if len(values) == 1:
@@ -149,11 +212,13 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
     lines = [
         "# Pipeline schedules on PULSE's plans (issue 18, simulated)",
         "",
-        f"Written by `python scripts/pulse_schedules.py --time-limit {args.time_limit:g} --seeds {' '.join(map(str, args.seeds))} "
+        f"Written by `python scripts/pulse_schedules.py --time-limit {args.time_limit:g} --workers {args.workers} "
+        f"--seeds {' '.join(map(str, args.seeds))} "
         f"--micro {' '.join(map(str, args.micro))} --pp {' '.join(map(str, args.pp))}` from `pipeline-schedules.csv` "
         f"(same folder), {time.strftime('%Y-%m-%d', time.gmtime())}. Every number is simulated by `sim/pipeline` (V100 presets: "
         "50 TFLOP/s, 10 us per compute op, 32 GB; microbatch 8; unet-sd at 64 x 64 latents, uvit-h at 32 x 32); the only "
-        "randomness is CP-SAT's (one worker, seeds as listed), whose rows give the mean ± 95 % t-interval over seeds.",
+        f"randomness is CP-SAT's ({args.workers} workers on a shared 2-core machine, seeds as listed), whose cells give the "
+        "mean ± 95 % t-interval over seeds.",
         "",
         "Clusters: `v100x16-ib10` (nodes of 8 V100s on NVLink 150 GB/s: these pipelines stay inside one node) and "
         "`v100x16-2pn-ib10` (nodes of 2 V100s sharing one 10 GB/s NIC: stages on different nodes, the two GPUs of a node "
@@ -203,15 +268,22 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--micro", type=int, nargs="+", default=[8, 16])
     ap.add_argument("--pp", type=int, nargs="+", default=[4, 8])
+    ap.add_argument("--workers", type=int, default=4, help="CP-SAT workers (several: its LNS improves on the 1F1B hint; runs vary by seed)")
     args = ap.parse_args()
-    rows = run(args.time_limit, args.seeds, args.micro, args.pp)
+    rows = run(args.time_limit, args.seeds, args.micro, args.pp, args.workers)
     OUT.mkdir(parents=True, exist_ok=True)
     with (OUT / "pipeline-schedules.csv").open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=FIELDS)
         writer.writeheader()
         writer.writerows(rows)
-    (OUT / "pipeline-schedules.md").write_text(report(rows, args))
-    print(report(rows, args))
+    net = network()
+    with (OUT / "pipeline-network.csv").open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(net[0]))
+        writer.writeheader()
+        writer.writerows(net)
+    text = report(rows, args) + network_report(net)
+    (OUT / "pipeline-schedules.md").write_text(text)
+    print(text)
 
 
 if __name__ == "__main__":

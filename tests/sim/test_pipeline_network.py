@@ -235,3 +235,19 @@ def test_cp_sat_on_a_v_shaped_plan_reports_bound_and_keeps_1f1b_memory() -> None
     assert replay.virtual_stages == 3  # V-shape on 2 devices: 0 1 0
     assert syn.makespan_s <= simulate(p, plan, cluster, schedule="wave", microbatches=4).makespan_s * 1.01  # hinted with 1F1B
     assert set(syn.as_dict()) >= {"status", "bound_ms", "gap", "memory_cap"}
+
+
+def test_simulate_tool_takes_the_new_schedules_data_parallel_and_reports_the_solver_bound() -> None:
+    from tools import REGISTRY, call_tool
+
+    tool = REGISTRY.get("pipeline.simulate")
+    base = {"model": "unet-tiny", "devices": 2, "resolution": 8, "microbatches": 4, "cluster": "v100x16-ib10"}
+    for schedule in ("interleaved", "zb-h1"):
+        step = call_tool(tool, {**base, "schedule": schedule}).value["step"]
+        assert step["schedule"] == schedule and step["microbatches"] == 4
+    hybrid = call_tool(tool, {**base, "schedule": "wave", "data_parallel": 2}).value["step"]
+    assert hybrid["data_parallel"] == 2 and hybrid["step_ms"] >= hybrid["makespan_ms"] and hybrid["allreduce_bytes"] > 0
+    solver = call_tool(tool, {**base, "schedule": "ilp", "time_limit_s": 3}).value["solver"]
+    assert solver["bound_ms"] <= solver["makespan_ms"] and solver["memory_cap"] == "1f1b" and 0 <= solver["gap"] <= 1
+    with pytest.raises(UserInputError, match="data-parallel"):
+        call_tool(tool, {**base, "data_parallel": 16})
