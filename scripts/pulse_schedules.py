@@ -258,8 +258,43 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
         "Cells: samples/s (one pipeline) / bubble ratio / peak memory on the fullest device, GB (parameters with Adam state "
         "plus stashed activations).",
         "",
+        *summary(rows),
+        "",
     ]
     return "\n".join(lines)
+
+
+def summary(rows: list[dict[str, Any]]) -> list[str]:
+    """Ratios of samples/s between schedules over every (cluster, model, pp, m) case: min, median, max (CP-SAT: seed mean)."""
+
+    def rate(key: tuple[Any, ...], plan: str, schedule: str) -> float:
+        got = [
+            float(r["samples_per_s"])
+            for r in rows
+            if (r["cluster"], r["model"], r["pp"], r["microbatches"]) == key and r["plan"] == plan and r["schedule"] == schedule
+        ]
+        return statistics.mean(got)
+
+    keys = sorted({(r["cluster"], r["model"], r["pp"], r["microbatches"]) for r in rows})
+    out = ["Samples/s ratios over the " + str(len(keys)) + " cases above (min / median / max):", ""]
+    for label, num, den in (
+        ("skip-aware CP-SAT / skip-aware wave (equal memory cap)", ("skip-aware", "ilp"), ("skip-aware", "wave")),
+        ("skip-aware ZB-H1 / skip-aware wave", ("skip-aware", "zb-h1"), ("skip-aware", "wave")),
+        ("block-wise ZB-H1 / block-wise 1F1B", ("blockwise", "zb-h1"), ("blockwise", "1f1b")),
+        ("block-wise-loop interleaved / block-wise 1F1B", ("blockwise-loop", "interleaved"), ("blockwise", "1f1b")),
+        ("skip-aware interleaved (Megatron's order on the V) / skip-aware wave", ("skip-aware", "interleaved"), ("skip-aware", "wave")),
+        ("skip-aware ZB-H1 / block-wise ZB-H1", ("skip-aware", "zb-h1"), ("blockwise", "zb-h1")),
+        ("skip-aware wave / block-wise 1F1B", ("skip-aware", "wave"), ("blockwise", "1f1b")),
+    ):
+        ratios = sorted(rate(k, *num) / rate(k, *den) for k in keys)
+        out.append(f"* {label}: {ratios[0]:.3f} / {statistics.median(ratios):.3f} / {ratios[-1]:.3f}")
+    best: dict[str, int] = {}
+    for k in keys:
+        options = {f"{plan} {schedule}": rate(k, plan, schedule) for plan, schedule in {(r["plan"], r["schedule"]) for r in rows}}
+        name = max(options, key=lambda o: options[o])
+        best[name] = best.get(name, 0) + 1
+    out += ["", "Fastest per case: " + ", ".join(f"{name} {n}x" for name, n in sorted(best.items(), key=lambda kv: -kv[1])) + "."]
+    return out
 
 
 def main() -> None:
@@ -269,19 +304,24 @@ def main() -> None:
     ap.add_argument("--micro", type=int, nargs="+", default=[8, 16])
     ap.add_argument("--pp", type=int, nargs="+", default=[4, 8])
     ap.add_argument("--workers", type=int, default=4, help="CP-SAT workers (several: its LNS improves on the 1F1B hint; runs vary by seed)")
+    ap.add_argument("--report-only", action="store_true", help="rewrite the .md from the saved CSVs (give the arguments that wrote them)")
     args = ap.parse_args()
-    rows = run(args.time_limit, args.seeds, args.micro, args.pp, args.workers)
-    OUT.mkdir(parents=True, exist_ok=True)
-    with (OUT / "pipeline-schedules.csv").open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
-    net = network()
-    with (OUT / "pipeline-network.csv").open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(net[0]))
-        writer.writeheader()
-        writer.writerows(net)
-    text = report(rows, args) + network_report(net)
+    if args.report_only:
+        rows = list(csv.DictReader((OUT / "pipeline-schedules.csv").open()))
+        net = list(csv.DictReader((OUT / "pipeline-network.csv").open()))
+    else:
+        rows = run(args.time_limit, args.seeds, args.micro, args.pp, args.workers)
+        OUT.mkdir(parents=True, exist_ok=True)
+        with (OUT / "pipeline-schedules.csv").open("w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=FIELDS)
+            writer.writeheader()
+            writer.writerows(rows)
+        net = network()
+        with (OUT / "pipeline-network.csv").open("w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(net[0]))
+            writer.writeheader()
+            writer.writerows(net)
+    text = report(rows, args) + "\n" + network_report(net)
     (OUT / "pipeline-schedules.md").write_text(text)
     print(text)
 

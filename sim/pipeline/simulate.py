@@ -22,7 +22,10 @@ whenever a device is idle, it starts the admissible ready op that the schedule p
   chunks): each device runs a fixed op order (:func:`interleaved_order`): forwards of its
   chunks in groups of ``p`` microbatches (p = devices), a warm-up of ``2 (p - d - 1) +
   (k - 1) p`` forwards on device *d* with *k* chunks, then one forward, one backward, and
-  the remaining backwards. On a block-wise plan (one chunk) it is plain 1F1B's order.
+  the remaining backwards. On a block-wise plan (one chunk) it is plain 1F1B's order; on a
+  V-shaped plan Megatron's warm-up counts (made for its loop placement) deadlock, and each
+  stuck device gets the fewest extra warm-up forwards that let the order run. Megatron's
+  group order fits the loop placement, not the V: there it runs far behind wave.
 * ``zb-h1``: zero-bubble ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024):
   the backward is split into ``B`` (input gradient, sent upstream at once) and ``W`` (weight
   gradient, needed only by the optimizer), each half of the backward's time. ``B`` first,
