@@ -291,8 +291,10 @@ def interleaved_order(stages: Sequence[VirtualStage], devices: int, microbatches
         a sort key per op, increasing along each device's order (for ``simulate(order=...)``).
     """
     extra = [0] * devices
+    warmups: list[int] = []
     while True:
         order: dict[Op, float] = {}
+        previous, warmups = warmups, []
         for d in range(devices):
             chunks = [v for v, s in enumerate(stages) if s.device == d]
             k = len(chunks)
@@ -300,6 +302,7 @@ def interleaved_order(stages: Sequence[VirtualStage], devices: int, microbatches
             fwd: list[Op] = [("F", chunks[c], m) for g in groups for c in range(k) for m in g]
             bwd: list[Op] = [("B", chunks[c], m) for g in groups for c in reversed(range(k)) for m in g]
             warmup = min(len(fwd), extra[d] + (2 * (devices - d - 1) + (k - 1) * devices if k > 1 else devices - d - 1))
+            warmups.append(warmup)
             seq = fwd[:warmup]
             for i in range(len(fwd) - warmup):
                 seq += [fwd[warmup + i], bwd[i]]
@@ -308,6 +311,8 @@ def interleaved_order(stages: Sequence[VirtualStage], devices: int, microbatches
         stuck = order_runs(stages, order, microbatches)
         if not stuck:
             return order
+        if warmups == previous:  # every stuck device already warms up with all its forwards
+            raise RuntimeError(f"interleaved order deadlocks on devices {stuck}")  # a bug: all forwards first always runs
         for d in stuck:
             extra[d] += 1
 
