@@ -18,6 +18,12 @@ whatever fits the device. Microbatches enter each virtual stage in order (symmet
 breaking, loses nothing: they are identical). The simulated 1F1B (wave) schedule is given
 as a solution hint. Objective: the makespan.
 
+With ``split_backward``, each backward is two ops, ``B`` (input gradient, what the
+previous stage waits for) and ``W`` (weight gradient, after ``B`` on the same device), as
+in zero-bubble schedules; activations are held until ``W``, and the ZB-H1 schedule of the
+simulator is the hint. Memory ``1f1b-peak`` lets every device hold the activations of
+the fullest device under 1F1B (ZB-H1's rule).
+
 The solver runs under a time limit. The best schedule found is returned with its status
 (``optimal`` or ``feasible``: the time limit cut the proof), CP-SAT's lower bound on the
 makespan (``ObjectiveBound``) and the relative gap ``(makespan - bound) / makespan``; no
@@ -83,24 +89,32 @@ def synthesize(
     workers: int = 2,
     memory: str = "1f1b",
     seed: int = 0,
+    split_backward: bool = False,
 ) -> Synthesized:
     """Minimise one training step's makespan (see module doc).
 
     Args:
-        memory: ``1f1b`` (cap each device's stashed activations at 1F1B's bound there) or ``device``.
+        memory: ``1f1b`` (cap each device's stashed activations at 1F1B's bound there),
+            ``1f1b-peak`` (every device up to the fullest device's 1F1B activations: ZB-H1's "same
+            peak memory as 1F1B") or ``device``.
         seed: CP-SAT's random seed (with several workers the result may still vary run to run).
+        split_backward: schedule ``B`` (input gradient) and ``W`` (weight gradient, half the
+            backward each) as separate ops, as ZB-H1 does: activations are held until ``W``;
+            the schedule is replayed with ``simulate(schedule="zb-h1", order=...)``.
 
     Raises:
         UserInputError: the memory cannot hold any schedule (proved), or no schedule was found in ``time_limit_s``.
     """
     if microbatches < 1:
         raise UserInputError(f"microbatches must be at least 1, got {microbatches}")
-    if memory not in ("1f1b", "device"):
-        raise UserInputError(f"memory cap must be '1f1b' or 'device', got {memory!r}")
+    if memory not in ("1f1b", "1f1b-peak", "device"):
+        raise UserInputError(f"memory cap must be '1f1b', '1f1b-peak' or 'device', got {memory!r}")
     stages = virtual_stages(profile, plan, **cluster.rates)
     n_v = len(stages)
     fwd = [max(1, round(s.forward_s * US)) for s in stages]
     bwd = [max(1, round(s.forward_s * (TRAIN_FLOPS_FACTOR - 1) * US)) for s in stages]
+    wgt = [b // 2 for b in bwd] if split_backward else [0] * n_v
+    bwd = [b - w for b, w in zip(bwd, wgt, strict=True)]  # with the split, B is the input-gradient half
     comm = [round(cluster.transfer_s(stages[v].device, stages[v + 1].device, stages[v].send_bytes) * US) for v in range(n_v - 1)]
     horizon = microbatches * (sum(fwd) + sum(bwd) + 2 * sum(comm)) + 1
     model = cp_model.CpModel()
@@ -109,16 +123,19 @@ def synthesize(
     by_device: dict[int, list[cp_model.IntervalVar]] = {}
     memory_use: dict[int, tuple[list[cp_model.IntervalVar], list[int]]] = {}
     spans: dict[tuple[int, int], cp_model.IntVar] = {}
+    last = "W" if split_backward else "B"  # the op that frees a microbatch's activations
     for v, stage in enumerate(stages):
         for m in range(microbatches):
-            for kind, duration in (("F", fwd[v]), ("B", bwd[v])):
+            for kind, duration in (("F", fwd[v]), ("B", bwd[v]), ("W", wgt[v]))[: 3 if split_backward else 2]:
                 op = (kind, v, m)
                 start[op] = model.new_int_var(0, horizon, f"s_{kind}{v}_{m}")
                 end[op] = model.new_int_var(0, horizon, f"e_{kind}{v}_{m}")
                 interval = model.new_interval_var(start[op], duration, end[op], f"i_{kind}{v}_{m}")
                 by_device.setdefault(stage.device, []).append(interval)
             span = spans[v, m] = model.new_int_var(0, horizon, f"held_len_{v}_{m}")
-            held = model.new_interval_var(start["F", v, m], span, end["B", v, m], f"held_{v}_{m}")
+            held = model.new_interval_var(start["F", v, m], span, end[last, v, m], f"held_{v}_{m}")
+            if split_backward:
+                model.add(start["W", v, m] >= end["B", v, m])
             memory_use.setdefault(stage.device, ([], []))[0].append(held)
             memory_use[stage.device][1].append(stash_bytes(profile, stages, v, False))
     links: dict[tuple[str, int, int], list[cp_model.IntervalVar]] = {}
@@ -150,6 +167,11 @@ def synthesize(
     for intervals in [*by_device.values(), *links.values()]:
         model.add_no_overlap(intervals)
     one_f_one_b = memory_bound(profile, plan, schedule="1f1b", microbatches=microbatches)
+    activations_1f1b = {
+        d: one_f_one_b[d]
+        - sum(profile.blocks[i].param_bytes for s in stages if s.device == d for i in s.blocks) * OPTIMIZER_BYTES_PER_PARAM_BYTE
+        for d in memory_use
+    }
     for device, (intervals, demands) in memory_use.items():
         params = sum(profile.blocks[i].param_bytes for s in stages if s.device == device for i in s.blocks)
         free = int(cluster.memory_gb * 1e9) - params * OPTIMIZER_BYTES_PER_PARAM_BYTE
@@ -159,20 +181,23 @@ def synthesize(
                 f"({params * OPTIMIZER_BYTES_PER_PARAM_BYTE / 1e9:.1f} GB + {max(demands) / 1e9:.2f} GB > {cluster.memory_gb} GB): "
                 "use more devices, a smaller microbatch, or a cluster with more memory"
             )
-        cap = free if memory == "device" else min(free, one_f_one_b[device] - params * OPTIMIZER_BYTES_PER_PARAM_BYTE)
+        cap = {"device": free, "1f1b": min(free, activations_1f1b[device]), "1f1b-peak": min(free, max(activations_1f1b.values()))}[memory]
         scale = math.gcd(cap, *demands) or 1  # exact, in units as large as the sizes allow (smaller integers for CP-SAT)
         model.add_cumulative(intervals, [d // scale for d in demands], cap // scale)
     makespan = model.new_int_var(0, horizon, "makespan")
-    model.add_max_equality(makespan, [end["B", 0, m] for m in range(microbatches)])
+    model.add_max_equality(makespan, [end[op] for op in end if op[0] == ("W" if split_backward else "B")])
     model.minimize(makespan)
     # hint: 1F1B (wave) as a complete, feasible solution of this model: the simulator's op order per device,
     # timed with this model's integer durations and one transfer at a time per resource
-    ran = sorted(simulate(profile, plan, cluster, schedule="1f1b", microbatches=microbatches).timeline, key=lambda r: (r.start, r.op))
+    hint_schedule = "zb-h1" if split_backward else "1f1b"
+    ran = sorted(
+        simulate(profile, plan, cluster, schedule=hint_schedule, microbatches=microbatches).timeline, key=lambda r: (r.start, r.op)
+    )
     busy_until: dict[object, int] = {}
     at: dict[Op, tuple[int, int]] = {}
     for op in (r.op for r in ran):
         kind, v, m = op
-        arrive = at["F", v, m][1] if kind == "B" else 0
+        arrive = at["F", v, m][1] if kind == "B" else at["B", v, m][1] if kind == "W" else 0
         dep: tuple[Op, Op, int, int] | None = None
         if kind == "F" and v > 0:
             dep = (("F", v - 1, m), ("F", v - 1, m), stages[v - 1].device, stages[v].device)
@@ -188,13 +213,13 @@ def synthesize(
                 model.add_hint(transfers[key][0], sent)
                 model.add_hint(transfers[key][1], arrive)
         begin = max(arrive, busy_until.get(stages[v].device, 0))
-        at[op] = (begin, begin + (fwd[v] if kind == "F" else bwd[v]))
+        at[op] = (begin, begin + {"F": fwd, "B": bwd, "W": wgt}[kind][v])
         busy_until[stages[v].device] = at[op][1]
         model.add_hint(start[op], at[op][0])
         model.add_hint(end[op], at[op][1])
     for (v, m), span_var in spans.items():
-        model.add_hint(span_var, at["B", v, m][1] - at["F", v, m][0])
-    model.add_hint(makespan, max(at["B", 0, m][1] for m in range(microbatches)))
+        model.add_hint(span_var, at[last, v, m][1] - at["F", v, m][0])
+    model.add_hint(makespan, max(at[op][1] for op in at if op[0] == last))
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = time_limit_s
     solver.parameters.num_workers = workers
