@@ -142,8 +142,13 @@ class SimulateArgs(ToolArgs):
     microbatches: int = Field(16, ge=1, le=1024, description="microbatches per training step")
     recompute: bool = Field(False, description="activation recomputation (stash stage inputs only; recompute before backward)")
     time_limit_s: float = Field(10.0, gt=0, le=600, description="ilp: CP-SAT time limit (the best schedule found is returned)")
-    ilp_memory: Literal["1f1b", "device"] = Field(
-        "1f1b", description="ilp: cap each device's stashed activations at 1F1B's bound (equal-memory comparison) or at the device's memory"
+    ilp_memory: Literal["1f1b", "1f1b-peak", "device"] = Field(
+        "1f1b",
+        description="ilp: cap each device's stashed activations at 1F1B's bound there (equal-memory comparison), at the fullest "
+        "device's 1F1B activations (1f1b-peak: ZB-H1's rule), or at the device's memory",
+    )
+    ilp_split_backward: bool = Field(
+        False, description="ilp: schedule input-gradient (B) and weight-gradient (W) halves of each backward separately, as ZB-H1"
     )
     data_parallel: int = Field(
         1, ge=1, le=1024, description="replicas of the pipeline; their gradient ring all-reduce shares the nodes' NICs with the pipeline"
@@ -185,10 +190,22 @@ class PipelineSimulate(Tool):
         messages: list[str] = ["simulated (sim/pipeline): not measured on hardware"]
         if args.schedule == "ilp":
             synthesized = synthesize(
-                p, plan, cluster, microbatches=args.microbatches, time_limit_s=args.time_limit_s, memory=args.ilp_memory
+                p,
+                plan,
+                cluster,
+                microbatches=args.microbatches,
+                time_limit_s=args.time_limit_s,
+                memory=args.ilp_memory,
+                split_backward=args.ilp_split_backward,
             )
             result = simulate(
-                p, plan, cluster, schedule="ilp", microbatches=args.microbatches, order=synthesized.starts, data_parallel=args.data_parallel
+                p,
+                plan,
+                cluster,
+                schedule="zb-h1" if args.ilp_split_backward else "ilp",
+                microbatches=args.microbatches,
+                order=synthesized.starts,
+                data_parallel=args.data_parallel,
             )
             extra = {"solver": synthesized.as_dict()}
             if synthesized.status != "optimal":

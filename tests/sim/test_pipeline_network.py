@@ -249,6 +249,8 @@ def test_simulate_tool_takes_the_new_schedules_data_parallel_and_reports_the_sol
     assert hybrid["data_parallel"] == 2 and hybrid["step_ms"] >= hybrid["makespan_ms"] and hybrid["allreduce_bytes"] > 0
     solver = call_tool(tool, {**base, "schedule": "ilp", "time_limit_s": 3}).value["solver"]
     assert solver["bound_ms"] <= solver["makespan_ms"] and solver["memory_cap"] == "1f1b" and 0 <= solver["gap"] <= 1
+    split = call_tool(tool, {**base, "schedule": "ilp", "time_limit_s": 3, "ilp_split_backward": True, "ilp_memory": "1f1b-peak"}).value
+    assert split["solver"]["memory_cap"] == "1f1b-peak" and split["step"]["schedule"] == "zb-h1"
     with pytest.raises(UserInputError, match="data-parallel"):
         call_tool(tool, {**base, "data_parallel": 16})
 
