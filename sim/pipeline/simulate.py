@@ -514,7 +514,6 @@ def simulate(
     link_bytes: dict[tuple[int, int], int] = defaultdict(int)
     busy = [0.0] * n_g
     inflight = [[0] * n_v for _ in range(dp)]
-    held = [0] * n_g
     stash = [0] * n_g
     peak = [0] * n_g
     kinds = 3 if split else 2
@@ -587,7 +586,6 @@ def simulate(
         if kind == "F":
             forwards_left[g] -= 1
             inflight[r][v] += 1
-            held[g] += 1
             stash[g] += stashed[v]
             peak[g] = max(peak[g], stash[g])
             if v + 1 < n_v:
@@ -599,12 +597,10 @@ def simulate(
             if split:
                 ready[g]["W", v, m] = now
             else:
-                held[g] -= 1
                 stash[g] -= stashed[v]
             if v > 0:
                 send(r, v, ("B", v - 1, m), now, stages[v - 1].send_bytes)
         else:
-            held[g] -= 1
             stash[g] -= stashed[v]
         if ops_left[g] == 0:
             done_at[g] = now
