@@ -167,6 +167,7 @@ def synthesize(
     for intervals in [*by_device.values(), *links.values()]:
         model.add_no_overlap(intervals)
     one_f_one_b = memory_bound(profile, plan, schedule="1f1b", microbatches=microbatches)
+    caps: dict[int, int] = {}
     activations_1f1b = {
         d: one_f_one_b[d]
         - sum(profile.blocks[i].param_bytes for s in stages if s.device == d for i in s.blocks) * OPTIMIZER_BYTES_PER_PARAM_BYTE
@@ -181,21 +182,31 @@ def synthesize(
                 f"({params * OPTIMIZER_BYTES_PER_PARAM_BYTE / 1e9:.1f} GB + {max(demands) / 1e9:.2f} GB > {cluster.memory_gb} GB): "
                 "use more devices, a smaller microbatch, or a cluster with more memory"
             )
-        cap = {"device": free, "1f1b": min(free, activations_1f1b[device]), "1f1b-peak": min(free, max(activations_1f1b.values()))}[memory]
+        cap = caps[device] = {
+            "device": free,
+            "1f1b": min(free, activations_1f1b[device]),
+            "1f1b-peak": min(free, max(activations_1f1b.values())),
+        }[memory]
         scale = math.gcd(cap, *demands) or 1  # exact, in units as large as the sizes allow (smaller integers for CP-SAT)
         model.add_cumulative(intervals, [d // scale for d in demands], cap // scale)
     makespan = model.new_int_var(0, horizon, "makespan")
     model.add_max_equality(makespan, [end[op] for op in end if op[0] == ("W" if split_backward else "B")])
     model.minimize(makespan)
     # hint: 1F1B (wave) as a complete, feasible solution of this model: the simulator's op order per device,
-    # timed with this model's integer durations and one transfer at a time per resource
-    hint_schedule = "zb-h1" if split_backward else "1f1b"
-    ran = sorted(
-        simulate(profile, plan, cluster, schedule=hint_schedule, microbatches=microbatches).timeline, key=lambda r: (r.start, r.op)
-    )
+    # timed with this model's integer durations and one transfer at a time per resource. With the split
+    # backward: ZB-H1's order when its activations fit the caps, else 1F1B's with each W right after its B
+    one = simulate(profile, plan, cluster, schedule="1f1b", microbatches=microbatches)
+    hint_ops = [r.op for r in sorted(one.timeline, key=lambda r: (r.start, r.op))]
+    if split_backward:
+        zb = simulate(profile, plan, cluster, schedule="zb-h1", microbatches=microbatches)
+        params_of = {d: one_f_one_b[d] - activations_1f1b[d] for d in caps}  # parameters and optimizer state
+        if all(zb.peak_memory_bytes[d] - params_of[d] <= caps[d] for d in caps):
+            hint_ops = [r.op for r in sorted(zb.timeline, key=lambda r: (r.start, r.op))]
+        else:
+            hint_ops = [x for op in hint_ops for x in ([op, ("W", op[1], op[2])] if op[0] == "B" else [op])]
     busy_until: dict[object, int] = {}
     at: dict[Op, tuple[int, int]] = {}
-    for op in (r.op for r in ran):
+    for op in hint_ops:
         kind, v, m = op
         arrive = at["F", v, m][1] if kind == "B" else at["B", v, m][1] if kind == "W" else 0
         dep: tuple[Op, Op, int, int] | None = None
