@@ -22,13 +22,28 @@ device can start something, it starts the admissible ready op that the schedule 
 * a given op order (``order``, e.g. a CP-SAT schedule from :mod:`sim.pipeline.ilp`): each
   device runs its ops in that order, as soon as each is ready.
 
-With ``recompute`` (activation checkpointing), a virtual stage stashes only its input per
-in-flight microbatch and runs its forward again before the backward (backward time 3x
-forward instead of 2x).
+Skips: a relayed plan sends each skip crossing devices along with the boundary activation
+at every virtual-stage boundary it spans; a direct plan (``blockwise-direct``) sends it
+once, point to point, from the producer's device when the producer's forward ends, and the
+consumer's forward also waits for it (its gradient goes back the same way and the
+producer's backward waits for it). Each transfer holds its directed link.
+
+Activation memory per in-flight microbatch (:func:`stash_bytes`) is what autograd saves
+for the virtual stage's backward (:meth:`sim.pipeline.profile.ModelProfile.activation_bytes`,
+measured on the meta device), plus skips the device keeps for a later virtual stage that
+nothing there saves: on a skip-aware plan the encoder output waiting for its decoder on
+the same device, on a direct plan the skip held at its producer until sent (torchgpipe's
+portals); both are counted for the producer's whole in-flight window, an upper bound.
+With ``recompute`` (activation checkpointing per block), a virtual stage stashes only the
+inputs of its blocks (and held skips) per in-flight microbatch and runs each block's
+forward again before its backward (backward time 3x forward instead of 2x); while a block
+runs its backward its saved tensors are live on top of the stash, for one block at a time.
 
 Reported: makespan of the step (no optimizer, no data-parallel all-reduce), bubble ratio,
 samples/s, bytes per link, and peak memory per device (16 bytes per parameter for
-mixed-precision Adam, plus the stashed activations of in-flight microbatches).
+mixed-precision Adam, plus the stashed activations of in-flight microbatches and, with
+recompute, the live block's saved tensors). Not modelled: transient tensors of an op
+(gradients of activations during backward, temporaries inside a forward).
 """
 
 from __future__ import annotations
@@ -60,6 +75,11 @@ class VirtualStage:
     send_bytes: int
     """Bytes sent to the next virtual stage per microbatch (forward; the gradients back are the same)."""
     stash_bytes: int
+    """Activation bytes kept per in-flight microbatch without recompute (module doc)."""
+    recompute_stash_bytes: int = 0
+    """Bytes kept per in-flight microbatch with recompute: its blocks' inputs and held skips."""
+    transient_bytes: int = 0
+    """With recompute: the most saved bytes one of its blocks adds while it runs its backward."""
 
 
 @dataclass(frozen=True)
@@ -103,56 +123,100 @@ def stage_runs(device_of: Sequence[int]) -> list[list[int]]:
     return runs
 
 
-def boundary_tensors(device_of: Sequence[int], skips: Sequence[tuple[int, int]]) -> list[tuple[int, int, list[int]]]:
+def boundary_tensors(
+    device_of: Sequence[int], skips: Sequence[tuple[int, int]], *, direct: bool = False
+) -> list[tuple[int, int, list[int]]]:
     """Per virtual-stage boundary: (from device, to device, block outputs sent across it).
 
-    Sent: the boundary activation, and each skip in flight across the boundary unless both
-    its ends share a device (then it is cached locally, PULSE's point).
+    Sent: the boundary activation, and (relayed skips, ``direct`` False) each skip in flight
+    across the boundary unless both its ends share a device (then it is cached locally,
+    PULSE's point). With ``direct`` skips travel separately (:func:`direct_sends`).
     """
     runs = stage_runs(device_of)
     stage_of = {i: k for k, run in enumerate(runs) for i in run}
     out = []
     for k in range(len(runs) - 1):
-        tensors = [runs[k][-1]] + [s for s, c in skips if stage_of[s] <= k < stage_of[c] and device_of[s] != device_of[c]]
-        out.append((device_of[runs[k][-1]], device_of[runs[k + 1][0]], tensors))
+        relayed = [] if direct else [s for s, c in skips if stage_of[s] <= k < stage_of[c] and device_of[s] != device_of[c]]
+        out.append((device_of[runs[k][-1]], device_of[runs[k + 1][0]], [runs[k][-1], *relayed]))
     return out
+
+
+def direct_sends(device_of: Sequence[int], skips: Sequence[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    """Skips a direct plan sends point to point: (producer's virtual stage, consumer's virtual stage, producer block).
+
+    Only skips whose ends sit on different devices travel; the others stay on the device."""
+    stage_of = {i: k for k, run in enumerate(stage_runs(device_of)) for i in run}
+    return [(stage_of[s], stage_of[c], s) for s, c in skips if device_of[s] != device_of[c]]
+
+
+def _held_skips(profile: ModelProfile, plan: Plan, run: Sequence[int]) -> set[int]:
+    """Skips produced in ``run`` that its device keeps for a later virtual stage (module doc)."""
+    inside = set(run)
+    held = set()
+    for s, c in profile.skip_edges:
+        if s in inside and c not in inside:
+            same_device = plan.device_of[s] == plan.device_of[c]
+            if same_device or plan.direct_skips:
+                held.add(s)
+    return held
+
+
+def _activation_memory(profile: ModelProfile, plan: Plan, run: Sequence[int]) -> tuple[int, int, int]:
+    """Stash without recompute, stash with recompute, and the recompute transient of one virtual stage (module doc)."""
+    blocks = profile.blocks
+    held = _held_skips(profile, plan, run)
+    saved = {j for i in run for j in blocks[i].saved_outputs} | held
+    stash = sum(blocks[i].saved_bytes for i in run) + sum(profile.output_bytes(j) for j in saved)
+    inputs = {i - 1 for i in run} | {blocks[i].skip_from for i in run if blocks[i].skip_from is not None} | held
+    recompute_stash = sum(profile.output_bytes(j) for j in inputs)
+    transient = max(blocks[i].saved_bytes + sum(profile.output_bytes(j) for j in blocks[i].saved_outputs if j not in inputs) for i in run)
+    return stash, recompute_stash, transient
 
 
 def virtual_stages(profile: ModelProfile, plan: Plan, flops_per_s: float, kernel_s: float = 0.0) -> list[VirtualStage]:
     """Group ``plan``'s blocks into virtual stages with their compute and boundary bytes."""
     runs = stage_runs(plan.device_of)
-    sends = [sum(profile.blocks[t].out_bytes for t in tensors) for _, _, tensors in boundary_tensors(plan.device_of, profile.skip_edges)]
+    boundaries = boundary_tensors(plan.device_of, profile.skip_edges, direct=plan.direct_skips)
+    sends = [sum(profile.blocks[t].out_bytes for t in tensors) for _, _, tensors in boundaries]
     out = []
     for k, run in enumerate(runs):
         flop_equivalents = sum(work(profile.blocks[i], flops_per_s, kernel_s) for i in run)
-        stash = sum(profile.blocks[i].out_bytes for i in run)
+        stash, recompute_stash, transient = _activation_memory(profile, plan, run)
         send = sends[k] if k < len(sends) else 0
-        out.append(VirtualStage(plan.device_of[run[0]], tuple(run), flop_equivalents / flops_per_s, send, stash))
+        out.append(
+            VirtualStage(plan.device_of[run[0]], tuple(run), flop_equivalents / flops_per_s, send, stash, recompute_stash, transient)
+        )
     return out
 
 
 def stash_bytes(profile: ModelProfile, stages: Sequence[VirtualStage], v: int, recompute: bool) -> int:
-    """Activation bytes virtual stage ``v`` keeps per in-flight microbatch (with recompute: its input only)."""
-    if not recompute:
-        return stages[v].stash_bytes
-    return stages[v - 1].send_bytes if v > 0 else profile.input_bytes
+    """Activation bytes virtual stage ``v`` keeps per in-flight microbatch (module doc; with recompute: its blocks' inputs)."""
+    return stages[v].recompute_stash_bytes if recompute else stages[v].stash_bytes
+
+
+def transient_bytes(stages: Sequence[VirtualStage], v: int, recompute: bool) -> int:
+    """Bytes live on top of the stash while virtual stage ``v`` runs a backward (with recompute: one block's saved tensors)."""
+    return stages[v].transient_bytes if recompute else 0
 
 
 def memory_bound(profile: ModelProfile, plan: Plan, *, schedule: str, microbatches: int, recompute: bool = False) -> tuple[int, ...]:
     """Memory each device must hold under a schedule rule: optimizer state plus the most stashed activations it allows.
 
     GPipe stashes every microbatch on every virtual stage; 1F1B and wave keep at most
-    ``V - v`` microbatches in flight on virtual stage ``v``. The simulated peak never exceeds this.
+    ``V - v`` microbatches in flight on virtual stage ``v``; with recompute, the largest
+    transient of the device's stages comes on top. The simulated peak never exceeds this.
     """
     stages = virtual_stages(profile, plan, 1.0)
     n_v = len(stages)
     memory = [0] * plan.devices
+    transient = [0] * plan.devices
     for i, d in enumerate(plan.device_of):
         memory[d] += profile.blocks[i].param_bytes * OPTIMIZER_BYTES_PER_PARAM_BYTE
     for v, stage in enumerate(stages):
         limit = microbatches if schedule == "gpipe" else min(microbatches, n_v - v)
         memory[stage.device] += limit * stash_bytes(profile, stages, v, recompute)
-    return tuple(memory)
+        transient[stage.device] = max(transient[stage.device], transient_bytes(stages, v, recompute))
+    return tuple(m + t for m, t in zip(memory, transient, strict=True))
 
 
 def simulate(
@@ -185,6 +249,15 @@ def simulate(
     n_v, n_dev = len(stages), plan.devices
     bwd_factor = TRAIN_FLOPS_FACTOR - 1.0 + (1.0 if recompute else 0.0)
     stashed = [stash_bytes(profile, stages, v, recompute) for v in range(len(stages))]
+    live = [transient_bytes(stages, v, recompute) for v in range(len(stages))]
+    skips_out: dict[int, list[tuple[int, int]]] = defaultdict(list)  # direct plans: producer stage -> (consumer stage, bytes)
+    skips_in: dict[int, list[tuple[int, int]]] = defaultdict(list)  # consumer stage -> (producer stage, bytes)
+    if plan.direct_skips:
+        for src_v, dst_v, block in direct_sends(plan.device_of, profile.skip_edges):
+            skips_out[src_v].append((dst_v, profile.blocks[block].out_bytes))
+            skips_in[dst_v].append((src_v, profile.blocks[block].out_bytes))
+    skip_arrival: dict[tuple[int, int], float] = defaultdict(float)  # (stage, microbatch) -> when its direct skips arrived
+    grad_arrival: dict[tuple[int, int], float] = defaultdict(float)  # (stage, microbatch) -> when its skips' gradients arrived
     ready: dict[tuple[str, int, int], float] = {("F", 0, m): 0.0 for m in range(microbatches)}
     done: set[tuple[str, int, int]] = set()
     device_free = [0.0] * n_dev
@@ -257,14 +330,21 @@ def simulate(
             stash[dev] += stashed[v]
             peak[dev] = max(peak[dev], stash[dev])
             if v + 1 < n_v:
-                ready["F", v + 1, m] = send(v, v + 1, end, stage.send_bytes)
+                arrive = send(v, v + 1, end, stage.send_bytes)
+                for dst_v, nbytes in skips_out[v]:  # after the boundary activation, which is needed first
+                    skip_arrival[dst_v, m] = max(skip_arrival[dst_v, m], send(v, dst_v, end, nbytes))
+                ready["F", v + 1, m] = max(arrive, skip_arrival.pop((v + 1, m), 0.0))
             else:
                 ready["B", v, m] = end
         else:
+            peak[dev] = max(peak[dev], stash[dev] + live[v])  # one block's saved tensors live during its backward (recompute)
             inflight[v] -= 1
             stash[dev] -= stashed[v]
             if v > 0:
-                ready["B", v - 1, m] = max(send(v, v - 1, end, stages[v - 1].send_bytes), finish["F", v - 1, m])
+                arrive = send(v, v - 1, end, stages[v - 1].send_bytes)
+                for src_v, nbytes in skips_in[v]:
+                    grad_arrival[src_v, m] = max(grad_arrival[src_v, m], send(v, src_v, end, nbytes))
+                ready["B", v - 1, m] = max(arrive, finish["F", v - 1, m], grad_arrival.pop((v - 1, m), 0.0))
     makespan = max(finish.values())
     params = [sum(profile.blocks[i].param_bytes for i in s.blocks) for s in stages]
     param_dev = [0] * n_dev
