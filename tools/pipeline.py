@@ -27,7 +27,7 @@ BALANCE = Field(
     0.0,
     ge=0.0,
     le=2.0,
-    description="stage-time slack the byte-aware partitioners (blockwise-bytes, skip-aware) may trade for fewer bytes sent (0: pure balance)",
+    description="stage-time slack the byte-aware partitioners (blockwise-bytes, skip-aware) may trade for fewer bytes (0: pure balance)",
 )
 Method = Literal["blockwise", "blockwise-direct", "blockwise-bytes", "skip-aware"]
 METHODS_HELP = (
@@ -141,7 +141,9 @@ class PipelinePlan(Tool):
             }
         messages = ["blockwise and blockwise-bytes relay skips stage by stage, as 1F1B/GPipe send them; blockwise-direct sends each once"]
         if args.balance and len(methods) > 1:
-            messages.append(f"balance {args.balance:g} applies to blockwise-bytes and skip-aware; blockwise and blockwise-direct are compute-balanced")
+            messages.append(
+                f"balance {args.balance:g} applies to blockwise-bytes and skip-aware; blockwise and blockwise-direct are compute-balanced"
+            )
         return ToolResult(value=value, messages=messages)
 
 
@@ -223,7 +225,8 @@ class PipelineTune(Tool):
     name = "pipeline.tune"
     description = (
         "Find the fastest hybrid-parallel configuration for training a UNet on a cluster: pipeline degree x data-parallel "
-        "degree x microbatch size x (block-wise baselines: skips relayed, skips direct, byte-aware; GPipe/1F1B; or skip-aware GPipe/wave), each simulated with its gradient all-reduce "
+        "degree x microbatch size x (block-wise baselines: skips relayed, skips direct, byte-aware; GPipe/1F1B; "
+        "or skip-aware GPipe/wave), each simulated with its gradient all-reduce "
         "and checked against device memory. Returns the fastest configurations and the rejected ones with reasons. "
         "For a search over these plus balance and recomputation, run search.start with problem pipeline."
     )

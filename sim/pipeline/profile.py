@@ -36,11 +36,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
-from unittest import mock
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import networkx as nx
 import torch
@@ -105,7 +105,7 @@ class ModelProfile:
         """Bytes autograd saves per microbatch for the backward of ``blocks`` run together on one device.
 
         Each block's own saved bytes, plus every block output any of them saves, counted once."""
-        chosen = list(blocks)
+        chosen = set(blocks)
         outputs = {j for i in chosen for j in self.blocks[i].saved_outputs}
         return sum(self.blocks[i].saved_bytes for i in chosen) + sum(self.output_bytes(j) for j in outputs)
 
@@ -289,9 +289,13 @@ def profile(model: str, *, resolution: int = 64, microbatch: int = 1, dtype_byte
         skip = outputs[block.skip_from] if block.skip_from is not None else None
         hooks = _SavedTensors()
         try:
-            with FlopCounterMode(display=False) as counter, _KernelCounter() as kernels, fused_attention():
-                with torch.autograd.graph.saved_tensors_hooks(hooks.pack, hooks.unpack):
-                    x = block(x, skip)
+            with (
+                FlopCounterMode(display=False) as counter,
+                _KernelCounter() as kernels,
+                fused_attention(),
+                torch.autograd.graph.saved_tensors_hooks(hooks.pack, hooks.unpack),
+            ):
+                x = block(x, skip)
         except RuntimeError as exc:  # shape mismatches in a user model
             raise UserInputError(f"model {model}: block {block.name} (index {i}) failed on the meta device: {exc}") from None
         outputs.append(x)

@@ -167,7 +167,8 @@ def _activation_memory(profile: ModelProfile, plan: Plan, run: Sequence[int]) ->
     held = _held_skips(profile, plan, run)
     saved = {j for i in run for j in blocks[i].saved_outputs} | held
     stash = sum(blocks[i].saved_bytes for i in run) + sum(profile.output_bytes(j) for j in saved)
-    inputs = {i - 1 for i in run} | {blocks[i].skip_from for i in run if blocks[i].skip_from is not None} | held
+    inputs: set[int] = {i - 1 for i in run} | held
+    inputs |= {skip for i in run if (skip := blocks[i].skip_from) is not None}
     recompute_stash = sum(profile.output_bytes(j) for j in inputs)
     transient = max(blocks[i].saved_bytes + sum(profile.output_bytes(j) for j in blocks[i].saved_outputs if j not in inputs) for i in run)
     return stash, recompute_stash, transient

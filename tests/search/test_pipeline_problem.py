@@ -63,7 +63,7 @@ def test_exact_front_and_operators(problem: PipelineProblem) -> None:
     c = Config(2, 2, "skip-aware", "wave", 0.0, "off")
     changed = [[f for f, a, b in zip(Config._fields, c, n, strict=True) if a != b] for n in problem.neighbours(c)]
     # the schedule's name follows the plan; compute-balanced baselines take balance 0
-    assert all(len(f) == 1 or f[0] == "partitioner" and set(f[1:]) <= {"schedule", "balance"} for f in changed)
+    assert all(len(f) == 1 or (f[0] == "partitioner" and set(f[1:]) <= {"schedule", "balance"}) for f in changed)
     assert c not in problem.neighbours(c) and len(set(problem.neighbours(c))) == len(problem.neighbours(c))
     rng = random.Random(0)
     assert problem.crossover(c, problem.random_point(rng), rng) in set(problem.all_points())

@@ -141,7 +141,9 @@ def test_hybrid_tuner_ranks_feasible_configurations_and_explains_rejections() ->
     feasible, rejected = tune("unet-tiny", cluster, global_batch=8, resolution=8)
     assert feasible and all(c.pp * c.dp == 4 for c in feasible)
     assert [c.samples_per_s for c in feasible] == sorted((c.samples_per_s for c in feasible), reverse=True)
-    assert {c.method for c in feasible} == {"blockwise", "blockwise-direct", "blockwise-bytes", "skip-aware"} and all(c.allreduce_s == 0 for c in feasible if c.dp == 1)
+    assert {c.method for c in feasible} == {"blockwise", "blockwise-direct", "blockwise-bytes", "skip-aware"} and all(
+        c.allreduce_s == 0 for c in feasible if c.dp == 1
+    )
     undivided = [r for r in rejected if "not a multiple" in r.reason]
     assert (4, 4) in {(r.dp, r.microbatch) for r in undivided}  # dp 4 x microbatch 4 does not divide 8
     assert all(r.candidate is None and set(r.as_dict()) == {"pp", "dp", "microbatch", "reason"} for r in undivided)
