@@ -93,7 +93,34 @@ def _run(p: ModelProfile, plan: Plan, c: Cluster, pp: int) -> dict[str, object]:
     }
 
 
+def facts() -> None:
+    """Per-model profile facts quoted in docs/pipeline.md: compute ops, their fixed cost, and activation bytes."""
+    rows: list[dict[str, object]] = []
+    c = PRESETS["v100x16-ib10"]
+    for model, res in MODELS:
+        for mb in (1, 8):
+            p = profile(model, resolution=res, microbatch=mb)
+            rows.append(
+                {
+                    "model": model,
+                    "resolution": res,
+                    "microbatch": mb,
+                    "compute_ops": p.total("kernels"),
+                    "flop_ms": round(p.total("flops") / c.flops_per_s * 1e3, 2),
+                    "op_overhead_ms": round(p.total("kernels") * c.kernel_s * 1e3, 2),
+                    "saved_mb": round(p.activation_bytes(range(len(p.blocks))) / 1e6, 1),
+                    "block_outputs_mb": round(p.total("out_bytes") / 1e6, 1),
+                }
+            )
+    _write("facts.csv", rows)
+    print("| " + " | ".join(map(str, rows[0])) + " |")
+    for r in rows:
+        print("| " + " | ".join(map(str, r.values())) + " |")
+    print()
+
+
 def fair() -> None:
+    facts()
     rows: list[dict[str, object]] = []
     for model, res in MODELS:
         p = profile(model, resolution=res, microbatch=MICROBATCH)
