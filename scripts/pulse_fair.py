@@ -172,6 +172,8 @@ def render_fair() -> None:
             red = " / ".join(f"{1 - float(ours['mb_per_microbatch']) / float(g['mb_per_microbatch']):.1%}" for g in got[:3] if g)
             ratio = " / ".join(f"{float(ours['samples_per_s']) / float(g['samples_per_s']):.2f}x" for g in got[:3] if g)
         lines.append(f"| {model} | {per_node} | {float(gbs):g} | {pp} x {dp} | {float(tol):g} | {mb} | {red} | {sps} | {ratio} |")
+    largest = max(float(r["memory_bound_gb"]) for r in rows)
+    lines += ["", f"Largest memory bound of any row: {largest:.1f} GB per device (32 GB devices: all fit)."]
     (OUT / "fair.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines) + "\n")
 
