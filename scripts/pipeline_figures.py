@@ -32,7 +32,6 @@ from sim.pipeline.profile import profile
 from sim.pipeline.simulate import simulate
 
 
-
 def _link(devices: int, gbs: float) -> Cluster:
     return dataclasses.replace(PRESETS["v100x16-ib10"], name=f"{gbs:g}GBs", devices=devices, per_node=1, intra_gbs=gbs, inter_gbs=gbs)
 
