@@ -11,7 +11,7 @@ from search.errors import UserInputError
 from sim.pipeline.cluster import PRESETS as CLUSTERS
 from sim.pipeline.cluster import Cluster, get_cluster
 from sim.pipeline.ilp import synthesize
-from sim.pipeline.partition import Plan, from_mapping, partition
+from sim.pipeline.partition import PARTITIONERS, TOLERANT, Plan, from_mapping, partition
 from sim.pipeline.profile import MODELS, ModelProfile, profile, summary
 from sim.pipeline.simulate import simulate
 from sim.pipeline.tune import tune
@@ -23,7 +23,17 @@ MICROBATCH = Field(
     1, ge=1, le=4096, description="samples per microbatch ('batch' is accepted too)", validation_alias=AliasChoices("microbatch", "batch")
 )
 CLUSTER = Field("v100x16-ib10", description=f"cluster preset ({', '.join(CLUSTERS)}) or a JSON file path")
-BALANCE = Field(0.0, ge=0.0, le=2.0, description="stage-time slack the partitioner may trade for fewer bytes sent (0: pure balance)")
+BALANCE = Field(
+    0.0,
+    ge=0.0,
+    le=2.0,
+    description="stage-time slack the byte-aware partitioners (blockwise-bytes, skip-aware) may trade for fewer bytes (0: pure balance)",
+)
+Method = Literal["blockwise", "blockwise-direct", "blockwise-bytes", "skip-aware"]
+METHODS_HELP = (
+    "blockwise (skips relayed stage by stage, the 1F1B/GPipe baseline), blockwise-direct (same cuts, each skip sent point to "
+    "point as torchgpipe's portals do), blockwise-bytes (byte-aware cuts with the balance tolerance), skip-aware (PULSE)"
+)
 
 
 class ProfileArgs(ToolArgs):
@@ -89,7 +99,9 @@ class PlanArgs(ToolArgs):
     cluster: str = CLUSTER
     resolution: int = RESOLUTION
     microbatch: int = MICROBATCH
-    method: Literal["blockwise", "skip-aware", "both"] = Field("both", description="blockwise (1F1B baseline), skip-aware (PULSE) or both")
+    method: Literal["blockwise", "blockwise-direct", "blockwise-bytes", "skip-aware", "both", "all"] = Field(
+        "all", description=f"{METHODS_HELP}; both: blockwise and skip-aware; all: the three baselines and skip-aware"
+    )
     balance: float = BALANCE
 
 
@@ -112,16 +124,27 @@ class PipelinePlan(Tool):
         if args.devices > cluster.devices:
             raise UserInputError(f"{args.devices} stages need {args.devices} devices; cluster {cluster.name} has {cluster.devices}")
         p = profile(args.model, resolution=args.resolution, microbatch=args.microbatch)
-        methods = ("blockwise", "skip-aware") if args.method == "both" else (args.method,)
+        methods = {"both": ("blockwise", "skip-aware"), "all": tuple(PARTITIONERS)}.get(args.method, (args.method,))
+        if len(methods) == 1 and args.method not in TOLERANT and args.balance:
+            raise UserInputError(f"{args.method} takes no balance tolerance; use blockwise-bytes for byte-aware block-wise cuts")
         plans = {}
         for m in methods:
-            plan = partition(p, m, args.devices, **cluster.rates, balance_tolerance=args.balance)
+            plan = partition(p, m, args.devices, **cluster.rates, balance_tolerance=args.balance if m in TOLERANT else 0.0)
             plans[m] = {**plan.as_dict(p), "handle": plan_handle(p, plan)}
         value: dict[str, Any] = {"model": args.model, "devices": args.devices, "cluster": cluster.name, "plans": plans}
-        if len(plans) == 2:
-            base, ours = plans["blockwise"]["total_bytes_per_microbatch_forward"], plans["skip-aware"]["total_bytes_per_microbatch_forward"]
-            value["bytes_reduction"] = round(1 - ours / base, 4) if base else 0.0
-        return ToolResult(value=value, messages=["skip bytes of the blockwise plan are relayed stage by stage, as 1F1B/GPipe send them"])
+        if "skip-aware" in plans and len(plans) > 1:
+            ours = plans["skip-aware"]["total_bytes_per_microbatch_forward"]
+            value["bytes_reduction"] = {
+                m: round(1 - ours / plan["total_bytes_per_microbatch_forward"], 4) if plan["total_bytes_per_microbatch_forward"] else 0.0
+                for m, plan in plans.items()
+                if m != "skip-aware"
+            }
+        messages = ["blockwise and blockwise-bytes relay skips stage by stage, as 1F1B/GPipe send them; blockwise-direct sends each once"]
+        if args.balance and len(methods) > 1:
+            messages.append(
+                f"balance {args.balance:g} applies to blockwise-bytes and skip-aware; blockwise and blockwise-direct are compute-balanced"
+            )
+        return ToolResult(value=value, messages=messages)
 
 
 class SimulateArgs(ToolArgs):
@@ -129,7 +152,7 @@ class SimulateArgs(ToolArgs):
     model: str = MODEL
     devices: int = Field(8, ge=1, le=1024, description="pipeline stages (one device each)")
     cluster: str = CLUSTER
-    method: Literal["blockwise", "skip-aware"] = Field("skip-aware", description="partitioner")
+    method: Method = Field("skip-aware", description=f"partitioner: {METHODS_HELP}")
     balance: float = BALANCE
     schedule: Literal["gpipe", "1f1b", "wave", "interleaved", "zb-h1", "ilp"] = Field(
         "wave",
@@ -232,6 +255,8 @@ class TuneArgs(ToolArgs):
     cluster: str = CLUSTER
     global_batch: int = Field(128, ge=1, le=1_000_000, description="samples per training step over all replicas")
     resolution: int = RESOLUTION
+    balance: float = BALANCE
+    methods: list[Method] | None = Field(None, description=f"partitioners to compare (default all): {METHODS_HELP}")
     top: int = Field(10, ge=1, le=200, description="how many of the fastest configurations to return")
 
 
@@ -241,7 +266,8 @@ class PipelineTune(Tool):
     name = "pipeline.tune"
     description = (
         "Find the fastest hybrid-parallel configuration for training a UNet on a cluster: pipeline degree x data-parallel "
-        "degree x microbatch size x (block-wise GPipe/1F1B or skip-aware GPipe/wave), each simulated with its gradient all-reduce "
+        "degree x microbatch size x (block-wise baselines: skips relayed, skips direct, byte-aware; GPipe/1F1B; "
+        "or skip-aware GPipe/wave), each simulated with its gradient all-reduce "
         "and checked against device memory. Returns the fastest configurations and the rejected ones with reasons. "
         "For a search over these plus balance and recomputation, run search.start with problem pipeline."
     )
@@ -251,7 +277,14 @@ class PipelineTune(Tool):
     long_running = True
 
     def run(self, args: TuneArgs) -> ToolResult:
-        feasible, rejected = tune(args.model, get_cluster(args.cluster), global_batch=args.global_batch, resolution=args.resolution)
+        feasible, rejected = tune(
+            args.model,
+            get_cluster(args.cluster),
+            global_batch=args.global_batch,
+            resolution=args.resolution,
+            balance=args.balance,
+            methods=tuple(args.methods) if args.methods else None,
+        )
         return ToolResult(
             value={
                 "best": [c.as_dict() for c in feasible[: args.top]],

@@ -54,14 +54,33 @@ the gradients to its ring successor once it has received the previous round's ch
 rings' flows share NICs and links with the pipelines' own transfers still in flight
 (overlapped with the pipeline's tail, not bucketed inside one device's backward).
 
-With ``recompute`` (activation checkpointing), a virtual stage stashes only its input per
-in-flight microbatch and runs its forward again before the backward (backward time 3x
-forward instead of 2x).
+Skips: a relayed plan sends each skip crossing devices along with the boundary activation
+at every virtual-stage boundary it spans; a direct plan (``blockwise-direct``) sends it
+once, point to point, from the producer's device when the producer's forward ends, and the
+consumer's forward also waits for it (its gradient goes back the same way and the
+producer's backward waits for it). Each transfer is a flow of the network below: a direct
+skip is one flow from the producer's device to the consumer's, started when the
+producer's forward ends (its gradient one flow back, started when the consumer's backward
+ends), sharing links and NICs with every other flow in flight.
+
+Activation memory per in-flight microbatch (:func:`stash_bytes`) is what autograd saves
+for the virtual stage's backward (:meth:`sim.pipeline.profile.ModelProfile.activation_bytes`,
+measured on the meta device), plus skips the device keeps for a later virtual stage that
+nothing there saves: on a skip-aware plan the encoder output waiting for its decoder on
+the same device, on a direct plan the skip held at its producer until sent (torchgpipe's
+portals); both are counted for the producer's whole in-flight window, an upper bound.
+With ``recompute`` (activation checkpointing per block), a virtual stage stashes only the
+inputs of its blocks (and held skips) per in-flight microbatch and runs each block's
+forward again before its backward (backward time 3x forward instead of 2x); while a block
+runs its backward its saved tensors are live on top of the stash, for one block at a time.
 
 Reported: makespan of the pipeline (no optimizer), the step with its all-reduce,
 bubble ratio, samples/s, bytes per link, peak memory per device (16 bytes per parameter for
-mixed-precision Adam, plus the stashed activations of in-flight microbatches), and the
-timeline, which :func:`check_timeline` validates after every simulation.
+mixed-precision Adam, plus the stashed activations of in-flight microbatches (under
+``zb-h1`` held from ``F`` until ``W``) and, with recompute, the live block's saved tensors
+during a backward), and the timeline, which :func:`check_timeline` validates after every
+simulation. Not modelled: transient tensors of an op (gradients of activations during
+backward, temporaries inside a forward).
 """
 
 from __future__ import annotations
@@ -96,6 +115,11 @@ class VirtualStage:
     send_bytes: int
     """Bytes sent to the next virtual stage per microbatch (forward; the gradients back are the same)."""
     stash_bytes: int
+    """Activation bytes kept per in-flight microbatch without recompute (module doc)."""
+    recompute_stash_bytes: int = 0
+    """Bytes kept per in-flight microbatch with recompute: its blocks' inputs and held skips."""
+    transient_bytes: int = 0
+    """With recompute: the most saved bytes one of its blocks adds while it runs its backward."""
 
 
 @dataclass(frozen=True)
@@ -159,56 +183,128 @@ def stage_runs(device_of: Sequence[int]) -> list[list[int]]:
     return runs
 
 
-def boundary_tensors(device_of: Sequence[int], skips: Sequence[tuple[int, int]]) -> list[tuple[int, int, list[int]]]:
+def boundary_tensors(
+    device_of: Sequence[int], skips: Sequence[tuple[int, int]], *, direct: bool = False
+) -> list[tuple[int, int, list[int]]]:
     """Per virtual-stage boundary: (from device, to device, block outputs sent across it).
 
-    Sent: the boundary activation, and each skip in flight across the boundary unless both
-    its ends share a device (then it is cached locally, PULSE's point).
+    Sent: the boundary activation, and (relayed skips, ``direct`` False) each skip in flight
+    across the boundary unless both its ends share a device (then it is cached locally,
+    PULSE's point). With ``direct`` skips travel separately (:func:`direct_sends`).
     """
     runs = stage_runs(device_of)
     stage_of = {i: k for k, run in enumerate(runs) for i in run}
     out = []
     for k in range(len(runs) - 1):
-        tensors = [runs[k][-1]] + [s for s, c in skips if stage_of[s] <= k < stage_of[c] and device_of[s] != device_of[c]]
-        out.append((device_of[runs[k][-1]], device_of[runs[k + 1][0]], tensors))
+        relayed = [] if direct else [s for s, c in skips if stage_of[s] <= k < stage_of[c] and device_of[s] != device_of[c]]
+        out.append((device_of[runs[k][-1]], device_of[runs[k + 1][0]], [runs[k][-1], *relayed]))
     return out
+
+
+def direct_sends(device_of: Sequence[int], skips: Sequence[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    """Skips a direct plan sends point to point: (producer's virtual stage, consumer's virtual stage, producer block).
+
+    Only skips whose ends sit on different devices travel; the others stay on the device."""
+    stage_of = {i: k for k, run in enumerate(stage_runs(device_of)) for i in run}
+    return [(stage_of[s], stage_of[c], s) for s, c in skips if device_of[s] != device_of[c]]
+
+
+def _held_skips(profile: ModelProfile, plan: Plan, run: Sequence[int]) -> set[int]:
+    """Skips produced in ``run`` that its device keeps for a later virtual stage (module doc)."""
+    inside = set(run)
+    held = set()
+    for s, c in profile.skip_edges:
+        if s in inside and c not in inside:
+            same_device = plan.device_of[s] == plan.device_of[c]
+            if same_device or plan.direct_skips:
+                held.add(s)
+    return held
+
+
+def _activation_memory(profile: ModelProfile, plan: Plan, run: Sequence[int]) -> tuple[int, int, int]:
+    """Stash without recompute, stash with recompute, and the recompute transient of one virtual stage (module doc)."""
+    blocks = profile.blocks
+    held = _held_skips(profile, plan, run)
+    saved = {j for i in run for j in blocks[i].saved_outputs} | held
+    stash = sum(blocks[i].saved_bytes for i in run) + sum(profile.output_bytes(j) for j in saved)
+    inputs: set[int] = {i - 1 for i in run} | held
+    inputs |= {skip for i in run if (skip := blocks[i].skip_from) is not None}
+    recompute_stash = sum(profile.output_bytes(j) for j in inputs)
+    transient = max(blocks[i].saved_bytes + sum(profile.output_bytes(j) for j in blocks[i].saved_outputs if j not in inputs) for i in run)
+    return stash, recompute_stash, transient
 
 
 def virtual_stages(profile: ModelProfile, plan: Plan, flops_per_s: float, kernel_s: float = 0.0) -> list[VirtualStage]:
     """Group ``plan``'s blocks into virtual stages with their compute and boundary bytes."""
     runs = stage_runs(plan.device_of)
-    sends = [sum(profile.blocks[t].out_bytes for t in tensors) for _, _, tensors in boundary_tensors(plan.device_of, profile.skip_edges)]
+    boundaries = boundary_tensors(plan.device_of, profile.skip_edges, direct=plan.direct_skips)
+    sends = [sum(profile.blocks[t].out_bytes for t in tensors) for _, _, tensors in boundaries]
     out = []
     for k, run in enumerate(runs):
         flop_equivalents = sum(work(profile.blocks[i], flops_per_s, kernel_s) for i in run)
-        stash = sum(profile.blocks[i].out_bytes for i in run)
+        stash, recompute_stash, transient = _activation_memory(profile, plan, run)
         send = sends[k] if k < len(sends) else 0
-        out.append(VirtualStage(plan.device_of[run[0]], tuple(run), flop_equivalents / flops_per_s, send, stash))
+        out.append(
+            VirtualStage(plan.device_of[run[0]], tuple(run), flop_equivalents / flops_per_s, send, stash, recompute_stash, transient)
+        )
     return out
 
 
 def stash_bytes(profile: ModelProfile, stages: Sequence[VirtualStage], v: int, recompute: bool) -> int:
-    """Activation bytes virtual stage ``v`` keeps per in-flight microbatch (with recompute: its input only)."""
-    if not recompute:
-        return stages[v].stash_bytes
-    return stages[v - 1].send_bytes if v > 0 else profile.input_bytes
+    """Activation bytes virtual stage ``v`` keeps per in-flight microbatch (module doc; with recompute: its blocks' inputs)."""
+    return stages[v].recompute_stash_bytes if recompute else stages[v].stash_bytes
+
+
+def transient_bytes(stages: Sequence[VirtualStage], v: int, recompute: bool) -> int:
+    """Bytes live on top of the stash while virtual stage ``v`` runs a backward (with recompute: one block's saved tensors)."""
+    return stages[v].transient_bytes if recompute else 0
 
 
 def memory_bound(profile: ModelProfile, plan: Plan, *, schedule: str, microbatches: int, recompute: bool = False) -> tuple[int, ...]:
     """Memory each device must hold under a schedule rule: optimizer state plus the most stashed activations it allows.
 
     GPipe stashes every microbatch on every virtual stage; 1F1B and wave keep at most
-    ``V - v`` microbatches in flight on virtual stage ``v``. The simulated peak never exceeds this.
+    ``V - v`` microbatches in flight on virtual stage ``v``. Interleaved runs a fixed op order
+    per device (:func:`interleaved_order`): the most its order ever holds (forwards done,
+    backwards not, each at its stage's stash). ZB-H1 lets a device hold at most
+    :func:`zb_h1_cap` microbatches from ``F`` until ``W``, at most ``microbatches`` per
+    virtual stage: the bound fills the device's largest stashes first. With recompute, the
+    largest transient of the device's stages comes on top. The simulated peak never exceeds
+    this (for a schedule rule, not for an arbitrary given ``order``).
     """
     stages = virtual_stages(profile, plan, 1.0)
     n_v = len(stages)
     memory = [0] * plan.devices
+    transient = [0] * plan.devices
+    stash = [stash_bytes(profile, stages, v, recompute) for v in range(n_v)]
     for i, d in enumerate(plan.device_of):
         memory[d] += profile.blocks[i].param_bytes * OPTIMIZER_BYTES_PER_PARAM_BYTE
     for v, stage in enumerate(stages):
-        limit = microbatches if schedule == "gpipe" else min(microbatches, n_v - v)
-        memory[stage.device] += limit * stash_bytes(profile, stages, v, recompute)
-    return tuple(memory)
+        transient[stage.device] = max(transient[stage.device], transient_bytes(stages, v, recompute))
+    if schedule == "interleaved":
+        order = interleaved_order(stages, plan.devices, microbatches)
+        held = [0] * plan.devices
+        most = [0] * plan.devices
+        for kind, v, _ in sorted(order, key=lambda o: (order[o], o)):
+            d = stages[v].device
+            held[d] += stash[v] if kind == "F" else -stash[v]
+            most[d] = max(most[d], held[d])
+        activations = most
+    elif schedule == "zb-h1":
+        cap = zb_h1_cap(stages, microbatches)
+        activations = [0] * plan.devices
+        for d in range(plan.devices):
+            left = cap
+            for size in sorted((stash[v] for v, s in enumerate(stages) if s.device == d), reverse=True):
+                take = min(left, microbatches)
+                activations[d] += take * size
+                left -= take
+    else:
+        activations = [0] * plan.devices
+        for v, stage in enumerate(stages):
+            limit = microbatches if schedule == "gpipe" else min(microbatches, n_v - v)
+            activations[stage.device] += limit * stash[v]
+    return tuple(m + a + t for m, a, t in zip(memory, activations, transient, strict=True))
 
 
 class _Network:
@@ -408,6 +504,7 @@ def check_timeline(
     microbatches: int,
     replicas: int = 1,
     split_backward: bool = False,
+    skips: Sequence[tuple[int, int, int]] = (),
 ) -> None:
     """Raise ``ValueError`` unless ``timeline`` is a valid pipeline step.
 
@@ -415,7 +512,10 @@ def check_timeline(
     virtual stage and microbatch) ran exactly once, on its stage's device; a device ran one
     op at a time; ``F(v, m)`` started after ``F(v-1, m)`` ended plus the transfer between
     their devices alone on its path (contention only lengthens it), ``B(v, m)`` after
-    ``F(v, m)`` and after ``B(v+1, m)`` plus the transfer back, ``W(v, m)`` after ``B(v, m)``.
+    ``F(v, m)`` and after ``B(v+1, m)`` plus the transfer back, ``W(v, m)`` after ``B(v, m)``;
+    for each direct skip ``(producer stage, consumer stage, bytes)`` in ``skips``, the
+    consumer's ``F`` after the producer's ``F`` plus that transfer alone, and the producer's
+    ``B`` after the consumer's ``B`` plus the transfer back.
     """
     n_v, n_dev = len(stages), 1 + max(s.device for s in stages)
     kinds = ("F", "B", "W") if split_backward else ("F", "B")
@@ -458,6 +558,10 @@ def check_timeline(
                 after(r, ("B", v, m), ("F", v, m), 0.0)
                 if split_backward:
                     after(r, ("W", v, m), ("B", v, m), 0.0)
+            for src_v, dst_v, nbytes in skips:
+                producer, consumer = r * n_dev + stages[src_v].device, r * n_dev + stages[dst_v].device
+                after(r, ("F", dst_v, m), ("F", src_v, m), cluster.transfer_s(producer, consumer, nbytes))
+                after(r, ("B", src_v, m), ("B", dst_v, m), cluster.transfer_s(consumer, producer, nbytes))
 
 
 def simulate(
@@ -505,7 +609,24 @@ def simulate(
     weight_factor = (TRAIN_FLOPS_FACTOR - 1.0) / 2  # ZB: W is half the backward (recompute stays in B)
     duration = {"F": 1.0, "B": bwd_factor - weight_factor if split else bwd_factor, "W": weight_factor}
     stashed = [stash_bytes(profile, stages, v, recompute) for v in range(len(stages))]
+    live = [transient_bytes(stages, v, recompute) for v in range(len(stages))]
+    skip_sends: list[tuple[int, int, int]] = []  # direct plans: (producer stage, consumer stage, bytes) per skip sent
+    if plan.direct_skips:
+        skip_sends = [(src_v, dst_v, profile.blocks[b].out_bytes) for src_v, dst_v, b in direct_sends(plan.device_of, profile.skip_edges)]
+    skips_out: dict[int, list[tuple[int, int]]] = defaultdict(list)  # direct plans: producer stage -> (consumer stage, bytes)
+    skips_in: dict[int, list[tuple[int, int]]] = defaultdict(list)  # consumer stage -> (producer stage, bytes)
+    for src_v, dst_v, nbytes in skip_sends:
+        skips_out[src_v].append((dst_v, nbytes))
+        skips_in[dst_v].append((src_v, nbytes))
+    # messages each op waits for: F(v) its input and the direct skips into v; B(v) the gradient
+    # from v + 1 (or, on the last stage, its own F) and the gradients of v's direct skips
+    needs = {
+        "F": [(1 if v > 0 else 0) + len(skips_in[v]) for v in range(n_v)],
+        "B": [1 + len(skips_out[v]) for v in range(n_v)],
+        "W": [1] * n_v,
+    }
     n_g = n_dev * dp  # cluster devices in use: replica r's device d is r * n_dev + d
+    waiting: dict[tuple[int, Op], int] = {}  # (cluster device, op) -> messages still to arrive
     ready: list[dict[Op, float]] = [{} for _ in range(n_g)]
     for r in range(dp):
         for m in range(microbatches):
@@ -550,10 +671,19 @@ def simulate(
         first = 0 if (kind == "B") != (schedule == "gpipe") else 1
         return (first, m, -v if kind != "F" else v)
 
+    def deliver(g: int, op: Op, now: float) -> None:
+        """One message ``op`` waits for has arrived on cluster device ``g``; ready when it was the last."""
+        left = waiting.get((g, op), needs[op[0]][op[1]]) - 1
+        if left > 0:
+            waiting[g, op] = left
+            return
+        waiting.pop((g, op), None)
+        ready[g][op] = now
+
     def send(r: int, src_v: int, dst: Op, now: float, nbytes: int) -> None:
         a, b = r * n_dev + stages[src_v].device, r * n_dev + stages[dst[1]].device
         if a == b or nbytes == 0:
-            ready[b][dst] = now
+            deliver(b, dst, now)
             return
         net.add(now, a, b, nbytes, ("op", b, dst))
         if r == 0:
@@ -591,16 +721,22 @@ def simulate(
             if v + 1 < n_v:
                 send(r, v, ("F", v + 1, m), now, stages[v].send_bytes)
             else:
-                ready[g]["B", v, m] = now
+                deliver(g, ("B", v, m), now)
+            for dst_v, nbytes in skips_out[v]:  # direct skips: one flow each, point to point
+                send(r, v, ("F", dst_v, m), now, nbytes)
         elif kind == "B":
+            peak[g] = max(peak[g], stash[g] + live[v])  # one block's saved tensors live during its backward (recompute)
             inflight[r][v] -= 1
             if split:
-                ready[g]["W", v, m] = now
+                deliver(g, ("W", v, m), now)
             else:
                 stash[g] -= stashed[v]
             if v > 0:
                 send(r, v, ("B", v - 1, m), now, stages[v - 1].send_bytes)
+            for src_v, nbytes in skips_in[v]:  # the direct skips' gradients back to their producers
+                send(r, v, ("B", src_v, m), now, nbytes)
         else:
+            peak[g] = max(peak[g], stash[g] + live[v])  # W needs the block's saved tensors again (recompute: recomputed)
             stash[g] -= stashed[v]
         if ops_left[g] == 0:
             done_at[g] = now
@@ -610,7 +746,7 @@ def simulate(
     def arrive(tags: list[Any]) -> None:
         for tag in tags:
             if tag[0] == "op":
-                ready[tag[1]][tag[2]] = now
+                deliver(tag[1], tag[2], now)
             else:
                 g = tag[1]
                 ar_sending[g] = False
@@ -658,7 +794,7 @@ def simulate(
         raise RuntimeError("pipeline simulation deadlocked (a schedule rule admits no ready op)")  # a bug, not user input
     if dp > 1 and any(ar_sent[g] < rounds or ar_recv[g] < rounds for g in range(n_g)):
         raise RuntimeError("gradient all-reduce did not finish")  # a bug
-    check_timeline(stages, cluster, timeline, microbatches=microbatches, replicas=dp, split_backward=split)
+    check_timeline(stages, cluster, timeline, microbatches=microbatches, replicas=dp, split_backward=split, skips=skip_sends)
     makespan = max(s.end for s in timeline)
     params = [sum(profile.blocks[i].param_bytes for i in s.blocks) for s in stages]
     param_dev = [0] * n_dev

@@ -2,7 +2,8 @@
 
 For a global batch on a cluster, every configuration with ``pp * dp == devices`` is
 simulated: ``dp`` replicas of one pipeline each run ``global_batch / (dp * microbatch)``
-microbatches (GPipe or 1F1B on a block-wise plan; GPipe or wave on a skip-aware plan), and
+microbatches (GPipe or 1F1B on each block-wise baseline's plan; GPipe or wave on a
+skip-aware plan; the byte-aware partitioners all get the same ``balance`` tolerance), and
 the data-parallel replicas of each stage ring-all-reduce its gradients as soon as its last
 backward ends, all in one discrete-event simulation
 (``simulate(..., data_parallel=dp)``): the rings' chunks and the pipelines' activations
@@ -25,11 +26,20 @@ from typing import Any
 
 from sim.errors import UserInputError
 from sim.pipeline.cluster import Cluster
-from sim.pipeline.partition import Plan, partition, units
+from sim.pipeline.partition import TOLERANT, Plan, partition, units
 from sim.pipeline.profile import profile
 from sim.pipeline.simulate import StepResult, memory_bound, simulate
 
-CHOICES = (("blockwise", "gpipe"), ("blockwise", "1f1b"), ("skip-aware", "gpipe"), ("skip-aware", "wave"))
+CHOICES = (
+    ("blockwise", "gpipe"),
+    ("blockwise", "1f1b"),
+    ("blockwise-direct", "gpipe"),
+    ("blockwise-direct", "1f1b"),
+    ("blockwise-bytes", "gpipe"),
+    ("blockwise-bytes", "1f1b"),
+    ("skip-aware", "gpipe"),
+    ("skip-aware", "wave"),
+)
 """Partitioner and schedule pairs: 1F1B on a skip-aware plan is the wave schedule."""
 
 
@@ -133,15 +143,29 @@ def gradient_allreduce_s(cluster: Cluster, plan: Plan, dp: int) -> float:
 
 
 def tune(
-    model: str, cluster: Cluster, *, global_batch: int, resolution: int = 64, microbatches: tuple[int, ...] = (1, 2, 4, 8)
+    model: str,
+    cluster: Cluster,
+    *,
+    global_batch: int,
+    resolution: int = 64,
+    microbatches: tuple[int, ...] = (1, 2, 4, 8),
+    balance: float = 0.0,
+    methods: tuple[str, ...] | None = None,
 ) -> tuple[list[Candidate], list[Rejected]]:
     """Every feasible configuration, fastest first, and the rejected ones with reasons.
+
+    Args:
+        balance: balance tolerance of the byte-aware partitioners (``blockwise-bytes``, ``skip-aware``).
+        methods: partitioners to try (default: all of :data:`CHOICES`).
 
     Raises:
         UserInputError: no configuration fits (the message says the closest miss).
     """
     if global_batch < 1:
         raise UserInputError(f"global batch must be at least 1, got {global_batch}")
+    known = sorted({m for m, _ in CHOICES})
+    if methods is not None and not set(methods) <= set(known):
+        raise UserInputError(f"unknown partitioner(s) {sorted(set(methods) - set(known))}; choose from {', '.join(known)}")
     max_pairs = len(units(profile(model, resolution=resolution)))
     feasible: list[Candidate] = []
     rejected: list[Rejected] = []
@@ -154,11 +178,13 @@ def tune(
             p = profile(model, resolution=resolution, microbatch=mb)
             n_micro = global_batch // (dp * mb)
             for method, schedule in CHOICES:
+                if methods is not None and method not in methods:
+                    continue
                 if method == "skip-aware" and pp > max_pairs:
                     continue
                 if pp > len(p.blocks):
                     continue
-                plan = partition(p, method, pp, **cluster.rates)
+                plan = partition(p, method, pp, **cluster.rates, balance_tolerance=balance if method in TOLERANT else 0.0)
                 step = simulate(p, plan, cluster, schedule=schedule, microbatches=n_micro, data_parallel=dp)
                 reduce_s = gradient_allreduce_s(cluster, plan, dp)
                 bound = max(memory_bound(p, plan, schedule=schedule, microbatches=n_micro)) / 1e9

@@ -25,9 +25,9 @@ FAST = Cluster("ideal", devices=16, per_node=16, device_tflops=1e-9, memory_gb=8
 
 def _chain(blocks: int, params: tuple[int, ...] | None = None) -> ModelProfile:
     params = params or (0,) * blocks
-    return ModelProfile(
-        "chain", 1, 1, 2, tuple(BlockProfile(f"b{i}", "other", 1000, params[i], 100, (1,), None) for i in range(blocks)), nx.DiGraph()
-    )
+    # each block saves 100 bytes for its backward (the stash per in-flight microbatch)
+    chain = tuple(BlockProfile(f"b{i}", "other", 1000, params[i], 100, (1,), None, saved_bytes=100) for i in range(blocks))
+    return ModelProfile("chain", 1, 1, 2, chain, nx.DiGraph())
 
 
 def _finish(cluster: Cluster, flows: list[tuple[int, int, float]]) -> list[float]:

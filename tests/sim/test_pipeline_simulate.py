@@ -20,7 +20,8 @@ FAST = Cluster("ideal", devices=16, per_node=16, device_tflops=1e-9, memory_gb=8
 
 
 def _chain(stages: int, flops: int = 1000) -> ModelProfile:
-    blocks = tuple(BlockProfile(f"b{i}", "other", flops, 0, 100, (1,), None) for i in range(stages))
+    # each block saves 100 bytes for its backward (the stash per in-flight microbatch)
+    blocks = tuple(BlockProfile(f"b{i}", "other", flops, 0, 100, (1,), None, saved_bytes=100) for i in range(stages))
     return ModelProfile("chain", 1, 1, 2, blocks, nx.DiGraph())
 
 
@@ -140,7 +141,9 @@ def test_hybrid_tuner_ranks_feasible_configurations_and_explains_rejections() ->
     feasible, rejected = tune("unet-tiny", cluster, global_batch=8, resolution=8)
     assert feasible and all(c.pp * c.dp == 4 for c in feasible)
     assert [c.samples_per_s for c in feasible] == sorted((c.samples_per_s for c in feasible), reverse=True)
-    assert {c.method for c in feasible} == {"blockwise", "skip-aware"} and all(c.allreduce_s == 0 for c in feasible if c.dp == 1)
+    assert {c.method for c in feasible} == {"blockwise", "blockwise-direct", "blockwise-bytes", "skip-aware"} and all(
+        c.allreduce_s == 0 for c in feasible if c.dp == 1
+    )
     undivided = [r for r in rejected if "not a multiple" in r.reason]
     assert (4, 4) in {(r.dp, r.microbatch) for r in undivided}  # dp 4 x microbatch 4 does not divide 8
     assert all(r.candidate is None and set(r.as_dict()) == {"pp", "dp", "microbatch", "reason"} for r in undivided)
