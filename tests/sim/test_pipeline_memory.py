@@ -10,7 +10,7 @@ from sim.pipeline.cluster import Cluster
 from sim.pipeline.memcheck import measure_step, predicted_step, real_saved_bytes
 from sim.pipeline.partition import blockwise, blockwise_bytes, blockwise_direct, partition, skip_aware
 from sim.pipeline.profile import BlockProfile, ModelProfile, profile
-from sim.pipeline.simulate import memory_bound, simulate, virtual_stages
+from sim.pipeline.simulate import check_timeline, memory_bound, simulate, virtual_stages
 
 ATTENTION_BLOCKS = {"unet-tiny": {"mid"}, "uvit-tiny": {"in0", "in1", "mid", "out0", "out1"}, "unet-small": {"enc3", "mid", "dec2", "dec3"}}
 """Blocks with self-attention (unet-tiny's middle block has one; the others are listed in their presets)."""
@@ -116,6 +116,22 @@ def test_relayed_and_direct_skips_hand_derived_makespans() -> None:
     # land at 12: B2 [12, 14], B1 [15, 17], B0 [18, 20] (its skip gradient long there): one boundary second more each way
     d = simulate(p, direct, SLOW, schedule="1f1b", microbatches=1)
     assert d.makespan_s == pytest.approx(4 + 3 + 8 + 3 + 2) and d.link_bytes[0, 3] == d.link_bytes[3, 0] == 100
+
+
+def test_direct_skips_are_checked_in_the_timeline_and_run_in_every_replica() -> None:
+    p = _four_blocks(100)
+    plan = blockwise_direct(p, 4, flops_per_s=1e3)
+    stages = virtual_stages(p, plan, 1e3)
+    d = simulate(p, plan, SLOW_LINKS, schedule="1f1b", microbatches=1)
+    check_timeline(stages, SLOW_LINKS, d.timeline, microbatches=1, skips=[(0, 3, 100)])
+    # a 10 000-byte skip would take 100 s: F3 starting at 6 s (F0 [0, 1], each hop 1 s) cannot have waited for it
+    with pytest.raises(ValueError, match=r"\('F', 3, 0\) starts at 6, before \('F', 0, 0\) ends plus 100 s"):
+        check_timeline(stages, SLOW_LINKS, d.timeline, microbatches=1, skips=[(0, 3, 10_000)])
+    # two replicas on one 8-GPU node (a link per ordered pair, no parameters to all-reduce): each runs the 18-s step
+    eight = Cluster("8", devices=8, per_node=8, device_tflops=1e-9, memory_gb=1.0, intra_gbs=1e-7, inter_gbs=1e-7, latency_us=0.0)
+    two = simulate(p, plan, eight, schedule="1f1b", microbatches=1, data_parallel=2)
+    assert two.step_s == pytest.approx(18.0) and two.link_bytes[0, 3] == two.link_bytes[3, 0] == 100
+    assert {s.device for s in two.timeline if s.op == ("F", 3, 0)} == {3, 7}
 
 
 def test_a_slow_direct_skip_delays_its_consumer_and_the_producers_backward() -> None:
