@@ -11,7 +11,7 @@ from search.errors import UserInputError
 from sim.pipeline.cluster import PRESETS as CLUSTERS
 from sim.pipeline.cluster import Cluster, get_cluster
 from sim.pipeline.ilp import synthesize
-from sim.pipeline.partition import Plan, from_mapping, partition
+from sim.pipeline.partition import PARTITIONERS, TOLERANT, Plan, from_mapping, partition
 from sim.pipeline.profile import MODELS, ModelProfile, profile, summary
 from sim.pipeline.simulate import simulate
 from sim.pipeline.tune import tune
@@ -23,7 +23,17 @@ MICROBATCH = Field(
     1, ge=1, le=4096, description="samples per microbatch ('batch' is accepted too)", validation_alias=AliasChoices("microbatch", "batch")
 )
 CLUSTER = Field("v100x16-ib10", description=f"cluster preset ({', '.join(CLUSTERS)}) or a JSON file path")
-BALANCE = Field(0.0, ge=0.0, le=2.0, description="stage-time slack the partitioner may trade for fewer bytes sent (0: pure balance)")
+BALANCE = Field(
+    0.0,
+    ge=0.0,
+    le=2.0,
+    description="stage-time slack the byte-aware partitioners (blockwise-bytes, skip-aware) may trade for fewer bytes (0: pure balance)",
+)
+Method = Literal["blockwise", "blockwise-direct", "blockwise-bytes", "skip-aware"]
+METHODS_HELP = (
+    "blockwise (skips relayed stage by stage, the 1F1B/GPipe baseline), blockwise-direct (same cuts, each skip sent point to "
+    "point as torchgpipe's portals do), blockwise-bytes (byte-aware cuts with the balance tolerance), skip-aware (PULSE)"
+)
 
 
 class ProfileArgs(ToolArgs):
@@ -89,7 +99,9 @@ class PlanArgs(ToolArgs):
     cluster: str = CLUSTER
     resolution: int = RESOLUTION
     microbatch: int = MICROBATCH
-    method: Literal["blockwise", "skip-aware", "both"] = Field("both", description="blockwise (1F1B baseline), skip-aware (PULSE) or both")
+    method: Literal["blockwise", "blockwise-direct", "blockwise-bytes", "skip-aware", "both", "all"] = Field(
+        "all", description=f"{METHODS_HELP}; both: blockwise and skip-aware; all: the three baselines and skip-aware"
+    )
     balance: float = BALANCE
 
 
@@ -112,16 +124,27 @@ class PipelinePlan(Tool):
         if args.devices > cluster.devices:
             raise UserInputError(f"{args.devices} stages need {args.devices} devices; cluster {cluster.name} has {cluster.devices}")
         p = profile(args.model, resolution=args.resolution, microbatch=args.microbatch)
-        methods = ("blockwise", "skip-aware") if args.method == "both" else (args.method,)
+        methods = {"both": ("blockwise", "skip-aware"), "all": tuple(PARTITIONERS)}.get(args.method, (args.method,))
+        if len(methods) == 1 and args.method not in TOLERANT and args.balance:
+            raise UserInputError(f"{args.method} takes no balance tolerance; use blockwise-bytes for byte-aware block-wise cuts")
         plans = {}
         for m in methods:
-            plan = partition(p, m, args.devices, **cluster.rates, balance_tolerance=args.balance)
+            plan = partition(p, m, args.devices, **cluster.rates, balance_tolerance=args.balance if m in TOLERANT else 0.0)
             plans[m] = {**plan.as_dict(p), "handle": plan_handle(p, plan)}
         value: dict[str, Any] = {"model": args.model, "devices": args.devices, "cluster": cluster.name, "plans": plans}
-        if len(plans) == 2:
-            base, ours = plans["blockwise"]["total_bytes_per_microbatch_forward"], plans["skip-aware"]["total_bytes_per_microbatch_forward"]
-            value["bytes_reduction"] = round(1 - ours / base, 4) if base else 0.0
-        return ToolResult(value=value, messages=["skip bytes of the blockwise plan are relayed stage by stage, as 1F1B/GPipe send them"])
+        if "skip-aware" in plans and len(plans) > 1:
+            ours = plans["skip-aware"]["total_bytes_per_microbatch_forward"]
+            value["bytes_reduction"] = {
+                m: round(1 - ours / plan["total_bytes_per_microbatch_forward"], 4) if plan["total_bytes_per_microbatch_forward"] else 0.0
+                for m, plan in plans.items()
+                if m != "skip-aware"
+            }
+        messages = ["blockwise and blockwise-bytes relay skips stage by stage, as 1F1B/GPipe send them; blockwise-direct sends each once"]
+        if args.balance and len(methods) > 1:
+            messages.append(
+                f"balance {args.balance:g} applies to blockwise-bytes and skip-aware; blockwise and blockwise-direct are compute-balanced"
+            )
+        return ToolResult(value=value, messages=messages)
 
 
 class SimulateArgs(ToolArgs):
@@ -129,14 +152,30 @@ class SimulateArgs(ToolArgs):
     model: str = MODEL
     devices: int = Field(8, ge=1, le=1024, description="pipeline stages (one device each)")
     cluster: str = CLUSTER
-    method: Literal["blockwise", "skip-aware"] = Field("skip-aware", description="partitioner")
+    method: Method = Field("skip-aware", description=f"partitioner: {METHODS_HELP}")
     balance: float = BALANCE
-    schedule: Literal["gpipe", "1f1b", "wave", "ilp"] = Field("wave", description="pipeline schedule; ilp: synthesised by CP-SAT")
+    schedule: Literal["gpipe", "1f1b", "wave", "interleaved", "zb-h1", "ilp"] = Field(
+        "wave",
+        description="pipeline schedule: gpipe, 1f1b, wave (1F1B over a skip-aware plan's V-shaped stages), interleaved (Megatron's "
+        "interleaved 1F1B order over the virtual stages), zb-h1 (zero-bubble: backward split into input and weight gradients, "
+        "weight gradients deferred within 1F1B's memory), ilp (synthesised by CP-SAT)",
+    )
     resolution: int = RESOLUTION
     microbatch: int = MICROBATCH
     microbatches: int = Field(16, ge=1, le=1024, description="microbatches per training step")
     recompute: bool = Field(False, description="activation recomputation (stash stage inputs only; recompute before backward)")
     time_limit_s: float = Field(10.0, gt=0, le=600, description="ilp: CP-SAT time limit (the best schedule found is returned)")
+    ilp_memory: Literal["1f1b", "1f1b-peak", "device"] = Field(
+        "1f1b",
+        description="ilp: cap each device's stashed activations at 1F1B's bound there (equal-memory comparison), at the fullest "
+        "device's 1F1B activations (1f1b-peak: ZB-H1's rule), or at the device's memory",
+    )
+    ilp_split_backward: bool = Field(
+        False, description="ilp: schedule input-gradient (B) and weight-gradient (W) halves of each backward separately, as ZB-H1"
+    )
+    data_parallel: int = Field(
+        1, ge=1, le=1024, description="replicas of the pipeline; their gradient ring all-reduce shares the nodes' NICs with the pipeline"
+    )
 
 
 class PipelineSimulate(Tool):
@@ -145,8 +184,9 @@ class PipelineSimulate(Tool):
     name = "pipeline.simulate"
     description = (
         "Simulate one pipeline-parallel training step (discrete events: compute per stage, transfers per link) for a plan "
-        "(a pipeline.plan handle, or model + devices + method) and schedule (gpipe, 1f1b, wave, or ilp: CP-SAT synthesised) "
-        "on a cluster: makespan, bubble ratio, samples/s, bytes per link and peak memory per device."
+        "(a pipeline.plan handle, or model + devices + method) and schedule (gpipe, 1f1b, wave, interleaved, zb-h1, or ilp: "
+        "CP-SAT synthesised, with its bound and gap) on a cluster whose nodes share NICs: makespan, bubble ratio, samples/s, "
+        "bytes per link and peak memory per device; with data_parallel replicas, the step with the gradient all-reduce."
     )
     Args = SimulateArgs
     loads_code = ("model",)
@@ -172,13 +212,37 @@ class PipelineSimulate(Tool):
         extra: dict[str, Any] = {}
         messages: list[str] = ["simulated (sim/pipeline): not measured on hardware"]
         if args.schedule == "ilp":
-            synthesized = synthesize(p, plan, cluster, microbatches=args.microbatches, time_limit_s=args.time_limit_s)
-            result = simulate(p, plan, cluster, schedule="ilp", microbatches=args.microbatches, order=synthesized.starts)
-            extra = {"solver": {"status": synthesized.status, "solve_s": round(synthesized.solve_s, 3)}}
+            synthesized = synthesize(
+                p,
+                plan,
+                cluster,
+                microbatches=args.microbatches,
+                time_limit_s=args.time_limit_s,
+                memory=args.ilp_memory,
+                split_backward=args.ilp_split_backward,
+            )
+            result = simulate(
+                p,
+                plan,
+                cluster,
+                schedule="zb-h1" if args.ilp_split_backward else "ilp",
+                microbatches=args.microbatches,
+                order=synthesized.starts,
+                data_parallel=args.data_parallel,
+            )
+            extra = {"solver": synthesized.as_dict()}
             if synthesized.status != "optimal":
                 messages.append(f"best effort: CP-SAT hit its {args.time_limit_s:g} s limit before proving this schedule optimal")
         else:
-            result = simulate(p, plan, cluster, schedule=args.schedule, microbatches=args.microbatches, recompute=args.recompute)
+            result = simulate(
+                p,
+                plan,
+                cluster,
+                schedule=args.schedule,
+                microbatches=args.microbatches,
+                recompute=args.recompute,
+                data_parallel=args.data_parallel,
+            )
         fits = all(m <= cluster.memory_gb * 1e9 for m in result.peak_memory_bytes)
         if not fits:
             messages.append(f"does not fit: peak memory exceeds {cluster.memory_gb} GB on some device")
@@ -191,6 +255,8 @@ class TuneArgs(ToolArgs):
     cluster: str = CLUSTER
     global_batch: int = Field(128, ge=1, le=1_000_000, description="samples per training step over all replicas")
     resolution: int = RESOLUTION
+    balance: float = BALANCE
+    methods: list[Method] | None = Field(None, description=f"partitioners to compare (default all): {METHODS_HELP}")
     top: int = Field(10, ge=1, le=200, description="how many of the fastest configurations to return")
 
 
@@ -200,7 +266,8 @@ class PipelineTune(Tool):
     name = "pipeline.tune"
     description = (
         "Find the fastest hybrid-parallel configuration for training a UNet on a cluster: pipeline degree x data-parallel "
-        "degree x microbatch size x (block-wise GPipe/1F1B or skip-aware GPipe/wave), each simulated with its gradient all-reduce "
+        "degree x microbatch size x (block-wise baselines: skips relayed, skips direct, byte-aware; GPipe/1F1B; "
+        "or skip-aware GPipe/wave), each simulated with its gradient all-reduce "
         "and checked against device memory. Returns the fastest configurations and the rejected ones with reasons. "
         "For a search over these plus balance and recomputation, run search.start with problem pipeline."
     )
@@ -210,7 +277,14 @@ class PipelineTune(Tool):
     long_running = True
 
     def run(self, args: TuneArgs) -> ToolResult:
-        feasible, rejected = tune(args.model, get_cluster(args.cluster), global_batch=args.global_batch, resolution=args.resolution)
+        feasible, rejected = tune(
+            args.model,
+            get_cluster(args.cluster),
+            global_batch=args.global_batch,
+            resolution=args.resolution,
+            balance=args.balance,
+            methods=tuple(args.methods) if args.methods else None,
+        )
         return ToolResult(
             value={
                 "best": [c.as_dict() for c in feasible[: args.top]],

@@ -2,16 +2,19 @@
 
 A point is a training configuration for a model on a cluster at a fixed global batch:
 pipeline degree ``pp`` (the data-parallel degree is ``devices / pp``), microbatch size,
-partitioner (block-wise or PULSE skip-aware), schedule (GPipe, 1F1B, wave), balance
-tolerance of the partitioner (slack traded for fewer bytes sent) and activation
-recomputation. The wave schedule is 1F1B run over a skip-aware plan's V-shaped stages, so
-``1f1b`` and ``wave`` name one schedule: points are kept canonical (:func:`canonical`:
-``1f1b`` on block-wise plans, ``wave`` on skip-aware ones), and the space holds each
-distinct configuration once. Objectives:
+partitioner (the three block-wise baselines: skips relayed, skips sent directly, byte-aware
+cuts; or PULSE skip-aware: :mod:`sim.pipeline.partition`), schedule (GPipe, 1F1B, wave),
+balance tolerance of the partitioner (slack traded for fewer bytes sent; only the
+byte-aware ones take it) and activation recomputation. The wave schedule is 1F1B run over
+a skip-aware plan's V-shaped stages, so ``1f1b`` and ``wave`` name one schedule: points are
+kept canonical (:func:`canonical`: ``1f1b`` on block-wise plans, ``wave`` on skip-aware
+ones, balance 0 on the compute-balanced baselines), and the space holds each distinct
+configuration once. Objectives:
 
 * ``samples_per_s`` (maximised, expensive): one training step simulated by
-  :mod:`sim.pipeline.simulate` with each stage's data-parallel ring all-reduce starting when
-  its last backward ends (:func:`sim.pipeline.tune.hybrid_step_s`); it stands for a measured step.
+  :mod:`sim.pipeline.simulate` with every data-parallel replica and each stage's ring
+  all-reduce starting when its last backward ends, sharing the nodes' NICs with the
+  pipelines' transfers (:func:`sim.pipeline.tune.hybrid_step_s`); it stands for a measured step.
 * ``memory_gb`` (minimised, cheap): the most memory any device must hold under the
   schedule rule (:func:`sim.pipeline.simulate.memory_bound`), computed without simulating.
 
@@ -38,13 +41,14 @@ from search.metrics import FrontReference
 from search.niches import Niche
 from search.problem import Evolvable, Objective, Problem, ProblemOptions, read_key_values
 from sim.pipeline.cluster import Cluster, get_cluster
-from sim.pipeline.partition import Plan, partition, units
+from sim.pipeline.partition import PARTITIONERS as PARTITION_METHODS
+from sim.pipeline.partition import TOLERANT, Plan, partition, units
 from sim.pipeline.profile import ModelProfile, profile
 from sim.pipeline.simulate import memory_bound, simulate
 from sim.pipeline.tune import hybrid_step_s
 
 MICROBATCHES = (1, 2, 4, 8, 16)
-PARTITIONERS = ("blockwise", "skip-aware")
+PARTITIONERS = tuple(PARTITION_METHODS)
 SCHEDULES = ("gpipe", "1f1b", "wave")
 BALANCES = (0.0, 0.1, 0.2)
 RECOMPUTE = ("off", "on")
@@ -64,14 +68,19 @@ class Config(NamedTuple):
 
 
 def canonical(c: Config) -> Config:
-    """``c`` with its schedule named as the plan runs it: ``wave`` on skip-aware plans, ``1f1b`` on block-wise ones.
+    """``c`` with its schedule named as the plan runs it (``wave`` on skip-aware plans, ``1f1b`` on block-wise ones) and
+    balance 0 on partitioners that take no tolerance.
 
     Example:
         >>> canonical(Config(2, 1, "skip-aware", "1f1b", 0.0, "off")).schedule
         'wave'
         >>> canonical(Config(2, 1, "blockwise", "wave", 0.0, "off")).schedule
         '1f1b'
+        >>> canonical(Config(2, 1, "blockwise-direct", "1f1b", 0.2, "off")).balance
+        0.0
     """
+    if c.partitioner not in TOLERANT and c.partitioner in PARTITION_METHODS:
+        c = c._replace(balance=0.0)
     if c.schedule == "gpipe":
         return c
     return c._replace(schedule="wave" if c.partitioner == "skip-aware" else "1f1b")
@@ -266,10 +275,17 @@ class PipelineProblem(Problem, Evolvable):
             p, plan = self._plan(c)
             values["memory_gb"] = self._bound_gb(c, p, plan)
             if self._too_big(values["memory_gb"]) is None:
+                dp = self.cluster.devices // c.pp
                 step = simulate(
-                    p, plan, self.cluster, schedule=c.schedule, microbatches=self._microbatches(c), recompute=c.recompute == "on"
+                    p,
+                    plan,
+                    self.cluster,
+                    schedule=c.schedule,
+                    microbatches=self._microbatches(c),
+                    recompute=c.recompute == "on",
+                    data_parallel=dp,
                 )
-                values["samples_per_s"] = self.global_batch / hybrid_step_s(self.cluster, plan, step, self.cluster.devices // c.pp)
+                values["samples_per_s"] = self.global_batch / hybrid_step_s(self.cluster, plan, step, dp)
         self._cache[c] = values
         return dict(values)
 

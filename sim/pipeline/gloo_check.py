@@ -4,9 +4,11 @@ Each rank (one process per device, on loopback) builds the same small model (sam
 runs the blocks the plan puts on its device in forward order, and at every virtual-stage
 boundary sends exactly what the next stage needs: the boundary activation plus the skips
 in flight across it whose producer and consumer sit on different devices (relayed stage
-by stage, as :mod:`sim.pipeline.partition` counts them). The backward pass walks the
-boundaries in reverse and sends the gradient of every tensor that crossed, back over the
-same link. Every ``dist.send`` is counted.
+by stage, as :mod:`sim.pipeline.partition` counts them); a direct plan
+(``blockwise-direct``) sends each skip instead once, from its producer's rank to its
+consumer's, right after the producer runs. The backward pass walks these sends in reverse
+and sends the gradient of every tensor that crossed, back over the same link. Every
+``dist.send`` is counted.
 
 The check passes when the bytes sent forward and backward each equal the planner's count,
 the output equals a single-process forward pass, and every parameter gradient equals a
@@ -25,6 +27,7 @@ import os
 import socket
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,13 +81,26 @@ class _RankStep:
     grads: dict[str, np.ndarray]
 
 
-def _step(rank: int, net: BlockNet, x: torch.Tensor, device_of: list[int], boundaries: list[Any], shapes: list[Any]) -> _RankStep:
-    """One forward + backward over the ranks; returns bytes sent and this rank's output and gradients."""
+def _step(
+    rank: int,
+    net: BlockNet,
+    x: torch.Tensor,
+    device_of: list[int],
+    boundaries: list[Any],
+    shapes: list[Any],
+    direct: Sequence[tuple[int, int]] = (),
+) -> _RankStep:
+    """One forward + backward over the ranks; returns bytes sent and this rank's output and gradients.
+
+    ``direct``: skips (producer, consumer) sent point to point right after the producer runs
+    (a direct plan; ``boundaries`` then carry no skips). Every rank walks the same sequence of
+    sends (forward order, then reversed), so blocking sends and receives always pair up."""
     blocks = list(net.blocks)
     net.zero_grad(set_to_none=True)
     outputs: dict[int, torch.Tensor] = {}
-    received: dict[int, list[tuple[int, torch.Tensor]]] = {}  # boundary -> (block, leaf tensor)
-    boundary_after = {tensors[0]: k for k, (_s, _d, tensors) in enumerate(boundaries)}
+    received: dict[int, list[tuple[int, torch.Tensor]]] = {}  # send event -> (block, leaf tensor)
+    events: list[tuple[int, int, list[int]]] = []  # (from rank, to rank, block outputs) in forward order
+    boundary_after = {tensors[0]: (src, dst, tensors) for src, dst, tensors in boundaries}
     sent = 0
     for i, block in enumerate(blocks):
         if device_of[i] == rank:
@@ -92,9 +108,11 @@ def _step(rank: int, net: BlockNet, x: torch.Tensor, device_of: list[int], bound
             assert isinstance(block, Block)
             skip_from = block.skip_from
             outputs[i] = block(h, outputs[skip_from] if skip_from is not None else None)
-        if i in boundary_after:
-            k = boundary_after[i]
-            src, dst, tensors = boundaries[k]
+        here = [boundary_after[i]] if i in boundary_after else []
+        here += [(device_of[s], device_of[c], [s]) for s, c in direct if s == i]
+        for src, dst, tensors in here:
+            k = len(events)
+            events.append((src, dst, tensors))
             for t in tensors:
                 if rank == src:
                     dist.send(outputs[t].detach().contiguous(), dst)
@@ -116,8 +134,8 @@ def _step(rank: int, net: BlockNet, x: torch.Tensor, device_of: list[int], bound
             torch.autograd.backward([t for t, _ in pending], [g for _, g in pending], retain_graph=True)
             pending.clear()
 
-    for k in reversed(range(len(boundaries))):
-        src, dst, tensors = boundaries[k]
+    for k in reversed(range(len(events))):
+        src, dst, tensors = events[k]
         if rank == dst:
             run_pending()
             for _t, leaf in received.get(k, []):
@@ -141,7 +159,16 @@ def _step(rank: int, net: BlockNet, x: torch.Tensor, device_of: list[int], bound
 
 
 def _rank_main(
-    rank: int, world: int, port: int, model: str, resolution: int, microbatch: int, device_of: list[int], repeats: int, queue: Any
+    rank: int,
+    world: int,
+    port: int,
+    model: str,
+    resolution: int,
+    microbatch: int,
+    device_of: list[int],
+    direct_skips: bool,
+    repeats: int,
+    queue: Any,
 ) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)  # one core per rank, as one device per rank
@@ -149,14 +176,15 @@ def _rank_main(
     try:
         net, x = _inputs(model, resolution, microbatch)
         p = profile(model, resolution=resolution, microbatch=microbatch, dtype_bytes=4)
-        boundaries = boundary_tensors(device_of, p.skip_edges)
+        boundaries = boundary_tensors(device_of, p.skip_edges, direct=direct_skips)
+        direct = [(s, c) for s, c in p.skip_edges if device_of[s] != device_of[c]] if direct_skips else []
         shapes = [b.out_shape for b in p.blocks]
-        result = _step(rank, net, x, device_of, boundaries, shapes)
+        result = _step(rank, net, x, device_of, boundaries, shapes, direct)
         times = []
         for _ in range(repeats):
             dist.barrier()
             start = time.perf_counter()
-            _step(rank, net, x, device_of, boundaries, shapes)
+            _step(rank, net, x, device_of, boundaries, shapes, direct)
             dist.barrier()
             times.append(time.perf_counter() - start)
         # numpy, not tensors: a tensor would travel as shared memory this process is about to release
@@ -183,7 +211,7 @@ def check(
     plan = partition(p, method, devices, flops_per_s=1e12)
     ctx = mp.get_context("spawn")
     queue = ctx.SimpleQueue()
-    args = (devices, _free_port(), model, resolution, microbatch, list(plan.device_of), repeats, queue)
+    args = (devices, _free_port(), model, resolution, microbatch, list(plan.device_of), plan.direct_skips, repeats, queue)
     procs = [ctx.Process(target=_rank_main, args=(r, *args)) for r in range(devices)]
     for proc in procs:
         proc.start()

@@ -9,21 +9,32 @@
   device; the activation stream goes down the devices through the encoder and back up
   through the decoder (each boundary is crossed twice).
 
+Three block-wise baselines, each selectable by name (:data:`PARTITIONERS`), so that
+skip-aware plans are compared at equal depth and equal settings:
+
+* ``blockwise``: compute-balanced cuts; skips relayed stage by stage, as 1F1B / GPipe
+  implementations pass tensors only between adjacent stages (Megatron, DeepSpeed).
+* ``blockwise-direct``: the same cuts; each skip sent once, point to point, from the
+  producing stage's device to the consuming stage's device (torchgpipe's skip portals).
+* ``blockwise-bytes``: byte-aware cuts with the balance tolerance the skip-aware plan
+  gets (below), skips relayed: the baseline given the same freedom to trade balance for bytes.
+
 Traffic per microbatch, forward (the backward pass sends gradients of the same sizes over
 the same links): a sequential edge whose two blocks sit on different devices sends the
-producer's output once; a skip whose ends sit on different devices is relayed stage by
-stage, as 1F1B / GPipe implementations pass tensors only between adjacent stages, so it
-is sent once per stage boundary it crosses (``skip_bytes``), and ``skip_bytes_direct``
-gives the single point-to-point send for comparison.
+producer's output once; a skip whose ends sit on different devices is, when relayed, sent
+once per stage boundary it crosses (``skip_bytes``), and when sent directly once
+(``skip_bytes_direct``); :attr:`Plan.total_bytes` counts the plan's own transport.
 
 Stages are balanced on time, not FLOPs: a block's forward takes its FLOPs at the device's
 rate plus a fixed ``kernel_s`` per compute op (:func:`work`), so with a launch cost the
 many small ops of a block weigh more than their FLOPs.
 
-Communication-aware cuts (``balance_tolerance`` > 0): among the partitions whose slowest
-device is within ``1 + tolerance`` of the best balance, take the one sending the fewest
-bytes (exact DP over the cut positions; a cut's bytes are additive over cuts). A little
-imbalance buys cuts at low-resolution points, where activations are small.
+Communication-aware cuts (``blockwise-bytes``, and ``skip-aware`` with ``balance_tolerance``
+> 0): among the partitions whose slowest device is within ``1 + tolerance`` of the best
+balance, take the one sending the fewest bytes (exact DP over the cut positions; a cut's
+bytes are additive over cuts). A little imbalance buys cuts at low-resolution points,
+where activations are small. ``blockwise`` and ``blockwise-direct`` are the plain
+compute-balanced baselines and take no tolerance.
 """
 
 from __future__ import annotations
@@ -49,7 +60,7 @@ class Plan:
     """A stage-to-device mapping and what it costs per microbatch.
 
     Attributes:
-        method: ``blockwise`` or ``skip-aware``.
+        method: a :data:`PARTITIONERS` name.
         device_of: device of each block (forward order).
         compute_s: training compute time of each device per microbatch.
         boundary_bytes: forward bytes of sequential edges crossing devices.
@@ -57,6 +68,8 @@ class Plan:
         skip_bytes_direct: the same skips sent point to point once each.
         param_bytes: parameter bytes held by each device.
         balance_tolerance: slowest-stage slack allowed for fewer bytes (0: pure balance).
+        direct_skips: skips crossing devices are sent point to point (``blockwise-direct``),
+            not relayed stage by stage.
     """
 
     method: str
@@ -67,6 +80,7 @@ class Plan:
     skip_bytes_direct: int
     param_bytes: tuple[int, ...]
     balance_tolerance: float = 0.0
+    direct_skips: bool = False
 
     @property
     def devices(self) -> int:
@@ -75,8 +89,8 @@ class Plan:
 
     @property
     def total_bytes(self) -> int:
-        """Forward bytes per microbatch crossing devices (boundaries + relayed skips)."""
-        return self.boundary_bytes + self.skip_bytes
+        """Forward bytes per microbatch crossing devices: boundaries plus skips as this plan sends them (relayed or direct)."""
+        return self.boundary_bytes + (self.skip_bytes_direct if self.direct_skips else self.skip_bytes)
 
     @property
     def imbalance(self) -> float:
@@ -96,6 +110,7 @@ class Plan:
             "boundary_bytes": self.boundary_bytes,
             "skip_bytes": self.skip_bytes,
             "skip_bytes_direct": self.skip_bytes_direct,
+            "skip_transport": "direct" if self.direct_skips else "relayed",
             "total_bytes_per_microbatch_forward": self.total_bytes,
             "param_bytes": list(self.param_bytes),
             "balance_tolerance": self.balance_tolerance,
@@ -200,22 +215,59 @@ def _plan(
         hops = abs(device_of[dst] - device_of[src])
         relayed += hops * profile.blocks[src].out_bytes
         direct += (hops > 0) * profile.blocks[src].out_bytes
-    return Plan(method, tuple(device_of), tuple(compute), boundary, relayed, direct, tuple(params), tolerance)
+    return Plan(
+        method, tuple(device_of), tuple(compute), boundary, relayed, direct, tuple(params), tolerance, direct_skips=method in DIRECT_METHODS
+    )
+
+
+DIRECT_METHODS = frozenset({"blockwise-direct"})
+"""Partitioners whose plans send each skip point to point (all others relay skips stage by stage)."""
+
+
+def _no_tolerance(method: str, balance_tolerance: float) -> None:
+    if balance_tolerance != 0:
+        raise UserInputError(
+            f"{method} is the compute-balanced baseline and takes no balance tolerance (got {balance_tolerance:g}); "
+            "for byte-aware block-wise cuts use blockwise-bytes"
+        )
+
+
+def _relayed_cut_bytes(profile: ModelProfile) -> list[float]:
+    """Forward bytes a cut after block ``j`` adds when skips are relayed: the boundary activation and each skip spanning it."""
+    skips = profile.skip_edges
+    out = [b.out_bytes for b in profile.blocks]
+    return [out[j] + sum(out[s] for s, c in skips if s <= j < c) for j in range(len(out) - 1)]
 
 
 def blockwise(profile: ModelProfile, devices: int, *, flops_per_s: float, kernel_s: float = 0.0, balance_tolerance: float = 0.0) -> Plan:
-    """Contiguous, compute-balanced stages in forward order (the 1F1B / GPipe baseline).
+    """Contiguous, compute-balanced stages in forward order, skips relayed (the 1F1B / GPipe baseline).
 
-    With ``balance_tolerance`` > 0 the cuts also minimise the bytes sent (module doc)."""
+    With ``balance_tolerance`` > 0 this is :func:`blockwise_bytes` (kept for callers that pass it)."""
+    if balance_tolerance != 0:
+        return blockwise_bytes(profile, devices, flops_per_s=flops_per_s, kernel_s=kernel_s, balance_tolerance=balance_tolerance)
     costs = [work(b, flops_per_s, kernel_s) for b in profile.blocks]
-    if balance_tolerance == 0:
-        return _plan("blockwise", profile, min_max_split(costs, devices), flops_per_s, kernel_s)
-    skips = profile.skip_edges
-    out = [b.out_bytes for b in profile.blocks]
-    cut_bytes = [out[j] + sum(out[s] for s, c in skips if s <= j < c) for j in range(len(costs) - 1)]
-    return _plan(
-        "blockwise", profile, min_bytes_split(costs, cut_bytes, devices, balance_tolerance), flops_per_s, kernel_s, balance_tolerance
-    )
+    return _plan("blockwise", profile, min_max_split(costs, devices), flops_per_s, kernel_s)
+
+
+def blockwise_direct(
+    profile: ModelProfile, devices: int, *, flops_per_s: float, kernel_s: float = 0.0, balance_tolerance: float = 0.0
+) -> Plan:
+    """The cuts of :func:`blockwise`, each skip sent once point to point (torchgpipe's portals)."""
+    _no_tolerance("blockwise-direct", balance_tolerance)
+    costs = [work(b, flops_per_s, kernel_s) for b in profile.blocks]
+    return _plan("blockwise-direct", profile, min_max_split(costs, devices), flops_per_s, kernel_s)
+
+
+def blockwise_bytes(
+    profile: ModelProfile, devices: int, *, flops_per_s: float, kernel_s: float = 0.0, balance_tolerance: float = 0.0
+) -> Plan:
+    """Contiguous stages with the fewest relayed bytes among those within ``1 + balance_tolerance`` of the best balance.
+
+    At tolerance 0 the slowest stage is the optimum of :func:`blockwise`, and among the
+    splits reaching it the one sending the fewest bytes is taken (the other stages may differ)."""
+    costs = [work(b, flops_per_s, kernel_s) for b in profile.blocks]
+    groups = min_bytes_split(costs, _relayed_cut_bytes(profile), devices, balance_tolerance)
+    return _plan("blockwise-bytes", profile, groups, flops_per_s, kernel_s, balance_tolerance)
 
 
 def units(profile: ModelProfile) -> list[list[int]]:
@@ -265,16 +317,25 @@ def skip_aware(profile: ModelProfile, devices: int, *, flops_per_s: float, kerne
     return _plan("skip-aware", profile, device_of, flops_per_s, kernel_s, balance_tolerance)
 
 
-PARTITIONERS = {"blockwise": blockwise, "skip-aware": skip_aware}
-"""Partitioner name -> function."""
+PARTITIONERS = {"blockwise": blockwise, "blockwise-direct": blockwise_direct, "blockwise-bytes": blockwise_bytes, "skip-aware": skip_aware}
+"""Partitioner name -> function: the three block-wise baselines (module doc) and PULSE's skip-aware plan."""
+
+TOLERANT = frozenset({"blockwise-bytes", "skip-aware"})
+"""Partitioners that take a balance tolerance (the others are compute-balanced baselines)."""
 
 
 def partition(
     profile: ModelProfile, method: str, devices: int, *, flops_per_s: float, kernel_s: float = 0.0, balance_tolerance: float = 0.0
 ) -> Plan:
-    """The plan of a partitioner by name (``blockwise`` or ``skip-aware``)."""
+    """The plan of a partitioner by name (:data:`PARTITIONERS`).
+
+    Raises:
+        UserInputError: unknown name, or a balance tolerance given to a compute-balanced baseline.
+    """
     if method not in PARTITIONERS:
         raise UserInputError(f"unknown partitioner {method!r}; choose from {', '.join(PARTITIONERS)}")
+    if method not in TOLERANT:
+        _no_tolerance(method, balance_tolerance)
     return PARTITIONERS[method](profile, devices, flops_per_s=flops_per_s, kernel_s=kernel_s, balance_tolerance=balance_tolerance)
 
 
@@ -290,6 +351,8 @@ def from_mapping(profile: ModelProfile, method: str, device_of: Sequence[int], *
     used = sorted(set(device_of))
     if used != list(range(len(used))):
         raise UserInputError(f"plan devices must be numbered 0..{len(used) - 1} with none skipped, got {used}")
+    if method not in PARTITIONERS:
+        raise UserInputError(f"unknown partitioner {method!r} in the plan; choose from {', '.join(PARTITIONERS)}")
     if method == "skip-aware" and any(device_of[a] != device_of[c] for a, c in profile.skip_edges):
         raise UserInputError("a skip-aware plan must keep each encoder block on the device of the decoder block using its skip")
     return _plan(method, profile, device_of, flops_per_s, kernel_s)

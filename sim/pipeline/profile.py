@@ -11,19 +11,40 @@ parameter model fits anywhere) and runs one forward pass block by block under
 launches, whose fixed cost dominates small microbatches), parameter bytes, the bytes of its
 output activation, and which earlier output it consumes as a skip; the result carries a networkx
 DAG (sequential and skip edges, with bytes).
+
+Activation memory is what autograd really saves for the backward pass, recorded with
+``torch.autograd.graph.saved_tensors_hooks`` during the same meta forward: every tensor an
+op saves, deduplicated by storage (a tensor saved by two ops, or views of one tensor, count
+once; a view holds its whole storage), with parameters and views of parameters left out
+(they are weights, counted once per device, not per microbatch). A saved tensor that is the
+output of a block (or the model input) is recorded by index (``saved_outputs``), so that a
+block saving its input and the block before it saving its output count that tensor once
+(:meth:`ModelProfile.activation_bytes`); all other saved bytes are the block's own
+(``saved_bytes``). Floating-point tensors are counted at ``dtype_bytes`` per element
+(the training precision; the meta pass runs in float32), others at their own size.
+
+Attention: on the meta device ``F.scaled_dot_product_attention`` would take PyTorch's math
+path (matmul, softmax, matmul), which saves the N x N attention matrix. Training runs a
+fused kernel instead (memory-efficient or flash attention on GPUs, the flash kernel on
+CPUs), which saves only q, k, v, the output and a log-sum-exp per row. The meta pass
+therefore routes ``F.scaled_dot_product_attention`` to the fused memory-efficient kernel
+(:func:`_fused_attention`); its FLOPs are counted the same, as one compute op.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import networkx as nx
 import torch
+import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -52,6 +73,10 @@ class BlockProfile:
     skip_from: int | None
     kernels: int = 0
     """Compute ops (non-view ATen ops) of the forward pass: each is at least one kernel launch."""
+    saved_bytes: int = 0
+    """Bytes autograd saves for this block's backward that are not block outputs nor parameters (module doc)."""
+    saved_outputs: tuple[int, ...] = ()
+    """Block outputs (indices; -1: the model input) that autograd saves for this block's backward."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +96,18 @@ class ModelProfile:
     def skip_edges(self) -> list[tuple[int, int]]:
         """(producer, consumer) block indices of the long skips."""
         return [(b.skip_from, i) for i, b in enumerate(self.blocks) if b.skip_from is not None]
+
+    def output_bytes(self, index: int) -> int:
+        """Bytes of block ``index``'s output per microbatch (-1: the model input)."""
+        return self.input_bytes if index < 0 else self.blocks[index].out_bytes
+
+    def activation_bytes(self, blocks: Iterable[int]) -> int:
+        """Bytes autograd saves per microbatch for the backward of ``blocks`` run together on one device.
+
+        Each block's own saved bytes, plus every block output any of them saves, counted once."""
+        chosen = set(blocks)
+        outputs = {j for i in chosen for j in self.blocks[i].saved_outputs}
+        return sum(self.blocks[i].saved_bytes for i in chosen) + sum(self.output_bytes(j) for j in outputs)
 
     def total(self, what: str) -> int:
         """Sum of ``flops``, ``kernels``, ``param_bytes`` or ``out_bytes`` over the blocks."""
@@ -151,6 +188,78 @@ class _KernelCounter(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+_MATH_ATTENTION = F.scaled_dot_product_attention
+
+
+def _fused_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> torch.Tensor:
+    """``F.scaled_dot_product_attention`` as a fused kernel on the meta device (module doc); elsewhere unchanged."""
+    if query.device.type != "meta" or enable_gqa:
+        return _MATH_ATTENTION(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+    out = torch.ops.aten._scaled_dot_product_efficient_attention(query, key, value, attn_mask, True, dropout_p, is_causal, scale=scale)
+    return out[0]
+
+
+def fused_attention() -> contextlib.AbstractContextManager[Any]:
+    """Context in which ``torch.nn.functional.scaled_dot_product_attention`` runs fused on the meta device."""
+    return mock.patch.object(F, "scaled_dot_product_attention", _fused_attention)
+
+
+class _SavedTensors:
+    """Collects the tensors autograd saves (``saved_tensors_hooks``), keeping them alive so storages stay distinct."""
+
+    def __init__(self) -> None:
+        self.saved: list[torch.Tensor] = []
+
+    def pack(self, t: torch.Tensor) -> torch.Tensor:
+        self.saved.append(t)
+        return t
+
+    @staticmethod
+    def unpack(t: torch.Tensor) -> torch.Tensor:
+        return t
+
+
+def _storage(t: torch.Tensor) -> int:
+    """Identity of ``t``'s storage (works on the meta device, where data pointers are all 0)."""
+    return int(t.untyped_storage()._cdata)
+
+
+def saved_activation_bytes(
+    saved: Iterable[torch.Tensor], params: Iterable[torch.Tensor], outputs: dict[int, int], dtype_bytes: int
+) -> tuple[int, tuple[int, ...]]:
+    """Split saved tensors into own bytes and saved block outputs (see the module doc).
+
+    Args:
+        saved: the tensors autograd saved.
+        params: the block's parameters (left out, with their views).
+        outputs: storage identity -> block index (-1: model input) of the block outputs so far.
+        dtype_bytes: bytes per floating-point element in training.
+    """
+    skip = {_storage(p) for p in params}
+    own: dict[int, int] = {}
+    indices: set[int] = set()
+    for t in saved:
+        key = _storage(t)
+        if key in skip:
+            continue
+        if key in outputs:
+            indices.add(outputs[key])
+            continue
+        storage = t.untyped_storage()
+        element = t.element_size()
+        own[key] = storage.nbytes() // element * (dtype_bytes if t.is_floating_point() else element)
+    return sum(own.values()), tuple(sorted(indices))
+
+
 def profile(model: str, *, resolution: int = 64, microbatch: int = 1, dtype_bytes: int = 2) -> ModelProfile:
     """Profile a model on the meta device (see module doc).
 
@@ -173,21 +282,39 @@ def profile(model: str, *, resolution: int = 64, microbatch: int = 1, dtype_byte
         x = torch.empty(built.input_shape(microbatch, resolution))
     input_bytes = x.numel() * dtype_bytes
     outputs: list[torch.Tensor] = []
+    output_of = {_storage(x): -1}
     profiles = []
     graph = nx.DiGraph()
     for i, block in enumerate(built.blocks):
         skip = outputs[block.skip_from] if block.skip_from is not None else None
+        hooks = _SavedTensors()
         try:
-            with FlopCounterMode(display=False) as counter, _KernelCounter() as kernels:
+            with (
+                FlopCounterMode(display=False) as counter,
+                _KernelCounter() as kernels,
+                fused_attention(),
+                torch.autograd.graph.saved_tensors_hooks(hooks.pack, hooks.unpack),
+            ):
                 x = block(x, skip)
         except RuntimeError as exc:  # shape mismatches in a user model
             raise UserInputError(f"model {model}: block {block.name} (index {i}) failed on the meta device: {exc}") from None
         outputs.append(x)
+        output_of.setdefault(_storage(x), i)
+        saved, saved_outputs = saved_activation_bytes(hooks.saved, block.parameters(), output_of, dtype_bytes)
         params = sum(p.numel() for p in block.parameters()) * dtype_bytes
         out_bytes = x.numel() * dtype_bytes
         profiles.append(
             BlockProfile(
-                block.name, block.role, int(counter.get_total_flops()), params, out_bytes, tuple(x.shape), block.skip_from, kernels.ops
+                block.name,
+                block.role,
+                int(counter.get_total_flops()),
+                params,
+                out_bytes,
+                tuple(x.shape),
+                block.skip_from,
+                kernels.ops,
+                saved,
+                saved_outputs,
             )
         )
         graph.add_node(

@@ -27,7 +27,9 @@ def problem() -> PipelineProblem:
 
 def test_points_round_trip_through_params_ids_and_text(problem: PipelineProblem) -> None:
     points = problem.all_points()
-    assert len(points) == 4 * 5 * 2 * 2 * 3 * 2  # pp in 1, 2, 4, 8 on 8 devices; two schedules per partitioner
+    # pp in 1, 2, 4, 8 on 8 devices; two schedules per partitioner; three balances for the byte-aware
+    # partitioners (blockwise-bytes, skip-aware), balance 0 only for the compute-balanced baselines (blockwise, blockwise-direct)
+    assert len(points) == 4 * 5 * (2 + 2 + 2 * 3 + 2 * 3) * 2
     assert len({problem.point_id(c) for c in points}) == len(points)
     for c in points[::7]:
         assert problem.from_params(problem.to_params(c)) == c
@@ -60,11 +62,12 @@ def test_exact_front_and_operators(problem: PipelineProblem) -> None:
     assert max(ref.front_first) == pytest.approx(best)
     c = Config(2, 2, "skip-aware", "wave", 0.0, "off")
     changed = [[f for f, a, b in zip(Config._fields, c, n, strict=True) if a != b] for n in problem.neighbours(c)]
-    assert all(len(f) == 1 or f == ["partitioner", "schedule"] for f in changed)  # the schedule's name follows the plan
+    # the schedule's name follows the plan; compute-balanced baselines take balance 0
+    assert all(len(f) == 1 or (f[0] == "partitioner" and set(f[1:]) <= {"schedule", "balance"}) for f in changed)
     assert c not in problem.neighbours(c) and len(set(problem.neighbours(c))) == len(problem.neighbours(c))
     rng = random.Random(0)
     assert problem.crossover(c, problem.random_point(rng), rng) in set(problem.all_points())
-    assert problem.features(feasible[:5]).shape == (5, 10)
+    assert problem.features(feasible[:5]).shape == (5, 5 + 4 + 3)  # 4 partitioners, 3 schedules one-hot
     niches = problem.niches()
     assert {niche_of(niches, p) for p in problem.all_points()} == {"pp1", "pp2-3", "pp4-7", "pp8-15"}
 
@@ -77,7 +80,9 @@ def test_1f1b_and_wave_are_one_schedule_named_by_the_plan(problem: PipelineProbl
         assert problem.evaluate(one) == problem.evaluate(other)
         params = problem.to_params(one) | {"schedule": "wave" if name == "1f1b" else "1f1b"}
         assert problem.from_params(params).schedule == name
-    assert {c.schedule for c in problem.all_points() if c.partitioner == "blockwise"} == {"gpipe", "1f1b"}
+    for partitioner in ("blockwise", "blockwise-direct", "blockwise-bytes"):
+        assert {c.schedule for c in problem.all_points() if c.partitioner == partitioner} == {"gpipe", "1f1b"}
+    assert {c.balance for c in problem.all_points() if c.partitioner == "blockwise-direct"} == {0.0}
 
 
 def test_unknown_options_are_explained() -> None:

@@ -22,6 +22,12 @@ def test_three_stage_blockwise_relays_skips_and_a_uvit_splits_too() -> None:
     assert check("uvit-tiny", devices=2, method="skip-aware", resolution=8, repeats=1).ok
 
 
+def test_three_stage_direct_skips_are_sent_once_point_to_point() -> None:
+    direct = check("unet-small", devices=3, method="blockwise-direct", resolution=16)
+    assert direct.ok  # bytes both ways equal the planner's direct count; output and gradients equal one process's
+    assert 0 < direct.bytes_sent < 475_136  # the relayed run of the same cuts above sends more
+
+
 def test_calibration_scales_the_rate_to_reproduce_the_measured_step() -> None:
     from sim.pipeline.gloo_check import Calibration
 

@@ -20,7 +20,8 @@ FAST = Cluster("ideal", devices=16, per_node=16, device_tflops=1e-9, memory_gb=8
 
 
 def _chain(stages: int, flops: int = 1000) -> ModelProfile:
-    blocks = tuple(BlockProfile(f"b{i}", "other", flops, 0, 100, (1,), None) for i in range(stages))
+    # each block saves 100 bytes for its backward (the stash per in-flight microbatch)
+    blocks = tuple(BlockProfile(f"b{i}", "other", flops, 0, 100, (1,), None, saved_bytes=100) for i in range(stages))
     return ModelProfile("chain", 1, 1, 2, blocks, nx.DiGraph())
 
 
@@ -105,7 +106,7 @@ def test_cluster_files_and_errors(tmp_path: Path) -> None:
         get_cluster("nope")
     p = _chain(2)
     with pytest.raises(UserInputError, match="unknown schedule"):
-        simulate(p, blockwise(p, 2, flops_per_s=1e3), FAST, schedule="zb-h1", microbatches=2)
+        simulate(p, blockwise(p, 2, flops_per_s=1e3), FAST, schedule="pipedream", microbatches=2)
     with pytest.raises(UserInputError, match="cluster tiny has 1"):
         simulate(p, blockwise(p, 2, flops_per_s=1e3), Cluster("tiny", 1, 1, 1.0, 1.0, 1.0, 1.0), schedule="1f1b", microbatches=2)
 
@@ -114,12 +115,12 @@ def test_cp_sat_schedule_is_replayed_exactly_and_beats_1f1b() -> None:
     from sim.pipeline.ilp import synthesize
 
     p = profile("unet-small", resolution=16, microbatch=4)
-    cluster = Cluster("pcie", 8, 1, 5.0, 32.0, 2.0, 2.0)
+    cluster = Cluster("pcie", 8, 8, 5.0, 32.0, 20.0, 20.0)  # one node: every directed link its own, transfers shorter than ops
     plan = blockwise(p, 4, flops_per_s=5e12)
     synthesized = synthesize(p, plan, cluster, microbatches=6, time_limit_s=10)
     replay = simulate(p, plan, cluster, schedule="ilp", microbatches=6, order=synthesized.starts)
     one = simulate(p, plan, cluster, schedule="1f1b", microbatches=6)
-    assert replay.makespan_s == pytest.approx(synthesized.makespan_s, rel=1e-3)  # distinct links: no contention to differ on
+    assert replay.makespan_s == pytest.approx(synthesized.makespan_s, rel=5e-3)  # no contention to differ on; the solver rounds ops to us
     assert replay.bubble_ratio <= one.bubble_ratio + 1e-9
     assert synthesized.status in ("optimal", "feasible")
 
@@ -140,7 +141,9 @@ def test_hybrid_tuner_ranks_feasible_configurations_and_explains_rejections() ->
     feasible, rejected = tune("unet-tiny", cluster, global_batch=8, resolution=8)
     assert feasible and all(c.pp * c.dp == 4 for c in feasible)
     assert [c.samples_per_s for c in feasible] == sorted((c.samples_per_s for c in feasible), reverse=True)
-    assert {c.method for c in feasible} == {"blockwise", "skip-aware"} and all(c.allreduce_s == 0 for c in feasible if c.dp == 1)
+    assert {c.method for c in feasible} == {"blockwise", "blockwise-direct", "blockwise-bytes", "skip-aware"} and all(
+        c.allreduce_s == 0 for c in feasible if c.dp == 1
+    )
     undivided = [r for r in rejected if "not a multiple" in r.reason]
     assert (4, 4) in {(r.dp, r.microbatch) for r in undivided}  # dp 4 x microbatch 4 does not divide 8
     assert all(r.candidate is None and set(r.as_dict()) == {"pp", "dp", "microbatch", "reason"} for r in undivided)
