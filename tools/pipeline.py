@@ -211,6 +211,7 @@ class PipelineSimulate(Tool):
             plan = partition(p, args.method, args.devices, **cluster.rates, balance_tolerance=args.balance)
         extra: dict[str, Any] = {}
         messages: list[str] = ["simulated (sim/pipeline): not measured on hardware"]
+        schedule, order = args.schedule, None
         if args.schedule == "ilp":
             synthesized = synthesize(
                 p,
@@ -221,28 +222,21 @@ class PipelineSimulate(Tool):
                 memory=args.ilp_memory,
                 split_backward=args.ilp_split_backward,
             )
-            result = simulate(
-                p,
-                plan,
-                cluster,
-                schedule="zb-h1" if args.ilp_split_backward else "ilp",
-                microbatches=args.microbatches,
-                order=synthesized.starts,
-                data_parallel=args.data_parallel,
-            )
+            # a split-backward schedule has W ops, which only the zb-h1 rule replays
+            schedule, order = ("zb-h1" if args.ilp_split_backward else "ilp"), synthesized.starts
             extra = {"solver": synthesized.as_dict()}
             if synthesized.status != "optimal":
                 messages.append(f"best effort: CP-SAT hit its {args.time_limit_s:g} s limit before proving this schedule optimal")
-        else:
-            result = simulate(
-                p,
-                plan,
-                cluster,
-                schedule=args.schedule,
-                microbatches=args.microbatches,
-                recompute=args.recompute,
-                data_parallel=args.data_parallel,
-            )
+        result = simulate(
+            p,
+            plan,
+            cluster,
+            schedule=schedule,
+            microbatches=args.microbatches,
+            order=order,
+            recompute=args.recompute and order is None,  # CP-SAT times ops without recomputation
+            data_parallel=args.data_parallel,
+        )
         fits = all(m <= cluster.memory_gb * 1e9 for m in result.peak_memory_bytes)
         if not fits:
             messages.append(f"does not fit: peak memory exceeds {cluster.memory_gb} GB on some device")

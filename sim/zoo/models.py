@@ -14,37 +14,39 @@ from torch import nn
 class DigitsCNN(nn.Module):
     """conv1-conv2-pool-conv3-pool-fc1-fc2 for ``[B, 1, 8, 8]`` images, 10 classes."""
 
+    #: side of the feature map fc1 reads (8 -> 4 -> 2 here)
+    side = 2
+
     def __init__(self, width: int = 16, hidden: int = 64, classes: int = 10) -> None:
         super().__init__()
         self.conv1 = nn.Conv2d(1, width, 3, padding=1)
         self.conv2 = nn.Conv2d(width, 2 * width, 3, padding=1)
         self.conv3 = nn.Conv2d(2 * width, 4 * width, 3, padding=1)
-        self.fc1 = nn.Linear(4 * width * 2 * 2, hidden)
+        self.fc1 = nn.Linear(4 * width * self.side * self.side, hidden)
         self.fc2 = nn.Linear(hidden, classes)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """The convolutional part: what fc1 reads, before flattening."""
         x = F.relu(self.conv1(x))
         x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv3(x)), 2)
-        return self.fc2(F.relu(self.fc1(x.flatten(1))))
-
-
-class MnistCNN(nn.Module):
-    """conv1-pool-conv2-pool-conv3-pool-fc1-fc2 for ``[B, 1, 28, 28]`` images (28 -> 14 -> 7 -> 3), 10 classes."""
-
-    def __init__(self, width: int = 16, hidden: int = 64, classes: int = 10) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, width, 3, padding=1)
-        self.conv2 = nn.Conv2d(width, 2 * width, 3, padding=1)
-        self.conv3 = nn.Conv2d(2 * width, 4 * width, 3, padding=1)
-        self.fc1 = nn.Linear(4 * width * 3 * 3, hidden)
-        self.fc2 = nn.Linear(hidden, classes)
+        return F.max_pool2d(F.relu(self.conv3(x)), 2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(F.relu(self.fc1(self.features(x).flatten(1))))
+
+
+class MnistCNN(DigitsCNN):
+    """conv1-pool-conv2-pool-conv3-pool-fc1-fc2 for ``[B, 1, 28, 28]`` images (28 -> 14 -> 7 -> 3), 10 classes.
+
+    The same layers (and parameter names) as :class:`DigitsCNN`, with a pool after conv1 too.
+    """
+
+    side = 3
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
         x = F.max_pool2d(F.relu(self.conv1(x)), 2)
         x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv3(x)), 2)
-        return self.fc2(F.relu(self.fc1(x.flatten(1))))
+        return F.max_pool2d(F.relu(self.conv3(x)), 2)
 
 
 class Attention(nn.Module):
