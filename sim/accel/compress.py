@@ -50,6 +50,7 @@ from torch import nn
 from sim.accel.energy import PSUM_BYTES, EnergyTable, LayerActivity, constants, energy_table, measure_layer, memory_pj, pj_per_toggle
 from sim.accel.systolic import Layer, Mapping, map_layer
 from sim.errors import UserInputError
+from sim.quant import fake
 
 MODELS = ("cnn-digits", "cnn-mnist5k")
 LEVELS = (256, 128, 64, 32, 16, 8, 4)
@@ -114,7 +115,7 @@ class _QLinear(nn.Linear):
 
 def quant_layers(model: nn.Module) -> list[str]:
     """Names of the model's ``Conv2d`` and ``Linear`` layers, in registration order (the ones restricted)."""
-    return [n for n, m in model.named_modules() if isinstance(m, nn.Conv2d | nn.Linear)]
+    return [layer.name for layer in fake.quant_layers(model)]
 
 
 def quantized(model: nn.Module, state: QuantState) -> nn.Module:
@@ -276,11 +277,9 @@ class Compressor:
             quantized(self.float_model, QuantState(record=record)).eval()(train.x[pick[:1024]])
         self.act_scale = {k: float(v.abs().max()) / 127 or 1.0 for k, v in record.items()}
         self.energy_x = train.x[pick[:energy_samples]]  # the streams energy is measured on (fixed per seed)
-        # the mapping of every layer on the array, per inference: batch-`batch` GEMMs divided by the batch
-        shapes_rec: dict[str, torch.Tensor] = {}
-        with torch.no_grad():
-            quantized(self.float_model, QuantState(record=shapes_rec)).eval()(train.x[:1])
-        shapes = {k: tuple(v.shape) for k, v in shapes_rec.items()}
+        # the mapping of every layer on the array, per inference: batch-`batch` GEMMs divided by the batch;
+        # each layer's input shape is the one just recorded (its batch dimension is not used)
+        shapes = {k: tuple(v.shape) for k, v in record.items()}
         modules = dict(self.float_model.named_modules())
         self.batch = batch
         self.mappings: dict[str, Mapping] = {}
