@@ -12,6 +12,7 @@ from tools._base import Tool, ToolArgs, ToolArgumentError, ToolDeclinedError, To
 from tools._policy import ENV_WORKSPACE, CallPolicy, Confirm, OutsideWorkspaceError, asks_first, workspace
 from tools._registry import Registry, llm_name
 from tools.kb import KBList, KBReview, KBShow
+from tools.kernels import KernelSpmm
 from tools.models import ModelsBuild, ModelsList
 from tools.nb201 import NB201ParetoFront, NB201Query
 from tools.noc import AccelSystolic, CompressEnergyAware, NocPlot, NocSimulate
@@ -50,6 +51,7 @@ REGISTRY = Registry(
         PruneActivation(),
         QuantClassBased(),
         ZoQat(),
+        KernelSpmm(),
     ]
 )
 """Every tool coevo offers."""

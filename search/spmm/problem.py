@@ -1,0 +1,213 @@
+"""Autotuning the degree-block SpMM on measured time: a coevo problem whose objective is a timing.
+
+A point is a setting of the degree-block method (:mod:`sim.graph.spmm`): block work target,
+long-row threshold, column tile width, degree sort on/off, and threads (up to the
+``threads`` option). Objectives:
+
+* ``gflops`` (maximised, expensive): ``2 nnz F / t`` with ``t`` the median of ``repeats``
+  timed runs after one warm-up run (the JIT compile and the plan are not timed).
+* ``threads`` (minimised, cheap): the cores the setting holds, the design's cost on a shared
+  machine; the front is the best throughput at each thread count.
+* ``time_ms`` (minimised, expensive, reported): the median time itself.
+* ``time_iqr_ms`` (minimised, expensive, reported): the interquartile range of the timed
+  runs, so a result measured during a noisy spell can be told apart.
+
+Measurements are noisy (``noisy = True``): the same design timed twice differs. Each
+evaluation repeats the timing and keeps the median; the search engine never re-evaluates a
+design it has (points are cached by id), so a lucky or unlucky median stays as measured.
+Niches: ``serial`` (one thread) and ``parallel`` (more). No exact front is known.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import statistics
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Literal, NamedTuple, cast
+
+import numba
+import numpy as np
+import optuna
+from pydantic import Field
+
+from search.errors import UserInputError
+from search.niches import Niche
+from search.problem import Evolvable, Objective, Problem, ProblemOptions, read_key_values
+from sim.graph.csr import Csr
+from sim.graph.generators import load_graph
+from sim.graph.spmm import BlockParams, plan, spmm_blocked
+
+BLOCK_WORK = (1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22)
+LONG_ROW = (256, 1024, 4096, 16384, 1 << 30)
+"""The last long-row threshold never splits a row (the ablation of splitting)."""
+TILES = (16, 32, 64, 128, 4096)
+"""Column tile widths; 4096 (the largest feature_dim allowed) means no tiling."""
+SORTS = (True, False)
+
+
+class SpmmDesign(NamedTuple):
+    """One setting of the degree-block SpMM (a point of the ``spmm`` problem)."""
+
+    block_work: int
+    long_row: int
+    tile: int
+    sort: bool
+    threads: int
+
+
+class SpmmOptions(ProblemOptions):
+    """Options of the ``spmm`` problem: the matrix and features every design multiplies."""
+
+    graph: str = Field("rmat-1m", description="named graph (rmat-100k, rmat-1m, ba-1m, ...; seed suffix @N) or a CSR .npz path")
+    feature_dim: int = Field(64, ge=1, le=4096, description="columns F of the dense X in Y = A X")
+    threads: int = Field(2, ge=1, le=256, description="most threads a design may use (at most numba's pool, NUMBA_NUM_THREADS)")
+    repeats: int = Field(5, ge=1, le=50, description="timed runs per design after one warm-up (the median is kept)")
+    dtype: Literal["float32", "float64"] = Field("float32", description="value type of A and X")
+
+
+@functools.lru_cache(maxsize=4)
+def _graph(graph: str) -> Csr:
+    return load_graph(graph)
+
+
+class SpmmProblem(Problem, Evolvable):
+    """Degree-block SpMM settings timed on one graph (module doc)."""
+
+    name = "spmm"
+    Options = SpmmOptions
+    run_group = "graph"
+    noisy = True
+    design_label = "setting"
+    example_options: ClassVar[Mapping[str, Any]] = {"graph": "karate", "feature_dim": 16, "threads": 1, "repeats": 2}
+    objectives = (
+        Objective("gflops", "maximize", "GFLOP/s", "expensive", bounds=(0.0, None)),
+        Objective("threads", "minimize", "threads", "cheap", depends_on=(), bounds=(1.0, None)),
+        Objective("time_ms", "minimize", "ms", "expensive", bounds=(0.0, None)),
+        Objective("time_iqr_ms", "minimize", "ms", "expensive", bounds=(0.0, None)),
+    )
+
+    def __init__(self, options: SpmmOptions | None = None, /, **values: Any) -> None:
+        super().__init__(options, **values)
+        o = self.options
+        if o.threads > numba.config.NUMBA_NUM_THREADS:
+            raise UserInputError(
+                f"threads={o.threads} exceeds numba's pool of {numba.config.NUMBA_NUM_THREADS}; lower it or set NUMBA_NUM_THREADS"
+            )
+        self.thread_choices = tuple(range(1, o.threads + 1))
+        self.design_format = (
+            f"key=value pairs: block_work=({'|'.join(map(str, BLOCK_WORK))}) long_row=({'|'.join(map(str, LONG_ROW))}) "
+            f"tile=({'|'.join(map(str, TILES))}) sort=(True|False) threads=({'|'.join(map(str, self.thread_choices))})"
+        )
+        self._x: np.ndarray | None = None
+
+    def _choices(self) -> tuple[tuple[Any, ...], ...]:
+        return (BLOCK_WORK, LONG_ROW, TILES, SORTS, self.thread_choices)
+
+    @property
+    def graph(self) -> Csr:
+        """The matrix (loaded once per process; named graphs are cached on disk)."""
+        return _graph(self.options.graph).astype(np.dtype(self.options.dtype))
+
+    def niches(self) -> tuple[Niche, ...]:
+        return (
+            Niche("serial", "one thread: no parallel overhead, the least of a shared machine", lambda p: int(p[4]) == 1),
+            Niche("parallel", "two or more threads: load balance across threads matters", lambda p: int(p[4]) > 1),
+        )
+
+    def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
+        return {f: optuna.distributions.CategoricalDistribution(c) for f, c in zip(SpmmDesign._fields, self._choices(), strict=True)}
+
+    def from_params(self, params: Mapping[str, Any]) -> SpmmDesign:
+        try:
+            sort = params["sort"]
+            sort = sort if isinstance(sort, bool) else str(sort).lower() in ("true", "1", "yes")
+            d = SpmmDesign(int(params["block_work"]), int(params["long_row"]), int(params["tile"]), bool(sort), int(params["threads"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UserInputError(f"spmm params need {', '.join(SpmmDesign._fields)}; got {dict(params)!r}") from exc
+        for value, choices, label in zip(d, self._choices(), SpmmDesign._fields, strict=True):
+            if value not in choices:
+                raise UserInputError(f"{label}={value} is outside the space; choose from {', '.join(map(str, choices))}")
+        return d
+
+    def to_params(self, point: Any) -> dict[str, Any]:
+        return dict(SpmmDesign(*point)._asdict())
+
+    def point_id(self, point: Any) -> str:
+        d = SpmmDesign(*point)
+        return f"w{d.block_work}-l{d.long_row}-t{d.tile}-{'s' if d.sort else 'n'}-p{d.threads}"
+
+    def describe(self, point: Any) -> str:
+        return " ".join(f"{k}={v}" for k, v in SpmmDesign(*point)._asdict().items())
+
+    def parse_design(self, text: str) -> SpmmDesign:
+        """Read ``key=value`` pairs as :meth:`describe` writes them."""
+        return cast(SpmmDesign, read_key_values(self, text, "an SpMM setting")[0])
+
+    def explain_encoding(self) -> str:
+        return (
+            "A design sets the degree-block SpMM Y = A X: block_work (target multiply-adds per block of rows), long_row (rows "
+            "with more nonzeros are split into chunks this long, merged by a reduction; 1073741824 never splits), tile (feature "
+            "columns per pass; 4096 means no tiling), sort (rows by degree, longest first) and threads. Objective: measured "
+            f"GFLOP/s (median of {self.options.repeats} runs) on {self.options.graph} with {self.options.feature_dim} features. "
+            f"It is written as {self.design_format}."
+        )
+
+    def params_of(self, point: Any) -> BlockParams:
+        """The :class:`BlockParams` of a design."""
+        d = SpmmDesign(*point)
+        return BlockParams(block_work=d.block_work, long_row=d.long_row, tile=d.tile, sort=d.sort, threads=d.threads)
+
+    def evaluate(self, point: Any) -> dict[str, float]:
+        d = SpmmDesign(*point)
+        a = self.graph
+        f = self.options.feature_dim
+        if self._x is None:
+            self._x = np.random.default_rng(0).standard_normal((a.shape[1], f)).astype(np.dtype(self.options.dtype))
+        schedule = plan(a, f, self.params_of(d))
+        spmm_blocked(a, self._x, schedule)  # warm-up: the JIT compile (or cache load) and first touch are not timed
+        times = []
+        for _ in range(self.options.repeats):
+            t0 = time.perf_counter()
+            spmm_blocked(a, self._x, schedule)
+            times.append(time.perf_counter() - t0)
+        median = statistics.median(times)
+        q1, q3 = np.percentile(times, [25, 75])
+        return {
+            "gflops": 2 * a.nnz * f / median / 1e9,
+            "threads": float(d.threads),
+            "time_ms": median * 1e3,
+            "time_iqr_ms": float(q3 - q1) * 1e3,
+        }
+
+    def acquisition_bounds(self) -> tuple[float, float]:
+        return 0.0, float(self.options.threads) + 1.0
+
+    # ---- operators for the co-evolution engine (Evolvable)
+
+    def neighbours(self, point: Any) -> list[SpmmDesign]:
+        d, out = SpmmDesign(*point), []
+        for i, (field, choices) in enumerate(zip(SpmmDesign._fields, self._choices(), strict=True)):
+            k = choices.index(d[i])
+            for j in (k - 1, k + 1):
+                if 0 <= j < len(choices) and choices[j] != d[i]:
+                    out.append(d._replace(**{field: choices[j]}))
+        return list(dict.fromkeys(out))
+
+    def crossover(self, a: Any, b: Any, rng: random.Random) -> SpmmDesign:
+        return SpmmDesign(*(x if rng.random() < 0.5 else y for x, y in zip(a, b, strict=True)))
+
+    def random_point(self, rng: random.Random) -> SpmmDesign:
+        return SpmmDesign(*(rng.choice(c) for c in self._choices()))
+
+    def features(self, points: Sequence[Any]) -> np.ndarray:
+        """log2 of the sizes, sort as 0/1, threads."""
+        rows = [
+            [np.log2(d.block_work), np.log2(d.long_row), np.log2(d.tile), float(d.sort), float(d.threads)]
+            for d in (SpmmDesign(*p) for p in points)
+        ]
+        return np.asarray(rows, dtype=float).reshape(len(rows), 5)
+
+    def cheap_values(self, points: Sequence[Any]) -> dict[str, np.ndarray]:
+        return {"threads": np.array([float(SpmmDesign(*p).threads) for p in points])}

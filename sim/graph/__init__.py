@@ -1,0 +1,1 @@
+"""Graph kernels: CSR matrices, graph generators, SpMM (degree-sorted block and naive, numba) and a GCN layer on it."""
