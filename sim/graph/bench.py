@@ -63,9 +63,9 @@ class Timings:
         return float(np.median(np.asarray(self.times_s[over]) / np.asarray(self.times_s[method])))
 
     def summary(self) -> dict[str, Any]:
-        """JSON-ready: per method median/IQR ms, GFLOP/s, error; speedups of degree-block; balance."""
+        """JSON-ready: ``timings`` per method (median/IQR ms, GFLOP/s, error), speedups of degree-block, plan time, balance."""
         out: dict[str, Any] = {
-            "methods": {
+            "timings": {
                 m: {
                     "median_ms": round(self.median_s(m) * 1e3, 4),
                     "iqr_ms": round(self.iqr_s(m) * 1e3, 4),
