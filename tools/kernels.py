@@ -8,10 +8,10 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from search.errors import UserInputError
-from tools._base import Tool, ToolArgs, ToolResult
 from sim.graph.bench import METHODS, benchmark
 from sim.graph.generators import GRAPHS, load_graph
 from sim.graph.spmm import BlockParams
+from tools._base import Tool, ToolArgs, ToolResult
 
 
 class SpmmParams(BaseModel):
@@ -42,7 +42,9 @@ class SpmmArgs(ToolArgs):
         description="degree-block: ours; naive: row loop in the same numba JIT; scipy: scipy.sparse CSR @ dense; torch: "
         "torch.sparse_csr @ dense; all: every method, interleaved in one run (degree-block's speedups need the others)",
     )
-    params: SpmmParams = Field(default_factory=SpmmParams, description="degree-block parameters (and the threads of every method)")
+    params: SpmmParams = Field(
+        default_factory=lambda: SpmmParams.model_validate({}), description="degree-block parameters (and the threads of every method)"
+    )
     repeats: int = Field(5, ge=1, le=100, description="timed runs per method after one warm-up run (the median is reported)")
     dtype: Literal["float32", "float64"] = Field("float32", description="value type of A, X and Y")
     seed: int = Field(0, ge=0, description="seed of the random X and of the shuffled order of the timed runs")

@@ -27,7 +27,6 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal, NamedTuple, cast
 
-import numba
 import numpy as np
 import optuna
 from pydantic import Field
@@ -37,7 +36,7 @@ from search.niches import Niche
 from search.problem import Evolvable, Objective, Problem, ProblemOptions, read_key_values
 from sim.graph.csr import Csr
 from sim.graph.generators import load_graph
-from sim.graph.spmm import BlockParams, plan, spmm_blocked
+from sim.graph.spmm import BlockParams, plan, pool_threads, spmm_blocked
 
 BLOCK_WORK = (1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22)
 LONG_ROW = (256, 1024, 4096, 16384, 1 << 30)
@@ -67,6 +66,10 @@ class SpmmOptions(ProblemOptions):
     dtype: Literal["float32", "float64"] = Field("float32", description="value type of A and X")
 
 
+def _threads(point: Any) -> int:
+    return int(SpmmDesign(*point).threads)
+
+
 @functools.lru_cache(maxsize=4)
 def _graph(graph: str) -> Csr:
     return load_graph(graph)
@@ -91,10 +94,8 @@ class SpmmProblem(Problem, Evolvable):
     def __init__(self, options: SpmmOptions | None = None, /, **values: Any) -> None:
         super().__init__(options, **values)
         o = self.options
-        if o.threads > numba.config.NUMBA_NUM_THREADS:
-            raise UserInputError(
-                f"threads={o.threads} exceeds numba's pool of {numba.config.NUMBA_NUM_THREADS}; lower it or set NUMBA_NUM_THREADS"
-            )
+        if o.threads > pool_threads():
+            raise UserInputError(f"threads={o.threads} exceeds numba's pool of {pool_threads()}; lower it or set NUMBA_NUM_THREADS")
         self.thread_choices = tuple(range(1, o.threads + 1))
         self.design_format = (
             f"key=value pairs: block_work=({'|'.join(map(str, BLOCK_WORK))}) long_row=({'|'.join(map(str, LONG_ROW))}) "
@@ -112,8 +113,8 @@ class SpmmProblem(Problem, Evolvable):
 
     def niches(self) -> tuple[Niche, ...]:
         return (
-            Niche("serial", "one thread: no parallel overhead, the least of a shared machine", lambda p: int(p[4]) == 1),
-            Niche("parallel", "two or more threads: load balance across threads matters", lambda p: int(p[4]) > 1),
+            Niche("serial", "one thread: no parallel overhead, the least of a shared machine", lambda p: _threads(p) == 1),
+            Niche("parallel", "two or more threads: load balance across threads matters", lambda p: _threads(p) > 1),
         )
 
     def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:

@@ -12,14 +12,23 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-import numba
 import numpy as np
 
 from sim.errors import UserInputError
 from sim.graph.csr import Csr
-from sim.graph.spmm import BlockParams, check_feature_dim, current_threads, naive_balance, plan, spmm_blocked, spmm_naive
+from sim.graph.spmm import (
+    BlockParams,
+    Plan,
+    check_feature_dim,
+    current_threads,
+    naive_balance,
+    plan,
+    pool_threads,
+    spmm_blocked,
+    spmm_naive,
+)
 
 METHODS = ("degree-block", "naive", "scipy", "torch")
 """Methods :func:`benchmark` times: ours, the naive row loop in the same JIT, scipy.sparse CSR, torch.sparse CSR."""
@@ -69,7 +78,7 @@ class Timings:
                 m: {
                     "median_ms": round(self.median_s(m) * 1e3, 4),
                     "iqr_ms": round(self.iqr_s(m) * 1e3, 4),
-                    "gflops": round(self.gflops(m), 4),
+                    "gflops": float(f"{self.gflops(m):.4g}"),
                     "max_rel_error": float(f"{self.max_rel_error[m]:.3g}"),
                 }
                 for m in self.times_s
@@ -95,9 +104,13 @@ def torch_csr(a: Csr, dtype: Any) -> Any:
         )  # fmt: skip
 
 
+def _blocked_call(a: Csr, x: np.ndarray, schedule: Plan) -> Callable[[], Any]:
+    return lambda: spmm_blocked(a, x, schedule)
+
+
 def benchmark(
     a: Csr, feature_dim: int, *, methods: Sequence[str] = METHODS, params: BlockParams | None = None, repeats: int = 5,
-    warmup: int = 1, seed: int = 0, dtype: Any = np.float32,
+    warmup: int = 1, seed: int = 0, dtype: Any = np.float32, variants: dict[str, BlockParams] | None = None,
 ) -> Timings:  # fmt: skip
     """Time ``methods`` on ``Y = A X`` with a random (seeded) X of ``feature_dim`` columns.
 
@@ -133,8 +146,12 @@ def benchmark(
         "degree-block": lambda: spmm_blocked(a, x, schedule),
         "naive": lambda: spmm_naive(a, x, threads),
         "scipy": lambda: scipy_a @ x,
-        "torch": lambda: (at @ xt).numpy(),
+        "torch": lambda: torch.matmul(cast(Any, at), xt).numpy(),
     }
+    variant_plans = {name: plan(a, feature_dim, BlockParams(**{**v.__dict__, "threads": threads})) for name, v in (variants or {}).items()}
+    for name, vp in variant_plans.items():
+        run[name] = _blocked_call(a, x, vp)
+    methods = [*methods, *variant_plans]
     try:
         reference = (scipy_a.astype(np.float64) @ x.astype(np.float64)) if a.nnz else np.zeros((a.shape[0], feature_dim))
         scale = max(float(np.abs(reference).max()), 1e-30)
@@ -155,10 +172,11 @@ def benchmark(
     finally:
         torch.set_num_threads(torch_threads)
     balance: dict[str, Any] = {"naive": naive_balance(a, feature_dim, threads)}
-    if schedule is not None:
-        balance["degree-block"] = {k: round(v, 4) if isinstance(v, float) else v for k, v in schedule.balance().items()}
+    for name, sched in [("degree-block", schedule), *variant_plans.items()]:
+        if sched is not None:
+            balance[name] = {k: round(v, 4) if isinstance(v, float) else v for k, v in sched.balance().items()}
     notes = [
-        f"{threads} thread(s) for degree-block, naive and torch (numba pool {numba.config.NUMBA_NUM_THREADS}); "
+        f"{threads} thread(s) for degree-block, naive and torch (numba pool {pool_threads()}); "
         "scipy.sparse's CSR @ dense is single-threaded",
         "times exclude the warm-up call (JIT compile) and the degree-block plan (plan_ms, built once per matrix and width)",
     ]

@@ -79,7 +79,9 @@ def validate_csr(indptr: Any, indices: Any, data: Any, shape: tuple[int, int] | 
     data = np.asarray(data)
     fix_sort = "sort each row's column ids (scipy: A.sort_indices(); A.sum_duplicates() also merges repeats)"
     if indptr.ndim != 1 or indices.ndim != 1 or data.ndim != 1:
-        raise UserInputError(f"{what}: indptr, indices and data must be 1-D arrays, got shapes {indptr.shape}, {indices.shape}, {data.shape}")
+        raise UserInputError(
+            f"{what}: indptr, indices and data must be 1-D arrays, got shapes {indptr.shape}, {indices.shape}, {data.shape}"
+        )
     for name, arr in (("indptr", indptr), ("indices", indices)):
         if arr.size and not np.issubdtype(arr.dtype, np.integer):
             raise UserInputError(f"{what}: {name} must hold integers, got dtype {arr.dtype}; store them as int32 or int64")
@@ -133,7 +135,8 @@ def validate_csr(indptr: Any, indices: Any, data: Any, shape: tuple[int, int] | 
             row = int(np.searchsorted(indptr, k, side="right")) - 1
             kind = "repeated" if indices[k] == indices[k - 1] else "unsorted"
             raise UserInputError(
-                f"{what}: row {row} has {kind} column ids ({int(indices[k - 1])} then {int(indices[k])} at entries {k - 1}, {k}); {fix_sort}"
+                f"{what}: row {row} has {kind} column ids ({int(indices[k - 1])} then {int(indices[k])} at entries {k - 1}, {k}); "
+                f"{fix_sort}"
             )
     values = data if data.dtype in (np.float32, np.float64) else data.astype(np.float64)
     if values.size and not np.isfinite(values).all():

@@ -64,13 +64,13 @@ class SpmmFunction(torch.autograd.Function):
     """``Y = A X`` for a fixed sparse A: forward and backward both SpMM (module doc)."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, op: SparseOperator) -> torch.Tensor:  # type: ignore[override]
+    def forward(ctx: Any, x: torch.Tensor, op: SparseOperator) -> torch.Tensor:
         ctx.op = op
         y = op.matmul(x.detach().contiguous().numpy())
         return torch.from_numpy(y)
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         g = ctx.op.matmul(grad.detach().contiguous().numpy(), transpose=True)
         return torch.from_numpy(g), None
 

@@ -16,7 +16,8 @@ run once per matrix and feature width) turns the rows into *segments* and the se
    one block at a time as threads become free (dynamic).
 
 The executor (one ``prange`` over blocks, no Python in the loop) walks each block once per
-column tile of ``tile`` features: for each segment it accumulates ``tile`` outputs in a
+column tile of ``tile`` features (X packed per call into contiguous ``(n, tile)`` tiles, the
+copy timed with the kernel): for each segment it accumulates ``tile`` outputs in a
 thread-local buffer while gathering the matching ``tile`` columns of X, so the X tile rows a
 block touches are reused from cache by the block's other rows (hub columns of power-law
 graphs especially).
@@ -59,7 +60,7 @@ class BlockParams:
 
     block_work: int = 1 << 18
     long_row: int = 4096
-    tile: int = 64
+    tile: int = 4096  # no tiling: column tiles lost 1.4-3x on the 2-core Xeon here (docs/kernels.md)
     sort: bool = True
     threads: int | None = None
     schedule: Literal["static", "dynamic"] = "dynamic"
@@ -74,10 +75,9 @@ class BlockParams:
             raise UserInputError(f"tile must be >= 1 column, got {self.tile}")
         if self.schedule not in ("static", "dynamic"):
             raise UserInputError(f"schedule must be 'static' or 'dynamic', got {self.schedule!r}")
-        if self.threads is not None and not 1 <= self.threads <= numba.config.NUMBA_NUM_THREADS:
+        if self.threads is not None and not 1 <= self.threads <= pool_threads():
             raise UserInputError(
-                f"threads must be between 1 and {numba.config.NUMBA_NUM_THREADS} (numba's pool; set NUMBA_NUM_THREADS to raise it), "
-                f"got {self.threads}"
+                f"threads must be between 1 and {pool_threads()} (numba's pool; set NUMBA_NUM_THREADS to raise it), got {self.threads}"
             )
 
 
@@ -114,6 +114,11 @@ class Plan:
             "thread_max_over_mean": _ratio(self.thread_work),
             "partial_kib": self.partial_rows * self.feature_dim * 4 / 1024,
         }
+
+
+def pool_threads() -> int:
+    """Threads in numba's pool (``NUMBA_NUM_THREADS``; default: the CPU count): the most a kernel may use."""
+    return int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
 
 
 def _ratio(work: np.ndarray) -> float:
@@ -225,14 +230,25 @@ def spmm_blocked(a: Csr, x: np.ndarray, schedule: Plan | None = None, params: Bl
     numba.set_num_threads(s.threads)
     chunk = numba.set_parallel_chunksize(1 if s.params.schedule == "dynamic" else 0)
     try:
+        tile = min(s.params.tile, x.shape[1])
+        xp = pack_tiles(x, tile) if tile < x.shape[1] else np.empty((0, 1, 1), dtype=x.dtype)
         _blocked_kernel(
-            s.indices, s.data.astype(x.dtype, copy=False), x, y, partial, s.seg_ptr, s.seg_row, s.seg_slot, s.block_ptr,
-            min(s.params.tile, x.shape[1]), s.split_rows, s.split_ptr,
+            s.indices, s.data.astype(x.dtype, copy=False), x, xp, y, partial, s.seg_ptr, s.seg_row, s.seg_slot, s.block_ptr,
+            tile, s.split_rows, s.split_ptr,
         )  # fmt: skip
     finally:
         numba.set_parallel_chunksize(chunk)
         numba.set_num_threads(previous)
     return y
+
+
+def pack_tiles(x: np.ndarray, tile: int) -> np.ndarray:
+    """X as (tiles, n_cols, tile), each tile contiguous, the last one zero-padded (a copy of X per call, timed with it)."""
+    n, f = x.shape
+    n_tiles = -(-f // tile)
+    padded = np.zeros((n, n_tiles * tile), dtype=x.dtype)
+    padded[:, :f] = x
+    return np.ascontiguousarray(padded.reshape(n, n_tiles, tile).transpose(1, 0, 2))
 
 
 def spmm_naive(a: Csr, x: np.ndarray, threads: int | None = None) -> np.ndarray:
@@ -271,8 +287,8 @@ def _naive_kernel(indptr: Any, indices: Any, data: Any, x: Any, y: Any) -> None:
 
 @njit(parallel=True, cache=True, nogil=True)
 def _blocked_kernel(
-    indices: Any, data: Any, x: Any, y: Any, partial: Any, seg_ptr: Any, seg_row: Any, seg_slot: Any, block_ptr: Any,
-    tile: int, split_rows: Any, split_ptr: Any,
+    indices: Any, data: Any, x: Any, xp: Any, y: Any, partial: Any, seg_ptr: Any, seg_row: Any, seg_slot: Any,
+    block_ptr: Any, tile: int, split_rows: Any, split_ptr: Any,
 ) -> None:  # fmt: skip  # pragma: no cover - compiled
     nf = x.shape[1]
     for b in prange(len(block_ptr) - 1):  # a block is one iteration: the scheduler deals blocks to threads
@@ -300,21 +316,29 @@ def _blocked_kernel(
                             partial[slot, f] += v * x[c, f]
         else:
             acc = np.empty(tile, dtype=y.dtype)  # the accumulator of one segment's column tile
-            for f0 in range(0, nf, tile):  # one pass over the block per tile: the block's X tile rows stay in cache
+            for ti in range(xp.shape[0]):  # one pass over the block per tile: the block's X tile rows stay in cache
+                xt = xp[ti]  # (n_cols, tile), contiguous: the inner loop starts at 0 and vectorises
+                f0 = ti * tile
                 w = min(tile, nf - f0)
                 for s in range(s0, s1):
                     acc[:] = 0
                     for j in range(seg_ptr[s], seg_ptr[s + 1]):
                         v = data[j]
-                        xr = x[indices[j], f0 : f0 + w]
-                        for f in range(w):
-                            acc[f] += v * xr[f]
+                        c = indices[j]
+                        for f in range(tile):
+                            acc[f] += v * xt[c, f]
                     slot = seg_slot[s]
                     if slot < 0:
-                        y[seg_row[s], f0 : f0 + w] = acc[:w]
+                        r = seg_row[s]
+                        for f in range(w):
+                            y[r, f0 + f] = acc[f]
                     else:
-                        partial[slot, f0 : f0 + w] = acc[:w]
-    for k in prange(len(split_rows)):  # the reduction merge of split rows
+                        for f in range(w):
+                            partial[slot, f0 + f] = acc[f]
+
+    # the reduction merge, serial after the parallel region: a second region would cost a second barrier (ms on a
+    # busy machine) for a few adds per split row
+    for k in range(len(split_rows)):
         r = split_rows[k]
         for f in range(nf):
             y[r, f] = 0

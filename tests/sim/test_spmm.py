@@ -36,7 +36,9 @@ from sim.graph.spmm import BlockParams, naive_balance, plan, spmm_blocked, spmm_
         ([0, 1, 2], [0, 1], (3, 3), "shape says 3 rows but indptr has 2"),
     ],
 )
-def test_invalid_csr_is_refused_saying_what_and_how(indptr: list[int], indices: list[int], shape: tuple[int, int] | None, match: str) -> None:
+def test_invalid_csr_is_refused_saying_what_and_how(
+    indptr: list[int], indices: list[int], shape: tuple[int, int] | None, match: str
+) -> None:
     data = np.ones(len(indices))
     with pytest.raises(UserInputError, match=match):
         validate_csr(np.array(indptr), np.array(indices, dtype=np.int64), data, shape)
@@ -69,15 +71,15 @@ def test_bad_npz_files_are_user_errors(tmp_path: Path) -> None:
         load_npz(tmp_path / "nope.npz")
     junk = tmp_path / "junk.npz"
     junk.write_bytes(b"not a zip")
-    with pytest.raises(UserInputError, match="not a readable .npz"):
+    with pytest.raises(UserInputError, match=r"not a readable \.npz"):
         load_npz(junk)
     partial = tmp_path / "partial.npz"
     np.savez(partial, indptr=np.array([0, 1]), indices=np.array([0]))
-    with pytest.raises(UserInputError, match="missing array.*data"):
+    with pytest.raises(UserInputError, match=r"missing array.*data"):
         load_npz(partial)
     unsorted = tmp_path / "unsorted.npz"
     np.savez(unsorted, indptr=np.array([0, 2]), indices=np.array([1, 0]), data=np.ones(2), shape=np.array([1, 2]))
-    with pytest.raises(UserInputError, match="unsorted.npz: row 0 has unsorted"):
+    with pytest.raises(UserInputError, match=r"unsorted\.npz: row 0 has unsorted"):
         load_npz(unsorted)
 
 
@@ -242,7 +244,7 @@ def test_named_graphs_are_cached_with_a_checksum() -> None:
     assert checksum(load_graph("rmat-100k@3")) == checksum(a)
     save_npz(files[1], rmat(1000, seed=9))  # a damaged entry: its checksum no longer matches
     assert checksum(load_graph("rmat-100k@3")) == checksum(a)
-    with pytest.raises(UserInputError, match="unknown graph 'rmat-5m'.*rmat-1m"):
+    with pytest.raises(UserInputError, match=r"unknown graph 'rmat-5m'.*rmat-1m"):
         load_graph("rmat-5m")
     karate = load_graph("karate")
     assert karate.shape == (34, 34) and karate.nnz == 156

@@ -61,5 +61,5 @@ def test_bad_input_is_one_clear_error(args: dict[str, object], match: str) -> No
 def test_an_invalid_csr_file_says_what_is_wrong(tmp_path: Path) -> None:
     path = tmp_path / "bad.npz"
     np.savez(path, indptr=np.array([0, 2, 3]), indices=np.array([1, 9, 0]), data=np.ones(3), shape=np.array([2, 4]))
-    with pytest.raises(ToolArgumentError, match="bad.npz: column id 9 at entry 1 is out of range for 4 columns"):
+    with pytest.raises(ToolArgumentError, match=r"bad\.npz: column id 9 at entry 1 is out of range for 4 columns"):
         call_tool(TOOL, {"graph": str(path), "feature_dim": 8, "repeats": 1})
