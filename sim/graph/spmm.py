@@ -268,7 +268,7 @@ def naive_balance(a: Csr, feature_dim: int, threads: int) -> dict[str, float]:
     """Load balance of :func:`spmm_naive`: work ``(nnz + 1) * F`` per thread under equal row counts per thread."""
     work = (a.degrees + 1) * feature_dim
     per_thread = np.array([w.sum() for w in np.array_split(work, threads)])
-    return {"thread_max_over_mean": _ratio(per_thread)}
+    return {"thread_max_over_mean": round(_ratio(per_thread), 4)}
 
 
 @njit(parallel=True, cache=True, nogil=True)
