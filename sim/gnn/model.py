@@ -1,24 +1,27 @@
-"""Heterogeneous message passing for circuit graphs, with dynamic ReLU, sparse aggregation and concurrency as switches.
+"""Heterogeneous message passing for circuit graphs, with dynamic ReLU, a sparse-feature SpMM and concurrency as switches.
 
-Layer ``l`` (per node type t, relations r: s -> t, one weight matrix per relation)::
+Layer ``l``, per node type t (relations r: s -> t, one weight matrix per relation)::
 
-    x_s   = act(h_s)                                  # ReLU, or the row-wise top-k dynamic ReLU
-    h'_t  = W_t x_t + b_t + sum_r (A_r x_s) W_r        # A_r row-normalised (mean over the pins)
+    x_s  = act(h_s)                                  # ReLU, or the row-wise top-k dynamic ReLU
+    Z_s  = x_s @ [W_s | W_r for r leaving s]         # one product per source type
+    h'_t = b_t + Z_t[:, self] + sum_r A_r Z_s[:, r]  # A_r row-normalised (mean over the pins)
 
-The aggregation ``A_r x_s`` is computed before the weight product, so with dynamic ReLU
-it only reads the k stored columns of each source row (:mod:`sim.gnn.sparse`). The three
-switches of :class:`Config` are the ablations: ``k`` (None: plain ReLU), ``aggregation``
-(``"sparse"``: the numba kernels of :mod:`sim.gnn.sparse`; ``"torch"``: ``torch.sparse.mm``
-on dense features, zero-filled after top-k) and ``concurrency`` (threads over relation row
-blocks; 1 = sequential). ``Config(k=None, aggregation="torch", concurrency=1)`` is the dense
-model the others are compared with.
+The product comes before the aggregation: circuit graphs have about two pins per node, so
+the N H^2 weight products, not the aggregations, carry the work, and with dynamic ReLU the
+product reads only the k stored entries of each row (:func:`sim.gnn.sparse.sparse_row_mm`).
+The switches of :class:`Config` are the ablations: ``k`` (None: plain ReLU); ``product``
+(``"sparse"``: the sparse-feature kernel; ``"dense"``: ``torch.mm`` on the zero-filled
+matrix); ``aggregation`` (``"numba"``: the fused CSR kernel; ``"torch"``: ``torch.sparse.mm``
+per relation); ``concurrency`` (threads over row blocks of every kernel; 1 = sequential).
+:data:`DENSE` is the dense model the others are compared with.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -27,45 +30,73 @@ from torch import nn
 
 from sim.errors import UserInputError
 from sim.gnn.graph import NODE_TYPES, RELATIONS, HeteroGraph, Relation
-from sim.gnn.sparse import RelationCSR, aggregate, densify, topk_relu
+from sim.gnn.sparse import RelationCSR, aggregate, balanced_blocks, densify, even_blocks, sparse_row_mm, topk_relu
 
 
 @dataclass(frozen=True)
 class Config:
-    """Model shape and the three switches (see the module docstring)."""
+    """Model shape and the switches (see the module docstring)."""
 
     hidden: int = 64
     layers: int = 3
     k: int | None = 8
-    aggregation: Literal["sparse", "torch"] = "sparse"
+    product: Literal["sparse", "dense"] = "sparse"
+    aggregation: Literal["numba", "torch"] = "numba"
     concurrency: int = 1
 
     def __post_init__(self) -> None:
         if self.hidden < 1 or self.layers < 1:
             raise UserInputError(f"hidden ({self.hidden}) and layers ({self.layers}) must be >= 1")
         if self.k is not None and not 1 <= self.k <= self.hidden:
-            raise UserInputError(f"dynamic_relu_k = {self.k} must be in 1..hidden ({self.hidden}), or 0/None for plain ReLU")
+            raise UserInputError(f"dynamic_relu_k = {self.k} must be in 1..hidden ({self.hidden}), or 0 for plain ReLU")
+        if self.k is None and self.product == "sparse":
+            raise UserInputError("the sparse-feature product needs dynamic ReLU (k); with plain ReLU use product='dense'")
         if self.concurrency < 1:
             raise UserInputError(f"concurrency must be >= 1, got {self.concurrency}")
 
 
-DENSE = Config(k=None, aggregation="torch", concurrency=1)
-"""The dense reference: plain ReLU, torch.sparse.mm over all H columns, sequential."""
+DENSE = Config(k=None, product="dense", aggregation="torch", concurrency=1)
+"""The dense reference: plain ReLU, dense weight products, torch.sparse.mm aggregation, sequential."""
+
+
+def ablations(config: Config) -> dict[str, Config]:
+    """``config`` (dynamic ReLU + sparse product + numba aggregation + concurrency) and each part removed in turn, and the dense model."""
+    return {
+        "full": config,
+        "no_dynamic_relu": replace(config, k=None, product="dense"),
+        "no_sparse_product": replace(config, product="dense"),
+        "no_concurrency": replace(config, concurrency=1),
+        "torch_aggregation": replace(config, aggregation="torch"),
+        "dense": replace(DENSE, hidden=config.hidden, layers=config.layers),
+    }
 
 
 @dataclass
 class Prepared:
-    """A graph as tensors: features, relation adjacencies (kernel CSR + torch CSR), one label."""
+    """A graph as tensors: features, relation adjacencies (kernel CSR + torch CSR), one label, row blocks."""
 
     x: dict[str, torch.Tensor]
     rels: dict[Relation, RelationCSR]
     y: torch.Tensor
     graph: HeteroGraph
+    parts: int = 1
+    row_blocks: dict[str, list[tuple[int, int]]] | None = None
+    agg_blocks: dict[str, list[tuple[int, int]]] | None = None
 
     def reblock(self, parts: int) -> None:
-        """Split every relation into ``parts`` row blocks (the concurrent tasks)."""
-        for r in self.rels.values():
-            r.reblock(parts)
+        """Split every kernel's rows into ``parts`` blocks of balanced work (the concurrent tasks)."""
+        self.parts = parts
+        self.row_blocks = {t: even_blocks(int(x.shape[0]), parts) for t, x in self.x.items()}
+        self.agg_blocks = {}
+        for t in NODE_TYPES:
+            into = [r for r in self.rels.values() if r.n_dst == int(self.x[t].shape[0])]
+            work = np.zeros(int(self.x[t].shape[0]) + 1, dtype=np.int64)
+            for r, rel in self.rels.items():
+                if r[2] == t:
+                    work += rel.a[0]
+            self.agg_blocks[t] = balanced_blocks(work, parts) if into else []
+        for rel in self.rels.values():
+            rel.t_blocks = balanced_blocks(rel.at[0], parts)
 
 
 def prepare(graph: HeteroGraph, label: str, parts: int = 1) -> Prepared:
@@ -73,7 +104,9 @@ def prepare(graph: HeteroGraph, label: str, parts: int = 1) -> Prepared:
     if label not in graph.y:
         raise UserInputError(f"unknown label {label!r}; valid labels: {', '.join(graph.y)}")
     rels = {r: RelationCSR.from_scipy(graph.adjacency(r), parts) for r in RELATIONS if len(graph.edges[r][0])}
-    return Prepared({t: torch.from_numpy(graph.x[t]) for t in NODE_TYPES}, rels, torch.from_numpy(graph.y[label]), graph)
+    p = Prepared({t: torch.from_numpy(graph.x[t]) for t in NODE_TYPES}, rels, torch.from_numpy(graph.y[label]), graph)
+    p.reblock(parts)
+    return p
 
 
 class HeteroCircuitGNN(nn.Module):
@@ -91,19 +124,26 @@ class HeteroCircuitGNN(nn.Module):
         self.relations = list(relations)
         h = config.hidden
         self.inp = nn.ModuleDict({t: nn.Linear(d, h) for t, d in in_dims.items()})
-        self.self_w = nn.ModuleList([nn.ModuleDict({t: nn.Linear(h, h) for t in in_dims}) for _ in range(config.layers)])
-        self.rel_w = nn.ModuleList([nn.ModuleDict({"__".join(r): nn.Linear(h, h, bias=False) for r in relations}) for _ in range(config.layers)])
+        # per layer and source type s: [W_self(s) | W_r for r leaving s], one H x (1 + R_s) H matrix
+        self.out_rels = {s: [r for r in self.relations if r[0] == s] for s in in_dims}
+        bound = 1.0 / math.sqrt(h)
+        self.w = nn.ParameterList()
+        self.b = nn.ParameterList()
+        for _ in range(config.layers):
+            for s in in_dims:
+                self.w.append(nn.Parameter(torch.empty(h, h * (1 + len(self.out_rels[s]))).uniform_(-bound, bound)))
+                self.b.append(nn.Parameter(torch.empty(h).uniform_(-bound, bound)))
+        self.types = list(in_dims)
         self.head = nn.Linear(h, 1)
         self.config = config
         self._pool: ThreadPoolExecutor | None = None
         self.configure(config)
 
     def configure(self, config: Config) -> None:
-        """Switch dynamic ReLU / aggregation / concurrency (hidden and layers must match the weights)."""
+        """Switch dynamic ReLU / product / aggregation / concurrency (hidden and layers must match the weights)."""
         if (config.hidden, config.layers) != (self.config.hidden, self.config.layers):
-            raise UserInputError("configure may change k, aggregation and concurrency, not hidden or layers")
-        if self._pool is not None:
-            self._pool.shutdown()
+            raise UserInputError("configure may change k, product, aggregation and concurrency, not hidden or layers")
+        self.close()
         self.config = config
         self._pool = ThreadPoolExecutor(config.concurrency, thread_name_prefix="gnn") if config.concurrency > 1 else None
 
@@ -113,44 +153,35 @@ class HeteroCircuitGNN(nn.Module):
             self._pool.shutdown()
             self._pool = None
 
-    def _act(self, h: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor]:
-        if self.config.k is None:
-            return None, torch.relu(h)
-        return topk_relu(h, self.config.k)
-
-    def _aggregate(self, data: Prepared, feats: dict[str, tuple[torch.Tensor | None, torch.Tensor]]) -> dict[Relation, torch.Tensor]:
-        rels = [r for r in self.relations if r in data.rels]
-        cfg = self.config
-        if cfg.aggregation == "sparse":
-            order = list(NODE_TYPES)
-            outs = aggregate([data.rels[r] for r in rels], [order.index(r[0]) for r in rels], [feats[t] for t in order], cfg.hidden, self._pool)
-            return dict(zip(rels, outs, strict=True))
-        dense = {t: v if i is None else densify(i, v, cfg.hidden) for t, (i, v) in feats.items()}
-
-        def one(r: Relation) -> torch.Tensor:
-            a = data.rels[r].torch_csr
-            assert a is not None
-            return torch.sparse.mm(a, dense[r[0]])
-
-        if self._pool is None:
-            return {r: one(r) for r in rels}
-        futures = {r: self._pool.submit(one, r) for r in rels}
-        return {r: f.result() for r, f in futures.items()}
-
     def forward(self, data: Prepared) -> torch.Tensor:
         """Per-cell prediction (shape: number of cells)."""
-        h = {t: self.inp[t](data.x[t]) for t in NODE_TYPES}
-        for layer in range(self.config.layers):
-            feats = {t: self._act(h[t]) for t in NODE_TYPES}
-            msgs = self._aggregate(data, feats)
+        cfg, hid, pool = self.config, self.config.hidden, self._pool
+        if data.parts != cfg.concurrency:
+            data.reblock(cfg.concurrency)
+        assert data.row_blocks is not None and data.agg_blocks is not None
+        h = {t: self.inp[t](data.x[t]) for t in self.types}
+        for layer in range(cfg.layers):
+            z: dict[str, torch.Tensor] = {}
+            for n, s in enumerate(self.types):
+                w = self.w[layer * len(self.types) + n]
+                if cfg.k is None:
+                    z[s] = torch.relu(h[s]) @ w
+                    continue
+                idx, val = topk_relu(h[s], cfg.k, data.row_blocks[s], pool)
+                z[s] = sparse_row_mm(idx, val, w, data.row_blocks[s], pool) if cfg.product == "sparse" else densify(idx, val, hid) @ w
+            col = {r: hid * (1 + self.out_rels[r[0]].index(r)) for r in self.relations}
             new = {}
-            for t in NODE_TYPES:
-                i, v = feats[t]
-                x = v if i is None else densify(i, v, self.config.hidden)
-                out = self.self_w[layer][t](x)
-                for r, m in msgs.items():
-                    if r[2] == t:
-                        out = out + self.rel_w[layer]["__".join(r)](m)
+            for n, t in enumerate(self.types):
+                out = z[t][:, :hid] + self.b[layer * len(self.types) + n]
+                into = [r for r in self.relations if r[2] == t and r in data.rels]
+                if cfg.aggregation == "numba" and into:
+                    srcs = [(data.rels[r], self.types.index(r[0]), col[r]) for r in into]
+                    out = out + aggregate(srcs, [z[s] for s in self.types], int(data.x[t].shape[0]), hid, data.agg_blocks[t], pool)
+                else:
+                    for r in into:
+                        a = data.rels[r].torch_csr
+                        assert a is not None
+                        out = out + torch.sparse.mm(a, z[r[0]][:, col[r] : col[r] + hid])
                 new[t] = out
             h = new
         return self.head(torch.relu(h["cell"])).squeeze(1)

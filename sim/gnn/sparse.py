@@ -1,30 +1,29 @@
-"""Row-wise top-k dynamic ReLU and the sparse-feature aggregation it feeds, with autograd.
+"""Row-wise top-k dynamic ReLU, the sparse-feature SpMM it feeds, and CSR aggregation; numba kernels with autograd.
 
-Dynamic ReLU keeps, in each row of ``h``, the ``k`` largest entries (ReLU-ed) and zeroes
-the rest, so a row is ``k`` (column, value) pairs instead of ``H`` values. Aggregating such
-rows over a relation's adjacency ``A`` (CSR, rows = destinations) only touches the stored
-pairs::
+Dynamic ReLU keeps, in each row of ``h`` (N x H), the ``k`` largest entries (ReLU-ed) and
+zeroes the rest: a row becomes ``k`` (column, value) pairs. The layer's weight product
+then reads only those pairs (the sparse-feature SpMM, X sparse by rows times a dense W)::
 
-    Y[i, idx[j, t]] += A[i, j] * val[j, t]          for j in row i of A, t < k
+    Z[i, :] = sum_t val[i, t] * W[idx[i, t], :]        (N k M multiply-adds, not N H M)
 
-which is ``nnz(A) * k`` multiply-adds instead of ``nnz(A) * H``. The backward pass is the
-same gather on ``A^T`` (CSR of the transpose, rows = sources)::
+and its backward is ``dval[i, t] = <dZ[i, :], W[idx[i, t], :]>`` and
+``dW[idx[i, t], :] += val[i, t] dZ[i, :]``. The messages are then aggregated over each
+relation's adjacency (CSR, rows = destinations), all relations into one destination type
+fused in one pass; the backward reads the CSR of the transpose.
 
-    dval[j, t] = sum_i A[i, j] * dY[i, idx[j, t]]
-
-The kernels are numba functions compiled ``nogil``: :func:`aggregate` splits every
-relation into row blocks of balanced nonzeros and runs all blocks of all relations on a
-thread pool, forward and backward (the backward is inside one autograd node, so torch's
-single CPU autograd thread does not serialise it). A dense-feature kernel (every column,
-no top-k) gives the ablation without dynamic ReLU.
+Every kernel is numba-compiled ``nogil`` and takes a row range, so a thread pool runs row
+blocks (of balanced work) concurrently, forward and backward: each op is one autograd node
+whose backward dispatches its own blocks, so torch's single CPU autograd thread does not
+serialise them. Blocks write disjoint rows; the weight gradient, which all rows touch, gets
+one buffer per block, summed afterwards.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-import warnings
 from typing import Any
 
 import numba
@@ -32,44 +31,98 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+# The kernels below are compiled by numba; coverage and mypy see only their Python shells.
 
-@numba.njit(nogil=True, cache=True)
-def _spfeat_forward(indptr, indices, data, idx, val, out, r0, r1):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+
+@numba.njit(nogil=True, cache=True, fastmath=True)
+def _topk_relu(h, k, idx, val, r0, r1):  # type: ignore[no-untyped-def]  # pragma: no cover
+    width = h.shape[1]
+    for i in range(r0, r1):
+        n = 0
+        for c in range(width):
+            x = h[i, c]
+            if n < k:
+                p = n
+                n += 1
+            elif x > val[i, k - 1]:
+                p = k - 1
+            else:
+                continue
+            while p > 0 and val[i, p - 1] < x:  # insertion into the row's descending buffer
+                val[i, p] = val[i, p - 1]
+                idx[i, p] = idx[i, p - 1]
+                p -= 1
+            val[i, p] = x
+            idx[i, p] = c
+        for t in range(k):
+            if val[i, t] < 0:
+                val[i, t] = 0.0
+
+
+@numba.njit(nogil=True, cache=True, fastmath=True)
+def _sprow_mm(idx, val, w, z, r0, r1):  # type: ignore[no-untyped-def]  # pragma: no cover
     k = idx.shape[1]
+    m = w.shape[1]
+    for i in range(r0, r1):
+        for t in range(k):
+            v = val[i, t]
+            if v != 0.0:
+                j = idx[i, t]
+                for c in range(m):
+                    z[i, c] += v * w[j, c]
+
+
+@numba.njit(nogil=True, cache=True, fastmath=True)
+def _sprow_mm_backward(idx, val, w, g, dval, dw, r0, r1):  # type: ignore[no-untyped-def]  # pragma: no cover
+    k = idx.shape[1]
+    m = w.shape[1]
+    for i in range(r0, r1):
+        for t in range(k):
+            j = idx[i, t]
+            s = 0.0
+            for c in range(m):
+                s += g[i, c] * w[j, c]
+            dval[i, t] = s
+            v = val[i, t]
+            if v != 0.0:
+                for c in range(m):
+                    dw[j, c] += v * g[i, c]
+
+
+@numba.njit(nogil=True, cache=True, fastmath=True)
+def _csr_gather(indptr, indices, data, x, c0, out, r0, r1):  # type: ignore[no-untyped-def]  # pragma: no cover
+    # out[i, :] += sum_p data[p] * x[indices[p], c0 : c0 + width]
+    width = out.shape[1]
     for i in range(r0, r1):
         for p in range(indptr[i], indptr[i + 1]):
             j = indices[p]
             a = data[p]
-            for t in range(k):
-                out[i, idx[j, t]] += a * val[j, t]
+            for c in range(width):
+                out[i, c] += a * x[j, c0 + c]
 
 
-@numba.njit(nogil=True, cache=True)
-def _spfeat_backward(t_indptr, t_indices, t_data, idx, grad, dval, r0, r1):  # type: ignore[no-untyped-def]  # pragma: no cover
-    k = idx.shape[1]
+@numba.njit(nogil=True, cache=True, fastmath=True)
+def _csr_gather_into(indptr, indices, data, g, dx, c0, r0, r1):  # type: ignore[no-untyped-def]  # pragma: no cover
+    # dx[j, c0 : c0 + width] += sum_p data[p] * g[indices[p], :]   (rows j of the transpose)
+    width = g.shape[1]
     for j in range(r0, r1):
-        for p in range(t_indptr[j], t_indptr[j + 1]):
-            i = t_indices[p]
-            a = t_data[p]
-            for t in range(k):
-                dval[j, t] += a * grad[i, idx[j, t]]
-
-
-@numba.njit(nogil=True, cache=True)
-def _dense_spmm(indptr, indices, data, x, out, r0, r1):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
-    h = x.shape[1]
-    for i in range(r0, r1):
-        for p in range(indptr[i], indptr[i + 1]):
-            j = indices[p]
+        for p in range(indptr[j], indptr[j + 1]):
+            i = indices[p]
             a = data[p]
-            for c in range(h):
-                out[i, c] += a * x[j, c]
+            for c in range(width):
+                dx[j, c0 + c] += a * g[i, c]
+
+
+def even_blocks(n: int, parts: int) -> list[tuple[int, int]]:
+    """Rows ``0..n`` in at most ``parts`` contiguous blocks of (almost) equal size."""
+    cuts = np.linspace(0, n, max(1, min(parts, n)) + 1).astype(np.int64)
+    return [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
 
 
 def balanced_blocks(indptr: np.ndarray, parts: int) -> list[tuple[int, int]]:
-    """Split rows ``0..n`` into at most ``parts`` contiguous blocks of about equal nonzeros (none empty)."""
+    """Rows ``0..n`` of a CSR row pointer in at most ``parts`` contiguous blocks of about equal nonzeros (none empty)."""
     n = len(indptr) - 1
-    if n == 0:
+    if n <= 0:
         return []
     nnz = int(indptr[-1])
     if parts <= 1 or nnz == 0:
@@ -79,37 +132,39 @@ def balanced_blocks(indptr: np.ndarray, parts: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
 
 
+CSRArrays = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
 @dataclass
 class RelationCSR:
-    """One relation's adjacency ready for the kernels: CSR of A and of A^T, and row blocks of each.
+    """One relation's adjacency for the kernels: CSR of A (rows = destinations) and of A^T, plus torch's CSR of A.
 
     Attributes:
         n_dst: rows of A; n_src: columns.
-        a: (indptr, indices, data) of A; at: the same for A^T.
-        blocks: row blocks of A (forward); t_blocks: row blocks of A^T (backward).
-        torch_csr: A as a torch sparse CSR tensor (the torch-aggregation baselines).
+        a: (indptr int64, indices int64, data float32) of A; at: the same for A^T.
+        t_blocks: row blocks of A^T (the backward's tasks).
+        torch_csr: A as a torch sparse CSR tensor (the torch-aggregation baseline).
     """
 
     n_dst: int
     n_src: int
-    a: tuple[np.ndarray, np.ndarray, np.ndarray]
-    at: tuple[np.ndarray, np.ndarray, np.ndarray]
-    blocks: list[tuple[int, int]] = field(default_factory=list)
+    a: CSRArrays
+    at: CSRArrays
     t_blocks: list[tuple[int, int]] = field(default_factory=list)
     torch_csr: torch.Tensor | None = None
 
     @classmethod
     def from_scipy(cls, a: sp.csr_matrix, parts: int = 1) -> RelationCSR:
-        """From a scipy CSR matrix (rows = destinations), split into ``parts`` blocks per direction."""
+        """From a scipy CSR matrix (rows = destinations)."""
         a = sp.csr_matrix(a, dtype=np.float32)
         a.sort_indices()
         at = sp.csr_matrix(a.T, dtype=np.float32)
         at.sort_indices()
 
-        def arrays(m: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        def arrays(m: sp.csr_matrix) -> CSRArrays:
             return m.indptr.astype(np.int64), m.indices.astype(np.int64), m.data.astype(np.float32)
 
-        with warnings.catch_warnings():  # "sparse CSR support is in beta": known, and the matrix is valid by construction
+        with warnings.catch_warnings():  # "sparse CSR support is in beta": known; the matrix is valid by construction
             warnings.simplefilter("ignore", UserWarning)
             tcsr = torch.sparse_csr_tensor(
                 torch.from_numpy(a.indptr.astype(np.int64)),
@@ -119,13 +174,8 @@ class RelationCSR:
                 check_invariants=False,
             )
         rel = cls(a.shape[0], a.shape[1], arrays(a), arrays(at), torch_csr=tcsr)
-        rel.reblock(parts)
+        rel.t_blocks = balanced_blocks(rel.at[0], parts)
         return rel
-
-    def reblock(self, parts: int) -> None:
-        """Recompute the row blocks for ``parts`` workers."""
-        self.blocks = balanced_blocks(self.a[0], parts)
-        self.t_blocks = balanced_blocks(self.at[0], parts)
 
 
 def _run(tasks: Sequence[Callable[[], None]], pool: Executor | None) -> None:
@@ -137,85 +187,116 @@ def _run(tasks: Sequence[Callable[[], None]], pool: Executor | None) -> None:
         f.result()
 
 
+class _TopKReLU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, h: torch.Tensor, k: int, blocks: list[tuple[int, int]], pool: Executor | None) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        hn = h.detach().contiguous().numpy()
+        idx = np.zeros((hn.shape[0], k), dtype=np.int64)
+        val = np.zeros((hn.shape[0], k), dtype=np.float32)
+        _run([lambda r0=r0, r1=r1: _topk_relu(hn, k, idx, val, r0, r1) for r0, r1 in blocks], pool)
+        ti, tv = torch.from_numpy(idx), torch.from_numpy(val)
+        ctx.save_for_backward(ti, tv)
+        ctx.width = hn.shape[1]
+        ctx.mark_non_differentiable(ti)
+        return ti, tv
+
+    @staticmethod
+    def backward(ctx: Any, _gi: Any, gv: torch.Tensor) -> tuple[Any, ...]:
+        idx, val = ctx.saved_tensors
+        dh = torch.zeros(val.shape[0], ctx.width, dtype=gv.dtype).scatter_(1, idx, gv * (val > 0))
+        return dh, None, None, None
+
+
+class _SparseRowMM(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, idx: torch.Tensor, val: torch.Tensor, w: torch.Tensor, blocks: list[tuple[int, int]], pool: Executor | None) -> torch.Tensor:  # type: ignore[override]
+        i, v, wn = idx.contiguous().numpy(), val.detach().contiguous().numpy(), w.detach().contiguous().numpy()
+        z = np.zeros((i.shape[0], wn.shape[1]), dtype=np.float32)
+        _run([lambda r0=r0, r1=r1: _sprow_mm(i, v, wn, z, r0, r1) for r0, r1 in blocks], pool)
+        ctx.save_for_backward(idx, val, w)
+        ctx.blocks, ctx.pool = blocks, pool
+        return torch.from_numpy(z)
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
+        idx, val, w = ctx.saved_tensors
+        i, v, wn, gn = idx.numpy(), val.detach().numpy(), w.detach().contiguous().numpy(), g.contiguous().numpy()
+        dval = np.zeros(v.shape, dtype=np.float32)
+        dws = [np.zeros(wn.shape, dtype=np.float32) for _ in ctx.blocks]
+        _run(
+            [lambda r0=r0, r1=r1, dw=dw: _sprow_mm_backward(i, v, wn, gn, dval, dw, r0, r1) for (r0, r1), dw in zip(ctx.blocks, dws, strict=True)],
+            ctx.pool,
+        )
+        return None, torch.from_numpy(dval), torch.from_numpy(np.sum(dws, axis=0, dtype=np.float32)), None, None
+
+
 class _Aggregate(torch.autograd.Function):
-    """Aggregate source features over several relations at once: forward and backward blocks run on the pool."""
-
     @staticmethod
-    def forward(ctx: Any, plan: dict[str, Any], *vals: torch.Tensor) -> tuple[torch.Tensor, ...]:  # type: ignore[override]
-        rels: list[RelationCSR] = plan["rels"]
-        src: list[int] = plan["src"]
-        idx: list[torch.Tensor | None] = plan["idx"]
-        width: int = plan["width"]
-        xs = [v.detach().contiguous().numpy() for v in vals]
-        ids = [None if i is None else i.contiguous().numpy() for i in idx]
-        outs = [np.zeros((r.n_dst, width), dtype=np.float32) for r in rels]
-        tasks: list[Callable[[], None]] = []
-        for r, s, out in zip(rels, src, outs, strict=True):
-            for r0, r1 in r.blocks:
-                if ids[s] is None:
-                    tasks.append(lambda r=r, s=s, out=out, r0=r0, r1=r1: _dense_spmm(*r.a, xs[s], out, r0, r1))
-                else:
-                    tasks.append(lambda r=r, s=s, out=out, r0=r0, r1=r1: _spfeat_forward(*r.a, ids[s], xs[s], out, r0, r1))
-        _run(tasks, plan["pool"])
+    def forward(ctx: Any, plan: dict[str, Any], *zs: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        xs = [z.detach().contiguous().numpy() for z in zs]
+        out = np.zeros((plan["n_dst"], plan["width"]), dtype=np.float32)
+
+        def block(r0: int, r1: int) -> None:
+            for rel, s, c0 in plan["rels"]:
+                _csr_gather(*rel.a, xs[s], c0, out, r0, r1)
+
+        _run([lambda r0=r0, r1=r1: block(r0, r1) for r0, r1 in plan["blocks"]], plan["pool"])
         ctx.plan = plan
-        ctx.shapes = [tuple(v.shape) for v in vals]
-        return tuple(torch.from_numpy(o) for o in outs)
+        ctx.shapes = [tuple(z.shape) for z in zs]
+        return torch.from_numpy(out)
 
     @staticmethod
-    def backward(ctx: Any, *grads: torch.Tensor) -> tuple[Any, ...]:
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
         plan = ctx.plan
-        rels: list[RelationCSR] = plan["rels"]
-        src: list[int] = plan["src"]
-        ids = [None if i is None else i.contiguous().numpy() for i in plan["idx"]]
-        gs = [g.contiguous().numpy() for g in grads]
-        # one gradient buffer per relation (blocks of one relation write disjoint rows; two
-        # relations sharing a source would race), summed per source afterwards
-        dvals = [np.zeros(ctx.shapes[s], dtype=np.float32) for s in src]
+        gn = g.contiguous().numpy()
+        dxs = [np.zeros(s, dtype=np.float32) for s in ctx.shapes]
+        # relations write disjoint column ranges of their source's gradient, blocks disjoint rows: no races
         tasks: list[Callable[[], None]] = []
-        for r, s, g, d in zip(rels, src, gs, dvals, strict=True):
-            for r0, r1 in r.t_blocks:
-                if ids[s] is None:
-                    tasks.append(lambda r=r, g=g, d=d, r0=r0, r1=r1: _dense_spmm(*r.at, g, d, r0, r1))
-                else:
-                    tasks.append(lambda r=r, s=s, g=g, d=d, r0=r0, r1=r1: _spfeat_backward(*r.at, ids[s], g, d, r0, r1))
+        for rel, s, c0 in plan["rels"]:
+            for r0, r1 in rel.t_blocks:
+                tasks.append(lambda rel=rel, s=s, c0=c0, r0=r0, r1=r1: _csr_gather_into(*rel.at, gn, dxs[s], c0, r0, r1))
         _run(tasks, plan["pool"])
-        out: list[torch.Tensor | None] = [None] * len(ctx.shapes)
-        for s, d in zip(src, dvals, strict=True):
-            t = torch.from_numpy(d)
-            prev = out[s]
-            out[s] = t if prev is None else prev + t
-        return (None, *out)
+        return (None, *(torch.from_numpy(d) for d in dxs))
 
 
-def aggregate(
-    rels: Sequence[RelationCSR],
-    src: Sequence[int],
-    feats: Sequence[tuple[torch.Tensor | None, torch.Tensor]],
-    width: int,
-    pool: Executor | None = None,
-) -> tuple[torch.Tensor, ...]:
-    """``A_r @ X_src(r)`` for every relation r, in one autograd node.
+def topk_relu(h: torch.Tensor, k: int, blocks: list[tuple[int, int]] | None = None, pool: Executor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dynamic ReLU: per row the ``k`` largest entries, ReLU-ed, as ``(columns int64, values float32)``, both N x k.
 
-    Args:
-        rels: the relations.
-        src: for each relation, which entry of ``feats`` is its source.
-        feats: per source, ``(idx, val)``: top-k columns (int64, N x k) and values (N x k), or
-            ``(None, X)`` for dense features (N x width).
-        width: the feature width H of the outputs.
-        pool: a thread pool for the row blocks (None: sequential).
-
-    Returns:
-        One dense (n_dst x width) float32 tensor per relation; gradients flow to the values.
+    Gradients reach ``h`` at the kept positions whose value is positive.
     """
-    plan = {"rels": list(rels), "src": list(src), "idx": [i for i, _ in feats], "width": width, "pool": pool}
-    out: tuple[torch.Tensor, ...] = _Aggregate.apply(plan, *[v for _, v in feats])
+    if not 1 <= k <= h.shape[1]:
+        raise ValueError(f"k = {k} must be in 1..{h.shape[1]}")
+    out: tuple[torch.Tensor, torch.Tensor] = _TopKReLU.apply(h, k, blocks or even_blocks(h.shape[0], 1), pool)
     return out
 
 
-def topk_relu(h: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dynamic ReLU: per row the ``k`` largest entries, ReLU-ed: ``(columns int64, values)``, both N x k."""
-    vals, idx = torch.topk(h, min(k, h.shape[1]), dim=1, sorted=False)
-    return idx, torch.relu(vals)
+def sparse_row_mm(idx: torch.Tensor, val: torch.Tensor, w: torch.Tensor, blocks: list[tuple[int, int]] | None = None, pool: Executor | None = None) -> torch.Tensor:
+    """``X @ w`` where row i of X holds ``val[i]`` at columns ``idx[i]`` (zeros elsewhere); gradients to ``val`` and ``w``."""
+    out: torch.Tensor = _SparseRowMM.apply(idx, val, w, blocks or even_blocks(idx.shape[0], 1), pool)
+    return out
+
+
+def aggregate(
+    rels: Sequence[tuple[RelationCSR, int, int]],
+    zs: Sequence[torch.Tensor],
+    n_dst: int,
+    width: int,
+    blocks: list[tuple[int, int]] | None = None,
+    pool: Executor | None = None,
+) -> torch.Tensor:
+    """``sum_r A_r @ zs[s_r][:, c0_r : c0_r + width]`` over relations ``(A_r, s_r, c0_r)`` into one destination type.
+
+    Args:
+        rels: per relation its adjacency, the index of its source in ``zs`` and the first column of its block.
+        zs: the source matrices (each relation reads its own column block).
+        n_dst: number of destination rows.
+        width: columns of the output.
+        blocks: destination row blocks (the forward's tasks; default one block).
+        pool: thread pool for the blocks (None: sequential).
+    """
+    plan = {"rels": list(rels), "n_dst": n_dst, "width": width, "blocks": blocks or even_blocks(n_dst, 1), "pool": pool}
+    out: torch.Tensor = _Aggregate.apply(plan, *zs)
+    return out
 
 
 def densify(idx: torch.Tensor, val: torch.Tensor, width: int) -> torch.Tensor:
