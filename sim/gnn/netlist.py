@@ -86,6 +86,7 @@ class Netlist:
         inputs: primary-input nets, outputs: primary-output nets.
         const: constant nets (net id -> 0 or 1).
         net_names: a readable name per net where Yosys gave one.
+        ports: port name -> its nets, least significant bit first.
     """
 
     name: str
@@ -95,6 +96,7 @@ class Netlist:
     outputs: list[int]
     const: dict[int, int] = field(default_factory=dict)
     net_names: dict[int, str] = field(default_factory=dict)
+    ports: dict[str, list[int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         drivers: dict[int, int] = {}
@@ -232,8 +234,9 @@ def from_yosys(module: Mapping[str, Any], name: str) -> Netlist:
 
     inputs: list[int] = []
     outputs: list[int] = []
-    for port in module.get("ports", {}).values():
-        bits = [net(b) for b in port["bits"]]
+    ports: dict[str, list[int]] = {}
+    for pname, port in module.get("ports", {}).items():
+        bits = ports[pname] = [net(b) for b in port["bits"]]
         if port["direction"] == "input":
             inputs.extend(b for b in bits if b not in const)
         else:
@@ -255,7 +258,7 @@ def from_yosys(module: Mapping[str, Any], name: str) -> Netlist:
             for i, b in enumerate(info["bits"]):
                 if b in ids:
                     names.setdefault(ids[b], f"{nname}[{i}]")
-    return Netlist(name, cells, len(ids), inputs, outputs, const, names)
+    return Netlist(name, cells, len(ids), inputs, outputs, const, names, ports)
 
 
 def hand_netlist(name: str, cells: Sequence[tuple[str, str, dict[str, int], dict[str, int]]], n_nets: int, inputs: Sequence[int], outputs: Sequence[int]) -> Netlist:

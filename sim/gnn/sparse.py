@@ -127,7 +127,10 @@ def balanced_blocks(indptr: np.ndarray, parts: int) -> list[tuple[int, int]]:
     nnz = int(indptr[-1])
     if parts <= 1 or nnz == 0:
         return [(0, n)]
-    cuts = np.searchsorted(indptr, np.linspace(0, nnz, parts + 1)[1:-1], side="left")
+    targets = np.linspace(0, nnz, parts + 1)[1:-1]
+    hi = np.clip(np.searchsorted(indptr, targets, side="left"), 1, n)
+    # cut at whichever row boundary is nearer the target share of the work
+    cuts = np.where(np.abs(indptr[hi - 1] - targets) <= np.abs(indptr[hi] - targets), hi - 1, hi)
     bounds = sorted({0, n, *(int(c) for c in cuts)})
     return [(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
 
