@@ -28,9 +28,10 @@ def load_netlist(design: str, top: str | None = None) -> Netlist:
             raise UserInputError(f"Verilog file {design!r} does not exist")
         if not top:
             raise UserInputError(f"a Verilog file needs its top module: pass top (the module name in {path.name})")
-        return from_yosys(synthesize_text(path.read_text(), top, name=path.stem), path.stem)
+        return from_yosys(synthesize_text(path.read_text(), top, name=path.stem, source_name=str(path)), path.stem)
     d = get_design(design)
-    return from_yosys(synthesize_text(d.verilog(), d.top, d.params, name=d.name), d.name)
+    verilog = synthesize_text(d.verilog(), d.top, d.params, name=d.name, source_name=f"sim/gnn/designs/{d.source}")
+    return from_yosys(verilog, d.name)
 
 
 @lru_cache(maxsize=64)

@@ -77,7 +77,9 @@ def _error_line(log: str) -> str:
     return lines[-1] if lines else "(no output)"
 
 
-def synthesize_text(verilog: str, top: str, params: dict[str, int] | None = None, *, name: str | None = None) -> dict[str, Any]:
+def synthesize_text(
+    verilog: str, top: str, params: dict[str, int] | None = None, *, name: str | None = None, source_name: str = "design.v"
+) -> dict[str, Any]:
     """Synthesise Verilog text to Yosys's JSON netlist (the top module's dict), through the cache.
 
     Args:
@@ -85,6 +87,7 @@ def synthesize_text(verilog: str, top: str, params: dict[str, int] | None = None
         top: the top module.
         params: parameters to set on the top (``chparam``).
         name: a readable prefix for the cache file.
+        source_name: what Yosys's messages call the file (they quote a temporary copy).
 
     Raises:
         YosysNotFoundError: yosys is missing.
@@ -107,7 +110,8 @@ def synthesize_text(verilog: str, top: str, params: dict[str, int] | None = None
             [yosys_path(), "-q", "-p", _script(src, top, params, out)], capture_output=True, text=True, timeout=1800, check=False
         )
         if proc.returncode != 0 or not out.exists():
-            raise SynthesisError(f"Yosys could not synthesise {name or top!r}: {_error_line(proc.stderr + proc.stdout)}")
+            line = _error_line(proc.stderr + proc.stdout).replace(str(src), source_name)
+            raise SynthesisError(f"Yosys could not synthesise {name or top!r}: {line}")
         data = out.read_bytes()
     _write_cached(path, data)
     return _top_module(json.loads(data), top)
