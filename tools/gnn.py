@@ -1,4 +1,4 @@
-"""Circuit GNN tool: a Yosys-synthesised design as a heterogeneous graph, a GNN with dynamic ReLU trained on its labels, timed against the dense model."""
+"""Circuit GNN tool: a Yosys-synthesised design as a heterogeneous graph; a dynamic-ReLU GNN trained on its labels, timed vs dense."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from sim.gnn import DESIGNS, DENSE, Config, build, load_graph, model_variant, prepare, time_variants, train_eval
+from sim.gnn import DENSE, DESIGNS, Config, build, load_graph, model_variant, prepare, time_variants, train_eval
 from tools._base import Tool, ToolArgs, ToolResult
 
 
@@ -26,10 +26,12 @@ class GnnCircuitArgs(ToolArgs):
     top: str | None = Field(None, description="top module of a Verilog file given as design (ignored for shipped designs)")
     label: Literal["depth", "arrival", "fanout_cone"] = Field(
         "depth",
-        description="per-cell target computed from the netlist: logic depth, static-timing arrival time (per-gate delays), or fan-out cone size",
+        description="per-cell target from the netlist: logic depth, static-timing arrival time (per-gate delays) or fan-out cone size",
     )
     dynamic_relu_k: int = Field(8, ge=0, description="dynamic ReLU: keep the k largest activations per row (1..hidden); 0 = plain ReLU")
-    concurrency: int = Field(2, ge=1, le=16, description="threads running the row blocks of every kernel, forward and backward (1 = sequential)")
+    concurrency: int = Field(
+        2, ge=1, le=16, description="threads running the row blocks of every kernel, forward and backward (1 = sequential)"
+    )
     hidden: int = Field(64, ge=4, le=512, description="hidden feature width H")
     layers: int = Field(3, ge=1, le=8, description="message-passing layers")
     epochs: int = Field(60, ge=0, le=2000, description="full-batch Adam epochs on the training cells (0: timing only)")
@@ -61,7 +63,14 @@ class GnnCircuit(Tool):
         "cells (and the dense model's), plus forward/backward time of the configured model vs the dense one."
     )
     Args = GnnCircuitArgs
-    example: ClassVar[dict[str, Any]] = {"design": "adder8", "dynamic_relu_k": 4, "concurrency": 2, "hidden": 16, "epochs": 20, "timing_repeats": 2}
+    example: ClassVar[dict[str, Any]] = {
+        "design": "adder8",
+        "dynamic_relu_k": 4,
+        "concurrency": 2,
+        "hidden": 16,
+        "epochs": 20,
+        "timing_repeats": 2,
+    }
     long_running = True
 
     def run(self, args: GnnCircuitArgs) -> ToolResult:
@@ -81,7 +90,12 @@ class GnnCircuit(Tool):
                 "label": args.label,
                 "label_mean": float(data.y.mean()),
                 "label_max": float(data.y.max()),
-                "config": {"dynamic_relu_k": args.dynamic_relu_k, "concurrency": args.concurrency, "hidden": args.hidden, "layers": args.layers},
+                "config": {
+                    "dynamic_relu_k": args.dynamic_relu_k,
+                    "concurrency": args.concurrency,
+                    "hidden": args.hidden,
+                    "layers": args.layers,
+                },
             }
             if args.epochs:
                 fits = {"model": cfg, **({"dense": dense} if args.compare_dense else {})}
@@ -94,7 +108,9 @@ class GnnCircuit(Tool):
             if args.timing_repeats:
                 model = build(data, cfg, args.seed)
                 try:
-                    t = time_variants({"model": model_variant(model, data, cfg), "dense": model_variant(model, data, dense)}, args.timing_repeats)
+                    t = time_variants(
+                        {"model": model_variant(model, data, cfg), "dense": model_variant(model, data, dense)}, args.timing_repeats
+                    )
                 finally:
                     model.close()
                 value["timing"] = {

@@ -72,7 +72,9 @@ def _step(run: Callable[[], torch.Tensor], params: list[torch.Tensor]) -> tuple[
     return t1 - t0, t2 - t1
 
 
-def time_variants(variants: dict[str, tuple[Callable[[], torch.Tensor], list[torch.Tensor]]], repeats: int, warmup: int = 2) -> dict[str, Timing]:
+def time_variants(
+    variants: dict[str, tuple[Callable[[], torch.Tensor], list[torch.Tensor]]], repeats: int, warmup: int = 2
+) -> dict[str, Timing]:
     """Forward and backward time of each variant, interleaved (one run of each per round), medians.
 
     Interleaving spreads a shared machine's load over all variants alike.

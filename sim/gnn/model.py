@@ -213,7 +213,9 @@ def build_pyg(data: Prepared, hidden: int, layers: int, seed: int = 0) -> Callab
     torch.manual_seed(seed)
     rels = list(data.rels)
     inp = nn.ModuleDict({t: nn.Linear(int(x.shape[1]), hidden) for t, x in data.x.items()})
-    convs = nn.ModuleList([HeteroConv({r: GraphConv((hidden, hidden), hidden, aggr="mean") for r in rels}, aggr="sum") for _ in range(layers)])
+    convs = nn.ModuleList(
+        [HeteroConv({r: GraphConv((hidden, hidden), hidden, aggr="mean") for r in rels}, aggr="sum") for _ in range(layers)]
+    )
     head = nn.Linear(hidden, 1)
     edge_index = {r: torch.from_numpy(np.stack(data.graph.edges[r])) for r in rels}
     modules: Any = nn.ModuleList([inp, convs, head])

@@ -261,6 +261,8 @@ def from_yosys(module: Mapping[str, Any], name: str) -> Netlist:
     return Netlist(name, cells, len(ids), inputs, outputs, const, names, ports)
 
 
-def hand_netlist(name: str, cells: Sequence[tuple[str, str, dict[str, int], dict[str, int]]], n_nets: int, inputs: Sequence[int], outputs: Sequence[int]) -> Netlist:
+def hand_netlist(
+    name: str, cells: Sequence[tuple[str, str, dict[str, int], dict[str, int]]], n_nets: int, inputs: Sequence[int], outputs: Sequence[int]
+) -> Netlist:
     """A netlist from ``(name, kind, inputs, outputs)`` tuples (for tests and examples)."""
     return Netlist(name, [Cell(n, k, dict(i), dict(o)) for n, k, i, o in cells], n_nets, list(inputs), list(outputs))

@@ -24,7 +24,9 @@ import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from itertools import pairwise
+from typing import Any, cast
 
 import numba
 import numpy as np
@@ -113,10 +115,18 @@ def _csr_gather_into(indptr, indices, data, g, dx, c0, r0, r1):  # type: ignore[
                 dx[j, c0 + c] += a * g[i, c]
 
 
+# numba's Dispatcher type does not describe the kernels' signatures: call them through Any
+_K_TOPK: Any = cast(Any, _topk_relu)
+_K_SPROW: Any = cast(Any, _sprow_mm)
+_K_SPROW_BW: Any = cast(Any, _sprow_mm_backward)
+_K_GATHER: Any = cast(Any, _csr_gather)
+_K_GATHER_INTO: Any = cast(Any, _csr_gather_into)
+
+
 def even_blocks(n: int, parts: int) -> list[tuple[int, int]]:
     """Rows ``0..n`` in at most ``parts`` contiguous blocks of (almost) equal size."""
     cuts = np.linspace(0, n, max(1, min(parts, n)) + 1).astype(np.int64)
-    return [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
+    return [(int(a), int(b)) for a, b in pairwise(cuts) if b > a]
 
 
 def balanced_blocks(indptr: np.ndarray, parts: int) -> list[tuple[int, int]]:
@@ -132,7 +142,7 @@ def balanced_blocks(indptr: np.ndarray, parts: int) -> list[tuple[int, int]]:
     # cut at whichever row boundary is nearer the target share of the work
     cuts = np.where(np.abs(indptr[hi - 1] - targets) <= np.abs(indptr[hi] - targets), hi - 1, hi)
     bounds = sorted({0, n, *(int(c) for c in cuts)})
-    return [(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
+    return [(a, b) for a, b in pairwise(bounds) if b > a]
 
 
 CSRArrays = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -192,11 +202,13 @@ def _run(tasks: Sequence[Callable[[], None]], pool: Executor | None) -> None:
 
 class _TopKReLU(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, h: torch.Tensor, k: int, blocks: list[tuple[int, int]], pool: Executor | None) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+    def forward(
+        ctx: Any, h: torch.Tensor, k: int, blocks: list[tuple[int, int]], pool: Executor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         hn = h.detach().contiguous().numpy()
         idx = np.zeros((hn.shape[0], k), dtype=np.int64)
         val = np.zeros((hn.shape[0], k), dtype=np.float32)
-        _run([lambda r0=r0, r1=r1: _topk_relu(hn, k, idx, val, r0, r1) for r0, r1 in blocks], pool)
+        _run([partial(_K_TOPK, hn, k, idx, val, r0, r1) for r0, r1 in blocks], pool)
         ti, tv = torch.from_numpy(idx), torch.from_numpy(val)
         ctx.save_for_backward(ti, tv)
         ctx.width = hn.shape[1]
@@ -212,10 +224,12 @@ class _TopKReLU(torch.autograd.Function):
 
 class _SparseRowMM(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, idx: torch.Tensor, val: torch.Tensor, w: torch.Tensor, blocks: list[tuple[int, int]], pool: Executor | None) -> torch.Tensor:  # type: ignore[override]
+    def forward(
+        ctx: Any, idx: torch.Tensor, val: torch.Tensor, w: torch.Tensor, blocks: list[tuple[int, int]], pool: Executor | None
+    ) -> torch.Tensor:
         i, v, wn = idx.contiguous().numpy(), val.detach().contiguous().numpy(), w.detach().contiguous().numpy()
         z = np.zeros((i.shape[0], wn.shape[1]), dtype=np.float32)
-        _run([lambda r0=r0, r1=r1: _sprow_mm(i, v, wn, z, r0, r1) for r0, r1 in blocks], pool)
+        _run([partial(_K_SPROW, i, v, wn, z, r0, r1) for r0, r1 in blocks], pool)
         ctx.save_for_backward(idx, val, w)
         ctx.blocks, ctx.pool = blocks, pool
         return torch.from_numpy(z)
@@ -227,7 +241,7 @@ class _SparseRowMM(torch.autograd.Function):
         dval = np.zeros(v.shape, dtype=np.float32)
         dws = [np.zeros(wn.shape, dtype=np.float32) for _ in ctx.blocks]
         _run(
-            [lambda r0=r0, r1=r1, dw=dw: _sprow_mm_backward(i, v, wn, gn, dval, dw, r0, r1) for (r0, r1), dw in zip(ctx.blocks, dws, strict=True)],
+            [partial(_K_SPROW_BW, i, v, wn, gn, dval, dw, r0, r1) for (r0, r1), dw in zip(ctx.blocks, dws, strict=True)],
             ctx.pool,
         )
         return None, torch.from_numpy(dval), torch.from_numpy(np.sum(dws, axis=0, dtype=np.float32)), None, None
@@ -235,15 +249,15 @@ class _SparseRowMM(torch.autograd.Function):
 
 class _Aggregate(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, plan: dict[str, Any], *zs: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def forward(ctx: Any, plan: dict[str, Any], *zs: torch.Tensor) -> torch.Tensor:
         xs = [z.detach().contiguous().numpy() for z in zs]
         out = np.zeros((plan["n_dst"], plan["width"]), dtype=np.float32)
 
         def block(r0: int, r1: int) -> None:
             for rel, s, c0 in plan["rels"]:
-                _csr_gather(*rel.a, xs[s], c0, out, r0, r1)
+                _K_GATHER(*rel.a, xs[s], c0, out, r0, r1)
 
-        _run([lambda r0=r0, r1=r1: block(r0, r1) for r0, r1 in plan["blocks"]], plan["pool"])
+        _run([partial(block, r0, r1) for r0, r1 in plan["blocks"]], plan["pool"])
         ctx.plan = plan
         ctx.shapes = [tuple(z.shape) for z in zs]
         return torch.from_numpy(out)
@@ -257,12 +271,14 @@ class _Aggregate(torch.autograd.Function):
         tasks: list[Callable[[], None]] = []
         for rel, s, c0 in plan["rels"]:
             for r0, r1 in rel.t_blocks:
-                tasks.append(lambda rel=rel, s=s, c0=c0, r0=r0, r1=r1: _csr_gather_into(*rel.at, gn, dxs[s], c0, r0, r1))
+                tasks.append(partial(_K_GATHER_INTO, *rel.at, gn, dxs[s], c0, r0, r1))
         _run(tasks, plan["pool"])
         return (None, *(torch.from_numpy(d) for d in dxs))
 
 
-def topk_relu(h: torch.Tensor, k: int, blocks: list[tuple[int, int]] | None = None, pool: Executor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def topk_relu(
+    h: torch.Tensor, k: int, blocks: list[tuple[int, int]] | None = None, pool: Executor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Dynamic ReLU: per row the ``k`` largest entries, ReLU-ed, as ``(columns int64, values float32)``, both N x k.
 
     Gradients reach ``h`` at the kept positions whose value is positive.
@@ -273,7 +289,9 @@ def topk_relu(h: torch.Tensor, k: int, blocks: list[tuple[int, int]] | None = No
     return out
 
 
-def sparse_row_mm(idx: torch.Tensor, val: torch.Tensor, w: torch.Tensor, blocks: list[tuple[int, int]] | None = None, pool: Executor | None = None) -> torch.Tensor:
+def sparse_row_mm(
+    idx: torch.Tensor, val: torch.Tensor, w: torch.Tensor, blocks: list[tuple[int, int]] | None = None, pool: Executor | None = None
+) -> torch.Tensor:
     """``X @ w`` where row i of X holds ``val[i]`` at columns ``idx[i]`` (zeros elsewhere); gradients to ``val`` and ``w``."""
     out: torch.Tensor = _SparseRowMM.apply(idx, val, w, blocks or even_blocks(idx.shape[0], 1), pool)
     return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -115,7 +116,9 @@ def test_hetero_graph_of_the_hand_netlist() -> None:
     a = g.adjacency(("net", "in_a", "cell")).toarray()
     assert a.sum(axis=1).tolist() == [1, 1, 1, 1, 0, 1]  # mean aggregation: rows sum to 1 (the DFF has no A pin)
     two = batch([g, g])
-    assert two.num_nodes("cell") == 12 and two.edges[("cell", "drives", "net")][1].max() == 19 and two.design_of.tolist() == [0] * 6 + [1] * 6
+    assert (
+        two.num_nodes("cell") == 12 and two.edges[("cell", "drives", "net")][1].max() == 19 and two.design_of.tolist() == [0] * 6 + [1] * 6
+    )
 
 
 # --- real designs through Yosys ----------------------------------------------------------------
@@ -149,7 +152,16 @@ def test_synthesised_multiplier_multiplies_and_alu_computes() -> None:
     for a, b in [(200, 100), (3, 250), (0, 0), (128, 1)]:
         out = {op: _word(alu, alu.evaluate(_drive(alu, a=a, b=b, op=op)), "y") for op in range(8)}
         signed = (a - 256 * (a > 127)) < (b - 256 * (b > 127))
-        assert out == {0: (a + b) % 256, 1: (a - b) % 256, 2: a & b, 3: a | b, 4: a ^ b, 5: (a << (b & 7)) % 256, 6: int(signed), 7: a >> (b & 7)}
+        assert out == {
+            0: (a + b) % 256,
+            1: (a - b) % 256,
+            2: a & b,
+            3: a | b,
+            4: a ^ b,
+            5: (a << (b & 7)) % 256,
+            6: int(signed),
+            7: a >> (b & 7),
+        }
 
 
 @pytest.mark.usefixtures("yosys")
@@ -256,7 +268,7 @@ def test_aggregate_matches_scipy_forward_and_backward() -> None:
 def test_balanced_blocks_cover_rows_with_even_work() -> None:
     indptr = np.concatenate([[0], np.cumsum([10, 0, 0, 1, 1, 1, 1, 1, 1, 10, 1, 1])])
     blocks = balanced_blocks(indptr, 3)
-    assert blocks[0][0] == 0 and blocks[-1][1] == 12 and all(b[1] == c[0] for b, c in zip(blocks, blocks[1:], strict=False))
+    assert blocks[0][0] == 0 and blocks[-1][1] == 12 and all(b[1] == c[0] for b, c in pairwise(blocks))
     # row nonzeros 10 | 0 0 1 1 1 1 1 1 | 10 1 1: the best 3-way split has a block of 12
     assert blocks == [(0, 1), (1, 9), (9, 12)]
     assert balanced_blocks(np.array([0]), 4) == [] and even_blocks(5, 8) == [(i, i + 1) for i in range(5)]
