@@ -80,7 +80,7 @@ class GnnCircuit(Tool):
         dense = Config(hidden=args.hidden, layers=args.layers, k=None, product=DENSE.product, aggregation=DENSE.aggregation)
         graph = load_graph(args.design, args.top)
         with _one_torch_thread():
-            data = prepare(graph, args.label, cfg.concurrency)
+            data = prepare(graph, args.label)
             n = len(data.y)
             test = np.zeros(n, dtype=bool)
             test[np.random.default_rng(args.seed).permutation(n)[: max(1, round(args.test_share * n))]] = True

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -60,7 +60,12 @@ DENSE = Config(k=None, product="dense", aggregation="torch", concurrency=1)
 
 
 def ablations(config: Config) -> dict[str, Config]:
-    """``config`` (dynamic ReLU + sparse product + numba aggregation + concurrency) and each part removed in turn, and the dense model."""
+    """``config`` (dynamic ReLU + sparse product + numba aggregation + concurrency), each part removed in turn, and two dense models.
+
+    ``dense`` aggregates with torch.sparse.mm (what a PyTorch model would use);
+    ``dense_numba_aggregation`` with this package's CSR kernel, sequential: the dense model
+    with the aggregation kernel of ``config``, so what remains is dynamic ReLU + concurrency.
+    """
     return {
         "full": config,
         "no_dynamic_relu": replace(config, k=None, product="dense"),
@@ -68,45 +73,44 @@ def ablations(config: Config) -> dict[str, Config]:
         "no_concurrency": replace(config, concurrency=1),
         "torch_aggregation": replace(config, aggregation="torch"),
         "dense": replace(DENSE, hidden=config.hidden, layers=config.layers),
+        "dense_numba_aggregation": replace(DENSE, hidden=config.hidden, layers=config.layers, aggregation="numba"),
     }
+
+
+Blocks = list[tuple[int, int]]
 
 
 @dataclass
 class Prepared:
-    """A graph as tensors: features, relation adjacencies (kernel CSR + torch CSR), one label, row blocks."""
+    """A graph as tensors: features, relation adjacencies (kernel CSR + torch CSR), one label."""
 
     x: dict[str, torch.Tensor]
     rels: dict[Relation, RelationCSR]
     y: torch.Tensor
     graph: HeteroGraph
-    parts: int = 1
-    row_blocks: dict[str, list[tuple[int, int]]] | None = None
-    agg_blocks: dict[str, list[tuple[int, int]]] | None = None
+    _blocks: dict[int, tuple[dict[str, Blocks], dict[str, Blocks]]] = field(default_factory=dict)
 
-    def reblock(self, parts: int) -> None:
-        """Split every kernel's rows into ``parts`` blocks of balanced work (the concurrent tasks)."""
-        self.parts = parts
-        self.row_blocks = {t: even_blocks(int(x.shape[0]), parts) for t, x in self.x.items()}
-        self.agg_blocks = {}
-        for t in NODE_TYPES:
-            into = [r for r in self.rels.values() if r.n_dst == int(self.x[t].shape[0])]
-            work = np.zeros(int(self.x[t].shape[0]) + 1, dtype=np.int64)
-            for r, rel in self.rels.items():
-                if r[2] == t:
-                    work += rel.a[0]
-            self.agg_blocks[t] = balanced_blocks(work, parts) if into else []
-        for rel in self.rels.values():
-            rel.t_blocks = balanced_blocks(rel.at[0], parts)
+    def blocks(self, parts: int) -> tuple[dict[str, Blocks], dict[str, Blocks]]:
+        """Per node type, row blocks for ``parts`` workers: even rows (top-k, products) and balanced in-edges (aggregation)."""
+        if parts not in self._blocks:
+            rows = {t: even_blocks(int(x.shape[0]), parts) for t, x in self.x.items()}
+            agg = {}
+            for t in NODE_TYPES:
+                work = np.zeros(int(self.x[t].shape[0]) + 1, dtype=np.int64)
+                for r, rel in self.rels.items():
+                    if r[2] == t:
+                        work += rel.a[0]
+                agg[t] = balanced_blocks(work, parts)
+            self._blocks[parts] = (rows, agg)
+        return self._blocks[parts]
 
 
-def prepare(graph: HeteroGraph, label: str, parts: int = 1) -> Prepared:
+def prepare(graph: HeteroGraph, label: str) -> Prepared:
     """Tensors for ``graph`` with target ``label`` (relations without edges are left out)."""
     if label not in graph.y:
         raise UserInputError(f"unknown label {label!r}; valid labels: {', '.join(graph.y)}")
-    rels = {r: RelationCSR.from_scipy(graph.adjacency(r), parts) for r in RELATIONS if len(graph.edges[r][0])}
-    p = Prepared({t: torch.from_numpy(graph.x[t]) for t in NODE_TYPES}, rels, torch.from_numpy(graph.y[label]), graph)
-    p.reblock(parts)
-    return p
+    rels = {r: RelationCSR.from_scipy(graph.adjacency(r)) for r in RELATIONS if len(graph.edges[r][0])}
+    return Prepared({t: torch.from_numpy(graph.x[t]) for t in NODE_TYPES}, rels, torch.from_numpy(graph.y[label]), graph)
 
 
 class HeteroCircuitGNN(nn.Module):
@@ -136,29 +140,33 @@ class HeteroCircuitGNN(nn.Module):
         self.types = list(in_dims)
         self.head = nn.Linear(h, 1)
         self.config = config
-        self._pool: ThreadPoolExecutor | None = None
-        self.configure(config)
+        self._pools: dict[int, ThreadPoolExecutor] = {}
 
     def configure(self, config: Config) -> None:
         """Switch dynamic ReLU / product / aggregation / concurrency (hidden and layers must match the weights)."""
         if (config.hidden, config.layers) != (self.config.hidden, self.config.layers):
             raise UserInputError("configure may change k, product, aggregation and concurrency, not hidden or layers")
-        self.close()
         self.config = config
-        self._pool = ThreadPoolExecutor(config.concurrency, thread_name_prefix="gnn") if config.concurrency > 1 else None
+
+    def _pool(self) -> ThreadPoolExecutor | None:
+        # one pool per thread count, kept: switching variants back and forth starts no threads
+        n = self.config.concurrency
+        if n == 1:
+            return None
+        if n not in self._pools:
+            self._pools[n] = ThreadPoolExecutor(n, thread_name_prefix="gnn")
+        return self._pools[n]
 
     def close(self) -> None:
-        """Stop the thread pool."""
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
+        """Stop the thread pools."""
+        for pool in self._pools.values():
+            pool.shutdown()
+        self._pools.clear()
 
     def forward(self, data: Prepared) -> torch.Tensor:
         """Per-cell prediction (shape: number of cells)."""
-        cfg, hid, pool = self.config, self.config.hidden, self._pool
-        if data.parts != cfg.concurrency:
-            data.reblock(cfg.concurrency)
-        assert data.row_blocks is not None and data.agg_blocks is not None
+        cfg, hid, pool = self.config, self.config.hidden, self._pool()
+        row_blocks, agg_blocks = data.blocks(cfg.concurrency)
         h = {t: self.inp[t](data.x[t]) for t in self.types}
         for layer in range(cfg.layers):
             z: dict[str, torch.Tensor] = {}
@@ -167,8 +175,8 @@ class HeteroCircuitGNN(nn.Module):
                 if cfg.k is None:
                     z[s] = torch.relu(h[s]) @ w
                     continue
-                idx, val = topk_relu(h[s], cfg.k, data.row_blocks[s], pool)
-                z[s] = sparse_row_mm(idx, val, w, data.row_blocks[s], pool) if cfg.product == "sparse" else densify(idx, val, hid) @ w
+                idx, val = topk_relu(h[s], cfg.k, row_blocks[s], pool)
+                z[s] = sparse_row_mm(idx, val, w, row_blocks[s], pool) if cfg.product == "sparse" else densify(idx, val, hid) @ w
             col = {r: hid * (1 + self.out_rels[r[0]].index(r)) for r in self.relations}
             new = {}
             for n, t in enumerate(self.types):
@@ -176,7 +184,8 @@ class HeteroCircuitGNN(nn.Module):
                 into = [r for r in self.relations if r[2] == t and r in data.rels]
                 if cfg.aggregation == "numba" and into:
                     srcs = [(data.rels[r], self.types.index(r[0]), col[r]) for r in into]
-                    out = out + aggregate(srcs, [z[s] for s in self.types], int(data.x[t].shape[0]), hid, data.agg_blocks[t], pool)
+                    n_dst = int(data.x[t].shape[0])
+                    out = out + aggregate(srcs, [z[s] for s in self.types], n_dst, hid, agg_blocks[t], pool, cfg.concurrency)
                 else:
                     for r in into:
                         a = data.rels[r].torch_csr

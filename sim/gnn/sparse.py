@@ -155,7 +155,7 @@ class RelationCSR:
     Attributes:
         n_dst: rows of A; n_src: columns.
         a: (indptr int64, indices int64, data float32) of A; at: the same for A^T.
-        t_blocks: row blocks of A^T (the backward's tasks).
+        t_cache: row blocks of A^T (the backward's tasks) per number of parts (see :meth:`t_blocks`).
         torch_csr: A as a torch sparse CSR tensor (the torch-aggregation baseline).
     """
 
@@ -163,11 +163,17 @@ class RelationCSR:
     n_src: int
     a: CSRArrays
     at: CSRArrays
-    t_blocks: list[tuple[int, int]] = field(default_factory=list)
+    t_cache: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
     torch_csr: torch.Tensor | None = None
 
+    def t_blocks(self, parts: int) -> list[tuple[int, int]]:
+        """Row blocks of A^T of balanced nonzeros for ``parts`` workers (computed once per ``parts``)."""
+        if parts not in self.t_cache:
+            self.t_cache[parts] = balanced_blocks(self.at[0], parts)
+        return self.t_cache[parts]
+
     @classmethod
-    def from_scipy(cls, a: sp.csr_matrix, parts: int = 1) -> RelationCSR:
+    def from_scipy(cls, a: sp.csr_matrix) -> RelationCSR:
         """From a scipy CSR matrix (rows = destinations)."""
         a = sp.csr_matrix(a, dtype=np.float32)
         a.sort_indices()
@@ -186,9 +192,7 @@ class RelationCSR:
                 size=a.shape,
                 check_invariants=False,
             )
-        rel = cls(a.shape[0], a.shape[1], arrays(a), arrays(at), torch_csr=tcsr)
-        rel.t_blocks = balanced_blocks(rel.at[0], parts)
-        return rel
+        return cls(a.shape[0], a.shape[1], arrays(a), arrays(at), torch_csr=tcsr)
 
 
 def _run(tasks: Sequence[Callable[[], None]], pool: Executor | None) -> None:
@@ -270,7 +274,7 @@ class _Aggregate(torch.autograd.Function):
         # relations write disjoint column ranges of their source's gradient, blocks disjoint rows: no races
         tasks: list[Callable[[], None]] = []
         for rel, s, c0 in plan["rels"]:
-            for r0, r1 in rel.t_blocks:
+            for r0, r1 in rel.t_blocks(plan["parts"]):
                 tasks.append(partial(_K_GATHER_INTO, *rel.at, gn, dxs[s], c0, r0, r1))
         _run(tasks, plan["pool"])
         return (None, *(torch.from_numpy(d) for d in dxs))
@@ -304,6 +308,7 @@ def aggregate(
     width: int,
     blocks: list[tuple[int, int]] | None = None,
     pool: Executor | None = None,
+    parts: int | None = None,
 ) -> torch.Tensor:
     """``sum_r A_r @ zs[s_r][:, c0_r : c0_r + width]`` over relations ``(A_r, s_r, c0_r)`` into one destination type.
 
@@ -314,8 +319,10 @@ def aggregate(
         width: columns of the output.
         blocks: destination row blocks (the forward's tasks; default one block).
         pool: thread pool for the blocks (None: sequential).
+        parts: how many blocks the backward splits each transpose into (default: as many as ``blocks``).
     """
-    plan = {"rels": list(rels), "n_dst": n_dst, "width": width, "blocks": blocks or even_blocks(n_dst, 1), "pool": pool}
+    blocks = blocks or even_blocks(n_dst, 1)
+    plan = {"rels": list(rels), "n_dst": n_dst, "width": width, "blocks": blocks, "pool": pool, "parts": parts or len(blocks)}
     out: torch.Tensor = _Aggregate.apply(plan, *zs)
     return out
 

@@ -254,9 +254,9 @@ def test_aggregate_matches_scipy_forward_and_backward() -> None:
     a2 = sp.random(30, 25, density=0.2, random_state=2, dtype=np.float32, format="csr")
     z0 = torch.tensor(rng.normal(size=(20, 12)), dtype=torch.float32, requires_grad=True)
     z1 = torch.tensor(rng.normal(size=(25, 8)), dtype=torch.float32, requires_grad=True)
-    r1, r2 = RelationCSR.from_scipy(a1, 3), RelationCSR.from_scipy(a2, 3)
+    r1, r2 = RelationCSR.from_scipy(a1), RelationCSR.from_scipy(a2)
     # relation 1 reads columns 4..8 of z0, relation 2 columns 2..6 of z1
-    out = aggregate([(r1, 0, 4), (r2, 1, 2)], [z0, z1], 30, 4, balanced_blocks(r1.a[0] + r2.a[0], 3), ThreadPoolExecutor(2))
+    out = aggregate([(r1, 0, 4), (r2, 1, 2)], [z0, z1], 30, 4, balanced_blocks(r1.a[0] + r2.a[0], 3), ThreadPoolExecutor(2), 3)
     ref = torch.from_numpy(a1.toarray()) @ z0[:, 4:8] + torch.from_numpy(a2.toarray()) @ z1[:, 2:6]
     assert torch.allclose(out, ref, atol=1e-5)
     g = torch.randn(30, 4)
@@ -297,7 +297,10 @@ def test_ablations_with_top_k_agree_and_so_do_the_dense_ones(small) -> None:  # 
         model.configure(cfg)
         res[name] = _out_and_grads(model, small)
     model.close()
-    for group in (("full", "no_sparse_product", "no_concurrency", "torch_aggregation"), ("no_dynamic_relu", "dense")):
+    for group in (
+        ("full", "no_sparse_product", "no_concurrency", "torch_aggregation"),
+        ("no_dynamic_relu", "dense", "dense_numba_aggregation"),
+    ):
         out0, g0 = res[group[0]]
         for name in group[1:]:
             out, g = res[name]
