@@ -76,6 +76,8 @@ def timing_rows(designs: list[str], hidden: list[int], repeats: int) -> list[dic
                         "variant": name,
                         "forward_ms": round(v.forward_ms, 3),
                         "backward_ms": round(v.backward_ms, 3),
+                        "forward_cpu_ms": round(v.forward_cpu_ms, 3),
+                        "backward_cpu_ms": round(v.backward_cpu_ms, 3),
                         "forward_speedup": round(dense.forward_ms / v.forward_ms, 3),
                         "backward_speedup": round(dense.backward_ms / v.backward_ms, 3),
                         "forward_speedup_vs_dense_numba": round(dn.forward_ms / v.forward_ms, 3),
@@ -149,19 +151,21 @@ def write_md(cmd: str, load_before: str, load_after: str, wall_s: float) -> None
         "with the numba aggregation kernel (so `full` vs it isolates dynamic ReLU + sparse product + threads); "
         "`pyg_heteroconv` = PyTorch Geometric HeteroConv of GraphConv(mean) per relation (same widths and depth, plain ReLU, "
         "its own scatter kernels, one root weight per relation). All variants of a design run interleaved in the same process "
-        "on the same weights; times are medians of the repeats (wall clock, ms); speed-up = reference time / variant time.",
+        "on the same weights; times are medians of the repeats (wall clock, ms); speed-up = reference time / variant time. "
+        "CPU ms is the process's CPU time (all threads): the work done, not inflated by other jobs' load, not reduced by threads.",
         "",
         "## Forward / backward time and speed-up vs dense",
         "",
         "| design | cells | nets | H | variant | forward ms | backward ms | fwd speed-up vs dense | bwd vs dense "
-        "| fwd vs dense_numba_aggregation | bwd vs dense_numba_aggregation |",
-        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| fwd vs dense_numba_aggregation | bwd vs dense_numba_aggregation | fwd CPU ms | bwd CPU ms |",
+        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in timing:
         lines.append(
             f"| {r['design']} | {r['cells']} | {r['nets']} | {r['hidden']} | {r['variant']} | {float(r['forward_ms']):.1f} | "
             f"{float(r['backward_ms']):.1f} | {float(r['forward_speedup']):.2f}x | {float(r['backward_speedup']):.2f}x | "
-            f"{float(r['forward_speedup_vs_dense_numba']):.2f}x | {float(r['backward_speedup_vs_dense_numba']):.2f}x |"
+            f"{float(r['forward_speedup_vs_dense_numba']):.2f}x | {float(r['backward_speedup_vs_dense_numba']):.2f}x | "
+            f"{float(r['forward_cpu_ms']):.1f} | {float(r['backward_cpu_ms']):.1f} |"
         )
     full = [r for r in timing if r["variant"] == "full"]
     best_f = max(full, key=lambda r: float(r["forward_speedup"]))

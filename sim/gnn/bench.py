@@ -53,23 +53,29 @@ def load_batch(designs: Sequence[str]) -> HeteroGraph:
 
 @dataclass
 class Timing:
-    """Median forward and backward wall time of one variant, in milliseconds, over ``repeats`` runs."""
+    """Median forward and backward time of one variant over ``repeats`` runs, in milliseconds.
+
+    ``*_ms`` is wall-clock time; ``*_cpu_ms`` the process's CPU time (all threads): the work
+    done, which other jobs on a shared machine do not inflate and threads do not reduce.
+    """
 
     forward_ms: float
     backward_ms: float
     repeats: int
+    forward_cpu_ms: float = 0.0
+    backward_cpu_ms: float = 0.0
 
 
-def _step(run: Callable[[], torch.Tensor], params: list[torch.Tensor]) -> tuple[float, float]:
+def _step(run: Callable[[], torch.Tensor], params: list[torch.Tensor]) -> tuple[float, float, float, float]:
     for p in params:
         p.grad = None
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     out = run()
     loss = (out * out).mean()
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     loss.backward()
-    t2 = time.perf_counter()
-    return t1 - t0, t2 - t1
+    t2, c2 = time.perf_counter(), time.process_time()
+    return t1 - t0, t2 - t1, c1 - c0, c2 - c1
 
 
 def time_variants(
@@ -82,14 +88,15 @@ def time_variants(
     for _ in range(warmup):
         for run, params in variants.values():
             _step(run, params)
-    fw: dict[str, list[float]] = {k: [] for k in variants}
-    bw: dict[str, list[float]] = {k: [] for k in variants}
+    samples: dict[str, list[tuple[float, float, float, float]]] = {k: [] for k in variants}
     for _ in range(repeats):
         for name, (run, params) in variants.items():
-            f, b = _step(run, params)
-            fw[name].append(f)
-            bw[name].append(b)
-    return {k: Timing(1e3 * statistics.median(fw[k]), 1e3 * statistics.median(bw[k]), repeats) for k in variants}
+            samples[name].append(_step(run, params))
+
+    def med(name: str, i: int) -> float:
+        return 1e3 * statistics.median(s[i] for s in samples[name])
+
+    return {k: Timing(med(k, 0), med(k, 1), repeats, med(k, 2), med(k, 3)) for k in variants}
 
 
 def model_variant(model: HeteroCircuitGNN, data: Prepared, config: Config) -> tuple[Callable[[], torch.Tensor], list[torch.Tensor]]:
