@@ -200,7 +200,10 @@ def _run(tasks: Sequence[Callable[[], None]], pool: Executor | None) -> None:
         for t in tasks:
             t()
         return
-    for f in [pool.submit(t) for t in tasks]:
+    # the calling thread runs the last block itself: one hand-off fewer per kernel call
+    futures = [pool.submit(t) for t in tasks[:-1]]
+    tasks[-1]()
+    for f in futures:
         f.result()
 
 
