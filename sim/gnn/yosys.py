@@ -27,6 +27,9 @@ ENV_YOSYS = "COEVO_YOSYS"
 ENV_CACHE = "COEVO_CACHE"
 """Shared coevo cache root; netlists go to ``$COEVO_CACHE/netlists``."""
 
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
+"""A simple Verilog identifier (module and parameter names)."""
+
 INSTALL_HINT = "install it with `apt-get install yosys` (Debian/Ubuntu package yosys, tested with 0.23)"
 
 
@@ -93,7 +96,11 @@ def synthesize_text(
         YosysNotFoundError: yosys is missing.
         SynthesisError: Yosys failed; the message quotes its ERROR line.
     """
-    params = dict(params or {})
+    # top and parameter names go into a Yosys script: only plain identifiers, never script syntax
+    for ident in (top, *(params or {})):
+        if not IDENTIFIER.fullmatch(ident):
+            raise UserInputError(f"{ident!r} is not a Verilog identifier (letters, digits, _ and $, not starting with a digit or $)")
+    params = {k: int(v) for k, v in (params or {}).items()}
     version = yosys_version()
     key_src = json.dumps([verilog, top, sorted(params.items()), _script(Path("SRC"), top, params, Path("OUT")), version])
     key = hashlib.sha256(key_src.encode()).hexdigest()[:20]

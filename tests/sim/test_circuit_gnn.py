@@ -204,6 +204,13 @@ def test_a_design_that_fails_synthesis_quotes_yosys(tmp_path: Path) -> None:
         synthesize_text("module m(input a, output y); assign y = a; endmodule", "not_there")
 
 
+def test_top_must_be_an_identifier_not_yosys_script() -> None:
+    with pytest.raises(UserInputError, match="not a Verilog identifier"):
+        synthesize_text("module m(input a, output y); assign y = a; endmodule", "m; shell touch pwned")
+    with pytest.raises(UserInputError, match="not a Verilog identifier"):
+        synthesize_text("module m(input a, output y); assign y = a; endmodule", "m", {"W; tee -o x": 1})
+
+
 def test_yosys_missing_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COEVO_YOSYS", "/nonexistent/yosys")
     with pytest.raises(YosysNotFoundError, match=r"apt-get install yosys"):
