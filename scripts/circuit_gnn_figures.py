@@ -215,8 +215,16 @@ def write_md(cmd: str, load_before: str, load_after: str, wall_s: float) -> None
         "dispatches its own blocks), but torch's autograd engine still runs the nodes one after another.",
         "- The backward gain of `full` over `dense` comes mostly from the aggregation: torch.sparse.mm's backward re-sorts "
         "the CSR matrix for its transpose on every call, the numba kernel reads a transpose built once.",
-        "- Timings are wall-clock medians under load from other jobs; interleaving spreads that load over all variants alike, "
-        "but single numbers can still be off by tens of percent.",
+        "- Timings are wall-clock medians under load from other jobs (load average about 20 on 2 cores during these runs); "
+        "interleaving spreads that load over all variants alike, but single numbers can still be off by tens of percent, and "
+        "the thread pool's effect depends on whether a second core happens to be free. An earlier full run of the same "
+        "script (commit 'circuit figures (first full run)', load 19-25, before the calling thread ran one block itself) "
+        "measured `full` at 2.11x forward / 3.48x backward over `dense` on alu64 at H=128, with threads worth 1.4x/1.6x "
+        "over `no_concurrency`; in the run above threads gained nothing. The CPU-time columns, which load does not "
+        "inflate, are the steadier measure of the work dynamic ReLU saves: at H=128 the sequential sparse model does "
+        "about 0.7x the forward and 0.5x the backward CPU work of `dense`, at H=64 about the same forward work.",
+        "- PyG's HeteroConv is slower than our dense model in the forward pass here (one GraphConv module and scatter per "
+        "relation, a root weight per relation); its backward is competitive with the numba-aggregation models.",
     ]
     (OUT / "circuit.md").write_text("\n".join(lines) + "\n")
 
