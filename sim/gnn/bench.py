@@ -135,7 +135,9 @@ def train_eval(
     """Train on ``train``'s cells (MSE on the standardised label, Adam, full batch), report MAE on ``test``'s.
 
     ``train`` and ``test`` may be the same graph with disjoint masks (held-out cells) or
-    different graphs (held-out designs). The baseline predicts the training mean.
+    different graphs (held-out designs). The baseline predicts the training mean. The model
+    has weights for the relations present in ``train``; a relation only ``test`` has (flip-flop
+    pins when training on combinational designs only) is not used.
     """
     model = build(train, config, seed)
     try:
