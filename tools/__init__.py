@@ -11,6 +11,7 @@ from __future__ import annotations
 from tools._base import Tool, ToolArgs, ToolArgumentError, ToolDeclinedError, ToolExecutionError, ToolResult, call_tool
 from tools._policy import ENV_WORKSPACE, CallPolicy, Confirm, OutsideWorkspaceError, asks_first, workspace
 from tools._registry import Registry, llm_name
+from tools.gnn import GnnCircuit
 from tools.kb import KBList, KBReview, KBShow
 from tools.kernels import KernelSpmm
 from tools.models import ModelsBuild, ModelsList
@@ -52,6 +53,7 @@ REGISTRY = Registry(
         QuantClassBased(),
         ZoQat(),
         KernelSpmm(),
+        GnnCircuit(),
     ]
 )
 """Every tool coevo offers."""
