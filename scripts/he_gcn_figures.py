@@ -40,7 +40,13 @@ def main() -> None:
     for dataset in ("digits-grid", "digits-grid4"):
         for seed in args.seeds:
             for name, keep in SETTINGS:
-                recipe = Recipe(dataset=dataset, hidden=(4, 4), keep=(keep, keep), seed=seed, **({"teacher_epochs": 5, "epochs": 3} if args.quick else {}))
+                recipe = Recipe(
+                    dataset=dataset,
+                    hidden=(4, 4),
+                    keep=(keep, keep),
+                    seed=seed,
+                    **({"teacher_epochs": 5, "epochs": 3} if args.quick else {}),
+                )
                 enc = dataset in args.encrypt and seed == args.seeds[0]
                 t0 = time.perf_counter()
                 r = he_gcn(recipe, relu_degree=4, encrypted_samples=270 if enc else 0)
@@ -101,7 +107,8 @@ def write(rows: list[dict[str, object]]) -> None:
         "approximation (what the encrypted pass computes). Depth is analytic (op graph) and was equal to the modulus-chain",
         "levels the ciphertexts consumed in every encrypted pass (`levels_used`). Chain: scale 2^28, the smallest secure ring.",
         "",
-        "| dataset | setting | kept nodes/layer | test acc % | approx acc % | teacher % | depth | N | ct x ct | pt x ct | pass s (measured, seed 0) | pass s (predicted) | enc acc % (agree %) |",
+        "| dataset | setting | kept nodes/layer | test acc % | approx acc % | teacher % | depth | N | ct x ct | pt x ct "
+        "| pass s (measured, seed 0) | pass s (predicted) | enc acc % (agree %) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for dataset in ("digits-grid", "digits-grid4"):
@@ -121,7 +128,8 @@ def write(rows: list[dict[str, object]]) -> None:
             )
     base = {r["dataset"]: r for r in rows if r["keep"] == 0.0 and r["measured_pass_s"] != ""}
     ratios = [
-        f"{r['dataset']} keep {r['keep']}: {float(str(r['measured_pass_s'])) / float(str(base[r['dataset']]['measured_pass_s'])):.2f}x the baseline's pass time"
+        f"{r['dataset']} keep {r['keep']}: "
+        f"{float(str(r['measured_pass_s'])) / float(str(base[r['dataset']]['measured_pass_s'])):.2f}x the baseline's pass time"
         for r in rows
         if r["measured_pass_s"] != "" and r["keep"] != 0.0 and r["dataset"] in base
     ]

@@ -17,19 +17,35 @@ from tools._base import Tool, ToolArgs, ToolResult
 
 class HEGcnArgs(ToolArgs):
     dataset: Literal["digits-grid", "digits-grid4"] = Field(
-        "digits-grid", description="digits-grid: scikit-learn digits as 8x8 pixel grid graphs (64 nodes); digits-grid4: pooled to 4x4 (16 nodes, quicker)"
+        "digits-grid",
+        description="digits-grid: scikit-learn digits as 8x8 pixel grid graphs (64 nodes); digits-grid4: pooled to 4x4 (16 nodes, quicker)",
     )
-    keep_nonlinear: float = Field(0.25, ge=0.0, le=1.0, description="share of nodes per layer that keep their ReLU (0: the all-polynomial CryptoGCN-style baseline)")
+    keep_nonlinear: float = Field(
+        0.25, ge=0.0, le=1.0, description="share of nodes per layer that keep their ReLU (0: the all-polynomial CryptoGCN-style baseline)"
+    )
     poly_degree: int = Field(2, ge=1, le=4, description="degree of the trainable polynomial at the other nodes")
-    relu_degree: int = Field(4, ge=2, le=8, description="degree of the Chebyshev polynomial that replaces each kept ReLU under encryption (ceil(log2 d) levels)")
-    hidden: list[int] = Field([4, 4], min_length=1, max_length=3, description="channels per graph convolution (1 to 3 layers); HE cost grows with their product")
-    distill: float = Field(0.5, ge=0.0, le=1.0, description="weight of the distillation loss from the all-ReLU teacher (rest: cross-entropy)")
+    relu_degree: int = Field(
+        4, ge=2, le=8, description="degree of the Chebyshev polynomial that replaces each kept ReLU under encryption (ceil(log2 d) levels)"
+    )
+    hidden: list[int] = Field(
+        [4, 4], min_length=1, max_length=3, description="channels per graph convolution (1 to 3 layers); HE cost grows with their product"
+    )
+    distill: float = Field(
+        0.5, ge=0.0, le=1.0, description="weight of the distillation loss from the all-ReLU teacher (rest: cross-entropy)"
+    )
     epochs: int = Field(30, ge=0, le=200, description="student epochs (2/3 gate search, 1/3 fine-tuning with the hardened mask)")
     teacher_epochs: int = Field(60, ge=1, le=400, description="epochs of the all-ReLU teacher")
-    encrypted_samples: int = Field(16, ge=0, le=270, description="test samples classified encrypted in one batch (0: skip the encrypted run); the pass costs the same for 1 or 270")
+    encrypted_samples: int = Field(
+        16,
+        ge=0,
+        le=270,
+        description="test samples classified encrypted in one batch (0: skip the encrypted run); the pass costs the same for 1 or 270",
+    )
     repeats: int = Field(1, ge=1, le=9, description="encrypted passes to time (median)")
     poly_modulus_degree: int | None = Field(None, description="CKKS ring dimension; default: the smallest secure one holding the depth")
-    coeff_mod_bit_sizes: list[int] | None = Field(None, description="CKKS modulus chain in bits (first, one per level, special); default: from the depth")
+    coeff_mod_bit_sizes: list[int] | None = Field(
+        None, description="CKKS modulus chain in bits (first, one per level, special); default: from the depth"
+    )
     scale_bits: int = Field(28, ge=20, le=50, description="log2 of the CKKS scale when the chain is chosen automatically")
     seed: int = Field(0, ge=0, description="seed of initialisation and batch order (teacher and student)")
 
@@ -61,7 +77,11 @@ class HEGcn(Tool):
         start = time.perf_counter()
         if (args.poly_modulus_degree is None) != (args.coeff_mod_bit_sizes is None):
             raise UserInputError("give both poly_modulus_degree and coeff_mod_bit_sizes, or neither (then they are chosen from the depth)")
-        params = HEParams(args.poly_modulus_degree, tuple(args.coeff_mod_bit_sizes)) if args.poly_modulus_degree and args.coeff_mod_bit_sizes else None
+        params = (
+            HEParams(args.poly_modulus_degree, tuple(args.coeff_mod_bit_sizes))
+            if args.poly_modulus_degree and args.coeff_mod_bit_sizes
+            else None
+        )
         layers = len(args.hidden)
         recipe = Recipe(
             dataset=args.dataset,

@@ -54,7 +54,9 @@ Design = tuple[Any, ...]
 class LinGcnOptions(ProblemOptions):
     """Options of the ``lingcn`` problem."""
 
-    dataset: Literal["digits-grid", "digits-grid4"] = Field("digits-grid", description="digits as 8x8 (64-node) or pooled 4x4 (16-node) grid graphs")
+    dataset: Literal["digits-grid", "digits-grid4"] = Field(
+        "digits-grid", description="digits as 8x8 (64-node) or pooled 4x4 (16-node) grid graphs"
+    )
     hidden: int = Field(4, ge=1, le=16, description="channels of each of the 2 graph convolutions")
     epochs: int = Field(12, ge=1, le=100, description="student epochs per design (the teacher trains once, cached)")
     teacher_epochs: int = Field(60, ge=1, le=400, description="epochs of the all-ReLU teacher")
@@ -107,7 +109,9 @@ class LinGcnProblem(Problem, Evolvable):
         mask = np.zeros((2, n))
         for layer, key in enumerate(("keep_l1", "keep_l2")):
             mask[layer, : round(p[key] * n)] = 1.0
-        plan = compile_plan(data.adj, data.coords, convs, coef, mask, [1.0, 1.0], (np.ones((n * h, 10)), np.zeros(10)), "flatten", p["relu_degree"])
+        plan = compile_plan(
+            data.adj, data.coords, convs, coef, mask, [1.0, 1.0], (np.ones((n * h, 10)), np.zeros(10)), "flatten", p["relu_degree"]
+        )
         depth, counts, _ = depth_and_counts(plan)
         params = params_for_depth(depth, self.options.scale_bits)
         return depth, predict_seconds(counts, _costs(params.poly_modulus_degree, params.coeff_mod_bit_sizes), depth, params.levels)
@@ -152,7 +156,8 @@ class LinGcnProblem(Problem, Evolvable):
 
     def parse_design(self, text: str) -> Design:
         """Read ``key=value`` pairs as :meth:`describe` writes them."""
-        return tuple(read_key_values(self, text, "a lingcn design")[0])
+        point = read_key_values(self, text, "a lingcn design")[0]
+        return tuple(point) if isinstance(point, tuple) else (point,)
 
     def explain_encoding(self) -> str:
         return (
@@ -196,7 +201,9 @@ class LinGcnProblem(Problem, Evolvable):
 
     def features(self, points: Sequence[Any]) -> np.ndarray:
         """Choice index per parameter."""
-        return np.array([[CHOICES[k].index(v) for k, v in zip(PARAMS, p, strict=True)] for p in points], dtype=float).reshape(len(points), len(PARAMS))
+        return np.array([[CHOICES[k].index(v) for k, v in zip(PARAMS, p, strict=True)] for p in points], dtype=float).reshape(
+            len(points), len(PARAMS)
+        )
 
     def cheap_values(self, points: Sequence[Any]) -> dict[str, np.ndarray]:
         s = [self._structure(tuple(p)) for p in points]

@@ -78,7 +78,10 @@ class HEParams:
         return sum(self.coeff_mod_bit_sizes)
 
     def check(self, depth: int) -> None:
-        """Raise :class:`UserInputError` unless these parameters are valid, secure and hold ``depth`` levels; the message names what to raise."""
+        """Raise :class:`UserInputError` unless these parameters are valid, secure and hold ``depth`` levels.
+
+        The message names the parameter to raise.
+        """
         n = self.poly_modulus_degree
         if n not in SEAL_MAX_BITS:
             raise UserInputError(f"poly_modulus_degree must be one of {sorted(SEAL_MAX_BITS)}, got {n}")
@@ -93,12 +96,17 @@ class HEParams:
                 f"the network needs multiplicative depth {depth} but coeff_mod_bit_sizes {list(bits)} holds {self.levels} levels: "
                 f"raise the length of coeff_mod_bit_sizes to {depth + 2} (e.g. {longer}, {sum(longer)} bits)"
                 + (f" and poly_modulus_degree to at least {fit} for 128-bit security" if fit and fit > n else "")
-                + ("; no ring dimension holds that chain: lower the scale bits or the depth (fewer kept ReLUs, lower relu_degree)" if fit is None else "")
+                + (
+                    "; no ring dimension holds that chain: lower the scale bits or the depth (fewer kept ReLUs, lower relu_degree)"
+                    if fit is None
+                    else ""
+                )
             )
         if self.total_bits > SEAL_MAX_BITS[n]:
             raise UserInputError(
                 f"coeff_mod_bit_sizes total {self.total_bits} bits, over the 128-bit-security limit {SEAL_MAX_BITS[n]} of "
-                f"poly_modulus_degree {n}: raise poly_modulus_degree to {need_n}" + ("" if need_n else " (none is large enough: shorten the chain)")
+                f"poly_modulus_degree {n}: raise poly_modulus_degree to {need_n}"
+                + ("" if need_n else " (none is large enough: shorten the chain)")
             )
 
 
@@ -372,7 +380,9 @@ class TenSEALBackend:
         import tenseal as ts
 
         self.ts = ts
-        self.context = ts.context(ts.SCHEME_TYPE.CKKS, params.poly_modulus_degree, coeff_mod_bit_sizes=list(params.coeff_mod_bit_sizes), n_threads=threads)
+        self.context = ts.context(
+            ts.SCHEME_TYPE.CKKS, params.poly_modulus_degree, coeff_mod_bit_sizes=list(params.coeff_mod_bit_sizes), n_threads=threads
+        )
         self.context.global_scale = 2.0**params.scale_bits
         self.slots = params.poly_modulus_degree // 2
 
@@ -434,7 +444,9 @@ def encrypted_forward(plan: HEPlan, x: np.ndarray, params: HEParams | None = Non
     params = params or params_for_depth(depth, scale_bits)
     params.check(depth)
     if len(x) > params.poly_modulus_degree // 2:
-        raise UserInputError(f"a batch of {len(x)} samples exceeds the {params.poly_modulus_degree // 2} slots; split it or raise poly_modulus_degree")
+        raise UserInputError(
+            f"a batch of {len(x)} samples exceeds the {params.poly_modulus_degree // 2} slots; split it or raise poly_modulus_degree"
+        )
     be = TenSEALBackend(params)
     t0 = time.perf_counter()
     encs = [be.encrypt(x[:, i]) for i in range(plan.nodes)]

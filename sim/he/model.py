@@ -26,6 +26,7 @@ Trained models are cached on disk under a key hashing the recipe (like :mod:`sim
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -99,7 +100,9 @@ class Recipe:
 
     def teacher(self) -> dict[str, Any]:
         """The part of the recipe the teacher depends on."""
-        return {k: v for k, v in asdict(self).items() if k in ("dataset", "neighbours", "hidden", "readout", "teacher_epochs", "seed", "lr")}
+        return {
+            k: v for k, v in asdict(self).items() if k in ("dataset", "neighbours", "hidden", "readout", "teacher_epochs", "seed", "lr")
+        }
 
     def key(self) -> str:
         """First 16 hex digits of SHA-256 over the canonical JSON of the recipe."""
@@ -108,6 +111,11 @@ class Recipe:
 
 class GatedGCN(nn.Module):
     """The GCN of the module doc; ``mode`` is ``relu`` (teacher) or ``gated`` (student and baseline)."""
+
+    adj: torch.Tensor
+    coords: torch.Tensor
+    mask: torch.Tensor
+    convs: nn.ModuleList
 
     def __init__(
         self,
@@ -124,9 +132,10 @@ class GatedGCN(nn.Module):
         self.register_buffer("coords", torch.tensor(coords, dtype=torch.float32))
         n = adj.shape[0]
         dims = [1 + coords.shape[1], *hidden]
-        self.convs = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims, dims[1:], strict=False))
-        for conv in self.convs:  # positive biases: with few channels, ReLUs that start dead on the whole grid never recover
-            nn.init.constant_(conv.bias, 0.1)
+        linears = [nn.Linear(a, b) for a, b in itertools.pairwise(dims)]
+        for lin in linears:  # positive biases: with few channels, ReLUs that start dead on the whole grid never recover
+            nn.init.constant_(lin.bias, 0.1)
+        self.convs = nn.ModuleList(linears)
         self.readout = readout
         self.head = nn.Linear(dims[-1] * (n if readout == "flatten" else 1), classes)
         self.mode = mode
@@ -161,6 +170,7 @@ class GatedGCN(nn.Module):
         h = torch.cat([x[..., None], self.coords.expand(x.shape[0], -1, -1)], dim=-1)
         gates = self.gates() if self.mode == "gated" else None
         for layer, conv in enumerate(self.convs):
+            assert isinstance(conv, nn.Linear)
             z = self.adj @ (h @ conv.weight.T) + conv.bias
             if pre is not None:
                 pre.append(z.detach())
@@ -254,7 +264,9 @@ def _epochs(
 
 
 def _teacher(recipe: Recipe, data: GraphData, progress: Progress | None) -> GatedGCN:
-    path = cache_dir().parent / "he" / f"teacher-{hashlib.sha256(json.dumps(recipe.teacher(), sort_keys=True).encode()).hexdigest()[:16]}.pt"
+    path = (
+        cache_dir().parent / "he" / f"teacher-{hashlib.sha256(json.dumps(recipe.teacher(), sort_keys=True).encode()).hexdigest()[:16]}.pt"
+    )
     torch.manual_seed(recipe.seed)
     model = GatedGCN(data.adj, data.coords, recipe.hidden, data.classes, recipe.poly_degree, "relu", recipe.readout)
     if path.exists():
@@ -292,7 +304,11 @@ def train(recipe: Recipe, progress: Progress | None = None, rebuild: bool = Fals
     ranges = pre_activation_ranges(teacher, data)
     with torch.no_grad():
         for layer, r in enumerate(ranges):
-            init = relu_fit(r, recipe.poly_degree) if recipe.poly_init == "relu-fit" else np.eye(recipe.poly_degree + 1)[min(2, recipe.poly_degree)]
+            init = (
+                relu_fit(r, recipe.poly_degree)
+                if recipe.poly_init == "relu-fit"
+                else np.eye(recipe.poly_degree + 1)[min(2, recipe.poly_degree)]
+            )
             student.coef[layer] = torch.tensor(init, dtype=torch.float32)[None, :]
     keep = torch.tensor(recipe.keep, dtype=torch.float32)
     searching = [k for k in recipe.keep if 0.0 < k < 1.0]

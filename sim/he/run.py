@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+from torch import nn
 
 from sim.errors import UserInputError
 from sim.he.ckks import (
@@ -27,7 +28,7 @@ from sim.zoo import cache_dir
 def plan_of(trained: Trained, relu_degree: int = 4) -> HEPlan:
     """The :class:`HEPlan` of a trained student (its hardened mask, polynomials, weights and pre-activation ranges)."""
     m = trained.model
-    convs = [(c.weight.detach().double().numpy().T, c.bias.detach().double().numpy()) for c in m.convs]
+    convs = [(c.weight.detach().double().numpy().T, c.bias.detach().double().numpy()) for c in m.convs if isinstance(c, nn.Linear)]
     return compile_plan(
         trained.data.adj,
         trained.data.coords,
@@ -67,7 +68,10 @@ class HEReport:
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         out = asdict(self)
-        out["params"] = {"poly_modulus_degree": self.params.poly_modulus_degree, "coeff_mod_bit_sizes": list(self.params.coeff_mod_bit_sizes)}
+        out["params"] = {
+            "poly_modulus_degree": self.params.poly_modulus_degree,
+            "coeff_mod_bit_sizes": list(self.params.coeff_mod_bit_sizes),
+        }
         return out
 
 

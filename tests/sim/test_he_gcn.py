@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -68,7 +70,7 @@ def _tiny(kept: int, relu_degree: int = 4, layers: int = 1, seed: int = 0, class
     rng = np.random.default_rng(seed)
     adj, coords = grid_adjacency(2, 2), grid_coords(2, 2)
     dims = [3] + [1] * layers
-    convs = [(rng.uniform(0.2, 1.0, (a, b)), rng.uniform(-0.2, 0.2, b)) for a, b in zip(dims, dims[1:], strict=False)]
+    convs = [(rng.uniform(0.2, 1.0, (a, b)), rng.uniform(-0.2, 0.2, b)) for a, b in itertools.pairwise(dims)]
     coef = rng.uniform(0.2, 0.6, (layers, 4, 3))
     mask = np.zeros((layers, 4))
     mask[0, :kept] = 1

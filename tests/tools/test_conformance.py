@@ -23,7 +23,16 @@ SLOW_EXAMPLES = {
     "he.gcn": "its example runs a CKKS-encrypted pass (about 5-10 s a call, called 5 times here)",
 }
 """Tools whose example takes minutes: the tests that run the example carry ``slow`` for them."""
-MEASURED = {"wall_s", "encrypted_latency_s", "ckks_max_abs_error", "cycles_per_s", "s_per_step", "train_s", "peak_rss_mb", "train_peak_added_mb"}
+MEASURED = {
+    "wall_s",
+    "encrypted_latency_s",
+    "ckks_max_abs_error",
+    "cycles_per_s",
+    "s_per_step",
+    "train_s",
+    "peak_rss_mb",
+    "train_peak_added_mb",
+}
 """Result fields that are measurements of the machine (time, memory): two identical calls differ in them."""
 RUNS_EXAMPLE = [pytest.param(t, id=t.name, marks=[pytest.mark.slow] if t.name in SLOW_EXAMPLES else []) for t in TOOLS]
 
