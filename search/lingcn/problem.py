@@ -89,6 +89,7 @@ class LinGcnProblem(Problem, Evolvable):
     def __init__(self, options: LinGcnOptions | None = None, /, **values: Any) -> None:
         super().__init__(options, **values)
         self._cache: dict[Design, dict[str, float]] = {}
+        self._structures: dict[tuple[Any, ...], tuple[int, float]] = {}
 
     def _recipe(self, d: Design) -> Recipe:
         p = dict(zip(PARAMS, d, strict=True))
@@ -99,8 +100,14 @@ class LinGcnProblem(Problem, Evolvable):
         )  # fmt: skip
 
     def _structure(self, d: Design) -> tuple[int, float]:
-        """(depth, predicted pass seconds) from the design's structure alone."""
+        """(depth, predicted pass seconds) from the design's structure alone (keep shares and degrees; 432 distinct)."""
         p = dict(zip(PARAMS, d, strict=True))
+        key = (p["keep_l1"], p["keep_l2"], p["poly_degree"], p["relu_degree"])
+        if key not in self._structures:
+            self._structures[key] = self._count(p)
+        return self._structures[key]
+
+    def _count(self, p: dict[str, Any]) -> tuple[int, float]:
         data = _graph(self.options.dataset)
         n, h = data.adj.shape[0], self.options.hidden
         rng = np.random.default_rng(0)  # nonzero weights: every term of the fused combinations is present
