@@ -463,7 +463,7 @@ def encrypted_forward(plan: HEPlan, x: np.ndarray, params: HEParams | None = Non
 # ---- latency model ----------------------------------------------------------------------------
 
 
-def op_costs(params: HEParams, repeats: int = 20) -> dict[str, float]:
+def op_costs(params: HEParams, repeats: int = 7) -> dict[str, float]:
     """Seconds per operation at the top of the chain, measured on this machine (median of ``repeats``)."""
     be = TenSEALBackend(params)
     rng = np.random.default_rng(0)
