@@ -35,6 +35,7 @@ BUILTIN: dict[str, str] = {
     "prune": "search.prune.problem:PruneProblem",
     "quant": "search.quant.problem:QuantProblem",
     "spmm": "search.spmm.problem:SpmmProblem",
+    "lingcn": "search.lingcn.problem:LinGcnProblem",
 }
 """coevo's own problems: name -> ``module:Class``. A new built-in problem is one module and one line here."""
 

@@ -12,6 +12,7 @@ from tools._base import Tool, ToolArgs, ToolArgumentError, ToolDeclinedError, To
 from tools._policy import ENV_WORKSPACE, CallPolicy, Confirm, OutsideWorkspaceError, asks_first, workspace
 from tools._registry import Registry, llm_name
 from tools.gnn import GnnCircuit
+from tools.he import HEGcn
 from tools.kb import KBList, KBReview, KBShow
 from tools.kernels import KernelSpmm
 from tools.models import ModelsBuild, ModelsList
@@ -54,6 +55,7 @@ REGISTRY = Registry(
         ZoQat(),
         KernelSpmm(),
         GnnCircuit(),
+        HEGcn(),
     ]
 )
 """Every tool coevo offers."""

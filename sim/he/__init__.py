@@ -1,0 +1,1 @@
+"""HE-friendly GCNs: partly-linearized graph convolutions trained by distillation, run under CKKS encryption."""
