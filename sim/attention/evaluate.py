@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
@@ -11,7 +12,7 @@ from sim.attention.flops import check_method
 from sim.attention.model import SelectionStats, SparseConfig, sparsify
 from sim.attention.ops import check_bits, check_top_k, check_window
 from sim.errors import UserInputError
-from sim.zoo import RECIPES, ZooError, ZooModel, load
+from sim.zoo import RECIPES, Split, ZooError, ZooModel, load
 
 SPLITS = ("train", "val", "test")
 
@@ -37,8 +38,13 @@ def check_eval(split: str, max_batches: int | None) -> None:
         raise UserInputError(f"max_batches={max_batches!r}: give a positive number of 64-sequence batches, or None for the whole split")
 
 
-def evaluate_sparse_model(zm: ZooModel, config: SparseConfig, split: str = "val", max_batches: int | None = 8) -> dict[str, float]:
+def evaluate_sparse_model(
+    zm: ZooModel, config: SparseConfig, split: str = "val", max_batches: int | None = 8, length: int | None = None
+) -> dict[str, float]:
     """Perplexity of ``zm``'s LM with its attention replaced by ``config``'s operator, beside the exact model's.
+
+    ``length`` scores only the first ``length`` tokens of every sequence (the model's block when
+    None): perplexity vs context length on the same text.
 
     Returns:
         ``perplexity``, ``dense_perplexity``, ``recall`` (mean recall of the exact top-k keys over
@@ -50,6 +56,11 @@ def evaluate_sparse_model(zm: ZooModel, config: SparseConfig, split: str = "val"
     if zm.task != "lm":
         raise UserInputError(f"model {zm.name!r} is a {zm.task} model; sparse attention needs a causal language model (task 'lm')")
     check_eval(split, max_batches)
+    if length is not None:
+        block = zm.splits[split].x.shape[1]
+        if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= block:
+            raise UserInputError(f"length={length!r}: give a number of tokens between 1 and the model's block of {block}")
+        zm = dataclasses.replace(zm, splits={name: Split(d.x[:, :length], d.y[:, :length]) for name, d in zm.splits.items()})
     stats = SelectionStats()
     sparse = sparsify(zm.model, config, stats)
     with torch.no_grad():
