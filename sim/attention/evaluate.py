@@ -39,12 +39,18 @@ def check_eval(split: str, max_batches: int | None) -> None:
 
 
 def evaluate_sparse_model(
-    zm: ZooModel, config: SparseConfig, split: str = "val", max_batches: int | None = 8, length: int | None = None
+    zm: ZooModel,
+    config: SparseConfig,
+    split: str = "val",
+    max_batches: int | None = 8,
+    length: int | None = None,
+    dense_perplexity: float | None = None,
 ) -> dict[str, float]:
     """Perplexity of ``zm``'s LM with its attention replaced by ``config``'s operator, beside the exact model's.
 
     ``length`` scores only the first ``length`` tokens of every sequence (the model's block when
-    None): perplexity vs context length on the same text.
+    None): perplexity vs context length on the same text. ``dense_perplexity``, when the caller
+    already measured it on the same split, batches and length, is reported instead of measuring it again.
 
     Returns:
         ``perplexity``, ``dense_perplexity``, ``recall`` (mean recall of the exact top-k keys over
@@ -64,7 +70,7 @@ def evaluate_sparse_model(
     stats = SelectionStats()
     sparse = sparsify(zm.model, config, stats)
     with torch.no_grad():
-        dense_ppl = zm.evaluate(zm.model, split, max_batches)
+        dense_ppl = zm.evaluate(zm.model, split, max_batches) if dense_perplexity is None else dense_perplexity
         ppl = zm.evaluate(sparse, split, max_batches)
     data = zm.splits[split]
     sequences = len(data) if max_batches is None else min(len(data), 64 * max_batches)
@@ -88,8 +94,15 @@ def _zoo(name: str) -> ZooModel:
 
 
 @functools.cache
+def _dense_cached(model: str, split: str, max_batches: int | None) -> float:
+    zm = _zoo(model)
+    return zm.evaluate(zm.model, split, max_batches)
+
+
+@functools.cache
 def _evaluate_cached(model: str, config: SparseConfig, split: str, max_batches: int | None) -> tuple[tuple[str, float], ...]:
-    return tuple(evaluate_sparse_model(_zoo(model), config, split, max_batches).items())
+    dense = _dense_cached(model, split, max_batches)  # the same for every sparse setting: measured once per process
+    return tuple(evaluate_sparse_model(_zoo(model), config, split, max_batches, dense_perplexity=dense).items())
 
 
 def evaluate_sparse(
