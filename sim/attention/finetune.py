@@ -47,6 +47,7 @@ def finetune_sparse(
     lr: float = 3e-4,
     seed: int = 0,
     split: str = "val",
+    max_batches: int | None = None,
     progress: Callable[[str, float], None] | None = None,
 ) -> dict[str, float]:
     """Val (or test) perplexity of the sparse and the dense model, each before and after ``steps`` identical fine-tuning steps.
@@ -56,7 +57,7 @@ def finetune_sparse(
         config: the sparse operator.
         train_text: the training text the batches are cut from; None: the zoo recipe's training split.
         steps, batch, lr, seed: the fine-tune, the same for the sparse and the dense copy.
-        split: where perplexity is measured.
+        split, max_batches: where perplexity is measured (batches of 64 sequences; None = the whole split).
 
     Returns:
         ``sparse_before``, ``sparse_after``, ``dense_before``, ``dense_after`` (perplexities).
@@ -73,13 +74,13 @@ def finetune_sparse(
     block = int(zm.splits["train"].x.shape[1])
     sparse = sparsify(zm.model, config)
     dense = copy.deepcopy(zm.model)
-    out = {"sparse_before": zm.evaluate(sparse, split), "dense_before": zm.evaluate(dense, split)}
+    out = {"sparse_before": zm.evaluate(sparse, split, max_batches), "dense_before": zm.evaluate(dense, split, max_batches)}
     if progress is not None:
         progress(f"fine-tuning the {config.method} model", 0.0)
     _finetune(sparse, train_text, block, steps, batch, lr, seed)
     if progress is not None:
         progress("fine-tuning the dense model (the same steps)", 0.5)
     _finetune(dense, train_text, block, steps, batch, lr, seed)
-    out["sparse_after"] = zm.evaluate(sparse, split)
-    out["dense_after"] = zm.evaluate(dense, split)
+    out["sparse_after"] = zm.evaluate(sparse, split, max_batches)
+    out["dense_after"] = zm.evaluate(dense, split, max_batches)
     return out

@@ -11,6 +11,7 @@ from sim.attention import (
     attention_flops,
     dense_attention,
     evaluate_sparse,
+    finetune_sparse,
     local_global_attention,
     local_global_indices,
     local_global_pairs,
@@ -130,7 +131,11 @@ def test_future_keys_never_change_a_query(method: str) -> None:
     k2, v2 = k.clone(), v.clone()
     k2[..., cut + 1 :, :] = 100 * torch.randn_like(k2[..., cut + 1 :, :])  # huge future keys would win every top-k if visible
     v2[..., cut + 1 :, :] = 1e3
-    run = (lambda a, b, c: topk_quantized_attention(a, b, c, 5, 4, chunk=9)) if method == "topk" else (lambda a, b, c: local_global_attention(a, b, c, 6, 2))
+    run = (
+        (lambda a, b, c: topk_quantized_attention(a, b, c, 5, 4, chunk=9))
+        if method == "topk"
+        else (lambda a, b, c: local_global_attention(a, b, c, 6, 2))
+    )
     out, sel = run(q, k, v)
     out2, _ = run(q, k2, v2)
     assert torch.equal(out[..., : cut + 1, :], out2[..., : cut + 1, :])
@@ -185,7 +190,7 @@ def test_sparsify_keeps_the_original_and_dense_config_reproduces_it() -> None:
     same = sparsify(zm.model, SparseConfig("dense"))(x)
     full = sparsify(zm.model, SparseConfig("topk-quantized-keys", top_k=128, key_bits=3))(x)
     assert torch.allclose(same, before, atol=1e-5) and torch.allclose(full, before, atol=1e-4)
-    assert type(zm.model.blocks[0].attn).__name__ == "Attention"  # the zoo's own module is untouched
+    assert type(zm.model.blocks[0].attn).__name__ == "Attention"  # type: ignore[index,union-attr]  # untouched
 
 
 def test_model_stays_causal_with_sparse_attention() -> None:
@@ -221,6 +226,21 @@ def test_evaluate_sparse_is_deterministic_and_cached() -> None:
     assert _evaluate_cached.cache_info().hits == hits + 1 and again["perplexity"] > 1
     fresh = _evaluate_cached.__wrapped__("lm-pydoc-tiny", SparseConfig("topk-quantized-keys", 8, 3), "val", 1)
     assert dict(fresh) == again
+
+
+def test_finetune_trains_copies_and_gives_the_dense_model_the_same_steps() -> None:
+    zm = load("lm-pydoc-tiny")
+    before = {n: p.clone() for n, p in zm.model.state_dict().items()}
+    cfg = SparseConfig("local-global", window=4, n_global=0)
+    r = finetune_sparse(zm, cfg, steps=3, batch=4, lr=1e-3, max_batches=1)
+    assert all(torch.equal(p, before[n]) for n, p in zm.model.state_dict().items())  # the zoo model is not changed
+    assert r["dense_before"] == pytest.approx(zm.evaluate(zm.model, "val", 1))
+    assert r["sparse_before"] == pytest.approx(
+        evaluate_sparse("lm-pydoc-tiny", "local-global", window=4, n_global=0, max_batches=1)["perplexity"]
+    )
+    assert r["sparse_after"] != r["sparse_before"] and r["dense_after"] != r["dense_before"]  # both copies trained
+    with pytest.raises(UserInputError, match="steps=0"):
+        finetune_sparse(zm, cfg, steps=0)
 
 
 # ---------------------------------------------------------------- bad input
