@@ -254,8 +254,11 @@ def report(out: Path, command: str) -> None:
     quality, timing, lengths, tuned = _read(out / QUALITY), _read(out / TIMING), _read(out / LENGTH), _read(out / FINETUNE)
     md = ["# Sparse attention on the zoo LM (issue 20, item 1)", ""]
     md += [
-        f"Written by `{command}` from {QUALITY}, {LENGTH} and {TIMING} (beside this file). Machine: a 2-core CPU shared with ~8 "
-        f"other engineers' jobs (load at the end of the run: `{_uptime()}`), 1 torch thread. Training seeds as listed; "
+        f"Written by `{command}` from {QUALITY}, {LENGTH}, {FINETUNE} and {TIMING} (beside this file), measured with "
+        "`nice -n 10 python scripts/attention_figures.py --out docs/bench/issue20` and `--only time`, `--only quality --models "
+        "lm-pydoc-tiny` (training seeds 0 1 2), `--only length --length-seeds 0 1 2`, `--only finetune --tiny-seeds 0`. "
+        "Machine: a 2-core CPU shared with ~8 other engineers' jobs (load average 10 to 28 while measuring; "
+        f"when this report was written: `{_uptime()}`), 1 torch thread. Training seeds as listed; "
         "evaluation is deterministic (no sampling). No retraining: the trained weights run with the sparse operator in every "
         "attention layer. See docs/attention.md for the operators.",
         "",
@@ -419,10 +422,15 @@ def _reading(val: list[dict[str, str]]) -> list[str]:
             "the keys low-bit pre-scores miss carry little softmax mass. Perplexity follows k (the mass kept) far more than bits."
         )
     if lg:
-        best = min(lg, key=lambda r: float(r["ppl_change_pct"]))
+        groups: dict[tuple[str, str], list[dict[str, str]]] = {}
+        for r in lg:
+            groups.setdefault((r["window"], r["n_global"]), []).append(r)
+        (w, g), sel = min(groups.items(), key=lambda kv: statistics.mean(float(r["ppl_change_pct"]) for r in kv[1]))
+        change = statistics.mean(float(r["ppl_change_pct"]) for r in sel)
+        mass = statistics.mean(float(r["attention_mass"]) for r in sel)
         out.append(
-            f"- A fixed local window is as good as dense on this model (best: window {best['window']}, {best['n_global']} global, "
-            f"{float(best['ppl_change_pct']):+.2f} %) although it keeps only {100 * float(best['attention_mass']):.0f} % of the exact "
+            f"- A fixed local window is as good as dense on this model (best on average over seeds: window {w}, {g} global, "
+            f"{change:+.2f} %) although it keeps only {100 * mass:.0f} % of the exact "
             "softmax mass: a byte-level LM on 128-token blocks predicts mostly from the last few bytes, so this test cannot "
             "separate content-based selection (top-k) from a fixed pattern; longer-range models would."
         )
