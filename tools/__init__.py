@@ -13,6 +13,7 @@ from tools._policy import ENV_WORKSPACE, CallPolicy, Confirm, OutsideWorkspaceEr
 from tools._registry import Registry, llm_name
 from tools.gnn import GnnCircuit
 from tools.he import HEGcn
+from tools.attention import AttentionSparse
 from tools.kb import KBList, KBReview, KBShow
 from tools.kernels import KernelSpmm
 from tools.models import ModelsBuild, ModelsList
@@ -56,6 +57,7 @@ REGISTRY = Registry(
         KernelSpmm(),
         GnnCircuit(),
         HEGcn(),
+        AttentionSparse(),
     ]
 )
 """Every tool coevo offers."""
