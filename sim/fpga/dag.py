@@ -18,11 +18,21 @@ padding waste and PE utilisation come from these.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from sim.errors import UserInputError
-from sim.fpga.model import SELECT_OPS, SOFTMAX_OPS, Accelerator, AttentionConfig, TransformerShape, gemm_cycles, vector_cycles
+from sim.fpga.model import (
+    SELECT_OPS,
+    SOFTMAX_OPS,
+    Accelerator,
+    AttentionConfig,
+    Rows,
+    TransformerShape,
+    gemm_cycles,
+    gemm_rows_cycles,
+    vector_cycles,
+)
 
 
 @dataclass(frozen=True)
@@ -67,21 +77,32 @@ def check_lengths(lengths: Sequence[int]) -> list[int]:
 def _op_counts(length: int, shape: TransformerShape, attn: AttentionConfig) -> dict[str, float]:
     """Lane operations of one sequence of ``length`` tokens, per kind (attention kinds per head)."""
     d, dh, f = shape.d_model, shape.d_head, shape.d_ff
-    keys = attn.keys_per_query(length)
+    pairs = attn.pairs(length)
     pack = 8 // attn.key_bits
     ops = {
         "qkv": 3.0 * length * d * d,
-        "scores": float(length * keys * dh),
-        "softmax": float(SOFTMAX_OPS * length * keys),
-        "av": float(length * keys * dh),
+        "scores": float(pairs * dh),
+        "softmax": float(SOFTMAX_OPS * pairs),
+        "av": float(pairs * dh),
         "out": float(length * d * d),
         "ffn1": float(length * d * f),
         "ffn2": float(length * f * d),
     }
     if attn.prescores(length):
-        ops["prescore"] = length * length * dh / pack
-        ops["select"] = float(SELECT_OPS * length * length)
+        ops["prescore"] = attn.visible_pairs(length) * dh / pack
+        ops["select"] = float(SELECT_OPS * attn.visible_pairs(length))
     return ops
+
+
+def _rows(tiles: Iterable[tuple[int, int, int]]) -> Rows:
+    """Row tiles ``(rows, depth, width)`` grouped into runs of equal ones: ``(count, rows, depth, width)``."""
+    out: list[tuple[int, int, int, int]] = []
+    for tile in tiles:
+        if out and out[-1][1:] == tile:
+            out[-1] = (out[-1][0] + 1, *tile)
+        else:
+            out.append((1, *tile))
+    return tuple(out)
 
 
 def build_tasks(groups: Sequence[Sequence[int]], accel: Accelerator, shape: TransformerShape, attn: AttentionConfig) -> list[Task]:
@@ -98,7 +119,6 @@ def build_tasks(groups: Sequence[Sequence[int]], accel: Accelerator, shape: Tran
     for g, group in enumerate(groups):
         lengths = check_lengths(group)
         n, lp = len(lengths), max(lengths)
-        keys = attn.keys_per_query(lp)
         executed = _op_counts(lp, shape, attn)
         useful: dict[str, float] = {}
         for length in lengths:
@@ -111,15 +131,18 @@ def build_tasks(groups: Sequence[Sequence[int]], accel: Accelerator, shape: Tran
             "ffn1": gemm_cycles(rows, d, f, mm, tm, tn, tk, ov),
             "ffn2": gemm_cycles(rows, f, d, mm, tm, tn, tk, ov),
         }
+        tiles_q = attn.row_tiles(lp, tm)
+        pairs, visible = attn.pairs(lp), attn.visible_pairs(lp)
         attention: dict[str, tuple[str, int]] = {}
         if attn.prescores(lp):
             kb = attn.key_bits
-            pre = gemm_cycles(lp, dh, lp, at, tm, tn, tk, 0, a_bits=kb, b_bits=kb, pack=8 // kb)
+            pre = gemm_rows_cycles(_rows((r, dh, v) for r, _, v in tiles_q), at, tn, tk, 0, a_bits=kb, b_bits=kb, pack=8 // kb)
             attention["prescore"] = ("attention", n * pre + ov)
-            attention["select"] = ("softmax", n * vector_cycles(lp * lp, lp * keys, SELECT_OPS, sm, 0) + ov)
-        attention["scores"] = ("attention", n * gemm_cycles(lp, dh, keys, at, tm, tn, tk, 0) + ov)
-        attention["softmax"] = ("softmax", n * vector_cycles(lp * keys, lp * keys, SOFTMAX_OPS, sm, 0) + ov)
-        attention["av"] = ("attention", n * gemm_cycles(lp, keys, dh, at, tm, tn, tk, 0) + ov)
+            attention["select"] = ("softmax", n * vector_cycles(visible, pairs, SELECT_OPS, sm, 0) + ov)
+        scores = gemm_rows_cycles(_rows((r, dh, keys) for r, keys, _ in tiles_q), at, tn, tk, 0)
+        attention["scores"] = ("attention", n * scores + ov)
+        attention["softmax"] = ("softmax", n * vector_cycles(pairs, pairs, SOFTMAX_OPS, sm, 0) + ov)
+        attention["av"] = ("attention", n * gemm_rows_cycles(_rows((r, keys, dh) for r, keys, _ in tiles_q), at, tn, tk, 0) + ov)
 
         def add(kind: str, head: int, engine: str, cycles: int, preds: tuple[int, ...], layer: int) -> int:
             tasks.append(Task(len(tasks), g, layer, kind, head, engine, cycles, preds, executed[kind] * n, useful.get(kind, 0.0)))

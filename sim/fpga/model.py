@@ -32,6 +32,13 @@ of quantized keys, 1 otherwise). The task costs ``fill + sum(step) + overhead`` 
 The tiles must fit the core's buffer: ``2 (tm tk a_bits + tk tn b_bits) / 8 + 4 tm tn``
 bytes (double-buffered operands, int32 accumulators).
 
+Attention products are GEMMs given row tile by row tile (:func:`gemm_rows_cycles`): a tile of
+``tm`` queries ending at query ``i`` needs ``keys(i)`` keys (dense causal ``i + 1``; top-k and
+local+global gather their kept keys: see :class:`AttentionConfig`), so scores are
+``(r x d_head) @ (d_head x keys(i))``, ``P V`` is ``(r x keys(i)) @ (keys(i) x d_head)`` and the
+top-k pre-score ``(r x d_head) @ (d_head x visible(i))`` at ``key_bits`` bits. Masked lanes inside a
+tile still cost cycles (the tile is computed whole).
+
 Vector op (:func:`vector_cycles`) over ``e_in`` input and ``e_out`` output elements with
 ``ops`` operations per input element: ``max(ceil(e_in ops / (P l)), ceil((e_in + e_out) / B))
 + overhead`` (streamed, 1 byte per element). Softmax is 4 ops per score (max, subtract and
@@ -39,9 +46,7 @@ exp, sum, divide); top-k selection 1 compare per pre-score (a k-deep comparator 
 
 What the model leaves out (said again in docs/fpga.md): layer norm, residual adds and GELU
 (vector work of O(L d), small beside the matmuls), DDR latency and bank conflicts, clock
-frequency differences between designs, power. The dense attention computes the full
-``L x L`` score matrix (as encoder accelerators do; a causal-aware design could skip the
-upper triangle's tiles).
+frequency differences between designs, power.
 """
 
 from __future__ import annotations
@@ -134,6 +139,11 @@ class AttentionConfig:
         key_bits: bits of the quantized Q/K of the pre-score (topk), 2..8.
         window: local window (local-global).
         n_global: global keys (local-global).
+        causal: query ``i`` sees keys ``0..i`` only (the zoo's LMs); False: every key (an encoder).
+
+    Keys of query ``i`` (0-based) when causal, as :mod:`sim.attention` counts them: dense ``i + 1``;
+    topk ``min(top_k, i + 1)``; local-global ``min(window, i + 1) + max(0, min(n_global, i + 1 - window))``
+    (the window includes the query, the global keys are the first tokens left of it).
     """
 
     method: AttentionMethod = "dense"
@@ -141,6 +151,7 @@ class AttentionConfig:
     key_bits: int = 4
     window: int = 32
     n_global: int = 4
+    causal: bool = True
 
     def __post_init__(self) -> None:
         if self.method not in ("dense", "topk", "local-global"):
@@ -150,17 +161,42 @@ class AttentionConfig:
         if not 2 <= self.key_bits <= 8:
             raise UserInputError(f"key_bits must lie between 2 and 8 (the pre-score packs 8 // key_bits products per lane); got {self.key_bits}")
 
-    def keys_per_query(self, length: int) -> int:
-        """Keys each query attends to in a sequence of ``length`` tokens."""
+    def keys_per_query(self, length: int, query: int | None = None) -> int:
+        """Keys query ``query`` (default: the last) attends to in a sequence of ``length`` tokens."""
+        visible = (length if query is None else query + 1) if self.causal else length
         if self.method == "topk":
-            return min(self.top_k, length)
+            return min(self.top_k, visible)
         if self.method == "local-global":
-            return min(length, self.window + self.n_global)
-        return length
+            return min(self.window, visible) + max(0, min(self.n_global, visible - self.window))
+        return visible
+
+    def visible_pairs(self, length: int) -> int:
+        """(query, key) pairs a dense pass (or the top-k pre-score) covers."""
+        return length * (length + 1) // 2 if self.causal else length * length
+
+    def pairs(self, length: int) -> int:
+        """(query, key) pairs attended: the sum of :meth:`keys_per_query` over the queries."""
+        if not self.causal:
+            return length * self.keys_per_query(length)
+        return _causal_pairs(self, length)
+
+    def row_tiles(self, length: int, tm: int) -> list[tuple[int, int, int]]:
+        """Query row tiles of ``tm`` rows: ``(rows, keys the tile needs, visible keys)``; causal tiles need keys up to their last query."""
+        out = []
+        for i0 in range(0, length, tm):
+            r = min(tm, length - i0)
+            last = i0 + r - 1
+            out.append((r, self.keys_per_query(length, last), last + 1 if self.causal else length))
+        return out
 
     def prescores(self, length: int) -> bool:
         """Whether top-k needs its pre-score and selection at this length (not when every key is kept anyway)."""
         return self.method == "topk" and length > self.top_k
+
+
+@functools.lru_cache(maxsize=20_000)
+def _causal_pairs(attn: AttentionConfig, length: int) -> int:
+    return sum(attn.keys_per_query(length, i) for i in range(length))
 
 
 @dataclass(frozen=True)
@@ -289,31 +325,49 @@ def _parts(size: int, tile: int) -> list[tuple[int, int]]:
     return [(n, s) for n, s in ((full, tile), (1 if rest else 0, rest)) if n]
 
 
+Rows = tuple[tuple[int, int, int, int], ...]
+"""A GEMM by row tiles: ``(count, rows, reduction depth, output columns)`` per kind of row tile."""
+
+
 @functools.lru_cache(maxsize=200_000)
-def gemm_cycles(
-    m: int, k: int, n: int, core: Core, tm: int, tn: int, tk: int, overhead: int, a_bits: int = 8, b_bits: int = 8, pack: int = 1
+def gemm_rows_cycles(
+    rows: Rows, core: Core, tn: int, tk: int, overhead: int, a_bits: int = 8, b_bits: int = 8, pack: int = 1
 ) -> int:
-    """Cycles of ``(m x k) @ (k x n)`` on ``core`` with ``tm x tn x tk`` tiles (module doc); 0 for an empty product."""
-    if m <= 0 or n <= 0 or k <= 0:
+    """Cycles of a GEMM given row tile by row tile (``rows``; each row tile may have its own depth and width).
+
+    The attention products of a causal sequence are such GEMMs: a row tile of queries needs the
+    keys up to its last query only. Costs as in the module doc; 0 when there is nothing to do.
+    """
+    rows = tuple(x for x in rows if x[0] > 0 and min(x[1:]) > 0)
+    if not rows:
         return 0
     bw8 = 8 * core.ddr_bytes_per_cycle
-    k_steps = math.ceil(k / tk)
-    k_last = k - (k_steps - 1) * tk
     out_bits = 8
     total = 0
-    for cm, r in _parts(m, tm):
+    for count, r, k, n in rows:
+        k_steps = math.ceil(k / tk)
+        k_last = k - (k_steps - 1) * tk
         for cn, c in _parts(n, tn):
-            tiles = cm * cn
 
             def step(kk: int, last: bool, r: int = r, c: int = c) -> int:
                 compute = math.ceil(r * c / core.pes) * math.ceil(kk / (core.lanes * pack))
                 memory = math.ceil((r * kk * a_bits + kk * c * b_bits + (r * c * out_bits if last else 0)) / bw8)
                 return max(compute, memory)
 
-            total += tiles * ((k_steps - 1) * step(tk, False) + step(k_last, True))
-    r0, c0, k0 = min(tm, m), min(tn, n), min(tk, k)
-    fill = math.ceil((r0 * k0 * a_bits + k0 * c0 * b_bits) / bw8)
+            total += count * cn * ((k_steps - 1) * step(tk, False) + step(k_last, True))
+    _, r0, k0, n0 = rows[0]
+    fill = math.ceil((r0 * min(tk, k0) * a_bits + min(tk, k0) * min(tn, n0) * b_bits) / bw8)
     return fill + total + overhead
+
+
+def gemm_cycles(
+    m: int, k: int, n: int, core: Core, tm: int, tn: int, tk: int, overhead: int, a_bits: int = 8, b_bits: int = 8, pack: int = 1
+) -> int:
+    """Cycles of ``(m x k) @ (k x n)`` on ``core`` with ``tm x tn x tk`` tiles (module doc); 0 for an empty product."""
+    if m <= 0 or n <= 0 or k <= 0:
+        return 0
+    rows = tuple((count, r, k, n) for count, r in _parts(m, tm))
+    return gemm_rows_cycles(rows, core, tn, tk, overhead, a_bits, b_bits, pack)
 
 
 @functools.lru_cache(maxsize=200_000)

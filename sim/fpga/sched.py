@@ -229,3 +229,25 @@ def lower_bound(tasks: Sequence[Task], accel: Accelerator) -> int:
     path = max(upward_ranks(tasks))
     load = max(sum(t.cycles for t in tasks if t.engine == e) / accel.capacity(e) for e in ENGINES)
     return max(path, int(np.ceil(load)))
+
+
+def compare_methods(
+    batches: Sequence[Sequence[int]],
+    accel: Accelerator,
+    shape: TransformerShape,
+    attn: AttentionConfig,
+    methods: Sequence[str] = METHODS,
+    buckets: int = 4,
+    check: bool = True,
+) -> dict[str, list[Metrics]]:
+    """Every method on every batch (the same batches for all), each schedule checked unless ``check`` is False."""
+    out: dict[str, list[Metrics]] = {}
+    for method in methods:
+        rows = []
+        for batch in batches:
+            s = schedule_batch(batch, accel, shape, attn, method, buckets)
+            if check:
+                check_schedule(s, accel)
+            rows.append(metrics(s, accel, batch, shape, attn))
+        out[method] = rows
+    return out

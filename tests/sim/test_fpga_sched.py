@@ -25,6 +25,7 @@ from sim.fpga import (
     device,
     draw_batches,
     gemm_cycles,
+    gemm_rows_cycles,
     groups_for,
     list_schedule,
     lower_bound,
@@ -106,15 +107,31 @@ def test_low_bit_prescore_packs_products_per_lane() -> None:
 def test_op_counts_and_padding_waste_by_hand() -> None:
     a = accel()
     one = build_tasks([[3]], a, TINY, DENSE)
-    # d=8, 2 heads of 4, d_ff=16, L=3: qkv 3*3*64=576, per head scores/softmax/av 36 each, out 192, ffn1 384, ffn2 384
-    assert sum(t.useful_ops for t in one) == sum(t.executed_ops for t in one) == 576 + 2 * 108 + 192 + 384 + 384
+    # d=8, 2 heads of 4, d_ff=16, L=3 causal (6 pairs): qkv 3*3*64=576, per head scores 6*4, softmax 4*6, av 6*4,
+    # out 192, ffn1 384, ffn2 384
+    assert sum(t.useful_ops for t in one) == sum(t.executed_ops for t in one) == 576 + 2 * 72 + 192 + 384 + 384 == 1680
+    encoder = build_tasks([[3]], a, TINY, AttentionConfig("dense", causal=False))  # 9 pairs: 36 + 36 + 36 per head
+    assert sum(t.useful_ops for t in encoder) == 576 + 2 * 108 + 192 + 384 + 384
     padded = build_tasks([[1, 3]], a, TINY, DENSE)
     ops_1 = 192 + 2 * 12 + 64 + 128 + 128  # L=1: qkv 192, per head 4 + 4 + 4, out 64, ffn 128 + 128
-    assert sum(t.executed_ops for t in padded) == 2 * 1752
-    assert sum(t.useful_ops for t in padded) == 1752 + ops_1
+    assert sum(t.executed_ops for t in padded) == 2 * 1680
+    assert sum(t.useful_ops for t in padded) == 1680 + ops_1
     m = metrics(schedule_batch([1, 3], a, TINY, DENSE, "padding"), a, [1, 3], TINY, DENSE)
-    assert m.padding_waste == pytest.approx(1 - (1752 + ops_1) / 3504)
+    assert m.padding_waste == pytest.approx(1 - (1680 + ops_1) / 3360)
     assert metrics(schedule_batch([1, 3], a, TINY, DENSE, "length-aware"), a, [1, 3], TINY, DENSE).padding_waste == 0
+
+
+def test_causal_keys_and_row_tiles_by_hand() -> None:
+    assert DENSE.row_tiles(4, 2) == [(2, 2, 2), (2, 4, 4)]  # (rows, keys needed, visible keys) per query tile
+    assert AttentionConfig("topk", top_k=1).row_tiles(4, 2) == [(2, 1, 2), (2, 1, 4)]
+    lg = AttentionConfig("local-global", window=2, n_global=1)
+    assert [lg.keys_per_query(4, i) for i in range(4)] == [1, 2, 3, 3] and lg.pairs(4) == 9  # query 2 sees 1-2 and global 0
+    assert DENSE.pairs(5) == 15 and AttentionConfig("topk", top_k=2).pairs(5) == 1 + 2 + 2 + 2 + 2
+    assert AttentionConfig("dense", causal=False).pairs(5) == 25
+    core = Core("attention", 0, pes=4, lanes=2, buffer_bytes=10**6, ddr_bytes_per_cycle=1000.0)
+    # causal Q K^T, L=4, d_head=2, 2x2 tiles: query tile 0 needs one 2x2 key tile, tile 1 two: 1 + 2 compute cycles + 1 fill
+    assert gemm_rows_cycles(((1, 2, 2, 2), (1, 2, 2, 4)), core, 2, 64, 0) == 4
+    assert gemm_cycles(4, 2, 4, core, 2, 2, 64, 0) == 5  # the full 4x4 score matrix: four tiles
 
 
 def test_dag_shape_per_attention_method() -> None:
