@@ -52,7 +52,9 @@ class LengthAwareArgs(ToolArgs):
     )
     batch: int = Field(32, ge=1, le=4096, description="sequences per batch")
     pes: int = Field(64, ge=3, description="processing elements (16 int8 MACs each), at most what the device's DSP slices allow")
-    device: Literal["zu3eg", "zcu102", "alveo-u280"] = Field("zcu102", description="FPGA board preset (DSP slices, on-chip KiB, DDR GB/s, clock)")
+    device: Literal["zu3eg", "zcu102", "alveo-u280"] = Field(
+        "zcu102", description="FPGA board preset (DSP slices, on-chip KiB, DDR GB/s, clock)"
+    )
     split: str = Field("4:3:1", description="PE shares matmul:attention:softmax")
     cores: str = Field("1:1:1", description="cores per engine matmul:attention:softmax (each runs one task at a time)")
     tile_m: int = Field(32, ge=1, le=1024, description="GEMM tile: output rows (tokens)")

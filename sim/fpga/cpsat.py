@@ -44,9 +44,7 @@ class Optimum:
     solve_s: float
 
 
-def cpsat_schedule(
-    tasks: Sequence[Task], accel: Accelerator, *, time_limit_s: float = 10.0, workers: int = 1, seed: int = 0
-) -> Optimum:
+def cpsat_schedule(tasks: Sequence[Task], accel: Accelerator, *, time_limit_s: float = 10.0, workers: int = 1, seed: int = 0) -> Optimum:
     """The makespan-optimal schedule of ``tasks`` (module doc), or the best found within ``time_limit_s``.
 
     Raises:
@@ -91,8 +89,10 @@ def cpsat_schedule(
     cores = _assign_cores(tasks, starts, accel)
     schedule = Schedule(tuple(tasks), tuple(starts), tuple(cores), "cp-sat")
     best = schedule.makespan
-    bound = min(best, int(round(solver.best_objective_bound)))
-    return Optimum(schedule, "optimal" if status == cp_model.OPTIMAL else "feasible", bound, (best - bound) / best if best else 0.0, solve_s)
+    bound = min(best, round(solver.best_objective_bound))
+    return Optimum(
+        schedule, "optimal" if status == cp_model.OPTIMAL else "feasible", bound, (best - bound) / best if best else 0.0, solve_s
+    )
 
 
 def _assign_cores(tasks: Sequence[Task], starts: Sequence[int], accel: Accelerator) -> list[int]:

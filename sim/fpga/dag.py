@@ -144,23 +144,29 @@ def build_tasks(groups: Sequence[Sequence[int]], accel: Accelerator, shape: Tran
         attention["softmax"] = ("softmax", n * vector_cycles(pairs, pairs, SOFTMAX_OPS, sm, 0) + ov)
         attention["av"] = ("attention", n * gemm_rows_cycles(_rows((r, keys, dh) for r, keys, _ in tiles_q), at, tn, tk, 0) + ov)
 
-        def add(kind: str, head: int, engine: str, cycles: int, preds: tuple[int, ...], layer: int) -> int:
-            tasks.append(Task(len(tasks), g, layer, kind, head, engine, cycles, preds, executed[kind] * n, useful.get(kind, 0.0)))
-            return len(tasks) - 1
-
+        ops = {kind: (executed[kind] * n, useful.get(kind, 0.0)) for kind in executed}
         last: tuple[int, ...] = ()
         for layer in range(shape.n_layers):
-            qkv = add("qkv", -1, "matmul", linear["qkv"], last, layer)
+            qkv = _add(tasks, ops, g, layer, "qkv", -1, "matmul", linear["qkv"], last)
             ends = []
             for h in range(shape.n_heads):
                 prev = (qkv,)
                 for kind, (engine, cycles) in attention.items():
-                    prev = (add(kind, h, engine, cycles, prev, layer),)
+                    prev = (_add(tasks, ops, g, layer, kind, h, engine, cycles, prev),)
                 ends.append(prev[0])
-            out = add("out", -1, "matmul", linear["out"], tuple(ends), layer)
-            ffn1 = add("ffn1", -1, "matmul", linear["ffn1"], (out,), layer)
-            last = (add("ffn2", -1, "matmul", linear["ffn2"], (ffn1,), layer),)
+            out = _add(tasks, ops, g, layer, "out", -1, "matmul", linear["out"], tuple(ends))
+            ffn1 = _add(tasks, ops, g, layer, "ffn1", -1, "matmul", linear["ffn1"], (out,))
+            last = (_add(tasks, ops, g, layer, "ffn2", -1, "matmul", linear["ffn2"], (ffn1,)),)
     return tasks
+
+
+def _add(
+    tasks: list[Task], ops: dict[str, tuple[float, float]], group: int, layer: int, kind: str, head: int, engine: str, cycles: int,
+    preds: tuple[int, ...],
+) -> int:  # fmt: skip
+    """Append a task (its executed and useful ops from ``ops[kind]``) and return its id."""
+    tasks.append(Task(len(tasks), group, layer, kind, head, engine, cycles, preds, *ops[kind]))
+    return len(tasks) - 1
 
 
 def useful_ops_total(lengths: Sequence[int], shape: TransformerShape, attn: AttentionConfig) -> float:

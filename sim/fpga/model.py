@@ -159,7 +159,9 @@ class AttentionConfig:
         if self.top_k < 1 or self.window < 1 or self.n_global < 0:
             raise UserInputError(f"top_k and window must be >= 1 and n_global >= 0; got {self.top_k}, {self.window}, {self.n_global}")
         if not 2 <= self.key_bits <= 8:
-            raise UserInputError(f"key_bits must lie between 2 and 8 (the pre-score packs 8 // key_bits products per lane); got {self.key_bits}")
+            raise UserInputError(
+                f"key_bits must lie between 2 and 8 (the pre-score packs 8 // key_bits products per lane); got {self.key_bits}"
+            )
 
     def keys_per_query(self, length: int, query: int | None = None) -> int:
         """Keys query ``query`` (default: the last) attends to in a sequence of ``length`` tokens."""
@@ -330,9 +332,7 @@ Rows = tuple[tuple[int, int, int, int], ...]
 
 
 @functools.lru_cache(maxsize=200_000)
-def gemm_rows_cycles(
-    rows: Rows, core: Core, tn: int, tk: int, overhead: int, a_bits: int = 8, b_bits: int = 8, pack: int = 1
-) -> int:
+def gemm_rows_cycles(rows: Rows, core: Core, tn: int, tk: int, overhead: int, a_bits: int = 8, b_bits: int = 8, pack: int = 1) -> int:
     """Cycles of a GEMM given row tile by row tile (``rows``; each row tile may have its own depth and width).
 
     The attention products of a causal sequence are such GEMMs: a row tile of queries needs the

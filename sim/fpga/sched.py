@@ -20,6 +20,7 @@ task of that engine is ready, it starts the ready task of highest priority there
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -191,7 +192,7 @@ def check_schedule(schedule: Schedule, accel: Accelerator) -> None:
         events[t.engine] += [(start[t.id], 1), (start[t.id] + t.cycles, -1)]
     for (engine, c), spans in by_core.items():
         spans.sort()
-        for (s0, e0, a), (s1, _, b) in zip(spans, spans[1:], strict=False):
+        for (_, e0, a), (s1, _, b) in itertools.pairwise(spans):
             if s1 < e0:
                 raise InvalidScheduleError(f"tasks {a} and {b} overlap on {engine} core {c} ({s1} < {e0})")
     for engine, evs in events.items():
@@ -199,7 +200,9 @@ def check_schedule(schedule: Schedule, accel: Accelerator) -> None:
         for at, delta in sorted(evs):  # ends (-1) sort before starts (+1) at the same cycle
             level += delta
             if level > accel.capacity(engine):
-                raise InvalidScheduleError(f"{level} tasks run at once on the {engine} engine at cycle {at}; it has {accel.capacity(engine)} cores")
+                raise InvalidScheduleError(
+                    f"{level} tasks run at once on the {engine} engine at cycle {at}; it has {accel.capacity(engine)} cores"
+                )
 
 
 def metrics(schedule: Schedule, accel: Accelerator, lengths: Sequence[int], shape: TransformerShape, attn: AttentionConfig) -> Metrics:

@@ -145,7 +145,7 @@ def test_dag_shape_per_attention_method() -> None:
     tasks = build_tasks([[100], [7]], a, shape, DENSE)
     for t in tasks:
         assert all(p < t.id and tasks[p].group == t.group for p in t.preds)
-    second_qkv = [t for t in tasks if t.kind == "qkv" and t.layer == 1 and t.group == 0][0]
+    second_qkv = next(t for t in tasks if t.kind == "qkv" and t.layer == 1 and t.group == 0)
     assert [tasks[p].kind for p in second_qkv.preds] == ["ffn2"]
 
 
