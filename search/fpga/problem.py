@@ -148,13 +148,16 @@ class FpgaTransformerProblem(Problem, Evolvable):
         return self._sim[d]
 
     def niches(self) -> tuple[Niche, ...]:
+        def scheduler(point: Any) -> str:
+            return str(FpgaDesign(*point).scheduler)
+
         return (
-            Niche("padding", "every sequence padded to the batch maximum, processed in lockstep", lambda p: p[6] == "padding"),
-            Niche("bucketing", "sorted into buckets, each padded to its own maximum", lambda p: p[6] == "bucketing"),
+            Niche("padding", "every sequence padded to the batch maximum, processed in lockstep", lambda p: scheduler(p) == "padding"),
+            Niche("bucketing", "sorted into buckets, each padded to its own maximum", lambda p: scheduler(p) == "bucketing"),
             Niche(
                 "length-aware",
                 "no padding: upward-rank list scheduling fills engine slots across sequences",
-                lambda p: p[6] == "length-aware",
+                lambda p: scheduler(p) == "length-aware",
             ),
         )
 
@@ -224,7 +227,7 @@ class FpgaTransformerProblem(Problem, Evolvable):
             j = choices.index(d[i])
             for nj in (j - 1, j + 1) if i < len(CHOICES) - 1 else range(len(choices)):  # schedulers are not ordered
                 if 0 <= nj < len(choices) and nj != j:
-                    out.append(FpgaDesign(*d[:i], choices[nj], *d[i + 1 :]))
+                    out.append(FpgaDesign._make((*d[:i], choices[nj], *d[i + 1 :])))
         return out
 
     def crossover(self, a: Any, b: Any, rng: random.Random) -> FpgaDesign:

@@ -296,3 +296,11 @@ def test_device_presets_and_split() -> None:
     assert DEVICES["zcu102"].max_pes(16) == 157 and DEVICES["alveo-u280"].max_pes(16) == 564
     assert split_pes(64, (4, 3, 1)) == (32, 24, 8) and sum(split_pes(10, (1, 1, 1))) == 10
     assert split_pes(5, (100, 1, 1)) == (3, 1, 1)
+
+
+def test_pair_counts_agree_with_sim_attention() -> None:
+    flops = pytest.importorskip("sim.attention.flops", reason="needs branch i20-attn's sim.attention merged")
+    for n in (1, 5, 33, 200):
+        assert DENSE.pairs(n) == flops.causal_pairs(n) == DENSE.visible_pairs(n)
+        assert AttentionConfig("topk", top_k=16).pairs(n) == flops.topk_pairs(n, 16)
+        assert AttentionConfig("local-global", window=8, n_global=3).pairs(n) == flops.local_global_pairs(n, 8, 3)
