@@ -220,7 +220,8 @@ class Accelerator:
     Attributes:
         device: the board.
         split: PEs per engine, in :data:`ENGINES` order.
-        cores: cores per engine, in :data:`ENGINES` order (each gets an equal share of its engine's PEs).
+        cores: cores per engine, in :data:`ENGINES` order; each gets ``engine PEs // cores`` PEs (a remainder
+            idles, and still counts in the utilisation's denominator).
         lanes: MACs per PE.
         tile_m, tile_n, tile_k: GEMM tile sizes (output rows, output columns, reduction depth).
         overhead_cycles: launch cost of every task.
