@@ -11,6 +11,7 @@ from __future__ import annotations
 from tools._base import Tool, ToolArgs, ToolArgumentError, ToolDeclinedError, ToolExecutionError, ToolResult, call_tool
 from tools._policy import ENV_WORKSPACE, CallPolicy, Confirm, OutsideWorkspaceError, asks_first, workspace
 from tools._registry import Registry, llm_name
+from tools.attention import AttentionSparse
 from tools.fpga import ScheduleLengthAware
 from tools.kb import KBList, KBReview, KBShow
 from tools.models import ModelsBuild, ModelsList
@@ -51,6 +52,7 @@ REGISTRY = Registry(
         PruneActivation(),
         QuantClassBased(),
         ZoQat(),
+        AttentionSparse(),
         ScheduleLengthAware(),
     ]
 )

@@ -18,6 +18,7 @@ length-aware scheduling problem calls it per search trial.
 """
 
 from sim.attention.evaluate import check_config, evaluate_sparse, evaluate_sparse_model
+from sim.attention.finetune import finetune_sparse
 from sim.attention.flops import METHODS, attention_flops, causal_pairs, local_global_pairs, topk_pairs
 from sim.attention.model import SelectionStats, SparseAttention, SparseConfig, sparsify
 from sim.attention.ops import (
@@ -46,6 +47,7 @@ __all__ = [
     "dense_attention",
     "evaluate_sparse",
     "evaluate_sparse_model",
+    "finetune_sparse",
     "local_global_attention",
     "local_global_indices",
     "local_global_pairs",

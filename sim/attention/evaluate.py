@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
@@ -11,7 +12,7 @@ from sim.attention.flops import check_method
 from sim.attention.model import SelectionStats, SparseConfig, sparsify
 from sim.attention.ops import check_bits, check_top_k, check_window
 from sim.errors import UserInputError
-from sim.zoo import RECIPES, ZooError, ZooModel, load
+from sim.zoo import RECIPES, Split, ZooError, ZooModel, load
 
 SPLITS = ("train", "val", "test")
 
@@ -37,8 +38,19 @@ def check_eval(split: str, max_batches: int | None) -> None:
         raise UserInputError(f"max_batches={max_batches!r}: give a positive number of 64-sequence batches, or None for the whole split")
 
 
-def evaluate_sparse_model(zm: ZooModel, config: SparseConfig, split: str = "val", max_batches: int | None = 8) -> dict[str, float]:
+def evaluate_sparse_model(
+    zm: ZooModel,
+    config: SparseConfig,
+    split: str = "val",
+    max_batches: int | None = 8,
+    length: int | None = None,
+    dense_perplexity: float | None = None,
+) -> dict[str, float]:
     """Perplexity of ``zm``'s LM with its attention replaced by ``config``'s operator, beside the exact model's.
+
+    ``length`` scores only the first ``length`` tokens of every sequence (the model's block when
+    None): perplexity vs context length on the same text. ``dense_perplexity``, when the caller
+    already measured it on the same split, batches and length, is reported instead of measuring it again.
 
     Returns:
         ``perplexity``, ``dense_perplexity``, ``recall`` (mean recall of the exact top-k keys over
@@ -50,10 +62,15 @@ def evaluate_sparse_model(zm: ZooModel, config: SparseConfig, split: str = "val"
     if zm.task != "lm":
         raise UserInputError(f"model {zm.name!r} is a {zm.task} model; sparse attention needs a causal language model (task 'lm')")
     check_eval(split, max_batches)
+    if length is not None:
+        block = zm.splits[split].x.shape[1]
+        if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= block:
+            raise UserInputError(f"length={length!r}: give a number of tokens between 1 and the model's block of {block}")
+        zm = dataclasses.replace(zm, splits={name: Split(d.x[:, :length], d.y[:, :length]) for name, d in zm.splits.items()})
     stats = SelectionStats()
     sparse = sparsify(zm.model, config, stats)
     with torch.no_grad():
-        dense_ppl = zm.evaluate(zm.model, split, max_batches)
+        dense_ppl = zm.evaluate(zm.model, split, max_batches) if dense_perplexity is None else dense_perplexity
         ppl = zm.evaluate(sparse, split, max_batches)
     data = zm.splits[split]
     sequences = len(data) if max_batches is None else min(len(data), 64 * max_batches)
@@ -77,8 +94,15 @@ def _zoo(name: str) -> ZooModel:
 
 
 @functools.cache
+def _dense_cached(model: str, split: str, max_batches: int | None) -> float:
+    zm = _zoo(model)
+    return zm.evaluate(zm.model, split, max_batches)
+
+
+@functools.cache
 def _evaluate_cached(model: str, config: SparseConfig, split: str, max_batches: int | None) -> tuple[tuple[str, float], ...]:
-    return tuple(evaluate_sparse_model(_zoo(model), config, split, max_batches).items())
+    dense = _dense_cached(model, split, max_batches)  # the same for every sparse setting: measured once per process
+    return tuple(evaluate_sparse_model(_zoo(model), config, split, max_batches, dense_perplexity=dense).items())
 
 
 def evaluate_sparse(

@@ -1,0 +1,113 @@
+"""Sparse-attention tool: a zoo LM's exact attention swapped for a linear-cost operator, perplexity and recall vs dense."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from search.errors import UserInputError
+from sim.attention import METHODS, attention_flops, check_config, evaluate_sparse, evaluate_sparse_model
+from sim.attention.evaluate import check_eval
+from sim.zoo import RECIPES
+from tools._base import Tool, ToolArgs, ToolResult, names_code
+from tools._zoo import model_field, zoo_model
+
+Method = Literal["dense", "topk-quantized-keys", "local-global"]
+assert set(METHODS) == {"dense", "topk-quantized-keys", "local-global"}  # the Literal lists sim.attention's methods
+
+
+class SparseArgs(ToolArgs):
+    model: str = model_field("lm-pydoc-tiny")
+    method: Method = Field(
+        "topk-quantized-keys",
+        description=(
+            "topk-quantized-keys: queries/keys quantized to key_bits pre-score every visible key, the top_k best per query "
+            "get an exact softmax; local-global: the window most recent keys plus the first n_global tokens; dense: exact"
+        ),
+    )
+    top_k: int = Field(32, description="keys kept per query (topk-quantized-keys), >= 1")
+    key_bits: int = Field(4, description="bits of the quantized queries/keys that pre-score (topk-quantized-keys), 1..16")
+    window: int = Field(32, description="local window in tokens, the query included (local-global), >= 1")
+    n_global: int = Field(4, description="leading tokens every query also attends to (local-global), >= 0")
+    split: Literal["val", "test"] = Field("val", description="val to choose settings, test to report once")
+    max_batches: int | None = Field(8, description="batches of 64 sequences scored (>= 1); null for the whole split")
+
+
+class AttentionSparse(Tool):
+    """Perplexity, top-k recall and operation counts of a zoo LM with sparse attention (no retraining)."""
+
+    name = "attention.sparse"
+    description = (
+        "Replace the exact causal attention of a zoo language model (lm-pydoc, lm-pydoc-tiny; trained on first use) by a "
+        "sparse operator without retraining: top-k keys per query chosen by low-bit quantized Q/K pre-scores "
+        "(topk-quantized-keys), or a fixed local window + global tokens (local-global). Returns perplexity vs the exact "
+        "model, recall of the exact top-k keys, the softmax mass kept, and per-layer MACs dense vs sparse plus the "
+        "low-bit pre-scoring operations (still quadratic in length)."
+    )
+    Args = SparseArgs
+    example: ClassVar[dict[str, Any]] = {
+        "model": "lm-pydoc-tiny",
+        "method": "topk-quantized-keys",
+        "top_k": 16,
+        "key_bits": 4,
+        "max_batches": 1,
+    }
+    long_running = True
+    loads_code = ("model",)
+
+    def run(self, args: SparseArgs) -> ToolResult:
+        start = time.perf_counter()
+        config = check_config(args.method, args.top_k, args.key_bits, args.window, args.n_global)  # before a model trains
+        check_eval(args.split, args.max_batches)
+        if args.model in RECIPES and RECIPES[args.model]["task"] != "lm":
+            raise UserInputError(f"model {args.model!r} is a {RECIPES[args.model]['task']} model; sparse attention needs a language model")
+        zm, notes = zoo_model(args.model, task="lm")  # trains a zoo model on first use, with progress
+        if names_code(args.model):
+            result = evaluate_sparse_model(zm, config, args.split, args.max_batches)
+        else:
+            result = evaluate_sparse(
+                args.model, args.method, args.top_k, args.key_bits, args.window, args.n_global, args.split, args.max_batches
+            )
+        length = int(result["length"])
+        n_heads, d_model, layers = _dims(zm.model)
+        flops = attention_flops(args.method, length, d_model, n_heads, args.top_k, args.key_bits, args.window, args.n_global)
+        value: dict[str, Any] = {
+            "model": args.model,
+            "method": args.method,
+            "split": args.split,
+            "perplexity": result["perplexity"],
+            "dense_perplexity": result["dense_perplexity"],
+            "perplexity_change_pct": 100.0 * (result["perplexity"] / result["dense_perplexity"] - 1.0),
+            "recall_topk": None if math.isnan(result["recall"]) else result["recall"],
+            "attention_mass_kept": result["attention_mass"],
+            "keys_per_query": result["keys_per_query"],
+            "tokens_scored": int(result["tokens"]),
+            "length": length,
+            "layers": layers,
+            "d_model": d_model,
+            "n_heads": n_heads,
+            "per_layer_ops": flops,
+            "wall_s": round(time.perf_counter() - start, 3),
+        }
+        messages = [
+            *notes,
+            "no retraining: the trained weights run with the sparse operator in every attention layer",
+            "per_layer_ops: one sequence of `length` tokens, all heads; MACs of scores and value sums only (projections are the "
+            "same for every method); lowbit_ops are key_bits x key_bits MACs of the pre-scoring over every visible pair",
+        ]
+        if args.method == "topk-quantized-keys":
+            messages.append("recall_topk and attention_mass_kept average over queries that saw more than top_k keys (the others keep all)")
+        if args.method == "topk-quantized-keys" and args.top_k >= length:
+            messages.append(f"top_k={args.top_k} >= the model's length {length}: every visible key is kept, this is dense attention")
+        return ToolResult(value=value, messages=messages)
+
+
+def _dims(model: Any) -> tuple[int, int, int]:
+    """(heads, width, layers) of the model's attention modules."""
+    found = [m for m in model.modules() if all(hasattr(m, a) for a in ("q", "k", "v", "o", "n_heads"))]
+    if not found:
+        raise UserInputError("the model has no attention module with q, k, v, o projections and n_heads")
+    return int(found[0].n_heads), int(found[0].q.in_features), len(found)
