@@ -36,6 +36,7 @@ BUILTIN: dict[str, str] = {
     "quant": "search.quant.problem:QuantProblem",
     "spmm": "search.spmm.problem:SpmmProblem",
     "lingcn": "search.lingcn.problem:LinGcnProblem",
+    "fpga-transformer": "search.fpga.problem:FpgaTransformerProblem",
 }
 """coevo's own problems: name -> ``module:Class``. A new built-in problem is one module and one line here."""
 

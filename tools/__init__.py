@@ -14,6 +14,7 @@ from tools._registry import Registry, llm_name
 from tools.gnn import GnnCircuit
 from tools.he import HEGcn
 from tools.attention import AttentionSparse
+from tools.fpga import ScheduleLengthAware
 from tools.kb import KBList, KBReview, KBShow
 from tools.kernels import KernelSpmm
 from tools.models import ModelsBuild, ModelsList
@@ -58,6 +59,7 @@ REGISTRY = Registry(
         GnnCircuit(),
         HEGcn(),
         AttentionSparse(),
+        ScheduleLengthAware(),
     ]
 )
 """Every tool coevo offers."""

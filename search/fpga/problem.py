@@ -1,0 +1,265 @@
+"""FPGA transformer accelerator design as a coevo problem: keep perplexity, cut the makespan of real sentence batches.
+
+A point is an accelerator design on the cycle-level model of :mod:`sim.fpga` plus its
+attention setting: the PE split between the matmul, attention and softmax engines, the GEMM
+tile sizes, top-k sparse attention's ``top_k`` and ``key_bits`` (low-bit pre-score), and the
+scheduler (pad-to-batch-max, bucketing, length-aware upward-rank list scheduling). The workload
+is fixed by the options: ``draws`` random batches of ``batch`` sentences of Python's pydoc
+topics (byte lengths), the same for every design.
+
+Objectives:
+
+* ``ppl_retention`` (maximised, expensive): dense perplexity / sparse perplexity of the zoo LM
+  with top-k quantized-key attention (:func:`sim.attention.evaluate_sparse`, val split, no
+  retraining): 1 means no loss. The LM scores 128-byte windows (its block), whatever the
+  sentence lengths the accelerator is scheduled on.
+* ``makespan_ms`` (minimised, cheap: a deterministic simulation): median over the batches.
+* ``perplexity`` (minimised, expensive, reported), ``pe_utilization`` (maximised, cheap, reported),
+  ``padding_waste`` (minimised, cheap, reported).
+
+Niches: one per scheduler. The space has 6 x 4 x 3 x 3 x 4 x 3 x 3 = 7,776 designs; the exact
+front is not computed.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Literal, NamedTuple
+
+import numpy as np
+import optuna
+from pydantic import Field
+
+from search.errors import UserInputError
+from search.niches import Niche
+from search.problem import Evolvable, Objective, Problem, ProblemOptions
+from sim.fpga import Accelerator, AttentionConfig, compare_methods, corpus_lengths, device, draw_batches, model_shape, split_pes
+
+SPLITS = ("2:1:1", "4:3:1", "6:1:1", "8:3:1", "12:3:1", "14:1:1")
+"""PE shares matmul:attention:softmax."""
+TILE_M = (16, 32, 64, 128)
+TILE_N = (32, 64, 128)
+TILE_K = (32, 64, 128)
+TOP_K = (8, 16, 32, 64)
+KEY_BITS = (2, 4, 8)
+SCHEDULERS = ("padding", "bucketing", "length-aware")
+
+
+class FpgaDesign(NamedTuple):
+    """One point of the ``fpga-transformer`` problem."""
+
+    split: str
+    tile_m: int
+    tile_n: int
+    tile_k: int
+    top_k: int
+    key_bits: int
+    scheduler: str
+
+
+CHOICES: tuple[tuple[Any, ...], ...] = (SPLITS, TILE_M, TILE_N, TILE_K, TOP_K, KEY_BITS, SCHEDULERS)
+
+
+@functools.cache
+def sparse_perplexity(model: str, top_k: int, key_bits: int, max_batches: int) -> tuple[float, float]:
+    """(sparse, dense) val perplexity of zoo LM ``model`` with top-k quantized-key attention (cached per process).
+
+    Imported lazily: :mod:`sim.attention` (and torch) load on the first accuracy query only.
+    """
+    from sim.attention import evaluate_sparse
+
+    out = evaluate_sparse(model=model, method="topk-quantized-keys", top_k=top_k, key_bits=key_bits, split="val", max_batches=max_batches)
+    return float(out["perplexity"]), float(out["dense_perplexity"])
+
+
+class FpgaOptions(ProblemOptions):
+    """Options of the ``fpga-transformer`` problem (the device and workload every design is scheduled on)."""
+
+    model: Literal["lm-pydoc-tiny", "lm-pydoc"] = Field(
+        "lm-pydoc-tiny", description="zoo LM: its shape sets the accelerator's tasks and its perplexity the accuracy side"
+    )
+    device: Literal["zcu102", "alveo-u280"] = Field("zcu102", description="FPGA board preset (DSP slices, on-chip memory, DDR)")
+    pes: int = Field(64, ge=16, le=564, description="processing elements (16 MACs each); at most the device's DSPs / 16")
+    batch: int = Field(16, ge=1, le=512, description="sentences per batch")
+    draws: int = Field(2, ge=1, le=50, description="random batches of pydoc sentences every design is scheduled on")
+    buckets: int = Field(4, ge=1, le=64, description="groups of the bucketing scheduler")
+    ppl_batches: int = Field(4, ge=1, le=64, description="val batches (64 windows each) the perplexity is measured on")
+    seed: int = Field(0, ge=0, description="seed of the batch draws")
+
+
+class FpgaTransformerProblem(Problem, Evolvable):
+    """FPGA transformer accelerator designs with top-k sparse attention (module doc)."""
+
+    name = "fpga-transformer"
+    Options = FpgaOptions
+    run_group = "device"
+    example_options: ClassVar[Mapping[str, Any]] = {"batch": 8, "draws": 1, "ppl_batches": 1}
+    design_label = "design"
+    objectives = (
+        Objective(
+            "ppl_retention", "maximize", "dense/sparse perplexity", "expensive", depends_on=("model", "ppl_batches"), bounds=(0.0, None)
+        ),
+        Objective("makespan_ms", "minimize", "ms", "cheap", depends_on=("model", "device", "pes", "batch", "draws", "buckets", "seed")),
+        Objective("perplexity", "minimize", "perplexity", "expensive", depends_on=("model", "ppl_batches"), bounds=(1.0, None)),
+        Objective("pe_utilization", "maximize", "share", "cheap", bounds=(0.0, 1.0)),
+        Objective("padding_waste", "minimize", "share", "cheap", bounds=(0.0, 1.0)),
+    )
+    design_format = (
+        f"key=value pairs: split=({'|'.join(SPLITS)}) tile_m=({'|'.join(map(str, TILE_M))}) tile_n=({'|'.join(map(str, TILE_N))}) "
+        f"tile_k=({'|'.join(map(str, TILE_K))}) top_k=({'|'.join(map(str, TOP_K))}) key_bits=({'|'.join(map(str, KEY_BITS))}) "
+        f"scheduler=({'|'.join(SCHEDULERS)})"
+    )
+
+    def __init__(self, options: FpgaOptions | None = None, /, **values: Any) -> None:
+        super().__init__(options, **values)
+        o = self.options
+        self.device = device(o.device)
+        limit = self.device.max_pes(16)
+        if o.pes > limit:
+            raise UserInputError(
+                f"problem 'fpga-transformer': pes={o.pes} exceeds the {limit} PEs of {o.device} ({self.device.dsps} DSP slices, "
+                f"16 per PE); use pes <= {limit} or device alveo-u280"
+            )
+        self.shape = model_shape(o.model)
+        self.batches = draw_batches(corpus_lengths(), o.batch, o.draws, o.seed)
+        for split in SPLITS:  # every design must fit the buffer: refuse the options now rather than a design mid-search
+            self._accel(FpgaDesign(split, max(TILE_M), max(TILE_N), max(TILE_K), TOP_K[0], KEY_BITS[0], SCHEDULERS[0]))
+        self._sim: dict[FpgaDesign, dict[str, float]] = {}
+
+    def _accel(self, d: FpgaDesign) -> Accelerator:
+        shares = tuple(float(x) for x in d.split.split(":"))
+        return Accelerator(
+            self.device, split_pes(self.options.pes, (shares[0], shares[1], shares[2])), tile_m=d.tile_m, tile_n=d.tile_n, tile_k=d.tile_k
+        )
+
+    def _simulate(self, point: Any) -> dict[str, float]:
+        d = FpgaDesign(*point)
+        if d not in self._sim:
+            attn = AttentionConfig("topk", top_k=d.top_k, key_bits=d.key_bits)
+            rows = compare_methods(self.batches, self._accel(d), self.shape, attn, (d.scheduler,), self.options.buckets, check=False)
+            ms = rows[d.scheduler]
+            self._sim[d] = {
+                "makespan_ms": float(np.median([m.makespan_ms for m in ms])),
+                "pe_utilization": float(np.median([m.pe_utilization for m in ms])),
+                "padding_waste": float(np.median([m.padding_waste for m in ms])),
+            }
+        return self._sim[d]
+
+    def niches(self) -> tuple[Niche, ...]:
+        def scheduler(point: Any) -> str:
+            return str(FpgaDesign(*point).scheduler)
+
+        return (
+            Niche("padding", "every sequence padded to the batch maximum, processed in lockstep", lambda p: scheduler(p) == "padding"),
+            Niche("bucketing", "sorted into buckets, each padded to its own maximum", lambda p: scheduler(p) == "bucketing"),
+            Niche(
+                "length-aware",
+                "no padding: upward-rank list scheduling fills engine slots across sequences",
+                lambda p: scheduler(p) == "length-aware",
+            ),
+        )
+
+    def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
+        return {f: optuna.distributions.CategoricalDistribution(c) for f, c in zip(FpgaDesign._fields, CHOICES, strict=True)}
+
+    def from_params(self, params: Mapping[str, Any]) -> FpgaDesign:
+        try:
+            d = FpgaDesign(
+                str(params["split"]), int(params["tile_m"]), int(params["tile_n"]), int(params["tile_k"]), int(params["top_k"]),
+                int(params["key_bits"]), str(params["scheduler"]),
+            )  # fmt: skip
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UserInputError(f"fpga-transformer params need {', '.join(FpgaDesign._fields)}; got {dict(params)!r}") from exc
+        for value, choices, label in zip(d, CHOICES, FpgaDesign._fields, strict=True):
+            if value not in choices:
+                raise UserInputError(f"{label}={value} is outside the space; choose from {', '.join(map(str, choices))}")
+        return d
+
+    def to_params(self, point: Any) -> dict[str, Any]:
+        return dict(FpgaDesign(*point)._asdict())
+
+    def point_id(self, point: Any) -> str:
+        d = FpgaDesign(*point)
+        return f"s{d.split.replace(':', '-')}-t{d.tile_m}x{d.tile_n}x{d.tile_k}-k{d.top_k}-b{d.key_bits}-{d.scheduler}"
+
+    def describe(self, point: Any) -> str:
+        return " ".join(f"{k}={v}" for k, v in FpgaDesign(*point)._asdict().items())
+
+    def parse_design(self, text: str) -> FpgaDesign:
+        """Read ``key=value`` pairs as :meth:`describe` writes them (the split as ``a:b:c``)."""
+        pairs = dict(tok.split("=", 1) for tok in text.split() if "=" in tok)
+        try:
+            return self.from_params(pairs)
+        except UserInputError as exc:
+            raise UserInputError(f"cannot read {text!r} as an FPGA design: {exc}; format: {self.design_format}") from None
+
+    def explain_encoding(self) -> str:
+        o = self.options
+        return (
+            f"A design is an accelerator of {o.pes} PEs (16 int8 MACs each) on {o.device} running {o.model} with top-k sparse "
+            "attention: split gives the PE shares of the matmul:attention:softmax engines; tile_m x tile_n x tile_k the GEMM "
+            "tiles (bigger tiles reuse more operands per DDR byte but need more buffer); top_k the keys kept per query and "
+            "key_bits the bits of the quantized Q/K pre-score (fewer: cheaper pre-score, worse selection); scheduler how a batch "
+            f"of real sentences runs (padding, bucketing, length-aware). Makespan is the median over {o.draws} batch(es) of "
+            f"{o.batch} pydoc sentences. It is written as {self.design_format}."
+        )
+
+    def evaluate(self, point: Any) -> dict[str, float]:
+        d = FpgaDesign(*point)
+        sim = self._simulate(d)
+        ppl, dense = sparse_perplexity(self.options.model, d.top_k, d.key_bits, self.options.ppl_batches)
+        return {
+            "ppl_retention": dense / ppl,
+            "makespan_ms": sim["makespan_ms"],
+            "perplexity": ppl,
+            "pe_utilization": sim["pe_utilization"],
+            "padding_waste": sim["padding_waste"],
+        }
+
+    # ---- operators for the co-evolution engine (Evolvable)
+
+    def neighbours(self, point: Any) -> list[FpgaDesign]:
+        d = FpgaDesign(*point)
+        out = []
+        for i, choices in enumerate(CHOICES):
+            j = choices.index(d[i])
+            for nj in (j - 1, j + 1) if i < len(CHOICES) - 1 else range(len(choices)):  # schedulers are not ordered
+                if 0 <= nj < len(choices) and nj != j:
+                    out.append(FpgaDesign._make((*d[:i], choices[nj], *d[i + 1 :])))
+        return out
+
+    def crossover(self, a: Any, b: Any, rng: random.Random) -> FpgaDesign:
+        return FpgaDesign(*(x if rng.random() < 0.5 else y for x, y in zip(a, b, strict=True)))
+
+    def random_point(self, rng: random.Random) -> FpgaDesign:
+        return FpgaDesign(*(rng.choice(c) for c in CHOICES))
+
+    def features(self, points: Sequence[Any]) -> np.ndarray:
+        """Matmul and attention PE shares, log2 tiles, log2 top_k, key_bits, one-hot scheduler."""
+        rows = []
+        for point in points:
+            d = FpgaDesign(*point)
+            shares = [float(x) for x in d.split.split(":")]
+            total = sum(shares)
+            rows.append(
+                [
+                    shares[0] / total,
+                    shares[1] / total,
+                    np.log2(d.tile_m),
+                    np.log2(d.tile_n),
+                    np.log2(d.tile_k),
+                    np.log2(d.top_k),
+                    d.key_bits,
+                ]
+                + [float(d.scheduler == s) for s in SCHEDULERS]
+            )
+        return np.asarray(rows, dtype=float).reshape(len(rows), 7 + len(SCHEDULERS))
+
+    def cheap_values(self, points: Sequence[Any]) -> dict[str, np.ndarray]:
+        sims = [self._simulate(p) for p in points]
+        return {k: np.array([s[k] for s in sims], dtype=float) for k in ("makespan_ms", "pe_utilization", "padding_waste")}
+
+
+__all__ = ["CHOICES", "FpgaDesign", "FpgaOptions", "FpgaTransformerProblem", "sparse_perplexity"]

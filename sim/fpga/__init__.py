@@ -1,0 +1,87 @@
+"""Cycle-level model of an FPGA-style transformer accelerator and length-aware scheduling on it.
+
+* :mod:`sim.fpga.model`: devices, engines (PE split, cores), tiles, DDR; the cost formulas.
+* :mod:`sim.fpga.dag`: the per-layer task DAG of a batch, grouped as a scheduler processes it.
+* :mod:`sim.fpga.sched`: pad-to-batch-max, bucketing, length-aware (upward rank) and FIFO list
+  scheduling; the schedule checker; makespan, PE utilisation, padding waste.
+* :mod:`sim.fpga.cpsat`: the CP-SAT optimum on small instances (the bound).
+* :mod:`sim.fpga.lengths`: sentence lengths of Python's pydoc topics, random batches.
+"""
+
+from __future__ import annotations
+
+from sim.fpga.cpsat import Optimum, cpsat_schedule
+from sim.fpga.dag import Task, build_tasks, check_lengths, useful_ops_total
+from sim.fpga.lengths import CORPORA, corpus_lengths, draw_batches, pydoc_sentences, resolve_lengths
+from sim.fpga.model import (
+    DEVICES,
+    ENGINES,
+    MODELS,
+    Accelerator,
+    AttentionConfig,
+    Core,
+    Device,
+    TransformerShape,
+    device,
+    gemm_cycles,
+    gemm_rows_cycles,
+    model_shape,
+    split_pes,
+    tile_bytes,
+    vector_cycles,
+)
+from sim.fpga.sched import (
+    METHODS,
+    InvalidScheduleError,
+    Metrics,
+    Schedule,
+    check_schedule,
+    compare_methods,
+    groups_for,
+    list_schedule,
+    lower_bound,
+    metrics,
+    schedule_batch,
+    upward_ranks,
+)
+
+__all__ = [
+    "CORPORA",
+    "DEVICES",
+    "ENGINES",
+    "METHODS",
+    "MODELS",
+    "Accelerator",
+    "AttentionConfig",
+    "Core",
+    "Device",
+    "InvalidScheduleError",
+    "Metrics",
+    "Optimum",
+    "Schedule",
+    "Task",
+    "TransformerShape",
+    "build_tasks",
+    "check_lengths",
+    "check_schedule",
+    "compare_methods",
+    "corpus_lengths",
+    "cpsat_schedule",
+    "device",
+    "draw_batches",
+    "gemm_cycles",
+    "gemm_rows_cycles",
+    "groups_for",
+    "list_schedule",
+    "lower_bound",
+    "metrics",
+    "model_shape",
+    "pydoc_sentences",
+    "resolve_lengths",
+    "schedule_batch",
+    "split_pes",
+    "tile_bytes",
+    "upward_ranks",
+    "useful_ops_total",
+    "vector_cycles",
+]
