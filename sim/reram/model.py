@@ -351,3 +351,20 @@ def evaluate_under_faults(
 def with_knowledge(p: Protection, knowledge: Knowledge) -> Protection:
     """``p`` with another fault-map knowledge."""
     return replace(p, knowledge=knowledge)
+
+
+def prepare(zm: Any, cfg: CrossbarConfig, protection: Protection, budget: int | None = None, seed: int = 0) -> ModelPlan:
+    """Prune (and fine-tune) a :class:`sim.zoo.ZooModel`'s model as ``protection`` says and lay it out on crossbars.
+
+    Fine-tuning reads the zoo model's train split (batches shuffled with ``seed`` + epoch).
+
+    Raises:
+        UserInputError: the model needs more crossbars than ``budget`` (the message says how many more).
+    """
+    check_budget(zm.model, cfg, budget)
+
+    def batches(epoch: int) -> Any:
+        return zm.loader("train", shuffle=True, seed=seed + epoch)
+
+    model, masks = pruned_model(zm.model, protection, batches, zm.loss, seed=seed)
+    return plan_model(model, cfg, protection, masks)
