@@ -234,8 +234,12 @@ def realise(
     knowledge: Knowledge = "known",
     spare_rows: int = 0,
     spare_cols: int = 0,
+    faults: np.ndarray | None = None,
 ) -> FaultyLayer:
     """Sample a fault map over the layer's crossbars and decide what each output reads.
+
+    ``faults`` (codes ``[2, height, width]``) replaces the sampled map (tests build maps by hand);
+    spare lines' own faults are still sampled from ``rng`` at ``rate``.
 
     Order: sample faults (and the spare lines' own faults); repair the originals with spare
     lines (known maps only); give duplicate slots to columns; choose or vote per bitline.
@@ -244,7 +248,11 @@ def realise(
     n_orig = len(plan.cols_kept)
     copies = np.full(plan.capacity, -1, dtype=np.int64)
     copies[:n_orig] = np.arange(n_orig)
-    faults = sample_faults(rng, (2, plan.height, plan.width), rate, sa0_share)
+    shape = (2, plan.height, plan.width)
+    if faults is None:
+        faults = sample_faults(rng, shape, rate, sa0_share)
+    elif faults.shape != shape:
+        raise ValueError(f"a fault map of this layer has shape {shape}, not {faults.shape}")
     written, used = plan.written(copies)
     if spare_rows or spare_cols:
         if knowledge != "known":
