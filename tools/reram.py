@@ -26,7 +26,9 @@ class ReramArgs(ToolArgs):
         ),
     )
     prune_rows: float | None = Field(None, description="prune: fraction of each layer's input rows removed (default 0.1)")
-    prune_cols: float | None = Field(None, description="prune: fraction of each layer's output columns removed, not the last layer (default 0.1)")
+    prune_cols: float | None = Field(
+        None, description="prune: fraction of each layer's output columns removed, not the last layer (default 0.1)"
+    )
     msb: int | None = Field(None, description="msb: most significant slices duplicated per weight (default 1)")
     spare_rows: int | None = Field(None, description="spare: spare rows per crossbar (default 2)")
     spare_cols: int | None = Field(None, description="spare: spare columns per crossbar (default 2)")
@@ -96,10 +98,11 @@ class ReramFaults(Tool):
             f"{name}_mean": round(s.mean, 4),
             f"{name}_ci95": [round(s.low, 4), round(s.high, 4)],
             f"{name}_per_map": [round(v, 4) for v in values],
-            "crossbars_used": max(bars),
+            "crossbars_reserved": plan.crossbars(),
+            "crossbars_written_max": max(bars),
             "crossbars_unprotected": plan.budget_crossbars,
-            "area_crossbar_equivalents": round(max(bars) * protection.area_factor(cfg), 3),
-            "area_overhead_pct": round(100 * (max(bars) * protection.area_factor(cfg) / plan.budget_crossbars - 1), 3),
+            "area_crossbar_equivalents": round(plan.area(), 3),
+            "area_overhead_pct": round(100 * (plan.area() / plan.budget_crossbars - 1), 3),
             "slices_per_weight": cfg.slices,
             "precision_bits": (cfg.slices - protection.msb) * cfg.bits_per_cell,
         }
@@ -121,11 +124,11 @@ class ReramFaults(Tool):
         ]
         if protection.prune_rows or protection.prune_cols:
             messages.append(
-                "pruned by magnitude " + (f"and fine-tuned {protection.finetune_epochs} epochs" if protection.finetune_epochs else "without fine-tuning")
+                "pruned by magnitude "
+                + (f"and fine-tuned {protection.finetune_epochs} epochs" if protection.finetune_epochs else "without fine-tuning")
             )
         if zm.task == "lm" and max_batches is not None:
             messages.append(f"perplexity over the first {max_batches} batches of 64 blocks of the split")
         if not 0 <= rate <= 0.05:
             messages.append("rates above 5 % are outside the range the protection schemes were designed for")
         return ToolResult(value=value, messages=messages)
-

@@ -78,9 +78,7 @@ class ReramProblem(Problem, Evolvable):
     Options = ReramOptions
     run_group = "model"
     design_label = "protection"
-    design_format = (
-        "key=value per setting: prune_rows=F prune_cols=F (F one of 0, 0.05, 0.1, 0.2) dup=0|1 msb=0|1|2 spare=0|1|2|4"
-    )
+    design_format = "key=value per setting: prune_rows=F prune_cols=F (F one of 0, 0.05, 0.1, 0.2) dup=0|1 msb=0|1|2 spare=0|1|2|4"
     example_options: ClassVar[Mapping[str, Any]] = {"model": "mlp-digits", "fault_maps": 2}
     objectives = (
         Objective("accuracy", "maximize", "%", "expensive", bounds=(0.0, 100.0)),
@@ -90,7 +88,9 @@ class ReramProblem(Problem, Evolvable):
     def __init__(self, options: ReramOptions | None = None, /, **values: Any) -> None:
         super().__init__(options, **values)
         if self.options.knowledge == "unknown":
-            raise UserInputError("knowledge='unknown' cannot use spare lines (repair needs the fault map); this problem searches them: use 'known'")
+            raise UserInputError(
+                "knowledge='unknown' cannot use spare lines (repair needs the fault map); this problem searches them: use 'known'"
+            )
         self.sa0_share = parse_ratio(self.options.sa0_sa1)
         self._plans: dict[Point, ModelPlan] = {}
         self._cache: dict[Point, dict[str, float]] = {}
@@ -107,7 +107,11 @@ class ReramProblem(Problem, Evolvable):
 
     def niches(self) -> tuple[Niche, ...]:
         return (
-            Niche("zero-space", "no spare lines: protection from pruning, duplication and MSB copies within the crossbars", lambda p: p[4] == 0),
+            Niche(
+                "zero-space",
+                "no spare lines: protection from pruning, duplication and MSB copies within the crossbars",
+                lambda p: p[4] == 0,
+            ),
             Niche("spare", "spare rows and columns per crossbar replace faulty lines, at an area cost", lambda p: p[4] > 0),
         )
 

@@ -1,4 +1,4 @@
-"""One Linear/Conv2d layer on crossbars: its layout (:class:`LayerPlan`), a faulty instance (:class:`FaultyLayer`), and inference through it.
+"""One Linear/Conv2d layer on crossbars: its layout (:class:`LayerPlan`), a faulty instance (:class:`FaultyLayer`), inference through it.
 
 Layout. The kept inputs (rows left after row pruning, compacted) run down the wordlines; the
 crossbar budget of a layer is what its unpruned, unprotected mapping needs:
@@ -189,6 +189,7 @@ class FaultyLayer:
     groups: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
     """Unknown maps: (kept columns, candidate bitlines ``[2, cols, value_slices, K]``) per candidate count K."""
     crossbars: int = 0
+    _dense: torch.Tensor | None = field(default=None, repr=False)
 
     def effective_weight(self) -> np.ndarray:
         """The dense weights ``[out, in]`` this layer computes with (known fault maps only; pruned entries 0)."""
@@ -203,8 +204,17 @@ class FaultyLayer:
         w[np.ix_(p.cols_kept, p.rows_kept)] = p.scale * (pos - neg).T
         return w
 
-    def matmul(self, x: torch.Tensor) -> torch.Tensor:
-        """``x [N, in]`` through the crossbars: ``[N, out]`` without bias, read bitline by bitline and combined digitally."""
+    def matmul(self, x: torch.Tensor, per_bitline: bool = False) -> torch.Tensor:
+        """``x [N, in]`` through the crossbars: ``[N, out]`` without bias.
+
+        With unknown maps (or ``per_bitline``) every bitline's partial sum is computed (float64)
+        and combined digitally; with known maps the fixed choice makes that equal to one dense
+        product with :meth:`effective_weight` (the tests check both agree), which is used instead.
+        """
+        if self.choice is not None and not per_bitline:
+            if self._dense is None:
+                self._dense = torch.as_tensor(self.effective_weight())
+            return x @ self._dense.to(x.dtype).T
         p = self.plan
         k = len(p.rows_kept)
         xk = x[:, torch.as_tensor(p.rows_kept)].to(torch.float64)

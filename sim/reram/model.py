@@ -99,7 +99,9 @@ class Protection:
         """Short text naming the parts and their settings."""
         parts = []
         if self.prune_rows or self.prune_cols:
-            parts.append(f"prune(r{self.prune_rows:g},c{self.prune_cols:g}{',ft' + str(self.finetune_epochs) if self.finetune_epochs else ''})")
+            parts.append(
+                f"prune(r{self.prune_rows:g},c{self.prune_cols:g}{',ft' + str(self.finetune_epochs) if self.finetune_epochs else ''})"
+            )
         if self.dup:
             parts.append("dup")
         if self.msb:
@@ -167,8 +169,8 @@ def prune_masks(model: nn.Module, rows: float, cols: float) -> dict[str, tuple[n
     for i, (name, m) in enumerate(layers):
         w = _matrix(m)
         out_f, in_f = w.shape
-        n_rows = min(int(math.floor(rows * in_f)), in_f - 1)
-        n_cols = 0 if i == len(layers) - 1 else min(int(math.floor(cols * out_f)), out_f - 1)
+        n_rows = min(math.floor(rows * in_f), in_f - 1)
+        n_cols = 0 if i == len(layers) - 1 else min(math.floor(cols * out_f), out_f - 1)
         row_norm, col_norm = np.linalg.norm(w, axis=0), np.linalg.norm(w, axis=1)
         keep_r = np.sort(np.argsort(row_norm, kind="stable")[n_rows:])
         keep_c = np.sort(np.argsort(col_norm, kind="stable")[n_cols:])
@@ -261,7 +263,9 @@ class ModelPlan:
         return out
 
 
-def plan_model(model: nn.Module, cfg: CrossbarConfig, protection: Protection, masks: dict[str, tuple[np.ndarray, np.ndarray]] | None = None) -> ModelPlan:
+def plan_model(
+    model: nn.Module, cfg: CrossbarConfig, protection: Protection, masks: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
+) -> ModelPlan:
     """Quantize and lay out every mapped layer of ``model`` (already pruned when ``masks`` is given)."""
     plans = []
     for name, m in mapped_layers(model):
@@ -269,7 +273,10 @@ def plan_model(model: nn.Module, cfg: CrossbarConfig, protection: Protection, ma
         keep_r, keep_c = masks[name] if masks else (None, None)
         conv = None
         if isinstance(m, nn.Conv2d):
-            conv = {k: tuple(getattr(m, a)) for k, a in (("kernel", "kernel_size"), ("stride", "stride"), ("padding", "padding"), ("dilation", "dilation"))}
+            conv = {
+                k: tuple(getattr(m, a))
+                for k, a in (("kernel", "kernel_size"), ("stride", "stride"), ("padding", "padding"), ("dilation", "dilation"))
+            }
         bias = None if m.bias is None else m.bias.detach().double().numpy()
         try:
             plans.append(plan_layer(name, w, bias, cfg, keep_r, keep_c, protection.msb, protection.dup, conv))
@@ -287,9 +294,7 @@ def faulty_layers(plan: ModelPlan, rate: float, sa0_share: float, seed: int) -> 
     """Every layer of ``plan`` with fault map ``seed``."""
     check_rate(rate)
     pr = plan.protection
-    return [
-        realise(p, layer_rng(seed, i), rate, sa0_share, pr.knowledge, pr.spare_rows, pr.spare_cols) for i, p in enumerate(plan.layers)
-    ]
+    return [realise(p, layer_rng(seed, i), rate, sa0_share, pr.knowledge, pr.spare_rows, pr.spare_cols) for i, p in enumerate(plan.layers)]
 
 
 def faulty_model(plan: ModelPlan, rate: float, sa0_share: float, seed: int) -> tuple[nn.Module, list[FaultyLayer]]:

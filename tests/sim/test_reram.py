@@ -70,7 +70,7 @@ def _tiny(msb: int = 0) -> tuple:
 
 
 def test_hand_built_faults_give_hand_derived_weights() -> None:
-    cfg, w, plan = _tiny()
+    cfg, _, plan = _tiny()
     assert plan.scale == 1.0 and plan.width == 4 and plan.height == 2
     # bitline of (column j, slice s) = 2j + s; rows are inputs.  pos: w00=15 -> [3,3]; w11=10 -> [2,2]; neg: w01=-5 -> [1,1]
     grid, used = plan.written(np.array([0, 1]))
@@ -84,7 +84,8 @@ def test_hand_built_faults_give_hand_derived_weights() -> None:
     fl = realise(plan, RNG, 0.0, 0.9, faults=faults)
     assert fl.effective_weight().tolist() == [[3.0, -4.0], [0.0, 14.0]]
     x = torch.tensor([[1.0, 2.0], [-0.5, 3.0]], dtype=torch.float64)
-    assert torch.allclose(fl.matmul(x), x @ torch.tensor([[3.0, -4.0], [0.0, 14.0]], dtype=torch.float64).T)
+    for per_bitline in (True, False):
+        assert torch.allclose(fl.matmul(x, per_bitline), x @ torch.tensor([[3.0, -4.0], [0.0, 14.0]], dtype=torch.float64).T)
     # the same outputs from conductances: the differential current over (g_max - g_min) / (levels - 1)
     g = [torch.as_tensor(cfg.conductance(fl.read[a])) for a in (0, 1)]
     step = (cfg.g_max_us - cfg.g_min_us) / (cfg.levels - 1)
@@ -121,7 +122,9 @@ def test_msb_copy_is_chosen_with_known_maps_and_voted_without() -> None:
 
 def test_three_copies_outvote_one_faulty_copy_per_bitline() -> None:
     cfg = CrossbarConfig(rows=2, cols=8, weight_bits=4, bits_per_cell=2)
-    w = np.array([[7.0, -15.0]])  # scale 1: w0 = 3 + 1*4 (positive array), w1 = 3 + 3*4 (negative); one output: 2 bitlines per copy, 4 copy slots in the 8 bitlines
+    w = np.array(
+        [[7.0, -15.0]]
+    )  # scale 1: w0 = 3 + 1*4 (positive array), w1 = 3 + 3*4 (negative); one output: 2 bitlines per copy, 4 copy slots in the 8 bitlines
     plan = plan_layer("fc", w, None, cfg, dup=True)
     assert plan.capacity == 4
     faults = np.zeros((2, 2, 8), dtype=np.int8)
@@ -218,6 +221,8 @@ def test_conv_through_im2col_matches_conv2d_with_effective_weights() -> None:
     plan = plan_model(model, cfg, Protection())
     fm, layers = faulty_model(plan, 0.05, 0.5, seed=3)
     assert isinstance(fm[0], CrossbarLayer)
+    x2 = torch.randn(4, 27, dtype=torch.float64)
+    assert torch.allclose(layers[0].matmul(x2, per_bitline=True), layers[0].matmul(x2))  # bitline by bitline = dense
     w = torch.as_tensor(layers[0].effective_weight(), dtype=torch.float32).view_as(conv.weight)
     x = torch.randn(2, 3, 9, 9)
     assert torch.allclose(fm(x), F.conv2d(x, w, conv.bias, stride=2, padding=1), atol=1e-5)
