@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import random
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
 import numpy as np
 import optuna
@@ -110,9 +110,9 @@ class ReramProblem(Problem, Evolvable):
             Niche(
                 "zero-space",
                 "no spare lines: protection from pruning, duplication and MSB copies within the crossbars",
-                lambda p: p[4] == 0,
+                lambda p: cast(Point, p)[4] == 0,
             ),
-            Niche("spare", "spare rows and columns per crossbar replace faulty lines, at an area cost", lambda p: p[4] > 0),
+            Niche("spare", "spare rows and columns per crossbar replace faulty lines, at an area cost", lambda p: cast(Point, p)[4] > 0),
         )
 
     def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
@@ -139,8 +139,7 @@ class ReramProblem(Problem, Evolvable):
 
     def parse_design(self, text: str) -> Point:
         """Read ``key=value`` pairs as :meth:`describe` writes them."""
-        point: Point = read_key_values(self, text, "a protection setting")[0]
-        return point
+        return cast(Point, read_key_values(self, text, "a protection setting")[0])
 
     def explain_encoding(self) -> str:
         return (

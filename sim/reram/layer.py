@@ -408,14 +408,15 @@ class CrossbarLayer(nn.Module):
         super().__init__()
         self.faulty = faulty
         bias = faulty.plan.bias
-        self.register_buffer("bias", None if bias is None else torch.as_tensor(bias, dtype=torch.float32))
+        # a plain attribute, not a parameter: the layer is for inference through a fixed fault map
+        self.bias_value: torch.Tensor | None = None if bias is None else torch.as_tensor(bias, dtype=torch.float32)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         conv = self.faulty.plan.conv
         if conv is None:
             lead = x.shape[:-1]
             y = self.faulty.matmul(x.reshape(-1, x.shape[-1])).reshape(*lead, -1)
-            return y if self.bias is None else y + self.bias
+            return y if self.bias_value is None else y + self.bias_value.to(y.dtype)
         n, _, hgt, wid = x.shape
         k, s, p, d = conv["kernel"], conv["stride"], conv["padding"], conv["dilation"]
         cols = F.unfold(x, k, dilation=d, padding=p, stride=s)  # [N, C*kh*kw, L]
@@ -423,4 +424,4 @@ class CrossbarLayer(nn.Module):
         wo = (wid + 2 * p[1] - d[1] * (k[1] - 1) - 1) // s[1] + 1
         y = self.faulty.matmul(cols.transpose(1, 2).reshape(-1, cols.shape[1]))  # [N*L, out]
         y = y.reshape(n, ho * wo, -1).transpose(1, 2).reshape(n, -1, ho, wo)
-        return y if self.bias is None else y + self.bias.view(1, -1, 1, 1)
+        return y if self.bias_value is None else y + self.bias_value.to(y.dtype).view(1, -1, 1, 1)

@@ -72,6 +72,7 @@ def test_bad_options_are_refused() -> None:
         ReramProblem(fault_maps=1).from_params({"prune_rows": 0.3, "prune_cols": 0, "dup": 0, "msb": 0, "spare": 0})
 
 
+@pytest.mark.slow  # about 30 s on 2 busy cores
 def test_a_short_pelnas_search_runs(storage: str) -> None:
     result = run_search(ReramProblem(fault_maps=1), "pelnas", budget=6, storage=storage, study_name="reram-test")
     assert result.evaluations == 6 and result.problem["problem"] == "reram"
