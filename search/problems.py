@@ -37,6 +37,7 @@ BUILTIN: dict[str, str] = {
     "spmm": "search.spmm.problem:SpmmProblem",
     "lingcn": "search.lingcn.problem:LinGcnProblem",
     "fpga-transformer": "search.fpga.problem:FpgaTransformerProblem",
+    "reram": "search.reram.problem:ReramProblem",
 }
 """coevo's own problems: name -> ``module:Class``. A new built-in problem is one module and one line here."""
 

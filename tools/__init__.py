@@ -24,6 +24,7 @@ from tools.pipeline import PipelinePlan, PipelineProfile, PipelineSimulate, Pipe
 from tools.problems import ProblemCheap
 from tools.prune import PruneActivation
 from tools.quant import QuantClassBased
+from tools.reram import ReramFaults
 from tools.search_jobs import SearchStart, SearchStatus
 from tools.search_run import SearchRun
 from tools.studies import StudiesList, StudyFront
@@ -60,6 +61,7 @@ REGISTRY = Registry(
         HEGcn(),
         AttentionSparse(),
         ScheduleLengthAware(),
+        ReramFaults(),
     ]
 )
 """Every tool coevo offers."""

@@ -9,7 +9,7 @@ Serves quantization, pruning and the accelerator tools; each of those also takes
 """
 
 from sim.zoo.data import Split
-from sim.zoo.models import ByteGPT, DigitsCNN, MnistCNN
+from sim.zoo.models import ByteGPT, DigitsCNN, DigitsMLP, MnistCNN
 from sim.zoo.registry import (
     RECIPES,
     ZooError,
@@ -28,6 +28,7 @@ __all__ = [
     "RECIPES",
     "ByteGPT",
     "DigitsCNN",
+    "DigitsMLP",
     "MnistCNN",
     "Split",
     "ZooError",

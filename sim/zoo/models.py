@@ -49,6 +49,29 @@ class MnistCNN(DigitsCNN):
         return F.max_pool2d(F.relu(self.conv3(x)), 2)
 
 
+# ---- issue 20 (ReRAM crossbars): a small MLP whose every weight is a Linear layer
+class DigitsMLP(nn.Module):
+    """fc1-fc2-fc3 with ReLU for ``[B, 1, 8, 8]`` digits (flattened to 64 inputs), 10 classes."""
+
+    def __init__(self, hidden: tuple[int, ...] | list[int] = (128, 64), classes: int = 10, inputs: int = 64) -> None:
+        super().__init__()
+        sizes = [inputs, *hidden, classes]
+        self.n_layers = len(sizes) - 1
+        for i in range(self.n_layers):
+            setattr(self, f"fc{i + 1}", nn.Linear(sizes[i], sizes[i + 1]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x.flatten(1)
+        for i in range(self.n_layers):
+            h = getattr(self, f"fc{i + 1}")(h)
+            if i < self.n_layers - 1:
+                h = F.relu(h)
+        return h
+
+
+# ---- end issue 20 block
+
+
 class Attention(nn.Module):
     """Causal multi-head self-attention with separate q, k, v and output projections."""
 

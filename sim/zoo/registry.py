@@ -27,7 +27,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from sim.zoo.data import Split, byte_blocks, digits_splits, mnist5k_splits, pydoc_text, random_windows
-from sim.zoo.models import ByteGPT, DigitsCNN, MnistCNN
+from sim.zoo.models import ByteGPT, DigitsCNN, DigitsMLP, MnistCNN
 
 Progress = Callable[[str, float], None]
 """``(what, fraction done in [0, 1])``."""
@@ -77,6 +77,16 @@ RECIPES: dict[str, dict[str, Any]] = {
         "data": _PYDOC_DATA,
         "train": {"steps": 300, "batch": 16, "lr": 3e-3, "weight_decay": 0.1, "seed": 0},
     },
+    # ---- issue 20 (ReRAM crossbars)
+    "mlp-digits": {
+        "version": 1,
+        "task": "classify",
+        "about": "MLP 64-128-64-10 on scikit-learn's handwritten digits (every weight in a Linear layer; trains in seconds)",
+        "arch": {"kind": "DigitsMLP", "hidden": [128, 64]},
+        "data": _DIGITS_DATA,
+        "train": {"epochs": 40, "batch": 64, "lr": 3e-3, "weight_decay": 1e-4, "seed": 0},
+    },
+    # ---- end issue 20 block
 }
 """Every model the zoo can build: name -> recipe."""
 
@@ -121,6 +131,8 @@ def build(rec: dict[str, Any]) -> nn.Module:
         return MnistCNN(**arch)
     if kind == "ByteGPT":
         return ByteGPT(**arch)
+    if kind == "DigitsMLP":  # issue 20
+        return DigitsMLP(**arch)
     raise ZooError(f"unknown architecture {kind!r}")
 
 

@@ -1,0 +1,194 @@
+"""ReRAM crossbar fault protection as a coevo problem: maximise accuracy under faults, minimise area.
+
+A point sets the protection of a zoo classifier mapped onto 64x64 crossbars (8-bit weights,
+2 bits per cell, differential pairs; :mod:`sim.reram`):
+
+* ``prune_rows`` / ``prune_cols``: fraction of each layer's input rows / output columns pruned
+  by magnitude (0, 0.05, 0.1, 0.2), freeing cells;
+* ``dup``: 0/1, duplicate columns into the freed bitlines of the same crossbars;
+* ``msb``: 0, 1 or 2 most significant slices copied into each weight's low cells;
+* ``spare``: 0, 1, 2 or 4 spare rows and as many spare columns per crossbar (the baseline,
+  costing area).
+
+Objectives:
+
+* ``accuracy`` (maximised, expensive): mean validation accuracy (%) over a fixed set of fault
+  maps (seeds ``0..fault_maps-1``) at the option's fault rate and SA0:SA1 ratio. Deterministic.
+* ``area`` (minimised, cheap): crossbar equivalents the layout reserves: crossbars used (both
+  arrays of each pair) times the spare-line area factor ``(64+s)^2 / 64^2``.
+
+Niches: ``zero-space`` (no spare lines) and ``spare`` (spare lines).
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Literal, cast
+
+import numpy as np
+import optuna
+from pydantic import Field
+
+from search.errors import UserInputError
+from search.niches import Niche
+from search.problem import Evolvable, Objective, Problem, ProblemOptions, read_key_values, uniform_crossover
+from sim.reram import CrossbarConfig, ModelPlan, Protection, crossbars_needed, evaluate_under_faults, parse_ratio, prepare
+
+LEVELS: dict[str, tuple[Any, ...]] = {
+    "prune_rows": (0.0, 0.05, 0.1, 0.2),
+    "prune_cols": (0.0, 0.05, 0.1, 0.2),
+    "dup": (0, 1),
+    "msb": (0, 1, 2),
+    "spare": (0, 1, 2, 4),
+}
+"""Each parameter's values, in order (neighbours are one step apart)."""
+PARAMS = tuple(LEVELS)
+CFG = CrossbarConfig(rows=64, cols=64, weight_bits=8, bits_per_cell=2)
+Point = tuple[Any, ...]
+
+
+@functools.cache
+def _zoo(model: str) -> Any:
+    from sim.zoo import ZooError, load
+
+    try:
+        zm = load(model)
+    except ZooError as exc:
+        raise UserInputError(str(exc)) from None
+    return zm
+
+
+class ReramOptions(ProblemOptions):
+    """Options of the ``reram`` problem."""
+
+    model: Literal["mlp-digits", "cnn-digits"] = Field("mlp-digits", description="zoo classifier mapped onto the crossbars")
+    fault_rate: float = Field(0.03, ge=0.0, le=1.0, description="share of stuck cells in every fault map")
+    sa0_sa1: str = Field("9:1", description="ratio of stuck-at-0 to stuck-at-1 faults, e.g. '9:1'")
+    fault_maps: int = Field(8, ge=1, le=100, description="fault maps (seeds 0..n-1) the accuracy is averaged over")
+    knowledge: Literal["known", "unknown"] = Field("known", description="fault maps known from a post-fabrication test, or not (vote)")
+    finetune_epochs: int = Field(0, ge=0, le=20, description="masked fine-tuning epochs after pruning (0: none)")
+
+
+class ReramProblem(Problem, Evolvable):
+    """Protection of a model on faulty ReRAM crossbars (module doc)."""
+
+    name = "reram"
+    Options = ReramOptions
+    run_group = "model"
+    design_label = "protection"
+    design_format = "key=value per setting: prune_rows=F prune_cols=F (F one of 0, 0.05, 0.1, 0.2) dup=0|1 msb=0|1|2 spare=0|1|2|4"
+    example_options: ClassVar[Mapping[str, Any]] = {"model": "mlp-digits", "fault_maps": 2}
+    objectives = (
+        Objective("accuracy", "maximize", "%", "expensive", bounds=(0.0, 100.0)),
+        Objective("area", "minimize", "crossbars", "cheap", depends_on=("model",), bounds=(0.0, None)),
+    )
+
+    def __init__(self, options: ReramOptions | None = None, /, **values: Any) -> None:
+        super().__init__(options, **values)
+        if self.options.knowledge == "unknown":
+            raise UserInputError(
+                "knowledge='unknown' cannot use spare lines (repair needs the fault map); this problem searches them: use 'known'"
+            )
+        self.sa0_share = parse_ratio(self.options.sa0_sa1)
+        self._plans: dict[Point, ModelPlan] = {}
+        self._cache: dict[Point, dict[str, float]] = {}
+
+    def protection(self, point: Point) -> Protection:
+        """The :class:`sim.reram.Protection` a point sets."""
+        pr, pc, dup, msb, spare = point
+        return Protection(pr, pc, bool(dup), msb, spare, spare, self.options.knowledge, self.options.finetune_epochs)
+
+    def _plan(self, point: Point) -> ModelPlan:
+        if point not in self._plans:
+            self._plans[point] = prepare(_zoo(self.options.model), CFG, self.protection(point))
+        return self._plans[point]
+
+    def niches(self) -> tuple[Niche, ...]:
+        return (
+            Niche(
+                "zero-space",
+                "no spare lines: protection from pruning, duplication and MSB copies within the crossbars",
+                lambda p: cast(Point, p)[4] == 0,
+            ),
+            Niche("spare", "spare rows and columns per crossbar replace faulty lines, at an area cost", lambda p: cast(Point, p)[4] > 0),
+        )
+
+    def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
+        return {p: optuna.distributions.CategoricalDistribution(LEVELS[p]) for p in PARAMS}
+
+    def from_params(self, params: Mapping[str, Any]) -> Point:
+        try:
+            point = (float(params["prune_rows"]), float(params["prune_cols"]), int(params["dup"]), int(params["msb"]), int(params["spare"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UserInputError(f"reram params need {', '.join(PARAMS)}; got {dict(params)!r}") from exc
+        bad = [f"{p}={v}" for p, v in zip(PARAMS, point, strict=True) if v not in LEVELS[p]]
+        if bad:
+            raise UserInputError(f"{', '.join(bad)} outside the space; {self.design_format}")
+        return point
+
+    def to_params(self, point: Any) -> dict[str, Any]:
+        return dict(zip(PARAMS, point, strict=True))
+
+    def point_id(self, point: Any) -> str:
+        return "-".join(f"{v:g}" for v in point)
+
+    def describe(self, point: Any) -> str:
+        return " ".join(f"{p}={v:g}" for p, v in zip(PARAMS, point, strict=True))
+
+    def parse_design(self, text: str) -> Point:
+        """Read ``key=value`` pairs as :meth:`describe` writes them."""
+        return cast(Point, read_key_values(self, text, "a protection setting")[0])
+
+    def explain_encoding(self) -> str:
+        return (
+            f"A design protects {self.options.model} mapped on 64x64 ReRAM crossbars (8-bit weights, 2 bits per cell, differential "
+            "pairs) against stuck-at faults: prune_rows/prune_cols prune that fraction of each layer's input rows/output columns by "
+            "magnitude, freeing cells; dup=1 fills freed bitlines with copies of the columns the fault map hurts most; msb copies "
+            "the top 1-2 two-bit slices of each weight into its low cells (precision drops by 2 bits per slice); spare adds that "
+            "many spare rows and columns to every crossbar (area grows). Accuracy is the mean val accuracy over "
+            f"{self.options.fault_maps} fault maps at {self.options.fault_rate:g} fault rate, SA0:SA1 {self.options.sa0_sa1}. "
+            f"Written as {self.design_format}."
+        )
+
+    def evaluate(self, point: Any) -> dict[str, float]:
+        point = tuple(point)
+        if point not in self._cache:
+            zm = _zoo(self.options.model)
+            plan = self._plan(point)
+            values, _ = evaluate_under_faults(
+                plan, lambda m: zm.evaluate(m, "val"), self.options.fault_rate, self.sa0_share, range(self.options.fault_maps)
+            )
+            self._cache[point] = {"accuracy": float(np.mean(values)), "area": float(self.cheap_values([point])["area"][0])}
+        return dict(self._cache[point])
+
+    def acquisition_bounds(self) -> tuple[float, float]:
+        """Accuracy floor 80 % (a useful 10-class digit classifier), area of the unpruned model with the most spares."""
+        need = crossbars_needed(_zoo(self.options.model).model, CFG)
+        return 80.0, need * Protection(spare_rows=4, spare_cols=4).area_factor(CFG) + 1e-9
+
+    # ---- operators for the co-evolution engine (Evolvable)
+
+    def neighbours(self, point: Any) -> list[Point]:
+        out = []
+        for i, p in enumerate(PARAMS):
+            levels = LEVELS[p]
+            j = levels.index(point[i])
+            for nj in (j - 1, j + 1):
+                if 0 <= nj < len(levels):
+                    out.append((*point[:i], levels[nj], *point[i + 1 :]))
+        return out
+
+    def crossover(self, a: Any, b: Any, rng: random.Random) -> Point:
+        return uniform_crossover(a, b, rng)
+
+    def random_point(self, rng: random.Random) -> Point:
+        return tuple(rng.choice(LEVELS[p]) for p in PARAMS)
+
+    def features(self, points: Sequence[Any]) -> np.ndarray:
+        """The settings as numbers."""
+        return np.array([[float(v) for v in p] for p in points], dtype=float).reshape(len(points), len(PARAMS))
+
+    def cheap_values(self, points: Sequence[Any]) -> dict[str, np.ndarray]:
+        return {"area": np.array([self._plan(tuple(p)).area() for p in points], dtype=float)}

@@ -1,0 +1,88 @@
+"""ReRAM crossbars with stuck-at faults, and protection schemes that cost no extra crossbars.
+
+:mod:`sim.reram.crossbar`: crossbar geometry, quantization and bit-slicing, conductance
+levels, stuck-at fault maps. :mod:`sim.reram.layer`: one layer's layout on crossbars
+(differential pairs, column copies, MSB copies), spare-line repair, and inference read
+bitline by bitline through a faulty map. :mod:`sim.reram.model`: a whole model, the
+protection schemes (pruning, duplication with voting, MSB duplication, spare lines), the
+crossbar budget, and a metric over many fault maps.
+
+>>> from sim.reram import CrossbarConfig, Protection, plan_model
+>>> cfg = CrossbarConfig(rows=64, cols=64, weight_bits=8, bits_per_cell=2)
+>>> Protection.parse("prune+dup+msb").label
+'prune(r0.1,c0.1)+dup+msb1'
+"""
+
+from sim.reram.crossbar import (
+    OK,
+    SA0,
+    SA1,
+    CrossbarConfig,
+    check_rate,
+    harmful,
+    parse_ratio,
+    quantize_magnitudes,
+    sample_faults,
+    slice_levels,
+    stuck,
+    unslice,
+)
+from sim.reram.layer import CrossbarLayer, FaultyLayer, LayerPlan, assign_duplicates, plan_layer, realise, repair_with_spares
+from sim.reram.model import (
+    SCHEME_PARTS,
+    ModelPlan,
+    Protection,
+    Summary,
+    apply_masks,
+    check_budget,
+    crossbars_needed,
+    evaluate_under_faults,
+    faulty_layers,
+    faulty_model,
+    layer_rng,
+    mapped_layers,
+    plan_model,
+    prepare,
+    prune_masks,
+    pruned_model,
+    with_knowledge,
+)
+
+__all__ = [
+    "OK",
+    "SA0",
+    "SA1",
+    "SCHEME_PARTS",
+    "CrossbarConfig",
+    "CrossbarLayer",
+    "FaultyLayer",
+    "LayerPlan",
+    "ModelPlan",
+    "Protection",
+    "Summary",
+    "apply_masks",
+    "assign_duplicates",
+    "check_budget",
+    "check_rate",
+    "crossbars_needed",
+    "evaluate_under_faults",
+    "faulty_layers",
+    "faulty_model",
+    "harmful",
+    "layer_rng",
+    "mapped_layers",
+    "parse_ratio",
+    "plan_layer",
+    "plan_model",
+    "prepare",
+    "prune_masks",
+    "pruned_model",
+    "quantize_magnitudes",
+    "realise",
+    "repair_with_spares",
+    "sample_faults",
+    "slice_levels",
+    "stuck",
+    "unslice",
+    "with_knowledge",
+]

@@ -1,0 +1,375 @@
+"""A whole model on crossbars: protection schemes, structured pruning, the crossbar budget, and accuracy over many fault maps.
+
+Every ``nn.Linear`` and ``nn.Conv2d`` (groups 1) is mapped; embeddings, norms and biases stay
+digital. A :class:`Protection` combines:
+
+* ``prune``: structured pruning by magnitude, a fraction of each layer's input rows (smallest
+  L2 norm over the outputs) and of its output columns (smallest L2 norm over the inputs; never
+  the model's last layer, whose columns are the classes or the vocabulary). Their cells are
+  freed; optional masked fine-tuning (``finetune_epochs``, default 0: no fine-tuning).
+* ``dup``: duplicate columns into the freed bitlines of the same crossbar budget, read by the
+  fault-map-aware choice (known maps) or a vote of three (unknown maps): :mod:`sim.reram.layer`.
+* ``msb``: the most significant slice(s) of every weight also stored in its least significant
+  cells (fewer bits of precision, no extra cells).
+* ``spare``: the baseline: each crossbar carries spare rows and columns that replace its
+  faultiest lines after a test (known maps); they cost area, counted in crossbar equivalents.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from sim.errors import UserInputError
+from sim.reram.crossbar import CrossbarConfig, check_rate
+from sim.reram.layer import CrossbarLayer, FaultyLayer, Knowledge, LayerPlan, plan_layer, realise
+
+SCHEME_PARTS = ("none", "prune", "dup", "msb", "spare")
+"""Words a protection string combines with ``+``."""
+
+
+@dataclass(frozen=True)
+class Protection:
+    """A protection scheme (module doc). Build from text with :meth:`parse`."""
+
+    prune_rows: float = 0.0
+    prune_cols: float = 0.0
+    dup: bool = False
+    msb: int = 0
+    spare_rows: int = 0
+    spare_cols: int = 0
+    knowledge: Knowledge = "known"
+    finetune_epochs: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("prune_rows", "prune_cols"):
+            v = getattr(self, name)
+            if not 0.0 <= v < 1.0:
+                raise UserInputError(f"{name}={v}: prune a fraction in [0, 1) of each layer's lines")
+        for name in ("msb", "spare_rows", "spare_cols", "finetune_epochs"):
+            if getattr(self, name) < 0:
+                raise UserInputError(f"{name}={getattr(self, name)}: must be >= 0")
+        if self.knowledge not in ("known", "unknown"):
+            raise UserInputError(f"knowledge={self.knowledge!r}: use 'known' (fault maps from a post-fabrication test) or 'unknown'")
+        if (self.spare_rows or self.spare_cols) and self.knowledge != "known":
+            raise UserInputError("spare lines replace the lines a test found faulty: they need knowledge='known'")
+
+    @classmethod
+    def parse(cls, text: str, **settings: Any) -> Protection:
+        """``"prune+dup+msb"``-style text; a word turns its part on with defaults that ``settings`` override.
+
+        Defaults: ``prune`` 10 % of rows and 10 % of columns; ``msb`` 1 slice; ``spare`` 2 rows and
+        2 columns per crossbar. A setting given for a part the text leaves out is an error.
+
+        Raises:
+            UserInputError: an unknown word, or settings for a part not named.
+        """
+        words = [w.strip().lower() for w in str(text).split("+") if w.strip()]
+        bad = [w for w in words if w not in SCHEME_PARTS]
+        if not words or bad:
+            raise UserInputError(
+                f"protection={text!r}: {'unknown part ' + ', '.join(map(repr, bad)) if bad else 'empty'}; combine "
+                f"{', '.join(SCHEME_PARTS)} with '+', e.g. 'prune+dup+msb' or 'spare'"
+            )
+        given = {k: v for k, v in settings.items() if v is not None}
+        values: dict[str, Any] = {}
+        if "prune" in words:
+            values |= {"prune_rows": 0.1, "prune_cols": 0.1}
+        if "dup" in words:
+            values["dup"] = True
+        if "msb" in words:
+            values["msb"] = 1
+        if "spare" in words:
+            values |= {"spare_rows": 2, "spare_cols": 2}
+        owner = {"prune_rows": "prune", "prune_cols": "prune", "msb": "msb", "spare_rows": "spare", "spare_cols": "spare"}
+        stray = [k for k, part in owner.items() if k in given and given[k] and part not in words]
+        if stray:
+            raise UserInputError(f"{', '.join(stray)} given but protection={text!r} does not name {owner[stray[0]]!r}; add it with '+'")
+        return cls(**(values | given))
+
+    @property
+    def label(self) -> str:
+        """Short text naming the parts and their settings."""
+        parts = []
+        if self.prune_rows or self.prune_cols:
+            parts.append(
+                f"prune(r{self.prune_rows:g},c{self.prune_cols:g}{',ft' + str(self.finetune_epochs) if self.finetune_epochs else ''})"
+            )
+        if self.dup:
+            parts.append("dup")
+        if self.msb:
+            parts.append(f"msb{self.msb}")
+        if self.spare_rows or self.spare_cols:
+            parts.append(f"spare(r{self.spare_rows},c{self.spare_cols})")
+        return "+".join(parts) or "none"
+
+    def area_factor(self, cfg: CrossbarConfig) -> float:
+        """Area of one crossbar with its spare lines, in crossbars without spares."""
+        return (cfg.rows + self.spare_rows) * (cfg.cols + self.spare_cols) / (cfg.rows * cfg.cols)
+
+
+def mapped_layers(model: nn.Module) -> list[tuple[str, nn.Linear | nn.Conv2d]]:
+    """The model's Linear and Conv2d layers, in module order.
+
+    Raises:
+        UserInputError: a grouped convolution (not mapped here) or a model with no such layer.
+    """
+    out: list[tuple[str, nn.Linear | nn.Conv2d]] = []
+    for name, m in model.named_modules():
+        if isinstance(m, nn.Conv2d):
+            if m.groups != 1 or m.padding_mode != "zeros" or isinstance(m.padding, str):
+                raise UserInputError(f"layer {name}: only Conv2d with groups=1 and numeric zero padding maps onto crossbars")
+            out.append((name, m))
+        elif isinstance(m, nn.Linear):
+            out.append((name, m))
+    if not out:
+        raise UserInputError("the model has no Linear or Conv2d layer to map onto crossbars")
+    return out
+
+
+def _matrix(m: nn.Linear | nn.Conv2d) -> np.ndarray:
+    return m.weight.detach().double().reshape(m.weight.shape[0], -1).numpy()
+
+
+def crossbars_needed(model: nn.Module, cfg: CrossbarConfig) -> int:
+    """Crossbars (both arrays of each differential pair) of the unpruned, unprotected mapping."""
+    total = 0
+    for _, m in mapped_layers(model):
+        out_f, in_f = _matrix(m).shape
+        total += 2 * math.ceil(in_f / cfg.rows) * math.ceil(out_f * cfg.slices / cfg.cols)
+    return total
+
+
+def check_budget(model: nn.Module, cfg: CrossbarConfig, budget: int | None) -> int:
+    """Crossbars needed; raises :class:`UserInputError` saying by how much when ``budget`` is smaller."""
+    need = crossbars_needed(model, cfg)
+    if budget is not None and need > budget:
+        raise UserInputError(
+            f"the model needs {need} crossbars of {cfg.rows}x{cfg.cols} ({cfg.weight_bits}-bit weights, {cfg.bits_per_cell} bits per "
+            f"cell, differential pairs) but the budget is {budget}: {need - budget} more than available ({need / budget:.2f}x the "
+            "budget); raise crossbar_budget, use larger crossbars, more bits per cell or fewer weight bits"
+        )
+    return need
+
+
+def prune_masks(model: nn.Module, rows: float, cols: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Kept (input rows, output columns) per mapped layer: the smallest-L2-norm fraction of each removed (rounded down).
+
+    The last mapped layer keeps all its columns (its outputs are the classes or the vocabulary).
+    """
+    layers = mapped_layers(model)
+    masks = {}
+    for i, (name, m) in enumerate(layers):
+        w = _matrix(m)
+        out_f, in_f = w.shape
+        n_rows = min(math.floor(rows * in_f), in_f - 1)
+        n_cols = 0 if i == len(layers) - 1 else min(math.floor(cols * out_f), out_f - 1)
+        row_norm, col_norm = np.linalg.norm(w, axis=0), np.linalg.norm(w, axis=1)
+        keep_r = np.sort(np.argsort(row_norm, kind="stable")[n_rows:])
+        keep_c = np.sort(np.argsort(col_norm, kind="stable")[n_cols:])
+        masks[name] = (keep_r, keep_c)
+    return masks
+
+
+def apply_masks(model: nn.Module, masks: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+    """Zero the pruned rows and columns (and the pruned columns' biases) in place."""
+    mods = dict(model.named_modules())
+    with torch.no_grad():
+        for name, (keep_r, keep_c) in masks.items():
+            m = mods[name]
+            w = m.weight.view(m.weight.shape[0], -1)
+            mask = torch.zeros_like(w, dtype=torch.bool)
+            mask[torch.as_tensor(keep_c)[:, None], torch.as_tensor(keep_r)[None, :]] = True
+            w.mul_(mask)
+            if m.bias is not None:
+                b = torch.zeros_like(m.bias, dtype=torch.bool)
+                b[torch.as_tensor(keep_c)] = True
+                m.bias.mul_(b)
+
+
+def pruned_model(
+    model: nn.Module,
+    protection: Protection,
+    batches: Callable[[int], Any] | None = None,
+    loss: Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    lr: float = 1e-3,
+    seed: int = 0,
+) -> tuple[nn.Module, dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """A pruned copy of ``model`` (fine-tuned with the masks held for ``protection.finetune_epochs`` epochs) and its masks.
+
+    ``batches(epoch)`` yields ``(x, y)`` training batches and ``loss(model, x, y)`` gives the loss;
+    both are needed only when fine-tuning.
+    """
+    out = copy.deepcopy(model)
+    masks = prune_masks(out, protection.prune_rows, protection.prune_cols)
+    apply_masks(out, masks)
+    if protection.finetune_epochs and (protection.prune_rows or protection.prune_cols):
+        if batches is None or loss is None:
+            raise UserInputError("fine-tuning after pruning needs the training data: give batches and loss")
+        torch.manual_seed(seed)
+        opt = torch.optim.Adam(out.parameters(), lr=lr)
+        out.train()
+        for epoch in range(protection.finetune_epochs):
+            for x, y in batches(epoch):
+                opt.zero_grad(set_to_none=True)
+                loss(out, x, y).backward()
+                opt.step()
+                apply_masks(out, masks)  # projected gradient descent: pruned lines stay empty
+        out.eval()
+    return out, masks
+
+
+@dataclass
+class ModelPlan:
+    """A model's layers laid out on crossbars under one protection (no faults yet)."""
+
+    model: nn.Module
+    layers: list[LayerPlan]
+    cfg: CrossbarConfig
+    protection: Protection
+    budget_crossbars: int
+    """Crossbars of the unpruned, unprotected mapping (the zero-space budget)."""
+
+    def crossbars(self) -> int:
+        """Crossbars used without faults deciding anything (duplicate slots all count as used when ``dup``)."""
+        total = 0
+        for p in self.layers:
+            copies = np.full(p.capacity, -1, dtype=np.int64)
+            copies[: len(p.cols_kept)] = np.arange(len(p.cols_kept))
+            if p.dup:
+                copies[:] = np.where(copies >= 0, copies, 0)
+            total += p.crossbars(copies)
+        return total
+
+    def area(self) -> float:
+        """Crossbar equivalents: crossbars used times the spare-line area factor."""
+        return self.crossbars() * self.protection.area_factor(self.cfg)
+
+    def quantized_model(self) -> nn.Module:
+        """The model with fault-free quantized weights (what the crossbars hold when nothing is stuck)."""
+        out = copy.deepcopy(self.model)
+        mods = dict(out.named_modules())
+        with torch.no_grad():
+            for p in self.layers:
+                m = mods[p.name]
+                m.weight.copy_(torch.as_tensor(p.quantized_weight, dtype=m.weight.dtype).view_as(m.weight))
+        return out
+
+
+def plan_model(
+    model: nn.Module, cfg: CrossbarConfig, protection: Protection, masks: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
+) -> ModelPlan:
+    """Quantize and lay out every mapped layer of ``model`` (already pruned when ``masks`` is given)."""
+    plans = []
+    for name, m in mapped_layers(model):
+        w = _matrix(m)
+        keep_r, keep_c = masks[name] if masks else (None, None)
+        conv = None
+        if isinstance(m, nn.Conv2d):
+            conv = {
+                k: tuple(getattr(m, a))
+                for k, a in (("kernel", "kernel_size"), ("stride", "stride"), ("padding", "padding"), ("dilation", "dilation"))
+            }
+        bias = None if m.bias is None else m.bias.detach().double().numpy()
+        try:
+            plans.append(plan_layer(name, w, bias, cfg, keep_r, keep_c, protection.msb, protection.dup, conv))
+        except ValueError as exc:
+            raise UserInputError(f"layer {name}: {exc}") from None
+    return ModelPlan(model, plans, cfg, protection, crossbars_needed(model, cfg))
+
+
+def layer_rng(seed: int, index: int) -> np.random.Generator:
+    """The generator of fault map ``seed`` for the ``index``-th mapped layer (the same for every scheme)."""
+    return np.random.default_rng([int(seed), int(index)])
+
+
+def faulty_layers(plan: ModelPlan, rate: float, sa0_share: float, seed: int) -> list[FaultyLayer]:
+    """Every layer of ``plan`` with fault map ``seed``."""
+    check_rate(rate)
+    pr = plan.protection
+    return [realise(p, layer_rng(seed, i), rate, sa0_share, pr.knowledge, pr.spare_rows, pr.spare_cols) for i, p in enumerate(plan.layers)]
+
+
+def faulty_model(plan: ModelPlan, rate: float, sa0_share: float, seed: int) -> tuple[nn.Module, list[FaultyLayer]]:
+    """A copy of the model whose mapped layers compute through the crossbars of fault map ``seed``."""
+    layers = faulty_layers(plan, rate, sa0_share, seed)
+    out = copy.deepcopy(plan.model)
+    for fl in layers:
+        parent_name, _, attr = fl.plan.name.rpartition(".")
+        parent = out.get_submodule(parent_name) if parent_name else out
+        setattr(parent, attr, CrossbarLayer(fl))
+    out.eval()
+    return out, layers
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Mean and 95 % Student-t interval of values measured over fault maps."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+    std: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Summary:
+        """Summary of ``values`` (one value: a zero-width interval)."""
+        v = np.asarray(values, dtype=float)
+        n = len(v)
+        if n == 0:
+            raise ValueError("no values")
+        mean = float(v.mean())
+        if n == 1:
+            return cls(mean, mean, mean, 1, 0.0)
+        from scipy import stats
+
+        sd = float(v.std(ddof=1))
+        half = float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+        return cls(mean, mean - half, mean + half, n, sd)
+
+
+def evaluate_under_faults(
+    plan: ModelPlan,
+    metric: Callable[[nn.Module], float],
+    rate: float,
+    sa0_share: float,
+    seeds: Sequence[int],
+) -> tuple[list[float], list[int]]:
+    """``metric`` of the faulty model for each fault map seed, and the crossbars each used."""
+    values, bars = [], []
+    with torch.no_grad():
+        for seed in seeds:
+            model, layers = faulty_model(plan, rate, sa0_share, seed)
+            values.append(float(metric(model)))
+            bars.append(sum(fl.crossbars for fl in layers))
+    return values, bars
+
+
+def with_knowledge(p: Protection, knowledge: Knowledge) -> Protection:
+    """``p`` with another fault-map knowledge."""
+    return replace(p, knowledge=knowledge)
+
+
+def prepare(zm: Any, cfg: CrossbarConfig, protection: Protection, budget: int | None = None, seed: int = 0) -> ModelPlan:
+    """Prune (and fine-tune) a :class:`sim.zoo.ZooModel`'s model as ``protection`` says and lay it out on crossbars.
+
+    Fine-tuning reads the zoo model's train split (batches shuffled with ``seed`` + epoch).
+
+    Raises:
+        UserInputError: the model needs more crossbars than ``budget`` (the message says how many more).
+    """
+    check_budget(zm.model, cfg, budget)
+
+    def batches(epoch: int) -> Any:
+        return zm.loader("train", shuffle=True, seed=seed + epoch)
+
+    model, masks = pruned_model(zm.model, protection, batches, zm.loss, seed=seed)
+    return plan_model(model, cfg, protection, masks)

@@ -1,0 +1,73 @@
+"""reram.faults: consistent results on mlp-digits (crossbar counts by hand), the language model, and bad input."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from tools import REGISTRY, ToolArgumentError, call_tool
+
+TOOL = REGISTRY.get("reram.faults")
+# mlp-digits on 64x64 crossbars, 4 slices per weight, 2 arrays: fc1 64->128: 1 x 8 tiles; fc2 128->64: 2 x 4; fc3 64->10: 1 x 1
+MLP_CROSSBARS = 2 * (1 * 8 + 2 * 4 + 1 * 1)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread() -> Iterator[None]:
+    """One torch thread: on a loaded 2-core box two spinning threads make these tiny models many times slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_protected_result_is_consistent_and_costs_no_crossbar() -> None:
+    value = call_tool(TOOL, {**TOOL.example, "fault_maps": 4}).value
+    assert value["crossbars_unprotected"] == MLP_CROSSBARS == 34
+    assert value["crossbars_reserved"] == 34 and value["area_overhead_pct"] == 0.0  # zero-space: the same crossbars
+    per_map = value["accuracy_per_map"]
+    assert len(per_map) == 4 and value["accuracy_mean"] == pytest.approx(sum(per_map) / 4, abs=1e-3)
+    low, high = value["accuracy_ci95"]
+    assert low <= value["accuracy_mean"] <= high
+    assert value["precision_bits"] == 6  # one of four 2-bit slices holds the MSB copy
+    assert value["protection"] == "prune(r0.1,c0.1)+dup+msb1"
+    assert value["paired_difference_mean"] == pytest.approx(value["accuracy_mean"] - value["unprotected_mean"], abs=1e-3)
+
+
+def test_no_faults_is_the_fault_free_accuracy_and_spares_cost_area() -> None:
+    value = call_tool(TOOL, {"fault_rate": 0.0, "protection": "spare", "fault_maps": 2, "compare_unprotected": False}).value
+    assert value["accuracy_per_map"] == [value["accuracy_fault_free"]] * 2
+    assert value["area_crossbar_equivalents"] == pytest.approx(34 * 66 * 66 / (64 * 64), abs=1e-3)  # 2 spare rows and cols each
+    assert value["area_overhead_pct"] == pytest.approx(100 * (66 * 66 / 64**2 - 1), abs=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        ({"fault_rate": 1.5}, "between 0 and 1"),
+        ({"fault_rate": -0.1}, "between 0 and 1"),
+        ({"sa0_sa1": "9/1"}, "SA0:SA1 ratio"),
+        ({"sa0_sa1": "0:0"}, "both parts are zero"),
+        ({"protection": "prune+ecc"}, "unknown part 'ecc'"),
+        ({"crossbar_budget": 20}, "needs 34 crossbars of 64x64 .* budget is 20: 14 more than available"),
+        ({"protection": "spare", "knowledge": "unknown"}, "knowledge='known'"),
+        ({"model": "cnn-mnist"}, "cnn-mnist5k"),
+    ],
+)
+def test_bad_input_is_one_clear_error(args: dict[str, object], match: str) -> None:
+    with pytest.raises(ToolArgumentError, match=match) as exc:
+        call_tool(TOOL, {**TOOL.example, "fault_maps": 1, **args})
+    assert "\n" not in str(exc.value).strip()
+
+
+@pytest.mark.slow  # trains lm-pydoc-tiny in a fresh cache (about 20 s on 2 busy cores)
+def test_language_model_perplexity_under_faults() -> None:
+    value = call_tool(
+        TOOL, {"model": "lm-pydoc-tiny", "fault_rate": 0.05, "sa0_sa1": "1:1", "protection": "msb", "fault_maps": 2, "max_batches": 1}
+    ).value
+    assert value["metric"] == "perplexity"
+    assert value["perplexity_fault_free"] < 30  # a trained byte LM, far below 256 (uniform)
+    assert value["perplexity_mean"] > value["perplexity_fault_free"] * 0.98
+    assert value["unprotected_mean"] > value["perplexity_fault_free"]  # 5 % faults with 50 % SA1 hurt the unprotected LM
