@@ -11,10 +11,10 @@ from __future__ import annotations
 from tools._base import Tool, ToolArgs, ToolArgumentError, ToolDeclinedError, ToolExecutionError, ToolResult, call_tool
 from tools._policy import ENV_WORKSPACE, CallPolicy, Confirm, OutsideWorkspaceError, asks_first, workspace
 from tools._registry import Registry, llm_name
-from tools.gnn import GnnCircuit
-from tools.he import HEGcn
 from tools.attention import AttentionSparse
 from tools.fpga import ScheduleLengthAware
+from tools.gnn import GnnCircuit
+from tools.he import HEGcn
 from tools.kb import KBList, KBReview, KBShow
 from tools.kernels import KernelSpmm
 from tools.models import ModelsBuild, ModelsList
