@@ -21,6 +21,7 @@ from tools.prune import PruneActivation
 from tools.quant import QuantClassBased
 from tools.search_jobs import SearchStart, SearchStatus
 from tools.search_run import SearchRun
+from tools.stepping import SteppingBuild, SteppingRun
 from tools.studies import StudiesList, StudyFront
 from tools.zoqat import ZoQat
 
@@ -50,6 +51,8 @@ REGISTRY = Registry(
         PruneActivation(),
         QuantClassBased(),
         ZoQat(),
+        SteppingBuild(),
+        SteppingRun(),
     ]
 )
 """Every tool coevo offers."""
