@@ -191,13 +191,20 @@ def write_md(
         "`runner` counts each executed convolution/linear op from its operand shapes; `FlopCounterMode` is PyTorch's own "
         "counter (FLOPs / 2 / batch), run around the same call. Step 0 is `start`.",
         "",
-        "| model | step | MAC(s) − MAC(s−1) | runner counted | FlopCounterMode | subnet from scratch (FlopCounterMode) | MAC(s) |",
-        "|---|---|---|---|---|---|---|",
+        "`restart` is what reaching step s costs without reuse (running subnets 0..s one after another from scratch): the "
+        "sum of MAC(0..s); the on-the-fly path costs MAC(s).",
+        "",
+        "| model | step | MAC(s) − MAC(s−1) | runner counted | FlopCounterMode | subnet from scratch (FlopCounterMode) | MAC(s) "
+        "| restart (sum MAC(0..s)) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
+    restart: dict[str, int] = {}
     for r in macs:
+        restart[r["model"]] = restart.get(r["model"], 0) if r["step"] else 0
+        restart[r["model"]] += r["subnet_macs"]
         lines.append(
             f"| {r['model']} | {r['step']} | {r['plan_mac_diff']} | {r['runner_counted']} | {r['flop_counter_macs_per_image']} | "
-            f"{r['scratch_flop_counter_macs_per_image']} | {r['subnet_macs']} |"
+            f"{r['scratch_flop_counter_macs_per_image']} | {r['subnet_macs']} | {restart[r['model']]} |"
         )
     equal = all(r["plan_mac_diff"] == r["runner_counted"] == r["flop_counter_macs_per_image"] for r in macs)
     lines += ["", f"All equal: **{equal}**.", ""]
@@ -216,6 +223,36 @@ def write_md(
             f"| {r['model']} | {r['batch']} | {r['step']} | {r['macs']} | {r['incremental_ms']:.3f} | {r['cumulative_ms']:.3f} | "
             f"{r['scratch_ms']:.3f} | {r['dense_same_macs_ms']:.3f} | {r['overhead_cumulative_vs_scratch']:.2f} |"
         )
+    lines += ["", "## Findings (computed from the tables above)", ""]
+    for model in dict.fromkeys(r["model"] for r in rows):
+        sub = [r for r in rows if r["model"] == model]
+
+        def paired(a: str, b: str, sub: list[dict[str, Any]] = sub) -> list[float]:
+            da = {(r["seed"], r["step"]): r["test_accuracy"] for r in sub if r["kind"] == a}
+            db = {(r["seed"], r["step"]): r["test_accuracy"] for r in sub if r["kind"] == b}
+            return [da[k] - db[k] for k in da if k in db]
+
+        for other in ("independent", "slimmable"):
+            for kind in ("stepping", "stepping+kd"):
+                d = paired(kind, other)
+                if d:
+                    verdict = "ahead of" if statistics.fmean(d) > 0 else "behind"
+                    lines.append(
+                        f"- {model}: {kind} is {verdict} {other} by {abs(statistics.fmean(d)):.2f} points on average over "
+                        f"steps and seeds (paired; std {statistics.pstdev(d):.2f}; {sum(x > 0 for x in d)} of {len(d)} pairs ahead)."
+                    )
+        ml = [r for r in lat if r["model"] == model]
+        for batch in sorted({r["batch"] for r in ml}):
+            rs = [r for r in ml if r["batch"] == batch and r["step"] > 0]
+            if rs:
+                inc = statistics.fmean(r["incremental_ms"] / r["scratch_ms"] for r in rs)
+                cum = statistics.fmean(r["overhead_cumulative_vs_scratch"] for r in rs)
+                dense = statistics.fmean(r["scratch_ms"] / r["dense_same_macs_ms"] for r in rs if r["dense_same_macs_ms"] > 0)
+                lines.append(
+                    f"- {model}, batch {batch}: a step-up takes {inc:.2f}x the time of running that subnet from scratch, the "
+                    f"whole on-the-fly path to a step {cum:.2f}x, and a stepping subnet from scratch {dense:.2f}x the dense net of "
+                    "the same MACs (steps 1-3, mean of the medians)."
+                )
     lines += ["", "<!-- stepping_figures:notes -->", ""]
     path.write_text("\n".join(lines) + "\n")
 

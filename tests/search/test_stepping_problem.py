@@ -45,7 +45,7 @@ def test_niches_follow_the_first_step(problem: SteppingProblem) -> None:
 def test_designs_read_back_and_bad_ones_are_refused(problem: SteppingProblem) -> None:
     point = (0.15, 0.25, 0.05, 1)
     assert problem.parse_design(problem.describe(point)) == point
-    with pytest.raises(UserInputError, match="first=0.4 is outside the space"):
+    with pytest.raises(UserInputError, match=r"first=0\.4 is outside the space"):
         problem.parse_design("first=0.4 gap1=0.1 gap2=0.1 distill=0")
     with pytest.raises(UserInputError, match="model"):
         make_problem("stepping", {"model": "cnn-mnist"})
