@@ -44,6 +44,8 @@ def label(kind: str, distill: bool) -> str:
 
 
 def mean_std(values: list[float]) -> str:
+    if not values:
+        return "–"
     if len(values) < 2:
         return f"{values[0]:.2f}"
     return f"{statistics.fmean(values):.2f} ± {statistics.stdev(values):.2f}"
@@ -264,9 +266,10 @@ def write_md(
         "FlopCounterMode, and reaching a step on the fly costs MAC(s) where restarting costs the sum of every smaller subnet.",
         "- Accuracy: these are tiny nets on small real datasets, trained briefly because the 2-core box was shared. cnn-digits "
         "saturates near 99 % for every kind (its test split has 500 images: one image is 0.2 points), so it cannot separate "
-        "the methods. cnn-mnist5k separates them more, but with 3 seeds the paired intervals are wide; read the paired table, "
-        "not single cells. The SteppingNet paper reports accuracy close to independently trained nets at the same MACs on "
-        "CIFAR/ImageNet-scale nets; that scale was not tested here.",
+        "the methods. On cnn-mnist5k (3 epochs) stepping, slimmable and independent nets are within the seed noise of each "
+        "other at every step, and distillation from the largest step did not help (see Findings). The published SteppingNet "
+        "results report an accuracy advantage over same-MAC baselines on larger nets and datasets; that gain does not appear "
+        "here, and that scale was not tested.",
         "- Latency: in eager PyTorch on nets of 0.15-2 M MACs, per-op overhead dominates. Incremental stepping saves time "
         "against running the larger subnet again, but the stepping subnet run from scratch (one op per group and layer) is "
         "slower than the dense net of the same MACs (one op per layer); the MAC saving does not turn into the same wall-clock "
