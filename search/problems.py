@@ -38,6 +38,7 @@ BUILTIN: dict[str, str] = {
     "lingcn": "search.lingcn.problem:LinGcnProblem",
     "fpga-transformer": "search.fpga.problem:FpgaTransformerProblem",
     "reram": "search.reram.problem:ReramProblem",
+    "stepping": "search.stepping.problem:SteppingProblem",
 }
 """coevo's own problems: name -> ``module:Class``. A new built-in problem is one module and one line here."""
 

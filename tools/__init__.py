@@ -27,6 +27,7 @@ from tools.quant import QuantClassBased
 from tools.reram import ReramFaults
 from tools.search_jobs import SearchStart, SearchStatus
 from tools.search_run import SearchRun
+from tools.stepping import SteppingBuild, SteppingRun
 from tools.studies import StudiesList, StudyFront
 from tools.zoqat import ZoQat
 
@@ -62,6 +63,8 @@ REGISTRY = Registry(
         AttentionSparse(),
         ScheduleLengthAware(),
         ReramFaults(),
+        SteppingBuild(),
+        SteppingRun(),
     ]
 )
 """Every tool coevo offers."""

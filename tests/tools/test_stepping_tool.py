@@ -1,0 +1,53 @@
+"""stepping.build and stepping.run: values agree with the plan, the chosen step fits the budget, bad input is a typed error."""
+
+from __future__ import annotations
+
+import pytest
+
+from sim.stepping import budget_step, plan, zoo_setup
+from tools import REGISTRY, ToolArgumentError, call_tool
+
+STEPS = [0.25, 0.5, 0.75, 1.0]
+
+
+def test_build_reports_macs_of_the_plan_and_the_same_mac_baselines() -> None:
+    out = call_tool(REGISTRY.get("stepping.build"), {"model": "cnn-digits", "steps": [0.5, 1.0], "epochs": 1, "baselines": True}).value
+    p = plan(zoo_setup("cnn-digits")[1], [0.5, 1.0])
+    assert out["full_macs"] == p.full_macs == 616064
+    assert [r["macs"] for r in out["steps"]] == [p.macs(0), p.macs(1)]
+    for rows in (out["steps"], out["baselines"]["slimmable"]["steps"], out["baselines"]["independent"]["steps"]):
+        assert [r["mac_fraction"] <= r["target_fraction"] for r in rows] == [True, True]
+        assert all(0.0 <= r["test_accuracy"] <= 100.0 for r in rows)
+    assert out["baselines"]["independent"]["widths_per_step"][-1] == [16, 32, 64, 64]  # the zoo model's widths
+    assert out["units_per_step"]["conv1"] == list(p.cum[0])
+
+
+def test_run_picks_the_largest_step_within_the_budget_and_measures_it() -> None:
+    tool = REGISTRY.get("stepping.run")
+    p = plan(zoo_setup("cnn-digits")[1], [0.5, 1.0])
+    for budget in (0.6, 1.0):
+        out = call_tool(tool, {"model": "cnn-digits", "mac_budget": budget, "steps": [0.5, 1.0], "epochs": 1, "repeats": 2}).value
+        assert out["chosen_step"] == budget_step(p, budget) == (0 if budget < 0.98 else 1)
+        assert out["macs"] == p.macs(out["chosen_step"]) <= budget * p.full_macs
+        assert len(out["latency_ms"]["steps"]) == out["chosen_step"] + 1
+        assert all(v["incremental"] > 0 and v["scratch"] > 0 for v in out["latency_ms"]["steps"])
+    build = call_tool(REGISTRY.get("stepping.build"), {"model": "cnn-digits", "steps": [0.5, 1.0], "epochs": 1}).value
+    assert out["test_accuracy"] == build["steps"][1]["test_accuracy"]  # the stepping path predicts what the net does
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "message"),
+    [
+        ("stepping.build", {"steps": [0.5, 0.25, 1.0]}, "strictly increasing"),
+        ("stepping.build", {"steps": [0.5, 1.5]}, r"\(0, 1\]"),
+        ("stepping.build", {"model": "cnn-mnist"}, "cnn-mnist5k"),
+        ("stepping.build", {"model": "lm-pydoc-tiny"}, "lm model"),
+        # step 0 of the default split has units 8, 16, 31, 31: 8*1*576 + 16*8*576 + 31*16*144 + 31*31*4 + 10*31 MACs
+        ("stepping.run", {"mac_budget": 0.1}, "below the smallest subnet: step 0 needs 153914 MACs"),
+        ("stepping.run", {"mac_budget": 1.5}, "mac_budget"),
+        ("stepping.run", {"steps": [0.25, 0.25]}, "strictly increasing"),
+    ],
+)
+def test_bad_input_is_a_typed_error_saying_what_to_change(tool: str, args: dict[str, object], message: str) -> None:
+    with pytest.raises(ToolArgumentError, match=message):
+        call_tool(REGISTRY.get(tool), {"epochs": 1, **args})

