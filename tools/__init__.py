@@ -11,6 +11,7 @@ from __future__ import annotations
 from tools._base import Tool, ToolArgs, ToolArgumentError, ToolDeclinedError, ToolExecutionError, ToolResult, call_tool
 from tools._policy import ENV_WORKSPACE, CallPolicy, Confirm, OutsideWorkspaceError, asks_first, workspace
 from tools._registry import Registry, llm_name
+from tools.freeze import FreezeTrain
 from tools.kb import KBList, KBReview, KBShow
 from tools.models import ModelsBuild, ModelsList
 from tools.nb201 import NB201ParetoFront, NB201Query
@@ -50,6 +51,7 @@ REGISTRY = Registry(
         PruneActivation(),
         QuantClassBased(),
         ZoQat(),
+        FreezeTrain(),
     ]
 )
 """Every tool coevo offers."""

@@ -185,7 +185,7 @@ def _image_encode(q: np.ndarray, kind: str, quality: int) -> tuple[bytes, list[i
             if kind == "jpeg":
                 img.save(buf, format="JPEG", quality=quality)
             else:
-                img.save(buf, format="WEBP", quality=quality, method=4)
+                img.save(buf, format="WEBP", quality=quality, method=1)  # fast encoder settings: the cache is written during training
             parts.append(buf.getvalue())
             sizes.append(len(parts[-1]))
     return b"".join(parts), sizes
@@ -228,7 +228,7 @@ def encode(x: np.ndarray, codec: Codec) -> tuple[dict[str, Any], bytes]:
     if codec.kind == "zstd":
         import zstandard
 
-        return meta, zstandard.ZstdCompressor(level=9).compress(pack_bits(q, bits))
+        return meta, zstandard.ZstdCompressor(level=3).compress(pack_bits(q, bits))
     payload, sizes = _image_encode(q, codec.kind, codec.quality)
     meta["sizes"] = sizes
     return meta, payload

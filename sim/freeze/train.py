@@ -253,12 +253,17 @@ class _Trainer:
         clean = _batched(self.blocks, x, f)
         versions = cfg.versions if cfg.augment != "none" else 0
         gen = torch.Generator().manual_seed(cfg.seed * 7919 + f)  # the same versions when a corrupt cache is rebuilt
-        augmented = [_batched(self.blocks, augment(x, self.shift, cfg.noise, gen), f) for _ in range(versions)]
+        sens, channels = torch.zeros(clean.shape[1]), torch.zeros(0, dtype=torch.long)
+        augmented: list[torch.Tensor] = []
         if versions:
-            sens = channel_sensitivity(clean, torch.stack(augmented))
+            # sensitivity on a probe of the training set, then augmented versions of the chosen channels only: the
+            # last frozen conv computes just those output channels (its MACs shrink by the share), earlier blocks all
+            probe = x[: cfg.probe]
+            views = torch.stack([_batched(self.blocks, augment(probe, self.shift, cfg.noise, gen), f) for _ in range(versions)])
+            sens = channel_sensitivity(clean[: cfg.probe], views)
             channels = pick_channels(sens, cfg.share if cfg.augment == "similarity-aware" else 1.0)
-        else:
-            sens, channels = torch.zeros(clean.shape[1]), torch.zeros(0, dtype=torch.long)
+            if len(channels):
+                augmented = [self._prefix_channels(augment(x, self.shift, cfg.noise, gen), f, channels) for _ in range(versions)]
         self.macs_build += self.counter.total - before
         started = time.perf_counter()
         codec = self._codec()
@@ -267,7 +272,7 @@ class _Trainer:
         if len(channels):
             for v, aug in enumerate(augmented, start=1):
                 files.append(self.root / f"stage{f}-aug{v}.fcache")
-                size += write_file(files[-1], aug[:, channels].numpy(), codec, {"stage": f, "version": v, "channels": channels.tolist()})
+                size += write_file(files[-1], aug.numpy(), codec, {"stage": f, "version": v, "channels": channels.tolist()})
         self.io_s += time.perf_counter() - started
         self.max_bytes = max(self.max_bytes, size)
         self.stage = _StageCache(f, files, size, channels, [round(float(s), 4) for s in sens])
@@ -283,6 +288,20 @@ class _Trainer:
                 "sensitivity": self.stage.sensitivity,
             }
         )
+
+    def _prefix_channels(self, x: torch.Tensor, f: int, channels: torch.Tensor, batch: int = 512) -> torch.Tensor:
+        """Output channels ``channels`` of the ``f``-block prefix on ``x``: the last block's conv computes only those."""
+        last = self.blocks[f - 1]
+        weight, bias = last.conv.weight[channels], last.conv.bias[channels] if last.conv.bias is not None else None
+        outs = []
+        with torch.no_grad():
+            for i in range(0, len(x), batch):
+                h = run_blocks(self.blocks, x[i : i + batch], 0, f - 1)
+                y = F.relu(F.conv2d(h, weight, bias, last.conv.stride, last.conv.padding))
+                # a functional call the hooks do not see: book its MACs by hand (output elements x in-channels x kernel area)
+                self.counter.forward += int(y.numel()) * last.conv.in_channels * last.conv.kernel_size[0] * last.conv.kernel_size[1]
+                outs.append(F.max_pool2d(y, 2) if last.pool else y)
+        return torch.cat(outs)
 
     def _load_cache(self) -> None:
         """Read the stage's files back and check their checksums; decode them when they changed (a new or rebuilt stage).
