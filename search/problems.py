@@ -34,6 +34,7 @@ BUILTIN: dict[str, str] = {
     "compress": "search.compress.problem:CompressProblem",
     "prune": "search.prune.problem:PruneProblem",
     "quant": "search.quant.problem:QuantProblem",
+    "freeze": "search.freeze.problem:FreezeProblem",
 }
 """coevo's own problems: name -> ``module:Class``. A new built-in problem is one module and one line here."""
 

@@ -122,7 +122,7 @@ class FreezeConfig:
             if len(self.freeze_at) != N_BLOCKS:
                 raise UserInputError(f"freeze_at needs {N_BLOCKS} entries (epochs, or None for never), got {list(self.freeze_at)}")
             given = [f for f in self.freeze_at if f is not None]
-            if any(f is not None for f in self.freeze_at[self.freeze_at.index(None) :] if None in self.freeze_at):
+            if None in self.freeze_at and any(f is not None for f in self.freeze_at[self.freeze_at.index(None) :]):
                 raise UserInputError(f"freeze_at {list(self.freeze_at)}: blocks freeze from the input on, so no epoch may follow a None")
             if any(f < 1 or f > epochs for f in given) or given != sorted(given):
                 raise UserInputError(
@@ -497,3 +497,50 @@ def train_zoo(name: str, cfg: FreezeConfig, cache_dir: Path | None = None, progr
         raise UserInputError(f"{name} is a {rec['arch']['kind']}; layer freezing takes the zoo CNNs cnn-digits and cnn-mnist5k")
     splits, _ = splits_of(rec)
     return train(rec, splits, cfg, cache_dir, progress)
+
+
+def layer_forward_macs(model: nn.Module, sample: torch.Tensor) -> list[int]:
+    """Forward MACs of one sample in conv1, conv2, conv3, fc1, fc2 of a zoo CNN (counted on one call)."""
+    counter = MacCounter()
+    with torch.no_grad(), counter.counting(model):
+        model(sample[:1])
+    return [counter.by_layer[name] for name in ("conv1", "conv2", "conv3", "fc1", "fc2")]
+
+
+def expected_macs(layers: list[int], out_channels: list[int], cfg: FreezeConfig, epochs: int, n_train: int) -> int:
+    """The MACs a ``fixed``-schedule run executes, from the schedule alone (what :class:`MacCounter` counts, derived by hand).
+
+    Per training sample with ``f`` blocks frozen, layer ``l >= f`` costs its forward ``F_l``, its weight gradient
+    ``F_l`` and, when a trainable layer lies before it (``l > f``), its input gradient ``F_l``; naive freezing adds the
+    frozen layers' forward. Each freeze of the cache method runs the new prefix forward on the clean training set, on
+    ``versions`` augmented probes of ``probe`` samples (sensitivity), and on ``versions`` augmented copies of the set
+    where the prefix's last conv computes only the chosen channels.
+
+    Args:
+        layers: per-sample forward MACs of conv1, conv2, conv3, fc1, fc2 (:func:`layer_forward_macs`).
+        out_channels: output channels of conv1, conv2, conv3.
+        cfg: a ``fixed``-schedule config.
+        epochs: epochs trained.
+        n_train: training samples.
+    """
+    if cfg.schedule != "fixed":
+        raise ValueError("only a fixed schedule's MACs follow from the config; the auto schedule's depend on training")
+    total, frozen = 0, 0
+    for epoch in range(epochs):
+        f = sum(1 for at in cfg.freeze_at if at is not None and at <= epoch) if cfg.method != "full" else 0
+        if f > frozen and cfg.method == "cache":
+            prefix = sum(layers[:f])
+            total += n_train * prefix
+            versions = cfg.versions if cfg.augment != "none" else 0
+            if versions:
+                total += versions * min(cfg.probe, n_train) * prefix
+                share = cfg.share if cfg.augment == "similarity-aware" else 1.0
+                k = len(pick_channels(torch.zeros(out_channels[f - 1]), share))
+                if k:
+                    total += versions * n_train * (sum(layers[: f - 1]) + layers[f - 1] // out_channels[f - 1] * k)
+        frozen = f
+        step = sum(3 * layers[l] for l in range(f, len(layers))) - layers[f]
+        if cfg.method == "naive":
+            step += sum(layers[:f])
+        total += n_train * step
+    return total
