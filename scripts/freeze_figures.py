@@ -41,7 +41,10 @@ def rows(epochs: int, freeze_at: tuple[int | None, ...]) -> list[tuple[str, Free
         ("cache webp q90/75/50, similarity-aware aug", replace(base, codec="webp", augment="similarity-aware")),
         ("auto (CKA) naive freezing", replace(base, method="naive", schedule="auto")),
         ("auto (CKA) cache zstd, similarity-aware aug", replace(base, schedule="auto", codec="zstd", augment="similarity-aware")),
-        ("auto (grad-norm) cache zstd, sim-aware aug", replace(base, schedule="auto", criterion="gradnorm", codec="zstd", augment="similarity-aware")),
+        (
+            "auto (grad-norm) cache zstd, sim-aware aug",
+            replace(base, schedule="auto", criterion="gradnorm", codec="zstd", augment="similarity-aware"),
+        ),
     ]
 
 
@@ -91,7 +94,8 @@ def write_md(args: argparse.Namespace, configs: list[tuple[str, FreezeConfig]], 
         "",
         f"Command: `PYTHONPATH=$PWD nice -n 10 python scripts/freeze_figures.py --model {args.model} --epochs {args.epochs} "
         f"--freeze-at {args.freeze_at[0]} {args.freeze_at[1]} --seeds {' '.join(map(str, args.seeds))}"
-        + (f" --tag {args.tag}" if args.tag else "") + f"` (data: [{csv_path.name}]({csv_path.name})).",
+        + (f" --tag {args.tag}" if args.tag else "")
+        + f"` (data: [{csv_path.name}]({csv_path.name})).",
         "",
         f"Machine: 2-core CPU shared with ~8 other jobs, torch 1 thread; `uptime` at the end: `{_uptime()}`. "
         "Every model trains from scratch with the zoo recipe's data split, optimiser, batch and one-cycle learning rate; "

@@ -71,7 +71,13 @@ class FreezeTrain(Tool):
         "executed (forward+backward), cache bytes, and the same for full training and naive freezing."
     )
     Args = FreezeArgs
-    example: ClassVar[dict[str, Any]] = {"model": "cnn-digits", "epochs": 3, "schedule": "fixed", "freeze_at": [1, 2, None], "baselines": False}
+    example: ClassVar[dict[str, Any]] = {
+        "model": "cnn-digits",
+        "epochs": 3,
+        "schedule": "fixed",
+        "freeze_at": [1, 2, None],
+        "baselines": False,
+    }
     long_running = True
     writes: ClassVar[dict[str, Literal["file", "storage"]]] = {"cache_dir": "file"}
 

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 def augment(x: torch.Tensor, shift: int, noise: float, generator: torch.Generator) -> torch.Tensor:
     """``x [B, C, H, W]`` shifted by a random whole number of pixels in ``[-shift, shift]`` per axis and sample, plus noise."""
-    b, c, h, w = x.shape
+    b, _, h, w = x.shape
     out = x
     if shift > 0:
         fill = x.amin(dim=(1, 2, 3), keepdim=True)  # the background of a normalised digit image

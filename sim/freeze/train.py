@@ -55,7 +55,7 @@ from torch import nn
 from sim.errors import UserInputError
 from sim.freeze.cache import CODECS, CacheCorruptError, Codec, CodecKind, check_writable, decode, read_verified, write_file
 from sim.freeze.similarity import augment, channel_sensitivity, linear_cka, pick_channels
-from sim.freeze.stages import Block, Head, MacCounter, run_blocks, split
+from sim.freeze.stages import Block, MacCounter, run_blocks, split
 
 Progress = Callable[[str, float], None]
 Method = Literal["full", "naive", "cache"]
@@ -396,7 +396,10 @@ class _Trainer:
                     prev, prev_grad = self._auto(epoch + 1, row, prev, prev_grad, grad)
                 history.append(row)
                 if self.progress is not None:
-                    self.progress(f"{cfg.method}: epoch {epoch + 1} of {self.epochs}, loss {row['loss']:.3f}, {self.frozen} blocks frozen", (epoch + 1) / self.epochs)
+                    self.progress(
+                        f"{cfg.method}: epoch {epoch + 1} of {self.epochs}, loss {row['loss']:.3f}, {self.frozen} blocks frozen",
+                        (epoch + 1) / self.epochs,
+                    )
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
         total = self.counter.total
         return FreezeResult(
@@ -539,7 +542,7 @@ def expected_macs(layers: list[int], out_channels: list[int], cfg: FreezeConfig,
                 if k:
                     total += versions * n_train * (sum(layers[: f - 1]) + layers[f - 1] // out_channels[f - 1] * k)
         frozen = f
-        step = sum(3 * layers[l] for l in range(f, len(layers))) - layers[f]
+        step = sum(3 * layers[i] for i in range(f, len(layers))) - layers[f]
         if cfg.method == "naive":
             step += sum(layers[:f])
         total += n_train * step
