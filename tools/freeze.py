@@ -83,7 +83,8 @@ class FreezeTrain(Tool):
 
     def run(self, args: FreezeArgs) -> ToolResult:
         start = time.perf_counter()
-        model, notes = args.model, []
+        model: str = args.model
+        notes: list[str] = []
         if model in ALIASES:
             model, note = ALIASES[model]
             notes.append(note)

@@ -33,6 +33,7 @@ from typing import Any, ClassVar, Literal, cast
 
 import numpy as np
 import optuna
+import torch
 from pydantic import Field
 
 from search.errors import UserInputError
@@ -60,8 +61,8 @@ def _setup(model: str) -> tuple[dict[str, Any], dict[str, Any], list[int], list[
     rec = recipe(model)
     splits, _ = splits_of(rec)
     net = build(rec)
-    channels = [net.conv1.out_channels, net.conv2.out_channels, net.conv3.out_channels]
-    return rec, splits, layer_forward_macs(net, splits["train"].x), [int(c) for c in channels]
+    channels = [int(m.out_channels) for m in (net.conv1, net.conv2, net.conv3) if isinstance(m, torch.nn.Conv2d)]
+    return rec, splits, layer_forward_macs(net, splits["train"].x), channels
 
 
 class FreezeOptions(ProblemOptions):
@@ -152,7 +153,7 @@ class FreezeProblem(Problem, Evolvable):
 
         bits = tuple(int(b) for b in point[3:6])
         share = float(point[6])
-        augment = "none" if share == 0 else "full" if share == 1 else "similarity-aware"
+        augment: Literal["none", "similarity-aware", "full"] = "none" if share == 0 else "full" if share == 1 else "similarity-aware"
         return FreezeConfig(
             method="cache", schedule="fixed", freeze_at=self.freeze_at(point), codec=self.options.codec, bits=bits,
             quality=tuple(QUALITY[b] for b in bits), augment=augment, share=share, versions=self.options.versions,

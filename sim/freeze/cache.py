@@ -117,10 +117,10 @@ def pack_bits(q: np.ndarray, bits: int) -> bytes:
     g, nb = _group(bits)
     vals = np.zeros(math.ceil(len(flat) / g) * g, dtype=np.uint64)
     vals[: len(flat)] = flat & ((1 << bits) - 1)
-    vals = vals.reshape(-1, g)
-    acc = np.zeros(len(vals), dtype=np.uint64)
+    rows = vals.reshape(-1, g)
+    acc = np.zeros(len(rows), dtype=np.uint64)
     for j in range(g):
-        acc |= vals[:, j] << np.uint64(bits * (g - 1 - j))
+        acc |= rows[:, j] << np.uint64(bits * (g - 1 - j))
     out = np.stack([(acc >> np.uint64(8 * (nb - 1 - i))) & np.uint64(255) for i in range(nb)], axis=1).astype(np.uint8)
     return out.reshape(-1)[: math.ceil(len(flat) * bits / 8)].tobytes()
 
@@ -134,10 +134,10 @@ def unpack_bits(data: bytes, bits: int, count: int) -> np.ndarray:
     groups = math.ceil(count / g)
     padded = np.zeros(groups * nb, dtype=np.uint64)
     padded[: len(raw)] = raw[: groups * nb]
-    padded = padded.reshape(-1, nb)
+    grouped = padded.reshape(-1, nb)
     acc = np.zeros(groups, dtype=np.uint64)
     for i in range(nb):
-        acc |= padded[:, i] << np.uint64(8 * (nb - 1 - i))
+        acc |= grouped[:, i] << np.uint64(8 * (nb - 1 - i))
     mask = np.uint64((1 << bits) - 1)
     vals = np.stack([(acc >> np.uint64(bits * (g - 1 - j))) & mask for j in range(g)], axis=1).astype(np.uint8)
     return vals.reshape(-1)[:count]

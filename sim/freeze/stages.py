@@ -113,6 +113,7 @@ class MacCounter:
             self.by_layer[name] = self.by_layer.get(name, 0) + macs
             if torch.is_grad_enabled() and out.requires_grad:
                 weight = mod.weight
+                assert isinstance(weight, torch.Tensor)
                 self.backward += macs * (int(weight.requires_grad) + int(inputs[0].requires_grad))
 
         return hook
