@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -82,7 +81,6 @@ class FreezeTrain(Tool):
     writes: ClassVar[dict[str, Literal["file", "storage"]]] = {"cache_dir": "file"}
 
     def run(self, args: FreezeArgs) -> ToolResult:
-        start = time.perf_counter()
         model: str = args.model
         notes: list[str] = []
         if model in ALIASES:
@@ -118,7 +116,6 @@ class FreezeTrain(Tool):
                 value["macs_vs_full"] = round(main.macs / ref.macs, 4)
         if main.events:
             notes += main.events
-        value["wall_s_total"] = round(time.perf_counter() - start, 3)
         return ToolResult(
             value=value,
             messages=[

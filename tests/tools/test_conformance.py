@@ -20,7 +20,7 @@ ids = [t.name for t in TOOLS]
 
 SLOW_EXAMPLES = {"compress.energy_aware": "its example trains a CNN and its QAT variants (about 2 minutes on 2 cores)"}
 """Tools whose example takes minutes: the tests that run the example carry ``slow`` for them."""
-MEASURED = {"wall_s", "cycles_per_s", "s_per_step", "train_s", "peak_rss_mb", "train_peak_added_mb"}
+MEASURED = {"wall_s", "cycles_per_s", "s_per_step", "train_s", "peak_rss_mb", "train_peak_added_mb", "cpu_s", "cache_io_s"}
 """Result fields that are measurements of the machine (time, memory): two identical calls differ in them."""
 RUNS_EXAMPLE = [pytest.param(t, id=t.name, marks=[pytest.mark.slow] if t.name in SLOW_EXAMPLES else []) for t in TOOLS]
 
