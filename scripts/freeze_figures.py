@@ -114,8 +114,8 @@ def write_md(args: argparse.Namespace, configs: list[tuple[str, FreezeConfig]], 
         "",
         "Accuracy in % (val: what choices may use; test: measured once per run), mean ± std over seeds. GMAC: forward + "
         "backward multiply-accumulates executed (counted per layer call; cache building and CKA monitoring included), "
-        "mean ± std. CPU s: this process's CPU seconds, median (wall time on the shared box is in the CSV and is 2-4x "
-        "CPU time; it swings with other jobs). Cache MB: the largest cache on disk at once (one stage is kept at a time).",
+        "mean ± std. CPU s: this process's CPU seconds, median (wall time is in the CSV: on the shared box it ran "
+        "several times CPU time and swung with other jobs). Cache MB: the largest cache on disk at once (one stage is kept at a time).",
         "",
         "| configuration | val acc % | test acc % | GMAC | GMAC vs full | CPU s (median) | CPU vs full | cache MB | frozen after |",
         "|---|---|---|---|---|---|---|---|---|",
