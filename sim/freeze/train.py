@@ -476,10 +476,15 @@ def train(
     else:
         check_writable(Path(cache_dir))
         root = Path(tempfile.mkdtemp(prefix="run-", dir=cache_dir))
+    threads = torch.get_num_threads()
     try:
+        # these CNNs are far too small to gain from intra-op threads; on a shared box extra threads only spin
+        # (the tool's CLI run took 20x the CPU time with the default thread count)
+        torch.set_num_threads(1)
         torch.manual_seed(cfg.seed)
         return _Trainer(rec, splits, cfg, root, progress).run()
     finally:
+        torch.set_num_threads(threads)
         shutil.rmtree(root, ignore_errors=True)
 
 
