@@ -39,6 +39,7 @@ BUILTIN: dict[str, str] = {
     "fpga-transformer": "search.fpga.problem:FpgaTransformerProblem",
     "reram": "search.reram.problem:ReramProblem",
     "stepping": "search.stepping.problem:SteppingProblem",
+    "freeze": "search.freeze.problem:FreezeProblem",
 }
 """coevo's own problems: name -> ``module:Class``. A new built-in problem is one module and one line here."""
 

@@ -15,6 +15,7 @@ from tools.attention import AttentionSparse
 from tools.fpga import ScheduleLengthAware
 from tools.gnn import GnnCircuit
 from tools.he import HEGcn
+from tools.freeze import FreezeTrain
 from tools.kb import KBList, KBReview, KBShow
 from tools.kernels import KernelSpmm
 from tools.models import ModelsBuild, ModelsList
@@ -65,6 +66,7 @@ REGISTRY = Registry(
         ReramFaults(),
         SteppingBuild(),
         SteppingRun(),
+        FreezeTrain(),
     ]
 )
 """Every tool coevo offers."""

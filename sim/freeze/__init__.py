@@ -1,0 +1,33 @@
+"""Layer freezing with a compressed on-disk feature cache (issue 21): see :mod:`sim.freeze.train` and docs/freezing.md.
+
+>>> from sim.freeze import FreezeConfig, train_zoo
+>>> r = train_zoo("cnn-digits", FreezeConfig(method="cache", codec="jpeg", epochs=6))  # doctest: +SKIP
+>>> r.val_accuracy, r.macs, r.cache_bytes                                               # doctest: +SKIP
+"""
+
+from sim.freeze.cache import CODECS, CacheCorruptError, CacheWriteError, Codec, read_file, write_file
+from sim.freeze.similarity import augment, channel_sensitivity, linear_cka, pick_channels
+from sim.freeze.stages import MacCounter, split
+from sim.freeze.train import AUGMENTS, METHODS, N_BLOCKS, FreezeConfig, FreezeResult, train, train_zoo
+
+__all__ = [
+    "AUGMENTS",
+    "CODECS",
+    "METHODS",
+    "N_BLOCKS",
+    "CacheCorruptError",
+    "CacheWriteError",
+    "Codec",
+    "FreezeConfig",
+    "FreezeResult",
+    "MacCounter",
+    "augment",
+    "channel_sensitivity",
+    "linear_cka",
+    "pick_channels",
+    "read_file",
+    "split",
+    "train",
+    "train_zoo",
+    "write_file",
+]
