@@ -13,9 +13,9 @@ from tools._policy import ENV_WORKSPACE, CallPolicy, Confirm, OutsideWorkspaceEr
 from tools._registry import Registry, llm_name
 from tools.attention import AttentionSparse
 from tools.fpga import ScheduleLengthAware
+from tools.freeze import FreezeTrain
 from tools.gnn import GnnCircuit
 from tools.he import HEGcn
-from tools.freeze import FreezeTrain
 from tools.kb import KBList, KBReview, KBShow
 from tools.kernels import KernelSpmm
 from tools.models import ModelsBuild, ModelsList
