@@ -10,10 +10,12 @@ does not); ``slow`` is put by hand on tests that take more than about 20 s, and
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import optuna
 import pytest
+import torch
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 """Data beside the checkout (``../shared``): present on the team's machines and in CI, absent from a plain clone."""
@@ -33,6 +35,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def _zoo_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """One model-zoo cache for the whole run (each zoo model trains at most once), never the user's ~/.cache."""
     os.environ["COEVO_CACHE"] = str(tmp_path_factory.mktemp("coevo-cache"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_torch_thread() -> Iterator[None]:
+    """One torch intra-op thread for the whole run.
+
+    The tests train tiny models, where a second thread gains nothing, and on a busy 2-core
+    machine (CI, or several jobs at once) torch's worker threads spin-wait for each other and
+    make them many times slower. Tests that measure threads set them themselves.
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(autouse=True)

@@ -3,25 +3,14 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 
 import pytest
-import torch
 
 from search.errors import UserInputError
 from search.problems import make_problem
 from search.reram.problem import LEVELS, ReramProblem
 from search.runner import run_search
 from sim.zoo import load
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread() -> Iterator[None]:
-    """One torch thread: on a loaded 2-core box two spinning threads make these tiny models many times slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

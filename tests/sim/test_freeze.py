@@ -37,8 +37,6 @@ from sim.freeze.train import expected_macs, layer_forward_macs
 from sim.zoo import DigitsCNN, MnistCNN, recipe
 from sim.zoo.registry import splits_of
 
-torch.set_num_threads(1)
-
 
 @pytest.fixture(scope="module")
 def digits() -> tuple[dict, dict]:

@@ -12,8 +12,6 @@ from sim.errors import UserInputError
 from sim.prune import calibration_inputs, prunable_layers, prune, score_matrix
 from sim.prune.core import _Stats
 
-torch.set_num_threads(1)
-
 
 class Block(nn.Module):
     def __init__(self, d: int) -> None:

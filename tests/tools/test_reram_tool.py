@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-import torch
 
 from tools import REGISTRY, ToolArgumentError, call_tool
 
 TOOL = REGISTRY.get("reram.faults")
 # mlp-digits on 64x64 crossbars, 4 slices per weight, 2 arrays: fc1 64->128: 1 x 8 tiles; fc2 128->64: 2 x 4; fc3 64->10: 1 x 1
 MLP_CROSSBARS = 2 * (1 * 8 + 2 * 4 + 1 * 1)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread() -> Iterator[None]:
-    """One torch thread: on a loaded 2-core box two spinning threads make these tiny models many times slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def test_protected_result_is_consistent_and_costs_no_crossbar() -> None:
