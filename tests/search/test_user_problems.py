@@ -124,7 +124,20 @@ def test_a_study_recorded_before_the_plug_in_seam_still_opens(storage: str) -> N
 def test_problems_list_and_describe(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["problems", "list", "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [r["name"] for r in rows] == ["nb201", "pipeline", "noc", "compress", "prune", "quant"]
+    assert [r["name"] for r in rows] == [
+        "nb201",
+        "pipeline",
+        "noc",
+        "compress",
+        "prune",
+        "quant",
+        "spmm",
+        "lingcn",
+        "fpga-transformer",
+        "reram",
+        "stepping",
+        "freeze",
+    ]
     nb = rows[0]
     assert [(o["name"], o["direction"], o["unit"], o["cost"]) for o in nb["objectives"]] == [
         ("accuracy", "maximize", "%", "expensive"),
