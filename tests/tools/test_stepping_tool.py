@@ -40,7 +40,7 @@ def test_run_picks_the_largest_step_within_the_budget_and_measures_it() -> None:
     [
         ("stepping.build", {"steps": [0.5, 0.25, 1.0]}, "strictly increasing"),
         ("stepping.build", {"steps": [0.5, 1.5]}, r"\(0, 1\]"),
-        ("stepping.build", {"model": "cnn-mnist"}, "cnn-mnist5k"),
+        ("stepping.build", {"model": "mnist"}, "cnn-mnist5k"),  # an unknown name: the zoo's message lists the models
         ("stepping.build", {"model": "lm-pydoc-tiny"}, "lm model"),
         # step 0 of the default split has units 8, 16, 31, 31: 8*1*576 + 16*8*576 + 31*16*144 + 31*31*4 + 10*31 MACs
         ("stepping.run", {"mac_budget": 0.1}, "below the smallest subnet: step 0 needs 153914 MACs"),
@@ -51,3 +51,12 @@ def test_run_picks_the_largest_step_within_the_budget_and_measures_it() -> None:
 def test_bad_input_is_a_typed_error_saying_what_to_change(tool: str, args: dict[str, object], message: str) -> None:
     with pytest.raises(ToolArgumentError, match=message):
         call_tool(REGISTRY.get(tool), {"epochs": 1, **args})
+
+
+def test_the_issues_cnn_mnist_is_served_by_cnn_mnist5k_and_says_so() -> None:
+    result = call_tool(
+        REGISTRY.get("stepping.run"), {"model": "cnn-mnist", "mac_budget": 0.6, "steps": [0.5, 1.0], "epochs": 1, "repeats": 1}
+    )
+    assert result.value["model"] == "cnn-mnist5k"
+    assert any("cnn-mnist5k" in m and "offline" in m for m in result.messages)
+    assert result.value["full_macs"] == plan(zoo_setup("cnn-mnist5k")[1], [0.5, 1.0]).full_macs  # the 28x28 model, not digits'
