@@ -285,11 +285,22 @@ def _teacher(recipe: Recipe, data: GraphData, progress: Progress | None) -> Gate
 def train(recipe: Recipe, progress: Progress | None = None, rebuild: bool = False) -> Trained:
     """The student (or baseline, ``keep`` all 0) of ``recipe``: from the disk cache, or trained (seconds) and cached.
 
+    Runs on one torch thread (tiny tensors: threads only add contention on a shared box) and
+    gives the caller's thread count back afterwards.
+
     Raises:
         UserInputError: a recipe field out of its domain.
     """
     recipe.check()
-    torch.set_num_threads(1)  # tiny tensors: threads only add contention on a shared box
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _train(recipe, progress, rebuild)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _train(recipe: Recipe, progress: Progress | None, rebuild: bool) -> Trained:
     data = load_dataset(recipe.dataset, recipe.neighbours, seed=0)
     teacher = _teacher(recipe, data, progress)
     teacher_val = accuracy(teacher, data, "val")

@@ -1,9 +1,11 @@
 """On-the-fly stepping: start at the smallest subnet, step up reusing every cached activation.
 
->>> runner = StepRunner(net)                   # doctest: +SKIP
->>> first = runner.start(x)                   # step 0: logits, MACs
->>> better = runner.step_up()                 # step 1: computes only the units step 1 adds
->>> runner.run(x, mac_budget=0.6)             # the largest step within 60 % of the full MACs
+Usage (``net`` a trained :class:`SteppingCNN`, ``x`` a batch)::
+
+    runner = StepRunner(net)
+    first = runner.start(x)                # step 0: logits, MACs
+    better = runner.step_up()              # step 1: computes only the units step 1 adds
+    runner.run(x, mac_budget=0.6)          # the largest step within 60 % of the full MACs
 
 The runner keeps, per layer, the activations of the groups computed so far (after BatchNorm,
 ReLU and pooling) and the head's running sum. Stepping up from ``s`` to ``s + 1`` computes, in

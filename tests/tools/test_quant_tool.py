@@ -57,4 +57,9 @@ def test_greedy_stays_within_the_accuracy_drop_and_reports_its_groups() -> None:
     value = call_tool(TOOL, {"method": "greedy", "accuracy_drop_max": 1.0, "finetune_epochs": 0}).value
     assert value["target_avg_bits"] is None and 2.0 <= value["avg_bits"] < 8.0
     assert value["val_accuracy_after"] >= value["val_accuracy_float"] - 1.0
-    assert len(value["groups"]) == 10 and set(value["groups"].values()) <= {2, 3, 4, 6, 8}
+    # two groups per layer (units important to many classes, the rest); greedy drops an empty one, which happens
+    # when every unit of a layer reaches the median class count (ties), so the trained weights decide 9 or 10
+    layers = {name.rsplit(".", 1)[0] for name in value["groups"]}
+    assert layers == {"conv1", "conv2", "conv3", "fc1", "fc2"} and 5 <= len(value["groups"]) <= 10
+    assert {name.rsplit(".", 1)[1] for name in value["groups"]} <= {"many", "rest"}
+    assert set(value["groups"].values()) <= {2, 3, 4, 6, 8}
