@@ -204,7 +204,9 @@ def test_built_net_is_cached_checked_and_rebuilt_when_corrupt(built: Built) -> N
         warnings.simplefilter("always")
         rebuilt = build("cnn-digits", STEPS, epochs=1, seed=0)
     assert rebuilt.note.startswith("rebuilt") and "SHA-256" in rebuilt.note and caught
-    assert rebuilt.test_accuracy == pytest.approx(b.test_accuracy)  # same seed, same net
+    # same seed, same recipe; the cached net may have been trained by another test under another torch thread
+    # count (float sums in another order), so a test image or two may flip: within 1 point per step
+    assert rebuilt.test_accuracy == pytest.approx(b.test_accuracy, abs=1.0)
     assert build("cnn-digits", STEPS, epochs=1, seed=0).note == "loaded"
 
 
