@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agent.reasoners import Reasoner, make_reasoner
-from search.errors import UserInputError
-from search.problem import Problem
-from search.problems import make_problem
-from search.proposers import Proposer, get_proposer, takes_reasoner
-from search.runner import Progress, SearchResult, check_seed, run_search
+from coevo.agent.reasoners import Reasoner, make_reasoner
+from coevo.search.errors import UserInputError
+from coevo.search.problem import Problem
+from coevo.search.problems import make_problem
+from coevo.search.proposers import Proposer, get_proposer, takes_reasoner
+from coevo.search.runner import Progress, SearchResult, check_seed, run_search
 
 
 def search(

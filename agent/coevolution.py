@@ -29,18 +29,18 @@ import numpy as np
 import optuna
 from scipy.stats import spearmanr
 
-from agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner
-from knowledge import KnowledgeBase, retrieval, validation
-from knowledge.exchange import records_from
-from knowledge.store import KnowledgeStore, StudyKnowledge
-from search.acquisition import greedy_ehvi
-from search.errors import CoevoError, UserInputError
-from search.metrics import model_yield, pareto_mask
-from search.niches import Niche, allocate, niche_of, single_niche
-from search.problem import Evolvable, Problem
-from search.proposers import Evaluation, Proposal, Proposer, RoundContext
-from search.round_log import RoundLogs
-from search.surrogate import SurrogateModel, TreeSurrogate
+from coevo.agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner
+from coevo.knowledge import KnowledgeBase, retrieval, validation
+from coevo.knowledge.exchange import records_from
+from coevo.knowledge.store import KnowledgeStore, StudyKnowledge
+from coevo.search.acquisition import greedy_ehvi
+from coevo.search.errors import CoevoError, UserInputError
+from coevo.search.metrics import model_yield, pareto_mask
+from coevo.search.niches import Niche, allocate, niche_of, single_niche
+from coevo.search.problem import Evolvable, Problem
+from coevo.search.proposers import Evaluation, Proposal, Proposer, RoundContext
+from coevo.search.round_log import RoundLogs
+from coevo.search.surrogate import SurrogateModel, TreeSurrogate
 
 EMPTY_ROUNDS = "coevo.empty_rounds"
 MAX_EMPTY_ROUNDS = 3
@@ -392,7 +392,7 @@ class CoevolutionProposer(Proposer):
         model: SurrogateModel | None,
     ) -> list[Proposal]:
         """The engine's own candidates for a screened niche: what ``pelnas-nokb`` would pay for here (tagged :data:`ENGINE`)."""
-        from agent.reasoners.offline import OfflineReasoner
+        from coevo.agent.reasoners.offline import OfflineReasoner
 
         engine_rng = random.Random(f"{ctx.seed}:{ctx.round}:{niche.id}:engine")
         request = ProposeRequest(problem, niche, share, tuple(elites), (), paid, frozenset(seen), ctx.round, engine_rng, model)
@@ -510,8 +510,8 @@ def make_pelnas(variant: str = "pelnas", *, reasoner: Reasoner | Mapping[str, An
             plus an ``api_key`` when the caller has one): the offline reasoner when None.
         options: the rest of :class:`CoevolutionProposer`'s options (:meth:`CoevolutionProposer.options`).
     """
-    from agent.reasoners import reasoner_from_config
-    from agent.reasoners.offline import OfflineReasoner
+    from coevo.agent.reasoners import reasoner_from_config
+    from coevo.agent.reasoners.offline import OfflineReasoner
 
     if isinstance(reasoner, Mapping):
         reasoner = reasoner_from_config(reasoner)

@@ -40,7 +40,7 @@ from typing import Any, NamedTuple, TypeVar
 import openai
 from pydantic import ValidationError
 
-from search.errors import CoevoError
+from coevo.search.errors import CoevoError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

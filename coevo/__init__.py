@@ -14,15 +14,15 @@ the command line (``coevo search --problem path/to/my_space.py:MySpace``) runs t
 
 from __future__ import annotations
 
-from agent.api import search
-from agent.reasoners import OfflineReasoner, Reasoner, make_reasoner
-from search.errors import CoevoError, StorageError, UserInputError
-from search.niches import Niche, single_niche
-from search.problem import Evolvable, Objective, Problem, ProblemContext, ProblemOptions, read_key_values
-from search.problems import make_problem, problem_class, problem_names
-from search.proposers import Evaluation, Proposal, Proposer, RoundContext, get_proposer, proposer_names
-from search.runner import Progress, SearchResult, run_search
-from search.study import load_search
+from coevo.agent.api import search
+from coevo.agent.reasoners import OfflineReasoner, Reasoner, make_reasoner
+from coevo.search.errors import CoevoError, StorageError, UserInputError
+from coevo.search.niches import Niche, single_niche
+from coevo.search.problem import Evolvable, Objective, Problem, ProblemContext, ProblemOptions, read_key_values
+from coevo.search.problems import make_problem, problem_class, problem_names
+from coevo.search.proposers import Evaluation, Proposal, Proposer, RoundContext, get_proposer, proposer_names
+from coevo.search.runner import Progress, SearchResult, run_search
+from coevo.search.study import load_search
 
 __all__ = [
     "CoevoError",

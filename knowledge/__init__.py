@@ -10,6 +10,6 @@
 
 from __future__ import annotations
 
-from knowledge.heuristics import HUMAN, INACTIVE, STATUSES, Heuristic, KnowledgeBase
+from coevo.knowledge.heuristics import HUMAN, INACTIVE, STATUSES, Heuristic, KnowledgeBase
 
 __all__ = ["HUMAN", "INACTIVE", "STATUSES", "Heuristic", "KnowledgeBase"]

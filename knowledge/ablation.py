@@ -20,13 +20,13 @@ from typing import Any
 
 from scipy import stats
 
-from knowledge.retrieval import WITHHOLD_ALL
-from knowledge.store import KnowledgeStore
-from search.bench import run_jobs
-from search.errors import UserInputError
-from search.runner import SearchResult
-from search.storage import open_storage
-from search.study import load_search
+from coevo.knowledge.retrieval import WITHHOLD_ALL
+from coevo.knowledge.store import KnowledgeStore
+from coevo.search.bench import run_jobs
+from coevo.search.errors import UserInputError
+from coevo.search.runner import SearchResult
+from coevo.search.storage import open_storage
+from coevo.search.study import load_search
 
 METRICS = ("hv_ratio", "front_recall")
 

@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from knowledge.heuristics import STATUSES
-from knowledge.store import ImportRecord, KnowledgeStore
-from search.errors import UserInputError
+from coevo.knowledge.heuristics import STATUSES
+from coevo.knowledge.store import ImportRecord, KnowledgeStore
+from coevo.search.errors import UserInputError
 
 MAX_ERRORS_SHOWN = 10
 

@@ -20,16 +20,16 @@ from typing import Any
 
 import numpy as np
 
-from knowledge import report_plots as plots
-from knowledge import validation
-from knowledge.heuristics import quantity_label, sig
-from knowledge.store import KnowledgeStore, Version, iter_ids
-from search.errors import UserInputError
-from search.metrics import model_yield, pareto_mask
-from search.proposers import Evaluation
-from search.round_log import read_round_logs
-from search.runner import BANDS
-from search.study import StoredSearch, evaluations_from_study, load_search
+from coevo.knowledge import report_plots as plots
+from coevo.knowledge import validation
+from coevo.knowledge.heuristics import quantity_label, sig
+from coevo.knowledge.store import KnowledgeStore, Version, iter_ids
+from coevo.search.errors import UserInputError
+from coevo.search.metrics import model_yield, pareto_mask
+from coevo.search.proposers import Evaluation
+from coevo.search.round_log import read_round_logs
+from coevo.search.runner import BANDS
+from coevo.search.study import StoredSearch, evaluations_from_study, load_search
 
 
 @dataclass(frozen=True)
@@ -453,7 +453,7 @@ def _exploration_section(problem: Any, paid: Sequence[Evaluation], y2: np.ndarra
 
 
 def _niche(niches: Any, e: Evaluation) -> str:
-    from search.niches import niche_of
+    from coevo.search.niches import niche_of
 
     return str(niche_of(niches, e.point))
 

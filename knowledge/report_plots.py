@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib import ticker
 
-from search.metrics import FrontReference, pareto_mask
+from coevo.search.metrics import FrontReference, pareto_mask
 
 DPI = 110
 

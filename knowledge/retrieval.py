@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from knowledge.heuristics import Heuristic
-from search.problem import Objective
+from coevo.knowledge.heuristics import Heuristic
+from coevo.search.problem import Objective
 
 STATUS_WEIGHT = {"accepted": 1.2, "validated": 1.1, "proposed": 1.0}
 GLOBAL_NICHE = 0.8

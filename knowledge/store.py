@@ -36,10 +36,10 @@ import sqlalchemy as sa
 import sqlalchemy.exc
 from sqlalchemy.engine import Connection, Engine
 
-from knowledge.heuristics import HUMAN, STATUSES, Heuristic, KnowledgeBase
-from search.errors import StorageError, UserInputError
-from search.storage import lock_row, resolve_storage_url, side_engine, sqlite_path
-from search.study import PurgeReason, register_purge
+from coevo.knowledge.heuristics import HUMAN, STATUSES, Heuristic, KnowledgeBase
+from coevo.search.errors import StorageError, UserInputError
+from coevo.search.storage import lock_row, resolve_storage_url, side_engine, sqlite_path
+from coevo.search.study import PurgeReason, register_purge
 
 SCHEMA_VERSION = 1
 """The newest schema this code reads and writes."""

@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from knowledge.heuristics import HUMAN, KnowledgeBase
-from knowledge.store import EvidenceRow
-from search.problem import Problem
-from search.proposers import Evaluation
+from coevo.knowledge.heuristics import HUMAN, KnowledgeBase
+from coevo.knowledge.store import EvidenceRow
+from coevo.search.problem import Problem
+from coevo.search.proposers import Evaluation
 
 MIN_CITED = 6
 REFUTE_P = 0.05

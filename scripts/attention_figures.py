@@ -53,7 +53,7 @@ WITHIN = 1.01  # a chosen setting keeps val perplexity within 1 % of dense
 
 
 def _row(model: str, seed: int, split: str, cfg: Any, r: dict[str, float], d_model: int, n_heads: int, chosen: str = "") -> dict[str, Any]:
-    from sim.attention import attention_flops
+    from coevo.sim.attention import attention_flops
 
     length = int(r["length"])
     f = attention_flops(cfg.method, length, d_model, n_heads, cfg.top_k, cfg.key_bits, cfg.window, cfg.n_global)
@@ -71,7 +71,7 @@ def _row(model: str, seed: int, split: str, cfg: Any, r: dict[str, float], d_mod
 
 
 def _configs(model: str) -> list[Any]:
-    from sim.attention import SparseConfig
+    from coevo.sim.attention import SparseConfig
 
     ks, bits = TOPK_GRID.get(model, TOPK_GRID["lm-pydoc"])
     out = [SparseConfig("dense")]
@@ -82,8 +82,8 @@ def _configs(model: str) -> list[Any]:
 
 
 def measure_quality(out: Path, models: list[str], seeds: dict[str, list[int]]) -> None:
-    from sim.attention import evaluate_sparse_model
-    from sim.zoo import load
+    from coevo.sim.attention import evaluate_sparse_model
+    from coevo.sim.zoo import load
 
     rows: list[dict[str, Any]] = []
     for model in models:
@@ -114,8 +114,8 @@ def measure_quality(out: Path, models: list[str], seeds: dict[str, list[int]]) -
 
 
 def measure_length(out: Path, model: str, seeds: list[int]) -> None:
-    from sim.attention import SparseConfig, evaluate_sparse_model
-    from sim.zoo import load
+    from coevo.sim.attention import SparseConfig, evaluate_sparse_model
+    from coevo.sim.zoo import load
 
     cfgs = [
         SparseConfig("dense"),
@@ -142,8 +142,8 @@ def measure_length(out: Path, model: str, seeds: list[int]) -> None:
 
 
 def measure_finetune(out: Path, model: str, seeds: list[int], steps: int) -> None:
-    from sim.attention import SparseConfig, finetune_sparse
-    from sim.zoo import load
+    from coevo.sim.attention import SparseConfig, finetune_sparse
+    from coevo.sim.zoo import load
 
     cfgs = {
         "k=8, 2 bits": SparseConfig("topk-quantized-keys", top_k=8, key_bits=2),
@@ -169,7 +169,7 @@ def measure_finetune(out: Path, model: str, seeds: list[int], steps: int) -> Non
 
 
 def _timers(d_model: int, n_heads: int, top_k: int, bits: int, window: int, n_global: int) -> dict[str, Callable[..., Any]]:
-    from sim.attention import dense_attention, local_global_attention, topk_quantized_attention
+    from coevo.sim.attention import dense_attention, local_global_attention, topk_quantized_attention
 
     return {
         "dense-sdpa": lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
@@ -181,7 +181,7 @@ def _timers(d_model: int, n_heads: int, top_k: int, bits: int, window: int, n_gl
 
 
 def measure_time(out: Path, lengths: list[int], repeats: int, d_model: int = 256, n_heads: int = 4) -> None:
-    from sim.attention import attention_flops
+    from coevo.sim.attention import attention_flops
 
     torch.set_num_threads(1)
     top_k, bits, window, n_global = 32, 4, 32, 4

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scipy import stats as scistats
 
-from sim.noc.mesh import simulate_mesh
+from coevo.sim.noc.mesh import simulate_mesh
 
 ROUTINGS = ("xy", "adaptive", "widest-shortest", "k-shortest", "bee-qos")
 BASELINES = ("widest-shortest", "k-shortest", "xy", "adaptive")

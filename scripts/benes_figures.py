@@ -38,8 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from search.stats import t_interval  # noqa: E402
-from sim.noc.benes import (  # noqa: E402
+from coevo.search.stats import t_interval  # noqa: E402
+from coevo.sim.noc.benes import (  # noqa: E402
     BenesConfig,
     BenesStats,
     bit_blocking_model,
@@ -47,8 +47,8 @@ from sim.noc.benes import (  # noqa: E402
     simulate_benes,
     zero_load_delay,
 )
-from sim.noc.common import NocResult  # noqa: E402
-from sim.noc.curves import AnyResult, plot_curves  # noqa: E402
+from coevo.sim.noc.common import NocResult  # noqa: E402
+from coevo.sim.noc.curves import AnyResult, plot_curves  # noqa: E402
 
 SETUP, ACK, HOLD = 2, 1, 16
 """The model's defaults (setup cycles per stage, ACK cycles per stage) and the hold variant's bound (cycles)."""

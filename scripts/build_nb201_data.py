@@ -18,7 +18,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from search.nb201.space import parse_arch
+from coevo.search.nb201.space import parse_arch
 
 OUT = Path(__file__).resolve().parents[1] / "search" / "nb201" / "data"
 

@@ -32,9 +32,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from search.nb201 import load_table
-from search.nb201.space import format_arch
-from search.zero_cost import _TABLE, PROXIES, ProxyCache, ProxyConfig, set_device
+from coevo.search.nb201 import load_table
+from coevo.search.nb201.space import format_arch
+from coevo.search.zero_cost import _TABLE, PROXIES, ProxyCache, ProxyConfig, set_device
 
 ORDER_SEED = 2026
 

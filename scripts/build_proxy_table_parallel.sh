@@ -33,8 +33,8 @@ python3 - "$work" "$gpus" <<'PY'
 import json, sys, sqlite3
 import numpy as np
 sys.path.insert(0, ".")
-from search.nb201.space import parse_arch
-from search.zero_cost import PROXIES, ProxyConfig, compute
+from coevo.search.nb201.space import parse_arch
+from coevo.search.zero_cost import PROXIES, ProxyConfig, compute
 work, gpus = sys.argv[1], int(sys.argv[2])
 rows = []
 for w in range(gpus):

@@ -20,11 +20,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.fakes: the loopback server
 
-from agent.chat.loop import ChatAgent
-from agent.chat.store import SessionStore
-from agent.llm_client import LLMSettings, chat_model
+from coevo.agent.chat.loop import ChatAgent
+from coevo.agent.chat.store import SessionStore
+from coevo.agent.llm_client import LLMSettings, chat_model
+from coevo.tools import REGISTRY
 from tests.fakes.openai_server import FakeOpenAI
-from tools import REGISTRY
 
 ARCH = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|"
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sim.gnn import (
+from coevo.sim.gnn import (
     DESIGNS,
     Config,
     ablations,
@@ -36,7 +36,7 @@ from sim.gnn import (
     time_variants,
     train_eval,
 )
-from sim.gnn.yosys import yosys_version
+from coevo.sim.gnn.yosys import yosys_version
 
 OUT = Path("docs/bench/issue19")
 TIMING_DESIGNS = ["alu16", "alu64", "mul32"]

@@ -31,11 +31,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from search.stats import t_interval
-from sim.accel import scalesim_ref
-from sim.accel.compress import LEVELS, CompressionReport, compress, compressor
-from sim.accel.energy import GROUPS, constants
-from sim.accel.systolic import Layer, map_layer
+from coevo.search.stats import t_interval
+from coevo.sim.accel import scalesim_ref
+from coevo.sim.accel.compress import LEVELS, CompressionReport, compress, compressor
+from coevo.sim.accel.energy import GROUPS, constants
+from coevo.sim.accel.systolic import Layer, map_layer
 
 SCALESIM_LAYERS = [  # rows, cols, input h = w (padded), kernel, c_in, c_out, stride
     (8, 8, 7, 1, 70, 40, 1),

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sim.fpga import (
+from coevo.sim.fpga import (
     Accelerator,
     AttentionConfig,
     build_tasks,

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from sim.freeze import FreezeConfig, train_zoo
+from coevo.sim.freeze import FreezeConfig, train_zoo
 
 OUT = Path("docs/bench/issue21")
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import torch
 
-from sim.he.model import Recipe, teacher_accuracy
-from sim.he.run import he_gcn
+from coevo.sim.he.model import Recipe, teacher_accuracy
+from coevo.sim.he.run import he_gcn
 
 OUT = Path("docs/bench/issue19")
 SETTINGS = [("baseline (all poly, CryptoGCN-style)", 0.0), ("LinGCN-style keep 25%", 0.25), ("keep 50%", 0.5), ("keep 75%", 0.75)]

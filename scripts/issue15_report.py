@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from search.stats import excludes_zero, format_interval
+from coevo.search.stats import excludes_zero, format_interval
 
 DEVICES = ("fpga", "raspi4", "pixel3", "eyeriss")
 SEES_CHEAP = {"pelnas", "pelnas-nokb", "pelnas-noniche", "pelnas-nosurrogate", "mobo", "qnehvi", "nsga2-screened", "smsemoa-screened"}

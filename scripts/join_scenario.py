@@ -34,7 +34,11 @@ ROOT = Path(__file__).resolve().parents[1]
 def _cli(checkout: Path, *args: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     return subprocess.Popen(
-        [sys.executable, "-m", "agent.cli", *args], cwd=tempfile.gettempdir(), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        [sys.executable, "-m", "coevo.agent.cli", *args],
+        cwd=tempfile.gettempdir(),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
 
 

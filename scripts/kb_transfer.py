@@ -18,10 +18,10 @@ from pathlib import Path
 
 import optuna
 
-from knowledge.ablation import compare
-from search.problems import make_problem
-from search.runner import run_search
-from search.study import default_study_name
+from coevo.knowledge.ablation import compare
+from coevo.search.problems import make_problem
+from coevo.search.runner import run_search
+from coevo.search.study import default_study_name
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,12 +21,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import optuna
 
-from agent.coevolution import make_pelnas
-from agent.reasoners.cache import ResponseCache
-from agent.reasoners.llm import LLMReasoner
-from search.nb201 import NB201Problem
-from search.round_log import read_round_logs
-from search.runner import run_search
+from coevo.agent.coevolution import make_pelnas
+from coevo.agent.reasoners.cache import ResponseCache
+from coevo.agent.reasoners.llm import LLMReasoner
+from coevo.search.nb201 import NB201Problem
+from coevo.search.round_log import read_round_logs
+from coevo.search.runner import run_search
 from tests.fakes import nb201_model
 from tests.fakes.openai_server import FakeOpenAI
 

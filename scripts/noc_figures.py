@@ -21,10 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sim.noc.common import NocResult
-from sim.noc.curves import AnyResult, plot_curves, saturation
-from sim.noc.mesh import ROUTINGS as MESH_ROUTINGS
-from sim.noc.mesh import simulate_mesh
+from coevo.sim.noc.common import NocResult
+from coevo.sim.noc.curves import AnyResult, plot_curves, saturation
+from coevo.sim.noc.mesh import ROUTINGS as MESH_ROUTINGS
+from coevo.sim.noc.mesh import simulate_mesh
 
 
 def _median_result(runs: list[AnyResult]) -> AnyResult:

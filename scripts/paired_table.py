@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from search.stats import format_interval
+from coevo.search.stats import format_interval
 
 
 def _runs(path: Path, group: str, metric: str) -> dict[tuple[str, str], float]:

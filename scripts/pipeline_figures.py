@@ -25,12 +25,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sim.pipeline.cluster import PRESETS, Cluster
-from sim.pipeline.gloo_check import calibrate, check
-from sim.pipeline.ilp import synthesize
-from sim.pipeline.partition import blockwise
-from sim.pipeline.profile import profile
-from sim.pipeline.simulate import simulate
+from coevo.sim.pipeline.cluster import PRESETS, Cluster
+from coevo.sim.pipeline.gloo_check import calibrate, check
+from coevo.sim.pipeline.ilp import synthesize
+from coevo.sim.pipeline.partition import blockwise
+from coevo.sim.pipeline.profile import profile
+from coevo.sim.pipeline.simulate import simulate
 
 
 def _link(devices: int, gbs: float) -> Cluster:

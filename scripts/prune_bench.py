@@ -24,7 +24,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from search.prune.run import prune_zoo, zoo_model
+from coevo.search.prune.run import prune_zoo, zoo_model
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "bench" / "issue17"
 SCORES = ("magnitude", "wanda", "var", "cos", "cos+var", "sparsegpt")

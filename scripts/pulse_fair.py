@@ -41,13 +41,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from search.pipeline.problem import PipelineProblem
-from sim.pipeline.cluster import PRESETS, Cluster
-from sim.pipeline.memcheck import measure_step, predicted_step
-from sim.pipeline.partition import TOLERANT, Plan, partition, units
-from sim.pipeline.profile import ModelProfile, profile
-from sim.pipeline.simulate import memory_bound, simulate
-from sim.pipeline.tune import hybrid_step_s
+from coevo.search.pipeline.problem import PipelineProblem
+from coevo.sim.pipeline.cluster import PRESETS, Cluster
+from coevo.sim.pipeline.memcheck import measure_step, predicted_step
+from coevo.sim.pipeline.partition import TOLERANT, Plan, partition, units
+from coevo.sim.pipeline.profile import ModelProfile, profile
+from coevo.sim.pipeline.simulate import memory_bound, simulate
+from coevo.sim.pipeline.tune import hybrid_step_s
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "bench" / "issue18"
 MODELS = (("unet-sd", 64), ("uvit-h", 32))

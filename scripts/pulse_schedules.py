@@ -29,12 +29,12 @@ from typing import Any
 
 from scipy import stats
 
-from sim.pipeline.cluster import PRESETS, Cluster
-from sim.pipeline.ilp import synthesize
-from sim.pipeline.partition import Plan, blockwise, from_mapping, partition
-from sim.pipeline.profile import ModelProfile, profile
-from sim.pipeline.simulate import StepResult, simulate
-from sim.pipeline.tune import hybrid_step_s
+from coevo.sim.pipeline.cluster import PRESETS, Cluster
+from coevo.sim.pipeline.ilp import synthesize
+from coevo.sim.pipeline.partition import Plan, blockwise, from_mapping, partition
+from coevo.sim.pipeline.profile import ModelProfile, profile
+from coevo.sim.pipeline.simulate import StepResult, simulate
+from coevo.sim.pipeline.tune import hybrid_step_s
 
 OUT = Path("docs/bench/issue18")
 MODELS = (("unet-sd", 64), ("uvit-h", 32))

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from search.stats import excludes_zero, format_interval
+from coevo.search.stats import excludes_zero, format_interval
 
 METHODS = ("class-based", "taylor", "uniform", "hawq", "magnitude")
 FIELDS = [
@@ -49,8 +49,8 @@ FIELDS = [
 
 
 def measure(args: argparse.Namespace, path: Path) -> None:
-    from sim.quant import greedy_search, quantize
-    from sim.zoo import load
+    from coevo.sim.quant import greedy_search, quantize
+    from coevo.sim.zoo import load
 
     torch.set_num_threads(1)
     zm = load(args.model)
@@ -212,7 +212,7 @@ def main() -> None:
     if not args.report_only:
         measure(args, path)
         if args.search:
-            from agent.cli import main as coevo
+            from coevo.agent.cli import main as coevo
 
             torch.set_num_threads(1)
             coevo(

@@ -36,13 +36,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import optuna
 
-from search.bench import run_jobs
-from search.metrics import model_yield
-from search.problems import problem_from_spec
-from search.round_log import RoundLogs
-from search.stats import excludes_zero, format_interval
-from search.storage import open_storage
-from search.study import evaluations_from_study, load_search
+from coevo.search.bench import run_jobs
+from coevo.search.metrics import model_yield
+from coevo.search.problems import problem_from_spec
+from coevo.search.round_log import RoundLogs
+from coevo.search.stats import excludes_zero, format_interval
+from coevo.search.storage import open_storage
+from coevo.search.study import evaluations_from_study, load_search
 
 ARMS = {
     "floor+tools": ("on", True),

@@ -26,8 +26,8 @@ from typing import Any
 
 import torch
 
-from sim.reram import CrossbarConfig, Protection, Summary, evaluate_under_faults, prepare
-from sim.zoo import load
+from coevo.sim.reram import CrossbarConfig, Protection, Summary, evaluate_under_faults, prepare
+from coevo.sim.zoo import load
 
 OUT = Path("docs/bench/issue20")
 CFG = CrossbarConfig(rows=64, cols=64, weight_bits=8, bits_per_cell=2)

@@ -29,11 +29,11 @@ import numpy as np
 import optuna
 import torch
 
-from search.runner import run_search
-from search.spmm.problem import SpmmProblem
-from sim.graph.bench import METHODS, benchmark
-from sim.graph.generators import load_graph
-from sim.graph.spmm import BlockParams
+from coevo.search.runner import run_search
+from coevo.search.spmm.problem import SpmmProblem
+from coevo.sim.graph.bench import METHODS, benchmark
+from coevo.sim.graph.generators import load_graph
+from coevo.sim.graph.spmm import BlockParams
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "bench" / "issue19"
 BASELINES = ("naive", "scipy", "torch")

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from sim.stepping import StepRunner, build, measure_latency
+from coevo.sim.stepping import StepRunner, build, measure_latency
 
 KINDS = (("stepping", False), ("stepping", True), ("slimmable", False), ("independent", False))
 

@@ -30,12 +30,12 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from search.nb201.space import format_arch  # noqa: E402
-from search.nb201.zero_cost_problem import ZeroCostNB201  # noqa: E402
-from search.problems import make_problem  # noqa: E402
-from search.proposers import get_proposer  # noqa: E402
-from search.storage import resolve_storage_url  # noqa: E402
-from search.study import open_study  # noqa: E402
+from coevo.search.nb201.space import format_arch  # noqa: E402
+from coevo.search.nb201.zero_cost_problem import ZeroCostNB201  # noqa: E402
+from coevo.search.problems import make_problem  # noqa: E402
+from coevo.search.proposers import get_proposer  # noqa: E402
+from coevo.search.storage import resolve_storage_url  # noqa: E402
+from coevo.search.study import open_study  # noqa: E402
 
 
 def _run(storage: str, mode: str, workers: int, budget: int, keep_cache: bool) -> tuple[float, float, int]:
@@ -58,7 +58,7 @@ def _run(storage: str, mode: str, workers: int, budget: int, keep_cache: bool) -
     open_study(problem, get_proposer("random"), storage=storage, study_name=name, seed=0, budget=budget)
     threads = str(max(1, (os.cpu_count() or 1) // workers))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
-    cmd = [sys.executable, "-m", "agent.cli", "worker", "--storage", storage, "--study", name, "--reasoner", "offline"]
+    cmd = [sys.executable, "-m", "coevo.agent.cli", "worker", "--storage", storage, "--study", name, "--reasoner", "offline"]
     started = time.perf_counter()
     procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(workers)]
     codes = [p.wait() for p in procs]

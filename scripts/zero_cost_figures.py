@@ -30,13 +30,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from search.metrics import FrontReference, pareto_mask
-from search.nb201 import load_table
-from search.nb201.proxies import FEATURE_PROXIES, PRIOR_PROXIES, REFERENCE_CELLS, NB201Proxies
-from search.nb201.space import parse_arch
-from search.nb201.table import DATASETS, USEFUL_FLOOR
-from search.predictor import BoostedSurrogate, spearman, zero_shot
-from search.zero_cost import PROXIES, ProxyConfig, shipped_table
+from coevo.search.metrics import FrontReference, pareto_mask
+from coevo.search.nb201 import load_table
+from coevo.search.nb201.proxies import FEATURE_PROXIES, PRIOR_PROXIES, REFERENCE_CELLS, NB201Proxies
+from coevo.search.nb201.space import parse_arch
+from coevo.search.nb201.table import DATASETS, USEFUL_FLOOR
+from coevo.search.predictor import BoostedSurrogate, spearman, zero_shot
+from coevo.search.zero_cost import PROXIES, ProxyConfig, shipped_table
 
 SAMPLE = 1000
 DEVICES = ("fpga", "raspi4", "pixel3", "eyeriss")

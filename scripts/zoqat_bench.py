@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from sim.zoqat.job import Spec, run_isolated  # noqa: E402
+from coevo.sim.zoqat.job import Spec, run_isolated  # noqa: E402
 
 LR_GRID = {"spsa": [3e-3, 1e-2], "projected": [3e-3, 1e-2], "ste": [3e-3, 1e-2]}
 """Learning rates tried on the validation split (seed 0)."""

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from search.metrics import hv_improvement, pareto_mask
+from coevo.search.metrics import hv_improvement, pareto_mask
 
 if TYPE_CHECKING:  # search.proposers imports this module (the mobo baseline)
-    from search.proposers._base import Evaluation
-    from search.surrogate import SurrogateModel
+    from coevo.search.proposers._base import Evaluation
+    from coevo.search.surrogate import SurrogateModel
 
 
 def greedy_ehvi(

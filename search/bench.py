@@ -27,14 +27,14 @@ from typing import Any
 import numpy as np
 import optuna
 
-from search.errors import UserInputError
-from search.metrics import hypervolume
-from search.plots import plot_exploration, plot_fronts, plot_hv_curves
-from search.problems import make_problem, problem_class
-from search.proposers import get_proposer, takes_reasoner
-from search.runner import BANDS, SearchResult, run_search
-from search.stats import excludes_zero, format_interval
-from search.storage import open_storage
+from coevo.search.errors import UserInputError
+from coevo.search.metrics import hypervolume
+from coevo.search.plots import plot_exploration, plot_fronts, plot_hv_curves
+from coevo.search.problems import make_problem, problem_class
+from coevo.search.proposers import get_proposer, takes_reasoner
+from coevo.search.runner import BANDS, SearchResult, run_search
+from coevo.search.stats import excludes_zero, format_interval
+from coevo.search.storage import open_storage
 
 RUN_FIELDS = ("study", "proposer", "seed", "budget", "evaluations", "trials", "hv_ratio", "igd", "front_recall", "wall_s")
 """Columns of ``runs.csv`` after the problem's options (one column per option, so each row says what it ran)."""

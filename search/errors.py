@@ -8,7 +8,7 @@ above; they are re-exported here with the errors of the search layer (storage).
 
 from __future__ import annotations
 
-from sim.errors import CoevoError, UserInputError, unknown_name
+from coevo.sim.errors import CoevoError, UserInputError, unknown_name
 
 
 class StorageError(CoevoError):

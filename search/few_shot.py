@@ -24,11 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from search.metrics import pareto_mask
-from search.niches import niche_of
-from search.predictor import BoostedSurrogate, out_of_fold_rho
-from search.problem import Evolvable, Predictable, Problem
-from search.proposers import Evaluation
+from coevo.search.metrics import pareto_mask
+from coevo.search.niches import niche_of
+from coevo.search.predictor import BoostedSurrogate, out_of_fold_rho
+from coevo.search.problem import Evolvable, Predictable, Problem
+from coevo.search.proposers import Evaluation
 
 PREDICTED_BUDGET = 3000
 """Designs the predictor scores in the last stage."""

@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from search.metrics import FrontReference
+from coevo.search.metrics import FrontReference
 
 
 def plot_hv_curves(curves: Mapping[str, Sequence[Sequence[float]]], title: str, path: Path, *, paid: str = "expensive queries") -> Path:

@@ -16,7 +16,26 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from search.errors import UserInputError
+from coevo.search.errors import UserInputError
+
+
+# Before the packages were installed under ``coevo`` (issue 27) they were top-level modules, and
+# studies created then store references such as ``search.nb201.problem:NB201Problem``.
+_OLD_TOP_LEVEL = ("agent", "tools", "knowledge", "search", "sim", "prompts")
+
+
+def _import_module(target: str) -> Any:
+    """``importlib.import_module(target)``, reading a pre-rename name (``search.x``) as ``coevo.search.x``.
+
+    Where coevo has no such module (a user's own ``tools.mine``), ``target`` is imported as it is.
+    """
+    if target.split(".", 1)[0] in _OLD_TOP_LEVEL:
+        try:
+            return importlib.import_module(f"coevo.{target}")
+        except ModuleNotFoundError as exc:
+            if not (exc.name and f"coevo.{target}".startswith(exc.name)):
+                raise
+    return importlib.import_module(target)
 
 
 def is_reference(text: str) -> bool:
@@ -42,7 +61,7 @@ def load_reference(ref: str, *, what: str) -> Any:
         module = _import_file(Path(target), what=what, ref=ref)
     else:
         try:
-            module = importlib.import_module(target)
+            module = _import_module(target)
         except ModuleNotFoundError as exc:
             if exc.name and target.startswith(exc.name):
                 raise UserInputError(f"{what} {ref!r}: no module {target!r} (is its package installed, or on PYTHONPATH?)") from None

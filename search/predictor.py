@@ -24,7 +24,7 @@ from typing import Literal
 import numpy as np
 from scipy import stats
 
-from search.surrogate import TopTransform
+from coevo.search.surrogate import TopTransform
 
 LGBM_PARAMS: dict[str, float | int | str] = {
     "objective": "regression",

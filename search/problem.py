@@ -24,9 +24,9 @@ import numpy as np
 import optuna
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from search.errors import UserInputError
-from search.metrics import FrontReference
-from search.niches import Niche, single_niche
+from coevo.search.errors import UserInputError
+from coevo.search.metrics import FrontReference
+from coevo.search.niches import Niche, single_niche
 
 Point = Hashable
 """A design point; each problem documents its concrete type."""

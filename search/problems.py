@@ -23,23 +23,23 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from search.errors import UserInputError, unknown_name
-from search.plugins import entry_points, is_reference, load_entry_point, load_reference
-from search.problem import Objective, Problem, ProblemContext, ProblemOptions
+from coevo.search.errors import UserInputError, unknown_name
+from coevo.search.plugins import entry_points, is_reference, load_entry_point, load_reference
+from coevo.search.problem import Objective, Problem, ProblemContext, ProblemOptions
 
 BUILTIN: dict[str, str] = {
-    "nb201": "search.nb201.problem:NB201Problem",
-    "pipeline": "search.pipeline.problem:PipelineProblem",
-    "noc": "search.noc.problem:NocProblem",
-    "compress": "search.compress.problem:CompressProblem",
-    "prune": "search.prune.problem:PruneProblem",
-    "quant": "search.quant.problem:QuantProblem",
-    "spmm": "search.spmm.problem:SpmmProblem",
-    "lingcn": "search.lingcn.problem:LinGcnProblem",
-    "fpga-transformer": "search.fpga.problem:FpgaTransformerProblem",
-    "reram": "search.reram.problem:ReramProblem",
-    "stepping": "search.stepping.problem:SteppingProblem",
-    "freeze": "search.freeze.problem:FreezeProblem",
+    "nb201": "coevo.search.nb201.problem:NB201Problem",
+    "pipeline": "coevo.search.pipeline.problem:PipelineProblem",
+    "noc": "coevo.search.noc.problem:NocProblem",
+    "compress": "coevo.search.compress.problem:CompressProblem",
+    "prune": "coevo.search.prune.problem:PruneProblem",
+    "quant": "coevo.search.quant.problem:QuantProblem",
+    "spmm": "coevo.search.spmm.problem:SpmmProblem",
+    "lingcn": "coevo.search.lingcn.problem:LinGcnProblem",
+    "fpga-transformer": "coevo.search.fpga.problem:FpgaTransformerProblem",
+    "reram": "coevo.search.reram.problem:ReramProblem",
+    "stepping": "coevo.search.stepping.problem:SteppingProblem",
+    "freeze": "coevo.search.freeze.problem:FreezeProblem",
 }
 """coevo's own problems: name -> ``module:Class``. A new built-in problem is one module and one line here."""
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import optuna
 
-from search.study import load_search
-from search.workers import Coordination
+from coevo.search.study import load_search
+from coevo.search.workers import Coordination
 
 ALIVE_S = 30.0
 """A worker is alive when it was seen this recently (heartbeats come every few seconds)."""

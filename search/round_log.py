@@ -15,8 +15,8 @@ from typing import Any
 import optuna
 import sqlalchemy as sa
 
-from search.storage import side_engine
-from search.study import PurgeReason, register_purge
+from coevo.search.storage import side_engine
+from coevo.search.study import PurgeReason, register_purge
 
 LEGACY_PREFIX = "coevo.rounds."
 """Study user-attribute prefix of round logs written by earlier coevo versions."""

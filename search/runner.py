@@ -24,16 +24,16 @@ from typing import Any
 import numpy as np
 import optuna
 
-from search import round_log  # noqa: F401  (registers the purge of round logs for new studies)
-from search.errors import UserInputError
-from search.few_shot import predicted_front
-from search.metrics import FrontMetrics, FrontReference, pareto_mask
-from search.niches import niche_of
-from search.problem import Evolvable, Predictable, Problem
-from search.proposers import Evaluation, Proposer, get_proposer
-from search.storage import resolve_storage_url
-from search.study import default_study_name, evaluations_from_study, open_or_create
-from search.workers import Progress, Worker, WorkerSettings
+from coevo.search import round_log  # noqa: F401  (registers the purge of round logs for new studies)
+from coevo.search.errors import UserInputError
+from coevo.search.few_shot import predicted_front
+from coevo.search.metrics import FrontMetrics, FrontReference, pareto_mask
+from coevo.search.niches import niche_of
+from coevo.search.problem import Evolvable, Predictable, Problem
+from coevo.search.proposers import Evaluation, Proposer, get_proposer
+from coevo.search.storage import resolve_storage_url
+from coevo.search.study import default_study_name, evaluations_from_study, open_or_create
+from coevo.search.workers import Progress, Worker, WorkerSettings
 
 
 @dataclass

@@ -14,7 +14,7 @@ import sqlalchemy
 import sqlalchemy.exc
 from sqlalchemy import event
 
-from search.errors import StorageError, StorageMissingError
+from coevo.search.errors import StorageError, StorageMissingError
 
 DEFAULT_STORAGE = "sqlite:///runs/coevo.sqlite3"
 """Default storage: a SQLite file under ./runs/ (created on first use)."""

@@ -16,10 +16,10 @@ from typing import Any, Literal
 
 import optuna
 
-from search.errors import UserInputError
-from search.problem import Problem
-from search.proposers import Evaluation, Proposer
-from search.storage import open_storage, resolve_storage_url
+from coevo.search.errors import UserInputError
+from coevo.search.problem import Problem
+from coevo.search.proposers import Evaluation, Proposer
+from coevo.search.storage import open_storage, resolve_storage_url
 
 ATTR_SPEC = "coevo.problem"
 ATTR_PROBLEM_REF = "coevo.problem_ref"
@@ -53,7 +53,7 @@ def register_purge(purge: Purge) -> Purge:
 
 def purge_side_tables(storage: str | None, study_name: str, reason: PurgeReason = "new-study") -> list[str]:
     """Run every registered purge for ``study_name``; returns their notes."""
-    from search import round_log, workers  # noqa: F401  (this layer's side tables: their purges register on import)
+    from coevo.search import round_log, workers  # noqa: F401  (this layer's side tables: their purges register on import)
 
     return [note for purge in _PURGES if (note := purge(storage, study_name, reason))]
 
@@ -166,7 +166,7 @@ def open_or_create(problem: Problem, proposer: Proposer, *, storage: str | None,
 
 def _same_problem(stored: Any, reference: Any, problem: Problem) -> bool:
     """Whether a study's recorded spec names ``problem`` (a study recorded before an option was added or renamed still does)."""
-    from search.problems import normalized_spec
+    from coevo.search.problems import normalized_spec
 
     spec = problem.spec()
     if stored == spec:
@@ -181,7 +181,7 @@ def _same_problem(stored: Any, reference: Any, problem: Problem) -> bool:
 
 
 def _tag(study: optuna.Study, problem: Problem, proposer: Proposer, seed: int) -> None:
-    from search.problems import problem_reference
+    from coevo.search.problems import problem_reference
 
     study.set_user_attr(ATTR_SPEC, problem.spec())
     study.set_user_attr(ATTR_PROBLEM_REF, problem_reference(problem))
@@ -207,7 +207,7 @@ class StoredSearch:
 
     def summary(self, storage: str | None) -> Any:
         """Its found set scored as :func:`search.runner.summarize` does (no wall time: nothing ran here)."""
-        from search.runner import summarize  # the runner builds on this module
+        from coevo.search.runner import summarize  # the runner builds on this module
 
         return summarize(self.problem, self.study, proposer=self.proposer, seed=self.seed, budget=self.budget, storage=storage, wall_s=0.0)
 
@@ -225,7 +225,7 @@ def load_search(storage: str | None, study_name: str, *, create: bool = True) ->
         UserInputError: no such study (the message lists the studies there), or it was not made by coevo.
         StorageError: the storage cannot be opened.
     """
-    from search.problems import problem_from_spec  # search.problems imports problem modules; keep this light
+    from coevo.search.problems import problem_from_spec  # search.problems imports problem modules; keep this light
 
     backend = open_storage(storage, create=create)
     try:

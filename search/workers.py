@@ -52,11 +52,11 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.storages._rdb.models import TrialModel as _TRIALS  # its table, for counting trials by state in SQL
 from optuna.trial import TrialState
 
-from search.errors import CoevoError, StorageError, UserInputError
-from search.problem import Problem
-from search.proposers import Evaluation, Proposal, Proposer, RoundContext
-from search.storage import lock_row, open_storage, side_engine
-from search.study import ATTR_BUDGET, ATTR_ROUND, PurgeReason, evaluations_from_study, register_purge
+from coevo.search.errors import CoevoError, StorageError, UserInputError
+from coevo.search.problem import Problem
+from coevo.search.proposers import Evaluation, Proposal, Proposer, RoundContext
+from coevo.search.storage import lock_row, open_storage, side_engine
+from coevo.search.study import ATTR_BUDGET, ATTR_ROUND, PurgeReason, evaluations_from_study, register_purge
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

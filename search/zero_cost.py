@@ -48,11 +48,11 @@ import sqlalchemy as sa
 import torch
 from torch import nn
 
-from search.errors import CoevoError
-from search.nb201.model import NB201Network
-from search.nb201.space import Cell, format_arch, parse_arch
-from search.storage import side_engine
-from search.work_progress import report
+from coevo.search.errors import CoevoError
+from coevo.search.nb201.model import NB201Network
+from coevo.search.nb201.space import Cell, format_arch, parse_arch
+from coevo.search.storage import side_engine
+from coevo.search.work_progress import report
 
 PROXIES: tuple[str, ...] = ("synflow", "naswot", "jacob_cov", "snip", "grad_norm", "plain", "fisher", "l2_norm", "zen", "params", "flops")
 PROXY_VERSION = 2
@@ -321,11 +321,11 @@ def shipped_table(key: str) -> dict[str, dict[str, float]] | None:
     The table carries its config key: a table made with other settings or proxy definitions
     is never used in place of a computation.
     """
-    from search.nb201.table import load_table
+    from coevo.search.nb201.table import load_table
 
     table = load_table()
     for name in SHIPPED.values():
-        path = resources.files("search.nb201") / "data" / name
+        path = resources.files("coevo.search.nb201") / "data" / name
         if not path.is_file():
             continue
         try:

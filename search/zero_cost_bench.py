@@ -20,13 +20,13 @@ import sqlalchemy as sa
 import torch
 from scipy import stats
 
-from search.errors import UserInputError
-from search.nb201.proxies import PRIOR_PROXIES
-from search.nb201.space import Cell, format_arch
-from search.nb201.table import DATASETS, load_table
-from search.predictor import zero_shot
-from search.storage import open_storage, resolve_storage_url
-from search.zero_cost import _TABLE, PROXIES, ProxyCache, ProxyConfig
+from coevo.search.errors import UserInputError
+from coevo.search.nb201.proxies import PRIOR_PROXIES
+from coevo.search.nb201.space import Cell, format_arch
+from coevo.search.nb201.table import DATASETS, load_table
+from coevo.search.predictor import zero_shot
+from coevo.search.storage import open_storage, resolve_storage_url
+from coevo.search.zero_cost import _TABLE, PROXIES, ProxyCache, ProxyConfig
 
 
 @dataclass

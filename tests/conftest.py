@@ -75,7 +75,7 @@ def _postgres_server() -> str:
     """
     import sqlalchemy
 
-    from search.storage import resolve_storage_url
+    from coevo.search.storage import resolve_storage_url
 
     try:
         engine = sqlalchemy.create_engine(resolve_storage_url(POSTGRES_URL), connect_args={"connect_timeout": 3})

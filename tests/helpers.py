@@ -24,7 +24,7 @@ def kill_after_trials(cmd: list[str], db: Path, trials: int, cwd: Path, timeout_
     Fails if the process finishes first (raise its budget) or nothing happens in time.
     """
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agent.cli", *cmd], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd, env=coevo_env()
+        [sys.executable, "-m", "coevo.agent.cli", *cmd], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd, env=coevo_env()
     )
     deadline = time.time() + timeout_s
     while time.time() < deadline and proc.poll() is None:

@@ -8,29 +8,29 @@ that by :class:`CallPolicy` (:mod:`tools._policy`).
 
 from __future__ import annotations
 
-from tools._base import Tool, ToolArgs, ToolArgumentError, ToolDeclinedError, ToolExecutionError, ToolResult, call_tool
-from tools._policy import ENV_WORKSPACE, CallPolicy, Confirm, OutsideWorkspaceError, asks_first, workspace
-from tools._registry import Registry, llm_name
-from tools.attention import AttentionSparse
-from tools.fpga import ScheduleLengthAware
-from tools.freeze import FreezeTrain
-from tools.gnn import GnnCircuit
-from tools.he import HEGcn
-from tools.kb import KBList, KBReview, KBShow
-from tools.kernels import KernelSpmm
-from tools.models import ModelsBuild, ModelsList
-from tools.nb201 import NB201ParetoFront, NB201Query
-from tools.noc import AccelSystolic, CompressEnergyAware, NocPlot, NocSimulate
-from tools.pipeline import PipelinePlan, PipelineProfile, PipelineSimulate, PipelineTune
-from tools.problems import ProblemCheap
-from tools.prune import PruneActivation
-from tools.quant import QuantClassBased
-from tools.reram import ReramFaults
-from tools.search_jobs import SearchStart, SearchStatus
-from tools.search_run import SearchRun
-from tools.stepping import SteppingBuild, SteppingRun
-from tools.studies import StudiesList, StudyFront
-from tools.zoqat import ZoQat
+from coevo.tools._base import Tool, ToolArgs, ToolArgumentError, ToolDeclinedError, ToolExecutionError, ToolResult, call_tool
+from coevo.tools._policy import ENV_WORKSPACE, CallPolicy, Confirm, OutsideWorkspaceError, asks_first, workspace
+from coevo.tools._registry import Registry, llm_name
+from coevo.tools.attention import AttentionSparse
+from coevo.tools.fpga import ScheduleLengthAware
+from coevo.tools.freeze import FreezeTrain
+from coevo.tools.gnn import GnnCircuit
+from coevo.tools.he import HEGcn
+from coevo.tools.kb import KBList, KBReview, KBShow
+from coevo.tools.kernels import KernelSpmm
+from coevo.tools.models import ModelsBuild, ModelsList
+from coevo.tools.nb201 import NB201ParetoFront, NB201Query
+from coevo.tools.noc import AccelSystolic, CompressEnergyAware, NocPlot, NocSimulate
+from coevo.tools.pipeline import PipelinePlan, PipelineProfile, PipelineSimulate, PipelineTune
+from coevo.tools.problems import ProblemCheap
+from coevo.tools.prune import PruneActivation
+from coevo.tools.quant import QuantClassBased
+from coevo.tools.reram import ReramFaults
+from coevo.tools.search_jobs import SearchStart, SearchStatus
+from coevo.tools.search_run import SearchRun
+from coevo.tools.stepping import SteppingBuild, SteppingRun
+from coevo.tools.studies import StudiesList, StudyFront
+from coevo.tools.zoqat import ZoQat
 
 REGISTRY = Registry(
     [

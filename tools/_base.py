@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from search.errors import CoevoError, UserInputError
+from coevo.search.errors import CoevoError, UserInputError
 
 if TYPE_CHECKING:
-    from tools._policy import CallPolicy
+    from coevo.tools._policy import CallPolicy
 
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$")
 """Tool names: dotted lowercase words, e.g. ``nb201.query``."""

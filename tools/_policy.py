@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from search.errors import UserInputError
-from search.storage import resolve_storage_url, sqlite_path
-from tools._base import Tool, ToolArgs, ToolArgumentError, ToolDeclinedError
+from coevo.search.errors import UserInputError
+from coevo.search.storage import resolve_storage_url, sqlite_path
+from coevo.tools._base import Tool, ToolArgs, ToolArgumentError, ToolDeclinedError
 
 ENV_WORKSPACE = "COEVO_WORKSPACE"
 """Environment variable naming the workspace folder (``--workspace`` in ``coevo chat`` wins)."""

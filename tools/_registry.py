@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 
-from search.errors import unknown_name
-from tools._base import Tool, check_tool
+from coevo.search.errors import unknown_name
+from coevo.tools._base import Tool, check_tool
 
 _LLM_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 

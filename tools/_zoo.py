@@ -13,11 +13,11 @@ from typing import Any
 
 from pydantic import Field
 
-from search.errors import UserInputError
-from search.plugins import load_reference
-from search.work_progress import report
-from sim.zoo import ZooError, ZooModel, load, names
-from tools._base import names_code
+from coevo.search.errors import UserInputError
+from coevo.search.plugins import load_reference
+from coevo.search.work_progress import report
+from coevo.sim.zoo import ZooError, ZooModel, load, names
+from coevo.tools._base import names_code
 
 MODEL_HELP = f"a zoo model ({', '.join(names())}; `coevo models list`), or your own `file.py:function` returning a sim.zoo.ZooModel"
 

@@ -10,9 +10,18 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import StructuredTool
 from pydantic import ValidationError, create_model
 
-from tools._base import Tool, ToolArgs, ToolArgumentError, ToolDeclinedError, ToolExecutionError, ToolResult, call_tool, describe_validation
-from tools._policy import CallPolicy
-from tools._registry import llm_name
+from coevo.tools._base import (
+    Tool,
+    ToolArgs,
+    ToolArgumentError,
+    ToolDeclinedError,
+    ToolExecutionError,
+    ToolResult,
+    call_tool,
+    describe_validation,
+)
+from coevo.tools._policy import CallPolicy
+from coevo.tools._registry import llm_name
 
 DECLINED = "the user declined to run"
 """Start of the observation a model gets for a call the user did not confirm."""

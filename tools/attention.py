@@ -8,12 +8,12 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from search.errors import UserInputError
-from sim.attention import METHODS, attention_flops, check_config, evaluate_sparse, evaluate_sparse_model
-from sim.attention.evaluate import check_eval
-from sim.zoo import RECIPES
-from tools._base import Tool, ToolArgs, ToolResult, names_code
-from tools._zoo import model_field, zoo_model
+from coevo.search.errors import UserInputError
+from coevo.sim.attention import METHODS, attention_flops, check_config, evaluate_sparse, evaluate_sparse_model
+from coevo.sim.attention.evaluate import check_eval
+from coevo.sim.zoo import RECIPES
+from coevo.tools._base import Tool, ToolArgs, ToolResult, names_code
+from coevo.tools._zoo import model_field, zoo_model
 
 Method = Literal["dense", "topk-quantized-keys", "local-global"]
 assert set(METHODS) == {"dense", "topk-quantized-keys", "local-global"}  # the Literal lists sim.attention's methods

@@ -8,8 +8,8 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from search.errors import UserInputError
-from sim.fpga import (
+from coevo.search.errors import UserInputError
+from coevo.sim.fpga import (
     DEVICES,
     METHODS,
     MODELS,
@@ -27,7 +27,7 @@ from sim.fpga import (
     resolve_lengths,
     split_pes,
 )
-from tools._base import Tool, ToolArgs, ToolResult
+from coevo.tools._base import Tool, ToolArgs, ToolResult
 
 
 def parse_ratio(text: str, what: str, cast: type = float) -> tuple[Any, Any, Any]:

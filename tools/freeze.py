@@ -7,11 +7,11 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from search.errors import UserInputError
-from search.work_progress import report
-from sim.freeze import FreezeConfig, FreezeResult, train_zoo
-from tools._base import Tool, ToolArgs, ToolResult
-from tools._zoo import resolve_alias
+from coevo.search.errors import UserInputError
+from coevo.search.work_progress import report
+from coevo.sim.freeze import FreezeConfig, FreezeResult, train_zoo
+from coevo.tools._base import Tool, ToolArgs, ToolResult
+from coevo.tools._zoo import resolve_alias
 
 
 class FreezeArgs(ToolArgs):

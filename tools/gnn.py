@@ -11,8 +11,8 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from sim.gnn import DENSE, DESIGNS, Config, build, load_graph, model_variant, prepare, time_variants, train_eval
-from tools._base import Tool, ToolArgs, ToolResult
+from coevo.sim.gnn import DENSE, DESIGNS, Config, build, load_graph, model_variant, prepare, time_variants, train_eval
+from coevo.tools._base import Tool, ToolArgs, ToolResult
 
 
 class GnnCircuitArgs(ToolArgs):

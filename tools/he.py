@@ -7,12 +7,12 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from search.errors import UserInputError
-from search.work_progress import report
-from sim.he.ckks import HEParams
-from sim.he.model import Recipe
-from sim.he.run import he_gcn, median_or_none
-from tools._base import Tool, ToolArgs, ToolResult
+from coevo.search.errors import UserInputError
+from coevo.search.work_progress import report
+from coevo.sim.he.ckks import HEParams
+from coevo.sim.he.model import Recipe
+from coevo.sim.he.run import he_gcn, median_or_none
+from coevo.tools._base import Tool, ToolArgs, ToolResult
 
 
 class HEGcnArgs(ToolArgs):

@@ -7,8 +7,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from knowledge.store import KnowledgeStore
-from tools._base import Target, Tool, ToolArgs, ToolResult
+from coevo.knowledge.store import KnowledgeStore
+from coevo.tools._base import Target, Tool, ToolArgs, ToolResult
 
 STORAGE = Field(None, description="study storage URL (the knowledge store is beside it); default sqlite:///runs/coevo.sqlite3")
 

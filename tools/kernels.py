@@ -7,11 +7,11 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from search.errors import UserInputError
-from sim.graph.bench import METHODS, benchmark
-from sim.graph.generators import GRAPHS, load_graph
-from sim.graph.spmm import BlockParams
-from tools._base import Tool, ToolArgs, ToolResult
+from coevo.search.errors import UserInputError
+from coevo.sim.graph.bench import METHODS, benchmark
+from coevo.sim.graph.generators import GRAPHS, load_graph
+from coevo.sim.graph.spmm import BlockParams
+from coevo.tools._base import Tool, ToolArgs, ToolResult
 
 
 class SpmmParams(BaseModel):

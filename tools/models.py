@@ -7,9 +7,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from sim.zoo import RECIPES, build, cache_dir, cached_info, names, parameter_count, recipe, recipe_key
-from tools._base import Tool, ToolArgs, ToolResult
-from tools._zoo import zoo_model
+from coevo.sim.zoo import RECIPES, build, cache_dir, cached_info, names, parameter_count, recipe, recipe_key
+from coevo.tools._base import Tool, ToolArgs, ToolResult
+from coevo.tools._zoo import zoo_model
 
 
 class ListArgs(ToolArgs):
@@ -68,8 +68,8 @@ class ModelsBuild(Tool):
     def run(self, args: BuildArgs) -> ToolResult:
         started = time.perf_counter()
         if args.rebuild:
-            from search.work_progress import report
-            from sim.zoo import load
+            from coevo.search.work_progress import report
+            from coevo.sim.zoo import load
 
             zm = load(args.model, progress=report, rebuild=True) if args.model in RECIPES else zoo_model(args.model)[0]
             notes: list[str] = []

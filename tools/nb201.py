@@ -6,8 +6,8 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from search.nb201 import DATASETS, NB201Problem, op_counts, parse_arch
-from tools._base import Tool, ToolArgs, ToolResult
+from coevo.search.nb201 import DATASETS, NB201Problem, op_counts, parse_arch
+from coevo.tools._base import Tool, ToolArgs, ToolResult
 
 _PROVENANCE = "NB201 x hardware table: NATS-Bench accuracies (200 epochs, mean over seeds); HELP / HW-NAS-Bench latencies"
 _DATASET_HELP = f"dataset, one of {', '.join(DATASETS)}"

@@ -8,13 +8,13 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from search.errors import UserInputError
-from search.work_progress import cycles, report
-from sim.accel.compress import compress
-from sim.accel.systolic import Layer, map_layer
-from sim.noc import curves
-from tools._base import Target, Tool, ToolArgs, ToolResult
-from tools._policy import prepare_output
+from coevo.search.errors import UserInputError
+from coevo.search.work_progress import cycles, report
+from coevo.sim.accel.compress import compress
+from coevo.sim.accel.systolic import Layer, map_layer
+from coevo.sim.noc import curves
+from coevo.tools._base import Target, Tool, ToolArgs, ToolResult
+from coevo.tools._policy import prepare_output
 
 
 class NocArgs(ToolArgs):

@@ -7,15 +7,15 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import AliasChoices, Field
 
-from search.errors import UserInputError
-from sim.pipeline.cluster import PRESETS as CLUSTERS
-from sim.pipeline.cluster import Cluster, get_cluster
-from sim.pipeline.ilp import synthesize
-from sim.pipeline.partition import PARTITIONERS, TOLERANT, Plan, from_mapping, partition
-from sim.pipeline.profile import MODELS, ModelProfile, profile, summary
-from sim.pipeline.simulate import simulate
-from sim.pipeline.tune import tune
-from tools._base import Tool, ToolArgs, ToolResult, names_code
+from coevo.search.errors import UserInputError
+from coevo.sim.pipeline.cluster import PRESETS as CLUSTERS
+from coevo.sim.pipeline.cluster import Cluster, get_cluster
+from coevo.sim.pipeline.ilp import synthesize
+from coevo.sim.pipeline.partition import PARTITIONERS, TOLERANT, Plan, from_mapping, partition
+from coevo.sim.pipeline.profile import MODELS, ModelProfile, profile, summary
+from coevo.sim.pipeline.simulate import simulate
+from coevo.sim.pipeline.tune import tune
+from coevo.tools._base import Tool, ToolArgs, ToolResult, names_code
 
 MODEL = Field("unet-sd", description=f"model preset ({', '.join(MODELS)}) or path/to/file.py:function returning a PipelineModel")
 RESOLUTION = Field(64, ge=1, le=1024, description="latent height/width (64 for SD at 512 px)")

@@ -16,10 +16,10 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from search.errors import UserInputError
-from search.problem import Evolvable, Problem
-from search.problems import make_problem
-from tools._base import Tool, ToolArgs, ToolResult, problem_code
+from coevo.search.errors import UserInputError
+from coevo.search.problem import Evolvable, Problem
+from coevo.search.problems import make_problem
+from coevo.tools._base import Tool, ToolArgs, ToolResult, problem_code
 
 MAX_DESIGNS = 64
 

@@ -6,10 +6,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from search.prune.run import prune_zoo
-from search.work_progress import report
-from tools._base import Tool, ToolArgs, ToolResult
-from tools._zoo import model_field, zoo_model
+from coevo.search.prune.run import prune_zoo
+from coevo.search.work_progress import report
+from coevo.tools._base import Tool, ToolArgs, ToolResult
+from coevo.tools._zoo import model_field, zoo_model
 
 
 class PruneArgs(ToolArgs):

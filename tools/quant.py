@@ -7,13 +7,13 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from search.errors import UserInputError
-from search.work_progress import report
-from sim.quant import CANDIDATES, greedy_search, quant_layers, quantize
-from sim.quant.mixed import check_target
-from sim.zoo import RECIPES
-from tools._base import Tool, ToolArgs, ToolResult
-from tools._zoo import model_field, zoo_model
+from coevo.search.errors import UserInputError
+from coevo.search.work_progress import report
+from coevo.sim.quant import CANDIDATES, greedy_search, quant_layers, quantize
+from coevo.sim.quant.mixed import check_target
+from coevo.sim.zoo import RECIPES
+from coevo.tools._base import Tool, ToolArgs, ToolResult
+from coevo.tools._zoo import model_field, zoo_model
 
 
 class QuantArgs(ToolArgs):

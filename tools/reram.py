@@ -7,10 +7,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from search.work_progress import report
-from sim.reram import CrossbarConfig, Protection, Summary, check_rate, evaluate_under_faults, parse_ratio, prepare
-from tools._base import Tool, ToolArgs, ToolResult
-from tools._zoo import model_field, zoo_model
+from coevo.search.work_progress import report
+from coevo.sim.reram import CrossbarConfig, Protection, Summary, check_rate, evaluate_under_faults, parse_ratio, prepare
+from coevo.tools._base import Tool, ToolArgs, ToolResult
+from coevo.tools._zoo import model_field, zoo_model
 
 
 class ReramArgs(ToolArgs):

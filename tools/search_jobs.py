@@ -15,12 +15,12 @@ import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
-from search.problems import make_problem
-from search.progress import progress
-from search.study import default_study_name
-from tools._base import Target, Tool, ToolResult
-from tools.search_run import SearchArgs, SearchTool
-from tools.studies import StudyArgs
+from coevo.search.problems import make_problem
+from coevo.search.progress import progress
+from coevo.search.study import default_study_name
+from coevo.tools._base import Target, Tool, ToolResult
+from coevo.tools.search_run import SearchArgs, SearchTool
+from coevo.tools.studies import StudyArgs
 
 JOBS_DIR = Path("runs/jobs")
 
@@ -52,7 +52,7 @@ class SearchStart(SearchTool):
     def run(self, args: SearchArgs) -> ToolResult:
         problem = make_problem(args.problem, args.options, storage=args.storage)  # bad names fail here, not in the background
         study = args.study or default_study_name(problem, args.proposer, args.seed)
-        command = [sys.executable, "-m", "agent.cli", "search", "--problem", args.problem, "--proposer", args.proposer]
+        command = [sys.executable, "-m", "coevo.agent.cli", "search", "--problem", args.problem, "--proposer", args.proposer]
         command += ["--budget", str(args.budget), "--seed", str(args.seed), "--study", study, "--json"]
         command += ["--options", json.dumps(args.options)]
         if args.storage is not None:

@@ -6,10 +6,10 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from search.problems import describe_options, make_problem, problem_class, problem_names
-from search.proposers import proposer_names
-from search.runner import run_search
-from tools._base import Target, Tool, ToolArgs, ToolResult, problem_code
+from coevo.search.problems import describe_options, make_problem, problem_class, problem_names
+from coevo.search.proposers import proposer_names
+from coevo.search.runner import run_search
+from coevo.tools._base import Target, Tool, ToolArgs, ToolResult, problem_code
 
 
 def _options_help() -> str:

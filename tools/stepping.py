@@ -8,12 +8,12 @@ from typing import Any, ClassVar
 import torch
 from pydantic import Field, field_validator
 
-from search.errors import UserInputError
-from search.work_progress import report
-from sim.stepping import Built, StepRunner, budget_step, build, check_fractions, measure_latency, plan, zoo_setup
-from sim.zoo import RECIPES
-from tools._base import Tool, ToolArgs, ToolResult
-from tools._zoo import resolve_alias
+from coevo.search.errors import UserInputError
+from coevo.search.work_progress import report
+from coevo.sim.stepping import Built, StepRunner, budget_step, build, check_fractions, measure_latency, plan, zoo_setup
+from coevo.sim.zoo import RECIPES
+from coevo.tools._base import Tool, ToolArgs, ToolResult
+from coevo.tools._zoo import resolve_alias
 
 CNNS = [n for n, r in RECIPES.items() if r["task"] == "classify"]
 MODEL_HELP = (

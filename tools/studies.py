@@ -7,10 +7,10 @@ from typing import Any, ClassVar
 import optuna
 from pydantic import Field
 
-from search.round_log import read_round_logs
-from search.storage import open_storage, resolve_storage_url
-from search.study import ATTR_BUDGET, ATTR_PROPOSER, ATTR_SPEC, load_search
-from tools._base import Target, Tool, ToolArgs, ToolResult
+from coevo.search.round_log import read_round_logs
+from coevo.search.storage import open_storage, resolve_storage_url
+from coevo.search.study import ATTR_BUDGET, ATTR_PROPOSER, ATTR_SPEC, load_search
+from coevo.tools._base import Target, Tool, ToolArgs, ToolResult
 
 MAX_STUDIES = 200
 

@@ -6,12 +6,12 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from search.errors import UserInputError
-from search.work_progress import report
-from sim.zoo import ZooError
-from sim.zoqat.job import Spec, run, run_isolated
-from sim.zoqat.qat import DEFAULT_LR
-from tools._base import Tool, ToolArgs, ToolResult
+from coevo.search.errors import UserInputError
+from coevo.search.work_progress import report
+from coevo.sim.zoo import ZooError
+from coevo.sim.zoqat.job import Spec, run, run_isolated
+from coevo.sim.zoqat.qat import DEFAULT_LR
+from coevo.tools._base import Tool, ToolArgs, ToolResult
 
 DEFAULT_EPS = 1e-3
 

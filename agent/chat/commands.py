@@ -23,10 +23,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from agent.chat.store import Event, SessionStore
-from agent.tables import print_design_table
-from search.errors import CoevoError
-from tools import CallPolicy, Registry, call_tool
+from coevo.agent.chat.store import Event, SessionStore
+from coevo.agent.tables import print_design_table
+from coevo.search.errors import CoevoError
+from coevo.tools import CallPolicy, Registry, call_tool
 
 
 @dataclass
@@ -112,7 +112,7 @@ def _cli(command: str, *, jsonl: tuple[str, ...] = ()) -> Handler:
     """A handler running ``coevo COMMAND ARGS`` in-process; subcommands in ``jsonl`` print JSON lines (a list, even of one)."""
 
     def run(ctx: CommandContext, rest: str) -> Outcome:
-        from agent.cli import main
+        from coevo.agent.cli import main
 
         argv = [command, *shlex.split(rest)]
         if ctx.storage and "--storage" not in argv:

@@ -28,13 +28,13 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.ai import add_usage
 
-from agent.chat.store import Event, SessionStore
-from agent.llm_client import CHAT_RETRY, EndpointError, Price, RetryPolicy, token_usage
-from prompts import load_prompt
-from search.errors import CoevoError, UserInputError
-from tools import CallPolicy, Confirm, Registry, llm_name
-from tools import workspace as workspace_of
-from tools.adapters import CallStatus, outcome_of, to_langchain
+from coevo.agent.chat.store import Event, SessionStore
+from coevo.agent.llm_client import CHAT_RETRY, EndpointError, Price, RetryPolicy, token_usage
+from coevo.prompts import load_prompt
+from coevo.search.errors import CoevoError, UserInputError
+from coevo.tools import CallPolicy, Confirm, Registry, llm_name
+from coevo.tools import workspace as workspace_of
+from coevo.tools.adapters import CallStatus, outcome_of, to_langchain
 
 MAX_STEPS = 8
 MAX_OBSERVATION_CHARS = 12_000

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from agent.reasoners import ENV_API_KEY, ENV_BASE_URL, ENV_MODEL
+from coevo.agent.reasoners import ENV_API_KEY, ENV_BASE_URL, ENV_MODEL
 
 ENV_WORKSPACE = "COEVO_WORKSPACE"  # tools.ENV_WORKSPACE; not imported, so building the parser stays light
 

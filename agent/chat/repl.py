@@ -24,14 +24,14 @@ from typing import Any
 
 from rich.console import Console
 
-from agent.chat.commands import CommandContext, dispatch
-from agent.chat.loop import ChatAgent, ChatModelError, TurnResult
-from agent.chat.store import Event, SessionStore
-from agent.llm_client import LLMSettings, Price, chat_model
-from agent.reasoners import ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, llm_settings
-from search.errors import CoevoError, UserInputError
-from search.storage import check_exists, resolve_storage_url
-from tools import REGISTRY, CallPolicy, Tool, asks_first, workspace
+from coevo.agent.chat.commands import CommandContext, dispatch
+from coevo.agent.chat.loop import ChatAgent, ChatModelError, TurnResult
+from coevo.agent.chat.store import Event, SessionStore
+from coevo.agent.llm_client import LLMSettings, Price, chat_model
+from coevo.agent.reasoners import ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, llm_settings
+from coevo.search.errors import CoevoError, UserInputError
+from coevo.search.storage import check_exists, resolve_storage_url
+from coevo.tools import REGISTRY, CallPolicy, Tool, asks_first, workspace
 
 READ_ONLY = frozenset({"/runs", "/kb", "/session"})
 """Slash commands that read a storage's contents: ``--once`` with one of them never creates the storage."""

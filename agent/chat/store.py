@@ -17,8 +17,8 @@ from typing import Any
 import sqlalchemy as sa
 import sqlalchemy.exc
 
-from search.errors import StorageError, UserInputError
-from search.storage import side_engine
+from coevo.search.errors import StorageError, UserInputError
+from coevo.search.storage import side_engine
 
 metadata = sa.MetaData()
 sessions = sa.Table(

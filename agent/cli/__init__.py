@@ -18,10 +18,10 @@ from contextlib import suppress
 
 import optuna
 
-from agent.cli import bench, chat, kb, models, problems, proxies, runs, search, tools, worker
-from agent.cli._common import Command, err, peek_problem
-from search.errors import CoevoError
-from search.problem import Problem
+from coevo.agent.cli import bench, chat, kb, models, problems, proxies, runs, search, tools, worker
+from coevo.agent.cli._common import Command, err, peek_problem
+from coevo.search.errors import CoevoError
+from coevo.search.problem import Problem
 
 COMMANDS: dict[str, Command] = {
     "chat": Command(chat.HELP, chat.add_arguments, chat.run),
@@ -90,7 +90,7 @@ def _problem_of(argv: Sequence[str]) -> type[Problem] | None:
     command = next((a for a in argv if not a.startswith("-")), None)
     if command not in TAKES_PROBLEM:
         return None
-    from search.problems import problem_class
+    from coevo.search.problems import problem_class
 
     return problem_class(peek_problem(argv))
 

@@ -4,6 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from agent.cli import main
+from coevo.agent.cli import main
 
 sys.exit(main())

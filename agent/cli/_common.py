@@ -17,9 +17,9 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from search.errors import UserInputError
-from search.problem import Problem
-from search.problems import describe_options, problem_names
+from coevo.search.errors import UserInputError
+from coevo.search.problem import Problem
+from coevo.search.problems import describe_options, problem_names
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -112,7 +112,7 @@ def problem_values(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _price(text: str) -> tuple[float, float]:
-    from agent.llm_client import Price
+    from coevo.agent.llm_client import Price
 
     try:
         price = Price.parse(text)
@@ -161,13 +161,13 @@ def add_reasoner_arguments(p: argparse.ArgumentParser) -> None:
 
 def proposer_options(args: argparse.Namespace, proposer: str) -> dict[str, object] | None:
     """Options of ``proposer`` from the flags: for proposers that take a reasoner, the reasoner (its endpoint checked)."""
-    from search.proposers import takes_reasoner
+    from coevo.search.proposers import takes_reasoner
 
     if not takes_reasoner(proposer):
         if getattr(args, "kb_from", None):
             raise UserInputError(f"--kb-from needs a pelnas proposer (a knowledge base); {proposer} has none")
         return None
-    from agent.reasoners import make_reasoner
+    from coevo.agent.reasoners import make_reasoner
 
     if args.round_size is not None and args.round_size < 1:
         raise UserInputError(f"--round-size must be at least 1, got {args.round_size}")
@@ -182,8 +182,8 @@ def proposer_options(args: argparse.Namespace, proposer: str) -> dict[str, objec
         tools=args.tools == "on",
     )
     if getattr(args, "kb_from", None):
-        from knowledge.exchange import records_from
-        from knowledge.store import KnowledgeStore
+        from coevo.knowledge.exchange import records_from
+        from coevo.knowledge.store import KnowledgeStore
 
         records_from(KnowledgeStore.for_storage(args.storage), args.kb_from)  # a bad source fails before the study is created
     announce(reasoner)
@@ -198,7 +198,7 @@ def proposer_options(args: argparse.Namespace, proposer: str) -> dict[str, objec
 
 def announce(reasoner: Any) -> None:
     """Say which reasoner runs; an LLM endpoint is asked whether it answers before anything starts."""
-    from agent.reasoners import OFFLINE_NOTE
+    from coevo.agent.reasoners import OFFLINE_NOTE
 
     if reasoner.label.startswith("offline"):
         err.print(OFFLINE_NOTE)
@@ -221,7 +221,7 @@ def add_timing_arguments(p: argparse.ArgumentParser) -> None:
 
 def worker_settings(args: argparse.Namespace) -> Any:
     """The :class:`search.workers.WorkerSettings` of ``--heartbeat``, ``--grace`` and ``--db-patience``."""
-    from search.workers import WorkerSettings
+    from coevo.search.workers import WorkerSettings
 
     if args.heartbeat < 1 or args.grace <= args.heartbeat:
         raise UserInputError(f"need --heartbeat >= 1 and --grace > --heartbeat (got {args.heartbeat} and {args.grace})")
@@ -261,7 +261,7 @@ def long_work(bar: Progress) -> Iterator[None]:
     The search's bar gets a second task for the duration; without a terminal each kind of
     work is announced once on stderr instead.
     """
-    from search.work_progress import listening
+    from coevo.search.work_progress import listening
 
     tasks: dict[str, Any] = {}
 

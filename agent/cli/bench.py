@@ -6,9 +6,17 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from agent.cli._common import add_problem_argument, add_problem_arguments, add_reasoner_arguments, err, out, problem_values, progress_bar
-from search.problem import Problem
-from search.proposers import proposer_names
+from coevo.agent.cli._common import (
+    add_problem_argument,
+    add_problem_arguments,
+    add_reasoner_arguments,
+    err,
+    out,
+    problem_values,
+    progress_bar,
+)
+from coevo.search.problem import Problem
+from coevo.search.proposers import proposer_names
 
 HELP = "proposers x run groups (NB201: devices) x seeds, with tables and plots"
 
@@ -48,9 +56,9 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``coevo bench``."""
-    from agent.reasoners import OFFLINE_NOTE, llm_settings
-    from search.bench import BenchSpec, group_of, run_bench
-    from search.proposers import takes_reasoner
+    from coevo.agent.reasoners import OFFLINE_NOTE, llm_settings
+    from coevo.search.bench import BenchSpec, group_of, run_bench
+    from coevo.search.proposers import takes_reasoner
 
     reasoner = None
     if any(takes_reasoner(p) for p in args.proposers):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from agent.chat.options import add_arguments as add_chat_arguments
-from search.problem import Problem
+from coevo.agent.chat.options import add_arguments as add_chat_arguments
+from coevo.search.problem import Problem
 
 HELP = "interactive session: questions to an LLM agent over the tools, or slash commands"
 
@@ -17,6 +17,6 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``coevo chat``."""
-    from agent.chat.repl import run as run_chat
+    from coevo.agent.chat.repl import run as run_chat
 
     return run_chat(args)

@@ -20,14 +20,14 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from agent.cli._common import DEFAULT_PROBLEM, add_problem_argument, add_problem_arguments, err, out, problem_values
-from agent.tables import print_design_table
-from knowledge.heuristics import STATUSES, effect_unit, format_structured, quantity_label, sig, with_unit
-from knowledge.store import KnowledgeStore, Version, default_kb_url, iter_ids
-from search.errors import UserInputError
-from search.problem import Problem
-from search.proposers import proposer_names
-from search.storage import sqlite_path
+from coevo.agent.cli._common import DEFAULT_PROBLEM, add_problem_argument, add_problem_arguments, err, out, problem_values
+from coevo.agent.tables import print_design_table
+from coevo.knowledge.heuristics import STATUSES, effect_unit, format_structured, quantity_label, sig, with_unit
+from coevo.knowledge.store import KnowledgeStore, Version, default_kb_url, iter_ids
+from coevo.search.errors import UserInputError
+from coevo.search.problem import Problem
+from coevo.search.proposers import proposer_names
+from coevo.search.storage import sqlite_path
 
 HELP = "knowledge bases: list, show, accept, reject, export, import, report, ablate"
 
@@ -81,8 +81,8 @@ def _study_name(args: argparse.Namespace, store: KnowledgeStore | None = None) -
     """
     if args.study:
         return str(args.study)
-    from search.problems import make_problem
-    from search.study import default_study_name
+    from coevo.search.problems import make_problem
+    from coevo.search.study import default_study_name
 
     values = problem_values(args)
     name = default_study_name(make_problem(args.problem, values, storage=args.storage), args.proposer, args.seed)
@@ -199,7 +199,7 @@ class _StudyValues:
 
 def _trial_values(args: argparse.Namespace, study_name: str) -> _StudyValues:
     """The values of the evidence's study, when it is in this storage (else empty)."""
-    from search.study import evaluations_from_study, load_search
+    from coevo.search.study import evaluations_from_study, load_search
 
     try:
         stored = load_search(args.storage, study_name)
@@ -284,7 +284,7 @@ def _review(args: argparse.Namespace, store: KnowledgeStore) -> int:
 
 
 def _export(args: argparse.Namespace, store: KnowledgeStore) -> int:
-    from knowledge.exchange import to_jsonl
+    from coevo.knowledge.exchange import to_jsonl
 
     if args.out is not None and (args.out.is_dir() or not args.out.parent.is_dir()):
         where = f"{str(args.out)!r} is a folder" if args.out.is_dir() else f"folder {str(args.out.parent)!r} does not exist"
@@ -299,8 +299,8 @@ def _export(args: argparse.Namespace, store: KnowledgeStore) -> int:
 
 
 def _import(args: argparse.Namespace, store: KnowledgeStore) -> int:
-    from knowledge.exchange import read_file
-    from search.problems import make_problem
+    from coevo.knowledge.exchange import read_file
+    from coevo.search.problems import make_problem
 
     records = read_file(args.file)  # every line checked before anything is written
     kb = _study_name(args)  # the target as named: an import may create it
@@ -311,7 +311,7 @@ def _import(args: argparse.Namespace, store: KnowledgeStore) -> int:
 
 
 def _report(args: argparse.Namespace, store: KnowledgeStore) -> int:
-    from knowledge.report import write_report
+    from coevo.knowledge.report import write_report
 
     report = write_report(args.storage, _study_name(args, store), args.out, store=store)
     out.print(f"wrote {', '.join(str(p) for p in report.files)} ({report.bytes / 1024:.0f} KiB in {report.seconds:.1f} s)")
@@ -319,7 +319,7 @@ def _report(args: argparse.Namespace, store: KnowledgeStore) -> int:
 
 
 def _ablate(args: argparse.Namespace, store: KnowledgeStore) -> int:
-    from knowledge.ablation import ablate
+    from coevo.knowledge.ablation import ablate
 
     result = ablate(args.storage, _study_name(args, store), args.id, seeds=args.seeds, jobs=args.jobs, store=store)
     if args.json:

@@ -7,8 +7,8 @@ import json
 
 from rich.table import Table
 
-from agent.cli._common import out
-from search.problem import Problem
+from coevo.agent.cli._common import out
+from coevo.search.problem import Problem
 
 HELP = "the model zoo: list models and their cache state, train (build) one"
 
@@ -26,8 +26,8 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``coevo models list|build``."""
-    from agent.cli.tools import run_with_progress
-    from tools import REGISTRY
+    from coevo.agent.cli.tools import run_with_progress
+    from coevo.tools import REGISTRY
 
     if args.models_command == "list":
         value = run_with_progress(REGISTRY.get("models.list"), "{}")["value"]

@@ -8,8 +8,8 @@ from typing import Any
 
 from rich.table import Table
 
-from agent.cli._common import out
-from search.problem import Problem
+from coevo.agent.cli._common import out
+from coevo.search.problem import Problem
 
 HELP = "problems a search can run: name, objectives (unit, direction, cost), options, niches"
 
@@ -26,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
 
 def describe(name: str) -> dict[str, Any]:
     """What ``coevo problems describe NAME`` shows, as data."""
-    from search.problems import describe_options, make_problem, problem_class
+    from coevo.search.problems import describe_options, make_problem, problem_class
 
     cls = problem_class(name)
     record: dict[str, Any] = {
@@ -51,7 +51,7 @@ def describe(name: str) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``coevo problems list|describe``."""
-    from search.problems import problem_names
+    from coevo.search.problems import problem_names
 
     if args.problems_command == "describe":
         record = describe(args.name)

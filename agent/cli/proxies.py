@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from agent.cli._common import out
-from search.problem import Problem
+from coevo.agent.cli._common import out
+from coevo.search.problem import Problem
 
 HELP = "zero-cost proxy quality (Spearman rho) and CPU cost on random NB201 cells"
 
@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``coevo proxies``."""
     from rich.markdown import Markdown
 
-    from search.zero_cost_bench import run_proxies
+    from coevo.search.zero_cost_bench import run_proxies
 
     report = run_proxies(cells=args.cells, dataset=args.dataset, storage=args.storage, out=args.out, jobs=args.jobs, seed=args.seed)
     out.print(Markdown(report.markdown))

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from rich.table import Table
 
-from agent.cli._common import err, out
-from search.errors import StorageMissingError, UserInputError
-from search.problem import Problem
+from coevo.agent.cli._common import err, out
+from coevo.search.errors import StorageMissingError, UserInputError
+from coevo.search.problem import Problem
 
 HELP = "searches in a storage: progress, workers alive, HV so far; delete one"
 
@@ -37,8 +37,8 @@ def run(args: argparse.Namespace) -> int:
     """``coevo runs list|show|delete``."""
     import optuna
 
-    from search.progress import progress
-    from search.storage import check_exists, open_storage
+    from coevo.search.progress import progress
+    from coevo.search.storage import check_exists, open_storage
 
     if args.runs_command == "delete":
         return _delete(args)
@@ -104,9 +104,9 @@ def _delete(args: argparse.Namespace) -> int:
     """``coevo runs delete NAME``: the study and everything coevo keeps for it, after a confirmation."""
     import optuna
 
-    from search.storage import open_storage
-    from search.study import load_search, purge_side_tables
-    from search.workers import Coordination, _alive
+    from coevo.search.storage import open_storage
+    from coevo.search.study import load_search, purge_side_tables
+    from coevo.search.workers import Coordination, _alive
 
     stored = load_search(args.storage, args.study, create=False)
     live = [w for w in Coordination(args.storage, args.study).workers() if _alive(w, 30.0)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from agent.cli._common import (
+from coevo.agent.cli._common import (
     add_problem_argument,
     add_problem_arguments,
     add_reasoner_arguments,
@@ -19,10 +19,10 @@ from agent.cli._common import (
     proposer_options,
     worker_settings,
 )
-from agent.tables import print_design_table
-from search.errors import UserInputError
-from search.problem import Problem
-from search.proposers import proposer_names
+from coevo.agent.tables import print_design_table
+from coevo.search.errors import UserInputError
+from coevo.search.problem import Problem
+from coevo.search.proposers import proposer_names
 
 HELP = "run or resume one search"
 
@@ -60,11 +60,11 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``coevo search``."""
-    from agent.cli.worker import WorkerProcesses
-    from search.problems import make_problem
-    from search.proposers import get_proposer
-    from search.runner import Progress as SearchProgress
-    from search.runner import check_seed, run_search
+    from coevo.agent.cli.worker import WorkerProcesses
+    from coevo.search.problems import make_problem
+    from coevo.search.proposers import get_proposer
+    from coevo.search.runner import Progress as SearchProgress
+    from coevo.search.runner import check_seed, run_search
 
     if args.workers < 1:
         raise UserInputError(f"--workers must be at least 1, got {args.workers}")

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
-from agent.cli._common import err, out
-from search.problem import Problem
+from coevo.agent.cli._common import err, out
+from coevo.search.problem import Problem
 
 if TYPE_CHECKING:
-    from tools import Tool
+    from coevo.tools import Tool
 
 HELP = "list, describe and run registered tools"
 
@@ -31,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``coevo tools list|describe|run``."""
-    from tools import REGISTRY, llm_name
+    from coevo.tools import REGISTRY, llm_name
 
     if args.tools_command == "list":
         if args.json:
@@ -73,13 +73,13 @@ def run(args: argparse.Namespace) -> int:
 
 def run_with_progress(tool: Tool, raw_args: str) -> dict[str, Any]:
     """Run ``tool`` on JSON arguments from the command line; a long-running one shows a progress bar on stderr."""
-    from tools.adapters import run_from_cli
+    from coevo.tools.adapters import run_from_cli
 
     if not tool.long_running:
         return run_from_cli(tool, raw_args)
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-    from search.work_progress import listening
+    from coevo.search.work_progress import listening
 
     bar = Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(), console=err, transient=True)
     with bar:

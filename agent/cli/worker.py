@@ -9,10 +9,10 @@ import subprocess
 import sys
 from typing import Any
 
-from agent.cli._common import add_reasoner_arguments, add_timing_arguments, announce, out, proposer_options, worker_settings
-from agent.reasoners import ENV_API_KEY, ENV_BASE_URL
-from search.errors import UserInputError
-from search.problem import Problem
+from coevo.agent.cli._common import add_reasoner_arguments, add_timing_arguments, announce, out, proposer_options, worker_settings
+from coevo.agent.reasoners import ENV_API_KEY, ENV_BASE_URL
+from coevo.search.errors import UserInputError
+from coevo.search.problem import Problem
 
 HELP = "join a search on shared storage and evaluate until its budget is done"
 
@@ -35,7 +35,7 @@ def stored_proposer(args: argparse.Namespace, stored: Any) -> Any:
     (``--llm-api-key``, then ``OPENAI_API_KEY``) complete them. Studies made before options
     were stored take the flags.
     """
-    from search.proposers import get_proposer, takes_reasoner
+    from coevo.search.proposers import get_proposer, takes_reasoner
 
     if not stored.proposer_options:
         return get_proposer(stored.proposer, proposer_options(args, stored.proposer))
@@ -67,8 +67,8 @@ def stored_proposer(args: argparse.Namespace, stored: Any) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Join study ``args.study`` and work until its budget is evaluated."""
-    from search.study import load_search
-    from search.workers import Worker, with_database_retry
+    from coevo.search.study import load_search
+    from coevo.search.workers import Worker, with_database_retry
 
     settings = worker_settings(args)
     stored = with_database_retry(
@@ -103,7 +103,7 @@ class WorkerProcesses:
     def start(self, study: str) -> None:
         """Start the processes on ``study``."""
         a = self.args
-        command = [sys.executable, "-m", "agent.cli", "worker", "--study", study, "--quiet"]
+        command = [sys.executable, "-m", "coevo.agent.cli", "worker", "--study", study, "--quiet"]
         command += ["--heartbeat", str(a.heartbeat), "--grace", str(a.grace), "--db-patience", str(a.db_patience)]
         if a.storage:
             command += ["--storage", a.storage]

@@ -7,10 +7,10 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from agent.reasoners import cache as _cache  # noqa: F401  (registers the purge of a study's cached replies)
-from agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner, Usage
-from agent.reasoners.offline import OfflineReasoner
-from search.errors import UserInputError
+from coevo.agent.reasoners import cache as _cache  # noqa: F401  (registers the purge of a study's cached replies)
+from coevo.agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner, Usage
+from coevo.agent.reasoners.offline import OfflineReasoner
+from coevo.search.errors import UserInputError
 
 ENV_BASE_URL = "COEVO_LLM_BASE_URL"
 ENV_MODEL = "COEVO_LLM_MODEL"
@@ -68,13 +68,13 @@ def make_reasoner(
         raise UserInputError(
             f"--reasoner llm needs an endpoint and a model: set {ENV_BASE_URL} and {ENV_MODEL} (or --llm-base-url / --llm-model)"
         )
-    from agent.reasoners.cache import ResponseCache
-    from agent.reasoners.ensemble import LLMEnsemble, parse_models
-    from agent.reasoners.llm import LLMReasoner
+    from coevo.agent.reasoners.cache import ResponseCache
+    from coevo.agent.reasoners.ensemble import LLMEnsemble, parse_models
+    from coevo.agent.reasoners.llm import LLMReasoner
 
     simulated = base_url == SIMULATED
     if simulated:
-        from agent.reasoners.simulated import Quality, shared_endpoint
+        from coevo.agent.reasoners.simulated import Quality, shared_endpoint
 
     def one(name: str) -> LLMReasoner:
         if simulated:

@@ -20,11 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from knowledge import Heuristic, KnowledgeBase
-from search.niches import Niche
-from search.problem import Problem
-from search.proposers import Evaluation, Proposal
-from search.surrogate import SurrogateModel
+from coevo.knowledge import Heuristic, KnowledgeBase
+from coevo.search.niches import Niche
+from coevo.search.problem import Problem
+from coevo.search.proposers import Evaluation, Proposal
+from coevo.search.surrogate import SurrogateModel
 
 
 @dataclass

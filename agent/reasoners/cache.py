@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from search.storage import side_engine
-from search.study import PurgeReason, register_purge
+from coevo.search.storage import side_engine
+from coevo.search.study import PurgeReason, register_purge
 
 _META = sa.MetaData()
 _TABLE = sa.Table(

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner, Usage
-from agent.reasoners.llm import LLMReasoner
-from knowledge import KnowledgeBase
-from search.errors import UserInputError
-from search.proposers import Evaluation, Proposal
+from coevo.agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner, Usage
+from coevo.agent.reasoners.llm import LLMReasoner
+from coevo.knowledge import KnowledgeBase
+from coevo.search.errors import UserInputError
+from coevo.search.proposers import Evaluation, Proposal
 
 
 def parse_models(text: str) -> list[tuple[str, float]]:

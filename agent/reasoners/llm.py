@@ -26,7 +26,7 @@ import openai
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from pydantic import BaseModel, Field, ValidationError
 
-from agent.llm_client import (
+from coevo.agent.llm_client import (
     SEARCH_RETRY,
     EndpointError,
     LLMSettings,
@@ -37,14 +37,14 @@ from agent.llm_client import (
     openai_client,
     token_usage,
 )
-from agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner
-from agent.reasoners.cache import CachedReply, ResponseCache, prompt_key
-from agent.reasoners.round_tools import RoundToolbox, ToolBudget
-from knowledge import KnowledgeBase, retrieval
-from prompts import PROMPTS, load_prompt
-from search.errors import CoevoError, UserInputError
-from search.niches import niche_of
-from search.proposers import Evaluation, Proposal
+from coevo.agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner
+from coevo.agent.reasoners.cache import CachedReply, ResponseCache, prompt_key
+from coevo.agent.reasoners.round_tools import RoundToolbox, ToolBudget
+from coevo.knowledge import KnowledgeBase, retrieval
+from coevo.prompts import PROMPTS, load_prompt
+from coevo.search.errors import CoevoError, UserInputError
+from coevo.search.niches import niche_of
+from coevo.search.proposers import Evaluation, Proposal
 
 log = logging.getLogger(__name__)
 T = TypeVar("T", bound=BaseModel)
@@ -229,7 +229,7 @@ class LLMReasoner(Reasoner):
         The cache is the one given to the reasoner, else the one in ``storage`` (the study's).
         """
         if self.cache is None and storage is not None:
-            from agent.reasoners.cache import ResponseCache
+            from coevo.agent.reasoners.cache import ResponseCache
 
             self.cache = ResponseCache(storage)  # one reasoner serves one study, so one storage
         key = prompt_key(self.model, messages, self.temperature)

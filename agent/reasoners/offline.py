@@ -52,13 +52,13 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner
-from knowledge import Heuristic, KnowledgeBase
-from knowledge.heuristics import effect_text, effect_unit, sig
-from search.acquisition import greedy_ehvi
-from search.niches import Niche, niche_of
-from search.problem import Evolvable, Objective, Point, Problem
-from search.proposers import Evaluation, Proposal
+from coevo.agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner
+from coevo.knowledge import Heuristic, KnowledgeBase
+from coevo.knowledge.heuristics import effect_text, effect_unit, sig
+from coevo.search.acquisition import greedy_ehvi
+from coevo.search.niches import Niche, niche_of
+from coevo.search.problem import Evolvable, Objective, Point, Problem
+from coevo.search.proposers import Evaluation, Proposal
 
 MIN_T = 2.5
 VALIDATED_T = 4.0

@@ -31,11 +31,11 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import StructuredTool
 
-from search.problem import Problem
-from search.storage import resolve_storage_url, sqlite_path
-from tools import REGISTRY, CallPolicy, Registry, llm_name
-from tools import workspace as default_workspace
-from tools.adapters import outcome_of, to_langchain
+from coevo.search.problem import Problem
+from coevo.search.storage import resolve_storage_url, sqlite_path
+from coevo.tools import REGISTRY, CallPolicy, Registry, llm_name
+from coevo.tools import workspace as default_workspace
+from coevo.tools.adapters import outcome_of, to_langchain
 
 ROUND_TOOLS = ("problem.cheap_objectives", "study.front", "kb.show")
 """The registry tools a round offers (cheap and read-only)."""

@@ -45,9 +45,9 @@ from typing import Any
 
 import numpy as np
 
-from search.errors import UserInputError
-from search.problem import Evolvable, Point, Problem
-from search.problems import problem_from_spec
+from coevo.search.errors import UserInputError
+from coevo.search.problem import Evolvable, Point, Problem
+from coevo.search.problems import problem_from_spec
 
 QUALITIES = ("random", "mutate", "oracle")
 CHEAP_TOOL = "problem_cheap_objectives"

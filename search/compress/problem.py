@@ -28,10 +28,10 @@ import numpy as np
 import optuna
 from pydantic import AliasChoices, Field
 
-from search.errors import UserInputError
-from search.niches import Niche
-from search.problem import Evolvable, Objective, Problem, ProblemOptions, level_neighbours, read_key_values, uniform_crossover
-from sim.accel.compress import LEVELS, compressor
+from coevo.search.errors import UserInputError
+from coevo.search.niches import Niche
+from coevo.search.problem import Evolvable, Objective, Problem, ProblemOptions, level_neighbours, read_key_values, uniform_crossover
+from coevo.sim.accel.compress import LEVELS, compressor
 
 LAYERS = ("conv1", "conv2", "conv3", "fc1", "fc2")
 """The restricted layers of both zoo CNNs (checked against the model when the problem is made)."""

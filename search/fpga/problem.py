@@ -32,10 +32,10 @@ import numpy as np
 import optuna
 from pydantic import Field
 
-from search.errors import UserInputError
-from search.niches import Niche
-from search.problem import Evolvable, Objective, Problem, ProblemOptions
-from sim.fpga import Accelerator, AttentionConfig, compare_methods, corpus_lengths, device, draw_batches, model_shape, split_pes
+from coevo.search.errors import UserInputError
+from coevo.search.niches import Niche
+from coevo.search.problem import Evolvable, Objective, Problem, ProblemOptions
+from coevo.sim.fpga import Accelerator, AttentionConfig, compare_methods, corpus_lengths, device, draw_batches, model_shape, split_pes
 
 SPLITS = ("2:1:1", "4:3:1", "6:1:1", "8:3:1", "12:3:1", "14:1:1")
 """PE shares matmul:attention:softmax."""
@@ -68,7 +68,7 @@ def sparse_perplexity(model: str, top_k: int, key_bits: int, max_batches: int) -
 
     Imported lazily: :mod:`sim.attention` (and torch) load on the first accuracy query only.
     """
-    from sim.attention import evaluate_sparse
+    from coevo.sim.attention import evaluate_sparse
 
     out = evaluate_sparse(model=model, method="topk-quantized-keys", top_k=top_k, key_bits=key_bits, split="val", max_batches=max_batches)
     return float(out["perplexity"]), float(out["dense_perplexity"])

@@ -36,9 +36,9 @@ import optuna
 import torch
 from pydantic import Field
 
-from search.errors import UserInputError
-from search.niches import Niche
-from search.problem import Evolvable, Objective, Problem, ProblemOptions, read_key_values, uniform_crossover
+from coevo.search.errors import UserInputError
+from coevo.search.niches import Niche
+from coevo.search.problem import Evolvable, Objective, Problem, ProblemOptions, read_key_values, uniform_crossover
 
 FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 BITS = (8, 6, 4)
@@ -54,9 +54,9 @@ Design = tuple[float, float, float, int, int, int, float]
 @functools.cache
 def _setup(model: str) -> tuple[dict[str, Any], dict[str, Any], list[int], list[int]]:
     """The recipe, splits, per-sample layer MACs and conv output channels of a zoo CNN (once per process)."""
-    from sim.freeze.train import layer_forward_macs
-    from sim.zoo import build, recipe
-    from sim.zoo.registry import splits_of
+    from coevo.sim.freeze.train import layer_forward_macs
+    from coevo.sim.zoo import build, recipe
+    from coevo.sim.zoo.registry import splits_of
 
     rec = recipe(model)
     splits, _ = splits_of(rec)
@@ -149,7 +149,7 @@ class FreezeProblem(Problem, Evolvable):
 
     def config(self, point: Any) -> Any:
         """The :class:`sim.freeze.FreezeConfig` of a design."""
-        from sim.freeze import FreezeConfig
+        from coevo.sim.freeze import FreezeConfig
 
         bits = tuple(int(b) for b in point[3:6])
         share = float(point[6])
@@ -163,7 +163,7 @@ class FreezeProblem(Problem, Evolvable):
     def evaluate(self, point: Any) -> dict[str, float]:
         design = cast(Design, tuple(point))
         if design not in self._cache:
-            from sim.freeze import train
+            from coevo.sim.freeze import train
 
             rec, splits, _, _ = _setup(self.options.model)
             result = train(rec, splits, self.config(design), cache_dir=None)
@@ -179,7 +179,7 @@ class FreezeProblem(Problem, Evolvable):
         return 80.0, self._gmac((1.0, 1.0, 1.0, 8, 8, 8, 0.0)) + 1e-9
 
     def _gmac(self, point: Any) -> float:
-        from sim.freeze.train import expected_macs
+        from coevo.sim.freeze.train import expected_macs
 
         _, splits, layers, channels = _setup(self.options.model)
         return expected_macs(layers, channels, self.config(point), self.options.epochs, len(splits["train"])) / 1e9

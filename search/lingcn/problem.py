@@ -29,14 +29,14 @@ import numpy as np
 import optuna
 from pydantic import Field
 
-from search.errors import UserInputError
-from search.niches import Niche
-from search.problem import Evolvable, Objective, Problem, ProblemOptions, level_neighbours, read_key_values, uniform_crossover
-from sim.he.ckks import cached_op_costs, compile_plan, depth_and_counts, params_for_depth, plain_logits, predict_seconds
-from sim.he.data import load_dataset
-from sim.he.model import Recipe, train
-from sim.he.run import plan_of
-from sim.zoo import cache_dir
+from coevo.search.errors import UserInputError
+from coevo.search.niches import Niche
+from coevo.search.problem import Evolvable, Objective, Problem, ProblemOptions, level_neighbours, read_key_values, uniform_crossover
+from coevo.sim.he.ckks import cached_op_costs, compile_plan, depth_and_counts, params_for_depth, plain_logits, predict_seconds
+from coevo.sim.he.data import load_dataset
+from coevo.sim.he.model import Recipe, train
+from coevo.sim.he.run import plan_of
+from coevo.sim.zoo import cache_dir
 
 CHOICES: dict[str, tuple[Any, ...]] = {
     "keep_l1": (0.0, 0.125, 0.25, 0.5, 0.75, 1.0),
@@ -66,7 +66,7 @@ class LinGcnOptions(ProblemOptions):
 
 @functools.cache
 def _costs(n: int, bits: tuple[int, ...]) -> dict[str, float]:
-    from sim.he.ckks import HEParams
+    from coevo.sim.he.ckks import HEParams
 
     return cached_op_costs(HEParams(n, bits), cache_dir().parent / "he" / "op_costs.json")
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from search.nb201.problem import PARAM_NAMES, NB201Problem
-from search.nb201.space import (
+from coevo.search.nb201.problem import PARAM_NAMES, NB201Problem
+from coevo.search.nb201.space import (
     EDGES,
     N_CELLS,
     OPS,
@@ -16,7 +16,7 @@ from search.nb201.space import (
     parse_arch,
     random_cell,
 )
-from search.nb201.table import DATASETS, USEFUL_FLOOR, NB201Table, load_table
+from coevo.search.nb201.table import DATASETS, USEFUL_FLOOR, NB201Table, load_table
 
 __all__ = [
     "DATASETS",

@@ -10,7 +10,7 @@ benchmark's true accuracy only then.
 
 from __future__ import annotations
 
-from search.nb201.proxies import ProxyNB201
+from coevo.search.nb201.proxies import ProxyNB201
 
 
 class FewShotNB201(ProxyNB201):

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from search.nb201.space import EDGES, OPS
+from coevo.search.nb201.space import EDGES, OPS
 
 
 class ReLUConvBN(nn.Sequential):

@@ -16,9 +16,9 @@ import numpy as np
 import optuna
 from pydantic import Field, field_validator
 
-from search.errors import UserInputError
-from search.metrics import FrontReference
-from search.nb201.space import (
+from coevo.search.errors import UserInputError
+from coevo.search.metrics import FrontReference
+from coevo.search.nb201.space import (
     EDGES,
     N_OPS,
     OPS,
@@ -31,9 +31,9 @@ from search.nb201.space import (
     parse_arch,
     random_cell,
 )
-from search.nb201.table import USEFUL_FLOOR, NB201Table, load_table
-from search.niches import Niche
-from search.problem import Evolvable, Objective, Problem, ProblemContext, ProblemOptions
+from coevo.search.nb201.table import USEFUL_FLOOR, NB201Table, load_table
+from coevo.search.niches import Niche
+from coevo.search.problem import Evolvable, Objective, Problem, ProblemContext, ProblemOptions
 
 PARAM_NAMES: tuple[str, ...] = tuple(f"edge_{src}_{dst}" for src, dst in EDGES)
 """Optuna parameter names, one per edge (``edge_<source>_<target>``)."""
@@ -141,11 +141,11 @@ class NB201Problem(Problem, Evolvable):
         """The query-mode problem, :class:`search.nb201.few_shot_problem.FewShotNB201` for ``mode="few-shot"`` or
         :class:`search.nb201.zero_cost_problem.ZeroCostNB201` for ``mode="zero-cost"`` (proxy scores cached in the context's storage)."""
         if options.mode == "few-shot":
-            from search.nb201.few_shot_problem import FewShotNB201
+            from coevo.search.nb201.few_shot_problem import FewShotNB201
 
             return FewShotNB201(options, storage=context.storage)
         if options.mode == "zero-cost":
-            from search.nb201.zero_cost_problem import ZeroCostNB201
+            from coevo.search.nb201.zero_cost_problem import ZeroCostNB201
 
             return ZeroCostNB201(options, storage=context.storage)
         return cls(options)

@@ -20,12 +20,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from search.errors import UserInputError
-from search.nb201.problem import NB201Options, NB201Problem
-from search.nb201.space import EDGES, N_OPS, Cell, is_disconnected, random_cell
-from search.predictor import robust_z, zero_shot
-from search.problem import Predictable
-from search.zero_cost import PROXIES, ProxyCache, ProxyConfig, shipped_cells
+from coevo.search.errors import UserInputError
+from coevo.search.nb201.problem import NB201Options, NB201Problem
+from coevo.search.nb201.space import EDGES, N_OPS, Cell, is_disconnected, random_cell
+from coevo.search.predictor import robust_z, zero_shot
+from coevo.search.problem import Predictable
+from coevo.search.zero_cost import PROXIES, ProxyCache, ProxyConfig, shipped_cells
 
 PRIOR_PROXIES: tuple[str, ...] = ("synflow", "naswot", "jacob_cov", "zen")
 """Proxies averaged into the label-free prior: the recipe of docs/bench/issue15-zero-shot.md with

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from search.errors import UserInputError
+from coevo.search.errors import UserInputError
 
 OPS: tuple[str, ...] = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
 """Operation names, in the canonical NAS-Bench-201 order (codes 0..4)."""

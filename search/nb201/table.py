@@ -12,8 +12,8 @@ from importlib import resources
 
 import numpy as np
 
-from search.errors import unknown_name
-from search.nb201.space import N_OPS, Cell, cell_key, format_arch
+from coevo.search.errors import unknown_name
+from coevo.search.nb201.space import N_OPS, Cell, cell_key, format_arch
 
 DATASETS: tuple[str, ...] = ("cifar10", "cifar100", "imagenet16_120")
 USEFUL_FLOOR: dict[str, float] = {"cifar10": 80.0, "cifar100": 50.0, "imagenet16_120": 25.0}
@@ -71,7 +71,7 @@ class NB201Table:
 @functools.cache
 def load_table() -> NB201Table:
     """Load the shipped table (cached for the life of the process)."""
-    ref = resources.files("search.nb201").joinpath("data/nb201.npz")
+    ref = resources.files("coevo.search.nb201").joinpath("data/nb201.npz")
     with ref.open("rb") as fh, np.load(fh) as data:
         arrays = {k: data[k] for k in data.files}
     ops = arrays.pop("ops")

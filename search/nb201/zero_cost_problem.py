@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from search.nb201.problem import NB201Problem
-from search.nb201.proxies import ProxyNB201
-from search.nb201.space import Cell
-from search.predictor import Z_CLIP
-from search.problem import Objective
+from coevo.search.nb201.problem import NB201Problem
+from coevo.search.nb201.proxies import ProxyNB201
+from coevo.search.nb201.space import Cell
+from coevo.search.predictor import Z_CLIP
+from coevo.search.problem import Objective
 
 
 class ZeroCostNB201(ProxyNB201):

@@ -23,10 +23,10 @@ import numpy as np
 import optuna
 from pydantic import AliasChoices, Field
 
-from search.errors import UserInputError
-from search.niches import Niche
-from search.problem import Evolvable, Objective, Problem, ProblemOptions, read_key_values
-from sim.noc.mesh import ROUTINGS, simulate_mesh
+from coevo.search.errors import UserInputError
+from coevo.search.niches import Niche
+from coevo.search.problem import Evolvable, Objective, Problem, ProblemOptions, read_key_values
+from coevo.sim.noc.mesh import ROUTINGS, simulate_mesh
 
 SUBCHANNELS = (1, 2, 3, 4, 6, 8)
 SCOUTS = (2, 4, 8, 16)

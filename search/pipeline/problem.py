@@ -36,16 +36,16 @@ import numpy as np
 import optuna
 from pydantic import Field
 
-from search.errors import UserInputError
-from search.metrics import FrontReference
-from search.niches import Niche
-from search.problem import Evolvable, Objective, Problem, ProblemOptions, read_key_values
-from sim.pipeline.cluster import Cluster, get_cluster
-from sim.pipeline.partition import PARTITIONERS as PARTITION_METHODS
-from sim.pipeline.partition import TOLERANT, Plan, partition, units
-from sim.pipeline.profile import ModelProfile, profile
-from sim.pipeline.simulate import memory_bound, simulate
-from sim.pipeline.tune import hybrid_step_s
+from coevo.search.errors import UserInputError
+from coevo.search.metrics import FrontReference
+from coevo.search.niches import Niche
+from coevo.search.problem import Evolvable, Objective, Problem, ProblemOptions, read_key_values
+from coevo.sim.pipeline.cluster import Cluster, get_cluster
+from coevo.sim.pipeline.partition import PARTITIONERS as PARTITION_METHODS
+from coevo.sim.pipeline.partition import TOLERANT, Plan, partition, units
+from coevo.sim.pipeline.profile import ModelProfile, profile
+from coevo.sim.pipeline.simulate import memory_bound, simulate
+from coevo.sim.pipeline.tune import hybrid_step_s
 
 MICROBATCHES = (1, 2, 4, 8, 16)
 PARTITIONERS = tuple(PARTITION_METHODS)

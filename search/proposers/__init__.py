@@ -12,13 +12,13 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from search.errors import UserInputError, unknown_name
-from search.plugins import entry_points, load_entry_point
-from search.proposers._base import Evaluation, Proposal, Proposer, RoundContext
-from search.proposers._mobo import MOBOProposer, mobo_proposer
-from search.proposers._optuna import SamplerProposer, nsga2_proposer, random_proposer, tpe_proposer
-from search.proposers._qnehvi import QNEHVIProposer, qnehvi_proposer
-from search.proposers._screened import ScreenedEAProposer, nsga2_screened_proposer, smsemoa_screened_proposer
+from coevo.search.errors import UserInputError, unknown_name
+from coevo.search.plugins import entry_points, load_entry_point
+from coevo.search.proposers._base import Evaluation, Proposal, Proposer, RoundContext
+from coevo.search.proposers._mobo import MOBOProposer, mobo_proposer
+from coevo.search.proposers._optuna import SamplerProposer, nsga2_proposer, random_proposer, tpe_proposer
+from coevo.search.proposers._qnehvi import QNEHVIProposer, qnehvi_proposer
+from coevo.search.proposers._screened import ScreenedEAProposer, nsga2_screened_proposer, smsemoa_screened_proposer
 
 BASELINES: dict[str, Callable[..., Proposer]] = {
     "random": random_proposer,

@@ -21,7 +21,7 @@ from typing import Any
 
 import optuna
 
-from search.problem import Point, Problem
+from coevo.search.problem import Point, Problem
 
 
 @dataclass(frozen=True)

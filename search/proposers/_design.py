@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from search.errors import UserInputError
-from search.metrics import pareto_mask
-from search.problem import Evolvable, Point, Problem
-from search.proposers._base import Evaluation, Proposal, RoundContext
+from coevo.search.errors import UserInputError
+from coevo.search.metrics import pareto_mask
+from coevo.search.problem import Evolvable, Point, Problem
+from coevo.search.proposers._base import Evaluation, Proposal, RoundContext
 
 MIN_PAID = 8
 """Paid evaluations before a model is trusted (the co-evolution engine's threshold too)."""

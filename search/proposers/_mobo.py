@@ -20,12 +20,12 @@ from typing import Any
 import numpy as np
 import optuna
 
-from search.acquisition import greedy_ehvi
-from search.errors import UserInputError
-from search.problem import Problem
-from search.proposers._base import Proposal, Proposer, RoundContext
-from search.proposers._design import front_candidates, require_evolvable, round_start
-from search.surrogate import TreeSurrogate
+from coevo.search.acquisition import greedy_ehvi
+from coevo.search.errors import UserInputError
+from coevo.search.problem import Problem
+from coevo.search.proposers._base import Proposal, Proposer, RoundContext
+from coevo.search.proposers._design import front_candidates, require_evolvable, round_start
+from coevo.search.surrogate import TreeSurrogate
 
 
 class MOBOProposer(Proposer):

@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import optuna
 
-from search.problem import Problem
-from search.proposers._base import Proposer
+from coevo.search.problem import Problem
+from coevo.search.proposers._base import Proposer
 
 
 class SamplerProposer(Proposer):

@@ -40,12 +40,12 @@ from typing import Any
 import numpy as np
 import optuna
 
-from search.errors import UserInputError
-from search.metrics import pareto_mask
-from search.problem import Point, Problem
-from search.proposers._base import Evaluation, Proposal, Proposer, RoundContext
-from search.proposers._design import MIN_PAID, front_candidates, require_evolvable, round_start
-from search.surrogate import TopTransform
+from coevo.search.errors import UserInputError
+from coevo.search.metrics import pareto_mask
+from coevo.search.problem import Point, Problem
+from coevo.search.proposers._base import Evaluation, Proposal, Proposer, RoundContext
+from coevo.search.proposers._design import MIN_PAID, front_candidates, require_evolvable, round_start
+from coevo.search.surrogate import TopTransform
 
 FIT_ITERATIONS = 100
 """L-BFGS iterations of a GP fit (BoTorch's default is unbounded, with up to 5 restarts: minutes per
@@ -67,7 +67,7 @@ class QNEHVIProposer(Proposer):
         max_train: most paid points the GP is trained on.
 
     Example:
-        >>> from search.proposers import get_proposer
+        >>> from coevo.search.proposers import get_proposer
         >>> get_proposer("qnehvi", {"shortlist": 100}).options()["shortlist"]
         100
     """

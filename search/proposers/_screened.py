@@ -33,12 +33,12 @@ from typing import Any, Literal
 import numpy as np
 import optuna
 
-from search.acquisition import greedy_ehvi
-from search.errors import UserInputError
-from search.problem import Point, Problem
-from search.proposers._base import Evaluation, Proposal, Proposer, RoundContext
-from search.proposers._design import MIN_PAID, require_evolvable, stratified_design
-from search.surrogate import TreeSurrogate
+from coevo.search.acquisition import greedy_ehvi
+from coevo.search.errors import UserInputError
+from coevo.search.problem import Point, Problem
+from coevo.search.proposers._base import Evaluation, Proposal, Proposer, RoundContext
+from coevo.search.proposers._design import MIN_PAID, require_evolvable, stratified_design
+from coevo.search.surrogate import TreeSurrogate
 
 Algorithm = Literal["nsga2", "smsemoa"]
 MAX_ASKS = 5
@@ -84,7 +84,7 @@ class ScreenedEAProposer(Proposer):
         population: the algorithm's population size.
 
     Example:
-        >>> from search.proposers import get_proposer
+        >>> from coevo.search.proposers import get_proposer
         >>> get_proposer("nsga2-screened", {"screen": 5}).options()
         {'round_size': 20, 'screen': 5, 'population': 20}
     """

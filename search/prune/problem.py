@@ -27,10 +27,10 @@ import numpy as np
 import optuna
 from pydantic import Field
 
-from search.errors import UserInputError
-from search.niches import Niche
-from search.problem import Evolvable, Objective, Problem, ProblemOptions, level_neighbours, read_key_values, uniform_crossover
-from sim.zoo import ZooError, recipe
+from coevo.search.errors import UserInputError
+from coevo.search.niches import Niche
+from coevo.search.problem import Evolvable, Objective, Problem, ProblemOptions, level_neighbours, read_key_values, uniform_crossover
+from coevo.sim.zoo import ZooError, recipe
 
 LEVELS: tuple[float, ...] = (0.0, 0.25, 0.4, 0.5, 0.6, 0.75)
 """Sparsities a layer group may take."""
@@ -160,7 +160,7 @@ class PruneProblem(Problem, Evolvable):
         return kept / self._dense
 
     def evaluate(self, point: Any) -> dict[str, float]:
-        from search.prune.run import prune_zoo, zoo_model  # torch and the zoo only when a design is evaluated
+        from coevo.search.prune.run import prune_zoo, zoo_model  # torch and the zoo only when a design is evaluated
 
         key = tuple(point)
         if key not in self._cache:

@@ -11,9 +11,9 @@ from typing import Any
 
 import torch
 
-from search.errors import UserInputError
-from sim.prune import prune
-from sim.zoo import ZooError, ZooModel, load
+from coevo.search.errors import UserInputError
+from coevo.sim.prune import prune
+from coevo.sim.zoo import ZooError, ZooModel, load
 
 
 @lru_cache(maxsize=4)

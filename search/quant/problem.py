@@ -28,10 +28,10 @@ import optuna
 import torch
 from pydantic import Field
 
-from search.errors import UserInputError
-from search.niches import Niche
-from search.problem import Evolvable, Objective, Problem, ProblemOptions, level_neighbours, read_key_values, uniform_crossover
-from sim.quant import CANDIDATES, Group, class_counts, class_groups, class_scores, finetune, group_bits, model_bits, quant_layers
+from coevo.search.errors import UserInputError
+from coevo.search.niches import Niche
+from coevo.search.problem import Evolvable, Objective, Problem, ProblemOptions, level_neighbours, read_key_values, uniform_crossover
+from coevo.sim.quant import CANDIDATES, Group, class_counts, class_groups, class_scores, finetune, group_bits, model_bits, quant_layers
 
 ARCH_LAYERS: dict[str, tuple[str, ...]] = {"cnn-digits": ("conv1", "conv2", "conv3", "fc1", "fc2")}
 """The Conv2d/Linear layers of each zoo classifier the problem offers (checked against the loaded model)."""
@@ -45,7 +45,7 @@ def zoo_classifier(name: str, progress: Callable[[str, float], None] | None = No
     Raises:
         UserInputError: unknown model (the message lists the zoo), or a model that is not a classifier.
     """
-    from sim.zoo import ZooError, load
+    from coevo.sim.zoo import ZooError, load
 
     try:
         zm = load(name, progress=progress)

@@ -31,10 +31,10 @@ import numpy as np
 import optuna
 from pydantic import Field
 
-from search.errors import UserInputError
-from search.niches import Niche
-from search.problem import Evolvable, Objective, Problem, ProblemOptions, read_key_values, uniform_crossover
-from sim.reram import CrossbarConfig, ModelPlan, Protection, crossbars_needed, evaluate_under_faults, parse_ratio, prepare
+from coevo.search.errors import UserInputError
+from coevo.search.niches import Niche
+from coevo.search.problem import Evolvable, Objective, Problem, ProblemOptions, read_key_values, uniform_crossover
+from coevo.sim.reram import CrossbarConfig, ModelPlan, Protection, crossbars_needed, evaluate_under_faults, parse_ratio, prepare
 
 LEVELS: dict[str, tuple[Any, ...]] = {
     "prune_rows": (0.0, 0.05, 0.1, 0.2),
@@ -51,7 +51,7 @@ Point = tuple[Any, ...]
 
 @functools.cache
 def _zoo(model: str) -> Any:
-    from sim.zoo import ZooError, load
+    from coevo.sim.zoo import ZooError, load
 
     try:
         zm = load(model)

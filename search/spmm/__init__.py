@@ -1,5 +1,5 @@
 """The ``spmm`` problem: autotuning the degree-block SpMM kernel on measured time."""
 
-from search.spmm.problem import SpmmDesign, SpmmProblem
+from coevo.search.spmm.problem import SpmmDesign, SpmmProblem
 
 __all__ = ["SpmmDesign", "SpmmProblem"]

@@ -31,12 +31,12 @@ import numpy as np
 import optuna
 from pydantic import Field
 
-from search.errors import UserInputError
-from search.niches import Niche
-from search.problem import Evolvable, Objective, Problem, ProblemOptions, read_key_values
-from sim.graph.csr import Csr
-from sim.graph.generators import load_graph
-from sim.graph.spmm import BlockParams, plan, pool_threads, spmm_blocked
+from coevo.search.errors import UserInputError
+from coevo.search.niches import Niche
+from coevo.search.problem import Evolvable, Objective, Problem, ProblemOptions, read_key_values
+from coevo.sim.graph.csr import Csr
+from coevo.sim.graph.generators import load_graph
+from coevo.sim.graph.spmm import BlockParams, plan, pool_threads, spmm_blocked
 
 BLOCK_WORK = (1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22)
 LONG_ROW = (256, 1024, 4096, 16384, 1 << 30)

@@ -28,10 +28,10 @@ import numpy as np
 import optuna
 from pydantic import Field
 
-from search.errors import UserInputError
-from search.niches import Niche
-from search.problem import Evolvable, Objective, Problem, ProblemOptions, level_neighbours, read_key_values, uniform_crossover
-from sim.stepping import StepPlan, build, plan, zoo_setup
+from coevo.search.errors import UserInputError
+from coevo.search.niches import Niche
+from coevo.search.problem import Evolvable, Objective, Problem, ProblemOptions, level_neighbours, read_key_values, uniform_crossover
+from coevo.sim.stepping import StepPlan, build, plan, zoo_setup
 
 FIRST: tuple[float, ...] = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35)
 """Shares of the full MACs the first step may take."""

@@ -47,10 +47,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sim.accel.energy import PSUM_BYTES, EnergyTable, LayerActivity, constants, energy_table, measure_layer, memory_pj, pj_per_toggle
-from sim.accel.systolic import Layer, Mapping, map_layer
-from sim.errors import UserInputError
-from sim.quant import fake
+from coevo.sim.accel.energy import PSUM_BYTES, EnergyTable, LayerActivity, constants, energy_table, measure_layer, memory_pj, pj_per_toggle
+from coevo.sim.accel.systolic import Layer, Mapping, map_layer
+from coevo.sim.errors import UserInputError
+from coevo.sim.quant import fake
 
 MODELS = ("cnn-digits", "cnn-mnist5k")
 LEVELS = (256, 128, 64, 32, 16, 8, 4)
@@ -263,7 +263,7 @@ class Compressor:
     ) -> None:
         if model not in MODELS:
             raise UserInputError(f"unknown model {model!r}; available: {', '.join(MODELS)} (zoo CNNs on real handwritten digits)")
-        from sim.zoo import load  # the zoo imports torch models; kept local so sim.accel.systolic users need not
+        from coevo.sim.zoo import load  # the zoo imports torch models; kept local so sim.accel.systolic users need not
 
         self.model_name, self.seed, self.qat_epochs, self.rows, self.positions = model, seed, qat_epochs, rows, positions
         self.zoo = load(model, train_seed=seed)

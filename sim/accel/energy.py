@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from sim.accel.systolic import Mapping
+from coevo.sim.accel.systolic import Mapping
 
 PRODUCT_BITS = 16
 PSUM_BITS = 22

@@ -13,7 +13,7 @@ SCALE-Sim convolutions have no padding field: give it the padded input size.
 
 from __future__ import annotations
 
-from sim.errors import UserInputError
+from coevo.sim.errors import UserInputError
 
 
 def available() -> bool:

@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from sim.errors import UserInputError
+from coevo.sim.errors import UserInputError
 
 DATAFLOWS = ("ws", "os", "is")
 

@@ -7,7 +7,7 @@ Two operators replace exact attention in a trained model, without retraining:
 * ``local-global``: a fixed pattern, the ``window`` most recent keys plus the first ``n_global``
   tokens (O(n (w + g)) in everything).
 
->>> from sim.attention import evaluate_sparse, attention_flops
+>>> from coevo.sim.attention import evaluate_sparse, attention_flops
 >>> evaluate_sparse("lm-pydoc-tiny", "topk-quantized-keys", top_k=32, key_bits=4)   # doctest: +SKIP
 {'perplexity': ..., 'dense_perplexity': ..., 'recall': ..., ...}
 >>> attention_flops("local-global", 4, 8, 2, top_k=2, key_bits=4, window=2, n_global=1)["mac_sparse"]
@@ -17,11 +17,11 @@ The API (:func:`evaluate_sparse`, :func:`attention_flops`, the method names) is 
 length-aware scheduling problem calls it per search trial.
 """
 
-from sim.attention.evaluate import check_config, evaluate_sparse, evaluate_sparse_model
-from sim.attention.finetune import finetune_sparse
-from sim.attention.flops import METHODS, attention_flops, causal_pairs, local_global_pairs, topk_pairs
-from sim.attention.model import SelectionStats, SparseAttention, SparseConfig, sparsify
-from sim.attention.ops import (
+from coevo.sim.attention.evaluate import check_config, evaluate_sparse, evaluate_sparse_model
+from coevo.sim.attention.finetune import finetune_sparse
+from coevo.sim.attention.flops import METHODS, attention_flops, causal_pairs, local_global_pairs, topk_pairs
+from coevo.sim.attention.model import SelectionStats, SparseAttention, SparseConfig, sparsify
+from coevo.sim.attention.ops import (
     MAX_BITS,
     MIN_BITS,
     Selection,

@@ -8,11 +8,11 @@ import math
 
 import torch
 
-from sim.attention.flops import check_method
-from sim.attention.model import SelectionStats, SparseConfig, sparsify
-from sim.attention.ops import check_bits, check_top_k, check_window
-from sim.errors import UserInputError
-from sim.zoo import RECIPES, Split, ZooError, ZooModel, load
+from coevo.sim.attention.flops import check_method
+from coevo.sim.attention.model import SelectionStats, SparseConfig, sparsify
+from coevo.sim.attention.ops import check_bits, check_top_k, check_window
+from coevo.sim.errors import UserInputError
+from coevo.sim.zoo import RECIPES, Split, ZooError, ZooModel, load
 
 SPLITS = ("train", "val", "test")
 

@@ -16,11 +16,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sim.attention.model import SparseConfig, sparsify
-from sim.errors import UserInputError
-from sim.zoo import ZooModel
-from sim.zoo.data import random_windows
-from sim.zoo.registry import splits_of
+from coevo.sim.attention.model import SparseConfig, sparsify
+from coevo.sim.errors import UserInputError
+from coevo.sim.zoo import ZooModel
+from coevo.sim.zoo.data import random_windows
+from coevo.sim.zoo.registry import splits_of
 
 
 def _finetune(model: nn.Module, text: bytes, block: int, steps: int, batch: int, lr: float, seed: int) -> None:

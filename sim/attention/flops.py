@@ -14,8 +14,8 @@ left out. Causal: query ``i`` (0-based) sees ``i + 1`` keys, so dense uses ``n (
 
 from __future__ import annotations
 
-from sim.attention.ops import check_bits, check_top_k, check_window
-from sim.errors import UserInputError
+from coevo.sim.attention.ops import check_bits, check_top_k, check_window
+from coevo.sim.errors import UserInputError
 
 METHODS = ("dense", "topk-quantized-keys", "local-global")
 """The attention methods, by name."""

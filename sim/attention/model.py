@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from sim.attention.ops import Selection, dense_attention, local_global_attention, topk_quantized_attention
+from coevo.sim.attention.ops import Selection, dense_attention, local_global_attention, topk_quantized_attention
 
 
 @dataclass(frozen=True)

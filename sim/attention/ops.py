@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from sim.errors import UserInputError
+from coevo.sim.errors import UserInputError
 
 MIN_BITS, MAX_BITS = 1, 16
 """The key/query bit widths the pre-scoring accepts."""

@@ -10,10 +10,10 @@
 
 from __future__ import annotations
 
-from sim.fpga.cpsat import Optimum, cpsat_schedule
-from sim.fpga.dag import Task, build_tasks, check_lengths, useful_ops_total
-from sim.fpga.lengths import CORPORA, corpus_lengths, draw_batches, pydoc_sentences, resolve_lengths
-from sim.fpga.model import (
+from coevo.sim.fpga.cpsat import Optimum, cpsat_schedule
+from coevo.sim.fpga.dag import Task, build_tasks, check_lengths, useful_ops_total
+from coevo.sim.fpga.lengths import CORPORA, corpus_lengths, draw_batches, pydoc_sentences, resolve_lengths
+from coevo.sim.fpga.model import (
     DEVICES,
     ENGINES,
     MODELS,
@@ -30,7 +30,7 @@ from sim.fpga.model import (
     tile_bytes,
     vector_cycles,
 )
-from sim.fpga.sched import (
+from coevo.sim.fpga.sched import (
     METHODS,
     InvalidScheduleError,
     Metrics,

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from sim.errors import UserInputError
-from sim.fpga.dag import Task
-from sim.fpga.model import ENGINES, Accelerator
-from sim.fpga.sched import Schedule, list_schedule, upward_ranks
+from coevo.sim.errors import UserInputError
+from coevo.sim.fpga.dag import Task
+from coevo.sim.fpga.model import ENGINES, Accelerator
+from coevo.sim.fpga.sched import Schedule, list_schedule, upward_ranks
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from sim.errors import UserInputError
-from sim.fpga.model import (
+from coevo.sim.errors import UserInputError
+from coevo.sim.fpga.model import (
     SELECT_OPS,
     SOFTMAX_OPS,
     Accelerator,

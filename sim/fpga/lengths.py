@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sim.errors import UserInputError
-from sim.fpga.dag import check_lengths
+from coevo.sim.errors import UserInputError
+from coevo.sim.fpga.dag import check_lengths
 
 CORPORA = ("pydoc-sentences",)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")

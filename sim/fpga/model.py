@@ -56,7 +56,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
-from sim.errors import UserInputError, unknown_name
+from coevo.sim.errors import UserInputError, unknown_name
 
 ENGINES = ("matmul", "attention", "softmax")
 """The engines, in the order PE splits list them."""

@@ -27,9 +27,9 @@ from typing import Literal
 
 import numpy as np
 
-from sim.errors import CoevoError, UserInputError, unknown_name
-from sim.fpga.dag import Task, build_tasks, check_lengths, useful_ops_total
-from sim.fpga.model import ENGINES, Accelerator, AttentionConfig, TransformerShape
+from coevo.sim.errors import CoevoError, UserInputError, unknown_name
+from coevo.sim.fpga.dag import Task, build_tasks, check_lengths, useful_ops_total
+from coevo.sim.fpga.model import ENGINES, Accelerator, AttentionConfig, TransformerShape
 
 Method = Literal["padding", "bucketing", "length-aware", "fifo"]
 METHODS: tuple[str, ...] = ("padding", "bucketing", "length-aware", "fifo")

@@ -1,14 +1,14 @@
 """Layer freezing with a compressed on-disk feature cache (issue 21): see :mod:`sim.freeze.train` and docs/freezing.md.
 
->>> from sim.freeze import FreezeConfig, train_zoo
+>>> from coevo.sim.freeze import FreezeConfig, train_zoo
 >>> r = train_zoo("cnn-digits", FreezeConfig(method="cache", codec="jpeg", epochs=6))  # doctest: +SKIP
 >>> r.val_accuracy, r.macs, r.cache_bytes                                               # doctest: +SKIP
 """
 
-from sim.freeze.cache import CODECS, CacheCorruptError, CacheWriteError, Codec, read_file, write_file
-from sim.freeze.similarity import augment, channel_sensitivity, linear_cka, pick_channels
-from sim.freeze.stages import MacCounter, split
-from sim.freeze.train import AUGMENTS, METHODS, N_BLOCKS, FreezeConfig, FreezeResult, train, train_zoo
+from coevo.sim.freeze.cache import CODECS, CacheCorruptError, CacheWriteError, Codec, read_file, write_file
+from coevo.sim.freeze.similarity import augment, channel_sensitivity, linear_cka, pick_channels
+from coevo.sim.freeze.stages import MacCounter, split
+from coevo.sim.freeze.train import AUGMENTS, METHODS, N_BLOCKS, FreezeConfig, FreezeResult, train, train_zoo
 
 __all__ = [
     "AUGMENTS",

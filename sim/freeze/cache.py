@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from sim.errors import CoevoError, UserInputError
+from coevo.sim.errors import CoevoError, UserInputError
 
 MAGIC = b"COEVOFC1"
 CodecKind = Literal["float32", "quant", "zstd", "jpeg", "webp"]

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sim.errors import UserInputError
+from coevo.sim.errors import UserInputError
 
 
 class Block(nn.Module):

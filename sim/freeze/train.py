@@ -52,10 +52,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sim.errors import UserInputError
-from sim.freeze.cache import CODECS, CacheCorruptError, Codec, CodecKind, check_writable, decode, read_verified, write_file
-from sim.freeze.similarity import augment, channel_sensitivity, linear_cka, pick_channels
-from sim.freeze.stages import Block, MacCounter, run_blocks, split
+from coevo.sim.errors import UserInputError
+from coevo.sim.freeze.cache import CODECS, CacheCorruptError, Codec, CodecKind, check_writable, decode, read_verified, write_file
+from coevo.sim.freeze.similarity import augment, channel_sensitivity, linear_cka, pick_channels
+from coevo.sim.freeze.stages import Block, MacCounter, run_blocks, split
 
 Progress = Callable[[str, float], None]
 Method = Literal["full", "naive", "cache"]
@@ -199,7 +199,7 @@ class _Trainer:
     """One run (module doc); state shared by the step, the monitor and the cache."""
 
     def __init__(self, rec: dict[str, Any], splits: dict[str, Any], cfg: FreezeConfig, cache_root: Path, progress: Progress | None):
-        from sim.zoo import build
+        from coevo.sim.zoo import build
 
         self.rec, self.cfg, self.progress = rec, cfg, progress
         self.epochs = int(cfg.epochs if cfg.epochs is not None else rec["train"]["epochs"])
@@ -494,8 +494,8 @@ def train_zoo(name: str, cfg: FreezeConfig, cache_dir: Path | None = None, progr
     Raises:
         UserInputError: an unknown name or one that is not a CNN classifier (the message lists the zoo).
     """
-    from sim.zoo import ZooError, recipe
-    from sim.zoo.registry import splits_of
+    from coevo.sim.zoo import ZooError, recipe
+    from coevo.sim.zoo.registry import splits_of
 
     try:
         rec = recipe(name)

@@ -8,12 +8,12 @@
 * :mod:`sim.gnn.model`: the model and its ablation switches; :mod:`sim.gnn.bench`: timing and training.
 """
 
-from sim.gnn.bench import Fit, Timing, load_batch, load_graph, load_netlist, model_variant, time_variants, train_eval
-from sim.gnn.designs import DESIGNS, Design, get_design
-from sim.gnn.graph import RELATIONS, HeteroGraph, batch, to_hetero
-from sim.gnn.model import DENSE, Config, HeteroCircuitGNN, Prepared, ablations, build, build_pyg, prepare, pyg_available
-from sim.gnn.netlist import CELL_TYPES, GATE_DELAY, LABELS, Cell, Netlist, from_yosys, hand_netlist, labels
-from sim.gnn.yosys import INSTALL_HINT, SynthesisError, YosysNotFoundError, synthesize_text, yosys_path
+from coevo.sim.gnn.bench import Fit, Timing, load_batch, load_graph, load_netlist, model_variant, time_variants, train_eval
+from coevo.sim.gnn.designs import DESIGNS, Design, get_design
+from coevo.sim.gnn.graph import RELATIONS, HeteroGraph, batch, to_hetero
+from coevo.sim.gnn.model import DENSE, Config, HeteroCircuitGNN, Prepared, ablations, build, build_pyg, prepare, pyg_available
+from coevo.sim.gnn.netlist import CELL_TYPES, GATE_DELAY, LABELS, Cell, Netlist, from_yosys, hand_netlist, labels
+from coevo.sim.gnn.yosys import INSTALL_HINT, SynthesisError, YosysNotFoundError, synthesize_text, yosys_path
 
 __all__ = [
     "CELL_TYPES",

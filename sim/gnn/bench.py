@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sim.errors import UserInputError
-from sim.gnn.designs import get_design
-from sim.gnn.graph import HeteroGraph, batch, to_hetero
-from sim.gnn.model import Config, HeteroCircuitGNN, Prepared, build
-from sim.gnn.netlist import Netlist, from_yosys
-from sim.gnn.yosys import synthesize_text
+from coevo.sim.errors import UserInputError
+from coevo.sim.gnn.designs import get_design
+from coevo.sim.gnn.graph import HeteroGraph, batch, to_hetero
+from coevo.sim.gnn.model import Config, HeteroCircuitGNN, Prepared, build
+from coevo.sim.gnn.netlist import Netlist, from_yosys
+from coevo.sim.gnn.yosys import synthesize_text
 
 
 def load_netlist(design: str, top: str | None = None) -> Netlist:

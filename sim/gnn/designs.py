@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from importlib import resources
 
-from sim.errors import unknown_name
+from coevo.sim.errors import unknown_name
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class Design:
 
     def verilog(self) -> str:
         """The Verilog source text."""
-        return resources.files("sim.gnn").joinpath("designs", self.source).read_text()
+        return resources.files("coevo.sim.gnn").joinpath("designs", self.source).read_text()
 
 
 def _instances() -> dict[str, Design]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from sim.gnn.netlist import CELL_TYPES, LABELS, Netlist, labels
+from coevo.sim.gnn.netlist import CELL_TYPES, LABELS, Netlist, labels
 
 Relation = tuple[str, str, str]
 

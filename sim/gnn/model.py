@@ -28,9 +28,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from sim.errors import UserInputError
-from sim.gnn.graph import NODE_TYPES, RELATIONS, HeteroGraph, Relation
-from sim.gnn.sparse import RelationCSR, aggregate, balanced_blocks, densify, even_blocks, sparse_row_mm, topk_relu
+from coevo.sim.errors import UserInputError
+from coevo.sim.gnn.graph import NODE_TYPES, RELATIONS, HeteroGraph, Relation
+from coevo.sim.gnn.sparse import RelationCSR, aggregate, balanced_blocks, densify, even_blocks, sparse_row_mm, topk_relu
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from sim.errors import UserInputError
+from coevo.sim.errors import UserInputError
 
 CELL_TYPES: tuple[str, ...] = ("BUF", "NOT", "AND", "NAND", "OR", "NOR", "XOR", "XNOR", "ANDNOT", "ORNOT", "MUX", "DFF", "OTHER")
 """The cell vocabulary (one-hot features); Yosys's $_DFF*/$_SDFF*/latch cells all map to DFF."""

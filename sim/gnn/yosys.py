@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sim.errors import CoevoError, UserInputError
+from coevo.sim.errors import CoevoError, UserInputError
 
 ENV_YOSYS = "COEVO_YOSYS"
 """Environment variable naming the yosys executable (default: ``yosys`` on PATH)."""

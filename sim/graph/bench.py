@@ -16,9 +16,9 @@ from typing import Any, cast
 
 import numpy as np
 
-from sim.errors import UserInputError
-from sim.graph.csr import Csr
-from sim.graph.spmm import (
+from coevo.sim.errors import UserInputError
+from coevo.sim.graph.csr import Csr
+from coevo.sim.graph.spmm import (
     BlockParams,
     Plan,
     check_feature_dim,

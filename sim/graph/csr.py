@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from sim.errors import UserInputError
+from coevo.sim.errors import UserInputError
 
 INDEX_LIMIT = 2**31 - 1
 """Largest column count and nnz the int32 column ids of :class:`Csr` hold."""

@@ -16,8 +16,8 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
-from sim.graph.csr import Csr, from_scipy
-from sim.graph.spmm import BlockParams, Plan, plan, spmm_blocked
+from coevo.sim.graph.csr import Csr, from_scipy
+from coevo.sim.graph.spmm import BlockParams, Plan, plan, spmm_blocked
 
 
 def gcn_normalize(a: Csr, *, self_loops: bool = True) -> Csr:
@@ -94,7 +94,7 @@ class GCNLayer(nn.Module):
         normalize: apply the GCN normalization.
 
     Example:
-        >>> from sim.graph.generators import load_graph
+        >>> from coevo.sim.graph.generators import load_graph
         >>> layer = GCNLayer(load_graph("karate"), 4, 2)
         >>> layer(torch.ones(34, 4)).shape
         torch.Size([34, 2])

@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from sim.errors import UserInputError
-from sim.graph.csr import Csr, from_edges, load_npz, save_npz
+from coevo.sim.errors import UserInputError
+from coevo.sim.graph.csr import Csr, from_edges, load_npz, save_npz
 
 ENV_CACHE = "COEVO_CACHE"
 GRAPH500 = (0.57, 0.19, 0.19, 0.05)

@@ -36,8 +36,8 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from sim.errors import UserInputError
-from sim.graph.csr import Csr
+from coevo.sim.errors import UserInputError
+from coevo.sim.graph.csr import Csr
 
 TILES = (8, 16, 32, 64, 128, 256)
 """Column tile widths the search offers (any positive width works)."""
@@ -215,7 +215,7 @@ def spmm_blocked(a: Csr, x: np.ndarray, schedule: Plan | None = None, params: Bl
     """``A @ X`` by the degree-block method (module doc); ``schedule`` from :func:`plan` (built here when None).
 
     Example:
-        >>> from sim.graph.csr import validate_csr
+        >>> from coevo.sim.graph.csr import validate_csr
         >>> a = validate_csr([0, 2, 2, 3], [0, 2, 1], [1.0, 2.0, 3.0], (3, 3))
         >>> spmm_blocked(a, np.eye(3), params=BlockParams(long_row=1, tile=2)).tolist()
         [[1.0, 0.0, 2.0], [0.0, 0.0, 0.0], [0.0, 3.0, 0.0]]

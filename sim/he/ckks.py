@@ -38,7 +38,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
-from sim.errors import UserInputError
+from coevo.sim.errors import UserInputError
 
 SEAL_MAX_BITS: dict[int, int] = {1024: 27, 2048: 54, 4096: 109, 8192: 218, 16384: 438, 32768: 881}
 """Largest total coefficient-modulus bits per polynomial modulus degree at 128-bit classical security (SEAL's table)."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.errors import UserInputError
+from coevo.sim.errors import UserInputError
 
 DATASETS = ("digits-grid", "digits-grid4")
 """Datasets this package knows."""

@@ -39,9 +39,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sim.errors import UserInputError
-from sim.he.data import GraphData, load_dataset
-from sim.zoo import cache_dir
+from coevo.sim.errors import UserInputError
+from coevo.sim.he.data import GraphData, load_dataset
+from coevo.sim.zoo import cache_dir
 
 Progress = Callable[[str, float], None]
 

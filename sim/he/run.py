@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 from torch import nn
 
-from sim.errors import UserInputError
-from sim.he.ckks import (
+from coevo.sim.errors import UserInputError
+from coevo.sim.he.ckks import (
     HEParams,
     HEPlan,
     cached_op_costs,
@@ -21,8 +21,8 @@ from sim.he.ckks import (
     plain_logits,
     predict_seconds,
 )
-from sim.he.model import Progress, Recipe, Trained, train
-from sim.zoo import cache_dir
+from coevo.sim.he.model import Progress, Recipe, Trained, train
+from coevo.sim.zoo import cache_dir
 
 
 def plan_of(trained: Trained, relu_degree: int = 4) -> HEPlan:

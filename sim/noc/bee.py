@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 
 import networkx as nx
 
-from sim.errors import UserInputError
+from coevo.sim.errors import UserInputError
 
 FreeFn = Callable[[int, int], int]
 """``(a, b) -> free sub-channels`` on the directed link a -> b."""

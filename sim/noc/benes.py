@@ -63,8 +63,8 @@ from typing import Any, ClassVar
 import networkx as nx
 import numpy as np
 
-from sim.errors import UserInputError
-from sim.noc.common import WARMUP_MAX, Clock, Injector, NocResult, ProgressFn, check_load, delay_stats, derangement, destination
+from coevo.sim.errors import UserInputError
+from coevo.sim.noc.common import WARMUP_MAX, Clock, Injector, NocResult, ProgressFn, check_load, delay_stats, derangement, destination
 
 ROUTINGS = ("bit", "adaptive", "adaptive-local")
 MAX_CONTROL_CYCLES = 16

@@ -12,7 +12,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
-from sim.errors import UserInputError
+from coevo.sim.errors import UserInputError
 
 WARMUP_MAX = 2000
 """Warm-up: statistics skip the first 10 % of a run's cycles, at most this many (so a run stopped early still measures)."""

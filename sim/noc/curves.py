@@ -12,10 +12,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from sim.errors import UserInputError
-from sim.noc.benes import BenesResult, simulate_benes
-from sim.noc.common import NocResult
-from sim.noc.mesh import MeshConfig, MeshResult, MeshStats, simulate_mesh
+from coevo.sim.errors import UserInputError
+from coevo.sim.noc.benes import BenesResult, simulate_benes
+from coevo.sim.noc.common import NocResult
+from coevo.sim.noc.mesh import MeshConfig, MeshResult, MeshStats, simulate_mesh
 
 AnyResult = NocResult[Any, Any]
 """A result of either topology."""

@@ -81,9 +81,9 @@ from typing import Any, ClassVar
 import networkx as nx
 import numpy as np
 
-from sim.errors import UserInputError
-from sim.noc.bee import ForagingTable, k_shortest_feasible, segment_quality, widest_shortest_path
-from sim.noc.common import WARMUP_MAX, Clock, NocResult, ProgressFn, check_load, delay_stats, destination
+from coevo.sim.errors import UserInputError
+from coevo.sim.noc.bee import ForagingTable, k_shortest_feasible, segment_quality, widest_shortest_path
+from coevo.sim.noc.common import WARMUP_MAX, Clock, NocResult, ProgressFn, check_load, delay_stats, destination
 
 ROUTINGS = ("xy", "adaptive", "widest-shortest", "k-shortest", "bee-qos")
 TRAFFIC = ("uniform", "transpose", "tornado", "hotspot")

@@ -25,7 +25,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, TypedDict
 
-from sim.errors import UserInputError
+from coevo.sim.errors import UserInputError
 
 
 class DeviceRates(TypedDict):

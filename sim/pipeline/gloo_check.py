@@ -36,11 +36,11 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from sim.pipeline.blocks import Block, BlockNet
-from sim.pipeline.cluster import Cluster
-from sim.pipeline.partition import partition
-from sim.pipeline.profile import build_model, profile
-from sim.pipeline.simulate import boundary_tensors, simulate
+from coevo.sim.pipeline.blocks import Block, BlockNet
+from coevo.sim.pipeline.cluster import Cluster
+from coevo.sim.pipeline.partition import partition
+from coevo.sim.pipeline.profile import build_model, profile
+from coevo.sim.pipeline.simulate import boundary_tensors, simulate
 
 
 @dataclass(frozen=True)

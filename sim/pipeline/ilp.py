@@ -40,11 +40,11 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from sim.errors import UserInputError
-from sim.pipeline.cluster import Cluster
-from sim.pipeline.partition import TRAIN_FLOPS_FACTOR, Plan
-from sim.pipeline.profile import ModelProfile
-from sim.pipeline.simulate import OPTIMIZER_BYTES_PER_PARAM_BYTE, Op, memory_bound, simulate, stash_bytes, virtual_stages
+from coevo.sim.errors import UserInputError
+from coevo.sim.pipeline.cluster import Cluster
+from coevo.sim.pipeline.partition import TRAIN_FLOPS_FACTOR, Plan
+from coevo.sim.pipeline.profile import ModelProfile
+from coevo.sim.pipeline.simulate import OPTIMIZER_BYTES_PER_PARAM_BYTE, Op, memory_bound, simulate, stash_bytes, virtual_stages
 
 US = 1e6
 

@@ -35,11 +35,11 @@ from pathlib import Path
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from sim.errors import UserInputError
-from sim.pipeline.blocks import Block
-from sim.pipeline.partition import partition
-from sim.pipeline.profile import build_model, profile
-from sim.pipeline.simulate import stash_bytes, transient_bytes, virtual_stages
+from coevo.sim.errors import UserInputError
+from coevo.sim.pipeline.blocks import Block
+from coevo.sim.pipeline.partition import partition
+from coevo.sim.pipeline.profile import build_model, profile
+from coevo.sim.pipeline.simulate import stash_bytes, transient_bytes, virtual_stages
 
 MMAP_THRESHOLD = 65536
 """glibc ``M_MMAP_THRESHOLD`` of the measuring process (bytes)."""
@@ -171,11 +171,12 @@ def measure_step(model: str, *, resolution: int, microbatch: int, microbatches: 
     if not Path("/proc/self/clear_refs").exists():
         raise UserInputError("measuring resident memory needs Linux (/proc/self/clear_refs)")
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD), "OMP_NUM_THREADS": "1"}
-    root = str(Path(__file__).resolve().parents[2])
+    # the folder that holds the coevo package (the checkout, or site-packages): coevo/sim/pipeline/memcheck.py
+    root = str(Path(__file__).parents[3])
     env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")])
     args = [model, str(resolution), str(microbatch), str(microbatches), str(int(recompute))]
     done = subprocess.run(
-        [sys.executable, "-m", "sim.pipeline.memcheck", *args], env=env, capture_output=True, text=True, check=False, timeout=600
+        [sys.executable, "-m", "coevo.sim.pipeline.memcheck", *args], env=env, capture_output=True, text=True, check=False, timeout=600
     )
     if done.returncode != 0:
         raise RuntimeError(f"memory measurement failed:\n{done.stderr}")  # a bug or a broken environment, not user input

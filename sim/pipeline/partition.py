@@ -43,8 +43,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sim.errors import UserInputError
-from sim.pipeline.profile import BlockProfile, ModelProfile
+from coevo.sim.errors import UserInputError
+from coevo.sim.pipeline.profile import BlockProfile, ModelProfile
 
 TRAIN_FLOPS_FACTOR = 3.0
 """Forward + backward FLOPs per forward FLOP (backward ~2x forward)."""

@@ -48,10 +48,10 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
-from sim.errors import UserInputError
-from sim.pipeline import unet as unet_mod
-from sim.pipeline import uvit as uvit_mod
-from sim.pipeline.blocks import ROLES, Block, PipelineModel
+from coevo.sim.errors import UserInputError
+from coevo.sim.pipeline import unet as unet_mod
+from coevo.sim.pipeline import uvit as uvit_mod
+from coevo.sim.pipeline.blocks import ROLES, Block, PipelineModel
 
 MODELS: dict[str, Callable[[], PipelineModel]] = {
     **{name: functools.partial(unet_mod.unet, cfg) for name, cfg in unet_mod.PRESETS.items()},

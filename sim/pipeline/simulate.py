@@ -91,10 +91,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sim.errors import UserInputError
-from sim.pipeline.cluster import Cluster
-from sim.pipeline.partition import TRAIN_FLOPS_FACTOR, Plan, work
-from sim.pipeline.profile import ModelProfile
+from coevo.sim.errors import UserInputError
+from coevo.sim.pipeline.cluster import Cluster
+from coevo.sim.pipeline.partition import TRAIN_FLOPS_FACTOR, Plan, work
+from coevo.sim.pipeline.profile import ModelProfile
 
 SCHEDULES = ("gpipe", "1f1b", "wave", "interleaved", "zb-h1")
 Op = tuple[str, int, int]

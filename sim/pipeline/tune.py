@@ -24,11 +24,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sim.errors import UserInputError
-from sim.pipeline.cluster import Cluster
-from sim.pipeline.partition import TOLERANT, Plan, partition, units
-from sim.pipeline.profile import profile
-from sim.pipeline.simulate import StepResult, memory_bound, simulate
+from coevo.sim.errors import UserInputError
+from coevo.sim.pipeline.cluster import Cluster
+from coevo.sim.pipeline.partition import TOLERANT, Plan, partition, units
+from coevo.sim.pipeline.profile import profile
+from coevo.sim.pipeline.simulate import StepResult, memory_bound, simulate
 
 CHOICES = (
     ("blockwise", "gpipe"),

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from sim.pipeline.blocks import Block, PipelineModel
+from coevo.sim.pipeline.blocks import Block, PipelineModel
 
 
 @dataclass(frozen=True)

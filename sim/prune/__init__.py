@@ -1,8 +1,8 @@
 """Activation-aware pruning of nn.Linear layers (pure torch): magnitude, Wanda, output cosine, input variance, cos+var;
 unstructured and N:M masks; sequential layer-by-layer calibration (see :mod:`sim.prune.core`)."""
 
-from sim.prune.core import SCORES, PruneResult, calibration_inputs, prunable_layers, prune, score_matrix
-from sim.prune.masks import Pattern, keep_count, make_mask, nm_mask, parse_pattern, unstructured_mask
+from coevo.sim.prune.core import SCORES, PruneResult, calibration_inputs, prunable_layers, prune, score_matrix
+from coevo.sim.prune.masks import Pattern, keep_count, make_mask, nm_mask, parse_pattern, unstructured_mask
 
 __all__ = [
     "SCORES",

@@ -40,9 +40,9 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from sim.errors import UserInputError
-from sim.prune.masks import Group, Pattern, make_mask, parse_pattern
-from sim.prune.sparsegpt import sparsegpt_layer
+from coevo.sim.errors import UserInputError
+from coevo.sim.prune.masks import Group, Pattern, make_mask, parse_pattern
+from coevo.sim.prune.sparsegpt import sparsegpt_layer
 
 Score = Literal["magnitude", "wanda", "var", "cos", "cos+var", "sparsegpt"]
 SCORES: tuple[str, ...] = ("magnitude", "wanda", "var", "cos", "cos+var", "sparsegpt")

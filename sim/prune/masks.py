@@ -12,7 +12,7 @@ from typing import Literal
 
 import torch
 
-from sim.errors import UserInputError
+from coevo.sim.errors import UserInputError
 
 Group = Literal["row", "layer"]
 

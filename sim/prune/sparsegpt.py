@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from sim.prune.masks import Pattern
+from coevo.sim.prune.masks import Pattern
 
 
 def sparsegpt_layer(

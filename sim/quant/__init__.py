@@ -6,8 +6,8 @@ important to more classes), HAWQ-style Hessian trace, weight magnitude, uniform;
 greedy search that lowers widths under an accuracy constraint.
 """
 
-from sim.quant.fake import Layer, accuracy, average_bits, fake_quant, finetune, model_bits, quant_layers, quantized_copy
-from sim.quant.mixed import (
+from coevo.sim.quant.fake import Layer, accuracy, average_bits, fake_quant, finetune, model_bits, quant_layers, quantized_copy
+from coevo.sim.quant.mixed import (
     CANDIDATES,
     METHODS,
     Allocation,

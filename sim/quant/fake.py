@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils import parametrize
 
-from sim.errors import UserInputError
+from coevo.sim.errors import UserInputError
 
 MAX_BITS = 32
 """Widest bit width accepted (32 bits is float-like precision for any weight this code meets)."""

@@ -40,8 +40,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sim.errors import UserInputError
-from sim.quant.fake import (
+from coevo.sim.errors import UserInputError
+from coevo.sim.quant.fake import (
     Batches,
     FineTune,
     Layer,

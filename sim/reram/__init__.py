@@ -7,13 +7,13 @@ bitline by bitline through a faulty map. :mod:`sim.reram.model`: a whole model, 
 protection schemes (pruning, duplication with voting, MSB duplication, spare lines), the
 crossbar budget, and a metric over many fault maps.
 
->>> from sim.reram import CrossbarConfig, Protection, plan_model
+>>> from coevo.sim.reram import CrossbarConfig, Protection, plan_model
 >>> cfg = CrossbarConfig(rows=64, cols=64, weight_bits=8, bits_per_cell=2)
 >>> Protection.parse("prune+dup+msb").label
 'prune(r0.1,c0.1)+dup+msb1'
 """
 
-from sim.reram.crossbar import (
+from coevo.sim.reram.crossbar import (
     OK,
     SA0,
     SA1,
@@ -27,8 +27,8 @@ from sim.reram.crossbar import (
     stuck,
     unslice,
 )
-from sim.reram.layer import CrossbarLayer, FaultyLayer, LayerPlan, assign_duplicates, plan_layer, realise, repair_with_spares
-from sim.reram.model import (
+from coevo.sim.reram.layer import CrossbarLayer, FaultyLayer, LayerPlan, assign_duplicates, plan_layer, realise, repair_with_spares
+from coevo.sim.reram.model import (
     SCHEME_PARTS,
     ModelPlan,
     Protection,

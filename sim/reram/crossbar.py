@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.errors import UserInputError
+from coevo.sim.errors import UserInputError
 
 OK, SA0, SA1 = 0, 1, 2
 """Fault codes of a cell in a fault map."""

@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sim.reram.crossbar import CrossbarConfig, harmful, quantize_magnitudes, sample_faults, slice_levels, stuck
+from coevo.sim.reram.crossbar import CrossbarConfig, harmful, quantize_magnitudes, sample_faults, slice_levels, stuck
 
 Knowledge = Literal["known", "unknown"]
 

@@ -27,9 +27,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from sim.errors import UserInputError
-from sim.reram.crossbar import CrossbarConfig, check_rate
-from sim.reram.layer import CrossbarLayer, FaultyLayer, Knowledge, LayerPlan, plan_layer, realise
+from coevo.sim.errors import UserInputError
+from coevo.sim.reram.crossbar import CrossbarConfig, check_rate
+from coevo.sim.reram.layer import CrossbarLayer, FaultyLayer, Knowledge, LayerPlan, plan_layer, realise
 
 SCHEME_PARTS = ("none", "prune", "dup", "msb", "spare")
 """Words a protection string combines with ``+``."""

@@ -1,6 +1,6 @@
 """SteppingNet: nested subnets at rising MAC budgets, where a larger subnet reuses the smaller one's activations.
 
->>> from sim.stepping import build, StepRunner
+>>> from coevo.sim.stepping import build, StepRunner
 >>> built = build("cnn-digits", [0.25, 0.5, 0.75, 1.0], epochs=10)      # doctest: +SKIP
 >>> runner = StepRunner(built.net)                                       # doctest: +SKIP
 >>> runner.start(x).labels; runner.step_up().labels                      # doctest: +SKIP
@@ -11,11 +11,11 @@ layer below, so stepping up computes only the new group's units (the MACs execut
 switchable BatchNorm) and independently trained dense nets. See docs/stepping.md.
 """
 
-from sim.stepping._build import KINDS, Built, Kind, build, stepping_root, zoo_setup
-from sim.stepping._nets import IndependentCNNs, SlimmableCNN, SteppingCNN, make_net, step_logits
-from sim.stepping._plan import Arch, StepPlan, check_fractions, dense_layer_macs, dense_macs, plan, step_up_macs, stepping_macs
-from sim.stepping._runner import Prediction, StepLatency, StepRunner, budget_step, measure_latency
-from sim.stepping._train import TrainConfig, accuracies, joint_loss, train
+from coevo.sim.stepping._build import KINDS, Built, Kind, build, stepping_root, zoo_setup
+from coevo.sim.stepping._nets import IndependentCNNs, SlimmableCNN, SteppingCNN, make_net, step_logits
+from coevo.sim.stepping._plan import Arch, StepPlan, check_fractions, dense_layer_macs, dense_macs, plan, step_up_macs, stepping_macs
+from coevo.sim.stepping._runner import Prediction, StepLatency, StepRunner, budget_step, measure_latency
+from coevo.sim.stepping._train import TrainConfig, accuracies, joint_loss, train
 
 __all__ = [
     "KINDS",

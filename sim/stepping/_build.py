@@ -22,12 +22,12 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from sim.errors import UserInputError
-from sim.stepping._nets import make_net
-from sim.stepping._plan import Arch, StepPlan, check_fractions, plan
-from sim.stepping._train import Progress, TrainConfig, accuracies, train
-from sim.zoo.data import Split
-from sim.zoo.registry import ZooError, cache_dir, recipe, recipe_key, splits_of
+from coevo.sim.errors import UserInputError
+from coevo.sim.stepping._nets import make_net
+from coevo.sim.stepping._plan import Arch, StepPlan, check_fractions, plan
+from coevo.sim.stepping._train import Progress, TrainConfig, accuracies, train
+from coevo.sim.zoo.data import Split
+from coevo.sim.zoo.registry import ZooError, cache_dir, recipe, recipe_key, splits_of
 
 Kind = Literal["stepping", "slimmable", "independent"]
 KINDS: tuple[Kind, ...] = ("stepping", "slimmable", "independent")

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sim.stepping._plan import Arch, StepPlan
+from coevo.sim.stepping._plan import Arch, StepPlan
 
 
 def _groups_of(cum: Sequence[int]) -> torch.Tensor:

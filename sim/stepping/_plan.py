@@ -24,7 +24,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sim.errors import UserInputError
+from coevo.sim.errors import UserInputError
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from sim.errors import UserInputError
-from sim.stepping._nets import SteppingCNN
-from sim.stepping._plan import StepPlan
+from coevo.sim.errors import UserInputError
+from coevo.sim.stepping._nets import SteppingCNN
+from coevo.sim.stepping._plan import StepPlan
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sim.stepping._nets import IndependentCNNs, step_logits
+from coevo.sim.stepping._nets import IndependentCNNs, step_logits
 
 Progress = Callable[[str, float], None]
 TEMPERATURE = 2.0

@@ -1,6 +1,6 @@
 """The shared model zoo: small real models trained by coevo on real data that installs offline.
 
->>> from sim.zoo import load
+>>> from coevo.sim.zoo import load
 >>> zm = load("cnn-digits")          # trained the first time (seconds), loaded from the cache after
 >>> zm.evaluate(zm.model, "val")     # accuracy in %                         # doctest: +SKIP
 
@@ -8,9 +8,9 @@ Serves quantization, pruning and the accelerator tools; each of those also takes
 ``torch.nn.Module`` and data loader. See :mod:`sim.zoo.registry` for the cache and recipes.
 """
 
-from sim.zoo.data import Split
-from sim.zoo.models import ByteGPT, DigitsCNN, DigitsMLP, MnistCNN
-from sim.zoo.registry import (
+from coevo.sim.zoo.data import Split
+from coevo.sim.zoo.models import ByteGPT, DigitsCNN, DigitsMLP, MnistCNN
+from coevo.sim.zoo.registry import (
     RECIPES,
     ZooError,
     ZooModel,

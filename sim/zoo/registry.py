@@ -26,8 +26,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from sim.zoo.data import Split, byte_blocks, digits_splits, mnist5k_splits, pydoc_text, random_windows
-from sim.zoo.models import ByteGPT, DigitsCNN, DigitsMLP, MnistCNN
+from coevo.sim.zoo.data import Split, byte_blocks, digits_splits, mnist5k_splits, pydoc_text, random_windows
+from coevo.sim.zoo.models import ByteGPT, DigitsCNN, DigitsMLP, MnistCNN
 
 Progress = Callable[[str, float], None]
 """``(what, fraction done in [0, 1])``."""

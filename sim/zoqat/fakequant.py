@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from sim.errors import UserInputError
+from coevo.sim.errors import UserInputError
 
 _TINY = 1e-8
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import torch
 
-from sim.errors import UserInputError
-from sim.zoqat.fakequant import check_bits, quantize
-from sim.zoqat.memory import PeakMemory
-from sim.zoqat.train import METHODS, train
+from coevo.sim.errors import UserInputError
+from coevo.sim.zoqat.fakequant import check_bits, quantize
+from coevo.sim.zoqat.memory import PeakMemory
+from coevo.sim.zoqat.train import METHODS, train
 
 
 @dataclass(frozen=True)
@@ -70,8 +70,8 @@ class Spec:
 
 def run(spec: Spec) -> dict[str, Any]:
     """Run ``spec`` in this process; a flat dict of settings and measurements (JSON-ready)."""
-    from sim.zoo import ZooModel, build, load, recipe  # the zoo trains on first use: import it only when needed
-    from sim.zoo.registry import splits_of
+    from coevo.sim.zoo import ZooModel, build, load, recipe  # the zoo trains on first use: import it only when needed
+    from coevo.sim.zoo.registry import splits_of
 
     spec.check()
     if spec.threads:

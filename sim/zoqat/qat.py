@@ -10,10 +10,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from sim.errors import UserInputError
-from sim.zoqat.fakequant import check_bits, linear_names, quantize
-from sim.zoqat.memory import PeakMemory
-from sim.zoqat.train import METHODS, LossFn, TrainLog, default_loss, train
+from coevo.sim.errors import UserInputError
+from coevo.sim.zoqat.fakequant import check_bits, linear_names, quantize
+from coevo.sim.zoqat.memory import PeakMemory
+from coevo.sim.zoqat.train import METHODS, LossFn, TrainLog, default_loss, train
 
 
 @dataclass

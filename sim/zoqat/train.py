@@ -40,8 +40,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from sim.errors import UserInputError
-from sim.zoqat.fakequant import quant_layers
+from coevo.sim.errors import UserInputError
+from coevo.sim.zoqat.fakequant import quant_layers
 
 Method = Literal["spsa", "projected", "ste", "rtn"]
 METHODS: tuple[str, ...] = ("spsa", "projected", "ste", "rtn")

@@ -24,8 +24,8 @@ from typing import Any
 import optuna
 import pytest
 
-from agent.chat.store import SessionStore
-from search.round_log import read_round_logs
+from coevo.agent.chat.store import SessionStore
+from coevo.search.round_log import read_round_logs
 from tests.fakes import nb201_model
 from tests.fakes.openai_server import FakeOpenAI
 from tests.helpers import coevo_env
@@ -90,7 +90,7 @@ def _answer(storage: str) -> Any:
 
 
 def _run(args: list[str], env: dict[str, str], cwd: Path, outputs: list[str]) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "agent.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "coevo.agent.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
     outputs += [proc.stdout, proc.stderr]
     assert proc.returncode == 0, f"coevo {' '.join(args)} failed:\n{proc.stderr[-2000:]}"
     return proc
@@ -148,7 +148,7 @@ def test_the_api_key_reaches_the_endpoint_and_nothing_else(tmp_path: Path, worke
     assert not [o for o in outputs if CANARY in o], "the API key was printed"
     assert CANARY not in json.dumps(logs) and CANARY not in json.dumps([e.content for e in SessionStore(storage).events(session)])
     # ps saw the processes while they ran (so a key on their command lines would have been caught) ...
-    ours = [line for line in ps if "agent.cli" in line and str(tmp_path) in line]
+    ours = [line for line in ps if "coevo.agent.cli" in line and str(tmp_path) in line]
     assert any(" chat " in line for line in ours) and any("--study bg" in line for line in ours)
     assert any("--study fg" in line for line in ours)
     if workers > 1:

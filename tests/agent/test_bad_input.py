@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli import main
+from coevo.agent.cli import main
 from tests.helpers import coevo_env
 
 STUDY = "k"
@@ -135,7 +135,7 @@ def test_a_closed_pipe_is_a_quiet_exit(workdir: Path, tmp_path: Path) -> None:
     read, write = os.pipe()
     os.close(read)  # the reader is gone before anything is written: every write fails with EPIPE
     proc = subprocess.run(
-        [sys.executable, "-m", "agent.cli", "kb", "export", "--study", STUDY],
+        [sys.executable, "-m", "coevo.agent.cli", "kb", "export", "--study", STUDY],
         cwd=workdir,
         env=coevo_env(),
         stdout=write,

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from agent.chat.commands import CommandContext, dispatch
-from agent.chat.loop import ChatAgent, ChatModelError
-from agent.chat.store import SessionStore
-from agent.cli import main
-from agent.llm_client import LLMSettings, chat_model
+from coevo.agent.chat.commands import CommandContext, dispatch
+from coevo.agent.chat.loop import ChatAgent, ChatModelError
+from coevo.agent.chat.store import SessionStore
+from coevo.agent.cli import main
+from coevo.agent.llm_client import LLMSettings, chat_model
+from coevo.tools import REGISTRY
 from tests.fakes.openai_server import FakeOpenAI
-from tools import REGISTRY
 
 ARCH = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|"
 QUERY = {"name": "nb201_query", "arguments": {"arch": ARCH, "dataset": "cifar10", "device": "fpga"}}

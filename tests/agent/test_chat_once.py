@@ -12,13 +12,13 @@ from typing import Any
 import optuna
 import pytest
 
-from agent.chat.store import SessionStore
-from agent.cli import main
-from knowledge.store import KnowledgeStore
-from search.nb201 import NB201Problem
-from search.runner import run_search
+from coevo.agent.chat.store import SessionStore
+from coevo.agent.cli import main
+from coevo.knowledge.store import KnowledgeStore
+from coevo.search.nb201 import NB201Problem
+from coevo.search.runner import run_search
+from coevo.tools import REGISTRY
 from tests.fakes.openai_server import FakeOpenAI
-from tools import REGISTRY
 
 ARCH = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|"
 STUDY = "kb-world"

@@ -25,7 +25,7 @@ def _spawn(tmp_path: Path, *extra: str, llm_url: str | None = None) -> pexpect.s
     storage = f"sqlite:///{tmp_path / 'chat.sqlite3'}"
     child = pexpect.spawn(
         sys.executable,
-        ["-m", "agent.cli", "chat", "--storage", storage, *extra],
+        ["-m", "coevo.agent.cli", "chat", "--storage", storage, *extra],
         cwd=str(tmp_path),
         env=env,
         encoding="utf-8",

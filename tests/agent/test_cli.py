@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli import main
+from coevo.agent.cli import main
 
 ARCH = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|"
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,7 +71,7 @@ def test_user_errors_are_one_line(capsys: pytest.CaptureFixture[str], argv: list
 def test_console_script_prints_no_traceback(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
-        [sys.executable, "-m", "agent.cli", "search", "--device", "nope"], capture_output=True, text=True, env=env, cwd=tmp_path
+        [sys.executable, "-m", "coevo.agent.cli", "search", "--device", "nope"], capture_output=True, text=True, env=env, cwd=tmp_path
     )
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: problem 'nb201': device: unknown device 'nope'") and "Traceback" not in proc.stderr
@@ -91,10 +91,10 @@ def test_runs_delete_removes_the_study_and_what_coevo_keeps_for_it(
 
     import optuna
 
-    from agent.reasoners.cache import CachedReply, ResponseCache
-    from knowledge.store import KnowledgeStore
-    from search.round_log import RoundLogs
-    from search.workers import Coordination
+    from coevo.agent.reasoners.cache import CachedReply, ResponseCache
+    from coevo.knowledge.store import KnowledgeStore
+    from coevo.search.round_log import RoundLogs
+    from coevo.search.workers import Coordination
 
     assert main(["search", "--proposer", "pelnas", "--budget", "50", "--storage", storage, "--study", "gone", "--json"]) == 0
     assert main(["search", "--proposer", "pelnas", "--budget", "30", "--storage", storage, "--study", "kept", "--json"]) == 0

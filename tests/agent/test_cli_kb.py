@@ -11,9 +11,9 @@ from pathlib import Path
 import optuna
 import pytest
 
-from agent.cli import main
-from knowledge.store import KnowledgeStore
-from search.nb201 import NB201Problem
+from coevo.agent.cli import main
+from coevo.knowledge.store import KnowledgeStore
+from coevo.search.nb201 import NB201Problem
 
 STUDY = "nb201-cifar10-fpga-pelnas-s0"
 
@@ -207,7 +207,7 @@ def test_a_failed_report_leaves_no_folder_and_says_why_in_one_line(
         assert len(err.strip().splitlines()) == 1 and "is a file, not a folder" in err and "Traceback" not in err
     assert a_file.read_text() == "not a folder"
     # a failure while writing removes what it created (here two new levels), and nothing that was there before
-    from knowledge import report_plots
+    from coevo.knowledge import report_plots
 
     def broken(*args: object, **kwargs: object) -> Path:
         raise RuntimeError("plotting failed")

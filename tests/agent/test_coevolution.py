@@ -8,15 +8,15 @@ from pathlib import Path
 import numpy as np
 import optuna
 
-from agent.coevolution import make_pelnas
-from agent.reasoners import KnowledgeContext, OfflineReasoner
-from knowledge import KnowledgeBase, retrieval
-from knowledge.store import KnowledgeStore
-from search.nb201 import NB201Problem, random_cell
-from search.nb201.problem import complexity_niches
-from search.proposers import Evaluation
-from search.round_log import RoundLogs
-from search.runner import run_search
+from coevo.agent.coevolution import make_pelnas
+from coevo.agent.reasoners import KnowledgeContext, OfflineReasoner
+from coevo.knowledge import KnowledgeBase, retrieval
+from coevo.knowledge.store import KnowledgeStore
+from coevo.search.nb201 import NB201Problem, random_cell
+from coevo.search.nb201.problem import complexity_niches
+from coevo.search.proposers import Evaluation
+from coevo.search.round_log import RoundLogs
+from coevo.search.runner import run_search
 from tests.helpers import coevo_env, kill_after_trials
 
 
@@ -135,7 +135,7 @@ def test_sigkill_during_pelnas_then_resume(tmp_path: Path) -> None:
     ]
     kill_after_trials(cmd, db, 70, tmp_path)
     out = subprocess.run(
-        [sys.executable, "-m", "agent.cli", *cmd], capture_output=True, text=True, cwd=tmp_path, env=coevo_env(), timeout=300
+        [sys.executable, "-m", "coevo.agent.cli", *cmd], capture_output=True, text=True, cwd=tmp_path, env=coevo_env(), timeout=300
     )
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)

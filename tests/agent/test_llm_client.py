@@ -10,12 +10,12 @@ import httpx
 import openai
 import pytest
 
-from agent.chat.loop import ChatAgent, ChatModelError
-from agent.chat.store import SessionStore
-from agent.llm_client import EndpointError, LLMSettings, Price, RetryPolicy, chat_model, is_transient
-from agent.reasoners.llm import LLMReasoner, LLMUnavailableError
+from coevo.agent.chat.loop import ChatAgent, ChatModelError
+from coevo.agent.chat.store import SessionStore
+from coevo.agent.llm_client import EndpointError, LLMSettings, Price, RetryPolicy, chat_model, is_transient
+from coevo.agent.reasoners.llm import LLMReasoner, LLMUnavailableError
+from coevo.tools import REGISTRY
 from tests.fakes.openai_server import FakeOpenAI
-from tools import REGISTRY
 
 REPLY = '{"candidates": [{"design": "|none~0|+|none~0|none~1|+|none~0|none~1|none~2|"}]}'
 MSG = [{"role": "user", "content": "propose"}]
@@ -155,7 +155,7 @@ def test_price_parse() -> None:
 
 
 def test_chat_price_flag_is_checked(storage: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from agent.cli import main
+    from coevo.agent.cli import main
 
     with FakeOpenAI([{"content": "hi"}]) as fake:
         code = main(["chat", "--storage", storage, "--llm-base-url", fake.url, "--llm-model", "m", "--llm-price", "x", "--once", "hello"])

@@ -9,16 +9,16 @@ from pathlib import Path
 import optuna
 import pytest
 
-from agent.coevolution import make_pelnas
-from agent.reasoners import make_reasoner
-from agent.reasoners.cache import ResponseCache
-from agent.reasoners.llm import LLMReasoner, LLMReplyError, LLMUnavailableError, ProposeOut, extract_json
-from knowledge.report import write_report
-from knowledge.store import KnowledgeStore
-from search.errors import CoevoError, UserInputError
-from search.nb201 import NB201Problem
-from search.round_log import read_round_logs
-from search.runner import run_search
+from coevo.agent.coevolution import make_pelnas
+from coevo.agent.reasoners import make_reasoner
+from coevo.agent.reasoners.cache import ResponseCache
+from coevo.agent.reasoners.llm import LLMReasoner, LLMReplyError, LLMUnavailableError, ProposeOut, extract_json
+from coevo.knowledge.report import write_report
+from coevo.knowledge.store import KnowledgeStore
+from coevo.search.errors import CoevoError, UserInputError
+from coevo.search.nb201 import NB201Problem
+from coevo.search.round_log import read_round_logs
+from coevo.search.runner import run_search
 from tests.fakes import nb201_model
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -240,7 +240,7 @@ def test_the_endpoint_is_checked_before_a_search() -> None:
 
 
 def test_a_worker_rebuilds_the_studys_llm_reasoner_without_its_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    from agent.reasoners import reasoner_from_config
+    from coevo.agent.reasoners import reasoner_from_config
 
     monkeypatch.delenv("COEVO_LLM_BASE_URL", raising=False)
     original = reasoner("http://127.0.0.1:1/v1", price_per_mtok=(0.5, 1.5))

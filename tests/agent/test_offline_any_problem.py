@@ -7,11 +7,11 @@ from collections import Counter
 
 import pytest
 
-from agent.reasoners import KnowledgeContext, OfflineReasoner, ProposeRequest
-from knowledge import Heuristic, KnowledgeBase
-from search.pipeline.problem import PipelineProblem
-from search.problems import make_problem
-from search.proposers import Evaluation
+from coevo.agent.reasoners import KnowledgeContext, OfflineReasoner, ProposeRequest
+from coevo.knowledge import Heuristic, KnowledgeBase
+from coevo.search.pipeline.problem import PipelineProblem
+from coevo.search.problems import make_problem
+from coevo.search.proposers import Evaluation
 
 
 @pytest.fixture(scope="module")

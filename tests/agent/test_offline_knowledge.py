@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.reasoners import KnowledgeContext, OfflineReasoner
-from knowledge import KnowledgeBase
-from knowledge.store import KnowledgeStore, StudyKnowledge, Version
-from search.nb201 import NB201Problem
-from search.nb201.problem import complexity_niches
-from search.proposers import Evaluation
+from coevo.agent.reasoners import KnowledgeContext, OfflineReasoner
+from coevo.knowledge import KnowledgeBase
+from coevo.knowledge.store import KnowledgeStore, StudyKnowledge, Version
+from coevo.search.nb201 import NB201Problem
+from coevo.search.nb201.problem import complexity_niches
+from coevo.search.proposers import Evaluation
 
 PROBLEM = NB201Problem(dataset="cifar10", device="fpga")
 KEY = "pv:accuracy:edge_0_1:nor_conv_3x3:*"

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from agent.coevolution import make_pelnas
-from agent.reasoners.llm import LLMReasoner
-from prompts import DATA_CLOSE, DATA_OPEN, as_data, load_prompt, parse_prompt
-from search.nb201 import NB201Problem
-from search.runner import run_search
+from coevo.agent.coevolution import make_pelnas
+from coevo.agent.reasoners.llm import LLMReasoner
+from coevo.prompts import DATA_CLOSE, DATA_OPEN, as_data, load_prompt, parse_prompt
+from coevo.search.nb201 import NB201Problem
+from coevo.search.runner import run_search
 from tests.fakes import nb201_model
 from tests.fakes.openai_server import FakeOpenAI
 

@@ -10,26 +10,26 @@ import numpy as np
 import optuna
 import pytest
 
-from agent.coevolution import ENGINE, CoevolutionProposer, make_pelnas, screen
-from agent.reasoners import make_reasoner
-from agent.reasoners._base import ProposeRequest
-from agent.reasoners.ensemble import LLMEnsemble, parse_models
-from agent.reasoners.llm import LLMReasoner
-from agent.reasoners.round_tools import RoundToolbox, ToolBudget
-from agent.reasoners.simulated import Quality, SimulatedEndpoint
-from knowledge.report import write_report
-from search.errors import UserInputError
-from search.metrics import model_yield
-from search.nb201 import NB201Problem
-from search.niches import single_niche
-from search.proposers import Evaluation, Proposal
-from search.round_log import RoundLogs
-from search.runner import run_search
-from search.surrogate import TreeSurrogate
+from coevo.agent.coevolution import ENGINE, CoevolutionProposer, make_pelnas, screen
+from coevo.agent.reasoners import make_reasoner
+from coevo.agent.reasoners._base import ProposeRequest
+from coevo.agent.reasoners.ensemble import LLMEnsemble, parse_models
+from coevo.agent.reasoners.llm import LLMReasoner
+from coevo.agent.reasoners.round_tools import RoundToolbox, ToolBudget
+from coevo.agent.reasoners.simulated import Quality, SimulatedEndpoint
+from coevo.knowledge.report import write_report
+from coevo.search.errors import UserInputError
+from coevo.search.metrics import model_yield
+from coevo.search.nb201 import NB201Problem
+from coevo.search.niches import single_niche
+from coevo.search.proposers import Evaluation, Proposal
+from coevo.search.round_log import RoundLogs
+from coevo.search.runner import run_search
+from coevo.search.surrogate import TreeSurrogate
+from coevo.tools import REGISTRY
+from coevo.tools.adapters import bound_args, to_langchain
 from tests.fakes import nb201_model
 from tests.fakes.openai_server import FakeOpenAI
-from tools import REGISTRY
-from tools.adapters import bound_args, to_langchain
 
 ARCH = "|nor_conv_3x3~0|+|nor_conv_1x1~0|skip_connect~1|+|skip_connect~0|nor_conv_3x3~1|avg_pool_3x3~2|"
 GOOD = json.dumps({"candidates": [{"design": ARCH, "rationale": "r"}]})
@@ -316,7 +316,7 @@ def test_model_yield_counts_front_members() -> None:
     tagged = [Evaluation(e.trial_number, e.point, e.point_id, e.values, True, {"model": "ab"[e.trial_number % 2]}) for e in paid]
     y = model_yield(problem, tagged)
     assert y["a"]["paid"] + y["b"]["paid"] == len(paid)
-    from search.metrics import pareto_mask
+    from coevo.search.metrics import pareto_mask
 
     front = pareto_mask(np.array([e.values["accuracy"] for e in paid]), np.array([e.values["latency_ms"] for e in paid]))
     assert y["a"]["on_front"] + y["b"]["on_front"] == int(front.sum())
@@ -326,7 +326,7 @@ def test_model_yield_counts_front_members() -> None:
 
 
 def test_search_and_bench_flags_reach_the_engine(capsys: pytest.CaptureFixture[str], storage: str, tmp_path: Any) -> None:
-    from agent.cli import main
+    from coevo.agent.cli import main
 
     args = ["--reasoner", "llm", "--llm-base-url", "simulated", "--llm-model", "sim-mutate", "--storage", storage]
     assert main(["search", "--proposer", "pelnas", "--budget", "44", "--tools", "off", "--screen", "off", "--json", *args]) == 0

@@ -7,7 +7,7 @@ import io
 import pytest
 from rich.console import Console
 
-from agent.tables import print_design_table
+from coevo.agent.tables import print_design_table
 
 ARCH = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_1x1~1|nor_conv_3x3~2|"
 

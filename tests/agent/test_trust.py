@@ -8,12 +8,12 @@ import optuna
 import pytest
 from scipy import stats
 
-from agent.coevolution import TRUST_FLOOR, surrogate_trust
-from knowledge.report import write_report
-from search.nb201 import NB201Problem
-from search.proposers import Evaluation
-from search.round_log import RoundLogs
-from search.runner import run_search
+from coevo.agent.coevolution import TRUST_FLOOR, surrogate_trust
+from coevo.knowledge.report import write_report
+from coevo.search.nb201 import NB201Problem
+from coevo.search.proposers import Evaluation
+from coevo.search.round_log import RoundLogs
+from coevo.search.runner import run_search
 
 
 def _ev(k: int, round_no: int, predicted: float | None, value: float) -> Evaluation:

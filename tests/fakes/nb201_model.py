@@ -7,8 +7,8 @@ import random
 import re
 from typing import Any
 
-from search.nb201 import format_arch, random_cell
-from search.nb201.problem import complexity_niches
+from coevo.search.nb201 import format_arch, random_cell
+from coevo.search.nb201.problem import complexity_niches
 
 
 def _tokens(text: str) -> int:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from knowledge import KnowledgeBase
-from knowledge.exchange import parse_jsonl, read_file, records_from, to_jsonl
-from knowledge.store import EvidenceRow, KnowledgeStore
-from search.errors import UserInputError
+from coevo.knowledge import KnowledgeBase
+from coevo.knowledge.exchange import parse_jsonl, read_file, records_from, to_jsonl
+from coevo.knowledge.store import EvidenceRow, KnowledgeStore
+from coevo.search.errors import UserInputError
 
 SPEC = {"problem": "nb201", "dataset": "cifar10", "device": "fpga"}
 

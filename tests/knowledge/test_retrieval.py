@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from knowledge import Heuristic
-from knowledge.retrieval import WITHHOLD_ALL, estimate_tokens, prompt_line, rank, relevance, retrieve
-from search.nb201.problem import NB201Problem
-from search.pipeline.problem import PipelineProblem
+from coevo.knowledge import Heuristic
+from coevo.knowledge.retrieval import WITHHOLD_ALL, estimate_tokens, prompt_line, rank, relevance, retrieve
+from coevo.search.nb201.problem import NB201Problem
+from coevo.search.pipeline.problem import PipelineProblem
 
 CTX = {"problem": "nb201", "dataset": "cifar10", "device": "raspi4"}
 

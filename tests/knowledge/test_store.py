@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from knowledge import KnowledgeBase
-from knowledge.store import EvidenceRow, KnowledgeStore, default_kb_url
-from search.errors import StorageError, UserInputError
+from coevo.knowledge import KnowledgeBase
+from coevo.knowledge.store import EvidenceRow, KnowledgeStore, default_kb_url
+from coevo.search.errors import StorageError, UserInputError
 
 SPEC = {"problem": "nb201", "dataset": "cifar10", "device": "fpga"}
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
-from knowledge import KnowledgeBase
-from knowledge.validation import MIN_CITED, apply, outcomes, records
-from search.nb201 import NB201Problem
-from search.proposers import Evaluation
+from coevo.knowledge import KnowledgeBase
+from coevo.knowledge.validation import MIN_CITED, apply, outcomes, records
+from coevo.search.nb201 import NB201Problem
+from coevo.search.proposers import Evaluation
 
 PROBLEM = NB201Problem(dataset="cifar10", device="fpga")
 

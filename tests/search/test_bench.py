@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from search.bench import BenchSpec, run_bench
-from search.errors import UserInputError
+from coevo.search.bench import BenchSpec, run_bench
+from coevo.search.errors import UserInputError
 
 
 @pytest.mark.parametrize("jobs", [1, 2, 4])  # 2 and 4 processes share one SQLite file
@@ -66,7 +66,7 @@ def test_a_parallel_run_of_a_torch_problem_gets_its_share_of_the_cores(tmp_path:
     # cores when runs went in parallel: each run's torch must use only its share
     import torch
 
-    from search.bench import _one_run
+    from coevo.search.bench import _one_run
 
     before = torch.get_num_threads()
     torch.set_num_threads(2)
@@ -79,8 +79,8 @@ def test_a_parallel_run_of_a_torch_problem_gets_its_share_of_the_cores(tmp_path:
 
 
 def test_paired_table_pairs_seeds_against_the_first_proposer() -> None:
-    from search.bench import paired_table
-    from search.runner import SearchResult
+    from coevo.search.bench import paired_table
+    from coevo.search.runner import SearchResult
 
     spec = BenchSpec("nb201", {"dataset": "cifar10"}, ("fpga", "raspi4"), ("pelnas", "tpe"), (0, 1, 2), budget=10)
 

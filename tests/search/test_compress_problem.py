@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from agent.cli import main
-from search.compress.problem import CompressProblem
-from search.errors import UserInputError
-from search.niches import niche_of
-from search.problems import make_problem
+from coevo.agent.cli import main
+from coevo.search.compress.problem import CompressProblem
+from coevo.search.errors import UserInputError
+from coevo.search.niches import niche_of
+from coevo.search.problems import make_problem
 
 
 def test_restrictions_round_trip_and_cost_less_energy_when_tighter() -> None:

@@ -11,12 +11,12 @@ import optuna
 import pytest
 from scipy import stats
 
-import search.proposers._screened as screened_module
-from search.errors import UserInputError
-from search.nb201 import NB201Problem
-from search.proposers import Evaluation, RoundContext, ScreenedEAProposer, get_proposer
-from search.proposers._qnehvi import fit_gp
-from search.runner import run_search
+import coevo.search.proposers._screened as screened_module
+from coevo.search.errors import UserInputError
+from coevo.search.nb201 import NB201Problem
+from coevo.search.proposers import Evaluation, RoundContext, ScreenedEAProposer, get_proposer
+from coevo.search.proposers._qnehvi import fit_gp
+from coevo.search.runner import run_search
 
 PROBLEM = NB201Problem(dataset="cifar10", device="raspi4")
 

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from search.few_shot import TRUST_FLOOR, predicted_front
-from search.metrics import pareto_mask
-from search.nb201 import NB201Problem
-from search.nb201.few_shot_problem import FewShotNB201
-from search.nb201.space import format_arch
-from search.nb201.table import load_table
-from search.proposers import Evaluation
-from search.zero_cost import PROXIES, ProxyCache, ProxyConfig, shipped_cells
+from coevo.search.few_shot import TRUST_FLOOR, predicted_front
+from coevo.search.metrics import pareto_mask
+from coevo.search.nb201 import NB201Problem
+from coevo.search.nb201.few_shot_problem import FewShotNB201
+from coevo.search.nb201.space import format_arch
+from coevo.search.nb201.table import load_table
+from coevo.search.proposers import Evaluation
+from coevo.search.zero_cost import PROXIES, ProxyCache, ProxyConfig, shipped_cells
 
 SHIPPED = Path(__file__).resolve().parents[2] / "search" / "nb201" / "data" / "proxies-natural.npz"
 
@@ -79,7 +79,7 @@ def test_an_untrusted_predictor_reports_only_the_paid_designs(tmp_path: Path) ->
 
 @pytest.mark.slow  # 8 random cells scored by real networks where the shipped table lacks them
 def test_few_shot_search_end_to_end(tmp_path: Path) -> None:
-    from search.runner import run_search
+    from coevo.search.runner import run_search
 
     storage = f"sqlite:///{tmp_path / 's.db'}"
     problem = FewShotNB201(dataset="cifar10", device="raspi4", storage=storage)
@@ -95,8 +95,8 @@ def test_few_shot_search_end_to_end(tmp_path: Path) -> None:
 
 
 def test_a_corrupt_shipped_table_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from search import zero_cost
-    from search.errors import CoevoError
+    from coevo.search import zero_cost
+    from coevo.search.errors import CoevoError
 
     bad = tmp_path / "data"
     bad.mkdir()

@@ -7,11 +7,11 @@ import random
 
 import pytest
 
-from agent.cli import main
-from search.errors import UserInputError
-from search.fpga.problem import FpgaDesign, FpgaTransformerProblem, sparse_perplexity
-from search.niches import niche_of
-from search.problems import make_problem
+from coevo.agent.cli import main
+from coevo.search.errors import UserInputError
+from coevo.search.fpga.problem import FpgaDesign, FpgaTransformerProblem, sparse_perplexity
+from coevo.search.niches import niche_of
+from coevo.search.problems import make_problem
 
 OPTIONS = {"batch": 8, "draws": 1, "ppl_batches": 1}
 
@@ -54,7 +54,7 @@ def test_bad_options_say_what_to_change() -> None:
 
 @pytest.mark.slow  # trains lm-pydoc-tiny into the test session's zoo cache on first use
 def test_accuracy_objective_is_the_sparse_attention_perplexity() -> None:
-    pytest.importorskip("sim.attention", reason="needs branch i20-attn's sim.attention (evaluate_sparse) merged")
+    pytest.importorskip("coevo.sim.attention", reason="needs branch i20-attn's sim.attention (evaluate_sparse) merged")
     p = make_problem("fpga-transformer", OPTIONS)
     coarse = p.evaluate(FpgaDesign("6:1:1", 32, 64, 64, 8, 2, "length-aware"))
     fine = p.evaluate(FpgaDesign("6:1:1", 32, 64, 64, 64, 8, "length-aware"))
@@ -67,7 +67,7 @@ def test_accuracy_objective_is_the_sparse_attention_perplexity() -> None:
 
 @pytest.mark.slow
 def test_pelnas_search_on_the_fpga_problem(capsys: pytest.CaptureFixture[str], storage: str) -> None:
-    pytest.importorskip("sim.attention", reason="needs branch i20-attn's sim.attention (evaluate_sparse) merged")
+    pytest.importorskip("coevo.sim.attention", reason="needs branch i20-attn's sim.attention (evaluate_sparse) merged")
     args = ["search", "--problem", "fpga-transformer", "--batch", "8", "--draws", "1", "--ppl-batches", "1"]
     assert main([*args, "--proposer", "pelnas", "--budget", "12", "--storage", storage, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)

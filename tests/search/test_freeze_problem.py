@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from search.errors import UserInputError
-from search.freeze.problem import FreezeProblem
-from search.problems import make_problem
-from search.runner import run_search
+from coevo.search.errors import UserInputError
+from coevo.search.freeze.problem import FreezeProblem
+from coevo.search.problems import make_problem
+from coevo.search.runner import run_search
 
 N_TRAIN = 1000  # cnn-digits' training split
 LAYERS = [16 * 64 * 9, 32 * 64 * 16 * 9, 64 * 16 * 32 * 9, 256 * 64, 64 * 10]  # per-sample forward MACs (hand counts)

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from search.errors import UserInputError
-from search.problems import make_problem
+from coevo.search.errors import UserInputError
+from coevo.search.problems import make_problem
 
 SMALL = {"dataset": "digits-grid4", "hidden": 1, "epochs": 1, "teacher_epochs": 2}
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from search.metrics import FrontMetrics, FrontReference, hypervolume, pareto_mask
+from coevo.search.metrics import FrontMetrics, FrontReference, hypervolume, pareto_mask
 
 # ---- hand-checked cases
 

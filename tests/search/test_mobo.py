@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import optuna
 
-from search.bench import BenchSpec, run_bench
-from search.nb201 import NB201Problem
-from search.proposers import get_proposer
-from search.runner import run_search
+from coevo.search.bench import BenchSpec, run_bench
+from coevo.search.nb201 import NB201Problem
+from coevo.search.proposers import get_proposer
+from coevo.search.runner import run_search
 
 
 def test_mobo_stratifies_then_screens_by_expected_hv(tmp_path: Path) -> None:

@@ -4,8 +4,19 @@ import random
 
 import pytest
 
-from search.errors import UserInputError
-from search.nb201 import N_CELLS, OPS, crossover, format_arch, is_disconnected, load_table, mutations, op_counts, parse_arch, random_cell
+from coevo.search.errors import UserInputError
+from coevo.search.nb201 import (
+    N_CELLS,
+    OPS,
+    crossover,
+    format_arch,
+    is_disconnected,
+    load_table,
+    mutations,
+    op_counts,
+    parse_arch,
+    random_cell,
+)
 
 ARCH = "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|"
 

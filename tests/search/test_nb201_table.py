@@ -5,8 +5,8 @@ import csv
 import numpy as np
 import pytest
 
-from search.errors import UserInputError
-from search.nb201 import DATASETS, NB201Problem, load_table, parse_arch
+from coevo.search.errors import UserInputError
+from coevo.search.nb201 import DATASETS, NB201Problem, load_table, parse_arch
 from tests.conftest import IN_CI, SHARED
 
 CSV = SHARED / "data" / "nb201" / "nb201_accuracy_latency.csv"

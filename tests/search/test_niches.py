@@ -3,9 +3,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from search.nb201 import load_table
-from search.nb201.problem import complexity_niches
-from search.niches import allocate, niche_of, single_niche
+from coevo.search.nb201 import load_table
+from coevo.search.nb201.problem import complexity_niches
+from coevo.search.niches import allocate, niche_of, single_niche
 
 
 def test_pelnas_niches_partition_all_cells() -> None:

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli import main
-from search.errors import UserInputError
-from search.niches import niche_of
-from search.noc.problem import MeshDesign, NocProblem
-from search.problems import make_problem
+from coevo.agent.cli import main
+from coevo.search.errors import UserInputError
+from coevo.search.niches import niche_of
+from coevo.search.noc.problem import MeshDesign, NocProblem
+from coevo.search.problems import make_problem
 
 OPTIONS = {"k": 4, "traffic": "hotspot", "load": 0.5, "gt_share": 0.8, "cycles": 800}
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli import main
-from search.errors import UserInputError
-from search.niches import niche_of
-from search.pipeline.problem import Config, PipelineProblem
-from search.problems import make_problem
-from search.study import load_search
+from coevo.agent.cli import main
+from coevo.search.errors import UserInputError
+from coevo.search.niches import niche_of
+from coevo.search.pipeline.problem import Config, PipelineProblem
+from coevo.search.problems import make_problem
+from coevo.search.study import load_search
 
 OPTIONS = {"model": "unet-tiny", "cluster": "v100x8-pcie", "global_batch": 16, "resolution": 8}
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from search.predictor import BoostedSurrogate, out_of_fold_rho, percentile_ranks, robust_z, spearman, zero_shot
+from coevo.search.predictor import BoostedSurrogate, out_of_fold_rho, percentile_ranks, robust_z, spearman, zero_shot
 
 
 def test_robust_z_and_percentiles_by_hand() -> None:

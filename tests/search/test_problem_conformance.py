@@ -15,10 +15,10 @@ from pathlib import Path
 import optuna
 import pytest
 
-from search.errors import UserInputError
-from search.niches import niche_of
-from search.problem import Evolvable, Problem
-from search.problems import (
+from coevo.search.errors import UserInputError
+from coevo.search.niches import niche_of
+from coevo.search.problem import Evolvable, Problem
+from coevo.search.problems import (
     check_problem_class,
     describe_options,
     make_problem,

@@ -8,8 +8,8 @@ from typing import Any
 import optuna
 import pytest
 
-from search.problem import Objective, Point, Problem
-from search.problems import BUILTIN, make_problem
+from coevo.search.problem import Objective, Point, Problem
+from coevo.search.problems import BUILTIN, make_problem
 
 
 class _Toy(Problem):

@@ -12,10 +12,10 @@ from collections import Counter
 import optuna
 import pytest
 
-from search.problem import Problem
-from search.problems import make_problem, problem_class
-from search.proposers import get_proposer, proposer_names
-from search.runner import run_search
+from coevo.search.problem import Problem
+from coevo.search.problems import make_problem, problem_class
+from coevo.search.proposers import get_proposer, proposer_names
+from coevo.search.runner import run_search
 
 PROBLEMS = ["nb201", "pipeline"]
 _BUILT: dict[str, Problem] = {}

@@ -8,12 +8,12 @@ import math
 import pytest
 import torch
 
-from agent.cli import main
-from search.errors import UserInputError
-from search.niches import niche_of
-from search.problems import make_problem
-from search.prune.problem import PruneProblem
-from search.prune.run import prune_zoo, zoo_model
+from coevo.agent.cli import main
+from coevo.search.errors import UserInputError
+from coevo.search.niches import niche_of
+from coevo.search.problems import make_problem
+from coevo.search.prune.problem import PruneProblem
+from coevo.search.prune.run import prune_zoo, zoo_model
 
 OPTIONS = {"model": "lm-pydoc-tiny", "calib_tokens": 64, "eval_batches": 2}
 

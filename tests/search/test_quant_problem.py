@@ -8,12 +8,12 @@ import io
 import pytest
 import torch
 
-from agent.cli import main
-from search.errors import UserInputError
-from search.problems import make_problem
-from search.quant.problem import PARTS, QuantProblem
-from search.runner import run_search
-from sim.zoo import load
+from coevo.agent.cli import main
+from coevo.search.errors import UserInputError
+from coevo.search.problems import make_problem
+from coevo.search.quant.problem import PARTS, QuantProblem
+from coevo.search.runner import run_search
+from coevo.sim.zoo import load
 
 
 @pytest.fixture(scope="module")

@@ -6,11 +6,11 @@ import random
 
 import pytest
 
-from search.errors import UserInputError
-from search.problems import make_problem
-from search.reram.problem import LEVELS, ReramProblem
-from search.runner import run_search
-from sim.zoo import load
+from coevo.search.errors import UserInputError
+from coevo.search.problems import make_problem
+from coevo.search.reram.problem import LEVELS, ReramProblem
+from coevo.search.runner import run_search
+from coevo.sim.zoo import load
 
 
 @pytest.fixture(scope="module")

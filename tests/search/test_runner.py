@@ -6,10 +6,10 @@ from pathlib import Path
 import optuna
 import pytest
 
-from search.errors import StorageError, UserInputError
-from search.nb201 import NB201Problem, mutations, parse_arch
-from search.proposers import Evaluation, Proposal, Proposer, RoundContext
-from search.runner import run_search
+from coevo.search.errors import StorageError, UserInputError
+from coevo.search.nb201 import NB201Problem, mutations, parse_arch
+from coevo.search.proposers import Evaluation, Proposal, Proposer, RoundContext
+from coevo.search.runner import run_search
 from tests.helpers import kill_after_trials
 
 
@@ -183,9 +183,9 @@ def test_studies_name_their_objectives(problem: NB201Problem, storage: str) -> N
 
 
 def test_a_new_study_does_not_inherit_what_a_deleted_one_of_its_name_left(problem: NB201Problem, storage: str) -> None:
-    from knowledge.store import KnowledgeStore
-    from search.round_log import RoundLogs
-    from search.workers import Coordination
+    from coevo.knowledge.store import KnowledgeStore
+    from coevo.search.round_log import RoundLogs
+    from coevo.search.workers import Coordination
 
     run_search(problem, "pelnas", budget=60, seed=0, storage=storage, study_name="d")
     store = KnowledgeStore.for_storage(storage)

@@ -9,11 +9,11 @@ import random
 import numpy as np
 import pytest
 
-from agent.cli import main
-from search.errors import UserInputError
-from search.problems import make_problem
-from search.runner import run_search
-from search.spmm.problem import LONG_ROW, TILES, SpmmDesign, SpmmProblem
+from coevo.agent.cli import main
+from coevo.search.errors import UserInputError
+from coevo.search.problems import make_problem
+from coevo.search.runner import run_search
+from coevo.search.spmm.problem import LONG_ROW, TILES, SpmmDesign, SpmmProblem
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ def test_every_design_computes_the_same_product(problem: SpmmProblem) -> None:
     a = problem.graph
     x = np.random.default_rng(1).standard_normal((a.shape[1], 16)).astype(np.float32)
     expected = a.to_scipy() @ x
-    from sim.graph.spmm import spmm_blocked
+    from coevo.sim.graph.spmm import spmm_blocked
 
     rng = random.Random(0)
     for d in [problem.random_point(rng) for _ in range(4)] + [SpmmDesign(1 << 14, 256, 16, False, 2)]:

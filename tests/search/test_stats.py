@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from search.stats import excludes_zero, format_interval, t_interval
+from coevo.search.stats import excludes_zero, format_interval, t_interval
 
 
 def test_t_interval_matches_the_textbook_values() -> None:

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from agent.cli import main
-from search.errors import UserInputError
-from search.niches import niche_of
-from search.problems import make_problem
-from search.stepping.problem import FIRST, GAPS, SteppingProblem, fractions_of
-from sim.stepping import build, plan, stepping_macs, zoo_setup
+from coevo.agent.cli import main
+from coevo.search.errors import UserInputError
+from coevo.search.niches import niche_of
+from coevo.search.problems import make_problem
+from coevo.search.stepping.problem import FIRST, GAPS, SteppingProblem, fractions_of
+from coevo.sim.stepping import build, plan, stepping_macs, zoo_setup
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,8 @@ import pytest
 import sqlalchemy as sa
 import sqlalchemy.exc
 
-from search.errors import StorageError
-from search.storage import open_storage, resolve_storage_url, side_engine
+from coevo.search.errors import StorageError
+from coevo.search.storage import open_storage, resolve_storage_url, side_engine
 
 
 def test_postgres_urls_use_the_installed_driver() -> None:

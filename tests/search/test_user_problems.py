@@ -11,11 +11,11 @@ import optuna
 import pytest
 
 import coevo
-from agent.cli import main
-from search.errors import UserInputError
-from search.problems import make_problem
-from search.runner import run_search
-from search.study import ATTR_PROBLEM_REF, ATTR_SPEC, load_search
+from coevo.agent.cli import main
+from coevo.search.errors import UserInputError
+from coevo.search.problems import make_problem
+from coevo.search.runner import run_search
+from coevo.search.study import ATTR_PROBLEM_REF, ATTR_SPEC, load_search
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "docs" / "examples" / "tiled_matmul.py"
@@ -157,3 +157,15 @@ def test_search_help_shows_the_named_problems_options(capsys: pytest.CaptureFixt
         main(["search", "--problem", "noc", "--help"])
     text = capsys.readouterr().out
     assert "options of problem noc" in text and "--traffic-seed" in text and "--gt-share" in text and "--dataset" not in text
+
+
+def test_references_stored_before_the_coevo_package_still_load() -> None:
+    """Studies made before issue 27 store ``search.nb201.problem:NB201Problem``; it names the same class now."""
+    from coevo.search.nb201.problem import NB201Problem
+    from coevo.search.plugins import load_reference
+    from coevo.search.problems import problem_class
+
+    assert load_reference("search.nb201.problem:NB201Problem", what="problem") is NB201Problem
+    assert problem_class("search.nb201.problem:NB201Problem") is NB201Problem
+    with pytest.raises(UserInputError, match="no module"):
+        load_reference("search.no_such_module:X", what="problem")

@@ -23,13 +23,13 @@ import numpy as np
 import optuna
 import pytest
 
-from agent.cli import main
-from search.metrics import pareto_mask
-from search.nb201 import NB201Problem
-from search.proposers import get_proposer
-from search.runner import summarize
-from search.study import open_study
-from search.workers import Coordination, Worker, WorkerSettings
+from coevo.agent.cli import main
+from coevo.search.metrics import pareto_mask
+from coevo.search.nb201 import NB201Problem
+from coevo.search.proposers import get_proposer
+from coevo.search.runner import summarize
+from coevo.search.study import open_study
+from coevo.search.workers import Coordination, Worker, WorkerSettings
 from tests.fakes.tcp_proxy import TcpProxy
 from tests.helpers import coevo_env
 
@@ -44,7 +44,7 @@ def _create(storage: str, proposer: str, budget: int) -> str:
 
 
 def _worker(storage: str, study: str, *extra: str, cwd: Path) -> subprocess.Popen[str]:
-    cmd = [sys.executable, "-m", "agent.cli", "worker", "--storage", storage, "--study", study, "--json", *FAST, *extra]
+    cmd = [sys.executable, "-m", "coevo.agent.cli", "worker", "--storage", storage, "--study", study, "--json", *FAST, *extra]
     return subprocess.Popen(cmd, cwd=cwd, env=coevo_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -172,7 +172,7 @@ def test_workers_killed_at_random_points_lose_nothing(postgres_url: str, tmp_pat
 def test_dropped_connections_are_survived(postgres_url: str, tmp_path: Path) -> None:
     import sqlalchemy as sa
 
-    from search.storage import resolve_storage_url
+    from coevo.search.storage import resolve_storage_url
 
     budget = 160
     study = _create(postgres_url, "random", budget)
@@ -285,7 +285,7 @@ def test_sigterm_finishes_the_current_evaluation_and_stops(tmp_path: Path) -> No
 
 
 def _search(storage: str, study: str, budget: int, *extra: str, cwd: Path) -> subprocess.Popen[str]:
-    cmd = [sys.executable, "-m", "agent.cli", "search", "--storage", storage, "--study", study, "--budget", str(budget), "--json"]
+    cmd = [sys.executable, "-m", "coevo.agent.cli", "search", "--storage", storage, "--study", study, "--budget", str(budget), "--json"]
     cmd += ["--device", "fpga", "--proposer", "pelnas", "--seed", "4", *FAST, *extra]
     return subprocess.Popen(cmd, cwd=cwd, env=coevo_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

@@ -9,13 +9,13 @@ import pytest
 import torch
 from scipy import stats
 
-from search.nb201 import NB201Problem, parse_arch
-from search.nb201.model import NB201Network
-from search.nb201.zero_cost_problem import ZeroCostNB201
-from search.runner import run_search
-from search.work_progress import listening
-from search.zero_cost import PROXIES, ProxyCache, ProxyConfig, compute, natural_patches
-from search.zero_cost_bench import run_proxies
+from coevo.search.nb201 import NB201Problem, parse_arch
+from coevo.search.nb201.model import NB201Network
+from coevo.search.nb201.zero_cost_problem import ZeroCostNB201
+from coevo.search.runner import run_search
+from coevo.search.work_progress import listening
+from coevo.search.zero_cost import PROXIES, ProxyCache, ProxyConfig, compute, natural_patches
+from coevo.search.zero_cost_bench import run_proxies
 
 TINY = ProxyConfig(batch=4, channels=4, cells_per_stage=1)
 BEST = parse_arch("|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|")
@@ -82,7 +82,7 @@ def test_cache_computes_once(tmp_path: Path) -> None:
 @pytest.mark.slow  # a 30-evaluation search scoring real networks: about 35 s on 2 cores (the bench test below is the fast one)
 def test_zero_cost_search_never_reads_true_accuracy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     storage = f"sqlite:///{tmp_path / 'z.db'}"
-    monkeypatch.setattr("search.nb201.proxies.REFERENCE_CELLS", 8)
+    monkeypatch.setattr("coevo.search.nb201.proxies.REFERENCE_CELLS", 8)
     problem = ZeroCostNB201(dataset="cifar10", device="eyeriss", storage=storage, config=TINY)
     peeks = []
     original = NB201Problem.evaluate
@@ -131,10 +131,10 @@ def test_proxies_command(tmp_path: Path) -> None:
 
 
 def test_zero_cost_bench_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from search.bench import BenchSpec, run_bench
+    from coevo.search.bench import BenchSpec, run_bench
 
-    monkeypatch.setattr("search.nb201.proxies.REFERENCE_CELLS", 8)
-    monkeypatch.setattr("search.nb201.proxies.ProxyConfig", lambda: TINY)
+    monkeypatch.setattr("coevo.search.nb201.proxies.REFERENCE_CELLS", 8)
+    monkeypatch.setattr("coevo.search.nb201.proxies.ProxyConfig", lambda: TINY)
     spec = BenchSpec("nb201", {"dataset": "cifar10", "mode": "zero-cost"}, ("eyeriss",), ("pelnas", "random"), (0,), budget=26)
     report = run_bench(spec, tmp_path / "out")
     assert [r.problem["mode"] for r in report.results] == ["zero-cost", "zero-cost"]

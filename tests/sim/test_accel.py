@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from search.errors import UserInputError
-from sim.accel.compress import LEVELS, compress
-from sim.accel.energy import (
+from coevo.search.errors import UserInputError
+from coevo.sim.accel.compress import LEVELS, compress
+from coevo.sim.accel.energy import (
     DRAM_PJ_PER_BYTE,
     SRAM_PJ_PER_BYTE,
     VALUES,
@@ -21,8 +21,8 @@ from sim.accel.energy import (
     random_product_toggles,
     toggles,
 )
-from sim.accel.scalesim_ref import scalesim_cycles
-from sim.accel.systolic import Layer, map_layer
+from coevo.sim.accel.scalesim_ref import scalesim_cycles
+from coevo.sim.accel.systolic import Layer, map_layer
 
 
 def test_conv_becomes_its_im2col_gemm() -> None:

@@ -14,8 +14,8 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from sim.errors import UserInputError
-from sim.gnn import (
+from coevo.sim.errors import UserInputError
+from coevo.sim.gnn import (
     CELL_TYPES,
     RELATIONS,
     Config,
@@ -36,8 +36,8 @@ from sim.gnn import (
     to_hetero,
     train_eval,
 )
-from sim.gnn.sparse import RelationCSR, aggregate, balanced_blocks, densify, even_blocks, sparse_row_mm, topk_relu
-from sim.gnn.yosys import cache_dir
+from coevo.sim.gnn.sparse import RelationCSR, aggregate, balanced_blocks, densify, even_blocks, sparse_row_mm, topk_relu
+from coevo.sim.gnn.yosys import cache_dir
 
 IN_CI = os.environ.get("CI") == "true"
 

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from sim.errors import UserInputError
-from sim.fpga import (
+from coevo.sim.errors import UserInputError
+from coevo.sim.fpga import (
     DEVICES,
     MODELS,
     Accelerator,
@@ -263,7 +263,7 @@ def test_pydoc_sentences_are_real_sentences_counted_in_bytes() -> None:
 
 
 def test_zoo_shapes_match_the_zoo_recipes() -> None:
-    from sim.zoo import RECIPES
+    from coevo.sim.zoo import RECIPES
 
     for name in ("lm-pydoc", "lm-pydoc-tiny"):
         arch = RECIPES[name]["arch"]
@@ -299,7 +299,7 @@ def test_device_presets_and_split() -> None:
 
 
 def test_pair_counts_agree_with_sim_attention() -> None:
-    flops = pytest.importorskip("sim.attention.flops", reason="needs branch i20-attn's sim.attention merged")
+    flops = pytest.importorskip("coevo.sim.attention.flops", reason="needs branch i20-attn's sim.attention merged")
     for n in (1, 5, 33, 200):
         assert DENSE.pairs(n) == flops.causal_pairs(n) == DENSE.visible_pairs(n)
         assert AttentionConfig("topk", top_k=16).pairs(n) == flops.topk_pairs(n, 16)

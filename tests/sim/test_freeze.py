@@ -14,9 +14,9 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-import sim.freeze.cache as cache_mod
-from sim.errors import UserInputError
-from sim.freeze import (
+import coevo.sim.freeze.cache as cache_mod
+from coevo.sim.errors import UserInputError
+from coevo.sim.freeze import (
     CacheCorruptError,
     CacheWriteError,
     Codec,
@@ -31,11 +31,11 @@ from sim.freeze import (
     train,
     write_file,
 )
-from sim.freeze.cache import dequantize, pack_bits, quantize, unpack_bits
-from sim.freeze.stages import run_blocks
-from sim.freeze.train import expected_macs, layer_forward_macs
-from sim.zoo import DigitsCNN, MnistCNN, recipe
-from sim.zoo.registry import splits_of
+from coevo.sim.freeze.cache import dequantize, pack_bits, quantize, unpack_bits
+from coevo.sim.freeze.stages import run_blocks
+from coevo.sim.freeze.train import expected_macs, layer_forward_macs
+from coevo.sim.zoo import DigitsCNN, MnistCNN, recipe
+from coevo.sim.zoo.registry import splits_of
 
 
 @pytest.fixture(scope="module")

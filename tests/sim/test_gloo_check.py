@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim.pipeline.gloo_check import check
+from coevo.sim.pipeline.gloo_check import check
 
 
 @pytest.mark.parametrize("method", ["blockwise", "skip-aware"])
@@ -29,7 +29,7 @@ def test_three_stage_direct_skips_are_sent_once_point_to_point() -> None:
 
 
 def test_calibration_scales_the_rate_to_reproduce_the_measured_step() -> None:
-    from sim.pipeline.gloo_check import Calibration
+    from coevo.sim.pipeline.gloo_check import Calibration
 
     cal = Calibration("blockwise", 2, flops_per_s=1e11, link_gbs=4.0, latency_us=80.0, measured_s=0.2, predicted_s=0.16)
     assert cal.error == pytest.approx(-0.2)

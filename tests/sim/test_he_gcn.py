@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from sim.errors import UserInputError
-from sim.he.ckks import (
+from coevo.sim.errors import UserInputError
+from coevo.sim.he.ckks import (
     HEParams,
     TenSEALBackend,
     chebyshev_relu,
@@ -20,9 +20,9 @@ from sim.he.ckks import (
     params_for_depth,
     plain_logits,
 )
-from sim.he.data import grid_adjacency, grid_coords, load_dataset
-from sim.he.model import GatedGCN, Recipe, harden, train
-from sim.he.run import structural_depth
+from coevo.sim.he.data import grid_adjacency, grid_coords, load_dataset
+from coevo.sim.he.model import GatedGCN, Recipe, harden, train
+from coevo.sim.he.run import structural_depth
 
 
 def test_grid_adjacency_by_hand() -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from search.errors import UserInputError
-from sim.noc.benes import (
+from coevo.search.errors import UserInputError
+from coevo.sim.noc.benes import (
     benes_graph,
     bit_blocking_model,
     bit_paths,
@@ -20,8 +20,8 @@ from sim.noc.benes import (
     simulate_benes,
     zero_load_delay,
 )
-from sim.noc.curves import plot_curves, saturation, sweep
-from sim.noc.mesh import ROUTINGS, hops, mesh_graph, simulate_mesh, xy_path
+from coevo.sim.noc.curves import plot_curves, saturation, sweep
+from coevo.sim.noc.mesh import ROUTINGS, hops, mesh_graph, simulate_mesh, xy_path
 
 GOLDEN_BENES = (303, 138.792, 0.48328)
 # issue 8's model (1-cycle setup per stage, no ACK, local adaptive choice): issue 18 must not have changed it

@@ -12,8 +12,8 @@ import random
 import networkx as nx
 import pytest
 
-from sim.noc.bee import ForagingTable, k_shortest_feasible, segment_quality, widest_shortest_path
-from sim.noc.mesh import MeshSim, hops, mesh_graph, simulate_mesh
+from coevo.sim.noc.bee import ForagingTable, k_shortest_feasible, segment_quality, widest_shortest_path
+from coevo.sim.noc.mesh import MeshSim, hops, mesh_graph, simulate_mesh
 
 
 def run(sim: MeshSim, cycles: range) -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import networkx as nx
 import pytest
 
-from search.errors import UserInputError
-from sim.pipeline.cluster import Cluster
-from sim.pipeline.memcheck import measure_step, predicted_step, real_saved_bytes
-from sim.pipeline.partition import blockwise, blockwise_bytes, blockwise_direct, partition, skip_aware
-from sim.pipeline.profile import BlockProfile, ModelProfile, profile
-from sim.pipeline.simulate import check_timeline, memory_bound, simulate, virtual_stages
+from coevo.search.errors import UserInputError
+from coevo.sim.pipeline.cluster import Cluster
+from coevo.sim.pipeline.memcheck import measure_step, predicted_step, real_saved_bytes
+from coevo.sim.pipeline.partition import blockwise, blockwise_bytes, blockwise_direct, partition, skip_aware
+from coevo.sim.pipeline.profile import BlockProfile, ModelProfile, profile
+from coevo.sim.pipeline.simulate import check_timeline, memory_bound, simulate, virtual_stages
 
 ATTENTION_BLOCKS = {"unet-tiny": {"mid"}, "uvit-tiny": {"in0", "in1", "mid", "out0", "out1"}, "unet-small": {"enc3", "mid", "dec2", "dec3"}}
 """Blocks with self-attention (unet-tiny's middle block has one; the others are listed in their presets)."""

@@ -9,17 +9,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from search.errors import UserInputError
-from sim.pipeline.blocks import BlockNet
-from sim.pipeline.cluster import PRESETS, get_cluster
-from sim.pipeline.partition import blockwise, min_bytes_split, partition, skip_aware, units
-from sim.pipeline.profile import build_model, profile
-from sim.pipeline.simulate import memory_bound, simulate
-from tools.pipeline import read_plan
+from coevo.search.errors import UserInputError
+from coevo.sim.pipeline.blocks import BlockNet
+from coevo.sim.pipeline.cluster import PRESETS, get_cluster
+from coevo.sim.pipeline.partition import blockwise, min_bytes_split, partition, skip_aware, units
+from coevo.sim.pipeline.profile import build_model, profile
+from coevo.sim.pipeline.simulate import memory_bound, simulate
+from coevo.tools.pipeline import read_plan
 
 USER_MODEL = """
 from torch import nn
-from sim.pipeline.blocks import Block, PipelineModel
+from coevo.sim.pipeline.blocks import Block, PipelineModel
 
 def build():
     blocks = [
@@ -140,7 +140,7 @@ def test_plan_handles_round_trip_and_bad_handles_are_explained() -> None:
 
 
 def test_profile_tool_takes_batch_as_the_issue_writes_it() -> None:
-    from tools import REGISTRY, call_tool
+    from coevo.tools import REGISTRY, call_tool
 
     result = call_tool(REGISTRY.get("pipeline.profile"), {"model": "unet-tiny", "resolution": 8, "batch": 2})
     assert result.value["microbatch"] == 2 and result.value["skips"] == 4

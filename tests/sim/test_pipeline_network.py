@@ -13,11 +13,11 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from search.errors import UserInputError
-from sim.pipeline.cluster import Cluster, get_cluster
-from sim.pipeline.partition import blockwise, from_mapping, skip_aware
-from sim.pipeline.profile import BlockProfile, ModelProfile, profile
-from sim.pipeline.simulate import Span, _Network, check_timeline, memory_bound, order_runs, simulate, virtual_stages
+from coevo.search.errors import UserInputError
+from coevo.sim.pipeline.cluster import Cluster, get_cluster
+from coevo.sim.pipeline.partition import blockwise, from_mapping, skip_aware
+from coevo.sim.pipeline.profile import BlockProfile, ModelProfile, profile
+from coevo.sim.pipeline.simulate import Span, _Network, check_timeline, memory_bound, order_runs, simulate, virtual_stages
 
 FAST = Cluster("ideal", devices=16, per_node=16, device_tflops=1e-9, memory_gb=80, intra_gbs=1e12, inter_gbs=1e12, latency_us=0.0)
 """1e3 FLOP per second: a block of 1e3 FLOPs takes 1 s forward, 2 s backward; links are free."""
@@ -84,7 +84,7 @@ def _one_gb_chain(n: int) -> ModelProfile:
 
 
 def test_all_reduce_shares_the_nic_with_the_other_stage_ring() -> None:
-    from sim.pipeline.tune import allreduce_s, hybrid_step_s
+    from coevo.sim.pipeline.tune import allreduce_s, hybrid_step_s
 
     # two 1-s stages with 2 GB and 4 GB of parameters; 2 replicas: replica r on node r (devices 2r, 2r+1), one 1 GB/s NIC
     # per node. One microbatch: stage 1 is done at 4 s (F 1-2, B 2-4), stage 0 at 6 s (B 4-6).
@@ -221,7 +221,7 @@ def test_node_style_cluster_files(tmp_path: Path) -> None:
 
 
 def test_cp_sat_on_a_v_shaped_plan_reports_bound_and_keeps_1f1b_memory() -> None:
-    from sim.pipeline.ilp import synthesize
+    from coevo.sim.pipeline.ilp import synthesize
 
     p = profile("unet-small", resolution=16, microbatch=4)
     cluster = Cluster("two-nodes", 4, 2, 5.0, 32.0, 20.0, 2.0)
@@ -238,7 +238,7 @@ def test_cp_sat_on_a_v_shaped_plan_reports_bound_and_keeps_1f1b_memory() -> None
 
 
 def test_simulate_tool_takes_the_new_schedules_data_parallel_and_reports_the_solver_bound() -> None:
-    from tools import REGISTRY, call_tool
+    from coevo.tools import REGISTRY, call_tool
 
     tool = REGISTRY.get("pipeline.simulate")
     base = {"model": "unet-tiny", "devices": 2, "resolution": 8, "microbatches": 4, "cluster": "v100x16-ib10"}
@@ -256,7 +256,7 @@ def test_simulate_tool_takes_the_new_schedules_data_parallel_and_reports_the_sol
 
 
 def test_cp_sat_with_split_backward_matches_or_beats_zb_h1() -> None:
-    from sim.pipeline.ilp import synthesize
+    from coevo.sim.pipeline.ilp import synthesize
 
     p = _chain(4)
     plan = blockwise(p, 4, flops_per_s=1e3)

@@ -8,10 +8,10 @@ import networkx as nx
 import pytest
 import torch
 
-from search.errors import UserInputError
-from sim.pipeline.blocks import BlockNet
-from sim.pipeline.partition import blockwise, min_max_split, skip_aware, units
-from sim.pipeline.profile import BlockProfile, ModelProfile, build_model, profile
+from coevo.search.errors import UserInputError
+from coevo.sim.pipeline.blocks import BlockNet
+from coevo.sim.pipeline.partition import blockwise, min_max_split, skip_aware, units
+from coevo.sim.pipeline.profile import BlockProfile, ModelProfile, build_model, profile
 
 
 def test_tiny_profile_golden() -> None:

@@ -9,11 +9,11 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from search.errors import UserInputError
-from sim.pipeline.cluster import Cluster, get_cluster
-from sim.pipeline.partition import blockwise, skip_aware
-from sim.pipeline.profile import BlockProfile, ModelProfile, profile
-from sim.pipeline.simulate import simulate, virtual_stages
+from coevo.search.errors import UserInputError
+from coevo.sim.pipeline.cluster import Cluster, get_cluster
+from coevo.sim.pipeline.partition import blockwise, skip_aware
+from coevo.sim.pipeline.profile import BlockProfile, ModelProfile, profile
+from coevo.sim.pipeline.simulate import simulate, virtual_stages
 
 FAST = Cluster("ideal", devices=16, per_node=16, device_tflops=1e-9, memory_gb=80, intra_gbs=1e12, inter_gbs=1e12, latency_us=0.0)
 """1 FLOP/ns... i.e. 1e3 FLOP per microsecond: a block of 1e3 FLOPs takes 1 s; links are free."""
@@ -112,7 +112,7 @@ def test_cluster_files_and_errors(tmp_path: Path) -> None:
 
 
 def test_cp_sat_schedule_is_replayed_exactly_and_beats_1f1b() -> None:
-    from sim.pipeline.ilp import synthesize
+    from coevo.sim.pipeline.ilp import synthesize
 
     p = profile("unet-small", resolution=16, microbatch=4)
     cluster = Cluster("pcie", 8, 8, 5.0, 32.0, 20.0, 20.0)  # one node: every directed link its own, transfers shorter than ops
@@ -126,7 +126,7 @@ def test_cp_sat_schedule_is_replayed_exactly_and_beats_1f1b() -> None:
 
 
 def test_cp_sat_rejects_memory_that_cannot_fit() -> None:
-    from sim.pipeline.ilp import synthesize
+    from coevo.sim.pipeline.ilp import synthesize
 
     p = profile("unet-small", resolution=16, microbatch=4)
     plan = blockwise(p, 2, flops_per_s=5e12)
@@ -135,7 +135,7 @@ def test_cp_sat_rejects_memory_that_cannot_fit() -> None:
 
 
 def test_hybrid_tuner_ranks_feasible_configurations_and_explains_rejections() -> None:
-    from sim.pipeline.tune import tune
+    from coevo.sim.pipeline.tune import tune
 
     cluster = Cluster("four", devices=4, per_node=2, device_tflops=1.0, memory_gb=32.0, intra_gbs=10.0, inter_gbs=1.0)
     feasible, rejected = tune("unet-tiny", cluster, global_batch=8, resolution=8)
@@ -154,8 +154,8 @@ def test_hybrid_tuner_ranks_feasible_configurations_and_explains_rejections() ->
 
 
 def test_tuner_and_pipeline_problem_apply_one_memory_rule(tmp_path: Path) -> None:
-    from search.pipeline.problem import Config, PipelineProblem
-    from sim.pipeline.tune import tune
+    from coevo.search.pipeline.problem import Config, PipelineProblem
+    from coevo.sim.pipeline.tune import tune
 
     fields = {"devices": 4, "per_node": 2, "device_tflops": 1.0, "intra_gbs": 10.0, "inter_gbs": 1.0}
     loose, _ = tune("unet-tiny", Cluster("m", memory_gb=100.0, **fields), global_batch=8, resolution=8)
@@ -175,7 +175,7 @@ def test_tuner_and_pipeline_problem_apply_one_memory_rule(tmp_path: Path) -> Non
 
 
 def test_each_stage_all_reduces_as_soon_as_its_last_backward_ends() -> None:
-    from sim.pipeline.tune import hybrid_step_s
+    from coevo.sim.pipeline.tune import hybrid_step_s
 
     # two 1-s stages (1 and 3 GB of parameters); 1 GB/s rings of 2 replicas: all-reduce 1 s and 3 s
     blocks = tuple(BlockProfile(f"b{i}", "other", 1000, gb * 10**9, 100, (1,), None) for i, gb in enumerate((1, 3)))

@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch import nn
 
-from sim.errors import UserInputError
-from sim.prune import calibration_inputs, prunable_layers, prune, score_matrix
-from sim.prune.core import _Stats
+from coevo.sim.errors import UserInputError
+from coevo.sim.prune import calibration_inputs, prunable_layers, prune, score_matrix
+from coevo.sim.prune.core import _Stats
 
 
 class Block(nn.Module):

@@ -13,8 +13,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from search.errors import UserInputError
-from sim.quant import (
+from coevo.search.errors import UserInputError
+from coevo.sim.quant import (
     METHODS,
     accuracy,
     allocate,
@@ -28,7 +28,7 @@ from sim.quant import (
     quantize,
     quantized_copy,
 )
-from sim.quant.mixed import allocate_groups, allocate_uniform
+from coevo.sim.quant.mixed import allocate_groups, allocate_uniform
 
 
 class Tiny(nn.Module):

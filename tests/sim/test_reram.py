@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sim.errors import UserInputError
-from sim.reram import (
+from coevo.sim.errors import UserInputError
+from coevo.sim.reram import (
     OK,
     SA0,
     SA1,

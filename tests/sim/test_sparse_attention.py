@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from sim.attention import (
+from coevo.sim.attention import (
     attention_flops,
     dense_attention,
     evaluate_sparse,
@@ -21,10 +21,10 @@ from sim.attention import (
     topk_pairs,
     topk_quantized_attention,
 )
-from sim.attention.evaluate import _evaluate_cached
-from sim.attention.model import SparseConfig
-from sim.errors import UserInputError
-from sim.zoo import load
+from coevo.sim.attention.evaluate import _evaluate_cached
+from coevo.sim.attention.model import SparseConfig
+from coevo.sim.errors import UserInputError
+from coevo.sim.zoo import load
 
 
 def qkv(n: int, d: int = 16, heads: int = 2, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

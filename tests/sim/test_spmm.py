@@ -12,12 +12,12 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sim.errors import UserInputError
-from sim.graph.bench import benchmark
-from sim.graph.csr import from_scipy, load_npz, save_npz, validate_csr
-from sim.graph.gcn import GCNLayer, SparseOperator, gcn_normalize, spmm
-from sim.graph.generators import barabasi_albert, cache_dir, checksum, load_graph, rmat
-from sim.graph.spmm import BlockParams, naive_balance, plan, spmm_blocked, spmm_naive
+from coevo.sim.errors import UserInputError
+from coevo.sim.graph.bench import benchmark
+from coevo.sim.graph.csr import from_scipy, load_npz, save_npz, validate_csr
+from coevo.sim.graph.gcn import GCNLayer, SparseOperator, gcn_normalize, spmm
+from coevo.sim.graph.generators import barabasi_albert, cache_dir, checksum, load_graph, rmat
+from coevo.sim.graph.spmm import BlockParams, naive_balance, plan, spmm_blocked, spmm_naive
 
 # ---------------------------------------------------------------- CSR validation
 

@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from sim.errors import UserInputError
-from sim.stepping import (
+from coevo.sim.errors import UserInputError
+from coevo.sim.stepping import (
     Arch,
     Built,
     SlimmableCNN,
@@ -25,7 +25,7 @@ from sim.stepping import (
     stepping_macs,
     zoo_setup,
 )
-from sim.stepping._plan import StepPlan
+from coevo.sim.stepping._plan import StepPlan
 
 TINY = Arch("DigitsCNN", 8, (2, 4, 4, 3), (False, True, True))
 STEPS = [0.25, 0.5, 0.75, 1.0]

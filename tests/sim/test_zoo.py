@@ -11,8 +11,8 @@ import warnings
 import pytest
 import torch
 
-from sim.zoo import ZooError, ZooModel, cache_dir, load, recipe, recipe_key
-from sim.zoo.data import digits_splits, mnist5k_splits, pydoc_text
+from coevo.sim.zoo import ZooError, ZooModel, cache_dir, load, recipe, recipe_key
+from coevo.sim.zoo.data import digits_splits, mnist5k_splits, pydoc_text
 from tests.helpers import coevo_env
 
 
@@ -122,7 +122,9 @@ def test_a_users_module_and_data_are_wrapped_like_a_zoo_model() -> None:
 @pytest.mark.slow  # four CLI processes, each importing torch
 def test_cli_lists_and_builds_and_a_second_build_loads() -> None:
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "agent.cli", *args], capture_output=True, text=True, env=coevo_env(), timeout=300)
+        return subprocess.run(
+            [sys.executable, "-m", "coevo.agent.cli", *args], capture_output=True, text=True, env=coevo_env(), timeout=300
+        )
 
     built = cli("models", "build", "cnn-digits", "--json")
     assert built.returncode == 0, built.stderr

@@ -11,8 +11,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from sim.errors import UserInputError
-from sim.zoqat import (
+from coevo.sim.errors import UserInputError
+from coevo.sim.zoqat import (
     PeakMemory,
     Perturbation,
     QuantLinear,
@@ -310,7 +310,7 @@ def test_peak_memory_sees_a_torch_allocation() -> None:
 
 
 def test_an_untrained_architecture_run_measures_memory_and_time_without_evaluating() -> None:
-    from sim.zoqat.job import Spec, run
+    from coevo.sim.zoqat.job import Spec, run
 
     out = run(Spec(model="lm-pydoc-tiny", method="spsa", steps=2, lr=1e-3, batch_size=4, splits=(), untrained=True))
     assert out["s_per_step"] > 0 and out["peak_rss_train_mb"] > 0 and out["trainable_values"] > 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tools import REGISTRY, ToolArgumentError, call_tool
+from coevo.tools import REGISTRY, ToolArgumentError, call_tool
 
 TOOL = REGISTRY.get("attention.sparse")
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from search.nb201 import NB201Problem
-from search.runner import run_search
-from tools import REGISTRY, Tool, ToolArgumentError, ToolResult, call_tool, llm_name
-from tools.adapters import outcome_of, run_from_cli, to_langchain
+from coevo.search.nb201 import NB201Problem
+from coevo.search.runner import run_search
+from coevo.tools import REGISTRY, Tool, ToolArgumentError, ToolResult, call_tool, llm_name
+from coevo.tools.adapters import outcome_of, run_from_cli, to_langchain
 
 TOOLS = list(REGISTRY)
 ids = [t.name for t in TOOLS]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sim.fpga import Accelerator, AttentionConfig, device, model_shape, schedule_batch, split_pes
-from tools import REGISTRY, ToolArgumentError, call_tool
+from coevo.sim.fpga import Accelerator, AttentionConfig, device, model_shape, schedule_batch, split_pes
+from coevo.tools import REGISTRY, ToolArgumentError, call_tool
 
 TOOL = REGISTRY.get("schedule.length_aware")
 

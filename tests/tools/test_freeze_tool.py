@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import REGISTRY, ToolArgumentError, call_tool
+from coevo.tools import REGISTRY, ToolArgumentError, call_tool
 
 TOOL = REGISTRY.get("freeze.train")
 

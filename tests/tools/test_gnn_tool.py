@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sim.gnn import load_graph
-from tools import REGISTRY, ToolArgumentError, ToolExecutionError, call_tool
+from coevo.sim.gnn import load_graph
+from coevo.tools import REGISTRY, ToolArgumentError, ToolExecutionError, call_tool
 
 TOOL = next(t for t in REGISTRY if t.name == "gnn.circuit")
 TINY = {"design": "adder8", "hidden": 16, "dynamic_relu_k": 4, "epochs": 40, "timing_repeats": 2}

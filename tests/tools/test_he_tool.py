@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sim.he.run import structural_depth
-from tools import REGISTRY, ToolArgumentError, call_tool
+from coevo.sim.he.run import structural_depth
+from coevo.tools import REGISTRY, ToolArgumentError, call_tool
 
 FAST = {"dataset": "digits-grid4", "hidden": [1], "epochs": 2, "teacher_epochs": 2, "encrypted_samples": 0}
 

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from tools import (
+from coevo.tools import (
     REGISTRY,
     CallPolicy,
     OutsideWorkspaceError,
@@ -21,15 +21,15 @@ from tools import (
     call_tool,
     workspace,
 )
-from tools._base import check_tool
-from tools.adapters import to_langchain
-from tools.search_jobs import JOBS_DIR, log_path
+from coevo.tools._base import check_tool
+from coevo.tools.adapters import to_langchain
+from coevo.tools.search_jobs import JOBS_DIR, log_path
 
 PLOT = {"topology": "benes", "n": 8, "routings": ["adaptive"], "loads": [0.1], "cycles": 200}
 USER_MODEL = """
 from pathlib import Path
 from torch import nn
-from sim.pipeline.blocks import Block, PipelineModel
+from coevo.sim.pipeline.blocks import Block, PipelineModel
 
 Path(__file__).with_suffix(".imported").write_text("imported")  # proof that this file ran
 

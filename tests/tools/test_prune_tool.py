@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from search.prune.run import zoo_model
-from tools import REGISTRY, ToolArgumentError, call_tool
+from coevo.search.prune.run import zoo_model
+from coevo.tools import REGISTRY, ToolArgumentError, call_tool
 
 TOOL = next(t for t in REGISTRY if t.name == "prune.activation")
 BASE = {"model": "lm-pydoc-tiny", "calib_tokens": 32}

@@ -4,10 +4,10 @@ from typing import Any, ClassVar
 
 import pytest
 
-from search.errors import UserInputError
-from search.nb201 import NB201Problem, format_arch
-from tools import REGISTRY, Registry, Tool, ToolArgs, ToolExecutionError, ToolResult, call_tool, llm_name
-from tools.adapters import tool_objective
+from coevo.search.errors import UserInputError
+from coevo.search.nb201 import NB201Problem, format_arch
+from coevo.tools import REGISTRY, Registry, Tool, ToolArgs, ToolExecutionError, ToolResult, call_tool, llm_name
+from coevo.tools.adapters import tool_objective
 
 
 class _Args(ToolArgs):

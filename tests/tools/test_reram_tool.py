@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tools import REGISTRY, ToolArgumentError, call_tool
+from coevo.tools import REGISTRY, ToolArgumentError, call_tool
 
 TOOL = REGISTRY.get("reram.faults")
 # mlp-digits on 64x64 crossbars, 4 slices per weight, 2 arrays: fc1 64->128: 1 x 8 tiles; fc2 128->64: 2 x 4; fc3 64->10: 1 x 1

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import REGISTRY, ToolArgumentError, call_tool
+from coevo.tools import REGISTRY, ToolArgumentError, call_tool
 
 
 def test_background_search_reports_progress_until_finished(tmp_path: Path) -> None:

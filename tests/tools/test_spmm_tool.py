@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from tools import REGISTRY, ToolArgumentError, call_tool
+from coevo.tools import REGISTRY, ToolArgumentError, call_tool
 
 TOOL = REGISTRY.get("kernel.spmm")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sim.stepping import budget_step, plan, zoo_setup
-from tools import REGISTRY, ToolArgumentError, call_tool
+from coevo.sim.stepping import budget_step, plan, zoo_setup
+from coevo.tools import REGISTRY, ToolArgumentError, call_tool
 
 STEPS = [0.25, 0.5, 0.75, 1.0]
 

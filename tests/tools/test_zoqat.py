@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tools import REGISTRY, ToolArgumentError, call_tool
+from coevo.tools import REGISTRY, ToolArgumentError, call_tool
 
 TOOL = REGISTRY.get("quant.zo_qat")
 QUICK: dict[str, Any] = {"model": "lm-pydoc-tiny", "w_bits": 4, "a_bits": 8, "eval_batches": 1, "isolate": False}
