@@ -11,10 +11,10 @@ import optuna
 import pytest
 from scipy import stats
 
-import coevo.search.proposers._screened as screened_module
 from coevo.search.errors import UserInputError
 from coevo.search.nb201 import NB201Problem
 from coevo.search.proposers import Evaluation, RoundContext, ScreenedEAProposer, get_proposer
+from coevo.search.proposers import _screened as screened_module
 from coevo.search.proposers._qnehvi import fit_gp
 from coevo.search.runner import run_search
 

@@ -9,7 +9,8 @@ import pytest
 import torch
 from scipy import stats
 
-from coevo.search.nb201 import NB201Problem, parse_arch
+# `coevo.search` is the API function (coevo/__init__.py), so patch targets are module objects, not dotted strings
+from coevo.search.nb201 import NB201Problem, parse_arch, proxies
 from coevo.search.nb201.model import NB201Network
 from coevo.search.nb201.zero_cost_problem import ZeroCostNB201
 from coevo.search.runner import run_search
@@ -82,7 +83,7 @@ def test_cache_computes_once(tmp_path: Path) -> None:
 @pytest.mark.slow  # a 30-evaluation search scoring real networks: about 35 s on 2 cores (the bench test below is the fast one)
 def test_zero_cost_search_never_reads_true_accuracy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     storage = f"sqlite:///{tmp_path / 'z.db'}"
-    monkeypatch.setattr("coevo.search.nb201.proxies.REFERENCE_CELLS", 8)
+    monkeypatch.setattr(proxies, "REFERENCE_CELLS", 8)
     problem = ZeroCostNB201(dataset="cifar10", device="eyeriss", storage=storage, config=TINY)
     peeks = []
     original = NB201Problem.evaluate
@@ -133,8 +134,8 @@ def test_proxies_command(tmp_path: Path) -> None:
 def test_zero_cost_bench_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from coevo.search.bench import BenchSpec, run_bench
 
-    monkeypatch.setattr("coevo.search.nb201.proxies.REFERENCE_CELLS", 8)
-    monkeypatch.setattr("coevo.search.nb201.proxies.ProxyConfig", lambda: TINY)
+    monkeypatch.setattr(proxies, "REFERENCE_CELLS", 8)
+    monkeypatch.setattr(proxies, "ProxyConfig", lambda: TINY)
     spec = BenchSpec("nb201", {"dataset": "cifar10", "mode": "zero-cost"}, ("eyeriss",), ("pelnas", "random"), (0,), budget=26)
     report = run_bench(spec, tmp_path / "out")
     assert [r.problem["mode"] for r in report.results] == ["zero-cost", "zero-cost"]
