@@ -18,7 +18,6 @@ from typing import Any
 
 from coevo.search.errors import UserInputError
 
-
 # Before the packages were installed under ``coevo`` (issue 27) they were top-level modules, and
 # studies created then store references such as ``search.nb201.problem:NB201Problem``.
 _OLD_TOP_LEVEL = ("agent", "tools", "knowledge", "search", "sim", "prompts")
