@@ -1,6 +1,6 @@
 """PEL-NAS style co-evolution as a proposer: niches, a knowledge base, and a reasoner.
 
-One round (DESIGN.md, data path): learn from the rounds not yet learned from (the reasoner
+One round (docs/design.md, data path): learn from the rounds not yet learned from (the reasoner
 updates the knowledge base, saved in storage), split the round's proposals across niches by
 their contribution to the found front, ask the reasoner for each niche's share with its
 elites and relevant heuristics, and validate what comes back (in the space, in the niche,

@@ -284,7 +284,7 @@ def markdown_table(results: Sequence[SearchResult], spec: BenchSpec, pooled: Map
         f"# coevo bench: {spec.problem}{f' ({opts})' if opts else ''}, budget {spec.budget}, seeds {list(spec.seeds)}",
         "",
         f"The budget counts evaluations of the expensive objective(s) ({expensive}); {scored}. HV ratio and IGD as "
-        f"defined in DESIGN.md (useful region of {cls.objectives[0].name}). Wall time is per run, with {spec.jobs} run(s) in parallel."
+        f"defined in docs/design.md (useful region of {cls.objectives[0].name}). Wall time is per run, with {spec.jobs} run(s) in parallel."
         + marker,
         "",
         f"| {key or 'group'} | proposer | HV ratio | IGD | front recall | wall s |" + (" sees cheap |" if seeing else ""),

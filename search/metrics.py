@@ -1,7 +1,7 @@
 """Pareto metrics for two objectives: the first maximised, the second minimised.
 
 A problem's first two objectives (:attr:`search.problem.Problem.front_objectives`; NB201:
-accuracy and latency) are the pair. Definitions follow DESIGN.md ("Measures"), there
+accuracy and latency) are the pair. Definitions follow docs/design.md ("Metrics"), there
 written for NB201:
 
 * useful region: first >= floor;

@@ -1,6 +1,6 @@
 """The study runner: one proposer, one problem, a budget, on Optuna storage.
 
-Query mode (DESIGN.md): the budget counts evaluations of the problem's expensive objectives
+Query mode (docs/design.md): the budget counts evaluations of the problem's expensive objectives
 (for NB201, accuracy queries). A point proposed again is answered from the study's own
 records and costs nothing. The found set is every evaluated point.
 

@@ -17,7 +17,7 @@ from coevo.search.nb201.space import N_OPS, Cell, cell_key, format_arch
 
 DATASETS: tuple[str, ...] = ("cifar10", "cifar100", "imagenet16_120")
 USEFUL_FLOOR: dict[str, float] = {"cifar10": 80.0, "cifar100": 50.0, "imagenet16_120": 25.0}
-"""Accuracy floor (%) of the useful region per dataset (DESIGN.md, Measures)."""
+"""Accuracy floor (%) of the useful region per dataset (docs/design.md, Metrics)."""
 
 
 @dataclass(frozen=True, eq=False)
