@@ -12,29 +12,35 @@ Three measurements, each saved to a CSV the report is rendered from:
 * ``attention-time.csv``: operator-level CPU time (1 thread, batch 1, d_model 256, 4 heads: lm-pydoc's
   attention) for n = 128 ... 8192, methods interleaved in every repeat, medians; MACs from the formulas.
 
-    nice -n 10 python scripts/attention_figures.py --out docs/bench/issue20            # everything (~30-60 min on 2 busy cores)
-    nice -n 10 python scripts/attention_figures.py --out docs/bench/issue20 --only time
-    python scripts/attention_figures.py --out docs/bench/issue20 --report-only          # re-render attention.md from the CSVs
+    nice -n 10 python -m coevo.figures attention              # everything (~30-60 min on 2 busy cores)
+    nice -n 10 python -m coevo.figures attention --only time
+    python -m coevo.figures attention --report-only           # re-render attention.md from the CSVs
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import os
 import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import numpy as np
 import torch
+
+from coevo.figures._common import (
+    command_line,
+    figure_parser,
+    read_csv,
+    record_provenance,
+    write_markdown,
+)
+
+NAME, TOPIC = "attention", "attention"
 
 QUALITY = "attention.csv"
 LENGTH = "attention-length.csv"
@@ -236,8 +242,7 @@ def _write(path: Path, fields: list[str], rows: list[dict[str, Any]], append_mod
 def _read(path: Path) -> list[dict[str, str]]:
     if not path.exists():
         return []
-    with path.open() as fh:
-        return list(csv.DictReader(fh))
+    return read_csv(path)
 
 
 def fit_exponent(ns: list[int], ts: list[float]) -> float:
@@ -246,6 +251,7 @@ def fit_exponent(ns: list[int], ts: list[float]) -> float:
 
 
 def report(out: Path, command: str) -> None:
+    """attention.md and its plots from the CSVs in ``out``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -255,7 +261,7 @@ def report(out: Path, command: str) -> None:
     md = ["# Sparse attention on the zoo LM (issue 20, item 1)", ""]
     md += [
         f"Written by `{command}` from {QUALITY}, {LENGTH}, {FINETUNE} and {TIMING} (beside this file), measured with "
-        "`nice -n 10 python scripts/attention_figures.py --out docs/bench/issue20` and `--only time`, `--only quality --models "
+        "`nice -n 10 python -m coevo.figures attention` and `--only time`, `--only quality --models "
         "lm-pydoc-tiny` (training seeds 0 1 2), `--only length --length-seeds 0 1 2`, `--only finetune --tiny-seeds 0`. "
         "Machine: a 2-core CPU shared with ~8 other engineers' jobs (load average 10 to 28 while measuring; "
         f"when this report was written: `{_uptime()}`), 1 torch thread. Training seeds as listed; "
@@ -271,7 +277,7 @@ def report(out: Path, command: str) -> None:
             "",
             "The 3.3 M-parameter `lm-pydoc` trains on first use; on the shared box of this run its training got about 5 "
             "CPU-minutes in 50 minutes of wall time and was stopped, so the k x bits grid is on `lm-pydoc-tiny` only. "
-            "`python scripts/attention_figures.py --only quality --models lm-pydoc` adds it (the tool serves it too).",
+            "`python -m coevo.figures attention --only quality --models lm-pydoc` adds it (the tool serves it too).",
             "",
         ]
     if lengths:
@@ -301,7 +307,7 @@ def report(out: Path, command: str) -> None:
         "operator-level with lm-pydoc's dimensions on random inputs.",
         "",
     ]
-    (out / "attention.md").write_text("\n".join(md))
+    write_markdown(out / "attention.md", "\n".join(md), command)
     print(f"wrote {out / 'attention.md'}")
 
 
@@ -549,9 +555,10 @@ def _timing_tables(rows: list[dict[str, str]], plt: Any, out: Path) -> list[str]
     return [*md, "", "![time and MACs vs length](attention-time.png)", ""]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, default=Path("docs/bench/issue20"))
+def main(argv: list[str] | None = None) -> None:
+    """Measure the parts asked for (unless ``--report-only``), then write attention.md."""
+    argv = list(argv if argv is not None else [])
+    ap = figure_parser(NAME, TOPIC, __doc__)
     ap.add_argument("--only", choices=["quality", "length", "time", "finetune"], action="append", help="run only these parts (repeatable)")
     ap.add_argument("--models", nargs="+", default=["lm-pydoc-tiny", "lm-pydoc"])
     ap.add_argument("--tiny-seeds", nargs="+", type=int, default=[0, 1, 2])
@@ -560,10 +567,9 @@ def main() -> None:
     ap.add_argument("--lengths", nargs="+", type=int, default=[128, 256, 512, 1024, 2048, 4096, 8192])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--finetune-steps", type=int, default=100)
-    ap.add_argument("--report-only", action="store_true")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    command = "python scripts/attention_figures.py " + " ".join(sys.argv[1:])
+    command = command_line(NAME, argv)
     if not args.report_only:
         torch.set_num_threads(1)
         parts = args.only or ["quality", "length", "time", "finetune"]
@@ -575,8 +581,7 @@ def main() -> None:
             measure_length(args.out, args.length_model, args.length_seeds)
         if "finetune" in parts:
             measure_finetune(args.out, "lm-pydoc-tiny", args.tiny_seeds, args.finetune_steps)
+        files = {"time": TIMING, "quality": QUALITY, "length": LENGTH, "finetune": FINETUNE}
+        for part in parts:
+            record_provenance(args.out / files[part], command)
     report(args.out, command)
-
-
-if __name__ == "__main__":
-    main()

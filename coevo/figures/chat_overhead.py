@@ -1,6 +1,6 @@
 """What the chat agent loop itself costs: time per tool call (model excluded) and session bytes per 100 turns.
 
-    python scripts/chat_overhead.py --turns 100
+    python -m coevo.figures chat-overhead --turns 100
 
 Each turn is one question, one ``nb201.query`` tool call and one answer, against the
 loopback OpenAI-compatible server of the test suite (instant replies), streaming as in the
@@ -11,20 +11,16 @@ assembly) is the rest. The session database is measured after a WAL checkpoint.
 
 from __future__ import annotations
 
-import argparse
 import sqlite3
 import statistics
-import sys
 import tempfile
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.fakes: the loopback server
 
 from coevo.agent.chat.loop import ChatAgent
 from coevo.agent.chat.store import SessionStore
 from coevo.agent.llm_client import LLMSettings, chat_model
+from coevo.figures._common import plain_parser
 from coevo.tools import REGISTRY
-from tests.fakes.openai_server import FakeOpenAI
 
 ARCH = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|"
 
@@ -36,9 +32,12 @@ def _db_bytes(path: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    p = plain_parser("chat-overhead", __doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--turns", type=int, default=100)
     args = p.parse_args(argv)
+    # the test suite's loopback OpenAI-compatible server: these figures run from a checkout
+    from tests.fakes.openai_server import FakeOpenAI
+
     folder = Path(tempfile.mkdtemp(prefix="coevo-chat-"))
     db = folder / "chat.sqlite3"
     storage = f"sqlite:///{db}"
@@ -77,7 +76,3 @@ def main(argv: list[str] | None = None) -> int:
     print(f"turn total: median {ms['total']:.1f} ms")
     print(f"session store: {after - before} bytes for {args.turns} turns ({per_100:.1f} KiB per 100 turns; {events} events)")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,16 +1,15 @@
 """Issue 19 item 2 figures: circuit GNN forward/backward speed-up vs the dense model (ablations, PyG) and label error.
 
-Writes docs/bench/issue19/circuit.md from the CSVs it writes beside it (circuit.csv: timing,
+Writes docs/bench/gnn/circuit.md from the CSVs it writes beside it (circuit.csv: timing,
 circuit_labels.csv: label error). Run from the repository root::
 
-    PYTHONPATH=$PWD nice -n 10 python scripts/circuit_gnn_figures.py            # full (about 15 min on 2 shared cores)
-    PYTHONPATH=$PWD nice -n 10 python scripts/circuit_gnn_figures.py --quick    # smoke run
+    nice -n 10 python -m coevo.figures circuit-gnn            # full (about 15 min on 2 shared cores)
+    nice -n 10 python -m coevo.figures circuit-gnn --quick    # smoke run
+    python -m coevo.figures circuit-gnn --report-only         # circuit.md again from the saved CSVs
 """
 
 from __future__ import annotations
 
-import argparse
-import csv
 import os
 import platform
 import statistics
@@ -22,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from coevo.figures._common import command_line, figure_parser, read_csv, write_csv, write_markdown
 from coevo.sim.gnn import (
     DESIGNS,
     Config,
@@ -38,7 +38,8 @@ from coevo.sim.gnn import (
 )
 from coevo.sim.gnn.yosys import yosys_version
 
-OUT = Path("docs/bench/issue19")
+NAME, TOPIC = "circuit-gnn", "gnn"
+
 TIMING_DESIGNS = ["alu16", "alu64", "mul32"]
 HIDDEN = [64, 128]
 K = 8
@@ -117,25 +118,14 @@ def label_rows(labels: list[str], seeds: list[int], epochs: int) -> list[dict[st
     return rows
 
 
-def write_csv(path: Path, rows: list[dict[str, object]]) -> None:
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-
-
-def read_csv(path: Path) -> list[dict[str, str]]:
-    with path.open() as f:
-        return list(csv.DictReader(f))
-
-
 def mean_std(xs: list[float]) -> str:
     return f"{statistics.mean(xs):.3f} ± {statistics.stdev(xs) if len(xs) > 1 else 0.0:.3f}"
 
 
-def write_md(cmd: str, load_before: str, load_after: str, wall_s: float) -> None:
-    timing = read_csv(OUT / "circuit.csv")
-    labels = read_csv(OUT / "circuit_labels.csv")
+def write_md(out: Path, cmd: str, load_before: str, load_after: str, wall_s: float, command: str) -> None:
+    """circuit.md from circuit.csv and circuit_labels.csv in ``out``."""
+    timing = read_csv(out / "circuit.csv")
+    labels = read_csv(out / "circuit_labels.csv")
     lines = [
         "# Issue 19 item 2: heterogeneous circuit GNN with dynamic ReLU (measured)",
         "",
@@ -226,34 +216,31 @@ def write_md(cmd: str, load_before: str, load_after: str, wall_s: float) -> None
         "- PyG's HeteroConv is slower than our dense model in the forward pass here (one GraphConv module and scatter per "
         "relation, a root weight per relation); its backward is competitive with the numba-aggregation models.",
     ]
-    (OUT / "circuit.md").write_text("\n".join(lines) + "\n")
+    write_markdown(out / "circuit.md", "\n".join(lines) + "\n", command)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    argv = list(argv if argv is not None else [])
+    ap = figure_parser(NAME, TOPIC, __doc__)
     ap.add_argument("--quick", action="store_true", help="small designs, few repeats, one seed (smoke run)")
-    ap.add_argument("--md-only", action="store_true", help="rewrite the .md from the existing CSVs")
     ap.add_argument("--timing-only", action="store_true", help="redo the timing table only; keep circuit_labels.csv")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    OUT.mkdir(parents=True, exist_ok=True)
-    cmd = "PYTHONPATH=$PWD nice -n 10 python scripts/circuit_gnn_figures.py" + (" --quick" if args.quick else "")
+    out, command = args.out, command_line(NAME, argv)
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = "nice -n 10 python -m coevo.figures circuit-gnn" + (" --quick" if args.quick else "")
     if args.timing_only:
         cmd += " --timing-only  # the label table: the same command without --timing-only"
     load_before = " ".join(subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.split()[-3:])
     start = time.perf_counter()
-    if not args.md_only:
+    if not args.report_only:
         assert all(d in DESIGNS for d in TIMING_DESIGNS + TRAIN + TEST)
         np.random.seed(0)
         designs, hidden, repeats = (["alu16"], [64], 3) if args.quick else (TIMING_DESIGNS, HIDDEN, 9)
-        write_csv(OUT / "circuit.csv", timing_rows(designs, hidden, repeats))
+        write_csv(out / "circuit.csv", timing_rows(designs, hidden, repeats), command=command)
         if not args.timing_only:
             labels, seeds, epochs = (["depth"], [0], 20) if args.quick else (LABEL_NAMES, SEEDS, 150)
-            write_csv(OUT / "circuit_labels.csv", label_rows(labels, seeds, epochs))
+            write_csv(out / "circuit_labels.csv", label_rows(labels, seeds, epochs), command=command)
     load_after = " ".join(subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.split()[-3:])
-    write_md(cmd, load_before, load_after, time.perf_counter() - start)
-    print(f"wrote {OUT / 'circuit.md'}", file=sys.stderr)
-
-
-if __name__ == "__main__":
-    main()
+    write_md(out, cmd, load_before, load_after, time.perf_counter() - start, command)
+    print(f"wrote {out / 'circuit.md'}", file=sys.stderr)

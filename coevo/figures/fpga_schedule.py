@@ -1,9 +1,9 @@
-"""Issue 20 figures, length-aware scheduling: docs/bench/issue20/schedule.md from schedule.csv, schedule_cpsat.csv, schedule_run.json.
+"""Issue 20 figures, length-aware scheduling: docs/bench/fpga/schedule.md from schedule.csv, schedule_cpsat.csv, schedule_run.json.
 
 Usage::
 
-    PYTHONPATH=. python scripts/fpga_sched_figures.py            # writes the CSVs, then the table
-    PYTHONPATH=. python scripts/fpga_sched_figures.py --from-csv # only rewrites the .md from the saved CSVs
+    python -m coevo.figures fpga-schedule            # writes the CSVs, then the table
+    python -m coevo.figures fpga-schedule --from-csv # only rewrites the .md from the saved CSVs
 
 Part 1: random batches of pydoc sentences (byte lengths; seeds 0..draws-1 per batch size) scheduled by
 pad-to-batch-max, bucketing, length-aware (upward rank) and FIFO on the same accelerator (lm-pydoc's
@@ -14,17 +14,16 @@ optimum or a bound; the gap of each list scheduler to CP-SAT's bound.
 
 from __future__ import annotations
 
-import argparse
-import csv
 import json
 import os
 import platform
 import subprocess
 import time
-from pathlib import Path
+from collections.abc import Sequence
 
 import numpy as np
 
+from coevo.figures._common import command_line, figure_parser, read_csv, write_csv, write_markdown
 from coevo.sim.fpga import (
     Accelerator,
     AttentionConfig,
@@ -42,7 +41,7 @@ from coevo.sim.fpga import (
     split_pes,
 )
 
-OUT = Path(__file__).resolve().parents[1] / "docs" / "bench" / "issue20"
+NAME, TOPIC = "fpga-schedule", "fpga"
 METHODS = ("padding", "bucketing", "length-aware", "fifo")
 ATTN = {"dense": AttentionConfig("dense"), "topk-32-4bit": AttentionConfig("topk", top_k=32, key_bits=4)}
 SPLITS = {"4:3:1": (4.0, 3.0, 1.0), "12:3:1": (12.0, 3.0, 1.0)}
@@ -93,18 +92,6 @@ def run_cpsat(seeds: int, time_limit: float, batch: int) -> list[dict[str, objec
                 row[f"{method}_cycles"] = schedule_batch(lens, accel, shape, attn, method).makespan
             rows.append(row)
     return rows
-
-
-def write_csv(path: Path, rows: list[dict[str, object]]) -> None:
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-
-
-def read_csv(path: Path) -> list[dict[str, str]]:
-    with path.open() as f:
-        return list(csv.DictReader(f))
 
 
 def q(values: list[float], fmt: str = "{:.3g}") -> str:
@@ -211,38 +198,27 @@ def render(rows: list[dict[str, str]], gaps: list[dict[str, str]], command: str,
     return "\n".join(lines)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--from-csv", action="store_true", help="only rewrite the .md from the saved CSVs")
+def main(argv: Sequence[str] | None = None) -> None:
+    """Measure (unless ``--report-only``) and render schedule.md."""
+    argv = list(argv if argv is not None else [])
+    ap = figure_parser(NAME, TOPIC, __doc__)
     ap.add_argument("--draws", type=int, default=10)
     ap.add_argument("--batches", type=int, nargs="+", default=[8, 16, 32, 64])
     ap.add_argument("--cpsat-seeds", type=int, default=6)
     ap.add_argument("--cpsat-batch", type=int, default=4)
     ap.add_argument("--time-limit", type=float, default=20.0)
-    args = ap.parse_args()
-    OUT.mkdir(parents=True, exist_ok=True)
-    meta_path = OUT / "schedule_run.json"
-    if not args.from_csv:
+    args = ap.parse_args(argv)
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    meta_path = out / "schedule_run.json"
+    command = command_line(NAME, argv)
+    if not args.report_only:
         load = subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
         began = time.perf_counter()
-        write_csv(OUT / "schedule.csv", run_batches(args.batches, args.draws))
-        write_csv(OUT / "schedule_cpsat.csv", run_cpsat(args.cpsat_seeds, args.time_limit, args.cpsat_batch))
-        flags = " ".join(
-            f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
-            for k, v in vars(args).items()
-            if k != "from_csv"
-        )
-        meta = {
-            "load": load,
-            "took": f"{time.perf_counter() - began:.0f} s",
-            "command": f"PYTHONPATH=. python scripts/fpga_sched_figures.py {flags}",
-        }
+        write_csv(out / "schedule.csv", run_batches(args.batches, args.draws), command=command)
+        write_csv(out / "schedule_cpsat.csv", run_cpsat(args.cpsat_seeds, args.time_limit, args.cpsat_batch), command=command)
+        meta = {"load": load, "took": f"{time.perf_counter() - began:.0f} s", "command": command}
         meta_path.write_text(json.dumps(meta, indent=1) + "\n")
     meta = json.loads(meta_path.read_text())
-    md = render(read_csv(OUT / "schedule.csv"), read_csv(OUT / "schedule_cpsat.csv"), meta["command"], meta["load"], meta["took"])
-    (OUT / "schedule.md").write_text(md)
-    print(md)
-
-
-if __name__ == "__main__":
-    main()
+    md = render(read_csv(out / "schedule.csv"), read_csv(out / "schedule_cpsat.csv"), meta["command"], meta["load"], meta["took"])
+    print(write_markdown(out / "schedule.md", md, command))

@@ -1,8 +1,9 @@
 """Layer freezing with a compressed feature cache vs full training and naive freezing (issue 21): table + CSV.
 
-    PYTHONPATH=$PWD nice -n 10 python scripts/freeze_figures.py --seeds 0 1 2
+    nice -n 10 python -m coevo.figures freeze --seeds 0 1 2
+    python -m coevo.figures freeze --report-only      # freeze.md again from freeze.csv (give the arguments of the run)
 
-Writes docs/bench/issue21/freeze.csv (one row per run) and docs/bench/issue21/freeze.md (one
+Writes docs/bench/freeze/freeze.csv (one row per run) and docs/bench/freeze/freeze.md (one
 ablation per row: mean +- std over seeds of val/test accuracy, MACs and cache bytes, medians of wall
 and CPU seconds). Every configuration of one seed runs back to back (interleaved), so load from other
 jobs on the shared machine hits all of them alike.
@@ -11,19 +12,18 @@ jobs on the shared machine hits all of them alike.
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import statistics
 import subprocess
-import time
 from dataclasses import replace
 from pathlib import Path
 
 import torch
 
+from coevo.figures._common import command_line, figure_parser, mean_std, read_csv, write_csv, write_markdown
 from coevo.sim.freeze import FreezeConfig, train_zoo
 
-OUT = Path("docs/bench/issue21")
+NAME, TOPIC = "freeze", "freeze"
 
 
 def rows(epochs: int, freeze_at: tuple[int | None, ...]) -> list[tuple[str, FreezeConfig]]:
@@ -48,25 +48,25 @@ def rows(epochs: int, freeze_at: tuple[int | None, ...]) -> list[tuple[str, Free
     ]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+def main(argv: list[str] | None = None) -> None:
+    argv = list(argv if argv is not None else [])
+    ap = figure_parser(NAME, TOPIC, __doc__)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--model", default="cnn-digits")
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--freeze-at", type=int, nargs=2, default=[6, 10], help="fixed schedule: epochs before blocks 1 and 2 freeze")
     ap.add_argument("--tag", default="", help="suffix of the output names (freeze<tag>.md/.csv)")
-    ap.add_argument("--from-csv", action="store_true", help="rewrite the .md from the CSV of an earlier run (no training)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    OUT.mkdir(parents=True, exist_ok=True)
+    out, command = args.out, command_line(NAME, argv)
+    out.mkdir(parents=True, exist_ok=True)
     configs = rows(args.epochs, (args.freeze_at[0], args.freeze_at[1], None))
-    csv_path = OUT / f"freeze{args.tag}.csv"
-    if args.from_csv:
-        with csv_path.open() as f:
-            read = [
-                {k: (float(v) if k not in ("model", "config", "freeze_epochs") else v) for k, v in row.items()} for row in csv.DictReader(f)
-            ]
-        write_md(args, configs, read, csv_path)
+    csv_path = out / f"freeze{args.tag}.csv"
+    if args.report_only:
+        read = [
+            {k: (float(v) if k not in ("model", "config", "freeze_epochs") else v) for k, v in row.items()} for row in read_csv(csv_path)
+        ]
+        write_md(args, configs, read, csv_path, command)
         return
     records: list[dict] = []
     for seed in args.seeds:
@@ -80,27 +80,19 @@ def main() -> None:
             records.append(rec)
             print(f"seed {seed} {label:52s} val {r.val_accuracy:6.2f} test {r.test_accuracy:6.2f} cpu {r.cpu_s:6.2f}s "
                   f"{r.macs / 1e9:7.3f} GMAC cache {r.cache_bytes / 1e6:7.3f} MB frozen at {r.freeze_epochs}", flush=True)  # fmt: skip
-    with csv_path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(records[0]))
-        w.writeheader()
-        w.writerows(records)
-    write_md(args, configs, records, csv_path)
+    write_csv(csv_path, records, command=command)
+    write_md(args, configs, records, csv_path, command)
 
 
-def _ms(xs: list[float], digits: int = 2) -> str:
-    if len(xs) < 2:
-        return f"{xs[0]:.{digits}f}"
-    return f"{statistics.mean(xs):.{digits}f} ± {statistics.stdev(xs):.{digits}f}"
-
-
-def write_md(args: argparse.Namespace, configs: list[tuple[str, FreezeConfig]], records: list[dict], csv_path: Path) -> None:
+def write_md(args: argparse.Namespace, configs: list[tuple[str, FreezeConfig]], records: list[dict], csv_path: Path, command: str) -> None:
+    """freeze<tag>.md beside ``csv_path`` from the run records (one per seed and configuration)."""
     full = [r for r in records if r["config"] == "full training"]
     full_cpu = statistics.median(r["cpu_s"] for r in full)
     full_gmac = statistics.mean(r["gmac"] for r in full)
     lines = [
         f"# Layer freezing with a compressed feature cache ({args.model})",
         "",
-        f"Command: `PYTHONPATH=$PWD nice -n 10 python scripts/freeze_figures.py --model {args.model} --epochs {args.epochs} "
+        f"Command: `nice -n 10 python -m coevo.figures freeze --model {args.model} --epochs {args.epochs} "
         f"--freeze-at {args.freeze_at[0]} {args.freeze_at[1]} --seeds {' '.join(map(str, args.seeds))}"
         + (f" --tag {args.tag}" if args.tag else "")
         + f"` (data: [{csv_path.name}]({csv_path.name})).",
@@ -125,8 +117,9 @@ def write_md(args: argparse.Namespace, configs: list[tuple[str, FreezeConfig]], 
         cpu = statistics.median(r["cpu_s"] for r in rs)
         gmac = [r["gmac"] for r in rs]
         lines.append(
-            f"| {label} | {_ms([r['val_accuracy'] for r in rs])} | {_ms([r['test_accuracy'] for r in rs])} | {_ms(gmac, 3)} | "
-            f"{statistics.mean(gmac) / full_gmac:.3f} | {cpu:.2f} | {cpu / full_cpu:.2f} | {_ms([r['cache_mb'] for r in rs], 3)} | "
+            f"| {label} | {mean_std([r['val_accuracy'] for r in rs])} | {mean_std([r['test_accuracy'] for r in rs])} | "
+            f"{mean_std(gmac, 3)} | "
+            f"{statistics.mean(gmac) / full_gmac:.3f} | {cpu:.2f} | {cpu / full_cpu:.2f} | {mean_std([r['cache_mb'] for r in rs], 3)} | "
             f"{'; '.join(sorted({r['freeze_epochs'] for r in rs}))} |"
         )
     lines += ["", "Reading (computed from the CSV):", ""]
@@ -154,7 +147,7 @@ def write_md(args: argparse.Namespace, configs: list[tuple[str, FreezeConfig]], 
         f"({mean(raw, 'cache_mb') / mean(sim, 'cache_mb'):.1f}x smaller).",
         "",
     ]
-    (OUT / f"freeze{args.tag}.md").write_text("\n".join(lines) + "\n")
+    write_markdown(csv_path.with_suffix(".md"), "\n".join(lines) + "\n", command)
 
 
 def _uptime() -> str:
@@ -162,9 +155,3 @@ def _uptime() -> str:
         return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
     except OSError:
         return f"load average {os.getloadavg()}"
-
-
-if __name__ == "__main__":
-    started = time.perf_counter()
-    main()
-    print(f"done in {time.perf_counter() - started:.0f} s")

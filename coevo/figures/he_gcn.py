@@ -1,8 +1,9 @@
 """Issue 19 figures, HE-friendly GCN: accuracy, depth and encrypted latency at 3 keep fractions vs the all-polynomial baseline.
 
-Writes docs/bench/issue19/he.csv (one row per dataset, seed and setting) and docs/bench/issue19/he.md.
+Writes docs/bench/he/he.csv (one row per dataset, seed and setting) and docs/bench/he/he.md.
 
-    PYTHONPATH=$PWD nice -n 10 python scripts/he_gcn_figures.py [--seeds 0 1 2] [--quick]
+    nice -n 10 python -m coevo.figures he-gcn [--seeds 0 1 2] [--quick]
+    python -m coevo.figures he-gcn --report-only     # he.md again from he.csv (no training, no HE)
 
 Accuracy: 3 seeds on ``digits-grid`` (8x8, 64 nodes) and ``digits-grid4`` (4x4, 16 nodes).
 Encrypted passes (CKKS, TenSEAL) are measured on seed 0 only: every test sample in one batch
@@ -13,8 +14,6 @@ counts and per-op costs measured once (the 8x8 passes take minutes each on the s
 
 from __future__ import annotations
 
-import argparse
-import csv
 import statistics
 import subprocess
 import time
@@ -22,29 +21,31 @@ from pathlib import Path
 
 import torch
 
+from coevo.figures._common import command_line, figure_parser, read_csv, write_csv, write_markdown
 from coevo.sim.he.model import Recipe, teacher_accuracy
 from coevo.sim.he.run import he_gcn
 
-OUT = Path("docs/bench/issue19")
+NAME, TOPIC = "he-gcn", "he"
+
 SETTINGS = [("baseline (all poly, CryptoGCN-style)", 0.0), ("LinGCN-style keep 25%", 0.25), ("keep 50%", 0.5), ("keep 75%", 0.75)]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+def main(argv: list[str] | None = None) -> None:
+    argv = list(argv if argv is not None else [])
+    ap = figure_parser(NAME, TOPIC, __doc__)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--quick", action="store_true", help="fewer epochs (a smoke run, not for the doc)")
     ap.add_argument("--encrypt", nargs="*", default=["digits-grid4"], help="datasets whose seed-0 settings run encrypted")
-    ap.add_argument("--from-csv", action="store_true", help="rewrite he.md from the saved he.csv (no training, no HE)")
     ap.add_argument(
         "--timing-rounds", type=int, default=0, help="only re-time digits-grid4 baseline vs keep 25%% interleaved, this many rounds"
     )
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    out, command = args.out, command_line(NAME, argv)
     if args.timing_rounds:
-        timing(args.timing_rounds)
+        timing(out, args.timing_rounds, command)
         return
-    if args.from_csv:
-        with (OUT / "he.csv").open() as f:
-            write(list(csv.DictReader(f)))
+    if args.report_only:
+        write(out, list(read_csv(out / "he.csv")), command, save=False)
         return
     torch.set_num_threads(1)
     rows = []
@@ -88,10 +89,10 @@ def main() -> None:
                     }
                 )
                 print(rows[-1], flush=True)
-                write(rows)
+                write(out, rows, command)
 
 
-def timing(rounds: int) -> None:
+def timing(out: Path, rounds: int, command: str) -> None:
     """Interleaved encrypted passes, baseline then keep 25 % in each round (seed 0, digits-grid4, models cached): he_timing.csv."""
     rows = []
     for r in range(rounds):
@@ -110,10 +111,7 @@ def timing(rounds: int) -> None:
                 }
             )
             print(rows[-1], flush=True)
-            with (OUT / "he_timing.csv").open("w", newline="") as f:
-                w = csv.DictWriter(f, fieldnames=list(rows[0]))
-                w.writeheader()
-                w.writerows(rows)
+            write_csv(out / "he_timing.csv", rows, command=command)
 
 
 def mean_std(values: list[float]) -> str:
@@ -122,18 +120,16 @@ def mean_std(values: list[float]) -> str:
     return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
 
 
-def write(rows: list[dict[str, object]]) -> None:
-    OUT.mkdir(parents=True, exist_ok=True)
-    with (OUT / "he.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+def write(out: Path, rows: list[dict[str, object]], command: str, save: bool = True) -> None:
+    """he.md in ``out`` from ``rows`` (one per dataset, seed and setting), and he.csv from them when ``save``."""
+    if save:
+        write_csv(out / "he.csv", rows, command=command)
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     seeds = sorted({int(str(r["seed"])) for r in rows})
     lines = [
         "# Issue 19: HE-friendly GCN (LinGCN-style) under CKKS",
         "",
-        "Written by `PYTHONPATH=$PWD nice -n 10 python scripts/he_gcn_figures.py` from `he.csv` (beside this file).",
+        "Written by `nice -n 10 python -m coevo.figures he-gcn` from `he.csv` (beside this file).",
         f"Seeds {seeds}; machine: 2-core CPU shared with other engineers' jobs (`uptime` at writing: `{load}`), one thread.",
         "Model: 2 graph convolutions of 4 channels, flatten head; teacher all-ReLU; students distilled (w=0.5, T=4) from it,",
         "30 epochs (gates searched over the first 20, hardened by top-k, 10 epochs fine-tuning); the baseline is the same",
@@ -190,10 +186,9 @@ def write(rows: list[dict[str, object]]) -> None:
         "- Timings are on a shared, heavily loaded 2-core machine; the ratio between settings measured in the same run is the",
         "  meaningful number, not the seconds.",
     ]
-    timing_csv = OUT / "he_timing.csv"
+    timing_csv = out / "he_timing.csv"
     if timing_csv.exists():
-        with timing_csv.open() as f:
-            t = list(csv.DictReader(f))
+        t = read_csv(timing_csv)
         med = {k: statistics.median(float(r["pass_s"]) for r in t if float(r["keep"]) == k) for k in (0.0, 0.25)}
         pairs = [float(b["pass_s"]) / float(a["pass_s"]) for a, b in zip(t[0::2], t[1::2], strict=False)]
         lines[lines.index("## What this shows, and what it does not") : lines.index("## What this shows, and what it does not")] = [
@@ -203,8 +198,4 @@ def write(rows: list[dict[str, object]]) -> None:
             + ".",
             "",
         ]
-    (OUT / "he.md").write_text("\n".join(lines) + "\n")
-
-
-if __name__ == "__main__":
-    main()
+    write_markdown(out / "he.md", "\n".join(lines) + "\n", command)

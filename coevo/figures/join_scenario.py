@@ -1,7 +1,7 @@
 """Issue 13's double-spend scenario: workers join a default `coevo search`, one is SIGKILLed and replaced.
 
-    python scripts/join_scenario.py --storage postgresql://postgres@127.0.0.1:5432/test --runs 3
-    python scripts/join_scenario.py --storage sqlite:////tmp/join.sqlite3 --runs 3 --checkout /path/to/older/coevo
+    python -m coevo.figures join-scenario --storage postgresql://postgres@127.0.0.1:5432/test --runs 3
+    python -m coevo.figures join-scenario --storage sqlite:////tmp/join.sqlite3 --runs 3 --checkout /path/to/older/coevo
 
 A `coevo search --budget B --workers 1` starts; after `--join-after` seconds two `coevo worker`s
 join the same study; one is SIGKILLed `--kill-after` seconds later and a new one joins. When
@@ -13,7 +13,6 @@ fix) with the same scenario. Prints one JSON line per run and a summary; writes 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -28,7 +27,7 @@ from pathlib import Path
 import optuna
 import sqlalchemy as sa
 
-ROOT = Path(__file__).resolve().parents[1]
+from coevo.figures._common import CHECKOUT, plain_parser
 
 
 def _cli(checkout: Path, *args: str) -> subprocess.Popen[bytes]:
@@ -73,15 +72,15 @@ def one_run(storage: str, checkout: Path, budget: int, join_after: float, kill_a
     }
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    p = plain_parser("join-scenario", __doc__)
     p.add_argument("--storage", required=True)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--budget", type=int, default=400)
     p.add_argument("--join-after", type=float, default=6.0)
     p.add_argument("--kill-after", type=float, default=4.0)
-    p.add_argument("--checkout", type=Path, default=ROOT, help="the coevo checkout whose code runs (default: this one)")
-    args = p.parse_args()
+    p.add_argument("--checkout", type=Path, default=CHECKOUT, help="the coevo checkout whose code runs (default: this one)")
+    args = p.parse_args(argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     rows = []
     for _ in range(args.runs):
@@ -90,7 +89,3 @@ def main() -> None:
     for key in ("paid", "distinct", "claims"):
         values = [int(r[key]) for r in rows]  # type: ignore[call-overload]
         print(f"{key}: median {statistics.median(values):g} (runs: {values}); budget {args.budget}")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,6 +1,6 @@
 """Does a knowledge base learned on one device help a search on another? Paired seeds, one command.
 
-    python scripts/kb_transfer.py --source-device fpga --target-device raspi4 --seeds 5 --jobs 2
+    python -m coevo.figures kb-transfer --source-device fpga --target-device raspi4 --seeds 5 --jobs 2
 
 1. runs (or resumes) the source search: pelnas on the source device, seed 0;
 2. runs the target search on ``--seeds`` seeds twice: from an empty knowledge base, and
@@ -11,13 +11,13 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
 import optuna
 
+from coevo.figures._common import plain_parser
 from coevo.knowledge.ablation import compare
 from coevo.search.problems import make_problem
 from coevo.search.runner import run_search
@@ -25,7 +25,7 @@ from coevo.search.study import default_study_name
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    p = plain_parser("kb-transfer", __doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--dataset", default="cifar10")
     p.add_argument("--source-device", default="fpga")
     p.add_argument("--target-device", default="raspi4")
@@ -62,7 +62,3 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(text)
     print(text)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -6,37 +6,36 @@ the per-round usage the engine recorded in the study. Prompt and completion size
 real ones coevo sends and would receive; tokens are estimated as characters / 4 (no
 tokenizer is available offline), so expect a real tokenizer to differ by some 10-20 %.
 
-Usage: python scripts/llm_round_cost.py [--budget 300] [--device fpga] [--price IN,OUT]
+Usage: python -m coevo.figures llm-round-cost [--budget 300] [--device fpga] [--price IN,OUT]
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import sys
 import tempfile
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import optuna
 
 from coevo.agent.coevolution import make_pelnas
 from coevo.agent.reasoners.cache import ResponseCache
 from coevo.agent.reasoners.llm import LLMReasoner
+from coevo.figures._common import plain_parser
 from coevo.search.nb201 import NB201Problem
 from coevo.search.round_log import read_round_logs
 from coevo.search.runner import run_search
-from tests.fakes import nb201_model
-from tests.fakes.openai_server import FakeOpenAI
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = plain_parser("llm-round-cost", __doc__.splitlines()[0])
     parser.add_argument("--budget", type=int, default=300)
     parser.add_argument("--device", default="fpga")
     parser.add_argument("--price", default="0.15,0.60", help="USD per million input,output tokens (default: a small hosted model)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    # the test suite's loopback OpenAI-compatible server: these figures run from a checkout
+    from tests.fakes import nb201_model
+    from tests.fakes.openai_server import FakeOpenAI
+
     price = tuple(float(x) for x in args.price.split(","))
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     with tempfile.TemporaryDirectory() as tmp, FakeOpenAI(default=nb201_model.reply) as fake:
@@ -62,7 +61,3 @@ def main() -> None:
     print(
         f"whole run: {total.get('calls')} calls, {tokens}, cost at {price[0]}/{price[1]} USD per Mtok: {total.get('cost_usd', 0):.4f} USD"
     )
-
-
-if __name__ == "__main__":
-    main()

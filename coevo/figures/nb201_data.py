@@ -1,6 +1,6 @@
 """Convert the shared NB201 x hardware CSV into the compact package-data file.
 
-Usage: python scripts/build_nb201_data.py ../shared/data/nb201/nb201_accuracy_latency.csv
+Usage: python -m coevo.figures nb201-data ../shared/data/nb201/nb201_accuracy_latency.csv
 
 Writes ``search/nb201/data/nb201.npz`` (op codes per edge, accuracies, latencies) and
 copies the table's provenance next to it. The CSV is the source of truth; the npz is a
@@ -11,20 +11,21 @@ from __future__ import annotations
 
 import csv
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from coevo.figures._common import CHECKOUT, plain_parser
 from coevo.search.nb201.space import parse_arch
 
-OUT = Path(__file__).resolve().parents[1] / "search" / "nb201" / "data"
+OUT = CHECKOUT / "search" / "nb201" / "data"
 
 
-def main(csv_path: str) -> None:
-    src = Path(csv_path)
+def main(argv: list[str] | None = None) -> None:
+    """Re-encode the CSV named in ``argv`` (default: the shared copy beside the checkout) as ``nb201.npz``."""
+    p = plain_parser("nb201-data", __doc__)
+    p.add_argument("csv", nargs="?", default="../shared/data/nb201/nb201_accuracy_latency.csv", help="the NB201 x hardware CSV")
+    src = Path(p.parse_args(argv).csv)
     with src.open(newline="") as fh:
         reader = csv.DictReader(fh)
         rows = list(reader)
@@ -43,7 +44,3 @@ def main(csv_path: str) -> None:
     np.savez_compressed(OUT / "nb201.npz", **arrays)  # type: ignore[arg-type]
     shutil.copy(src.with_name("README.md"), OUT / "PROVENANCE.md")
     print(f"wrote {OUT / 'nb201.npz'}: {len(rows)} cells, {len(arrays) - 1} value columns")
-
-
-if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "../shared/data/nb201/nb201_accuracy_latency.csv")

@@ -1,6 +1,6 @@
 """Issue 15's summary, written from the benches' saved runs and the proxy figures.
 
-    python scripts/issue15_report.py            # reads docs/bench/issue15-*.csv, writes docs/bench/issue15-summary.md
+    python -m coevo.figures nb201-summary            # reads docs/bench/issue15-*.csv, writes docs/bench/nb201/issue15-summary.md
 
 Inputs (each a ``runs.csv`` of ``coevo bench``, copied into docs/bench when the benches ran):
 
@@ -11,7 +11,7 @@ Inputs (each a ``runs.csv`` of ``coevo bench``, copied into docs/bench when the 
 * ``issue15-small-cifar10.csv`` (optional): pelnas and pelnas-nokb at 60 accuracy queries;
 * ``issue15-baselines-cifar10.csv`` (optional): query mode, budget 300, the strong fair baselines qnehvi,
   nsga2-screened and smsemoa-screened (paired with pelnas's runs of the query bench: same device and seed);
-* ``issue15-proxies.csv``, ``issue15-zero-shot.csv``, ``issue15-predictor.csv``: scripts/zero_cost_figures.py.
+* ``issue15-proxies.csv``, ``issue15-zero-shot.csv``, ``issue15-predictor.csv``: coevo.figures zero-cost.
 
 Every comparison pairs runs on the same device and seed; intervals are Student t 95 %
 (seeds as the unit, 5 per device; pooled: the 20 pairs).
@@ -19,15 +19,13 @@ Every comparison pairs runs on the same device and seed; intervals are Student t
 
 from __future__ import annotations
 
-import argparse
-import csv
 import statistics
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from coevo.figures._common import command_line, figure_parser, read_csv, write_markdown
 from coevo.search.stats import excludes_zero, format_interval
+
+NAME, TOPIC = "nb201-summary", "nb201"
 
 DEVICES = ("fpga", "raspi4", "pixel3", "eyeriss")
 SEES_CHEAP = {"pelnas", "pelnas-nokb", "pelnas-noniche", "pelnas-nosurrogate", "mobo", "qnehvi", "nsga2-screened", "smsemoa-screened"}
@@ -36,11 +34,6 @@ STRONG = ("qnehvi", "nsga2-screened", "smsemoa-screened")
 GOALS = {"few-shot": 0.99, "zero-cost": 0.95}
 QUERY_OTHERS = ("pelnas-nosurrogate", "pelnas-nokb", "pelnas-noniche", "tpe", "nsga2", "random")
 HEADLINE_PROXIES = ("naswot", "jacob_cov", "synflow", "snip", "zen", "prior")
-
-
-def read(path: Path) -> list[dict[str, str]]:
-    with path.open() as fh:
-        return list(csv.DictReader(fh))
 
 
 def values(rows: list[dict[str, str]], proposer: str, device: str | None = None, metric: str = "hv_ratio") -> dict[tuple[str, str], float]:
@@ -105,7 +98,7 @@ def small_budget(path: Path) -> list[str]:
     """The knowledge base at a small budget (60 queries), where a few good heuristics could matter most."""
     if not path.exists():
         return []
-    rows = read(path)
+    rows = read_csv(path)
     return [
         "## The knowledge base at a small budget, 60 accuracy queries",
         "",
@@ -124,7 +117,7 @@ def strong_baselines(path: Path, query: list[dict[str, str]], mobo: list[dict[st
     """qnehvi and the screened EAs against pelnas, mobo and the unscreened samplers, paired by device and seed."""
     if not path.exists():
         return []
-    rows = read(path)
+    rows = read_csv(path)
     seeds = sorted({int(r["seed"]) for r in rows})
     devices = [d for d in DEVICES if any(r["device"] == d for r in rows)]
     # the other proposers' runs on the same seeds only, so every row and pair covers the same runs
@@ -172,16 +165,20 @@ def strong_baselines(path: Path, query: list[dict[str, str]], mobo: list[dict[st
     ]
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dir", type=Path, default=Path("docs/bench"))
-    args = p.parse_args()
-    d = args.dir
-    query, mobo = read(d / "issue15-query-cifar10.csv"), read(d / "issue15-mobo-cifar10.csv")
-    few, zero = read(d / "issue15-fewshot-cifar10.csv"), read(d / "issue15-zerocost-cifar10.csv")
-    proxies, recipes, predictor = read(d / "issue15-proxies.csv"), read(d / "issue15-zero-shot.csv"), read(d / "issue15-predictor.csv")
+def main(argv: list[str] | None = None) -> None:
+    argv = list(argv if argv is not None else [])
+    p = figure_parser(NAME, TOPIC, __doc__)
+    args = p.parse_args(argv)  # nothing is measured here: --report-only is the same as a run
+    d, command = args.out, command_line(NAME, argv)
+    query, mobo = read_csv(d / "issue15-query-cifar10.csv"), read_csv(d / "issue15-mobo-cifar10.csv")
+    few, zero = read_csv(d / "issue15-fewshot-cifar10.csv"), read_csv(d / "issue15-zerocost-cifar10.csv")
+    proxies, recipes, predictor = (
+        read_csv(d / "issue15-proxies.csv"),
+        read_csv(d / "issue15-zero-shot.csv"),
+        read_csv(d / "issue15-predictor.csv"),
+    )
     out = [
-        "<!-- written by python scripts/issue15_report.py from the CSVs in docs/bench named below -->",
+        "<!-- written by python -m coevo.figures nb201-summary from the CSVs in docs/bench named below -->",
         "# Issue 15: fair baselines, isolating ablations, few-shot and zero-cost modes (NB201, CIFAR-10)",
         "",
         "All runs: `coevo bench --problem nb201 --dataset cifar10 --devices fpga,raspi4,pixel3,eyeriss --seeds 5 --jobs 2` on a "
@@ -275,9 +272,5 @@ def main() -> None:
     for ds in ("cifar10", "cifar100", "imagenet16_120"):
         rs = {r["labels"]: r for r in predictor if r["dataset"] == ds}
         out.append(f"| {ds} | " + " | ".join(f"{float(rs[k]['rho']):.3f}" for k in ("0", "10", "30", "100")) + " |")
-    (d / "issue15-summary.md").write_text("\n".join(out) + "\n")
+    write_markdown(d / "issue15-summary.md", "\n".join(out) + "\n", command)
     print(f"wrote {d / 'issue15-summary.md'}")
-
-
-if __name__ == "__main__":
-    main()

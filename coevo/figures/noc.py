@@ -1,10 +1,10 @@
 """Issue 8 figures: GT routings on an 8x8 mesh, XY saturation, simulator speed.
 
-The Benes load curves moved to scripts/benes_figures.py with issue 18's model (set-up latency, ACK, holding).
-The energy-aware compression figures are scripts/energy_figures.py (issue 18).
-The fair bee-QoS comparison (5 seeds, 95 % intervals, GT latency and jitter) is scripts/bee_figures.py (issue 18).
+The Benes load curves moved to python -m coevo.figures noc-benes with issue 18's model (set-up latency, ACK, holding).
+The energy-aware compression figures are python -m coevo.figures noc-energy (issue 18).
+The fair bee-QoS comparison (5 seeds, 95 % intervals, GT latency and jitter) is python -m coevo.figures noc-bee (issue 18).
 
-    python scripts/noc_figures.py [--out docs/bench] [--seeds 3] [--cycles 20000]
+    python -m coevo.figures noc [--out docs/bench] [--seeds 3] [--cycles 20000]
 
 Prints markdown; writes noc-mesh8-uniform.png and noc-mesh8-hotspot.png into ``--out``.
 Every number is a median over ``--seeds`` seeds unless said otherwise.
@@ -12,19 +12,18 @@ Every number is a median over ``--seeds`` seeds unless said otherwise.
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import sys
 from collections.abc import Callable
 from dataclasses import fields, replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from coevo.figures._common import figure_parser
 from coevo.sim.noc.common import NocResult
 from coevo.sim.noc.curves import AnyResult, plot_curves, saturation
 from coevo.sim.noc.mesh import ROUTINGS as MESH_ROUTINGS
 from coevo.sim.noc.mesh import simulate_mesh
+
+NAME, TOPIC = "noc", "noc"
 
 
 def _median_result(runs: list[AnyResult]) -> AnyResult:
@@ -89,26 +88,22 @@ def mesh(out: Path, seeds: int, cycles: int) -> None:
 
 
 def compression(seeds: int) -> None:
-    """The compression figures moved to scripts/energy_figures.py (issue 18), which also rewrites this page's section."""
-    print(f"### Energy-aware compression\n\nRun `python scripts/energy_figures.py --seeds {seeds}` (docs/bench/issue18/energy.md).\n")
+    """The compression figures moved to python -m coevo.figures noc-energy (issue 18), which also rewrites this page's section."""
+    print(f"### Energy-aware compression\n\nRun `python -m coevo.figures noc-energy --seeds {seeds}` (docs/bench/noc/energy.md).\n")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=Path("docs/bench"))
+def main(argv: list[str] | None = None) -> int:
+    argv = list(argv if argv is not None else [])
+    parser = figure_parser(NAME, TOPIC, __doc__)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--cycles", type=int, default=20_000)
     parser.add_argument("--only", choices=("benes", "mesh", "compression"), default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.only in (None, "benes"):  # issue 18 changed the Benes model; its figures have their own script
-        print("Benes figures: python scripts/benes_figures.py (docs/bench/issue18/, the Benes section of issue8-noc.md)\n")
+        print("Benes figures: python -m coevo.figures noc-benes (docs/bench/noc/, the Benes section of issue8-noc.md)\n")
     if args.only in (None, "mesh"):
         mesh(args.out, args.seeds, args.cycles)
     if args.only in (None, "compression"):
         compression(args.seeds)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,17 +1,17 @@
 """Issue 18 figures: GT routing on the 8x8 SDM mesh, distributed bee foraging vs widest-shortest, k-shortest, XY, adaptive.
 
-    python scripts/bee_figures.py [--out docs/bench/issue18] [--seeds 5] [--cycles 6000]
+    python -m coevo.figures noc-bee [--out docs/bench/noc] [--seeds 5] [--cycles 6000]
+    python -m coevo.figures noc-bee --report-only     # the tables again from the saved bee-runs.csv (same --seeds, --cycles)
 
 Writes ``bee-runs.csv`` (one row per simulation), ``bee-summary.csv`` (mean and 95 % interval over
 seeds per traffic, load and routing), ``bee-paired.csv`` (bee-qos minus each baseline, paired
 by seed: every routing sees the same requests for a seed) and ``bee.md`` into ``--out``, and
-rewrites the marked mesh headline blocks in docs/noc.md and docs/bench/issue8-noc.md.
+rewrites the marked mesh headline blocks in docs/noc.md and docs/bench/noc/issue8-noc.md.
 Everything is simulated (sim/noc/mesh.py), not measured hardware.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import re
@@ -21,11 +21,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from scipy import stats as scistats
 
+from coevo.figures._common import CHECKOUT, command_line, figure_parser, read_csv, write_csv, write_markdown
 from coevo.sim.noc.mesh import simulate_mesh
+
+NAME, TOPIC = "noc-bee", "noc"
 
 ROUTINGS = ("xy", "adaptive", "widest-shortest", "k-shortest", "bee-qos")
 BASELINES = ("widest-shortest", "k-shortest", "xy", "adaptive")
@@ -64,7 +65,7 @@ def fmt(mean: float, half: float, digits: int) -> str:
     return f"{mean:.{digits}f} ± {half:.{digits}f}"
 
 
-def simulate(seeds: int, cycles: int, out: Path) -> list[dict[str, Any]]:
+def simulate(seeds: int, cycles: int, out: Path, command: str) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     total = len(TRAFFIC) * len(LOADS) * len(ROUTINGS) * seeds
     started = time.perf_counter()
@@ -80,19 +81,15 @@ def simulate(seeds: int, cycles: int, out: Path) -> list[dict[str, Any]]:
                         f"setup {r['gt_setup_mean']:.1f} BE {r['mean_delay']:.1f}",
                         file=sys.stderr,
                     )
-    with (out / "bee-runs.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(out / "bee-runs.csv", rows, command=command)
     return rows
 
 
 def load_rows(out: Path) -> list[dict[str, Any]]:
-    with (out / "bee-runs.csv").open() as f:
-        return [
-            {k: (v if k in ("topology", "routing", "traffic", "stopped_early") else float(v)) for k, v in row.items()}
-            for row in csv.DictReader(f)
-        ]
+    return [
+        {k: (v if k in ("topology", "routing", "traffic", "stopped_early") else float(v)) for k, v in row.items()}
+        for row in read_csv(out / "bee-runs.csv")
+    ]
 
 
 def summarise(rows: list[dict[str, Any]], out: Path) -> dict[tuple[str, float, str], dict[str, tuple[float, float]]]:
@@ -138,14 +135,16 @@ def verdict(m: float, h: float, higher_is_better: bool) -> str:
     return "bee better" if better else "bee worse"
 
 
-def write_markdown(
+def bee_markdown(
     table: dict[tuple[str, float, str], dict[str, tuple[float, float]]],
     diffs: dict[tuple[str, float, str, str], tuple[float, float]],
     seeds: int,
     cycles: int,
     out: Path,
+    command: str,
 ) -> str:
-    cmd = f"python scripts/bee_figures.py --out {out.as_posix()} --seeds {seeds} --cycles {cycles}"
+    """bee.md in ``out``; returns its headline (spliced into docs/noc.md and issue8-noc.md)."""
+    cmd = f"python -m coevo.figures noc-bee --out {out.as_posix()} --seeds {seeds} --cycles {cycles}"
     lines = [
         "# Issue 18: bee QoS routing on the SDM mesh (simulated)",
         "",
@@ -209,7 +208,7 @@ def write_markdown(
                 )
     headline = headline_text(table, diffs, cmd, seeds)
     lines += ["", "## Headline", "", headline, ""]
-    (out / "bee.md").write_text("\n".join(lines))
+    write_markdown(out / "bee.md", "\n".join(lines), command)
     return headline
 
 
@@ -254,7 +253,7 @@ def headline_text(
         )
     return (
         f"8x8 SDM mesh, 4 sub-channels, 50 % GT (simulated; `{cmd}`, seeds 0-{seeds - 1}, mean ± 95 % interval, "
-        "paired differences by seed; details in docs/bench/issue18/bee.md):\n\n"
+        "paired differences by seed; details in docs/bench/noc/bee.md):\n\n"
         + "\n".join(parts)
         + "\n\nOver loads "
         + ", ".join(map(str, LOADS))
@@ -272,24 +271,19 @@ def splice(path: Path, headline: str) -> None:
     path.write_text(HEADLINE.sub(lambda m: m.group(1) + headline + "\n" + m.group(2), text))
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=Path("docs/bench/issue18"))
+def main(argv: list[str] | None = None) -> int:
+    argv = list(argv if argv is not None else [])
+    parser = figure_parser(NAME, TOPIC, __doc__)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--cycles", type=int, default=6000)
-    parser.add_argument("--reuse", action="store_true", help="rebuild the tables from the saved bee-runs.csv without simulating")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    rows = load_rows(args.out) if args.reuse else simulate(args.seeds, args.cycles, args.out)
+    command = command_line(NAME, argv)
+    rows = load_rows(args.out) if args.report_only else simulate(args.seeds, args.cycles, args.out, command)
     table = summarise(rows, args.out)
     diffs = paired(rows, args.out)
-    headline = write_markdown(table, diffs, args.seeds, args.cycles, args.out)
-    root = Path(__file__).resolve().parents[1]
-    for doc in (root / "docs" / "noc.md", root / "docs" / "bench" / "issue8-noc.md"):
+    headline = bee_markdown(table, diffs, args.seeds, args.cycles, args.out, command)
+    for doc in (CHECKOUT / "docs" / "noc.md", CHECKOUT / "docs" / "bench" / "noc" / "issue8-noc.md"):
         splice(doc, headline)
     print(headline)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -9,19 +9,18 @@ interval is a 95 % Student t interval over those seeds (seeds as the unit, searc
   for bit, bit + hold, adaptive-local, adaptive (look-ahead) and adaptive + hold.
 * runs.csv, part model: first-attempt blocking of bit routing at low loads vs the analytical model
   (sim.noc.benes.bit_blocking_model), and link utilisation vs Little's law.
-* runs.csv, part curve: load curves for N = 16 and 64 (the Benes headline of docs/bench/issue8-noc.md, rewritten here,
-  with docs/bench/noc-benes16.png and noc-benes64.png).
+* runs.csv, part curve: load curves for N = 16 and 64 (the Benes headline of docs/bench/noc/issue8-noc.md, rewritten here,
+  with docs/bench/noc/noc-benes16.png and noc-benes64.png).
 
-Writes the CSVs and benes.md into ``--out`` (docs/bench/issue18) and the Benes section of docs/bench/issue8-noc.md.
+Writes the CSVs and benes.md into ``--out`` (docs/bench/noc) and the Benes section of ``--issue8`` (default: issue8-noc.md
+in ``--out``, docs/bench/noc/issue8-noc.md; left alone when there is none).
 
-    nice -n 10 python scripts/benes_figures.py --jobs 2        # everything (21 minutes on a 2-core machine shared with other jobs)
-    python scripts/benes_figures.py --existing-only            # rewrite the markdown from the CSVs
+    nice -n 10 python -m coevo.figures noc-benes --jobs 2        # everything (21 minutes on a 2-core machine shared with other jobs)
+    python -m coevo.figures noc-benes --report-only              # rewrite the markdown from the CSVs
 """
 
 from __future__ import annotations
 
-import argparse
-import csv
 import math
 import multiprocessing
 import re
@@ -34,12 +33,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from coevo.search.stats import t_interval  # noqa: E402
-from coevo.sim.noc.benes import (  # noqa: E402
+from coevo.figures._common import command_line, figure_parser, read_numbers, write_csv, write_markdown
+from coevo.search.stats import t_interval
+from coevo.sim.noc.benes import (
     BenesConfig,
     BenesStats,
     bit_blocking_model,
@@ -47,8 +43,10 @@ from coevo.sim.noc.benes import (  # noqa: E402
     simulate_benes,
     zero_load_delay,
 )
-from coevo.sim.noc.common import NocResult  # noqa: E402
-from coevo.sim.noc.curves import AnyResult, plot_curves  # noqa: E402
+from coevo.sim.noc.common import NocResult
+from coevo.sim.noc.curves import AnyResult, plot_curves
+
+NAME, TOPIC = "noc-benes", "noc"
 
 SETUP, ACK, HOLD = 2, 1, 16
 """The model's defaults (setup cycles per stage, ACK cycles per stage) and the hold variant's bound (cycles)."""
@@ -198,27 +196,6 @@ def zero_load_rows() -> list[dict[str, Any]]:
     return rows
 
 
-def write_csv(path: Path, rows: Sequence[dict[str, Any]], fields: Sequence[str]) -> None:
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(fields))
-        w.writeheader()
-        w.writerows(rows)
-
-
-def read_csv(path: Path) -> list[dict[str, Any]]:
-    def num(v: str) -> Any:
-        try:
-            return int(v)
-        except ValueError:
-            try:
-                return float(v)
-            except ValueError:
-                return v
-
-    with path.open() as f:
-        return [{k: num(v) for k, v in row.items()} for row in csv.DictReader(f)]
-
-
 def ci(values: Sequence[float], fmt: str = ".1f") -> str:
     """``mean ± half`` over seeds (nan values dropped; ``n/a`` when none is left)."""
     vals = [v for v in values if not math.isnan(v)]
@@ -366,10 +343,10 @@ def curve_section(rows: list[dict[str, Any]], seeds: int, cycles: int, bench: Pa
         f"### Benes optical NoC (uniform traffic, Poisson, 16-flit packets; issue 18 model: setup {SETUP} cycles and ACK "
         f"{ACK} cycle per stage)",
         "",
-        f"Rewritten by `python scripts/benes_figures.py` (issue 18, seeds 0-{seeds - 1}, {cycles:,} cycles a run; mean ± "
+        f"Rewritten by `python -m coevo.figures noc-benes` (issue 18, seeds 0-{seeds - 1}, {cycles:,} cycles a run; mean ± "
         "95 % t interval over seeds; simulated). The issue 8 tables (1-cycle setup, no ACK, local adaptive choice, medians "
         "of seeds 0-2) measured a different model and are gone; `simulate_benes(..., setup_cycles=1, ack_cycles=0, "
-        "routing='adaptive-local')` is that model, bit for bit (a golden test). More in docs/bench/issue18/benes.md.",
+        "routing='adaptive-local')` is that model, bit for bit (a golden test). More in docs/bench/noc/benes.md.",
         "",
     ]
     for n in (16, 64):
@@ -414,7 +391,7 @@ def curve_section(rows: list[dict[str, Any]], seeds: int, cycles: int, bench: Pa
 
 
 def replace_issue8_section(path: Path, section: list[str]) -> None:
-    """Swap the Benes section of docs/bench/issue8-noc.md (up to the next ### heading) for ``section``."""
+    """Swap the Benes section of docs/bench/noc/issue8-noc.md (up to the next ### heading) for ``section``."""
     text = path.read_text()
     pattern = re.compile(r"### Benes optical NoC.*?(?=^### )", re.S | re.M)
     if not pattern.search(text):
@@ -422,31 +399,32 @@ def replace_issue8_section(path: Path, section: list[str]) -> None:
     path.write_text(pattern.sub(lambda _: "\n".join(section).rstrip() + "\n\n", text, count=1))
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=ROOT / "docs/bench/issue18")
-    parser.add_argument("--issue8", type=Path, default=ROOT / "docs/bench/issue8-noc.md")
+def main(argv: list[str] | None = None) -> int:
+    argv = list(argv if argv is not None else [])
+    parser = figure_parser(NAME, TOPIC, __doc__)
+    parser.add_argument("--issue8", type=Path, default=None, help="the page whose Benes section to rewrite (default: OUT/issue8-noc.md)")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--cycles", type=int, default=20_000, help="cycles of a sweep or load-curve run")
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--existing-only", action="store_true", help="rewrite the markdown from the CSVs")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    command = command_line(NAME, argv)
+    issue8 = args.issue8 if args.issue8 is not None else args.out / "issue8-noc.md"
     runs_csv, zero_csv = args.out / "runs.csv", args.out / "zero_load.csv"
-    if not args.existing_only:
+    if not args.report_only:
         zero = zero_load_rows()
-        write_csv(zero_csv, zero, list(zero[0]))
+        write_csv(zero_csv, zero, list(zero[0]), command=command)
         rows = simulate_all(tasks(args.seeds, args.cycles), args.jobs)
         rows.sort(key=lambda r: [r[k] for k in ("part", "variant", "n", "packet_flits", "load", "seed")])
-        write_csv(runs_csv, rows, FIELDS)
-    zero, rows = read_csv(zero_csv), read_csv(runs_csv)
+        write_csv(runs_csv, rows, FIELDS, command=command)
+    zero, rows = read_numbers(zero_csv), read_numbers(runs_csv)
     seeds = 1 + max(int(r["seed"]) for r in rows)
     cycles = max(int(r["cycles"]) for r in rows if r["part"] == "sweep")
     exact = all(r["formula"] == r["simulator_zero_load_delay"] == r["measured_mean"] == r["measured_p99"] for r in zero)
     doc = [
         "# Issue 18: Benes optical NoC with path set-up latency, ACK and holding",
         "",
-        "`nice -n 10 python scripts/benes_figures.py --jobs 2` wrote this page, runs.csv (every run: part, variant, N, "
+        "`nice -n 10 python -m coevo.figures noc-benes --jobs 2` wrote this page, runs.csv (every run: part, variant, N, "
         "flits, load, seed, metrics) and zero_load.csv. Simulated (sim/noc/benes.py, a cycle-level model), not measured "
         "hardware. Variants: bit (destination tag), adaptive-local (issue 8's adaptive: a free output at random), "
         f"adaptive (look-ahead one switch downstream), +hold (a blocked header waits up to {HOLD} cycles at the switch "
@@ -460,16 +438,15 @@ def main() -> int:
         "",
         *sweep_section(rows, seeds, cycles),
         *model_section(rows, seeds),
-        "## Load curves (also the Benes section of docs/bench/issue8-noc.md)",
+        "## Load curves (also the Benes section of docs/bench/noc/issue8-noc.md)",
         "",
     ]
-    section = curve_section(rows, seeds, cycles, args.issue8.parent)
+    section = curve_section(rows, seeds, cycles, issue8.parent)
     doc += [line.replace("### Benes optical NoC", "### N = 16 and 64") for line in section]
-    (args.out / "benes.md").write_text("\n".join(doc).rstrip() + "\n")
-    replace_issue8_section(args.issue8, section)
+    write_markdown(args.out / "benes.md", "\n".join(doc).rstrip() + "\n", command)
+    if issue8.exists():
+        replace_issue8_section(issue8, section)
+    else:
+        print(f"{issue8}: not there, its Benes section left unwritten", file=sys.stderr)
     print("\n".join(doc))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

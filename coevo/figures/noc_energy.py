@@ -1,6 +1,6 @@
 """Issue 18 figures: energy-aware compression on a simulated weight-stationary systolic array, and SCALE-Sim cycle agreement.
 
-    nice -n 10 python scripts/energy_figures.py [--models cnn-digits,cnn-mnist5k] [--seeds 5] [--drop 2.0] [--out docs/bench/issue18]
+    nice -n 10 python -m coevo.figures noc-energy [--models cnn-digits,cnn-mnist5k] [--seeds 5] [--drop 2.0] [--out docs/bench/noc]
 
 For every model and seed (the zoo model trained with that seed, QAT and energy sampling seeded
 alike) it runs :func:`sim.accel.compress.compress` (INT8, layer-agnostic and layer-wise
@@ -19,23 +19,21 @@ run in separate processes (``--models cnn-digits`` and ``--models cnn-mnist5k``,
 
 from __future__ import annotations
 
-import argparse
-import csv
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import torch
 
+from coevo.figures._common import command_line, figure_parser, read_csv, write_csv, write_markdown
 from coevo.search.stats import t_interval
 from coevo.sim.accel import scalesim_ref
 from coevo.sim.accel.compress import LEVELS, CompressionReport, compress, compressor
 from coevo.sim.accel.energy import GROUPS, constants
 from coevo.sim.accel.systolic import Layer, map_layer
+
+NAME, TOPIC = "noc-energy", "noc"
 
 SCALESIM_LAYERS = [  # rows, cols, input h = w (padded), kernel, c_in, c_out, stride
     (8, 8, 7, 1, 70, 40, 1),
@@ -47,20 +45,12 @@ SCALESIM_LAYERS = [  # rows, cols, input h = w (padded), kernel, c_in, c_out, st
 ]
 
 
-def _write(path: Path, rows: list[dict[str, Any]]) -> None:
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 def _read(path: Path) -> list[dict[str, str]]:
     """The rows of ``path``, or for ``name.csv`` that does not exist, of every ``name-<model>.csv`` beside it."""
     paths = [path] if path.exists() else sorted(path.parent.glob(f"{path.stem}-*.csv"))
     rows: list[dict[str, str]] = []
     for p in paths:
-        with p.open() as f:
-            rows += list(csv.DictReader(f))
+        rows += read_csv(p)
     return rows
 
 
@@ -68,7 +58,7 @@ def _levels(levels: dict[str, int]) -> str:
     return "/".join(str(k) for k in levels.values())
 
 
-def run(models: list[str], seeds: int, drop: float, out: Path) -> None:
+def run(models: list[str], seeds: int, drop: float, out: Path, command: str) -> None:
     """Score every model and seed; the CSVs of a model (``steps-<model>.csv``, ...) are rewritten after each seed."""
     for model in models:
         steps: list[dict[str, Any]] = []
@@ -126,10 +116,10 @@ def run(models: list[str], seeds: int, drop: float, out: Path) -> None:
                         }
                     )
             for name, rows in (("steps", steps), ("choices", choices), ("groups", groups), ("mapping", mapping)):
-                _write(out / f"{name}-{model}.csv", rows)
+                write_csv(out / f"{name}-{model}.csv", rows, command=command)
 
 
-def cross_check(out: Path) -> None:
+def cross_check(out: Path, command: str) -> None:
     rows = []
     if not scalesim_ref.available():
         print("scalesim is not installed: no SCALE-Sim cross-check (pip install scalesim)")
@@ -144,7 +134,7 @@ def cross_check(out: Path) -> None:
                     "coevo_cycles": ours, "scalesim_cycles": theirs, "diff_pct": round(100 * (ours - theirs) / theirs, 4),
                 }
             )  # fmt: skip
-    _write(out / "scalesim.csv", rows)
+    write_csv(out / "scalesim.csv", rows, command=command)
 
 
 def _ci(values: list[float], pct: bool = True) -> str:
@@ -234,20 +224,20 @@ def report(out: Path, drop: float, command: str) -> None:
             "",
         ]
     lines += _scalesim_table(out)
-    (out / "energy.md").write_text("\n".join(lines) + "\n")
+    write_markdown(out / "energy.md", "\n".join(lines) + "\n", command)
 
 
 def issue8_section(out: Path, doc: Path, drop: float) -> None:
-    """Rewrite the compression section of ``doc`` (docs/bench/issue8-noc.md) with the fair numbers from ``out``'s CSVs."""
+    """Rewrite the compression section of ``doc`` (docs/bench/noc/issue8-noc.md) with the fair numbers from ``out``'s CSVs."""
     choices = _read(out / "choices.csv")
     lines = [
-        "### Energy-aware compression (rewritten by `scripts/energy_figures.py`, issue 18)",
+        "### Energy-aware compression (rewritten by `python -m coevo.figures noc-energy`, issue 18)",
         "",
         "The table first shown here (issue 8) chose K on test accuracy, ranked values with the first step's table only and counted "
         "MAC toggles alone; it is superseded. Now K is chosen on the validation split, each step's table is re-measured on the "
         "restricted model, partial-sum transitions are costed per MSB-distance group, and the energy per inference adds the SRAM "
         f"and DRAM accesses of the systolic mapping (Horowitz 45 nm). Within a {drop:g}-point validation drop, mean ± 95 % t "
-        "half-width over seeds (simulated energy; details and every step in [issue18/energy.md](issue18/energy.md)):",
+        "half-width over seeds (simulated energy; details and every step in [energy.md](energy.md)):",
         "",
         "| model | seeds | layer-wise vs INT8, compute | layer-wise vs INT8, total | layer-agnostic vs INT8, compute "
         "| layer-agnostic vs INT8, total | layer-wise vs layer-agnostic, compute | layer-wise vs layer-agnostic, total |",
@@ -331,30 +321,27 @@ def _scalesim_table(out: Path) -> list[str]:
     return [*lines, ""]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> int:
+    argv = list(argv if argv is not None else [])
+    parser = figure_parser(NAME, TOPIC, __doc__)
     parser.add_argument("--models", default="cnn-digits,cnn-mnist5k")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--drop", type=float, default=2.0)
-    parser.add_argument("--out", type=Path, default=Path("docs/bench/issue18"))
-    parser.add_argument("--report-only", action="store_true", help="rewrite energy.md from the saved CSVs")
-    parser.add_argument("--issue8", type=Path, default=Path("docs/bench/issue8-noc.md"), help="page whose compression section to rewrite")
+    parser.add_argument("--issue8", type=Path, default=None, help="page whose compression section to rewrite (default: OUT/issue8-noc.md)")
     parser.add_argument("--no-scalesim", action="store_true", help="skip the SCALE-Sim cross-check (keep scalesim.csv)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    assert LEVELS[0] == 256  # the tables say INT8: the first level of the ladder
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
-    command = "python scripts/energy_figures.py " + " ".join(a for a in sys.argv[1:] if a not in ("--report-only", "--no-scalesim"))
+    # the page names the measuring command: the same whether this call measures or only re-renders
+    command = command_line(NAME, [a for a in argv if a not in ("--report-only", "--no-scalesim")])
+    issue8 = args.issue8 if args.issue8 is not None else args.out / "issue8-noc.md"
     if not args.report_only:
         if not args.no_scalesim:
-            cross_check(args.out)
-        run(args.models.split(","), args.seeds, args.drop, args.out)
-    report(args.out, args.drop, command.strip())
-    if args.issue8.exists():
-        issue8_section(args.out, args.issue8, args.drop)
+            cross_check(args.out, command)
+        run(args.models.split(","), args.seeds, args.drop, args.out, command)
+    report(args.out, args.drop, command)
+    if issue8.exists():
+        issue8_section(args.out, issue8, args.drop)
     print((args.out / "energy.md").read_text())
     return 0
-
-
-if __name__ == "__main__":
-    assert LEVELS[0] == 256
-    sys.exit(main())

@@ -1,45 +1,45 @@
 """A paired comparison of two bench runs on the same seeds: per run group, mean HV ratio before and after, and the paired difference.
 
-    python scripts/paired_table.py docs/bench/issue4-pelnas-cifar10.csv docs/bench/issue14-pelnas-cifar10.csv \
-        --title "pelnas, cifar10, budget 300: before and after issue 14" --out docs/bench/issue14-pelnas-cifar10.md
+    python -m coevo.figures paired-table docs/bench/nb201/issue4-pelnas-cifar10.csv docs/bench/nb201/issue14-pelnas-cifar10.csv \
+        --title "pelnas, cifar10, budget 300: before and after issue 14" --md issue14-pelnas-cifar10.md
 
 Both files are ``runs.csv`` of ``coevo bench`` (one row per run). Runs are paired by run group
 (the ``device`` column for NB201, or ``--group COLUMN``) and seed; the interval is a Student t
 95 % interval of the paired differences (seeds as the unit), and the pooled row pairs every run.
+The table is printed, and written to ``--md NAME`` in ``--out`` (docs/bench/nb201) when given. Nothing is
+measured: ``--report-only`` is the same as a run.
 """
 
 from __future__ import annotations
 
-import argparse
-import csv
 import statistics
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from coevo.figures._common import command_line, figure_parser, read_csv, write_markdown
 from coevo.search.stats import format_interval
+
+NAME, TOPIC = "paired-table", "nb201"
 
 
 def _runs(path: Path, group: str, metric: str) -> dict[tuple[str, str], float]:
-    with path.open() as fh:
-        return {(row[group], row["seed"]): float(row[metric]) for row in csv.DictReader(fh) if row[metric] not in ("", "None")}
+    return {(row[group], row["seed"]): float(row[metric]) for row in read_csv(path) if row[metric] not in ("", "None")}
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    argv = list(argv if argv is not None else [])
+    p = figure_parser(NAME, TOPIC, __doc__)
     p.add_argument("before", type=Path)
     p.add_argument("after", type=Path)
     p.add_argument("--group", default="device", help="the run-group column (default: device)")
     p.add_argument("--metric", default="hv_ratio")
     p.add_argument("--title", default="paired comparison")
-    p.add_argument("--out", type=Path, default=None, help="write the Markdown here (default: print it)")
-    args = p.parse_args()
+    p.add_argument("--md", default=None, help="write the Markdown to this file name in --out (default: print it only)")
+    args = p.parse_args(argv)
     before, after = _runs(args.before, args.group, args.metric), _runs(args.after, args.group, args.metric)
     pairs = sorted(set(before) & set(after))
     groups = list(dict.fromkeys(g for g, _ in pairs))
     lines = [
-        f"<!-- python scripts/paired_table.py {args.before} {args.after} --group {args.group} --metric {args.metric} -->",
+        f"<!-- python -m coevo.figures paired-table {args.before} {args.after} --group {args.group} --metric {args.metric} -->",
         f"# {args.title}",
         "",
         f"{args.metric} per {args.group}, mean over seeds before and after, and the paired difference (after - before) with "
@@ -57,10 +57,6 @@ def main() -> None:
         )
     lines.append(f"| all | {len(pairs)} runs | | | {format_interval([after[k] - before[k] for k in pairs])} |")
     text = "\n".join(lines) + "\n"
-    if args.out:
-        args.out.write_text(text)
+    if args.md:
+        text = write_markdown(args.out / args.md, text, command_line(NAME, argv))
     print(text, end="")
-
-
-if __name__ == "__main__":
-    main()

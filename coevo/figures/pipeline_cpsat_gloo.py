@@ -1,8 +1,8 @@
 """Issue 7 figures: CP-SAT schedules, gloo check and calibration.
 
-    python scripts/pipeline_figures.py [--cpsat-limit 30] [--calibration-runs 3]
+    python -m coevo.figures pipeline-cpsat-gloo [--cpsat-limit 30] [--calibration-runs 3]
 
-The bytes, throughput and best-configuration tables moved to ``scripts/pulse_fair.py``
+The bytes, throughput and best-configuration tables moved to ``python -m coevo.figures pipeline-fair``
 (issue 18), which compares skip-aware plans with three block-wise baselines at the same
 pipeline and data-parallel degrees (the tables here had compared block-wise PP16 with
 skip-aware PP8 x DP2).
@@ -17,14 +17,10 @@ skip-aware PP8 x DP2).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import statistics
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from coevo.figures._common import plain_parser
 from coevo.sim.pipeline.cluster import PRESETS, Cluster
 from coevo.sim.pipeline.gloo_check import calibrate, check
 from coevo.sim.pipeline.ilp import synthesize
@@ -80,18 +76,14 @@ def gloo(runs: int) -> None:
     print()
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> int:
+    parser = plain_parser("pipeline-cpsat-gloo", __doc__)
     parser.add_argument("--cpsat-limit", type=float, default=30.0)
     parser.add_argument("--calibration-runs", type=int, default=3)
     parser.add_argument("--only", choices=("cpsat", "gloo"), default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.only in (None, "cpsat"):
         cpsat(args.cpsat_limit)
     if args.only in (None, "gloo"):
         gloo(args.calibration_runs)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

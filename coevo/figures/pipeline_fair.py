@@ -1,8 +1,9 @@
 """Issue 18 figures: PULSE against three block-wise baselines at the same PP x DP, and activation memory checked on CPU.
 
-    python scripts/pulse_fair.py [--only fair|best|memory] [--memory-repeats 3]
+    python -m coevo.figures pipeline-fair [--only fair|best|memory] [--memory-repeats 3]
+    python -m coevo.figures pipeline-fair --report-only     # the tables again from the saved CSVs
 
-Writes CSVs and markdown tables under ``docs/bench/issue18/`` (the tables are rendered from
+Writes CSVs and markdown tables under ``--out`` (``docs/bench/pipeline/``) (the tables are rendered from
 the CSVs) and prints the headline numbers quoted in ``docs/pipeline.md``.
 
 * ``fair.csv``: unet-sd (64 x 64 latents) and uvit-h (32 x 32), microbatch 8, global batch
@@ -29,18 +30,13 @@ Everything except ``memory.csv`` is simulated and deterministic (no random seed 
 
 from __future__ import annotations
 
-import argparse
-import csv
 import dataclasses
 import statistics
-import sys
 from collections.abc import Iterable
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
+from coevo.figures._common import Output, command_line, figure_parser
 from coevo.search.pipeline.problem import PipelineProblem
 from coevo.sim.pipeline.cluster import PRESETS, Cluster
 from coevo.sim.pipeline.memcheck import measure_step, predicted_step
@@ -49,7 +45,8 @@ from coevo.sim.pipeline.profile import ModelProfile, profile
 from coevo.sim.pipeline.simulate import memory_bound, simulate
 from coevo.sim.pipeline.tune import hybrid_step_s
 
-OUT = Path(__file__).resolve().parents[1] / "docs" / "bench" / "issue18"
+NAME, TOPIC = "pipeline-fair", "pipeline"
+
 MODELS = (("unet-sd", 64), ("uvit-h", 32))
 METHODS = ("blockwise", "blockwise-direct", "blockwise-bytes", "skip-aware")
 BASELINES = METHODS[:3]
@@ -61,21 +58,6 @@ def cluster(per_node: int, inter_gbs: float) -> Cluster:
     base = PRESETS["v100x16-ib10"]
     intra = 150.0 if per_node > 1 else inter_gbs
     return dataclasses.replace(base, name=f"{per_node}pn-{inter_gbs:g}", per_node=per_node, intra_gbs=intra, inter_gbs=inter_gbs)
-
-
-def _write(name: str, rows: list[dict[str, object]]) -> Path:
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / name
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
-
-
-def _read(name: str) -> list[dict[str, str]]:
-    with (OUT / name).open() as f:
-        return list(csv.DictReader(f))
 
 
 def _run(p: ModelProfile, plan: Plan, c: Cluster, pp: int) -> dict[str, object]:
@@ -96,7 +78,7 @@ def _run(p: ModelProfile, plan: Plan, c: Cluster, pp: int) -> dict[str, object]:
     }
 
 
-def facts() -> None:
+def facts(o: Output) -> None:
     """Per-model profile facts quoted in docs/pipeline.md: compute ops, their fixed cost, and activation bytes."""
     rows: list[dict[str, object]] = []
     c = PRESETS["v100x16-ib10"]
@@ -115,15 +97,15 @@ def facts() -> None:
                     "block_outputs_mb": round(p.total("out_bytes") / 1e6, 1),
                 }
             )
-    _write("facts.csv", rows)
+    o.write_csv("facts.csv", rows)
     print("| " + " | ".join(map(str, rows[0])) + " |")
     for r in rows:
         print("| " + " | ".join(map(str, r.values())) + " |")
     print()
 
 
-def fair() -> None:
-    facts()
+def fair(o: Output) -> None:
+    facts(o)
     rows: list[dict[str, object]] = []
     for model, res in MODELS:
         p = profile(model, resolution=res, microbatch=MICROBATCH)
@@ -141,15 +123,15 @@ def fair() -> None:
                             plan = partition(p, method, pp, **c.rates, balance_tolerance=tol)
                             head = {"model": model, "per_node": per_node, "inter_gbs": gbs, "pp": pp, "tolerance": tol, "method": method}
                             rows.append(head | _run(p, plan, c, pp))
-    _write("fair.csv", rows)
-    render_fair()
+    o.write_csv("fair.csv", rows)
+    render_fair(o)
 
 
-def render_fair() -> None:
-    rows = _read("fair.csv")
+def render_fair(o: Output) -> None:
+    rows = o.read_csv("fair.csv")
     key = {(r["model"], r["per_node"], r["inter_gbs"], r["pp"], r["tolerance"], r["method"]): r for r in rows}
     lines = [
-        "# PULSE vs three block-wise baselines at the same PP x DP (simulated; `python scripts/pulse_fair.py --only fair`)",
+        "# PULSE vs three block-wise baselines at the same PP x DP (simulated; `python -m coevo.figures pipeline-fair --only fair`)",
         "",
         "16 devices, global batch 128, microbatch 8; 1F1B (wave on skip-aware). bw: blockwise (skips relayed), "
         "direct: blockwise-direct (skips point to point), bytes: blockwise-bytes (byte-aware cuts at the same tolerance "
@@ -177,11 +159,11 @@ def render_fair() -> None:
         lines.append(f"| {model} | {per_node} | {float(gbs):g} | {pp} x {dp} | {float(tol):g} | {mb} | {red} | {sps} | {ratio} |")
     largest = max(float(r["memory_bound_gb"]) for r in rows)
     lines += ["", f"Largest memory bound of any row: {largest:.1f} GB per device (32 GB devices: all fit)."]
-    (OUT / "fair.md").write_text("\n".join(lines) + "\n")
+    o.write_markdown("fair.md", "\n".join(lines) + "\n")
     print("\n".join(lines) + "\n")
 
 
-def best() -> None:
+def best(o: Output) -> None:
     rows: list[dict[str, object]] = []
     clusters: Iterable[tuple[str, str]] = (("v100x16-ib10", "v100x16-ib10"), ("v100x16-ib300", "v100x16-ib300"))
     for model, res in MODELS:
@@ -205,16 +187,16 @@ def best() -> None:
                         "memory_gb": round(memory, 3),
                     }
                 )
-    _write("best.csv", rows)
-    render_best()
+    o.write_csv("best.csv", rows)
+    render_best(o)
 
 
-def render_best() -> None:
-    rows = _read("best.csv")
+def render_best(o: Output) -> None:
+    rows = o.read_csv("best.csv")
     lines = [
         "# Best configuration per partitioner over the whole `pipeline` search space",
         "",
-        "Simulated; `python scripts/pulse_fair.py --only best`; deterministic, no seed.",
+        "Simulated; `python -m coevo.figures pipeline-fair --only best`; deterministic, no seed.",
         "",
         "Global batch 128, every point evaluated (pp x microbatch x schedule x balance x recompute).",
         "",
@@ -227,14 +209,14 @@ def render_best() -> None:
         lines.append(
             f"| {r['model']} | {r['cluster']} | {r['method']} | {r['best']} | {r['samples_per_s']} | {r['memory_gb']} | {ratio:.2f}x |"
         )
-    (OUT / "best.md").write_text("\n".join(lines) + "\n")
+    o.write_markdown("best.md", "\n".join(lines) + "\n")
     print("\n".join(lines) + "\n")
 
 
 MEMORY_CASES = (("unet-tiny", 32, 16), ("uvit-tiny", 32, 16), ("unet-small", 32, 4), ("uvit-small", 16, 4))
 
 
-def memory(repeats: int) -> None:
+def memory(o: Output, repeats: int) -> None:
     torch.set_num_threads(1)
     rows: list[dict[str, object]] = []
     for model, res, mb in MEMORY_CASES:
@@ -255,14 +237,14 @@ def memory(repeats: int) -> None:
                         "measured_peak_mb": round(m.peak_bytes / 1e6, 3),
                     }
                 )
-    _write("memory.csv", rows)
-    render_memory()
+    o.write_csv("memory.csv", rows)
+    render_memory(o)
 
 
-def render_memory() -> None:
-    rows = _read("memory.csv")
+def render_memory(o: Output) -> None:
+    rows = o.read_csv("memory.csv")
     lines = [
-        "# Predicted vs measured activation memory on CPU (`python scripts/pulse_fair.py --only memory`)",
+        "# Predicted vs measured activation memory on CPU (`python -m coevo.figures pipeline-fair --only memory`)",
         "",
         "One device, two microbatches: all forwards, then all backwards (GPipe on one stage), float32. Measured: resident "
         "memory over the size before the first forward (held: after the forwards; peak: high-water mark through the "
@@ -286,22 +268,19 @@ def render_memory() -> None:
             f"| {model} | {res} | {mb} | {rc} | {len(rs)} | {ph:.2f} | {mh:.2f} ({min(held):.2f}-{max(held):.2f}) | {mh / ph - 1:+.1%} | "
             f"{pp:.2f} | {mp:.2f} ({min(peak):.2f}-{max(peak):.2f}) | {mp / pp - 1:+.1%} |"
         )
-    (OUT / "memory.md").write_text("\n".join(lines) + "\n")
+    o.write_markdown("memory.md", "\n".join(lines) + "\n")
     print("\n".join(lines) + "\n")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> int:
+    argv = list(argv if argv is not None else [])
+    parser = figure_parser(NAME, TOPIC, __doc__)
     parser.add_argument("--only", choices=("fair", "best", "memory"), default=None)
     parser.add_argument("--memory-repeats", type=int, default=3)
-    parser.add_argument("--render", action="store_true", help="only render the markdown from the saved CSVs")
-    args = parser.parse_args()
-    steps = {"fair": (fair, render_fair), "best": (best, render_best), "memory": (lambda: memory(args.memory_repeats), render_memory)}
+    args = parser.parse_args(argv)
+    o = Output(args.out, command_line(NAME, argv))
+    steps = {"fair": (fair, render_fair), "best": (best, render_best), "memory": (lambda o: memory(o, args.memory_repeats), render_memory)}
     for name, (run, render) in steps.items():
         if args.only in (None, name):
-            (render if args.render else run)()
+            (render if args.report_only else run)(o)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,10 +7,11 @@ under wave (1F1B over its virtual stages), Megatron's interleaved order on the s
 stages, ZB-H1, and a CP-SAT schedule capped at 1F1B's memory (one run per seed; several
 workers, so runs vary with the seed and the machine's load; time limit per run below).
 Then the hybrid PP x DP step with one, four or eight NICs per node (network part). Writes
-``docs/bench/issue18/pipeline-schedules.csv``, ``pipeline-network.csv`` and
+``docs/bench/pipeline/pipeline-schedules.csv``, ``pipeline-network.csv`` and
 ``pipeline-schedules.md`` from them::
 
-    nice -n 10 python scripts/pulse_schedules.py [--time-limit 10] [--seeds 0 1 2] [--micro 8 16] [--pp 4 8] [--workers 4]
+    nice -n 10 python -m coevo.figures pipeline-schedules [--time-limit 10] [--seeds 0 1 2] [--micro 8 16] [--pp 4 8] [--workers 4]
+    python -m coevo.figures pipeline-schedules --report-only [the same options]   # the .md again from the CSVs
 
 Everything here is simulated (sim/pipeline), nothing is measured on GPUs.
 """
@@ -18,17 +19,16 @@ Everything here is simulated (sim/pipeline), nothing is measured on GPUs.
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import itertools
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from scipy import stats
 
+from coevo.figures._common import Output, command_line, figure_parser
 from coevo.sim.pipeline.cluster import PRESETS, Cluster
 from coevo.sim.pipeline.ilp import synthesize
 from coevo.sim.pipeline.partition import Plan, blockwise, from_mapping, partition
@@ -36,7 +36,8 @@ from coevo.sim.pipeline.profile import ModelProfile, profile
 from coevo.sim.pipeline.simulate import StepResult, simulate
 from coevo.sim.pipeline.tune import hybrid_step_s
 
-OUT = Path("docs/bench/issue18")
+NAME, TOPIC = "pipeline-schedules", "pipeline"
+
 MODELS = (("unet-sd", 64), ("uvit-h", 32))
 MICROBATCH = 8
 CLUSTERS = {
@@ -224,7 +225,7 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
     lines = [
         "# Pipeline schedules on PULSE's plans (issue 18, simulated)",
         "",
-        f"Written by `python scripts/pulse_schedules.py --time-limit {args.time_limit:g} --workers {args.workers} "
+        f"Written by `python -m coevo.figures pipeline-schedules --time-limit {args.time_limit:g} --workers {args.workers} "
         f"--seeds {' '.join(map(str, args.seeds))} "
         f"--micro {' '.join(map(str, args.micro))} --pp {' '.join(map(str, args.pp))}` from `pipeline-schedules.csv` "
         f"(same folder), {time.strftime('%Y-%m-%d', time.gmtime())}. Every number is simulated by `sim/pipeline` (V100 presets: "
@@ -313,34 +314,23 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    argv = list(argv if argv is not None else [])
+    ap = figure_parser(NAME, TOPIC, __doc__)
     ap.add_argument("--time-limit", type=float, default=10.0, help="CP-SAT seconds per run (at most 20 on the shared machine)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--micro", type=int, nargs="+", default=[8, 16])
     ap.add_argument("--pp", type=int, nargs="+", default=[4, 8])
     ap.add_argument("--workers", type=int, default=4, help="CP-SAT workers (several: its LNS improves on the 1F1B hint; runs vary by seed)")
-    ap.add_argument("--report-only", action="store_true", help="rewrite the .md from the saved CSVs (give the arguments that wrote them)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    o = Output(args.out, command_line(NAME, argv))
+    rows: list[dict[str, Any]]
+    net: list[dict[str, Any]]
     if args.report_only:
-        rows = list(csv.DictReader((OUT / "pipeline-schedules.csv").open()))
-        net = list(csv.DictReader((OUT / "pipeline-network.csv").open()))
+        rows, net = list(o.read_csv("pipeline-schedules.csv")), list(o.read_csv("pipeline-network.csv"))
     else:
         rows = run(args.time_limit, args.seeds, args.micro, args.pp, args.workers)
-        OUT.mkdir(parents=True, exist_ok=True)
-        with (OUT / "pipeline-schedules.csv").open("w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=FIELDS)
-            writer.writeheader()
-            writer.writerows(rows)
+        o.write_csv("pipeline-schedules.csv", rows, FIELDS)
         net = network()
-        with (OUT / "pipeline-network.csv").open("w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(net[0]))
-            writer.writeheader()
-            writer.writerows(net)
-    text = report(rows, args) + "\n" + network_report(net)
-    (OUT / "pipeline-schedules.md").write_text(text)
-    print(text)
-
-
-if __name__ == "__main__":
-    main()
+        o.write_csv("pipeline-network.csv", net)
+    print(o.write_markdown("pipeline-schedules.md", report(rows, args) + "\n" + network_report(net)))

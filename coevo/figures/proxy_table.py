@@ -1,11 +1,11 @@
 """Score NB201 cells with every zero-cost proxy and export the table coevo ships (``search/nb201/data/proxies-<source>.npz``).
 
-    python scripts/build_proxy_table.py --source natural --cells 15625 --storage sqlite:////work/proxy_table/natural.sqlite3
-    python scripts/build_proxy_table.py --source natural --export search/nb201/data/proxies-natural.npz --storage ...
+    python -m coevo.figures proxy-table --source natural --cells 15625 --storage sqlite:////work/proxy_table/natural.sqlite3
+    python -m coevo.figures proxy-table --source natural --export search/nb201/data/proxies-natural.npz --storage ...
 
 Cells are scored in a fixed random order (a permutation of the 15,625 NAS-Bench-201 indices,
 seed 2026), so the first N scored are a uniform random sample: the proxy-quality figures of
-docs/bench/issue15-proxies.md use the first 1,000 of the shipped table. ``--reverse`` scores
+docs/bench/nb201/issue15-proxies.md use the first 1,000 of the shipped table. ``--reverse`` scores
 the same cells from the last one back, so a second process on the same storage meets the first in the middle; ``--shard I/N``
 scores every N-th cell from the I-th (one storage per shard; ``--export`` merges several
 ``--storage`` URLs). ``--device cuda`` scores on a GPU: the networks and batches are made on the
@@ -19,10 +19,8 @@ reads before computing anything.
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
-import sys
 import time
 from pathlib import Path
 
@@ -30,8 +28,7 @@ import numpy as np
 import sqlalchemy as sa
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from coevo.figures._common import plain_parser
 from coevo.search.nb201 import load_table
 from coevo.search.nb201.space import format_arch
 from coevo.search.zero_cost import _TABLE, PROXIES, ProxyCache, ProxyConfig, set_device
@@ -44,8 +41,8 @@ def order(n: int) -> np.ndarray:
     return np.random.default_rng(ORDER_SEED).permutation(n)
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    p = plain_parser("proxy-table", __doc__)
     p.add_argument("--source", choices=("natural", "gaussian"), default="natural")
     p.add_argument("--cells", type=int, default=None, help="score the first N cells of the order (default: none, export only)")
     p.add_argument("--storage", required=True, nargs="+", help="the proxy cache (SQLite URL; resumable); several are merged by --export")
@@ -55,7 +52,7 @@ def main() -> None:
     p.add_argument("--device", default="cpu", help="torch device to score on (default: cpu)")
     p.add_argument("--export", type=Path, default=None, help="write the scored cells to this npz")
     p.add_argument("--provenance", default="", help="where the scores were computed (machine, device), for the npz's provenance")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     set_device(args.device)
     shard, shards = (int(v) for v in args.shard.split("/"))
     table = load_table()
@@ -90,7 +87,7 @@ def main() -> None:
             for name in PROXIES:
                 columns[name].append(scores[name])
         provenance = (
-            f"computed by coevo's scripts/build_proxy_table.py (search/zero_cost.py, config {json.dumps(vars(cfg))}, key {key}); "
+            f"computed by coevo's python -m coevo.figures proxy-table (search/zero_cost.py, config {json.dumps(vars(cfg))}, key {key}); "
             f"{len(index)} cells in a fixed random order (seed {ORDER_SEED}); {args.provenance or platform.machine()}, "
             f"torch {torch.__version__}; median {float(np.median(seconds)):.3f} s per cell there"
         )
@@ -103,7 +100,3 @@ def main() -> None:
             **{name: np.array(columns[name], dtype=np.float64) for name in PROXIES},
         )
         print(f"wrote {args.export}: {len(index)} cells ({provenance})")
-
-
-if __name__ == "__main__":
-    main()

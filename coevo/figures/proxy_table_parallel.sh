@@ -15,7 +15,7 @@ run_worker() {
   [ "$w" -lt "$gpus" ] && device=cuda
   for k in $(seq 0 $((chunks - 1))); do
     mkdir "$work/claim$k" 2>/dev/null || continue
-    python3 scripts/build_proxy_table.py --source natural --cells 15625 --shard "$k/$chunks" --device "$device" \
+    python -m coevo.figures proxy-table --source natural --cells 15625 --shard "$k/$chunks" --device "$device" \
       --storage "sqlite:///$work/w$w.sqlite3" >>"$work/log$w" 2>&1 || echo "worker $w chunk $k failed" >&2
   done
 }
@@ -23,12 +23,12 @@ for w in $(seq 0 $((workers - 1))); do
   timeout "$seconds" bash -c "$(declare -f run_worker); work=$work chunks=$chunks gpus=$gpus run_worker $w" &
 done
 wait
-pkill -f "scripts/build_proxy_table.py --source natural --cells" || true  # timeout stops the loops, not their python
+pkill -f "coevo.figures proxy-table --source natural --cells" || true  # timeout stops the loops, not their python
 sleep 2
 tail -qn1 "$work"/log* | head -40
 storages=$(ls "$work"/w*.sqlite3 | sed "s|^|sqlite:///|")
 # shellcheck disable=SC2086
-python3 scripts/build_proxy_table.py --source natural --storage $storages --export "$out" --provenance "$provenance"
+python -m coevo.figures proxy-table --source natural --storage $storages --export "$out" --provenance "$provenance"
 python3 - "$work" "$gpus" <<'PY'
 import json, sys, sqlite3
 import numpy as np

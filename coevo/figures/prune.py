@@ -3,36 +3,35 @@
 Every (pattern, score, calibration length, seed) prunes a fresh copy of the zoo LM with
 :mod:`sim.prune` (seeds draw different calibration sequences from the training split) and
 measures test perplexity; the pruning's own wall time is recorded too. Writes the raw rows
-to ``docs/bench/issue17/prune.csv`` and a markdown summary (medians, min-max over seeds)
-to ``docs/bench/issue17/prune.md`` from that file::
+to ``docs/bench/prune/prune.csv`` and a markdown summary (medians, min-max over seeds)
+to ``docs/bench/prune/prune.md`` from that file::
 
-    nice -n 10 python scripts/prune_bench.py                  # lm-pydoc, seeds 0-2
-    python scripts/prune_bench.py --existing-only             # rewrite prune.md from prune.csv
+    nice -n 10 python -m coevo.figures prune                  # lm-pydoc, seeds 0-2
+    python -m coevo.figures prune --report-only               # rewrite prune.md from prune.csv
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from coevo.figures._common import command_line, figure_parser, read_csv, record_provenance, write_markdown
 from coevo.search.prune.run import prune_zoo, zoo_model
 
-OUT = Path(__file__).resolve().parents[1] / "docs" / "bench" / "issue17"
+NAME, TOPIC = "prune", "prune"
+
 SCORES = ("magnitude", "wanda", "var", "cos", "cos+var", "sparsegpt")
 PATTERNS = ("unstructured", "2:4")
 FIELDS = ["model", "pattern", "score", "calib_tokens", "seed", "sparsity", "test_ppl_dense", "test_ppl", "wall_s"]
 
 
-def run(model: str, seeds: list[int], calibs: list[int], max_batches: int | None, csv_path: Path) -> None:
+def run(model: str, seeds: list[int], calibs: list[int], max_batches: int | None, csv_path: Path, command: str) -> None:
+    """Prune and evaluate every (pattern, score, calibration length, seed); each row is flushed to ``csv_path`` as it comes."""
     torch.set_num_threads(1)
     zm = zoo_model(model)
     dense = float(zm.evaluate(zm.model, split="test", max_batches=max_batches))
@@ -76,14 +75,16 @@ def run(model: str, seeds: list[int], calibs: list[int], max_batches: int | None
                         w.writerow(row)
                         f.flush()
                         print(" ".join(f"{k}={v}" for k, v in row.items() if k != "model"), flush=True)
+    record_provenance(csv_path, command)
 
 
 def _fmt(values: list[float], digits: int = 2) -> str:
     return f"{statistics.median(values):.{digits}f} [{min(values):.{digits}f}-{max(values):.{digits}f}]"
 
 
-def report(csv_path: Path, md_path: Path, note: str) -> str:
-    rows = list(csv.DictReader(csv_path.open()))
+def report(csv_path: Path, md_path: Path, note: str, command: str) -> str:
+    """``md_path`` from the rows of ``csv_path``; returns what was written."""
+    rows = read_csv(csv_path)
     model = rows[0]["model"]
     dense = float(rows[0]["test_ppl_dense"])
     calibs = sorted({int(r["calib_tokens"]) for r in rows})
@@ -94,7 +95,7 @@ def report(csv_path: Path, md_path: Path, note: str) -> str:
     lines = [
         f"# Activation-aware pruning of {model}: test perplexity at 50 % sparsity",
         "",
-        f"Written by `scripts/prune_bench.py` from `prune.csv` ({note}). Dense test perplexity: **{dense:.3f}**. "
+        f"Written by `python -m coevo.figures prune` from `prune.csv` ({note}). Dense test perplexity: **{dense:.3f}**. "
         f"Each cell: median [min-max] over calibration seeds {', '.join(map(str, seeds))} (different calibration "
         "sequences from the training split); layers pruned: every nn.Linear inside the transformer blocks, one at a "
         "time, inputs recomputed through the layers already pruned. Unstructured compares weights within each output "
@@ -105,7 +106,7 @@ def report(csv_path: Path, md_path: Path, note: str) -> str:
     if model != "lm-pydoc":
         lines += [
             f"**Scale:** this run uses `{model}`, not the issue's `lm-pydoc` (not cached when the bench ran; training it "
-            "did not fit the session on a loaded 2-core machine). Rerun `scripts/prune_bench.py --model lm-pydoc` for the "
+            "did not fit the session on a loaded 2-core machine). Rerun `python -m coevo.figures prune --model lm-pydoc` for the "
             "3.3M-parameter LM.",
             "",
         ]
@@ -132,9 +133,7 @@ def report(csv_path: Path, md_path: Path, note: str) -> str:
         lines.append("")
     lines += ["## Against the literature", ""]
     lines += _verdict(medians, cell, calibs)
-    text = "\n".join(lines) + "\n"
-    md_path.write_text(text)
-    return text
+    return write_markdown(md_path, "\n".join(lines) + "\n", command)
 
 
 Cell = dict[tuple[str, str, int], list[dict[str, str]]]
@@ -184,26 +183,22 @@ def _verdict(medians: dict[tuple[str, str, int], float], cell: Cell, calibs: lis
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    argv = list(argv if argv is not None else [])
+    ap = figure_parser(NAME, TOPIC, __doc__)
     ap.add_argument("--model", default="lm-pydoc")
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--calib", default="32,512", help="calibration lengths in tokens")
     ap.add_argument("--max-batches", type=int, default=None, help="test batches of 64 sequences to evaluate (default: all)")
-    ap.add_argument("--out", default=str(OUT))
-    ap.add_argument("--existing-only", action="store_true", help="only rewrite the markdown from the CSV")
-    args = ap.parse_args()
-    out = Path(args.out)
+    args = ap.parse_args(argv)
+    out, command = Path(args.out), command_line(NAME, argv)
     csv_path, md_path = out / "prune.csv", out / "prune.md"
     started = time.time()
-    if not args.existing_only:
-        run(args.model, [int(s) for s in args.seeds.split(",")], [int(c) for c in args.calib.split(",")], args.max_batches, csv_path)
+    if not args.report_only:
+        seeds, calibs = [int(s) for s in args.seeds.split(",")], [int(c) for c in args.calib.split(",")]
+        run(args.model, seeds, calibs, args.max_batches, csv_path, command)
     eval_note = f"test split, first {args.max_batches} batches" if args.max_batches else "whole test split"
     note = f"{eval_note}; {platform.processor() or platform.machine()}, 1 torch thread"
-    print(report(csv_path, md_path, note))
-    if not args.existing_only:
+    print(report(csv_path, md_path, note, command))
+    if not args.report_only:
         print(f"bench took {time.time() - started:.0f} s")
-
-
-if __name__ == "__main__":
-    main()

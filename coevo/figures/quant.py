@@ -9,26 +9,25 @@ short fine-tuning brings every method back to the float model on this small CNN.
 lowest bits within ``--max-drop`` pp of the float model on val) is reported beside them.
 With ``--search`` it also runs ``coevo bench --problem quant`` (pelnas vs tpe vs random).
 
-    nice -n 10 python scripts/quant_bench.py --out docs/bench/issue17            # ~5-10 min on 2 busy cores
-    nice -n 10 python scripts/quant_bench.py --out docs/bench/issue17 --search   # + the search comparison
-    python scripts/quant_bench.py --out docs/bench/issue17 --report-only         # re-render quant.md from the CSVs
+    nice -n 10 python -m coevo.figures quant            # ~5-10 min on 2 busy cores
+    nice -n 10 python -m coevo.figures quant --search   # + the search comparison
+    python -m coevo.figures quant --report-only         # re-render quant.md from the CSVs
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import torch
 
+from coevo.figures._common import command_line, figure_parser, read_csv, write_csv, write_markdown
 from coevo.search.stats import excludes_zero, format_interval
+
+NAME, TOPIC = "quant", "quant"
 
 METHODS = ("class-based", "taylor", "uniform", "hawq", "magnitude")
 FIELDS = [
@@ -48,7 +47,8 @@ FIELDS = [
 ]
 
 
-def measure(args: argparse.Namespace, path: Path) -> None:
+def measure(args: argparse.Namespace, path: Path, command: str) -> None:
+    """Every method at every budget and seed; the rows go to ``path``."""
     from coevo.sim.quant import greedy_search, quantize
     from coevo.sim.zoo import load
 
@@ -84,10 +84,7 @@ def measure(args: argparse.Namespace, path: Path) -> None:
             finetune_epochs=args.epochs, seed=seed,
         )  # fmt: skip
         keep(f"greedy (max drop {args.max_drop:g} pp)", "-", seed, g.result, time.perf_counter() - start)
-    with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(path, rows, FIELDS, command=command)
 
 
 def _spread(values: list[float]) -> str:
@@ -95,7 +92,8 @@ def _spread(values: list[float]) -> str:
 
 
 def report(args: argparse.Namespace, path: Path) -> str:
-    rows = list(csv.DictReader(path.open()))
+    """quant.md's text from the rows of ``path``."""
+    rows: list[dict[str, Any]] = list(read_csv(path))
     for r in rows:
         for k in ("avg_bits", "val_float", "val_rtn", "val_after", "test_float", "test_rtn", "test_after", "wall_s"):
             r[k] = float(r[k])
@@ -105,7 +103,7 @@ def report(args: argparse.Namespace, path: Path) -> str:
     lines = [
         "# Class-based mixed-precision quantization vs uniform and sensitivity-based, cnn-digits",
         "",
-        f"Written by `python scripts/quant_bench.py --out {args.out}` from `quant.csv` (seeds {', '.join(map(str, seeds))}; "
+        f"Written by `python -m coevo.figures quant --out {args.out}` from `quant.csv` (seeds {', '.join(map(str, seeds))}; "
         f"fine-tuning up to {args.epochs} epochs with the straight-through estimator, the best val epoch kept). "
         f"Float32 model: val {val_float:.1f} %, test {test_float:.1f} % (500 test images: one image is 0.2 pp).",
         "",
@@ -194,9 +192,9 @@ def report(args: argparse.Namespace, path: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default="docs/bench/issue17")
+def main(argv: list[str] | None = None) -> None:
+    argv = list(argv if argv is not None else [])
+    p = figure_parser(NAME, TOPIC, __doc__)
     p.add_argument("--model", default="cnn-digits")
     p.add_argument("--bits", type=lambda s: [float(x) for x in s.split(",")], default=[2.5, 3.0, 4.0, 6.0])
     p.add_argument("--seeds", type=int, default=5)
@@ -204,13 +202,12 @@ def main() -> None:
     p.add_argument("--max-drop", type=float, default=1.0)
     p.add_argument("--search", action="store_true", help="also run coevo bench --problem quant (pelnas, tpe, random; 3 seeds)")
     p.add_argument("--budget", type=int, default=60, help="evaluations per search run (default: 60)")
-    p.add_argument("--report-only", action="store_true")
-    args = p.parse_args()
-    out = Path(args.out)
+    args = p.parse_args(argv)
+    out, command = Path(args.out), command_line(NAME, argv)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "quant.csv"
     if not args.report_only:
-        measure(args, path)
+        measure(args, path, command)
         if args.search:
             from coevo.agent.cli import main as coevo
 
@@ -219,9 +216,4 @@ def main() -> None:
                 ["bench", "--problem", "quant", "--model", args.model, "--finetune-epochs", "1", "--proposers", "pelnas,tpe,random",
                  "--budget", str(args.budget), "--seeds", "3", "--out", str(out / "quant_search")]
             )  # fmt: skip
-    (out / "quant.md").write_text(report(args, path))
-    print((out / "quant.md").read_text())
-
-
-if __name__ == "__main__":
-    main()
+    print(write_markdown(out / "quant.md", report(args, path), command))

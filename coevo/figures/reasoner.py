@@ -6,12 +6,12 @@ Runs, on NB201 (one dataset, several devices, several seeds, one budget), every 
 differences against ``pelnas-nokb`` (95 % Student t intervals over devices x seeds):
 
     # simulated reasoners (no LLM; a loopback endpoint in each run's process), ~1 h on 2 cores:
-    python scripts/reasoner_bench.py --out docs/bench/issue16
+    python -m coevo.figures reasoner
     # the same comparison for models you have (any OpenAI-compatible endpoint):
-    python scripts/reasoner_bench.py --llm-base-url http://localhost:8000/v1 --llm-model qwen2.5-7b,llama3.1-8b \\
+    python -m coevo.figures reasoner --llm-base-url http://localhost:8000/v1 --llm-model qwen2.5-7b,llama3.1-8b \\
         --llm-price 0.15,0.60 --out my-reasoner-bench
     # re-render the tables from the saved runs.csv:
-    python scripts/reasoner_bench.py --out docs/bench/issue16 --report-only
+    python -m coevo.figures reasoner --report-only
 
 With ``--ensemble a:1,b:1`` one more arm runs both models in one search (screen and tools
 on) and the report gives each model's yield: the share of its paid proposals on the found
@@ -27,15 +27,13 @@ import argparse
 import csv
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import optuna
 
+from coevo.figures._common import command_line, figure_parser, read_csv, record_provenance, write_markdown
 from coevo.search.bench import run_jobs
 from coevo.search.metrics import model_yield
 from coevo.search.problems import problem_from_spec
@@ -43,6 +41,8 @@ from coevo.search.round_log import RoundLogs
 from coevo.search.stats import excludes_zero, format_interval
 from coevo.search.storage import open_storage
 from coevo.search.study import evaluations_from_study, load_search
+
+NAME, TOPIC = "reasoner", "reasoner"
 
 ARMS = {
     "floor+tools": ("on", True),
@@ -83,7 +83,7 @@ FIELDS = (
     "yield",
 )
 PER_RUN = {"requests": 130, "prompt_tokens": 171_000, "completion_tokens": 54_000}
-"""What one 300-query LLM run used on the simulated bench (docs/bench/issue16/runs.csv): the mean over the four arms
+"""What one 300-query LLM run used on the simulated bench (docs/bench/reasoner/runs.csv): the mean over the four arms
 (screen on/off x tools on/off) of each arm's median. A real model writes longer rationales: take it as a floor."""
 
 
@@ -173,7 +173,7 @@ def _row(result: Any, labels: dict[str, str], storage: str) -> dict[str, Any]:
     }
 
 
-def run(args: argparse.Namespace) -> Path:
+def run(args: argparse.Namespace, argv: list[str]) -> Path:
     args.out.mkdir(parents=True, exist_ok=True)
     storage = args.storage or f"sqlite:///{args.out / 'reasoner-bench.sqlite3'}"
     open_storage(storage)
@@ -209,6 +209,7 @@ def run(args: argparse.Namespace) -> Path:
         writer.writeheader()
         for r in sorted(results, key=lambda r: r.study):
             writer.writerow(_row(r, labels[r.study], storage))
+    record_provenance(path, command_line(NAME, argv))
     return path
 
 
@@ -221,8 +222,7 @@ def _mean_sd(xs: list[float]) -> str:
 
 def report(path: Path, budget: str = "") -> str:
     """The markdown tables of a saved ``runs.csv``."""
-    with path.open() as fh:
-        rows = list(csv.DictReader(fh))
+    rows = read_csv(path)
     devices = sorted({r["device"] for r in rows})
     arms = [(r["reasoner"], r["arm"]) for r in rows]
     order = list(dict.fromkeys(arms))
@@ -306,8 +306,9 @@ def report(path: Path, budget: str = "") -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    argv = list(argv if argv is not None else [])
+    p = figure_parser(NAME, TOPIC, __doc__)
     p.add_argument("--dataset", default="cifar10")
     p.add_argument("--devices", type=_csv, default=("fpga", "raspi4"))
     p.add_argument("--seeds", type=int, default=5)
@@ -324,18 +325,10 @@ def main() -> None:
     p.add_argument("--llm-price", type=lambda t: tuple(float(x) for x in t.split(",")), default=None, help="input,output USD/Mtok")
     p.add_argument("--llm-timeout", type=float, default=60.0)
     p.add_argument("--storage", default=None)
-    p.add_argument("--out", type=Path, default=Path("reasoner-bench"))
-    p.add_argument("--report-only", action="store_true", help="re-render results.md from OUT/runs.csv")
     p.add_argument("--yes", action="store_true", help="do not ask before calling a real endpoint")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     bad = [a for a in args.arms if a not in ARMS]
     if bad:
         p.error(f"unknown arm(s) {', '.join(bad)}; arms: {', '.join(ARMS)}")
-    path = args.out / "runs.csv" if args.report_only else run(args)
-    text = report(path, f" at {args.budget} queries")
-    (args.out / "results.md").write_text(text)
-    print(text)
-
-
-if __name__ == "__main__":
-    main()
+    path = args.out / "runs.csv" if args.report_only else run(args, argv)
+    print(write_markdown(args.out / "results.md", report(path, f" at {args.budget} queries"), command_line(NAME, argv)))

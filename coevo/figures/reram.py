@@ -1,11 +1,12 @@
 """Issue 20 item 3: accuracy (perplexity) vs stuck-at fault rate per protection scheme, with intervals, and area.
 
-Writes docs/bench/issue20/reram.csv (one row per model, ratio, scheme, rate, fault map),
-docs/bench/issue20/reram.md (tables: mean and 95 % interval over fault maps, area) and
+Writes docs/bench/reram/reram.csv (one row per model, ratio, scheme, rate, fault map),
+docs/bench/reram/reram.md (tables: mean and 95 % interval over fault maps, area) and
 docs/bench/issue20/reram-*.png (curves with interval bands).
 
-    PYTHONPATH=. nice -n 10 python scripts/reram_figures.py            # 20 fault maps per point
-    PYTHONPATH=. nice -n 10 python scripts/reram_figures.py --maps 3   # quick look
+    nice -n 10 python -m coevo.figures reram              # 20 fault maps per point
+    nice -n 10 python -m coevo.figures reram --maps 3     # quick look
+    python -m coevo.figures reram --report-only           # the .md and plots again, from the saved CSV
 
 Fault map ``s`` of a layer is ``numpy.random.default_rng([s, layer index])``: every scheme sees
 the same seeds (paired where layouts coincide).
@@ -13,23 +14,23 @@ the same seeds (paired where layouts coincide).
 
 from __future__ import annotations
 
-import argparse
-import csv
 import json
 import os
 import platform
 import subprocess
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from coevo.figures._common import command_line, figure_parser, read_csv, write_csv, write_markdown
 from coevo.sim.reram import CrossbarConfig, Protection, Summary, evaluate_under_faults, prepare
 from coevo.sim.zoo import load
 
-OUT = Path("docs/bench/issue20")
+NAME, TOPIC = "reram", "reram"
 CFG = CrossbarConfig(rows=64, cols=64, weight_bits=8, bits_per_cell=2)
 FT = {"mlp-digits": 5, "lm-pydoc-tiny": 1}
 """Masked fine-tuning epochs after pruning, per model (the pruned schemes say 'ft' in their label)."""
@@ -93,18 +94,6 @@ def run(maps: int, models: list[str]) -> list[dict[str, Any]]:
     return rows
 
 
-def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-
-
-def read_csv(path: Path) -> list[dict[str, Any]]:
-    with path.open() as f:
-        return list(csv.DictReader(f))
-
-
 def summarise(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[float, Summary]]:
     by: dict[tuple[str, str, str], dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
@@ -135,7 +124,7 @@ def plot(summ: dict[tuple[str, str, str], dict[float, Summary]], model: str, rat
     plt.close(fig)
 
 
-def write_md(rows: list[dict[str, Any]], maps: int, seconds: float, load: str) -> None:
+def write_md(out: Path, rows: list[dict[str, Any]], maps: int, seconds: float, load: str, command: str) -> None:
     summ = summarise(rows)
     area: dict[tuple[str, str], tuple[str, str, str, str]] = {}
     for r in rows:
@@ -143,9 +132,9 @@ def write_md(rows: list[dict[str, Any]], maps: int, seconds: float, load: str) -
     lines = [
         "# Issue 20 item 3: ReRAM crossbars with stuck-at faults and zero-space protection",
         "",
-        "Written by `scripts/reram_figures.py` from `reram.csv` (every fault map's value is in it). Command:",
+        "Written by `python -m coevo.figures reram` from `reram.csv` (every fault map's value is in it). Command:",
         "",
-        f"    PYTHONPATH=. nice -n 10 python scripts/reram_figures.py --maps {maps}",
+        f"    nice -n 10 python -m coevo.figures reram --maps {maps}",
         "",
         f"Fault maps: seeds 0..{maps - 1} at every non-zero rate (one map at rate 0: nothing is random there); the fault map of "
         "layer i under seed s is `numpy.random.default_rng([s, i])`, the same for every scheme. Intervals: 95 % Student-t over "
@@ -163,7 +152,7 @@ def write_md(rows: list[dict[str, Any]], maps: int, seconds: float, load: str) -
         metric = next(r["metric"] for r in rows if r["model"] == model)
         for ratio in dict.fromkeys(r["sa0_sa1"] for r in rows if r["model"] == model):
             png = f"reram-{model}-{ratio.replace(':', 'to')}.png"
-            plot(summ, model, ratio, metric, OUT / png)
+            plot(summ, model, ratio, metric, out / png)
             keys = [k for k in summ if k[0] == model and k[1] == ratio]
             rates = sorted({rate for k in keys for rate in summ[k]})
             lines += [f"## {model}, SA0:SA1 {ratio}: test {metric}", "", f"![{model} {ratio}]({png})", ""]
@@ -217,30 +206,29 @@ def write_md(rows: list[dict[str, Any]], maps: int, seconds: float, load: str) -
             )
         )
     lines.append("")
-    (OUT / "reram.md").write_text("\n".join(lines) + "\n")
+    write_markdown(out / "reram.md", "\n".join(lines) + "\n", command)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+def main(argv: Sequence[str] | None = None) -> None:
+    """Measure (unless ``--report-only``), then write reram.md and the plots."""
+    argv = list(argv if argv is not None else [])
+    ap = figure_parser(NAME, TOPIC, __doc__)
     ap.add_argument("--maps", type=int, default=20, help="fault maps per (scheme, rate) point")
     ap.add_argument("--models", default="mlp-digits,lm-pydoc-tiny")
-    ap.add_argument("--from-csv", action="store_true", help="only rewrite the .md and plots from the saved CSV")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    out, command = args.out, command_line(NAME, argv)
     torch.set_num_threads(1)
-    OUT.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    meta = OUT / "reram-run.json"
-    if args.from_csv:  # re-render: the run's own time and load, saved beside the CSV
-        rows = read_csv(OUT / "reram.csv")
+    meta = out / "reram-run.json"
+    rows: list[dict[str, Any]]
+    if args.report_only:  # re-render: the run's own time and load, saved beside the CSV
+        rows = list(read_csv(out / "reram.csv"))
         info = json.loads(meta.read_text())
     else:
         rows = run(args.maps, args.models.split(","))
-        write_csv(rows, OUT / "reram.csv")
+        write_csv(out / "reram.csv", rows, command=command)
         load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip() if os.name == "posix" else "?"
         info = {"seconds": round(time.perf_counter() - started, 1), "load": load, "maps": args.maps}
         meta.write_text(json.dumps(info, indent=1) + "\n")
-    write_md(rows, int(info["maps"]), float(info["seconds"]), str(info["load"]))
-
-
-if __name__ == "__main__":
-    main()
+    write_md(out, rows, int(info["maps"]), float(info["seconds"]), str(info["load"]), command)

@@ -1,10 +1,10 @@
 """Issue 19 SpMM figures: degree-block vs naive / scipy / torch.sparse on R-MAT and BA graphs, and tuned vs default parameters.
 
-Writes docs/bench/issue19/spmm.csv (one row per graph, width and method), spmm-tuning.csv (the
+Writes docs/bench/spmm/spmm.csv (one row per graph, width and method), spmm-tuning.csv (the
 short search's evaluations) and spmm.md (tables built from those CSVs).
 
-    PYTHONPATH=. python scripts/spmm_figures.py                      # full run (1e5..1e7 edges)
-    PYTHONPATH=. python scripts/spmm_figures.py --sizes 100k --repeats 3 --budget 6   # quick check
+    python -m coevo.figures spmm                      # full run (1e5..1e7 edges)
+    python -m coevo.figures spmm --sizes 100k --repeats 3 --budget 6   # quick check
 
 Tuning: a ``spmm`` search (pelnas, offline reasoner) on rmat-1m@1 (R-MAT seed 1) picks
 parameters; they are then timed on the seed-0 R-MAT graphs (graphs the search never
@@ -14,7 +14,6 @@ saw), beside the defaults, in the same interleaved rounds.
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import platform
 import subprocess
@@ -25,17 +24,18 @@ from pathlib import Path
 from typing import Any
 
 import numba
-import numpy as np
 import optuna
 import torch
 
+from coevo.figures._common import command_line, figure_parser, write_csv, write_markdown
 from coevo.search.runner import run_search
 from coevo.search.spmm.problem import SpmmProblem
 from coevo.sim.graph.bench import METHODS, benchmark
 from coevo.sim.graph.generators import load_graph
 from coevo.sim.graph.spmm import BlockParams
 
-OUT = Path(__file__).resolve().parents[1] / "docs" / "bench" / "issue19"
+NAME, TOPIC = "spmm", "spmm"
+
 BASELINES = ("naive", "scipy", "torch")
 
 
@@ -66,8 +66,9 @@ def tune(budget: int, threads: int, feature_dim: int, seed: int) -> tuple[BlockP
     return params, rows
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    argv = list(argv if argv is not None else [])
+    ap = figure_parser(NAME, TOPIC, __doc__)
     ap.add_argument("--sizes", nargs="+", default=["100k", "1m", "10m"])
     ap.add_argument("--kinds", nargs="+", default=["rmat", "ba"])
     ap.add_argument("--widths", nargs="+", type=int, default=[32, 128])
@@ -75,18 +76,18 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=20, help="evaluations of the tuning search")
     ap.add_argument("--tune-width", type=int, default=64)
     ap.add_argument("--threads", nargs="+", type=int, default=[1, 2], help="thread counts to time (the search tunes up to the largest)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    if args.report_only:
+        ap.error("spmm saves no tuned parameters, loads or wall time beside its CSVs: it cannot re-render spmm.md from them")
+    out, command = args.out, command_line(NAME, argv)
     top = max(args.threads)
-    OUT.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     load_before = uptime()
     started = time.time()
 
     tuned, tuning_rows = tune(args.budget, top, args.tune_width, seed=0)
     print("tuned:", tuned, flush=True)
-    with open(OUT / "spmm-tuning.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(tuning_rows[0]))
-        w.writeheader()
-        w.writerows(tuning_rows)
+    write_csv(out / "spmm-tuning.csv", tuning_rows, command=command)
 
     defaults = BlockParams()
     rows: list[dict[str, Any]] = []
@@ -121,21 +122,19 @@ def main() -> None:
                     )  # fmt: skip
                 best = {m: rows[-len(t.times_s) + i]["median_ms"] for i, m in enumerate(t.times_s)}
                 print(f"  F={width}, {threads} thread(s): " + ", ".join(f"{m} {v:.1f} ms" for m, v in best.items()), flush=True)
-                with open(OUT / "spmm.csv", "w", newline="") as f:  # rewritten as rows come: a long run keeps its partial data
-                    w = csv.DictWriter(f, fieldnames=list(rows[0]))
-                    w.writeheader()
-                    w.writerows(rows)
-            write_md(rows, tuning_rows, tuned, defaults, args, load_before, uptime(), time.time() - started)
+                # rewritten as rows come: a long run keeps its partial data
+                write_csv(out / "spmm.csv", rows, command=command)
+            write_md(out, rows, tuning_rows, tuned, defaults, args, load_before, uptime(), time.time() - started, command)
 
 
-def write_md(rows: list[dict[str, Any]], tuning: list[dict[str, Any]], tuned: BlockParams, defaults: BlockParams,
-             args: argparse.Namespace, load_before: str, load_after: str, wall_s: float) -> None:  # fmt: skip
-    """docs/bench/issue19/spmm.md from the rows just measured (and saved in spmm.csv)."""
+def write_md(out: Path, rows: list[dict[str, Any]], tuning: list[dict[str, Any]], tuned: BlockParams, defaults: BlockParams,
+             args: argparse.Namespace, load_before: str, load_after: str, wall_s: float, command: str) -> None:  # fmt: skip
+    """spmm.md in ``out`` from the rows just measured (and saved in spmm.csv)."""
     lines = [
         "# Issue 19: degree-block SpMM on this CPU",
         "",
         f"Written by `{'OMP_WAIT_POLICY=' + os.environ['OMP_WAIT_POLICY'] + ' ' if 'OMP_WAIT_POLICY' in os.environ else ''}"
-        "PYTHONPATH=. python scripts/spmm_figures.py "
+        "python -m coevo.figures spmm "
         f"--sizes {' '.join(args.sizes)} --kinds {' '.join(args.kinds)} --widths {' '.join(map(str, args.widths))} "
         f"--repeats {args.repeats} --budget {args.budget} --tune-width {args.tune_width} "
         f"--threads {' '.join(map(str, args.threads))}` "
@@ -212,7 +211,7 @@ def write_md(rows: list[dict[str, Any]], tuning: list[dict[str, Any]], tuned: Bl
             ratio = d["median_ms"] / tt["median_ms"]
             lines.append(f"| {g} | {fdim} | {nt} | {d['gflops']:.2f} | {tt['gflops']:.2f} | {ratio:.2f}x |")
     lines += [""]
-    (OUT / "spmm.md").write_text("\n".join(lines) + "\n")
+    write_markdown(out / "spmm.md", "\n".join(lines) + "\n", command)
 
 
 def best_any(tuning: list[dict[str, Any]]) -> str:
@@ -222,8 +221,3 @@ def best_any(tuning: list[dict[str, Any]]) -> str:
 
 def rows_of(rows: list[dict[str, Any]], graph: str) -> int:
     return next(int(r["nnz"]) for r in rows if r["graph"] == graph)
-
-
-if __name__ == "__main__":
-    np.seterr(all="ignore")
-    main()

@@ -1,6 +1,6 @@
 """Issue 21 figures (SteppingNet): accuracy vs MACs for stepping vs independent vs slimmable, stepping overhead, MAC equality.
 
-    python scripts/stepping_figures.py [--out docs/bench/issue21] [--seeds 0 1 2] [--models cnn-digits cnn-mnist5k]
+    python -m coevo.figures stepping [--out docs/bench/stepping] [--seeds 0 1 2] [--models cnn-digits cnn-mnist5k]
                                        [--epochs cnn-digits=15 cnn-mnist5k=3] [--steps 0.25 0.5 0.75 1.0]
 
 Trains, per model and seed, a stepping net (with and without distillation from its largest
@@ -14,27 +14,27 @@ Writes into ``--out``:
 * ``stepping-macs.csv``: MACs executed when stepping up (counted by the runner, and by
   ``torch.utils.flop_counter.FlopCounterMode`` independently) against ``MAC(s+1) - MAC(s)``.
 * ``stepping.md``: the tables (mean ± std over seeds, paired differences), command, machine.
+
+``--report-only`` writes ``stepping.md`` again from the three CSVs (give the options of the run: they name the command).
 """
 
 from __future__ import annotations
 
-import argparse
-import csv
 import os
 import platform
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from coevo.figures._common import command_line, figure_parser, read_numbers, write_csv, write_markdown
 from coevo.sim.stepping import StepRunner, build, measure_latency
+
+NAME, TOPIC = "stepping", "stepping"
 
 KINDS = (("stepping", False), ("stepping", True), ("slimmable", False), ("independent", False))
 
@@ -57,20 +57,25 @@ def flops_of(fn: Any) -> int:
     return int(counter.get_total_flops())
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="docs/bench/issue21")
+def main(argv: list[str] | None = None) -> None:
+    argv = list(argv if argv is not None else [])
+    ap = figure_parser(NAME, TOPIC, __doc__)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--models", nargs="+", default=["cnn-digits", "cnn-mnist5k"])
     ap.add_argument("--epochs", nargs="*", default=["cnn-digits=15", "cnn-mnist5k=3"], help="MODEL=EPOCHS")
     ap.add_argument("--steps", type=float, nargs="+", default=[0.25, 0.5, 0.75, 1.0])
     ap.add_argument("--repeats", type=int, default=40)
     ap.add_argument("--kinds", nargs="*", default=None, help="train only these kinds (labels such as stepping+kd); default all")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     torch.set_num_threads(1)
     epochs = {k: int(v) for k, v in (e.split("=") for e in args.epochs)}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    command = command_line(NAME, argv)
+    if args.report_only:
+        tables = [read_numbers(out / name) for name in ("stepping.csv", "stepping-latency.csv", "stepping-macs.csv")]
+        write_md(out / "stepping.md", args, *tables, epochs, None, command)
+        return
     started = time.time()
     rows: list[dict[str, Any]] = []
     lat_rows: list[dict[str, Any]] = []
@@ -124,30 +129,25 @@ def main() -> None:
                 }
             )  # fmt: skip
         # written after each model, so a long run leaves the finished models' tables behind
-        write_csv(out / "stepping.csv", rows)
-        write_csv(out / "stepping-latency.csv", lat_rows)
-        write_csv(out / "stepping-macs.csv", mac_rows)
-        write_md(out / "stepping.md", args, rows, lat_rows, mac_rows, epochs, time.time() - started)
+        write_csv(out / "stepping.csv", rows, command=command)
+        write_csv(out / "stepping-latency.csv", lat_rows, command=command)
+        write_csv(out / "stepping-macs.csv", mac_rows, command=command)
+        write_md(out / "stepping.md", args, rows, lat_rows, mac_rows, epochs, time.time() - started, command)
         print(f"wrote {out / 'stepping.md'}")
-
-
-def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
 
 
 def write_md(
     path: Path, args: Any, rows: list[dict[str, Any]], lat: list[dict[str, Any]], macs: list[dict[str, Any]], epochs: dict[str, int],
-    seconds: float,
+    seconds: float | None, command: str,
 ) -> None:  # fmt: skip
+    """stepping.md from the three tables; ``seconds`` None: re-rendered (the run's time is not saved)."""
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    cmd = "python scripts/stepping_figures.py " + " ".join(sys.argv[1:])
+    cmd = command.replace(" --report-only", "")
+    took = "re-rendered from the CSVs" if seconds is None else f"{seconds / 60:.0f} min"
     lines = [
         "# Issue 21: SteppingNet (nested subnets, incremental stepping)",
         "",
-        f"Command: `{cmd.strip()}` (written by the script; {seconds / 60:.0f} min).",
+        f"Command: `{cmd.strip()}` (written by the script; {took}).",
         f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores shared with other jobs, torch "
         f"{torch.__version__}, one thread. Load at the end: `{load}`.",
         f"Seeds {args.seeds}; step MAC fractions {args.steps} of the zoo model's MACs; epochs {epochs}; zoo data splits "
@@ -277,8 +277,4 @@ def write_md(
         "the variants so they see the same load.",
         "",
     ]
-    path.write_text("\n".join(lines) + "\n")
-
-
-if __name__ == "__main__":
-    main()
+    write_markdown(path, "\n".join(lines) + "\n", command)

@@ -1,6 +1,6 @@
 """Evaluations per second with 1, 2 and 4 `coevo worker` processes on one study.
 
-    python scripts/worker_throughput.py --storage postgresql://postgres@127.0.0.1:5432/coevo_bench
+    python -m coevo.figures worker-throughput --storage postgresql://postgres@127.0.0.1:5432/coevo_bench
 
 For each mode (``query``: a table lookup per evaluation, the cheapest problem there is, so
 the figure is the coordination overhead; ``zero-cost``: each evaluation builds and scores
@@ -16,26 +16,22 @@ Each worker process gets ``cores / workers`` torch threads.
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 
 import optuna
 import sqlalchemy as sa
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from coevo.search.nb201.space import format_arch  # noqa: E402
-from coevo.search.nb201.zero_cost_problem import ZeroCostNB201  # noqa: E402
-from coevo.search.problems import make_problem  # noqa: E402
-from coevo.search.proposers import get_proposer  # noqa: E402
-from coevo.search.storage import resolve_storage_url  # noqa: E402
-from coevo.search.study import open_study  # noqa: E402
+from coevo.figures._common import CHECKOUT, plain_parser
+from coevo.search.nb201.space import format_arch
+from coevo.search.nb201.zero_cost_problem import ZeroCostNB201
+from coevo.search.problems import make_problem
+from coevo.search.proposers import get_proposer
+from coevo.search.storage import resolve_storage_url
+from coevo.search.study import open_study
 
 
 def _run(storage: str, mode: str, workers: int, budget: int, keep_cache: bool) -> tuple[float, float, int]:
@@ -57,7 +53,7 @@ def _run(storage: str, mode: str, workers: int, budget: int, keep_cache: bool) -
     name = f"throughput-{mode}-{workers}-{uuid.uuid4().hex[:6]}"
     open_study(problem, get_proposer("random"), storage=storage, study_name=name, seed=0, budget=budget)
     threads = str(max(1, (os.cpu_count() or 1) // workers))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+    env = {**os.environ, "PYTHONPATH": str(CHECKOUT), "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
     cmd = [sys.executable, "-m", "coevo.agent.cli", "worker", "--storage", storage, "--study", name, "--reasoner", "offline"]
     started = time.perf_counter()
     procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(workers)]
@@ -73,7 +69,7 @@ def _run(storage: str, mode: str, workers: int, budget: int, keep_cache: bool) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    p = plain_parser("worker-throughput", __doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--storage", required=True)
     p.add_argument("--workers", default="1,2,4")
     p.add_argument("--query-budget", type=int, default=600)
@@ -90,7 +86,3 @@ def main(argv: list[str] | None = None) -> int:
             steady, overall, paid = _run(args.storage, mode, n, budget, args.keep_cache)
             print(f"| {mode} | {n} | {paid} | {steady:.1f} | {overall:.1f} |", flush=True)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

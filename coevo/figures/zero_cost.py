@@ -1,9 +1,9 @@
 """Zero-cost proxy and predictor figures of issue 15, from the shipped proxy table and a Gaussian-batch sample.
 
-    python scripts/zero_cost_figures.py [--out docs/bench]
+    python -m coevo.figures zero-cost [--out docs/bench/nb201]
 
 Reads ``search/nb201/data/proxies-natural.npz`` (natural-image batch: 2,837 cells, a uniform
-random sample of NB201, search/nb201/data/PROVENANCE.md) and ``docs/bench/issue15-proxies-gaussian.npz``
+random sample of NB201, search/nb201/data/PROVENANCE.md) and ``docs/bench/nb201/issue15-proxies-gaussian.npz``
 (Gaussian batch: 925 of the first 1,000 of those cells, the rest of the 1,000 not finished in
 the time the scoring machine had). Writes into ``--out``:
 
@@ -19,17 +19,13 @@ the time the scoring machine had). Writes into ``--out``:
 
 from __future__ import annotations
 
-import argparse
-import csv
 import json
 import statistics
-import sys
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from coevo.figures._common import command_line, figure_parser, write_csv, write_markdown
 from coevo.search.metrics import FrontReference, pareto_mask
 from coevo.search.nb201 import load_table
 from coevo.search.nb201.proxies import FEATURE_PROXIES, PRIOR_PROXIES, REFERENCE_CELLS, NB201Proxies
@@ -37,6 +33,8 @@ from coevo.search.nb201.space import parse_arch
 from coevo.search.nb201.table import DATASETS, USEFUL_FLOOR
 from coevo.search.predictor import BoostedSurrogate, spearman, zero_shot
 from coevo.search.zero_cost import PROXIES, ProxyConfig, shipped_table
+
+NAME, TOPIC = "zero-cost", "nb201"
 
 SAMPLE = 1000
 DEVICES = ("fpga", "raspi4", "pixel3", "eyeriss")
@@ -61,7 +59,7 @@ def load_natural() -> tuple[np.ndarray, np.ndarray]:
     """(NB201 index, scores (N, len(PROXIES))) of the shipped table's cells, in its order."""
     scores = shipped_table(ProxyConfig().key())
     if scores is None:
-        raise SystemExit("no shipped proxy table for the default config: run scripts/build_proxy_table.py --export first")
+        raise SystemExit("no shipped proxy table for the default config: run python -m coevo.figures proxy-table --export first")
     table = load_table()
     index = np.array([table.index_of(parse_arch(a)) for a in scores])
     return index, np.array([[s[p] for p in PROXIES] for s in scores.values()])
@@ -75,11 +73,11 @@ def load_gaussian(path: Path) -> tuple[np.ndarray, np.ndarray]:
         return data["index"].astype(int), np.stack([data[p] for p in PROXIES], axis=1)
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--gaussian", type=Path, default=Path("docs/bench/issue15-proxies-gaussian.npz"), help="the Gaussian-batch table")
-    p.add_argument("--out", type=Path, default=Path("docs/bench"))
-    args = p.parse_args()
+def main(argv: list[str] | None = None) -> None:
+    argv = list(argv if argv is not None else [])
+    p = figure_parser(NAME, TOPIC, __doc__)
+    p.add_argument("--gaussian", type=Path, default=Path("docs/bench/nb201/issue15-proxies-gaussian.npz"), help="the Gaussian-batch table")
+    args = p.parse_args(argv)
     table = load_table()
     nat_ids, nat = load_natural()
     g_ids, gauss_all = load_gaussian(args.gaussian)
@@ -88,7 +86,7 @@ def main() -> None:
     ids = g_ids[both]
     gauss = gauss_all[both]
     natural_both = nat[[position[int(i)] for i in ids]]
-    command = "python scripts/zero_cost_figures.py"
+    command = command_line(NAME, argv)  # nothing here is measured again: --report-only is the same as a run
 
     # ---- 1. every proxy, before and after
     lines = [
@@ -119,8 +117,8 @@ def main() -> None:
             cells.append(f"{b:.3f} | {a:.3f}")
             csv_rows.append({"proxy": name, "dataset": d, "rho_gaussian": round(b, 4), "rho_natural": round(a, 4)})
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    (args.out / "issue15-proxies.md").write_text("\n".join(lines) + "\n")
-    _write(args.out / "issue15-proxies.csv", csv_rows)
+    write_markdown(args.out / "issue15-proxies.md", "\n".join(lines) + "\n", command)
+    write_csv(args.out / "issue15-proxies.csv", csv_rows, command=command)
 
     # ---- 2. label-free recipes, on the whole shipped sample
     ref = nat[ref_rows]
@@ -142,7 +140,7 @@ def main() -> None:
                 best = pareto_mask(acc, lat)
                 row[f"bound_{dev}"] = round(reference.hv_ratio(acc[best], lat[best]), 4)
             rec_rows.append(row)
-    _write(args.out / "issue15-zero-shot.csv", rec_rows)
+    write_csv(args.out / "issue15-zero-shot.csv", rec_rows, command=command)
     lines = [
         f"<!-- {command} -->",
         "# Label-free estimates: which recipe (chosen on validation datasets)",
@@ -175,7 +173,7 @@ def main() -> None:
         "",
         f"Best on validation: **{best}**.",
     ]
-    (args.out / "issue15-zero-shot.md").write_text("\n".join(lines) + "\n")
+    write_markdown(args.out / "issue15-zero-shot.md", "\n".join(lines) + "\n", command)
 
     # ---- 3. the learned predictor by number of labels
     # the few-shot predictor's features of every cell, as few-shot mode builds them (from the shipped table)
@@ -209,7 +207,7 @@ def main() -> None:
                     "draws": len(rhos),
                 }
             )
-    _write(args.out / "issue15-predictor.csv", pred_rows)
+    write_csv(args.out / "issue15-predictor.csv", pred_rows, command=command)
     lines = [
         f"<!-- {command} -->",
         "# The learned predictor by number of accuracy labels",
@@ -223,16 +221,5 @@ def main() -> None:
         "|---|---|---|---|",
         *[f"| {r['dataset']} | {r['labels']} | {r['rho']:.3f} ± {r['rho_sd']:.3f} | {r['rho_top10pct']:.3f} |" for r in pred_rows],
     ]
-    (args.out / "issue15-predictor.md").write_text("\n".join(lines) + "\n")
+    write_markdown(args.out / "issue15-predictor.md", "\n".join(lines) + "\n", command)
     print(json.dumps({"best_recipe_on_validation": best, "files": ["issue15-proxies.md", "issue15-zero-shot.md", "issue15-predictor.md"]}))
-
-
-def _write(path: Path, rows: list[dict[str, object]]) -> None:
-    with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-
-
-if __name__ == "__main__":
-    main()

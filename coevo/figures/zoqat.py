@@ -3,12 +3,12 @@
 Every run is a fresh process (sim.zoqat.job.run_isolated, one torch thread) so its peak resident memory is its own.
 Phase "val": the learning rate of each trained method is chosen on the validation split (seed 0). Phase "test":
 each method with its chosen rate, seeds 0-2, the same batches and steps; the test split is read here only.
-Writes docs/bench/issue17/zoqat.csv (every run of every model) and zoqat.md (lm-pydoc; zoqat-MODEL.md for
+Writes docs/bench/quant/zoqat.csv (every run of every model) and zoqat.md (lm-pydoc; zoqat-MODEL.md for
 another model): medians and spread, from the CSV.
 
-    nice -n 10 python scripts/zoqat_bench.py                      # lm-pydoc, 300 steps
-    python scripts/zoqat_bench.py --model lm-pydoc-tiny --steps 40 --out /tmp/zq   # a quick look
-    python scripts/zoqat_bench.py --existing-only                 # rewrite the table from the CSV
+    nice -n 10 python -m coevo.figures zoqat                      # lm-pydoc, 300 steps
+    python -m coevo.figures zoqat --model lm-pydoc-tiny --steps 40 --out /tmp/zq   # a quick look
+    python -m coevo.figures zoqat --report-only                   # rewrite the table from the CSV
 """
 
 from __future__ import annotations
@@ -16,18 +16,16 @@ from __future__ import annotations
 import argparse
 import csv
 import statistics
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from coevo.figures._common import command_line, figure_parser, read_csv, record_provenance, write_markdown
+from coevo.sim.zoqat.job import Spec, run_isolated
 
-from coevo.sim.zoqat.job import Spec, run_isolated  # noqa: E402
+NAME, TOPIC = "zoqat", "quant"
 
 LR_GRID = {"spsa": [3e-3, 1e-2], "projected": [3e-3, 1e-2], "ste": [3e-3, 1e-2]}
 """Learning rates tried on the validation split (seed 0)."""
@@ -65,8 +63,7 @@ FIELDS = [
 def read(path: Path) -> list[dict[str, str]]:
     if not path.exists():
         return []
-    with path.open() as f:
-        return list(csv.DictReader(f))
+    return read_csv(path)
 
 
 def key(row: dict[str, Any]) -> tuple[str, ...]:
@@ -191,21 +188,22 @@ def val_table(rows: list[dict[str, str]], model: str, steps: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def memory_only(a: argparse.Namespace, out: Path) -> None:
+def memory_only(a: argparse.Namespace, out: Path, command: str) -> None:
     """Peak memory and s/step of every method on the untrained architecture (real data, no evaluation)."""
     path = out / "zoqat-memory.csv"
     done = {key(r) for r in read(path)}
     lrs = {"spsa": 1e-2, "projected": 1e-2, "ste": 1e-2}
     base = Spec(model=a.model, w_bits=a.w_bits, a_bits=a.a_bits, batch_size=a.batch_size, eps=a.eps, threads=1, splits=(), untrained=True)
-    if not a.existing_only:
+    if not a.report_only:
         for seed in [int(s) for s in a.seeds.split(",")]:
             for method in ("spsa", "projected", "ste"):
                 measure(path, done, "memory", replace(base, method=method, lr=lrs[method], steps=a.steps, seed=seed))
+        record_provenance(path, command)
     rows = [r for r in read(path) if r["model"] == a.model and int(r["steps"]) == a.steps]
     lines = [
         f"# Peak memory and time per step of W{a.w_bits}A{a.a_bits} QAT on `{a.model}`'s architecture",
         "",
-        f"Written by `scripts/zoqat_bench.py --memory-only --model {a.model} --steps {a.steps}` from `zoqat-memory.csv`. "
+        f"Written by `python -m coevo.figures zoqat --memory-only --model {a.model} --steps {a.steps}` from `zoqat-memory.csv`. "
         "The architecture at its initial weights on the real training data (the trained model was not cached when "
         "this ran): memory and time per step do not depend on the weights' values, perplexity does and is not "
         f"reported here. Fresh process per run, one torch thread, batches of {a.batch_size} x 128 bytes; trained: the "
@@ -228,12 +226,13 @@ def memory_only(a: argparse.Namespace, out: Path) -> None:
             f"| {method} | {len(rs)} | {span('peak_rss_train_mb', 0)} | {span('train_peak_added_mb', 1)} | "
             f"{span('s_per_step', 3)} | {rs[0]['trainable_values']} |"
         )
-    (out / "zoqat-memory.md").write_text("\n".join(lines) + "\n")
+    write_markdown(out / "zoqat-memory.md", "\n".join(lines) + "\n", command)
     print(f"wrote {out / 'zoqat-memory.md'}")
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    argv = list(argv if argv is not None else [])
+    ap = figure_parser(NAME, TOPIC, __doc__)
     ap.add_argument("--model", default="lm-pydoc")
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--val-steps", type=int, default=None, help="steps of the lr choice runs (default: --steps)")
@@ -244,7 +243,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--eval-batches", type=int, default=None, help="batches of 64 per split to evaluate (default: all)")
     ap.add_argument("--methods", default="rtn,spsa,projected,ste")
     ap.add_argument("--seeds", default=",".join(map(str, SEEDS)))
-    ap.add_argument("--out", default=str(ROOT / "docs" / "bench" / "issue17"))
     ap.add_argument(
         "--memory-only",
         action="store_true",
@@ -255,12 +253,11 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help="method=lr,... to use instead of choosing on val (e.g. the rates chosen on lm-pydoc-tiny); skips the val phase",
     )
-    ap.add_argument("--existing-only", action="store_true", help="only rewrite the markdown from the CSV")
     a = ap.parse_args(argv)
-    out = Path(a.out)
+    out, command = Path(a.out), command_line(NAME, argv)
     out.mkdir(parents=True, exist_ok=True)
     if a.memory_only:
-        memory_only(a, out)
+        memory_only(a, out, command)
         return
     path = out / "zoqat.csv"
     done = {key(r) for r in read(path)}
@@ -277,7 +274,7 @@ def main(argv: list[str] | None = None) -> None:
         threads=1,
     )
     given = {m: float(v) for m, v in (item.split("=") for item in a.lrs.split(","))} if a.lrs else None
-    if not a.existing_only:
+    if not a.report_only:
         for method in methods:
             for lr in [] if given else LR_GRID.get(method, []):
                 measure(path, done, "val", replace(base, method=method, lr=lr, steps=val_steps, seed=0, splits=("val",)))
@@ -288,11 +285,12 @@ def main(argv: list[str] | None = None) -> None:
             for seed in seeds:
                 steps = 0 if method == "rtn" else a.steps
                 measure(path, done, "test", replace(base, method=method, lr=best, steps=steps, seed=seed, splits=("val", "test")))
+        record_provenance(path, command)
     rows = read(path)
     md = [
         f"# W{a.w_bits}A{a.a_bits} zeroth-order QAT vs STE QAT vs RTN on `{a.model}`",
         "",
-        f"Written by `scripts/zoqat_bench.py --model {a.model} --steps {a.steps}"
+        f"Written by `python -m coevo.figures zoqat --model {a.model} --steps {a.steps}"
         + (f" --val-steps {val_steps}" if val_steps != a.steps else "")
         + (f" --lrs {a.lrs}" if a.lrs else "")
         + (f" --eval-batches {a.eval_batches}" if a.eval_batches else "")
@@ -322,9 +320,5 @@ def main(argv: list[str] | None = None) -> None:
         val_table(rows, a.model, val_steps),
     ]
     name = "zoqat.md" if a.model == "lm-pydoc" else f"zoqat-{a.model}.md"
-    (out / name).write_text("\n".join(md))
+    write_markdown(out / name, "\n".join(md), command)
     print(f"wrote {out / name}")
-
-
-if __name__ == "__main__":
-    main()
