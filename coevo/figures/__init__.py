@@ -58,7 +58,7 @@ class Figure:
         return rel if top in ("search", "docs", "bench-out") or rel == "stdout" else f"docs/bench/{self.topic}/{rel}"
 
 
-_COEVO = "a coevo command, not a figure module: re-run it (its runs.csv is the saved data)"
+_COEVO = "coevo itself writes it (a bench, proxy or knowledge-base command): rerun that command to remake it"
 
 FIGURES: tuple[Figure, ...] = (
     # ---------------------------------------------------------------- NB201 (search engine, proxies, knowledge)

@@ -43,9 +43,9 @@ def _cell(text: str) -> str:
 
 
 def _how(f: Figure) -> str:
-    if f.module is None:
-        return "coevo command"
-    return "re-renders with `--report-only`" if f.renders else "no `--report-only`"
+    if f.renders:
+        return "re-renders with `--report-only`"
+    return f"no `--report-only`: {f.no_render}" if f.no_render else "no `--report-only`"
 
 
 def render_benchmarks(figures: Sequence[Figure] = FIGURES) -> str:
@@ -94,7 +94,7 @@ def render_bench_index(figures: Sequence[Figure] = FIGURES) -> str:
             other = [o for o in f.outputs if o not in local]
             data = ", ".join(f"`{d}`" for d in f.data) or "none saved"
             lines.append(f"- **{f.name}**: {f.measures}.")
-            lines.append(f"  Command: `{f.command}` ({_how(f)}{'; ' + f.no_render if f.no_render and not f.renders else ''}).")
+            lines.append(f"  Command: `{f.command}` ({_how(f)}).")
             lines.append(f"  Data: {data}. Outputs: {', '.join(x for x in (outs, ', '.join(f'`{o}`' for o in other)) if x)}.")
         lines.append("")
     return "\n".join(lines)

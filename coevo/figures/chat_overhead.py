@@ -15,6 +15,7 @@ import sqlite3
 import statistics
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from coevo.agent.chat.loop import ChatAgent
 from coevo.agent.chat.store import SessionStore
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     storage = f"sqlite:///{db}"
     store = SessionStore(storage)
     call = {"name": "nb201_query", "arguments": {"arch": ARCH, "dataset": "cifar10", "device": "fpga"}}
-    script = []
+    script: list[Any] = []
     for _ in range(args.turns + 1):
         script += [{"tool_calls": [call]}, {"content": "Cell 9930: 94.36 % at 7.42 ms on the FPGA (nb201.query)."}]
     with FakeOpenAI(script) as fake:

@@ -1,9 +1,9 @@
-"""Issue 20 figures, length-aware scheduling: docs/bench/fpga/schedule.md from schedule.csv, schedule_cpsat.csv, schedule_run.json.
+"""Length-aware scheduling (issue 20): docs/bench/fpga/schedule.md from schedule.csv, schedule_cpsat.csv, schedule_run.json.
 
 Usage::
 
     python -m coevo.figures fpga-schedule            # writes the CSVs, then the table
-    python -m coevo.figures fpga-schedule --from-csv # only rewrites the .md from the saved CSVs
+    python -m coevo.figures fpga-schedule --report-only  # only rewrites the .md from the saved CSVs
 
 Part 1: random batches of pydoc sentences (byte lengths; seeds 0..draws-1 per batch size) scheduled by
 pad-to-batch-max, bucketing, length-aware (upward rank) and FIFO on the same accelerator (lm-pydoc's

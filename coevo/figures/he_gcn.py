@@ -18,6 +18,7 @@ import statistics
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -45,19 +46,20 @@ def main(argv: list[str] | None = None) -> None:
         timing(out, args.timing_rounds, command)
         return
     if args.report_only:
-        write(out, list(read_csv(out / "he.csv")), command, save=False)
+        write(out, [dict(r) for r in read_csv(out / "he.csv")], command, save=False)
         return
     torch.set_num_threads(1)
     rows = []
     for dataset in ("digits-grid", "digits-grid4"):
         for seed in args.seeds:
             for name, keep in SETTINGS:
+                quick: dict[str, Any] = {"teacher_epochs": 5, "epochs": 3} if args.quick else {}
                 recipe = Recipe(
                     dataset=dataset,
                     hidden=(4, 4),
                     keep=(keep, keep),
                     seed=seed,
-                    **({"teacher_epochs": 5, "epochs": 3} if args.quick else {}),
+                    **quick,
                 )
                 enc = dataset in args.encrypt and seed == args.seeds[0]
                 t0 = time.perf_counter()

@@ -79,9 +79,9 @@ def paired_table(
         "|---|" + "---|" * (len(DEVICES) + 1),
     ]
     for name, rows in others:
-        by_device, pooled = paired(values(base_rows, base), values(rows, name))
+        by_device, diffs = paired(values(base_rows, base), values(rows, name))
         cells = [format_interval(by_device[d]) + (" *" if excludes_zero(by_device[d]) else "") for d in DEVICES]
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {format_interval(pooled)}{' *' if excludes_zero(pooled) else ''} |")
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {format_interval(diffs)}{' *' if excludes_zero(diffs) else ''} |")
     return lines
 
 

@@ -32,7 +32,7 @@ ROUTINGS = ("xy", "adaptive", "widest-shortest", "k-shortest", "bee-qos")
 BASELINES = ("widest-shortest", "k-shortest", "xy", "adaptive")
 TRAFFIC = ("uniform", "hotspot")
 LOADS = (0.2, 0.4, 0.6)
-SETUP = {"k": 8, "subchannels": 4, "packet_flits": 4, "gt_share": 0.5, "gt_width": 1, "gt_hold": 400, "gt_fill": 0.8}
+SETUP: dict[str, Any] = {"k": 8, "subchannels": 4, "packet_flits": 4, "gt_share": 0.5, "gt_width": 1, "gt_hold": 400, "gt_fill": 0.8}
 METRICS = (
     ("gt_acceptance", "GT acceptance"),
     ("gt_latency_mean", "GT latency mean"),

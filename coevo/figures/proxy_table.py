@@ -76,7 +76,9 @@ def main(argv: list[str] | None = None) -> None:
                 rows.update(
                     {r.arch: (json.loads(r.scores), r.seconds) for r in con.execute(sa.select(_TABLE).where(_TABLE.c.config == key))}
                 )
-        index, columns, seconds = [], {name: [] for name in PROXIES}, []
+        index: list[int] = []
+        columns: dict[str, list[float]] = {name: [] for name in PROXIES}
+        seconds: list[float] = []
         for i in ids:
             arch = format_arch(table.cell(int(i)))
             if arch not in rows:
@@ -97,6 +99,6 @@ def main(argv: list[str] | None = None) -> None:
             config=np.array(key),
             seconds=np.array(seconds, dtype=np.float32),
             provenance=np.array(provenance),
-            **{name: np.array(columns[name], dtype=np.float64) for name in PROXIES},
+            **{name: np.array(columns[name], dtype=np.float64) for name in PROXIES},  # type: ignore[arg-type]
         )
         print(f"wrote {args.export}: {len(index)} cells ({provenance})")

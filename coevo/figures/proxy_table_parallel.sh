@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the shipped proxy table on a many-core machine (optionally with a GPU), as it was made:
-#   bash scripts/build_proxy_table_parallel.sh OUT_NPZ WORKERS GPU_WORKERS SECONDS [PROVENANCE]
+#   bash coevo/figures/proxy_table_parallel.sh OUT_NPZ WORKERS GPU_WORKERS SECONDS [PROVENANCE]
 # WORKERS processes take 64 chunks of the fixed cell order from a shared queue (a chunk is claimed
 # by creating its folder); the first GPU_WORKERS score on cuda, the rest on one CPU thread each.
 # After SECONDS the workers stop wherever they are and every scored cell is exported; cells left
@@ -15,7 +15,7 @@ run_worker() {
   [ "$w" -lt "$gpus" ] && device=cuda
   for k in $(seq 0 $((chunks - 1))); do
     mkdir "$work/claim$k" 2>/dev/null || continue
-    python -m coevo.figures proxy-table --source natural --cells 15625 --shard "$k/$chunks" --device "$device" \
+    python3 -m coevo.figures proxy-table --source natural --cells 15625 --shard "$k/$chunks" --device "$device" \
       --storage "sqlite:///$work/w$w.sqlite3" >>"$work/log$w" 2>&1 || echo "worker $w chunk $k failed" >&2
   done
 }
@@ -28,11 +28,10 @@ sleep 2
 tail -qn1 "$work"/log* | head -40
 storages=$(ls "$work"/w*.sqlite3 | sed "s|^|sqlite:///|")
 # shellcheck disable=SC2086
-python -m coevo.figures proxy-table --source natural --storage $storages --export "$out" --provenance "$provenance"
+python3 -m coevo.figures proxy-table --source natural --storage $storages --export "$out" --provenance "$provenance"
 python3 - "$work" "$gpus" <<'PY'
 import json, sys, sqlite3
 import numpy as np
-sys.path.insert(0, ".")
 from coevo.search.nb201.space import parse_arch
 from coevo.search.zero_cost import PROXIES, ProxyConfig, compute
 work, gpus = sys.argv[1], int(sys.argv[2])

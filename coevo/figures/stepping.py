@@ -73,8 +73,8 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     command = command_line(NAME, argv)
     if args.report_only:
-        tables = [read_numbers(out / name) for name in ("stepping.csv", "stepping-latency.csv", "stepping-macs.csv")]
-        write_md(out / "stepping.md", args, *tables, epochs, None, command)
+        steps, lat, macs = (read_numbers(out / name) for name in ("stepping.csv", "stepping-latency.csv", "stepping-macs.csv"))
+        write_md(out / "stepping.md", args, steps, lat, macs, epochs, None, command)
         return
     started = time.time()
     rows: list[dict[str, Any]] = []
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
                 {
                     "model": model, "step": s, "plan_mac_diff": expected, "runner_counted": runner.macs - before,
                     "flop_counter_macs_per_image": flops // 2 // len(x), "subnet_macs": step.plan.macs(s),
-                    "scratch_flop_counter_macs_per_image": flops_of(lambda s=s, n=step.net, x=x: StepRunner(n).subnet(x, s)) // 2 // len(x),  # type: ignore[arg-type]
+                    "scratch_flop_counter_macs_per_image": flops_of(lambda s=s, n=step.net, x=x: StepRunner(n).subnet(x, s)) // 2 // len(x),
                 }
             )  # fmt: skip
         # written after each model, so a long run leaves the finished models' tables behind

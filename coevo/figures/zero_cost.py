@@ -162,8 +162,8 @@ def main(argv: list[str] | None = None) -> None:
         )
     val = {
         recipe: statistics.fmean(
-            float(r[f"hv_{d}"]) for r in rec_rows if r["recipe"] == recipe and r["dataset"] in VALIDATION for d in DEVICES
-        )  # type: ignore[arg-type]
+            float(str(r[f"hv_{d}"])) for r in rec_rows if r["recipe"] == recipe and r["dataset"] in VALIDATION for d in DEVICES
+        )
         for recipe in RECIPES
     }
     best = max(val, key=lambda k: val[k])
