@@ -90,7 +90,7 @@ def test_the_command_line_lists_and_refuses_what_it_cannot_do(capsys: pytest.Cap
 def test_write_csv_records_provenance_and_reads_back(tmp_path: Path) -> None:
     rows = [{"a": 1, "b": "x"}, {"a": 2.5, "b": "y"}]
     write_csv(tmp_path / "t.csv", rows, command="python -m coevo.figures t")
-    assert (tmp_path / "t.csv").read_text() == "a,b\r\n1,x\r\n2.5,y\r\n"  # csv's own line ends, as every figure wrote them
+    assert (tmp_path / "t.csv").read_bytes() == b"a,b\r\n1,x\r\n2.5,y\r\n"  # csv's own line ends, as every figure wrote them
     assert read_csv(tmp_path / "t.csv") == [{"a": "1", "b": "x"}, {"a": "2.5", "b": "y"}]
     assert read_numbers(tmp_path / "t.csv") == rows
     prov = json.loads((tmp_path / PROVENANCE_FILE).read_text())["t.csv"]
