@@ -73,8 +73,8 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     command = command_line(NAME, argv)
     if args.report_only:
-        steps, lat, macs = (read_numbers(out / name) for name in ("stepping.csv", "stepping-latency.csv", "stepping-macs.csv"))
-        write_md(out / "stepping.md", args, steps, lat, macs, epochs, None, command)
+        saved = [read_numbers(out / name) for name in ("stepping.csv", "stepping-latency.csv", "stepping-macs.csv")]
+        write_md(out / "stepping.md", args, saved[0], saved[1], saved[2], epochs, None, command)
         return
     started = time.time()
     rows: list[dict[str, Any]] = []

@@ -137,8 +137,8 @@ def main(argv: list[str] | None = None) -> None:
                 keep = pareto_mask(est, lat)
                 row[f"hv_{dev}"] = round(reference.hv_ratio(acc[keep], lat[keep]), 4)
                 row[f"size_{dev}"] = int(keep.sum())
-                best = pareto_mask(acc, lat)
-                row[f"bound_{dev}"] = round(reference.hv_ratio(acc[best], lat[best]), 4)
+                front = pareto_mask(acc, lat)
+                row[f"bound_{dev}"] = round(reference.hv_ratio(acc[front], lat[front]), 4)
             rec_rows.append(row)
     write_csv(args.out / "issue15-zero-shot.csv", rec_rows, command=command)
     lines = [
