@@ -74,9 +74,12 @@ def out_dir(topic: str) -> Path:
     return BENCH / topic
 
 
-def command_line(name: str, argv: Sequence[str]) -> str:
-    """The command a user types to run figure ``name`` with ``argv``: ``python -m coevo.figures NAME ARGS``."""
-    return shlex.join(["python", "-m", "coevo.figures", name, *argv])
+def command_line(name: str, argv: Sequence[str] | None) -> str:
+    """The command a user types to run figure ``name`` with ``argv``: ``python -m coevo.figures NAME ARGS``.
+
+    ``argv`` None stands for this process's own arguments (``sys.argv[1:]``), as ``argparse`` reads them.
+    """
+    return shlex.join(["python", "-m", "coevo.figures", name, *(sys.argv[1:] if argv is None else argv)])
 
 
 def plain_parser(name: str, description: str | None = None) -> argparse.ArgumentParser:

@@ -557,7 +557,6 @@ def _timing_tables(rows: list[dict[str, str]], plt: Any, out: Path) -> list[str]
 
 def main(argv: list[str] | None = None) -> None:
     """Measure the parts asked for (unless ``--report-only``), then write attention.md."""
-    argv = list(argv if argv is not None else [])
     ap = figure_parser(NAME, TOPIC, __doc__)
     ap.add_argument("--only", choices=["quality", "length", "time", "finetune"], action="append", help="run only these parts (repeatable)")
     ap.add_argument("--models", nargs="+", default=["lm-pydoc-tiny", "lm-pydoc"])

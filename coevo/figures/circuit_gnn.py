@@ -220,7 +220,6 @@ def write_md(out: Path, cmd: str, load_before: str, load_after: str, wall_s: flo
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = list(argv if argv is not None else [])
     ap = figure_parser(NAME, TOPIC, __doc__)
     ap.add_argument("--quick", action="store_true", help="small designs, few repeats, one seed (smoke run)")
     ap.add_argument("--timing-only", action="store_true", help="redo the timing table only; keep circuit_labels.csv")

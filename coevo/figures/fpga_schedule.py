@@ -200,7 +200,6 @@ def render(rows: list[dict[str, str]], gaps: list[dict[str, str]], command: str,
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Measure (unless ``--report-only``) and render schedule.md."""
-    argv = list(argv if argv is not None else [])
     ap = figure_parser(NAME, TOPIC, __doc__)
     ap.add_argument("--draws", type=int, default=10)
     ap.add_argument("--batches", type=int, nargs="+", default=[8, 16, 32, 64])

@@ -49,7 +49,6 @@ def rows(epochs: int, freeze_at: tuple[int | None, ...]) -> list[tuple[str, Free
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = list(argv if argv is not None else [])
     ap = figure_parser(NAME, TOPIC, __doc__)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--model", default="cnn-digits")

@@ -32,7 +32,6 @@ SETTINGS = [("baseline (all poly, CryptoGCN-style)", 0.0), ("LinGCN-style keep 2
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = list(argv if argv is not None else [])
     ap = figure_parser(NAME, TOPIC, __doc__)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--quick", action="store_true", help="fewer epochs (a smoke run, not for the doc)")

@@ -166,7 +166,6 @@ def strong_baselines(path: Path, query: list[dict[str, str]], mobo: list[dict[st
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = list(argv if argv is not None else [])
     p = figure_parser(NAME, TOPIC, __doc__)
     args = p.parse_args(argv)  # nothing is measured here: --report-only is the same as a run
     d, command = args.out, command_line(NAME, argv)

@@ -93,12 +93,13 @@ def compression(seeds: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(argv if argv is not None else [])
     parser = figure_parser(NAME, TOPIC, __doc__)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--cycles", type=int, default=20_000)
     parser.add_argument("--only", choices=("benes", "mesh", "compression"), default=None)
     args = parser.parse_args(argv)
+    if args.report_only:
+        parser.error("noc prints its tables from a fresh simulation and saves no data to re-render from")
     args.out.mkdir(parents=True, exist_ok=True)
     if args.only in (None, "benes"):  # issue 18 changed the Benes model; its figures have their own script
         print("Benes figures: python -m coevo.figures noc-benes (docs/bench/noc/, the Benes section of issue8-noc.md)\n")

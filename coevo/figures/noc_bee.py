@@ -6,7 +6,8 @@
 Writes ``bee-runs.csv`` (one row per simulation), ``bee-summary.csv`` (mean and 95 % interval over
 seeds per traffic, load and routing), ``bee-paired.csv`` (bee-qos minus each baseline, paired
 by seed: every routing sees the same requests for a seed) and ``bee.md`` into ``--out``, and
-rewrites the marked mesh headline blocks in docs/noc.md and docs/bench/noc/issue8-noc.md.
+rewrites the marked mesh headline blocks of issue8-noc.md in ``--out`` and, when ``--out`` is the checkout's
+docs/bench/noc, of docs/noc.md.
 Everything is simulated (sim/noc/mesh.py), not measured hardware.
 """
 
@@ -272,7 +273,6 @@ def splice(path: Path, headline: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(argv if argv is not None else [])
     parser = figure_parser(NAME, TOPIC, __doc__)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--cycles", type=int, default=6000)
@@ -283,7 +283,12 @@ def main(argv: list[str] | None = None) -> int:
     table = summarise(rows, args.out)
     diffs = paired(rows, args.out)
     headline = bee_markdown(table, diffs, args.seeds, args.cycles, args.out, command)
-    for doc in (CHECKOUT / "docs" / "noc.md", CHECKOUT / "docs" / "bench" / "noc" / "issue8-noc.md"):
-        splice(doc, headline)
+    # the headline blocks of the page beside the tables, and of docs/noc.md when the tables are the checkout's own
+    pages = [args.out / "issue8-noc.md"]
+    if args.out.resolve() == (CHECKOUT / "docs" / "bench" / TOPIC).resolve():
+        pages.append(CHECKOUT / "docs" / "noc.md")
+    for doc in pages:
+        if doc.exists():
+            splice(doc, headline)
     print(headline)
     return 0

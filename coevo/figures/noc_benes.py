@@ -400,7 +400,6 @@ def replace_issue8_section(path: Path, section: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(argv if argv is not None else [])
     parser = figure_parser(NAME, TOPIC, __doc__)
     parser.add_argument("--issue8", type=Path, default=None, help="the page whose Benes section to rewrite (default: OUT/issue8-noc.md)")
     parser.add_argument("--seeds", type=int, default=5)

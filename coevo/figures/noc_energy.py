@@ -20,6 +20,7 @@ run in separate processes (``--models cnn-digits`` and ``--models cnn-mnist5k``,
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -322,7 +323,6 @@ def _scalesim_table(out: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(argv if argv is not None else [])
     parser = figure_parser(NAME, TOPIC, __doc__)
     parser.add_argument("--models", default="cnn-digits,cnn-mnist5k")
     parser.add_argument("--seeds", type=int, default=5)
@@ -334,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
     # the page names the measuring command: the same whether this call measures or only re-renders
-    command = command_line(NAME, [a for a in argv if a not in ("--report-only", "--no-scalesim")])
+    given = sys.argv[1:] if argv is None else argv
+    command = command_line(NAME, [a for a in given if a not in ("--report-only", "--no-scalesim")])
     issue8 = args.issue8 if args.issue8 is not None else args.out / "issue8-noc.md"
     if not args.report_only:
         if not args.no_scalesim:

@@ -26,7 +26,6 @@ def _runs(path: Path, group: str, metric: str) -> dict[tuple[str, str], float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = list(argv if argv is not None else [])
     p = figure_parser(NAME, TOPIC, __doc__)
     p.add_argument("before", type=Path)
     p.add_argument("after", type=Path)

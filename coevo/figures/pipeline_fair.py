@@ -273,7 +273,6 @@ def render_memory(o: Output) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(argv if argv is not None else [])
     parser = figure_parser(NAME, TOPIC, __doc__)
     parser.add_argument("--only", choices=("fair", "best", "memory"), default=None)
     parser.add_argument("--memory-repeats", type=int, default=3)

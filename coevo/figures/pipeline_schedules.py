@@ -315,7 +315,6 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = list(argv if argv is not None else [])
     ap = figure_parser(NAME, TOPIC, __doc__)
     ap.add_argument("--time-limit", type=float, default=10.0, help="CP-SAT seconds per run (at most 20 on the shared machine)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])

@@ -184,7 +184,6 @@ def _verdict(medians: dict[tuple[str, str, int], float], cell: Cell, calibs: lis
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = list(argv if argv is not None else [])
     ap = figure_parser(NAME, TOPIC, __doc__)
     ap.add_argument("--model", default="lm-pydoc")
     ap.add_argument("--seeds", default="0,1,2")

@@ -193,7 +193,6 @@ def report(args: argparse.Namespace, path: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = list(argv if argv is not None else [])
     p = figure_parser(NAME, TOPIC, __doc__)
     p.add_argument("--model", default="cnn-digits")
     p.add_argument("--bits", type=lambda s: [float(x) for x in s.split(",")], default=[2.5, 3.0, 4.0, 6.0])

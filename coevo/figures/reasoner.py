@@ -173,7 +173,7 @@ def _row(result: Any, labels: dict[str, str], storage: str) -> dict[str, Any]:
     }
 
 
-def run(args: argparse.Namespace, argv: list[str]) -> Path:
+def run(args: argparse.Namespace, argv: list[str] | None) -> Path:
     args.out.mkdir(parents=True, exist_ok=True)
     storage = args.storage or f"sqlite:///{args.out / 'reasoner-bench.sqlite3'}"
     open_storage(storage)
@@ -307,7 +307,6 @@ def report(path: Path, budget: str = "") -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = list(argv if argv is not None else [])
     p = figure_parser(NAME, TOPIC, __doc__)
     p.add_argument("--dataset", default="cifar10")
     p.add_argument("--devices", type=_csv, default=("fpga", "raspi4"))

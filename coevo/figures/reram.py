@@ -211,7 +211,6 @@ def write_md(out: Path, rows: list[dict[str, Any]], maps: int, seconds: float, l
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Measure (unless ``--report-only``), then write reram.md and the plots."""
-    argv = list(argv if argv is not None else [])
     ap = figure_parser(NAME, TOPIC, __doc__)
     ap.add_argument("--maps", type=int, default=20, help="fault maps per (scheme, rate) point")
     ap.add_argument("--models", default="mlp-digits,lm-pydoc-tiny")

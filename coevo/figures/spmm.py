@@ -67,7 +67,6 @@ def tune(budget: int, threads: int, feature_dim: int, seed: int) -> tuple[BlockP
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = list(argv if argv is not None else [])
     ap = figure_parser(NAME, TOPIC, __doc__)
     ap.add_argument("--sizes", nargs="+", default=["100k", "1m", "10m"])
     ap.add_argument("--kinds", nargs="+", default=["rmat", "ba"])

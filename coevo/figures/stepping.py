@@ -58,7 +58,6 @@ def flops_of(fn: Any) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = list(argv if argv is not None else [])
     ap = figure_parser(NAME, TOPIC, __doc__)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--models", nargs="+", default=["cnn-digits", "cnn-mnist5k"])
@@ -74,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     command = command_line(NAME, argv)
     if args.report_only:
         saved = [read_numbers(out / name) for name in ("stepping.csv", "stepping-latency.csv", "stepping-macs.csv")]
-        write_md(out / "stepping.md", args, saved[0], saved[1], saved[2], epochs, None, command)
+        write_md(out / "stepping.md", args, saved[0], saved[1], saved[2], epochs, "re-rendered from the CSVs", command)
         return
     started = time.time()
     rows: list[dict[str, Any]] = []
@@ -132,18 +131,17 @@ def main(argv: list[str] | None = None) -> None:
         write_csv(out / "stepping.csv", rows, command=command)
         write_csv(out / "stepping-latency.csv", lat_rows, command=command)
         write_csv(out / "stepping-macs.csv", mac_rows, command=command)
-        write_md(out / "stepping.md", args, rows, lat_rows, mac_rows, epochs, time.time() - started, command)
+        write_md(out / "stepping.md", args, rows, lat_rows, mac_rows, epochs, f"{(time.time() - started) / 60:.0f} min", command)
         print(f"wrote {out / 'stepping.md'}")
 
 
 def write_md(
     path: Path, args: Any, rows: list[dict[str, Any]], lat: list[dict[str, Any]], macs: list[dict[str, Any]], epochs: dict[str, int],
-    seconds: float | None, command: str,
+    took: str, command: str,
 ) -> None:  # fmt: skip
-    """stepping.md from the three tables; ``seconds`` None: re-rendered (the run's time is not saved)."""
+    """stepping.md from the three tables; ``took`` says how long the run took (or that this is a re-render)."""
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     cmd = command.replace(" --report-only", "")
-    took = "re-rendered from the CSVs" if seconds is None else f"{seconds / 60:.0f} min"
     lines = [
         "# Issue 21: SteppingNet (nested subnets, incremental stepping)",
         "",

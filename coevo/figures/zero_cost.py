@@ -74,7 +74,6 @@ def load_gaussian(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = list(argv if argv is not None else [])
     p = figure_parser(NAME, TOPIC, __doc__)
     p.add_argument("--gaussian", type=Path, default=Path("docs/bench/nb201/issue15-proxies-gaussian.npz"), help="the Gaussian-batch table")
     args = p.parse_args(argv)

@@ -231,7 +231,6 @@ def memory_only(a: argparse.Namespace, out: Path, command: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = list(argv if argv is not None else [])
     ap = figure_parser(NAME, TOPIC, __doc__)
     ap.add_argument("--model", default="lm-pydoc")
     ap.add_argument("--steps", type=int, default=300)
