@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from coevo.figures import get
 from coevo.search.stats import t_interval
 
 __all__ = [
@@ -89,14 +90,14 @@ def plain_parser(name: str, description: str | None = None) -> argparse.Argument
     )
 
 
-def figure_parser(name: str, topic: str, description: str | None = None) -> argparse.ArgumentParser:
+def figure_parser(name: str, description: str | None = None) -> argparse.ArgumentParser:
     """A parser for figure ``name`` with ``--out`` (default ``docs/bench/<topic>``) and ``--report-only``.
 
     Args:
-        name: the figure's registry name (the program name in ``--help``).
-        topic: its topic, which names its default output folder.
+        name: the figure's name in :data:`coevo.figures.FIGURES`, whose topic names the default output folder.
         description: the ``--help`` text (usually the module docstring).
     """
+    topic = get(name).topic
     parser = argparse.ArgumentParser(
         prog=f"python -m coevo.figures {name}", description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )

@@ -40,7 +40,7 @@ from coevo.figures._common import (
     write_markdown,
 )
 
-NAME, TOPIC = "attention", "attention"
+NAME = "attention"
 
 QUALITY = "attention.csv"
 LENGTH = "attention-length.csv"
@@ -557,7 +557,7 @@ def _timing_tables(rows: list[dict[str, str]], plt: Any, out: Path) -> list[str]
 
 def main(argv: list[str] | None = None) -> None:
     """Measure the parts asked for (unless ``--report-only``), then write attention.md."""
-    ap = figure_parser(NAME, TOPIC, __doc__)
+    ap = figure_parser(NAME, __doc__)
     ap.add_argument("--only", choices=["quality", "length", "time", "finetune"], action="append", help="run only these parts (repeatable)")
     ap.add_argument("--models", nargs="+", default=["lm-pydoc-tiny", "lm-pydoc"])
     ap.add_argument("--tiny-seeds", nargs="+", type=int, default=[0, 1, 2])

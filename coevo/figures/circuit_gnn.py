@@ -38,7 +38,7 @@ from coevo.sim.gnn import (
 )
 from coevo.sim.gnn.yosys import yosys_version
 
-NAME, TOPIC = "circuit-gnn", "gnn"
+NAME = "circuit-gnn"
 
 TIMING_DESIGNS = ["alu16", "alu64", "mul32"]
 HIDDEN = [64, 128]
@@ -220,7 +220,7 @@ def write_md(out: Path, cmd: str, load_before: str, load_after: str, wall_s: flo
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = figure_parser(NAME, TOPIC, __doc__)
+    ap = figure_parser(NAME, __doc__)
     ap.add_argument("--quick", action="store_true", help="small designs, few repeats, one seed (smoke run)")
     ap.add_argument("--timing-only", action="store_true", help="redo the timing table only; keep circuit_labels.csv")
     args = ap.parse_args(argv)

@@ -41,7 +41,7 @@ from coevo.sim.fpga import (
     split_pes,
 )
 
-NAME, TOPIC = "fpga-schedule", "fpga"
+NAME = "fpga-schedule"
 METHODS = ("padding", "bucketing", "length-aware", "fifo")
 ATTN = {"dense": AttentionConfig("dense"), "topk-32-4bit": AttentionConfig("topk", top_k=32, key_bits=4)}
 SPLITS = {"4:3:1": (4.0, 3.0, 1.0), "12:3:1": (12.0, 3.0, 1.0)}
@@ -200,7 +200,7 @@ def render(rows: list[dict[str, str]], gaps: list[dict[str, str]], command: str,
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Measure (unless ``--report-only``) and render schedule.md."""
-    ap = figure_parser(NAME, TOPIC, __doc__)
+    ap = figure_parser(NAME, __doc__)
     ap.add_argument("--draws", type=int, default=10)
     ap.add_argument("--batches", type=int, nargs="+", default=[8, 16, 32, 64])
     ap.add_argument("--cpsat-seeds", type=int, default=6)

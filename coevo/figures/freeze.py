@@ -23,7 +23,7 @@ import torch
 from coevo.figures._common import command_line, figure_parser, mean_std, read_csv, write_csv, write_markdown
 from coevo.sim.freeze import FreezeConfig, train_zoo
 
-NAME, TOPIC = "freeze", "freeze"
+NAME = "freeze"
 
 
 def rows(epochs: int, freeze_at: tuple[int | None, ...]) -> list[tuple[str, FreezeConfig]]:
@@ -49,7 +49,7 @@ def rows(epochs: int, freeze_at: tuple[int | None, ...]) -> list[tuple[str, Free
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = figure_parser(NAME, TOPIC, __doc__)
+    ap = figure_parser(NAME, __doc__)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--model", default="cnn-digits")
     ap.add_argument("--epochs", type=int, default=20)

@@ -26,13 +26,13 @@ from coevo.figures._common import command_line, figure_parser, read_csv, write_c
 from coevo.sim.he.model import Recipe, teacher_accuracy
 from coevo.sim.he.run import he_gcn
 
-NAME, TOPIC = "he-gcn", "he"
+NAME = "he-gcn"
 
 SETTINGS = [("baseline (all poly, CryptoGCN-style)", 0.0), ("LinGCN-style keep 25%", 0.25), ("keep 50%", 0.5), ("keep 75%", 0.75)]
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = figure_parser(NAME, TOPIC, __doc__)
+    ap = figure_parser(NAME, __doc__)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--quick", action="store_true", help="fewer epochs (a smoke run, not for the doc)")
     ap.add_argument("--encrypt", nargs="*", default=["digits-grid4"], help="datasets whose seed-0 settings run encrypted")

@@ -25,7 +25,7 @@ from pathlib import Path
 from coevo.figures._common import command_line, figure_parser, read_csv, write_markdown
 from coevo.search.stats import excludes_zero, format_interval
 
-NAME, TOPIC = "nb201-summary", "nb201"
+NAME = "nb201-summary"
 
 DEVICES = ("fpga", "raspi4", "pixel3", "eyeriss")
 SEES_CHEAP = {"pelnas", "pelnas-nokb", "pelnas-noniche", "pelnas-nosurrogate", "mobo", "qnehvi", "nsga2-screened", "smsemoa-screened"}
@@ -166,7 +166,7 @@ def strong_baselines(path: Path, query: list[dict[str, str]], mobo: list[dict[st
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = figure_parser(NAME, TOPIC, __doc__)
+    p = figure_parser(NAME, __doc__)
     args = p.parse_args(argv)  # nothing is measured here: --report-only is the same as a run
     d, command = args.out, command_line(NAME, argv)
     query, mobo = read_csv(d / "issue15-query-cifar10.csv"), read_csv(d / "issue15-mobo-cifar10.csv")

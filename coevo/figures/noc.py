@@ -23,7 +23,7 @@ from coevo.sim.noc.curves import AnyResult, plot_curves, saturation
 from coevo.sim.noc.mesh import ROUTINGS as MESH_ROUTINGS
 from coevo.sim.noc.mesh import simulate_mesh
 
-NAME, TOPIC = "noc", "noc"
+NAME = "noc"
 
 
 def _median_result(runs: list[AnyResult]) -> AnyResult:
@@ -93,7 +93,7 @@ def compression(seeds: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = figure_parser(NAME, TOPIC, __doc__)
+    parser = figure_parser(NAME, __doc__)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--cycles", type=int, default=20_000)
     parser.add_argument("--only", choices=("benes", "mesh", "compression"), default=None)

@@ -24,10 +24,11 @@ from typing import Any
 
 from scipy import stats as scistats
 
-from coevo.figures._common import CHECKOUT, command_line, figure_parser, read_csv, write_csv, write_markdown
+from coevo.figures import get
+from coevo.figures._common import CHECKOUT, command_line, figure_parser, out_dir, read_csv, write_csv, write_markdown
 from coevo.sim.noc.mesh import simulate_mesh
 
-NAME, TOPIC = "noc-bee", "noc"
+NAME = "noc-bee"
 
 ROUTINGS = ("xy", "adaptive", "widest-shortest", "k-shortest", "bee-qos")
 BASELINES = ("widest-shortest", "k-shortest", "xy", "adaptive")
@@ -273,7 +274,7 @@ def splice(path: Path, headline: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = figure_parser(NAME, TOPIC, __doc__)
+    parser = figure_parser(NAME, __doc__)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--cycles", type=int, default=6000)
     args = parser.parse_args(argv)
@@ -285,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     headline = bee_markdown(table, diffs, args.seeds, args.cycles, args.out, command)
     # the headline blocks of the page beside the tables, and of docs/noc.md when the tables are the checkout's own
     pages = [args.out / "issue8-noc.md"]
-    if args.out.resolve() == (CHECKOUT / "docs" / "bench" / TOPIC).resolve():
+    if args.out.resolve() == (CHECKOUT / out_dir(get(NAME).topic)).resolve():
         pages.append(CHECKOUT / "docs" / "noc.md")
     for doc in pages:
         if doc.exists():

@@ -46,7 +46,7 @@ from coevo.sim.noc.benes import (
 from coevo.sim.noc.common import NocResult
 from coevo.sim.noc.curves import AnyResult, plot_curves
 
-NAME, TOPIC = "noc-benes", "noc"
+NAME = "noc-benes"
 
 SETUP, ACK, HOLD = 2, 1, 16
 """The model's defaults (setup cycles per stage, ACK cycles per stage) and the hold variant's bound (cycles)."""
@@ -400,7 +400,7 @@ def replace_issue8_section(path: Path, section: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = figure_parser(NAME, TOPIC, __doc__)
+    parser = figure_parser(NAME, __doc__)
     parser.add_argument("--issue8", type=Path, default=None, help="the page whose Benes section to rewrite (default: OUT/issue8-noc.md)")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--cycles", type=int, default=20_000, help="cycles of a sweep or load-curve run")

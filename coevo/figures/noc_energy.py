@@ -34,7 +34,7 @@ from coevo.sim.accel.compress import LEVELS, CompressionReport, compress, compre
 from coevo.sim.accel.energy import GROUPS, constants
 from coevo.sim.accel.systolic import Layer, map_layer
 
-NAME, TOPIC = "noc-energy", "noc"
+NAME = "noc-energy"
 
 SCALESIM_LAYERS = [  # rows, cols, input h = w (padded), kernel, c_in, c_out, stride
     (8, 8, 7, 1, 70, 40, 1),
@@ -323,7 +323,7 @@ def _scalesim_table(out: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = figure_parser(NAME, TOPIC, __doc__)
+    parser = figure_parser(NAME, __doc__)
     parser.add_argument("--models", default="cnn-digits,cnn-mnist5k")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--drop", type=float, default=2.0)

@@ -18,7 +18,7 @@ from pathlib import Path
 from coevo.figures._common import command_line, figure_parser, read_csv, write_markdown
 from coevo.search.stats import format_interval
 
-NAME, TOPIC = "paired-table", "nb201"
+NAME = "paired-table"
 
 
 def _runs(path: Path, group: str, metric: str) -> dict[tuple[str, str], float]:
@@ -26,7 +26,7 @@ def _runs(path: Path, group: str, metric: str) -> dict[tuple[str, str], float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = figure_parser(NAME, TOPIC, __doc__)
+    p = figure_parser(NAME, __doc__)
     p.add_argument("before", type=Path)
     p.add_argument("after", type=Path)
     p.add_argument("--group", default="device", help="the run-group column (default: device)")

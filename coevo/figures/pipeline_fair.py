@@ -45,7 +45,7 @@ from coevo.sim.pipeline.profile import ModelProfile, profile
 from coevo.sim.pipeline.simulate import memory_bound, simulate
 from coevo.sim.pipeline.tune import hybrid_step_s
 
-NAME, TOPIC = "pipeline-fair", "pipeline"
+NAME = "pipeline-fair"
 
 MODELS = (("unet-sd", 64), ("uvit-h", 32))
 METHODS = ("blockwise", "blockwise-direct", "blockwise-bytes", "skip-aware")
@@ -273,7 +273,7 @@ def render_memory(o: Output) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = figure_parser(NAME, TOPIC, __doc__)
+    parser = figure_parser(NAME, __doc__)
     parser.add_argument("--only", choices=("fair", "best", "memory"), default=None)
     parser.add_argument("--memory-repeats", type=int, default=3)
     args = parser.parse_args(argv)

@@ -36,7 +36,7 @@ from coevo.sim.pipeline.profile import ModelProfile, profile
 from coevo.sim.pipeline.simulate import StepResult, simulate
 from coevo.sim.pipeline.tune import hybrid_step_s
 
-NAME, TOPIC = "pipeline-schedules", "pipeline"
+NAME = "pipeline-schedules"
 
 MODELS = (("unet-sd", 64), ("uvit-h", 32))
 MICROBATCH = 8
@@ -315,7 +315,7 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = figure_parser(NAME, TOPIC, __doc__)
+    ap = figure_parser(NAME, __doc__)
     ap.add_argument("--time-limit", type=float, default=10.0, help="CP-SAT seconds per run (at most 20 on the shared machine)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--micro", type=int, nargs="+", default=[8, 16])

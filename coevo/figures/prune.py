@@ -23,7 +23,7 @@ import torch
 from coevo.figures._common import command_line, figure_parser, read_csv, record_provenance, write_markdown
 from coevo.search.prune.run import prune_zoo, zoo_model
 
-NAME, TOPIC = "prune", "prune"
+NAME = "prune"
 
 SCORES = ("magnitude", "wanda", "var", "cos", "cos+var", "sparsegpt")
 PATTERNS = ("unstructured", "2:4")
@@ -184,7 +184,7 @@ def _verdict(medians: dict[tuple[str, str, int], float], cell: Cell, calibs: lis
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = figure_parser(NAME, TOPIC, __doc__)
+    ap = figure_parser(NAME, __doc__)
     ap.add_argument("--model", default="lm-pydoc")
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--calib", default="32,512", help="calibration lengths in tokens")

@@ -27,7 +27,7 @@ import torch
 from coevo.figures._common import command_line, figure_parser, read_csv, write_csv, write_markdown
 from coevo.search.stats import excludes_zero, format_interval
 
-NAME, TOPIC = "quant", "quant"
+NAME = "quant"
 
 METHODS = ("class-based", "taylor", "uniform", "hawq", "magnitude")
 FIELDS = [
@@ -193,7 +193,7 @@ def report(args: argparse.Namespace, path: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = figure_parser(NAME, TOPIC, __doc__)
+    p = figure_parser(NAME, __doc__)
     p.add_argument("--model", default="cnn-digits")
     p.add_argument("--bits", type=lambda s: [float(x) for x in s.split(",")], default=[2.5, 3.0, 4.0, 6.0])
     p.add_argument("--seeds", type=int, default=5)

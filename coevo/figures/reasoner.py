@@ -42,7 +42,7 @@ from coevo.search.stats import excludes_zero, format_interval
 from coevo.search.storage import open_storage
 from coevo.search.study import evaluations_from_study, load_search
 
-NAME, TOPIC = "reasoner", "reasoner"
+NAME = "reasoner"
 
 ARMS = {
     "floor+tools": ("on", True),
@@ -307,7 +307,7 @@ def report(path: Path, budget: str = "") -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = figure_parser(NAME, TOPIC, __doc__)
+    p = figure_parser(NAME, __doc__)
     p.add_argument("--dataset", default="cifar10")
     p.add_argument("--devices", type=_csv, default=("fpga", "raspi4"))
     p.add_argument("--seeds", type=int, default=5)

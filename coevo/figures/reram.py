@@ -30,7 +30,7 @@ from coevo.figures._common import command_line, figure_parser, read_csv, write_c
 from coevo.sim.reram import CrossbarConfig, Protection, Summary, evaluate_under_faults, prepare
 from coevo.sim.zoo import load
 
-NAME, TOPIC = "reram", "reram"
+NAME = "reram"
 CFG = CrossbarConfig(rows=64, cols=64, weight_bits=8, bits_per_cell=2)
 FT = {"mlp-digits": 5, "lm-pydoc-tiny": 1}
 """Masked fine-tuning epochs after pruning, per model (the pruned schemes say 'ft' in their label)."""
@@ -211,7 +211,7 @@ def write_md(out: Path, rows: list[dict[str, Any]], maps: int, seconds: float, l
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Measure (unless ``--report-only``), then write reram.md and the plots."""
-    ap = figure_parser(NAME, TOPIC, __doc__)
+    ap = figure_parser(NAME, __doc__)
     ap.add_argument("--maps", type=int, default=20, help="fault maps per (scheme, rate) point")
     ap.add_argument("--models", default="mlp-digits,lm-pydoc-tiny")
     args = ap.parse_args(argv)

@@ -34,7 +34,7 @@ from coevo.sim.graph.bench import METHODS, benchmark
 from coevo.sim.graph.generators import load_graph
 from coevo.sim.graph.spmm import BlockParams
 
-NAME, TOPIC = "spmm", "spmm"
+NAME = "spmm"
 
 BASELINES = ("naive", "scipy", "torch")
 
@@ -67,7 +67,7 @@ def tune(budget: int, threads: int, feature_dim: int, seed: int) -> tuple[BlockP
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = figure_parser(NAME, TOPIC, __doc__)
+    ap = figure_parser(NAME, __doc__)
     ap.add_argument("--sizes", nargs="+", default=["100k", "1m", "10m"])
     ap.add_argument("--kinds", nargs="+", default=["rmat", "ba"])
     ap.add_argument("--widths", nargs="+", type=int, default=[32, 128])

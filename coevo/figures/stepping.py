@@ -34,7 +34,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from coevo.figures._common import command_line, figure_parser, read_numbers, write_csv, write_markdown
 from coevo.sim.stepping import StepRunner, build, measure_latency
 
-NAME, TOPIC = "stepping", "stepping"
+NAME = "stepping"
 
 KINDS = (("stepping", False), ("stepping", True), ("slimmable", False), ("independent", False))
 
@@ -58,7 +58,7 @@ def flops_of(fn: Any) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = figure_parser(NAME, TOPIC, __doc__)
+    ap = figure_parser(NAME, __doc__)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--models", nargs="+", default=["cnn-digits", "cnn-mnist5k"])
     ap.add_argument("--epochs", nargs="*", default=["cnn-digits=15", "cnn-mnist5k=3"], help="MODEL=EPOCHS")

@@ -34,7 +34,7 @@ from coevo.search.nb201.table import DATASETS, USEFUL_FLOOR
 from coevo.search.predictor import BoostedSurrogate, spearman, zero_shot
 from coevo.search.zero_cost import PROXIES, ProxyConfig, shipped_table
 
-NAME, TOPIC = "zero-cost", "nb201"
+NAME = "zero-cost"
 
 SAMPLE = 1000
 DEVICES = ("fpga", "raspi4", "pixel3", "eyeriss")
@@ -74,7 +74,7 @@ def load_gaussian(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = figure_parser(NAME, TOPIC, __doc__)
+    p = figure_parser(NAME, __doc__)
     p.add_argument("--gaussian", type=Path, default=Path("docs/bench/nb201/issue15-proxies-gaussian.npz"), help="the Gaussian-batch table")
     args = p.parse_args(argv)
     table = load_table()

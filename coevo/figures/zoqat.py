@@ -25,7 +25,7 @@ from typing import Any
 from coevo.figures._common import command_line, figure_parser, read_csv, record_provenance, write_markdown
 from coevo.sim.zoqat.job import Spec, run_isolated
 
-NAME, TOPIC = "zoqat", "quant"
+NAME = "zoqat"
 
 LR_GRID = {"spsa": [3e-3, 1e-2], "projected": [3e-3, 1e-2], "ste": [3e-3, 1e-2]}
 """Learning rates tried on the validation split (seed 0)."""
@@ -231,7 +231,7 @@ def memory_only(a: argparse.Namespace, out: Path, command: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = figure_parser(NAME, TOPIC, __doc__)
+    ap = figure_parser(NAME, __doc__)
     ap.add_argument("--model", default="lm-pydoc")
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--val-steps", type=int, default=None, help="steps of the lr choice runs (default: --steps)")

@@ -40,7 +40,9 @@ def test_every_figure_has_a_unique_name_and_a_runnable_module() -> None:
     for f in FIGURES:
         assert get(f.name) is f
         if f.module is not None:
-            assert callable(importlib.import_module(f"coevo.figures.{f.module}").main), f.name
+            module = importlib.import_module(f"coevo.figures.{f.module}")
+            assert callable(module.main), f.name
+            assert getattr(module, "NAME", f.name) == f.name  # the module's parser takes its topic from this entry
         if f.renders:
             assert f.module is not None and f.data, f"{f.name}: --report-only needs a module and saved data"
         elif f.module is None or f.data:
