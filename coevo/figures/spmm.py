@@ -14,6 +14,7 @@ saw), beside the defaults, in the same interleaved rounds.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import subprocess
@@ -24,15 +25,16 @@ from pathlib import Path
 from typing import Any
 
 import numba
+import numpy as np
 import optuna
 import torch
 
-from coevo.figures._common import command_line, figure_parser, write_csv, write_markdown
+from coevo.figures._common import command_line, figure_parser, read_numbers, write_csv, write_markdown
 from coevo.search.runner import run_search
 from coevo.search.spmm.problem import SpmmProblem
 from coevo.sim.graph.bench import METHODS, benchmark
 from coevo.sim.graph.generators import load_graph
-from coevo.sim.graph.spmm import BlockParams
+from coevo.sim.graph.spmm import BlockParams, spmm_naive
 
 NAME = "spmm"
 
@@ -58,12 +60,37 @@ def tune(budget: int, threads: int, feature_dim: int, seed: int) -> tuple[BlockP
             d = problem.from_params(t.params)
             values = dict(zip([o.name for o in problem.objectives], t.values, strict=True))
             rows.append({"trial": t.number, **values, **d._asdict()})  # the design's int threads, not the objective's float
+    return pick(rows, threads), rows
+
+
+def _threading_layer() -> str:
+    """numba's threading layer; the first parallel call chooses it, so a re-render (which timed nothing) makes one."""
+    try:
+        return str(numba.threading_layer())
+    except ValueError:
+        a = load_graph("rmat-100k")
+        spmm_naive(a, np.zeros((a.shape[0], 8), dtype=np.float32))
+        return str(numba.threading_layer())
+
+
+def pick(rows: list[dict[str, Any]], threads: int) -> BlockParams:
+    """The design kept from the search's rows: the best measured GFLOP/s at ``threads`` if it tried that count, else at any."""
     at_threads = [r for r in rows if r["threads"] == threads] or rows  # the baselines' thread count, if the search tried it
     best = max(at_threads, key=lambda r: r["gflops"])
-    params = BlockParams(
+    return BlockParams(
         block_work=best["block_work"], long_row=best["long_row"], tile=best["tile"], sort=best["sort"], threads=best["threads"]
     )
-    return params, rows
+
+
+def report_only(out: Path, args: argparse.Namespace, command: str) -> None:
+    """spmm.md again from spmm.csv, spmm-tuning.csv and spmm-run.json (loads and duration; "not saved" before it existed)."""
+    rows, tuning = read_numbers(out / "spmm.csv"), read_numbers(out / "spmm-tuning.csv")
+    for r in tuning:
+        r["sort"] = r["sort"] == "True"
+    run = out / "spmm-run.json"
+    meta = json.loads(run.read_text()) if run.exists() else {"load_before": "not saved", "load_after": "not saved", "took": "not saved"}
+    tuned = pick(tuning, max(args.threads))
+    write_md(out, rows, tuning, tuned, BlockParams(), args, meta["load_before"], meta["load_after"], meta["took"], command)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -76,9 +103,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tune-width", type=int, default=64)
     ap.add_argument("--threads", nargs="+", type=int, default=[1, 2], help="thread counts to time (the search tunes up to the largest)")
     args = ap.parse_args(argv)
-    if args.report_only:
-        ap.error("spmm saves no tuned parameters, loads or wall time beside its CSVs: it cannot re-render spmm.md from them")
     out, command = args.out, command_line(NAME, argv)
+    if args.report_only:
+        report_only(out, args, command)
+        return
     top = max(args.threads)
     out.mkdir(parents=True, exist_ok=True)
     load_before = uptime()
@@ -123,11 +151,13 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"  F={width}, {threads} thread(s): " + ", ".join(f"{m} {v:.1f} ms" for m, v in best.items()), flush=True)
                 # rewritten as rows come: a long run keeps its partial data
                 write_csv(out / "spmm.csv", rows, command=command)
-            write_md(out, rows, tuning_rows, tuned, defaults, args, load_before, uptime(), time.time() - started, command)
+            took, load_after = f"{(time.time() - started) / 60:.0f} min", uptime()
+            (out / "spmm-run.json").write_text(json.dumps({"load_before": load_before, "load_after": load_after, "took": took}) + "\n")
+            write_md(out, rows, tuning_rows, tuned, defaults, args, load_before, load_after, took, command)
 
 
 def write_md(out: Path, rows: list[dict[str, Any]], tuning: list[dict[str, Any]], tuned: BlockParams, defaults: BlockParams,
-             args: argparse.Namespace, load_before: str, load_after: str, wall_s: float, command: str) -> None:  # fmt: skip
+             args: argparse.Namespace, load_before: str, load_after: str, took: str, command: str) -> None:  # fmt: skip
     """spmm.md in ``out`` from the rows just measured (and saved in spmm.csv)."""
     lines = [
         "# Issue 19: degree-block SpMM on this CPU",
@@ -137,11 +167,11 @@ def write_md(out: Path, rows: list[dict[str, Any]], tuning: list[dict[str, Any]]
         f"--sizes {' '.join(args.sizes)} --kinds {' '.join(args.kinds)} --widths {' '.join(map(str, args.widths))} "
         f"--repeats {args.repeats} --budget {args.budget} --tune-width {args.tune_width} "
         f"--threads {' '.join(map(str, args.threads))}` "
-        f"from the data in `spmm.csv` and `spmm-tuning.csv` ({wall_s / 60:.0f} min).",
+        f"from the data in `spmm.csv` and `spmm-tuning.csv` ({took}).",
         "",
         f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, **shared with other engineers' jobs** "
         f"(`uptime` before: `{load_before}`; after: `{load_after}`). numba {numba.__version__} with "
-        f"the thread count of each row (threading layer `{numba.threading_layer()}`), torch {torch.__version__} with "
+        f"the thread count of each row (threading layer `{_threading_layer()}`), torch {torch.__version__} with "
         "as many intra-op threads, scipy single-threaded (its CSR @ dense has no thread option). float32, X ~ N(0, 1) seed 0.",
         "",
         "Each cell: median of the timed rounds after one warm-up call per method (the JIT compile and torch's first "
