@@ -36,7 +36,7 @@ from coevo.sim.gnn import (
     time_variants,
     train_eval,
 )
-from coevo.sim.gnn.yosys import yosys_version
+from coevo.sim.gnn.yosys import YosysNotFoundError, yosys_version
 
 NAME = "circuit-gnn"
 
@@ -122,6 +122,14 @@ def mean_std(xs: list[float]) -> str:
     return f"{statistics.mean(xs):.3f} ± {statistics.stdev(xs) if len(xs) > 1 else 0.0:.3f}"
 
 
+def _yosys() -> str:
+    """Yosys's version line; a re-render on a machine without Yosys says so instead of failing (the netlists are cached)."""
+    try:
+        return yosys_version()
+    except YosysNotFoundError:
+        return "Yosys (not installed where this page was re-rendered)"
+
+
 def write_md(out: Path, cmd: str, load_before: str, load_after: str, wall_s: float, command: str) -> None:
     """circuit.md from circuit.csv and circuit_labels.csv in ``out``."""
     timing = read_csv(out / "circuit.csv")
@@ -131,7 +139,7 @@ def write_md(out: Path, cmd: str, load_before: str, load_after: str, wall_s: flo
         "",
         f"Command: `{cmd}` ({wall_s / 60:.1f} min). Machine: {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} cores shared with other engineers' jobs (load average before: {load_before}; after: {load_after}); "
-        f"torch {torch.__version__} at 1 intra-op thread, {yosys_version()}. Netlists: the shipped Verilog designs synthesised by "
+        f"torch {torch.__version__} at 1 intra-op thread, {_yosys()}. Netlists: the shipped Verilog designs synthesised by "
         "`synth -flatten; abc -g simple` (sim/gnn/designs/).",
         "",
         "Model: 3 layers, 8 relations (typed pin edges, both directions), mean aggregation, weight product before aggregation. "
