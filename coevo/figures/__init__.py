@@ -39,6 +39,7 @@ class Figure:
         renders: whether ``--report-only`` re-renders its tables from ``data`` alone.
         no_render: why not, when ``renders`` is False and the figure saves data.
         quoted_in: the docs pages that quote it.
+        also: the other commands that made committed outputs of this figure (variants: another model, a sub-folder).
     """
 
     name: str
@@ -51,6 +52,7 @@ class Figure:
     renders: bool = False
     no_render: str = ""
     quoted_in: tuple[str, ...] = field(default_factory=tuple)
+    also: tuple[str, ...] = ()
 
     def path(self, rel: str) -> str:
         """``rel`` (an entry of ``outputs`` or ``data``) as a path from the repository root."""
@@ -358,6 +360,7 @@ FIGURES: tuple[Figure, ...] = (
         module="noc_energy",
         renders=True,
         quoted_in=("docs/noc.md",),
+        also=("one process per model: --models cnn-digits --no-scalesim, --models cnn-mnist5k --no-scalesim, then --report-only",),
     ),
     Figure(
         "fpga-schedule",
@@ -426,6 +429,10 @@ FIGURES: tuple[Figure, ...] = (
         module="attention",
         renders=True,
         quoted_in=("docs/attention.md",),
+        also=(
+            "the parts: --only time, --only quality --models lm-pydoc-tiny, --only length --length-seeds 0 1 2, "
+            "--only finetune --tiny-seeds 0",
+        ),
     ),
     # ---------------------------------------------------------------- compression and training
     Figure(
@@ -449,6 +456,13 @@ FIGURES: tuple[Figure, ...] = (
         module="zoqat",
         renders=True,
         quoted_in=("docs/quant.md",),
+        also=(
+            "zoqat-memory.md: python -m coevo.figures zoqat --memory-only --model lm-pydoc --steps 30",
+            "zoqat-60steps/zoqat.md: python -m coevo.figures zoqat --model lm-pydoc --steps 60 --lrs spsa=1e-2,projected=3e-3,ste=1e-2 "
+            "--eval-batches 3 --out docs/bench/quant/zoqat-60steps",
+            "zoqat-60steps/zoqat-lm-pydoc-tiny.md: python -m coevo.figures zoqat --model lm-pydoc-tiny --steps 300 "
+            "--out docs/bench/quant/zoqat-60steps",
+        ),
     ),
     Figure(
         "prune",
@@ -459,6 +473,7 @@ FIGURES: tuple[Figure, ...] = (
         ("prune.csv",),
         module="prune",
         renders=True,
+        also=("prune-tiny/: python -m coevo.figures prune --model lm-pydoc-tiny --seeds 0,1,2,3,4 --out docs/bench/prune/prune-tiny",),
     ),
     Figure(
         "stepping",
@@ -481,6 +496,7 @@ FIGURES: tuple[Figure, ...] = (
         module="freeze",
         renders=True,
         quoted_in=("docs/freezing.md",),
+        also=("freeze-mnist5k.md: python -m coevo.figures freeze --model cnn-mnist5k --epochs 6 --freeze-at 2 4 --seeds 0 --tag=-mnist5k",),
     ),
 )
 """Every figure, grouped by topic (the order of the index pages)."""

@@ -70,6 +70,12 @@ def render_benchmarks(figures: Sequence[Figure] = FIGURES) -> str:
     return "\n".join([*lines, "", NOTES])
 
 
+def _link(topic: str, output: str) -> str:
+    name, _, note = output.partition(" (")
+    shown = f"`{name}`" if "*" in name or "<" in name else f"[{name}]({topic}/{name})"
+    return f"{shown} ({note}" if note else shown
+
+
 def render_bench_index(figures: Sequence[Figure] = FIGURES) -> str:
     """docs/bench/README.md: per topic, each figure with its data, the command that made it and whether it re-renders."""
     lines = [
@@ -80,8 +86,8 @@ def render_bench_index(figures: Sequence[Figure] = FIGURES) -> str:
         "tables come from; `python -m coevo.figures NAME --report-only` re-renders the tables of those marked so",
         "from that data alone (nothing is measured). Data files written by a figure module have their provenance",
         "(command, git revision, machine load, threads, date, Python and torch versions) in `provenance.json` beside",
-        "them; every table has it on its first line. Figures made before the figure modules name the old script",
-        "in their header: the command below is today's equivalent.",
+        "them, and every table they write has it on its first line. Tables made before the figure modules name the",
+        "old script (scripts/...) in their header: the command below is today's equivalent.",
         "",
     ]
     topics = list(dict.fromkeys(f.topic for f in figures))
@@ -90,11 +96,12 @@ def render_bench_index(figures: Sequence[Figure] = FIGURES) -> str:
         lines += [f"## {topic}", ""]
         for f in mine:
             local = [o for o in f.outputs if f.path(o).startswith(f"docs/bench/{topic}/")]
-            outs = ", ".join(f"[{o}]({topic}/{o})" if "*" not in o and "<" not in o else f"`{o}`" for o in local)
+            outs = ", ".join(_link(topic, o) for o in local)
             other = [o for o in f.outputs if o not in local]
             data = ", ".join(f"`{d}`" for d in f.data) or "none saved"
             lines.append(f"- **{f.name}**: {f.measures}.")
             lines.append(f"  Command: `{f.command}` ({_how(f)}).")
+            lines += [f"  Also: {a.split(': ', 1)[0]}: `{a.split(': ', 1)[1]}`." for a in f.also]
             lines.append(f"  Data: {data}. Outputs: {', '.join(x for x in (outs, ', '.join(f'`{o}`' for o in other)) if x)}.")
         lines.append("")
     return "\n".join(lines)

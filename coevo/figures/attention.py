@@ -35,6 +35,7 @@ import torch
 from coevo.figures._common import (
     command_line,
     figure_parser,
+    mean_std,
     read_csv,
     record_provenance,
     write_markdown,
@@ -322,13 +323,6 @@ def _f(x: str, nd: int = 3) -> str:
     return "" if x == "" else f"{float(x):.{nd}f}"
 
 
-def _ci(values: list[float]) -> str:
-    if len(values) == 1:
-        return f"{values[0]:.3f}"
-    m, s = statistics.mean(values), statistics.stdev(values)
-    return f"{m:.3f} ± {s:.3f}"
-
-
 def _quality_tables(rows: list[dict[str, str]], plt: Any, out: Path) -> list[str]:
     md: list[str] = []
     for model in sorted({r["model"] for r in rows}, key=lambda m: (m != "lm-pydoc", m)):
@@ -341,7 +335,7 @@ def _quality_tables(rows: list[dict[str, str]], plt: Any, out: Path) -> list[str
         length = val[0]["length"]
         md += [f"## {model}: perplexity and recall vs k and bits (val split, length {length})", ""]
         md += [f"Training seeds {', '.join(seeds)} ({'mean ± std over seeds' if len(seeds) > 1 else 'one seed'}). "
-               f"Dense val perplexity {_ci(dense)}. `Δppl %` = perplexity change vs dense; recall = share of the exact "
+               f"Dense val perplexity {mean_std(dense, 3)}. `Δppl %` = perplexity change vs dense; recall = share of the exact "
         "top-k keys kept (over queries that see more than k keys); mass = exact softmax mass on the kept keys; "
         "`dense/sparse full MACs` = full-precision attention MACs of dense over sparse at this length. The top-k "
         "method also pays d_model low-bit MACs per visible (query, key) pair for the pre-scoring, whatever k: half "
@@ -362,7 +356,10 @@ def _quality_tables(rows: list[dict[str, str]], plt: Any, out: Path) -> list[str
                 d = [float(r["ppl_change_pct"]) for r in sel]
                 rc = [float(r["recall"]) for r in sel]
                 ms = [float(r["attention_mass"]) for r in sel]
-                md.append(f"| {k} | {b} | {_ci(p)} | {_ci(d)} | {_ci(rc)} | {_ci(ms)} | {float(sel[0]['mac_ratio']):.2f}x |")
+                md.append(
+                    f"| {k} | {b} | {mean_std(p, 3)} | {mean_std(d, 3)} | {mean_std(rc, 3)} | {mean_std(ms, 3)} | "
+                    f"{float(sel[0]['mac_ratio']):.2f}x |"
+                )
                 ys.append(statistics.mean(p))
                 rs.append(statistics.mean(rc))
             axes[0].plot(ks[: len(ys)], ys, marker="o", label=f"{b}-bit pre-scores")
@@ -374,8 +371,8 @@ def _quality_tables(rows: list[dict[str, str]], plt: Any, out: Path) -> list[str
             for w in sorted({int(r["window"]) for r in val if r["method"] == "local-global"}):
                 sel = [r for r in val if r["method"] == "local-global" and int(r["window"]) == w and int(r["n_global"]) == g]
                 p = [float(r["perplexity"]) for r in sel]
-                md.append(f"| {w} | {g} | {_ci(p)} | {_ci([float(r['ppl_change_pct']) for r in sel])} | "
-                          f"{_ci([float(r['attention_mass']) for r in sel])} | {float(sel[0]['mac_ratio']):.2f}x |")  # fmt: skip
+                md.append(f"| {w} | {g} | {mean_std(p, 3)} | {mean_std([float(r['ppl_change_pct']) for r in sel], 3)} | "
+                          f"{mean_std([float(r['attention_mass']) for r in sel], 3)} | {float(sel[0]['mac_ratio']):.2f}x |")  # fmt: skip
                 xs.append(w)
                 ys.append(statistics.mean(p))
             axes[0].plot(xs, ys, marker="s", ls=":", label=f"local window (+{g} global)")
@@ -464,7 +461,7 @@ def _length_table(rows: list[dict[str, str]], plt: Any, out: Path) -> list[str]:
         cells, ys = [], []
         for n in lengths:
             p = [float(r["perplexity"]) for r in rows if label(r) == lab and int(r["length"]) == n]
-            cells.append(_ci(p))
+            cells.append(mean_std(p, 3))
             ys.append(statistics.mean(p))
         md.append(f"| {lab} | " + " | ".join(cells) + " |")
         ax.plot(lengths, ys, marker="o", label=lab, ls="--" if lab == "dense" else "-")

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from coevo.figures._common import command_line, figure_parser, read_csv, write_csv, write_markdown
+from coevo.figures._common import command_line, figure_parser, mean_std, read_csv, write_csv, write_markdown
 from coevo.sim.he.model import Recipe, teacher_accuracy
 from coevo.sim.he.run import he_gcn
 
@@ -115,12 +115,6 @@ def timing(out: Path, rounds: int, command: str) -> None:
             write_csv(out / "he_timing.csv", rows, command=command)
 
 
-def mean_std(values: list[float]) -> str:
-    if len(values) == 1:
-        return f"{values[0]:.1f}"
-    return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
-
-
 def write(out: Path, rows: list[dict[str, object]], command: str, save: bool = True) -> None:
     """he.md in ``out`` from ``rows`` (one per dataset, seed and setting), and he.csv from them when ``save``."""
     if save:
@@ -150,9 +144,9 @@ def write(out: Path, rows: list[dict[str, object]], command: str, save: bool = T
             if not sel:
                 continue
             first = sel[0]
-            acc = mean_std([float(str(r["test_acc"])) for r in sel])
-            approx = mean_std([float(str(r["test_acc_relu_approx"])) for r in sel])
-            teacher = mean_std([float(str(r["teacher_test_acc"])) for r in sel])
+            acc = mean_std([float(str(r["test_acc"])) for r in sel], 1)
+            approx = mean_std([float(str(r["test_acc_relu_approx"])) for r in sel], 1)
+            teacher = mean_std([float(str(r["teacher_test_acc"])) for r in sel], 1)
             enc = f"{first['enc_acc']} ({first['enc_agreement']})" if first["enc_acc"] != "" else "-"
             amortised = f"{float(str(first['measured_pass_s'])) / 270 * 1000:.0f}" if first["measured_pass_s"] != "" else "-"
             lines.append(

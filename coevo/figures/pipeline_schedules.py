@@ -26,9 +26,7 @@ import sys
 import time
 from typing import Any
 
-from scipy import stats
-
-from coevo.figures._common import Output, command_line, figure_parser
+from coevo.figures._common import Output, command_line, figure_parser, mean_interval
 from coevo.sim.pipeline.cluster import PRESETS, Cluster
 from coevo.sim.pipeline.ilp import synthesize
 from coevo.sim.pipeline.partition import Plan, blockwise, from_mapping, partition
@@ -213,14 +211,6 @@ def network_report(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def interval(values: list[float]) -> str:
-    """Mean and 95 % t-interval half-width over seeds (just the value when there is one)."""
-    if len(values) == 1:
-        return f"{values[0]:.1f}"
-    half = stats.t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / len(values) ** 0.5
-    return f"{statistics.mean(values):.1f} ± {half:.1f}"
-
-
 def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
     lines = [
         "# Pipeline schedules on PULSE's plans (issue 18, simulated)",
@@ -256,14 +246,14 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
 
         def cell(plan: str, schedule: str, sel: list[dict[str, Any]] = sel) -> str:
             got = [r for r in sel if r["plan"] == plan and r["schedule"] == schedule]
-            rate = interval([float(r["samples_per_s"]) for r in got])
+            rate = mean_interval([float(r["samples_per_s"]) for r in got], 1)
             bubble = statistics.mean(float(r["bubble"]) for r in got)
             memory = max(float(r["peak_memory_gb"]) for r in got)
             return f"{rate} / {bubble:.3f} / {memory:.2f}"
 
         solved = [[r for r in sel if r["schedule"] == name] for name in ("ilp", "ilp-zb")]
-        bound = " / ".join(interval([float(r["bound_ms"]) for r in ilp]) for ilp in solved)
-        gap = " / ".join(interval([100 * float(r["gap"]) for r in ilp]) for ilp in solved)
+        bound = " / ".join(mean_interval([float(r["bound_ms"]) for r in ilp], 1) for ilp in solved)
+        gap = " / ".join(mean_interval([100 * float(r["gap"]) for r in ilp], 1) for ilp in solved)
         status = ", ".join(sorted({str(r["solver_status"]) for ilp in solved for r in ilp}))
         cells = [cell("blockwise", "1f1b"), cell("blockwise-loop", "interleaved"), cell("blockwise", "zb-h1")]
         cells += [cell("skip-aware", "wave"), cell("skip-aware", "interleaved"), cell("skip-aware", "zb-h1"), cell("skip-aware", "ilp")]

@@ -33,7 +33,7 @@ from typing import Any
 
 import optuna
 
-from coevo.figures._common import command_line, figure_parser, read_csv, record_provenance, write_markdown
+from coevo.figures._common import command_line, figure_parser, mean_std, read_csv, record_provenance, write_markdown
 from coevo.search.bench import run_jobs
 from coevo.search.metrics import model_yield
 from coevo.search.problems import problem_from_spec
@@ -216,10 +216,6 @@ def run(args: argparse.Namespace, argv: list[str] | None) -> Path:
 # ---------------------------------------------------------------- the report
 
 
-def _mean_sd(xs: list[float]) -> str:
-    return f"{statistics.fmean(xs):.4f} ± {statistics.stdev(xs):.4f}" if len(xs) > 1 else (f"{xs[0]:.4f}" if xs else "n/a")
-
-
 def report(path: Path, budget: str = "") -> str:
     """The markdown tables of a saved ``runs.csv``."""
     rows = read_csv(path)
@@ -246,7 +242,7 @@ def report(path: Path, budget: str = "") -> str:
         cells = []
         for d in devices:
             xs = [hv[(reasoner, arm, d, s)] for s in seeds if (reasoner, arm, d, s) in hv]
-            cells.append(_mean_sd(xs))
+            cells.append(mean_std(xs, 4, single="n/a"))
         diffs = [
             hv[(reasoner, arm, d, s)] - hv[("pelnas-nokb", "offline", d, s)]
             for d in devices

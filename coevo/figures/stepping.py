@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from coevo.figures._common import command_line, figure_parser, read_numbers, write_csv, write_markdown
+from coevo.figures._common import command_line, figure_parser, mean_std, read_numbers, write_csv, write_markdown
 from coevo.sim.stepping import StepRunner, build, measure_latency
 
 NAME = "stepping"
@@ -41,14 +41,6 @@ KINDS = (("stepping", False), ("stepping", True), ("slimmable", False), ("indepe
 
 def label(kind: str, distill: bool) -> str:
     return f"{kind}+kd" if distill else kind
-
-
-def mean_std(values: list[float]) -> str:
-    if not values:
-        return "–"
-    if len(values) < 2:
-        return f"{values[0]:.2f}"
-    return f"{statistics.fmean(values):.2f} ± {statistics.stdev(values):.2f}"
 
 
 def flops_of(fn: Any) -> int:
@@ -168,7 +160,7 @@ def write_md(
             cells = [str(s), str(args.steps[s])]
             for k in kinds:
                 rs = [r for r in sub if r["kind"] == k and r["step"] == s]
-                cells += [f"{rs[0]['macs']} ({rs[0]['mac_fraction']})", mean_std([r["test_accuracy"] for r in rs])]
+                cells += [f"{rs[0]['macs']} ({rs[0]['mac_fraction']})", mean_std([r["test_accuracy"] for r in rs], 2, single="–")]
             lines.append("| " + " | ".join(cells) + " |")
         lines += ["", "Paired by seed (same seed, same step), test accuracy difference in points, mean ± std:", ""]
         lines += [
@@ -184,7 +176,7 @@ def write_md(
             cells = [str(s)]
             for a, b in pairs:
                 da, db = acc(a), acc(b)
-                cells.append(mean_std([da[k] - db[k] for k in da if k in db]))
+                cells.append(mean_std([da[k] - db[k] for k in da if k in db], 2, single="–"))
             lines.append("| " + " | ".join(cells) + " |")
         means = {k: statistics.fmean(r["test_accuracy"] for r in sub if r["kind"] == k) for k in kinds}
         lines += ["", "Mean over steps and seeds: " + ", ".join(f"{k} {v:.2f} %" for k, v in means.items()) + ".", ""]
