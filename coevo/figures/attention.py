@@ -19,7 +19,6 @@ Three measurements, each saved to a CSV the report is rendered from:
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 import statistics
@@ -38,6 +37,7 @@ from coevo.figures._common import (
     mean_std,
     read_csv,
     record_provenance,
+    write_csv,
     write_markdown,
 )
 
@@ -230,13 +230,9 @@ def measure_time(out: Path, lengths: list[int], repeats: int, d_model: int = 256
 def _write(path: Path, fields: list[str], rows: list[dict[str, Any]], append_models: bool = False) -> None:
     if append_models and path.exists():  # keep rows of models not measured in this run
         mine = {r["model"] for r in rows}
-        with path.open() as fh:
-            rows = [r for r in csv.DictReader(fh) if r["model"] not in mine] + rows
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=fields)
-        w.writeheader()
-        w.writerows(rows)
+        rows = [r for r in read_csv(path) if r["model"] not in mine] + rows
+    tmp = path.with_suffix(".tmp")  # written whole, then renamed: an interrupted run never leaves half a table
+    write_csv(tmp, rows, fields)
     os.replace(tmp, path)
 
 

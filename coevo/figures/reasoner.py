@@ -24,7 +24,6 @@ go on.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import statistics
 import time
@@ -33,7 +32,7 @@ from typing import Any
 
 import optuna
 
-from coevo.figures._common import command_line, figure_parser, mean_std, read_csv, record_provenance, write_markdown
+from coevo.figures._common import command_line, figure_parser, mean_std, read_csv, write_csv, write_markdown
 from coevo.search.bench import run_jobs
 from coevo.search.metrics import model_yield
 from coevo.search.problems import problem_from_spec
@@ -204,12 +203,8 @@ def run(args: argparse.Namespace, argv: list[str] | None) -> Path:
     else:
         results = run_jobs([job for job, _ in jobs], args.jobs, progress)
     path = args.out / "runs.csv"
-    with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=FIELDS)
-        writer.writeheader()
-        for r in sorted(results, key=lambda r: r.study):
-            writer.writerow(_row(r, labels[r.study], storage))
-    record_provenance(path, command_line(NAME, argv))
+    rows = [_row(r, labels[r.study], storage) for r in sorted(results, key=lambda r: r.study)]
+    write_csv(path, rows, FIELDS, command=command_line(NAME, argv))
     return path
 
 
