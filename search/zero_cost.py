@@ -311,7 +311,7 @@ _TABLE = sa.Table(
 
 
 SHIPPED = {"natural": "proxies-natural.npz"}
-"""Precomputed tables shipped in ``search/nb201/data`` per batch source (scripts/build_proxy_table.py)."""
+"""Precomputed tables shipped in ``search/nb201/data`` per batch source (python -m coevo.figures proxy-table)."""
 
 
 @functools.cache

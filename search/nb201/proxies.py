@@ -9,7 +9,7 @@ Each proxy is put on a common scale by a robust z-score against a fixed referenc
 random cells (median and inter-quartile range, clipped to +-5): unlike percentiles within a
 small sample, it does not tie every cell above the sample's best. The prior is the mean
 robust z of :data:`PRIOR_PROXIES`, a choice made on the validation datasets (CIFAR-100 and
-ImageNet16-120, docs/bench/issue15-zero-shot.md), never on CIFAR-10.
+ImageNet16-120, docs/bench/nb201/issue15-zero-shot.md), never on CIFAR-10.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from coevo.search.problem import Predictable
 from coevo.search.zero_cost import PROXIES, ProxyCache, ProxyConfig, shipped_cells
 
 PRIOR_PROXIES: tuple[str, ...] = ("synflow", "naswot", "jacob_cov", "zen")
-"""Proxies averaged into the label-free prior: the recipe of docs/bench/issue15-zero-shot.md with
+"""Proxies averaged into the label-free prior: the recipe of docs/bench/nb201/issue15-zero-shot.md with
 the best mean HV on the validation datasets (CIFAR-100, ImageNet16-120)."""
 FEATURE_PROXIES: tuple[str, ...] = tuple(p for p in PROXIES if p != "params")
 """Proxies the learned predictor sees (``params`` is ``flops`` up to a monotone map on NB201)."""

@@ -95,4 +95,4 @@ def zo_qat(
 
 
 DEFAULT_LR: dict[str, float] = {"spsa": 1e-2, "projected": 3e-3, "ste": 1e-2, "rtn": 0.0}
-"""Learning rates used when none is given: the best of scripts/zoqat_bench.py's validation grid on lm-pydoc-tiny (W4A8)."""
+"""Learning rates used when none is given: the best of python -m coevo.figures zoqat's validation grid on lm-pydoc-tiny (W4A8)."""

@@ -346,14 +346,12 @@ def test_search_and_bench_flags_reach_the_engine(capsys: pytest.CaptureFixture[s
 def test_reasoner_bench_script_writes_its_tables(tmp_path: Any) -> None:
     import subprocess
     import sys
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
     out = tmp_path / "rb"
-    cmd = [sys.executable, str(root / "scripts" / "reasoner_bench.py"), "--devices", "fpga", "--seeds", "2", "--budget", "44"]
+    cmd = [sys.executable, "-m", "coevo.figures", "reasoner", "--devices", "fpga", "--seeds", "2", "--budget", "44"]
     cmd += ["--jobs", "1", "--baselines", "pelnas-nokb", "--arms", "screen+tools,plain", "--ensemble", "sim-mutate:1,sim-random:1"]
     cmd += ["--out", str(out)]
-    done = subprocess.run([*cmd[:2], "--help"], capture_output=True, text=True, check=True)
+    done = subprocess.run([*cmd[:4], "--help"], capture_output=True, text=True, check=True)
     assert "simulated reasoners" in done.stdout
     subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=tmp_path)
     runs = (out / "runs.csv").read_text().splitlines()

@@ -172,7 +172,7 @@ def test_mesh_topology_and_xy_paths() -> None:
 #   hops x (router cycles + serialisation), serialisation = ceil(packet_flits / subchannels) cycles a link,
 #   router cycles = 0: a packet whose last flit crossed in cycle t is forwarded in cycle t + 1, the first cycle it
 #   can be (store and forward). mesh.py's docstring used to say hops x (1 + ceil(...)), counting that hand-over as a
-#   router cycle of its own; the code never spent one, its own zero-load figures (and docs/bench/issue8-noc.md's
+#   router cycle of its own; the code never spent one, its own zero-load figures (and docs/bench/noc/issue8-noc.md's
 #   5.333 cycles = mean hops on an 8x8 mesh x 1) follow hops x ceil(...), and the docstring was the side corrected.
 ROUTER_CYCLES = 0
 

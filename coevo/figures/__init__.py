@@ -1,0 +1,510 @@
+"""The figures behind docs/: every table and plot the docs quote, the command that makes it, and where it goes.
+
+One command runs any of them (from the checkout's root)::
+
+    python -m coevo.figures list                      # name, topic, what each measures
+    python -m coevo.figures reram --maps 20           # measure, save the data, render the tables
+    python -m coevo.figures reram --report-only       # re-render the tables from the saved data only
+    python -m coevo.figures index                     # docs/benchmarks.md and docs/bench/README.md from FIGURES
+
+Outputs go to ``docs/bench/<topic>/`` (``--out DIR`` elsewhere). Each figure module has a
+``main(argv)`` that measures, saves its data (CSV/JSON) beside its tables and renders the tables
+from that saved data; :mod:`coevo.figures._common` holds what they share (output folder,
+provenance, CSV and markdown writing, intervals). :data:`FIGURES` is the one list of them: a new
+figure is a module plus one entry here (and ``python -m coevo.figures index`` to update the docs).
+Some figures are written by coevo's own commands (``coevo bench``, ``coevo proxies``, ``coevo kb``):
+they are listed too, with ``module`` None, so the index names every figure the docs quote.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["FIGURES", "Figure", "get"]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure (a family of tables and plots) the docs quote.
+
+    Attributes:
+        name: the name on the command line (``python -m coevo.figures NAME``).
+        topic: the docs/bench folder it writes to by default (``docs/bench/<topic>``).
+        measures: what it measures, in one line.
+        command: the command that made the committed outputs (its default command, with the options used).
+        outputs: the files it writes, relative to ``docs/bench/<topic>`` (or the repository root when they start
+            with a top-level folder such as ``search/``); ``stdout`` when it only prints.
+        data: the saved data its tables are rendered from (same convention as ``outputs``).
+        module: the module of ``coevo.figures`` whose ``main(argv)`` runs it; None when a coevo command writes it.
+        renders: whether ``--report-only`` re-renders its tables from ``data`` alone.
+        no_render: why not, when ``renders`` is False and the figure saves data.
+        quoted_in: the docs pages that quote it.
+        also: the other commands that made committed outputs of this figure (variants: another model, a sub-folder).
+    """
+
+    name: str
+    topic: str
+    measures: str
+    command: str
+    outputs: tuple[str, ...]
+    data: tuple[str, ...] = ()
+    module: str | None = None
+    renders: bool = False
+    no_render: str = ""
+    quoted_in: tuple[str, ...] = field(default_factory=tuple)
+    also: tuple[str, ...] = ()
+
+    def path(self, rel: str) -> str:
+        """``rel`` (an entry of ``outputs`` or ``data``) as a path from the repository root."""
+        top = rel.split("/", 1)[0]
+        return rel if top in ("search", "docs", "bench-out") or rel == "stdout" else f"docs/bench/{self.topic}/{rel}"
+
+
+_COEVO = "coevo itself writes it (a bench, proxy or knowledge-base command): rerun that command to remake it"
+
+FIGURES: tuple[Figure, ...] = (
+    # ---------------------------------------------------------------- NB201 (search engine, proxies, knowledge)
+    Figure(
+        "nb201-baselines",
+        "nb201",
+        "NB201 baselines random, NSGA-II, TPE: HV ratio, IGD, front recall (issue 2)",
+        "coevo bench --problem nb201 --dataset cifar10 --devices fpga,raspi4,pixel3,eyeriss --proposers random,nsga2,tpe "
+        "--budget 300 --seeds 5 --jobs 2",
+        ("issue2-baselines-cifar10.md", "issue2-baselines-cifar10.csv"),
+        ("issue2-baselines-cifar10.csv",),
+        no_render=_COEVO,
+    ),
+    Figure(
+        "nb201-pelnas",
+        "nb201",
+        "co-evolution vs its ablations vs baselines on NB201 CIFAR-10 (issue 3)",
+        "make bench (coevo bench ... --proposers pelnas,pelnas-noniche,pelnas-nokb,tpe,nsga2,random)",
+        ("issue3-pelnas-cifar10.md", "issue3-pelnas-cifar10.csv"),
+        ("issue3-pelnas-cifar10.csv",),
+        no_render=_COEVO,
+    ),
+    Figure(
+        "nb201-datasets",
+        "nb201",
+        "co-evolution on CIFAR-100 and ImageNet16-120 (raspi4; issue 3)",
+        "coevo bench --dataset cifar100 --devices raspi4 ... and --dataset imagenet16_120",
+        ("issue3-pelnas-cifar100-raspi4.md", "issue3-pelnas-imagenet16_120-raspi4.md"),
+        no_render=_COEVO,
+    ),
+    Figure(
+        "nb201-proxies",
+        "nb201",
+        "zero-cost proxy quality (Spearman rho) and cost on 1,000 cells (issue 3)",
+        "coevo proxies --cells 1000 --jobs 2",
+        ("issue3-proxies.md",),
+        no_render=_COEVO,
+    ),
+    Figure(
+        "nb201-zero-cost-search",
+        "nb201",
+        "search in zero-cost mode: no accuracy query, the front scored afterwards (issue 3)",
+        "coevo bench --mode zero-cost --proposers pelnas ...",
+        ("issue3-zero-cost-cifar10.md",),
+        no_render=_COEVO,
+    ),
+    Figure(
+        "nb201-pelnas-kb",
+        "nb201",
+        "co-evolution after issue 4 (knowledge store, validation loop), 4 devices x 5 seeds",
+        "coevo bench --dataset cifar10 --devices fpga,raspi4,pixel3,eyeriss --proposers pelnas --budget 300 --seeds 5 --jobs 2",
+        ("issue4-pelnas-cifar10.md", "issue4-pelnas-cifar10.csv"),
+        ("issue4-pelnas-cifar10.csv",),
+        no_render=_COEVO,
+    ),
+    Figure(
+        "kb-transfer",
+        "nb201",
+        "knowledge transfer fpga -> raspi4: paired HV-ratio and front-recall change (issue 4)",
+        "python -m coevo.figures kb-transfer --source-device fpga --target-device raspi4 --seeds 5 --jobs 2",
+        ("bench-out/kb-transfer.md (quoted in issue4-knowledge.md)",),
+        module="kb_transfer",
+        no_render="its data are the searches in --storage; it reruns (resumes) them",
+        quoted_in=("issue4-knowledge.md",),
+    ),
+    Figure(
+        "kb-ablation",
+        "nb201",
+        "whole-knowledge-base ablation (raspi4, fpga; issue 4)",
+        "coevo kb ablate all --device raspi4 --seeds 5 --jobs 2 (and --device fpga)",
+        ("issue4-knowledge.md",),
+        no_render=_COEVO,
+    ),
+    Figure(
+        "kb-report",
+        "nb201",
+        "knowledge-base review report: size and time on a 300-evaluation study (issue 4)",
+        "coevo kb report --device raspi4 --out report",
+        ("issue4-knowledge.md",),
+        no_render=_COEVO,
+    ),
+    Figure(
+        "paired-table",
+        "nb201",
+        "pelnas before and after issues 13-14: paired HV-ratio differences by device and seed",
+        "python -m coevo.figures paired-table docs/bench/nb201/issue4-pelnas-cifar10.csv docs/bench/nb201/issue14-pelnas-cifar10.csv "
+        '--title "..." --md issue14-pelnas-cifar10.md',
+        ("issue14-pelnas-cifar10.md",),
+        ("issue4-pelnas-cifar10.csv", "issue14-pelnas-cifar10.csv"),
+        module="paired_table",
+        renders=True,
+    ),
+    Figure(
+        "proxy-table",
+        "nb201",
+        "the shipped proxy table: every zero-cost proxy on NB201 cells (issue 15)",
+        "bash coevo/figures/proxy_table_parallel.sh OUT 16 10 470 (on a borrowed GPU machine; search/nb201/data/PROVENANCE.md)",
+        ("search/nb201/data/proxies-natural.npz",),
+        module="proxy_table",
+        no_render="it is the data: scoring cells is the measurement",
+    ),
+    Figure(
+        "nb201-data",
+        "nb201",
+        "the shipped NB201 x hardware table re-encoded as package data",
+        "python -m coevo.figures nb201-data ../shared/data/nb201/nb201_accuracy_latency.csv",
+        ("search/nb201/data/nb201.npz", "search/nb201/data/PROVENANCE.md"),
+        module="nb201_data",
+        no_render="it converts a data file; there is no table to render",
+    ),
+    Figure(
+        "zero-cost",
+        "nb201",
+        "proxies before/after the natural batch, zero-shot recipes, predictor rho by labels (issue 15)",
+        "python -m coevo.figures zero-cost",
+        (
+            "issue15-proxies.md",
+            "issue15-proxies.csv",
+            "issue15-zero-shot.md",
+            "issue15-zero-shot.csv",
+            "issue15-predictor.md",
+            "issue15-predictor.csv",
+        ),
+        ("issue15-proxies-gaussian.npz", "search/nb201/data/proxies-natural.npz"),
+        module="zero_cost",
+        renders=True,
+    ),
+    Figure(
+        "nb201-summary",
+        "nb201",
+        "query mode with ablations and fair baselines, few-shot and zero-cost modes (issue 15)",
+        "the coevo bench commands named in the summary, then python -m coevo.figures nb201-summary",
+        ("issue15-summary.md",),
+        (
+            "issue15-query-cifar10.csv",
+            "issue15-mobo-cifar10.csv",
+            "issue15-fewshot-cifar10.csv",
+            "issue15-zerocost-cifar10.csv",
+            "issue15-small-cifar10.csv",
+            "issue15-baselines-cifar10.csv",
+            "issue15-proxies.csv",
+            "issue15-zero-shot.csv",
+            "issue15-predictor.csv",
+        ),
+        module="nb201_summary",
+        renders=True,
+    ),
+    # ---------------------------------------------------------------- the agent and the engine
+    Figure(
+        "reasoner",
+        "reasoner",
+        "the engine's dependence on its reasoner: simulated reasoners x screening x tools, offline pelnas, pelnas-nokb, TPE (issue 16)",
+        "python -m coevo.figures reasoner --devices fpga,raspi4 --seeds 5 --budget 300 --jobs 2 --ensemble sim-oracle-0.25:1,sim-random:1 "
+        "--arms floor+tools,floor,tools,plain,screen+tools,screen (cut after 3 seeds: the same with --seeds 3 --existing-only "
+        "--storage URL)",
+        ("results.md", "runs.csv"),
+        ("runs.csv",),
+        module="reasoner",
+        renders=True,
+    ),
+    Figure(
+        "chat-overhead",
+        "agent",
+        "chat loop overhead per tool call and session bytes per 100 turns (loopback server)",
+        "python -m coevo.figures chat-overhead --turns 100",
+        ("stdout",),
+        module="chat_overhead",
+        quoted_in=("README.md",),
+    ),
+    Figure(
+        "llm-round-cost",
+        "agent",
+        "LLM calls and tokens per co-evolution round (loopback server; tokens = characters / 4)",
+        "python -m coevo.figures llm-round-cost --budget 300",
+        ("stdout",),
+        module="llm_round_cost",
+    ),
+    Figure(
+        "worker-throughput",
+        "distributed",
+        "evaluations per second with 1, 2 and 4 coevo worker processes on one study",
+        "python -m coevo.figures worker-throughput --storage postgresql://postgres@127.0.0.1:5432/coevo_bench",
+        ("stdout",),
+        module="worker_throughput",
+        quoted_in=("docs/distributed.md",),
+    ),
+    Figure(
+        "join-scenario",
+        "distributed",
+        "workers join, one is SIGKILLed and replaced: paid evaluations, distinct points, claims",
+        "python -m coevo.figures join-scenario --storage URL --runs 3",
+        ("stdout",),
+        module="join_scenario",
+        quoted_in=("docs/distributed.md",),
+    ),
+    # ---------------------------------------------------------------- pipeline parallelism
+    Figure(
+        "pipeline-cpsat-gloo",
+        "pipeline",
+        "pipeline planner: CP-SAT schedules vs 1F1B, gloo bytes and step-time calibration (issue 7)",
+        "python -m coevo.figures pipeline-cpsat-gloo",
+        ("stdout",),
+        module="pipeline_cpsat_gloo",
+        quoted_in=("docs/pipeline.md",),
+    ),
+    Figure(
+        "pipeline-search",
+        "pipeline",
+        "searches on the pipeline problem: HV over evaluations (issue 7)",
+        "coevo bench --problem pipeline --devices v100x16-ib10,v100x16-ib300 --proposers random,nsga2,tpe,pelnas --budget 100 "
+        "--seeds 5 --jobs 2",
+        ("issue7-pipeline-search.md", "issue7-pipeline-hv-ib10.png"),
+        no_render=_COEVO,
+    ),
+    Figure(
+        "pipeline-fair",
+        "pipeline",
+        "skip-aware vs three block-wise baselines at the same PP x DP (bytes, throughput), best configuration per "
+        "partitioner, predicted vs measured activation memory (issue 18)",
+        "python -m coevo.figures pipeline-fair",
+        ("fair.md", "fair.csv", "best.md", "best.csv", "memory.md", "memory.csv", "facts.csv"),
+        ("fair.csv", "best.csv", "memory.csv"),
+        module="pipeline_fair",
+        renders=True,
+        quoted_in=("docs/pipeline.md",),
+    ),
+    Figure(
+        "pipeline-schedules",
+        "pipeline",
+        "1F1B, interleaved 1F1B, ZB-H1 and CP-SAT on PULSE's plans; hybrid PP x DP with shared NICs",
+        "python -m coevo.figures pipeline-schedules --time-limit 10 --workers 2 --seeds 0 1 2 --micro 8 16 --pp 4 8",
+        ("pipeline-schedules.md", "pipeline-schedules.csv", "pipeline-network.csv"),
+        ("pipeline-schedules.csv", "pipeline-network.csv"),
+        module="pipeline_schedules",
+        renders=True,
+        quoted_in=("docs/pipeline.md",),
+    ),
+    # ---------------------------------------------------------------- networks on chip, accelerators
+    Figure(
+        "noc",
+        "noc",
+        "GT routings on an 8x8 mesh, XY saturation, simulator speed (issue 8)",
+        "python -m coevo.figures noc",
+        ("stdout (issue8-noc.md)", "noc-mesh8-uniform.png", "noc-mesh8-hotspot.png"),
+        module="noc",
+        no_render="it prints its tables from a fresh simulation and saves no data",
+        quoted_in=("issue8-noc.md",),
+    ),
+    Figure(
+        "noc-benes",
+        "noc",
+        "Benes optical NoC with set-up latency, ACK and holding: zero-load check, delay vs length and N, blocking vs the model, "
+        "load curves (issue 18)",
+        "nice -n 10 python -m coevo.figures noc-benes --jobs 2",
+        ("benes.md", "runs.csv", "zero_load.csv", "noc-benes16.png", "noc-benes64.png", "issue8-noc.md (its Benes section)"),
+        ("runs.csv", "zero_load.csv"),
+        module="noc_benes",
+        renders=True,
+        quoted_in=("docs/noc.md",),
+    ),
+    Figure(
+        "noc-bee",
+        "noc",
+        "GT routing on the SDM mesh: bee foraging vs widest-shortest, k-shortest, XY, adaptive, 5 seeds (issue 18)",
+        "python -m coevo.figures noc-bee --seeds 5 --cycles 6000",
+        ("bee.md", "bee-runs.csv", "bee-summary.csv", "bee-paired.csv"),
+        ("bee-runs.csv",),
+        module="noc_bee",
+        renders=True,
+        quoted_in=("docs/noc.md", "issue8-noc.md"),
+    ),
+    Figure(
+        "noc-energy",
+        "noc",
+        "energy-aware compression on a simulated systolic array; cycles against SCALE-Sim (issue 18)",
+        "nice -n 10 python -m coevo.figures noc-energy --seeds 5",
+        (
+            "energy.md",
+            "steps-<model>.csv",
+            "choices-<model>.csv",
+            "groups-<model>.csv",
+            "mapping-<model>.csv",
+            "scalesim.csv",
+            "issue8-noc.md (its compression section)",
+        ),
+        (
+            "steps-cnn-digits.csv",
+            "steps-cnn-mnist5k.csv",
+            "choices-cnn-digits.csv",
+            "choices-cnn-mnist5k.csv",
+            "groups-cnn-digits.csv",
+            "groups-cnn-mnist5k.csv",
+            "mapping-cnn-digits.csv",
+            "mapping-cnn-mnist5k.csv",
+            "scalesim.csv",
+        ),
+        module="noc_energy",
+        renders=True,
+        quoted_in=("docs/noc.md",),
+        also=("one process per model: --models cnn-digits --no-scalesim, --models cnn-mnist5k --no-scalesim, then --report-only",),
+    ),
+    Figure(
+        "fpga-schedule",
+        "fpga",
+        "length-aware scheduling: makespan, PE utilisation, padding waste vs padding and bucketing; CP-SAT gaps",
+        "python -m coevo.figures fpga-schedule --draws 10 --batches 8 16 32 64 --cpsat-seeds 6 --cpsat-batch 4 --time-limit 20.0",
+        ("schedule.md", "schedule.csv", "schedule_cpsat.csv", "schedule_run.json"),
+        ("schedule.csv", "schedule_cpsat.csv", "schedule_run.json"),
+        module="fpga_schedule",
+        renders=True,
+        quoted_in=("docs/fpga.md",),
+    ),
+    Figure(
+        "reram",
+        "reram",
+        "accuracy / perplexity vs stuck-at fault rate per protection scheme, 20 fault maps, area (issue 20)",
+        "nice -n 10 python -m coevo.figures reram --maps 20",
+        ("reram.md", "reram.csv", "reram-run.json", "reram-*.png"),
+        ("reram.csv", "reram-run.json"),
+        module="reram",
+        renders=True,
+        quoted_in=("docs/reram.md",),
+    ),
+    # ---------------------------------------------------------------- kernels, graphs, encrypted inference
+    Figure(
+        "spmm",
+        "spmm",
+        "degree-block SpMM vs naive, scipy, torch.sparse on R-MAT / BA graphs; tuned vs default parameters (issue 19)",
+        "OMP_WAIT_POLICY=passive python -m coevo.figures spmm --sizes 100k 1m 10m --kinds rmat ba --widths 32 128 --repeats 7 "
+        "--budget 16 --tune-width 64 --threads 1 2",
+        ("spmm.md", "spmm.csv", "spmm-tuning.csv"),
+        ("spmm.csv", "spmm-tuning.csv"),
+        module="spmm",
+        renders=True,
+        quoted_in=("docs/kernels.md",),
+    ),
+    Figure(
+        "circuit-gnn",
+        "gnn",
+        "circuit GNN on Yosys netlists: time vs dense and PyG, one part removed at a time; label error (issue 19)",
+        "nice -n 10 python -m coevo.figures circuit-gnn",
+        ("circuit.md", "circuit.csv", "circuit_labels.csv"),
+        ("circuit.csv", "circuit_labels.csv"),
+        module="circuit_gnn",
+        renders=True,
+        quoted_in=("docs/gnn.md",),
+    ),
+    Figure(
+        "he-gcn",
+        "he",
+        "HE-friendly GCN: accuracy, multiplicative depth, CKKS latency at 3 keep fractions vs all-polynomial (issue 19)",
+        "nice -n 10 python -m coevo.figures he-gcn",
+        ("he.md", "he.csv", "he_timing.csv"),
+        ("he.csv", "he_timing.csv"),
+        module="he_gcn",
+        renders=True,
+        quoted_in=("docs/he.md",),
+    ),
+    Figure(
+        "attention",
+        "attention",
+        "sparse attention: perplexity and top-k recall vs k and bits, time and MACs vs length (issue 20)",
+        "nice -n 10 python -m coevo.figures attention",
+        ("attention.md", "attention.csv", "attention-length.csv", "attention-time.csv", "attention-finetune.csv", "attention-*.png"),
+        ("attention.csv", "attention-length.csv", "attention-time.csv", "attention-finetune.csv"),
+        module="attention",
+        renders=True,
+        quoted_in=("docs/attention.md",),
+        also=(
+            "the parts: --only time, --only quality --models lm-pydoc-tiny, --only length --length-seeds 0 1 2, "
+            "--only finetune --tiny-seeds 0",
+        ),
+    ),
+    # ---------------------------------------------------------------- compression and training
+    Figure(
+        "quant",
+        "quant",
+        "class-based mixed precision vs uniform, HAWQ-trace and magnitude at 2.5-6 average bits (issue 17)",
+        "nice -n 10 python -m coevo.figures quant (--search: also the quant_search/ bench)",
+        ("quant.md", "quant.csv", "quant_search/"),
+        ("quant.csv",),
+        module="quant",
+        renders=True,
+        quoted_in=("docs/quant.md",),
+    ),
+    Figure(
+        "zoqat",
+        "quant",
+        "W4A8 zeroth-order QAT (SPSA, projected) vs STE QAT vs RTN: perplexity, peak memory, time per step (issue 17)",
+        "nice -n 10 python -m coevo.figures zoqat --model lm-pydoc --steps 300 --val-steps 60",
+        ("zoqat.md", "zoqat.csv", "zoqat-memory.md", "zoqat-memory.csv", "zoqat-60steps/ (lm-pydoc at 60 steps, lm-pydoc-tiny)"),
+        ("zoqat.csv", "zoqat-memory.csv", "zoqat-60steps/zoqat.csv"),
+        module="zoqat",
+        renders=True,
+        quoted_in=("docs/quant.md",),
+        also=(
+            "zoqat-memory.md: python -m coevo.figures zoqat --memory-only --model lm-pydoc --steps 30",
+            "zoqat-60steps/zoqat.md: python -m coevo.figures zoqat --model lm-pydoc --steps 60 --lrs spsa=1e-2,projected=3e-3,ste=1e-2 "
+            "--eval-batches 3 --out docs/bench/quant/zoqat-60steps",
+            "zoqat-60steps/zoqat-lm-pydoc-tiny.md: python -m coevo.figures zoqat --model lm-pydoc-tiny --steps 300 "
+            "--out docs/bench/quant/zoqat-60steps",
+        ),
+    ),
+    Figure(
+        "prune",
+        "prune",
+        "LM perplexity at 50 % unstructured and 2:4 per pruning score, 32 and 512 calibration tokens (issue 17)",
+        "nice -n 10 python -m coevo.figures prune",
+        ("prune.md", "prune.csv", "prune-tiny/"),
+        ("prune.csv",),
+        module="prune",
+        renders=True,
+        also=("prune-tiny/: python -m coevo.figures prune --model lm-pydoc-tiny --seeds 0,1,2,3,4 --out docs/bench/prune/prune-tiny",),
+    ),
+    Figure(
+        "stepping",
+        "stepping",
+        "SteppingNet vs independent and slimmable nets at the same MACs, stepping latency, MAC equality (issue 21)",
+        "python -m coevo.figures stepping --models cnn-mnist5k cnn-digits",
+        ("stepping.md", "stepping.csv", "stepping-latency.csv", "stepping-macs.csv"),
+        ("stepping.csv", "stepping-latency.csv", "stepping-macs.csv"),
+        module="stepping",
+        renders=True,
+        quoted_in=("docs/stepping.md",),
+    ),
+    Figure(
+        "freeze",
+        "freeze",
+        "layer freezing with a compressed cache vs full training and naive freezing, codec and augmentation ablations",
+        "nice -n 10 python -m coevo.figures freeze --model cnn-digits --epochs 20 --freeze-at 6 10 --seeds 0 1 2",
+        ("freeze.md", "freeze.csv", "freeze-mnist5k.md", "freeze-mnist5k.csv"),
+        ("freeze.csv", "freeze-mnist5k.csv"),
+        module="freeze",
+        renders=True,
+        quoted_in=("docs/freezing.md",),
+        also=("freeze-mnist5k.md: python -m coevo.figures freeze --model cnn-mnist5k --epochs 6 --freeze-at 2 4 --seeds 0 --tag=-mnist5k",),
+    ),
+)
+"""Every figure, grouped by topic (the order of the index pages)."""
+
+
+def get(name: str) -> Figure:
+    """The figure called ``name`` (``KeyError`` when there is none)."""
+    for figure in FIGURES:
+        if figure.name == name:
+            return figure
+    raise KeyError(name)
