@@ -166,7 +166,7 @@ FIGURES: tuple[Figure, ...] = (
         "nb201-data",
         "nb201",
         "the shipped NB201 x hardware table re-encoded as package data",
-        "python -m coevo.figures nb201-data ../shared/data/nb201/nb201_accuracy_latency.csv",
+        "python -m coevo.figures nb201-data PATH/TO/nb201_accuracy_latency.csv",
         ("search/nb201/data/nb201.npz", "search/nb201/data/PROVENANCE.md"),
         module="nb201_data",
         no_render="it converts a data file; there is no table to render",

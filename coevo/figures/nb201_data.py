@@ -1,6 +1,6 @@
 """Convert the shared NB201 x hardware CSV into the compact package-data file.
 
-Usage: python -m coevo.figures nb201-data ../shared/data/nb201/nb201_accuracy_latency.csv
+Usage: python -m coevo.figures nb201-data PATH/TO/nb201_accuracy_latency.csv
 
 Writes ``search/nb201/data/nb201.npz`` (op codes per edge, accuracies, latencies) and
 copies the table's provenance next to it. The CSV is the source of truth; the npz is a
@@ -22,9 +22,9 @@ OUT = CHECKOUT / "search" / "nb201" / "data"
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Re-encode the CSV named in ``argv`` (default: the shared copy beside the checkout) as ``nb201.npz``."""
+    """Re-encode the CSV named in ``argv`` (its columns and sources: search/nb201/data/PROVENANCE.md) as ``nb201.npz``."""
     p = plain_parser("nb201-data", __doc__)
-    p.add_argument("csv", nargs="?", default="../shared/data/nb201/nb201_accuracy_latency.csv", help="the NB201 x hardware CSV")
+    p.add_argument("csv", help="the NB201 x hardware CSV (nb201_accuracy_latency.csv; see search/nb201/data/PROVENANCE.md)")
     src = Path(p.parse_args(argv).csv)
     with src.open(newline="") as fh:
         reader = csv.DictReader(fh)
