@@ -23,17 +23,15 @@ Niches: ``zero-space`` (no spare lines) and ``spare`` (spare lines).
 from __future__ import annotations
 
 import functools
-import random
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal, cast
 
 import numpy as np
-import optuna
 from pydantic import Field
 
 from coevo.search.errors import UserInputError
 from coevo.search.niches import Niche
-from coevo.search.problem import Evolvable, Objective, Problem, ProblemOptions, read_key_values, uniform_crossover
+from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions
 from coevo.sim.reram import CrossbarConfig, ModelPlan, Protection, crossbars_needed, evaluate_under_faults, parse_ratio, prepare
 
 LEVELS: dict[str, tuple[Any, ...]] = {
@@ -45,6 +43,7 @@ LEVELS: dict[str, tuple[Any, ...]] = {
 }
 """Each parameter's values, in order (neighbours are one step apart)."""
 PARAMS = tuple(LEVELS)
+TABLE = {p: Levels(v, fmt="g") for p, v in LEVELS.items()}
 CFG = CrossbarConfig(rows=64, cols=64, weight_bits=8, bits_per_cell=2)
 Point = tuple[Any, ...]
 
@@ -71,13 +70,15 @@ class ReramOptions(ProblemOptions):
     finetune_epochs: int = Field(0, ge=0, le=20, description="masked fine-tuning epochs after pruning (0: none)")
 
 
-class ReramProblem(Problem, Evolvable):
+class ReramProblem(LevelProblem):
     """Protection of a model on faulty ReRAM crossbars (module doc)."""
 
     name = "reram"
     Options = ReramOptions
     run_group = "model"
     design_label = "protection"
+    design_noun = "a protection setting"
+    levels = TABLE
     design_format = "key=value per setting: prune_rows=F prune_cols=F (F one of 0, 0.05, 0.1, 0.2) dup=0|1 msb=0|1|2 spare=0|1|2|4"
     example_options: ClassVar[Mapping[str, Any]] = {"model": "mlp-digits", "fault_maps": 2}
     objectives = (
@@ -115,32 +116,6 @@ class ReramProblem(Problem, Evolvable):
             Niche("spare", "spare rows and columns per crossbar replace faulty lines, at an area cost", lambda p: cast(Point, p)[4] > 0),
         )
 
-    def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
-        return {p: optuna.distributions.CategoricalDistribution(LEVELS[p]) for p in PARAMS}
-
-    def from_params(self, params: Mapping[str, Any]) -> Point:
-        try:
-            point = (float(params["prune_rows"]), float(params["prune_cols"]), int(params["dup"]), int(params["msb"]), int(params["spare"]))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise UserInputError(f"reram params need {', '.join(PARAMS)}; got {dict(params)!r}") from exc
-        bad = [f"{p}={v}" for p, v in zip(PARAMS, point, strict=True) if v not in LEVELS[p]]
-        if bad:
-            raise UserInputError(f"{', '.join(bad)} outside the space; {self.design_format}")
-        return point
-
-    def to_params(self, point: Any) -> dict[str, Any]:
-        return dict(zip(PARAMS, point, strict=True))
-
-    def point_id(self, point: Any) -> str:
-        return "-".join(f"{v:g}" for v in point)
-
-    def describe(self, point: Any) -> str:
-        return " ".join(f"{p}={v:g}" for p, v in zip(PARAMS, point, strict=True))
-
-    def parse_design(self, text: str) -> Point:
-        """Read ``key=value`` pairs as :meth:`describe` writes them."""
-        return cast(Point, read_key_values(self, text, "a protection setting")[0])
-
     def explain_encoding(self) -> str:
         return (
             f"A design protects {self.options.model} mapped on 64x64 ReRAM crossbars (8-bit weights, 2 bits per cell, differential "
@@ -167,28 +142,6 @@ class ReramProblem(Problem, Evolvable):
         """Accuracy floor 80 % (a useful 10-class digit classifier), area of the unpruned model with the most spares."""
         need = crossbars_needed(_zoo(self.options.model).model, CFG)
         return 80.0, need * Protection(spare_rows=4, spare_cols=4).area_factor(CFG) + 1e-9
-
-    # ---- operators for the co-evolution engine (Evolvable)
-
-    def neighbours(self, point: Any) -> list[Point]:
-        out = []
-        for i, p in enumerate(PARAMS):
-            levels = LEVELS[p]
-            j = levels.index(point[i])
-            for nj in (j - 1, j + 1):
-                if 0 <= nj < len(levels):
-                    out.append((*point[:i], levels[nj], *point[i + 1 :]))
-        return out
-
-    def crossover(self, a: Any, b: Any, rng: random.Random) -> Point:
-        return uniform_crossover(a, b, rng)
-
-    def random_point(self, rng: random.Random) -> Point:
-        return tuple(rng.choice(LEVELS[p]) for p in PARAMS)
-
-    def features(self, points: Sequence[Any]) -> np.ndarray:
-        """The settings as numbers."""
-        return np.array([[float(v) for v in p] for p in points], dtype=float).reshape(len(points), len(PARAMS))
 
     def cheap_values(self, points: Sequence[Any]) -> dict[str, np.ndarray]:
         return {"area": np.array([self._plan(tuple(p)).area() for p in points], dtype=float)}
