@@ -27,12 +27,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal, cast
 
 import numpy as np
-from pydantic import Field
 
 from coevo.search.errors import UserInputError
 from coevo.search.niches import Niche
-from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions
-from coevo.sim.reram import CrossbarConfig, ModelPlan, Protection, crossbars_needed, evaluate_under_faults, parse_ratio, prepare
+from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, config_field
+from coevo.sim.reram import ModelPlan, Protection, crossbars_needed, evaluate_under_faults, parse_ratio, prepare
+from coevo.sim.reram.config import ReramConfig
 
 LEVELS: dict[str, tuple[Any, ...]] = {
     "prune_rows": (0.0, 0.05, 0.1, 0.2),
@@ -44,7 +44,7 @@ LEVELS: dict[str, tuple[Any, ...]] = {
 """Each parameter's values, in order (neighbours are one step apart)."""
 PARAMS = tuple(LEVELS)
 TABLE = {p: Levels(v, fmt="g") for p, v in LEVELS.items()}
-CFG = CrossbarConfig(rows=64, cols=64, weight_bits=8, bits_per_cell=2)
+CFG = ReramConfig().crossbar()
 Point = tuple[Any, ...]
 
 
@@ -62,12 +62,12 @@ def _zoo(model: str) -> Any:
 class ReramOptions(ProblemOptions):
     """Options of the ``reram`` problem."""
 
-    model: Literal["mlp-digits", "cnn-digits"] = Field("mlp-digits", description="zoo classifier mapped onto the crossbars")
-    fault_rate: float = Field(0.03, ge=0.0, le=1.0, description="share of stuck cells in every fault map")
-    sa0_sa1: str = Field("9:1", description="ratio of stuck-at-0 to stuck-at-1 faults, e.g. '9:1'")
-    fault_maps: int = Field(8, ge=1, le=100, description="fault maps (seeds 0..n-1) the accuracy is averaged over")
-    knowledge: Literal["known", "unknown"] = Field("known", description="fault maps known from a post-fabrication test, or not (vote)")
-    finetune_epochs: int = Field(0, ge=0, le=20, description="masked fine-tuning epochs after pruning (0: none)")
+    model: Literal["mlp-digits", "cnn-digits"] = config_field(ReramConfig, "model")
+    fault_rate: float = config_field(ReramConfig, "fault_rate")
+    sa0_sa1: str = config_field(ReramConfig, "sa0_sa1")
+    fault_maps: int = config_field(ReramConfig, "search_fault_maps")
+    knowledge: Literal["known", "unknown"] = config_field(ReramConfig, "knowledge")
+    finetune_epochs: int = config_field(ReramConfig, "finetune_epochs")
 
 
 class ReramProblem(LevelProblem):
@@ -118,13 +118,13 @@ class ReramProblem(LevelProblem):
 
     def explain_encoding(self) -> str:
         return (
-            f"A design protects {self.options.model} mapped on 64x64 ReRAM crossbars (8-bit weights, 2 bits per cell, differential "
-            "pairs) against stuck-at faults: prune_rows/prune_cols prune that fraction of each layer's input rows/output columns by "
-            "magnitude, freeing cells; dup=1 fills freed bitlines with copies of the columns the fault map hurts most; msb copies "
-            "the top 1-2 two-bit slices of each weight into its low cells (precision drops by 2 bits per slice); spare adds that "
-            "many spare rows and columns to every crossbar (area grows). Accuracy is the mean val accuracy over "
-            f"{self.options.fault_maps} fault maps at {self.options.fault_rate:g} fault rate, SA0:SA1 {self.options.sa0_sa1}. "
-            f"Written as {self.design_format}."
+            f"A design protects {self.options.model} mapped on {CFG.rows}x{CFG.cols} ReRAM crossbars ({CFG.weight_bits}-bit weights, "
+            f"{CFG.bits_per_cell} bits per cell, differential pairs) against stuck-at faults: prune_rows/prune_cols prune that "
+            "fraction of each layer's input rows/output columns by magnitude, freeing cells; dup=1 fills freed bitlines with "
+            "copies of the columns the fault map hurts most; msb copies the top 1-2 two-bit slices of each weight into its low "
+            "cells (precision drops by 2 bits per slice); spare adds that many spare rows and columns to every crossbar (area "
+            f"grows). Accuracy is the mean val accuracy over {self.options.fault_maps} fault maps at {self.options.fault_rate:g} "
+            f"fault rate, SA0:SA1 {self.options.sa0_sa1}. Written as {self.design_format}."
         )
 
     def evaluate(self, point: Any) -> dict[str, float]:
