@@ -25,11 +25,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import Field
 
 from coevo.search.niches import Niche
-from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions
+from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, config_field
 from coevo.sim.he.ckks import cached_op_costs, compile_plan, depth_and_counts, params_for_depth, plain_logits, predict_seconds
+from coevo.sim.he.config import HeConfig
 from coevo.sim.he.data import load_dataset
 from coevo.sim.he.model import Recipe, train
 from coevo.sim.he.run import plan_of
@@ -52,14 +52,12 @@ Design = tuple[Any, ...]
 class LinGcnOptions(ProblemOptions):
     """Options of the ``lingcn`` problem."""
 
-    dataset: Literal["digits-grid", "digits-grid4"] = Field(
-        "digits-grid", description="digits as 8x8 (64-node) or pooled 4x4 (16-node) grid graphs"
-    )
-    hidden: int = Field(4, ge=1, le=16, description="channels of each of the 2 graph convolutions")
-    epochs: int = Field(12, ge=1, le=100, description="student epochs per design (the teacher trains once, cached)")
-    teacher_epochs: int = Field(60, ge=1, le=400, description="epochs of the all-ReLU teacher")
-    scale_bits: int = Field(28, ge=20, le=50, description="log2 of the CKKS scale; the chain and ring follow from the depth")
-    seed: int = Field(0, ge=0, description="seed of initialisation and batch order")
+    dataset: Literal["digits-grid", "digits-grid4"] = config_field(HeConfig, "dataset")
+    hidden: int = config_field(HeConfig, "hidden", description="channels of each of the 2 graph convolutions")
+    epochs: int = config_field(HeConfig, "search_epochs")
+    teacher_epochs: int = config_field(HeConfig, "teacher_epochs")
+    scale_bits: int = config_field(HeConfig, "scale_bits")
+    seed: int = config_field(HeConfig, "seed")
 
 
 @functools.cache

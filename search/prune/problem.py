@@ -23,11 +23,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import Field
 
 from coevo.search.errors import UserInputError
 from coevo.search.niches import Niche
-from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions
+from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, config_field
+from coevo.sim.prune.config import PruneConfig
 from coevo.sim.zoo import ZooError, recipe
 
 LEVELS: tuple[float, ...] = (0.0, 0.25, 0.4, 0.5, 0.6, 0.75)
@@ -57,15 +57,13 @@ Sparsities = tuple[float, ...]
 class PruneOptions(ProblemOptions):
     """Options of the ``prune`` problem."""
 
-    model: Literal["lm-pydoc", "lm-pydoc-tiny"] = Field(
-        "lm-pydoc", description="the zoo LM to prune (lm-pydoc-tiny: a small one for tests)"
+    model: Literal["lm-pydoc", "lm-pydoc-tiny"] = config_field(
+        PruneConfig, "model", description="the zoo LM to prune (lm-pydoc-tiny: a small one for tests)"
     )
-    score: Literal["magnitude", "wanda", "cos", "var", "cos+var", "sparsegpt"] = Field(
-        "cos+var", description="the pruning score (sim.prune)"
-    )
-    calib_tokens: int = Field(256, ge=1, le=65_536, description="calibration tokens from the training split")
-    calib_seed: int = Field(0, ge=0, description="seed of the calibration sample")
-    eval_batches: int = Field(0, ge=0, le=10_000, description="val batches (of 64 sequences) to measure perplexity on; 0: the whole split")
+    score: Literal["magnitude", "wanda", "cos", "var", "cos+var", "sparsegpt"] = config_field(PruneConfig, "score")
+    calib_tokens: int = config_field(PruneConfig, "calib_tokens")
+    calib_seed: int = config_field(PruneConfig, "seed")
+    eval_batches: int = config_field(PruneConfig, "eval_batches")
 
 
 class PruneProblem(LevelProblem):

@@ -31,7 +31,8 @@ from pydantic import Field
 
 from coevo.search.errors import UserInputError
 from coevo.search.niches import Niche
-from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, level_format
+from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, config_field, level_format
+from coevo.sim.graph.config import SpmmConfig
 from coevo.sim.graph.csr import Csr
 from coevo.sim.graph.generators import load_graph
 from coevo.sim.graph.spmm import BlockParams, plan, pool_threads, spmm_blocked
@@ -57,11 +58,11 @@ class SpmmDesign(NamedTuple):
 class SpmmOptions(ProblemOptions):
     """Options of the ``spmm`` problem: the matrix and features every design multiplies."""
 
-    graph: str = Field("rmat-1m", description="named graph (rmat-100k, rmat-1m, ba-1m, ...; seed suffix @N) or a CSR .npz path")
-    feature_dim: int = Field(64, ge=1, le=4096, description="columns F of the dense X in Y = A X")
+    graph: str = config_field(SpmmConfig, "search_graph")
+    feature_dim: int = config_field(SpmmConfig, "feature_dim")
     threads: int = Field(2, ge=1, le=256, description="most threads a design may use (at most numba's pool, NUMBA_NUM_THREADS)")
-    repeats: int = Field(5, ge=1, le=50, description="timed runs per design after one warm-up (the median is kept)")
-    dtype: Literal["float32", "float64"] = Field("float32", description="value type of A and X")
+    repeats: int = config_field(SpmmConfig, "repeats", description="timed runs per design after one warm-up (the median is kept)")
+    dtype: Literal["float32", "float64"] = config_field(SpmmConfig, "dtype")
 
 
 def _threads(point: Any) -> int:
