@@ -32,15 +32,16 @@ from typing import Any, ClassVar, Literal, cast
 
 import numpy as np
 import torch
-from pydantic import Field
 
 from coevo.search.niches import Niche
-from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions
+from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, config_field
+from coevo.sim.freeze.config import FreezeFamilyConfig
 
 FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 BITS = (8, 6, 4)
 SHARES = (0.0, 0.125, 0.25, 0.5, 1.0)
-QUALITY = {8: 90, 6: 75, 4: 50}
+QUALITY = dict(zip(FreezeFamilyConfig.bits, FreezeFamilyConfig.quality, strict=True))
+"""jpeg/webp: the quality standing for a stage's bits (8 -> 90, 6 -> 75, 4 -> 50), the family's progressive pairs."""
 LEVELS: dict[str, tuple[float, ...]] = {
     "f1": FRACTIONS, "f2": FRACTIONS, "f3": FRACTIONS, "b1": BITS, "b2": BITS, "b3": BITS, "share": SHARES,
 }  # fmt: skip
@@ -66,13 +67,17 @@ def _setup(model: str) -> tuple[dict[str, Any], dict[str, Any], list[int], list[
 class FreezeOptions(ProblemOptions):
     """Options of the ``freeze`` problem."""
 
-    model: Literal["cnn-digits", "cnn-mnist5k"] = Field("cnn-digits", description="zoo CNN trained from scratch")
-    epochs: int = Field(8, ge=1, le=40, description="training epochs per design (short runs keep a search fast)")
-    codec: Literal["zstd", "quant", "jpeg", "webp"] = Field(
-        "zstd", description="cache codec: zstd/quant use the design's bits, jpeg/webp its quality (8->90, 6->75, 4->50)"
+    model: Literal["cnn-digits", "cnn-mnist5k"] = config_field(FreezeFamilyConfig, "search_model")
+    epochs: int = config_field(FreezeFamilyConfig, "search_epochs")
+    codec: Literal["zstd", "quant", "jpeg", "webp"] = config_field(
+        FreezeFamilyConfig,
+        "codec",
+        description="cache codec: zstd/quant use the design's bits, jpeg/webp its quality (8->90, 6->75, 4->50)",
     )
-    versions: int = Field(3, ge=1, le=8, description="augmented copies cached per sample for the augmented channels")
-    seed: int = Field(0, ge=0, description="seed of initialisation, batch order and augmentation")
+    versions: int = config_field(
+        FreezeFamilyConfig, "versions", description="augmented copies cached per sample for the augmented channels", ge=1
+    )  # a design with augmented channels needs at least one copy
+    seed: int = config_field(FreezeFamilyConfig, "seed")
 
 
 class FreezeProblem(LevelProblem):

@@ -24,12 +24,12 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
-from pydantic import Field
 
 from coevo.search.errors import UserInputError
 from coevo.search.niches import Niche
-from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions
+from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, config_field
 from coevo.sim.quant import CANDIDATES, Group, class_counts, class_groups, class_scores, finetune, group_bits, model_bits, quant_layers
+from coevo.sim.quant.config import QuantConfig
 
 ARCH_LAYERS: dict[str, tuple[str, ...]] = {"cnn-digits": ("conv1", "conv2", "conv3", "fc1", "fc2")}
 """The Conv2d/Linear layers of each zoo classifier the problem offers (checked against the loaded model)."""
@@ -69,9 +69,9 @@ def _setup(model: str, quantile: float) -> tuple[Any, tuple[Group, ...]]:
 class QuantOptions(ProblemOptions):
     """Options of the ``quant`` problem."""
 
-    model: Literal["cnn-digits"] = Field("cnn-digits", description="zoo classifier to quantize (see `coevo models list`)")
-    finetune_epochs: int = Field(1, ge=0, le=20, description="most straight-through fine-tuning epochs per design (0: round-to-nearest)")
-    seed: int = Field(0, ge=0, description="seed of fine-tuning (the order of the training batches)")
+    model: Literal["cnn-digits"] = config_field(QuantConfig, "model")
+    finetune_epochs: int = config_field(QuantConfig, "search_finetune_epochs")
+    seed: int = config_field(QuantConfig, "seed")
 
 
 class QuantProblem(LevelProblem):
