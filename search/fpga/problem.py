@@ -32,8 +32,9 @@ from pydantic import Field
 
 from coevo.search.errors import UserInputError
 from coevo.search.niches import Niche
-from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, level_format
+from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, config_field, level_format
 from coevo.sim.fpga import Accelerator, AttentionConfig, compare_methods, corpus_lengths, device, draw_batches, model_shape, split_pes
+from coevo.sim.fpga.config import FpgaConfig
 
 SPLITS = ("2:1:1", "4:3:1", "6:1:1", "8:3:1", "12:3:1", "14:1:1")
 """PE shares matmul:attention:softmax."""
@@ -77,16 +78,16 @@ def sparse_perplexity(model: str, top_k: int, key_bits: int, max_batches: int) -
 class FpgaOptions(ProblemOptions):
     """Options of the ``fpga-transformer`` problem (the device and workload every design is scheduled on)."""
 
-    model: Literal["lm-pydoc-tiny", "lm-pydoc"] = Field(
-        "lm-pydoc-tiny", description="zoo LM: its shape sets the accelerator's tasks and its perplexity the accuracy side"
-    )
-    device: Literal["zcu102", "alveo-u280"] = Field("zcu102", description="FPGA board preset (DSP slices, on-chip memory, DDR)")
-    pes: int = Field(64, ge=16, le=564, description="processing elements (16 MACs each); at most the device's DSPs / 16")
-    batch: int = Field(16, ge=1, le=512, description="sentences per batch")
-    draws: int = Field(2, ge=1, le=50, description="random batches of pydoc sentences every design is scheduled on")
-    buckets: int = Field(4, ge=1, le=64, description="groups of the bucketing scheduler")
+    model: Literal["lm-pydoc-tiny", "lm-pydoc"] = config_field(FpgaConfig, "search_model")
+    device: Literal["zcu102", "alveo-u280"] = config_field(FpgaConfig, "device")
+    pes: int = config_field(
+        FpgaConfig, "pes", description="processing elements (16 MACs each); at most the device's DSPs / 16", ge=16, le=564
+    )  # every split gives each engine at least one PE; 564: alveo-u280's DSPs / 16
+    batch: int = config_field(FpgaConfig, "search_batch")
+    draws: int = config_field(FpgaConfig, "search_draws")
+    buckets: int = config_field(FpgaConfig, "buckets", le=64)
     ppl_batches: int = Field(4, ge=1, le=64, description="val batches (64 windows each) the perplexity is measured on")
-    seed: int = Field(0, ge=0, description="seed of the batch draws")
+    seed: int = config_field(FpgaConfig, "seed")
 
 
 class FpgaTransformerProblem(LevelProblem):
@@ -115,11 +116,11 @@ class FpgaTransformerProblem(LevelProblem):
         super().__init__(options, **values)
         o = self.options
         self.device = device(o.device)
-        limit = self.device.max_pes(16)
+        limit = self.device.max_pes(Accelerator.lanes)
         if o.pes > limit:
             raise UserInputError(
                 f"problem 'fpga-transformer': pes={o.pes} exceeds the {limit} PEs of {o.device} ({self.device.dsps} DSP slices, "
-                f"16 per PE); use pes <= {limit} or device alveo-u280"
+                f"{Accelerator.lanes} per PE); use pes <= {limit} or device alveo-u280"
             )
         self.shape = model_shape(o.model)
         self.batches = draw_batches(corpus_lengths(), o.batch, o.draws, o.seed)

@@ -24,11 +24,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal, cast
 
 import numpy as np
-from pydantic import Field
 
 from coevo.search.niches import Niche
-from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions
+from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, config_field
 from coevo.sim.stepping import StepPlan, build, plan, zoo_setup
+from coevo.sim.stepping.config import SteppingConfig
 
 FIRST: tuple[float, ...] = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35)
 """Shares of the full MACs the first step may take."""
@@ -57,9 +57,9 @@ def _plan(model: str, fractions: tuple[float, ...]) -> StepPlan:
 class SteppingOptions(ProblemOptions):
     """Options of the ``stepping`` problem."""
 
-    model: Literal["cnn-digits", "cnn-mnist5k"] = Field("cnn-digits", description="zoo CNN classifier whose data and widths are used")
-    epochs: int = Field(3, ge=1, le=100, description="joint training epochs per design (short: every design trains)")
-    seed: int = Field(0, ge=0, description="seed of initialisation and batch order")
+    model: Literal["cnn-digits", "cnn-mnist5k"] = config_field(SteppingConfig, "model")
+    epochs: int = config_field(SteppingConfig, "search_epochs")
+    seed: int = config_field(SteppingConfig, "seed")
 
 
 class SteppingProblem(LevelProblem):
