@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import optuna
+import pydantic
 import pytest
 
 from coevo.search.errors import UserInputError
-from coevo.search.problem import LevelProblem, Levels, Objective, level_format
+from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, config_field, level_format
 from coevo.search.problems import check_problem_class
 
 TILES = (8, 16, 32, 64)
@@ -183,3 +185,114 @@ def test_level_tables_are_checked() -> None:
         Levels((1, 2, 3), choices=(1.0, 2.0))
     assert Levels((True, False)).read("yes") == (True, True) and Levels((True, False)).read("no") == (True, False)
     assert Levels((True, False)).read("maybe") == (False, None)
+
+
+# ---- family configurations (search.problem.config_field)
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    size: int = dataclasses.field(default=4, metadata={"help": "cells", "ge": 1, "le": 64})
+    name: str = dataclasses.field(default="a", metadata={"help": "which one"})
+
+
+def test_config_field_takes_default_bounds_and_help_from_the_family() -> None:
+    class Options(ProblemOptions):
+        size: int = config_field(Family, "size")
+        small: int = config_field(Family, "size", description="fewer cells", le=8)
+        free: int = config_field(Family, "size", bounds=False)
+        name: str = config_field(Family, "name")
+
+    o = Options()
+    assert (o.size, o.small, o.free, o.name) == (4, 4, 4, "a")
+    assert Options.model_fields["size"].description == "cells" and Options.model_fields["small"].description == "fewer cells"
+    assert Options(size=64, free=1000).free == 1000
+    with pytest.raises(pydantic.ValidationError, match="less than or equal to 64"):
+        Options(size=65)
+    with pytest.raises(pydantic.ValidationError, match="less than or equal to 8"):
+        Options(small=9)
+    with pytest.raises(ValueError, match="not a narrower bound"):
+        config_field(Family, "size", le=100)
+    with pytest.raises(KeyError):
+        config_field(Family, "colour")
+
+
+def _family_pairs() -> list[tuple[str, type, str, type, str]]:
+    """(family, adapter model, its field, family config, the config field it reads), for every shared default."""
+    from coevo.search.fpga.problem import FpgaOptions
+    from coevo.search.freeze.problem import FreezeOptions
+    from coevo.search.lingcn.problem import LinGcnOptions
+    from coevo.search.prune.problem import PruneOptions
+    from coevo.search.quant.problem import QuantOptions
+    from coevo.search.reram.problem import ReramOptions
+    from coevo.search.spmm.problem import SpmmOptions
+    from coevo.search.stepping.problem import SteppingOptions
+    from coevo.sim.fpga.config import FpgaConfig
+    from coevo.sim.freeze.config import FreezeFamilyConfig
+    from coevo.sim.graph.config import SpmmConfig
+    from coevo.sim.he.config import HeConfig
+    from coevo.sim.prune.config import PruneConfig
+    from coevo.sim.quant.config import QuantConfig
+    from coevo.sim.reram.config import ReramConfig
+    from coevo.sim.stepping.config import SteppingConfig
+    from coevo.tools.fpga import LengthAwareArgs
+    from coevo.tools.freeze import FreezeArgs
+    from coevo.tools.he import HEGcnArgs
+    from coevo.tools.kernels import SpmmArgs
+    from coevo.tools.prune import PruneArgs
+    from coevo.tools.quant import QuantArgs
+    from coevo.tools.reram import ReramArgs
+    from coevo.tools.stepping import BuildArgs
+
+    table = {
+        "reram": (ReramConfig, [
+            (ReramArgs, "fault_rate", "fault_rate"), (ReramOptions, "fault_rate", "fault_rate"), (ReramArgs, "sa0_sa1", "sa0_sa1"),
+            (ReramOptions, "sa0_sa1", "sa0_sa1"), (ReramArgs, "rows", "rows"), (ReramArgs, "bits_per_cell", "bits_per_cell"),
+            (ReramArgs, "finetune_epochs", "finetune_epochs"), (ReramOptions, "finetune_epochs", "finetune_epochs"),
+            (ReramArgs, "fault_maps", "fault_maps"), (ReramOptions, "fault_maps", "search_fault_maps"),
+        ]),
+        "prune": (PruneConfig, [
+            (PruneArgs, "calib_tokens", "calib_tokens"), (PruneOptions, "calib_tokens", "calib_tokens"),
+            (PruneArgs, "score", "score"), (PruneOptions, "score", "score"),
+            (PruneArgs, "seed", "seed"), (PruneOptions, "calib_seed", "seed"),
+        ]),
+        "he": (HeConfig, [
+            (HEGcnArgs, "teacher_epochs", "teacher_epochs"), (LinGcnOptions, "teacher_epochs", "teacher_epochs"),
+            (HEGcnArgs, "scale_bits", "scale_bits"), (LinGcnOptions, "scale_bits", "scale_bits"), (HEGcnArgs, "epochs", "epochs"),
+            (LinGcnOptions, "epochs", "search_epochs"), (HEGcnArgs, "dataset", "dataset"), (LinGcnOptions, "dataset", "dataset"),
+        ]),
+        "spmm": (SpmmConfig, [
+            (SpmmArgs, "feature_dim", "feature_dim"), (SpmmOptions, "feature_dim", "feature_dim"), (SpmmArgs, "repeats", "repeats"),
+            (SpmmOptions, "repeats", "repeats"), (SpmmArgs, "dtype", "dtype"), (SpmmOptions, "dtype", "dtype"),
+        ]),
+        "quant": (QuantConfig, [
+            (QuantArgs, "finetune_epochs", "finetune_epochs"), (QuantOptions, "finetune_epochs", "search_finetune_epochs"),
+            (QuantArgs, "seed", "seed"), (QuantOptions, "seed", "seed"), (QuantOptions, "model", "model"),
+        ]),
+        "freeze": (FreezeFamilyConfig, [
+            (FreezeArgs, "cache", "codec"), (FreezeOptions, "codec", "codec"), (FreezeArgs, "versions", "versions"),
+            (FreezeOptions, "versions", "versions"), (FreezeArgs, "seed", "seed"), (FreezeOptions, "seed", "seed"),
+        ]),
+        "stepping": (SteppingConfig, [
+            (BuildArgs, "model", "model"), (SteppingOptions, "model", "model"),
+            (BuildArgs, "seed", "seed"), (SteppingOptions, "seed", "seed"),
+        ]),
+        "fpga": (FpgaConfig, [
+            (LengthAwareArgs, "device", "device"), (FpgaOptions, "device", "device"),
+            (LengthAwareArgs, "pes", "pes"), (FpgaOptions, "pes", "pes"),
+            (LengthAwareArgs, "buckets", "buckets"), (FpgaOptions, "buckets", "buckets"), (LengthAwareArgs, "tile_m", "tile_m"),
+        ]),
+    }  # fmt: skip
+    return [(family, model, f, config, c) for family, (config, rows) in table.items() for model, f, c in rows]
+
+
+def test_each_family_declares_a_shared_default_once() -> None:
+    """A tool argument and a problem option that stand for the same setting hold the family configuration's default."""
+    for family, model, f, config, c in _family_pairs():
+        assert model.model_fields[f].default == getattr(config(), c), (family, model.__name__, f)
+    from coevo.search.freeze.problem import QUALITY
+    from coevo.search.reram.problem import CFG
+    from coevo.sim.reram import CrossbarConfig
+
+    assert CrossbarConfig() == CFG  # the problem's crossbar is the simulator's default one
+    assert QUALITY == {8: 90, 6: 75, 4: 50}  # the jpeg/webp quality of each bit level, as the freeze docs state
