@@ -18,7 +18,17 @@ from coevo.agent.api import search
 from coevo.agent.reasoners import OfflineReasoner, Reasoner, make_reasoner
 from coevo.search.errors import CoevoError, StorageError, UserInputError
 from coevo.search.niches import Niche, single_niche
-from coevo.search.problem import Evolvable, Objective, Problem, ProblemContext, ProblemOptions, read_key_values
+from coevo.search.problem import (
+    Evolvable,
+    LevelProblem,
+    Levels,
+    Objective,
+    Problem,
+    ProblemContext,
+    ProblemOptions,
+    level_format,
+    read_key_values,
+)
 from coevo.search.problems import make_problem, problem_class, problem_names
 from coevo.search.proposers import Evaluation, Proposal, Proposer, RoundContext, get_proposer, proposer_names
 from coevo.search.runner import Progress, SearchResult, run_search
@@ -28,6 +38,8 @@ __all__ = [
     "CoevoError",
     "Evaluation",
     "Evolvable",
+    "LevelProblem",
+    "Levels",
     "Niche",
     "Objective",
     "OfflineReasoner",
@@ -43,6 +55,7 @@ __all__ = [
     "StorageError",
     "UserInputError",
     "get_proposer",
+    "level_format",
     "load_search",
     "make_problem",
     "make_reasoner",

@@ -13,6 +13,7 @@ generated from that declaration (``docs/problems.md`` shows a whole problem in o
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 from abc import ABC, abstractmethod
@@ -22,7 +23,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 import optuna
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from coevo.search.errors import UserInputError
 from coevo.search.metrics import FrontReference
@@ -236,6 +237,39 @@ class Problem(ABC):
         return tuple(o.name for o in self.objectives if o.cost == "expensive")
 
 
+BOUNDS = ("ge", "gt", "le", "lt")
+"""Metadata keys of a family configuration's field that bound its value (as pydantic's ``Field`` takes them)."""
+
+
+def config_field(config: type, name: str, *, description: str | None = None, bounds: bool = True, **narrower: float) -> Any:
+    """A pydantic ``Field`` whose default and bounds come from a family's configuration, so neither is written twice.
+
+    A family's configuration is a frozen dataclass in ``sim/<family>/config.py``; each field's
+    ``metadata`` holds ``help``, optionally ``unit`` and the bounds of :data:`BOUNDS`. A
+    problem's options and its tool's arguments both declare their fields through this.
+
+    Args:
+        config: the configuration dataclass.
+        name: the field of ``config``.
+        description: the adapter's own help text where it words the field for its caller (a tool's
+            schema for a model); default: the field's ``help``.
+        bounds: False leaves the range check to the simulator, whose error says more than pydantic's.
+        narrower: bounds of :data:`BOUNDS` this adapter needs tighter than the family's (a search
+            needs at least one augmented copy where one tool call may ask for none).
+
+    Raises:
+        KeyError: ``config`` has no field ``name``.
+        ValueError: a bound in ``narrower`` is not one of :data:`BOUNDS`, or widens the family's.
+    """
+    f = {f.name: f for f in dataclasses.fields(config)}[name]
+    limits = {k: f.metadata[k] for k in BOUNDS if k in f.metadata} if bounds else {}
+    for k, v in narrower.items():
+        if k not in BOUNDS or (k in limits and (v < limits[k] if k in ("ge", "gt") else v > limits[k])):
+            raise ValueError(f"{config.__name__}.{name}: {k}={v} is not a narrower bound than {limits}")
+        limits[k] = v
+    return Field(f.default, description=description if description is not None else f.metadata.get("help"), **limits)
+
+
 def options_error(model: type[BaseModel], exc: ValidationError) -> str:
     """A pydantic validation error as one line a person can act on: each wrong option, what it must be, what was given."""
     parts = []
@@ -279,8 +313,18 @@ KEY_VALUE = re.compile(r"([a-z0-9_]+)\s*=\s*([\w.\-]+)")
 """``key=value`` pairs as :func:`read_key_values` reads them."""
 
 
-def read_key_values(problem: Problem, text: str, what: str) -> tuple[Point, dict[str, str]]:
+LEVEL_VALUE = re.compile(r"([a-z0-9_]+)\s*=\s*([\w.:\-]+)")
+"""``key=value`` pairs of a :class:`LevelProblem`: values may also hold ``:`` (a PE split such as ``12:3:1``)."""
+
+
+def read_key_values(problem: Problem, text: str, what: str, pattern: re.Pattern[str] = KEY_VALUE) -> tuple[Point, dict[str, str]]:
     """Parse ``key=value`` pairs (the form ``describe`` writes) into a point through ``from_params``.
+
+    Args:
+        problem: the problem whose ``from_params`` reads the pairs.
+        text: the design as written.
+        what: the design in words for the error message (``"a tiling"``).
+        pattern: the regular expression of one pair (key, value groups).
 
     Returns:
         the point and the pairs as read (for checks of derived keys).
@@ -288,7 +332,7 @@ def read_key_values(problem: Problem, text: str, what: str) -> tuple[Point, dict
     Raises:
         UserInputError: naming what could not be read and the expected format.
     """
-    pairs = dict(KEY_VALUE.findall(text))
+    pairs = dict(pattern.findall(text))
     try:
         return problem.from_params(pairs), pairs
     except UserInputError as exc:
@@ -365,3 +409,218 @@ class Predictable(ABC):
         cost a feature computation).
         """
         return None
+
+
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
+"""How a boolean level may be written in text (any case)."""
+
+
+@dataclass(frozen=True)
+class Levels:
+    """The ordered choices of one parameter of a :class:`LevelProblem`.
+
+    Attributes:
+        values: what a point holds, in order (for an ordered parameter, neighbours are one step apart).
+        choices: what Optuna stores for each value, when that differs from the value (a 0/1 flag
+            stored as 0.0/1.0 by older studies); default: the values themselves. Optuna accepts
+            None, bool, int, float and str.
+        ordered: False when the values have no order (scheduler names): every other value is then a neighbour.
+        fmt: format spec of a value in point ids and descriptions (``"g"`` writes 0.0 as ``0``);
+            default ``""``, which is ``str``.
+
+    Raises:
+        ValueError: no values, repeated values, or ``choices`` of another length.
+    """
+
+    values: tuple[Any, ...]
+    choices: tuple[Any, ...] | None = None
+    ordered: bool = True
+    fmt: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.values:
+            raise ValueError("a parameter needs at least one level")
+        if len(set(self.values)) != len(self.values):
+            raise ValueError(f"levels must differ, got {self.values}")
+        if self.choices is not None and len(self.choices) != len(self.values):
+            raise ValueError(f"{len(self.choices)} Optuna choices for {len(self.values)} levels")
+
+    @property
+    def stored(self) -> tuple[Any, ...]:
+        """The Optuna choices, one per value."""
+        return self.values if self.choices is None else self.choices
+
+    def text(self, value: Any) -> str:
+        """``value`` as point ids and descriptions write it."""
+        return format(value, self.fmt)
+
+    def param(self, value: Any) -> Any:
+        """The Optuna choice of a value of the space."""
+        return value if self.choices is None else self.choices[self.values.index(value)]
+
+    def read(self, raw: Any) -> tuple[bool, Any]:
+        """(True, the level) that ``raw`` (a value, its Optuna choice, or text of either) stands for; (False, None) if none."""
+        for value, stored in zip(self.values, self.stored, strict=True):
+            if _same(raw, value) or _same(raw, stored):
+                return True, value
+        return False, None
+
+
+def _same(raw: Any, level: Any) -> bool:
+    """Whether ``raw`` stands for ``level``: equal, equal text, or the same number (to 1e-9 relative)."""
+    if isinstance(level, str) or level is None:
+        return isinstance(raw, str) and raw.strip() == str(level)
+    if isinstance(raw, str):
+        word = raw.strip().lower()
+        if isinstance(level, bool) and word in _TRUE + _FALSE:
+            return (word in _TRUE) == level
+        try:
+            raw = float(word)
+        except ValueError:
+            return False
+    if not isinstance(raw, int | float | np.number):
+        return False
+    return bool(abs(float(raw) - float(level)) <= 1e-9 * max(1.0, abs(float(level))))
+
+
+def level_format(levels: Mapping[str, Levels]) -> str:
+    """A design format listing every parameter's levels: ``key=value pairs: a=(1|2) b=(x|y)``."""
+    return "key=value pairs: " + " ".join(f"{name}=({'|'.join(lv.text(v) for v in lv.values)})" for name, lv in levels.items())
+
+
+class LevelProblem(Problem, Evolvable):
+    """A problem whose design is one choice from a table of levels per parameter.
+
+    A subclass declares :attr:`levels` (parameter name -> :class:`Levels`, in point order; on
+    the class, or set in ``__init__`` when options decide it) and gets from it:
+
+    * the encoding: :meth:`distributions` (one categorical per parameter, named as in the
+      table), :meth:`from_params` / :meth:`to_params`, :meth:`point_id` (the values as
+      :meth:`Levels.text` writes them, joined by ``-``), :meth:`describe` (``name=value``
+      pairs) and :meth:`parse_design` (its inverse);
+    * the co-evolution operators: :meth:`neighbours` (one parameter one step up or down, or
+      to any other value when unordered), :meth:`crossover` (each parameter from either
+      parent with even odds: one ``rng.random()`` draw per parameter) and
+      :meth:`random_point` (one ``rng.choice`` per parameter), all deterministic given ``rng``;
+    * :meth:`features`: the values as numbers (a non-numeric level by its index).
+
+    A point is a tuple of level values in table order, or :attr:`point_type` (a NamedTuple
+    with the parameters as fields). :meth:`violation` is the hook for constraints across
+    parameters: points it refuses are not in the space (:meth:`from_params` raises, and the
+    operators never return them). Subclasses still write :meth:`evaluate`,
+    :meth:`cheap_values` and the declarations of :class:`Problem`; they override any of the
+    above where their old studies stored another form (a point id, say), since stored
+    parameter names, choices and point ids must not change once studies exist.
+
+    Example::
+
+        class Tiles(LevelProblem):
+            name = "tiles"
+            levels = {"tile": Levels((8, 16, 32)), "order": Levels(("ij", "ji"), ordered=False)}
+            objectives = (...)
+    """
+
+    levels: Mapping[str, Levels]
+    """Parameter name -> its levels, in point order."""
+    point_type: ClassVar[type[tuple[Any, ...]]] = tuple
+    """What a point is: ``tuple`` or a NamedTuple whose fields are the parameters in table order."""
+    design_noun: ClassVar[str] = "a design"
+    """The design in words, for :meth:`parse_design`'s errors (``"a tiling"``)."""
+
+    def violation(self, point: tuple[Any, ...]) -> str | None:
+        """Why ``point`` (every value a level) is outside the space, or None when it is in (default: always in).
+
+        Must be cheap and deterministic: the operators call it on every candidate.
+        """
+        return None
+
+    def _make(self, values: Sequence[Any]) -> Any:
+        return tuple(values) if self.point_type is tuple else self.point_type(*values)
+
+    # ---- the encoding
+
+    def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
+        return {name: optuna.distributions.CategoricalDistribution(lv.stored) for name, lv in self.levels.items()}
+
+    def from_params(self, params: Mapping[str, Any]) -> Any:
+        """The point that Optuna parameters (values, stored choices or their text) stand for.
+
+        Raises:
+            UserInputError: naming each missing parameter, each value outside its levels (with
+                the levels), or the constraint a point breaks.
+        """
+        missing = [name for name in self.levels if name not in params]
+        if missing:
+            raise UserInputError(f"{self.name} params need {', '.join(self.levels)}; missing: {', '.join(missing)}")
+        values, bad = [], []
+        for name, lv in self.levels.items():
+            found, value = lv.read(params[name])
+            if not found:
+                bad.append(f"{name}={params[name]} is outside the space; {name} is one of {', '.join(lv.text(v) for v in lv.values)}")
+            values.append(value)
+        if bad:
+            raise UserInputError("; ".join(bad))
+        point = self._make(values)
+        why = self.violation(point)
+        if why is not None:
+            raise UserInputError(f"{self.describe(point)} is outside the space: {why}")
+        return point
+
+    def to_params(self, point: Any) -> dict[str, Any]:
+        return {name: lv.param(v) for (name, lv), v in zip(self.levels.items(), point, strict=True)}
+
+    def point_id(self, point: Any) -> str:
+        return "-".join(lv.text(v) for lv, v in zip(self.levels.values(), point, strict=True))
+
+    def describe(self, point: Any) -> str:
+        return " ".join(f"{name}={lv.text(v)}" for (name, lv), v in zip(self.levels.items(), point, strict=True))
+
+    def parse_design(self, text: str) -> Any:
+        """Read ``name=value`` pairs as :meth:`describe` writes them."""
+        return read_key_values(self, text, self.design_noun, LEVEL_VALUE)[0]
+
+    # ---- operators for the co-evolution engine (Evolvable)
+
+    def neighbours(self, point: Any) -> list[Any]:
+        """Every point with one parameter one level up or down (or any other level, unordered), in table order."""
+        out = []
+        for i, lv in enumerate(self.levels.values()):
+            j = lv.values.index(point[i])
+            steps = (j - 1, j + 1) if lv.ordered else range(len(lv.values))
+            for k in steps:
+                if 0 <= k < len(lv.values) and k != j:
+                    moved = self._make((*point[:i], lv.values[k], *point[i + 1 :]))
+                    if self.violation(moved) is None:
+                        out.append(moved)
+        return out
+
+    def crossover(self, a: Any, b: Any, rng: random.Random) -> Any:
+        """Each parameter from ``a`` or ``b`` with even odds; redrawn (at most 16 times, then ``a``) while a constraint refuses it."""
+        for _ in range(16):
+            child = self._make(uniform_crossover(a, b, rng))
+            if self.violation(child) is None:
+                return child
+        return self._make(a)
+
+    def random_point(self, rng: random.Random) -> Any:
+        """A uniformly random point of the space (rejection sampling under :meth:`violation`).
+
+        Raises:
+            RuntimeError: 1000 draws in a row broke the constraints (a space almost empty).
+        """
+        for _ in range(1000):
+            point = self._make([rng.choice(lv.values) for lv in self.levels.values()])
+            if self.violation(point) is None:
+                return point
+        raise RuntimeError(f"problem {self.name}: 1000 random points in a row broke its constraints")
+
+    def features(self, points: Sequence[Any]) -> np.ndarray:
+        """(n, parameters): each value as a number, a non-numeric level by its index."""
+        table = tuple(self.levels.values())
+        rows = [[_number(lv, v) for lv, v in zip(table, p, strict=True)] for p in points]
+        return np.array(rows, dtype=float).reshape(len(points), len(table))
+
+
+def _number(levels: Levels, value: Any) -> float:
+    """A level as a feature: itself when numeric, else its index."""
+    return float(value) if isinstance(value, int | float | np.number) else float(levels.values.index(value))

@@ -9,6 +9,7 @@ import numpy as np
 from pydantic import Field
 
 from coevo.search.errors import UserInputError
+from coevo.search.problem import config_field
 from coevo.sim.fpga import (
     DEVICES,
     METHODS,
@@ -27,6 +28,7 @@ from coevo.sim.fpga import (
     resolve_lengths,
     split_pes,
 )
+from coevo.sim.fpga.config import FpgaConfig
 from coevo.tools._base import Tool, ToolArgs, ToolResult
 
 
@@ -50,17 +52,19 @@ class LengthAwareArgs(ToolArgs):
             "list of positive sequence lengths (cut into consecutive batches of `batch`)"
         ),
     )
-    batch: int = Field(32, ge=1, le=4096, description="sequences per batch")
-    pes: int = Field(64, ge=3, description="processing elements (16 int8 MACs each), at most what the device's DSP slices allow")
-    device: Literal["zu3eg", "zcu102", "alveo-u280"] = Field(
-        "zcu102", description="FPGA board preset (DSP slices, on-chip KiB, DDR GB/s, clock)"
+    batch: int = config_field(FpgaConfig, "batch")
+    pes: int = config_field(
+        FpgaConfig, "pes", description="processing elements (16 int8 MACs each), at most what the device's DSP slices allow"
+    )
+    device: Literal["zu3eg", "zcu102", "alveo-u280"] = config_field(
+        FpgaConfig, "device", description="FPGA board preset (DSP slices, on-chip KiB, DDR GB/s, clock)"
     )
     split: str = Field("4:3:1", description="PE shares matmul:attention:softmax")
     cores: str = Field("1:1:1", description="cores per engine matmul:attention:softmax (each runs one task at a time)")
-    tile_m: int = Field(32, ge=1, le=1024, description="GEMM tile: output rows (tokens)")
-    tile_n: int = Field(64, ge=1, le=1024, description="GEMM tile: output columns")
-    tile_k: int = Field(64, ge=1, le=1024, description="GEMM tile: reduction depth")
-    model: Literal["lm-pydoc", "lm-pydoc-tiny", "bert-base"] = Field("lm-pydoc", description="transformer shape (zoo LMs or BERT-base)")
+    tile_m: int = config_field(FpgaConfig, "tile_m")
+    tile_n: int = config_field(FpgaConfig, "tile_n")
+    tile_k: int = config_field(FpgaConfig, "tile_k")
+    model: Literal["lm-pydoc", "lm-pydoc-tiny", "bert-base"] = config_field(FpgaConfig, "model")
     attention: Literal["dense", "topk", "local-global"] = Field(
         "topk", description="dense; topk (low-bit pre-score of every key, top_k kept); local-global (window + n_global keys)"
     )
@@ -68,9 +72,11 @@ class LengthAwareArgs(ToolArgs):
     key_bits: int = Field(4, ge=2, le=8, description="topk: bits of the quantized Q/K pre-score")
     window: int = Field(32, ge=1, description="local-global: previous keys per query")
     n_global: int = Field(4, ge=0, description="local-global: global keys")
-    buckets: int = Field(4, ge=1, le=256, description="bucketing: groups the sorted batch is cut into")
-    draws: int = Field(5, ge=1, le=200, description="pydoc-sentences: random batches drawn (seeds seed..); ignored for an explicit list")
-    seed: int = Field(0, ge=0, description="seed of the batch draws")
+    buckets: int = config_field(FpgaConfig, "buckets", description="bucketing: groups the sorted batch is cut into")
+    draws: int = config_field(
+        FpgaConfig, "draws", description="pydoc-sentences: random batches drawn (seeds seed..); ignored for an explicit list"
+    )
+    seed: int = config_field(FpgaConfig, "seed")
     cpsat_time_limit_s: float = Field(
         0.0, ge=0, le=600, description="> 0: also solve the first batch's length-aware DAG with CP-SAT (small batches only) for the gap"
     )

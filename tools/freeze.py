@@ -8,15 +8,17 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from coevo.search.errors import UserInputError
+from coevo.search.problem import config_field
 from coevo.search.work_progress import report
 from coevo.sim.freeze import FreezeConfig, FreezeResult, train_zoo
+from coevo.sim.freeze.config import FreezeFamilyConfig
 from coevo.tools._base import Tool, ToolArgs, ToolResult
 from coevo.tools._zoo import resolve_alias
 
 
 class FreezeArgs(ToolArgs):
-    model: Literal["cnn-mnist", "cnn-mnist5k", "cnn-digits"] = Field(
-        "cnn-mnist5k", description="zoo CNN trained from scratch: cnn-mnist5k (cnn-mnist maps to it) or cnn-digits"
+    model: Literal["cnn-mnist", "cnn-mnist5k", "cnn-digits"] = config_field(
+        FreezeFamilyConfig, "model", description="zoo CNN trained from scratch: cnn-mnist5k (cnn-mnist maps to it) or cnn-digits"
     )
     method: Literal["cache", "naive", "full"] = Field(
         "cache",
@@ -31,22 +33,28 @@ class FreezeArgs(ToolArgs):
     freeze_at: list[int | None] | None = Field(
         None, description="fixed: epochs trained before blocks 1, 2, 3 freeze (rising; null: never), e.g. [3, 6, null]"
     )
-    cache: Literal["float32", "quant", "zstd", "jpeg", "webp"] = Field(
-        "zstd", description="cache codec: float32 (none), quant (per-channel bits), zstd (quant + zstd), jpeg / webp (8-bit tiles)"
+    cache: Literal["float32", "quant", "zstd", "jpeg", "webp"] = config_field(
+        FreezeFamilyConfig,
+        "codec",
+        description="cache codec: float32 (none), quant (per-channel bits), zstd (quant + zstd), jpeg / webp (8-bit tiles)",
     )
-    bits: list[int] = Field([8, 6, 4], description="quant/zstd: bits of the cache when 1, 2, 3 blocks are frozen (4, 6 or 8 each)")
-    quality: list[int] = Field([90, 75, 50], description="jpeg/webp: quality of the cache when 1, 2, 3 blocks are frozen (1-100)")
+    bits: list[int] = Field(
+        list(FreezeFamilyConfig.bits), description="quant/zstd: bits of the cache when 1, 2, 3 blocks are frozen (4, 6 or 8 each)"
+    )
+    quality: list[int] = Field(
+        list(FreezeFamilyConfig.quality), description="jpeg/webp: quality of the cache when 1, 2, 3 blocks are frozen (1-100)"
+    )
     augment: Literal["similarity-aware", "none", "full"] = Field(
         "similarity-aware",
         description="augmentation from the cache: similarity-aware (augmented copies of the most augmentation-sensitive channels), "
         "none (clean features only), full (augmented copies of every channel)",
     )
-    share: float = Field(0.25, ge=0, le=1, description="similarity-aware: share of channels cached with augmented copies")
-    versions: int = Field(3, ge=0, le=8, description="augmented copies cached per sample")
+    share: float = config_field(FreezeFamilyConfig, "share")
+    versions: int = config_field(FreezeFamilyConfig, "versions")
     epochs: int | None = Field(None, ge=1, le=200, description="training epochs (default: the zoo recipe's, 12 for cnn-mnist5k)")
-    max_frozen: int = Field(2, ge=0, le=3, description="auto: most blocks frozen (the head always trains)")
+    max_frozen: int = config_field(FreezeFamilyConfig, "max_frozen")
     baselines: bool = Field(True, description="also run full training and naive freezing with the same settings and seed")
-    seed: int = Field(0, ge=0, description="seed of initialisation, batch order and augmentation")
+    seed: int = config_field(FreezeFamilyConfig, "seed")
     cache_dir: str | None = Field(None, description="folder for the cache files (a fresh sub-folder, removed at the end); default temp")
 
 

@@ -8,16 +8,19 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from coevo.search.errors import UserInputError
+from coevo.search.problem import config_field
 from coevo.search.work_progress import report
 from coevo.sim.he.ckks import HEParams
+from coevo.sim.he.config import HeConfig
 from coevo.sim.he.model import Recipe
 from coevo.sim.he.run import he_gcn, median_or_none
 from coevo.tools._base import Tool, ToolArgs, ToolResult
 
 
 class HEGcnArgs(ToolArgs):
-    dataset: Literal["digits-grid", "digits-grid4"] = Field(
-        "digits-grid",
+    dataset: Literal["digits-grid", "digits-grid4"] = config_field(
+        HeConfig,
+        "dataset",
         description="digits-grid: scikit-learn digits as 8x8 pixel grid graphs (64 nodes); digits-grid4: pooled to 4x4 (16 nodes, quicker)",
     )
     keep_nonlinear: float = Field(
@@ -28,13 +31,16 @@ class HEGcnArgs(ToolArgs):
         4, ge=2, le=8, description="degree of the Chebyshev polynomial that replaces each kept ReLU under encryption (ceil(log2 d) levels)"
     )
     hidden: list[int] = Field(
-        [4, 4], min_length=1, max_length=3, description="channels per graph convolution (1 to 3 layers); HE cost grows with their product"
+        [HeConfig.hidden] * 2,
+        min_length=1,
+        max_length=3,
+        description="channels per graph convolution (1 to 3 layers); HE cost grows with their product",
     )
     distill: float = Field(
         0.5, ge=0.0, le=1.0, description="weight of the distillation loss from the all-ReLU teacher (rest: cross-entropy)"
     )
-    epochs: int = Field(30, ge=0, le=200, description="student epochs (2/3 gate search, 1/3 fine-tuning with the hardened mask)")
-    teacher_epochs: int = Field(60, ge=1, le=400, description="epochs of the all-ReLU teacher")
+    epochs: int = config_field(HeConfig, "epochs")
+    teacher_epochs: int = config_field(HeConfig, "teacher_epochs")
     encrypted_samples: int = Field(
         16,
         ge=0,
@@ -46,8 +52,8 @@ class HEGcnArgs(ToolArgs):
     coeff_mod_bit_sizes: list[int] | None = Field(
         None, description="CKKS modulus chain in bits (first, one per level, special); default: from the depth"
     )
-    scale_bits: int = Field(28, ge=20, le=50, description="log2 of the CKKS scale when the chain is chosen automatically")
-    seed: int = Field(0, ge=0, description="seed of initialisation and batch order (teacher and student)")
+    scale_bits: int = config_field(HeConfig, "scale_bits", description="log2 of the CKKS scale when the chain is chosen automatically")
+    seed: int = config_field(HeConfig, "seed", description="seed of initialisation and batch order (teacher and student)")
 
 
 class HEGcn(Tool):

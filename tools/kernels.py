@@ -8,7 +8,9 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from coevo.search.errors import UserInputError
+from coevo.search.problem import config_field
 from coevo.sim.graph.bench import METHODS, benchmark
+from coevo.sim.graph.config import SpmmConfig
 from coevo.sim.graph.generators import GRAPHS, load_graph
 from coevo.sim.graph.spmm import BlockParams
 from coevo.tools._base import Tool, ToolArgs, ToolResult
@@ -31,12 +33,13 @@ class SpmmParams(BaseModel):
 class SpmmArgs(ToolArgs):
     """Arguments of ``kernel.spmm``."""
 
-    graph: str = Field(
-        "rmat-100k",
+    graph: str = config_field(
+        SpmmConfig,
+        "graph",
         description=f"a named graph ({', '.join(GRAPHS)}; generated ones take a seed suffix, e.g. rmat-1m@1) or the path "
         "of a CSR .npz file (arrays indptr, indices, data, shape; or scipy.sparse.save_npz's)",
     )
-    feature_dim: int = Field(64, ge=1, le=4096, description="columns F of the dense X (Y = A X); >= 1")
+    feature_dim: int = config_field(SpmmConfig, "feature_dim", description="columns F of the dense X (Y = A X); >= 1")
     method: Literal["degree-block", "naive", "scipy", "torch", "all"] = Field(
         "all",
         description="degree-block: ours; naive: row loop in the same numba JIT; scipy: scipy.sparse CSR @ dense; torch: "
@@ -45,8 +48,8 @@ class SpmmArgs(ToolArgs):
     params: SpmmParams = Field(
         default_factory=lambda: SpmmParams.model_validate({}), description="degree-block parameters (and the threads of every method)"
     )
-    repeats: int = Field(5, ge=1, le=100, description="timed runs per method after one warm-up run (the median is reported)")
-    dtype: Literal["float32", "float64"] = Field("float32", description="value type of A, X and Y")
+    repeats: int = config_field(SpmmConfig, "repeats", description="timed runs per method after one warm-up run (the median is reported)")
+    dtype: Literal["float32", "float64"] = config_field(SpmmConfig, "dtype", description="value type of A, X and Y")
     seed: int = Field(0, ge=0, description="seed of the random X and of the shuffled order of the timed runs")
 
 

@@ -4,30 +4,36 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
-
+from coevo.search.problem import config_field
 from coevo.search.prune.run import prune_zoo
 from coevo.search.work_progress import report
+from coevo.sim.prune.config import PruneConfig
 from coevo.tools._base import Tool, ToolArgs, ToolResult
 from coevo.tools._zoo import model_field, zoo_model
 
 
 class PruneArgs(ToolArgs):
-    model: str = model_field("lm-pydoc")
-    sparsity: float = Field(0.5, gt=0, lt=1, description="share of each pruned layer's weights set to zero, in (0, 1); N:M needs 1 - N/M")
-    pattern: Literal["unstructured", "2:4", "4:8"] = Field(
-        "unstructured",
+    model: str = model_field(PruneConfig.model)
+    sparsity: float = config_field(
+        PruneConfig, "sparsity", description="share of each pruned layer's weights set to zero, in (0, 1); N:M needs 1 - N/M"
+    )
+    pattern: Literal["unstructured", "2:4", "4:8"] = config_field(
+        PruneConfig,
+        "pattern",
         description="unstructured (per output row, as Wanda) or N:M: at most N nonzeros in M consecutive input weights",
     )
-    score: Literal["magnitude", "wanda", "cos", "var", "cos+var", "sparsegpt"] = Field(
-        "cos+var",
+    score: Literal["magnitude", "wanda", "cos", "var", "cos+var", "sparsegpt"] = config_field(
+        PruneConfig,
+        "score",
         description=(
             "importance: |W|; Wanda |W|*||x_j||; cos: share of the output's angular deviation; var: |W|*std(x_j); cos+var: both; "
             "sparsegpt: the SparseGPT baseline (OBS masks, kept weights updated to reconstruct the output)"
         ),
     )
-    calib_tokens: int = Field(256, ge=1, le=65_536, description="calibration tokens (from the training split) the scores are measured on")
-    seed: int = Field(0, ge=0, description="seed of the calibration sample (which training sequences)")
+    calib_tokens: int = config_field(
+        PruneConfig, "calib_tokens", description="calibration tokens (from the training split) the scores are measured on"
+    )
+    seed: int = config_field(PruneConfig, "seed", description="seed of the calibration sample (which training sequences)")
 
 
 class PruneActivation(Tool):

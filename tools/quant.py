@@ -8,8 +8,10 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from coevo.search.errors import UserInputError
+from coevo.search.problem import config_field
 from coevo.search.work_progress import report
 from coevo.sim.quant import CANDIDATES, greedy_search, quant_layers, quantize
+from coevo.sim.quant.config import QuantConfig
 from coevo.sim.quant.mixed import check_target
 from coevo.sim.zoo import RECIPES
 from coevo.tools._base import Tool, ToolArgs, ToolResult
@@ -17,7 +19,7 @@ from coevo.tools._zoo import model_field, zoo_model
 
 
 class QuantArgs(ToolArgs):
-    model: str = model_field("cnn-digits")
+    model: str = model_field(QuantConfig.model)
     avg_bits: float = Field(
         4.0, description="average weight bits (weighted by weight count) every method gets, between 2 and 8; ignored by 'greedy'"
     )
@@ -31,9 +33,9 @@ class QuantArgs(ToolArgs):
             "within accuracy_drop_max of the float model"
         ),
     )
-    finetune_epochs: int = Field(3, ge=0, le=50, description="most straight-through fine-tuning epochs; the best val epoch is kept")
+    finetune_epochs: int = config_field(QuantConfig, "finetune_epochs")
     accuracy_drop_max: float = Field(1.0, ge=0, le=100, description="greedy only: largest val accuracy drop vs float32, percentage points")
-    seed: int = Field(0, ge=0, description="seed of fine-tuning (and the Hutchinson probes of hawq)")
+    seed: int = config_field(QuantConfig, "seed", description="seed of fine-tuning (and the Hutchinson probes of hawq)")
 
 
 class QuantClassBased(Tool):

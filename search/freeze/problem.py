@@ -27,27 +27,26 @@ Niches split the space by the number of blocks frozen by the end: 0, 1, 2, 3.
 from __future__ import annotations
 
 import functools
-import random
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal, cast
 
 import numpy as np
-import optuna
 import torch
-from pydantic import Field
 
-from coevo.search.errors import UserInputError
 from coevo.search.niches import Niche
-from coevo.search.problem import Evolvable, Objective, Problem, ProblemOptions, read_key_values, uniform_crossover
+from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, config_field
+from coevo.sim.freeze.config import FreezeFamilyConfig
 
 FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 BITS = (8, 6, 4)
 SHARES = (0.0, 0.125, 0.25, 0.5, 1.0)
-QUALITY = {8: 90, 6: 75, 4: 50}
+QUALITY = dict(zip(FreezeFamilyConfig.bits, FreezeFamilyConfig.quality, strict=True))
+"""jpeg/webp: the quality standing for a stage's bits (8 -> 90, 6 -> 75, 4 -> 50), the family's progressive pairs."""
 LEVELS: dict[str, tuple[float, ...]] = {
     "f1": FRACTIONS, "f2": FRACTIONS, "f3": FRACTIONS, "b1": BITS, "b2": BITS, "b3": BITS, "share": SHARES,
 }  # fmt: skip
 PARAMS = tuple(LEVELS)
+TABLE = {p: Levels(v, fmt="g") for p, v in LEVELS.items()}
 Design = tuple[float, float, float, int, int, int, float]
 
 
@@ -68,22 +67,28 @@ def _setup(model: str) -> tuple[dict[str, Any], dict[str, Any], list[int], list[
 class FreezeOptions(ProblemOptions):
     """Options of the ``freeze`` problem."""
 
-    model: Literal["cnn-digits", "cnn-mnist5k"] = Field("cnn-digits", description="zoo CNN trained from scratch")
-    epochs: int = Field(8, ge=1, le=40, description="training epochs per design (short runs keep a search fast)")
-    codec: Literal["zstd", "quant", "jpeg", "webp"] = Field(
-        "zstd", description="cache codec: zstd/quant use the design's bits, jpeg/webp its quality (8->90, 6->75, 4->50)"
+    model: Literal["cnn-digits", "cnn-mnist5k"] = config_field(FreezeFamilyConfig, "search_model")
+    epochs: int = config_field(FreezeFamilyConfig, "search_epochs")
+    codec: Literal["zstd", "quant", "jpeg", "webp"] = config_field(
+        FreezeFamilyConfig,
+        "codec",
+        description="cache codec: zstd/quant use the design's bits, jpeg/webp its quality (8->90, 6->75, 4->50)",
     )
-    versions: int = Field(3, ge=1, le=8, description="augmented copies cached per sample for the augmented channels")
-    seed: int = Field(0, ge=0, description="seed of initialisation, batch order and augmentation")
+    versions: int = config_field(
+        FreezeFamilyConfig, "versions", description="augmented copies cached per sample for the augmented channels", ge=1
+    )  # a design with augmented channels needs at least one copy
+    seed: int = config_field(FreezeFamilyConfig, "seed")
 
 
-class FreezeProblem(Problem, Evolvable):
+class FreezeProblem(LevelProblem):
     """Freeze points, cache compression per stage and augmentation share (module doc)."""
 
     name = "freeze"
     Options = FreezeOptions
     run_group = "model"
     design_label = "freezing"
+    design_noun = "a freezing design"
+    levels = TABLE
     design_format = "f1=F f2=F f3=F b1=B b2=B b3=B share=S with F in 0.25/0.5/0.75/1.0, B in 8/6/4, S in 0/0.125/0.25/0.5/1"
     example_options: ClassVar[Mapping[str, Any]] = {"model": "cnn-digits", "epochs": 2}
     objectives = (
@@ -95,36 +100,6 @@ class FreezeProblem(Problem, Evolvable):
     def __init__(self, options: FreezeOptions | None = None, /, **values: Any) -> None:
         super().__init__(options, **values)
         self._cache: dict[Design, dict[str, float]] = {}
-
-    # ---- encoding
-
-    def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
-        return {p: optuna.distributions.CategoricalDistribution(LEVELS[p]) for p in PARAMS}
-
-    def from_params(self, params: Mapping[str, Any]) -> Design:
-        try:
-            raw = [float(params[p]) for p in PARAMS]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise UserInputError(f"freeze params need {', '.join(PARAMS)}; got {dict(params)!r}") from exc
-        bad = [f"{p}={v}" for p, v in zip(PARAMS, raw, strict=True) if v not in LEVELS[p]]
-        if bad:
-            allowed = "; ".join(f"{p} in {', '.join(map(str, LEVELS[p]))}" for p in PARAMS[::3])
-            raise UserInputError(f"{', '.join(bad)} outside the space ({allowed}; b2/b3 like b1, f2/f3 like f1)")
-        f1, f2, f3, b1, b2, b3, share = raw
-        return (f1, f2, f3, int(b1), int(b2), int(b3), share)
-
-    def to_params(self, point: Any) -> dict[str, Any]:
-        return dict(zip(PARAMS, point, strict=True))
-
-    def point_id(self, point: Any) -> str:
-        return "-".join(f"{v:g}" for v in point)
-
-    def describe(self, point: Any) -> str:
-        return " ".join(f"{p}={v:g}" for p, v in zip(PARAMS, point, strict=True))
-
-    def parse_design(self, text: str) -> Design:
-        """Read ``key=value`` pairs as :meth:`describe` writes them."""
-        return cast(Design, read_key_values(self, text, "a freezing design")[0])
 
     def explain_encoding(self) -> str:
         return (
@@ -196,22 +171,6 @@ class FreezeProblem(Problem, Evolvable):
         )
 
     # ---- operators for the co-evolution engine (Evolvable)
-
-    def neighbours(self, point: Any) -> list[Design]:
-        out: list[Design] = []
-        for i, p in enumerate(PARAMS):
-            levels = LEVELS[p]
-            j = levels.index(point[i])
-            for nj in (j - 1, j + 1):
-                if 0 <= nj < len(levels):
-                    out.append(self.from_params({**self.to_params(point), p: levels[nj]}))
-        return out
-
-    def crossover(self, a: Any, b: Any, rng: random.Random) -> Design:
-        return cast(Design, uniform_crossover(a, b, rng))
-
-    def random_point(self, rng: random.Random) -> Design:
-        return self.from_params({p: rng.choice(LEVELS[p]) for p in PARAMS})
 
     def features(self, points: Sequence[Any]) -> np.ndarray:
         """The seven parameters as numbers, with the effective freeze shares (running maximum) in place of f1..f3."""

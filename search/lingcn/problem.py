@@ -21,18 +21,15 @@ Niches: how many layers keep any ReLU (0, 1, 2): each such layer adds levels.
 from __future__ import annotations
 
 import functools
-import random
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-import optuna
-from pydantic import Field
 
-from coevo.search.errors import UserInputError
 from coevo.search.niches import Niche
-from coevo.search.problem import Evolvable, Objective, Problem, ProblemOptions, level_neighbours, read_key_values, uniform_crossover
+from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, config_field
 from coevo.sim.he.ckks import cached_op_costs, compile_plan, depth_and_counts, params_for_depth, plain_logits, predict_seconds
+from coevo.sim.he.config import HeConfig
 from coevo.sim.he.data import load_dataset
 from coevo.sim.he.model import Recipe, train
 from coevo.sim.he.run import plan_of
@@ -48,20 +45,19 @@ CHOICES: dict[str, tuple[Any, ...]] = {
 }
 """Each design parameter's ordered choices."""
 PARAMS = tuple(CHOICES)
+TABLE = {k: Levels(v) for k, v in CHOICES.items()}
 Design = tuple[Any, ...]
 
 
 class LinGcnOptions(ProblemOptions):
     """Options of the ``lingcn`` problem."""
 
-    dataset: Literal["digits-grid", "digits-grid4"] = Field(
-        "digits-grid", description="digits as 8x8 (64-node) or pooled 4x4 (16-node) grid graphs"
-    )
-    hidden: int = Field(4, ge=1, le=16, description="channels of each of the 2 graph convolutions")
-    epochs: int = Field(12, ge=1, le=100, description="student epochs per design (the teacher trains once, cached)")
-    teacher_epochs: int = Field(60, ge=1, le=400, description="epochs of the all-ReLU teacher")
-    scale_bits: int = Field(28, ge=20, le=50, description="log2 of the CKKS scale; the chain and ring follow from the depth")
-    seed: int = Field(0, ge=0, description="seed of initialisation and batch order")
+    dataset: Literal["digits-grid", "digits-grid4"] = config_field(HeConfig, "dataset")
+    hidden: int = config_field(HeConfig, "hidden", description="channels of each of the 2 graph convolutions")
+    epochs: int = config_field(HeConfig, "search_epochs")
+    teacher_epochs: int = config_field(HeConfig, "teacher_epochs")
+    scale_bits: int = config_field(HeConfig, "scale_bits")
+    seed: int = config_field(HeConfig, "seed")
 
 
 @functools.cache
@@ -71,13 +67,15 @@ def _costs(n: int, bits: tuple[int, ...]) -> dict[str, float]:
     return cached_op_costs(HEParams(n, bits), cache_dir().parent / "he" / "op_costs.json")
 
 
-class LinGcnProblem(Problem, Evolvable):
+class LinGcnProblem(LevelProblem):
     """Per-layer ReLU keep shares, polynomial and ReLU-approximation degrees, distillation (module doc)."""
 
     name = "lingcn"
     Options = LinGcnOptions
     run_group = "dataset"
     design_label = "design"
+    design_noun = "a lingcn design"
+    levels = TABLE
     design_format = "key=value per parameter: " + " ".join(f"{k}=V" for k in PARAMS)
     example_options: ClassVar[Mapping[str, Any]] = {"dataset": "digits-grid4", "hidden": 2, "epochs": 2, "teacher_epochs": 3}
     objectives = (
@@ -133,39 +131,6 @@ class LinGcnProblem(Problem, Evolvable):
             Niche("both-layers", "both layers keep ReLUs: the deepest designs", lambda p: layers(p) == 2),
         )
 
-    def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
-        return {k: optuna.distributions.CategoricalDistribution(v) for k, v in CHOICES.items()}
-
-    def from_params(self, params: Mapping[str, Any]) -> Design:
-        out = []
-        for k in PARAMS:
-            if k not in params:
-                raise UserInputError(f"lingcn params need {', '.join(PARAMS)}; {k} is missing")
-            raw = params[k]
-            kind = type(CHOICES[k][0])
-            try:
-                value = raw if kind is str else kind(raw)
-            except (TypeError, ValueError):
-                raise UserInputError(f"{k}={raw!r} is not a {kind.__name__}") from None
-            if value not in CHOICES[k]:
-                raise UserInputError(f"{k}={raw!r} outside the space; choices: {', '.join(map(str, CHOICES[k]))}")
-            out.append(CHOICES[k][CHOICES[k].index(value)])
-        return tuple(out)
-
-    def to_params(self, point: Any) -> dict[str, Any]:
-        return dict(zip(PARAMS, point, strict=True))
-
-    def point_id(self, point: Any) -> str:
-        return "-".join(str(v) for v in point)
-
-    def describe(self, point: Any) -> str:
-        return " ".join(f"{k}={v}" for k, v in zip(PARAMS, point, strict=True))
-
-    def parse_design(self, text: str) -> Design:
-        """Read ``key=value`` pairs as :meth:`describe` writes them."""
-        point = read_key_values(self, text, "a lingcn design")[0]
-        return tuple(point) if isinstance(point, tuple) else (point,)
-
     def explain_encoding(self) -> str:
         return (
             f"A design sets a 2-layer GCN ({self.options.hidden} channels, {self.options.dataset}) for CKKS inference: keep_l1 and "
@@ -192,19 +157,6 @@ class LinGcnProblem(Problem, Evolvable):
         return 50.0, self._structure((1.0, 1.0, 4, 8, 0.0, "relu-fit"))[1] + 1e-9
 
     # ---- operators for the co-evolution engine (Evolvable)
-
-    def neighbours(self, point: Any) -> list[Design]:
-        out = []
-        for i, k in enumerate(PARAMS):
-            for n in level_neighbours((point[i],), CHOICES[k]):
-                out.append((*point[:i], n[0], *point[i + 1 :]))
-        return out
-
-    def crossover(self, a: Any, b: Any, rng: random.Random) -> Design:
-        return uniform_crossover(a, b, rng)
-
-    def random_point(self, rng: random.Random) -> Design:
-        return tuple(rng.choice(CHOICES[k]) for k in PARAMS)
 
     def features(self, points: Sequence[Any]) -> np.ndarray:
         """Choice index per parameter."""

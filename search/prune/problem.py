@@ -19,17 +19,15 @@ evaluation, so the exact front is unknown (:meth:`reference` is None).
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Literal, cast
+from typing import Any, ClassVar, Literal
 
 import numpy as np
-import optuna
-from pydantic import Field
 
 from coevo.search.errors import UserInputError
 from coevo.search.niches import Niche
-from coevo.search.problem import Evolvable, Objective, Problem, ProblemOptions, level_neighbours, read_key_values, uniform_crossover
+from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, config_field
+from coevo.sim.prune.config import PruneConfig
 from coevo.sim.zoo import ZooError, recipe
 
 LEVELS: tuple[float, ...] = (0.0, 0.25, 0.4, 0.5, 0.6, 0.75)
@@ -59,24 +57,23 @@ Sparsities = tuple[float, ...]
 class PruneOptions(ProblemOptions):
     """Options of the ``prune`` problem."""
 
-    model: Literal["lm-pydoc", "lm-pydoc-tiny"] = Field(
-        "lm-pydoc", description="the zoo LM to prune (lm-pydoc-tiny: a small one for tests)"
+    model: Literal["lm-pydoc", "lm-pydoc-tiny"] = config_field(
+        PruneConfig, "model", description="the zoo LM to prune (lm-pydoc-tiny: a small one for tests)"
     )
-    score: Literal["magnitude", "wanda", "cos", "var", "cos+var", "sparsegpt"] = Field(
-        "cos+var", description="the pruning score (sim.prune)"
-    )
-    calib_tokens: int = Field(256, ge=1, le=65_536, description="calibration tokens from the training split")
-    calib_seed: int = Field(0, ge=0, description="seed of the calibration sample")
-    eval_batches: int = Field(0, ge=0, le=10_000, description="val batches (of 64 sequences) to measure perplexity on; 0: the whole split")
+    score: Literal["magnitude", "wanda", "cos", "var", "cos+var", "sparsegpt"] = config_field(PruneConfig, "score")
+    calib_tokens: int = config_field(PruneConfig, "calib_tokens")
+    calib_seed: int = config_field(PruneConfig, "seed")
+    eval_batches: int = config_field(PruneConfig, "eval_batches")
 
 
-class PruneProblem(Problem, Evolvable):
+class PruneProblem(LevelProblem):
     """Sparsity per attention/MLP group of each block of a zoo LM (module doc)."""
 
     name = "prune"
     Options = PruneOptions
     run_group = "model"
     design_label = "sparsity"
+    design_noun = "a sparsity design"
     example_options: ClassVar[Mapping[str, Any]] = {"model": "lm-pydoc-tiny", "calib_tokens": 64, "eval_batches": 2}
     objectives = (
         Objective("neg_log_ppl", "maximize", "-ln ppl", "expensive"),
@@ -88,6 +85,7 @@ class PruneProblem(Problem, Evolvable):
         self.model: str = self.options.model
         self.blocks, self.width = lm_shape(self.model)
         self.genes = [f"b{b}_{g}" for b in range(self.blocks) for g in GROUPS]
+        self.levels = dict.fromkeys(self.genes, Levels(LEVELS, fmt="g"))
         self.design_format = (
             "key=value per block group, " + " ".join(f"{g}=S" for g in self.genes) + f" with S one of {', '.join(map(str, LEVELS))}"
         )
@@ -104,32 +102,6 @@ class PruneProblem(Problem, Evolvable):
             Niche("medium", "30-50 % of the block weights pruned", lambda p: 0.3 <= pruned(p) < 0.5),
             Niche("heavy", "50 % or more of the block weights pruned: the smallest, riskiest models", lambda p: pruned(p) >= 0.5),
         )
-
-    def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
-        return {g: optuna.distributions.CategoricalDistribution(LEVELS) for g in self.genes}
-
-    def from_params(self, params: Mapping[str, Any]) -> Sparsities:
-        try:
-            point = tuple(float(params[g]) for g in self.genes)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise UserInputError(f"prune params need {', '.join(self.genes)}; got {dict(params)!r}") from exc
-        bad = [f"{g}={s}" for g, s in zip(self.genes, point, strict=True) if s not in LEVELS]
-        if bad:
-            raise UserInputError(f"{', '.join(bad)} outside the space; S is one of {', '.join(map(str, LEVELS))}")
-        return point
-
-    def to_params(self, point: Any) -> dict[str, Any]:
-        return dict(zip(self.genes, point, strict=True))
-
-    def point_id(self, point: Any) -> str:
-        return "-".join(f"{s:g}" for s in point)
-
-    def describe(self, point: Any) -> str:
-        return " ".join(f"{g}={s:g}" for g, s in zip(self.genes, point, strict=True))
-
-    def parse_design(self, text: str) -> Sparsities:
-        """Read ``b0_attn=S`` pairs as :meth:`describe` writes them."""
-        return cast(Sparsities, read_key_values(self, text, "a sparsity design")[0])
 
     def explain_encoding(self) -> str:
         return (
@@ -199,15 +171,6 @@ class PruneProblem(Problem, Evolvable):
         return -math.log(256.0), 1.0 + 1e-9  # a byte LM that knows nothing: perplexity 256
 
     # ---- operators for the co-evolution engine (Evolvable)
-
-    def neighbours(self, point: Any) -> list[Sparsities]:
-        return level_neighbours(point, LEVELS)
-
-    def crossover(self, a: Any, b: Any, rng: random.Random) -> Sparsities:
-        return uniform_crossover(a, b, rng)
-
-    def random_point(self, rng: random.Random) -> Sparsities:
-        return tuple(rng.choice(LEVELS) for _ in self.genes)
 
     def features(self, points: Sequence[Any]) -> np.ndarray:
         """Sparsity per group, then the share of block weights pruned."""

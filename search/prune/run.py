@@ -13,6 +13,7 @@ import torch
 
 from coevo.search.errors import UserInputError
 from coevo.sim.prune import prune
+from coevo.sim.prune.config import PruneConfig
 from coevo.sim.zoo import ZooError, ZooModel, load
 
 
@@ -73,10 +74,10 @@ def prune_zoo(
     model: str | ZooModel,
     sparsity: float | Mapping[str, float] | None,
     *,
-    pattern: str = "unstructured",
-    score: str = "cos+var",
-    calib_tokens: int = 256,
-    seed: int = 0,
+    pattern: str = PruneConfig.pattern,
+    score: str = PruneConfig.score,
+    calib_tokens: int = PruneConfig.calib_tokens,
+    seed: int = PruneConfig.seed,
     splits: tuple[str, ...] = ("val", "test"),
     max_batches: int | None = None,
     dense: Mapping[str, float] | None = None,

@@ -19,19 +19,17 @@ space has 5^10 points for cnn-digits, so the exact front is unknown.
 from __future__ import annotations
 
 import functools
-import random
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Literal, cast
+from typing import Any, ClassVar, Literal
 
 import numpy as np
-import optuna
 import torch
-from pydantic import Field
 
 from coevo.search.errors import UserInputError
 from coevo.search.niches import Niche
-from coevo.search.problem import Evolvable, Objective, Problem, ProblemOptions, level_neighbours, read_key_values, uniform_crossover
+from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, config_field
 from coevo.sim.quant import CANDIDATES, Group, class_counts, class_groups, class_scores, finetune, group_bits, model_bits, quant_layers
+from coevo.sim.quant.config import QuantConfig
 
 ARCH_LAYERS: dict[str, tuple[str, ...]] = {"cnn-digits": ("conv1", "conv2", "conv3", "fc1", "fc2")}
 """The Conv2d/Linear layers of each zoo classifier the problem offers (checked against the loaded model)."""
@@ -71,18 +69,19 @@ def _setup(model: str, quantile: float) -> tuple[Any, tuple[Group, ...]]:
 class QuantOptions(ProblemOptions):
     """Options of the ``quant`` problem."""
 
-    model: Literal["cnn-digits"] = Field("cnn-digits", description="zoo classifier to quantize (see `coevo models list`)")
-    finetune_epochs: int = Field(1, ge=0, le=20, description="most straight-through fine-tuning epochs per design (0: round-to-nearest)")
-    seed: int = Field(0, ge=0, description="seed of fine-tuning (the order of the training batches)")
+    model: Literal["cnn-digits"] = config_field(QuantConfig, "model")
+    finetune_epochs: int = config_field(QuantConfig, "search_finetune_epochs")
+    seed: int = config_field(QuantConfig, "seed")
 
 
-class QuantProblem(Problem, Evolvable):
+class QuantProblem(LevelProblem):
     """Bits per layer and class-importance group of a zoo classifier (module doc)."""
 
     name = "quant"
     Options = QuantOptions
     run_group = "model"
     design_label = "bits"
+    design_noun = "a bit assignment"
     example_options: ClassVar[Mapping[str, Any]] = {"model": "cnn-digits", "finetune_epochs": 0}
     objectives = (
         Objective("accuracy", "maximize", "%", "expensive", bounds=(0.0, 100.0)),
@@ -94,6 +93,7 @@ class QuantProblem(Problem, Evolvable):
         super().__init__(options, **values)
         self.model: str = self.options.model
         self.params = tuple(f"{layer}_{part}" for layer in ARCH_LAYERS[self.model] for part in PARTS)
+        self.levels = dict.fromkeys(self.params, Levels(CANDIDATES))
         self.design_format = (
             "key=value per group, " + " ".join(f"{p}=B" for p in self.params) + f" with B one of {', '.join(map(str, CANDIDATES))}"
         )
@@ -113,32 +113,6 @@ class QuantProblem(Problem, Evolvable):
             Niche("mid", "more than 3 and at most 5 bits per weight on average", lambda p: 3 < self._avg(p) <= 5),
             Niche("high", "more than 5 bits per weight on average: close to INT8", lambda p: self._avg(p) > 5),
         )
-
-    def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
-        return {p: optuna.distributions.CategoricalDistribution(CANDIDATES) for p in self.params}
-
-    def from_params(self, params: Mapping[str, Any]) -> Widths:
-        try:
-            widths = tuple(int(params[p]) for p in self.params)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise UserInputError(f"quant params need {', '.join(self.params)}; got {dict(params)!r}") from exc
-        bad = [f"{p}={b}" for p, b in zip(self.params, widths, strict=True) if b not in CANDIDATES]
-        if bad:
-            raise UserInputError(f"{', '.join(bad)} outside the space; bits are one of {', '.join(map(str, CANDIDATES))}")
-        return widths
-
-    def to_params(self, point: Any) -> dict[str, Any]:
-        return dict(zip(self.params, point, strict=True))
-
-    def point_id(self, point: Any) -> str:
-        return "-".join(map(str, point))
-
-    def describe(self, point: Any) -> str:
-        return " ".join(f"{p}={b}" for p, b in zip(self.params, point, strict=True))
-
-    def parse_design(self, text: str) -> Widths:
-        """Read ``group=bits`` pairs as :meth:`describe` writes them."""
-        return cast(Widths, read_key_values(self, text, "a bit assignment")[0])
 
     def explain_encoding(self) -> str:
         groups = {g.layer + "_" + g.part: g for g in self._groups}
@@ -176,21 +150,6 @@ class QuantProblem(Problem, Evolvable):
         total = sum(g.weights for g in self._groups)
         by_name = {f"{g.layer}_{g.part}": g.weights for g in self._groups}
         return sum(by_name.get(p, 0) * b for p, b in zip(self.params, point, strict=True)) / total
-
-    # ---- operators for the co-evolution engine (Evolvable)
-
-    def neighbours(self, point: Any) -> list[Widths]:
-        return level_neighbours(point, CANDIDATES)
-
-    def crossover(self, a: Any, b: Any, rng: random.Random) -> Widths:
-        return uniform_crossover(a, b, rng)
-
-    def random_point(self, rng: random.Random) -> Widths:
-        return tuple(rng.choice(CANDIDATES) for _ in self.params)
-
-    def features(self, points: Sequence[Any]) -> np.ndarray:
-        """Bits per group."""
-        return np.array([list(p) for p in points], dtype=float).reshape(len(points), len(self.params))
 
     def cheap_values(self, points: Sequence[Any]) -> dict[str, np.ndarray]:
         zm = _setup(self.model, 0.5)[0]

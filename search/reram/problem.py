@@ -23,18 +23,16 @@ Niches: ``zero-space`` (no spare lines) and ``spare`` (spare lines).
 from __future__ import annotations
 
 import functools
-import random
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal, cast
 
 import numpy as np
-import optuna
-from pydantic import Field
 
 from coevo.search.errors import UserInputError
 from coevo.search.niches import Niche
-from coevo.search.problem import Evolvable, Objective, Problem, ProblemOptions, read_key_values, uniform_crossover
-from coevo.sim.reram import CrossbarConfig, ModelPlan, Protection, crossbars_needed, evaluate_under_faults, parse_ratio, prepare
+from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, config_field
+from coevo.sim.reram import ModelPlan, Protection, crossbars_needed, evaluate_under_faults, parse_ratio, prepare
+from coevo.sim.reram.config import ReramConfig
 
 LEVELS: dict[str, tuple[Any, ...]] = {
     "prune_rows": (0.0, 0.05, 0.1, 0.2),
@@ -45,7 +43,8 @@ LEVELS: dict[str, tuple[Any, ...]] = {
 }
 """Each parameter's values, in order (neighbours are one step apart)."""
 PARAMS = tuple(LEVELS)
-CFG = CrossbarConfig(rows=64, cols=64, weight_bits=8, bits_per_cell=2)
+TABLE = {p: Levels(v, fmt="g") for p, v in LEVELS.items()}
+CFG = ReramConfig().crossbar()
 Point = tuple[Any, ...]
 
 
@@ -63,21 +62,23 @@ def _zoo(model: str) -> Any:
 class ReramOptions(ProblemOptions):
     """Options of the ``reram`` problem."""
 
-    model: Literal["mlp-digits", "cnn-digits"] = Field("mlp-digits", description="zoo classifier mapped onto the crossbars")
-    fault_rate: float = Field(0.03, ge=0.0, le=1.0, description="share of stuck cells in every fault map")
-    sa0_sa1: str = Field("9:1", description="ratio of stuck-at-0 to stuck-at-1 faults, e.g. '9:1'")
-    fault_maps: int = Field(8, ge=1, le=100, description="fault maps (seeds 0..n-1) the accuracy is averaged over")
-    knowledge: Literal["known", "unknown"] = Field("known", description="fault maps known from a post-fabrication test, or not (vote)")
-    finetune_epochs: int = Field(0, ge=0, le=20, description="masked fine-tuning epochs after pruning (0: none)")
+    model: Literal["mlp-digits", "cnn-digits"] = config_field(ReramConfig, "model")
+    fault_rate: float = config_field(ReramConfig, "fault_rate")
+    sa0_sa1: str = config_field(ReramConfig, "sa0_sa1")
+    fault_maps: int = config_field(ReramConfig, "search_fault_maps")
+    knowledge: Literal["known", "unknown"] = config_field(ReramConfig, "knowledge")
+    finetune_epochs: int = config_field(ReramConfig, "finetune_epochs")
 
 
-class ReramProblem(Problem, Evolvable):
+class ReramProblem(LevelProblem):
     """Protection of a model on faulty ReRAM crossbars (module doc)."""
 
     name = "reram"
     Options = ReramOptions
     run_group = "model"
     design_label = "protection"
+    design_noun = "a protection setting"
+    levels = TABLE
     design_format = "key=value per setting: prune_rows=F prune_cols=F (F one of 0, 0.05, 0.1, 0.2) dup=0|1 msb=0|1|2 spare=0|1|2|4"
     example_options: ClassVar[Mapping[str, Any]] = {"model": "mlp-digits", "fault_maps": 2}
     objectives = (
@@ -115,41 +116,15 @@ class ReramProblem(Problem, Evolvable):
             Niche("spare", "spare rows and columns per crossbar replace faulty lines, at an area cost", lambda p: cast(Point, p)[4] > 0),
         )
 
-    def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
-        return {p: optuna.distributions.CategoricalDistribution(LEVELS[p]) for p in PARAMS}
-
-    def from_params(self, params: Mapping[str, Any]) -> Point:
-        try:
-            point = (float(params["prune_rows"]), float(params["prune_cols"]), int(params["dup"]), int(params["msb"]), int(params["spare"]))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise UserInputError(f"reram params need {', '.join(PARAMS)}; got {dict(params)!r}") from exc
-        bad = [f"{p}={v}" for p, v in zip(PARAMS, point, strict=True) if v not in LEVELS[p]]
-        if bad:
-            raise UserInputError(f"{', '.join(bad)} outside the space; {self.design_format}")
-        return point
-
-    def to_params(self, point: Any) -> dict[str, Any]:
-        return dict(zip(PARAMS, point, strict=True))
-
-    def point_id(self, point: Any) -> str:
-        return "-".join(f"{v:g}" for v in point)
-
-    def describe(self, point: Any) -> str:
-        return " ".join(f"{p}={v:g}" for p, v in zip(PARAMS, point, strict=True))
-
-    def parse_design(self, text: str) -> Point:
-        """Read ``key=value`` pairs as :meth:`describe` writes them."""
-        return cast(Point, read_key_values(self, text, "a protection setting")[0])
-
     def explain_encoding(self) -> str:
         return (
-            f"A design protects {self.options.model} mapped on 64x64 ReRAM crossbars (8-bit weights, 2 bits per cell, differential "
-            "pairs) against stuck-at faults: prune_rows/prune_cols prune that fraction of each layer's input rows/output columns by "
-            "magnitude, freeing cells; dup=1 fills freed bitlines with copies of the columns the fault map hurts most; msb copies "
-            "the top 1-2 two-bit slices of each weight into its low cells (precision drops by 2 bits per slice); spare adds that "
-            "many spare rows and columns to every crossbar (area grows). Accuracy is the mean val accuracy over "
-            f"{self.options.fault_maps} fault maps at {self.options.fault_rate:g} fault rate, SA0:SA1 {self.options.sa0_sa1}. "
-            f"Written as {self.design_format}."
+            f"A design protects {self.options.model} mapped on {CFG.rows}x{CFG.cols} ReRAM crossbars ({CFG.weight_bits}-bit weights, "
+            f"{CFG.bits_per_cell} bits per cell, differential pairs) against stuck-at faults: prune_rows/prune_cols prune that "
+            "fraction of each layer's input rows/output columns by magnitude, freeing cells; dup=1 fills freed bitlines with "
+            "copies of the columns the fault map hurts most; msb copies the top 1-2 two-bit slices of each weight into its low "
+            "cells (precision drops by 2 bits per slice); spare adds that many spare rows and columns to every crossbar (area "
+            f"grows). Accuracy is the mean val accuracy over {self.options.fault_maps} fault maps at {self.options.fault_rate:g} "
+            f"fault rate, SA0:SA1 {self.options.sa0_sa1}. Written as {self.design_format}."
         )
 
     def evaluate(self, point: Any) -> dict[str, float]:
@@ -167,28 +142,6 @@ class ReramProblem(Problem, Evolvable):
         """Accuracy floor 80 % (a useful 10-class digit classifier), area of the unpruned model with the most spares."""
         need = crossbars_needed(_zoo(self.options.model).model, CFG)
         return 80.0, need * Protection(spare_rows=4, spare_cols=4).area_factor(CFG) + 1e-9
-
-    # ---- operators for the co-evolution engine (Evolvable)
-
-    def neighbours(self, point: Any) -> list[Point]:
-        out = []
-        for i, p in enumerate(PARAMS):
-            levels = LEVELS[p]
-            j = levels.index(point[i])
-            for nj in (j - 1, j + 1):
-                if 0 <= nj < len(levels):
-                    out.append((*point[:i], levels[nj], *point[i + 1 :]))
-        return out
-
-    def crossover(self, a: Any, b: Any, rng: random.Random) -> Point:
-        return uniform_crossover(a, b, rng)
-
-    def random_point(self, rng: random.Random) -> Point:
-        return tuple(rng.choice(LEVELS[p]) for p in PARAMS)
-
-    def features(self, points: Sequence[Any]) -> np.ndarray:
-        """The settings as numbers."""
-        return np.array([[float(v) for v in p] for p in points], dtype=float).reshape(len(points), len(PARAMS))
 
     def cheap_values(self, points: Sequence[Any]) -> dict[str, np.ndarray]:
         return {"area": np.array([self._plan(tuple(p)).area() for p in points], dtype=float)}

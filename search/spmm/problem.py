@@ -21,19 +21,18 @@ Niches: ``serial`` (one thread) and ``parallel`` (more). No exact front is known
 from __future__ import annotations
 
 import functools
-import random
 import statistics
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Literal, NamedTuple, cast
+from typing import Any, ClassVar, Literal, NamedTuple
 
 import numpy as np
-import optuna
 from pydantic import Field
 
 from coevo.search.errors import UserInputError
 from coevo.search.niches import Niche
-from coevo.search.problem import Evolvable, Objective, Problem, ProblemOptions, read_key_values
+from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, config_field, level_format
+from coevo.sim.graph.config import SpmmConfig
 from coevo.sim.graph.csr import Csr
 from coevo.sim.graph.generators import load_graph
 from coevo.sim.graph.spmm import BlockParams, plan, pool_threads, spmm_blocked
@@ -59,11 +58,11 @@ class SpmmDesign(NamedTuple):
 class SpmmOptions(ProblemOptions):
     """Options of the ``spmm`` problem: the matrix and features every design multiplies."""
 
-    graph: str = Field("rmat-1m", description="named graph (rmat-100k, rmat-1m, ba-1m, ...; seed suffix @N) or a CSR .npz path")
-    feature_dim: int = Field(64, ge=1, le=4096, description="columns F of the dense X in Y = A X")
+    graph: str = config_field(SpmmConfig, "search_graph")
+    feature_dim: int = config_field(SpmmConfig, "feature_dim")
     threads: int = Field(2, ge=1, le=256, description="most threads a design may use (at most numba's pool, NUMBA_NUM_THREADS)")
-    repeats: int = Field(5, ge=1, le=50, description="timed runs per design after one warm-up (the median is kept)")
-    dtype: Literal["float32", "float64"] = Field("float32", description="value type of A and X")
+    repeats: int = config_field(SpmmConfig, "repeats", description="timed runs per design after one warm-up (the median is kept)")
+    dtype: Literal["float32", "float64"] = config_field(SpmmConfig, "dtype")
 
 
 def _threads(point: Any) -> int:
@@ -75,7 +74,7 @@ def _graph(graph: str) -> Csr:
     return load_graph(graph)
 
 
-class SpmmProblem(Problem, Evolvable):
+class SpmmProblem(LevelProblem):
     """Degree-block SpMM settings timed on one graph (module doc)."""
 
     name = "spmm"
@@ -83,6 +82,8 @@ class SpmmProblem(Problem, Evolvable):
     run_group = "graph"
     noisy = True
     design_label = "setting"
+    design_noun = "an SpMM setting"
+    point_type = SpmmDesign
     example_options: ClassVar[Mapping[str, Any]] = {"graph": "karate", "feature_dim": 16, "threads": 1, "repeats": 2}
     objectives = (
         Objective("gflops", "maximize", "GFLOP/s", "expensive", bounds=(0.0, None)),
@@ -97,14 +98,10 @@ class SpmmProblem(Problem, Evolvable):
         if o.threads > pool_threads():
             raise UserInputError(f"threads={o.threads} exceeds numba's pool of {pool_threads()}; lower it or set NUMBA_NUM_THREADS")
         self.thread_choices = tuple(range(1, o.threads + 1))
-        self.design_format = (
-            f"key=value pairs: block_work=({'|'.join(map(str, BLOCK_WORK))}) long_row=({'|'.join(map(str, LONG_ROW))}) "
-            f"tile=({'|'.join(map(str, TILES))}) sort=(True|False) threads=({'|'.join(map(str, self.thread_choices))})"
-        )
+        choices = (BLOCK_WORK, LONG_ROW, TILES, SORTS, self.thread_choices)
+        self.levels = {f: Levels(c) for f, c in zip(SpmmDesign._fields, choices, strict=True)}
+        self.design_format = level_format(self.levels)
         self._x: np.ndarray | None = None
-
-    def _choices(self) -> tuple[tuple[Any, ...], ...]:
-        return (BLOCK_WORK, LONG_ROW, TILES, SORTS, self.thread_choices)
 
     @property
     def graph(self) -> Csr:
@@ -117,34 +114,9 @@ class SpmmProblem(Problem, Evolvable):
             Niche("parallel", "two or more threads: load balance across threads matters", lambda p: _threads(p) > 1),
         )
 
-    def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
-        return {f: optuna.distributions.CategoricalDistribution(c) for f, c in zip(SpmmDesign._fields, self._choices(), strict=True)}
-
-    def from_params(self, params: Mapping[str, Any]) -> SpmmDesign:
-        try:
-            sort = params["sort"]
-            sort = sort if isinstance(sort, bool) else str(sort).lower() in ("true", "1", "yes")
-            d = SpmmDesign(int(params["block_work"]), int(params["long_row"]), int(params["tile"]), bool(sort), int(params["threads"]))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise UserInputError(f"spmm params need {', '.join(SpmmDesign._fields)}; got {dict(params)!r}") from exc
-        for value, choices, label in zip(d, self._choices(), SpmmDesign._fields, strict=True):
-            if value not in choices:
-                raise UserInputError(f"{label}={value} is outside the space; choose from {', '.join(map(str, choices))}")
-        return d
-
-    def to_params(self, point: Any) -> dict[str, Any]:
-        return dict(SpmmDesign(*point)._asdict())
-
     def point_id(self, point: Any) -> str:
         d = SpmmDesign(*point)
         return f"w{d.block_work}-l{d.long_row}-t{d.tile}-{'s' if d.sort else 'n'}-p{d.threads}"
-
-    def describe(self, point: Any) -> str:
-        return " ".join(f"{k}={v}" for k, v in SpmmDesign(*point)._asdict().items())
-
-    def parse_design(self, text: str) -> SpmmDesign:
-        """Read ``key=value`` pairs as :meth:`describe` writes them."""
-        return cast(SpmmDesign, read_key_values(self, text, "an SpMM setting")[0])
 
     def explain_encoding(self) -> str:
         return (
@@ -186,21 +158,6 @@ class SpmmProblem(Problem, Evolvable):
         return 0.0, float(self.options.threads) + 1.0
 
     # ---- operators for the co-evolution engine (Evolvable)
-
-    def neighbours(self, point: Any) -> list[SpmmDesign]:
-        d, out = SpmmDesign(*point), []
-        for i, (field, choices) in enumerate(zip(SpmmDesign._fields, self._choices(), strict=True)):
-            k = choices.index(d[i])
-            for j in (k - 1, k + 1):
-                if 0 <= j < len(choices) and choices[j] != d[i]:
-                    out.append(d._replace(**{field: choices[j]}))
-        return list(dict.fromkeys(out))
-
-    def crossover(self, a: Any, b: Any, rng: random.Random) -> SpmmDesign:
-        return SpmmDesign(*(x if rng.random() < 0.5 else y for x, y in zip(a, b, strict=True)))
-
-    def random_point(self, rng: random.Random) -> SpmmDesign:
-        return SpmmDesign(*(rng.choice(c) for c in self._choices()))
 
     def features(self, points: Sequence[Any]) -> np.ndarray:
         """log2 of the sizes, sort as 0/1, threads."""

@@ -20,18 +20,15 @@ exact front is unknown.
 from __future__ import annotations
 
 import functools
-import random
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal, cast
 
 import numpy as np
-import optuna
-from pydantic import Field
 
-from coevo.search.errors import UserInputError
 from coevo.search.niches import Niche
-from coevo.search.problem import Evolvable, Objective, Problem, ProblemOptions, level_neighbours, read_key_values, uniform_crossover
+from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, config_field
 from coevo.sim.stepping import StepPlan, build, plan, zoo_setup
+from coevo.sim.stepping.config import SteppingConfig
 
 FIRST: tuple[float, ...] = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35)
 """Shares of the full MACs the first step may take."""
@@ -39,6 +36,10 @@ GAPS: tuple[float, ...] = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3)
 """Shares the second and third steps may add (the largest split, 0.35 + 0.3 + 0.3, stays below the full 1.0)."""
 LEVELS: dict[str, tuple[float, ...]] = {"first": FIRST, "gap1": GAPS, "gap2": GAPS, "distill": (0.0, 1.0)}
 PARAMS = tuple(LEVELS)
+TABLE = {
+    **{p: Levels(LEVELS[p], fmt="g") for p in PARAMS[:3]},
+    "distill": Levels((0, 1), choices=LEVELS["distill"], fmt="g"),  # a point holds 0/1; studies store 0.0/1.0
+}
 Split = tuple[float, float, float, int]
 
 
@@ -56,18 +57,20 @@ def _plan(model: str, fractions: tuple[float, ...]) -> StepPlan:
 class SteppingOptions(ProblemOptions):
     """Options of the ``stepping`` problem."""
 
-    model: Literal["cnn-digits", "cnn-mnist5k"] = Field("cnn-digits", description="zoo CNN classifier whose data and widths are used")
-    epochs: int = Field(3, ge=1, le=100, description="joint training epochs per design (short: every design trains)")
-    seed: int = Field(0, ge=0, description="seed of initialisation and batch order")
+    model: Literal["cnn-digits", "cnn-mnist5k"] = config_field(SteppingConfig, "model")
+    epochs: int = config_field(SteppingConfig, "search_epochs")
+    seed: int = config_field(SteppingConfig, "seed")
 
 
-class SteppingProblem(Problem, Evolvable):
+class SteppingProblem(LevelProblem):
     """MAC split of a four-step SteppingNet, and distillation on/off (module doc)."""
 
     name = "stepping"
     Options = SteppingOptions
     run_group = "model"
     design_label = "split"
+    design_noun = "a stepping MAC split"
+    levels = TABLE
     design_format = (
         "first=F gap1=G gap2=H distill=D with F one of "
         + ", ".join(map(str, FIRST))
@@ -98,37 +101,6 @@ class SteppingProblem(Problem, Evolvable):
             Niche("large", "first step 0.25 or more of the full MACs: accurate first answer, costlier", lambda p: cast(Split, p)[0] > 0.2),
         )
 
-    def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
-        return {p: optuna.distributions.CategoricalDistribution(LEVELS[p]) for p in PARAMS}
-
-    def from_params(self, params: Mapping[str, Any]) -> Split:
-        try:
-            values = [float(params[p]) for p in PARAMS]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise UserInputError(f"stepping params need {', '.join(PARAMS)}; got {dict(params)!r}") from exc
-        out = []
-        for p, v in zip(PARAMS, values, strict=True):
-            match = [lv for lv in LEVELS[p] if abs(lv - v) < 1e-9]
-            if not match:
-                raise UserInputError(f"{p}={v} is outside the space; {p} is one of {', '.join(map(str, LEVELS[p]))}")
-            out.append(match[0])
-        return out[0], out[1], out[2], int(out[3])
-
-    def to_params(self, point: Any) -> dict[str, Any]:
-        first, gap1, gap2, distill = point
-        return {"first": first, "gap1": gap1, "gap2": gap2, "distill": float(distill)}
-
-    def point_id(self, point: Any) -> str:
-        return "-".join(f"{v:g}" for v in point)
-
-    def describe(self, point: Any) -> str:
-        first, gap1, gap2, distill = point
-        return f"first={first:g} gap1={gap1:g} gap2={gap2:g} distill={int(distill)}"
-
-    def parse_design(self, text: str) -> Split:
-        """Read ``first=F gap1=G gap2=H distill=D`` as :meth:`describe` writes it."""
-        return cast(Split, read_key_values(self, text, "a stepping MAC split")[0])
-
     def explain_encoding(self) -> str:
         return (
             f"A design sets the MAC split of a four-step SteppingNet on {self.model} ({self.full_macs} MACs per image at "
@@ -151,29 +123,6 @@ class SteppingProblem(Problem, Evolvable):
     def acquisition_bounds(self) -> tuple[float, float]:
         """Accuracy floor 50 % (well above chance for 10 classes; a problem constant), the largest first step's MACs."""
         return 50.0, FIRST[-1] * self.full_macs / 1000.0 + 1e-9
-
-    # ---- operators for the co-evolution engine (Evolvable)
-
-    def neighbours(self, point: Any) -> list[Split]:
-        values = (point[0], point[1], point[2], float(point[3]))
-        out: list[Split] = []
-        for i, p in enumerate(PARAMS):
-            levels = LEVELS[p]
-            for n in level_neighbours((values[i],), levels):
-                moved = list(values)
-                moved[i] = n[0]
-                out.append((moved[0], moved[1], moved[2], int(moved[3])))
-        return out
-
-    def crossover(self, a: Any, b: Any, rng: random.Random) -> Split:
-        return cast(Split, uniform_crossover(a, b, rng))
-
-    def random_point(self, rng: random.Random) -> Split:
-        return rng.choice(FIRST), rng.choice(GAPS), rng.choice(GAPS), rng.choice((0, 1))
-
-    def features(self, points: Sequence[Any]) -> np.ndarray:
-        """first, gap1, gap2, distill."""
-        return np.array([[float(v) for v in p] for p in points], dtype=float).reshape(len(points), len(PARAMS))
 
     def cheap_values(self, points: Sequence[Any]) -> dict[str, np.ndarray]:
         return {"smallest_kmac": np.array([_plan(self.model, fractions_of(tuple(p))).macs(0) / 1000.0 for p in points], dtype=float)}

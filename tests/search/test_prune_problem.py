@@ -29,7 +29,7 @@ def test_designs_round_trip_and_niches_follow_the_sparsity_band() -> None:
     assert [niche_of(niches, x) for x in ((0.0,) * 4, (0.4,) * 4, (0.25, 0.75, 0.25, 0.75))] == ["light", "medium", "heavy"]
     assert all(sum(a != b for a, b in zip(point, n, strict=True)) == 1 for n in p.neighbours(point))
     assert "q, k, v, o" in p.explain_encoding() and "b1_mlp" in p.explain_encoding()
-    with pytest.raises(UserInputError, match=r"b0_mlp=0\.3 outside the space"):
+    with pytest.raises(UserInputError, match=r"b0_mlp=0\.3 is outside the space"):
         p.parse_design("b0_attn=0.25 b0_mlp=0.3 b1_attn=0 b1_mlp=0.75")
 
 

@@ -1,0 +1,37 @@
+"""The HE (CKKS GCN) family's configuration: the defaults and bounds its tool and problem share, declared once.
+
+``tools/he.py`` (``he.gcn``) and ``search/lingcn/problem.py`` (the ``lingcn`` problem) read their
+defaults and bounds from :class:`HeConfig`. Fields with a ``search_`` prefix are the per-design
+budgets of the problem, smaller than one tool call's because a search trains many students.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from coevo.sim.he.model import Recipe
+
+
+@dataclass(frozen=True)
+class HeConfig:
+    """Defaults and bounds of the HE family (each field's ``metadata``: ``help``, ``unit``, bounds)."""
+
+    dataset: str = field(default=Recipe.dataset, metadata={"help": "digits as 8x8 (64-node) or pooled 4x4 (16-node) grid graphs"})
+    hidden: int = field(default=4, metadata={"help": "channels of each graph convolution", "unit": "channels", "ge": 1, "le": 16})
+    epochs: int = field(
+        default=30,
+        metadata={"help": "student epochs (2/3 gate search, 1/3 fine-tuning with the hardened mask)", "unit": "epochs", "ge": 0, "le": 200},
+    )
+    search_epochs: int = field(
+        default=12,
+        metadata={"help": "student epochs per design (the teacher trains once, cached)", "unit": "epochs", "ge": 1, "le": 100},
+    )
+    teacher_epochs: int = field(default=60, metadata={"help": "epochs of the all-ReLU teacher", "unit": "epochs", "ge": 1, "le": 400})
+    scale_bits: int = field(
+        default=28,
+        metadata={"help": "log2 of the CKKS scale; the chain and ring follow from the depth", "unit": "bits", "ge": 20, "le": 50},
+    )
+    seed: int = field(default=0, metadata={"help": "seed of initialisation and batch order", "ge": 0})
+
+
+__all__ = ["HeConfig"]

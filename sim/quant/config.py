@@ -1,0 +1,35 @@
+"""The quantization family's configuration: the defaults and bounds its tool and problem share, declared once.
+
+``tools/quant.py`` (``quant.class_based``) and ``search/quant/problem.py`` (the ``quant`` problem)
+read their defaults and bounds from :class:`QuantConfig`; the bit widths a group may take are
+:data:`coevo.sim.quant.CANDIDATES`. ``search_finetune_epochs`` is the problem's per-design
+budget, smaller than one tool call's because a search fine-tunes every design.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class QuantConfig:
+    """Defaults and bounds of the quantization family (each field's ``metadata``: ``help``, ``unit``, bounds)."""
+
+    model: str = field(default="cnn-digits", metadata={"help": "zoo classifier to quantize (see `coevo models list`)"})
+    finetune_epochs: int = field(
+        default=3,
+        metadata={"help": "most straight-through fine-tuning epochs; the best val epoch is kept", "unit": "epochs", "ge": 0, "le": 50},
+    )
+    search_finetune_epochs: int = field(
+        default=1,
+        metadata={
+            "help": "most straight-through fine-tuning epochs per design (0: round-to-nearest)",
+            "unit": "epochs",
+            "ge": 0,
+            "le": 20,
+        },
+    )
+    seed: int = field(default=0, metadata={"help": "seed of fine-tuning (the order of the training batches)", "ge": 0})
+
+
+__all__ = ["QuantConfig"]

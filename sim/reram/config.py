@@ -1,0 +1,60 @@
+"""The ReRAM family's configuration: every default and bound its tool, problem and figure script share, declared once.
+
+The crossbar geometry's defaults are :class:`~coevo.sim.reram.crossbar.CrossbarConfig`'s own
+(64x64 cells, 8-bit weight magnitudes, 2 bits per cell); :class:`ReramConfig` names them and
+adds the fault model and the budgets. ``tools/reram.py`` (``reram.faults``) and
+``search/reram/problem.py`` (the ``reram`` problem) read their defaults and bounds from here.
+
+The default fault rate is 0.03, the ``reram`` problem's: studies made with the problem's default
+options keep their identity (and resume), and every documented ``reram.faults`` call names its
+rate (0.02 in docs/reram.md and the README), so none of its quoted outputs moves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from coevo.sim.reram.crossbar import CrossbarConfig
+
+
+@dataclass(frozen=True)
+class ReramConfig:
+    """Defaults and bounds of the ReRAM family (each field's ``metadata``: ``help``, ``unit``, bounds).
+
+    Fields with a ``search_`` prefix are the per-design budgets of the ``reram`` problem, smaller
+    than a single tool call's because a search evaluates many designs.
+    """
+
+    model: str = field(default="mlp-digits", metadata={"help": "zoo classifier mapped onto the crossbars"})
+    rows: int = field(default=CrossbarConfig.rows, metadata={"help": "wordlines per crossbar", "unit": "cells", "ge": 1, "le": 4096})
+    cols: int = field(default=CrossbarConfig.cols, metadata={"help": "bitlines per crossbar", "unit": "cells", "ge": 1, "le": 4096})
+    weight_bits: int = field(
+        default=CrossbarConfig.weight_bits,
+        metadata={"help": "magnitude bits per weight (sign via the differential pair)", "unit": "bits", "ge": 1, "le": 16},
+    )
+    bits_per_cell: int = field(
+        default=CrossbarConfig.bits_per_cell,
+        metadata={"help": "bits per ReRAM cell (2**bits conductance levels)", "unit": "bits", "ge": 1, "le": 4},
+    )
+    fault_rate: float = field(
+        default=0.03, metadata={"help": "share of stuck cells in every fault map", "unit": "share of cells", "ge": 0.0, "le": 1.0}
+    )
+    sa0_sa1: str = field(default="9:1", metadata={"help": "ratio of stuck-at-0 to stuck-at-1 faults, e.g. '9:1'"})
+    knowledge: str = field(default="known", metadata={"help": "fault maps known from a post-fabrication test, or not (vote)"})
+    finetune_epochs: int = field(
+        default=0, metadata={"help": "masked fine-tuning epochs after pruning (0: none)", "unit": "epochs", "ge": 0, "le": 20}
+    )
+    fault_maps: int = field(
+        default=10,
+        metadata={"help": "fault maps sampled (seeds 0..fault_maps-1); mean and 95 % interval over them", "ge": 1, "le": 200},
+    )
+    search_fault_maps: int = field(
+        default=8, metadata={"help": "fault maps (seeds 0..n-1) the accuracy is averaged over", "ge": 1, "le": 100}
+    )
+
+    def crossbar(self) -> CrossbarConfig:
+        """The crossbar these settings describe."""
+        return CrossbarConfig(rows=self.rows, cols=self.cols, weight_bits=self.weight_bits, bits_per_cell=self.bits_per_cell)
+
+
+__all__ = ["ReramConfig"]
