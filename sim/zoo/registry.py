@@ -9,6 +9,7 @@ every later call loads. A cache file that does not load, or holds another recipe
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -16,7 +17,7 @@ import math
 import os
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
+
+try:  # POSIX: training a recipe is locked across processes
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 
 from coevo.sim.zoo.data import Split, byte_blocks, digits_splits, mnist5k_splits, pydoc_text, random_windows
 from coevo.sim.zoo.models import ByteGPT, DigitsCNN, DigitsMLP, MnistCNN
@@ -231,6 +237,21 @@ def load(name: str, progress: Progress | None = None, rebuild: bool = False, tra
     key = recipe_key(rec)
     splits, train_text = splits_of(rec)
     path = cache_dir() / f"{name}-{key}.pt"
+    # one process trains a recipe at a time; the others (workers on one machine, parallel tests) wait and load its file
+    with _exclusive(path):
+        return _load_or_train(name, rec, key, splits, train_text, path, progress, rebuild)
+
+
+def _load_or_train(
+    name: str,
+    rec: dict[str, Any],
+    key: str,
+    splits: dict[str, Split],
+    train_text: bytes | None,
+    path: Path,
+    progress: Progress | None,
+    rebuild: bool,
+) -> ZooModel:
     model = build(rec)
     note = "trained"
     if path.exists() and not rebuild:
@@ -267,6 +288,21 @@ def cached_info(name: str) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return {"baseline": {}, "train_s": None}
     return info
+
+
+@contextlib.contextmanager
+def _exclusive(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock beside ``path`` (``flock``; a no-op where the platform has none)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fcntl is None:
+        yield
+        return
+    with open(path.with_name(f".{path.name}.lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _save(path: Path, obj: dict[str, Any]) -> None:
