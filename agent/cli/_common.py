@@ -125,6 +125,16 @@ def _price(text: str) -> tuple[float, float]:
     return price.input_per_mtok, price.output_per_mtok
 
 
+def engine_defaults() -> dict[str, Any]:
+    """The co-evolution engine's own defaults (its constructor's), which the engine flags leave in place when not given."""
+    import inspect
+
+    from coevo.agent.coevolution import CoevolutionProposer
+
+    params = inspect.signature(CoevolutionProposer).parameters
+    return {name: params[name].default for name in EngineOptions.model_fields if name in params}
+
+
 def add_reasoner_arguments(p: argparse.ArgumentParser) -> None:
     """Flags of the reasoner of proposers that take one (the co-evolution engine)."""
     g = p.add_argument_group("reasoner (pelnas proposers)")
@@ -159,8 +169,16 @@ def add_reasoner_arguments(p: argparse.ArgumentParser) -> None:
         help="LLM reasoner: ask for 3x the quota and pay for what the surrogate ranks best by expected HV among the LLM's "
         "candidates and the engine's own (on), the LLM's only (llm), or pay for the LLM's first picks (off)",
     )
-    g.add_argument("--round-size", type=int, default=None, help="pelnas: proposals per co-evolution round (default: 20)")
-    g.add_argument("--kb-tokens", type=int, default=None, help="pelnas: token budget of the heuristics in each request (default: 600)")
+    engine = engine_defaults()
+    g.add_argument(
+        "--round-size", type=int, default=None, help=f"pelnas: proposals per co-evolution round (default: {engine['round_size']})"
+    )
+    g.add_argument(
+        "--kb-tokens",
+        type=int,
+        default=None,
+        help=f"pelnas: token budget of the heuristics in each request (default: {engine['kb_tokens']})",
+    )
 
 
 def reasoner_flags(args: argparse.Namespace) -> ReasonerConfig:
