@@ -13,21 +13,21 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from coevo.agent.reasoners import Reasoner, make_reasoner
-from coevo.search.errors import UserInputError
+from coevo.agent.reasoners import Reasoner, reasoner_config
+from coevo.agent.run_config import make_proposer
+from coevo.search.config import DEFAULT_PROPOSER, SearchConfig, default
 from coevo.search.problem import Problem
-from coevo.search.problems import make_problem
-from coevo.search.proposers import Proposer, get_proposer, takes_reasoner
-from coevo.search.runner import Progress, SearchResult, check_seed, run_search
+from coevo.search.proposers import Proposer
+from coevo.search.runner import Progress, SearchResult
 
 
 def search(
     problem: Problem | str,
     *,
     options: Mapping[str, Any] | None = None,
-    proposer: str | Proposer = "pelnas",
-    budget: int = 100,
-    seed: int = 0,
+    proposer: str | Proposer = DEFAULT_PROPOSER,
+    budget: int = default("budget"),
+    seed: int = default("seed"),
     storage: str | None = None,
     study: str | None = None,
     reasoner: str | Reasoner | Mapping[str, Any] | None = None,
@@ -36,11 +36,14 @@ def search(
 ) -> SearchResult:
     """Run (or resume) a search, as ``coevo search`` does.
 
+    The keywords become one :class:`~coevo.search.config.SearchConfig`, validated before
+    anything is built (the same configuration the CLI's flags and the search tools build).
+
     Args:
         problem: a problem instance (your :class:`coevo.Problem` subclass, built with its
             options), or a registered name / ``module:Class`` / ``path/to/file.py:Class``.
         options: the problem's options when ``problem`` is a name or reference.
-        proposer: a proposer name (``pelnas``, ``tpe``, ...) or instance.
+        proposer: a proposer name (``pelnas``, the default, ``tpe``, ...) or instance.
         budget: expensive evaluations to pay for.
         seed: the seed.
         storage: Optuna storage URL (default ``sqlite:///runs/coevo.sqlite3``); ``coevo worker``
@@ -48,7 +51,8 @@ def search(
         study: study name (default: built from the problem, proposer and seed).
         reasoner: for proposers driven by a reasoner (the co-evolution engine): ``"offline"``
             (default), ``"llm"`` (the endpoint from ``COEVO_LLM_BASE_URL`` / ``COEVO_LLM_MODEL``),
-            a :class:`~agent.reasoners.Reasoner`, or its settings as a mapping.
+            ``"auto"``, a :class:`~agent.reasoners.Reasoner`, or its settings as a mapping
+            (:class:`~coevo.search.config.ReasonerConfig`'s fields).
         proposer_options: further options of the proposer (``round_size``, ``kb_tokens``, ...).
         on_progress: called after every paid evaluation.
 
@@ -57,25 +61,25 @@ def search(
         is known, the found front, evaluations, wall time.
 
     Raises:
-        UserInputError: a bad problem, option, proposer, budget or seed (the message says what to change).
+        UserInputError: a bad problem, option, proposer, budget, seed or reasoner setting (the
+            message names the keyword and says what to change).
     """
-    if budget <= 0:
-        raise UserInputError(f"budget must be a positive number of evaluations, got {budget}")
-    check_seed(seed)
-    if isinstance(problem, Problem):
-        if options:
-            raise UserInputError("options go to the problem's constructor when you pass a problem instance")
-        built = problem
-    else:
-        built = make_problem(problem, options or {}, storage=storage)
-    chosen: Proposer
-    if isinstance(proposer, Proposer):
-        chosen = proposer
-    else:
-        settings: dict[str, Any] = dict(proposer_options or {})
-        if takes_reasoner(proposer):
-            settings["reasoner"] = make_reasoner(reasoner, storage=storage) if isinstance(reasoner, str) else reasoner
-        elif reasoner is not None:
-            raise UserInputError(f"proposer {proposer!r} takes no reasoner")
-        chosen = get_proposer(proposer, settings)
-    return run_search(built, chosen, budget=budget, seed=seed, storage=storage, study_name=study, on_progress=on_progress)
+    built = reasoner if isinstance(reasoner, Reasoner) else None
+    settings = None
+    if isinstance(reasoner, str):
+        settings = reasoner_config({"kind": reasoner})
+    elif isinstance(reasoner, Mapping):
+        settings = reasoner_config(reasoner)
+    extra = dict(proposer_options or {}) | ({"reasoner": built} if built is not None else {})
+    config = SearchConfig.create(
+        problem=problem,
+        options=dict(options or {}),
+        proposer=proposer,
+        budget=budget,
+        seed=seed,
+        storage=storage,
+        study=study,
+        reasoner=settings,
+        proposer_options=extra,
+    )
+    return config.run(proposer=make_proposer(config), on_progress=on_progress)

@@ -40,6 +40,7 @@ from typing import Any, NamedTuple, TypeVar
 import openai
 from pydantic import ValidationError
 
+from coevo.search.config import DEFAULT_LLM_TIMEOUT_S
 from coevo.search.errors import CoevoError
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ class LLMSettings:
     base_url: str
     model: str
     api_key: str | None = field(default=None, repr=False)
-    timeout_s: float = 60.0
+    timeout_s: float = DEFAULT_LLM_TIMEOUT_S
     temperature: float = 0.2
     streaming: bool = False
 

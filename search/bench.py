@@ -27,12 +27,13 @@ from typing import Any
 import numpy as np
 import optuna
 
+from coevo.search.config import SearchConfig
 from coevo.search.errors import UserInputError
 from coevo.search.metrics import hypervolume
 from coevo.search.plots import plot_exploration, plot_fronts, plot_hv_curves
 from coevo.search.problems import make_problem, problem_class
 from coevo.search.proposers import get_proposer, takes_reasoner
-from coevo.search.runner import BANDS, SearchResult, run_search
+from coevo.search.runner import BANDS, SearchResult
 from coevo.search.stats import excludes_zero, format_interval
 from coevo.search.storage import open_storage
 
@@ -130,7 +131,19 @@ def _one_run(
 ) -> SearchResult:
     """One search in a worker process (everything it gets is picklable; the reasoner is built here)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    made = make_problem(problem, options, storage=storage)
+    takes = takes_reasoner(proposer)
+    config = SearchConfig.create(
+        problem=problem,
+        options=options,
+        proposer=proposer,
+        budget=budget,
+        seed=seed,
+        storage=storage,
+        study=study_name,
+        reasoner=reasoner if takes else None,  # settings: the proposer builds its reasoner here, in the run's process
+        proposer_options=proposer_options,
+    )
+    made = config.make_problem()
     if threads is not None:
         # the problem or the proposer runs torch (zero-cost proxies, QAT, meta profiles, qnehvi's GP, which
         # imports it only later): share the cores between parallel runs; oversubscribed OpenMP threads
@@ -138,17 +151,7 @@ def _one_run(
         import torch
 
         torch.set_num_threads(threads)
-    proposer_options = dict(proposer_options or {})
-    if reasoner is not None and takes_reasoner(proposer):
-        proposer_options["reasoner"] = reasoner  # settings: the proposer builds its reasoner here, in the run's process
-    return run_search(
-        made,
-        get_proposer(proposer, proposer_options),
-        budget=budget,
-        seed=seed,
-        storage=storage,
-        study_name=study_name,
-    )
+    return config.run(problem=made)
 
 
 def run_jobs(jobs: Sequence[tuple[Any, ...]], n_jobs: int, on_result: Callable[[SearchResult], None] | None = None) -> list[SearchResult]:

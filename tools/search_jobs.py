@@ -8,14 +8,12 @@ search, started here or not, and after a restart.
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
-from coevo.search.problems import make_problem
 from coevo.search.progress import progress
 from coevo.search.study import default_study_name
 from coevo.tools._base import Target, Tool, ToolResult
@@ -50,19 +48,16 @@ class SearchStart(SearchTool):
     confirm = True
 
     def run(self, args: SearchArgs) -> ToolResult:
-        problem = make_problem(args.problem, args.options, storage=args.storage)  # bad names fail here, not in the background
-        study = args.study or default_study_name(problem, args.proposer, args.seed)
-        command = [sys.executable, "-m", "coevo.agent.cli", "search", "--problem", args.problem, "--proposer", args.proposer]
-        command += ["--budget", str(args.budget), "--seed", str(args.seed), "--study", study, "--json"]
-        command += ["--options", json.dumps(args.options)]
-        if args.storage is not None:
-            command += ["--storage", args.storage]
+        config = args.config()  # bad names and values fail here, not in the background
+        problem = config.make_problem()  # and so does a problem that cannot be built
+        study = config.study or default_study_name(problem, args.proposer, config.seed)
+        command = [sys.executable, "-m", "coevo.agent.cli", "search", *config.model_copy(update={"study": study}).to_argv(), "--json"]
         JOBS_DIR.mkdir(parents=True, exist_ok=True)
         log = log_path(study)
         with log.open("ab") as fh:
             proc = subprocess.Popen(command, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         return ToolResult(
-            value={"study": study, "pid": proc.pid, "log": str(log), "budget": args.budget, "command": " ".join(command[2:])},
+            value={"study": study, "pid": proc.pid, "log": str(log), "budget": config.budget, "command": " ".join(command[2:])},
             messages=["running in the background; ask search.status for progress"],
         )
 

@@ -6,9 +6,10 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from coevo.search.problems import describe_options, make_problem, problem_class, problem_names
+from coevo.search.config import SearchConfig, default
+from coevo.search.problems import describe_options, problem_class, problem_names
 from coevo.search.proposers import proposer_names
-from coevo.search.runner import run_search
+from coevo.search.runner import MAX_SEED
 from coevo.tools._base import Target, Tool, ToolArgs, ToolResult, problem_code
 
 
@@ -29,18 +30,29 @@ def _options_help() -> str:
 
 
 class SearchArgs(ToolArgs):
+    """A search as the tools take it; its defaults and checks are :class:`~coevo.search.config.SearchConfig`'s."""
+
     problem: str = Field(
-        "nb201",
+        default=default("problem"),
         description=f"problem: {', '.join(problem_names())} (coevo problems list describes them), or path/to/file.py:Class",
     )
     options: dict[str, Any] = Field(default_factory=dict, description=_options_help())
     proposer: str = Field(
-        "pelnas", description=f"proposer: {', '.join(proposer_names())} (pelnas: the co-evolution engine, offline reasoner)"
+        default=default("proposer"),
+        description=f"proposer: {', '.join(proposer_names())} (pelnas: the co-evolution engine, offline reasoner)",
     )
-    budget: int = Field(100, ge=1, le=100_000, description="expensive evaluations to spend (NB201: accuracy queries)")
-    seed: int = Field(0, ge=0, le=2**22 - 1, description="random seed")
-    storage: str | None = Field(None, description="Optuna storage URL; default sqlite:///runs/coevo.sqlite3")
-    study: str | None = Field(None, description="study name; an existing study with the same options is resumed")
+    budget: int = Field(default=default("budget"), ge=1, le=100_000, description="expensive evaluations to spend (NB201: accuracy queries)")
+    seed: int = Field(default=default("seed"), ge=0, le=MAX_SEED, description="random seed")
+    storage: str | None = Field(default=None, description="Optuna storage URL; default sqlite:///runs/coevo.sqlite3")
+    study: str | None = Field(default=None, description="study name; an existing study with the same options is resumed")
+
+    def config(self) -> SearchConfig:
+        """The search these arguments describe (the proposer's own reasoner: offline).
+
+        Raises:
+            UserInputError: a bad problem, option or proposer, naming the field.
+        """
+        return SearchConfig.create(**self.model_dump())
 
 
 class SearchTool(Tool):
@@ -72,7 +84,6 @@ class SearchRun(SearchTool):
     long_running = True
 
     def run(self, args: SearchArgs) -> ToolResult:
-        problem = make_problem(args.problem, args.options, storage=args.storage)
-        result = run_search(problem, args.proposer, budget=args.budget, seed=args.seed, storage=args.storage, study_name=args.study)
+        result = args.config().run()
         messages = [result.stopped] if result.stopped else []
         return ToolResult(value={k: v for k, v in vars(result).items() if k != "hv_history"}, messages=messages + result.notes)

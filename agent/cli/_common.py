@@ -3,6 +3,9 @@
 Problem options are never written here: each problem declares them once (its ``Options``
 model) and :func:`add_problem_arguments` turns them into flags of the problem named by
 ``--problem`` (or the default), so ``coevo search --problem noc --help`` shows the noc options.
+Nor are the search's defaults: the flags leave what is not given to
+:class:`~coevo.search.config.SearchConfig`, and :func:`search_config` is the one place flags
+become a configuration (commands below this module get objects, never the Namespace).
 """
 
 from __future__ import annotations
@@ -17,14 +20,15 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from coevo.search.config import DEFAULT_LLM_TIMEOUT_S, DEFAULT_PROBLEM, FLAGS, EngineOptions, ReasonerConfig, SearchConfig
 from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
 from coevo.search.problems import describe_options, problem_names
+from coevo.search.workers import WorkerSettings
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 
-DEFAULT_PROBLEM = "nb201"
 OPTION_DEST = "problem_option__"
 
 
@@ -121,12 +125,22 @@ def _price(text: str) -> tuple[float, float]:
     return price.input_per_mtok, price.output_per_mtok
 
 
+def engine_defaults() -> dict[str, Any]:
+    """The co-evolution engine's own defaults (its constructor's), which the engine flags leave in place when not given."""
+    import inspect
+
+    from coevo.agent.coevolution import CoevolutionProposer
+
+    params = inspect.signature(CoevolutionProposer).parameters
+    return {name: params[name].default for name in EngineOptions.model_fields if name in params}
+
+
 def add_reasoner_arguments(p: argparse.ArgumentParser) -> None:
     """Flags of the reasoner of proposers that take one (the co-evolution engine)."""
     g = p.add_argument_group("reasoner (pelnas proposers)")
     g.add_argument(
         "--reasoner",
-        default="auto",
+        default=None,
         choices=("auto", "offline", "llm"),
         help="auto: the LLM when COEVO_LLM_BASE_URL and COEVO_LLM_MODEL are set, else offline (no LLM)",
     )
@@ -141,59 +155,68 @@ def add_reasoner_arguments(p: argparse.ArgumentParser) -> None:
         "--llm-api-key", default=None, help="API key (env OPENAI_API_KEY, preferred: a flag shows in ps); local servers need none"
     )
     g.add_argument("--llm-price", type=_price, default=None, help="input,output USD per million tokens, for cost accounting")
-    g.add_argument("--llm-timeout", type=float, default=60.0, help="seconds per LLM request (default: 60)")
+    g.add_argument("--llm-timeout", type=float, default=None, help=f"seconds per LLM request (default: {DEFAULT_LLM_TIMEOUT_S:g})")
     g.add_argument(
         "--tools",
         choices=("on", "off"),
-        default="on",
+        default=None,
         help="LLM reasoner: call the round's cheap read-only tools (free objectives, study front, KB evidence) while proposing",
     )
     g.add_argument(
         "--screen",
         choices=("on", "llm", "off"),
-        default="on",
+        default=None,
         help="LLM reasoner: ask for 3x the quota and pay for what the surrogate ranks best by expected HV among the LLM's "
         "candidates and the engine's own (on), the LLM's only (llm), or pay for the LLM's first picks (off)",
     )
-    g.add_argument("--round-size", type=int, default=None, help="pelnas: proposals per co-evolution round (default: 20)")
-    g.add_argument("--kb-tokens", type=int, default=None, help="pelnas: token budget of the heuristics in each request (default: 600)")
+    engine = engine_defaults()
+    g.add_argument(
+        "--round-size", type=int, default=None, help=f"pelnas: proposals per co-evolution round (default: {engine['round_size']})"
+    )
+    g.add_argument(
+        "--kb-tokens",
+        type=int,
+        default=None,
+        help=f"pelnas: token budget of the heuristics in each request (default: {engine['kb_tokens']})",
+    )
 
 
-def proposer_options(args: argparse.Namespace, proposer: str) -> dict[str, object] | None:
-    """Options of ``proposer`` from the flags: for proposers that take a reasoner, the reasoner (its endpoint checked)."""
+def reasoner_flags(args: argparse.Namespace) -> ReasonerConfig:
+    """The reasoner the flags ask for (:class:`ReasonerConfig`; what is not given is left to it and the environment).
+
+    Raises:
+        UserInputError: a bad value, naming its flag.
+    """
+    tools = None if args.tools is None else args.tools == "on"
+    values: dict[str, Any] = {"kind": args.reasoner, "base_url": args.llm_base_url, "model": args.llm_model, "api_key": args.llm_api_key}
+    values |= {"price_per_mtok": args.llm_price, "timeout_s": args.llm_timeout, "tools": tools}
+    return ReasonerConfig.create(names=FLAGS, **values)
+
+
+def engine_flags(args: argparse.Namespace) -> EngineOptions:
+    """The co-evolution engine's options the flags give (None: the engine's default).
+
+    Raises:
+        UserInputError: a bad value, naming its flag.
+    """
+    values = {"round_size": args.round_size, "kb_tokens": args.kb_tokens, "screen": args.screen, "kb_from": getattr(args, "kb_from", None)}
+    return EngineOptions.create(names=FLAGS, **values)
+
+
+def search_config(args: argparse.Namespace) -> SearchConfig:
+    """The search the flags of ``coevo search`` describe: the one place they become a :class:`SearchConfig`.
+
+    The reasoner flags apply to proposers that take a reasoner only (others ignore them).
+
+    Raises:
+        UserInputError: a bad value, naming its flag and what it may be.
+    """
     from coevo.search.proposers import takes_reasoner
 
-    if not takes_reasoner(proposer):
-        if getattr(args, "kb_from", None):
-            raise UserInputError(f"--kb-from needs a pelnas proposer (a knowledge base); {proposer} has none")
-        return None
-    from coevo.agent.reasoners import make_reasoner
-
-    if args.round_size is not None and args.round_size < 1:
-        raise UserInputError(f"--round-size must be at least 1, got {args.round_size}")
-    reasoner = make_reasoner(
-        args.reasoner,
-        base_url=args.llm_base_url,
-        model=args.llm_model,
-        api_key=args.llm_api_key,
-        storage=args.storage,
-        price_per_mtok=args.llm_price,
-        timeout_s=args.llm_timeout,
-        tools=args.tools == "on",
-    )
-    if getattr(args, "kb_from", None):
-        from coevo.knowledge.exchange import records_from
-        from coevo.knowledge.store import KnowledgeStore
-
-        records_from(KnowledgeStore.for_storage(args.storage), args.kb_from)  # a bad source fails before the study is created
-    announce(reasoner)
-    return {
-        "reasoner": reasoner,
-        "round_size": args.round_size,
-        "kb_tokens": args.kb_tokens,
-        "kb_from": getattr(args, "kb_from", None),
-        "screen": args.screen,
-    }
+    reasoner = reasoner_flags(args) if takes_reasoner(args.proposer) else None
+    values: dict[str, Any] = {"problem": args.problem, "options": problem_values(args), "proposer": args.proposer, "budget": args.budget}
+    values |= {"seed": args.seed, "storage": args.storage, "study": args.study, "reasoner": reasoner, "engine": engine_flags(args)}
+    return SearchConfig.create(names=FLAGS, **values)
 
 
 def announce(reasoner: Any) -> None:
@@ -213,16 +236,22 @@ def announce(reasoner: Any) -> None:
 
 def add_timing_arguments(p: argparse.ArgumentParser) -> None:
     """Heartbeat and fault-tolerance options shared by ``worker`` and ``search``."""
+    d = WorkerSettings()
     g = p.add_argument_group("workers")
-    g.add_argument("--heartbeat", type=int, default=5, help="seconds between heartbeats of a running trial (default: 5)")
-    g.add_argument("--grace", type=int, default=20, help="a trial silent this long is failed and re-queued (default: 20)")
-    g.add_argument("--db-patience", type=float, default=60.0, help="seconds the database may be away before a worker stops (default: 60)")
+    g.add_argument(
+        "--heartbeat", type=int, default=d.heartbeat_s, help=f"seconds between heartbeats of a running trial (default: {d.heartbeat_s})"
+    )
+    g.add_argument("--grace", type=int, default=d.grace_s, help=f"a trial silent this long is failed and re-queued (default: {d.grace_s})")
+    g.add_argument(
+        "--db-patience",
+        type=float,
+        default=d.patience_s,
+        help=f"seconds the database may be away before a worker stops (default: {d.patience_s:g})",
+    )
 
 
-def worker_settings(args: argparse.Namespace) -> Any:
+def worker_settings(args: argparse.Namespace) -> WorkerSettings:
     """The :class:`search.workers.WorkerSettings` of ``--heartbeat``, ``--grace`` and ``--db-patience``."""
-    from coevo.search.workers import WorkerSettings
-
     if args.heartbeat < 1 or args.grace <= args.heartbeat:
         raise UserInputError(f"need --heartbeat >= 1 and --grace > --heartbeat (got {args.heartbeat} and {args.grace})")
     if args.db_patience < 0:

@@ -10,11 +10,14 @@ from coevo.agent.cli._common import (
     add_problem_argument,
     add_problem_arguments,
     add_reasoner_arguments,
+    engine_flags,
     err,
     out,
     problem_values,
     progress_bar,
+    reasoner_flags,
 )
+from coevo.search.config import default
 from coevo.search.problem import Problem
 from coevo.search.proposers import proposer_names
 
@@ -45,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
         default=("random", "nsga2", "tpe"),
         help=f"comma-separated, of {', '.join(proposer_names())} (default: random,nsga2,tpe)",
     )
-    p.add_argument("--budget", type=int, default=100, help="expensive evaluations per run (default: 100)")
+    p.add_argument("--budget", type=int, default=default("budget"), help=f"expensive evaluations per run (default: {default('budget')})")
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per run group and proposer (default: 3)")
     p.add_argument("--jobs", type=int, default=1, help="runs in parallel, as processes (default: 1)")
     p.add_argument("--out", type=Path, default=Path("bench-out"), help="output folder (default: ./bench-out)")
@@ -61,19 +64,14 @@ def run(args: argparse.Namespace) -> int:
     from coevo.search.proposers import takes_reasoner
 
     reasoner = None
+    engine = engine_flags(args)
     if any(takes_reasoner(p) for p in args.proposers):
-        base_url, model, api_key = llm_settings(args.llm_base_url, args.llm_model, args.llm_api_key)
-        kind = args.reasoner if args.reasoner != "auto" else ("llm" if base_url and model else "offline")
+        given = reasoner_flags(args)
+        base_url, model, api_key = llm_settings(given.base_url, given.model, given.api_key)
+        kind = given.kind if given.kind != "auto" else ("llm" if base_url and model else "offline")
         err.print(OFFLINE_NOTE if kind == "offline" else f"reasoner: llm:{model}")
-        reasoner = {
-            "kind": kind,
-            "base_url": base_url,
-            "model": model,
-            "api_key": api_key,  # in memory to the run processes, never on a command line or in storage
-            "price_per_mtok": args.llm_price,
-            "timeout_s": args.llm_timeout,
-            "tools": args.tools == "on",
-        }
+        # resolved here, once: every run process gets the same settings (the key in memory, never on a command line or in storage)
+        reasoner = given.model_copy(update={"kind": kind, "base_url": base_url, "model": model, "api_key": api_key}).settings()
     spec = BenchSpec(
         args.problem,
         problem_values(args),
@@ -84,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         args.storage,
         args.jobs,
         reasoner,
-        {"screen": args.screen, "round_size": args.round_size, "kb_tokens": args.kb_tokens},
+        engine.given(),
     )
     spec.validate()
     total = len(spec.run_groups()) * len(spec.proposers) * len(spec.seeds)

@@ -24,6 +24,7 @@ from coevo.agent.cli._common import DEFAULT_PROBLEM, add_problem_argument, add_p
 from coevo.agent.tables import print_design_table
 from coevo.knowledge.heuristics import STATUSES, effect_unit, format_structured, quantity_label, sig, with_unit
 from coevo.knowledge.store import KnowledgeStore, Version, default_kb_url, iter_ids
+from coevo.search.config import DEFAULT_PROPOSER, default
 from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
 from coevo.search.proposers import proposer_names
@@ -40,8 +41,12 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
         q.add_argument("--storage", default=None, help="study storage URL (default: sqlite:///runs/coevo.sqlite3)")
         q.add_argument("--study", default=None, help="study name (default: built from the options below, as coevo search does)")
         add_problem_argument(q)
-        q.add_argument("--proposer", default="pelnas", help=f"the search's proposer, of {', '.join(proposer_names())} (default: pelnas)")
-        q.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
+        q.add_argument(
+            "--proposer",
+            default=DEFAULT_PROPOSER,
+            help=f"the search's proposer, of {', '.join(proposer_names())} (default: {DEFAULT_PROPOSER})",
+        )
+        q.add_argument("--seed", type=int, default=default("seed"), help=f"seed (default: {default('seed')})")
         add_problem_arguments(q, problem)
         return q
 
@@ -86,7 +91,7 @@ def _study_name(args: argparse.Namespace, store: KnowledgeStore | None = None) -
 
     values = problem_values(args)
     name = default_study_name(make_problem(args.problem, values, storage=args.storage), args.proposer, args.seed)
-    chose = bool(values) or args.problem != DEFAULT_PROBLEM or args.seed != 0 or args.proposer != "pelnas"
+    chose = bool(values) or args.problem != DEFAULT_PROBLEM or args.seed != default("seed") or args.proposer != DEFAULT_PROPOSER
     if store is not None and not chose and not store.exists(name):
         bases = store.bases()
         if len(bases) == 1:

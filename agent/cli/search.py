@@ -10,16 +10,17 @@ from coevo.agent.cli._common import (
     add_problem_arguments,
     add_reasoner_arguments,
     add_timing_arguments,
+    announce,
     detail,
     err,
     long_work,
     out,
-    problem_values,
     progress_bar,
-    proposer_options,
+    search_config,
     worker_settings,
 )
 from coevo.agent.tables import print_design_table
+from coevo.search.config import DEFAULT_PROPOSER, default
 from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
 from coevo.search.proposers import proposer_names
@@ -33,12 +34,17 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
     p.add_argument("--storage", default=None, help="Optuna storage URL (default: sqlite:///runs/coevo.sqlite3)")
     p.add_argument(
         "--proposer",
-        default="tpe",
+        default=DEFAULT_PROPOSER,
         help=f"{', '.join(proposer_names())}: pelnas is the co-evolution engine, the -no* its ablations, the rest Optuna "
-        "baselines (default: tpe)",
+        f"baselines (default: {DEFAULT_PROPOSER})",
     )
-    p.add_argument("--budget", type=int, default=100, help="expensive evaluations to pay for (NB201: accuracy queries; default: 100)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    p.add_argument(
+        "--budget",
+        type=int,
+        default=default("budget"),
+        help=f"expensive evaluations to pay for (NB201: accuracy queries; default: {default('budget')})",
+    )
+    p.add_argument("--seed", type=int, default=default("seed"), help=f"random seed (default: {default('seed')})")
     p.add_argument("--study", default=None, help="study name; an existing study with the same options is resumed")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument(
@@ -61,53 +67,39 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
 def run(args: argparse.Namespace) -> int:
     """Run ``coevo search``."""
     from coevo.agent.cli.worker import WorkerProcesses
-    from coevo.search.problems import make_problem
-    from coevo.search.proposers import get_proposer
+    from coevo.agent.run_config import make_proposer
     from coevo.search.runner import Progress as SearchProgress
-    from coevo.search.runner import check_seed, run_search
 
     if args.workers < 1:
         raise UserInputError(f"--workers must be at least 1, got {args.workers}")
-    if args.budget <= 0:
-        raise UserInputError(f"budget must be a positive number of evaluations, got {args.budget}")
-    check_seed(args.seed)
     settings = worker_settings(args)
-    problem = make_problem(args.problem, problem_values(args), storage=args.storage)
-    proposer = get_proposer(args.proposer, proposer_options(args, args.proposer))
-    others = WorkerProcesses(args, args.workers - 1)
+    config = search_config(args)
+    problem = config.make_problem()
+    proposer = make_proposer(config, on_reasoner=announce)
+    others = WorkerProcesses(config, settings, args.workers - 1)
     with progress_bar() as bar:
-        name = f"search {args.proposer}" + (f", {args.workers} workers" if args.workers > 1 else "")
-        task = bar.add_task(name, total=args.budget, detail=detail(0, args.budget, None))
+        name = f"search {config.proposer}" + (f", {args.workers} workers" if args.workers > 1 else "")
+        task = bar.add_task(name, total=config.budget, detail=detail(0, config.budget, None))
 
         def update(p: SearchProgress) -> None:
             bar.update(task, total=p.budget, completed=p.queries, detail=detail(p.queries, p.budget, p.hv_ratio))
 
         with long_work(bar):
             try:
-                result = run_search(
-                    problem,
-                    proposer,
-                    budget=args.budget,
-                    seed=args.seed,
-                    storage=args.storage,
-                    study_name=args.study,
-                    on_progress=update,
-                    settings=settings,
-                    on_open=others.start,
-                )
+                result = config.run(problem=problem, proposer=proposer, on_progress=update, settings=settings, on_open=others.start)
             finally:
                 failed = others.wait()
     if failed:
         err.print(f"[yellow]{failed} worker process(es) exited with an error; rerun the same command to finish[/]")
-    code = print_search(args, problem, result)
+    code = print_search(problem, result, as_json=args.json)
     return 130 if result.stopped and "signal" in result.stopped else code
 
 
-def print_search(args: argparse.Namespace, problem: Any, result: Any) -> int:
+def print_search(problem: Any, result: Any, *, as_json: bool = False) -> int:
     """The summary and the found front (or the JSON object with ``--json``)."""
     from rich.table import Table
 
-    if args.json:
+    if as_json:
         print(result.to_json())
         return 0
     for note in result.notes:

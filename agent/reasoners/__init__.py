@@ -1,5 +1,6 @@
 """Reasoners: ``offline`` (statistics, no LLM; the embedded default) and ``llm`` (any
-OpenAI-compatible endpoint). :func:`make_reasoner` picks one from flags and environment."""
+OpenAI-compatible endpoint). :func:`build_reasoner` builds one from its :class:`ReasonerConfig`
+(flags first, environment second); :func:`joined_reasoner` rebuilds a study's for a worker."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from coevo.agent.reasoners import cache as _cache  # noqa: F401  (registers the purge of a study's cached replies)
 from coevo.agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner, Usage
 from coevo.agent.reasoners.offline import OfflineReasoner
+from coevo.search.config import ReasonerConfig
 from coevo.search.errors import UserInputError
 
 ENV_BASE_URL = "COEVO_LLM_BASE_URL"
@@ -31,39 +33,40 @@ def llm_settings(
     )
 
 
-def make_reasoner(
-    kind: str = "auto",
-    *,
-    base_url: str | None = None,
-    model: str | None = None,
-    api_key: str | None = None,
-    storage: str | None = None,
-    price_per_mtok: tuple[float, float] | None = None,
-    timeout_s: float = 60.0,
-    tools: bool = True,
-) -> Reasoner:
-    """Build a reasoner.
-
-    Args:
-        kind: ``auto`` (LLM when an endpoint and model are configured, else offline),
-            ``offline`` or ``llm``.
-        base_url: the endpoint; ``simulated`` starts a loopback endpoint of simulated
-            reasoners in this process (:mod:`agent.reasoners.simulated`; models ``sim-...``).
-        model: a model name, or several with weights (``a:3,b:1``: an :class:`LLMEnsemble`).
-        storage: the study's storage URL, where the LLM response cache lives; None: the storage
-            each request names (the study's).
-        tools: let the LLM call the round's cheap read-only tools while it proposes.
+def reasoner_config(values: Mapping[str, Any] | ReasonerConfig | None = None) -> ReasonerConfig:
+    """Validate reasoner settings (None values left at their defaults); a config passes as it is.
 
     Raises:
-        UserInputError: unknown kind, or ``llm`` without an endpoint or model.
+        UserInputError: a bad field, named, with what it may be.
     """
-    base_url, model, api_key = llm_settings(base_url, model, api_key)
+    if isinstance(values, ReasonerConfig):
+        return values
+    return ReasonerConfig.create(**(values or {}))
+
+
+def build_reasoner(config: ReasonerConfig | None = None, *, storage: str | None = None) -> Reasoner:
+    """Build the reasoner of ``config`` (None: the defaults): flags first, environment second.
+
+    Args:
+        config: the settings; what is None there is read from ``COEVO_LLM_BASE_URL``,
+            ``COEVO_LLM_MODEL`` and ``OPENAI_API_KEY``. ``kind="auto"`` is the LLM when an
+            endpoint and a model are configured, else offline. A ``base_url`` of ``simulated``
+            starts a loopback endpoint of simulated reasoners in this process
+            (:mod:`agent.reasoners.simulated`; models ``sim-...``); a model of several names with
+            weights (``a:3,b:1``) is an :class:`LLMEnsemble`.
+        storage: the study's storage URL, where the LLM response cache lives; None: the storage
+            each request names (the study's).
+
+    Raises:
+        UserInputError: ``llm`` without an endpoint or model, or an unknown simulated model.
+    """
+    config = config or ReasonerConfig()
+    base_url, model, api_key = llm_settings(config.base_url, config.model, config.api_key)
+    kind = config.kind
     if kind == "auto":
         kind = "llm" if base_url and model else "offline"
     if kind == "offline":
-        return OfflineReasoner()
-    if kind != "llm":
-        raise UserInputError(f"unknown reasoner {kind!r}; valid reasoners: auto, llm, offline")
+        return OfflineReasoner(guided=config.guided)
     if not base_url or not model:
         raise UserInputError(
             f"--reasoner llm needs an endpoint and a model: set {ENV_BASE_URL} and {ENV_MODEL} (or --llm-base-url / --llm-model)"
@@ -84,9 +87,9 @@ def make_reasoner(
             base_url=shared_endpoint().url if simulated else str(base_url),
             api_key=api_key,
             cache=ResponseCache(storage) if storage is not None else None,
-            price_per_mtok=price_per_mtok,
-            timeout_s=timeout_s,
-            tools=tools,
+            price_per_mtok=config.price_per_mtok,
+            timeout_s=config.timeout_s,
+            tools=config.tools,
             public_url=base_url,
         )
         if simulated:
@@ -99,8 +102,37 @@ def make_reasoner(
     return LLMEnsemble([(one(name), weight) for name, weight in models])
 
 
+def make_reasoner(
+    kind: str | None = None,
+    *,
+    base_url: str | None = None,
+    model: str | None = None,
+    api_key: str | None = None,
+    storage: str | None = None,
+    price_per_mtok: tuple[float, float] | None = None,
+    timeout_s: float | None = None,
+    tools: bool | None = None,
+) -> Reasoner:
+    """Build a reasoner from keywords: :func:`build_reasoner` of their :class:`ReasonerConfig` (None: its default).
+
+    Args:
+        kind: ``auto`` (LLM when an endpoint and a model are configured, else offline; the
+            default), ``offline`` or ``llm``.
+        base_url: the endpoint (``simulated``: simulated reasoners on loopback).
+        model: a model name, or several with weights (``a:3,b:1``).
+        storage: the study's storage URL, where the LLM response cache lives.
+        tools: let the LLM call the round's cheap read-only tools while it proposes.
+
+    Raises:
+        UserInputError: a bad setting (named), or ``llm`` without an endpoint or model.
+    """
+    values: dict[str, Any] = {"kind": kind, "base_url": base_url, "model": model, "api_key": api_key}
+    values |= {"price_per_mtok": price_per_mtok, "timeout_s": timeout_s, "tools": tools}
+    return build_reasoner(reasoner_config(values), storage=storage)
+
+
 def reasoner_from_config(
-    config: Mapping[str, Any],
+    config: Mapping[str, Any] | ReasonerConfig,
     *,
     storage: str | None = None,
     base_url: str | None = None,
@@ -114,27 +146,44 @@ def reasoner_from_config(
     The model is the study's: it shapes the search. Where this machine reaches the endpoint
     differently, ``base_url`` (flag, then ``COEVO_LLM_BASE_URL``) wins over the stored URL; the
     key comes from ``api_key`` (or ``config["api_key"]``, which only in-process callers such as
-    ``coevo bench`` set), then ``OPENAI_API_KEY`` (keys are never stored).
+    ``coevo bench`` set), then ``OPENAI_API_KEY`` (keys are never stored). Settings that are
+    not a study's (``kind`` auto) are built as given.
 
     Raises:
-        UserInputError: ``model`` names another model than the study's.
+        UserInputError: ``model`` names another model than the study's, or a stored setting is invalid.
     """
-    if config.get("kind", "offline") == "offline":
-        return OfflineReasoner(guided=bool(config.get("guided", True)))
-    stored = str(config.get("model") or "")
-    if model and model != stored:
-        raise UserInputError(f"this study's reasoner is llm:{stored}; a worker cannot join it with --llm-model {model}")
-    price = price_per_mtok or (tuple(config["price_per_mtok"]) if config.get("price_per_mtok") else None)
+    settings = reasoner_config(config)
+    if settings.kind != "llm":
+        return build_reasoner(settings, storage=storage)
+    if model and model != settings.model:
+        raise UserInputError(f"this study's reasoner is llm:{settings.model}; a worker cannot join it with --llm-model {model}")
     env_url, _, _ = llm_settings()
-    return make_reasoner(
-        "llm",
-        base_url=base_url or env_url or config.get("base_url"),
-        model=stored,
-        api_key=api_key or config.get("api_key"),
-        storage=storage,
-        price_per_mtok=price,
-        timeout_s=float(timeout_s if timeout_s is not None else config.get("timeout_s", 60.0)),
-        tools=bool(config.get("tools", True)),
+    update: dict[str, Any] = {"base_url": base_url or env_url or settings.base_url, "api_key": api_key or settings.api_key}
+    if timeout_s is not None:
+        update["timeout_s"] = timeout_s
+    if price_per_mtok:
+        update["price_per_mtok"] = price_per_mtok
+    return build_reasoner(reasoner_config({**settings.model_dump(), **update}), storage=storage)
+
+
+def joined_reasoner(study: ReasonerConfig | None, local: ReasonerConfig, *, study_name: str, storage: str | None) -> Reasoner:
+    """The reasoner of a worker joining study ``study_name``: the study's (``study``; None: offline), reached from here.
+
+    ``local`` is what this worker was given (flags): its endpoint URL and key complete the
+    study's LLM settings (:func:`reasoner_from_config`), and its price replaces the stored one;
+    its kind, model and URL may not ask for another reasoner than the study's.
+
+    Raises:
+        UserInputError: ``local`` asks for another reasoner or model than the study's.
+    """
+    study = study or ReasonerConfig(kind="offline")
+    if (local.kind != "auto" and local.kind != study.kind) or (study.kind == "offline" and (local.model or local.base_url)):
+        raise UserInputError(
+            f"study {study_name!r} runs the {study.kind} reasoner and a worker joins with the study's reasoner: leave --reasoner and "
+            "--llm-model/--llm-base-url out"
+        )
+    return reasoner_from_config(
+        study, storage=storage, base_url=local.base_url, model=local.model, api_key=local.api_key, price_per_mtok=local.price_per_mtok
     )
 
 
@@ -145,8 +194,12 @@ __all__ = [
     "OfflineReasoner",
     "ProposeRequest",
     "Reasoner",
+    "ReasonerConfig",
     "Usage",
+    "build_reasoner",
+    "joined_reasoner",
     "llm_settings",
     "make_reasoner",
+    "reasoner_config",
     "reasoner_from_config",
 ]

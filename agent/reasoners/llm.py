@@ -42,6 +42,7 @@ from coevo.agent.reasoners.cache import CachedReply, ResponseCache, prompt_key
 from coevo.agent.reasoners.round_tools import RoundToolbox, ToolBudget
 from coevo.knowledge import KnowledgeBase, retrieval
 from coevo.prompts import PROMPTS, load_prompt
+from coevo.search.config import DEFAULT_LLM_TIMEOUT_S
 from coevo.search.errors import CoevoError, UserInputError
 from coevo.search.niches import niche_of
 from coevo.search.proposers import Evaluation, Proposal
@@ -144,7 +145,7 @@ class LLMReasoner(Reasoner):
         base_url: str,
         api_key: str | None = None,
         cache: ResponseCache | None = None,
-        timeout_s: float = 60.0,
+        timeout_s: float = DEFAULT_LLM_TIMEOUT_S,
         transport_retries: int = SEARCH_RETRY.retries,
         attempts: int = 3,
         backoff_s: float = SEARCH_RETRY.backoff_s,
