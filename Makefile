@@ -25,11 +25,15 @@ lint:  ## ruff, and the layering contracts of pyproject.toml (agent > tools > kn
 typecheck:
 	$(VENV)/bin/mypy
 
+# pytest-xdist: one worker per core (a test file stays on one worker; the PostgreSQL tests share one)
+PYTEST_JOBS ?= auto
+PYTEST_PAR  := -n $(PYTEST_JOBS) --dist loadgroup
+
 pytest:
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PYTEST_PAR)
 
 test-fast: lint typecheck  ## the same checks without the tests marked slow (your own loop; CI runs everything)
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q $(PYTEST_PAR) -m "not slow"
 
 bench:  ## co-evolution vs ablations vs baselines, 4 devices x 5 seeds (~20 min on 2 cores)
 	$(VENV)/bin/coevo bench --problem nb201 --dataset cifar10 --devices fpga,raspi4,pixel3,eyeriss --proposers pelnas,pelnas-nosurrogate,pelnas-nokb,pelnas-noniche,mobo,tpe,nsga2,random --budget 300 --seeds 5 --jobs 2 --out bench-out

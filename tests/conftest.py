@@ -25,16 +25,33 @@ IN_CI = os.environ.get("CI") == "true"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that uses the ``postgres_url`` fixture ``postgres``."""
+    """Mark every test that uses the ``postgres_url`` fixture ``postgres``; group tests for parallel runs.
+
+    Under pytest-xdist (``make test`` runs ``-n auto --dist loadgroup``) a test file runs on one
+    worker, as its module fixtures and order expect, and every PostgreSQL test runs on the same
+    worker, one after another: they share the database ``test``, and one of them terminates
+    the server's other connections on purpose.
+    """
     for item in items:
-        if "postgres_url" in getattr(item, "fixturenames", ()):
+        if "postgres_url" in getattr(item, "fixturenames", ()) or item.get_closest_marker("postgres") is not None:
             item.add_marker(pytest.mark.postgres)
+            item.add_marker(pytest.mark.xdist_group("postgres"))
+        else:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _zoo_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """One model-zoo cache for the whole run (each zoo model trains at most once), never the user's ~/.cache."""
-    os.environ["COEVO_CACHE"] = str(tmp_path_factory.mktemp("coevo-cache"))
+    """One model-zoo cache for the whole run (each zoo model trains at most once), never the user's ~/.cache.
+
+    Parallel workers share it (the folder above each worker's own temporary folder): the zoo
+    locks a recipe while it trains, so a model that two workers need trains once.
+    """
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    cache = root / "coevo-cache"
+    cache.mkdir(exist_ok=True)
+    os.environ["COEVO_CACHE"] = str(cache)
 
 
 @pytest.fixture(scope="session", autouse=True)
