@@ -4,8 +4,9 @@ Model: one interval variable per task (fixed duration, its cycles); ``start(t) >
 for every dependency; per engine ``add_no_overlap`` when it has one core, else
 ``add_cumulative`` with demand 1 and capacity = its cores; minimise the makespan. The list
 schedule (upward rank) is given as a hint and its makespan as the horizon. The solver runs
-under a time limit; the answer says whether the schedule is proved optimal, CP-SAT's lower
-bound on the makespan, and the relative gap ``(makespan - bound) / makespan``. Cores are
+under a time limit (:func:`sim.cpsat.solve`, shared with :mod:`sim.pipeline.ilp`); the answer
+says whether the schedule is proved optimal, CP-SAT's lower bound on the makespan, and the
+relative gap ``(makespan - bound) / makespan``. Cores are
 assigned afterwards (an interval graph with at most ``cores`` overlaps is ``cores``-colourable,
 greedily in start order), and the result passes :func:`sim.fpga.sched.check_schedule`.
 """

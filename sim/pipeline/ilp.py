@@ -24,8 +24,8 @@ in zero-bubble schedules; activations are held until ``W``, and the ZB-H1 schedu
 simulator is the hint. Memory ``1f1b-peak`` lets every device hold the activations of
 the fullest device under 1F1B (ZB-H1's rule).
 
-The solver runs under a time limit. The best schedule found is returned with its status
-(``optimal`` or ``feasible``: the time limit cut the proof), CP-SAT's lower bound on the
+The solver runs under a time limit (:func:`sim.cpsat.solve`, shared with :mod:`sim.fpga.cpsat`).
+The best schedule found is returned with its status (``optimal`` or ``feasible``: the time limit cut the proof), CP-SAT's lower bound on the
 makespan (``ObjectiveBound``) and the relative gap ``(makespan - bound) / makespan``; no
 schedule found in time, or a proof that none exists, is an error saying which.
 :func:`sim.pipeline.simulate.simulate` replays the schedule's op order per device
