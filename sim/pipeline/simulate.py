@@ -518,28 +518,8 @@ def check_timeline(
     ``B`` after the consumer's ``B`` plus the transfer back.
     """
     n_v, n_dev = len(stages), 1 + max(s.device for s in stages)
-    kinds = ("F", "B", "W") if split_backward else ("F", "B")
-    expected = {(r, (k, v, m)) for r in range(replicas) for k in kinds for v in range(n_v) for m in range(microbatches)}
-    seen: dict[tuple[int, Op], Span] = {}
-    for span in timeline:
-        key = (span.replica, span.op)
-        if key not in expected:
-            raise ValueError(f"unexpected op {span.op} of replica {span.replica}")
-        if key in seen:
-            raise ValueError(f"op {span.op} of replica {span.replica} ran twice")
-        if span.device != span.replica * n_dev + stages[span.op[1]].device or span.end < span.start:
-            raise ValueError(f"op {span.op} of replica {span.replica} ran on device {span.device} from {span.start} to {span.end}")
-        seen[key] = span
-    if missing := expected - seen.keys():
-        raise ValueError(f"{len(missing)} ops never ran, e.g. {min(missing)}")
-    per_device: dict[int, list[Span]] = defaultdict(list)
-    for span in timeline:
-        per_device[span.device].append(span)
-    for device, spans in per_device.items():
-        spans.sort(key=lambda s: (s.start, s.end))
-        for a, b in itertools.pairwise(spans):
-            if b.start < a.end - EPS:
-                raise ValueError(f"device {device} runs {a.op} and {b.op} at once ({b.start:.6g} < {a.end:.6g})")
+    seen = _spans_once(stages, timeline, microbatches=microbatches, replicas=replicas, split_backward=split_backward)
+    _one_op_at_a_time(timeline)
 
     def after(r: int, later: Op, earlier: Op, gap: float) -> None:
         if seen[r, later].start < seen[r, earlier].end + gap - EPS:
@@ -562,6 +542,40 @@ def check_timeline(
                 producer, consumer = r * n_dev + stages[src_v].device, r * n_dev + stages[dst_v].device
                 after(r, ("F", dst_v, m), ("F", src_v, m), cluster.transfer_s(producer, consumer, nbytes))
                 after(r, ("B", src_v, m), ("B", dst_v, m), cluster.transfer_s(consumer, producer, nbytes))
+
+
+def _spans_once(
+    stages: Sequence[VirtualStage], timeline: Sequence[Span], *, microbatches: int, replicas: int, split_backward: bool
+) -> dict[tuple[int, Op], Span]:
+    """Every expected op of every replica ran exactly once, on its stage's device (:func:`check_timeline`); the spans by (replica, op)."""
+    n_v, n_dev = len(stages), 1 + max(s.device for s in stages)
+    kinds = ("F", "B", "W") if split_backward else ("F", "B")
+    expected = {(r, (k, v, m)) for r in range(replicas) for k in kinds for v in range(n_v) for m in range(microbatches)}
+    seen: dict[tuple[int, Op], Span] = {}
+    for span in timeline:
+        key = (span.replica, span.op)
+        if key not in expected:
+            raise ValueError(f"unexpected op {span.op} of replica {span.replica}")
+        if key in seen:
+            raise ValueError(f"op {span.op} of replica {span.replica} ran twice")
+        if span.device != span.replica * n_dev + stages[span.op[1]].device or span.end < span.start:
+            raise ValueError(f"op {span.op} of replica {span.replica} ran on device {span.device} from {span.start} to {span.end}")
+        seen[key] = span
+    if missing := expected - seen.keys():
+        raise ValueError(f"{len(missing)} ops never ran, e.g. {min(missing)}")
+    return seen
+
+
+def _one_op_at_a_time(timeline: Sequence[Span]) -> None:
+    """No device runs two ops at once (:func:`check_timeline`)."""
+    per_device: dict[int, list[Span]] = defaultdict(list)
+    for span in timeline:
+        per_device[span.device].append(span)
+    for device, spans in per_device.items():
+        spans.sort(key=lambda s: (s.start, s.end))
+        for a, b in itertools.pairwise(spans):
+            if b.start < a.end - EPS:
+                raise ValueError(f"device {device} runs {a.op} and {b.op} at once ({b.start:.6g} < {a.end:.6g})")
 
 
 def simulate(
