@@ -4,8 +4,9 @@ Model: one interval variable per task (fixed duration, its cycles); ``start(t) >
 for every dependency; per engine ``add_no_overlap`` when it has one core, else
 ``add_cumulative`` with demand 1 and capacity = its cores; minimise the makespan. The list
 schedule (upward rank) is given as a hint and its makespan as the horizon. The solver runs
-under a time limit; the answer says whether the schedule is proved optimal, CP-SAT's lower
-bound on the makespan, and the relative gap ``(makespan - bound) / makespan``. Cores are
+under a time limit (:func:`sim.cpsat.solve`, shared with :mod:`sim.pipeline.ilp`); the answer
+says whether the schedule is proved optimal, CP-SAT's lower bound on the makespan, and the
+relative gap ``(makespan - bound) / makespan``. Cores are
 assigned afterwards (an interval graph with at most ``cores`` overlaps is ``cores``-colourable,
 greedily in start order), and the result passes :func:`sim.fpga.sched.check_schedule`.
 """
@@ -13,12 +14,12 @@ greedily in start order), and the result passes :func:`sim.fpga.sched.check_sche
 from __future__ import annotations
 
 import heapq
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
+from coevo.sim.cpsat import solve
 from coevo.sim.errors import UserInputError
 from coevo.sim.fpga.dag import Task
 from coevo.sim.fpga.model import ENGINES, Accelerator
@@ -76,23 +77,13 @@ def cpsat_schedule(tasks: Sequence[Task], accel: Accelerator, *, time_limit_s: f
     for t in tasks:
         model.add_hint(start[t.id], hint.start[t.id])
     model.add_hint(makespan, horizon)
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = time_limit_s
-    solver.parameters.num_workers = workers
-    solver.parameters.random_seed = seed
-    began = time.perf_counter()
-    status = solver.solve(model)
-    solve_s = time.perf_counter() - began
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        raise UserInputError(f"CP-SAT found no schedule within {time_limit_s:g} s; raise the time limit or use a smaller instance")
-    starts = [int(solver.value(s)) for s in start]
+    solved = solve(model, time_limit_s=time_limit_s, workers=workers, seed=seed, remedy="raise the time limit or use a smaller instance")
+    starts = [int(solved.solver.value(s)) for s in start]
     cores = _assign_cores(tasks, starts, accel)
     schedule = Schedule(tuple(tasks), tuple(starts), tuple(cores), "cp-sat")
     best = schedule.makespan
-    bound = min(best, round(solver.best_objective_bound))
-    return Optimum(
-        schedule, "optimal" if status == cp_model.OPTIMAL else "feasible", bound, (best - bound) / best if best else 0.0, solve_s
-    )
+    bound = min(best, round(solved.bound))
+    return Optimum(schedule, solved.status, bound, (best - bound) / best if best else 0.0, solved.solve_s)
 
 
 def _assign_cores(tasks: Sequence[Task], starts: Sequence[int], accel: Accelerator) -> list[int]:

@@ -354,45 +354,27 @@ class _Trainer:
     # ---- the loop
 
     def run(self) -> FreezeResult:
+        """Train for ``epochs`` epochs under the config: per epoch, freeze on schedule, train, record, maybe freeze (auto)."""
         cfg, rec = self.cfg, self.rec
         batch = int(rec["train"]["batch"])
-        train = self.train_split
-        per_epoch = math.ceil(len(train) / batch)
+        per_epoch = math.ceil(len(self.train_split) / batch)
         opt = torch.optim.AdamW(self.model.parameters(), lr=rec["train"]["lr"], weight_decay=rec["train"]["weight_decay"])
         sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=rec["train"]["lr"], total_steps=self.epochs * per_epoch)
         history: list[dict[str, Any]] = []
         prev: list[torch.Tensor] | None = None
         prev_grad: list[float] | None = None
-        watch_grad = cfg.method != "full" and cfg.schedule == "auto" and cfg.criterion == "gradnorm"
+        auto = cfg.method != "full" and cfg.schedule == "auto"
+        watch_grad = auto and cfg.criterion == "gradnorm"
         started, cpu_started = time.perf_counter(), time.process_time()
         with self.counter.counting(self.model):
-            if cfg.method != "full" and cfg.schedule == "auto" and cfg.criterion == "cka":
+            if auto and cfg.criterion == "cka":
                 prev = self._probe_outputs()
             for epoch in range(self.epochs):
-                if cfg.method != "full" and cfg.schedule == "fixed":
-                    upto = sum(1 for f in cfg.freeze_at if f is not None and f <= epoch)
-                    if upto > self.frozen:
-                        self._freeze(upto, epoch)
-                if self.frozen and cfg.method == "cache":
-                    self._load_cache()
-                grad_sq = [0.0] * N_BLOCKS
-                losses = []
-                order = torch.randperm(len(train), generator=self.gen)
-                for i in range(0, len(train), batch):
-                    idx = order[i : i + batch]
-                    out = self._forward(idx)
-                    loss = F.cross_entropy(out, train.y[idx])
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    for k in range(self.frozen, N_BLOCKS) if watch_grad else ():
-                        grad_sq[k] += sum(float(p.grad.pow(2).sum()) for p in self.blocks[k].parameters() if p.grad is not None)
-                    torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad], 1.0)
-                    opt.step()
-                    sched.step()
-                    losses.append(float(loss.detach()))
+                self._begin_epoch(epoch)
+                losses, grad_sq = self._train_epoch(opt, sched, batch, watch_grad)
                 row: dict[str, Any] = {"epoch": epoch + 1, "loss": round(float(np.mean(losses)), 4), "frozen": self.frozen}
                 grad = [math.sqrt(g / per_epoch) for g in grad_sq]
-                if cfg.method != "full" and cfg.schedule == "auto":
+                if auto:
                     prev, prev_grad = self._auto(epoch + 1, row, prev, prev_grad, grad)
                 history.append(row)
                 if self.progress is not None:
@@ -400,10 +382,44 @@ class _Trainer:
                         f"{cfg.method}: epoch {epoch + 1} of {self.epochs}, loss {row['loss']:.3f}, {self.frozen} blocks frozen",
                         (epoch + 1) / self.epochs,
                     )
-        wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+        return self._result(history, time.perf_counter() - started, time.process_time() - cpu_started)
+
+    def _begin_epoch(self, epoch: int) -> None:
+        """Before epoch ``epoch`` (0-based): the fixed schedule's freezes due now; the cache method reads its cache."""
+        cfg = self.cfg
+        if cfg.method != "full" and cfg.schedule == "fixed":
+            upto = sum(1 for f in cfg.freeze_at if f is not None and f <= epoch)
+            if upto > self.frozen:
+                self._freeze(upto, epoch)
+        if self.frozen and cfg.method == "cache":
+            self._load_cache()
+
+    def _train_epoch(
+        self, opt: torch.optim.Optimizer, sched: torch.optim.lr_scheduler.LRScheduler, batch: int, watch_grad: bool
+    ) -> tuple[list[float], list[float]]:
+        """One pass over the shuffled training set; the batch losses and, with ``watch_grad``, each block's summed squared gradients."""
+        train = self.train_split
+        grad_sq = [0.0] * N_BLOCKS
+        losses = []
+        order = torch.randperm(len(train), generator=self.gen)
+        for i in range(0, len(train), batch):
+            idx = order[i : i + batch]
+            out = self._forward(idx)
+            loss = F.cross_entropy(out, train.y[idx])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            for k in range(self.frozen, N_BLOCKS) if watch_grad else ():
+                grad_sq[k] += sum(float(p.grad.pow(2).sum()) for p in self.blocks[k].parameters() if p.grad is not None)
+            torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad], 1.0)
+            opt.step()
+            sched.step()
+            losses.append(float(loss.detach()))
+        return losses, grad_sq
+
+    def _result(self, history: list[dict[str, Any]], wall: float, cpu: float) -> FreezeResult:
         total = self.counter.total
         return FreezeResult(
-            method=cfg.method,
+            method=self.cfg.method,
             val_accuracy=_accuracy(self.model, self.val.x, self.val.y),
             test_accuracy=_accuracy(self.model, self.test.x, self.test.y),
             wall_s=wall,

@@ -108,6 +108,36 @@ def _blocked_call(a: Csr, x: np.ndarray, schedule: Plan) -> Callable[[], Any]:
     return lambda: spmm_blocked(a, x, schedule)
 
 
+def _warm_up(
+    run: dict[str, Callable[[], Any]], methods: Sequence[str], reference: np.ndarray, warmup: int, *, empty: bool
+) -> dict[str, float]:
+    """Run each method ``warmup`` times (at least once) untimed; its largest error relative to the reference's largest entry.
+
+    ``empty``: the matrix has no entries, every method's error is 0.
+    """
+    scale = max(float(np.abs(reference).max()), 1e-30)
+    errors = {}
+    for m in methods:
+        for _ in range(max(1, warmup)):  # the first call compiles (numba) or allocates (torch): never timed
+            y = np.asarray(run[m]())
+        errors[m] = 0.0 if empty else float(np.abs(y - reference).max() / scale)
+    return errors
+
+
+def _time_runs(run: dict[str, Callable[[], Any]], methods: Sequence[str], repeats: int, seed: int) -> dict[str, list[float]]:
+    """Wall seconds of each method's call, ``repeats`` rounds, the methods in a fresh seeded random order each round."""
+    times: dict[str, list[float]] = {m: [] for m in methods}
+    order = list(methods)
+    rng = random.Random(seed)
+    for _ in range(repeats):
+        rng.shuffle(order)
+        for m in order:
+            t0 = time.perf_counter()
+            run[m]()
+            times[m].append(time.perf_counter() - t0)
+    return times
+
+
 def benchmark(
     a: Csr, feature_dim: int, *, methods: Sequence[str] = METHODS, params: BlockParams | None = None, repeats: int = 5,
     warmup: int = 1, seed: int = 0, dtype: Any = np.float32, variants: dict[str, BlockParams] | None = None,
@@ -154,21 +184,8 @@ def benchmark(
     methods = [*methods, *variant_plans]
     try:
         reference = (scipy_a.astype(np.float64) @ x.astype(np.float64)) if a.nnz else np.zeros((a.shape[0], feature_dim))
-        scale = max(float(np.abs(reference).max()), 1e-30)
-        errors = {}
-        for m in methods:
-            for _ in range(max(1, warmup)):  # the first call compiles (numba) or allocates (torch): never timed
-                y = np.asarray(run[m]())
-            errors[m] = float(np.abs(y - reference).max() / scale) if a.nnz else 0.0
-        times: dict[str, list[float]] = {m: [] for m in methods}
-        order = list(methods)
-        rng = random.Random(seed)
-        for _ in range(repeats):
-            rng.shuffle(order)
-            for m in order:
-                t0 = time.perf_counter()
-                run[m]()
-                times[m].append(time.perf_counter() - t0)
+        errors = _warm_up(run, methods, reference, warmup, empty=not a.nnz)
+        times = _time_runs(run, methods, repeats, seed)
     finally:
         torch.set_num_threads(torch_threads)
     balance: dict[str, Any] = {"naive": naive_balance(a, feature_dim, threads)}

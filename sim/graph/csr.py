@@ -77,7 +77,32 @@ def validate_csr(indptr: Any, indices: Any, data: Any, shape: tuple[int, int] | 
     indptr = np.asarray(indptr)
     indices = np.asarray(indices)
     data = np.asarray(data)
-    fix_sort = "sort each row's column ids (scipy: A.sort_indices(); A.sum_duplicates() also merges repeats)"
+    _check_arrays(indptr, indices, data, what)
+    nnz = _check_indptr(indptr, what)
+    if len(indices) != nnz or len(data) != nnz:
+        raise UserInputError(
+            f"{what}: inconsistent nnz: indptr[-1] = {nnz} but indices has {len(indices)} and data {len(data)} entries; "
+            "all three must agree"
+        )
+    n_rows = len(indptr) - 1
+    n_cols = _check_columns(indices, nnz, n_rows, shape, what)
+    if n_cols > INDEX_LIMIT or nnz > INDEX_LIMIT:
+        raise UserInputError(f"{what}: {n_cols} columns / {nnz} entries exceed the int32 limit {INDEX_LIMIT} of these kernels")
+    _check_rows_sorted(indptr, indices, nnz, what)
+    values = data if data.dtype in (np.float32, np.float64) else data.astype(np.float64)
+    if values.size and not np.isfinite(values).all():
+        k = int(np.argmax(~np.isfinite(values)))
+        raise UserInputError(f"{what}: data[{k}] is {values[k]}; values must be finite")
+    return Csr(
+        np.ascontiguousarray(indptr, dtype=np.int64),
+        np.ascontiguousarray(indices, dtype=np.int32),
+        np.ascontiguousarray(values),
+        (n_rows, n_cols),
+    )
+
+
+def _check_arrays(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, what: str) -> None:
+    """The three arrays are 1-D, the ids integers and the values numbers."""
     if indptr.ndim != 1 or indices.ndim != 1 or data.ndim != 1:
         raise UserInputError(
             f"{what}: indptr, indices and data must be 1-D arrays, got shapes {indptr.shape}, {indices.shape}, {data.shape}"
@@ -87,6 +112,10 @@ def validate_csr(indptr: Any, indices: Any, data: Any, shape: tuple[int, int] | 
             raise UserInputError(f"{what}: {name} must hold integers, got dtype {arr.dtype}; store them as int32 or int64")
     if data.size and not (np.issubdtype(data.dtype, np.floating) or np.issubdtype(data.dtype, np.integer)):
         raise UserInputError(f"{what}: data must be numeric, got dtype {data.dtype}")
+
+
+def _check_indptr(indptr: np.ndarray, what: str) -> int:
+    """``indptr`` starts at 0 and never decreases; the number of stored entries it gives."""
     if len(indptr) == 0:
         raise UserInputError(f"{what}: indptr is empty; a CSR matrix with n rows has n + 1 row starts (at least [0])")
     if indptr[0] != 0:
@@ -101,53 +130,46 @@ def validate_csr(indptr: Any, indices: Any, data: Any, shape: tuple[int, int] | 
             f"{what}: indptr is not monotone: row {row} starts at {int(indptr[row])} and ends at {int(indptr[row + 1])} "
             "(a negative row length); indptr must be non-decreasing (the running sum of the row lengths)"
         )
-    if len(indices) != nnz or len(data) != nnz:
-        raise UserInputError(
-            f"{what}: inconsistent nnz: indptr[-1] = {nnz} but indices has {len(indices)} and data {len(data)} entries; "
-            "all three must agree"
-        )
-    n_rows = len(indptr) - 1
+    return nnz
+
+
+def _check_columns(indices: np.ndarray, nnz: int, n_rows: int, shape: tuple[int, int] | None, what: str) -> int:
+    """Column ids are >= 0 and fit ``shape`` (which must match the rows); the number of columns."""
     if nnz and indices.min() < 0:
         k = int(np.argmin(indices))
         raise UserInputError(f"{what}: column id {int(indices[k])} at entry {k} is negative; column ids are 0-based and >= 0")
     n_cols = int(indices.max()) + 1 if nnz else 0
-    if shape is not None:
-        rows, cols = (int(s) for s in shape)
-        if rows != n_rows:
-            raise UserInputError(f"{what}: shape says {rows} rows but indptr has {n_rows} + 1 entries; fix the shape or indptr")
-        if nnz and n_cols > cols:
-            k = int(np.argmax(indices >= cols))
-            raise UserInputError(
-                f"{what}: column id {int(indices[k])} at entry {k} is out of range for {cols} columns; ids must be < n_cols "
-                "(fix the ids or give the true shape)"
-            )
-        n_cols = cols
-    if n_cols > INDEX_LIMIT or nnz > INDEX_LIMIT:
-        raise UserInputError(f"{what}: {n_cols} columns / {nnz} entries exceed the int32 limit {INDEX_LIMIT} of these kernels")
-    if nnz > 1:
-        # within a row, ids strictly increase: a non-increase is allowed only across a row start
-        bad = np.diff(indices.astype(np.int64)) <= 0
-        starts = indptr[1:-1]
-        starts = starts[(starts > 0) & (starts < nnz)]
-        bad[starts - 1] = False
-        if bad.any():
-            k = int(np.argmax(bad)) + 1
-            row = int(np.searchsorted(indptr, k, side="right")) - 1
-            kind = "repeated" if indices[k] == indices[k - 1] else "unsorted"
-            raise UserInputError(
-                f"{what}: row {row} has {kind} column ids ({int(indices[k - 1])} then {int(indices[k])} at entries {k - 1}, {k}); "
-                f"{fix_sort}"
-            )
-    values = data if data.dtype in (np.float32, np.float64) else data.astype(np.float64)
-    if values.size and not np.isfinite(values).all():
-        k = int(np.argmax(~np.isfinite(values)))
-        raise UserInputError(f"{what}: data[{k}] is {values[k]}; values must be finite")
-    return Csr(
-        np.ascontiguousarray(indptr, dtype=np.int64),
-        np.ascontiguousarray(indices, dtype=np.int32),
-        np.ascontiguousarray(values),
-        (n_rows, n_cols),
-    )
+    if shape is None:
+        return n_cols
+    rows, cols = (int(s) for s in shape)
+    if rows != n_rows:
+        raise UserInputError(f"{what}: shape says {rows} rows but indptr has {n_rows} + 1 entries; fix the shape or indptr")
+    if nnz and n_cols > cols:
+        k = int(np.argmax(indices >= cols))
+        raise UserInputError(
+            f"{what}: column id {int(indices[k])} at entry {k} is out of range for {cols} columns; ids must be < n_cols "
+            "(fix the ids or give the true shape)"
+        )
+    return cols
+
+
+def _check_rows_sorted(indptr: np.ndarray, indices: np.ndarray, nnz: int, what: str) -> None:
+    """Within each row the column ids strictly increase (sorted, no repeats)."""
+    if nnz <= 1:
+        return
+    # a non-increase is allowed only across a row start
+    bad = np.diff(indices.astype(np.int64)) <= 0
+    starts = indptr[1:-1]
+    starts = starts[(starts > 0) & (starts < nnz)]
+    bad[starts - 1] = False
+    if bad.any():
+        k = int(np.argmax(bad)) + 1
+        row = int(np.searchsorted(indptr, k, side="right")) - 1
+        kind = "repeated" if indices[k] == indices[k - 1] else "unsorted"
+        raise UserInputError(
+            f"{what}: row {row} has {kind} column ids ({int(indices[k - 1])} then {int(indices[k])} at entries {k - 1}, {k}); "
+            "sort each row's column ids (scipy: A.sort_indices(); A.sum_duplicates() also merges repeats)"
+        )
 
 
 def from_scipy(matrix: Any, *, what: str = "matrix") -> Csr:

@@ -318,139 +318,196 @@ def simulate_benes(
     """
     _, bits = _stages(n_ports)
     check_load(load)
-    if routing not in ROUTINGS:
-        raise UserInputError(f"unknown Benes routing {routing!r}; choose from {', '.join(ROUTINGS)}")
-    if traffic not in ("uniform", "permutation"):
-        raise UserInputError(f"Benes traffic is uniform or permutation, got {traffic!r}")
-    if packet_flits < 1 or cycles < 100:
+    config = BenesConfig(n_ports, routing, traffic, injection, packet_flits, setup_cycles, ack_cycles, hold_cycles)
+    _check_config(config, cycles)
+    arrivals_at = _trace_arrivals(trace, n_ports)
+    run = _BenesRun(config, bits, load=load, seed=seed, warmup=min(cycles // 10, WARMUP_MAX), traced=trace is not None)
+    clock = Clock(cycles, progress)
+    with clock:
+        for t in clock:
+            run.release(t)
+            run.inject(t, arrivals_at.pop(t, ()))
+            run.decide(t)
+            run.count_links(t)
+    return run.result(clock, load)
+
+
+def _check_config(config: BenesConfig, cycles: int) -> None:
+    """What :func:`simulate_benes` refuses, beyond the size and the load (its ``Raises``)."""
+    if config.routing not in ROUTINGS:
+        raise UserInputError(f"unknown Benes routing {config.routing!r}; choose from {', '.join(ROUTINGS)}")
+    if config.traffic not in ("uniform", "permutation"):
+        raise UserInputError(f"Benes traffic is uniform or permutation, got {config.traffic!r}")
+    if config.packet_flits < 1 or cycles < 100:
         raise UserInputError("packet_flits must be >= 1 and cycles >= 100")
-    if not 1 <= setup_cycles <= MAX_CONTROL_CYCLES or not 0 <= ack_cycles <= MAX_CONTROL_CYCLES:
+    if not 1 <= config.setup_cycles <= MAX_CONTROL_CYCLES or not 0 <= config.ack_cycles <= MAX_CONTROL_CYCLES:
         raise UserInputError(
             f"setup_cycles must be 1..{MAX_CONTROL_CYCLES} and ack_cycles 0..{MAX_CONTROL_CYCLES} (cycles per switch stage), "
-            f"got {setup_cycles} and {ack_cycles}"
+            f"got {config.setup_cycles} and {config.ack_cycles}"
         )
-    if not 0 <= hold_cycles <= MAX_HOLD_CYCLES:
-        raise UserInputError(f"hold_cycles must be 0..{MAX_HOLD_CYCLES} (0: tear down a blocked setup at once), got {hold_cycles}")
+    if not 0 <= config.hold_cycles <= MAX_HOLD_CYCLES:
+        raise UserInputError(f"hold_cycles must be 0..{MAX_HOLD_CYCLES} (0: tear down a blocked setup at once), got {config.hold_cycles}")
+
+
+def _trace_arrivals(trace: Sequence[tuple[int, int, int]] | None, n_ports: int) -> dict[int, list[tuple[int, int]]]:
+    """A trace's packets by cycle: ``cycle -> [(source, destination), ...]``, each checked."""
     arrivals_at: dict[int, list[tuple[int, int]]] = {}
     for when, src, dst in trace or ():
         if not (0 <= src < n_ports and 0 <= dst < n_ports and src != dst and when >= 0):
             raise UserInputError(f"trace packet {(when, src, dst)} needs a cycle >= 0 and two different ports in 0..{n_ports - 1}")
         arrivals_at.setdefault(when, []).append((src, dst))
-    rng = random.Random(seed)
-    perm = derangement(n_ports, rng) if traffic == "permutation" else None
-    injectors = [Injector(injection, load / packet_flits, random.Random(f"{seed}:{i}")) for i in range(n_ports)]
-    n_stages = len(bits)
-    link_owner: dict[tuple[int, int], int] = {}  # (stage, line) -> source holding it; stage n_stages-1 is the output port
-    queues: list[deque[tuple[int, int]]] = [deque() for _ in range(n_ports)]
-    busy = [False] * n_ports  # a source with a setup, circuit or NACK in progress
-    fresh = [True] * n_ports  # the head packet has not tried yet
-    backoff_until = [0] * n_ports
-    retries_of = [0] * n_ports
-    setups: list[_Setup] = []
-    frees: dict[int, list[tuple[int, int]]] = {}  # cycle -> links released then
-    ends: dict[int, list[tuple[int, int]]] = {}  # cycle -> (source, generation of its delivered packet, or -1 after a NACK)
-    warmup = min(cycles // 10, WARMUP_MAX)
-    delays: list[float] = []
-    delivered_flits = delivered = attempts = blocked = retries = firsts = first_blocked = held = link_cycles = 0
+    return arrivals_at
 
-    clock = Clock(cycles, progress)
-    with clock:
-        for t in clock:
-            for link in frees.pop(t, ()):
-                del link_owner[link]
-            for src, gen in ends.pop(t, ()):
-                busy[src] = False
-                if gen < 0:
-                    continue
-                if t > warmup:
-                    delivered_flits += packet_flits
-                if gen >= warmup:
-                    delays.append(t - gen)
-                    delivered += 1
-            new = arrivals_at.pop(t, ())
-            for i in range(n_ports):
-                if trace is None and injectors[i].arrivals():
-                    queues[i].append((t, destination(traffic, i, n_ports, rng, perm=perm)))
-                for src, dst in new:
-                    if src == i:
-                        queues[i].append((t, dst))
-                if not busy[i] and queues[i] and t >= backoff_until[i]:
-                    gen, dst = queues[i][0]
-                    busy[i] = True
-                    attempts += 1
-                    if fresh[i] and gen >= warmup:
-                        firsts += 1
-                    setups.append(_Setup(i, dst, gen, 0, i, [], t + setup_cycles - 1, fresh[i]))
-                    fresh[i] = False
-            still: list[_Setup] = []
-            for st in setups:
-                if st.due > t:  # the switch's control is still processing the header
-                    still.append(st)
-                    continue
-                choice = choose_output(bits, st.stage, st.line, st.dst, link_owner, routing, rng)
-                if choice is None and st.waited < hold_cycles:  # hold: try again next cycle
-                    st.waited += 1
-                    held += 1
-                    st.due = t + 1
-                    still.append(st)
-                    continue
-                if choice is None:  # blocked: a NACK tears the partial path down on its way back; back off
-                    for j, link in enumerate(st.links):
-                        if ack_cycles == 0:
-                            del link_owner[link]
-                        else:
-                            frees.setdefault(t + (st.stage - j) * ack_cycles, []).append(link)
-                    blocked += 1
-                    if st.first and st.gen >= warmup:
-                        first_blocked += 1
-                    retries_of[st.src] += 1
-                    retries += 1
-                    told = t + (st.stage + 1) * ack_cycles
-                    backoff_until[st.src] = told + 1 + rng.randrange(1 << min(retries_of[st.src], 6))
-                    if ack_cycles == 0:
-                        busy[st.src] = False
-                    else:
-                        ends.setdefault(told, []).append((st.src, -1))
-                    continue
-                link_owner[st.stage, choice] = st.src
-                st.links.append((st.stage, choice))
-                st.line = choice
-                st.stage += 1
-                st.waited = 0
-                st.due = t + setup_cycles
-                if st.stage == n_stages:  # output port reserved: ACK back, then the data, then teardown
-                    queues[st.src].popleft()
-                    fresh[st.src] = True
-                    retries_of[st.src] = 0
-                    done = t + 1 + n_stages * ack_cycles + packet_flits
-                    frees.setdefault(done, []).extend(st.links)
-                    ends.setdefault(done, []).append((st.src, st.gen))
-                else:
-                    still.append(st)
-            setups = still
-            if t > warmup:  # after this cycle's reservations: a link reserved in cycle r and freed in f is held f - r cycles
-                link_cycles += len(link_owner)
-    ran = clock.done
-    mean, p99 = delay_stats(delays)
-    measured = max(ran - warmup - 1, 1)
-    return NocResult(
-        config=BenesConfig(n_ports, routing, traffic, injection, packet_flits, setup_cycles, ack_cycles, hold_cycles),
-        cycles=ran,
-        offered_load=load,
-        delivered_packets=delivered,
-        throughput=delivered_flits / (measured * n_ports),
-        mean_delay=mean,
-        p99_delay=p99,
-        wall_s=clock.wall_s,
-        stats=BenesStats(
-            stages=n_stages,
-            blocking_rate=round(blocked / attempts, 5) if attempts else 0.0,
-            retries_per_packet=round(retries / max(delivered, 1), 4),
-            zero_load_delay=n_stages * (setup_cycles + ack_cycles) + packet_flits,
-            queued_at_end=sum(len(q) for q in queues),
-            first_attempt_blocking=round(first_blocked / firsts, 5) if firsts else 0.0,
-            hold_per_packet=round(held / max(delivered, 1), 4),
-            link_utilisation=round(link_cycles / (measured * n_ports * n_stages), 5),
-        ),
-        stopped_early=clock.stopped,
-    )
+
+class _BenesRun:
+    """The state of one Benes run and the phases of its cycle (module doc), called in this order each cycle:
+
+    :meth:`release` (links and sources whose teardown or NACK is due), :meth:`inject` (new
+    packets; idle sources start a setup), :meth:`decide` (every due header advances one
+    stage, holds, or is blocked), :meth:`count_links` (link utilisation after the cycle's
+    reservations). One random stream drives destinations, routing choices and backoffs,
+    drawn in exactly this order.
+    """
+
+    def __init__(self, config: BenesConfig, bits: Sequence[int], *, load: float, seed: int, warmup: int, traced: bool) -> None:
+        n_ports = config.n
+        self.config, self.bits, self.warmup, self.traced = config, bits, warmup, traced
+        self.n_stages = len(bits)
+        self.rng = random.Random(seed)
+        self.perm = derangement(n_ports, self.rng) if config.traffic == "permutation" else None
+        self.injectors = [Injector(config.injection, load / config.packet_flits, random.Random(f"{seed}:{i}")) for i in range(n_ports)]
+        self.link_owner: dict[tuple[int, int], int] = {}  # (stage, line) -> source holding it; stage n_stages-1 is the output port
+        self.queues: list[deque[tuple[int, int]]] = [deque() for _ in range(n_ports)]
+        self.busy = [False] * n_ports  # a source with a setup, circuit or NACK in progress
+        self.fresh = [True] * n_ports  # the head packet has not tried yet
+        self.backoff_until = [0] * n_ports
+        self.retries_of = [0] * n_ports
+        self.setups: list[_Setup] = []
+        self.frees: dict[int, list[tuple[int, int]]] = {}  # cycle -> links released then
+        self.ends: dict[int, list[tuple[int, int]]] = {}  # cycle -> (source, generation of its delivered packet, or -1 after a NACK)
+        self.delays: list[float] = []
+        self.delivered_flits = self.delivered = self.attempts = self.blocked = self.retries = 0
+        self.firsts = self.first_blocked = self.held = self.link_cycles = 0
+
+    def release(self, t: int) -> None:
+        """Links freed in cycle ``t``; sources whose circuit ended (a delivery) or whose NACK came home."""
+        for link in self.frees.pop(t, ()):
+            del self.link_owner[link]
+        for src, gen in self.ends.pop(t, ()):
+            self.busy[src] = False
+            if gen < 0:
+                continue
+            if t > self.warmup:
+                self.delivered_flits += self.config.packet_flits
+            if gen >= self.warmup:
+                self.delays.append(t - gen)
+                self.delivered += 1
+
+    def inject(self, t: int, new: Sequence[tuple[int, int]]) -> None:
+        """New packets join their sources' queues (``new`` from a trace); idle sources past their backoff start a setup."""
+        n_ports = self.config.n
+        for i in range(n_ports):
+            if not self.traced and self.injectors[i].arrivals():
+                self.queues[i].append((t, destination(self.config.traffic, i, n_ports, self.rng, perm=self.perm)))
+            for src, dst in new:
+                if src == i:
+                    self.queues[i].append((t, dst))
+            if not self.busy[i] and self.queues[i] and t >= self.backoff_until[i]:
+                gen, dst = self.queues[i][0]
+                self.busy[i] = True
+                self.attempts += 1
+                if self.fresh[i] and gen >= self.warmup:
+                    self.firsts += 1
+                self.setups.append(_Setup(i, dst, gen, 0, i, [], t + self.config.setup_cycles - 1, self.fresh[i]))
+                self.fresh[i] = False
+
+    def decide(self, t: int) -> None:
+        """Every header whose switch decides in cycle ``t`` takes a link, holds, or is blocked."""
+        still: list[_Setup] = []
+        for st in self.setups:
+            if st.due > t:  # the switch's control is still processing the header
+                still.append(st)
+                continue
+            choice = choose_output(self.bits, st.stage, st.line, st.dst, self.link_owner, self.config.routing, self.rng)
+            if choice is None and st.waited < self.config.hold_cycles:  # hold: try again next cycle
+                st.waited += 1
+                self.held += 1
+                st.due = t + 1
+                still.append(st)
+            elif choice is None:
+                self._block(st, t)
+            elif not self._advance(st, choice, t):
+                still.append(st)
+        self.setups = still
+
+    def _block(self, st: _Setup, t: int) -> None:
+        """Blocked: a NACK tears the partial path down on its way back; the source backs off."""
+        ack_cycles = self.config.ack_cycles
+        for j, link in enumerate(st.links):
+            if ack_cycles == 0:
+                del self.link_owner[link]
+            else:
+                self.frees.setdefault(t + (st.stage - j) * ack_cycles, []).append(link)
+        self.blocked += 1
+        if st.first and st.gen >= self.warmup:
+            self.first_blocked += 1
+        self.retries_of[st.src] += 1
+        self.retries += 1
+        told = t + (st.stage + 1) * ack_cycles
+        self.backoff_until[st.src] = told + 1 + self.rng.randrange(1 << min(self.retries_of[st.src], 6))
+        if ack_cycles == 0:
+            self.busy[st.src] = False
+        else:
+            self.ends.setdefault(told, []).append((st.src, -1))
+
+    def _advance(self, st: _Setup, choice: int, t: int) -> bool:
+        """The header reserves the link on line ``choice`` after its stage; True when that was the output port."""
+        self.link_owner[st.stage, choice] = st.src
+        st.links.append((st.stage, choice))
+        st.line = choice
+        st.stage += 1
+        st.waited = 0
+        st.due = t + self.config.setup_cycles
+        if st.stage < self.n_stages:
+            return False
+        # output port reserved: ACK back, then the data, then teardown
+        self.queues[st.src].popleft()
+        self.fresh[st.src] = True
+        self.retries_of[st.src] = 0
+        done = t + 1 + self.n_stages * self.config.ack_cycles + self.config.packet_flits
+        self.frees.setdefault(done, []).extend(st.links)
+        self.ends.setdefault(done, []).append((st.src, st.gen))
+        return True
+
+    def count_links(self, t: int) -> None:
+        """Link-cycles reserved, after the warm-up."""
+        if t > self.warmup:  # after this cycle's reservations: a link reserved in cycle r and freed in f is held f - r cycles
+            self.link_cycles += len(self.link_owner)
+
+    def result(self, clock: Clock, load: float) -> BenesResult:
+        """The run's metrics (module doc) once ``clock`` has stopped."""
+        c, n_ports, n_stages = self.config, self.config.n, self.n_stages
+        ran = clock.done
+        mean, p99 = delay_stats(self.delays)
+        measured = max(ran - self.warmup - 1, 1)
+        return NocResult(
+            config=c,
+            cycles=ran,
+            offered_load=load,
+            delivered_packets=self.delivered,
+            throughput=self.delivered_flits / (measured * n_ports),
+            mean_delay=mean,
+            p99_delay=p99,
+            wall_s=clock.wall_s,
+            stats=BenesStats(
+                stages=n_stages,
+                blocking_rate=round(self.blocked / self.attempts, 5) if self.attempts else 0.0,
+                retries_per_packet=round(self.retries / max(self.delivered, 1), 4),
+                zero_load_delay=n_stages * (c.setup_cycles + c.ack_cycles) + c.packet_flits,
+                queued_at_end=sum(len(q) for q in self.queues),
+                first_attempt_blocking=round(self.first_blocked / self.firsts, 5) if self.firsts else 0.0,
+                hold_per_packet=round(self.held / max(self.delivered, 1), 4),
+                link_utilisation=round(self.link_cycles / (measured * n_ports * n_stages), 5),
+            ),
+            stopped_early=clock.stopped,
+        )

@@ -534,6 +534,18 @@ class MeshSim:
             self._forage(t)
         for pkt in self.arriving.pop(t, []):
             self._at_router(pkt, t)
+        sent_gt, done = self._move_gt(t)
+        for link, n in sent_gt.items():
+            if n > self.reserved[link]:
+                self.violations += 1  # a flow sent more than it reserved: must never happen
+        for flow in done:  # released after its last flits crossed (this cycle's check counted them)
+            self.reserve(flow.path, flow.width, -1)
+        measured = t >= self.warmup
+        for link in self.links:
+            self._drain_link(link, t, measured)
+
+    def _move_gt(self, t: int) -> tuple[dict[Link, int], list[_Flow]]:
+        """GT data of cycle ``t``: sources produce, every flit moves one link; the flits sent per link and the flows done."""
         sent_gt: dict[Link, int] = {}
         still: list[_Flow] = []
         done: list[_Flow] = []
@@ -556,38 +568,40 @@ class MeshSim:
                     flow.buffers[i + 1].extend(moved)
             (done if t >= flow.end and not any(flow.buffers) else still).append(flow)
         self.flows = still
-        for link, n in sent_gt.items():
-            if n > self.reserved[link]:
-                self.violations += 1  # a flow sent more than it reserved: must never happen
-        for flow in done:  # released after its last flits crossed (this cycle's check counted them)
-            self.reserve(flow.path, flow.width, -1)
-        measured = t >= self.warmup
-        for link in self.links:
-            reserved = self.reserved[link]
-            if reserved > self.sc:
-                self.violations += 1  # an accepted flow lost bandwidth: must never happen
-            if measured:
-                self.gt_reserved_cycles += reserved
-            budget = self.sc - reserved
-            for queue in (self.ctrl[link], self.queues[link]):
-                if queue is self.ctrl[link] and queue and budget == 0:
-                    budget = 1  # the control lane: a fully reserved link still passes one control flit (module doc)
-                while queue and budget > 0:
-                    head = queue[0]
-                    sent = min(budget, head.left)
-                    head.left -= sent
-                    budget -= sent
-                    if head.kind == "be":
-                        self.queued[link] -= sent
-                    elif measured:
-                        self.control_flits += sent
-                        self.bee_flits += sent if head.kind in ("forager", "return") else 0
-                    if head.left == 0:
-                        queue.popleft()
-                        head.at = link[1]
-                        self.arriving.setdefault(t + 1, []).append(head)  # at the next router next cycle (module doc)
-                if queue is self.ctrl[link]:
-                    budget = min(budget, self.sc - reserved)  # what the control lane carried is not BE's
+        return sent_gt, done
+
+    def _drain_link(self, link: Link, t: int, measured: bool) -> None:
+        """One link in cycle ``t``: control flits in the control lane, then BE flits in what GT left free."""
+        reserved = self.reserved[link]
+        if reserved > self.sc:
+            self.violations += 1  # an accepted flow lost bandwidth: must never happen
+        if measured:
+            self.gt_reserved_cycles += reserved
+        budget = self.sc - reserved
+        ctrl = self.ctrl[link]
+        if ctrl and budget == 0:
+            budget = 1  # the control lane: a fully reserved link still passes one control flit (module doc)
+        budget = self._send_flits(ctrl, link, budget, t, measured)
+        budget = min(budget, self.sc - reserved)  # what the control lane carried is not BE's
+        self._send_flits(self.queues[link], link, budget, t, measured)
+
+    def _send_flits(self, queue: deque[_Packet], link: Link, budget: int, t: int, measured: bool) -> int:
+        """Send up to ``budget`` flits from the head of ``queue`` over ``link``; the budget left."""
+        while queue and budget > 0:
+            head = queue[0]
+            sent = min(budget, head.left)
+            head.left -= sent
+            budget -= sent
+            if head.kind == "be":
+                self.queued[link] -= sent
+            elif measured:
+                self.control_flits += sent
+                self.bee_flits += sent if head.kind in ("forager", "return") else 0
+            if head.left == 0:
+                queue.popleft()
+                head.at = link[1]
+                self.arriving.setdefault(t + 1, []).append(head)  # at the next router next cycle (module doc)
+        return budget
 
 
 def _percentile(values: list[int], q: float) -> float:
@@ -631,13 +645,7 @@ def simulate_mesh(
         UserInputError: k outside 2..16, load outside (0, 1], gt_share outside [0, 1], an
             unknown routing or traffic pattern, or a GT width no link can carry.
     """
-    check_load(load)
-    if not 0 <= gt_share <= 1:
-        raise UserInputError(f"gt_share must be in [0, 1], got {gt_share}")
-    if traffic not in TRAFFIC:
-        raise UserInputError(f"unknown mesh traffic {traffic!r}; choose from {', '.join(TRAFFIC)}")
-    if not 1 <= gt_width <= subchannels:
-        raise UserInputError(f"a GT flow of {gt_width} sub-channels cannot fit links of {subchannels} sub-channels (impossible request)")
+    _check_traffic(load=load, gt_share=gt_share, traffic=traffic, gt_width=gt_width, subchannels=subchannels)
     if packet_flits < 1 or gt_hold < 1 or cycles < 100:
         raise UserInputError("packet_flits and gt_hold must be >= 1, cycles >= 100")
     warmup = min(cycles // 10, WARMUP_MAX)
@@ -679,10 +687,6 @@ def simulate_mesh(
     ran = clock.done
     measured = max(ran - warmup, 1)
     mean, p99 = delay_stats(sim.be_delays)
-    mean_hops = sum(hops(a, b, k) for a in range(n) for b in range(n) if a != b) / (n * (n - 1))
-    decided = sim.accepted + sim.rejected
-    lat = sim.gt_latencies
-    p50, p99_gt = _percentile(lat, 50), _percentile(lat, 99)
     return NocResult(
         config=MeshConfig(k, routing, traffic, subchannels, gt_share, packet_flits),
         cycles=ran,
@@ -692,25 +696,51 @@ def simulate_mesh(
         mean_delay=mean,
         p99_delay=p99,
         wall_s=clock.wall_s,
-        stats=MeshStats(
-            gt_requests=requested,
-            gt_acceptance=round(sim.accepted / decided, 5) if decided else math.nan,
-            gt_violations=sim.violations,
-            gt_link_utilisation=round(sim.gt_reserved_cycles / (measured * len(sim.links) * subchannels), 5),
-            gt_flits=len(lat),
-            gt_latency_mean=round(float(np.mean(lat)), 3) if lat else math.nan,
-            gt_latency_p50=p50,
-            gt_latency_p99=p99_gt,
-            gt_jitter=p99_gt - p50,
-            gt_latency_std=round(float(np.std(lat)), 3) if lat else math.nan,
-            gt_setup_mean=round(float(np.mean(sim.setup_times)), 3) if sim.setup_times else math.nan,
-            gt_setup_p99=_percentile(sim.setup_times, 99),
-            control_flits=sim.control_flits,
-            bee_flits=sim.bee_flits,
-            control_flits_per_node_cycle=round(sim.control_flits / (measured * n), 5),
-            be_zero_load_latency_uniform=round(mean_hops * math.ceil(packet_flits / subchannels), 3),
-            be_zero_load_latency_of_delivered=round(sum(sim.be_zero_load) / len(sim.be_zero_load), 3) if sim.be_zero_load else math.nan,
-            xy_saturation_bound_uniform=round(4 / k, 4) if k % 2 == 0 else round(4 * k / (k * k - 1), 4),
-        ),
+        stats=_mesh_stats(sim, requested=requested, measured=measured),
         stopped_early=clock.stopped,
+    )
+
+
+def _check_traffic(*, load: float, gt_share: float, traffic: str, gt_width: int, subchannels: int) -> None:
+    """The offered traffic :func:`simulate_mesh` refuses (its ``Raises``)."""
+    check_load(load)
+    if not 0 <= gt_share <= 1:
+        raise UserInputError(f"gt_share must be in [0, 1], got {gt_share}")
+    if traffic not in TRAFFIC:
+        raise UserInputError(f"unknown mesh traffic {traffic!r}; choose from {', '.join(TRAFFIC)}")
+    if not 1 <= gt_width <= subchannels:
+        raise UserInputError(f"a GT flow of {gt_width} sub-channels cannot fit links of {subchannels} sub-channels (impossible request)")
+
+
+def _mean_or_nan(values: list[int]) -> float:
+    return round(float(np.mean(values)), 3) if values else math.nan
+
+
+def _mesh_stats(sim: MeshSim, *, requested: int, measured: int) -> MeshStats:
+    """The mesh's own metrics of a finished run (``measured``: cycles after the warm-up, at least 1)."""
+    k, subchannels, packet_flits = sim.k, sim.sc, sim.packet_flits
+    n = k * k
+    mean_hops = sum(hops(a, b, k) for a in range(n) for b in range(n) if a != b) / (n * (n - 1))
+    decided = sim.accepted + sim.rejected
+    lat = sim.gt_latencies
+    p50, p99_gt = _percentile(lat, 50), _percentile(lat, 99)
+    return MeshStats(
+        gt_requests=requested,
+        gt_acceptance=round(sim.accepted / decided, 5) if decided else math.nan,
+        gt_violations=sim.violations,
+        gt_link_utilisation=round(sim.gt_reserved_cycles / (measured * len(sim.links) * subchannels), 5),
+        gt_flits=len(lat),
+        gt_latency_mean=_mean_or_nan(lat),
+        gt_latency_p50=p50,
+        gt_latency_p99=p99_gt,
+        gt_jitter=p99_gt - p50,
+        gt_latency_std=round(float(np.std(lat)), 3) if lat else math.nan,
+        gt_setup_mean=_mean_or_nan(sim.setup_times),
+        gt_setup_p99=_percentile(sim.setup_times, 99),
+        control_flits=sim.control_flits,
+        bee_flits=sim.bee_flits,
+        control_flits_per_node_cycle=round(sim.control_flits / (measured * n), 5),
+        be_zero_load_latency_uniform=round(mean_hops * math.ceil(packet_flits / subchannels), 3),
+        be_zero_load_latency_of_delivered=round(sum(sim.be_zero_load) / len(sim.be_zero_load), 3) if sim.be_zero_load else math.nan,
+        xy_saturation_bound_uniform=round(4 / k, 4) if k % 2 == 0 else round(4 * k / (k * k - 1), 4),
     )

@@ -171,7 +171,17 @@ def get_cluster(name_or_file: str) -> Cluster:
     accepted = known | set(_NEW_NAMES) | {"nodes"}
     if not isinstance(data, dict):
         raise UserInputError(f"cluster file {path}: expected a JSON object with {', '.join(sorted(accepted))}")
-    data = dict(data)
+    data = _device_fields(dict(data), path, accepted)
+    _check_values(data, path, known, accepted)
+    return Cluster(**data)
+
+
+_OPTIONAL = frozenset({"latency_us", "kernel_us", "nics_per_node"})
+"""Cluster-file fields that may be left out (the :class:`Cluster` defaults) or be 0."""
+
+
+def _device_fields(data: dict[str, Any], path: Path, accepted: set[str]) -> dict[str, Any]:
+    """A cluster file's fields in :class:`Cluster`'s terms: its name, node-style names renamed, ``nodes`` as ``devices``."""
     data.setdefault("name", path.stem)
     for new, old in _NEW_NAMES.items():
         if new in data:
@@ -189,17 +199,20 @@ def get_cluster(name_or_file: str) -> Cluster:
         if "devices" in data and data["devices"] != nodes * per_node:
             raise UserInputError(f"cluster file {path}: devices {data['devices']!r} is not nodes x gpus_per_node = {nodes * per_node}")
         data["devices"] = nodes * per_node
-    optional = {"latency_us", "kernel_us", "nics_per_node"}
-    missing = known - data.keys() - optional
+    return data
+
+
+def _check_values(data: dict[str, Any], path: Path, known: set[str], accepted: set[str]) -> None:
+    """Every required field present, every value a number in range (counts positive integers)."""
+    missing = known - data.keys() - _OPTIONAL
     if missing:
         names = sorted({next((n for n, o in _NEW_NAMES.items() if o == m), m) for m in missing})
         raise UserInputError(f"cluster file {path}: missing {names}; fields: {', '.join(sorted(accepted - {'name'}))}")
     for key in known - {"name"}:
         value = data.get(key, 1)
-        if not isinstance(value, int | float) or isinstance(value, bool) or value < 0 or (value == 0 and key not in optional):
-            kind = "a number >= 0" if key in optional else "a positive number"
+        if not isinstance(value, int | float) or isinstance(value, bool) or value < 0 or (value == 0 and key not in _OPTIONAL):
+            kind = "a number >= 0" if key in _OPTIONAL else "a positive number"
             raise UserInputError(f"cluster file {path}: {key} must be {kind}, got {data.get(key)!r}")
     for key in ("devices", "per_node", "nics_per_node"):
         if not isinstance(data.get(key, 1), int) or data.get(key, 1) < 1:
             raise UserInputError(f"cluster file {path}: {key} must be a positive integer, got {data.get(key)!r}")
-    return Cluster(**data)

@@ -95,67 +95,94 @@ def _step(
     ``direct``: skips (producer, consumer) sent point to point right after the producer runs
     (a direct plan; ``boundaries`` then carry no skips). Every rank walks the same sequence of
     sends (forward order, then reversed), so blocking sends and receives always pair up."""
-    blocks = list(net.blocks)
-    net.zero_grad(set_to_none=True)
-    outputs: dict[int, torch.Tensor] = {}
-    received: dict[int, list[tuple[int, torch.Tensor]]] = {}  # send event -> (block, leaf tensor)
-    events: list[tuple[int, int, list[int]]] = []  # (from rank, to rank, block outputs) in forward order
-    boundary_after = {tensors[0]: (src, dst, tensors) for src, dst, tensors in boundaries}
-    sent = 0
-    for i, block in enumerate(blocks):
-        if device_of[i] == rank:
-            h = x if i == 0 else outputs[i - 1]
-            assert isinstance(block, Block)
-            skip_from = block.skip_from
-            outputs[i] = block(h, outputs[skip_from] if skip_from is not None else None)
-        here = [boundary_after[i]] if i in boundary_after else []
-        here += [(device_of[s], device_of[c], [s]) for s, c in direct if s == i]
-        for src, dst, tensors in here:
-            k = len(events)
-            events.append((src, dst, tensors))
-            for t in tensors:
-                if rank == src:
-                    dist.send(outputs[t].detach().contiguous(), dst)
-                    sent += outputs[t].numel() * outputs[t].element_size()
-                elif rank == dst:
-                    buf = torch.empty(shapes[t])
-                    dist.recv(buf, src)
-                    outputs[t] = buf.requires_grad_(True)
-                    received.setdefault(k, []).append((t, outputs[t]))
-    last = len(blocks) - 1
-    pending: list[tuple[torch.Tensor, torch.Tensor]] = []
-    if device_of[last] == rank:
-        out = outputs[last]
-        pending.append((out.square().mean(), torch.tensor(1.0)))
-    sent_back = 0
+    step = _RankPass(rank, net, device_of, boundaries, shapes, direct)
+    step.forward(x)
+    step.backward()
+    return step.result()
 
-    def run_pending() -> None:
-        if pending:
-            torch.autograd.backward([t for t, _ in pending], [g for _, g in pending], retain_graph=True)
-            pending.clear()
 
-    for k in reversed(range(len(events))):
-        src, dst, tensors = events[k]
-        if rank == dst:
-            run_pending()
-            for _t, leaf in received.get(k, []):
-                grad = leaf.grad if leaf.grad is not None else torch.zeros_like(leaf)
-                dist.send(grad.contiguous(), src)
-                sent_back += grad.numel() * grad.element_size()
-        elif rank == src:
-            for t in tensors:
-                grad = torch.empty(shapes[t])
-                dist.recv(grad, dst)
-                pending.append((outputs[t], grad))
-    run_pending()
-    grads = {
-        f"{i}.{name}": param.grad.numpy().copy()
-        for i, block in enumerate(blocks)
-        if device_of[i] == rank
-        for name, param in block.named_parameters()
-        if param.grad is not None
-    }
-    return _RankStep(sent, sent_back, outputs[last].detach().numpy().copy() if device_of[last] == rank else None, grads)
+class _RankPass:
+    """One rank's part of a training step: :meth:`forward` runs its blocks and the sends in block order,
+    :meth:`backward` walks the same send events in reverse with the gradients."""
+
+    def __init__(
+        self, rank: int, net: BlockNet, device_of: list[int], boundaries: list[Any], shapes: list[Any], direct: Sequence[tuple[int, int]]
+    ) -> None:
+        self.rank, self.device_of, self.shapes, self.direct = rank, device_of, shapes, direct
+        self.blocks = list(net.blocks)
+        net.zero_grad(set_to_none=True)
+        self.outputs: dict[int, torch.Tensor] = {}
+        self.received: dict[int, list[tuple[int, torch.Tensor]]] = {}  # send event -> (block, leaf tensor)
+        self.events: list[tuple[int, int, list[int]]] = []  # (from rank, to rank, block outputs) in forward order
+        self.boundary_after = {tensors[0]: (src, dst, tensors) for src, dst, tensors in boundaries}
+        self.pending: list[tuple[torch.Tensor, torch.Tensor]] = []  # (tensor, its gradient) to run backward from
+        self.sent = self.sent_back = 0
+        self.last = len(self.blocks) - 1
+
+    def forward(self, x: torch.Tensor) -> None:
+        """Run this rank's blocks in order; after each block, the sends that follow it (boundary, then direct skips)."""
+        device_of, outputs = self.device_of, self.outputs
+        for i, block in enumerate(self.blocks):
+            if device_of[i] == self.rank:
+                h = x if i == 0 else outputs[i - 1]
+                assert isinstance(block, Block)
+                skip_from = block.skip_from
+                outputs[i] = block(h, outputs[skip_from] if skip_from is not None else None)
+            here = [self.boundary_after[i]] if i in self.boundary_after else []
+            here += [(device_of[s], device_of[c], [s]) for s, c in self.direct if s == i]
+            for src, dst, tensors in here:
+                self._exchange(len(self.events), src, dst, tensors)
+                self.events.append((src, dst, tensors))
+
+    def _exchange(self, k: int, src: int, dst: int, tensors: list[int]) -> None:
+        """Send event ``k`` forward: ``src`` sends the block outputs ``tensors``, ``dst`` receives them as leaves."""
+        for t in tensors:
+            if self.rank == src:
+                out = self.outputs[t]
+                dist.send(out.detach().contiguous(), dst)
+                self.sent += out.numel() * out.element_size()
+            elif self.rank == dst:
+                buf = torch.empty(self.shapes[t])
+                dist.recv(buf, src)
+                self.outputs[t] = buf.requires_grad_(True)
+                self.received.setdefault(k, []).append((t, self.outputs[t]))
+
+    def _run_pending(self) -> None:
+        if self.pending:
+            torch.autograd.backward([t for t, _ in self.pending], [g for _, g in self.pending], retain_graph=True)
+            self.pending.clear()
+
+    def backward(self) -> None:
+        """The loss on the last block's rank, then each send event in reverse: receivers send their leaves' gradients back."""
+        if self.device_of[self.last] == self.rank:
+            out = self.outputs[self.last]
+            self.pending.append((out.square().mean(), torch.tensor(1.0)))
+        for k in reversed(range(len(self.events))):
+            src, dst, tensors = self.events[k]
+            if self.rank == dst:
+                self._run_pending()
+                for _t, leaf in self.received.get(k, []):
+                    grad = leaf.grad if leaf.grad is not None else torch.zeros_like(leaf)
+                    dist.send(grad.contiguous(), src)
+                    self.sent_back += grad.numel() * grad.element_size()
+            elif self.rank == src:
+                for t in tensors:
+                    grad = torch.empty(self.shapes[t])
+                    dist.recv(grad, dst)
+                    self.pending.append((self.outputs[t], grad))
+        self._run_pending()
+
+    def result(self) -> _RankStep:
+        """Bytes sent both ways, this rank's output (the last block's rank only) and its gradients."""
+        grads = {
+            f"{i}.{name}": param.grad.numpy().copy()
+            for i, block in enumerate(self.blocks)
+            if self.device_of[i] == self.rank
+            for name, param in block.named_parameters()
+            if param.grad is not None
+        }
+        out = self.outputs[self.last].detach().numpy().copy() if self.device_of[self.last] == self.rank else None
+        return _RankStep(self.sent, self.sent_back, out, grads)
 
 
 def _rank_main(

@@ -518,28 +518,8 @@ def check_timeline(
     ``B`` after the consumer's ``B`` plus the transfer back.
     """
     n_v, n_dev = len(stages), 1 + max(s.device for s in stages)
-    kinds = ("F", "B", "W") if split_backward else ("F", "B")
-    expected = {(r, (k, v, m)) for r in range(replicas) for k in kinds for v in range(n_v) for m in range(microbatches)}
-    seen: dict[tuple[int, Op], Span] = {}
-    for span in timeline:
-        key = (span.replica, span.op)
-        if key not in expected:
-            raise ValueError(f"unexpected op {span.op} of replica {span.replica}")
-        if key in seen:
-            raise ValueError(f"op {span.op} of replica {span.replica} ran twice")
-        if span.device != span.replica * n_dev + stages[span.op[1]].device or span.end < span.start:
-            raise ValueError(f"op {span.op} of replica {span.replica} ran on device {span.device} from {span.start} to {span.end}")
-        seen[key] = span
-    if missing := expected - seen.keys():
-        raise ValueError(f"{len(missing)} ops never ran, e.g. {min(missing)}")
-    per_device: dict[int, list[Span]] = defaultdict(list)
-    for span in timeline:
-        per_device[span.device].append(span)
-    for device, spans in per_device.items():
-        spans.sort(key=lambda s: (s.start, s.end))
-        for a, b in itertools.pairwise(spans):
-            if b.start < a.end - EPS:
-                raise ValueError(f"device {device} runs {a.op} and {b.op} at once ({b.start:.6g} < {a.end:.6g})")
+    seen = _spans_once(stages, timeline, microbatches=microbatches, replicas=replicas, split_backward=split_backward)
+    _one_op_at_a_time(timeline)
 
     def after(r: int, later: Op, earlier: Op, gap: float) -> None:
         if seen[r, later].start < seen[r, earlier].end + gap - EPS:
@@ -562,6 +542,40 @@ def check_timeline(
                 producer, consumer = r * n_dev + stages[src_v].device, r * n_dev + stages[dst_v].device
                 after(r, ("F", dst_v, m), ("F", src_v, m), cluster.transfer_s(producer, consumer, nbytes))
                 after(r, ("B", src_v, m), ("B", dst_v, m), cluster.transfer_s(consumer, producer, nbytes))
+
+
+def _spans_once(
+    stages: Sequence[VirtualStage], timeline: Sequence[Span], *, microbatches: int, replicas: int, split_backward: bool
+) -> dict[tuple[int, Op], Span]:
+    """Every expected op of every replica ran exactly once, on its stage's device (:func:`check_timeline`); the spans by (replica, op)."""
+    n_v, n_dev = len(stages), 1 + max(s.device for s in stages)
+    kinds = ("F", "B", "W") if split_backward else ("F", "B")
+    expected = {(r, (k, v, m)) for r in range(replicas) for k in kinds for v in range(n_v) for m in range(microbatches)}
+    seen: dict[tuple[int, Op], Span] = {}
+    for span in timeline:
+        key = (span.replica, span.op)
+        if key not in expected:
+            raise ValueError(f"unexpected op {span.op} of replica {span.replica}")
+        if key in seen:
+            raise ValueError(f"op {span.op} of replica {span.replica} ran twice")
+        if span.device != span.replica * n_dev + stages[span.op[1]].device or span.end < span.start:
+            raise ValueError(f"op {span.op} of replica {span.replica} ran on device {span.device} from {span.start} to {span.end}")
+        seen[key] = span
+    if missing := expected - seen.keys():
+        raise ValueError(f"{len(missing)} ops never ran, e.g. {min(missing)}")
+    return seen
+
+
+def _one_op_at_a_time(timeline: Sequence[Span]) -> None:
+    """No device runs two ops at once (:func:`check_timeline`)."""
+    per_device: dict[int, list[Span]] = defaultdict(list)
+    for span in timeline:
+        per_device[span.device].append(span)
+    for device, spans in per_device.items():
+        spans.sort(key=lambda s: (s.start, s.end))
+        for a, b in itertools.pairwise(spans):
+            if b.start < a.end - EPS:
+                raise ValueError(f"device {device} runs {a.op} and {b.op} at once ({b.start:.6g} < {a.end:.6g})")
 
 
 def simulate(
@@ -587,6 +601,24 @@ def simulate(
         UserInputError: unknown schedule, no microbatches, more devices than the cluster has,
             or an ``order`` that cannot run.
     """
+    _check_step_args(plan, cluster, schedule=schedule, microbatches=microbatches, order=order, data_parallel=data_parallel)
+    stages = virtual_stages(profile, plan, **cluster.rates)
+    if schedule == "interleaved" and order is None:
+        order = interleaved_order(stages, plan.devices, microbatches)
+    if schedule == "zb-h1" and order is None:
+        base = simulate(profile, plan, cluster, schedule="1f1b", microbatches=microbatches, recompute=recompute)
+        order = zb_h1_order(stages, base.timeline, microbatches)
+    step = _Step(
+        profile, plan, cluster, stages, schedule=schedule, microbatches=microbatches, order=order, recompute=recompute, dp=data_parallel
+    )
+    step.run()
+    return step.result()
+
+
+def _check_step_args(
+    plan: Plan, cluster: Cluster, *, schedule: str, microbatches: int, order: Mapping[Op, float] | None, data_parallel: int
+) -> None:
+    """The arguments of :func:`simulate` that no simulation can take, as a :class:`UserInputError`."""
     if schedule not in SCHEDULES and not (order is not None and schedule == "ilp"):
         raise UserInputError(f"unknown schedule {schedule!r}; choose from {', '.join(SCHEDULES)}")
     if microbatches < 1:
@@ -597,222 +629,323 @@ def simulate(
         raise UserInputError(
             f"the plan uses {plan.devices} x {data_parallel} (data-parallel) devices but cluster {cluster.name} has {cluster.devices}"
         )
-    stages = virtual_stages(profile, plan, **cluster.rates)
-    n_v, n_dev, dp = len(stages), plan.devices, data_parallel
-    split = schedule == "zb-h1"
-    if schedule == "interleaved" and order is None:
-        order = interleaved_order(stages, n_dev, microbatches)
-    if split and order is None:
-        base = simulate(profile, plan, cluster, schedule="1f1b", microbatches=microbatches, recompute=recompute)
-        order = zb_h1_order(stages, base.timeline, microbatches)
-    bwd_factor = TRAIN_FLOPS_FACTOR - 1.0 + (1.0 if recompute else 0.0)
-    weight_factor = (TRAIN_FLOPS_FACTOR - 1.0) / 2  # ZB: W is half the backward (recompute stays in B)
-    duration = {"F": 1.0, "B": bwd_factor - weight_factor if split else bwd_factor, "W": weight_factor}
-    stashed = [stash_bytes(profile, stages, v, recompute) for v in range(len(stages))]
-    live = [transient_bytes(stages, v, recompute) for v in range(len(stages))]
-    skip_sends: list[tuple[int, int, int]] = []  # direct plans: (producer stage, consumer stage, bytes) per skip sent
-    if plan.direct_skips:
-        skip_sends = [(src_v, dst_v, profile.blocks[b].out_bytes) for src_v, dst_v, b in direct_sends(plan.device_of, profile.skip_edges)]
-    skips_out: dict[int, list[tuple[int, int]]] = defaultdict(list)  # direct plans: producer stage -> (consumer stage, bytes)
-    skips_in: dict[int, list[tuple[int, int]]] = defaultdict(list)  # consumer stage -> (producer stage, bytes)
-    for src_v, dst_v, nbytes in skip_sends:
-        skips_out[src_v].append((dst_v, nbytes))
-        skips_in[dst_v].append((src_v, nbytes))
-    # messages each op waits for: F(v) its input and the direct skips into v; B(v) the gradient
-    # from v + 1 (or, on the last stage, its own F) and the gradients of v's direct skips
-    needs = {
-        "F": [(1 if v > 0 else 0) + len(skips_in[v]) for v in range(n_v)],
-        "B": [1 + len(skips_out[v]) for v in range(n_v)],
-        "W": [1] * n_v,
-    }
-    n_g = n_dev * dp  # cluster devices in use: replica r's device d is r * n_dev + d
-    waiting: dict[tuple[int, Op], int] = {}  # (cluster device, op) -> messages still to arrive
-    ready: list[dict[Op, float]] = [{} for _ in range(n_g)]
-    for r in range(dp):
-        for m in range(microbatches):
-            ready[r * n_dev + stages[0].device]["F", 0, m] = 0.0
-    running: dict[int, tuple[Op, float, float]] = {}  # cluster device -> (op, start, end)
-    link_bytes: dict[tuple[int, int], int] = defaultdict(int)
-    busy = [0.0] * n_g
-    inflight = [[0] * n_v for _ in range(dp)]
-    stash = [0] * n_g
-    peak = [0] * n_g
-    kinds = 3 if split else 2
-    forwards_left = [sum(microbatches for s in stages if s.device == g % n_dev) for g in range(n_g)]
-    ops_left = [kinds * forwards_left[g] for g in range(n_g)]
-    done_at = [0.0] * n_g
-    timeline: list[Span] = []
-    queues: list[list[Op]] = [[] for _ in range(n_g)]
-    if order is not None:
+
+
+class _Ring:
+    """The data-parallel gradient all-reduce: one ring per pipeline stage over its replicas (module doc).
+
+    Cluster device ``g``'s ring successor is the same stage of the next replica. A member
+    starts round ``k`` once its gradients are final (``ops_left`` 0) and it has received
+    round ``k - 1``'s chunk; ``2 (dp - 1)`` rounds in all.
+    """
+
+    def __init__(self, net: _Network, param_bytes: Sequence[int], n_dev: int, dp: int) -> None:
+        self.net, self.param_bytes, self.n_dev, self.dp = net, param_bytes, n_dev, dp
+        self.n_g = n_dev * dp
+        self.rounds = 2 * (dp - 1)
+        self.sent = [0] * self.n_g  # rounds whose chunk a member has sent
+        self.received = [0] * self.n_g  # rounds whose chunk it has received from its ring predecessor
+        self.sending = [False] * self.n_g
+        self.end = 0.0
+        self.bytes = 0
+
+    def successor(self, g: int) -> int:
+        """The ring successor of cluster device ``g``."""
+        return (g + self.n_dev) % self.n_g
+
+    def step(self, g: int, now: float, ops_left: int) -> None:
+        """Start member ``g``'s next ring round when its gradients are final and the previous chunk has arrived."""
+        k = self.sent[g]
+        if self.sending[g] or ops_left > 0 or k >= self.rounds or self.received[g] < k:
+            if k >= self.rounds and self.received[g] >= self.rounds:
+                self.end = max(self.end, now)
+            return
+        chunk = self.param_bytes[g % self.n_dev] / self.dp
+        if chunk <= 0:
+            self.sent[g], self.received[self.successor(g)] = self.rounds, self.rounds
+            self.end = max(self.end, now)
+            return
+        self.sending[g] = True
+        self.bytes += int(chunk)
+        self.net.add(now, g, self.successor(g), chunk, ("ar", g))
+
+    def chunk_sent(self, g: int) -> None:
+        """Member ``g``'s chunk of its current round has reached its successor."""
+        self.sending[g] = False
+        self.sent[g] += 1
+        self.received[self.successor(g)] += 1
+
+    def finished(self) -> bool:
+        """Every member has sent and received every round."""
+        return all(self.sent[g] >= self.rounds and self.received[g] >= self.rounds for g in range(self.n_g))
+
+
+class _Step:
+    """The list-scheduling event loop of :func:`simulate` over every replica's devices (module doc).
+
+    Phases of one event (:meth:`run`): transfers ending now land, idle devices start their
+    preferred admissible ready op (:meth:`_start_idle`), time moves to the next op end or
+    transfer event, and ops ending then complete (:meth:`_complete`), which sends their
+    activations or gradients on and may start a device's all-reduce.
+    """
+
+    def __init__(
+        self,
+        profile: ModelProfile,
+        plan: Plan,
+        cluster: Cluster,
+        stages: Sequence[VirtualStage],
+        *,
+        schedule: str,
+        microbatches: int,
+        order: Mapping[Op, float] | None,
+        recompute: bool,
+        dp: int,
+    ) -> None:
+        self.profile, self.plan, self.cluster, self.stages = profile, plan, cluster, stages
+        self.schedule, self.microbatches, self.order, self.dp = schedule, microbatches, order, dp
+        self.n_v, self.n_dev = len(stages), plan.devices
+        self.n_g = self.n_dev * dp  # cluster devices in use: replica r's device d is r * n_dev + d
+        self.split = schedule == "zb-h1"
+        bwd_factor = TRAIN_FLOPS_FACTOR - 1.0 + (1.0 if recompute else 0.0)
+        weight_factor = (TRAIN_FLOPS_FACTOR - 1.0) / 2  # ZB: W is half the backward (recompute stays in B)
+        self.duration = {"F": 1.0, "B": bwd_factor - weight_factor if self.split else bwd_factor, "W": weight_factor}
+        self.stashed = [stash_bytes(profile, stages, v, recompute) for v in range(self.n_v)]
+        self.live = [transient_bytes(stages, v, recompute) for v in range(self.n_v)]
+        self._wire_skips()
+        self.waiting: dict[tuple[int, Op], int] = {}  # (cluster device, op) -> messages still to arrive
+        self.ready: list[dict[Op, float]] = [{} for _ in range(self.n_g)]
+        for r in range(dp):
+            for m in range(microbatches):
+                self.ready[r * self.n_dev + stages[0].device]["F", 0, m] = 0.0
+        self.running: dict[int, tuple[Op, float, float]] = {}  # cluster device -> (op, start, end)
+        self.link_bytes: dict[tuple[int, int], int] = defaultdict(int)
+        self.busy = [0.0] * self.n_g
+        self.inflight = [[0] * self.n_v for _ in range(dp)]
+        self.stash = [0] * self.n_g
+        self.peak = [0] * self.n_g
+        kinds = 3 if self.split else 2
+        self.forwards_left = [sum(microbatches for s in stages if s.device == g % self.n_dev) for g in range(self.n_g)]
+        self.ops_left = [kinds * self.forwards_left[g] for g in range(self.n_g)]
+        self.done_at = [0.0] * self.n_g
+        self.timeline: list[Span] = []
+        self.queues = self._queues()
+        self.net = _Network(cluster)
+        self.ring = _Ring(self.net, plan.param_bytes, self.n_dev, dp)
+
+    def _wire_skips(self) -> None:
+        """Direct skips (producer, consumer, bytes), and the messages each op waits for."""
+        self.skip_sends: list[tuple[int, int, int]] = []  # direct plans: (producer stage, consumer stage, bytes) per skip sent
+        if self.plan.direct_skips:
+            sends = direct_sends(self.plan.device_of, self.profile.skip_edges)
+            self.skip_sends = [(src_v, dst_v, self.profile.blocks[b].out_bytes) for src_v, dst_v, b in sends]
+        self.skips_out: dict[int, list[tuple[int, int]]] = defaultdict(list)  # direct plans: producer stage -> (consumer stage, bytes)
+        self.skips_in: dict[int, list[tuple[int, int]]] = defaultdict(list)  # consumer stage -> (producer stage, bytes)
+        for src_v, dst_v, nbytes in self.skip_sends:
+            self.skips_out[src_v].append((dst_v, nbytes))
+            self.skips_in[dst_v].append((src_v, nbytes))
+        # messages each op waits for: F(v) its input and the direct skips into v; B(v) the gradient
+        # from v + 1 (or, on the last stage, its own F) and the gradients of v's direct skips
+        n_v = self.n_v
+        self.needs = {
+            "F": [(1 if v > 0 else 0) + len(self.skips_in[v]) for v in range(n_v)],
+            "B": [1 + len(self.skips_out[v]) for v in range(n_v)],
+            "W": [1] * n_v,
+        }
+
+    def _queues(self) -> list[list[Op]]:
+        """With a given ``order``: each cluster device's ops, reversed (the next one last, to pop)."""
+        queues: list[list[Op]] = [[] for _ in range(self.n_g)]
+        order = self.order
+        if order is None:
+            return queues
         for op in sorted(order, key=lambda o: (order[o], o)):
-            for r in range(dp):
-                queues[r * n_dev + stages[op[1]].device].append(op)
-        queues = [q[::-1] for q in queues]  # pop from the end
-    net = _Network(cluster)
-    rounds = 2 * (dp - 1)
-    ar_sent = [0] * n_g  # all-reduce rounds whose chunk a member has sent
-    ar_recv = [0] * n_g  # rounds whose chunk it has received from its ring predecessor
-    ar_sending = [False] * n_g
-    ar_end = 0.0
-    ar_bytes = 0
+            for r in range(self.dp):
+                queues[r * self.n_dev + self.stages[op[1]].device].append(op)
+        return [q[::-1] for q in queues]
 
-    def admissible(g: int, op: Op) -> bool:
+    def _admissible(self, g: int, op: Op) -> bool:
+        """Whether cluster device ``g`` may start the ready ``op`` under the schedule rule (or the given order)."""
         kind, v, _ = op
-        if order is not None:
-            return bool(queues[g]) and queues[g][-1] == op
+        if self.order is not None:
+            return bool(self.queues[g]) and self.queues[g][-1] == op
         if kind == "B":
-            return schedule != "gpipe" or forwards_left[g] == 0
-        if schedule == "gpipe":
+            return self.schedule != "gpipe" or self.forwards_left[g] == 0
+        if self.schedule == "gpipe":
             return True
-        return inflight[g // n_dev][v] < n_v - v
+        return self.inflight[g // self.n_dev][v] < self.n_v - v
 
-    def priority(op: Op) -> tuple[int, int, int]:
+    def _priority(self, op: Op) -> tuple[int, int, int]:
+        """The schedule's preference among admissible ops (smallest first)."""
         kind, v, m = op
-        first = 0 if (kind == "B") != (schedule == "gpipe") else 1
+        first = 0 if (kind == "B") != (self.schedule == "gpipe") else 1
         return (first, m, -v if kind != "F" else v)
 
-    def deliver(g: int, op: Op, now: float) -> None:
+    def _deliver(self, g: int, op: Op, now: float) -> None:
         """One message ``op`` waits for has arrived on cluster device ``g``; ready when it was the last."""
-        left = waiting.get((g, op), needs[op[0]][op[1]]) - 1
+        left = self.waiting.get((g, op), self.needs[op[0]][op[1]]) - 1
         if left > 0:
-            waiting[g, op] = left
+            self.waiting[g, op] = left
             return
-        waiting.pop((g, op), None)
-        ready[g][op] = now
+        self.waiting.pop((g, op), None)
+        self.ready[g][op] = now
 
-    def send(r: int, src_v: int, dst: Op, now: float, nbytes: int) -> None:
-        a, b = r * n_dev + stages[src_v].device, r * n_dev + stages[dst[1]].device
+    def _send(self, r: int, src_v: int, dst: Op, now: float, nbytes: int) -> None:
+        """Replica ``r``'s stage ``src_v`` sends ``nbytes`` that ``dst`` waits for (delivered at once on one device)."""
+        a, b = r * self.n_dev + self.stages[src_v].device, r * self.n_dev + self.stages[dst[1]].device
         if a == b or nbytes == 0:
-            deliver(b, dst, now)
+            self._deliver(b, dst, now)
             return
-        net.add(now, a, b, nbytes, ("op", b, dst))
+        self.net.add(now, a, b, nbytes, ("op", b, dst))
         if r == 0:
-            link_bytes[a, b] += nbytes
+            self.link_bytes[a, b] += nbytes
 
-    def ring_next(g: int) -> int:
-        return (g + n_dev) % n_g
-
-    def allreduce_step(g: int, now: float) -> None:
-        """Start member ``g``'s next ring round when its gradients are final and the previous chunk has arrived."""
-        nonlocal ar_end, ar_bytes
-        k = ar_sent[g]
-        if ar_sending[g] or ops_left[g] > 0 or k >= rounds or ar_recv[g] < k:
-            if k >= rounds and ar_recv[g] >= rounds:
-                ar_end = max(ar_end, now)
-            return
-        chunk = plan.param_bytes[g % n_dev] / dp
-        if chunk <= 0:
-            ar_sent[g], ar_recv[ring_next(g)] = rounds, rounds
-            ar_end = max(ar_end, now)
-            return
-        ar_sending[g] = True
-        ar_bytes += int(chunk)
-        net.add(now, g, ring_next(g), chunk, ("ar", g))
-
-    def complete(g: int, op: Op, now: float) -> None:
-        kind, v, m = op
-        r = g // n_dev
-        ops_left[g] -= 1
-        if kind == "F":
-            forwards_left[g] -= 1
-            inflight[r][v] += 1
-            stash[g] += stashed[v]
-            peak[g] = max(peak[g], stash[g])
-            if v + 1 < n_v:
-                send(r, v, ("F", v + 1, m), now, stages[v].send_bytes)
-            else:
-                deliver(g, ("B", v, m), now)
-            for dst_v, nbytes in skips_out[v]:  # direct skips: one flow each, point to point
-                send(r, v, ("F", dst_v, m), now, nbytes)
-        elif kind == "B":
-            peak[g] = max(peak[g], stash[g] + live[v])  # one block's saved tensors live during its backward (recompute)
-            inflight[r][v] -= 1
-            if split:
-                deliver(g, ("W", v, m), now)
-            else:
-                stash[g] -= stashed[v]
-            if v > 0:
-                send(r, v, ("B", v - 1, m), now, stages[v - 1].send_bytes)
-            for src_v, nbytes in skips_in[v]:  # the direct skips' gradients back to their producers
-                send(r, v, ("B", src_v, m), now, nbytes)
+    def _forward_done(self, g: int, r: int, v: int, m: int, now: float) -> None:
+        self.forwards_left[g] -= 1
+        self.inflight[r][v] += 1
+        self.stash[g] += self.stashed[v]
+        self.peak[g] = max(self.peak[g], self.stash[g])
+        if v + 1 < self.n_v:
+            self._send(r, v, ("F", v + 1, m), now, self.stages[v].send_bytes)
         else:
-            peak[g] = max(peak[g], stash[g] + live[v])  # W needs the block's saved tensors again (recompute: recomputed)
-            stash[g] -= stashed[v]
-        if ops_left[g] == 0:
-            done_at[g] = now
-            if dp > 1:
-                allreduce_step(g, now)
+            self._deliver(g, ("B", v, m), now)
+        for dst_v, nbytes in self.skips_out[v]:  # direct skips: one flow each, point to point
+            self._send(r, v, ("F", dst_v, m), now, nbytes)
 
-    def arrive(tags: list[Any]) -> None:
+    def _backward_done(self, g: int, r: int, v: int, m: int, now: float) -> None:
+        self.peak[g] = max(self.peak[g], self.stash[g] + self.live[v])  # one block's saved tensors live during its backward (recompute)
+        self.inflight[r][v] -= 1
+        if self.split:
+            self._deliver(g, ("W", v, m), now)
+        else:
+            self.stash[g] -= self.stashed[v]
+        if v > 0:
+            self._send(r, v, ("B", v - 1, m), now, self.stages[v - 1].send_bytes)
+        for src_v, nbytes in self.skips_in[v]:  # the direct skips' gradients back to their producers
+            self._send(r, v, ("B", src_v, m), now, nbytes)
+
+    def _weight_done(self, g: int, v: int) -> None:
+        self.peak[g] = max(self.peak[g], self.stash[g] + self.live[v])  # W needs the block's saved tensors again (recompute: recomputed)
+        self.stash[g] -= self.stashed[v]
+
+    def _complete(self, g: int, op: Op, now: float) -> None:
+        """``op`` ended on cluster device ``g`` at ``now``: memory, messages on, and the all-reduce once ``g`` is done."""
+        kind, v, m = op
+        r = g // self.n_dev
+        self.ops_left[g] -= 1
+        if kind == "F":
+            self._forward_done(g, r, v, m, now)
+        elif kind == "B":
+            self._backward_done(g, r, v, m, now)
+        else:
+            self._weight_done(g, v)
+        if self.ops_left[g] == 0:
+            self.done_at[g] = now
+            if self.dp > 1:
+                self.ring.step(g, now, self.ops_left[g])
+
+    def _arrive(self, tags: list[Any], now: float) -> None:
+        """Transfers that ended: an op's message, or a ring round's chunk."""
         for tag in tags:
             if tag[0] == "op":
-                deliver(tag[1], tag[2], now)
+                self._deliver(tag[1], tag[2], now)
             else:
                 g = tag[1]
-                ar_sending[g] = False
-                ar_sent[g] += 1
-                ar_recv[ring_next(g)] += 1
-                allreduce_step(g, now)
-                allreduce_step(ring_next(g), now)
+                self.ring.chunk_sent(g)
+                self.ring.step(g, now, self.ops_left[g])
+                nxt = self.ring.successor(g)
+                self.ring.step(nxt, now, self.ops_left[nxt])
 
-    now = 0.0
-    while True:
-        # transfers ending within float slack of now land before devices choose (as if they took no time)
-        while (soon := net.next_event(now)) <= now + EPS:
-            arrive(net.advance(now, soon))
-        for g in range(n_g):
-            if g in running:
+    def _pick(self, g: int, now: float) -> Op | None:
+        """The op an idle cluster device ``g`` starts at ``now``: its preferred admissible ready op, if any."""
+        best: tuple[tuple[int, int, int], Op] | None = None
+        for op, t in self.ready[g].items():
+            if t <= now + EPS and self._admissible(g, op) and (best is None or self._priority(op) < best[0]):
+                best = (self._priority(op), op)
+        return None if best is None else best[1]
+
+    def _start_idle(self, now: float) -> None:
+        """Every idle device starts the op it picks."""
+        for g in range(self.n_g):
+            if g in self.running:
                 continue
-            best: tuple[tuple[int, int, int], Op] | None = None
-            for op, t in ready[g].items():
-                if t <= now + EPS and admissible(g, op) and (best is None or priority(op) < best[0]):
-                    best = (priority(op), op)
-            if best is None:
+            op = self._pick(g, now)
+            if op is None:
                 continue
-            op = best[1]
-            del ready[g][op]
-            if order is not None:
-                queues[g].pop()
-            end = now + stages[op[1]].forward_s * duration[op[0]]
-            running[g] = (op, now, end)
-        upcoming = min((end for _, _, end in running.values()), default=float("inf"))
-        upcoming = min(upcoming, net.next_event(now))
-        if upcoming == float("inf"):
-            break
-        arrived = net.advance(now, upcoming)
-        now = upcoming
-        for g in [g for g, (_, _, end) in running.items() if end <= now + EPS]:
-            op, start, end = running.pop(g)
-            busy[g] += end - start
-            timeline.append(Span(op, g // n_dev, g, start, end))
-            complete(g, op, end)
-        arrive(arrived)
-    if any(ops_left):
-        stuck = {g: queues[g][-1] for g in range(n_g) if ops_left[g] and queues[g]}
-        if order is not None:
-            raise UserInputError(f"the given op order cannot run: each device's next op waits for an op queued behind another ({stuck})")
-        raise RuntimeError("pipeline simulation deadlocked (a schedule rule admits no ready op)")  # a bug, not user input
-    if dp > 1 and any(ar_sent[g] < rounds or ar_recv[g] < rounds for g in range(n_g)):
-        raise RuntimeError("gradient all-reduce did not finish")  # a bug
-    check_timeline(stages, cluster, timeline, microbatches=microbatches, replicas=dp, split_backward=split, skips=skip_sends)
-    makespan = max(s.end for s in timeline)
-    params = [sum(profile.blocks[i].param_bytes for i in s.blocks) for s in stages]
-    param_dev = [0] * n_dev
-    for s, pb in zip(stages, params, strict=True):
-        param_dev[s.device] += pb
-    memory = tuple(pb * OPTIMIZER_BYTES_PER_PARAM_BYTE + pk for pb, pk in zip(param_dev, peak[:n_dev], strict=True))
-    return StepResult(
-        schedule=schedule,
-        microbatches=microbatches,
-        makespan_s=makespan,
-        bubble_ratio=1.0 - sum(busy) / (n_g * makespan),
-        samples_per_s=microbatches * profile.microbatch * dp / max(makespan, ar_end),
-        link_bytes=dict(link_bytes),
-        peak_memory_bytes=memory,
-        virtual_stages=n_v,
-        device_done_s=tuple(done_at[:n_dev]),
-        data_parallel=dp,
-        step_s=max(makespan, ar_end),
-        allreduce_bytes=ar_bytes,
-        timeline=tuple(timeline),
-    )
+            del self.ready[g][op]
+            if self.order is not None:
+                self.queues[g].pop()
+            end = now + self.stages[op[1]].forward_s * self.duration[op[0]]
+            self.running[g] = (op, now, end)
+
+    def run(self) -> None:
+        """Run every op and the all-reduce to the end.
+
+        Raises:
+            UserInputError: a given ``order`` that cannot run.
+        """
+        now = 0.0
+        while True:
+            # transfers ending within float slack of now land before devices choose (as if they took no time)
+            while (soon := self.net.next_event(now)) <= now + EPS:
+                self._arrive(self.net.advance(now, soon), now)
+            self._start_idle(now)
+            upcoming = min((end for _, _, end in self.running.values()), default=float("inf"))
+            upcoming = min(upcoming, self.net.next_event(now))
+            if upcoming == float("inf"):
+                break
+            arrived = self.net.advance(now, upcoming)
+            now = upcoming
+            for g in [g for g, (_, _, end) in self.running.items() if end <= now + EPS]:
+                op, start, end = self.running.pop(g)
+                self.busy[g] += end - start
+                self.timeline.append(Span(op, g // self.n_dev, g, start, end))
+                self._complete(g, op, end)
+            self._arrive(arrived, now)
+        self._check_finished()
+
+    def _check_finished(self) -> None:
+        """Every op ran, every ring finished, and the timeline obeys the dependencies (:func:`check_timeline`)."""
+        if any(self.ops_left):
+            stuck = {g: self.queues[g][-1] for g in range(self.n_g) if self.ops_left[g] and self.queues[g]}
+            if self.order is not None:
+                raise UserInputError(
+                    f"the given op order cannot run: each device's next op waits for an op queued behind another ({stuck})"
+                )
+            raise RuntimeError("pipeline simulation deadlocked (a schedule rule admits no ready op)")  # a bug, not user input
+        if self.dp > 1 and not self.ring.finished():
+            raise RuntimeError("gradient all-reduce did not finish")  # a bug
+        check_timeline(
+            self.stages,
+            self.cluster,
+            self.timeline,
+            microbatches=self.microbatches,
+            replicas=self.dp,
+            split_backward=self.split,
+            skips=self.skip_sends,
+        )
+
+    def result(self) -> StepResult:
+        """The step as simulated (after :meth:`run`)."""
+        makespan = max(s.end for s in self.timeline)
+        params = [sum(self.profile.blocks[i].param_bytes for i in s.blocks) for s in self.stages]
+        param_dev = [0] * self.n_dev
+        for s, pb in zip(self.stages, params, strict=True):
+            param_dev[s.device] += pb
+        memory = tuple(pb * OPTIMIZER_BYTES_PER_PARAM_BYTE + pk for pb, pk in zip(param_dev, self.peak[: self.n_dev], strict=True))
+        step_s = max(makespan, self.ring.end)
+        return StepResult(
+            schedule=self.schedule,
+            microbatches=self.microbatches,
+            makespan_s=makespan,
+            bubble_ratio=1.0 - sum(self.busy) / (self.n_g * makespan),
+            samples_per_s=self.microbatches * self.profile.microbatch * self.dp / step_s,
+            link_bytes=dict(self.link_bytes),
+            peak_memory_bytes=memory,
+            virtual_stages=self.n_v,
+            device_done_s=tuple(self.done_at[: self.n_dev]),
+            data_parallel=self.dp,
+            step_s=step_s,
+            allreduce_bytes=self.ring.bytes,
+            timeline=tuple(self.timeline),
+        )

@@ -27,7 +27,7 @@ from typing import Any
 from coevo.sim.errors import UserInputError
 from coevo.sim.pipeline.cluster import Cluster
 from coevo.sim.pipeline.partition import TOLERANT, Plan, partition, units
-from coevo.sim.pipeline.profile import profile
+from coevo.sim.pipeline.profile import ModelProfile, profile
 from coevo.sim.pipeline.simulate import StepResult, memory_bound, simulate
 
 CHOICES = (
@@ -180,25 +180,45 @@ def tune(
             for method, schedule in CHOICES:
                 if methods is not None and method not in methods:
                     continue
-                if method == "skip-aware" and pp > max_pairs:
+                if (method == "skip-aware" and pp > max_pairs) or pp > len(p.blocks):
                     continue
-                if pp > len(p.blocks):
-                    continue
-                plan = partition(p, method, pp, **cluster.rates, balance_tolerance=balance if method in TOLERANT else 0.0)
-                step = simulate(p, plan, cluster, schedule=schedule, microbatches=n_micro, data_parallel=dp)
-                reduce_s = gradient_allreduce_s(cluster, plan, dp)
-                bound = max(memory_bound(p, plan, schedule=schedule, microbatches=n_micro)) / 1e9
-                total = hybrid_step_s(cluster, plan, step, dp)
-                peak = max(step.peak_memory_bytes) / 1e9
-                entry = Candidate(pp, dp, mb, method, schedule, total, global_batch / total, reduce_s, bound, peak)
+                entry, bound = _candidate(p, cluster, pp, dp, mb, n_micro, method, schedule, balance=balance, global_batch=global_batch)
                 if bound > cluster.memory_gb:
                     rejected.append(Rejected(pp, dp, mb, f"needs {bound:.1f} GB on a device with {cluster.memory_gb:g} GB", entry))
                 else:
                     feasible.append(entry)
     if not feasible:
-        simulated = [r.candidate for r in rejected if r.candidate is not None]
-        closest = min(simulated, key=lambda c: c.memory_gb, default=None)
-        hint = f"; closest: {closest.as_dict()}" if closest else ""
-        raise UserInputError(f"no configuration of {model} fits {cluster.name} for a global batch of {global_batch}{hint}")
+        raise _none_fits(model, cluster, global_batch, rejected)
     feasible.sort(key=lambda c: -c.samples_per_s)
     return feasible, rejected
+
+
+def _candidate(
+    p: ModelProfile,
+    cluster: Cluster,
+    pp: int,
+    dp: int,
+    mb: int,
+    n_micro: int,
+    method: str,
+    schedule: str,
+    *,
+    balance: float,
+    global_batch: int,
+) -> tuple[Candidate, float]:
+    """One configuration simulated: its candidate record, and its memory bound per device (GB) under the schedule rule."""
+    plan = partition(p, method, pp, **cluster.rates, balance_tolerance=balance if method in TOLERANT else 0.0)
+    step = simulate(p, plan, cluster, schedule=schedule, microbatches=n_micro, data_parallel=dp)
+    reduce_s = gradient_allreduce_s(cluster, plan, dp)
+    bound = max(memory_bound(p, plan, schedule=schedule, microbatches=n_micro)) / 1e9
+    total = hybrid_step_s(cluster, plan, step, dp)
+    peak = max(step.peak_memory_bytes) / 1e9
+    return Candidate(pp, dp, mb, method, schedule, total, global_batch / total, reduce_s, bound, peak), bound
+
+
+def _none_fits(model: str, cluster: Cluster, global_batch: int, rejected: list[Rejected]) -> UserInputError:
+    """The error when every configuration was rejected, naming the closest miss (the least memory among those simulated)."""
+    simulated = [r.candidate for r in rejected if r.candidate is not None]
+    closest = min(simulated, key=lambda c: c.memory_gb, default=None)
+    hint = f"; closest: {closest.as_dict()}" if closest else ""
+    return UserInputError(f"no configuration of {model} fits {cluster.name} for a global batch of {global_batch}{hint}")

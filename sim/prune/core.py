@@ -222,18 +222,7 @@ def prune(
     if score not in SCORES:
         raise UserInputError(f"unknown score {score!r}; valid scores: {', '.join(SCORES)}")
     pat: Pattern = parse_pattern(pattern)
-    names = list(layers) if layers is not None else prunable_layers(model)
-    modules = dict(model.named_modules())
-    bad = [n for n in names if not isinstance(modules.get(n), nn.Linear)]
-    if bad:
-        raise UserInputError(f"not nn.Linear layers of {type(model).__name__}: {', '.join(bad)}")
-    if not names:
-        raise UserInputError(f"{type(model).__name__}: no layers to prune")
-    targets = _targets(names, sparsity, pat)
-    for name in targets:
-        width = modules[name].weight.shape[1]
-        if pat.m is not None and width % pat.m:
-            raise UserInputError(f"layer {name}: N:M pattern {pat} does not divide the layer's input dimension {width}")
+    targets = _layer_targets(model, layers, sparsity, pat)
     needs_data = score != "magnitude"
     if needs_data and batches is None:
         raise UserInputError(f"score {score!r} needs calibration batches")
@@ -256,17 +245,7 @@ def prune(
                 assert isinstance(layer, nn.Linear)
                 if needs_data and sequential:
                     stats = _collect(work, mods, [name], inputs, score, stop_at=name)
-                if score == "sparsegpt":
-                    gram = stats[name].gram
-                    if gram is None:
-                        raise UserInputError(f"layer {name} saw no calibration data (empty loader?)")
-                    mask, new = sparsegpt_layer(layer.weight, gram, targets[name], pat)
-                    layer.weight.copy_(new)
-                else:
-                    s = score_matrix(layer.weight, stats.get(name), score)
-                    mask = make_mask(s, targets[name], pat, group, where=f"layer {name}")
-                    layer.weight.mul_(mask.to(layer.weight.dtype))
-                masks[name] = mask
+                masks[name] = _prune_layer(layer, name, stats.get(name), score, targets[name], pat, group)
                 if progress:
                     progress(f"pruned {name}", (i + 1) / len(order))
     finally:
@@ -286,6 +265,40 @@ def prune(
         pattern=str(pat),
         order=order,
     )
+
+
+def _layer_targets(
+    model: nn.Module, layers: Sequence[str] | None, sparsity: float | Mapping[str, float] | None, pat: Pattern
+) -> dict[str, float]:
+    """The layers :func:`prune` prunes, each with its sparsity (checked: nn.Linear, some, and ``pat`` divides them)."""
+    names = list(layers) if layers is not None else prunable_layers(model)
+    modules = dict(model.named_modules())
+    bad = [n for n in names if not isinstance(modules.get(n), nn.Linear)]
+    if bad:
+        raise UserInputError(f"not nn.Linear layers of {type(model).__name__}: {', '.join(bad)}")
+    if not names:
+        raise UserInputError(f"{type(model).__name__}: no layers to prune")
+    targets = _targets(names, sparsity, pat)
+    for name in targets:
+        width = modules[name].weight.shape[1]
+        if pat.m is not None and width % pat.m:
+            raise UserInputError(f"layer {name}: N:M pattern {pat} does not divide the layer's input dimension {width}")
+    return targets
+
+
+def _prune_layer(layer: nn.Linear, name: str, stats: _Stats | None, score: str, target: float, pat: Pattern, group: Group) -> torch.Tensor:
+    """Prune ``layer`` in place to ``target`` (sparsegpt: masks and reconstructs the weights); its mask."""
+    if score == "sparsegpt":
+        gram = stats.gram if stats is not None else None
+        if gram is None:
+            raise UserInputError(f"layer {name} saw no calibration data (empty loader?)")
+        mask, new = sparsegpt_layer(layer.weight, gram, target, pat)
+        layer.weight.copy_(new)
+        return mask
+    s = score_matrix(layer.weight, stats, score)
+    mask = make_mask(s, target, pat, group, where=f"layer {name}")
+    layer.weight.mul_(mask.to(layer.weight.dtype))
+    return mask
 
 
 def _targets(names: list[str], sparsity: float | Mapping[str, float] | None, pat: Pattern) -> dict[str, float]:

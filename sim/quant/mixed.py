@@ -290,43 +290,59 @@ def allocate(
     detail: dict[str, Any] = {}
     if method == "uniform":
         per_layer = allocate_uniform([layer.weights for layer in layers], avg_bits, cands)
-        bits = {layer.name: [b] * layer.units for layer, b in zip(layers, per_layer, strict=True)}
     elif method == "hawq":
-        traces = hessian_traces(model, train, seed=seed)
-        mods = _modules(model, layers)
-        with torch.no_grad():
-            ranges = [
-                float(weight_of(m).reshape(layer.units, -1).abs().amax(dim=1).pow(2).mean()) for m, layer in zip(mods, layers, strict=True)
-            ]
-        prio = [max(traces[layer.name], 0.0) / layer.weights * r for layer, r in zip(layers, ranges, strict=True)]
-        per_layer = allocate_layers(prio, [layer.weights for layer in layers], avg_bits, cands)
-        bits = {layer.name: [b] * layer.units for layer, b in zip(layers, per_layer, strict=True)}
-        detail["hessian_trace"] = traces
+        per_layer = allocate_layers(
+            _hawq_priorities(model, train, layers, seed, detail), [layer.weights for layer in layers], avg_bits, cands
+        )
     else:
-        if method == "class-based":
-            counts = class_counts(class_scores(model, train, max_batches=importance_batches), quantile)
-            prio_units = [float(c) + 1.0 for layer in layers for c in counts[layer.name]]
-            detail["class_counts"] = {n: [int(c) for c in v] for n, v in counts.items()}
-        elif method == "taylor":  # ablation: the same Taylor scores pooled over classes, no class counting
-            scores = class_scores(model, train, max_batches=importance_batches)
-            pooled = torch.cat([scores[layer.name].mean(dim=0) for layer in layers])
-            n_classes = next(iter(scores.values())).shape[0]
-            prio_units = [1.0 + n_classes * float(v) for v in pooled / pooled.max().clamp(min=1e-12)]
-        else:  # magnitude
-            mods = _modules(model, layers)
-            with torch.no_grad():
-                prio_units = [
-                    float(r)
-                    for m, layer in zip(mods, layers, strict=True)
-                    for r in weight_of(m).reshape(layer.units, -1).abs().amax(dim=1).pow(2)
-                ]
+        prio_units = _unit_priorities(model, train, layers, method, quantile, importance_batches, detail)
         sizes = [layer.weights_per_unit for layer in layers for _ in range(layer.units)]
         flat = allocate_groups(prio_units, sizes, avg_bits, cands, monotone=True)
         bits, k = {}, 0
         for layer in layers:
             bits[layer.name] = flat[k : k + layer.units]
             k += layer.units
+        return Allocation(method, float(avg_bits), bits, average_bits(bits, layers), detail)
+    bits = {layer.name: [b] * layer.units for layer, b in zip(layers, per_layer, strict=True)}
     return Allocation(method, float(avg_bits), bits, average_bits(bits, layers), detail)
+
+
+def _hawq_priorities(model: nn.Module, train: Batches, layers: Sequence[Layer], seed: int, detail: dict[str, Any]) -> list[float]:
+    """HAWQ's per-layer priority: Hessian trace per weight times the mean squared unit range (traces go into ``detail``)."""
+    traces = hessian_traces(model, train, seed=seed)
+    mods = _modules(model, layers)
+    with torch.no_grad():
+        ranges = [
+            float(weight_of(m).reshape(layer.units, -1).abs().amax(dim=1).pow(2).mean()) for m, layer in zip(mods, layers, strict=True)
+        ]
+    detail["hessian_trace"] = traces
+    return [max(traces[layer.name], 0.0) / layer.weights * r for layer, r in zip(layers, ranges, strict=True)]
+
+
+def _unit_priorities(
+    model: nn.Module,
+    train: Batches,
+    layers: Sequence[Layer],
+    method: str,
+    quantile: float,
+    importance_batches: int | None,
+    detail: dict[str, Any],
+) -> list[float]:
+    """Per unit (all layers in order): ``class-based``, ``taylor`` or ``magnitude`` priority (module doc)."""
+    if method == "class-based":
+        counts = class_counts(class_scores(model, train, max_batches=importance_batches), quantile)
+        detail["class_counts"] = {n: [int(c) for c in v] for n, v in counts.items()}
+        return [float(c) + 1.0 for layer in layers for c in counts[layer.name]]
+    if method == "taylor":  # ablation: the same Taylor scores pooled over classes, no class counting
+        scores = class_scores(model, train, max_batches=importance_batches)
+        pooled = torch.cat([scores[layer.name].mean(dim=0) for layer in layers])
+        n_classes = next(iter(scores.values())).shape[0]
+        return [1.0 + n_classes * float(v) for v in pooled / pooled.max().clamp(min=1e-12)]
+    mods = _modules(model, layers)  # magnitude
+    with torch.no_grad():
+        return [
+            float(r) for m, layer in zip(mods, layers, strict=True) for r in weight_of(m).reshape(layer.units, -1).abs().amax(dim=1).pow(2)
+        ]
 
 
 # ---- end to end
