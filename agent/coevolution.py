@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ import optuna
 from scipy.stats import spearmanr
 
 from coevo.agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner
-from coevo.knowledge import KnowledgeBase, retrieval, validation
+from coevo.knowledge import Heuristic, KnowledgeBase, retrieval, validation
 from coevo.knowledge.exchange import records_from
 from coevo.knowledge.store import KnowledgeStore, StudyKnowledge
 from coevo.search.acquisition import greedy_ehvi
@@ -54,6 +54,39 @@ SCREENS = ("on", "llm", "off")
 """Screening of an LLM's candidates (:class:`CoevolutionProposer`'s ``screen``)."""
 ENGINE = "engine (no LLM)"
 """The model name of the engine's own candidates in a screened round (their yield is reported beside the LLM's)."""
+
+
+@dataclass
+class _GuidedRound:
+    """What the phases of one guided round share: its inputs, then what the niches add to it."""
+
+    problem: Any
+    paid: tuple[Evaluation, ...]
+    where: list[str]
+    """The niche of each paid evaluation."""
+    y1: np.ndarray
+    y2: np.ndarray
+    kb: KnowledgeBase
+    ctx: RoundContext
+    rng: random.Random
+    seen: set[str]
+    """Ids evaluated or chosen so far (grows as niches are served)."""
+    screening: bool
+    model: SurrogateModel | None = None
+    proposals: list[Proposal] = field(default_factory=list)
+    feedback: list[str] = field(default_factory=list)
+    screened_out: list[dict[str, Any]] = field(default_factory=list)
+    from_reasoner: int = 0
+    """Valid candidates the reasoner gave (the engine's own not counted)."""
+
+
+def _elites(state: _GuidedRound, niche: Niche) -> list[Evaluation]:
+    """A niche's elites: its non-dominated paid evaluations, then its three best by the first objective."""
+    members = [k for k, w in enumerate(state.where) if w == niche.id]
+    sub = pareto_mask(state.y1[members], state.y2[members])
+    elites = [state.paid[members[k]] for k in np.flatnonzero(sub)]
+    elites += [state.paid[members[k]] for k in np.argsort(-state.y1[members])[:3] if state.paid[members[k]] not in elites]
+    return elites
 
 
 class CoevolutionProposer(Proposer):
@@ -179,7 +212,15 @@ class CoevolutionProposer(Proposer):
             learned = int(ctx.study.user_attrs.get(KB_ROUND, -1))
             if paid and learned < ctx.round - 1:
                 evidence = [e for e in paid if int(e.attrs.get("round", -1)) > learned]
-                kctx = KnowledgeContext(problem, niches, ctx.round, paid, self.kb_tokens * 3, ctx.study.study_name, ctx.storage)
+                kctx = KnowledgeContext(
+                    problem=problem,
+                    niches=niches,
+                    round=ctx.round,
+                    evaluations=paid,
+                    token_budget=self.kb_tokens * 3,
+                    study=ctx.study.study_name,
+                    storage=ctx.storage,
+                )
                 log["changes"] = self.reasoner.update_knowledge(kb, evidence, kctx)
                 changes, rows = validation.apply(
                     kb, validation.records(validation.outcomes(problem, paid)), study=ctx.study.study_name, round_no=ctx.round - 1
@@ -269,116 +310,163 @@ class CoevolutionProposer(Proposer):
         rng: random.Random,
         log: dict[str, Any],
     ) -> list[Proposal]:
+        """A guided round: allocate the quota over niches, fit the surrogate, ask each niche's share, screen, log."""
         first, second = problem.front_objectives
-        y1 = np.array([e.values[first] for e in paid])
-        y2 = np.array([e.values[second] for e in paid])
-        on_front = pareto_mask(y1, y2)
-        contribution = {n.id: 1.0 + sum(1 for k, w in enumerate(where) if w == n.id and on_front[k]) for n in niches}
-        shares = allocate(quota, contribution)
+        state = _GuidedRound(
+            problem=problem,
+            paid=paid,
+            where=where,
+            y1=np.array([e.values[first] for e in paid]),
+            y2=np.array([e.values[second] for e in paid]),
+            kb=kb,
+            ctx=ctx,
+            rng=rng,
+            seen=set(ctx.seen),
+            screening=self._screening(),
+        )
+        shares = self._allocation(state, niches, quota)
         log["allocation"] = shares
-        model: SurrogateModel | None = None
-        trust = surrogate_trust(paid, ctx.round, first)
-        if trust is not None:
-            log["trust"] = trust
-        if self.use_surrogate and len(paid) >= 8 and problem.objectives[1].cost == "cheap" and not (trust and trust["low"]):
-            # a model of the first objective; candidates are ranked by expected HV with the second known exactly
-            bounds = problem.objectives[0].bounds
-            model = TreeSurrogate(problem.features([e.point for e in paid]), y1, bounds=bounds, seed=rng.randrange(2**31))
-        seen = set(ctx.seen)
-        proposals: list[Proposal] = []
-        all_feedback: list[str] = []
-        screened_out: list[dict[str, Any]] = []
-        from_reasoner = 0
+        state.model = self._round_surrogate(state, log)
         for niche in niches:
             share = shares.get(niche.id, 0)
-            if share <= 0:
-                continue
-            members = [k for k, w in enumerate(where) if w == niche.id]
-            sub = pareto_mask(y1[members], y2[members])
-            elites = [paid[members[k]] for k in np.flatnonzero(sub)]
-            elites += [paid[members[k]] for k in np.argsort(-y1[members])[:3] if paid[members[k]] not in elites]
-            heuristics = (
-                tuple(
-                    retrieval.retrieve(
-                        kb.heuristics.values(),
-                        problem.spec(),
-                        niche.id,
-                        token_budget=self.kb_tokens,
-                        withhold=self.withhold,
-                        objectives=problem.objectives,
-                    )
-                )
-                if self.use_knowledge
-                else ()
+            if share > 0:
+                self._niche_round(state, niche, share)
+        self._log_round(state, log)
+        self._count_empty(state, quota, log)
+        return state.proposals
+
+    def _screening(self) -> bool:
+        """Whether this round screens the reasoner's candidates (it asks for more than it pays for)."""
+        return self.screen != "off" and not self.reasoner.ranks_candidates
+
+    @staticmethod
+    def _allocation(state: _GuidedRound, niches: Sequence[Niche], quota: int) -> dict[str, int]:
+        """Split the quota over niches by their contribution (plus one) to the found front."""
+        on_front = pareto_mask(state.y1, state.y2)
+        contribution = {n.id: 1.0 + sum(1 for k, w in enumerate(state.where) if w == n.id and on_front[k]) for n in niches}
+        return allocate(quota, contribution)
+
+    def _round_surrogate(self, state: _GuidedRound, log: dict[str, Any]) -> SurrogateModel | None:
+        """The round's model of the first objective, or None (ablation, too few evaluations, costly second, low trust)."""
+        problem, paid = state.problem, state.paid
+        trust = surrogate_trust(paid, state.ctx.round, problem.front_objectives[0])
+        if trust is not None:
+            log["trust"] = trust
+        if not self.use_surrogate or len(paid) < 8 or problem.objectives[1].cost != "cheap" or (trust and trust["low"]):
+            return None
+        # a model of the first objective; candidates are ranked by expected HV with the second known exactly
+        bounds = problem.objectives[0].bounds
+        return TreeSurrogate(problem.features([e.point for e in paid]), state.y1, bounds=bounds, seed=state.rng.randrange(2**31))
+
+    def _niche_round(self, state: _GuidedRound, niche: Niche, share: int) -> None:
+        """One niche's share: its elites and heuristics, the reasoner's valid candidates, then screening."""
+        elites = _elites(state, niche)
+        heuristics = self._heuristics(state, niche)
+        wanted = share * self.screen_factor if state.screening else share
+        got, feedback = self._ask(state, niche, share, wanted, elites, heuristics)
+        state.from_reasoner += len(got)
+        if state.screening:
+            if self.screen == "on":
+                got += self._engine_candidates(state.problem, niche, share, elites, state.paid, state.seen, state.ctx, state.model)
+            got, out = screen(state.problem, got, share, state.model, state.paid)
+            state.screened_out += [{"niche": niche.id, **row} for row in out]
+            for row in out:
+                state.seen.discard(row["point_id"])  # not paid for: a later round may propose it again
+        state.proposals += got
+        state.feedback += feedback
+
+    def _heuristics(self, state: _GuidedRound, niche: Niche) -> tuple[Heuristic, ...]:
+        """The heuristics a niche's request carries (none for the ``nokb`` ablation)."""
+        if not self.use_knowledge:
+            return ()
+        problem = state.problem
+        return tuple(
+            retrieval.retrieve(
+                state.kb.heuristics.values(),
+                problem.spec(),
+                niche.id,
+                token_budget=self.kb_tokens,
+                withhold=self.withhold,
+                objectives=problem.objectives,
             )
-            feedback: list[str] = []
-            got: list[Proposal] = []
-            screening = self.screen != "off" and not self.reasoner.ranks_candidates
-            wanted = share * self.screen_factor if screening else share
-            for _attempt in range(self.retries + 1):
-                request = ProposeRequest(
-                    problem,
-                    niche,
-                    wanted - len(got),
-                    tuple(elites),
-                    heuristics,
-                    paid,
-                    frozenset(seen),
-                    ctx.round,
-                    rng,
-                    model,
-                    tuple(feedback),
-                    ctx.study.study_name,
-                    ctx.storage,
-                )
-                for prop in self.reasoner.propose(request):
-                    reason = self._invalid(problem, niche, prop, seen)
-                    if reason:
-                        feedback.append(reason)
-                        continue
-                    seen.add(problem.point_id(prop.point))
-                    got.append(prop)
-                    if len(got) >= wanted:
-                        break
-                if len(got) >= wanted or (screening and len(got) >= share):
-                    break  # a screened niche with enough for its share is not asked again
-            from_reasoner += len(got)
-            if screening:
-                if self.screen == "on":
-                    got += self._engine_candidates(problem, niche, share, elites, paid, seen, ctx, model)
-                got, out = screen(problem, got, share, model, paid)
-                screened_out += [{"niche": niche.id, **row} for row in out]
-                for row in out:
-                    seen.discard(row["point_id"])  # not paid for: a later round may propose it again
-            proposals += got
-            all_feedback += feedback
-        log["rejected"] = len(all_feedback)
-        log["rejections"] = all_feedback[:20]
-        if self.screen != "off" and not self.reasoner.ranks_candidates:
-            from_engine = sum(1 for p in proposals if p.attrs.get("model") == ENGINE)
-            log["screening"] = {
-                "mode": self.screen,
-                "kept": len(proposals),
-                "kept_from_engine": from_engine,
-                "screened_out": len(screened_out),
-                "factor": self.screen_factor,
-            }
-            log["screened_out"] = [{k: v for k, v in row.items() if k != "point_id"} for row in screened_out[:60]]
+        )
+
+    def _ask(
+        self,
+        state: _GuidedRound,
+        niche: Niche,
+        share: int,
+        wanted: int,
+        elites: Sequence[Evaluation],
+        heuristics: tuple[Heuristic, ...],
+    ) -> tuple[list[Proposal], list[str]]:
+        """Ask the reasoner for ``wanted`` valid candidates, sending invalid ones back with the reason (``retries`` times)."""
+        problem, seen = state.problem, state.seen
+        feedback: list[str] = []
+        got: list[Proposal] = []
+        for _attempt in range(self.retries + 1):
+            request = ProposeRequest(
+                problem=problem,
+                niche=niche,
+                quota=wanted - len(got),
+                elites=tuple(elites),
+                heuristics=heuristics,
+                evaluations=state.paid,
+                seen=frozenset(seen),
+                round=state.ctx.round,
+                rng=state.rng,
+                model=state.model,
+                feedback=tuple(feedback),
+                study=state.ctx.study.study_name,
+                storage=state.ctx.storage,
+            )
+            for prop in self.reasoner.propose(request):
+                reason = self._invalid(problem, niche, prop, seen)
+                if reason:
+                    feedback.append(reason)
+                    continue
+                seen.add(problem.point_id(prop.point))
+                got.append(prop)
+                if len(got) >= wanted:
+                    break
+            if len(got) >= wanted or (state.screening and len(got) >= share):
+                break  # a screened niche with enough for its share is not asked again
+        return got, feedback
+
+    def _log_round(self, state: _GuidedRound, log: dict[str, Any]) -> None:
+        """The round log's rejections and, for a screened round, what was kept and screened out."""
+        log["rejected"] = len(state.feedback)
+        log["rejections"] = state.feedback[:20]
+        if not state.screening:
+            return
+        from_engine = sum(1 for p in state.proposals if p.attrs.get("model") == ENGINE)
+        log["screening"] = {
+            "mode": self.screen,
+            "kept": len(state.proposals),
+            "kept_from_engine": from_engine,
+            "screened_out": len(state.screened_out),
+            "factor": self.screen_factor,
+        }
+        log["screened_out"] = [{k: v for k, v in row.items() if k != "point_id"} for row in state.screened_out[:60]]
+
+    def _count_empty(self, state: _GuidedRound, quota: int, log: dict[str, Any]) -> None:
+        """Count rounds without a valid candidate from the reasoner; stop the run after :data:`MAX_EMPTY_ROUNDS`."""
+        study = state.ctx.study
         # a round counts as empty when the reasoner gave no valid candidate, even if the engine's own filled it (screen on)
-        empty = int(ctx.study.user_attrs.get(EMPTY_ROUNDS, 0)) + 1 if from_reasoner == 0 and quota > 0 else 0
-        ctx.study.set_user_attr(EMPTY_ROUNDS, empty)
-        if empty:
-            reasons = "; ".join(all_feedback[-3:]) or "it returned no candidates"
-            if empty >= MAX_EMPTY_ROUNDS:
-                raise CoevoError(
-                    f"round {ctx.round}: the reasoner ({self.reasoner.label}) produced no valid candidate in {empty} rounds in a row "
-                    f"({reasons}); nothing was lost: rerun the same command to resume"
-                )
-            # one round without a valid candidate (e.g. niches nearly exhausted): the runner
-            # evaluates one sampler-chosen point instead (or the engine's own candidates), and the log says so
-            instead = "the engine's own candidates instead" if proposals else "one uniformly random point instead"
-            log["fallback"] = f"no valid candidate from the reasoner ({reasons}); {instead}"
-        return proposals
+        empty = int(study.user_attrs.get(EMPTY_ROUNDS, 0)) + 1 if state.from_reasoner == 0 and quota > 0 else 0
+        study.set_user_attr(EMPTY_ROUNDS, empty)
+        if not empty:
+            return
+        reasons = "; ".join(state.feedback[-3:]) or "it returned no candidates"
+        if empty >= MAX_EMPTY_ROUNDS:
+            raise CoevoError(
+                f"round {state.ctx.round}: the reasoner ({self.reasoner.label}) produced no valid candidate in {empty} rounds in a row "
+                f"({reasons}); nothing was lost: rerun the same command to resume"
+            )
+        # one round without a valid candidate (e.g. niches nearly exhausted): the runner
+        # evaluates one sampler-chosen point instead (or the engine's own candidates), and the log says so
+        instead = "the engine's own candidates instead" if state.proposals else "one uniformly random point instead"
+        log["fallback"] = f"no valid candidate from the reasoner ({reasons}); {instead}"
 
     def _engine_candidates(
         self,
@@ -395,7 +483,18 @@ class CoevolutionProposer(Proposer):
         from coevo.agent.reasoners.offline import OfflineReasoner
 
         engine_rng = random.Random(f"{ctx.seed}:{ctx.round}:{niche.id}:engine")
-        request = ProposeRequest(problem, niche, share, tuple(elites), (), paid, frozenset(seen), ctx.round, engine_rng, model)
+        request = ProposeRequest(
+            problem=problem,
+            niche=niche,
+            quota=share,
+            elites=tuple(elites),
+            heuristics=(),
+            evaluations=paid,
+            seen=frozenset(seen),
+            round=ctx.round,
+            rng=engine_rng,
+            model=model,
+        )
         out = []
         for prop in OfflineReasoner().propose(request):
             if self._invalid(problem, niche, prop, seen) is None:

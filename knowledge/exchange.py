@@ -91,35 +91,46 @@ def _check(obj: Any) -> list[str]:
         return [f"expected a JSON object, got {type(obj).__name__}"]
     if obj.get("type", "heuristic") != "heuristic":
         return [f"type {obj.get('type')!r} is not 'heuristic'"]
+    problems = _check_fields(obj)
+    if obj.get("structured") is not None and not isinstance(obj.get("structured"), dict):
+        problems.append("field 'structured' must be an object or null")
+    bad = next((k for k, e in enumerate(obj.get("evidence") or []) if not _evidence_ok(e)), None)
+    if bad is not None:  # the first bad entry only
+        problems.append(
+            f"evidence[{bad}] needs study (str), trial (int), kind support|refute, source reasoner|record, effect (number|null)"
+        )
+    return problems
+
+
+def _check_fields(obj: dict[str, Any]) -> list[str]:
+    """The required fields: present with their types, then their values (key and text not empty, confidence, status)."""
     problems = []
     for name, kind in _REQUIRED.items():
         if name not in obj:
             problems.append(f"missing field {name!r}")
         elif not isinstance(obj[name], kind) or isinstance(obj[name], bool):
             problems.append(f"field {name!r} has type {type(obj[name]).__name__}")
-    if not problems:
-        if not obj["key"].strip() or not obj["text"].strip():
-            problems.append("empty key or text")
-        if not 0.0 <= float(obj["confidence"]) <= 1.0:
-            problems.append(f"confidence {obj['confidence']} is outside 0..1")
-        if obj["status"] not in STATUSES:
-            problems.append(f"status {obj['status']!r} is not one of {', '.join(STATUSES)}")
-    if obj.get("structured") is not None and not isinstance(obj.get("structured"), dict):
-        problems.append("field 'structured' must be an object or null")
-    for k, e in enumerate(obj.get("evidence") or []):
-        if not (
-            isinstance(e, dict)
-            and isinstance(e.get("study"), str)
-            and isinstance(e.get("trial"), int)
-            and e.get("kind") in ("support", "refute")
-            and e.get("source") in ("reasoner", "record")
-            and (e.get("effect") is None or isinstance(e.get("effect"), int | float))
-        ):
-            problems.append(
-                f"evidence[{k}] needs study (str), trial (int), kind support|refute, source reasoner|record, effect (number|null)"
-            )
-            break
+    if problems:
+        return problems
+    if not obj["key"].strip() or not obj["text"].strip():
+        problems.append("empty key or text")
+    if not 0.0 <= float(obj["confidence"]) <= 1.0:
+        problems.append(f"confidence {obj['confidence']} is outside 0..1")
+    if obj["status"] not in STATUSES:
+        problems.append(f"status {obj['status']!r} is not one of {', '.join(STATUSES)}")
     return problems
+
+
+def _evidence_ok(e: Any) -> bool:
+    """Whether one evidence entry has a study, a trial number, a kind, a source and an effect (or null)."""
+    return (
+        isinstance(e, dict)
+        and isinstance(e.get("study"), str)
+        and isinstance(e.get("trial"), int)
+        and e.get("kind") in ("support", "refute")
+        and e.get("source") in ("reasoner", "record")
+        and (e.get("effect") is None or isinstance(e.get("effect"), int | float))
+    )
 
 
 def read_file(path: Path) -> list[ImportRecord]:

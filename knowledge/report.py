@@ -122,10 +122,38 @@ def _make_folder(out: Path) -> Path | None:
 # ---------------------------------------------------------------- content
 
 
-def _blocks(search: StoredSearch, store: KnowledgeStore, out: Path, storage: str | None) -> list[Block]:
+@dataclass(frozen=True)
+class _Facts:
+    """What the report's sections are written from, gathered once from the study, its round logs and its knowledge base."""
+
+    search: StoredSearch
+    problem: Any
+    paid: list[Evaluation]
+    ref: Any
+    """The exact front's reference (HV, recall), or None when the problem has none."""
+    rounds_of: np.ndarray
+    """The round of each paid evaluation."""
+    y1: np.ndarray
+    y2: np.ndarray
+    rounds: list[int]
+    logs: dict[int, dict[str, Any]]
+    reasoner: str
+    history: list[Version]
+    latest: dict[str, Version]
+    hv: list[float]
+    """HV ratio at the end of each round (empty without an exact front)."""
+    evals: list[int]
+    """Paid evaluations at the end of each round."""
+
+    @property
+    def offline(self) -> bool:
+        """Whether the reasoner was the offline one (no LLM)."""
+        return self.reasoner.startswith("offline")
+
+
+def _facts(search: StoredSearch, store: KnowledgeStore, storage: str | None) -> _Facts:
     study, problem = search.study, search.problem
     first, second = problem.front_objectives
-    units = {o.name: o.unit for o in problem.objectives}
     paid = [e for e in evaluations_from_study(problem, study) if e.query]
     ref = problem.reference() if problem.found_set == "all" else None
     rounds_of = np.array([int(e.attrs.get("round", 0)) for e in paid])
@@ -134,20 +162,62 @@ def _blocks(search: StoredSearch, store: KnowledgeStore, out: Path, storage: str
     rounds = sorted(set(rounds_of.tolist()))
     logs = read_round_logs(storage, study)
     reasoner = str(next((v.get("reasoner") for v in logs.values() if v.get("reasoner")), "none (not a co-evolution search)"))
-    kb_name = study.study_name
-    history = store.history(kb_name) if store.exists(kb_name) else []
-    latest = store.latest(kb_name) if history else {}
-    outcomes = validation.outcomes(problem, paid)
-    records = validation.records(outcomes)
-    hv = [ref.hv_ratio(y1[rounds_of <= r], y2[rounds_of <= r]) for r in rounds] if ref else []
-    evals = [int((rounds_of <= r).sum()) for r in rounds]
+    history = store.history(study.study_name) if store.exists(study.study_name) else []
+    return _Facts(
+        search=search,
+        problem=problem,
+        paid=paid,
+        ref=ref,
+        rounds_of=rounds_of,
+        y1=y1,
+        y2=y2,
+        rounds=rounds,
+        logs=logs,
+        reasoner=reasoner,
+        history=history,
+        latest=store.latest(study.study_name) if history else {},
+        hv=[ref.hv_ratio(y1[rounds_of <= r], y2[rounds_of <= r]) for r in rounds] if ref else [],
+        evals=[int((rounds_of <= r).sum()) for r in rounds],
+    )
 
-    blocks: list[Block] = [("h1", f"Review of search {study.study_name}")]
-    offline = reasoner.startswith("offline")
-    if not history:
+
+def _blocks(search: StoredSearch, store: KnowledgeStore, out: Path, storage: str | None) -> list[Block]:
+    facts = _facts(search, store, storage)
+    problem, paid, logs, rounds = facts.problem, facts.paid, facts.logs, facts.rounds
+    records = validation.records(validation.outcomes(problem, paid))
+    blocks = _intro_section(facts, store)
+    blocks += _front_section(problem, paid, facts.ref)
+    if facts.history:
+        blocks += _strongest_section(facts.latest)
+    blocks += [("h2", "How a design is written"), ("p", problem.explain_encoding())]
+    blocks += _reading_section(facts)
+    blocks += _hv_section(facts, out)
+    blocks += _changes_section(facts.history, logs, rounds)
+    blocks += _heuristics_section(facts.latest, records, store, search.study.study_name)
+    blocks += _exploration_section(problem, paid, facts.y2, facts.ref, out)
+    blocks += _trust_section(logs, rounds)
+    blocks += _usage_section(logs, rounds, facts.offline, out)
+    blocks += _tools_section(logs, rounds)
+    blocks += _screening_section(logs, rounds)
+    blocks += _yield_section(logs, rounds, model_yield(problem, paid))
+    # kb activity figure after the changes table is built
+    if facts.history:
+        counts = _activity(facts.history, rounds)
+        blocks.insert(
+            next(k for k, b in enumerate(blocks) if b == ("h2", "Knowledge-base changes per round")) + 1,
+            Figure(plots.kb_activity(rounds, counts, out / "kb_activity.png"), "Heuristic versions written per round, by kind of change."),
+        )
+    return blocks
+
+
+def _intro_section(facts: _Facts, store: KnowledgeStore) -> list[Block]:
+    """The title, why there is no knowledge base (when there is none), and the one-paragraph summary."""
+    search, problem, paid, reasoner = facts.search, facts.problem, facts.paid, facts.reasoner
+    blocks: list[Block] = [("h1", f"Review of search {search.study.study_name}")]
+    if not facts.history:
         if "nokb" in search.proposer:
             why = f"its proposer ({search.proposer}) is the no-knowledge ablation, which keeps none"
-        elif any(v.get("reasoner") for v in logs.values()):
+        elif any(v.get("reasoner") for v in facts.logs.values()):
             why = f"its reasoner ({reasoner}) has not written any heuristic yet (too few evaluations to learn from)"
         else:
             why = f"its proposer ({search.proposer}) is a baseline, which keeps none"
@@ -159,22 +229,26 @@ def _blocks(search: StoredSearch, store: KnowledgeStore, out: Path, storage: str
             )
         )
     spec = ", ".join(f"{k}={v}" for k, v in problem.spec().items() if isinstance(v, str))
+    n_rounds = len(facts.rounds)
     summary = (
         f"Problem: {spec}. Proposer: {search.proposer}, seed {search.seed}, budget {search.budget} evaluations; "
-        f"{len(paid)} designs evaluated in {len(rounds)} round{'s' if len(rounds) != 1 else ''}. Reasoner: {reasoner}"
-        + (" - statistics, not a language model: no LLM was called." if offline else ".")
+        f"{len(paid)} designs evaluated in {n_rounds} round{'s' if n_rounds != 1 else ''}. Reasoner: {reasoner}"
+        + (" - statistics, not a language model: no LLM was called." if facts.offline else ".")
     )
-    if history:
-        summary += f" Knowledge base: {len(latest)} heuristics, {len(history)} versions (store {store.url})."
-    if ref is not None and paid:
-        summary += f" Final HV ratio {hv[-1]:.4f}; front recall {ref.recall([e.point_id for e in paid]):.3f}."
+    if facts.history:
+        summary += f" Knowledge base: {len(facts.latest)} heuristics, {len(facts.history)} versions (store {store.url})."
+    if facts.ref is not None and paid:
+        summary += f" Final HV ratio {facts.hv[-1]:.4f}; front recall {facts.ref.recall([e.point_id for e in paid]):.3f}."
     blocks.append(("p", summary))
-    blocks += _front_section(problem, paid, ref)
-    if history:
-        blocks += _strongest_section(latest)
-    blocks += [("h2", "How a design is written"), ("p", problem.explain_encoding())]
-    blocks.append(("h2", "How to read this report"))
-    blocks.append(
+    return blocks
+
+
+def _reading_section(facts: _Facts) -> list[Block]:
+    """How to read the report: the objectives, the front, the HV ratio (with an exact front) and niches (with heuristics)."""
+    first, second = facts.problem.front_objectives
+    units = {o.name: o.unit for o in facts.problem.objectives}
+    return [
+        ("h2", "How to read this report"),
         (
             "p",
             "Each design is scored on two objectives, "
@@ -183,19 +257,25 @@ def _blocks(search: StoredSearch, store: KnowledgeStore, out: Path, storage: str
             + (
                 " The HV ratio is the area the found front dominates divided by the area of the true front (computed from "
                 "the whole space), 1.0 meaning the whole true front was found."
-                if ref is not None
+                if facts.ref is not None
                 else ""
             )
             + (
                 " The design space is split into niches; each round the reasoner first updates the knowledge base "
                 "(heuristics: claims about the design space with evidence), then proposes designs per niche guided by it."
-                if history
+                if facts.history
                 else ""
             ),
-        )
-    )
-    # --- fronts and HV
-    blocks.append(("h2", "Front and hypervolume per round"))
+        ),
+    ]
+
+
+def _hv_section(facts: _Facts, out: Path) -> list[Block]:
+    """The found front after selected rounds (a figure), and the HV ratio per round (a figure and a table)."""
+    ref, paid, rounds, rounds_of, y1, y2, hv = facts.ref, facts.paid, facts.rounds, facts.rounds_of, facts.y1, facts.y2, facts.hv
+    first, second = facts.problem.front_objectives
+    units = {o.name: o.unit for o in facts.problem.objectives}
+    blocks: list[Block] = [("h2", "Front and hypervolume per round")]
     if paid:
         log = plots.use_log_scale(plots.front_x_values(ref, y1, y2))
         blocks.append(
@@ -218,14 +298,14 @@ def _blocks(search: StoredSearch, store: KnowledgeStore, out: Path, storage: str
             )
         )
     if len(hv) > 1:
-        blocks.append(Figure(plots.hv_by_round(rounds, hv, evals, out / "hv_by_round.png"), "HV ratio at the end of each round."))
+        blocks.append(Figure(plots.hv_by_round(rounds, hv, facts.evals, out / "hv_by_round.png"), "HV ratio at the end of each round."))
     if hv:
         blocks.append(
             TableBlock(
                 ["round", "evaluations", "HV ratio", "front size"],
                 [
                     [str(r), str(n), f"{h:.4f}", str(int(pareto_mask(y1[rounds_of <= r], y2[rounds_of <= r]).sum()))]
-                    for r, n, h in zip(rounds, evals, hv, strict=True)
+                    for r, n, h in zip(rounds, facts.evals, hv, strict=True)
                 ],
             )
         )
@@ -235,22 +315,6 @@ def _blocks(search: StoredSearch, store: KnowledgeStore, out: Path, storage: str
                 "p",
                 "No exact front is known for this search (the problem has none, or an objective was estimated): no HV ratio per round.",
             )
-        )
-    # --- knowledge changes
-    blocks += _changes_section(history, logs, rounds)
-    blocks += _heuristics_section(latest, records, store, kb_name)
-    blocks += _exploration_section(problem, paid, y2, ref, out)
-    blocks += _trust_section(logs, rounds)
-    blocks += _usage_section(logs, rounds, offline, out)
-    blocks += _tools_section(logs, rounds)
-    blocks += _screening_section(logs, rounds)
-    blocks += _yield_section(logs, rounds, model_yield(problem, paid))
-    # kb activity figure after the changes table is built
-    if history:
-        counts = _activity(history, rounds)
-        blocks.insert(
-            next(k for k, b in enumerate(blocks) if b == ("h2", "Knowledge-base changes per round")) + 1,
-            Figure(plots.kb_activity(rounds, counts, out / "kb_activity.png"), "Heuristic versions written per round, by kind of change."),
         )
     return blocks
 

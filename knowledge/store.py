@@ -419,60 +419,24 @@ class KnowledgeStore:
         study: str,
         extra_evidence: Sequence[EvidenceRow],
     ) -> dict[str, str]:
-        heads: dict[str, Version] = {}
-        for r in conn.execute(sa.select(versions).where(versions.c.kb == kb)).all():
-            v = _version(r)
-            if v.key not in heads or v.version > heads[v.key].version:
-                heads[v.key] = v
+        heads = _heads(conn, kb)
         next_number = int(conn.execute(sa.select(bases.c.next_number).where(bases.c.name == kb)).scalar_one())
-        current: dict[tuple[str, str, int, str], str] = {}
-        for r in conn.execute(
-            sa.select(evidence_table.c.hid, evidence_table.c.study, evidence_table.c.trial, evidence_table.c.source, evidence_table.c.kind)
-            .where(evidence_table.c.kb == kb)
-            .order_by(evidence_table.c.id)
-        ):
-            current[(r.hid, r.study, r.trial, r.source)] = r.kind
+        current = _current_verdicts(conn, kb)
         now = time.time()
         ids: dict[str, str] = {}
         new_versions: list[dict[str, Any]] = []
         new_evidence: list[dict[str, Any]] = []
         for h in working.heuristics.values():
             head = heads.get(h.key)
-            status: str = h.status
-            if head is not None and head.status in HUMAN and by != "human":
-                status = head.status  # a person's decision stands until a person changes it
             if head is None:
                 hid = f"H{next_number}"
                 next_number += 1
-                version, created_round = 1, h.created_round
             else:
-                hid, version, created_round = head.hid, head.version + 1, head.created_round
+                hid = head.hid
             ids[h.key] = hid
-            row = {
-                "kb": kb,
-                "hid": hid,
-                "version": version,
-                "key": h.key,
-                "text": h.text,
-                "scope": json.dumps(h.scope, sort_keys=True),
-                "structured": json.dumps(h.structured, sort_keys=True) if h.structured is not None else None,
-                "confidence": float(h.confidence),
-                "status": status,
-                "author": h.author,
-                "origin": h.origin,
-                "created_round": created_round,
-                "round": round_no,
-                "changed_by": by,
-                "at": now,
-            }
-            if head is None:
-                row["change"] = h.note or "created"
+            row = _next_version(kb, hid, h, head, round_no=round_no, by=by, at=now)
+            if row is not None:
                 new_versions.append(row)
-            else:
-                diff = _diff(head, row)
-                if diff:
-                    row["change"] = f"{h.note}; changed {diff}" if h.note else f"changed {diff}"
-                    new_versions.append(row)
             for trials, kind in ((h.support, "support"), (h.refute, "refute")):
                 for trial in trials:
                     if current.get((hid, study, int(trial), "reasoner")) != kind:
@@ -697,6 +661,61 @@ def _purge(storage: str | None, study: str, reason: PurgeReason) -> str | None:
 # ---------------------------------------------------------------- helpers
 
 _COMPARED = ("text", "scope", "structured", "confidence", "status", "author", "origin")
+
+
+def _heads(conn: Connection, kb: str) -> dict[str, Version]:
+    """The latest stored version of each heuristic of ``kb``, by key."""
+    heads: dict[str, Version] = {}
+    for r in conn.execute(sa.select(versions).where(versions.c.kb == kb)).all():
+        v = _version(r)
+        if v.key not in heads or v.version > heads[v.key].version:
+            heads[v.key] = v
+    return heads
+
+
+def _current_verdicts(conn: Connection, kb: str) -> dict[tuple[str, str, int, str], str]:
+    """The latest verdict (``support``/``refute``) per (heuristic, study, trial, source) of ``kb``."""
+    current: dict[tuple[str, str, int, str], str] = {}
+    for r in conn.execute(
+        sa.select(evidence_table.c.hid, evidence_table.c.study, evidence_table.c.trial, evidence_table.c.source, evidence_table.c.kind)
+        .where(evidence_table.c.kb == kb)
+        .order_by(evidence_table.c.id)
+    ):
+        current[(r.hid, r.study, r.trial, r.source)] = r.kind
+    return current
+
+
+def _next_version(kb: str, hid: str, h: Heuristic, head: Version | None, *, round_no: int, by: str, at: float) -> dict[str, Any] | None:
+    """The version row to write for working heuristic ``h`` over its stored ``head``, or None when nothing changed."""
+    status: str = h.status
+    if head is not None and head.status in HUMAN and by != "human":
+        status = head.status  # a person's decision stands until a person changes it
+    version, created_round = (1, h.created_round) if head is None else (head.version + 1, head.created_round)
+    row = {
+        "kb": kb,
+        "hid": hid,
+        "version": version,
+        "key": h.key,
+        "text": h.text,
+        "scope": json.dumps(h.scope, sort_keys=True),
+        "structured": json.dumps(h.structured, sort_keys=True) if h.structured is not None else None,
+        "confidence": float(h.confidence),
+        "status": status,
+        "author": h.author,
+        "origin": h.origin,
+        "created_round": created_round,
+        "round": round_no,
+        "changed_by": by,
+        "at": at,
+    }
+    if head is None:
+        row["change"] = h.note or "created"
+        return row
+    diff = _diff(head, row)
+    if not diff:
+        return None
+    row["change"] = f"{h.note}; changed {diff}" if h.note else f"changed {diff}"
+    return row
 
 
 def _diff(head: Version, row: dict[str, Any]) -> str:

@@ -258,11 +258,38 @@ def pooled_hv_ratios(spec: BenchSpec, results: Sequence[SearchResult], storage: 
     return {r.study: hv(r.front) / best for r in results} if best > 0 else None
 
 
+FOUND_SETS = {
+    "all": "the found set is every evaluated design",
+    "front": "objectives are estimated during the search and only the reported front is scored, afterwards, on the truth",
+    "predicted": "a predictor trained on the paid evaluations scores more designs after the search, and the front of paid "
+    "and predicted designs is reported, then scored on the truth",
+}
+"""How a bench table's runs are scored, by :attr:`~search.problem.Problem.found_set`."""
+
+
 def markdown_table(results: Sequence[SearchResult], spec: BenchSpec, pooled: Mapping[str, dict[str, float] | None] | None = None) -> str:
     """Mean ± std (over seeds) per run group and proposer.
 
     ``pooled``: :func:`pooled_hv_ratios` per group, shown (marked †) where no exact HV ratio exists.
     """
+    seeing = [p for p in spec.proposers if _sees_cheap(p)]
+    lines = _table_head(results, spec, seeing)
+    for group in spec.run_groups():
+        by_study = (pooled or {}).get(group)
+        for proposer in spec.proposers:
+            rs = [r for r in results if group_of(spec, r.problem) == group and r.proposer == proposer]
+            lines.append(_table_row(group, proposer, rs, by_study, seeing))
+    if any(v is not None for v in (pooled or {}).values()):
+        lines += [
+            "",
+            "† No exact front for this problem: HV of each run's found front over the HV of every run's fronts in its group "
+            "pooled (the best known front; reference point at the problem's bounds). It ranks the proposers of this table only.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _table_head(results: Sequence[SearchResult], spec: BenchSpec, seeing: Sequence[str]) -> list[str]:
+    """The table's title, the paragraph on what the budget counts and how runs are scored, and the header rows."""
     cls = problem_class(spec.problem)
     key = spec.group_option
     # the problem's effective options (defaults included) as the runs recorded them, less the run-group option
@@ -270,20 +297,14 @@ def markdown_table(results: Sequence[SearchResult], spec: BenchSpec, pooled: Map
     opts = ", ".join(f"{k}={v}" for k, v in recorded.items() if k not in ("problem", key) and not isinstance(v, dict | list))
     expensive = ", ".join(o.name for o in cls.objectives if o.cost == "expensive") or "none"
     found_set = results[0].found_set if results else "all"
-    scored = {
-        "all": "the found set is every evaluated design",
-        "front": "objectives are estimated during the search and only the reported front is scored, afterwards, on the truth",
-        "predicted": "a predictor trained on the paid evaluations scores more designs after the search, and the front of paid "
-        "and predicted designs is reported, then scored on the truth",
-    }.get(found_set, found_set)
-    seeing = [p for p in spec.proposers if _sees_cheap(p)]
+    scored = FOUND_SETS.get(found_set, found_set)
     marker = (
         f" Column 'sees cheap' (◆): proposers that see the cheap objective(s) of every candidate before paying for it "
         f"({', '.join(seeing)}); the others learn them only from what they pay for."
         if seeing
         else ""
     )
-    lines = [
+    return [
         f"# coevo bench: {spec.problem}{f' ({opts})' if opts else ''}, budget {spec.budget}, seeds {list(spec.seeds)}",
         "",
         f"The budget counts evaluations of the expensive objective(s) ({expensive}); {scored}. HV ratio and IGD as "
@@ -293,26 +314,20 @@ def markdown_table(results: Sequence[SearchResult], spec: BenchSpec, pooled: Map
         f"| {key or 'group'} | proposer | HV ratio | IGD | front recall | wall s |" + (" sees cheap |" if seeing else ""),
         "|---|---|---|---|---|---|" + ("---|" if seeing else ""),
     ]
-    for group in spec.run_groups():
-        for proposer in spec.proposers:
-            rs = [r for r in results if group_of(spec, r.problem) == group and r.proposer == proposer]
-            by_study = (pooled or {}).get(group)
-            hv = _mean_std([r.hv_ratio for r in rs if r.hv_ratio is not None])
-            if by_study is not None:
-                hv = _mean_std([by_study[r.study] for r in rs]) + " †"
-            lines.append(
-                f"| {group} | {proposer} | {hv} | "
-                f"{_mean_std([r.igd for r in rs if r.igd is not None])} | "
-                f"{_mean_std([r.front_recall for r in rs if r.front_recall is not None])} | "
-                f"{statistics.fmean([r.wall_s for r in rs]):.1f} |" + ((" ◆ |" if proposer in seeing else " |") if seeing else "")
-            )
-    if any(v is not None for v in (pooled or {}).values()):
-        lines += [
-            "",
-            "† No exact front for this problem: HV of each run's found front over the HV of every run's fronts in its group "
-            "pooled (the best known front; reference point at the problem's bounds). It ranks the proposers of this table only.",
-        ]
-    return "\n".join(lines) + "\n"
+
+
+def _table_row(group: str, proposer: str, rs: Sequence[SearchResult], by_study: dict[str, float] | None, seeing: Sequence[str]) -> str:
+    """One (run group, proposer) row: mean ± std over its seeds; the pooled HV ratio (†) where ``by_study`` has one."""
+    hv = _mean_std([r.hv_ratio for r in rs if r.hv_ratio is not None])
+    if by_study is not None:
+        hv = _mean_std([by_study[r.study] for r in rs]) + " †"
+    sees = (" ◆ |" if proposer in seeing else " |") if seeing else ""
+    return (
+        f"| {group} | {proposer} | {hv} | "
+        f"{_mean_std([r.igd for r in rs if r.igd is not None])} | "
+        f"{_mean_std([r.front_recall for r in rs if r.front_recall is not None])} | "
+        f"{statistics.fmean([r.wall_s for r in rs]):.1f} |" + sees
+    )
 
 
 def _sees_cheap(name: str) -> bool:

@@ -67,13 +67,12 @@ def predicted_front(problem: Problem, paid: Sequence[Evaluation], *, seed: int, 
     budget = PREDICTED_BUDGET if budget is None else budget
     if not isinstance(problem, Evolvable) or not isinstance(problem, Predictable):
         raise TypeError(f"few-shot needs a problem with operators and a label-free prior; {problem.name} has none")
-    first, second = problem.front_objectives
+    first = problem.front_objectives[0]
     paid = [e for e in paid if e.query]
     if len(paid) < 2:
         return PredictedStage(list(paid), 0, float("nan"), "few-shot: fewer than 2 paid designs, nothing to train a predictor on")
-    points = [e.point for e in paid]
     y = np.array([e.values[first] for e in paid])
-    features, bounds = problem.predictor_features(points), problem.objectives[0].bounds
+    features, bounds = problem.predictor_features([e.point for e in paid]), problem.objectives[0].bounds
     trust = out_of_fold_rho(features, y, bounds=bounds, seed=seed, prior_column=-1)
     if not np.isnan(trust) and trust < TRUST_FLOOR:
         note = (
@@ -82,70 +81,10 @@ def predicted_front(problem: Problem, paid: Sequence[Evaluation], *, seed: int, 
         )
         return PredictedStage(list(paid), 0, trust, note, paid_reported=len(paid))
     model = BoostedSurrogate(features, y, bounds=bounds, seed=seed, prior_column=-1)
-    rng = random.Random(seed)
-    seen: dict[str, tuple[Any, float, float, Evaluation | None]] = {
-        e.point_id: (e.point, e.values[first], e.values[second], e) for e in paid
-    }
-
-    def score(candidates: list[Any]) -> None:
-        fresh: dict[str, Any] = {}
-        for c in candidates:
-            pid = problem.point_id(c)
-            if pid not in seen and pid not in fresh:
-                fresh[pid] = c
-        if not fresh:
-            return
-        pts = list(fresh.values())
-        mean = model.samples(problem.predictor_features(pts)).mean(axis=0)
-        cheap = problem.cheap_values(pts)[second]
-        for (pid, p), m, c2 in zip(fresh.items(), mean, cheap, strict=True):
-            seen[pid] = (p, float(m), float(c2), None)
-
-    niches = problem.niches()
-    scored = 0
-    start = len(seen)
+    stage = _PredictedSearch(problem, model, paid, random.Random(seed))
     pool = problem.free_designs()
-    if pool is not None:
-        for k in range(0, len(pool), 1000):
-            score(pool[k : k + 1000])
-        budget = 0  # no search: designs outside the pool would each cost a feature computation
-    else:
-        score([problem.random_point(rng) for _ in range(min(GENERATION, budget))])
-    scored += len(seen) - start
-    while scored < budget:
-        rows = list(seen.values())
-        f1 = np.array([r[1] for r in rows])
-        f2 = np.array([r[2] for r in rows])
-        parents = [rows[i][0] for i in np.flatnonzero(pareto_mask(f1, f2))]
-        by_niche: dict[str, list[int]] = {}
-        for i, r in enumerate(rows):
-            by_niche.setdefault(niche_of(niches, r[0]), []).append(i)
-        for members in by_niche.values():  # the best few of every niche keep the search spread out
-            parents += [rows[i][0] for i in sorted(members, key=lambda i: -f1[i])[:3]]
-        children = [n for p in parents for n in problem.neighbours(p)]
-        if len(parents) > 1:
-            for _ in range(len(parents) * 4):
-                a, b = rng.sample(parents, 2)
-                children.append(problem.crossover(a, b, rng))
-        children = [c for c in children if problem.point_id(c) not in seen]
-        if not children:
-            children = [problem.random_point(rng) for _ in range(GENERATION)]
-        rng.shuffle(children)
-        before = len(seen)
-        score(children[: min(GENERATION, budget - scored)])
-        if len(seen) == before:
-            break  # nothing new reachable: the space is exhausted
-        scored += len(seen) - before
-    rows = list(seen.values())
-    keep = pareto_mask(np.array([r[1] for r in rows]), np.array([r[2] for r in rows]))
-    reported = []
-    for r, k in zip(rows, keep, strict=True):
-        if not k:
-            continue
-        if r[3] is not None:
-            reported.append(r[3])
-        else:
-            reported.append(Evaluation(-1, r[0], problem.point_id(r[0]), {first: r[1], second: r[2]}, False, {"predicted": True}))
+    scored = stage.score_pool(pool) if pool is not None else stage.search(budget)
+    reported = stage.front()
     paid_reported = sum(e.query for e in reported)
     where = "of the free pool" if pool is not None else "found by searching on its predictions"
     note = (
@@ -155,3 +94,93 @@ def predicted_front(problem: Problem, paid: Sequence[Evaluation], *, seed: int, 
         "scored on the truth only afterwards)"
     )
     return PredictedStage(reported, scored, trust, note, paid_reported=paid_reported)
+
+
+class _PredictedSearch:
+    """Every design seen in the last stage, with its first objective (true when paid, else predicted) and its cheap second.
+
+    Args:
+        problem: the few-shot problem.
+        model: the predictor trained on ``paid``.
+        paid: the paid evaluations (seen from the start, with their true values).
+        rng: the stage's random generator (random points, crossover, order of the children).
+    """
+
+    def __init__(self, problem: Any, model: BoostedSurrogate, paid: Sequence[Evaluation], rng: random.Random) -> None:
+        self.problem = problem
+        self.model = model
+        self.rng = rng
+        self.first, self.second = problem.front_objectives
+        self.seen: dict[str, tuple[Any, float, float, Evaluation | None]] = {
+            e.point_id: (e.point, e.values[self.first], e.values[self.second], e) for e in paid
+        }
+
+    def score(self, candidates: list[Any]) -> int:
+        """Predict the candidates not seen yet (each once); returns how many were new."""
+        problem = self.problem
+        fresh: dict[str, Any] = {}
+        for c in candidates:
+            pid = problem.point_id(c)
+            if pid not in self.seen and pid not in fresh:
+                fresh[pid] = c
+        if not fresh:
+            return 0
+        pts = list(fresh.values())
+        mean = self.model.samples(problem.predictor_features(pts)).mean(axis=0)
+        cheap = problem.cheap_values(pts)[self.second]
+        for (pid, p), m, c2 in zip(fresh.items(), mean, cheap, strict=True):
+            self.seen[pid] = (p, float(m), float(c2), None)
+        return len(fresh)
+
+    def score_pool(self, pool: Sequence[Any]) -> int:
+        """Score the whole free pool, in chunks; no search (designs outside it would each cost a feature computation)."""
+        return sum(self.score(list(pool[k : k + 1000])) for k in range(0, len(pool), 1000))
+
+    def search(self, budget: int) -> int:
+        """Evolve on the predictions until ``budget`` designs are scored or nothing new is reachable; returns the count."""
+        scored = self.score([self.problem.random_point(self.rng) for _ in range(min(GENERATION, budget))])
+        while scored < budget:
+            children = self._children(self._parents())
+            self.rng.shuffle(children)
+            new = self.score(children[: min(GENERATION, budget - scored)])
+            if not new:
+                break  # nothing new reachable: the space is exhausted
+            scored += new
+        return scored
+
+    def _parents(self) -> list[Any]:
+        """The predicted front, plus the best few of every niche (they keep the search spread out)."""
+        rows = list(self.seen.values())
+        f1 = np.array([r[1] for r in rows])
+        f2 = np.array([r[2] for r in rows])
+        parents = [rows[i][0] for i in np.flatnonzero(pareto_mask(f1, f2))]
+        niches = self.problem.niches()
+        by_niche: dict[str, list[int]] = {}
+        for i, r in enumerate(rows):
+            by_niche.setdefault(niche_of(niches, r[0]), []).append(i)
+        for members in by_niche.values():
+            parents += [rows[i][0] for i in sorted(members, key=lambda i: -f1[i])[:3]]
+        return parents
+
+    def _children(self, parents: list[Any]) -> list[Any]:
+        """Unseen neighbours and crossovers of the parents, or a generation of random points when there are none."""
+        problem, rng = self.problem, self.rng
+        children = [n for p in parents for n in problem.neighbours(p)]
+        if len(parents) > 1:
+            for _ in range(len(parents) * 4):
+                a, b = rng.sample(parents, 2)
+                children.append(problem.crossover(a, b, rng))
+        children = [c for c in children if problem.point_id(c) not in self.seen]
+        return children or [problem.random_point(rng) for _ in range(GENERATION)]
+
+    def front(self) -> list[Evaluation]:
+        """The Pareto front of everything seen: paid designs as evaluated, predicted ones with the predictor's mean."""
+        rows = list(self.seen.values())
+        keep = pareto_mask(np.array([r[1] for r in rows]), np.array([r[2] for r in rows]))
+        return [self._evaluation(r) for r, k in zip(rows, keep, strict=True) if k]
+
+    def _evaluation(self, row: tuple[Any, float, float, Evaluation | None]) -> Evaluation:
+        point, f1, f2, paid = row
+        if paid is not None:
+            return paid
+        return Evaluation(-1, point, self.problem.point_id(point), {self.first: f1, self.second: f2}, False, {"predicted": True})

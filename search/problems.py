@@ -86,6 +86,12 @@ def check_problem_class(cls: Any, where: str) -> None:
     tests/search/test_problem_conformance.py, which every registered problem runs.
     """
     head = f"problem {where!r}"
+    _check_declarations(cls, head)
+    _check_objectives(cls, head)
+
+
+def _check_declarations(cls: Any, head: str) -> None:
+    """The class, its name and its options: a :class:`Problem` subclass, every method implemented, scalar options."""
     if not (isinstance(cls, type) and issubclass(cls, Problem)):
         raise UserInputError(f"{head}: {cls!r} is not a subclass of coevo.Problem (search.problem.Problem)")
     missing = sorted(getattr(cls, "__abstractmethods__", ()))
@@ -99,6 +105,10 @@ def check_problem_class(cls: Any, where: str) -> None:
     for field, info in cls.Options.model_fields.items():
         if not all(t in SCALARS for t in scalar_types(info.annotation)):
             raise UserInputError(f"{head}: option {field!r} must be a str, int, float, bool or a Literal of them, got {info.annotation}")
+
+
+def _check_objectives(cls: type[Problem], head: str) -> None:
+    """The objectives (at least two, unique names, the Pareto pair first) and what they and the run group refer to."""
     objectives = getattr(cls, "objectives", None)
     if not isinstance(objectives, tuple) or len(objectives) < 2 or not all(isinstance(o, Objective) for o in objectives):
         raise UserInputError(f"{head}: {cls.__name__}.objectives must be a tuple of at least two Objective")

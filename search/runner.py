@@ -190,57 +190,16 @@ def summarize(
         evaluations = evaluations_from_study(problem, study)
     if trials is None:
         trials = len(study.get_trials(deepcopy=False))
-    evaluations = [e for e in evaluations if e.query]
-    first, second = problem.front_objectives
-    queries = len(evaluations)
+    paid = [e for e in evaluations if e.query]
     notes: list[str] = []
-    if problem.found_set == "front" and evaluations:
-        # estimated objectives (NB201 zero-cost mode): report the front under the estimates, then score it truly
-        pool = problem.free_designs() if isinstance(problem, Predictable) else None
-        if pool and isinstance(problem, Predictable) and isinstance(problem, Evolvable):
-            # designs with free estimates join the searched ones (unpaid: no expensive query either way)
-            seen = {e.point_id for e in evaluations}
-            fresh = [p for p in pool if problem.point_id(p) not in seen]
-            prior, cheap = problem.prior(fresh), problem.cheap_values(fresh)[second]
-            evaluations = evaluations + [
-                Evaluation(-1, p, problem.point_id(p), {first: float(a), second: float(c)}, True, {"free": True})
-                for p, a, c in zip(fresh, prior, cheap, strict=True)
-            ]
-            notes.append(f"zero-cost: the front is taken over the {queries} searched designs and {len(fresh)} more with free proxy scores")
-        est = pareto_mask(np.array([e.values[first] for e in evaluations]), np.array([e.values[second] for e in evaluations]))
-        evaluations = [
-            Evaluation(e.trial_number, e.point, e.point_id, problem.true_values(e.point), e.query, e.attrs)
-            for e, keep in zip(evaluations, est, strict=True)
-            if keep
-        ]
-    elif problem.found_set == "predicted" and evaluations:
-        # few-shot: a predictor trained on the paid evaluations scores more designs; the front of
-        # paid and predicted is reported, and only now scored on the truth
-        stage = predicted_front(problem, evaluations, seed=seed)
-        notes.append(stage.note)
-        evaluations = [
-            e if e.query else Evaluation(e.trial_number, e.point, e.point_id, problem.true_values(e.point), False, e.attrs)
-            for e in stage.reported
-        ]
-    reported = len(evaluations)
-    y1 = np.array([e.values[first] for e in evaluations])
-    y2 = np.array([e.values[second] for e in evaluations])
-    ids = [e.point_id for e in evaluations]
+    found = _found_set(problem, paid, seed, notes)
+    first, second = problem.front_objectives
+    y1 = np.array([e.values[first] for e in found])
+    y2 = np.array([e.values[second] for e in found])
+    ids = [e.point_id for e in found]
     ref = problem.reference()
     metrics = FrontMetrics.score(ref, ids, y1, y2) if ref else None
     hv_history = ref.hv_history(y1.tolist(), y2.tolist()) if history and ref and problem.found_set == "all" else []
-    mask = pareto_mask(y1, y2)
-    names = [o.name for o in problem.objectives]
-    front: list[dict[str, Any]] = [
-        {
-            problem.design_label: problem.describe(evaluations[i].point),
-            "point_id": ids[i],
-            **{n: float(evaluations[i].values[n]) for n in names},  # every objective, not only the front's pair
-        }
-        for i in np.flatnonzero(mask)
-    ]
-    front.sort(key=lambda row: (row[second], row["point_id"]))
-    exploration = exploration_histogram(problem, [e.point for e in evaluations], y2, ref)
     return SearchResult(
         study=study.study_name,
         storage=resolve_storage_url(storage),
@@ -248,21 +207,78 @@ def summarize(
         proposer=proposer,
         seed=seed,
         budget=budget,
-        evaluations=queries,
-        expensive_queries=queries if problem.found_set != "front" else 0,
-        reported=reported,
+        evaluations=len(paid),
+        expensive_queries=len(paid) if problem.found_set != "front" else 0,
+        reported=len(found),
         found_set=problem.found_set,
         trials=trials,
         wall_s=round(wall_s, 3),
         hv_ratio=metrics.hv_ratio if metrics else None,
         igd=metrics.igd if metrics else None,
         front_recall=metrics.front_recall if metrics else None,
-        front=front,
+        front=_front_rows(problem, found, y1, y2),
         hv_history=hv_history,
         stopped=stopped,
-        exploration=exploration,
+        exploration=exploration_histogram(problem, [e.point for e in found], y2, ref),
         notes=notes,
     )
+
+
+def _found_set(problem: Problem, paid: list[Evaluation], seed: int, notes: list[str]) -> list[Evaluation]:
+    """The set a search is scored on, with true values: every paid evaluation, or the reported front (appends a note)."""
+    if not paid:
+        return paid
+    if problem.found_set == "front":
+        return _estimated_front(problem, paid, notes)
+    if problem.found_set == "predicted":
+        # few-shot: a predictor trained on the paid evaluations scores more designs; the front of
+        # paid and predicted is reported, and only now scored on the truth
+        stage = predicted_front(problem, paid, seed=seed)
+        notes.append(stage.note)
+        return [
+            e if e.query else Evaluation(e.trial_number, e.point, e.point_id, problem.true_values(e.point), False, e.attrs)
+            for e in stage.reported
+        ]
+    return paid
+
+
+def _estimated_front(problem: Problem, paid: list[Evaluation], notes: list[str]) -> list[Evaluation]:
+    """Estimated objectives (NB201 zero-cost mode): the front under the estimates, then scored truly."""
+    first, second = problem.front_objectives
+    evaluations = paid
+    pool = problem.free_designs() if isinstance(problem, Predictable) else None
+    if pool and isinstance(problem, Predictable) and isinstance(problem, Evolvable):
+        # designs with free estimates join the searched ones (unpaid: no expensive query either way)
+        seen = {e.point_id for e in paid}
+        fresh = [p for p in pool if problem.point_id(p) not in seen]
+        prior, cheap = problem.prior(fresh), problem.cheap_values(fresh)[second]
+        evaluations = paid + [
+            Evaluation(-1, p, problem.point_id(p), {first: float(a), second: float(c)}, True, {"free": True})
+            for p, a, c in zip(fresh, prior, cheap, strict=True)
+        ]
+        notes.append(f"zero-cost: the front is taken over the {len(paid)} searched designs and {len(fresh)} more with free proxy scores")
+    est = pareto_mask(np.array([e.values[first] for e in evaluations]), np.array([e.values[second] for e in evaluations]))
+    return [
+        Evaluation(e.trial_number, e.point, e.point_id, problem.true_values(e.point), e.query, e.attrs)
+        for e, keep in zip(evaluations, est, strict=True)
+        if keep
+    ]
+
+
+def _front_rows(problem: Problem, found: list[Evaluation], y1: np.ndarray, y2: np.ndarray) -> list[dict[str, Any]]:
+    """The found set's non-dominated designs with every objective (not only the front's pair), by the second objective."""
+    names = [o.name for o in problem.objectives]
+    front: list[dict[str, Any]] = [
+        {
+            problem.design_label: problem.describe(found[i].point),
+            "point_id": found[i].point_id,
+            **{n: float(found[i].values[n]) for n in names},
+        }
+        for i in np.flatnonzero(pareto_mask(y1, y2))
+    ]
+    second = problem.front_objectives[1]
+    front.sort(key=lambda row: (row[second], row["point_id"]))
+    return front
 
 
 BANDS = 5

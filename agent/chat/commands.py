@@ -213,32 +213,37 @@ def render_value(console: Console, value: Any) -> None:
     has_scalars = False
     for key, v in value.items():
         if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
-            columns = list(dict.fromkeys(k for row in v for k in row))
-            cells = [[_cell(row.get(col)) for col in columns] for row in v[:50]]
-            design = _design_column(columns, cells)
-            if design is not None:  # designs are copied from here: never folded mid-token
-                print_design_table(
-                    console,
-                    f"{key} ({len(v)})",
-                    [c for i, c in enumerate(columns) if i != design],
-                    [[c for i, c in enumerate(row) if i != design] for row in cells],
-                    [row[design] for row in cells],
-                    design_header=columns[design],
-                )
-            else:
-                table = Table(title=f"{key} ({len(v)})")
-                for col in columns:
-                    table.add_column(col, overflow="fold")
-                for row in cells:
-                    table.add_row(*row)
-                console.print(table)
-            if len(v) > 50:
-                console.print(f"[dim]... {len(v) - 50} more rows[/]")
+            _render_records(console, key, v)
         else:
             scalars.add_row(key, _cell(v))
             has_scalars = True
     if has_scalars:
         console.print(scalars)
+
+
+def _render_records(console: Console, key: str, records: list[dict[str, Any]]) -> None:
+    """One list of records as a table (its first 50 rows); a column of designs is printed unfolded."""
+    columns = list(dict.fromkeys(k for row in records for k in row))
+    cells = [[_cell(row.get(col)) for col in columns] for row in records[:50]]
+    design = _design_column(columns, cells)
+    if design is not None:  # designs are copied from here: never folded mid-token
+        print_design_table(
+            console,
+            f"{key} ({len(records)})",
+            [c for i, c in enumerate(columns) if i != design],
+            [[c for i, c in enumerate(row) if i != design] for row in cells],
+            [row[design] for row in cells],
+            design_header=columns[design],
+        )
+    else:
+        table = Table(title=f"{key} ({len(records)})")
+        for col in columns:
+            table.add_column(col, overflow="fold")
+        for row in cells:
+            table.add_row(*row)
+        console.print(table)
+    if len(records) > 50:
+        console.print(f"[dim]... {len(records) - 50} more rows[/]")
 
 
 def _design_column(columns: list[str], cells: list[list[str]]) -> int | None:

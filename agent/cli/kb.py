@@ -13,6 +13,7 @@ import argparse
 import json
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from rich.table import Table
 from coevo.agent.cli._common import DEFAULT_PROBLEM, add_problem_argument, add_problem_arguments, err, out, problem_values
 from coevo.agent.tables import print_design_table
 from coevo.knowledge.heuristics import STATUSES, effect_unit, format_structured, quantity_label, sig, with_unit
-from coevo.knowledge.store import KnowledgeStore, Version, default_kb_url, iter_ids
+from coevo.knowledge.store import EvidenceRow, KnowledgeStore, Version, default_kb_url, iter_ids
 from coevo.search.config import DEFAULT_PROPOSER, default
 from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
@@ -138,16 +139,7 @@ def _counts(store: KnowledgeStore, kb: str) -> dict[str, Counter[str]]:
 
 
 def _list(args: argparse.Namespace, store: KnowledgeStore) -> int:
-    if args.all:
-        names = [
-            b.name
-            for b in store.bases()
-            if b.spec.get("problem") == args.problem and all(b.spec.get(k) == v for k, v in problem_values(args).items())
-        ]
-    else:
-        names = [_study_name(args, store)]
-        if not store.exists(names[0]):
-            store.spec(names[0])  # raises with the list of knowledge bases
+    names = _list_names(args, store)
     rows: list[tuple[str, Version, Counter[str]]] = []
     for kb in names:
         counts = _counts(store, kb)
@@ -158,23 +150,44 @@ def _list(args: argparse.Namespace, store: KnowledgeStore) -> int:
                 rows.append((kb, v, counts.get(hid, Counter())))
     if args.json:
         for kb, v, c in rows:
-            print(
-                json.dumps(
-                    {
-                        "kb": kb,
-                        "id": v.hid,
-                        "text": v.text,
-                        "scope": v.scope,
-                        "confidence": v.confidence,
-                        "status": v.status,
-                        "author": v.author,
-                        "version": v.version,
-                        "support": c["support"],
-                        "refute": c["refute"],
-                    }
-                )
-            )
+            print(json.dumps(_list_record(kb, v, c)))
         return 0
+    out.print(_list_table(names, rows))
+    return 0
+
+
+def _list_names(args: argparse.Namespace, store: KnowledgeStore) -> list[str]:
+    """The knowledge bases ``kb list`` shows: every one of the problem and its options (``--all``), else the study's."""
+    if args.all:
+        return [
+            b.name
+            for b in store.bases()
+            if b.spec.get("problem") == args.problem and all(b.spec.get(k) == v for k, v in problem_values(args).items())
+        ]
+    names = [_study_name(args, store)]
+    if not store.exists(names[0]):
+        store.spec(names[0])  # raises with the list of knowledge bases
+    return names
+
+
+def _list_record(kb: str, v: Version, c: Counter[str]) -> dict[str, Any]:
+    """One heuristic as a ``kb list --json`` line."""
+    return {
+        "kb": kb,
+        "id": v.hid,
+        "text": v.text,
+        "scope": v.scope,
+        "confidence": v.confidence,
+        "status": v.status,
+        "author": v.author,
+        "version": v.version,
+        "support": c["support"],
+        "refute": c["refute"],
+    }
+
+
+def _list_table(names: Sequence[str], rows: Sequence[tuple[str, Version, Counter[str]]]) -> Table:
+    """The ``kb list`` table (with a kb column when it shows several knowledge bases)."""
     title = f"{len(rows)} heuristics in {names[0]}" if len(names) == 1 else f"{len(rows)} heuristics in {len(names)} knowledge bases"
     table = Table(title=title)
     if len(names) > 1:
@@ -186,8 +199,7 @@ def _list(args: argparse.Namespace, store: KnowledgeStore) -> int:
         where = "/".join(options) + f" niche {v.scope.get('niche') or 'any'}"
         cells = [v.hid, v.text, where, f"{v.confidence:.2f}", v.status, f"{c['support']}/{c['refute']}", v.author]
         table.add_row(*([kb] if len(names) > 1 else []), *cells)
-    out.print(table)
-    return 0
+    return table
 
 
 @dataclass(frozen=True)
@@ -225,24 +237,7 @@ def _show(args: argparse.Namespace, store: KnowledgeStore) -> int:
     values = {s: _trial_values(args, s) for s in studies}
     head = history[-1]
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "kb": kb,
-                    "id": head.hid,
-                    "key": head.key,
-                    "text": head.text,
-                    "scope": head.scope,
-                    "structured": head.structured,
-                    "status": head.status,
-                    "confidence": head.confidence,
-                    "author": head.author,
-                    "origin": head.origin,
-                    "history": [v.summary() for v in history],
-                    "evidence": [{**vars(e), "values": values[e.study].rows.get(e.trial)} for e in evidence],
-                }
-            )
-        )
+        print(json.dumps(_show_record(kb, history, evidence, values)))
         return 0
     out.print(f"[bold]{head.hid}[/] " + escape(f"({kb}) [{head.status}, confidence {head.confidence:.3f}, author {head.author}]"))
     out.print(head.text, markup=False)
@@ -256,6 +251,31 @@ def _show(args: argparse.Namespace, store: KnowledgeStore) -> int:
     for v in history:
         table.add_row(str(v.version), str(v.round), v.status, f"{v.confidence:.3f}", v.changed_by, v.change)
     out.print(table)
+    _print_evidence(kb, head, evidence, values)
+    return 0
+
+
+def _show_record(kb: str, history: Sequence[Version], evidence: Sequence[EvidenceRow], values: dict[str, _StudyValues]) -> dict[str, Any]:
+    """A heuristic, its versions and its evidence (with the trials' values where known) as ``kb show --json`` prints it."""
+    head = history[-1]
+    return {
+        "kb": kb,
+        "id": head.hid,
+        "key": head.key,
+        "text": head.text,
+        "scope": head.scope,
+        "structured": head.structured,
+        "status": head.status,
+        "confidence": head.confidence,
+        "author": head.author,
+        "origin": head.origin,
+        "history": [v.summary() for v in history],
+        "evidence": [{**vars(e), "values": values[e.study].rows.get(e.trial)} for e in evidence],
+    }
+
+
+def _print_evidence(kb: str, head: Version, evidence: Sequence[EvidenceRow], values: dict[str, _StudyValues]) -> None:
+    """The evidence table of ``kb show``: one row per trial with its effect and objective values, its design below."""
     units = {k: u for sv in values.values() for k, u in sv.units.items()}
     objective_names: list[str] = sorted({k for sv in values.values() for row in sv.rows.values() for k in row if k != "design"})
     claim_unit = effect_unit(str((head.structured or {}).get("unit", "")))
@@ -277,7 +297,6 @@ def _show(args: argparse.Namespace, store: KnowledgeStore) -> int:
         designs,
         design_header="design",
     )
-    return 0
 
 
 def _review(args: argparse.Namespace, store: KnowledgeStore) -> int:

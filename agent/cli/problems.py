@@ -51,30 +51,32 @@ def describe(name: str) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``coevo problems list|describe``."""
+    if args.problems_command == "describe":
+        return _describe(args)
+    return _list(args)
+
+
+def _describe(args: argparse.Namespace) -> int:
+    """``coevo problems describe NAME``: objectives, options, run group, exact front and niches."""
+    record = describe(args.name)
+    if args.json:
+        print(json.dumps(record, default=str))
+        return 0
+    out.print(f"[bold]{record['name']}[/] ({record['class']}): {record['doc']}")
+    _objectives_table(record)
+    _options_table(record, args.name)
+    out.print(f"run group (coevo bench --groups): {record['run_group'] or 'none'}; exact front: {'yes' if record['exact_front'] else 'no'}")
+    if isinstance(record["niches"], list):
+        out.print("niches: " + "; ".join(f"{n['id']} ({n['description']})" for n in record["niches"]), soft_wrap=True)
+    else:
+        out.print(f"niches: {record['niches']}")
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    """``coevo problems list``: every built-in and installed problem, one row (or JSON line) each."""
     from coevo.search.problems import problem_names
 
-    if args.problems_command == "describe":
-        record = describe(args.name)
-        if args.json:
-            print(json.dumps(record, default=str))
-            return 0
-        out.print(f"[bold]{record['name']}[/] ({record['class']}): {record['doc']}")
-        _objectives_table(record)
-        options = Table(title=f"options (coevo search --problem {args.name} --help shows them as flags)")
-        for col in ("option", "type", "default", "allowed", "help"):
-            options.add_column(col, overflow="fold")
-        for o in record["options"]:
-            allowed = ", ".join(map(str, o["choices"])) if o["choices"] else ", ".join(f"{k} {v}" for k, v in (o["bounds"] or {}).items())
-            options.add_row(o["name"], o["type"], str(o["default"]), allowed, o["help"])
-        out.print(options)
-        out.print(
-            f"run group (coevo bench --groups): {record['run_group'] or 'none'}; exact front: {'yes' if record['exact_front'] else 'no'}"
-        )
-        if isinstance(record["niches"], list):
-            out.print("niches: " + "; ".join(f"{n['id']} ({n['description']})" for n in record["niches"]), soft_wrap=True)
-        else:
-            out.print(f"niches: {record['niches']}")
-        return 0
     records = [describe(name) for name in problem_names()]
     if args.json:
         for r in records:
@@ -89,6 +91,16 @@ def run(args: argparse.Namespace) -> int:
         table.add_row(r["name"], objectives, ", ".join(o["name"] for o in r["options"]), niches, "yes" if r["exact_front"] else "no")
     out.print(table)
     return 0
+
+
+def _options_table(record: dict[str, Any], name: str) -> None:
+    options = Table(title=f"options (coevo search --problem {name} --help shows them as flags)")
+    for col in ("option", "type", "default", "allowed", "help"):
+        options.add_column(col, overflow="fold")
+    for o in record["options"]:
+        allowed = ", ".join(map(str, o["choices"])) if o["choices"] else ", ".join(f"{k} {v}" for k, v in (o["bounds"] or {}).items())
+        options.add_row(o["name"], o["type"], str(o["default"]), allowed, o["help"])
+    out.print(options)
 
 
 def _objectives_table(record: dict[str, Any]) -> None:

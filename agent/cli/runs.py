@@ -35,49 +35,52 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
 
 def run(args: argparse.Namespace) -> int:
     """``coevo runs list|show|delete``."""
+    if args.runs_command == "delete":
+        return _delete(args)
+    if args.runs_command == "show":
+        return _show(args)
+    return _list(args)
+
+
+_SHOWN = ("problem", "proposer", "evaluations", "budget", "round", "states", "hv_ratio", "front_recall", "front_size", "workers_alive")
+"""The fields of a search's progress in the summary table of ``coevo runs show``."""
+
+
+def _show(args: argparse.Namespace) -> int:
+    """``coevo runs show NAME``: the search's progress, then its workers."""
+    from coevo.search.progress import progress
+
+    info = progress(args.storage, args.study)
+    if args.json:
+        print(json.dumps(info, default=str))
+        return 0
+    summary = Table(title=f"study {args.study}", show_header=False)
+    for key in _SHOWN:
+        v = info[key]
+        summary.add_row(key, f"{v:.4f}" if isinstance(v, float) else json.dumps(v) if isinstance(v, dict) else str(v))
+    out.print(summary)
+    if info["workers"]:
+        table = Table(title="workers")
+        for col in ("worker", "host", "pid", "state", "alive", "evaluations", "last seen (s ago)", "note"):
+            table.add_column(col, overflow="fold")
+        for w in info["workers"]:
+            ago = f"{time.time() - w['last_seen']:.0f}"
+            table.add_row(w["worker"], w["host"], str(w["pid"]), w["state"], str(w["alive"]), str(w["evaluations"]), ago, w["note"] or "")
+        out.print(table)
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    """``coevo runs list``: every coevo search in the storage (none stored yet is an answer, not a failure)."""
     import optuna
 
     from coevo.search.progress import progress
     from coevo.search.storage import check_exists, open_storage
 
-    if args.runs_command == "delete":
-        return _delete(args)
-    if args.runs_command == "show":
-        info = progress(args.storage, args.study)
-        if args.json:
-            print(json.dumps(info, default=str))
-            return 0
-        summary = Table(title=f"study {args.study}", show_header=False)
-        for key in (
-            "problem",
-            "proposer",
-            "evaluations",
-            "budget",
-            "round",
-            "states",
-            "hv_ratio",
-            "front_recall",
-            "front_size",
-            "workers_alive",
-        ):
-            v = info[key]
-            summary.add_row(key, f"{v:.4f}" if isinstance(v, float) else json.dumps(v) if isinstance(v, dict) else str(v))
-        out.print(summary)
-        if info["workers"]:
-            table = Table(title="workers")
-            for col in ("worker", "host", "pid", "state", "alive", "evaluations", "last seen (s ago)", "note"):
-                table.add_column(col, overflow="fold")
-            for w in info["workers"]:
-                ago = f"{time.time() - w['last_seen']:.0f}"
-                table.add_row(
-                    w["worker"], w["host"], str(w["pid"]), w["state"], str(w["alive"]), str(w["evaluations"]), ago, w["note"] or ""
-                )
-            out.print(table)
-        return 0
     try:
         check_exists(args.storage)
     except StorageMissingError as exc:
-        err.print(f"no searches: {exc}")  # nothing stored yet is an answer, not a failure; nothing is created
+        err.print(f"no searches: {exc}")  # nothing is created
         return 0
     names = [s.study_name for s in optuna.get_all_study_summaries(open_storage(args.storage), include_best_trial=False)]
     rows = []

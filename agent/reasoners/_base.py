@@ -60,9 +60,9 @@ class KnowledgeContext:
     """The study's storage URL (where an LLM reasoner's reply cache lives)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ProposeRequest:
-    """One niche's share of a round.
+    """One niche's share of a round (built with keywords: thirteen fields are too many to pass by position).
 
     Attributes:
         problem: the problem (an :class:`search.problem.Evolvable` for the offline reasoner).

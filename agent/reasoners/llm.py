@@ -285,11 +285,40 @@ class LLMReasoner(Reasoner):
         return ", ".join(f"{o.name}={e.values[o.name]:.4g}{o.unit if o.unit != '%' else '%'}" for o in problem.objectives)
 
     def update_knowledge(self, kb: KnowledgeBase, evidence: Sequence[Evaluation], ctx: KnowledgeContext) -> list[str]:
-        problem = ctx.problem
         rows = [e for e in evidence if e.query]
         if not rows:
             return []
-        messages = load_prompt("kb_update").render(
+        try:
+            out = self.structured(self._update_messages(kb, rows, ctx), KBUpdateOut, ctx.study, ctx.storage)
+        except LLMReplyError as exc:
+            return [f"knowledge update skipped: {exc}"]
+        known = {e.trial_number for e in ctx.evaluations}
+        niche_ids = {n.id for n in ctx.niches}
+        changes = []
+        for item in out.heuristics:
+            existing = kb.heuristics.get(item.id) if item.id else None
+            if existing is not None and existing.status in ("accepted", "rejected"):
+                continue  # a person decided: the model cannot overrule
+            key = existing.key if existing else f"llm:{item.text.strip().lower()}"
+            h, created = kb.upsert(
+                key,
+                ctx.round,
+                text=item.text,
+                scope={**ctx.problem.spec(), "niche": item.niche if item.niche in niche_ids else None},
+                confidence=item.confidence,
+                status=item.status,
+                author=self.model,
+                support=[t for t in item.support if t in known],  # invented trial numbers are dropped
+                refute=[t for t in item.refute if t in known],
+                note=f"{'revised' if existing else 'proposed'} by {self.model} from the evidence up to round {ctx.round - 1}",
+            )
+            changes.append(f"{'created' if created else 'updated'} {h.id}: {h.text} [{h.status}, {h.confidence:.2f}]")
+        return changes
+
+    def _update_messages(self, kb: KnowledgeBase, rows: Sequence[Evaluation], ctx: KnowledgeContext) -> list[dict[str, str]]:
+        """The ``kb_update`` prompt: the new evidence and the relevant existing heuristics."""
+        problem = ctx.problem
+        return load_prompt("kb_update").render(
             problem=f"{problem.name} {problem.spec()}",
             objectives=", ".join(f"{o.name} ({o.direction}, {o.unit})" for o in problem.objectives),
             design_format=problem.design_format,
@@ -309,34 +338,6 @@ class LLMReasoner(Reasoner):
                 )
             ],
         )
-        try:
-            out = self.structured(messages, KBUpdateOut, ctx.study, ctx.storage)
-        except LLMReplyError as exc:
-            return [f"knowledge update skipped: {exc}"]
-        known = {e.trial_number for e in ctx.evaluations}
-        niche_ids = {n.id for n in ctx.niches}
-        changes = []
-        for item in out.heuristics:
-            existing = kb.heuristics.get(item.id) if item.id else None
-            if existing is not None and existing.status in ("accepted", "rejected"):
-                continue  # a person decided: the model cannot overrule
-            support = [t for t in item.support if t in known]  # invented trial numbers are dropped
-            refute = [t for t in item.refute if t in known]
-            key = existing.key if existing else f"llm:{item.text.strip().lower()}"
-            h, created = kb.upsert(
-                key,
-                ctx.round,
-                text=item.text,
-                scope={**problem.spec(), "niche": item.niche if item.niche in niche_ids else None},
-                confidence=item.confidence,
-                status=item.status,
-                author=self.model,
-                support=support,
-                refute=refute,
-                note=f"{'revised' if existing else 'proposed'} by {self.model} from the evidence up to round {ctx.round - 1}",
-            )
-            changes.append(f"{'created' if created else 'updated'} {h.id}: {h.text} [{h.status}, {h.confidence:.2f}]")
-        return changes
 
     # ------------------------------------------------------------ tool calling
 

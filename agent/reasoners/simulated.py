@@ -190,30 +190,33 @@ class SimulatedReasoner:
         if not pool:
             return []
         quota = min(req.quota, len(pool))
-        first, second = problem.front_objectives
+        second = problem.front_objectives[1]
         lat = np.array([cheap.get(problem.describe(p), {}).get(second, np.nan) for p in pool])
         knows_cheap = bool(cheap) and not np.isnan(lat).all()
         if self.quality.kind == "oracle":
-            truth = np.array([problem.evaluate(p)[first] for p in pool])  # the simulator's privilege, not the engine's
-            spread = float(np.std(truth)) or 1.0
-            belief = truth + np.random.default_rng(req.seed).normal(0.0, self.quality.noise * spread, len(pool))
-            order = list(np.argsort(-belief, kind="stable"))
-            if knows_cheap:
-                dominated = [
-                    any(v.get(first, -np.inf) >= belief[k] and v.get(second, np.inf) <= lat[k] for _, v in req.elites)
-                    for k in range(len(pool))
-                ]
-                order = [k for k in order if not dominated[k]] + [k for k in order if dominated[k]]
-            return [(pool[k], f"believed {first} {belief[k]:.4g}") for k in order[:quota]]
+            return self._believed(problem, req, pool, lat if knows_cheap else None, quota)
         if not knows_cheap:
             return [(pool[k], "picked without the free objectives") for k in rng.sample(range(len(pool)), quota)]
+        order = list(np.argsort(np.nan_to_num(lat, nan=np.inf), kind="stable"))
         if self.quality.kind == "mutate":
             parent_lat = min((v.get(second, np.inf) for _, v in req.elites), default=np.inf)
-            order = list(np.argsort(np.nan_to_num(lat, nan=np.inf), kind="stable"))
             return [(pool[k], f"{second} {lat[k]:.4g} (fastest elite {parent_lat:.4g})") for k in order[:quota]]
-        ranked = list(np.argsort(np.nan_to_num(lat, nan=np.inf), kind="stable"))
-        picks = [ranked[int(i)] for i in np.linspace(0, len(ranked) - 1, quota).round().astype(int)]  # spread over the latency range
+        picks = [order[int(i)] for i in np.linspace(0, len(order) - 1, quota).round().astype(int)]  # spread over the latency range
         return [(pool[k], f"{second} {lat[k]:.4g}, spread over the range") for k in dict.fromkeys(picks)]
+
+    def _believed(self, problem: Any, req: _Request, pool: list[Point], lat: np.ndarray | None, quota: int) -> list[tuple[Point, str]]:
+        """The oracle's picks: best by its noisy view of the truth; with the free objectives (``lat``), non-dominated first."""
+        first, second = problem.front_objectives
+        truth = np.array([problem.evaluate(p)[first] for p in pool])  # the simulator's privilege, not the engine's
+        spread = float(np.std(truth)) or 1.0
+        belief = truth + np.random.default_rng(req.seed).normal(0.0, self.quality.noise * spread, len(pool))
+        order = list(np.argsort(-belief, kind="stable"))
+        if lat is not None:
+            dominated = [
+                any(v.get(first, -np.inf) >= belief[k] and v.get(second, np.inf) <= lat[k] for _, v in req.elites) for k in range(len(pool))
+            ]
+            order = [k for k in order if not dominated[k]] + [k for k in order if dominated[k]]
+        return [(pool[k], f"believed {first} {belief[k]:.4g}") for k in order[:quota]]
 
 
 class SimulatedEndpoint:

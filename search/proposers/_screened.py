@@ -119,29 +119,47 @@ class ScreenedEAProposer(Proposer):
         evolvable = require_evolvable(problem, self.name)
         if self._encoding is None or self._encoding.problem is not problem:
             self._encoding, self._algo, self._told, self._pending, self._again = _Encoding(problem, self.name), None, set(), {}, []
-        encoding = self._encoding
         rng = random.Random(ctx.seed * 100_003 + ctx.round)
         quota = min(self.round_size, ctx.remaining)
         if quota <= 0:
             return []
         paid = {e.point_id: e for e in ctx.evaluations if e.query}
         known = {e.point_id: e for e in ctx.evaluations}
-        if self._algo is not None and (self._pending or self._again):  # last round's offspring, as one generation
-            self._tell([(x, known[pid]) for pid, x in self._pending.items() if pid in known] + self._again)
-            self._told |= self._pending.keys() & paid.keys()
-        self._pending, self._again = {}, []
+        self._tell_last_round(paid, known)
         if self._algo is None or self._told != paid.keys():
             if not paid:
                 rationale = "initial population, stratified by the cheap objective"
                 return [Proposal(p, rationale=rationale) for p in stratified_design(problem, ctx.seen, rng, quota, 2000)]
             self._start(list(paid.values()), seed=ctx.seed)
             self._told = set(paid)
+        offspring, again = self._breed(problem, known, quota)
+        self._fill_random(evolvable, known, offspring, quota, rng)
+        pids = list(offspring)
+        picks = self._screen(evolvable, paid, [offspring[pid][0] for pid in pids], quota, rng)[: len(pids)]
+        self._pending = {pids[i]: offspring[pids[i]][1] for i, _ in picks}
+        self._again = list({tuple(x): (x, e) for x, e in again}.values())
+        return [
+            Proposal(offspring[pids[i]][0], rationale=why, attrs={"screened_from": len(pids), "generation": int(self._algo.n_gen)})
+            for i, why in picks
+        ]
 
+    def _tell_last_round(self, paid: dict[str, Evaluation], known: dict[str, Evaluation]) -> None:
+        """Tell the algorithm last round's offspring (paid, or evaluated before) as one generation."""
+        if self._algo is not None and (self._pending or self._again):
+            self._tell([(x, known[pid]) for pid, x in self._pending.items() if pid in known] + self._again)
+            self._told |= self._pending.keys() & paid.keys()
+        self._pending, self._again = {}, []
+
+    def _breed(
+        self, problem: Problem, known: dict[str, Evaluation], quota: int
+    ) -> tuple[dict[str, tuple[Point, np.ndarray]], list[tuple[np.ndarray, Evaluation]]]:
+        """Up to :data:`MAX_ASKS` generations of offspring: the unseen ones by id, and those evaluated before (told again)."""
+        assert self._encoding is not None
         offspring: dict[str, tuple[Point, np.ndarray]] = {}
         again: list[tuple[np.ndarray, Evaluation]] = []
         for _ in range(MAX_ASKS):
             for x in self._algo.ask().get("X").astype(int):
-                point = encoding.decode(x)
+                point = self._encoding.decode(x)
                 if point is None:
                     continue
                 pid = problem.point_id(point)
@@ -151,32 +169,39 @@ class ScreenedEAProposer(Proposer):
                     offspring[pid] = (point, x)
             if len(offspring) >= quota:
                 break
-        for _ in range(quota * 20):  # a small space ran out of new offspring: random designs fill the round
+        return offspring, again
+
+    def _fill_random(
+        self,
+        evolvable: Any,
+        known: dict[str, Evaluation],
+        offspring: dict[str, tuple[Point, np.ndarray]],
+        quota: int,
+        rng: random.Random,
+    ) -> None:
+        """A small space ran out of new offspring: random unseen designs fill the round (in place)."""
+        assert self._encoding is not None
+        for _ in range(quota * 20):
             if len(offspring) >= quota:
                 break
             point = evolvable.random_point(rng)
-            if problem.point_id(point) not in known:
-                offspring.setdefault(problem.point_id(point), (point, encoding.encode(point)))
-        pids = list(offspring)
+            if evolvable.point_id(point) not in known:
+                offspring.setdefault(evolvable.point_id(point), (point, self._encoding.encode(point)))
+
+    def _screen(
+        self, evolvable: Any, paid: dict[str, Evaluation], points: list[Point], quota: int, rng: random.Random
+    ) -> list[tuple[int, str]]:
+        """The offspring to pay for (index into ``points``, rationale): ranked by the surrogate once :data:`MIN_PAID` are paid."""
         if len(paid) < MIN_PAID:
-            picks = [(i, f"offspring of generation {self._algo.n_gen}, unscreened (fewer than {MIN_PAID} paid)") for i in range(quota)]
-        else:
-            first = problem.front_objectives[0]
-            evaluations = list(paid.values())
-            y1 = np.array([e.values[first] for e in evaluations])
-            features = evolvable.features([e.point for e in evaluations])
-            model = TreeSurrogate(features, y1, bounds=problem.objectives[0].bounds, seed=rng.randrange(2**31))
-            points = [offspring[pid][0] for pid in pids]
-            picks = [
-                (i, f"offspring of generation {self._algo.n_gen} screened: expected HV gain {gain:.3g} (predicted {first} {mean:.4g})")
-                for i, (mean, gain) in greedy_ehvi(problem, model, evaluations, points, quota)
-            ]
-        picks = picks[: len(pids)]
-        self._pending = {pids[i]: offspring[pids[i]][1] for i, _ in picks}
-        self._again = list({tuple(x): (x, e) for x, e in again}.values())
+            return [(i, f"offspring of generation {self._algo.n_gen}, unscreened (fewer than {MIN_PAID} paid)") for i in range(quota)]
+        first = evolvable.front_objectives[0]
+        evaluations = list(paid.values())
+        y1 = np.array([e.values[first] for e in evaluations])
+        features = evolvable.features([e.point for e in evaluations])
+        model = TreeSurrogate(features, y1, bounds=evolvable.objectives[0].bounds, seed=rng.randrange(2**31))
         return [
-            Proposal(offspring[pids[i]][0], rationale=why, attrs={"screened_from": len(pids), "generation": int(self._algo.n_gen)})
-            for i, why in picks
+            (i, f"offspring of generation {self._algo.n_gen} screened: expected HV gain {gain:.3g} (predicted {first} {mean:.4g})")
+            for i, (mean, gain) in greedy_ehvi(evolvable, model, evaluations, points, quota)
         ]
 
     def _start(self, paid: Sequence[Evaluation], *, seed: int) -> None:

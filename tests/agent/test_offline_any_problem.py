@@ -36,7 +36,15 @@ def _proposals(problem: PipelineProblem, paid: list[Evaluation], heuristics: tup
     niche = problem.niches()[2]  # pp4-7: most configurations of the example cluster live here
     elites = tuple(e for e in paid if niche.contains(e.point))[:4]
     request = ProposeRequest(
-        problem, niche, 20, elites, heuristics, tuple(paid), frozenset(e.point_id for e in paid), 1, random.Random(seed)
+        problem=problem,
+        niche=niche,
+        quota=20,
+        elites=elites,
+        heuristics=heuristics,
+        evaluations=tuple(paid),
+        seen=frozenset(e.point_id for e in paid),
+        round=1,
+        rng=random.Random(seed),
     )
     return [p.point for p in OfflineReasoner().propose(request)]
 

@@ -37,7 +37,17 @@ GOOD = json.dumps({"candidates": [{"design": ARCH, "rationale": "r"}]})
 
 def _request(problem: NB201Problem, storage: str, quota: int = 2, round_no: int = 1) -> ProposeRequest:
     return ProposeRequest(
-        problem, single_niche()[0], quota, (), (), (), frozenset(), round_no, random.Random(0), study="s", storage=storage
+        problem=problem,
+        niche=single_niche()[0],
+        quota=quota,
+        elites=(),
+        heuristics=(),
+        evaluations=(),
+        seen=frozenset(),
+        round=round_no,
+        rng=random.Random(0),
+        study="s",
+        storage=storage,
     )
 
 
@@ -263,15 +273,15 @@ def test_a_better_simulated_reasoner_proposes_better_designs(storage: str) -> No
             got = []
             for k in range(4):
                 request = ProposeRequest(
-                    problem,
-                    single_niche()[0],
-                    6,
-                    elites,
-                    (),
-                    tuple(paid),
-                    frozenset(),
-                    k + 1,
-                    random.Random(k),
+                    problem=problem,
+                    niche=single_niche()[0],
+                    quota=6,
+                    elites=elites,
+                    heuristics=(),
+                    evaluations=tuple(paid),
+                    seen=frozenset(),
+                    round=k + 1,
+                    rng=random.Random(k),
                     study=f"{model}{k}",
                     storage=storage,
                 )
