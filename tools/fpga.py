@@ -59,7 +59,7 @@ class LengthAwareArgs(ToolArgs):
     device: Literal["zu3eg", "zcu102", "alveo-u280"] = config_field(
         FpgaConfig, "device", description="FPGA board preset (DSP slices, on-chip KiB, DDR GB/s, clock)"
     )
-    split: str = Field("4:3:1", description="PE shares matmul:attention:softmax")
+    split: str = config_field(FpgaConfig, "split")
     cores: str = Field("1:1:1", description="cores per engine matmul:attention:softmax (each runs one task at a time)")
     tile_m: int = config_field(FpgaConfig, "tile_m")
     tile_n: int = config_field(FpgaConfig, "tile_n")

@@ -34,7 +34,7 @@ class QuantArgs(ToolArgs):
         ),
     )
     finetune_epochs: int = config_field(QuantConfig, "finetune_epochs")
-    accuracy_drop_max: float = Field(1.0, ge=0, le=100, description="greedy only: largest val accuracy drop vs float32, percentage points")
+    accuracy_drop_max: float = config_field(QuantConfig, "accuracy_drop_max")
     seed: int = config_field(QuantConfig, "seed", description="seed of fine-tuning (and the Hutchinson probes of hawq)")
 
 

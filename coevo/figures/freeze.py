@@ -22,6 +22,7 @@ import torch
 
 from coevo.figures._common import command_line, figure_parser, mean_std, read_csv, write_csv, write_markdown
 from coevo.sim.freeze import FreezeConfig, train_zoo
+from coevo.sim.freeze.config import FreezeFamilyConfig
 
 NAME = "freeze"
 
@@ -48,14 +49,21 @@ def rows(epochs: int, freeze_at: tuple[int | None, ...]) -> list[tuple[str, Free
     ]
 
 
-def main(argv: list[str] | None = None) -> None:
+def parser() -> argparse.ArgumentParser:
+    """The figure's options; the model is the family's search model (``FreezeFamilyConfig.search_model``)."""
     ap = figure_parser(NAME, __doc__)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--model", default="cnn-digits")
+    ap.add_argument("--model", default=FreezeFamilyConfig.search_model)
+    # 20, not FreezeFamilyConfig.search_epochs (8): the committed figure's experiment setting
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--freeze-at", type=int, nargs=2, default=[6, 10], help="fixed schedule: epochs before blocks 1 and 2 freeze")
     ap.add_argument("--tag", default="", help="suffix of the output names (freeze<tag>.md/.csv)")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Train every configuration of every seed (unless ``--report-only``), then write freeze<tag>.md."""
+    args = parser().parse_args(argv)
     torch.set_num_threads(1)
     out, command = args.out, command_line(NAME, argv)
     out.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ to ``docs/bench/prune/prune.md`` from that file::
 
 from __future__ import annotations
 
+import argparse
 import csv
 import platform
 import statistics
@@ -22,11 +23,13 @@ import torch
 
 from coevo.figures._common import command_line, figure_parser, read_csv, record_provenance, write_markdown
 from coevo.search.prune.run import prune_zoo, zoo_model
+from coevo.sim.prune.config import PruneConfig
 
 NAME = "prune"
 
 SCORES = ("magnitude", "wanda", "var", "cos", "cos+var", "sparsegpt")
-PATTERNS = ("unstructured", "2:4")
+"""Every score is measured; the family's default (``PruneConfig.score``, cos+var) is one of them."""
+PATTERNS = (PruneConfig.pattern, "2:4")
 FIELDS = ["model", "pattern", "score", "calib_tokens", "seed", "sparsity", "test_ppl_dense", "test_ppl", "wall_s"]
 
 
@@ -48,7 +51,7 @@ def run(model: str, seeds: list[int], calibs: list[int], max_batches: int | None
                         known = score == "magnitude" and pattern in magnitude
                         out = prune_zoo(
                             zm,
-                            0.5,
+                            PruneConfig.sparsity,
                             pattern=pattern,
                             score=score,
                             calib_tokens=calib,
@@ -183,13 +186,20 @@ def _verdict(medians: dict[tuple[str, str, int], float], cell: Cell, calibs: lis
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
+def parser() -> argparse.ArgumentParser:
+    """The figure's options; the model is the family's (``PruneConfig.model``)."""
     ap = figure_parser(NAME, __doc__)
-    ap.add_argument("--model", default="lm-pydoc")
+    ap.add_argument("--model", default=PruneConfig.model)
     ap.add_argument("--seeds", default="0,1,2")
+    # two lengths, not PruneConfig.calib_tokens (256): the committed figure's experiment setting
     ap.add_argument("--calib", default="32,512", help="calibration lengths in tokens")
     ap.add_argument("--max-batches", type=int, default=None, help="test batches of 64 sequences to evaluate (default: all)")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Measure (unless ``--report-only``), then write prune.md from prune.csv."""
+    args = parser().parse_args(argv)
     out, command = Path(args.out), command_line(NAME, argv)
     csv_path, md_path = out / "prune.csv", out / "prune.md"
     started = time.time()

@@ -14,6 +14,7 @@ the same seeds (paired where layouts coincide).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -27,13 +28,19 @@ from typing import Any
 import torch
 
 from coevo.figures._common import command_line, figure_parser, read_csv, write_csv, write_markdown
-from coevo.sim.reram import CrossbarConfig, Protection, Summary, evaluate_under_faults, prepare
+from coevo.sim.reram import Protection, Summary, evaluate_under_faults, parse_ratio, prepare
+from coevo.sim.reram.config import ReramConfig
 from coevo.sim.zoo import load
 
 NAME = "reram"
-CFG = CrossbarConfig(rows=64, cols=64, weight_bits=8, bits_per_cell=2)
-FT = {"mlp-digits": 5, "lm-pydoc-tiny": 1}
-"""Masked fine-tuning epochs after pruning, per model (the pruned schemes say 'ft' in their label)."""
+CFG = ReramConfig().crossbar()
+RATIO = ReramConfig.sa0_sa1
+"""The SA0:SA1 ratio every scheme runs at; the figure adds 1:1 (more SA1) for the main schemes on the MLP."""
+FT = {ReramConfig.model: 5, "lm-pydoc-tiny": 1}
+"""Masked fine-tuning epochs after pruning, per model (the pruned schemes say 'ft' in their label).
+
+An experiment setting, not the family's default (``ReramConfig.finetune_epochs`` is 0, no fine-tuning).
+"""
 
 
 def schemes(model: str) -> list[tuple[str, Protection]]:
@@ -41,16 +48,13 @@ def schemes(model: str) -> list[tuple[str, Protection]]:
     ft = FT[model]
     out = [
         ("none", Protection()),
-        ("spare 2+2 (baseline)", Protection(spare_rows=2, spare_cols=2)),
-        ("msb", Protection(msb=1)),
-        ("dup (padding only)", Protection(dup=True)),
-        ("prune (no dup)", Protection(prune_rows=0.1, prune_cols=0.1, finetune_epochs=ft)),
-        ("prune+dup", Protection(prune_rows=0.1, prune_cols=0.1, dup=True, finetune_epochs=ft)),
-        ("prune+dup+msb", Protection(prune_rows=0.1, prune_cols=0.1, dup=True, msb=1, finetune_epochs=ft)),
-        (
-            "prune+dup+msb, maps unknown",
-            Protection(prune_rows=0.1, prune_cols=0.1, dup=True, msb=1, finetune_epochs=ft, knowledge="unknown"),
-        ),
+        ("spare 2+2 (baseline)", Protection.parse("spare")),
+        ("msb", Protection.parse("msb")),
+        ("dup (padding only)", Protection.parse("dup")),
+        ("prune (no dup)", Protection.parse("prune", finetune_epochs=ft)),
+        ("prune+dup", Protection.parse("prune+dup", finetune_epochs=ft)),
+        ("prune+dup+msb", Protection.parse("prune+dup+msb", finetune_epochs=ft)),
+        ("prune+dup+msb, maps unknown", Protection.parse("prune+dup+msb", finetune_epochs=ft, knowledge="unknown")),
     ]
     if model == "lm-pydoc-tiny":  # the LM is 20-50x slower per fault map: the main curves only
         keep = {"none", "spare 2+2 (baseline)", "msb", "prune+dup+msb"}  # the unknown-map vote reads every bitline: too slow here
@@ -69,12 +73,11 @@ def run(maps: int, models: list[str]) -> list[dict[str, Any]]:
             return float(zm.evaluate(m, "test", max_batches=max_batches))
 
         rates = [0.0, 0.01, 0.02, 0.03, 0.04, 0.05] if not lm else [0.0, 0.01, 0.03, 0.05]
-        ratios = ["9:1", "1:1"] if not lm else ["9:1"]
+        ratios = [RATIO, "1:1"] if not lm else [RATIO]
         for ratio in ratios:
-            a, b = (float(x) for x in ratio.split(":"))
-            share = a / (a + b)
+            share = parse_ratio(ratio)
             for name, prot in schemes(model):
-                if ratio != "9:1" and name not in ("none", "spare 2+2 (baseline)", "prune+dup+msb", "msb"):
+                if ratio != RATIO and name not in ("none", "spare 2+2 (baseline)", "prune+dup+msb", "msb"):
                     continue
                 started = time.perf_counter()
                 plan = prepare(zm, CFG, prot)
@@ -209,12 +212,18 @@ def write_md(out: Path, rows: list[dict[str, Any]], maps: int, seconds: float, l
     write_markdown(out / "reram.md", "\n".join(lines) + "\n", command)
 
 
+def parser() -> argparse.ArgumentParser:
+    """The figure's options; the first model is the family's (``ReramConfig.model``)."""
+    ap = figure_parser(NAME, __doc__)
+    # 20, not ReramConfig.fault_maps (10): the committed figure's experiment setting
+    ap.add_argument("--maps", type=int, default=20, help="fault maps per (scheme, rate) point")
+    ap.add_argument("--models", default=f"{ReramConfig.model},lm-pydoc-tiny")
+    return ap
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Measure (unless ``--report-only``), then write reram.md and the plots."""
-    ap = figure_parser(NAME, __doc__)
-    ap.add_argument("--maps", type=int, default=20, help="fault maps per (scheme, rate) point")
-    ap.add_argument("--models", default="mlp-digits,lm-pydoc-tiny")
-    args = ap.parse_args(argv)
+    args = parser().parse_args(argv)
     out, command = args.out, command_line(NAME, argv)
     torch.set_num_threads(1)
     out.mkdir(parents=True, exist_ok=True)

@@ -24,6 +24,7 @@ class FpgaConfig:
         default=64,
         metadata={"help": "processing elements, at most what the device's DSP slices allow", "unit": "PEs", "ge": 3},
     )
+    split: str = field(default="4:3:1", metadata={"help": "PE shares matmul:attention:softmax"})
     lanes: int = field(default=Accelerator.lanes, metadata={"help": "int8 MACs per PE", "unit": "MACs"})
     tile_m: int = field(default=Accelerator.tile_m, metadata={"help": "GEMM tile: output rows (tokens)", "ge": 1, "le": 1024})
     tile_n: int = field(default=Accelerator.tile_n, metadata={"help": "GEMM tile: output columns", "ge": 1, "le": 1024})

@@ -3,7 +3,8 @@
 ``tools/quant.py`` (``quant.class_based``) and ``search/quant/problem.py`` (the ``quant`` problem)
 read their defaults and bounds from :class:`QuantConfig`; the bit widths a group may take are
 :data:`coevo.sim.quant.CANDIDATES`. ``search_finetune_epochs`` is the problem's per-design
-budget, smaller than one tool call's because a search fine-tunes every design.
+budget, smaller than one tool call's because a search fine-tunes every design;
+``accuracy_drop_max`` is the greedy search's tolerance (the tool's argument and the figure's ``--max-drop``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ class QuantConfig:
         },
     )
     seed: int = field(default=0, metadata={"help": "seed of fine-tuning (the order of the training batches)", "ge": 0})
+    accuracy_drop_max: float = field(
+        default=1.0,
+        metadata={"help": "greedy only: largest val accuracy drop vs float32, percentage points", "unit": "pp", "ge": 0, "le": 100},
+    )
 
 
 __all__ = ["QuantConfig"]

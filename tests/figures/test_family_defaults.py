@@ -1,0 +1,186 @@
+"""The figures of the method families take their defaults from the families' configurations (sim/<family>/config.py).
+
+Each test reads a figure's argparse defaults (``module.parser()``) and module settings, and checks
+them against the family's configuration, so that a default written again in a figure, or a
+configuration that moves away from what a figure uses, fails here. Where the committed data record
+the setting (a model name, a split, a protection label), the test also checks that the data were made
+with it: a configuration that drifts from the committed figures fails too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import typing
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+from coevo.figures import fpga_schedule, freeze, he_gcn, prune, quant, reram, spmm, stepping
+from coevo.figures._common import read_csv
+from coevo.search.lingcn.problem import LinGcnOptions
+from coevo.sim.fpga.config import FpgaConfig
+from coevo.sim.freeze.config import FreezeFamilyConfig
+from coevo.sim.graph.config import SpmmConfig
+from coevo.sim.he.ckks import compile_plan, depth_and_counts, params_for_depth
+from coevo.sim.he.config import HeConfig
+from coevo.sim.he.data import load_dataset
+from coevo.sim.he.model import Recipe
+from coevo.sim.he.run import he_gcn as run_he_gcn
+from coevo.sim.prune.config import PruneConfig
+from coevo.sim.quant import greedy_search
+from coevo.sim.quant.config import QuantConfig
+from coevo.sim.reram import CrossbarConfig, Protection
+from coevo.sim.reram.config import ReramConfig
+from coevo.sim.stepping.config import SteppingConfig
+from coevo.tools.fpga import LengthAwareArgs
+from coevo.tools.he import HEGcnArgs
+from coevo.tools.quant import QuantArgs
+
+BENCH = Path(__file__).resolve().parents[2] / "docs" / "bench"
+
+
+def defaults(module: ModuleType) -> argparse.Namespace:
+    """The options a figure runs with when none is given."""
+    return module.parser().parse_args([])
+
+
+def literal_values(model: Any, field: str) -> set[str]:
+    return set(typing.get_args(model.model_fields[field].annotation))
+
+
+def test_reram_figure_uses_the_family_crossbar_model_and_ratio() -> None:
+    models = defaults(reram).models.split(",")
+    assert models[0] == ReramConfig.model
+    assert reram.CFG == ReramConfig().crossbar() == CrossbarConfig()
+    assert ReramConfig.sa0_sa1 == reram.RATIO
+    rows = read_csv(BENCH / "reram" / "reram.csv")
+    assert {r["model"] for r in rows} == set(models)
+    # every scheme's protection is the one the committed data were measured with (its label names each setting)
+    for model in models:
+        label = {name: p.label for name, p in reram.schemes(model)}
+        assert {(r["scheme"], r["protection"]) for r in rows if r["model"] == model} == set(label.items())
+        # at the family's ratio every scheme runs; the other ratio has only some of them
+        at_default = {r["scheme"] for r in rows if r["model"] == model and r["sa0_sa1"] == ReramConfig.sa0_sa1}
+        assert at_default == set(label)
+    pruned = dict(reram.schemes(ReramConfig.model))["prune+dup+msb"]
+    assert pruned == Protection(prune_rows=0.1, prune_cols=0.1, dup=True, msb=1, finetune_epochs=reram.FT[ReramConfig.model])
+
+
+def test_prune_figure_uses_the_family_model_pattern_score_and_sparsity() -> None:
+    assert defaults(prune).model == PruneConfig.model
+    assert prune.PATTERNS[0] == PruneConfig.pattern
+    assert PruneConfig.score in prune.SCORES
+    rows = read_csv(BENCH / "prune" / "prune.csv")
+    assert {r["model"] for r in rows} == {PruneConfig.model}
+    assert {r["pattern"] for r in rows} == set(prune.PATTERNS)
+    assert {r["score"] for r in rows} == set(prune.SCORES)
+    assert {float(r["sparsity"]) for r in rows} == {PruneConfig.sparsity}
+
+
+def test_quant_figure_uses_the_family_model_and_greedy_tolerance() -> None:
+    args = defaults(quant)
+    assert args.model == QuantConfig.model
+    # one tolerance: the figure's --max-drop, the tool's accuracy_drop_max and the simulator's own default
+    assert args.max_drop == QuantConfig.accuracy_drop_max
+    assert QuantArgs.model_fields["accuracy_drop_max"].default == QuantConfig.accuracy_drop_max
+    assert inspect.signature(greedy_search).parameters["max_drop"].default == QuantConfig.accuracy_drop_max
+    rows = read_csv(BENCH / "quant" / "quant.csv")
+    assert {r["model"] for r in rows} == {QuantConfig.model}
+    assert f"greedy (max drop {QuantConfig.accuracy_drop_max:g} pp)" in {r["method"] for r in rows}
+
+
+def test_freeze_figure_trains_the_family_search_model() -> None:
+    assert defaults(freeze).model == FreezeFamilyConfig.search_model
+    assert {r["model"] for r in read_csv(BENCH / "freeze" / "freeze.csv")} == {FreezeFamilyConfig.search_model}
+
+
+def test_stepping_figure_uses_the_family_model_and_steps() -> None:
+    args = defaults(stepping)
+    assert args.models[0] == SteppingConfig.model
+    assert args.steps == list(SteppingConfig.steps)
+    assert SteppingConfig.model in {e.split("=")[0] for e in args.epochs}  # every default model has its epochs
+    rows = read_csv(BENCH / "stepping" / "stepping.csv")
+    assert {r["model"] for r in rows} == set(args.models)
+    assert sorted({float(r["target"]) for r in rows}) == list(SteppingConfig.steps)
+
+
+def test_fpga_figure_uses_the_family_split_and_the_tool_the_same() -> None:
+    assert next(iter(fpga_schedule.SPLITS)) == FpgaConfig.split == LengthAwareArgs.model_fields["split"].default
+    assert fpga_schedule.SPLITS[FpgaConfig.split] == (4.0, 3.0, 1.0)
+    assert {r["split"] for r in read_csv(BENCH / "fpga" / "schedule.csv")} == set(fpga_schedule.SPLITS)
+
+
+def test_fpga_figure_reproduces_its_committed_rows_with_the_family_accelerator() -> None:
+    # the model, board, PEs, buckets and draw seed of the family give the committed cycle counts (first draw, batch 8)
+    fields = ("split", "batch", "draw", "attention", "method", "makespan_cycles", "lower_bound_cycles")
+    committed = [r for r in read_csv(BENCH / "fpga" / "schedule.csv") if r["batch"] == "8" and r["draw"] == "0"]
+    assert committed
+    measured = fpga_schedule.run_batches([8], 1)
+    assert [tuple(str(r[k]) for k in fields) for r in measured] == [tuple(r[k] for k in fields) for r in committed]
+    # part 2 (the family's search model on the same board): everything but CP-SAT's own answer, which its time limit sets
+    fields = ("cores", "draw", "lengths", "tasks", "simple_bound_cycles", *(f"{m}_cycles" for m in fpga_schedule.METHODS))
+    committed = [r for r in read_csv(BENCH / "fpga" / "schedule_cpsat.csv") if r["draw"] == "0"]
+    assert committed
+    measured = fpga_schedule.run_cpsat(1, 0.2, 4)
+    assert [tuple(str(r[k]) for k in fields) for r in measured] == [tuple(r[k] for k in fields) for r in committed]
+
+
+def test_he_figure_uses_the_family_datasets_width_and_budgets() -> None:
+    assert he_gcn.DATASETS[0] == HeConfig.dataset
+    assert set(he_gcn.DATASETS) == literal_values(HEGcnArgs, "dataset") == literal_values(LinGcnOptions, "dataset")
+    assert (HeConfig.hidden,) * 2 == he_gcn.HIDDEN
+    assert he_gcn.ENCRYPTED in he_gcn.DATASETS and defaults(he_gcn).encrypt == [he_gcn.ENCRYPTED]
+    # the figure's budgets are the family's, which are the recipe's and the runner's own defaults
+    assert {"teacher_epochs": Recipe.teacher_epochs, "epochs": Recipe.epochs} == he_gcn.BUDGET
+    assert inspect.signature(run_he_gcn).parameters["scale_bits"].default == HeConfig.scale_bits
+    assert {r["dataset"] for r in read_csv(BENCH / "he" / "he.csv")} == set(he_gcn.DATASETS)
+
+
+@pytest.mark.parametrize("dataset", he_gcn.DATASETS)
+def test_he_figure_width_and_scale_give_the_committed_baseline_counts(dataset: str) -> None:
+    # the all-polynomial baseline's CKKS plan depends on the structure only (widths, nodes, scale), not on trained
+    # values: compiled with any nonzero weights at the figure's widths it has the committed depth, ring, chain and counts
+    data = load_dataset(dataset)
+    n, (h1, h2) = data.adj.shape[0], he_gcn.HIDDEN
+    rng = np.random.default_rng(0)
+    convs = [(rng.uniform(0.5, 1.0, (3, h1)), np.zeros(h1)), (rng.uniform(0.5, 1.0, (h1, h2)), np.zeros(h2))]
+    head = (np.ones((n * h2, 10)), np.zeros(10))
+    plan = compile_plan(data.adj, data.coords, convs, np.ones((2, n, 3)), np.zeros((2, n)), [1.0, 1.0], head, "flatten", 4)
+    depth, counts, _ = depth_and_counts(plan)
+    params = params_for_depth(depth, HeConfig.scale_bits)
+    committed = [r for r in read_csv(BENCH / "he" / "he.csv") if r["dataset"] == dataset and float(r["keep"]) == 0.0]
+    assert committed
+    for r in committed:
+        assert (int(r["depth"]), int(r["poly_modulus_degree"]), int(r["chain_bits"])) == (
+            depth,
+            params.poly_modulus_degree,
+            params.total_bits,
+        )
+        assert (int(r["mul_plain"]), int(r["ct_mul"])) == (counts["mul_plain"], counts["mul"])
+
+
+def test_spmm_figure_tunes_with_the_family_width_and_repeats(monkeypatch: pytest.MonkeyPatch) -> None:
+    args = defaults(spmm)
+    assert args.tune_width == SpmmConfig.feature_dim
+    built: dict[str, Any] = {}
+
+    class Stop(Exception):
+        pass
+
+    def record(**options: Any) -> None:
+        built.update(options)
+        raise Stop  # the options are all this test needs: no search runs
+
+    monkeypatch.setattr(spmm, "SpmmProblem", record)
+    with pytest.raises(Stop):
+        spmm.tune(args.budget, max(args.threads), args.tune_width, seed=0)
+    assert built == {"graph": "rmat-1m@1", "feature_dim": SpmmConfig.feature_dim, "threads": 2, "repeats": SpmmConfig.repeats}
+    assert built["graph"].split("@")[0] == SpmmConfig.search_graph
+    # the committed page states the tuning's settings: they are the family's
+    page = (BENCH / "spmm" / "spmm.md").read_text()
+    assert f"on **{built['graph']}** (R-MAT seed 1) at F = {SpmmConfig.feature_dim}" in page
+    assert f"{SpmmConfig.repeats} timed runs per design" in page
