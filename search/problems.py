@@ -83,7 +83,7 @@ def check_problem_class(cls: Any, where: str) -> None:
     """Raise :class:`UserInputError` unless ``cls`` keeps the :class:`Problem` contract (declarations, not behaviour).
 
     Behaviour (round trips, niches, determinism) is checked by the conformance suite,
-    tests/search/test_problem_conformance.py, which every registered problem runs.
+    :mod:`coevo.testing.problems`, which every registered problem runs (and a plug-in's can).
     """
     head = f"problem {where!r}"
     if not (isinstance(cls, type) and issubclass(cls, Problem)):
