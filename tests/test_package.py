@@ -37,12 +37,15 @@ from importlib.resources import files
 import coevo
 import coevo.search.problem
 problem = sys.modules["coevo.search.problem"]  # the attribute coevo.search is the API function coevo re-exports
+import coevo.testing.problems, coevo.testing.proposers, coevo.testing.tools  # the suites a plug-in runs
 data = {}
 for package, (sub, pattern) in json.loads(sys.argv[1]).items():
     folder = files(package).joinpath(sub) if sub else files(package)
     data[package] = sorted(p.name for p in folder.iterdir() if fnmatch.fnmatch(p.name, pattern))
 editable = [m for m in sys.modules if "editable" in m]
-print(json.dumps({"coevo": coevo.__file__, "problem": problem.__file__, "data": data, "editable": editable}))
+suites = len(coevo.testing.tools.CHECKS) + len(coevo.testing.problems.CHECKS) + len(coevo.testing.proposers.CHECKS)
+found = {"coevo": coevo.__file__, "problem": problem.__file__, "data": data, "editable": editable}
+print(json.dumps({**found, "suites": suites, "pytest": "pytest" in sys.modules}))
 """
 """Run by the installed Python: where coevo came from, and the package data it finds."""
 
@@ -103,6 +106,7 @@ def test_the_installed_wheel_imports_from_outside_the_checkout(installed: tuple[
     found = json.loads(probe.stdout)
     assert Path(found["coevo"]).is_relative_to(site) and Path(found["problem"]).is_relative_to(site)  # the wheel's, not the checkout's
     assert not found["editable"]  # the editable install's finder is not active
+    assert found["suites"] > 0 and not found["pytest"]  # the conformance suites ship, and importing them needs no pytest
     for package, (sub, pattern) in DATA.items():
         shipped = sorted(p.name for p in in_checkout(package, sub).glob(pattern))
         assert shipped and found["data"][package] == shipped, package
