@@ -74,7 +74,7 @@ def problem_class(name: str) -> type[Problem]:
     else:
         raise unknown_name("problem", name, problem_names()) from None
     check_problem_class(cls, name)
-    if not inspect.getattr_static(cls, _REF_ATTR, None):
+    if _REF_ATTR not in vars(cls):  # the class's own: a subclass of a loaded class is not its parent
         setattr(cls, _REF_ATTR, ref)
     return cls
 
@@ -83,7 +83,7 @@ def check_problem_class(cls: Any, where: str) -> None:
     """Raise :class:`UserInputError` unless ``cls`` keeps the :class:`Problem` contract (declarations, not behaviour).
 
     Behaviour (round trips, niches, determinism) is checked by the conformance suite,
-    tests/search/test_problem_conformance.py, which every registered problem runs.
+    :mod:`coevo.testing.problems`, which every registered problem runs (and a plug-in's can).
     """
     head = f"problem {where!r}"
     _check_declarations(cls, head)
@@ -187,7 +187,7 @@ def normalized_spec(spec: Mapping[str, Any], *, reference: str | None = None) ->
 def problem_reference(problem: Problem) -> str:
     """How to load ``problem``'s class again (in a worker, on resume): its registered name, or a reference to its class."""
     cls = type(problem)
-    ref = inspect.getattr_static(cls, _REF_ATTR, None)
+    ref = vars(cls).get(_REF_ATTR)
     if isinstance(ref, str):
         return ref
     if cls.name in BUILTIN:

@@ -80,6 +80,10 @@ class Tool(ABC):
     ``loads_code`` names the arguments that may name the user's Python code
     (``path/to/file.py:function``, ``module:object``). :class:`tools.CallPolicy` checks
     these for every call a model makes (see :mod:`tools._policy`).
+
+    What the conformance suite (:mod:`coevo.testing.tools`) needs to know is declared too:
+    ``measured_fields`` it leaves out when it compares two calls, and ``slow_example`` makes
+    the checks that run the example slow.
     """
 
     name: ClassVar[str]
@@ -90,6 +94,10 @@ class Tool(ABC):
     confirm: ClassVar[bool] = False
     writes: ClassVar[dict[str, Target]] = {}
     loads_code: ClassVar[tuple[str, ...]] = ()
+    measured_fields: ClassVar[frozenset[str]] = frozenset()
+    """Result fields, at any depth, that measure the machine (time, memory, timing noise): two identical calls differ in them."""
+    slow_example: ClassVar[bool] = False
+    """True when ``example`` takes minutes: test suites mark the checks that run it slow."""
 
     @abstractmethod
     def run(self, args: Any) -> ToolResult:

@@ -40,6 +40,7 @@ class AttentionSparse(Tool):
     """Perplexity, top-k recall and operation counts of a zoo LM with sparse attention (no retraining)."""
 
     name = "attention.sparse"
+    measured_fields = frozenset({"wall_s"})
     description = (
         "Replace the exact causal attention of a zoo language model (lm-pydoc, lm-pydoc-tiny; trained on first use) by a "
         "sparse operator without retraining: top-k keys per query chosen by low-bit quantized Q/K pre-scores "

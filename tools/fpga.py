@@ -86,6 +86,7 @@ class ScheduleLengthAware(Tool):
     """Length-aware scheduling vs padding and bucketing on a cycle-level FPGA transformer accelerator model."""
 
     name = "schedule.length_aware"
+    measured_fields = frozenset({"solve_s", "wall_s"})  # solve_s: CP-SAT's solve time
     description = (
         "Schedule batches of real sentence lengths (Python's pydoc topics, in bytes) or given lengths on a cycle-level model of an "
         "FPGA transformer accelerator (PEs split between matmul, attention and softmax engines, tiled GEMMs under an on-chip "

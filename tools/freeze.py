@@ -62,6 +62,7 @@ class FreezeTrain(Tool):
     """Train a zoo CNN with layer freezing and a compressed on-disk feature cache; compare with full training and naive freezing."""
 
     name = "freeze.train"
+    measured_fields = frozenset({"wall_s", "cpu_s", "cache_io_s"})
     description = (
         "Train a zoo CNN (cnn-mnist5k, cnn-digits) from scratch while freezing early blocks on a schedule (fixed epochs, or "
         "auto: CKA / gradient-norm plateau). With method=cache the frozen prefix's outputs go to an on-disk cache "

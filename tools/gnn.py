@@ -56,6 +56,7 @@ class GnnCircuit(Tool):
     """Train and time the heterogeneous circuit GNN (dynamic ReLU, sparse-feature SpMM, concurrency) on a real netlist."""
 
     name = "gnn.circuit"
+    measured_fields = frozenset({"timing", "wall_s"})  # timing: forward/backward times
     description = (
         "Synthesise a Verilog design with Yosys to a gate-level netlist (cached), build its heterogeneous graph (cell and "
         "net nodes, typed pin edges) and per-cell labels (logic depth, arrival time, fan-out cone), train a heterogeneous "

@@ -57,6 +57,7 @@ class KernelSpmm(Tool):
     """Time ``Y = A X`` by the degree-block method and its baselines on one graph."""
 
     name = "kernel.spmm"
+    measured_fields = frozenset({"timings", "speedup_of_degree_block", "plan_ms", "wall_s"})  # the timed runs
     description = (
         "Sparse x dense matrix product Y = A X (A: a graph's CSR adjacency, X: F dense feature columns), the aggregation of "
         "a GCN layer. Methods: degree-block (rows sorted by degree, grouped into blocks of balanced work, long rows split "

@@ -20,6 +20,7 @@ class ModelsList(Tool):
     """The zoo's models with task, size, metric and whether they are trained and cached."""
 
     name = "models.list"
+    measured_fields = frozenset({"train_s"})  # the recorded training time of cached models
     description = (
         "List the model zoo: name, task, parameters, data, metric, and cache state "
         "(trained models show their baseline validation/test metric)."
@@ -59,6 +60,7 @@ class ModelsBuild(Tool):
     """Train a zoo model (or load it from the cache) and report its baseline metric."""
 
     name = "models.build"
+    measured_fields = frozenset({"wall_s"})
     description = "Train a zoo model on its real data with fixed seeds and cache it (a second call loads it); report its baseline metric."
     Args = BuildArgs
     example: ClassVar[dict[str, Any]] = {"model": "cnn-digits"}

@@ -72,6 +72,7 @@ class NocSimulate(Tool):
     """Cycle-level simulation of a Benes optical NoC or an SDM mesh with QoS routing."""
 
     name = "noc.simulate"
+    measured_fields = frozenset({"cycles_per_s"})  # the simulator's speed on this machine
     description = (
         "Simulate a network-on-chip cycle by cycle: a circuit-switched Benes optical NoC (bit-controlled or adaptive path "
         "setup with per-stage control latency, an ACK before data, optional holding at a blocked switch; delay, throughput, "
@@ -102,6 +103,7 @@ class NocPlot(Tool):
     """Delay and throughput vs offered load curves (PNG) for several routings."""
 
     name = "noc.plot"
+    measured_fields = frozenset({"cycles_per_s", "wall_s"})
     description = (
         "Sweep offered load for one or more routings of a Benes or mesh NoC and write a PNG with delay (mean and p99) and "
         "throughput vs load; returns the file, each point's numbers, and the load where each routing saturates "
@@ -205,6 +207,8 @@ class CompressEnergyAware(Tool):
     """Energy-aware layer-wise INT8 weight restriction inside quantization-aware training, vs layer-agnostic and INT8."""
 
     name = "compress.energy_aware"
+    measured_fields = frozenset({"wall_s"})
+    slow_example = True  # trains a CNN and its QAT variants (about 2 minutes on 2 cores)
     description = (
         "Take a zoo CNN on real digits (cnn-digits or cnn-mnist5k), measure each layer's MAC energy per INT8 weight value "
         "on its real activations and partial sums (bit-level weight-stationary model, transitions grouped by MSB Hamming "

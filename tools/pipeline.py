@@ -182,6 +182,7 @@ class PipelineSimulate(Tool):
     """Simulate one pipeline-parallel training step of a plan and schedule on a cluster."""
 
     name = "pipeline.simulate"
+    measured_fields = frozenset({"solve_s"})  # schedule=ilp: CP-SAT's solve time
     description = (
         "Simulate one pipeline-parallel training step (discrete events: compute per stage, transfers per link) for a plan "
         "(a pipeline.plan handle, or model + devices + method) and schedule (gpipe, 1f1b, wave, interleaved, zb-h1, or ilp: "

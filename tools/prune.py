@@ -40,6 +40,7 @@ class PruneActivation(Tool):
     """Prune a zoo model layer by layer with an activation-aware score; dense vs pruned val/test metric."""
 
     name = "prune.activation"
+    measured_fields = frozenset({"wall_s"})
     description = (
         "Prune the nn.Linear layers inside the transformer blocks of a zoo model (not embeddings or head) to a "
         "sparsity, unstructured or N:M (2:4, 4:8), scoring weights by magnitude, Wanda (|W| x input norm), "

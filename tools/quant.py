@@ -42,6 +42,7 @@ class QuantClassBased(Tool):
     """Class-based mixed-precision quantization of a zoo classifier, or one of its baselines at the same average bits."""
 
     name = "quant.class_based"
+    measured_fields = frozenset({"wall_s"})
     description = (
         "Quantize the weights of a zoo classifier (per output filter/neuron, symmetric) to a mixed precision at a given "
         "average bit width and fine-tune briefly (straight-through estimator, epoch chosen on the val split). Methods: "

@@ -60,6 +60,7 @@ class ReramFaults(Tool):
     """Accuracy (or perplexity) of a zoo model on faulty ReRAM crossbars under a protection scheme."""
 
     name = "reram.faults"
+    measured_fields = frozenset({"wall_s"})
     description = (
         "Map a zoo model's Linear/Conv2d weights onto ReRAM crossbars (tile size, bits per cell, differential pairs, "
         "bit-sliced quantized weights), inject stuck-at-0/1 faults at a rate and SA0:SA1 ratio over many seeded fault maps, "

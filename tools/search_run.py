@@ -69,6 +69,7 @@ class SearchRun(SearchTool):
     """Run (or resume) a search to its budget and return HV ratio, IGD, recall and the front."""
 
     name = "search.run"
+    measured_fields = frozenset({"wall_s"})
     description = (
         "Run or resume a headless design search on a problem with a proposer and a budget; "
         "returns HV ratio, IGD, front recall, evaluations, wall time and the found front."

@@ -76,6 +76,7 @@ class SteppingBuild(Tool):
     """Train a SteppingNet on a zoo CNN classifier and report accuracy and MACs per step (and same-MAC baselines)."""
 
     name = "stepping.build"
+    measured_fields = frozenset({"train_s", "wall_s"})
     description = (
         "Train (or load from the cache) a SteppingNet on a zoo CNN classifier: nested subnets at the given MAC fractions "
         "of the full model, where each larger subnet reuses the smaller one's activations (stepping up costs exactly the "
@@ -132,6 +133,7 @@ class SteppingRun(Tool):
     """Run a SteppingNet on the fly under a MAC budget: the largest step within it, its test accuracy, measured latency."""
 
     name = "stepping.run"
+    measured_fields = frozenset({"latency_ms", "wall_s"})  # latency_ms: the measured latency per step
     description = (
         "Run a trained SteppingNet (built on first use, then cached) on the fly: start at the smallest subnet and step up, "
         "reusing cached activations, to the largest step whose MACs fit mac_budget (a fraction of the full model's MACs). "

@@ -40,6 +40,7 @@ class ZoQat(Tool):
     """Zeroth-order QAT (SPSA, projected) vs first-order STE QAT vs RTN on a zoo model: quality, peak memory, s/step."""
 
     name = "quant.zo_qat"
+    measured_fields = frozenset({"s_per_step", "train_s", "peak_rss_mb", "train_peak_added_mb"})
     description = (
         "Quantize a zoo model's Linear layers (weights per channel at w_bits, inputs per tensor at a_bits, learnable "
         "LSQ-style scales starting at round-to-nearest) and train the scales with a zeroth-order two-point SPSA estimator "

@@ -13,7 +13,8 @@ import pytest
 import coevo
 from coevo.agent.cli import main
 from coevo.search.errors import UserInputError
-from coevo.search.problems import make_problem
+from coevo.search.noc.problem import NocProblem
+from coevo.search.problems import make_problem, problem_class, problem_from_spec, problem_names, problem_reference
 from coevo.search.runner import run_search
 from coevo.search.study import ATTR_PROBLEM_REF, ATTR_SPEC, load_search
 
@@ -124,21 +125,8 @@ def test_a_study_recorded_before_the_plug_in_seam_still_opens(storage: str) -> N
 def test_problems_list_and_describe(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["problems", "list", "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [r["name"] for r in rows] == [
-        "nb201",
-        "pipeline",
-        "noc",
-        "compress",
-        "prune",
-        "quant",
-        "spmm",
-        "lingcn",
-        "fpga-transformer",
-        "reram",
-        "stepping",
-        "freeze",
-    ]
-    nb = rows[0]
+    assert [r["name"] for r in rows] == problem_names()  # every registered problem, in the registry's order
+    nb = next(r for r in rows if r["name"] == "nb201")
     assert [(o["name"], o["direction"], o["unit"], o["cost"]) for o in nb["objectives"]] == [
         ("accuracy", "maximize", "%", "expensive"),
         ("latency_ms", "minimize", "ms", "cheap"),
@@ -157,6 +145,20 @@ def test_search_help_shows_the_named_problems_options(capsys: pytest.CaptureFixt
         main(["search", "--problem", "noc", "--help"])
     text = capsys.readouterr().out
     assert "options of problem noc" in text and "--traffic-seed" in text and "--gt-share" in text and "--dataset" not in text
+
+
+class WiderNoc(NocProblem):
+    """A user's subclass of a registered problem: a problem of its own."""
+
+    name = "wider-noc"
+
+
+def test_a_subclass_of_a_registered_problem_is_stored_as_itself() -> None:
+    problem_class("noc")  # loading NocProblem by name marks it with its registered reference
+    problem = WiderNoc(k=4, cycles=600)
+    assert problem_reference(problem) == f"{__name__}:WiderNoc"  # not "noc": a worker would rebuild the parent
+    again = problem_from_spec(problem.spec(), reference=problem_reference(problem))
+    assert type(again) is WiderNoc and again.spec() == problem.spec()
 
 
 def test_references_stored_before_the_coevo_package_still_load() -> None:
