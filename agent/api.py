@@ -2,7 +2,7 @@
 
 Example:
     >>> import coevo
-    >>> result = coevo.search("nb201", options={"device": "raspi4"}, proposer="random", budget=5,
+    >>> result = coevo.optimize("nb201", options={"device": "raspi4"}, proposer="random", budget=5,
     ...                       storage="sqlite:///runs/example.sqlite3")  # doctest: +SKIP
     >>> 0 < result.hv_ratio <= 1  # doctest: +SKIP
     True
@@ -21,7 +21,7 @@ from coevo.search.proposers import Proposer
 from coevo.search.runner import Progress, SearchResult
 
 
-def search(
+def optimize(
     problem: Problem | str,
     *,
     options: Mapping[str, Any] | None = None,

@@ -4,7 +4,7 @@ search/ builds problems and proposers from a configuration on its own, but the r
 the co-evolution engine is built here, in agent/: with the study's storage for its response
 cache, the environment read for what the configuration leaves out, a knowledge-base source
 checked before anything is created, and (for a worker) the study's stored settings
-completed by this machine's endpoint and key. The CLI, ``coevo.search`` and ``coevo worker``
+completed by this machine's endpoint and key. The CLI, ``coevo.optimize`` and ``coevo worker``
 all come through these two functions.
 """
 

@@ -5,7 +5,7 @@
     class MySpace(coevo.Problem):     # the contract and a worked example: docs/problems.md
         ...
 
-    result = coevo.search(MySpace(), proposer="pelnas", budget=100, storage="sqlite:///runs/x.sqlite3")
+    result = coevo.optimize(MySpace(), proposer="pelnas", budget=100, storage="sqlite:///runs/x.sqlite3")
     print(result.front)
 
 Everything here is re-exported from the packages that implement it (``search``, ``agent``);
@@ -14,7 +14,7 @@ the command line (``coevo search --problem path/to/my_space.py:MySpace``) runs t
 
 from __future__ import annotations
 
-from coevo.agent.api import search
+from coevo.agent.api import optimize
 from coevo.agent.reasoners import OfflineReasoner, Reasoner, make_reasoner
 from coevo.search.errors import CoevoError, StorageError, UserInputError
 from coevo.search.niches import Niche, single_niche
@@ -64,6 +64,5 @@ __all__ = [
     "proposer_names",
     "read_key_values",
     "run_search",
-    "search",
     "single_niche",
 ]

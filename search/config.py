@@ -1,7 +1,7 @@
 """One search's configuration, validated in one place: problem, proposer, reasoner, budget, seed, storage.
 
 Every way of starting a search builds a :class:`SearchConfig` and hands it down: the CLI's
-``search``, ``worker`` and ``bench`` commands (from their flags), ``coevo.search`` (from its
+``search``, ``worker`` and ``bench`` commands (from their flags), ``coevo.optimize`` (from its
 keywords), the ``search.run`` and ``search.start`` tools (from their arguments), and a worker
 joining a study (from what the study stores, :meth:`SearchConfig.from_stored`). Each default
 is declared here once, and a bad value fails here, naming the field (or, for the CLI, the

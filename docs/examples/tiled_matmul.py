@@ -17,7 +17,7 @@ or from Python::
 
     import coevo
     from tiled_matmul import TiledMatmul
-    result = coevo.search(TiledMatmul(size=256), proposer="pelnas", budget=30)
+    result = coevo.optimize(TiledMatmul(size=256), proposer="pelnas", budget=30)
 
 The measured objective is noisy (``noisy = True``): coevo's conformance suite then checks that
 evaluations are finite and positive instead of identical.

@@ -63,7 +63,7 @@ def test_the_cli_the_api_and_the_tools_share_the_defaults_and_the_default_propos
     assert defaults.proposer == "pelnas" and defaults.problem == "nb201"  # the headline engine, as the issue asks
     # `coevo search` with no flags is the configuration's defaults, with the reasoner the flags leave to it (auto)
     assert search_config(_parse("search")) == defaults.model_copy(update={"reasoner": ReasonerConfig()})
-    api = inspect.signature(coevo.search).parameters
+    api = inspect.signature(coevo.optimize).parameters
     assert (api["proposer"].default, api["budget"].default, api["seed"].default) == (defaults.proposer, defaults.budget, defaults.seed)
     tool = REGISTRY.get("search.run").Args()
     assert (tool.problem, tool.proposer, tool.budget, tool.seed) == (defaults.problem, defaults.proposer, defaults.budget, defaults.seed)
@@ -135,7 +135,7 @@ def test_the_cli_names_the_flag(
 def test_the_api_names_the_keyword(keywords: dict[str, Any], says: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     with pytest.raises(UserInputError) as exc:
-        coevo.search("nb201", **keywords)
+        coevo.optimize("nb201", **keywords)
     assert says in str(exc.value) and "\n" not in str(exc.value)
     assert list(tmp_path.iterdir()) == []
 

@@ -46,14 +46,14 @@ def test_the_python_api_searches_a_problem_built_in_code(storage: str) -> None:
         from tiled_matmul import TiledMatmul  # type: ignore[import-not-found]
     finally:
         sys.path.remove(str(EXAMPLE.parent))
-    result = coevo.search(TiledMatmul(size=64, repeats=1), proposer="random", budget=6, storage=storage, study="api")
+    result = coevo.optimize(TiledMatmul(size=64, repeats=1), proposer="random", budget=6, storage=storage, study="api")
     assert result.evaluations == 6 and result.problem["problem"] == "tiled-matmul"
-    nb = coevo.search("nb201", options={"device": "raspi4"}, proposer="pelnas", budget=30, storage=storage)
+    nb = coevo.optimize("nb201", options={"device": "raspi4"}, proposer="pelnas", budget=30, storage=storage)
     assert nb.evaluations == 30 and nb.reasoner == "offline (no LLM)" and 0 < nb.hv_ratio <= 1  # type: ignore[operator]
     with pytest.raises(UserInputError, match="takes no reasoner"):
-        coevo.search("nb201", proposer="tpe", reasoner="offline", budget=3, storage=storage)
+        coevo.optimize("nb201", proposer="tpe", reasoner="offline", budget=3, storage=storage)
     with pytest.raises(UserInputError, match="device: unknown device 'tpu'"):
-        coevo.search("nb201", options={"device": "tpu"}, budget=3, storage=storage)
+        coevo.optimize("nb201", options={"device": "tpu"}, budget=3, storage=storage)
 
 
 def test_an_importable_module_is_a_problem_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, storage: str) -> None:

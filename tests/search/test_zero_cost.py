@@ -9,7 +9,7 @@ import pytest
 import torch
 from scipy import stats
 
-# `coevo.search` is the API function (coevo/__init__.py), so patch targets are module objects, not dotted strings
+# patch module objects, not dotted strings (a plug-in may be imported under another name)
 from coevo.search.nb201 import NB201Problem, parse_arch, proxies
 from coevo.search.nb201.model import NB201Network
 from coevo.search.nb201.zero_cost_problem import ZeroCostNB201
