@@ -13,6 +13,7 @@ generated from that declaration (``docs/problems.md`` shows a whole problem in o
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 from abc import ABC, abstractmethod
@@ -22,7 +23,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 import optuna
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from coevo.search.errors import UserInputError
 from coevo.search.metrics import FrontReference
@@ -234,6 +235,39 @@ class Problem(ABC):
     def expensive(self) -> tuple[str, ...]:
         """Names of the objectives that count against the budget."""
         return tuple(o.name for o in self.objectives if o.cost == "expensive")
+
+
+BOUNDS = ("ge", "gt", "le", "lt")
+"""Metadata keys of a family configuration's field that bound its value (as pydantic's ``Field`` takes them)."""
+
+
+def config_field(config: type, name: str, *, description: str | None = None, bounds: bool = True, **narrower: float) -> Any:
+    """A pydantic ``Field`` whose default and bounds come from a family's configuration, so neither is written twice.
+
+    A family's configuration is a frozen dataclass in ``sim/<family>/config.py``; each field's
+    ``metadata`` holds ``help``, optionally ``unit`` and the bounds of :data:`BOUNDS`. A
+    problem's options and its tool's arguments both declare their fields through this.
+
+    Args:
+        config: the configuration dataclass.
+        name: the field of ``config``.
+        description: the adapter's own help text where it words the field for its caller (a tool's
+            schema for a model); default: the field's ``help``.
+        bounds: False leaves the range check to the simulator, whose error says more than pydantic's.
+        narrower: bounds of :data:`BOUNDS` this adapter needs tighter than the family's (a search
+            needs at least one augmented copy where one tool call may ask for none).
+
+    Raises:
+        KeyError: ``config`` has no field ``name``.
+        ValueError: a bound in ``narrower`` is not one of :data:`BOUNDS`, or widens the family's.
+    """
+    f = {f.name: f for f in dataclasses.fields(config)}[name]
+    limits = {k: f.metadata[k] for k in BOUNDS if k in f.metadata} if bounds else {}
+    for k, v in narrower.items():
+        if k not in BOUNDS or (k in limits and (v < limits[k] if k in ("ge", "gt") else v > limits[k])):
+            raise ValueError(f"{config.__name__}.{name}: {k}={v} is not a narrower bound than {limits}")
+        limits[k] = v
+    return Field(f.default, description=description if description is not None else f.metadata.get("help"), **limits)
 
 
 def options_error(model: type[BaseModel], exc: ValidationError) -> str:
