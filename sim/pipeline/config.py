@@ -4,13 +4,13 @@
 ``simulate`` / ``tune`` tools (``tools/pipeline.py``), of the ``pipeline`` problem's options
 (``search/pipeline/problem.py``) and the keyword defaults of the simulator functions that repeat
 them (:func:`~coevo.sim.pipeline.profile.profile`, :func:`~coevo.sim.pipeline.tune.tune`,
-:func:`~coevo.sim.pipeline.simulate.simulate`, :func:`~coevo.sim.pipeline.ilp.synthesize`).
+:func:`~coevo.sim.pipeline.simulate.simulate`).
 
-One knob keeps two values: the CP-SAT time limit is 10 s a ``pipeline.simulate`` call
-(``ilp_time_limit_s``) and 30 s when :func:`~coevo.sim.pipeline.ilp.synthesize` is called without
-one (every figure script passes its own). ``synthesize``'s keyword defaults (30 s, ``1f1b``, no
-split backward) are still written in ``sim/pipeline/ilp.py``, which is being restructured beside
-this change; ``ilp_memory`` and ``ilp_split_backward`` are the values they repeat.
+The CP-SAT time limit has two values: 10 s a ``pipeline.simulate`` call (``ilp_time_limit_s``)
+and 30 s when :func:`~coevo.sim.pipeline.ilp.synthesize` is called without one (every figure
+script passes its own). ``synthesize``'s keyword defaults (30 s, ``1f1b``, no split backward) do
+not read this configuration yet; ``ilp_memory`` and ``ilp_split_backward`` are the values two of
+them repeat.
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ from coevo.sim.noc.benes import BenesConfig, bit_blocking_model, mean_link_utili
 from coevo.sim.noc.config import NOC, NocFamilyConfig
 from coevo.sim.noc.mesh import MeshSim, simulate_mesh
 from coevo.sim.pipeline.config import PIPELINE, PipelineConfig
+from coevo.sim.pipeline.ilp import synthesize
 from coevo.sim.pipeline.profile import profile
 from coevo.sim.pipeline.simulate import simulate
 from coevo.sim.pipeline.tune import tune
@@ -205,6 +206,8 @@ SIMULATORS: dict[str, list[tuple[Callable[..., Any], str, Any, str]]] = {
         (tune, "balance", PIPELINE, "balance"),
         (simulate, "recompute", PIPELINE, "recompute"),
         (simulate, "data_parallel", PIPELINE, "data_parallel"),
+        (synthesize, "memory", PIPELINE, "ilp_memory"),  # ilp.py repeats these two values (sim/pipeline/config.py)
+        (synthesize, "split_backward", PIPELINE, "ilp_split_backward"),
     ],
     "accel": [
         *[(map_layer, p, ACCEL, p) for p in ("ifmap_kb", "filter_kb", "ofmap_kb")],
