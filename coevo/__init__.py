@@ -59,6 +59,7 @@ __all__ = [
     "load_search",
     "make_problem",
     "make_reasoner",
+    "optimize",
     "problem_class",
     "problem_names",
     "proposer_names",

@@ -6,10 +6,10 @@ import math
 import time
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
-
 from coevo.search.errors import UserInputError
+from coevo.search.problem import config_field
 from coevo.sim.attention import METHODS, attention_flops, check_config, evaluate_sparse, evaluate_sparse_model
+from coevo.sim.attention.config import ATTENTION, MAX_BITS, MIN_BITS, AttentionFamilyConfig
 from coevo.sim.attention.evaluate import check_eval
 from coevo.sim.zoo import RECIPES
 from coevo.tools._base import Tool, ToolArgs, ToolResult, names_code
@@ -20,20 +20,33 @@ assert set(METHODS) == {"dense", "topk-quantized-keys", "local-global"}  # the L
 
 
 class SparseArgs(ToolArgs):
-    model: str = model_field("lm-pydoc-tiny")
-    method: Method = Field(
-        "topk-quantized-keys",
+    model: str = model_field(ATTENTION.model)
+    method: Method = config_field(
+        AttentionFamilyConfig,
+        "method",
         description=(
             "topk-quantized-keys: queries/keys quantized to key_bits pre-score every visible key, the top_k best per query "
             "get an exact softmax; local-global: the window most recent keys plus the first n_global tokens; dense: exact"
         ),
     )
-    top_k: int = Field(32, description="keys kept per query (topk-quantized-keys), >= 1")
-    key_bits: int = Field(4, description="bits of the quantized queries/keys that pre-score (topk-quantized-keys), 1..16")
-    window: int = Field(32, description="local window in tokens, the query included (local-global), >= 1")
-    n_global: int = Field(4, description="leading tokens every query also attends to (local-global), >= 0")
-    split: Literal["val", "test"] = Field("val", description="val to choose settings, test to report once")
-    max_batches: int | None = Field(8, description="batches of 64 sequences scored (>= 1); null for the whole split")
+    # bounds are left to sim.attention's checks: they run before a model trains and say what to give
+    top_k: int = config_field(AttentionFamilyConfig, "top_k", description="keys kept per query (topk-quantized-keys), >= 1", bounds=False)
+    key_bits: int = config_field(
+        AttentionFamilyConfig,
+        "key_bits",
+        description=f"bits of the quantized queries/keys that pre-score (topk-quantized-keys), {MIN_BITS}..{MAX_BITS}",
+        bounds=False,
+    )
+    window: int = config_field(
+        AttentionFamilyConfig, "window", description="local window in tokens, the query included (local-global), >= 1", bounds=False
+    )
+    n_global: int = config_field(
+        AttentionFamilyConfig, "n_global", description="leading tokens every query also attends to (local-global), >= 0", bounds=False
+    )
+    split: Literal["val", "test"] = config_field(AttentionFamilyConfig, "split")
+    max_batches: int | None = config_field(
+        AttentionFamilyConfig, "max_batches", description="batches of 64 sequences scored (>= 1); null for the whole split", bounds=False
+    )
 
 
 class AttentionSparse(Tool):

@@ -11,34 +11,38 @@ import numpy as np
 import torch
 from pydantic import Field
 
+from coevo.search.problem import config_field
 from coevo.sim.gnn import DENSE, DESIGNS, Config, build, load_graph, model_variant, prepare, time_variants, train_eval
+from coevo.sim.gnn.config import GnnFamilyConfig
 from coevo.tools._base import Tool, ToolArgs, ToolResult
 
 
 class GnnCircuitArgs(ToolArgs):
-    design: str = Field(
-        "alu32",
+    design: str = config_field(
+        GnnFamilyConfig,
+        "design",
         description=(
             "a shipped design (adder<W> ripple, cla<W> carry lookahead, mul<W> array multiplier, alu<W>, fifo<DEPTH>x<WIDTH>; "
             "e.g. alu32, adder16, mul8, fifo8x16) or a Verilog file path ending in .v (then give top)"
         ),
     )
     top: str | None = Field(None, description="top module of a Verilog file given as design (ignored for shipped designs)")
-    label: Literal["depth", "arrival", "fanout_cone"] = Field(
-        "depth",
+    label: Literal["depth", "arrival", "fanout_cone"] = config_field(
+        GnnFamilyConfig,
+        "label",
         description="per-cell target from the netlist: logic depth, static-timing arrival time (per-gate delays) or fan-out cone size",
     )
-    dynamic_relu_k: int = Field(8, ge=0, description="dynamic ReLU: keep the k largest activations per row (1..hidden); 0 = plain ReLU")
-    concurrency: int = Field(
-        2, ge=1, le=16, description="threads running the row blocks of every kernel, forward and backward (1 = sequential)"
+    dynamic_relu_k: int = config_field(GnnFamilyConfig, "dynamic_relu_k")
+    concurrency: int = config_field(GnnFamilyConfig, "tool_concurrency")
+    hidden: int = config_field(GnnFamilyConfig, "hidden")
+    layers: int = config_field(GnnFamilyConfig, "layers")
+    epochs: int = config_field(GnnFamilyConfig, "epochs")
+    test_share: float = config_field(GnnFamilyConfig, "test_share")
+    compare_dense: bool = config_field(
+        GnnFamilyConfig, "compare_dense", description="also train the dense model (plain ReLU, dense products, torch.sparse.mm, sequential)"
     )
-    hidden: int = Field(64, ge=4, le=512, description="hidden feature width H")
-    layers: int = Field(3, ge=1, le=8, description="message-passing layers")
-    epochs: int = Field(60, ge=0, le=2000, description="full-batch Adam epochs on the training cells (0: timing only)")
-    test_share: float = Field(0.3, gt=0, lt=1, description="share of cells held out for the label error (drawn with seed)")
-    compare_dense: bool = Field(True, description="also train the dense model (plain ReLU, dense products, torch.sparse.mm, sequential)")
-    timing_repeats: int = Field(5, ge=0, le=100, description="forward+backward runs timed per variant, interleaved (0: no timing)")
-    seed: int = Field(0, ge=0, description="seed of the weights and of the held-out cells")
+    timing_repeats: int = config_field(GnnFamilyConfig, "timing_repeats")
+    seed: int = config_field(GnnFamilyConfig, "seed")
 
 
 @contextmanager

@@ -4,45 +4,78 @@ compress a CNN for energy."""
 from __future__ import annotations
 
 import time
+from dataclasses import fields
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
 from coevo.search.errors import UserInputError
+from coevo.search.problem import config_field
 from coevo.search.work_progress import cycles, report
 from coevo.sim.accel.compress import compress
+from coevo.sim.accel.config import AccelConfig
 from coevo.sim.accel.systolic import Layer, map_layer
 from coevo.sim.noc import curves
+from coevo.sim.noc.config import NOC, NocFamilyConfig
 from coevo.tools._base import Target, Tool, ToolArgs, ToolResult
 from coevo.tools._policy import prepare_output
+
+_PACKET_FLITS = {f.name: f for f in fields(NocFamilyConfig)}["benes_packet_flits"].metadata
+"""Bounds of a packet's flits (the same on both topologies)."""
 
 
 class NocArgs(ToolArgs):
     topology: Literal["benes", "mesh"] = Field("benes", description="benes (optical, circuit switched) or mesh (SDM, GT + best effort)")
-    n: int = Field(16, description="benes: ports, a power of two 8..64")
-    k: int = Field(8, description="mesh: side (k x k nodes), 2..16")
-    routing: str = Field(
-        "adaptive",
+    # n, k, routing, load and traffic are checked by the simulators, whose errors name the topology's own rule
+    n: int = config_field(NocFamilyConfig, "n_ports", description="benes: ports, a power of two 8..64", bounds=False)
+    k: int = config_field(NocFamilyConfig, "k", description="mesh: side (k x k nodes), 2..16", bounds=False)
+    routing: str = config_field(
+        NocFamilyConfig,
+        "routing",
         description=(
             "benes: bit (destination tag), adaptive (look-ahead) or adaptive-local; "
             "mesh: xy, adaptive, widest-shortest, k-shortest or bee-qos"
         ),
     )
-    load: float = Field(0.3, description="offered load, flits per cycle per port/node as a fraction of capacity, in (0, 1]")
-    packet_flits: int | None = Field(None, ge=1, le=4096, description="flits per packet (default 16 on benes, 4 on mesh)")
-    traffic: str = Field("uniform", description="benes: uniform or permutation; mesh: uniform, transpose, tornado or hotspot")
-    injection: Literal["poisson", "bursty"] = Field("poisson", description="benes: Bernoulli arrivals or on/off bursts")
-    setup_cycles: int = Field(2, ge=1, le=16, description="benes: cycles each switch stage takes to process a setup header")
-    ack_cycles: int = Field(1, ge=0, le=16, description="benes: cycles per stage for the ACK (or NACK) back to the source")
-    hold_cycles: int = Field(
-        0, ge=0, le=4096, description="benes: cycles a blocked setup may wait at a switch before tearing down (0: tear down at once)"
+    load: float = config_field(
+        NocFamilyConfig,
+        "load",
+        description="offered load, flits per cycle per port/node as a fraction of capacity, in (0, 1]",
+        bounds=False,
     )
-    gt_share: float = Field(0.3, ge=0, le=1, description="mesh: share of the load that arrives as guaranteed-bandwidth flows")
-    subchannels: int = Field(4, ge=1, le=64, description="mesh: sub-channels per link (one flit/cycle each)")
-    gt_width: int = Field(1, ge=1, description="mesh: sub-channels each GT flow reserves")
-    gt_fill: float = Field(0.8, gt=0, le=1, description="mesh: share of its reserved bandwidth a GT flow sends (flit by flit)")
-    cycles: int = Field(10_000, ge=100, le=5_000_000, description="cycles to simulate (the first 10 %, at most 2,000, are warm-up)")
-    seed: int = Field(0, description="random seed (results are deterministic per seed)")
+    packet_flits: int | None = Field(
+        None,
+        ge=_PACKET_FLITS["ge"],
+        le=_PACKET_FLITS["le"],
+        description=f"flits per packet (default {NOC.benes_packet_flits} on benes, {NOC.mesh_packet_flits} on mesh)",
+    )
+    traffic: str = config_field(
+        NocFamilyConfig, "traffic", description="benes: uniform or permutation; mesh: uniform, transpose, tornado or hotspot"
+    )
+    injection: Literal["poisson", "bursty"] = config_field(
+        NocFamilyConfig, "injection", description="benes: Bernoulli arrivals or on/off bursts"
+    )
+    setup_cycles: int = config_field(
+        NocFamilyConfig, "setup_cycles", description="benes: cycles each switch stage takes to process a setup header"
+    )
+    ack_cycles: int = config_field(
+        NocFamilyConfig, "ack_cycles", description="benes: cycles per stage for the ACK (or NACK) back to the source"
+    )
+    hold_cycles: int = config_field(
+        NocFamilyConfig,
+        "hold_cycles",
+        description="benes: cycles a blocked setup may wait at a switch before tearing down (0: tear down at once)",
+    )
+    gt_share: float = config_field(
+        NocFamilyConfig, "gt_share", description="mesh: share of the load that arrives as guaranteed-bandwidth flows"
+    )
+    subchannels: int = config_field(NocFamilyConfig, "subchannels", description="mesh: sub-channels per link (one flit/cycle each)")
+    gt_width: int = config_field(NocFamilyConfig, "gt_width", description="mesh: sub-channels each GT flow reserves")
+    gt_fill: float = config_field(
+        NocFamilyConfig, "gt_fill", description="mesh: share of its reserved bandwidth a GT flow sends (flit by flit)"
+    )
+    cycles: int = config_field(NocFamilyConfig, "cycles", description="cycles to simulate (the first 10 %, at most 2,000, are warm-up)")
+    seed: int = config_field(NocFamilyConfig, "seed", bounds=False)  # any int seeds random.Random
 
     def options(self) -> dict[str, Any]:
         """Keyword options of the topology's simulator."""
@@ -50,7 +83,7 @@ class NocArgs(ToolArgs):
         if self.topology == "benes":
             return {
                 "n_ports": self.n,
-                "packet_flits": self.packet_flits or 16,
+                "packet_flits": self.packet_flits or NOC.benes_packet_flits,
                 "injection": self.injection,
                 "setup_cycles": self.setup_cycles,
                 "ack_cycles": self.ack_cycles,
@@ -59,7 +92,7 @@ class NocArgs(ToolArgs):
             }
         return {
             "k": self.k,
-            "packet_flits": self.packet_flits or 4,
+            "packet_flits": self.packet_flits or NOC.mesh_packet_flits,
             "gt_share": self.gt_share,
             "subchannels": self.subchannels,
             "gt_width": self.gt_width,
@@ -155,16 +188,18 @@ class NocPlot(Tool):
 
 
 class SystolicArgs(ToolArgs):
-    rows: int = Field(32, ge=1, le=1024, description="array rows (PEs)")
-    cols: int = Field(32, ge=1, le=1024, description="array columns (PEs)")
-    dataflow: Literal["ws", "os", "is", "all"] = Field("ws", description="weight, output or input stationary; all compares the three")
+    rows: int = config_field(AccelConfig, "rows")
+    cols: int = config_field(AccelConfig, "cols")
+    dataflow: Literal["ws", "os", "is", "all"] = config_field(
+        AccelConfig, "dataflow", description="weight, output or input stationary; all compares the three"
+    )
     layer: dict[str, Any] = Field(
         description='the layer: {"type": "conv", "c_in", "h", "w", "c_out", "kernel", "stride", "padding", "batch"} or '
         '{"type": "gemm", "m", "k", "n"}'
     )
-    ifmap_kb: float = Field(256, gt=0, description="input SRAM buffer, KiB")
-    filter_kb: float = Field(256, gt=0, description="weight SRAM buffer, KiB")
-    ofmap_kb: float = Field(256, gt=0, description="output SRAM buffer, KiB")
+    ifmap_kb: float = config_field(AccelConfig, "ifmap_kb", description="input SRAM buffer, KiB")
+    filter_kb: float = config_field(AccelConfig, "filter_kb", description="weight SRAM buffer, KiB")
+    ofmap_kb: float = config_field(AccelConfig, "ofmap_kb", description="output SRAM buffer, KiB")
 
 
 class AccelSystolic(Tool):
@@ -195,12 +230,15 @@ class AccelSystolic(Tool):
 
 
 class CompressArgs(ToolArgs):
-    model: str = Field(
-        "cnn-digits",
+    model: str = config_field(
+        AccelConfig,
+        "model",
         description="zoo model to compress: cnn-digits (scikit-learn's 8x8 digits) or cnn-mnist5k (5,000 real 28x28 MNIST images)",
     )
-    accuracy_drop_max: float = Field(2.0, ge=0, le=100, description="largest accuracy drop allowed vs plain INT8, percentage points")
-    seed: int = Field(0, ge=0, description="seed of the zoo model's training, of QAT and of the energy sampling")
+    accuracy_drop_max: float = config_field(
+        AccelConfig, "accuracy_drop_max", description="largest accuracy drop allowed vs plain INT8, percentage points"
+    )
+    seed: int = config_field(AccelConfig, "seed")
 
 
 class CompressEnergyAware(Tool):

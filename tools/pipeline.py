@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AliasChoices, Field
 
 from coevo.search.errors import UserInputError
+from coevo.search.problem import config_field
 from coevo.sim.pipeline.cluster import PRESETS as CLUSTERS
 from coevo.sim.pipeline.cluster import Cluster, get_cluster
+from coevo.sim.pipeline.config import PipelineConfig
 from coevo.sim.pipeline.ilp import synthesize
 from coevo.sim.pipeline.partition import PARTITIONERS, TOLERANT, Plan, from_mapping, partition
 from coevo.sim.pipeline.profile import MODELS, ModelProfile, profile, summary
@@ -17,18 +19,18 @@ from coevo.sim.pipeline.simulate import simulate
 from coevo.sim.pipeline.tune import tune
 from coevo.tools._base import Tool, ToolArgs, ToolResult, names_code
 
-MODEL = Field("unet-sd", description=f"model preset ({', '.join(MODELS)}) or path/to/file.py:function returning a PipelineModel")
-RESOLUTION = Field(64, ge=1, le=1024, description="latent height/width (64 for SD at 512 px)")
-MICROBATCH = Field(
-    1, ge=1, le=4096, description="samples per microbatch ('batch' is accepted too)", validation_alias=AliasChoices("microbatch", "batch")
+MODEL = config_field(
+    PipelineConfig, "model", description=f"model preset ({', '.join(MODELS)}) or path/to/file.py:function returning a PipelineModel"
 )
-CLUSTER = Field("v100x16-ib10", description=f"cluster preset ({', '.join(CLUSTERS)}) or a JSON file path")
-BALANCE = Field(
-    0.0,
-    ge=0.0,
-    le=2.0,
-    description="stage-time slack the byte-aware partitioners (blockwise-bytes, skip-aware) may trade for fewer bytes (0: pure balance)",
+RESOLUTION = config_field(PipelineConfig, "resolution")
+MICROBATCH = config_field(
+    PipelineConfig,
+    "microbatch",
+    description="samples per microbatch ('batch' is accepted too)",
 )
+Microbatch = Annotated[int, Field(validation_alias=AliasChoices("microbatch", "batch"))]
+CLUSTER = config_field(PipelineConfig, "cluster", description=f"cluster preset ({', '.join(CLUSTERS)}) or a JSON file path")
+BALANCE = config_field(PipelineConfig, "balance")
 Method = Literal["blockwise", "blockwise-direct", "blockwise-bytes", "skip-aware"]
 METHODS_HELP = (
     "blockwise (skips relayed stage by stage, the 1F1B/GPipe baseline), blockwise-direct (same cuts, each skip sent point to "
@@ -39,7 +41,7 @@ METHODS_HELP = (
 class ProfileArgs(ToolArgs):
     model: str = MODEL
     resolution: int = RESOLUTION
-    microbatch: int = MICROBATCH
+    microbatch: Microbatch = MICROBATCH
 
 
 class PipelineProfile(Tool):
@@ -95,12 +97,14 @@ def read_plan(text: str, cluster: Cluster) -> tuple[ModelProfile, Plan]:
 
 class PlanArgs(ToolArgs):
     model: str = MODEL
-    devices: int = Field(8, ge=1, le=1024, description="pipeline stages (one device each)")
+    devices: int = config_field(PipelineConfig, "devices")
     cluster: str = CLUSTER
     resolution: int = RESOLUTION
-    microbatch: int = MICROBATCH
-    method: Literal["blockwise", "blockwise-direct", "blockwise-bytes", "skip-aware", "both", "all"] = Field(
-        "all", description=f"{METHODS_HELP}; both: blockwise and skip-aware; all: the three baselines and skip-aware"
+    microbatch: Microbatch = MICROBATCH
+    method: Literal["blockwise", "blockwise-direct", "blockwise-bytes", "skip-aware", "both", "all"] = config_field(
+        PipelineConfig,
+        "plan_method",
+        description=f"{METHODS_HELP}; both: blockwise and skip-aware; all: the three baselines and skip-aware",
     )
     balance: float = BALANCE
 
@@ -150,31 +154,39 @@ class PipelinePlan(Tool):
 class SimulateArgs(ToolArgs):
     plan: str | None = Field(None, description="a plan's 'handle' from pipeline.plan; when given, model/devices/method/balance are ignored")
     model: str = MODEL
-    devices: int = Field(8, ge=1, le=1024, description="pipeline stages (one device each)")
+    devices: int = config_field(PipelineConfig, "devices")
     cluster: str = CLUSTER
-    method: Method = Field("skip-aware", description=f"partitioner: {METHODS_HELP}")
+    method: Method = config_field(PipelineConfig, "method", description=f"partitioner: {METHODS_HELP}")
     balance: float = BALANCE
-    schedule: Literal["gpipe", "1f1b", "wave", "interleaved", "zb-h1", "ilp"] = Field(
-        "wave",
+    schedule: Literal["gpipe", "1f1b", "wave", "interleaved", "zb-h1", "ilp"] = config_field(
+        PipelineConfig,
+        "schedule",
         description="pipeline schedule: gpipe, 1f1b, wave (1F1B over a skip-aware plan's V-shaped stages), interleaved (Megatron's "
         "interleaved 1F1B order over the virtual stages), zb-h1 (zero-bubble: backward split into input and weight gradients, "
         "weight gradients deferred within 1F1B's memory), ilp (synthesised by CP-SAT)",
     )
     resolution: int = RESOLUTION
-    microbatch: int = MICROBATCH
-    microbatches: int = Field(16, ge=1, le=1024, description="microbatches per training step")
-    recompute: bool = Field(False, description="activation recomputation (stash stage inputs only; recompute before backward)")
-    time_limit_s: float = Field(10.0, gt=0, le=600, description="ilp: CP-SAT time limit (the best schedule found is returned)")
-    ilp_memory: Literal["1f1b", "1f1b-peak", "device"] = Field(
-        "1f1b",
+    microbatch: Microbatch = MICROBATCH
+    microbatches: int = config_field(PipelineConfig, "microbatches")
+    recompute: bool = config_field(PipelineConfig, "recompute")
+    time_limit_s: float = config_field(
+        PipelineConfig, "ilp_time_limit_s", description="ilp: CP-SAT time limit (the best schedule found is returned)"
+    )
+    ilp_memory: Literal["1f1b", "1f1b-peak", "device"] = config_field(
+        PipelineConfig,
+        "ilp_memory",
         description="ilp: cap each device's stashed activations at 1F1B's bound there (equal-memory comparison), at the fullest "
         "device's 1F1B activations (1f1b-peak: ZB-H1's rule), or at the device's memory",
     )
-    ilp_split_backward: bool = Field(
-        False, description="ilp: schedule input-gradient (B) and weight-gradient (W) halves of each backward separately, as ZB-H1"
+    ilp_split_backward: bool = config_field(
+        PipelineConfig,
+        "ilp_split_backward",
+        description="ilp: schedule input-gradient (B) and weight-gradient (W) halves of each backward separately, as ZB-H1",
     )
-    data_parallel: int = Field(
-        1, ge=1, le=1024, description="replicas of the pipeline; their gradient ring all-reduce shares the nodes' NICs with the pipeline"
+    data_parallel: int = config_field(
+        PipelineConfig,
+        "data_parallel",
+        description="replicas of the pipeline; their gradient ring all-reduce shares the nodes' NICs with the pipeline",
     )
 
 
@@ -248,11 +260,11 @@ class PipelineSimulate(Tool):
 class TuneArgs(ToolArgs):
     model: str = MODEL
     cluster: str = CLUSTER
-    global_batch: int = Field(128, ge=1, le=1_000_000, description="samples per training step over all replicas")
+    global_batch: int = config_field(PipelineConfig, "global_batch")
     resolution: int = RESOLUTION
     balance: float = BALANCE
     methods: list[Method] | None = Field(None, description=f"partitioners to compare (default all): {METHODS_HELP}")
-    top: int = Field(10, ge=1, le=200, description="how many of the fastest configurations to return")
+    top: int = config_field(PipelineConfig, "top")
 
 
 class PipelineTune(Tool):

@@ -7,32 +7,38 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from coevo.search.errors import UserInputError
+from coevo.search.problem import config_field
 from coevo.search.work_progress import report
 from coevo.sim.zoo import ZooError
+from coevo.sim.zoqat.config import DEFAULT_LR, ZoQatConfig
 from coevo.sim.zoqat.job import Spec, run, run_isolated
-from coevo.sim.zoqat.qat import DEFAULT_LR
 from coevo.tools._base import Tool, ToolArgs, ToolResult
-
-DEFAULT_EPS = 1e-3
 
 
 class ZoQatArgs(ToolArgs):
-    model: str = Field("lm-pydoc", description="zoo model: lm-pydoc, lm-pydoc-tiny (byte LMs) or cnn-digits (its Linear layers)")
-    w_bits: int = Field(4, ge=1, le=16, description="weight bits, per output channel, symmetric")
-    a_bits: int | None = Field(8, ge=1, le=16, description="bits of every Linear layer's input, per tensor; null: float activations")
-    steps: int = Field(300, ge=0, le=100_000, description="training steps, one batch each (rtn ignores them)")
-    method: Literal["spsa", "projected", "ste", "rtn"] = Field(
-        "spsa",
+    model: str = config_field(
+        ZoQatConfig, "model", description="zoo model: lm-pydoc, lm-pydoc-tiny (byte LMs) or cnn-digits (its Linear layers)"
+    )
+    w_bits: int = config_field(ZoQatConfig, "w_bits")
+    a_bits: int | None = config_field(
+        ZoQatConfig, "a_bits", description="bits of every Linear layer's input, per tensor; null: float activations"
+    )
+    steps: int = config_field(ZoQatConfig, "steps", description="training steps, one batch each (rtn ignores them)")
+    method: Literal["spsa", "projected", "ste", "rtn"] = config_field(
+        ZoQatConfig,
+        "method",
         description="spsa: two-point zeroth-order (MeZO-style, seeds only, no backprop); projected: SPSA inside a "
         "subspace of past ZO gradient estimates; ste: backprop QAT with the straight-through estimator (Adam); "
         "rtn: round-to-nearest, no training",
     )
     lr: float | None = Field(None, gt=0, description="learning rate; null: the method's default chosen on the validation split")
-    eps: float = Field(DEFAULT_EPS, gt=0, le=1, description="ZO perturbation size in log-scale units (1e-3: a 0.1 % change of each scale)")
-    seed: int = Field(0, description="seed of the perturbations, the batch order and the calibration batches")
-    batch_size: int = Field(16, ge=1, le=1024, description="sequences (or images) per training batch")
-    train_weights: bool = Field(False, description="also train the Linear weights (default: only the quantization scales)")
-    eval_batches: int | None = Field(None, ge=1, description="batches (of 64) of val and test to evaluate; null: the whole split")
+    eps: float = config_field(ZoQatConfig, "eps")
+    seed: int = config_field(ZoQatConfig, "seed")
+    batch_size: int = config_field(ZoQatConfig, "batch_size")
+    train_weights: bool = config_field(ZoQatConfig, "train_weights")
+    eval_batches: int | None = config_field(
+        ZoQatConfig, "eval_batches", description="batches (of 64) of val and test to evaluate; null: the whole split"
+    )
     isolate: bool = Field(True, description="run in a fresh process so the peak memory measured is this run's alone")
 
 

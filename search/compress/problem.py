@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, cast
+from typing import Annotated, Any, Literal, cast
 
 import numpy as np
 import optuna
@@ -30,8 +30,18 @@ from pydantic import AliasChoices, Field
 
 from coevo.search.errors import UserInputError
 from coevo.search.niches import Niche
-from coevo.search.problem import Evolvable, Objective, Problem, ProblemOptions, level_neighbours, read_key_values, uniform_crossover
-from coevo.sim.accel.compress import LEVELS, compressor
+from coevo.search.problem import (
+    Evolvable,
+    Objective,
+    Problem,
+    ProblemOptions,
+    config_field,
+    level_neighbours,
+    read_key_values,
+    uniform_crossover,
+)
+from coevo.sim.accel.compress import compressor
+from coevo.sim.accel.config import LEVELS, AccelConfig
 
 LAYERS = ("conv1", "conv2", "conv3", "fc1", "fc2")
 """The restricted layers of both zoo CNNs (checked against the model when the problem is made)."""
@@ -54,17 +64,16 @@ def depth_niches() -> tuple[Niche, ...]:
 class CompressOptions(ProblemOptions):
     """Options of the ``compress`` problem."""
 
-    model: Literal["cnn-digits", "cnn-mnist5k"] = Field(
-        "cnn-digits", description="the zoo model to compress: cnn-digits (8x8 scikit-learn digits) or cnn-mnist5k (5,000 MNIST images)"
+    model: Literal["cnn-digits", "cnn-mnist5k"] = config_field(
+        AccelConfig,
+        "model",
+        description="the zoo model to compress: cnn-digits (8x8 scikit-learn digits) or cnn-mnist5k (5,000 MNIST images)",
     )
-    energy_scope: Literal["total", "compute"] = Field(
-        "total", description="energy objective: total (compute + SRAM + DRAM on the array) or compute (MAC energy only)"
-    )
-    train_seed: int = Field(
-        0,
-        ge=0,
+    energy_scope: Literal["total", "compute"] = config_field(AccelConfig, "energy_scope")
+    train_seed: Annotated[int, Field(validation_alias=AliasChoices("train_seed", "seed"))] = config_field(
+        AccelConfig,
+        "seed",
         description="seed of the model's training and of quantization-aware training",
-        validation_alias=AliasChoices("train_seed", "seed"),
     )  # "seed" in studies made before coevo 0.2
 
 

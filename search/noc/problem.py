@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Literal, NamedTuple, cast
+from typing import Annotated, Any, ClassVar, Literal, NamedTuple, cast
 
 import numpy as np
 import optuna
@@ -25,7 +25,8 @@ from pydantic import AliasChoices, Field
 
 from coevo.search.errors import UserInputError
 from coevo.search.niches import Niche
-from coevo.search.problem import Evolvable, Objective, Problem, ProblemOptions, read_key_values
+from coevo.search.problem import Evolvable, Objective, Problem, ProblemOptions, config_field, read_key_values
+from coevo.sim.noc.config import NocFamilyConfig
 from coevo.sim.noc.mesh import ROUTINGS, simulate_mesh
 
 SUBCHANNELS = (1, 2, 3, 4, 6, 8)
@@ -70,13 +71,15 @@ class NocOptions(ProblemOptions):
     topology: Literal["mesh"] = Field(
         "mesh", description="mesh: the designs searched (compare the Benes NoC's two routings with the noc.plot tool)"
     )
-    k: int = Field(8, ge=2, le=16, description="mesh side: k x k nodes")
-    traffic: Literal["uniform", "transpose", "tornado", "hotspot"] = Field("hotspot", description="traffic pattern")
-    load: float = Field(0.3, gt=0, le=1, description="offered load, a fraction of a 4-sub-channel link")
-    gt_share: float = Field(0.7, ge=0, le=1, description="share of the load in guaranteed-bandwidth flows")
-    cycles: int = Field(3000, ge=100, le=1_000_000, description="simulated cycles per design")
-    traffic_seed: int = Field(
-        0, ge=0, description="seed of the simulated traffic", validation_alias=AliasChoices("traffic_seed", "seed")
+    k: int = config_field(NocFamilyConfig, "k")
+    traffic: Literal["uniform", "transpose", "tornado", "hotspot"] = config_field(NocFamilyConfig, "search_traffic")
+    load: float = config_field(NocFamilyConfig, "load", description="offered load, a fraction of a 4-sub-channel link")
+    gt_share: float = config_field(NocFamilyConfig, "search_gt_share")
+    cycles: int = config_field(NocFamilyConfig, "search_cycles")
+    traffic_seed: Annotated[int, Field(validation_alias=AliasChoices("traffic_seed", "seed"))] = config_field(
+        NocFamilyConfig,
+        "seed",
+        description="seed of the simulated traffic",
     )  # "seed" in studies made before coevo 0.2
 
 

@@ -34,13 +34,13 @@ from typing import Any, ClassVar, NamedTuple, cast
 
 import numpy as np
 import optuna
-from pydantic import Field
 
 from coevo.search.errors import UserInputError
 from coevo.search.metrics import FrontReference
 from coevo.search.niches import Niche
-from coevo.search.problem import Evolvable, Objective, Problem, ProblemOptions, read_key_values
+from coevo.search.problem import Evolvable, Objective, Problem, ProblemOptions, config_field, read_key_values
 from coevo.sim.pipeline.cluster import Cluster, get_cluster
+from coevo.sim.pipeline.config import PipelineConfig
 from coevo.sim.pipeline.partition import PARTITIONERS as PARTITION_METHODS
 from coevo.sim.pipeline.partition import TOLERANT, Plan, partition, units
 from coevo.sim.pipeline.profile import ModelProfile, profile
@@ -113,13 +113,16 @@ def degree_niches() -> tuple[Niche, ...]:
 class PipelineOptions(ProblemOptions):
     """Options of the ``pipeline`` problem."""
 
-    model: str = Field(
-        "unet-sd",
+    model: str = config_field(
+        PipelineConfig,
+        "model",
         description="model preset (unet-sd, unet-small, unet-tiny, uvit-h, uvit-small, uvit-tiny) or path/to/file.py:function",
     )
-    cluster: str = Field("v100x16-ib10", description="cluster preset (v100x16-ib10, v100x16-ib300, v100x8-pcie) or a JSON file")
-    global_batch: int = Field(128, ge=1, le=1_000_000, description="samples per training step over all replicas")
-    resolution: int = Field(64, ge=1, le=1024, description="latent height/width")
+    cluster: str = config_field(
+        PipelineConfig, "cluster", description="cluster preset (v100x16-ib10, v100x16-ib300, v100x8-pcie) or a JSON file"
+    )
+    global_batch: int = config_field(PipelineConfig, "global_batch")
+    resolution: int = config_field(PipelineConfig, "resolution", description="latent height/width")
 
 
 class PipelineProblem(Problem, Evolvable):

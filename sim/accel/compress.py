@@ -47,13 +47,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from coevo.sim.accel.config import ACCEL, LEVELS
 from coevo.sim.accel.energy import PSUM_BYTES, EnergyTable, LayerActivity, constants, energy_table, measure_layer, memory_pj, pj_per_toggle
 from coevo.sim.accel.systolic import Layer, Mapping, map_layer
 from coevo.sim.errors import UserInputError
 from coevo.sim.quant import fake
 
 MODELS = ("cnn-digits", "cnn-mnist5k")
-LEVELS = (256, 128, 64, 32, 16, 8, 4)
 """Allowed-value counts tried per layer, loosest first (one restriction step each)."""
 
 
@@ -250,16 +250,16 @@ class Compressor:
 
     def __init__(
         self,
-        model: str = "cnn-digits",
+        model: str = ACCEL.model,
         *,
-        seed: int = 0,
-        qat_epochs: int = 3,
-        rows: int = 16,
-        cols: int = 16,
-        batch: int = 1,
-        buffer_kb: float = 32,
-        energy_samples: int = 128,
-        positions: int = 512,
+        seed: int = ACCEL.seed,
+        qat_epochs: int = ACCEL.qat_epochs,
+        rows: int = ACCEL.compress_rows,
+        cols: int = ACCEL.compress_cols,
+        batch: int = ACCEL.batch,
+        buffer_kb: float = ACCEL.compress_buffer_kb,
+        energy_samples: int = ACCEL.energy_samples,
+        positions: int = ACCEL.positions,
     ) -> None:
         if model not in MODELS:
             raise UserInputError(f"unknown model {model!r}; available: {', '.join(MODELS)} (zoo CNNs on real handwritten digits)")
@@ -467,16 +467,16 @@ class Compressor:
 
 
 @functools.lru_cache(maxsize=4)
-def compressor(model: str = "cnn-digits", seed: int = 0) -> Compressor:
+def compressor(model: str = ACCEL.model, seed: int = ACCEL.seed) -> Compressor:
     """The trained model, its INT8 reference and energy measurements for (``model``, ``seed``), built once per process."""
     return Compressor(model, seed=seed)
 
 
 def compress(
-    model: str = "cnn-digits",
+    model: str = ACCEL.model,
     *,
-    accuracy_drop_max: float = 2.0,
-    seed: int = 0,
+    accuracy_drop_max: float = ACCEL.accuracy_drop_max,
+    seed: int = ACCEL.seed,
     levels: Sequence[int] = LEVELS,
     progress: Callable[[str], None] | None = None,
 ) -> CompressionReport:

@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from coevo.sim.accel.config import ACCEL
 from coevo.sim.errors import UserInputError
 
 DATAFLOWS = ("ws", "os", "is")
@@ -121,7 +122,14 @@ class Mapping:
 
 
 def map_layer(
-    layer: Layer, rows: int, cols: int, dataflow: str, *, ifmap_kb: float = 256, filter_kb: float = 256, ofmap_kb: float = 256
+    layer: Layer,
+    rows: int,
+    cols: int,
+    dataflow: str,
+    *,
+    ifmap_kb: float = ACCEL.ifmap_kb,
+    filter_kb: float = ACCEL.filter_kb,
+    ofmap_kb: float = ACCEL.ofmap_kb,
 ) -> Mapping:
     """Map ``layer`` onto an ``rows x cols`` array (module doc).
 

@@ -8,6 +8,7 @@ import math
 
 import torch
 
+from coevo.sim.attention.config import ATTENTION
 from coevo.sim.attention.flops import check_method
 from coevo.sim.attention.model import SelectionStats, SparseConfig, sparsify
 from coevo.sim.attention.ops import check_bits, check_top_k, check_window
@@ -41,8 +42,8 @@ def check_eval(split: str, max_batches: int | None) -> None:
 def evaluate_sparse_model(
     zm: ZooModel,
     config: SparseConfig,
-    split: str = "val",
-    max_batches: int | None = 8,
+    split: str = ATTENTION.split,
+    max_batches: int | None = ATTENTION.max_batches,
     length: int | None = None,
     dense_perplexity: float | None = None,
 ) -> dict[str, float]:
@@ -106,14 +107,14 @@ def _evaluate_cached(model: str, config: SparseConfig, split: str, max_batches: 
 
 
 def evaluate_sparse(
-    model: str = "lm-pydoc-tiny",
-    method: str = "topk-quantized-keys",
-    top_k: int = 32,
-    key_bits: int = 4,
-    window: int = 32,
-    n_global: int = 4,
-    split: str = "val",
-    max_batches: int | None = 8,
+    model: str = ATTENTION.model,
+    method: str = ATTENTION.method,
+    top_k: int = ATTENTION.top_k,
+    key_bits: int = ATTENTION.key_bits,
+    window: int = ATTENTION.window,
+    n_global: int = ATTENTION.n_global,
+    split: str = ATTENTION.split,
+    max_batches: int | None = ATTENTION.max_batches,
 ) -> dict[str, float]:
     """Perplexity (and top-k recall) of a zoo LM with sparse attention, no retraining; cached per arguments in-process.
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from coevo.sim.attention.config import ATTENTION
 from coevo.sim.attention.ops import Selection, dense_attention, local_global_attention, topk_quantized_attention
 
 
@@ -26,11 +27,11 @@ from coevo.sim.attention.ops import Selection, dense_attention, local_global_att
 class SparseConfig:
     """Which operator and its settings (see :mod:`sim.attention.ops`)."""
 
-    method: str = "topk-quantized-keys"
-    top_k: int = 32
-    key_bits: int = 4
-    window: int = 32
-    n_global: int = 4
+    method: str = ATTENTION.method
+    top_k: int = ATTENTION.top_k
+    key_bits: int = ATTENTION.key_bits
+    window: int = ATTENTION.window
+    n_global: int = ATTENTION.n_global
 
 
 @dataclass

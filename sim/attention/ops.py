@@ -27,10 +27,8 @@ from dataclasses import dataclass
 
 import torch
 
+from coevo.sim.attention.config import MAX_BITS, MIN_BITS
 from coevo.sim.errors import UserInputError
-
-MIN_BITS, MAX_BITS = 1, 16
-"""The key/query bit widths the pre-scoring accepts."""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from coevo.sim.errors import UserInputError
+from coevo.sim.gnn.config import GNN
 from coevo.sim.gnn.designs import get_design
 from coevo.sim.gnn.graph import HeteroGraph, batch, to_hetero
 from coevo.sim.gnn.model import Config, HeteroCircuitGNN, Prepared, build
@@ -128,7 +129,7 @@ def train_eval(
     *,
     seed: int,
     epochs: int,
-    lr: float = 5e-3,
+    lr: float = GNN.lr,
     train_mask: np.ndarray | None = None,
     test_mask: np.ndarray | None = None,
 ) -> Fit:

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from coevo.sim.errors import UserInputError
+from coevo.sim.gnn.config import GNN
 from coevo.sim.gnn.graph import NODE_TYPES, RELATIONS, HeteroGraph, Relation
 from coevo.sim.gnn.sparse import RelationCSR, aggregate, balanced_blocks, densify, even_blocks, sparse_row_mm, topk_relu
 
@@ -37,12 +38,12 @@ from coevo.sim.gnn.sparse import RelationCSR, aggregate, balanced_blocks, densif
 class Config:
     """Model shape and the switches (see the module docstring)."""
 
-    hidden: int = 64
-    layers: int = 3
-    k: int | None = 8
+    hidden: int = GNN.hidden
+    layers: int = GNN.layers
+    k: int | None = GNN.dynamic_relu_k
     product: Literal["sparse", "dense"] = "sparse"
     aggregation: Literal["numba", "torch"] = "numba"
-    concurrency: int = 1
+    concurrency: int = GNN.concurrency
 
     def __post_init__(self) -> None:
         if self.hidden < 1 or self.layers < 1:
@@ -196,7 +197,7 @@ class HeteroCircuitGNN(nn.Module):
         return self.head(torch.relu(h["cell"])).squeeze(1)
 
 
-def build(data: Prepared, config: Config, seed: int = 0) -> HeteroCircuitGNN:
+def build(data: Prepared, config: Config, seed: int = GNN.seed) -> HeteroCircuitGNN:
     """A model for ``data``'s node types and relations, weights drawn from ``seed``."""
     torch.manual_seed(seed)
     return HeteroCircuitGNN({t: int(x.shape[1]) for t, x in data.x.items()}, list(data.rels), config)

@@ -65,11 +65,9 @@ import numpy as np
 
 from coevo.sim.errors import UserInputError
 from coevo.sim.noc.common import WARMUP_MAX, Clock, Injector, NocResult, ProgressFn, check_load, delay_stats, derangement, destination
+from coevo.sim.noc.config import MAX_CONTROL_CYCLES, MAX_HOLD_CYCLES, NOC
 
 ROUTINGS = ("bit", "adaptive", "adaptive-local")
-MAX_CONTROL_CYCLES = 16
-"""Largest ``setup_cycles`` / ``ack_cycles`` accepted (an electronic control hop slower than this is a different design)."""
-MAX_HOLD_CYCLES = 4096
 
 
 def _stages(n_ports: int) -> tuple[int, list[int]]:
@@ -98,7 +96,7 @@ def benes_graph(n_ports: int) -> nx.DiGraph:
     return g
 
 
-def zero_load_delay(n_ports: int, packet_flits: int, setup_cycles: int = 2, ack_cycles: int = 1) -> int:
+def zero_load_delay(n_ports: int, packet_flits: int, setup_cycles: int = NOC.setup_cycles, ack_cycles: int = NOC.ack_cycles) -> int:
     """Generation to last flit with no contention: ``(2 log2 N - 1)(setup + ack) + flits`` cycles (module doc)."""
     _, bits = _stages(n_ports)
     return len(bits) * (setup_cycles + ack_cycles) + packet_flits
@@ -117,7 +115,13 @@ def bit_paths(n_ports: int) -> np.ndarray:
     return out
 
 
-def bit_blocking_model(n_ports: int, load: float, packet_flits: int = 16, setup_cycles: int = 2, ack_cycles: int = 1) -> float:
+def bit_blocking_model(
+    n_ports: int,
+    load: float,
+    packet_flits: int = NOC.benes_packet_flits,
+    setup_cycles: int = NOC.setup_cycles,
+    ack_cycles: int = NOC.ack_cycles,
+) -> float:
     """First-attempt blocking probability of ``bit`` routing under uniform Poisson traffic at low load (analytical).
 
     A fresh setup from ``s`` to ``d`` starting in cycle ``T`` wants the link after stage ``j``
@@ -161,7 +165,13 @@ def bit_blocking_model(n_ports: int, load: float, packet_flits: int = 16, setup_
     return float(np.mean(probs))
 
 
-def mean_link_utilisation_model(n_ports: int, load: float, packet_flits: int = 16, setup_cycles: int = 2, ack_cycles: int = 1) -> float:
+def mean_link_utilisation_model(
+    n_ports: int,
+    load: float,
+    packet_flits: int = NOC.benes_packet_flits,
+    setup_cycles: int = NOC.setup_cycles,
+    ack_cycles: int = NOC.ack_cycles,
+) -> float:
     """Mean share of time a link (all stages and output ports) is reserved, uniform traffic at low load (analytical).
 
     Under uniform traffic every link of every stage is on the path of circuits arriving at
@@ -217,11 +227,11 @@ class BenesConfig:
     traffic: str
     injection: str
     packet_flits: int
-    setup_cycles: int = 2
+    setup_cycles: int = NOC.setup_cycles
     """Cycles a switch's electronic control takes to process a setup header."""
-    ack_cycles: int = 1
+    ack_cycles: int = NOC.ack_cycles
     """Cycles the ACK (or a NACK) takes to cross one stage back towards the source."""
-    hold_cycles: int = 0
+    hold_cycles: int = NOC.hold_cycles
     """Cycles a blocked header may wait at a switch before it gives up (0: tear down at once)."""
     topology: ClassVar[str] = "benes"
 
@@ -284,18 +294,18 @@ class _Setup:
 
 
 def simulate_benes(
-    n_ports: int = 16,
+    n_ports: int = NOC.n_ports,
     *,
-    routing: str = "adaptive",
-    load: float = 0.3,
-    packet_flits: int = 16,
-    traffic: str = "uniform",
-    injection: str = "poisson",
-    setup_cycles: int = 2,
-    ack_cycles: int = 1,
-    hold_cycles: int = 0,
-    cycles: int = 20_000,
-    seed: int = 0,
+    routing: str = NOC.routing,
+    load: float = NOC.load,
+    packet_flits: int = NOC.benes_packet_flits,
+    traffic: str = NOC.traffic,
+    injection: str = NOC.injection,
+    setup_cycles: int = NOC.setup_cycles,
+    ack_cycles: int = NOC.ack_cycles,
+    hold_cycles: int = NOC.hold_cycles,
+    cycles: int = NOC.benes_cycles,
+    seed: int = NOC.seed,
     trace: Sequence[tuple[int, int, int]] | None = None,
     progress: ProgressFn | None = None,
 ) -> BenesResult:

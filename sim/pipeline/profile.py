@@ -52,6 +52,7 @@ from coevo.sim.errors import UserInputError
 from coevo.sim.pipeline import unet as unet_mod
 from coevo.sim.pipeline import uvit as uvit_mod
 from coevo.sim.pipeline.blocks import ROLES, Block, PipelineModel
+from coevo.sim.pipeline.config import PIPELINE
 
 MODELS: dict[str, Callable[[], PipelineModel]] = {
     **{name: functools.partial(unet_mod.unet, cfg) for name, cfg in unet_mod.PRESETS.items()},
@@ -260,7 +261,9 @@ def saved_activation_bytes(
     return sum(own.values()), tuple(sorted(indices))
 
 
-def profile(model: str, *, resolution: int = 64, microbatch: int = 1, dtype_bytes: int = 2) -> ModelProfile:
+def profile(
+    model: str, *, resolution: int = PIPELINE.resolution, microbatch: int = PIPELINE.microbatch, dtype_bytes: int = PIPELINE.dtype_bytes
+) -> ModelProfile:
     """Profile a model on the meta device (see module doc).
 
     Args:

@@ -93,6 +93,7 @@ from typing import Any
 
 from coevo.sim.errors import UserInputError
 from coevo.sim.pipeline.cluster import Cluster
+from coevo.sim.pipeline.config import PIPELINE
 from coevo.sim.pipeline.partition import TRAIN_FLOPS_FACTOR, Plan, work
 from coevo.sim.pipeline.profile import ModelProfile
 
@@ -586,8 +587,8 @@ def simulate(
     schedule: str,
     microbatches: int,
     order: Mapping[Op, float] | None = None,
-    recompute: bool = False,
-    data_parallel: int = 1,
+    recompute: bool = PIPELINE.recompute,
+    data_parallel: int = PIPELINE.data_parallel,
 ) -> StepResult:
     """Simulate one training step of ``microbatches`` microbatches (see module doc).
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from coevo.sim.errors import UserInputError
 from coevo.sim.pipeline.cluster import Cluster
+from coevo.sim.pipeline.config import PIPELINE
 from coevo.sim.pipeline.partition import TOLERANT, Plan, partition, units
 from coevo.sim.pipeline.profile import ModelProfile, profile
 from coevo.sim.pipeline.simulate import StepResult, memory_bound, simulate
@@ -147,9 +148,9 @@ def tune(
     cluster: Cluster,
     *,
     global_batch: int,
-    resolution: int = 64,
-    microbatches: tuple[int, ...] = (1, 2, 4, 8),
-    balance: float = 0.0,
+    resolution: int = PIPELINE.resolution,
+    microbatches: tuple[int, ...] = PIPELINE.tune_microbatches,
+    balance: float = PIPELINE.balance,
     methods: tuple[str, ...] | None = None,
 ) -> tuple[list[Candidate], list[Rejected]]:
     """Every feasible configuration, fastest first, and the rejected ones with reasons.

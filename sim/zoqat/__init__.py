@@ -8,9 +8,10 @@ measured, :mod:`sim.zoqat.job` for one measured run of a zoo model in a fresh pr
 
 from __future__ import annotations
 
+from coevo.sim.zoqat.config import DEFAULT_LR
 from coevo.sim.zoqat.fakequant import QuantLinear, fake_quant, qrange, quant_layers, quantize
 from coevo.sim.zoqat.memory import PeakMemory
-from coevo.sim.zoqat.qat import DEFAULT_LR, QATRun, zo_qat
+from coevo.sim.zoqat.qat import QATRun, zo_qat
 from coevo.sim.zoqat.train import METHODS, Perturbation, TrainLog, default_loss, evaluate, train, trainable, zo_step
 
 __all__ = [

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from coevo.sim.errors import UserInputError
+from coevo.sim.zoqat.config import ZOQAT
 from coevo.sim.zoqat.fakequant import check_bits, quantize
 from coevo.sim.zoqat.memory import PeakMemory
 from coevo.sim.zoqat.train import METHODS, train
@@ -34,18 +35,18 @@ class Spec:
         splits: the splits reported after training (``test`` only when reporting, per the fair-comparison rules).
     """
 
-    model: str = "lm-pydoc"
-    w_bits: int = 4
-    a_bits: int | None = 8
-    method: str = "spsa"
-    steps: int = 300
-    lr: float = 1e-4
-    eps: float = 1e-3
-    seed: int = 0
-    batch_size: int = 16
-    train_weights: bool = False
+    model: str = ZOQAT.model
+    w_bits: int = ZOQAT.w_bits
+    a_bits: int | None = ZOQAT.a_bits
+    method: str = ZOQAT.method
+    steps: int = ZOQAT.steps
+    lr: float = ZOQAT.spec_lr
+    eps: float = ZOQAT.eps
+    seed: int = ZOQAT.seed
+    batch_size: int = ZOQAT.batch_size
+    train_weights: bool = ZOQAT.train_weights
     clip: float | None = None
-    eval_batches: int | None = None
+    eval_batches: int | None = ZOQAT.eval_batches
     threads: int | None = None
     splits: tuple[str, ...] = ("val", "test")
     rank: int = 4

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from coevo.sim.errors import UserInputError
+from coevo.sim.zoqat.config import DEFAULT_LR, ZOQAT
 from coevo.sim.zoqat.fakequant import check_bits, linear_names, quantize
 from coevo.sim.zoqat.memory import PeakMemory
 from coevo.sim.zoqat.train import METHODS, LossFn, TrainLog, default_loss, train
@@ -49,14 +50,14 @@ def zo_qat(
     model: nn.Module,
     loader: Iterable[Any],
     *,
-    w_bits: int = 4,
-    a_bits: int | None = 8,
-    method: str = "spsa",
-    steps: int = 300,
+    w_bits: int = ZOQAT.w_bits,
+    a_bits: int | None = ZOQAT.a_bits,
+    method: str = ZOQAT.method,
+    steps: int = ZOQAT.steps,
     lr: float | None = None,
-    eps: float = 1e-3,
-    seed: int = 0,
-    train_weights: bool = False,
+    eps: float = ZOQAT.eps,
+    seed: int = ZOQAT.seed,
+    train_weights: bool = ZOQAT.train_weights,
     calib_batches: int = 4,
     loss_fn: LossFn = default_loss,
     **options: Any,
@@ -92,7 +93,3 @@ def zo_qat(
     with PeakMemory() as memory:
         log = train(qmodel, loader, method, steps, lr=rate, eps=eps, seed=seed, train_weights=train_weights, loss_fn=loss_fn, **options)
     return QATRun(qmodel, log, memory)
-
-
-DEFAULT_LR: dict[str, float] = {"spsa": 1e-2, "projected": 3e-3, "ste": 1e-2, "rtn": 0.0}
-"""Learning rates used when none is given: the best of python -m coevo.figures zoqat's validation grid on lm-pydoc-tiny (W4A8)."""

@@ -1,0 +1,332 @@
+"""Each family's configuration is the one declaration of its defaults: the tools' arguments, the problems' options and
+the simulators' keyword defaults all hold its values (NoC, pipeline, accelerator/compression, sparse attention, circuit
+GNN, ZO-QAT).
+
+The tables name which field stands for which setting; every value compared is read from the two sides (the pydantic
+field info, the function signature, the configuration dataclass), so a default or bound edited in one place only fails
+here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import annotated_types
+import pytest
+from pydantic import BaseModel
+
+from coevo.search.compress.problem import CompressOptions
+from coevo.search.noc.problem import NocOptions
+from coevo.search.pipeline.problem import PipelineOptions
+from coevo.sim.accel.compress import Compressor, compress, compressor
+from coevo.sim.accel.config import ACCEL, AccelConfig
+from coevo.sim.accel.systolic import map_layer
+from coevo.sim.attention.config import ATTENTION, AttentionFamilyConfig
+from coevo.sim.attention.evaluate import evaluate_sparse, evaluate_sparse_model
+from coevo.sim.attention.model import SparseConfig
+from coevo.sim.gnn.bench import train_eval
+from coevo.sim.gnn.config import GNN, GnnFamilyConfig
+from coevo.sim.gnn.model import Config as GnnModelConfig
+from coevo.sim.gnn.model import build
+from coevo.sim.noc.benes import BenesConfig, bit_blocking_model, mean_link_utilisation_model, simulate_benes, zero_load_delay
+from coevo.sim.noc.config import NOC, NocFamilyConfig
+from coevo.sim.noc.mesh import MeshSim, simulate_mesh
+from coevo.sim.pipeline.config import PIPELINE, PipelineConfig
+from coevo.sim.pipeline.ilp import synthesize
+from coevo.sim.pipeline.profile import profile
+from coevo.sim.pipeline.simulate import simulate
+from coevo.sim.pipeline.tune import tune
+from coevo.sim.zoqat.config import ZOQAT, ZoQatConfig
+from coevo.sim.zoqat.job import Spec
+from coevo.sim.zoqat.qat import zo_qat
+from coevo.tools.attention import SparseArgs
+from coevo.tools.gnn import GnnCircuitArgs
+from coevo.tools.noc import CompressArgs, NocArgs, NocPlotArgs, SystolicArgs
+from coevo.tools.pipeline import PlanArgs, ProfileArgs, SimulateArgs, TuneArgs
+from coevo.tools.zoqat import ZoQatArgs
+
+BOUNDS = {annotated_types.Ge: "ge", annotated_types.Gt: "gt", annotated_types.Le: "le", annotated_types.Lt: "lt"}
+
+SHARED = "shared"
+"""The adapter field carries the configuration's bounds."""
+OWN = "own"
+"""The adapter field leaves the range to the simulator's check (``config_field(..., bounds=False)``): no pydantic bound."""
+
+# (adapter model, its field, the family configuration, the configuration's field, whose bounds the adapter checks)
+ADAPTERS: dict[str, list[tuple[type[BaseModel], str, type, str, str]]] = {
+    "noc": [
+        (NocArgs, "n", NocFamilyConfig, "n_ports", OWN),
+        (NocArgs, "k", NocFamilyConfig, "k", OWN),
+        (NocOptions, "k", NocFamilyConfig, "k", SHARED),
+        (NocArgs, "routing", NocFamilyConfig, "routing", SHARED),
+        (NocArgs, "load", NocFamilyConfig, "load", OWN),
+        (NocOptions, "load", NocFamilyConfig, "load", SHARED),
+        (NocArgs, "traffic", NocFamilyConfig, "traffic", SHARED),
+        (NocOptions, "traffic", NocFamilyConfig, "search_traffic", SHARED),
+        (NocArgs, "injection", NocFamilyConfig, "injection", SHARED),
+        (NocArgs, "setup_cycles", NocFamilyConfig, "setup_cycles", SHARED),
+        (NocArgs, "ack_cycles", NocFamilyConfig, "ack_cycles", SHARED),
+        (NocArgs, "hold_cycles", NocFamilyConfig, "hold_cycles", SHARED),
+        (NocArgs, "gt_share", NocFamilyConfig, "gt_share", SHARED),
+        (NocOptions, "gt_share", NocFamilyConfig, "search_gt_share", SHARED),
+        (NocArgs, "subchannels", NocFamilyConfig, "subchannels", SHARED),
+        (NocArgs, "gt_width", NocFamilyConfig, "gt_width", SHARED),
+        (NocArgs, "gt_fill", NocFamilyConfig, "gt_fill", SHARED),
+        (NocArgs, "cycles", NocFamilyConfig, "cycles", SHARED),
+        (NocPlotArgs, "cycles", NocFamilyConfig, "cycles", SHARED),
+        (NocOptions, "cycles", NocFamilyConfig, "search_cycles", SHARED),
+        (NocArgs, "seed", NocFamilyConfig, "seed", OWN),
+        (NocOptions, "traffic_seed", NocFamilyConfig, "seed", SHARED),
+    ],
+    "pipeline": [
+        *[(m, "model", PipelineConfig, "model", SHARED) for m in (ProfileArgs, PlanArgs, SimulateArgs, TuneArgs, PipelineOptions)],
+        *[(m, "cluster", PipelineConfig, "cluster", SHARED) for m in (PlanArgs, SimulateArgs, TuneArgs, PipelineOptions)],
+        *[
+            (m, "resolution", PipelineConfig, "resolution", SHARED)
+            for m in (ProfileArgs, PlanArgs, SimulateArgs, TuneArgs, PipelineOptions)
+        ],
+        *[(m, "microbatch", PipelineConfig, "microbatch", SHARED) for m in (ProfileArgs, PlanArgs, SimulateArgs)],
+        *[(m, "balance", PipelineConfig, "balance", SHARED) for m in (PlanArgs, SimulateArgs, TuneArgs)],
+        *[(m, "devices", PipelineConfig, "devices", SHARED) for m in (PlanArgs, SimulateArgs)],
+        *[(m, "global_batch", PipelineConfig, "global_batch", SHARED) for m in (TuneArgs, PipelineOptions)],
+        (PlanArgs, "method", PipelineConfig, "plan_method", SHARED),
+        (SimulateArgs, "method", PipelineConfig, "method", SHARED),
+        (SimulateArgs, "schedule", PipelineConfig, "schedule", SHARED),
+        (SimulateArgs, "microbatches", PipelineConfig, "microbatches", SHARED),
+        (SimulateArgs, "recompute", PipelineConfig, "recompute", SHARED),
+        (SimulateArgs, "time_limit_s", PipelineConfig, "ilp_time_limit_s", SHARED),
+        (SimulateArgs, "ilp_memory", PipelineConfig, "ilp_memory", SHARED),
+        (SimulateArgs, "ilp_split_backward", PipelineConfig, "ilp_split_backward", SHARED),
+        (SimulateArgs, "data_parallel", PipelineConfig, "data_parallel", SHARED),
+        (TuneArgs, "top", PipelineConfig, "top", SHARED),
+    ],
+    "accel": [
+        (SystolicArgs, "rows", AccelConfig, "rows", SHARED),
+        (SystolicArgs, "cols", AccelConfig, "cols", SHARED),
+        (SystolicArgs, "dataflow", AccelConfig, "dataflow", SHARED),
+        (SystolicArgs, "ifmap_kb", AccelConfig, "ifmap_kb", SHARED),
+        (SystolicArgs, "filter_kb", AccelConfig, "filter_kb", SHARED),
+        (SystolicArgs, "ofmap_kb", AccelConfig, "ofmap_kb", SHARED),
+        (CompressArgs, "model", AccelConfig, "model", SHARED),
+        (CompressOptions, "model", AccelConfig, "model", SHARED),
+        (CompressArgs, "accuracy_drop_max", AccelConfig, "accuracy_drop_max", SHARED),
+        (CompressArgs, "seed", AccelConfig, "seed", SHARED),
+        (CompressOptions, "train_seed", AccelConfig, "seed", SHARED),
+        (CompressOptions, "energy_scope", AccelConfig, "energy_scope", SHARED),
+    ],
+    "attention": [
+        (SparseArgs, "model", AttentionFamilyConfig, "model", SHARED),
+        (SparseArgs, "method", AttentionFamilyConfig, "method", SHARED),
+        (SparseArgs, "top_k", AttentionFamilyConfig, "top_k", OWN),
+        (SparseArgs, "key_bits", AttentionFamilyConfig, "key_bits", OWN),
+        (SparseArgs, "window", AttentionFamilyConfig, "window", OWN),
+        (SparseArgs, "n_global", AttentionFamilyConfig, "n_global", OWN),
+        (SparseArgs, "split", AttentionFamilyConfig, "split", SHARED),
+        (SparseArgs, "max_batches", AttentionFamilyConfig, "max_batches", OWN),
+    ],
+    "gnn": [
+        (GnnCircuitArgs, "design", GnnFamilyConfig, "design", SHARED),
+        (GnnCircuitArgs, "label", GnnFamilyConfig, "label", SHARED),
+        (GnnCircuitArgs, "dynamic_relu_k", GnnFamilyConfig, "dynamic_relu_k", SHARED),
+        (GnnCircuitArgs, "concurrency", GnnFamilyConfig, "tool_concurrency", SHARED),
+        (GnnCircuitArgs, "hidden", GnnFamilyConfig, "hidden", SHARED),
+        (GnnCircuitArgs, "layers", GnnFamilyConfig, "layers", SHARED),
+        (GnnCircuitArgs, "epochs", GnnFamilyConfig, "epochs", SHARED),
+        (GnnCircuitArgs, "test_share", GnnFamilyConfig, "test_share", SHARED),
+        (GnnCircuitArgs, "compare_dense", GnnFamilyConfig, "compare_dense", SHARED),
+        (GnnCircuitArgs, "timing_repeats", GnnFamilyConfig, "timing_repeats", SHARED),
+        (GnnCircuitArgs, "seed", GnnFamilyConfig, "seed", SHARED),
+    ],
+    "zoqat": [
+        (ZoQatArgs, name, ZoQatConfig, name, SHARED)
+        for name in ("model", "w_bits", "a_bits", "steps", "method", "eps", "seed", "batch_size", "train_weights", "eval_batches")
+    ],
+}
+
+# (function or class, its keyword, the family's defaults instance, the field it must default to)
+SIMULATORS: dict[str, list[tuple[Callable[..., Any], str, Any, str]]] = {
+    "noc": [
+        *[
+            (simulate_benes, p, NOC, f)
+            for p, f in [
+                ("n_ports", "n_ports"),
+                ("routing", "routing"),
+                ("load", "load"),
+                ("packet_flits", "benes_packet_flits"),
+                ("traffic", "traffic"),
+                ("injection", "injection"),
+                ("setup_cycles", "setup_cycles"),
+                ("ack_cycles", "ack_cycles"),
+                ("hold_cycles", "hold_cycles"),
+                ("cycles", "benes_cycles"),
+                ("seed", "seed"),
+            ]
+        ],
+        *[
+            (fn, p, NOC, p)
+            for fn in (zero_load_delay, bit_blocking_model, mean_link_utilisation_model)
+            for p in ("setup_cycles", "ack_cycles")
+        ],
+        *[(BenesConfig, p, NOC, p) for p in ("setup_cycles", "ack_cycles", "hold_cycles")],
+        *[
+            (simulate_mesh, p, NOC, f)
+            for p, f in [
+                ("k", "k"),
+                ("routing", "mesh_routing"),
+                ("load", "load"),
+                ("gt_share", "gt_share"),
+                ("traffic", "traffic"),
+                ("subchannels", "subchannels"),
+                ("packet_flits", "mesh_packet_flits"),
+                ("gt_width", "gt_width"),
+                ("gt_hold", "gt_hold"),
+                ("gt_fill", "gt_fill"),
+                ("cycles", "cycles"),
+                ("seed", "seed"),
+                ("scouts", "scouts"),
+                ("alpha", "alpha"),
+                ("detour", "detour"),
+                ("ksp", "ksp"),
+                ("forage_period", "forage_period"),
+                ("half_life", "half_life"),
+            ]
+        ],
+        *[(MeshSim, p, NOC, p) for p in ("scouts", "alpha", "detour", "gt_fill", "ksp", "forage_period", "half_life")],
+        (MeshSim, "packet_flits", NOC, "mesh_packet_flits"),
+    ],
+    "pipeline": [
+        (profile, "resolution", PIPELINE, "resolution"),
+        (profile, "microbatch", PIPELINE, "microbatch"),
+        (profile, "dtype_bytes", PIPELINE, "dtype_bytes"),
+        (tune, "resolution", PIPELINE, "resolution"),
+        (tune, "microbatches", PIPELINE, "tune_microbatches"),
+        (tune, "balance", PIPELINE, "balance"),
+        (simulate, "recompute", PIPELINE, "recompute"),
+        (simulate, "data_parallel", PIPELINE, "data_parallel"),
+        (synthesize, "memory", PIPELINE, "ilp_memory"),  # ilp.py repeats these two values (sim/pipeline/config.py)
+        (synthesize, "split_backward", PIPELINE, "ilp_split_backward"),
+    ],
+    "accel": [
+        *[(map_layer, p, ACCEL, p) for p in ("ifmap_kb", "filter_kb", "ofmap_kb")],
+        (compress, "model", ACCEL, "model"),
+        (compress, "accuracy_drop_max", ACCEL, "accuracy_drop_max"),
+        (compress, "seed", ACCEL, "seed"),
+        (compressor, "model", ACCEL, "model"),
+        (compressor, "seed", ACCEL, "seed"),
+        *[
+            (Compressor, p, ACCEL, f)
+            for p, f in [
+                ("model", "model"),
+                ("seed", "seed"),
+                ("qat_epochs", "qat_epochs"),
+                ("rows", "compress_rows"),
+                ("cols", "compress_cols"),
+                ("batch", "batch"),
+                ("buffer_kb", "compress_buffer_kb"),
+                ("energy_samples", "energy_samples"),
+                ("positions", "positions"),
+            ]
+        ],
+    ],
+    "attention": [
+        *[(SparseConfig, p, ATTENTION, p) for p in ("method", "top_k", "key_bits", "window", "n_global")],
+        *[
+            (evaluate_sparse, p, ATTENTION, p)
+            for p in ("model", "method", "top_k", "key_bits", "window", "n_global", "split", "max_batches")
+        ],
+        *[(evaluate_sparse_model, p, ATTENTION, p) for p in ("split", "max_batches")],
+    ],
+    "gnn": [
+        (GnnModelConfig, "hidden", GNN, "hidden"),
+        (GnnModelConfig, "layers", GNN, "layers"),
+        (GnnModelConfig, "k", GNN, "dynamic_relu_k"),
+        (GnnModelConfig, "concurrency", GNN, "concurrency"),
+        (train_eval, "lr", GNN, "lr"),
+        (build, "seed", GNN, "seed"),
+    ],
+    "zoqat": [
+        *[(zo_qat, p, ZOQAT, p) for p in ("w_bits", "a_bits", "method", "steps", "eps", "seed", "train_weights")],
+        *[
+            (Spec, p, ZOQAT, f)
+            for p, f in [
+                ("model", "model"),
+                ("w_bits", "w_bits"),
+                ("a_bits", "a_bits"),
+                ("method", "method"),
+                ("steps", "steps"),
+                ("lr", "spec_lr"),
+                ("eps", "eps"),
+                ("seed", "seed"),
+                ("batch_size", "batch_size"),
+                ("train_weights", "train_weights"),
+                ("eval_batches", "eval_batches"),
+            ]
+        ],
+    ],
+}
+
+
+def _config_field(config: type, name: str) -> dataclasses.Field[Any]:
+    return {f.name: f for f in dataclasses.fields(config)}[name]
+
+
+def _bounds(model: type[BaseModel], name: str) -> dict[str, Any]:
+    return {BOUNDS[type(m)]: getattr(m, BOUNDS[type(m)]) for m in model.model_fields[name].metadata if type(m) in BOUNDS}
+
+
+@pytest.mark.parametrize("family", sorted(ADAPTERS))
+def test_tool_and_problem_defaults_are_the_family_configuration(family: str) -> None:
+    for model, name, config, field, bounds in ADAPTERS[family]:
+        declared = _config_field(config, field)
+        where = f"{model.__name__}.{name} vs {config.__name__}.{field}"
+        assert model.model_fields[name].default == declared.default, where
+        expected = {k: declared.metadata[k] for k in BOUNDS.values() if k in declared.metadata} if bounds == SHARED else {}
+        assert _bounds(model, name) == expected, where
+
+
+@pytest.mark.parametrize("family", sorted(SIMULATORS))
+def test_simulator_keyword_defaults_are_the_family_configuration(family: str) -> None:
+    for fn, param, defaults, field in SIMULATORS[family]:
+        target = fn.__init__ if inspect.isclass(fn) and not dataclasses.is_dataclass(fn) else fn
+        got = inspect.signature(target).parameters[param].default
+        assert got == getattr(defaults, field), f"{fn.__name__}({param}=) vs {type(defaults).__name__}.{field}"
+
+
+@pytest.mark.parametrize(
+    "defaults",
+    [NOC, PIPELINE, ACCEL, ATTENTION, GNN, ZOQAT],
+    ids=lambda d: type(d).__name__,
+)
+def test_each_default_lies_within_its_declared_bounds(defaults: Any) -> None:
+    """A family's own defaults satisfy the bounds it declares (a bad edit of one or the other fails here)."""
+    checks = {"ge": lambda v, b: v >= b, "gt": lambda v, b: v > b, "le": lambda v, b: v <= b, "lt": lambda v, b: v < b}
+    for f in dataclasses.fields(defaults):
+        value = getattr(defaults, f.name)
+        assert f.metadata.get("help"), f"{type(defaults).__name__}.{f.name} has no help"
+        for key, ok in checks.items():
+            if key in f.metadata and value is not None:
+                assert ok(value, f.metadata[key]), f"{type(defaults).__name__}.{f.name}={value} breaks {key}={f.metadata[key]}"
+
+
+def test_an_adapter_refuses_what_its_family_bounds_refuse() -> None:
+    """The bounds travel with the default: one past a declared limit fails in the tool and in the problem alike."""
+    k_max = _config_field(NocFamilyConfig, "k").metadata["le"]
+    with pytest.raises(ValueError, match="less than or equal to"):
+        NocOptions(k=k_max + 1)
+    resolution_max = _config_field(PipelineConfig, "resolution").metadata["le"]
+    for model in (ProfileArgs, PipelineOptions):
+        with pytest.raises(ValueError, match="less than or equal to"):
+            model(resolution=resolution_max + 1)
+    drop_max = _config_field(AccelConfig, "accuracy_drop_max").metadata["le"]
+    with pytest.raises(ValueError, match="less than or equal to"):
+        CompressArgs(accuracy_drop_max=drop_max + 1)
+
+
+def test_renamed_options_still_read_their_old_names() -> None:
+    """Studies made before coevo 0.2 stored ``seed``; the pipeline tools take ``batch`` for ``microbatch``."""
+    assert NocOptions(seed=3).traffic_seed == 3
+    assert CompressOptions(seed=2).train_seed == 2
+    assert SimulateArgs(batch=4).microbatch == 4
