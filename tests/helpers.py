@@ -43,10 +43,11 @@ def coevo_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
-def kill_after_trials(cmd: list[str], db: Path, trials: int, cwd: Path, timeout_s: float = 120) -> None:
+def kill_after_trials(cmd: list[str], db: Path, trials: int, cwd: Path, timeout_s: float = 300) -> None:
     """Start ``cmd``, wait until ``db`` holds ``trials`` complete trials, then SIGKILL it.
 
-    Fails if the process finishes first (raise its budget) or nothing happens in time.
+    Fails if the process finishes first (raise its budget) or the trials are not there within
+    ``timeout_s`` (generous: start-up alone takes most of a minute on a loaded 2-core machine).
     """
     proc = subprocess.Popen(
         [sys.executable, "-m", "coevo.agent.cli", *cmd], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd, env=coevo_env()

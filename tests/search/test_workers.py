@@ -191,7 +191,7 @@ def test_dropped_connections_are_survived(postgres_url: str, tmp_path: Path) -> 
             n = _completed(postgres_url, study)
             return n if n > seen else 0
 
-        paid = wait_until(more, 60, "the workers to pay for another trial")
+        paid = wait_until(more, 240, "the workers to pay for another trial")  # the first waits for their start-up
         with admin.connect() as conn:
             dropped += len(
                 conn.execute(
@@ -307,15 +307,17 @@ def _joined_by_workers(storage: str, tmp_path: Path, budget: int) -> tuple[str, 
     search = _search(storage, study, budget, cwd=tmp_path)
 
     def paying() -> bool:  # the study exists and has started paying
+        assert search.poll() is None, f"the search exited early with {search.returncode}: {search.communicate()[1][-2000:]}"
         try:
             return len(optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)) >= 30
         except KeyError:
             return False
 
-    wait_until(paying, 60, f"study {study} to hold 30 trials", every_s=0.3)
+    # the search's start-up (imports, the study) takes most of a minute on a loaded 2-core machine: a generous bound, met early when idle
+    wait_until(paying, 240, f"study {study} to hold 30 trials", every_s=0.3)
     joined = [_worker(storage, study, cwd=tmp_path) for _ in range(2)]
     coordination = Coordination(storage, study)
-    wait_until(lambda: {p.pid for p in joined} <= {w["pid"] for w in coordination.workers()}, 60, "both joined workers to start working")
+    wait_until(lambda: {p.pid for p in joined} <= {w["pid"] for w in coordination.workers()}, 240, "both joined workers to start working")
     coordination.engine.dispose()
     joined[0].send_signal(signal.SIGKILL)
     joined[0].wait()
