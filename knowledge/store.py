@@ -38,8 +38,8 @@ from sqlalchemy.engine import Connection, Engine
 
 from coevo.knowledge.heuristics import HUMAN, STATUSES, Heuristic, KnowledgeBase
 from coevo.search.errors import StorageError, UserInputError
+from coevo.search.side_tables import PurgeReason
 from coevo.search.storage import lock_row, resolve_storage_url, side_engine, sqlite_path
-from coevo.search.study import PurgeReason, register_purge
 
 SCHEMA_VERSION = 1
 """The newest schema this code reads and writes."""
@@ -632,9 +632,8 @@ class StudyKnowledge:
         self.extra_evidence = []
 
 
-@register_purge
-def _purge(storage: str | None, study: str, reason: PurgeReason) -> str | None:
-    """The knowledge base of a study that goes (see :func:`search.study.register_purge`).
+def purge_knowledge(storage: str | None, study: str, reason: PurgeReason) -> str | None:
+    """The knowledge base of a study that goes (listed in :data:`search.side_tables.SIDE_TABLES`).
 
     ``coevo runs delete`` deletes it. A new study that takes the name of a deleted one must
     not inherit its heuristics (their evidence points at trials that no longer exist): a

@@ -8,6 +8,7 @@ from typing import Any
 
 import optuna
 
+from coevo.search.runner import stored_summary
 from coevo.search.study import load_search
 from coevo.search.workers import Coordination
 
@@ -24,7 +25,7 @@ def progress(storage: str | None, study_name: str) -> dict[str, Any]:
     now = time.time()
     for w in workers:
         w["alive"] = w["state"] == "running" and now - w["last_seen"] < ALIVE_S
-    result = stored.summary(storage)
+    result = stored_summary(stored, storage)
     return {
         "study": study_name,
         "problem": stored.problem.spec(),

@@ -15,8 +15,8 @@ from typing import Any
 import optuna
 import sqlalchemy as sa
 
+from coevo.search.side_tables import PurgeReason
 from coevo.search.storage import side_engine
-from coevo.search.study import PurgeReason, register_purge
 
 LEGACY_PREFIX = "coevo.rounds."
 """Study user-attribute prefix of round logs written by earlier coevo versions."""
@@ -77,9 +77,8 @@ def read_round_logs(storage: str | None, study: optuna.Study) -> dict[int, dict[
     return dict(sorted(logs.items()))
 
 
-@register_purge
-def _purge(storage: str | None, study: str, reason: PurgeReason) -> str | None:
-    """Remove the round logs of ``study`` (see :func:`search.study.register_purge`)."""
+def purge_round_logs(storage: str | None, study: str, reason: PurgeReason) -> str | None:
+    """Remove the round logs of ``study`` (listed in :data:`search.side_tables.SIDE_TABLES`)."""
     logs = RoundLogs(storage)
     try:
         n = logs.delete(study)

@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 import optuna
 
-from coevo.search import round_log  # noqa: F401  (registers the purge of round logs for new studies)
 from coevo.search.errors import UserInputError
 from coevo.search.few_shot import predicted_front
 from coevo.search.metrics import FrontMetrics, FrontReference, pareto_mask
@@ -32,7 +31,7 @@ from coevo.search.niches import niche_of
 from coevo.search.problem import Evolvable, Predictable, Problem
 from coevo.search.proposers import Evaluation, Proposer, get_proposer
 from coevo.search.storage import resolve_storage_url
-from coevo.search.study import default_study_name, evaluations_from_study, open_or_create
+from coevo.search.study import StoredSearch, default_study_name, evaluations_from_study, open_or_create
 from coevo.search.workers import Progress, Worker, WorkerSettings
 
 
@@ -283,6 +282,13 @@ def _front_rows(problem: Problem, found: list[Evaluation], y1: np.ndarray, y2: n
 
 BANDS = 5
 """Equal-width bands of the second (minimised) objective in exploration histograms."""
+
+
+def stored_summary(stored: StoredSearch, storage: str | None) -> SearchResult:
+    """A stored search's found set scored as :func:`summarize` does (no wall time: nothing ran here)."""
+    return summarize(
+        stored.problem, stored.study, proposer=stored.proposer, seed=stored.seed, budget=stored.budget, storage=storage, wall_s=0.0
+    )
 
 
 def exploration_histogram(problem: Problem, points: list[Any], second: np.ndarray, ref: FrontReference | None) -> dict[str, Any]:

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import uuid
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import optuna
 
 from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
 from coevo.search.proposers import Evaluation, Proposer
+from coevo.search.side_tables import purge_side_tables
 from coevo.search.storage import open_storage, resolve_storage_url
 
 ATTR_SPEC = "coevo.problem"
@@ -31,31 +31,6 @@ ATTR_BUDGET = "coevo.budget"
 ATTR_UID = "coevo.uid"
 ATTR_ROUND = "coevo.round"
 """The next co-evolution round (study attribute)."""
-
-PurgeReason = Literal["new-study", "delete"]
-"""Why side-table rows go: a new study took a deleted one's name, or ``coevo runs delete`` removes the study."""
-Purge = Callable[[str | None, str, PurgeReason], str | None]
-"""``(storage, study name, reason) -> note``: removes (or sets aside) a side table's rows of a study
-by name; the note (None when there was nothing) says what went, in a few words ("12 claims")."""
-_PURGES: list[Purge] = []
-
-
-def register_purge(purge: Purge) -> Purge:
-    """Register a function that removes one side table's rows of a study by name.
-
-    Every registered purge runs when a study is created (rows left by a deleted study of the
-    same name must not leak into the new one) and when ``coevo runs delete`` removes one. The
-    modules that own side tables register theirs (search/ cannot import the layers above it).
-    """
-    _PURGES.append(purge)
-    return purge
-
-
-def purge_side_tables(storage: str | None, study_name: str, reason: PurgeReason = "new-study") -> list[str]:
-    """Run every registered purge for ``study_name``; returns their notes."""
-    from coevo.search import round_log, workers  # noqa: F401  (this layer's side tables: their purges register on import)
-
-    return [note for purge in _PURGES if (note := purge(storage, study_name, reason))]
 
 
 def default_study_name(problem: Problem, proposer: str, seed: int, variant: str = "") -> str:
@@ -196,7 +171,7 @@ def _tag(study: optuna.Study, problem: Problem, proposer: Proposer, seed: int) -
 
 @dataclass(frozen=True)
 class StoredSearch:
-    """A finished or running search, read back from storage."""
+    """A finished or running search, read back from storage (:func:`search.runner.stored_summary` scores it)."""
 
     study: optuna.Study
     problem: Problem
@@ -204,12 +179,6 @@ class StoredSearch:
     seed: int
     budget: int
     proposer_options: dict[str, Any]
-
-    def summary(self, storage: str | None) -> Any:
-        """Its found set scored as :func:`search.runner.summarize` does (no wall time: nothing ran here)."""
-        from coevo.search.runner import summarize  # the runner builds on this module
-
-        return summarize(self.problem, self.study, proposer=self.proposer, seed=self.seed, budget=self.budget, storage=storage, wall_s=0.0)
 
 
 def load_search(storage: str | None, study_name: str, *, create: bool = True) -> StoredSearch:

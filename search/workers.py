@@ -55,8 +55,9 @@ from optuna.trial import TrialState
 from coevo.search.errors import CoevoError, StorageError, UserInputError
 from coevo.search.problem import Problem
 from coevo.search.proposers import Evaluation, Proposal, Proposer, RoundContext
+from coevo.search.side_tables import PurgeReason
 from coevo.search.storage import lock_row, open_storage, side_engine
-from coevo.search.study import ATTR_BUDGET, ATTR_ROUND, PurgeReason, evaluations_from_study, register_purge
+from coevo.search.study import ATTR_BUDGET, ATTR_ROUND, evaluations_from_study
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -321,9 +322,8 @@ class Coordination:
         return [dict(r._mapping) for r in rows]
 
 
-@register_purge
-def _purge_coordination(storage: str | None, study: str, reason: PurgeReason) -> str | None:
-    """Remove the claims, leases and worker rows of ``study`` (see :func:`search.study.register_purge`)."""
+def purge_coordination(storage: str | None, study: str, reason: PurgeReason) -> str | None:
+    """Remove the claims, leases and worker rows of ``study`` (listed in :data:`search.side_tables.SIDE_TABLES`)."""
     engine = side_engine(storage, metadata)
     try:
         with engine.begin() as conn:

@@ -8,7 +8,8 @@ that by :class:`CallPolicy` (:mod:`tools._policy`).
 
 from __future__ import annotations
 
-from coevo.tools._base import Tool, ToolArgs, ToolArgumentError, ToolDeclinedError, ToolExecutionError, ToolResult, call_tool
+from coevo.tools._base import Tool, ToolArgs, ToolArgumentError, ToolDeclinedError, ToolExecutionError, ToolResult
+from coevo.tools._call import call_tool
 from coevo.tools._policy import ENV_WORKSPACE, CallPolicy, Confirm, OutsideWorkspaceError, asks_first, workspace
 from coevo.tools._registry import Registry, llm_name
 from coevo.tools.attention import AttentionSparse

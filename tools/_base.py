@@ -1,9 +1,10 @@
 """The Tool contract shared by chat, CLI and search.
 
 A tool is a name, a description, a pydantic ``Args`` model and ``run(args) -> ToolResult``.
-Callers never call ``run`` directly: :func:`call_tool` validates raw arguments first, so a
-bad argument (:class:`ToolArgumentError`) and a failing tool (:class:`ToolExecutionError`)
-are different errors, each with a message that says what to change.
+Callers never call ``run`` directly: :func:`tools.call_tool` (:mod:`tools._call`) validates
+raw arguments first, so a bad argument (:class:`ToolArgumentError`) and a failing tool
+(:class:`ToolExecutionError`) are different errors, each with a message that says what to
+change. This module is the bottom of the package: it imports no other module of ``tools``.
 """
 
 from __future__ import annotations
@@ -11,15 +12,11 @@ from __future__ import annotations
 import json
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from coevo.search.errors import CoevoError, UserInputError
-
-if TYPE_CHECKING:
-    from coevo.tools._policy import CallPolicy
 
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$")
 """Tool names: dotted lowercase words, e.g. ``nb201.query``."""
@@ -52,7 +49,7 @@ class ToolResult(BaseModel):
 
     There is no success flag: a tool that cannot produce its value raises (a
     :class:`search.errors.UserInputError` for the caller's mistake, any other error for its
-    own failure), and :func:`call_tool` turns that into :class:`ToolArgumentError` or
+    own failure), and :func:`tools.call_tool` turns that into :class:`ToolArgumentError` or
     :class:`ToolExecutionError`. A returned result is a success; callers never inspect it
     to find out.
 
@@ -156,53 +153,3 @@ def describe_validation(tool: Tool, exc: ValidationError) -> str:
         problems.append(f"{loc}: {err['msg']}")
     fields = ", ".join(f"{k}{'' if v.is_required() else '?'}" for k, v in tool.Args.model_fields.items())
     return f"bad arguments for {tool.name}: {'; '.join(problems)}. It takes: {fields}. Example: {json.dumps(tool.example)}"
-
-
-def call_tool(tool: Tool, raw: Mapping[str, Any] | str | None, *, policy: CallPolicy | None = None) -> ToolResult:
-    """Validate raw arguments (a mapping or a JSON object string), admit the call under ``policy``, run the tool.
-
-    Args:
-        tool: the tool.
-        raw: its arguments.
-        policy: who is calling and what they may do (:class:`tools.CallPolicy`); None is the
-            user's own call with no one to ask (``coevo tools run``): nothing is restricted.
-
-    Raises:
-        ToolArgumentError: the arguments are malformed or out of the tool's domain, or a
-            model's call would write outside the workspace (``OutsideWorkspaceError``).
-        ToolDeclinedError: the call asks first and was not confirmed; the tool did not run.
-        ToolExecutionError: the tool failed on valid arguments.
-    """
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise ToolArgumentError(
-                f"arguments for {tool.name} are not valid JSON ({exc.msg} at char {exc.pos}); example: {json.dumps(tool.example)}"
-            ) from None
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, Mapping):
-        raise ToolArgumentError(
-            f"arguments for {tool.name} must be a JSON object, got {type(raw).__name__}; example: {json.dumps(tool.example)}"
-        )
-    try:
-        args = tool.Args.model_validate(dict(raw))
-    except ValidationError as exc:
-        raise ToolArgumentError(describe_validation(tool, exc)) from None
-    if policy is None:
-        return _run(tool, args)
-    policy.admit(tool, args)
-    with policy.active():
-        return _run(tool, args)
-
-
-def _run(tool: Tool, args: ToolArgs) -> ToolResult:
-    try:
-        return tool.run(args)
-    except UserInputError as exc:
-        raise ToolArgumentError(f"{tool.name}: {exc}") from exc
-    except CoevoError as exc:
-        raise ToolExecutionError(f"{tool.name} failed: {exc}") from exc
-    except Exception as exc:  # a tool bug must reach the caller as a failure, not a crash
-        raise ToolExecutionError(f"{tool.name} failed: {type(exc).__name__}: {exc}") from exc

@@ -17,9 +17,9 @@ from coevo.tools._base import (
     ToolDeclinedError,
     ToolExecutionError,
     ToolResult,
-    call_tool,
     describe_validation,
 )
+from coevo.tools._call import call_tool
 from coevo.tools._policy import CallPolicy
 from coevo.tools._registry import llm_name
 

@@ -8,6 +8,7 @@ import optuna
 from pydantic import Field
 
 from coevo.search.round_log import read_round_logs
+from coevo.search.runner import stored_summary
 from coevo.search.storage import open_storage, resolve_storage_url
 from coevo.search.study import ATTR_BUDGET, ATTR_PROPOSER, ATTR_SPEC, load_search
 from coevo.tools._base import Target, Tool, ToolArgs, ToolResult
@@ -70,7 +71,7 @@ class StudyFront(Tool):
 
     def run(self, args: StudyArgs) -> ToolResult:
         stored = load_search(args.storage, args.study)
-        result = stored.summary(args.storage)
+        result = stored_summary(stored, args.storage)
         logs = read_round_logs(args.storage, stored.study).values()
         result.reasoner = next((str(v["reasoner"]) for v in logs if v.get("reasoner")), None)  # pelnas studies say who reasoned
         value = {k: v for k, v in vars(result).items() if k not in ("hv_history", "wall_s", "llm_usage") and v is not None}

@@ -6,14 +6,13 @@ what to type instead; the session goes on. Every command and its outcome is reco
 
 Every command shows its result on the context's console and returns it as data
 (:attr:`Outcome.value`), which ``coevo chat --once ... --json`` prints as its one JSON
-object. ``/search`` and ``/kb`` run ``coevo`` in-process; what it prints is captured: JSON
-(one object, or one per line) becomes the value, anything else its text.
+object. ``/search`` and ``/kb`` run a ``coevo`` command through the context's
+:data:`agent.chat.command_line.CommandLine`, which the CLI hands in (:func:`agent.cli.chat.in_process`): this
+module never imports the CLI, which sits above it.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import shlex
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from coevo.agent.chat.command_line import CommandLine
 from coevo.agent.chat.store import Event, SessionStore
 from coevo.agent.tables import print_design_table
 from coevo.search.errors import CoevoError
@@ -37,6 +37,8 @@ class CommandContext:
         run_policy: the policy of ``/run`` calls (the user's own: nothing restricted; under
             ``--once`` its ``confirm`` refuses tools that ask first unless ``--yes``). None:
             run them.
+        cli: runs the ``coevo`` commands behind ``/search`` and ``/kb``; None: those two
+            commands say they are not available here.
     """
 
     registry: Registry
@@ -45,6 +47,7 @@ class CommandContext:
     storage: str | None
     console: Console
     run_policy: CallPolicy | None = None
+    cli: CommandLine | None = None
 
 
 @dataclass
@@ -108,42 +111,21 @@ def _run(ctx: CommandContext, rest: str) -> Outcome:
     return Outcome(True, f"{tool.name}: ok", value=result.model_dump())  # a failing tool raised: dispatch records the error
 
 
-def _cli(command: str, *, jsonl: tuple[str, ...] = ()) -> Handler:
-    """A handler running ``coevo COMMAND ARGS`` in-process; subcommands in ``jsonl`` print JSON lines (a list, even of one)."""
+def _cli(command: str) -> Handler:
+    """A handler running ``coevo COMMAND ARGS`` through the context's :data:`CommandLine`, on the session's storage."""
 
     def run(ctx: CommandContext, rest: str) -> Outcome:
-        from coevo.agent.cli import main
-
+        if ctx.cli is None:
+            return Outcome(False, f"/{command} runs `coevo {command}`, which this session was not given; run `coevo {command}` instead")
         argv = [command, *shlex.split(rest)]
         if ctx.storage and "--storage" not in argv:
             argv += ["--storage", ctx.storage]
-        printed = io.StringIO()
-        try:
-            with contextlib.redirect_stdout(printed):  # coevo's rich consoles and print() both write to sys.stdout
-                code = main(argv)
-        except SystemExit as exc:  # argparse printed the usage (on stderr); stay in the session
-            code = int(exc.code or 0) if isinstance(exc.code, int) else 2
-        text = printed.getvalue()
-        if text:
-            ctx.console.out(text, end="", highlight=False)
-        lines = len(argv) > 1 and argv[1] in jsonl
-        return Outcome(code == 0, f"coevo {' '.join(argv)} -> exit {code}", value=parse_printed(text, lines=lines))
+        done = ctx.cli(argv)
+        if done.printed:
+            ctx.console.out(done.printed, end="", highlight=False)
+        return Outcome(done.code == 0, f"coevo {' '.join(argv)} -> exit {done.code}", value=done.value)
 
     return run
-
-
-def parse_printed(text: str, *, lines: bool = False) -> Any:
-    """What a ``coevo`` command printed, as data: its JSON (a list of JSON lines when ``lines``), else the text itself.
-
-    >>> parse_printed('{"a": 1}\\n'), parse_printed('{"a": 1}\\n', lines=True), parse_printed("a table")
-    ({'a': 1}, [{'a': 1}], 'a table')
-    """
-    try:
-        if lines:
-            return [json.loads(line) for line in text.splitlines() if line.strip()]
-        return json.loads(text) if text.strip() else None
-    except json.JSONDecodeError:
-        return text
 
 
 def _runs(ctx: CommandContext, rest: str) -> Outcome:
@@ -171,7 +153,7 @@ COMMANDS: dict[str, tuple[Handler, str, str]] = {
     "/run": (_run, "/run TOOL {json}", "run a tool with JSON arguments"),
     "/search": (_cli("search"), "/search ARGS", "run a search, as `coevo search ARGS`"),
     "/kb": (
-        _cli("kb", jsonl=("list", "export")),
+        _cli("kb"),
         "/kb ARGS",
         "knowledge bases, as `coevo kb ARGS` (list, show, accept, reject, report, ...)",
     ),

@@ -24,6 +24,7 @@ from typing import Any
 
 from rich.console import Console
 
+from coevo.agent.chat.command_line import CommandLine
 from coevo.agent.chat.commands import CommandContext, dispatch
 from coevo.agent.chat.loop import ChatAgent, ChatModelError, TurnResult
 from coevo.agent.chat.store import Event, SessionStore
@@ -118,8 +119,8 @@ class Chat:
     base_url: str | None
 
 
-def _open(args: argparse.Namespace, console: Console) -> Chat:
-    """The session (new or resumed), the command context and the agent, from the options."""
+def _open(args: argparse.Namespace, console: Console, cli: CommandLine | None) -> Chat:
+    """The session (new or resumed), the command context (running ``coevo`` commands through ``cli``) and the agent, from the options."""
     if args.storage is not None and args.once is not None and args.once.strip().split(" ")[0] in READ_ONLY:
         # one read-only command: a storage named on the command line that does not exist is an error, not
         # created for the session's record (a typo must not leave an empty database behind)
@@ -136,7 +137,7 @@ def _open(args: argparse.Namespace, console: Console) -> Chat:
     # under --once nobody can be asked: --yes is the answer to every question, for /run and the model alike
     confirm_once = (lambda tool, a: bool(args.yes)) if once else None
     run_policy = CallPolicy.user(ws, confirm_once, declined_hint=ONCE_DECLINED)
-    ctx = CommandContext(REGISTRY, store, session, args.storage, console, run_policy)
+    ctx = CommandContext(REGISTRY, store, session, args.storage, console, run_policy, cli)
     terminal = Terminal(console)
     agent: ChatAgent | None = None
     if base_url and model_name:
@@ -159,12 +160,18 @@ def _open(args: argparse.Namespace, console: Console) -> Chat:
     return Chat(session, ctx, agent, terminal, model_name, base_url)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run ``coevo chat`` (a REPL, or one turn with ``--once``)."""
+def run(args: argparse.Namespace, *, cli: CommandLine | None = None) -> int:
+    """Run ``coevo chat`` (a REPL, or one turn with ``--once``).
+
+    Args:
+        args: the parsed ``coevo chat`` options.
+        cli: runs the ``coevo`` commands behind ``/search`` and ``/kb`` (the CLI hands in
+            :func:`agent.cli.chat.in_process`); None: those commands are not available.
+    """
     if args.once is not None and args.json:
-        return _once_json(args)
+        return _once_json(args, cli)
     console = Console(highlight=False)
-    chat = _open(args, console)
+    chat = _open(args, console, cli)
     if args.once is not None:
         return _once(args, chat)
     session, ctx, agent, terminal, store = chat.session, chat.ctx, chat.agent, chat.terminal, chat.ctx.store
@@ -243,7 +250,7 @@ def _one(args: argparse.Namespace, chat: Chat) -> tuple[int, dict[str, Any]]:
     return 0, {"kind": "turn", "ok": True, "summary": summary, "value": result.as_dict()}
 
 
-def _once_json(args: argparse.Namespace) -> int:
+def _once_json(args: argparse.Namespace, cli: CommandLine | None) -> int:
     """``--once ... --json``: exactly one JSON object on stdout, whatever happens; everything else on stderr."""
     stdout = sys.stdout
     console = Console(file=sys.stderr, highlight=False)
@@ -252,7 +259,7 @@ def _once_json(args: argparse.Namespace) -> int:
     # anything that prints while the command runs (coevo's own consoles, a tool, a library) lands on stderr
     with contextlib.redirect_stdout(sys.stderr):
         try:
-            chat = _open(args, console)
+            chat = _open(args, console, cli)
             record["session"] = chat.session
             code, result = _one(args, chat)
             record.update(result)

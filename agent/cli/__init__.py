@@ -24,7 +24,7 @@ from coevo.search.errors import CoevoError
 from coevo.search.problem import Problem
 
 COMMANDS: dict[str, Command] = {
-    "chat": Command(chat.HELP, chat.add_arguments, chat.run),
+    "chat": Command(chat.HELP, chat.add_arguments, lambda args: chat.run(args, main=main)),  # /search, /kb run coevo commands
     "search": Command(search.HELP, search.add_arguments, search.run),
     "worker": Command(worker.HELP, worker.add_arguments, worker.run),
     "runs": Command(runs.HELP, runs.add_arguments, runs.run),

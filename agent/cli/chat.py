@@ -1,13 +1,27 @@
-"""``coevo chat``: an interactive session with the agent over the tools, or slash commands without an LLM."""
+"""``coevo chat``: an interactive session with the agent over the tools, or slash commands without an LLM.
+
+The session's ``/search`` and ``/kb`` run ``coevo`` commands in this process. The chat package
+sits below the CLI and never imports it: the CLI's entry point is handed in
+(:func:`in_process` wraps it as the chat's :data:`agent.chat.command_line.CommandLine`).
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
 
+from coevo.agent.chat.command_line import CliRun, CommandLine
 from coevo.agent.chat.options import add_arguments as add_chat_arguments
 from coevo.search.problem import Problem
 
 HELP = "interactive session: questions to an LLM agent over the tools, or slash commands"
+
+JSON_LINES: dict[str, tuple[str, ...]] = {"kb": ("list", "export")}
+"""Subcommands that print one JSON object per line (their value is a list, even of one), by command."""
 
 
 def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> None:
@@ -15,8 +29,48 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
     add_chat_arguments(p)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run ``coevo chat``."""
-    from coevo.agent.chat.repl import run as run_chat
+def run(args: argparse.Namespace, *, main: Callable[[Sequence[str]], int]) -> int:
+    """Run ``coevo chat``, its ``/search`` and ``/kb`` running ``coevo`` commands through ``main``.
 
-    return run_chat(args)
+    Args:
+        args: the parsed ``coevo chat`` options.
+        main: the CLI's entry point (``argv -> exit status``).
+    """
+    from coevo.agent.chat.repl import run as run_chat  # start-up time: the chat machinery loads for `coevo chat` only
+
+    return run_chat(args, cli=in_process(main))
+
+
+def in_process(main: Callable[[Sequence[str]], int]) -> CommandLine:
+    """``main`` as the chat's command line: what a command prints on stdout is its result, not the terminal's.
+
+    Args:
+        main: the CLI's entry point (``argv -> exit status``).
+    """
+
+    def run(argv: Sequence[str]) -> CliRun:
+        printed = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(printed):  # coevo's rich consoles and print() both write to sys.stdout
+                code = main(list(argv))
+        except SystemExit as exc:  # argparse printed the usage (on stderr); the session stays
+            code = int(exc.code or 0) if isinstance(exc.code, int) else 2
+        text = printed.getvalue()
+        lines = len(argv) > 1 and argv[1] in JSON_LINES.get(argv[0], ())
+        return CliRun(code, text, parse_printed(text, lines=lines))
+
+    return run
+
+
+def parse_printed(text: str, *, lines: bool = False) -> Any:
+    """What a ``coevo`` command printed, as data: its JSON (a list of JSON lines when ``lines``), else the text itself.
+
+    >>> parse_printed('{"a": 1}\\n'), parse_printed('{"a": 1}\\n', lines=True), parse_printed("a table")
+    ({'a': 1}, [{'a': 1}], 'a table')
+    """
+    try:
+        if lines:
+            return [json.loads(line) for line in text.splitlines() if line.strip()]
+        return json.loads(text) if text.strip() else None
+    except json.JSONDecodeError:
+        return text

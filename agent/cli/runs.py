@@ -107,8 +107,9 @@ def _delete(args: argparse.Namespace) -> int:
     """``coevo runs delete NAME``: the study and everything coevo keeps for it, after a confirmation."""
     import optuna
 
+    from coevo.search.side_tables import SIDE_TABLES, purge_side_tables
     from coevo.search.storage import open_storage
-    from coevo.search.study import load_search, purge_side_tables
+    from coevo.search.study import load_search
     from coevo.search.workers import Coordination, _alive
 
     stored = load_search(args.storage, args.study, create=False)
@@ -118,7 +119,7 @@ def _delete(args: argparse.Namespace) -> int:
             f"{len(live)} worker(s) are still working on {args.study!r} ({', '.join(w['worker'] for w in live)}); stop them first"
         )
     trials = len(stored.study.get_trials(deepcopy=False))
-    what = f"study {args.study!r} ({trials} trials) and its knowledge base, round logs, cached LLM replies and worker records"
+    what = f"study {args.study!r} ({trials} trials) and its {', '.join(t.what for t in SIDE_TABLES)}"
     if not args.yes:
         if not sys.stdin.isatty():
             raise UserInputError(f"this deletes {what}; pass --yes to delete without being asked")

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
+from coevo.search.side_tables import PurgeReason
 from coevo.search.storage import side_engine
-from coevo.search.study import PurgeReason, register_purge
 
 _META = sa.MetaData()
 _TABLE = sa.Table(
@@ -90,9 +90,8 @@ class ResponseCache:
             return int(con.execute(sa.select(sa.func.count()).select_from(_TABLE)).scalar_one())
 
 
-@register_purge
-def _purge(storage: str | None, study: str, reason: PurgeReason) -> str | None:
-    """Remove the cached replies of ``study`` (see :func:`search.study.register_purge`)."""
+def purge_replies(storage: str | None, study: str, reason: PurgeReason) -> str | None:
+    """Remove the cached replies of ``study`` (listed in :data:`search.side_tables.SIDE_TABLES`)."""
     cache = ResponseCache(storage)
     try:
         n = cache.delete(study)

@@ -37,6 +37,7 @@ from coevo.search.bench import run_jobs
 from coevo.search.metrics import model_yield
 from coevo.search.problems import problem_from_spec
 from coevo.search.round_log import RoundLogs
+from coevo.search.runner import stored_summary
 from coevo.search.stats import excludes_zero, format_interval
 from coevo.search.storage import open_storage
 from coevo.search.study import evaluations_from_study, load_search
@@ -199,7 +200,7 @@ def run(args: argparse.Namespace, argv: list[str] | None) -> Path:
         print(f"[{done[0]}/{len(jobs)} {time.time() - started:.0f}s] {result.study}: HV {result.hv_ratio:.4f}", flush=True)
 
     if args.existing_only:  # read the finished runs back; nothing runs
-        results = [load_search(storage, job[8], create=False).summary(storage) for job, _ in jobs]
+        results = [stored_summary(load_search(storage, job[8], create=False), storage) for job, _ in jobs]
     else:
         results = run_jobs([job for job, _ in jobs], args.jobs, progress)
     path = args.out / "runs.csv"

@@ -33,10 +33,20 @@ from coevo.search.nb201.space import (
 )
 from coevo.search.nb201.table import USEFUL_FLOOR, NB201Table, load_table
 from coevo.search.niches import Niche
+from coevo.search.plugins import load_reference
 from coevo.search.problem import Evolvable, Objective, Problem, ProblemContext, ProblemOptions
 
 PARAM_NAMES: tuple[str, ...] = tuple(f"edge_{src}_{dst}" for src, dst in EDGES)
 """Optuna parameter names, one per edge (``edge_<source>_<target>``)."""
+
+MODES: dict[str, str] = {
+    "few-shot": "coevo.search.nb201.few_shot_problem:FewShotNB201",
+    "zero-cost": "coevo.search.nb201.zero_cost_problem:ZeroCostNB201",
+}
+"""The classes of the modes other than ``query``, as ``module:Class`` references loaded when that mode is built.
+
+They subclass :class:`NB201Problem`, so this module names them instead of importing them (an import
+would be a circle), and a query-mode search never loads their proxy machinery (PyTorch) at all."""
 
 
 _C3 = OPS.index("nor_conv_3x3")
@@ -138,16 +148,11 @@ class NB201Problem(Problem, Evolvable):
 
     @classmethod
     def create(cls, options: Any, context: ProblemContext) -> NB201Problem:
-        """The query-mode problem, :class:`search.nb201.few_shot_problem.FewShotNB201` for ``mode="few-shot"`` or
-        :class:`search.nb201.zero_cost_problem.ZeroCostNB201` for ``mode="zero-cost"`` (proxy scores cached in the context's storage)."""
-        if options.mode == "few-shot":
-            from coevo.search.nb201.few_shot_problem import FewShotNB201
-
-            return FewShotNB201(options, storage=context.storage)
-        if options.mode == "zero-cost":
-            from coevo.search.nb201.zero_cost_problem import ZeroCostNB201
-
-            return ZeroCostNB201(options, storage=context.storage)
+        """The query-mode problem, or the class :data:`MODES` names for another mode (proxy scores cached in the context's storage)."""
+        if options.mode in MODES:
+            mode_class = load_reference(MODES[options.mode], what=f"nb201 mode {options.mode!r}")
+            problem: NB201Problem = mode_class(options, storage=context.storage)
+            return problem
         return cls(options)
 
     def spec(self) -> dict[str, Any]:

@@ -15,7 +15,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,7 +27,7 @@ from coevo.agent.chat.store import SessionStore
 from coevo.search.round_log import read_round_logs
 from tests.fakes import nb201_model
 from tests.fakes.openai_server import FakeOpenAI
-from tests.helpers import coevo_env
+from tests.helpers import coevo_env, wait_until
 
 CANARY = "sk-coevo-canary-3f9a1c7e5b2d"
 """A fake key: it must reach the endpoint and nothing else."""
@@ -98,16 +97,15 @@ def _run(args: list[str], env: dict[str, str], cwd: Path, outputs: list[str]) ->
 
 def _wait_gone(pid: int, timeout_s: float = 240) -> None:
     """Wait until process ``pid`` (not our child: its parent, chat, has exited) has finished."""
-    deadline = time.time() + timeout_s
     stat = Path(f"/proc/{pid}/stat")
-    while time.time() < deadline:
+
+    def gone() -> bool:
         try:
-            if stat.read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-                return
+            return stat.read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
         except (FileNotFoundError, ProcessLookupError):
-            return
-        time.sleep(0.2)
-    pytest.fail(f"background search {pid} still running after {timeout_s} s")
+            return True
+
+    wait_until(gone, timeout_s, f"background search {pid} to finish")
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from coevo.agent.chat.commands import CommandContext, dispatch
 from coevo.agent.chat.loop import ChatAgent, ChatModelError
 from coevo.agent.chat.store import SessionStore
 from coevo.agent.cli import main
+from coevo.agent.cli.chat import in_process
 from coevo.agent.llm_client import LLMSettings, chat_model
 from coevo.tools import REGISTRY
 from tests.fakes.openai_server import FakeOpenAI
@@ -147,7 +148,7 @@ def test_commands_without_an_llm(storage: str, tmp_path: Path) -> None:
     store = SessionStore(storage)
     session = store.create(None)
     console = Console(file=(tmp_path / "out.txt").open("w"), width=200)
-    ctx = CommandContext(REGISTRY, store, session, storage, console)
+    ctx = CommandContext(REGISTRY, store, session, storage, console, cli=in_process(main))
     assert dispatch(ctx, "/tools").ok
     assert dispatch(ctx, f'/run nb201.query {{"arch": "{ARCH}", "dataset": "cifar10", "device": "fpga"}}').ok
     bad = dispatch(ctx, "/run nb201.query {oops")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from coevo.search.nb201 import NB201Problem
 from coevo.search.runner import run_search
 from coevo.tools import REGISTRY
 from tests.fakes.openai_server import FakeOpenAI
+from tests.helpers import wait_until
 
 ARCH = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|"
 STUDY = "kb-world"
@@ -154,16 +154,17 @@ def _started_nothing(storage: str, study: str) -> None:
 
 def _wait_for(pid: int, storage: str, study: str) -> None:
     """Reap the background search (a child of this test process) and check it did its work."""
-    deadline = time.time() + 120
-    while time.time() < deadline:
+
+    def reaped() -> tuple[int] | None:
         done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            assert os.waitstatus_to_exitcode(status) == 0
-            break
-        time.sleep(0.2)
-    else:
+        return (os.waitstatus_to_exitcode(status),) if done else None
+
+    try:
+        (code,) = wait_until(reaped, 120, "the background search to finish")
+    except AssertionError:
         os.kill(pid, 9)
-        pytest.fail("the background search did not finish in 120 s")
+        raise
+    assert code == 0
     assert len(optuna.load_study(study_name=study, storage=storage).trials) == 3
 
 

@@ -11,7 +11,7 @@ import pexpect
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAI
-from tests.helpers import coevo_env
+from tests.helpers import coevo_env, wait_until
 
 ARCH = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|"
 PROMPT = "coevo>"
@@ -101,10 +101,7 @@ def test_llm_mode_streams_shows_tools_asks_and_survives_ctrl_c(tmp_path: Path) -
         child.expect("a slow question")
         # interrupt only once the slow request is in flight: on a loaded machine a fixed sleep can
         # land before the turn starts, and the Ctrl-C is then spent at the prompt
-        deadline = time.monotonic() + 60
-        while len(fake.requests) <= asked and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert len(fake.requests) > asked, "the slow question never reached the endpoint"
+        wait_until(lambda: len(fake.requests) > asked, 60, "the slow question to reach the endpoint", every_s=0.1)
         time.sleep(0.5)
         for _ in range(3):  # a Ctrl-C that a loaded machine delivers between two reads is sent again
             child.sendintr()

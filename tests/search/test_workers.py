@@ -31,7 +31,7 @@ from coevo.search.runner import summarize
 from coevo.search.study import open_study
 from coevo.search.workers import Coordination, Worker, WorkerSettings
 from tests.fakes.tcp_proxy import TcpProxy
-from tests.helpers import coevo_env
+from tests.helpers import coevo_env, wait_until
 
 FAST = ["--heartbeat", "1", "--grace", "3"]
 
@@ -58,14 +58,18 @@ def _finish(procs: list[subprocess.Popen[str]], timeout: float = 120) -> list[tu
 
 def _wait_for_completed(storage: str, study: str, proc: subprocess.Popen[str], at_least: int, timeout: float) -> None:
     """Block until the study holds ``at_least`` COMPLETE trials (the process must still be alive)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def completed() -> bool:
         assert proc.poll() is None, f"the worker exited early with {proc.returncode}"
-        trials = optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)
-        if sum(t.state == optuna.trial.TrialState.COMPLETE for t in trials) >= at_least:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"no {at_least} completed evaluations within {timeout} s")
+        return _completed(storage, study) >= at_least
+
+    wait_until(completed, timeout, f"{at_least} completed evaluations")
+
+
+def _completed(storage: str, study: str) -> int:
+    """How many trials of ``study`` are COMPLETE."""
+    trials = optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)
+    return sum(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
 
 
 def _print_failed(results: list[tuple[int, str, str]]) -> None:
@@ -135,19 +139,20 @@ def test_workers_killed_at_random_points_lose_nothing(postgres_url: str, tmp_pat
     # random: no rounds, most of a worker's time is inside a trial; pelnas: kills also hit round leaders
     study = _create(postgres_url, proposer, budget)
     rng = random.Random(7)
-    born: dict[subprocess.Popen[str], float] = {}
+    live: list[subprocess.Popen[str]] = []
+    coordination = Coordination(postgres_url, study)
 
     def spawn() -> None:
-        born[_worker(postgres_url, study, cwd=tmp_path)] = time.time()
+        live.append(_worker(postgres_url, study, cwd=tmp_path))
 
     for _ in range(3):
         spawn()
-    live = born.keys()
     kills = 0
     deadline = time.time() + 120
     while kills < 6 and time.time() < deadline:  # bounded: at most 6 kills, then let it finish
         time.sleep(rng.uniform(0.3, 1.0))
-        working = [p for p in live if p.poll() is None and time.time() - born[p] > 4.0]  # past start-up: inside the loop
+        registered = {w["pid"] for w in coordination.workers()}
+        working = [p for p in live if p.poll() is None and p.pid in registered]  # past start-up: inside the loop
         if not working:
             if not any(p.poll() is None for p in live):
                 break
@@ -157,6 +162,7 @@ def test_workers_killed_at_random_points_lose_nothing(postgres_url: str, tmp_pat
         victim.wait()
         kills += 1
         spawn()  # a replacement joins
+    coordination.engine.dispose()
     results = _finish([p for p in list(live) if p.returncode is None])
     _print_failed(results)
     assert all(code == 0 for code, _, _ in results), results
@@ -178,9 +184,14 @@ def test_dropped_connections_are_survived(postgres_url: str, tmp_path: Path) -> 
     study = _create(postgres_url, "random", budget)
     procs = [_worker(postgres_url, study, cwd=tmp_path) for _ in range(3)]
     admin = sa.create_engine(resolve_storage_url(postgres_url))
-    dropped = 0
-    for _ in range(3):  # the server drops every other connection, three times
-        time.sleep(1.0)
+    dropped = paid = 0
+    for _ in range(3):  # the server drops every other connection, three times, each once the workers paid for more
+
+        def more(seen: int = paid) -> int:
+            n = _completed(postgres_url, study)
+            return n if n > seen else 0
+
+        paid = wait_until(more, 240, "the workers to pay for another trial")  # the first waits for their start-up
         with admin.connect() as conn:
             dropped += len(
                 conn.execute(
@@ -294,16 +305,20 @@ def _joined_by_workers(storage: str, tmp_path: Path, budget: int) -> tuple[str, 
     """Issue 13's scenario: a default `coevo search` (one process), two `coevo worker`s join, one is SIGKILLed and replaced."""
     study = f"j-{uuid.uuid4().hex[:10]}"
     search = _search(storage, study, budget, cwd=tmp_path)
-    deadline = time.time() + 60
-    while time.time() < deadline:  # the study exists and has started paying
-        time.sleep(0.3)
+
+    def paying() -> bool:  # the study exists and has started paying
+        assert search.poll() is None, f"the search exited early with {search.returncode}: {search.communicate()[1][-2000:]}"
         try:
-            if len(optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)) >= 30:
-                break
+            return len(optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)) >= 30
         except KeyError:
-            continue
+            return False
+
+    # the search's start-up (imports, the study) takes most of a minute on a loaded 2-core machine: a generous bound, met early when idle
+    wait_until(paying, 240, f"study {study} to hold 30 trials", every_s=0.3)
     joined = [_worker(storage, study, cwd=tmp_path) for _ in range(2)]
-    time.sleep(2.0)
+    coordination = Coordination(storage, study)
+    wait_until(lambda: {p.pid for p in joined} <= {w["pid"] for w in coordination.workers()}, 240, "both joined workers to start working")
+    coordination.engine.dispose()
     joined[0].send_signal(signal.SIGKILL)
     joined[0].wait()
     joined.append(_worker(storage, study, cwd=tmp_path))

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
 from coevo.tools import REGISTRY, ToolArgumentError, call_tool
+from tests.helpers import wait_until
 
 
 def test_background_search_reports_progress_until_finished(tmp_path: Path) -> None:
@@ -16,17 +16,15 @@ def test_background_search_reports_progress_until_finished(tmp_path: Path) -> No
         REGISTRY.get("search.start"), {"proposer": "random", "budget": 8, "options": {"device": "raspi4"}, "storage": storage}
     ).value
     assert started["study"] == "nb201-cifar10-raspi4-random-s0" and Path(started["log"]).exists()
-    status: dict[str, object] = {}
-    deadline = time.time() + 90
-    while time.time() < deadline:
+
+    def finished() -> dict[str, object] | None:
         try:
             status = call_tool(REGISTRY.get("search.status"), {"study": started["study"], "storage": storage}).value
         except ToolArgumentError:
-            time.sleep(0.3)  # the process has not created the study yet
-            continue
-        if status["finished"]:
-            break
-        time.sleep(0.3)
+            return None  # the process has not created the study yet
+        return status if status["finished"] else None
+
+    status = wait_until(finished, 90, "the background search to finish", every_s=0.3)
     assert status["finished"] and status["evaluations"] == 8 and status["budget"] == 8
     assert 0 < float(status["hv_ratio"]) <= 1  # type: ignore[arg-type]
     assert "band_edges" in str(status["log_tail"])  # the end of the background command's JSON summary

@@ -1,0 +1,67 @@
+"""One call of a tool: validate its raw arguments, admit it under a :class:`CallPolicy`, run it.
+
+The contract (:mod:`tools._base`) and the policy (:mod:`tools._policy`) sit below this module;
+it is the one place that puts them together, so neither imports the other's caller.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from coevo.search.errors import CoevoError, UserInputError
+from coevo.tools._base import Tool, ToolArgs, ToolArgumentError, ToolExecutionError, ToolResult, describe_validation
+from coevo.tools._policy import CallPolicy
+
+
+def call_tool(tool: Tool, raw: Mapping[str, Any] | str | None, *, policy: CallPolicy | None = None) -> ToolResult:
+    """Validate raw arguments (a mapping or a JSON object string), admit the call under ``policy``, run the tool.
+
+    Args:
+        tool: the tool.
+        raw: its arguments.
+        policy: who is calling and what they may do (:class:`tools.CallPolicy`); None is the
+            user's own call with no one to ask (``coevo tools run``): nothing is restricted.
+
+    Raises:
+        ToolArgumentError: the arguments are malformed or out of the tool's domain, or a
+            model's call would write outside the workspace (``OutsideWorkspaceError``).
+        ToolDeclinedError: the call asks first and was not confirmed; the tool did not run.
+        ToolExecutionError: the tool failed on valid arguments.
+    """
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ToolArgumentError(
+                f"arguments for {tool.name} are not valid JSON ({exc.msg} at char {exc.pos}); example: {json.dumps(tool.example)}"
+            ) from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise ToolArgumentError(
+            f"arguments for {tool.name} must be a JSON object, got {type(raw).__name__}; example: {json.dumps(tool.example)}"
+        )
+    try:
+        args = tool.Args.model_validate(dict(raw))
+    except ValidationError as exc:
+        raise ToolArgumentError(describe_validation(tool, exc)) from None
+    if policy is None:
+        return _run(tool, args)
+    policy.admit(tool, args)
+    with policy.active():
+        return _run(tool, args)
+
+
+def _run(tool: Tool, args: ToolArgs) -> ToolResult:
+    try:
+        return tool.run(args)
+    except UserInputError as exc:
+        raise ToolArgumentError(f"{tool.name}: {exc}") from exc
+    except CoevoError as exc:
+        raise ToolExecutionError(f"{tool.name} failed: {exc}") from exc
+    except Exception as exc:  # a tool bug must reach the caller as a failure, not a crash
+        raise ToolExecutionError(f"{tool.name} failed: {type(exc).__name__}: {exc}") from exc
