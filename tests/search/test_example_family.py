@@ -11,7 +11,8 @@ import pytest
 from coevo.agent.cli import main
 from coevo.search.problems import check_problem_class, make_problem
 from coevo.search.runner import run_search
-from coevo.tools._base import call_tool, check_tool
+from coevo.tools._base import check_tool
+from coevo.tools._call import call_tool
 from coevo.tools._registry import Registry
 
 FAMILY = Path(__file__).resolve().parents[2] / "docs" / "examples" / "family"
