@@ -1,7 +1,8 @@
 """THE registry of typed tools, shared by chat, the CLI and search.
 
 Adding a tool: write a :class:`Tool` subclass in a module here and add one line to
-:data:`REGISTRY`'s list; the conformance suite (tests/tools/test_conformance.py) picks it up.
+:data:`REGISTRY`'s list; the conformance suite (:mod:`coevo.testing.tools`, run over the
+registry by tests/tools/test_conformance.py) picks it up.
 Declare what it touches (``writes``, ``loads_code``): a model's calls are checked against
 that by :class:`CallPolicy` (:mod:`tools._policy`).
 """
