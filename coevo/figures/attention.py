@@ -19,6 +19,7 @@ Three measurements, each saved to a CSV the report is rendered from:
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import statistics
@@ -40,6 +41,7 @@ from coevo.figures._common import (
     write_csv,
     write_markdown,
 )
+from coevo.sim.attention.config import ATTENTION
 
 NAME = "attention"
 
@@ -127,9 +129,9 @@ def measure_length(out: Path, model: str, seeds: list[int]) -> None:
     cfgs = [
         SparseConfig("dense"),
         SparseConfig("topk-quantized-keys", top_k=16, key_bits=4),
-        SparseConfig("topk-quantized-keys", top_k=32, key_bits=4),
+        SparseConfig("topk-quantized-keys", top_k=ATTENTION.top_k, key_bits=ATTENTION.key_bits),
         SparseConfig("topk-quantized-keys", top_k=32, key_bits=2),
-        SparseConfig("local-global", window=32, n_global=4),
+        SparseConfig("local-global", window=ATTENTION.window, n_global=ATTENTION.n_global),
         SparseConfig("local-global", window=16, n_global=4),
     ]
     rows: list[dict[str, Any]] = []
@@ -191,7 +193,7 @@ def measure_time(out: Path, lengths: list[int], repeats: int, d_model: int = 256
     from coevo.sim.attention import attention_flops
 
     torch.set_num_threads(1)
-    top_k, bits, window, n_global = 32, 4, 32, 4
+    top_k, bits, window, n_global = ATTENTION.top_k, ATTENTION.key_bits, ATTENTION.window, ATTENTION.n_global
     timers = _timers(d_model, n_heads, top_k, bits, window, n_global)
     rows: list[dict[str, Any]] = []
     gen = torch.Generator().manual_seed(0)
@@ -548,18 +550,23 @@ def _timing_tables(rows: list[dict[str, str]], plt: Any, out: Path) -> list[str]
     return [*md, "", "![time and MACs vs length](attention-time.png)", ""]
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Measure the parts asked for (unless ``--report-only``), then write attention.md."""
+def parser() -> argparse.ArgumentParser:
+    """The figure's options; the first model and the length model are the family's (``ATTENTION.model``)."""
     ap = figure_parser(NAME, __doc__)
     ap.add_argument("--only", choices=["quality", "length", "time", "finetune"], action="append", help="run only these parts (repeatable)")
-    ap.add_argument("--models", nargs="+", default=["lm-pydoc-tiny", "lm-pydoc"])
+    ap.add_argument("--models", nargs="+", default=[ATTENTION.model, "lm-pydoc"])
     ap.add_argument("--tiny-seeds", nargs="+", type=int, default=[0, 1, 2])
-    ap.add_argument("--length-model", default="lm-pydoc-tiny")
+    ap.add_argument("--length-model", default=ATTENTION.model)
     ap.add_argument("--length-seeds", nargs="+", type=int, default=[0, 1, 2])
     ap.add_argument("--lengths", nargs="+", type=int, default=[128, 256, 512, 1024, 2048, 4096, 8192])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--finetune-steps", type=int, default=100)
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Measure the parts asked for (unless ``--report-only``), then write attention.md."""
+    args = parser().parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     command = command_line(NAME, argv)
     if not args.report_only:

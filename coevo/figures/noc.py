@@ -12,6 +12,7 @@ Every number is a median over ``--seeds`` seeds unless said otherwise.
 
 from __future__ import annotations
 
+import argparse
 import statistics
 from collections.abc import Callable
 from dataclasses import fields, replace
@@ -19,11 +20,14 @@ from pathlib import Path
 
 from coevo.figures._common import figure_parser
 from coevo.sim.noc.common import NocResult
+from coevo.sim.noc.config import NOC
 from coevo.sim.noc.curves import AnyResult, plot_curves, saturation
 from coevo.sim.noc.mesh import ROUTINGS as MESH_ROUTINGS
 from coevo.sim.noc.mesh import simulate_mesh
 
 NAME = "noc"
+GT_SHARE = 0.5
+"""Share of the load in GT flows: the figure's own experiment setting (``NOC.gt_share`` is 0.3)."""
 
 
 def _median_result(runs: list[AnyResult]) -> AnyResult:
@@ -56,7 +60,7 @@ def mesh(out: Path, seeds: int, cycles: int) -> None:
             for routing in MESH_ROUTINGS:
                 r = _median_result(
                     [
-                        simulate_mesh(8, routing=routing, load=load, gt_share=0.5, traffic=traffic, cycles=cycles // 2, seed=s)
+                        simulate_mesh(NOC.k, routing=routing, load=load, gt_share=GT_SHARE, traffic=traffic, cycles=cycles // 2, seed=s)
                         for s in range(seeds)
                     ]
                 )
@@ -71,7 +75,7 @@ def mesh(out: Path, seeds: int, cycles: int) -> None:
         every += curves
     print("\nXY saturation, uniform BE traffic only (8x8, 4 sub-channels):\n")
     rows = [
-        _median_result([simulate_mesh(8, routing="xy", load=x, gt_share=0.0, cycles=cycles // 4, seed=s) for s in range(seeds)])
+        _median_result([simulate_mesh(NOC.k, routing="xy", load=x, gt_share=0.0, cycles=cycles // 4, seed=s) for s in range(seeds)])
         for x in (0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7)
     ]
     zero = rows[0].stats.zero_load
@@ -92,14 +96,21 @@ def compression(seeds: int) -> None:
     print(f"### Energy-aware compression\n\nRun `python -m coevo.figures noc-energy --seeds {seeds}` (docs/bench/noc/energy.md).\n")
 
 
+def parser() -> argparse.ArgumentParser:
+    """The figure's options; the run length is the family's ``NOC.benes_cycles`` (the mesh runs halves and quarters of it)."""
+    ap = figure_parser(NAME, __doc__)
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--cycles", type=int, default=NOC.benes_cycles)
+    ap.add_argument("--only", choices=("benes", "mesh", "compression"), default=None)
+    return ap
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = figure_parser(NAME, __doc__)
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--cycles", type=int, default=20_000)
-    parser.add_argument("--only", choices=("benes", "mesh", "compression"), default=None)
-    args = parser.parse_args(argv)
+    """Simulate the mesh and print its tables (no saved data: ``--report-only`` is refused)."""
+    ap = parser()
+    args = ap.parse_args(argv)
     if args.report_only:
-        parser.error("noc prints its tables from a fresh simulation and saves no data to re-render from")
+        ap.error("noc prints its tables from a fresh simulation and saves no data to re-render from")
     args.out.mkdir(parents=True, exist_ok=True)
     if args.only in (None, "benes"):  # issue 18 changed the Benes model; its figures have their own script
         print("Benes figures: python -m coevo.figures noc-benes (docs/bench/noc/, the Benes section of issue8-noc.md)\n")

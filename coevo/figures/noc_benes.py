@@ -21,6 +21,7 @@ in ``--out``, docs/bench/noc/issue8-noc.md; left alone when there is none).
 
 from __future__ import annotations
 
+import argparse
 import math
 import multiprocessing
 import re
@@ -44,12 +45,17 @@ from coevo.sim.noc.benes import (
     zero_load_delay,
 )
 from coevo.sim.noc.common import NocResult
+from coevo.sim.noc.config import NOC
 from coevo.sim.noc.curves import AnyResult, plot_curves
 
 NAME = "noc-benes"
 
-SETUP, ACK, HOLD = 2, 1, 16
-"""The model's defaults (setup cycles per stage, ACK cycles per stage) and the hold variant's bound (cycles)."""
+SETUP, ACK = NOC.setup_cycles, NOC.ack_cycles
+"""The model's defaults (setup cycles per stage, ACK cycles per stage), the family's."""
+N_PORTS, FLITS = NOC.n_ports, NOC.benes_packet_flits
+"""The size of the packet-length sweep and the first load curve, and the packet length of the rest: the family's."""
+HOLD = 16
+"""The hold variants' bound (cycles): the figure's own setting (``NOC.hold_cycles`` is 0, no holding)."""
 VARIANTS: dict[str, tuple[str, int]] = {
     "bit": ("bit", 0),
     "bit+hold": ("bit", HOLD),
@@ -123,13 +129,13 @@ def _run(task: dict[str, Any]) -> dict[str, Any]:
 
 def _model_cycles(n: int, load: float) -> int:
     """Enough cycles for about 4,000 first attempts a seed (at most 400,000 cycles; at least 40,000)."""
-    return int(min(max(4000 / (n * load / 16), 40_000), 400_000))
+    return int(min(max(4000 / (n * load / FLITS), 40_000), 400_000))
 
 
 def tasks(seeds: int, cycles: int) -> list[dict[str, Any]]:
     """Every run of every part."""
     out: list[dict[str, Any]] = []
-    sweep = {(16, flits) for flits in LENGTHS} | {(n, 16) for n in SIZES}
+    sweep = {(N_PORTS, flits) for flits in LENGTHS} | {(n, FLITS) for n in SIZES}
     for n, flits in sorted(sweep):
         for variant in VARIANTS:
             for load in SWEEP_LOADS:
@@ -139,11 +145,13 @@ def tasks(seeds: int, cycles: int) -> list[dict[str, Any]]:
     for n in SIZES:
         for load in MODEL_LOADS:
             c = _model_cycles(n, load)
-            out += [dict(part="model", variant="bit", n=n, packet_flits=16, load=load, seed=s, cycles=c) for s in range(seeds)]
-    for n in (16, 64):
+            out += [dict(part="model", variant="bit", n=n, packet_flits=FLITS, load=load, seed=s, cycles=c) for s in range(seeds)]
+    for n in (N_PORTS, 64):
         for variant in CURVE_VARIANTS:
             for load in CURVE_LOADS:
-                out += [dict(part="curve", variant=variant, n=n, packet_flits=16, load=load, seed=s, cycles=cycles) for s in range(seeds)]
+                out += [
+                    dict(part="curve", variant=variant, n=n, packet_flits=FLITS, load=load, seed=s, cycles=cycles) for s in range(seeds)
+                ]
     return out
 
 
@@ -241,8 +249,8 @@ def sweep_section(rows: list[dict[str, Any]], seeds: int, cycles: int) -> list[s
         "",
     ]
     for title, axis, points in (
-        ("Packet length, N = 16", "flits", [(16, f) for f in LENGTHS]),
-        ("Network size, 16-flit packets", "N", [(n, 16) for n in SIZES]),
+        (f"Packet length, N = {N_PORTS}", "flits", [(N_PORTS, f) for f in LENGTHS]),
+        (f"Network size, {FLITS}-flit packets", "N", [(n, FLITS) for n in SIZES]),
     ):
         for load in SWEEP_LOADS:
             out += [f"### {title}, load {load}", ""]
@@ -258,14 +266,14 @@ def sweep_section(rows: list[dict[str, Any]], seeds: int, cycles: int) -> list[s
                 out.append(f"| {flits if axis == 'flits' else n} | {zero} | " + " | ".join(cells) + " |")
             out.append("")
     # the claims the text makes, computed here
-    a = g[("adaptive", 64, 16, 0.05)]
-    b = g[("bit", 64, 16, 0.05)]
-    h = g[("adaptive+hold", 64, 16, 0.05)]
-    cap = 4 / zero_load_delay(16, 4, SETUP, ACK)  # flits a cycle a source can move in 4-flit circuits, never blocked
+    a = g[("adaptive", 64, FLITS, 0.05)]
+    b = g[("bit", 64, FLITS, 0.05)]
+    h = g[("adaptive+hold", 64, FLITS, 0.05)]
+    cap = 4 / zero_load_delay(N_PORTS, 4, SETUP, ACK)  # flits a cycle a source can move in 4-flit circuits, never blocked
     out.append(
         f"At N = 64, load 0.05: mean delay bit {col(b, 'mean_delay')}, adaptive {col(a, 'mean_delay')}, adaptive + hold "
-        f"{col(h, 'mean_delay')} cycles (zero-load {zero_load_delay(64, 16, SETUP, ACK)}). Short packets pay the set-up "
-        f"and ACK for few flits: at N = 16 a 4-flit circuit holds its source for {zero_load_delay(16, 4, SETUP, ACK)} cycles "
+        f"{col(h, 'mean_delay')} cycles (zero-load {zero_load_delay(64, FLITS, SETUP, ACK)}). Short packets pay the set-up "
+        f"and ACK for few flits: at N = {N_PORTS} a 4-flit circuit holds its source for {zero_load_delay(N_PORTS, 4, SETUP, ACK)} cycles "
         f"to move 4 flits, so a source can carry at most {cap:.3f} flits a cycle even without blocking; at load 0.15 it "
         f"would be busy {0.15 / cap:.0%} of the time before any blocking, and 4- and 8-flit packets saturate there.\n"
     )
@@ -275,8 +283,8 @@ def sweep_section(rows: list[dict[str, Any]], seeds: int, cycles: int) -> list[s
 def independent_links(n: int, load: float) -> float:
     """The crude model: every link of the path busy independently with its whole utilisation (own source included)."""
     stages = 2 * int(math.log2(n)) - 1
-    hold = zero_load_delay(n, 16, SETUP, ACK)
-    return 1 - math.prod(1 - load / 16 * (hold - (j + 1) * SETUP + 1) for j in range(stages))
+    hold = zero_load_delay(n, FLITS, SETUP, ACK)
+    return 1 - math.prod(1 - load / FLITS * (hold - (j + 1) * SETUP + 1) for j in range(stages))
 
 
 def model_section(rows: list[dict[str, Any]], seeds: int) -> list[str]:
@@ -285,7 +293,7 @@ def model_section(rows: list[dict[str, Any]], seeds: int) -> list[str]:
         "## Bit-routing blocking at low load vs the analytical model",
         "",
         "First-attempt blocking (blocked first setups / first setups) of destination-tag routing, uniform Poisson traffic, "
-        f"16-flit packets, setup {SETUP}, ACK {ACK}, no holding, seeds 0-{seeds - 1} (cycles per run in runs.csv, part model: "
+        f"{FLITS}-flit packets, setup {SETUP}, ACK {ACK}, no holding, seeds 0-{seeds - 1} (cycles per run in runs.csv, part model: "
         "about 4,000 first attempts a seed, 40,000-400,000 cycles). Model: `sim.noc.benes.bit_blocking_model` "
         "(a fresh setup is blocked by another source's circuit iff that circuit started within D - (j1 + 1) setup + 1 "
         "cycles before it, j1 the first stage the two paths share, D the circuit's holding time; circuits start at "
@@ -302,8 +310,8 @@ def model_section(rows: list[dict[str, Any]], seeds: int) -> list[str]:
     for n in SIZES:
         for load in MODEL_LOADS:
             runs = g[(n, load)]
-            model = bit_blocking_model(n, load, 16, SETUP, ACK)
-            util = mean_link_utilisation_model(n, load, 16, SETUP, ACK)
+            model = bit_blocking_model(n, load, FLITS, SETUP, ACK)
+            util = mean_link_utilisation_model(n, load, FLITS, SETUP, ACK)
             ratio = statistics.fmean(r["first_attempt_blocking"] for r in runs) / model
             out.append(
                 f"| {n} | {load} | {col(runs, 'first_attempt_blocking', '.4f')} | {model:.4f} | {ratio:.3f} | "
@@ -311,7 +319,7 @@ def model_section(rows: list[dict[str, Any]], seeds: int) -> list[str]:
                 f"{col(runs, 'link_utilisation', '.4f')} | {util:.4f} |"
             )
     ratios = {
-        (n, load): statistics.fmean(r["first_attempt_blocking"] for r in g[(n, load)]) / bit_blocking_model(n, load, 16, SETUP, ACK)
+        (n, load): statistics.fmean(r["first_attempt_blocking"] for r in g[(n, load)]) / bit_blocking_model(n, load, FLITS, SETUP, ACK)
         for n in SIZES
         for load in MODEL_LOADS
     }
@@ -330,7 +338,9 @@ def _mean_result(runs: Sequence[dict[str, Any]], label: str) -> AnyResult:
     """A result carrying the seed means (for plot_curves), labelled ``label`` as its routing."""
     m: Callable[[str], float] = lambda k: statistics.fmean(float(r[k]) for r in runs)  # noqa: E731
     first = runs[0]
-    config = replace(BenesConfig(first["n"], first["routing"], "uniform", "poisson", 16, SETUP, ACK, first["hold_cycles"]), routing=label)
+    config = replace(
+        BenesConfig(first["n"], first["routing"], "uniform", "poisson", FLITS, SETUP, ACK, first["hold_cycles"]), routing=label
+    )
     stats = BenesStats(2 * int(math.log2(first["n"])) - 1, m("blocking_rate"), m("retries_per_packet"), int(first["zero_load_delay"]), 0)
     return NocResult(
         config, first["cycles"], first["load"], int(m("delivered_packets")), m("throughput"), m("mean_delay"), m("p99_delay"), 0.0, stats
@@ -340,7 +350,7 @@ def _mean_result(runs: Sequence[dict[str, Any]], label: str) -> AnyResult:
 def curve_section(rows: list[dict[str, Any]], seeds: int, cycles: int, bench: Path) -> list[str]:
     g = group(rows, "curve", "variant", "n", "load")
     out = [
-        f"### Benes optical NoC (uniform traffic, Poisson, 16-flit packets; issue 18 model: setup {SETUP} cycles and ACK "
+        f"### Benes optical NoC (uniform traffic, Poisson, {FLITS}-flit packets; issue 18 model: setup {SETUP} cycles and ACK "
         f"{ACK} cycle per stage)",
         "",
         f"Rewritten by `python -m coevo.figures noc-benes` (issue 18, seeds 0-{seeds - 1}, {cycles:,} cycles a run; mean ± "
@@ -349,14 +359,14 @@ def curve_section(rows: list[dict[str, Any]], seeds: int, cycles: int, bench: Pa
         "routing='adaptive-local')` is that model, bit for bit (a golden test). More in docs/bench/noc/benes.md.",
         "",
     ]
-    for n in (16, 64):
-        zero = zero_load_delay(n, 16, SETUP, ACK)
+    for n in (N_PORTS, 64):
+        zero = zero_load_delay(n, FLITS, SETUP, ACK)
         sat: dict[str, float | None] = {}
         for v in CURVE_VARIANTS:
             over = [x for x in CURVE_LOADS if statistics.fmean(r["mean_delay"] for r in g[(v, n, x)]) > 3 * zero]
             sat[v] = min(over) if over else None
         results = [_mean_result(g[(v, n, x)], v) for v in CURVE_VARIANTS for x in CURVE_LOADS]
-        png = plot_curves(results, f"Benes N={n}, uniform, 16-flit packets (mean of {seeds} seeds)", bench / f"noc-benes{n}.png")
+        png = plot_curves(results, f"Benes N={n}, uniform, {FLITS}-flit packets (mean of {seeds} seeds)", bench / f"noc-benes{n}.png")
         out.append(
             f"N={n} ({png.name}), zero-load delay {zero} cycles; saturation (mean delay > 3x zero-load): "
             + ", ".join(f"{v} {sat[v]}" for v in CURVE_VARIANTS)
@@ -399,13 +409,19 @@ def replace_issue8_section(path: Path, section: list[str]) -> None:
     path.write_text(pattern.sub(lambda _: "\n".join(section).rstrip() + "\n\n", text, count=1))
 
 
+def parser() -> argparse.ArgumentParser:
+    """The figure's options; a run's length is the family's (``NOC.benes_cycles``)."""
+    ap = figure_parser(NAME, __doc__)
+    ap.add_argument("--issue8", type=Path, default=None, help="the page whose Benes section to rewrite (default: OUT/issue8-noc.md)")
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--cycles", type=int, default=NOC.benes_cycles, help="cycles of a sweep or load-curve run")
+    ap.add_argument("--jobs", type=int, default=2)
+    return ap
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = figure_parser(NAME, __doc__)
-    parser.add_argument("--issue8", type=Path, default=None, help="the page whose Benes section to rewrite (default: OUT/issue8-noc.md)")
-    parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--cycles", type=int, default=20_000, help="cycles of a sweep or load-curve run")
-    parser.add_argument("--jobs", type=int, default=2)
-    args = parser.parse_args(argv)
+    """Simulate (unless ``--report-only``), then write the pages and plots from runs.csv and zero_load.csv."""
+    args = parser().parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     command = command_line(NAME, argv)
     issue8 = args.issue8 if args.issue8 is not None else args.out / "issue8-noc.md"

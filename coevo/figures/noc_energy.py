@@ -19,6 +19,7 @@ run in separate processes (``--models cnn-digits`` and ``--models cnn-mnist5k``,
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import time
@@ -30,7 +31,8 @@ import torch
 from coevo.figures._common import command_line, figure_parser, read_csv, write_csv, write_markdown
 from coevo.search.stats import t_interval
 from coevo.sim.accel import scalesim_ref
-from coevo.sim.accel.compress import LEVELS, CompressionReport, compress, compressor
+from coevo.sim.accel.compress import CompressionReport, compress, compressor
+from coevo.sim.accel.config import ACCEL, LEVELS
 from coevo.sim.accel.energy import GROUPS, constants
 from coevo.sim.accel.systolic import Layer, map_layer
 
@@ -322,14 +324,20 @@ def _scalesim_table(out: Path) -> list[str]:
     return [*lines, ""]
 
 
+def parser() -> argparse.ArgumentParser:
+    """The figure's options; the first model and the accuracy tolerance are the family's (``ACCEL``)."""
+    ap = figure_parser(NAME, __doc__)
+    ap.add_argument("--models", default=f"{ACCEL.model},cnn-mnist5k")
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--drop", type=float, default=ACCEL.accuracy_drop_max, help="largest accuracy drop vs INT8 (percentage points)")
+    ap.add_argument("--issue8", type=Path, default=None, help="page whose compression section to rewrite (default: OUT/issue8-noc.md)")
+    ap.add_argument("--no-scalesim", action="store_true", help="skip the SCALE-Sim cross-check (keep scalesim.csv)")
+    return ap
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = figure_parser(NAME, __doc__)
-    parser.add_argument("--models", default="cnn-digits,cnn-mnist5k")
-    parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--drop", type=float, default=2.0)
-    parser.add_argument("--issue8", type=Path, default=None, help="page whose compression section to rewrite (default: OUT/issue8-noc.md)")
-    parser.add_argument("--no-scalesim", action="store_true", help="skip the SCALE-Sim cross-check (keep scalesim.csv)")
-    args = parser.parse_args(argv)
+    """Measure (unless ``--report-only``), then write energy.md and rewrite the issue 8 page's compression section."""
+    args = parser().parse_args(argv)
     assert LEVELS[0] == 256  # the tables say INT8: the first level of the ladder
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)

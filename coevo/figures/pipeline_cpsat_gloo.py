@@ -17,11 +17,13 @@ skip-aware PP8 x DP2).
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import statistics
 
 from coevo.figures._common import plain_parser
 from coevo.sim.pipeline.cluster import PRESETS, Cluster
+from coevo.sim.pipeline.config import PIPELINE
 from coevo.sim.pipeline.gloo_check import calibrate, check
 from coevo.sim.pipeline.ilp import synthesize
 from coevo.sim.pipeline.partition import blockwise
@@ -30,18 +32,20 @@ from coevo.sim.pipeline.simulate import simulate
 
 
 def _link(devices: int, gbs: float) -> Cluster:
-    return dataclasses.replace(PRESETS["v100x16-ib10"], name=f"{gbs:g}GBs", devices=devices, per_node=1, intra_gbs=gbs, inter_gbs=gbs)
+    return dataclasses.replace(PRESETS[PIPELINE.cluster], name=f"{gbs:g}GBs", devices=devices, per_node=1, intra_gbs=gbs, inter_gbs=gbs)
 
 
 def cpsat(limit: float) -> None:
-    print(f"### CP-SAT, unet-sd block-wise, 8 stages x 16 microbatches, time limit {limit:g} s\n")
-    p = profile("unet-sd", resolution=64, microbatch=8)
+    print(f"### CP-SAT, {PIPELINE.model} block-wise, 8 stages x {PIPELINE.microbatches} microbatches, time limit {limit:g} s\n")
+    p = profile(PIPELINE.model, resolution=PIPELINE.resolution, microbatch=8)  # 8, not PIPELINE.microbatch (1): the figure's own
     for gbs in (10.0, 300.0):
         cluster = _link(8, gbs)
         plan = blockwise(p, 8, **cluster.rates)
-        one = simulate(p, plan, cluster, schedule="1f1b", microbatches=16)
-        syn = synthesize(p, plan, cluster, microbatches=16, time_limit_s=limit, memory="device")  # issue 7: cap = device memory
-        rep = simulate(p, plan, cluster, schedule="ilp", microbatches=16, order=syn.starts)
+        one = simulate(p, plan, cluster, schedule="1f1b", microbatches=PIPELINE.microbatches)
+        syn = synthesize(
+            p, plan, cluster, microbatches=PIPELINE.microbatches, time_limit_s=limit, memory="device"
+        )  # issue 7: cap = device memory
+        rep = simulate(p, plan, cluster, schedule="ilp", microbatches=PIPELINE.microbatches, order=syn.starts)
         print(
             f"- {gbs:g} GB/s: status {syn.status}, solve {syn.solve_s:.1f} s; "
             f"bubble {rep.bubble_ratio:.3f} vs 1F1B {one.bubble_ratio:.3f}; "
@@ -76,12 +80,18 @@ def gloo(runs: int) -> None:
     print()
 
 
+def parser() -> argparse.ArgumentParser:
+    """The figure's options; the CP-SAT limit is ``synthesize``'s own default (``PIPELINE.synthesize_time_limit_s``)."""
+    ap = plain_parser("pipeline-cpsat-gloo", __doc__)
+    ap.add_argument("--cpsat-limit", type=float, default=PIPELINE.synthesize_time_limit_s)
+    ap.add_argument("--calibration-runs", type=int, default=3)
+    ap.add_argument("--only", choices=("cpsat", "gloo"), default=None)
+    return ap
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = plain_parser("pipeline-cpsat-gloo", __doc__)
-    parser.add_argument("--cpsat-limit", type=float, default=30.0)
-    parser.add_argument("--calibration-runs", type=int, default=3)
-    parser.add_argument("--only", choices=("cpsat", "gloo"), default=None)
-    args = parser.parse_args(argv)
+    """Print the CP-SAT and the gloo sections (fresh runs; no saved data)."""
+    args = parser().parse_args(argv)
     if args.only in (None, "cpsat"):
         cpsat(args.cpsat_limit)
     if args.only in (None, "gloo"):

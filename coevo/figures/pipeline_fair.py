@@ -30,6 +30,7 @@ Everything except ``memory.csv`` is simulated and deterministic (no random seed 
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import statistics
 from collections.abc import Iterable
@@ -39,6 +40,7 @@ import torch
 from coevo.figures._common import Output, command_line, figure_parser
 from coevo.search.pipeline.problem import PipelineProblem
 from coevo.sim.pipeline.cluster import PRESETS, Cluster
+from coevo.sim.pipeline.config import PIPELINE
 from coevo.sim.pipeline.memcheck import measure_step, predicted_step
 from coevo.sim.pipeline.partition import TOLERANT, Plan, partition, units
 from coevo.sim.pipeline.profile import ModelProfile, profile
@@ -47,15 +49,18 @@ from coevo.sim.pipeline.tune import hybrid_step_s
 
 NAME = "pipeline-fair"
 
-MODELS = (("unet-sd", 64), ("uvit-h", 32))
+MODELS = ((PIPELINE.model, PIPELINE.resolution), ("uvit-h", 32))
+"""The family's model at its resolution, and the figure's second model."""
 METHODS = ("blockwise", "blockwise-direct", "blockwise-bytes", "skip-aware")
 BASELINES = METHODS[:3]
-DEVICES, GLOBAL_BATCH, MICROBATCH = 16, 128, 8
+GLOBAL_BATCH = PIPELINE.global_batch
+# 16 devices and microbatch 8, not PIPELINE.devices (8) and PIPELINE.microbatch (1): the figure's own experiment settings
+DEVICES, MICROBATCH = 16, 8
 
 
 def cluster(per_node: int, inter_gbs: float) -> Cluster:
     """16 V100-like devices; ``per_node`` GPUs share NVLink (150 GB/s), nodes joined at ``inter_gbs``."""
-    base = PRESETS["v100x16-ib10"]
+    base = PRESETS[PIPELINE.cluster]
     intra = 150.0 if per_node > 1 else inter_gbs
     return dataclasses.replace(base, name=f"{per_node}pn-{inter_gbs:g}", per_node=per_node, intra_gbs=intra, inter_gbs=inter_gbs)
 
@@ -81,7 +86,7 @@ def _run(p: ModelProfile, plan: Plan, c: Cluster, pp: int) -> dict[str, object]:
 def facts(o: Output) -> None:
     """Per-model profile facts quoted in docs/pipeline.md: compute ops, their fixed cost, and activation bytes."""
     rows: list[dict[str, object]] = []
-    c = PRESETS["v100x16-ib10"]
+    c = PRESETS[PIPELINE.cluster]
     for model, res in MODELS:
         for mb in (1, 8):
             p = profile(model, resolution=res, microbatch=mb)
@@ -133,7 +138,8 @@ def render_fair(o: Output) -> None:
     lines = [
         "# PULSE vs three block-wise baselines at the same PP x DP (simulated; `python -m coevo.figures pipeline-fair --only fair`)",
         "",
-        "16 devices, global batch 128, microbatch 8; 1F1B (wave on skip-aware). bw: blockwise (skips relayed), "
+        f"{DEVICES} devices, global batch {GLOBAL_BATCH}, microbatch {MICROBATCH}; 1F1B (wave on skip-aware). "
+        "bw: blockwise (skips relayed), "
         "direct: blockwise-direct (skips point to point), bytes: blockwise-bytes (byte-aware cuts at the same tolerance "
         "as skip-aware; bw and direct take none). MB/mb: forward MB per microbatch crossing devices. Ratio: skip-aware "
         "samples/s over each baseline's. Deterministic simulation: no seed.",
@@ -165,7 +171,7 @@ def render_fair(o: Output) -> None:
 
 def best(o: Output) -> None:
     rows: list[dict[str, object]] = []
-    clusters: Iterable[tuple[str, str]] = (("v100x16-ib10", "v100x16-ib10"), ("v100x16-ib300", "v100x16-ib300"))
+    clusters: Iterable[tuple[str, str]] = ((PIPELINE.cluster, PIPELINE.cluster), ("v100x16-ib300", "v100x16-ib300"))
     for model, res in MODELS:
         for label, spec in clusters:
             problem = PipelineProblem(model=model, cluster=spec, global_batch=GLOBAL_BATCH, resolution=res)
@@ -198,7 +204,7 @@ def render_best(o: Output) -> None:
         "",
         "Simulated; `python -m coevo.figures pipeline-fair --only best`; deterministic, no seed.",
         "",
-        "Global batch 128, every point evaluated (pp x microbatch x schedule x balance x recompute).",
+        f"Global batch {GLOBAL_BATCH}, every point evaluated (pp x microbatch x schedule x balance x recompute).",
         "",
         "| model | cluster | partitioner | best configuration | samples/s | memory bound GB | skip-aware / this |",
         "|---|---|---|---|---|---|---|",
@@ -272,11 +278,17 @@ def render_memory(o: Output) -> None:
     print("\n".join(lines) + "\n")
 
 
+def parser() -> argparse.ArgumentParser:
+    """The figure's options (its model, cluster and global batch are the family's: ``PIPELINE``)."""
+    ap = figure_parser(NAME, __doc__)
+    ap.add_argument("--only", choices=("fair", "best", "memory"), default=None)
+    ap.add_argument("--memory-repeats", type=int, default=3)
+    return ap
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = figure_parser(NAME, __doc__)
-    parser.add_argument("--only", choices=("fair", "best", "memory"), default=None)
-    parser.add_argument("--memory-repeats", type=int, default=3)
-    args = parser.parse_args(argv)
+    """Measure the chosen parts (unless ``--report-only``), then write their pages."""
+    args = parser().parse_args(argv)
     o = Output(args.out, command_line(NAME, argv))
     steps = {"fair": (fair, render_fair), "best": (best, render_best), "memory": (lambda o: memory(o, args.memory_repeats), render_memory)}
     for name, (run, render) in steps.items():

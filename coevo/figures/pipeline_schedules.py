@@ -28,6 +28,7 @@ from typing import Any
 
 from coevo.figures._common import Output, command_line, figure_parser, mean_interval
 from coevo.sim.pipeline.cluster import PRESETS, Cluster
+from coevo.sim.pipeline.config import PIPELINE
 from coevo.sim.pipeline.ilp import synthesize
 from coevo.sim.pipeline.partition import Plan, blockwise, from_mapping, partition
 from coevo.sim.pipeline.profile import ModelProfile, profile
@@ -36,11 +37,12 @@ from coevo.sim.pipeline.tune import hybrid_step_s
 
 NAME = "pipeline-schedules"
 
-MODELS = (("unet-sd", 64), ("uvit-h", 32))
+MODELS = ((PIPELINE.model, PIPELINE.resolution), ("uvit-h", 32))
+"""The family's model at its resolution, and the figure's second model."""
 MICROBATCH = 8
 CLUSTERS = {
-    "v100x16-ib10": PRESETS["v100x16-ib10"],
-    "v100x16-2pn-ib10": dataclasses.replace(PRESETS["v100x16-ib10"], name="v100x16-2pn-ib10", per_node=2),
+    PIPELINE.cluster: PRESETS[PIPELINE.cluster],
+    "v100x16-2pn-ib10": dataclasses.replace(PRESETS[PIPELINE.cluster], name="v100x16-2pn-ib10", per_node=2),
 }
 """The preset (a pipeline of up to 8 stays inside one NVLink node) and nodes of 2 V100s sharing one 10 GB/s NIC."""
 FIELDS = (
@@ -153,7 +155,7 @@ def run(time_limit: float, seeds: list[int], micros: list[int], pps: list[int], 
 
 def network() -> list[dict[str, Any]]:
     """Hybrid PP x DP steps on 16 V100s in 2 nodes: one shared NIC per node, four, or one per GPU (nothing shared)."""
-    base = PRESETS["v100x16-ib10"]
+    base = PRESETS[PIPELINE.cluster]
     clusters = {
         "1 x 10 GB/s": base,
         "4 x 10 GB/s": dataclasses.replace(base, nics_per_node=4),
@@ -304,14 +306,22 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
+def parser() -> argparse.ArgumentParser:
+    """The figure's options; the CP-SAT limit is a ``pipeline.simulate`` call's (``PIPELINE.ilp_time_limit_s``)."""
     ap = figure_parser(NAME, __doc__)
-    ap.add_argument("--time-limit", type=float, default=10.0, help="CP-SAT seconds per run (at most 20 on the shared machine)")
+    ap.add_argument(
+        "--time-limit", type=float, default=PIPELINE.ilp_time_limit_s, help="CP-SAT seconds per run (at most 20 on the shared machine)"
+    )
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--micro", type=int, nargs="+", default=[8, 16])
     ap.add_argument("--pp", type=int, nargs="+", default=[4, 8])
     ap.add_argument("--workers", type=int, default=4, help="CP-SAT workers (several: its LNS improves on the 1F1B hint; runs vary by seed)")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Solve and simulate (unless ``--report-only``), then write pipeline-schedules.md from the CSVs."""
+    args = parser().parse_args(argv)
     o = Output(args.out, command_line(NAME, argv))
     rows: list[dict[str, Any]]
     net: list[dict[str, Any]]

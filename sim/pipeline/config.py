@@ -8,9 +8,8 @@ them (:func:`~coevo.sim.pipeline.profile.profile`, :func:`~coevo.sim.pipeline.tu
 
 The CP-SAT time limit has two values: 10 s a ``pipeline.simulate`` call (``ilp_time_limit_s``)
 and 30 s when :func:`~coevo.sim.pipeline.ilp.synthesize` is called without one (every figure
-script passes its own). ``synthesize``'s keyword defaults (30 s, ``1f1b``, no split backward) do
-not read this configuration yet; ``ilp_memory`` and ``ilp_split_backward`` are the values two of
-them repeat.
+script passes its own). ``synthesize``'s keyword defaults read ``synthesize_time_limit_s``,
+``ilp_memory`` and ``ilp_split_backward``.
 """
 
 from __future__ import annotations

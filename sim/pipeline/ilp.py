@@ -43,6 +43,7 @@ from ortools.sat.python import cp_model
 from coevo.sim.cpsat import solve
 from coevo.sim.errors import UserInputError
 from coevo.sim.pipeline.cluster import Cluster
+from coevo.sim.pipeline.config import PIPELINE
 from coevo.sim.pipeline.partition import TRAIN_FLOPS_FACTOR, Plan
 from coevo.sim.pipeline.profile import ModelProfile
 from coevo.sim.pipeline.simulate import OPTIMIZER_BYTES_PER_PARAM_BYTE, Op, memory_bound, simulate, stash_bytes, virtual_stages
@@ -90,11 +91,11 @@ def synthesize(
     cluster: Cluster,
     *,
     microbatches: int,
-    time_limit_s: float = 30.0,
+    time_limit_s: float = PIPELINE.synthesize_time_limit_s,
     workers: int = 2,
-    memory: str = "1f1b",
+    memory: str = PIPELINE.ilp_memory,
     seed: int = 0,
-    split_backward: bool = False,
+    split_backward: bool = PIPELINE.ilp_split_backward,
 ) -> Synthesized:
     """Minimise one training step's makespan (see module doc).
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import typing
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -19,23 +20,51 @@ from typing import Any
 import numpy as np
 import pytest
 
-from coevo.figures import fpga_schedule, freeze, he_gcn, prune, quant, reram, spmm, stepping
+from coevo.figures import (
+    attention,
+    circuit_gnn,
+    fpga_schedule,
+    freeze,
+    he_gcn,
+    noc,
+    noc_bee,
+    noc_benes,
+    noc_energy,
+    pipeline_cpsat_gloo,
+    pipeline_fair,
+    pipeline_schedules,
+    prune,
+    quant,
+    reram,
+    spmm,
+    stepping,
+    zoqat,
+)
 from coevo.figures._common import read_csv
 from coevo.search.lingcn.problem import LinGcnOptions
+from coevo.sim.accel.compress import compress
+from coevo.sim.accel.config import ACCEL
+from coevo.sim.attention.config import ATTENTION
 from coevo.sim.fpga.config import FpgaConfig
 from coevo.sim.freeze.config import FreezeFamilyConfig
+from coevo.sim.gnn.config import GNN
 from coevo.sim.graph.config import SpmmConfig
 from coevo.sim.he.ckks import compile_plan, depth_and_counts, params_for_depth
 from coevo.sim.he.config import HeConfig
 from coevo.sim.he.data import load_dataset
 from coevo.sim.he.model import Recipe
 from coevo.sim.he.run import he_gcn as run_he_gcn
+from coevo.sim.noc.config import NOC
+from coevo.sim.pipeline.cluster import PRESETS
+from coevo.sim.pipeline.config import PIPELINE
+from coevo.sim.pipeline.ilp import synthesize
 from coevo.sim.prune.config import PruneConfig
 from coevo.sim.quant import greedy_search
 from coevo.sim.quant.config import QuantConfig
 from coevo.sim.reram import CrossbarConfig, Protection
 from coevo.sim.reram.config import ReramConfig
 from coevo.sim.stepping.config import SteppingConfig
+from coevo.sim.zoqat.config import DEFAULT_LR, ZOQAT
 from coevo.tools.fpga import LengthAwareArgs
 from coevo.tools.he import HEGcnArgs
 from coevo.tools.quant import QuantArgs
@@ -184,3 +213,131 @@ def test_spmm_figure_tunes_with_the_family_width_and_repeats(monkeypatch: pytest
     page = (BENCH / "spmm" / "spmm.md").read_text()
     assert f"on **{built['graph']}** (R-MAT seed 1) at F = {SpmmConfig.feature_dim}" in page
     assert f"{SpmmConfig.repeats} timed runs per design" in page
+
+
+def test_noc_mesh_figure_runs_the_family_mesh_and_run_length(monkeypatch: pytest.MonkeyPatch) -> None:
+    args = defaults(noc)
+    assert args.cycles == NOC.benes_cycles
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+
+    class Stop(Exception):
+        pass
+
+    def record(*given: Any, **options: Any) -> None:
+        calls.append((given, options))
+        raise Stop  # the arguments are all this test needs: no simulation runs
+
+    monkeypatch.setattr(noc, "simulate_mesh", record)
+    with pytest.raises(Stop):
+        noc.mesh(Path("unused"), 1, args.cycles)
+    ((given, options),) = calls
+    assert given == (NOC.k,)
+    assert options["cycles"] == NOC.benes_cycles // 2
+    # the GT share is the figure's own setting, not the family's
+    assert options["gt_share"] == noc.GT_SHARE == 0.5 != NOC.gt_share
+
+
+def test_noc_benes_figure_uses_the_family_control_ports_and_packets() -> None:
+    args = defaults(noc_benes)
+    assert args.cycles == NOC.benes_cycles
+    assert (NOC.setup_cycles, NOC.ack_cycles) == (noc_benes.SETUP, noc_benes.ACK)
+    assert (NOC.n_ports, NOC.benes_packet_flits) == (noc_benes.N_PORTS, noc_benes.FLITS)
+    assert NOC.hold_cycles != noc_benes.HOLD  # the hold variants' bound is the figure's own
+    # the committed runs are exactly the runs the figure plans with these defaults (5 seeds)
+    fields = ("part", "variant", "n", "packet_flits", "load", "seed", "cycles")
+    committed = {tuple(r[k] for k in fields) for r in read_csv(BENCH / "noc" / "runs.csv")}
+    planned = {tuple(str(t[k]) for k in fields) for t in noc_benes.tasks(args.seeds, args.cycles)}
+    assert planned == committed
+    curve = [r for r in read_csv(BENCH / "noc" / "runs.csv") if r["part"] == "curve"]
+    assert {int(r["n"]) for r in curve} == {NOC.n_ports, 64}
+    assert {int(r["packet_flits"]) for r in curve} == {NOC.benes_packet_flits}
+    assert {int(r["hold_cycles"]) for r in curve} == {0, noc_benes.HOLD}
+
+
+def test_noc_bee_figure_runs_the_family_mesh() -> None:
+    args = defaults(noc_bee)
+    setup = noc_bee.SETUP
+    assert (setup["k"], setup["subchannels"], setup["packet_flits"]) == (NOC.k, NOC.subchannels, NOC.mesh_packet_flits)
+    assert (setup["gt_width"], setup["gt_hold"], setup["gt_fill"]) == (NOC.gt_width, NOC.gt_hold, NOC.gt_fill)
+    assert setup["gt_share"] == noc_bee.GT_SHARE != NOC.gt_share  # the figure's own share
+    assert args.cycles != NOC.cycles  # the figure's own run length
+    rows = read_csv(BENCH / "noc" / "bee-runs.csv")
+    for column in ("k", "subchannels", "packet_flits", "cycles"):
+        assert {int(r[column]) for r in rows} == {args.cycles if column == "cycles" else setup[column]}
+    assert {float(r["gt_share"]) for r in rows} == {noc_bee.GT_SHARE}
+
+
+def test_noc_energy_figure_uses_the_family_model_and_tolerance() -> None:
+    args = defaults(noc_energy)
+    assert args.models.split(",")[0] == ACCEL.model
+    assert args.drop == ACCEL.accuracy_drop_max == inspect.signature(compress).parameters["accuracy_drop_max"].default
+    assert {p.name.removeprefix("steps-").removesuffix(".csv") for p in (BENCH / "noc").glob("steps-*.csv")} == set(args.models.split(","))
+
+
+def test_pipeline_figures_use_the_family_model_cluster_and_batch() -> None:
+    assert pipeline_fair.MODELS[0] == pipeline_schedules.MODELS[0] == (PIPELINE.model, PIPELINE.resolution)
+    assert PIPELINE.global_batch == pipeline_fair.GLOBAL_BATCH
+    rows = read_csv(BENCH / "pipeline" / "fair.csv")
+    assert {r["model"] for r in rows} == {m for m, _ in pipeline_fair.MODELS}
+    # every row splits the family's global batch over its replicas and microbatches
+    assert {int(r["dp"]) * int(r["microbatches"]) * pipeline_fair.MICROBATCH for r in rows} == {PIPELINE.global_batch}
+    # the replicas fill the figure's 16 devices (the deepest skip-aware depths, 12 and 14 stages, leave some idle at DP 1)
+    assert {(int(r["pp"]), int(r["dp"])) for r in rows} == {(4, 4), (8, 2), (12, 1), (14, 1), (16, 1)}
+    best = read_csv(BENCH / "pipeline" / "best.csv")
+    assert PIPELINE.cluster in {r["cluster"] for r in best}
+    assert pipeline_fair.cluster(8, 10.0) == replace(PRESETS[PIPELINE.cluster], name="8pn-10", per_node=8, intra_gbs=150.0)
+    assert PIPELINE.cluster in pipeline_schedules.CLUSTERS
+    schedules = read_csv(BENCH / "pipeline" / "pipeline-schedules.csv")
+    assert {r["cluster"] for r in schedules} == set(pipeline_schedules.CLUSTERS)
+    assert {r["model"] for r in schedules} == {m for m, _ in pipeline_schedules.MODELS}
+
+
+def test_pipeline_cpsat_limits_are_the_family_and_synthesize_reads_them() -> None:
+    assert defaults(pipeline_schedules).time_limit == PIPELINE.ilp_time_limit_s
+    assert defaults(pipeline_cpsat_gloo).cpsat_limit == PIPELINE.synthesize_time_limit_s
+    params = inspect.signature(synthesize).parameters
+    assert params["time_limit_s"].default == PIPELINE.synthesize_time_limit_s
+    assert params["memory"].default == PIPELINE.ilp_memory
+    assert params["split_backward"].default is PIPELINE.ilp_split_backward
+
+
+def test_attention_figure_uses_the_family_model_and_operator_settings() -> None:
+    args = defaults(attention)
+    assert args.models[0] == args.length_model == ATTENTION.model
+    rows = read_csv(BENCH / "attention" / "attention-length.csv")
+    assert {r["model"] for r in rows} == {ATTENTION.model}
+    topk = {(int(r["top_k"]), int(r["key_bits"])) for r in rows if r["method"] == "topk-quantized-keys"}
+    local = {(int(r["window"]), int(r["n_global"])) for r in rows if r["method"] == "local-global"}
+    assert (ATTENTION.top_k, ATTENTION.key_bits) in topk
+    assert (ATTENTION.window, ATTENTION.n_global) in local
+    timed = {r["method"] for r in read_csv(BENCH / "attention" / "attention-time.csv")}
+    assert {f"topk-q{ATTENTION.key_bits}-fp32gemm", f"topk-q{ATTENTION.key_bits}-int8gemm", "local-global"} <= timed
+
+
+def test_circuit_gnn_figure_uses_the_family_model() -> None:
+    assert circuit_gnn.HIDDEN[0] == GNN.hidden
+    assert (GNN.dynamic_relu_k, GNN.tool_concurrency) == (circuit_gnn.K, circuit_gnn.CONCURRENCY)
+    assert float(circuit_gnn.LR_TEXT) == GNN.lr
+    rows = read_csv(BENCH / "gnn" / "circuit.csv")
+    assert {int(r["hidden"]) for r in rows} == set(circuit_gnn.HIDDEN)
+    assert {(int(r["k"]), int(r["concurrency"])) for r in rows} == {(GNN.dynamic_relu_k, GNN.tool_concurrency)}
+    labels = read_csv(BENCH / "gnn" / "circuit_labels.csv")
+    assert f"dynamic_relu_k{GNN.dynamic_relu_k}" in {r["variant"] for r in labels}
+    page = (BENCH / "gnn" / "circuit.md").read_text()
+    assert f"hidden {GNN.hidden}, {GNN.layers} layers, full-batch Adam (lr {circuit_gnn.LR_TEXT}," in page
+    assert f"Model: {GNN.layers} layers" in page
+
+
+def test_zoqat_figure_uses_the_family_training_settings() -> None:
+    args = defaults(zoqat)
+    assert (args.model, args.steps, args.w_bits, args.a_bits) == (ZOQAT.model, ZOQAT.steps, ZOQAT.w_bits, ZOQAT.a_bits)
+    assert (args.batch_size, args.eps, args.eval_batches) == (ZOQAT.batch_size, ZOQAT.eps, ZOQAT.eval_batches)
+    rows = read_csv(BENCH / "quant" / "zoqat.csv")
+    trained = [r for r in rows if r["phase"] == "test" and r["method"] != "rtn"]
+    assert trained and {int(r["steps"]) for r in trained} == {ZOQAT.steps}
+    assert {(r["model"], int(r["w_bits"]), int(r["a_bits"]), int(r["batch_size"]), float(r["eps"])) for r in rows} == {
+        (ZOQAT.model, ZOQAT.w_bits, ZOQAT.a_bits, ZOQAT.batch_size, ZOQAT.eps)
+    }
+    memory = read_csv(BENCH / "quant" / "zoqat-memory.csv")
+    assert {(r["method"], float(r["lr"])) for r in memory} == set(zoqat.MEMORY_LR.items())
+    assert zoqat.MEMORY_LR["projected"] != DEFAULT_LR["projected"]  # the figure's own rates
