@@ -206,8 +206,9 @@ SIMULATORS: dict[str, list[tuple[Callable[..., Any], str, Any, str]]] = {
         (tune, "balance", PIPELINE, "balance"),
         (simulate, "recompute", PIPELINE, "recompute"),
         (simulate, "data_parallel", PIPELINE, "data_parallel"),
-        (synthesize, "memory", PIPELINE, "ilp_memory"),  # ilp.py repeats these two values (sim/pipeline/config.py)
+        (synthesize, "memory", PIPELINE, "ilp_memory"),
         (synthesize, "split_backward", PIPELINE, "ilp_split_backward"),
+        (synthesize, "time_limit_s", PIPELINE, "synthesize_time_limit_s"),
     ],
     "accel": [
         *[(map_layer, p, ACCEL, p) for p in ("ifmap_kb", "filter_kb", "ofmap_kb")],
