@@ -49,7 +49,7 @@ def _reply(request: dict[str, Any]) -> dict[str, Any]:
     quota = int(re.search(r"Propose (\d+) new designs", first).group(1))  # type: ignore[union-attr]
     niche = next(n for n in complexity_niches() if n.id == niche_id)
     cited = re.findall(r"- (H\d+):", first)[:1]
-    designs = []
+    designs: list[str] = []
     while len(designs) < quota:
         cell = random_cell(rng)
         if niche.contains(cell):
