@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Protocol
 
 import numpy as np
-from sklearn.ensemble import ExtraTreesRegressor
 
 TOP_MARGIN = 0.005
 """For an objective with a known upper bound, targets are -log(top - value) with top the bound
@@ -72,6 +71,10 @@ class TreeSurrogate:
         seed: int,
         n_trees: int = 64,
     ) -> None:
+        # imported here, not at module level: scikit-learn takes ~4 s to import, and every `coevo` command
+        # (and every worker process) imports this module whether it fits a surrogate or not
+        from sklearn.ensemble import ExtraTreesRegressor
+
         self._transform = TopTransform(bounds)
         self._model = ExtraTreesRegressor(n_estimators=n_trees, max_features=0.5, random_state=seed, n_jobs=1)
         self._model.fit(features, self._transform.forward(np.asarray(values, dtype=float)))
