@@ -25,9 +25,9 @@ lint:  ## ruff, and the layering contracts of pyproject.toml (agent > tools > kn
 typecheck:
 	$(VENV)/bin/mypy
 
-# pytest-xdist: one worker per core (a test file stays on one worker; the PostgreSQL tests share one)
+# pytest-xdist: one worker per core, a test file stays on one worker (its module fixtures and order)
 PYTEST_JOBS ?= auto
-PYTEST_PAR  := -n $(PYTEST_JOBS) --dist loadgroup
+PYTEST_PAR  := -n $(PYTEST_JOBS) --dist loadfile
 
 pytest:
 	$(PY) -m pytest -q $(PYTEST_PAR)

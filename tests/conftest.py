@@ -25,19 +25,15 @@ IN_CI = os.environ.get("CI") == "true"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that uses the ``postgres_url`` fixture ``postgres``; group tests for parallel runs.
+    """Mark every test that uses the ``postgres_url`` fixture ``postgres``.
 
-    Under pytest-xdist (``make test`` runs ``-n auto --dist loadgroup``) a test file runs on one
-    worker, as its module fixtures and order expect, and every PostgreSQL test runs on the same
-    worker, one after another: they share the database ``test``, and one of them terminates
-    the server's other connections on purpose.
+    Under pytest-xdist (``make test`` runs ``-n auto --dist loadfile``) a test file runs on one
+    worker, as its module fixtures and order expect; the PostgreSQL tests of different files share
+    the database ``test`` and touch only studies and connections of their own.
     """
     for item in items:
-        if "postgres_url" in getattr(item, "fixturenames", ()) or item.get_closest_marker("postgres") is not None:
+        if "postgres_url" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.postgres)
-            item.add_marker(pytest.mark.xdist_group("postgres"))
-        else:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 
 @pytest.fixture(scope="session", autouse=True)

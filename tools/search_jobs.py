@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
+from coevo.search.config import ReasonerConfig
 from coevo.search.progress import progress
 from coevo.search.study import default_study_name
 from coevo.tools._base import Target, Tool, ToolResult
@@ -49,6 +50,10 @@ class SearchStart(SearchTool):
 
     def run(self, args: SearchArgs) -> ToolResult:
         config = args.config()  # bad names and values fail here, not in the background
+        if config.reasoner is None and config.takes_reasoner():
+            # the background search is a `coevo search` command, and its reasoner follows the environment as
+            # the command's does (auto: the LLM the user configured, else offline)
+            config = config.model_copy(update={"reasoner": ReasonerConfig(kind="auto")})
         problem = config.make_problem()  # and so does a problem that cannot be built
         study = config.study or default_study_name(problem, args.proposer, config.seed)
         command = [sys.executable, "-m", "coevo.agent.cli", "search", *config.model_copy(update={"study": study}).to_argv(), "--json"]

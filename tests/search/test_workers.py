@@ -43,9 +43,11 @@ def _create(storage: str, proposer: str, budget: int) -> str:
     return name
 
 
-def _worker(storage: str, study: str, *extra: str, cwd: Path) -> subprocess.Popen[str]:
+def _worker(storage: str, study: str, *extra: str, cwd: Path, app: str = "") -> subprocess.Popen[str]:
+    """A ``coevo worker`` process; ``app`` names its PostgreSQL connections (libpq's PGAPPNAME), so a test can find them."""
     cmd = [sys.executable, "-m", "coevo.agent.cli", "worker", "--storage", storage, "--study", study, "--json", *FAST, *extra]
-    return subprocess.Popen(cmd, cwd=cwd, env=coevo_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {**coevo_env(), **({"PGAPPNAME": app} if app else {})}
+    return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _finish(procs: list[subprocess.Popen[str]], timeout: float = 120) -> list[tuple[int, str, str]]:
@@ -182,7 +184,8 @@ def test_dropped_connections_are_survived(postgres_url: str, tmp_path: Path) -> 
 
     budget = 160
     study = _create(postgres_url, "random", budget)
-    procs = [_worker(postgres_url, study, cwd=tmp_path) for _ in range(3)]
+    app = f"coevo-dropped-{study}"  # only these workers' connections are dropped, not those of tests running beside it
+    procs = [_worker(postgres_url, study, cwd=tmp_path, app=app) for _ in range(3)]
     admin = sa.create_engine(resolve_storage_url(postgres_url))
     dropped = paid = 0
     for _ in range(3):  # the server drops every other connection, three times, each once the workers paid for more
@@ -197,8 +200,9 @@ def test_dropped_connections_are_survived(postgres_url: str, tmp_path: Path) -> 
                 conn.execute(
                     sa.text(
                         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                        "WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name NOT LIKE 'pytest%'"
-                    )
+                        "WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name = :app"
+                    ),
+                    {"app": app},
                 ).all()
             )
     admin.dispose()
