@@ -75,7 +75,7 @@ class PromptTemplate:
 @functools.cache
 def load_prompt(name: str) -> PromptTemplate:
     """Load ``prompts/<name>.yaml`` and check it (:func:`parse_prompt`)."""
-    return parse_prompt(name, resources.files("prompts").joinpath(f"{name}.yaml").read_text())
+    return parse_prompt(name, resources.files(__name__).joinpath(f"{name}.yaml").read_text())
 
 
 def parse_prompt(name: str, text: str) -> PromptTemplate:

@@ -36,16 +36,22 @@ import fnmatch, json, sys
 from importlib.resources import files
 import coevo
 import coevo.search.problem
-problem = sys.modules["coevo.search.problem"]  # the attribute coevo.search is the API function coevo re-exports
+problem = coevo.search.problem
 import coevo.testing.problems, coevo.testing.proposers, coevo.testing.tools  # the suites a plug-in runs
 data = {}
 for package, (sub, pattern) in json.loads(sys.argv[1]).items():
     folder = files(package).joinpath(sub) if sub else files(package)
     data[package] = sorted(p.name for p in folder.iterdir() if fnmatch.fnmatch(p.name, pattern))
+# and the modules that read package data find it themselves (not only importlib.resources from here)
+from coevo.prompts import load_prompt
+from coevo.search.nb201.table import load_table
+from coevo.sim.gnn.designs import get_design
+loaded = [load_prompt(n).name for n in ("propose", "kb_update", "chat_system")]
+loaded += [len(load_table().accuracy) > 0, "module" in get_design("adder8").verilog()]
 editable = [m for m in sys.modules if "editable" in m]
 suites = len(coevo.testing.tools.CHECKS) + len(coevo.testing.problems.CHECKS) + len(coevo.testing.proposers.CHECKS)
 found = {"coevo": coevo.__file__, "problem": problem.__file__, "data": data, "editable": editable}
-print(json.dumps({**found, "suites": suites, "pytest": "pytest" in sys.modules}))
+print(json.dumps({**found, "suites": suites, "pytest": "pytest" in sys.modules, "loaded": loaded}))
 """
 """Run by the installed Python: where coevo came from, and the package data it finds."""
 
@@ -73,9 +79,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     env_dir = tmp / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"
-    subprocess.run(
-        [*pip, "--python", str(python), "install", "--no-deps", "--no-index", "--no-compile", str(wheel)], check=True, timeout=600
-    )
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # with the checkout on it, pip finds coevo installed
+    install = [*pip, "--python", str(python), "install", "--no-deps", "--no-index", "--no-compile", str(wheel)]
+    subprocess.run(install, check=True, timeout=600, env=clean)
     site = _run(python, "import sysconfig; print(sysconfig.get_paths()['purelib'])", cwd=tmp).stdout.strip()
     (Path(site) / "coevo-dev-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # a path line: no import runs
     return wheel, python
@@ -107,6 +113,7 @@ def test_the_installed_wheel_imports_from_outside_the_checkout(installed: tuple[
     assert Path(found["coevo"]).is_relative_to(site) and Path(found["problem"]).is_relative_to(site)  # the wheel's, not the checkout's
     assert not found["editable"]  # the editable install's finder is not active
     assert found["suites"] > 0 and not found["pytest"]  # the conformance suites ship, and importing them needs no pytest
+    assert found["loaded"] == ["propose", "kb_update", "chat_system", True, True]  # prompts, the NB201 table, Verilog designs
     for package, (sub, pattern) in DATA.items():
         shipped = sorted(p.name for p in in_checkout(package, sub).glob(pattern))
         assert shipped and found["data"][package] == shipped, package

@@ -216,7 +216,7 @@ def test_dropped_connections_are_survived(postgres_url: str, tmp_path: Path) -> 
 def test_a_database_that_stays_away_stops_the_worker_and_it_resumes(postgres_url: str, tmp_path: Path) -> None:
     proxy = TcpProxy(("127.0.0.1", 5432))
     via_proxy = postgres_url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
-    budget = 400
+    budget = 200  # enough that the worker is still paying when the proxy is cut after 20
     study = _create(postgres_url, "random", budget)
     worker = _worker(via_proxy, study, "--db-patience", "3", cwd=tmp_path)
     _wait_for_completed(postgres_url, study, worker, at_least=20, timeout=120)  # let it evaluate a while
@@ -224,7 +224,9 @@ def test_a_database_that_stays_away_stops_the_worker_and_it_resumes(postgres_url
     code, _, stderr = _finish([worker], timeout=60)[0]
     assert code == 2 and "unreachable" in stderr and "Nothing is lost" in stderr, stderr
     proxy.start()
-    done = _finish([_worker(via_proxy, study, cwd=tmp_path)])[0]
+    # a bound for a hang, not a speed check: the rest of the budget through the Python proxy takes a minute or more on a
+    # loaded 2-core machine (CI runs two test workers at once)
+    done = _finish([_worker(via_proxy, study, cwd=tmp_path)], timeout=300)[0]
     assert done[0] == 0, done
     proxy.cut()
     assert _check_exactly_once(postgres_url, study, budget)["duplicates"] == 0
