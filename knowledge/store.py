@@ -37,9 +37,9 @@ import sqlalchemy.exc
 from sqlalchemy.engine import Connection, Engine
 
 from coevo.knowledge.heuristics import HUMAN, STATUSES, Heuristic, KnowledgeBase
-from coevo.search.errors import StorageError, UserInputError
+from coevo.search.errors import StorageError, StorageMissingError, UserInputError
 from coevo.search.side_tables import PurgeReason
-from coevo.search.storage import lock_row, resolve_storage_url, side_engine, sqlite_path
+from coevo.search.storage import has_table, lock_row, resolve_storage_url, side_engine, sqlite_path
 
 SCHEMA_VERSION = 1
 """The newest schema this code reads and writes."""
@@ -225,24 +225,37 @@ class KnowledgeStore:
         url: SQLAlchemy URL of the store (see :func:`default_kb_url`).
         busy_timeout_s: how long a SQLite writer waits for another writer's lock.
 
+        create: False for readers: a store that does not exist yet is a
+            :class:`~coevo.search.errors.StorageMissingError` and nothing is created (no file, no tables).
+
     Raises:
         StorageError: unreachable, locked, or written by a newer coevo (schema version).
     """
 
-    def __init__(self, url: str, *, busy_timeout_s: float = 30.0) -> None:
+    def __init__(self, url: str, *, busy_timeout_s: float = 30.0, create: bool = True) -> None:
         self.url = url
+        path = sqlite_path(url)
+        if not create and path is not None and not path.is_file():
+            raise self._missing()
         try:
             self.engine = _engine(url, busy_timeout_s)
             if self.engine not in _MIGRATED:  # once per engine and process: the engine opens the store every round
+                if not create and not has_table(self.engine, schema_table.name):
+                    raise self._missing()
                 self._migrate()
                 _MIGRATED.add(self.engine)
         except sqlalchemy.exc.SQLAlchemyError as exc:
             raise _friendly(exc, url, "opening it") from exc
 
+    def _missing(self) -> StorageMissingError:
+        return StorageMissingError(
+            f"no knowledge store at {self.url!r} yet (no search that learns heuristics wrote there); nothing was created"
+        )
+
     @classmethod
-    def for_storage(cls, storage: str | None) -> KnowledgeStore:
-        """The store beside the study storage ``storage``."""
-        return cls(default_kb_url(storage))
+    def for_storage(cls, storage: str | None, *, create: bool = True) -> KnowledgeStore:
+        """The store beside the study storage ``storage`` (``create=False``: readers; a missing store is an error, nothing is created)."""
+        return cls(default_kb_url(storage), create=create)
 
     # ------------------------------------------------------------ schema
 

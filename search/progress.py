@@ -9,34 +9,45 @@ from typing import Any
 import optuna
 
 from coevo.search.runner import stored_summary
-from coevo.search.study import load_search
+from coevo.search.study import ATTR_BUDGET, ATTR_PROPOSER, ATTR_SPEC, open_stored_study, reopen, stored_code
 from coevo.search.workers import Coordination
 
 ALIVE_S = 30.0
 """A worker is alive when it was seen this recently (heartbeats come every few seconds)."""
 
 
-def progress(storage: str | None, study_name: str) -> dict[str, Any]:
-    """Progress of one search: evaluations against budget, trial states, workers, metrics so far."""
-    stored = load_search(storage, study_name, create=False)
-    trials = stored.study.get_trials(deepcopy=False)
-    states = dict(Counter(t.state.name for t in trials))
-    workers = Coordination(storage, study_name).workers()
+def progress(storage: str | None, study_name: str, *, load_code: bool = True) -> dict[str, Any]:
+    """Progress of one search: evaluations against budget, trial states, workers, metrics so far.
+
+    Nothing is created in the storage. The metrics (HV ratio, front recall, front size) need the
+    study's problem rebuilt: with ``load_code=False`` a problem that is the user's code (a file or
+    module, :func:`search.study.stored_code`) is not imported, those metrics are None and
+    ``not_loaded`` lists the code that was left alone.
+    """
+    study = open_stored_study(storage, study_name, create=False)
+    trials = study.get_trials(deepcopy=False)
+    workers = Coordination(storage, study_name, create=False).workers()
     now = time.time()
     for w in workers:
         w["alive"] = w["state"] == "running" and now - w["last_seen"] < ALIVE_S
-    result = stored_summary(stored, storage)
-    return {
+    code = [] if load_code else stored_code(study)
+    info: dict[str, Any] = {
         "study": study_name,
-        "problem": stored.problem.spec(),
-        "proposer": stored.proposer,
+        "problem": study.user_attrs[ATTR_SPEC],
+        "proposer": str(study.user_attrs.get(ATTR_PROPOSER, "?")),
         "evaluations": sum(t.state == optuna.trial.TrialState.COMPLETE and bool(t.user_attrs.get("query", True)) for t in trials),
-        "budget": stored.budget,
-        "states": states,
-        "round": stored.study.user_attrs.get("coevo.round"),
-        "hv_ratio": result.hv_ratio,
-        "front_recall": result.front_recall,
-        "front_size": len(result.front),
+        "budget": int(study.user_attrs.get(ATTR_BUDGET, 0)),
+        "states": dict(Counter(t.state.name for t in trials)),
+        "round": study.user_attrs.get("coevo.round"),
+        "hv_ratio": None,
+        "front_recall": None,
+        "front_size": None,
         "workers_alive": sum(w["alive"] for w in workers),
         "workers": workers,
     }
+    if code:
+        return {**info, "not_loaded": code}
+    stored = reopen(study, storage)
+    result = stored_summary(stored, storage)
+    metrics = {"hv_ratio": result.hv_ratio, "front_recall": result.front_recall, "front_size": len(result.front)}
+    return {**info, "problem": stored.problem.spec(), **metrics}

@@ -16,7 +16,7 @@ import optuna
 import sqlalchemy as sa
 
 from coevo.search.side_tables import PurgeReason
-from coevo.search.storage import side_engine
+from coevo.search.storage import has_table, side_engine
 
 LEGACY_PREFIX = "coevo.rounds."
 """Study user-attribute prefix of round logs written by earlier coevo versions."""
@@ -39,8 +39,9 @@ class RoundLogs:
         StorageError: the database cannot be opened.
     """
 
-    def __init__(self, storage: str | None) -> None:
-        self.engine = side_engine(storage, metadata)
+    def __init__(self, storage: str | None, *, create: bool = True) -> None:
+        self.engine = side_engine(storage, metadata, create=create)
+        self.create = create
 
     def write(self, study: str, round_no: int, log: dict[str, Any]) -> None:
         """Store (or replace: a rerun round rewrites its log) the log of ``round_no``."""
@@ -50,7 +51,9 @@ class RoundLogs:
             conn.execute(round_logs.insert().values(study=study, round=round_no, log=text, at=time.time()))
 
     def read(self, study: str) -> dict[int, dict[str, Any]]:
-        """Round number -> log, for every logged round of ``study``."""
+        """Round number -> log, for every logged round of ``study`` (none when a reader finds no table: nothing is created)."""
+        if not self.create and not has_table(self.engine, round_logs.name):
+            return {}
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(round_logs.c.round, round_logs.c.log).where(round_logs.c.study == study)).all()
         return {int(r.round): json.loads(r.log) for r in rows}
@@ -73,7 +76,11 @@ def read_round_logs(storage: str | None, study: optuna.Study) -> dict[int, dict[
         for k, v in study.user_attrs.items()
         if k.startswith(LEGACY_PREFIX) and k.removeprefix(LEGACY_PREFIX).isdigit() and isinstance(v, dict)
     }
-    logs.update(RoundLogs(storage).read(study.study_name))
+    reader = RoundLogs(storage, create=False)  # a reader: it creates no table
+    try:
+        logs.update(reader.read(study.study_name))
+    finally:
+        reader.engine.dispose()
     return dict(sorted(logs.items()))
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import importlib.util
 import sqlite3
 import time
+import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import optuna
 import sqlalchemy
@@ -33,11 +34,57 @@ def resolve_storage_url(url: str | None) -> str:
     return url
 
 
-def sqlite_path(url: str) -> Path | None:
-    """Filesystem path of a ``sqlite:///`` URL, or None for other URLs / in-memory."""
-    if not url.startswith("sqlite:///") or url == "sqlite:///:memory:":
+MEMORY: Literal["memory"] = "memory"
+"""What :func:`sqlite_target` answers for an in-memory SQLite database."""
+
+
+def sqlite_target(url: str) -> Path | Literal["memory"] | None:
+    """What a SQLite URL really opens: its file (as given: relative paths are from the working folder), or :data:`MEMORY`.
+
+    Read as SQLAlchemy and SQLite read it, so a check on this path is a check on the file that
+    is opened: ``sqlite:///PATH`` (its query left out), and SQLite's own URI form
+    ``sqlite:///file:PATH?mode=...&uri=true`` (``file:///PATH``, ``file://localhost/PATH`` and
+    percent-escapes included). None: not a SQLite URL, or one SQLAlchemy cannot read (it opens nothing).
+
+    >>> sqlite_target("sqlite:///runs/a.sqlite3?timeout=5"), sqlite_target("sqlite:///file:/data/b.db?mode=rw&uri=true")
+    (PosixPath('runs/a.sqlite3'), PosixPath('/data/b.db'))
+    >>> sqlite_target("sqlite:///:memory:"), sqlite_target("sqlite:///file::memory:?uri=true"), sqlite_target("postgresql://h/db")
+    ('memory', 'memory', None)
+    """
+    if url.split("://", 1)[0].split("+", 1)[0] != "sqlite":
         return None
-    return Path(url.removeprefix("sqlite:///"))
+    try:
+        parsed = sqlalchemy.engine.make_url(url)
+    except (sqlalchemy.exc.ArgumentError, ValueError):
+        return None
+    database = parsed.database or ""
+    if not sqlalchemy.util.asbool(parsed.query.get("uri", False)):
+        return Path(database) if database not in ("", ":memory:") else MEMORY
+    return _sqlite_uri_target(database, dict(parsed.query))
+
+
+def _sqlite_uri_target(database: str, query: Mapping[str, Any]) -> Path | Literal["memory"]:
+    """The file (or :data:`MEMORY`) a SQLite URI filename opens (https://sqlite.org/uri.html); ``query``: the URL's parameters."""
+    if not database.startswith("file:"):
+        return Path(database) if database not in ("", ":memory:") else MEMORY  # not a URI: an ordinary file name
+    rest = database.removeprefix("file:")
+    path, _, params = rest.partition("?")
+    path = path.partition("#")[0]
+    if path.startswith("//"):
+        authority, slash, tail = path[2:].partition("/")
+        # SQLite opens only an empty or "localhost" authority; keep any other so a check sees a path that is nowhere
+        path = slash + tail if authority in ("", "localhost") else path
+    path = urllib.parse.unquote(path)
+    modes = [v for k, v in urllib.parse.parse_qsl(params) if k == "mode"] + [str(v) for k, v in query.items() if k == "mode"]
+    if path in ("", ":memory:") or "memory" in modes:
+        return MEMORY
+    return Path(path)
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file a SQLite URL opens (see :func:`sqlite_target`), or None for other URLs and in-memory databases."""
+    target = sqlite_target(url)
+    return target if isinstance(target, Path) else None
 
 
 def open_storage(url: str | None, *, create: bool = True, **rdb_options: Any) -> optuna.storages.RDBStorage:
@@ -89,8 +136,8 @@ def check_exists(url: str | None) -> None:
         if not path.is_file():
             raise StorageMissingError(f"no storage at {shown!r}: {str(path)!r} does not exist (run a search first, or pass --storage)")
         return
-    if resolved == "sqlite:///:memory:":
-        raise StorageMissingError("sqlite:///:memory: holds nothing to read; pass the storage a search wrote to")
+    if sqlite_target(resolved) == MEMORY:
+        raise StorageMissingError(f"{shown} is an in-memory database and holds nothing to read; pass the storage a search wrote to")
     try:
         engine = sqlalchemy.create_engine(resolved, pool_pre_ping=True)
         try:
@@ -157,22 +204,27 @@ def _tune_sqlite(engine: sqlalchemy.engine.Engine) -> None:
         pass  # switch the file to WAL now, before other processes (bench workers) open it
 
 
-def side_engine(url: str | None, metadata: sqlalchemy.MetaData, *, busy_timeout_s: float = 30.0) -> sqlalchemy.engine.Engine:
+def side_engine(
+    url: str | None, metadata: sqlalchemy.MetaData, *, busy_timeout_s: float = 30.0, create: bool = True
+) -> sqlalchemy.engine.Engine:
     """An engine on the study's database for coevo's own tables (caches), created if missing.
 
     SQLite files get the same pragmas as the study and wait up to ``busy_timeout_s`` for
     another writer's lock; an in-memory URL gets one shared connection (else every
-    connection would see a new, empty database).
+    connection would see a new, empty database). ``create=False`` (readers) creates no
+    table; the caller checks that its table is there (:func:`has_table`).
     """
     resolved = resolve_storage_url(url)
     path = _sqlite_folder_ready(url, resolved)
     kwargs: dict[str, Any] = {"connect_args": {"timeout": busy_timeout_s}} if path is not None else {"pool_pre_ping": True}
-    if resolved == "sqlite:///:memory:":
+    if sqlite_target(resolved) == MEMORY:
         kwargs = {"poolclass": sqlalchemy.pool.StaticPool, "connect_args": {"check_same_thread": False}}
     engine = sqlalchemy.create_engine(resolved, **kwargs)
     if path is not None:
         event.listen(engine, "connect", _sqlite_pragmas)
         event.listen(engine, "begin", _begin_immediate)
+    if not create:
+        return engine
     try:
         try:
             metadata.create_all(engine, checkfirst=True)
@@ -183,6 +235,18 @@ def side_engine(url: str | None, metadata: sqlalchemy.MetaData, *, busy_timeout_
     except sqlalchemy.exc.SQLAlchemyError as exc:
         raise StorageError(f"cannot use storage {url!r} for coevo's tables: {str(exc).splitlines()[0]}") from exc
     return engine
+
+
+def has_table(engine: sqlalchemy.engine.Engine, name: str) -> bool:
+    """Whether the database of ``engine`` holds table ``name`` (a SQLite file that does not exist is not created: False)."""
+    path = sqlite_path(engine.url.render_as_string(hide_password=False))
+    if path is not None and not path.is_file():
+        return False
+    try:
+        with engine.connect() as conn:
+            return sqlalchemy.inspect(conn).has_table(name)
+    except sqlalchemy.exc.SQLAlchemyError as exc:
+        raise StorageError(f"cannot read storage {engine.url.render_as_string(hide_password=True)!r}: {str(exc).splitlines()[0]}") from exc
 
 
 def lock_row(

@@ -16,6 +16,7 @@ from typing import Any
 import optuna
 
 from coevo.search.errors import UserInputError
+from coevo.search.plugins import own_module, parse_reference
 from coevo.search.problem import Problem
 from coevo.search.proposers import Evaluation, Proposer
 from coevo.search.side_tables import purge_side_tables
@@ -194,8 +195,16 @@ def load_search(storage: str | None, study_name: str, *, create: bool = True) ->
         UserInputError: no such study (the message lists the studies there), or it was not made by coevo.
         StorageError: the storage cannot be opened.
     """
-    from coevo.search.problems import problem_from_spec  # search.problems imports problem modules; keep this light
+    return reopen(open_stored_study(storage, study_name, create=create), storage)
 
+
+def open_stored_study(storage: str | None, study_name: str, *, create: bool = True) -> optuna.Study:
+    """Open study ``study_name`` of a coevo search without rebuilding its problem (no user code is imported).
+
+    Raises:
+        UserInputError: no such study (the message lists the studies there), or it was not made by coevo.
+        StorageError: the storage cannot be opened (with ``create=False``: it holds nothing yet).
+    """
     backend = open_storage(storage, create=create)
     try:
         study = optuna.load_study(study_name=study_name, storage=backend)
@@ -206,6 +215,37 @@ def load_search(storage: str | None, study_name: str, *, create: bool = True) ->
     spec = study.user_attrs.get(ATTR_SPEC)
     if not isinstance(spec, dict) or "problem" not in spec:
         raise UserInputError(f"study {study_name!r} was not created by coevo (it has no problem spec)")
+    return study
+
+
+def stored_code(study: optuna.Study) -> list[str]:
+    """The user code that rebuilding ``study``'s problem would import: its problem's file or module, code named by its options.
+
+    Read from the study's tags (nothing is imported): a built-in or installed problem names no code.
+    """
+    spec = study.user_attrs.get(ATTR_SPEC)
+    if not isinstance(spec, dict):
+        return []
+    reference = study.user_attrs.get(ATTR_PROBLEM_REF) or spec.get("problem")
+    options = [v for k, v in spec.items() if k != "problem"]
+    code = []
+    for value in [reference, *options]:
+        ref = parse_reference(value)
+        if ref is not None and (ref.is_file or not own_module(ref.target)):  # a study older than the rename names coevo's own
+            code.append(str(value))
+    return code
+
+
+def reopen(study: optuna.Study, storage: str | None) -> StoredSearch:
+    """``study`` (from :func:`open_stored_study`) with its problem rebuilt from the recorded spec (imports its code, if any).
+
+    Raises:
+        UserInputError: the problem cannot be rebuilt (its file is gone, fails to import, ...).
+    """
+    from coevo.search.problems import problem_from_spec  # search.problems imports problem modules; keep this light
+
+    study_name = study.study_name
+    spec = study.user_attrs[ATTR_SPEC]
     reference = study.user_attrs.get(ATTR_PROBLEM_REF)
     try:
         problem = problem_from_spec(spec, reference=str(reference) if reference else None, storage=storage)

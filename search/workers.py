@@ -56,7 +56,7 @@ from coevo.search.errors import CoevoError, StorageError, UserInputError
 from coevo.search.problem import Problem
 from coevo.search.proposers import Evaluation, Proposal, Proposer, RoundContext
 from coevo.search.side_tables import PurgeReason
-from coevo.search.storage import lock_row, open_storage, side_engine
+from coevo.search.storage import has_table, lock_row, open_storage, side_engine
 from coevo.search.study import ATTR_BUDGET, ATTR_ROUND, evaluations_from_study
 
 log = logging.getLogger(__name__)
@@ -168,9 +168,10 @@ class WorkerResult:
 class Coordination:
     """coevo's coordination tables on the study's database."""
 
-    def __init__(self, storage: str | None, study: str) -> None:
-        self.engine = side_engine(storage, metadata)
+    def __init__(self, storage: str | None, study: str, *, create: bool = True) -> None:
+        self.engine = side_engine(storage, metadata, create=create)
         self.study = study
+        self.create = create
 
     # ------------------------------------------------------------ leases
 
@@ -316,7 +317,9 @@ class Coordination:
             )
 
     def workers(self) -> list[dict[str, Any]]:
-        """Every worker row of the study."""
+        """Every worker row of the study (none when a reader finds no table: nothing is created)."""
+        if not self.create and not has_table(self.engine, workers.name):
+            return []
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(workers).where(workers.c.study == self.study).order_by(workers.c.started_at)).all()
         return [dict(r._mapping) for r in rows]

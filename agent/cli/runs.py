@@ -7,6 +7,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from rich.table import Table
 
@@ -15,6 +16,10 @@ from coevo.search.errors import StorageMissingError, UserInputError
 from coevo.search.problem import Problem
 
 HELP = "searches in a storage: progress, workers alive, HV so far; delete one"
+LOAD_HELP = (
+    "import a search's problem when it is your code (a problem file or module the study names) to show its HV ratio and front; "
+    "without it such a search shows its progress only"
+)
 
 
 def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> None:
@@ -23,10 +28,12 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
     ls = sub.add_parser("list", help="every search in the storage: progress, workers alive, HV so far")
     ls.add_argument("--storage", default=None, help="storage URL (default: sqlite:///runs/coevo.sqlite3)")
     ls.add_argument("--json", action="store_true")
+    ls.add_argument("--yes", action="store_true", help=LOAD_HELP)
     show = sub.add_parser("show", help="one search: progress, trial states, workers, HV so far")
     show.add_argument("study")
     show.add_argument("--storage", default=None, help="storage URL (default: sqlite:///runs/coevo.sqlite3)")
     show.add_argument("--json", action="store_true")
+    show.add_argument("--yes", action="store_true", help=LOAD_HELP)
     rm = sub.add_parser("delete", help="delete a search: its study, knowledge base, round logs, LLM replies and claims")
     rm.add_argument("study")
     rm.add_argument("--storage", default=None, help="storage URL (default: sqlite:///runs/coevo.sqlite3)")
@@ -50,7 +57,8 @@ def _show(args: argparse.Namespace) -> int:
     """``coevo runs show NAME``: the search's progress, then its workers."""
     from coevo.search.progress import progress
 
-    info = progress(args.storage, args.study)
+    info = progress(args.storage, args.study, load_code=args.yes)
+    _note_not_loaded([info])
     if args.json:
         print(json.dumps(info, default=str))
         return 0
@@ -70,6 +78,15 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _note_not_loaded(rows: list[dict[str, Any]]) -> None:
+    """One line on stderr naming the searches whose problem (the user's code) was not imported, and how to load it."""
+    left = [f"{r['study']} ({', '.join(r['not_loaded'])})" for r in rows if r.get("not_loaded")]
+    if left:
+        err.print(
+            f"note: not imported, so no HV ratio or front: the problem code of {'; '.join(left)}; pass --yes to import it", soft_wrap=True
+        )
+
+
 def _list(args: argparse.Namespace) -> int:
     """``coevo runs list``: every coevo search in the storage (none stored yet is an answer, not a failure)."""
     import optuna
@@ -86,9 +103,10 @@ def _list(args: argparse.Namespace) -> int:
     rows = []
     for name in names:
         try:
-            rows.append(progress(args.storage, name))
+            rows.append(progress(args.storage, name, load_code=args.yes))
         except UserInputError:
             continue  # not a coevo study
+    _note_not_loaded(rows)
     if args.json:
         for r in rows:
             print(json.dumps({k: v for k, v in r.items() if k != "workers"}, default=str))
@@ -109,16 +127,16 @@ def _delete(args: argparse.Namespace) -> int:
 
     from coevo.search.side_tables import SIDE_TABLES, purge_side_tables
     from coevo.search.storage import open_storage
-    from coevo.search.study import load_search
+    from coevo.search.study import open_stored_study
     from coevo.search.workers import Coordination, _alive
 
-    stored = load_search(args.storage, args.study, create=False)
+    study = open_stored_study(args.storage, args.study, create=False)  # its problem is not rebuilt: no user code runs
     live = [w for w in Coordination(args.storage, args.study).workers() if _alive(w, 30.0)]
     if live:
         raise UserInputError(
             f"{len(live)} worker(s) are still working on {args.study!r} ({', '.join(w['worker'] for w in live)}); stop them first"
         )
-    trials = len(stored.study.get_trials(deepcopy=False))
+    trials = len(study.get_trials(deepcopy=False))
     what = f"study {args.study!r} ({trials} trials) and its {', '.join(t.what for t in SIDE_TABLES)}"
     if not args.yes:
         if not sys.stdin.isatty():
