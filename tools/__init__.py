@@ -11,7 +11,16 @@ from __future__ import annotations
 
 from coevo.tools._base import Tool, ToolArgs, ToolArgumentError, ToolDeclinedError, ToolExecutionError, ToolResult
 from coevo.tools._call import call_tool
-from coevo.tools._policy import ENV_WORKSPACE, CallPolicy, Confirm, OutsideWorkspaceError, asks_first, workspace
+from coevo.tools._policy import (
+    ENV_WORKSPACE,
+    CallPolicy,
+    Confirm,
+    OutsideWorkspaceError,
+    StorageNotAllowedError,
+    asks_first,
+    shown_url,
+    workspace,
+)
 from coevo.tools._registry import Registry, llm_name
 from coevo.tools.attention import AttentionSparse
 from coevo.tools.fpga import ScheduleLengthAware
@@ -80,6 +89,7 @@ __all__ = [
     "Confirm",
     "OutsideWorkspaceError",
     "Registry",
+    "StorageNotAllowedError",
     "Tool",
     "ToolArgs",
     "ToolArgumentError",
@@ -89,5 +99,6 @@ __all__ = [
     "asks_first",
     "call_tool",
     "llm_name",
+    "shown_url",
     "workspace",
 ]

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from coevo.search.errors import CoevoError, UserInputError
+from coevo.search.plugins import parse_reference
 
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$")
 """Tool names: dotted lowercase words, e.g. ``nb201.query``."""
@@ -73,10 +74,12 @@ class Tool(ABC):
     fills), never in ``__init__``: the registry builds every tool at start-up.
 
     What a tool touches is declared, not checked inside ``run``: ``writes`` maps each
-    argument naming something the tool writes to its :data:`Target` kind, and
-    ``loads_code`` names the arguments that may name the user's Python code
-    (``path/to/file.py:function``, ``module:object``). :class:`tools.CallPolicy` checks
-    these for every call a model makes (see :mod:`tools._policy`).
+    argument naming something the tool writes to its :data:`Target` kind, ``reads`` each
+    argument naming a storage it only reads (it creates nothing there), and ``loads_code``
+    names the arguments that may name the user's Python code (``path/to/file.py:function``,
+    ``module:object``); :meth:`stored_code` names code the call would load that its arguments
+    do not (a study's own problem file). :class:`tools.CallPolicy` checks these for every call
+    a model makes (see :mod:`tools._policy`).
 
     What the conformance suite (:mod:`coevo.testing.tools`) needs to know is declared too:
     ``measured_fields`` it leaves out when it compares two calls, and ``slow_example`` makes
@@ -90,6 +93,7 @@ class Tool(ABC):
     long_running: ClassVar[bool] = False
     confirm: ClassVar[bool] = False
     writes: ClassVar[dict[str, Target]] = {}
+    reads: ClassVar[dict[str, Literal["storage"]]] = {}
     loads_code: ClassVar[tuple[str, ...]] = ()
     measured_fields: ClassVar[frozenset[str]] = frozenset()
     """Result fields, at any depth, that measure the machine (time, memory, timing noise): two identical calls differ in them."""
@@ -108,14 +112,34 @@ class Tool(ABC):
         """
         return [v for name in self.loads_code if names_code(v := getattr(args, name))]
 
+    def stored_code(self, args: Any) -> list[str]:
+        """User code the call would load that its arguments do not name (a study's problem file, read from the study); default none.
+
+        It asks first for every caller that can be asked: the caller named the study, not the code.
+        """
+        return []
+
+    @property
+    def may_load_code(self) -> bool:
+        """Whether some call of this tool may load the user's code (so it may ask first for that)."""
+        return bool(self.loads_code) or type(self).stored_code is not Tool.stored_code
+
+    def storage_args(self) -> list[str]:
+        """The arguments naming a study storage, written (``writes``) or read (``reads``)."""
+        return [name for name, kind in {**self.writes, **self.reads}.items() if kind == "storage"]
+
     def schema(self) -> dict[str, Any]:
         """JSON schema of the arguments."""
         return self.Args.model_json_schema()
 
 
 def names_code(value: Any) -> bool:
-    """Whether an argument value names Python code to import: ``path/to/file.py:function`` or ``module:object``."""
-    return isinstance(value, str) and ":" in value and "://" not in value
+    """Whether an argument value names Python code to import: ``path/to/file.py:function`` or ``module:object``.
+
+    The loader's own reading (:func:`search.plugins.parse_reference`), so a value is code here
+    exactly when loading it would import something (``x://evil.py:make`` is the file ``x:/evil.py``).
+    """
+    return parse_reference(value) is not None
 
 
 def problem_code(args: Any) -> list[str]:
@@ -136,12 +160,15 @@ def check_tool(tool: Tool) -> None:
         raise TypeError(f"tool {name}: Args must be a ToolArgs subclass")
     if not isinstance(getattr(tool, "example", None), dict):
         raise TypeError(f"tool {name}: example must be a dict of arguments")
-    for declared in (*tool.writes, *tool.loads_code):
+    for declared in (*tool.writes, *tool.reads, *tool.loads_code):
         if declared not in args.model_fields:
-            raise TypeError(f"tool {name}: writes/loads_code names {declared!r}, which is not an argument")
+            raise TypeError(f"tool {name}: writes/reads/loads_code names {declared!r}, which is not an argument")
     for arg, kind in tool.writes.items():
         if kind not in ("file", "storage"):
             raise TypeError(f"tool {name}: writes[{arg!r}] must be 'file' or 'storage', got {kind!r}")
+    for arg, kind in tool.reads.items():
+        if kind != "storage" or arg in tool.writes:
+            raise TypeError(f"tool {name}: reads[{arg!r}] must be 'storage' and not also in writes, got {kind!r}")
     json.dumps(args.model_json_schema())
 
 

@@ -23,8 +23,9 @@ def call_tool(tool: Tool, raw: Mapping[str, Any] | str | None, *, policy: CallPo
     Args:
         tool: the tool.
         raw: its arguments.
-        policy: who is calling and what they may do (:class:`tools.CallPolicy`); None is the
-            user's own call with no one to ask (``coevo tools run``): nothing is restricted.
+        policy: who is calling and what they may do (:class:`tools.CallPolicy`), and their storage
+            (a storage argument left out is the policy's); None is the user's own call with no
+            one to ask (``coevo tools run``): nothing is restricted.
 
     Raises:
         ToolArgumentError: the arguments are malformed or out of the tool's domain, or a
@@ -45,8 +46,9 @@ def call_tool(tool: Tool, raw: Mapping[str, Any] | str | None, *, policy: CallPo
         raise ToolArgumentError(
             f"arguments for {tool.name} must be a JSON object, got {type(raw).__name__}; example: {json.dumps(tool.example)}"
         )
+    raw = dict(raw) if policy is None else policy.with_defaults(tool, dict(raw))  # the caller's storage where none is named
     try:
-        args = tool.Args.model_validate(dict(raw))
+        args = tool.Args.model_validate(raw)
     except ValidationError as exc:
         raise ToolArgumentError(describe_validation(tool, exc)) from None
     if policy is None:

@@ -1,16 +1,23 @@
 """What a tool call may touch, by who made it: the user, or a model (the chat agent, an LLM reasoner).
 
-Tools declare what they touch (:attr:`Tool.writes`, :attr:`Tool.loads_code`,
-:attr:`Tool.long_running`, :attr:`Tool.confirm`); a :class:`CallPolicy` handed to
-:func:`tools.call_tool` checks one call against those declarations, in this one place,
+Tools declare what they touch (:attr:`Tool.writes`, :attr:`Tool.reads`, :attr:`Tool.loads_code`,
+:meth:`Tool.stored_code`, :attr:`Tool.long_running`, :attr:`Tool.confirm`); a :class:`CallPolicy`
+handed to :func:`tools.call_tool` checks one call against those declarations, in this one place,
 after the arguments are validated and before the tool runs:
 
-* a model's call writes only under the workspace: every written path is resolved first
+* a tool's storage argument left out (or null) is the caller's own storage
+  (:attr:`CallPolicy.storage`: the chat's ``--storage``), not coevo's default;
+* a model's call writes files only under the workspace: every written path is resolved first
   (symlinks, ``..``), and a path outside is refused with a message naming the workspace;
+* a model's call reaches only the storages the user opened: the caller's own, those the user
+  allowed (``coevo chat --allow-storage URL``), an in-memory SQLite database, and SQLite files
+  under the workspace, whatever the URL's scheme or form (a SQLite URI is checked on the file it
+  really opens); any other is refused before anything connects to it;
 * a call that asks first runs only when the policy's ``confirm`` says yes: long-running
-  and data-changing tools for every caller that has a ``confirm``, and, for a model's
-  call, any call that would import the user's code (model files, problem files). A
-  policy without ``confirm`` lets such calls run: the user typed them.
+  and data-changing tools for every caller that has a ``confirm``; code that a study the call
+  names would load (its problem file) for every such caller too, since the caller named the study,
+  not the code; and, for a model's call, any call whose arguments would import the user's code
+  (model files, problem files). A policy without ``confirm`` lets such calls run: the user typed them.
 
 The workspace is ``--workspace`` / ``COEVO_WORKSPACE`` when given, else the folder of the
 study storage's SQLite file (``./runs/`` for the default ``sqlite:///runs/coevo.sqlite3``),
@@ -29,8 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy.engine
+import sqlalchemy.exc
+
 from coevo.search.errors import UserInputError
-from coevo.search.storage import resolve_storage_url, sqlite_path
+from coevo.search.storage import DEFAULT_STORAGE, MEMORY, resolve_storage_url, sqlite_path, sqlite_target
 from coevo.tools._base import Tool, ToolArgs, ToolArgumentError, ToolDeclinedError
 
 ENV_WORKSPACE = "COEVO_WORKSPACE"
@@ -44,8 +54,49 @@ Confirm = Callable[[Tool, dict[str, Any]], bool]
 _ACTIVE: ContextVar[Path | None] = ContextVar("coevo_workspace", default=None)
 
 
+DEFAULT_PORTS: dict[str, int] = {"postgresql": 5432, "mysql": 3306, "mariadb": 3306, "mssql": 1433, "oracle": 1521}
+"""Server ports a URL without one connects to (two URLs that differ only in an implied port name one database)."""
+
+
 class OutsideWorkspaceError(ToolArgumentError):
     """A model's call would write outside the workspace; nothing ran."""
+
+
+class StorageNotAllowedError(OutsideWorkspaceError):
+    """A model's call names a storage the user did not open for it; nothing connected to it."""
+
+
+def storage_key(url: str) -> str:
+    """What a storage URL opens, for comparing URLs: a SQLite file resolved (symlinks too), or the server URL normalised.
+
+    A server URL loses its password and driver, gets its implied port and a sorted query: two URLs
+    with the same key reach the same database as the same user.
+    """
+    target = sqlite_target(url)
+    if isinstance(target, Path):
+        return f"sqlite:{target.resolve()}"
+    if target == MEMORY:
+        return "sqlite::memory:"
+    try:
+        parsed = sqlalchemy.engine.make_url(url)
+    except (sqlalchemy.exc.ArgumentError, ValueError):
+        return url
+    backend = parsed.get_backend_name()
+    port = parsed.port or DEFAULT_PORTS.get(backend) or ""
+    query = "&".join(f"{k}={v}" for k, v in sorted((k, str(v)) for k, v in parsed.query.items()))
+    return f"{backend}://{parsed.username or ''}@{(parsed.host or '').lower()}:{port}/{parsed.database or ''}?{query}"
+
+
+def shown_url(url: str | None) -> str:
+    """A storage URL as messages show it: as given (None: the default), its password masked (a SQLite URL has none)."""
+    given = url or DEFAULT_STORAGE
+    if sqlite_target(given) is not None:
+        return given
+    try:
+        parsed = sqlalchemy.engine.make_url(given)
+    except (sqlalchemy.exc.ArgumentError, ValueError):
+        return given
+    return parsed.render_as_string(hide_password=True) if parsed.password is not None else given
 
 
 def workspace(storage: str | None = None, configured: str | os.PathLike[str] | None = None) -> Path:
@@ -68,24 +119,8 @@ def current_workspace() -> Path:
 
 
 def written_paths(tool: Tool, args: ToolArgs) -> dict[str, Path]:
-    """Argument name -> resolved local path, for every ``writes`` argument that names a local file.
-
-    A storage argument of None is the default storage's file; ``sqlite:///:memory:`` and
-    server URLs (``postgresql://``) name no local file and are left out.
-    """
-    out: dict[str, Path] = {}
-    for name, kind in tool.writes.items():
-        value = getattr(args, name)
-        if kind == "storage":
-            path = sqlite_path(resolve_storage_url(value))
-            if path is None:
-                continue
-        elif value is None:
-            continue
-        else:
-            path = Path(str(value))
-        out[name] = path.resolve()
-    return out
+    """Argument name -> resolved local path, for every ``writes`` argument that names a file (storages: :meth:`CallPolicy.admit`)."""
+    return {name: Path(str(value)).resolve() for name, kind in tool.writes.items() if kind == "file" and (value := getattr(args, name))}
 
 
 def asks_first(tool: Tool, args: ToolArgs, *, by_model: bool) -> list[str]:
@@ -103,6 +138,7 @@ def asks_first(tool: Tool, args: ToolArgs, *, by_model: bool) -> list[str]:
         reasons.append("changes stored data or starts work")
     if by_model:
         reasons += [f"loads your code {ref}" for ref in tool.user_code(args)]
+    reasons += [f"loads the code its study names {ref}" for ref in tool.stored_code(args)]
     return reasons
 
 
@@ -134,34 +170,57 @@ class CallPolicy:
 
     Attributes:
         by_model: a model chose this call (chat agent, LLM reasoner): writes are confined
-            to ``workspace`` and loading the user's code asks first.
+            to ``workspace``, storages to the ones the user opened, and loading the user's
+            code asks first.
         workspace: the workspace folder (resolved); required for a model's call. For the
             user's own calls it only says where missing output folders may be created.
         confirm: asked before a call that asks first; None lets such calls run (the user
             typed the call and there is no one else to ask).
         declined_hint: appended to the message of a declined call (how to allow it).
+        storage: the caller's own storage: a storage argument left out (or null) is this one;
+            None keeps the tools' default. A model's calls may always use it.
+        allowed_storages: further storages a model's calls may use (``--allow-storage``).
     """
 
     by_model: bool = False
     workspace: Path | None = None
     confirm: Confirm | None = None
     declined_hint: str = ""
+    storage: str | None = None
+    allowed_storages: tuple[str, ...] = ()
 
     @classmethod
-    def model(cls, workspace: Path, confirm: Confirm, *, declined_hint: str = "") -> CallPolicy:
-        """The policy of a model's calls in ``workspace``, asking ``confirm``."""
-        return cls(by_model=True, workspace=workspace.resolve(), confirm=confirm, declined_hint=declined_hint)
+    def model(
+        cls,
+        workspace: Path,
+        confirm: Confirm,
+        *,
+        declined_hint: str = "",
+        storage: str | None = None,
+        allowed_storages: tuple[str, ...] = (),
+    ) -> CallPolicy:
+        """The policy of a model's calls in ``workspace`` on ``storage`` (and ``allowed_storages``), asking ``confirm``."""
+        return cls(True, workspace.resolve(), confirm, declined_hint, storage, tuple(allowed_storages))
 
     @classmethod
-    def user(cls, workspace: Path | None = None, confirm: Confirm | None = None, *, declined_hint: str = "") -> CallPolicy:
+    def user(
+        cls, workspace: Path | None = None, confirm: Confirm | None = None, *, declined_hint: str = "", storage: str | None = None
+    ) -> CallPolicy:
         """The policy of the user's own calls (``/run``): nothing restricted; ``confirm`` asked before tools that ask first."""
-        return cls(by_model=False, workspace=workspace.resolve() if workspace else None, confirm=confirm, declined_hint=declined_hint)
+        return cls(False, workspace.resolve() if workspace else None, confirm, declined_hint, storage)
+
+    def with_defaults(self, tool: Tool, raw: dict[str, Any]) -> dict[str, Any]:
+        """``raw`` arguments with the caller's storage in every storage argument left out or null."""
+        if self.storage is None:
+            return raw
+        return {**raw, **{name: self.storage for name in tool.storage_args() if raw.get(name) is None}}
 
     def admit(self, tool: Tool, args: ToolArgs) -> None:
         """Check one call (validated ``args``) before it runs.
 
         Raises:
-            OutsideWorkspaceError: a model's call writes outside the workspace.
+            OutsideWorkspaceError: a model's call writes outside the workspace
+                (:class:`StorageNotAllowedError`: or names a storage it may not use).
             ToolDeclinedError: the call asks first and ``confirm`` said no.
         """
         if self.by_model:
@@ -173,10 +232,33 @@ class CallPolicy:
                         f"{tool.name} may write only under the workspace {str(self.workspace)!r}; {name}={getattr(args, name)!r} "
                         f"resolves to {str(path)!r}. Pass a path under the workspace (the user can run other paths with /run)"
                     )
+            for name in tool.storage_args():
+                self._check_storage(tool, name, getattr(args, name), self.workspace)
+        if self.confirm is None:
+            return  # no one to ask: the user typed the call
         reasons = asks_first(tool, args, by_model=self.by_model)
-        if reasons and self.confirm is not None and not self.confirm(tool, args.model_dump(exclude_unset=True)):
+        if reasons and not self.confirm(tool, args.model_dump(exclude_unset=True)):
             hint = f"; {self.declined_hint}" if self.declined_hint else ""
             raise ToolDeclinedError(f"{tool.name} did not run: it asks first ({', '.join(reasons)}) and was not confirmed{hint}")
+
+    def _check_storage(self, tool: Tool, name: str, value: str | None, workspace: Path) -> None:
+        """Refuse a storage the user did not open for the model (see the module doc)."""
+        url = resolve_storage_url(value)
+        target = sqlite_target(url)
+        if target == MEMORY:
+            return  # a database of this process alone
+        if isinstance(target, Path) and target.resolve().is_relative_to(workspace):
+            return
+        key = storage_key(url)
+        if any(key == storage_key(resolve_storage_url(s)) for s in (self.storage, *self.allowed_storages)):
+            return
+        where = f" (it opens {str(target.resolve())!r})" if isinstance(target, Path) else ""
+        raise StorageNotAllowedError(
+            f"{tool.name}: {name}={shown_url(value)!r}{where} is not a storage this session may use: a model's calls reach only "
+            f"the session's storage {shown_url(self.storage)!r}, storages the user allowed, in-memory SQLite and SQLite files under "
+            f"the workspace {str(workspace)!r}. Leave {name} out to use the session's, or ask the user to start the chat with "
+            f"--allow-storage {shown_url(value)}"
+        )
 
     @contextmanager
     def active(self) -> Iterator[None]:

@@ -30,10 +30,10 @@ class KBList(Tool):
     )
     Args = KBListArgs
     example: ClassVar[dict[str, Any]] = {"study": "example", "limit": 5}
-    writes: ClassVar[dict[str, Target]] = {"storage": "storage"}  # opening a storage creates its tables
+    reads: ClassVar[dict[str, Literal["storage"]]] = {"storage": "storage"}
 
     def run(self, args: KBListArgs) -> ToolResult:
-        store = KnowledgeStore.for_storage(args.storage)
+        store = KnowledgeStore.for_storage(args.storage, create=False)
         store.spec(args.study)  # unknown knowledge base: a clear error listing the known ones
         counts = Counter((e.hid, e.kind) for e in store.evidence(args.study))
         rows: list[dict[str, Any]] = [
@@ -66,10 +66,10 @@ class KBShow(Tool):
     description = "Show one heuristic: its claim, structured form, every version (what changed, why, who) and its evidence trial ids."
     Args = KBShowArgs
     example: ClassVar[dict[str, Any]] = {"study": "example", "id": "H1"}
-    writes: ClassVar[dict[str, Target]] = {"storage": "storage"}  # opening a storage creates its tables
+    reads: ClassVar[dict[str, Literal["storage"]]] = {"storage": "storage"}
 
     def run(self, args: KBShowArgs) -> ToolResult:
-        store = KnowledgeStore.for_storage(args.storage)
+        store = KnowledgeStore.for_storage(args.storage, create=False)
         history = store.history(args.study, args.id)
         head = history[-1]
         evidence = store.evidence(args.study, args.id)
@@ -106,9 +106,11 @@ class KBReview(Tool):
     )
     Args = KBReviewArgs
     example: ClassVar[dict[str, Any]] = {"study": "example", "id": "H1", "decision": "accepted", "why": "checked against the datasheet"}
-    writes: ClassVar[dict[str, Target]] = {"storage": "storage"}  # opening a storage creates its tables
+    writes: ClassVar[dict[str, Target]] = {"storage": "storage"}
     confirm = True
 
     def run(self, args: KBReviewArgs) -> ToolResult:
-        v = KnowledgeStore.for_storage(args.storage).review(args.study, args.id, args.decision, why=args.why, by="human (chat)")
+        # a review changes a heuristic that exists: a store that does not is an error, not created
+        store = KnowledgeStore.for_storage(args.storage, create=False)
+        v = store.review(args.study, args.id, args.decision, why=args.why, by="human (chat)")
         return ToolResult(value={"id": v.hid, "status": v.status, "version": v.version, "text": v.text})

@@ -12,14 +12,14 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from coevo.search.config import ReasonerConfig
 from coevo.search.progress import progress
 from coevo.search.study import default_study_name
-from coevo.tools._base import Target, Tool, ToolResult
+from coevo.tools._base import Tool, ToolResult
 from coevo.tools.search_run import SearchArgs, SearchTool
-from coevo.tools.studies import StudyArgs
+from coevo.tools.studies import READS_STORAGE, StudyArgs, study_code
 
 JOBS_DIR = Path("runs/jobs")
 
@@ -77,7 +77,10 @@ class SearchStatus(Tool):
     )
     Args = StudyArgs
     example: ClassVar[dict[str, Any]] = {"study": "example"}
-    writes: ClassVar[dict[str, Target]] = {"storage": "storage"}  # opening a storage creates its tables
+    reads: ClassVar[dict[str, Literal["storage"]]] = READS_STORAGE
+
+    def stored_code(self, args: StudyArgs) -> list[str]:
+        return study_code(args)
 
     def run(self, args: StudyArgs) -> ToolResult:
         info = progress(args.storage, args.study)

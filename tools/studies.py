@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import optuna
 from pydantic import Field
 
+from coevo.search.errors import CoevoError, StorageMissingError
 from coevo.search.round_log import read_round_logs
 from coevo.search.runner import stored_summary
 from coevo.search.storage import open_storage, resolve_storage_url
-from coevo.search.study import ATTR_BUDGET, ATTR_PROPOSER, ATTR_SPEC, load_search
-from coevo.tools._base import Target, Tool, ToolArgs, ToolResult
+from coevo.search.study import ATTR_BUDGET, ATTR_PROPOSER, ATTR_SPEC, open_stored_study, reopen, stored_code
+from coevo.tools._base import Tool, ToolArgs, ToolResult
+
+READS_STORAGE: dict[str, Literal["storage"]] = {"storage": "storage"}
+"""The ``storage`` argument of a tool that only reads it: confined like a written one, never created."""
 
 MAX_STUDIES = 200
 
@@ -31,10 +35,13 @@ class StudiesList(Tool):
     )
     Args = StudiesArgs
     example: ClassVar[dict[str, Any]] = {}
-    writes: ClassVar[dict[str, Target]] = {"storage": "storage"}  # opening a storage creates its tables
+    reads: ClassVar[dict[str, Literal["storage"]]] = READS_STORAGE
 
     def run(self, args: StudiesArgs) -> ToolResult:
-        backend = open_storage(args.storage)
+        try:
+            backend = open_storage(args.storage, create=False)
+        except StorageMissingError as exc:  # nothing stored there yet: an answer, and nothing is created
+            return ToolResult(value={"storage": resolve_storage_url(args.storage), "studies": []}, messages=[str(exc)])
         rows = []
         for s in optuna.get_all_study_summaries(backend, include_best_trial=False):
             if args.contains and args.contains not in s.study_name:
@@ -52,6 +59,18 @@ class StudiesList(Tool):
         return ToolResult(value={"storage": resolve_storage_url(args.storage), "studies": rows[:MAX_STUDIES]}, messages=messages)
 
 
+def study_code(args: StudyArgs) -> list[str]:
+    """The user code that reopening the study ``args`` name would import (its problem file or module); none when it cannot be read.
+
+    Read from the study's tags without importing anything; a study that cannot be opened names
+    no code here, and the tool then fails on it before anything is imported.
+    """
+    try:
+        return stored_code(open_stored_study(args.storage, args.study, create=False))
+    except CoevoError:
+        return []
+
+
 class StudyArgs(ToolArgs):
     study: str = Field(..., description="study name (see studies.list; search.start returns it)")
     storage: str | None = Field(None, description="Optuna storage URL; default sqlite:///runs/coevo.sqlite3")
@@ -67,10 +86,13 @@ class StudyFront(Tool):
     )
     Args = StudyArgs
     example: ClassVar[dict[str, Any]] = {"study": "example"}
-    writes: ClassVar[dict[str, Target]] = {"storage": "storage"}  # opening a storage creates its tables
+    reads: ClassVar[dict[str, Literal["storage"]]] = READS_STORAGE
+
+    def stored_code(self, args: StudyArgs) -> list[str]:
+        return study_code(args)
 
     def run(self, args: StudyArgs) -> ToolResult:
-        stored = load_search(args.storage, args.study)
+        stored = reopen(open_stored_study(args.storage, args.study, create=False), args.storage)
         result = stored_summary(stored, args.storage)
         logs = read_round_logs(args.storage, stored.study).values()
         result.reasoner = next((str(v["reasoner"]) for v in logs if v.get("reasoner")), None)  # pelnas studies say who reasoned

@@ -82,7 +82,7 @@ def _tools(ctx: CommandContext, rest: str) -> Outcome:
         table.add_column(col, overflow="fold")
     rows = []
     for t in ctx.registry:
-        asks = "yes" if t.long_running or t.confirm else "for a model loading your code" if t.loads_code else ""
+        asks = "yes" if t.long_running or t.confirm else "when it would load your code" if t.may_load_code else ""
         table.add_row(t.name, asks, t.description)
         rows.append(
             {
@@ -90,6 +90,7 @@ def _tools(ctx: CommandContext, rest: str) -> Outcome:
                 "long_running": t.long_running,
                 "confirm": t.confirm,
                 "writes": sorted(t.writes),
+                "reads": sorted(t.reads),
                 "loads_code": list(t.loads_code),
                 "description": t.description,
             }

@@ -32,7 +32,7 @@ from coevo.agent.chat.store import Event, SessionStore
 from coevo.agent.llm_client import CHAT_RETRY, EndpointError, Price, RetryPolicy, token_usage
 from coevo.prompts import load_prompt
 from coevo.search.errors import CoevoError, UserInputError
-from coevo.tools import CallPolicy, Confirm, Registry, llm_name
+from coevo.tools import CallPolicy, Confirm, Registry, llm_name, shown_url
 from coevo.tools import workspace as workspace_of
 from coevo.tools.adapters import CallStatus, outcome_of, to_langchain
 
@@ -86,11 +86,11 @@ def system_prompt(registry: Registry, storage: str, workspace: Path) -> str:
         {
             "llm_name": llm_name(t.name),
             "description": t.description,
-            "asks": "always" if t.long_running or t.confirm else "for your code" if t.loads_code else "",
+            "asks": "always" if t.long_running or t.confirm else "for your code" if t.may_load_code else "",
         }
         for t in registry
     ]
-    return load_prompt("chat_system").render(tools=tools, storage=storage, workspace=str(workspace))[0]["content"]
+    return load_prompt("chat_system").render(tools=tools, storage=shown_url(storage), workspace=str(workspace))[0]["content"]
 
 
 class ChatAgent:
@@ -101,7 +101,8 @@ class ChatAgent:
         registry: the tools offered.
         store: where the session is recorded.
         session: session id (its earlier events are the conversation so far).
-        storage: the study storage shown to the model.
+        storage: the session's study storage: shown to the model, the tools' storage when a call names
+            none, and the one storage its calls may always use.
         confirm: asked before a call that asks first (long-running, data-changing, or loading the user's code).
         workspace: the only folder the model's calls may write under (default: the storage's
             folder, see :func:`tools.workspace`).
@@ -110,6 +111,7 @@ class ChatAgent:
         price_per_mtok: (input, output) USD per million tokens, for cost accounting.
         stream: stream the replies (False: one response per call).
         retry: the seam's retry policy for model requests (default: one retry).
+        allowed_storages: further storages the model's calls may use (``--allow-storage``).
     """
 
     def __init__(
@@ -128,11 +130,19 @@ class ChatAgent:
         workspace: Path | None = None,
         declined_hint: str = "",
         retry: RetryPolicy = CHAT_RETRY,
+        allowed_storages: tuple[str, ...] = (),
     ) -> None:
         self.registry = registry
         self.workspace = (workspace or workspace_of(storage)).resolve()
-        # the policy asks through self.confirm at call time, so a later assignment takes effect
-        self.policy = CallPolicy.model(self.workspace, lambda tool, args: self.confirm(tool, args), declined_hint=declined_hint)
+        # the policy asks through self.confirm at call time, so a later assignment takes effect; the tools'
+        # storage is the session's, and the model reaches no other but those the user allowed
+        self.policy = CallPolicy.model(
+            self.workspace,
+            lambda tool, args: self.confirm(tool, args),
+            declined_hint=declined_hint,
+            storage=storage,
+            allowed_storages=allowed_storages,
+        )
         self.lc_tools = {llm_name(t.name): to_langchain(t, self.policy) for t in registry}
         self.model = model.bind_tools(list(self.lc_tools.values()))
         self.store = store

@@ -18,7 +18,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--yes", action="store_true", help="with --once: allow tools that ask first (long runs, knowledge-base edits, loading your code)"
     )
-    p.add_argument("--storage", default=None, help="storage URL for studies and sessions (default: sqlite:///runs/coevo.sqlite3)")
+    p.add_argument(
+        "--storage",
+        default=None,
+        help="storage URL for studies and sessions (default: sqlite:///runs/coevo.sqlite3); the tools use it when no storage is named",
+    )
+    p.add_argument(
+        "--allow-storage",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="another storage the model's tool calls may use (repeat for more); without it they reach only --storage, "
+        "in-memory SQLite and SQLite files under the workspace",
+    )
     p.add_argument(
         "--workspace",
         default=None,

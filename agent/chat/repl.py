@@ -136,7 +136,8 @@ def _open(args: argparse.Namespace, console: Console, cli: CommandLine | None) -
     once = args.once is not None
     # under --once nobody can be asked: --yes is the answer to every question, for /run and the model alike
     confirm_once = (lambda tool, a: bool(args.yes)) if once else None
-    run_policy = CallPolicy.user(ws, confirm_once, declined_hint=ONCE_DECLINED)
+    own = resolve_storage_url(args.storage)  # the tools' storage when a call names none
+    run_policy = CallPolicy.user(ws, confirm_once, declined_hint=ONCE_DECLINED, storage=own)
     ctx = CommandContext(REGISTRY, store, session, args.storage, console, run_policy, cli)
     terminal = Terminal(console)
     agent: ChatAgent | None = None
@@ -148,7 +149,8 @@ def _open(args: argparse.Namespace, console: Console, cli: CommandLine | None) -
             REGISTRY,
             store,
             session,
-            storage=resolve_storage_url(args.storage),
+            storage=own,
+            allowed_storages=tuple(args.allow_storage),
             confirm=confirm_once or _ask(console, terminal),
             on_event=terminal.event if not args.json else None,
             max_steps=args.max_steps,

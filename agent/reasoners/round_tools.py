@@ -86,11 +86,14 @@ class RoundToolbox:
     ) -> None:
         spec = problem.spec()
         options = {k: v for k, v in spec.items() if k != "problem"}
-        # The only call that may ask first is the cheap-objective tool on a user's problem file: its
-        # problem and options are the round's own (fixed, the model cannot change them), code the
-        # user's command already loaded, so it is allowed; anything else that asks is declined.
+        # The only calls that may ask first are the cheap-objective and front tools on a user's problem
+        # file: their problem and study are the round's own (fixed, the model cannot change them), code
+        # the user's command already loaded, so they are allowed; anything else that asks is declined.
         policy = CallPolicy.model(
-            _round_workspace(storage), lambda tool, args: tool.name == "problem.cheap_objectives", declined_hint="not inside a search round"
+            _round_workspace(storage),
+            lambda tool, args: tool.name in ("problem.cheap_objectives", "study.front"),
+            declined_hint="not inside a search round",
+            storage=storage,
         )
         fixed: Mapping[str, dict[str, Any]] = {
             "problem.cheap_objectives": {"problem": str(spec["problem"]), "options": options},

@@ -128,7 +128,7 @@ def test_a_models_storage_outside_the_workspace_is_refused_and_not_created(ws: P
         call_tool(REGISTRY.get("studies.list"), {"storage": f"sqlite:///{stray}"}, policy=_model(ws)[0])
     assert not stray.exists()
     inside = call_tool(REGISTRY.get("studies.list"), {"storage": f"sqlite:///{ws / 'coevo.sqlite3'}"}, policy=_model(ws)[0])
-    assert inside.value["studies"] == [] and (ws / "coevo.sqlite3").exists()
+    assert inside.value["studies"] == [] and not (ws / "coevo.sqlite3").exists()  # a reader creates nothing, even where it may
     in_memory = call_tool(REGISTRY.get("studies.list"), {"storage": "sqlite:///:memory:"}, policy=_model(ws)[0])  # no file at all
     assert in_memory.value["studies"] == []
 
@@ -180,8 +180,10 @@ def test_every_tool_example_is_admitted_as_a_models_call_in_the_default_workspac
 @pytest.mark.parametrize("tool", list(REGISTRY), ids=REGISTRY.names())
 def test_arguments_that_name_storages_or_outputs_are_declared(tool: Tool) -> None:
     for name, field in tool.Args.model_fields.items():
-        if name in ("storage", "out"):
+        if name == "out":
             assert name in tool.writes, f"{tool.name}.{name} names something written; declare it in writes"
+        if name == "storage":
+            assert name in tool.storage_args(), f"{tool.name}.{name} names a storage; declare it in writes or reads"
         if ".py" in (field.description or ""):  # the description offers path/to/file.py:function
             assert name in tool.loads_code, f"{tool.name}.{name} may name user code; declare it in loads_code"
 
