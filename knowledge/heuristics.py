@@ -122,6 +122,30 @@ class KnowledgeBase:
         return kb
 
 
+def model_claim(existing: Heuristic | None, status: str, confidence: float) -> tuple[Status, float]:
+    """The status and confidence a model may write for a heuristic it creates or revises (an LLM reasoner's knowledge update).
+
+    A model's word is not evidence: what it writes starts ``proposed`` with no confidence (0), and
+    only evidence raises either: the validation loop (:mod:`knowledge.validation`) promotes a
+    heuristic whose citing proposals keep winning and moves its confidence towards their record,
+    and the offline reasoner writes what it measured. So a model may keep ``validated`` only on a
+    heuristic already validated, never raise a confidence (a revision keeps at most the one it
+    had), and may lower either (``refuted``, ``retired``, a smaller confidence).
+
+    Args:
+        existing: the heuristic the model revises (None: it creates one).
+        status: the status the model asked for (proposed, validated, refuted or retired).
+        confidence: the confidence it asked for (0..1).
+
+    >>> model_claim(None, "validated", 0.99)
+    ('proposed', 0.0)
+    """
+    before: Status | None = existing.status if existing is not None else None
+    granted: Status = "proposed" if status == "validated" and before != "validated" else status  # type: ignore[assignment]
+    ceiling = existing.confidence if existing is not None else 0.0
+    return granted, round(max(0.0, min(confidence, ceiling)), 4)
+
+
 EFFECT_KEYS: frozenset[str] = frozenset({"effect", "ci95", "claimed_effect"})
 """Structured fields that are differences in the objective's unit (see :func:`effect_unit`)."""
 

@@ -41,6 +41,7 @@ from coevo.agent.reasoners._base import KnowledgeContext, ProposeRequest, Reason
 from coevo.agent.reasoners.cache import CachedReply, ResponseCache, prompt_key
 from coevo.agent.reasoners.round_tools import RoundToolbox, ToolBudget
 from coevo.knowledge import KnowledgeBase, retrieval
+from coevo.knowledge.heuristics import model_claim
 from coevo.prompts import PROMPTS, load_prompt
 from coevo.search.config import DEFAULT_LLM_TIMEOUT_S
 from coevo.search.errors import CoevoError, UserInputError
@@ -300,13 +301,14 @@ class LLMReasoner(Reasoner):
             if existing is not None and existing.status in ("accepted", "rejected"):
                 continue  # a person decided: the model cannot overrule
             key = existing.key if existing else f"llm:{item.text.strip().lower()}"
+            status, confidence = model_claim(existing or kb.by_key(key), item.status, item.confidence)  # the model's word is not evidence
             h, created = kb.upsert(
                 key,
                 ctx.round,
                 text=item.text,
                 scope={**ctx.problem.spec(), "niche": item.niche if item.niche in niche_ids else None},
-                confidence=item.confidence,
-                status=item.status,
+                confidence=confidence,
+                status=status,
                 author=self.model,
                 support=[t for t in item.support if t in known],  # invented trial numbers are dropped
                 refute=[t for t in item.refute if t in known],
