@@ -23,6 +23,15 @@ Retry policy (one, for every caller):
   asks them to ask again, so it retries once, after half a second.
 * A streamed reply is retried only before its first chunk reached the caller: once text is
   on the screen, a retry would show it twice.
+* ``timeout_s`` (``--llm-timeout``) is a deadline for the whole request, connect and every
+  read of the body included, and a reply longer than ``max_reply_bytes`` is cut off while it
+  is read (:mod:`agent.llm_transport`); both failures are retried as above (a late reply as a
+  timeout, an oversized one as a malformed body).
+* A stop asked by a signal (Ctrl-C, SIGTERM) while a request or its backoff is under way
+  stops at once, even where the signal's handler only asks for a graceful stop (a search
+  worker's, which otherwise finishes what it is doing): the request is abandoned with
+  ``KeyboardInterrupt``, nothing of it is kept, and a rerun resumes. A request is not an
+  evaluation: no paid work is lost.
 
 The API key lives only in :class:`LLMSettings` (never in its ``repr`` or
 :meth:`LLMSettings.public`) and in the clients; nothing here logs or records it.
@@ -32,14 +41,18 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
 import openai
 from pydantic import ValidationError
 
+from coevo.agent.llm_transport import MAX_REPLY_BYTES, DeadlineClient, DeadlineExceeded, ReplyTooLarge, guarded, http
 from coevo.search.config import DEFAULT_LLM_TIMEOUT_S
 from coevo.search.errors import CoevoError
 
@@ -52,8 +65,8 @@ NO_KEY = "not-needed"
 MAX_RETRY_AFTER_S = 60.0
 """The longest ``Retry-After`` a retry honours; a server asking for more gets the usual backoff and the retries run out."""
 
-TRANSIENT = (openai.APITimeoutError, openai.APIConnectionError)
-"""Transport failures worth retrying besides HTTP 429 and 5xx."""
+TRANSIENT = (openai.APITimeoutError, openai.APIConnectionError, http.TransportError)
+"""Transport failures worth retrying besides HTTP 429 and 5xx (a streamed body's own read errors reach the caller unwrapped)."""
 
 MALFORMED = (openai.APIResponseValidationError, ValidationError, ValueError, TypeError, KeyError, json.JSONDecodeError)
 """What the client stack raises on a 200 whose body is not a chat completion (checked after the ``openai`` errors)."""
@@ -67,9 +80,10 @@ class LLMSettings:
         base_url: the endpoint, e.g. ``http://localhost:8000/v1``.
         model: the model name the endpoint serves.
         api_key: the key; None sends :data:`NO_KEY`. Never shown by ``repr`` nor :meth:`public`.
-        timeout_s: seconds per request.
+        timeout_s: the deadline of a whole request (connect and every read of the reply).
         temperature: sampling temperature.
         streaming: ask for usage in streamed replies (chat streams; the reasoner does not).
+        max_reply_bytes: the longest reply body read; a longer one is cut off and counts as malformed.
     """
 
     base_url: str
@@ -78,6 +92,11 @@ class LLMSettings:
     timeout_s: float = DEFAULT_LLM_TIMEOUT_S
     temperature: float = 0.2
     streaming: bool = False
+    max_reply_bytes: int = MAX_REPLY_BYTES
+
+    def http_client(self, timeout_s: float | None = None) -> DeadlineClient:
+        """The HTTP client of a request: its deadline (``timeout_s``, else the settings') and the reply cap."""
+        return DeadlineClient(self.timeout_s if timeout_s is None else timeout_s, self.max_reply_bytes)
 
     def public(self) -> dict[str, Any]:
         """The settings that may be recorded (study attributes, logs): everything but the key.
@@ -110,6 +129,7 @@ def chat_model(settings: LLMSettings) -> Any:
         max_retries=0,
         temperature=settings.temperature,
         stream_usage=settings.streaming,
+        http_client=settings.http_client(),
     )
 
 
@@ -118,13 +138,15 @@ def openai_client(settings: LLMSettings, *, timeout_s: float | None = None) -> o
 
     Args:
         settings: the endpoint.
-        timeout_s: per-request timeout instead of ``settings.timeout_s``.
+        timeout_s: the deadline of a request instead of ``settings.timeout_s``.
     """
+    deadline = settings.timeout_s if timeout_s is None else timeout_s
     return openai.OpenAI(
         base_url=settings.base_url,
         api_key=settings.api_key or NO_KEY,
-        timeout=settings.timeout_s if timeout_s is None else timeout_s,
+        timeout=deadline,
         max_retries=0,
+        http_client=settings.http_client(deadline),
     )
 
 
@@ -161,9 +183,18 @@ def describe_failure(exc: BaseException, where: str = "the LLM endpoint") -> str
         exc: what the client stack raised.
         where: how to name the endpoint (``the LLM endpoint http://...``).
     """
-    if isinstance(exc, openai.APITimeoutError):
+    late = guarded(exc, DeadlineExceeded)
+    if isinstance(late, DeadlineExceeded):
+        return (
+            f"{where} did not answer in time: its reply did not finish within {late.deadline_s:g} s "
+            "(--llm-timeout, the whole request); raise it if the endpoint is just slow"
+        )
+    big = guarded(exc, ReplyTooLarge)
+    if isinstance(big, ReplyTooLarge):
+        return f"{where} sent a reply longer than {big.limit} bytes, cut off there (a malformed reply: a chat completion is far shorter)"
+    if isinstance(exc, openai.APITimeoutError | http.TimeoutException):
         return f"{where} did not answer in time; raise --llm-timeout if it is just slow"
-    if isinstance(exc, openai.APIConnectionError):
+    if isinstance(exc, openai.APIConnectionError | http.TransportError):
         return f"cannot reach {where} ({exc}): start the server or fix COEVO_LLM_BASE_URL / --llm-base-url"
     if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
         return f"{where} refused the API key (HTTP {exc.status_code}): set OPENAI_API_KEY or --llm-api-key"
@@ -210,6 +241,10 @@ class RetryPolicy:
             EndpointError: a failure that is not transient, or the retries ran out; the
                 message comes from :func:`describe_failure`.
         """
+        with _signals_abandon_the_request():
+            return self._call(request, where, may_retry)
+
+    def _call(self, request: Callable[[], T], where: str, may_retry: Callable[[], bool] | None) -> T:
         delay = self.backoff_s
         for attempt in range(1, self.retries + 2):
             try:
@@ -231,11 +266,60 @@ class RetryPolicy:
         raise AssertionError("unreachable: the last attempt returns or raises")
 
 
+@contextmanager
+def _signals_abandon_the_request() -> Iterator[None]:
+    """While a request (or its backoff) runs, a SIGINT/SIGTERM handled by Python code also raises ``KeyboardInterrupt``.
+
+    A search worker's handler only sets its stop flag (it finishes the evaluation at hand); the
+    handler still runs first, so the worker knows it is to stop, and then the request is
+    abandoned instead of running to its deadline and its retries. Default handlers are left
+    alone (Ctrl-C already raises; SIGTERM already ends the process); so is every thread but
+    the main one, where Python runs no signal handler.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous: dict[int, Callable[[int, Any], Any]] = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        handler = signal.getsignal(sig)
+        if callable(handler) and handler is not signal.default_int_handler:
+            previous[sig] = handler
+
+    def abandon(signum: int, frame: Any) -> None:
+        previous[signum](signum, frame)  # the owner's handler first (a second Ctrl-C raises there)
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name} during an LLM request")
+
+    for signum in previous:
+        signal.signal(signum, abandon)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 SEARCH_RETRY = RetryPolicy(retries=3, backoff_s=1.0)
 """A search's requests: nobody waits on them and a failure stops the run (module doc)."""
 
 CHAT_RETRY = RetryPolicy(retries=1, backoff_s=0.5)
 """Chat's requests: a person waits, and a failed turn only asks them to ask again (module doc)."""
+
+
+# ------------------------------------------------------------------ what goes back to the model
+
+
+def truncate_result(text: str, max_bytes: int) -> str:
+    """A tool result as the model gets it: whole, or its first ``max_bytes`` bytes (UTF-8) and a note saying how much.
+
+    >>> print(truncate_result("abcdef", 4))
+    abcd
+    [truncated: 4 of 6 bytes; ask for less, e.g. fewer designs or a narrower query]
+    """
+    data = text.encode()
+    if len(data) <= max_bytes:
+        return text
+    head = data[:max_bytes].decode(errors="ignore")  # never half a character
+    return f"{head}\n[truncated: {len(head.encode())} of {len(data)} bytes; ask for less, e.g. fewer designs or a narrower query]"
 
 
 # ------------------------------------------------------------------ tokens and cost
@@ -277,6 +361,7 @@ def token_usage(message: Any) -> tuple[int, int]:
 
 __all__ = [
     "CHAT_RETRY",
+    "MAX_REPLY_BYTES",
     "SEARCH_RETRY",
     "EndpointError",
     "LLMSettings",
@@ -287,4 +372,5 @@ __all__ = [
     "is_transient",
     "openai_client",
     "token_usage",
+    "truncate_result",
 ]

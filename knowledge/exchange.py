@@ -4,20 +4,39 @@ An export is one JSON object per line, one line per heuristic (``"type": "heuris
 carrying its current fields, its history and its evidence (see
 :meth:`knowledge.store.KnowledgeStore.export`). An import reads every line first and
 reports every bad line with its number; nothing is written unless all lines are good.
+
+A file is read in bounded pieces, never whole, and within limits far above any export's
+(:data:`MAX_FILE_BYTES`, :data:`MAX_LINE_BYTES`, :data:`MAX_DEPTH`): past one, the import stops
+at once with one line naming the line and the limit, and nothing is imported. So a file that
+is not an export (``/dev/zero``, a log, a 200,000-deep JSON) costs a bounded amount of memory
+and a clear message, not a traceback.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from coevo.knowledge.heuristics import STATUSES
 from coevo.knowledge.store import ImportRecord, KnowledgeStore
 from coevo.search.errors import UserInputError
 
 MAX_ERRORS_SHOWN = 10
+
+MAX_FILE_BYTES = 64 * 1024 * 1024
+"""The largest file ``coevo kb import`` reads (64 MiB): an export of thousands of heuristics is a few MB."""
+
+MAX_LINE_BYTES = 1024 * 1024
+"""The longest line (one heuristic with its history and evidence) an import reads (1 MiB)."""
+
+MAX_DEPTH = 32
+"""How deeply a line's JSON may nest; an exported heuristic nests 4 levels."""
+
+_READ_BYTES = 64 * 1024
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 
 _REQUIRED: dict[str, type | tuple[type, ...]] = {
     "key": str,
@@ -34,33 +53,65 @@ def to_jsonl(records: Iterable[dict[str, Any]]) -> str:
     return "".join(json.dumps(r, sort_keys=True) + "\n" for r in records)
 
 
-def parse_jsonl(text: str, *, source: str) -> list[ImportRecord]:
-    """Parse and validate an export; every error names its line.
+def nesting_depth(text: str) -> int:
+    """How deeply the JSON ``text`` nests (objects and arrays), counted without parsing it.
+
+    Brackets inside strings do not count; an unterminated string ends the count (the parser
+    then says what is wrong).
+
+    >>> nesting_depth('{"a": [1, {"b": "]]]"}]}')
+    3
+    >>> nesting_depth('{"a": [[["unterminated [[[')
+    4
+    """
+    bare = _STRING.sub("0", text)  # a string's text is gone; what quote is left opens an unterminated one
+    quote = bare.find('"')
+    if quote != -1:
+        bare = bare[:quote]
+    depth = deepest = 0
+    for match in re.finditer(r"[\[\]{}]", bare):
+        depth += 1 if match.group() in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def parse_jsonl(text: str, *, source: str, max_depth: int = MAX_DEPTH) -> list[ImportRecord]:
+    """Parse and validate an export held in memory; every error names its line.
 
     Args:
         text: the file's content.
         source: what to call the file in messages (its path).
+        max_depth: how deeply a line may nest.
 
     Raises:
-        UserInputError: any line is not a valid heuristic record (all errors listed, up to 10).
+        UserInputError: any line is not a valid heuristic record (all errors listed, up to 10), or
+            nests too deeply (that line alone).
     """
+    return parse_lines(enumerate(text.splitlines(), start=1), source=source, max_depth=max_depth)
+
+
+def parse_lines(lines: Iterable[tuple[int, str]], *, source: str, max_depth: int = MAX_DEPTH) -> list[ImportRecord]:
+    """Parse and validate numbered lines of an export (:func:`parse_jsonl`; :func:`read_file` reads them bounded)."""
     errors: list[str] = []
+    bad = 0
     records: list[ImportRecord] = []
     seen: dict[str, int] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in lines:
         if not line.strip():
             continue
+        if nesting_depth(line) > max_depth:
+            raise _past_limit(source, f"line {number} nests deeper than {max_depth} levels")
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            errors.append(f"line {number}: not JSON ({exc.msg} at column {exc.colno})")
+            bad += _note(errors, f"line {number}: not JSON ({exc.msg} at column {exc.colno})")
             continue
         problems = _check(obj)
         if problems:
-            errors.append(f"line {number}: {'; '.join(problems)}")
+            bad += _note(errors, f"line {number}: {'; '.join(problems)}")
             continue
         if obj["key"] in seen:
-            errors.append(f"line {number}: claim {obj['key']!r} appears again (first on line {seen[obj['key']]})")
+            bad += _note(errors, f"line {number}: claim {obj['key']!r} appears again (first on line {seen[obj['key']]})")
             continue
         seen[obj["key"]] = number
         origin = f"{obj.get('kb', source)}:{obj.get('id', '?')}"
@@ -77,13 +128,20 @@ def parse_jsonl(text: str, *, source: str) -> list[ImportRecord]:
                 evidence=tuple(obj.get("evidence", [])),
             )
         )
-    if errors:
-        shown = "\n  ".join(errors[:MAX_ERRORS_SHOWN])
-        more = f"\n  ... and {len(errors) - MAX_ERRORS_SHOWN} more" if len(errors) > MAX_ERRORS_SHOWN else ""
-        raise UserInputError(f"{source}: {len(errors)} bad line(s), nothing imported:\n  {shown}{more}")
+    if bad:
+        shown = "\n  ".join(errors)
+        more = f"\n  ... and {bad - len(errors)} more" if bad > len(errors) else ""
+        raise UserInputError(f"{source}: {bad} bad line(s), nothing imported:\n  {shown}{more}")
     if not records:
         raise UserInputError(f"{source}: no heuristics in the file (expected one JSON object per line, as `coevo kb export` writes)")
     return records
+
+
+def _note(errors: list[str], message: str) -> int:
+    """Keep ``message`` if fewer than :data:`MAX_ERRORS_SHOWN` are kept (a file of bad lines costs no memory); count it."""
+    if len(errors) < MAX_ERRORS_SHOWN:
+        errors.append(message)
+    return 1
 
 
 def _check(obj: Any) -> list[str]:
@@ -133,15 +191,59 @@ def _evidence_ok(e: Any) -> bool:
     )
 
 
-def read_file(path: Path) -> list[ImportRecord]:
-    """Parse the export at ``path``."""
+def read_file(
+    path: Path, *, max_file_bytes: int = MAX_FILE_BYTES, max_line_bytes: int = MAX_LINE_BYTES, max_depth: int = MAX_DEPTH
+) -> list[ImportRecord]:
+    """Parse the export at ``path``, read in bounded pieces (module doc); any file, a pipe or a device too.
+
+    Raises:
+        UserInputError: no such file, unreadable, past a limit (one line naming the line and
+            the limit), or bad lines (each named).
+    """
     try:
-        text = path.read_text()
+        size = path.stat().st_size if path.is_file() else 0
+        if size > max_file_bytes:
+            raise _past_limit(str(path), f"the file is larger than {max_file_bytes} bytes ({size})")
+        with path.open("rb") as handle:
+            return parse_lines(_lines(handle, str(path), max_file_bytes, max_line_bytes), source=str(path), max_depth=max_depth)
     except FileNotFoundError:
         raise UserInputError(f"no such file: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise UserInputError(f"cannot read {path}: {exc}") from None
-    return parse_jsonl(text, source=str(path))
+
+
+def _lines(handle: BinaryIO, source: str, max_file_bytes: int, max_line_bytes: int) -> Iterator[tuple[int, str]]:
+    """The numbered lines of ``handle``, read ``_READ_BYTES`` at a time; stops with one line at the first limit passed."""
+    number, total, pending = 0, 0, b""
+    while True:
+        piece = handle.read(_READ_BYTES)
+        total += len(piece)
+        if total > max_file_bytes:
+            raise _past_limit(source, f"the file is larger than {max_file_bytes} bytes")
+        pending += piece
+        *complete, pending = pending.split(b"\n") if piece else [*pending.split(b"\n"), b""]
+        for raw in complete:
+            number += 1
+            yield number, _line(raw, number, source, max_line_bytes)
+        if len(pending) > max_line_bytes:
+            raise _past_limit(source, f"line {number + 1} is longer than {max_line_bytes} bytes")
+        if not piece:
+            return
+
+
+def _past_limit(source: str, what: str) -> UserInputError:
+    """The one-line error of a file past an import limit."""
+    return UserInputError(f"{source}: {what}; nothing imported (an export of `coevo kb export` is far within the limits)")
+
+
+def _line(raw: bytes, number: int, source: str, max_line_bytes: int) -> str:
+    """One line as text, within the line limit."""
+    if len(raw) > max_line_bytes:
+        raise _past_limit(source, f"line {number} is longer than {max_line_bytes} bytes")
+    try:
+        return raw.decode()
+    except UnicodeDecodeError as exc:
+        raise UserInputError(f"{source}: line {number} is not UTF-8 text (byte {exc.start + 1}); nothing imported") from None
 
 
 def records_from(store: KnowledgeStore, source: str) -> list[ImportRecord]:

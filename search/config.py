@@ -38,7 +38,11 @@ DEFAULT_PROBLEM = "nb201"
 DEFAULT_PROPOSER = "pelnas"
 """The headline engine (co-evolution), the default of the CLI, the API and the tools alike."""
 DEFAULT_LLM_TIMEOUT_S = 60.0
-"""Seconds per LLM request, for every LLM client coevo builds (reasoners and chat)."""
+"""The deadline of one LLM request, in seconds: connect and every read of the reply together
+(a reply still arriving then is abandoned and retried), for every LLM client coevo builds
+(reasoners and chat)."""
+LLM_TIMEOUT_HELP = "seconds one LLM request may take in all, connect and every read of the reply (a late reply is abandoned and retried)"
+"""The help of ``--llm-timeout`` (``coevo search`` and ``coevo chat``) and of the reasoner's ``timeout_s``."""
 
 ReasonerKind = Literal["auto", "offline", "llm"]
 Screen = Literal["on", "llm", "off"]
@@ -117,7 +121,7 @@ class ReasonerConfig(_Config):
     model: str | None = Field(default=None, description="model name, or several with weights (a:3,b:1)")
     api_key: str | None = Field(default=None, repr=False, exclude=True, description="API key; in memory only, never stored or printed")
     price_per_mtok: tuple[float, float] | None = Field(default=None, description="input and output USD per million tokens")
-    timeout_s: float = Field(default=DEFAULT_LLM_TIMEOUT_S, description="seconds per LLM request")
+    timeout_s: float = Field(default=DEFAULT_LLM_TIMEOUT_S, description=LLM_TIMEOUT_HELP)
     tools: bool = Field(default=True, description="let the LLM call the round's cheap read-only tools while proposing")
     guided: bool = Field(default=True, description="offline reasoner: guided by its heuristics (False: an ablation)")
 
@@ -363,6 +367,7 @@ __all__ = [
     "DEFAULT_PROBLEM",
     "DEFAULT_PROPOSER",
     "FLAGS",
+    "LLM_TIMEOUT_HELP",
     "EngineOptions",
     "ReasonerConfig",
     "SearchConfig",

@@ -29,7 +29,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, Huma
 from langchain_core.messages.ai import add_usage
 
 from coevo.agent.chat.store import Event, SessionStore
-from coevo.agent.llm_client import CHAT_RETRY, EndpointError, Price, RetryPolicy, token_usage
+from coevo.agent.llm_client import CHAT_RETRY, EndpointError, Price, RetryPolicy, token_usage, truncate_result
 from coevo.prompts import load_prompt
 from coevo.search.errors import CoevoError, UserInputError
 from coevo.tools import CallPolicy, Confirm, Registry, llm_name, shown_url
@@ -37,8 +37,8 @@ from coevo.tools import workspace as workspace_of
 from coevo.tools.adapters import CallStatus, outcome_of, to_langchain
 
 MAX_STEPS = 8
-MAX_OBSERVATION_CHARS = 12_000
-"""Tool results longer than this are cut (with a note) before they go back to the model."""
+MAX_OBSERVATION_BYTES = 12_000
+"""Tool results longer than this (UTF-8 bytes) are cut, with a "truncated: N of M bytes" note, before they go back to the model."""
 
 EventSink = Callable[[str, dict[str, Any]], None]
 """``(kind, data)``: ``token`` (streamed text), ``tool_start``, ``tool_end`` (with ``status``: ok, error or declined)."""
@@ -291,8 +291,7 @@ class ChatAgent:
     def _record_tool(
         self, call_id: str, name: str, args: Any, observation: str, status: CallStatus, result: TurnResult, seconds: float
     ) -> ToolMessage:
-        if len(observation) > MAX_OBSERVATION_CHARS:
-            observation = observation[:MAX_OBSERVATION_CHARS] + f"... [cut: {len(observation)} characters; ask for less]"
+        observation = truncate_result(observation, MAX_OBSERVATION_BYTES)
         result.tool_s += seconds
         ok = status == "ok"
         result.tool_calls.append({"name": name, "args": args, "ok": ok, "seconds": round(seconds, 4)})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from coevo.agent.reasoners import ENV_API_KEY, ENV_BASE_URL, ENV_MODEL
-from coevo.search.config import DEFAULT_LLM_TIMEOUT_S
+from coevo.search.config import DEFAULT_LLM_TIMEOUT_S, LLM_TIMEOUT_HELP
 
 ENV_WORKSPACE = "COEVO_WORKSPACE"  # tools.ENV_WORKSPACE; not imported, so building the parser stays light
 
@@ -40,7 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--llm-model", default=None, help=f"model name (env {ENV_MODEL})")
     p.add_argument("--llm-api-key", default=None, help=f"API key (env {ENV_API_KEY}); local servers need none")
     p.add_argument(
-        "--llm-timeout", type=float, default=DEFAULT_LLM_TIMEOUT_S, help=f"seconds per model request (default: {DEFAULT_LLM_TIMEOUT_S:g})"
+        "--llm-timeout", type=float, default=DEFAULT_LLM_TIMEOUT_S, help=f"{LLM_TIMEOUT_HELP} (default: {DEFAULT_LLM_TIMEOUT_S:g})"
     )
     p.add_argument("--llm-price", default=None, help="input,output USD per million tokens, for the cost footer")
     p.add_argument("--max-steps", type=int, default=8, help="model calls per turn at most (default: 8)")

@@ -20,7 +20,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from coevo.search.config import DEFAULT_LLM_TIMEOUT_S, DEFAULT_PROBLEM, FLAGS, EngineOptions, ReasonerConfig, SearchConfig
+from coevo.search.config import DEFAULT_LLM_TIMEOUT_S, DEFAULT_PROBLEM, FLAGS, LLM_TIMEOUT_HELP, EngineOptions, ReasonerConfig, SearchConfig
 from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
 from coevo.search.problems import describe_options, problem_names
@@ -155,7 +155,7 @@ def add_reasoner_arguments(p: argparse.ArgumentParser) -> None:
         "--llm-api-key", default=None, help="API key (env OPENAI_API_KEY, preferred: a flag shows in ps); local servers need none"
     )
     g.add_argument("--llm-price", type=_price, default=None, help="input,output USD per million tokens, for cost accounting")
-    g.add_argument("--llm-timeout", type=float, default=None, help=f"seconds per LLM request (default: {DEFAULT_LLM_TIMEOUT_S:g})")
+    g.add_argument("--llm-timeout", type=float, default=None, help=f"{LLM_TIMEOUT_HELP} (default: {DEFAULT_LLM_TIMEOUT_S:g})")
     g.add_argument(
         "--tools",
         choices=("on", "off"),

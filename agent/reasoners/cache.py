@@ -5,6 +5,10 @@ every worker shares it. Rows belong to one study (``coevo runs delete`` removes 
 new study that takes a deleted one's name starts without them); the key is a SHA-256 of
 (model, messages, temperature). Replies cached before coevo 0.2 (table ``coevo_llm_cache``,
 not tied to a study) are no longer read.
+
+A study keeps at most :data:`MAX_STUDY_CACHE_CHARS` characters of replies: past it, its oldest
+replies are evicted first. A resumed run replays the calls of the round it was interrupted in,
+the newest ones, so eviction costs nothing but a run's older, never-again-asked prompts.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ import sqlalchemy as sa
 
 from coevo.search.side_tables import PurgeReason
 from coevo.search.storage import side_engine
+
+MAX_STUDY_CACHE_CHARS = 8_000_000
+"""Characters of cached replies one study keeps (about 8 MB); the oldest go first past it."""
 
 _META = sa.MetaData()
 _TABLE = sa.Table(
@@ -53,10 +60,12 @@ class ResponseCache:
 
     Args:
         url: a storage URL (the study's); None for the default SQLite file.
+        max_study_chars: characters of replies kept per study (oldest evicted first).
     """
 
-    def __init__(self, url: str | None) -> None:
+    def __init__(self, url: str | None, *, max_study_chars: int = MAX_STUDY_CACHE_CHARS) -> None:
         self.engine = side_engine(url, _META)
+        self.max_study_chars = max_study_chars
 
     def get(self, study: str, key: str) -> CachedReply | None:
         """The reply study ``study`` stored under ``key``, if any."""
@@ -65,7 +74,7 @@ class ResponseCache:
         return CachedReply(row.response, row.prompt_tokens, row.completion_tokens) if row else None
 
     def put(self, study: str, key: str, model: str, reply: CachedReply) -> None:
-        """Store a reply of study ``study`` (first writer wins when two workers race)."""
+        """Store a reply of study ``study`` (first writer wins when two workers race), then evict past the study's bound."""
         with self.engine.begin() as con:
             if con.execute(sa.select(_TABLE.c.key).where(_TABLE.c.study == study, _TABLE.c.key == key)).first() is None:
                 con.execute(
@@ -79,6 +88,34 @@ class ResponseCache:
                         created=time.time(),
                     )
                 )
+                self._evict(con, study)
+
+    def _evict(self, con: sa.Connection, study: str) -> None:
+        """Delete ``study``'s oldest replies until the rest fit in :attr:`max_study_chars`."""
+        size = sa.func.length(_TABLE.c.response)
+        total = con.execute(sa.select(sa.func.coalesce(sa.func.sum(size), 0)).where(_TABLE.c.study == study)).scalar_one()
+        if int(total) <= self.max_study_chars:
+            return
+        newest_first = con.execute(
+            sa.select(_TABLE.c.key, size).where(_TABLE.c.study == study).order_by(_TABLE.c.created.desc(), _TABLE.c.key)
+        ).all()
+        kept, drop = 0, []
+        for key, chars in newest_first:
+            kept += int(chars)
+            if kept > self.max_study_chars:
+                drop.append(key)
+        for start in range(0, len(drop), 500):  # bounded IN lists
+            con.execute(_TABLE.delete().where(_TABLE.c.study == study, _TABLE.c.key.in_(drop[start : start + 500])))
+
+    def size(self, study: str) -> tuple[int, int]:
+        """(replies, characters) study ``study`` keeps."""
+        with self.engine.connect() as con:
+            row = con.execute(
+                sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(sa.func.length(_TABLE.c.response)), 0)).where(
+                    _TABLE.c.study == study
+                )
+            ).one()
+        return int(row[0]), int(row[1])
 
     def delete(self, study: str) -> int:
         """Remove every reply of ``study``; returns how many there were."""

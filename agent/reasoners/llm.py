@@ -11,7 +11,14 @@ hash in the study's database, so a resumed run replays paid calls for free; toke
 
 After repeated failure a niche is skipped for the round with a logged reason; an endpoint
 that stays unreachable raises :class:`LLMUnavailableError`, which stops the run with a
-message that says how to resume.
+message that says how to resume. A request has one deadline (``timeout_s``, connect and
+every read of the reply) and its reply a size cap (``max_reply_bytes``): a late or oversized
+reply is a failed request like any other (:mod:`agent.llm_client`).
+
+Prompts are bounded too: the search data a prompt carries (elites, rejection notes, new
+evidence) fits in :data:`PROMPT_DATA_CHARS` characters, each field in
+:data:`PROMPT_ITEM_CHARS`, and an invalid reply is sent back at most :data:`ECHO_CHARS` long;
+what was left out is said in the prompt.
 """
 
 from __future__ import annotations
@@ -20,13 +27,14 @@ import json
 import logging
 import re
 from collections.abc import Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 import openai
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from pydantic import BaseModel, Field, ValidationError
 
 from coevo.agent.llm_client import (
+    MAX_REPLY_BYTES,
     SEARCH_RETRY,
     EndpointError,
     LLMSettings,
@@ -50,6 +58,16 @@ from coevo.search.proposers import Evaluation, Proposal
 
 log = logging.getLogger(__name__)
 T = TypeVar("T", bound=BaseModel)
+
+PROMPT_DATA_CHARS = 48_000
+"""Characters of search data (elites and rejection notes, or new evidence) one prompt carries, about
+12k tokens; what does not fit is left out, and the prompt says how much."""
+
+PROMPT_ITEM_CHARS = 2_000
+"""The longest single field (a design, a result, a claim, a rejection note) put into a prompt; longer ones are cut, saying so."""
+
+ECHO_CHARS = 4_000
+"""How much of an invalid reply goes back to the model with the error (the start, then a note)."""
 
 
 class LLMUnavailableError(CoevoError):
@@ -108,7 +126,66 @@ def parse_reply(text: str, schema: type[T]) -> tuple[T | None, str]:
 
 def invalid_reply(problem: str) -> str:
     """What the model is told after an invalid reply."""
-    return f"Your reply was not valid: {problem}. Reply with the JSON object only, in the format asked."
+    return f"Your reply was not valid: {clip(problem, PROMPT_ITEM_CHARS)}. Reply with the JSON object only, in the format asked."
+
+
+def clip(text: str, limit: int) -> str:
+    """``text``, or its first ``limit`` characters and a note saying how long it was.
+
+    >>> clip("abcdef", 3)
+    'abc... [cut: 3 of 6 characters]'
+    """
+    return text if len(text) <= limit else f"{text[:limit]}... [cut: {limit} of {len(text)} characters]"
+
+
+R = TypeVar("R", str, dict[str, Any])
+_ROW_CHARS = 24
+"""What a template adds around one row's fields (``- trial 12 [c2]: ... -> ...``), counted against the budget."""
+
+
+def fit(rows: Sequence[R], budget: int, *, newest: bool = False) -> tuple[list[R], int]:
+    """The rows (each text field clipped to :data:`PROMPT_ITEM_CHARS`) that fit in ``budget`` characters, and how many did not.
+
+    Args:
+        rows: prompt rows (dicts of fields, or plain strings), in the order shown.
+        budget: characters all kept rows may take.
+        newest: keep the last rows rather than the first (the order shown is kept).
+
+    >>> fit(["aaaa", "bbbb", "cccc"], 60)
+    (['aaaa', 'bbbb'], 1)
+    >>> fit(["aaaa", "bbbb", "cccc"], 60, newest=True)
+    (['bbbb', 'cccc'], 1)
+    """
+
+    def clipped(row: R) -> R:
+        if isinstance(row, str):
+            return clip(row, PROMPT_ITEM_CHARS)
+        return cast(R, {k: clip(v, PROMPT_ITEM_CHARS) if isinstance(v, str) else v for k, v in row.items()})
+
+    kept: list[R] = []
+    used = 0
+    for row in reversed(rows) if newest else rows:
+        row = clipped(row)
+        size = _ROW_CHARS + (len(row) if isinstance(row, str) else sum(len(str(v)) for v in row.values()))
+        if used + size > budget:
+            break
+        kept.append(row)
+        used += size
+    if newest:
+        kept.reverse()
+    return kept, len(rows) - len(kept)
+
+
+def left_out(parts: Sequence[tuple[int, int, str]]) -> str:
+    """The prompt's note on what did not fit: ``(left out, of, what)`` per list; empty when nothing was.
+
+    >>> left_out([(3, 10, "elite designs (the last)"), (0, 2, "rejection notes")])
+    'Left out for length: 3 of 10 elite designs (the last); this prompt carries at most 48000 characters of search data.'
+    """
+    said = [f"{n} of {total} {what}" for n, total, what in parts if n]
+    if not said:
+        return ""
+    return f"Left out for length: {', '.join(said)}; this prompt carries at most {PROMPT_DATA_CHARS} characters of search data."
 
 
 def _to_langchain(messages: list[dict[str, str]]) -> list[BaseMessage]:
@@ -124,7 +201,7 @@ class LLMReasoner(Reasoner):
         base_url: endpoint, e.g. ``http://localhost:8000/v1``.
         api_key: key; local servers accept any (``not-needed`` is sent when None).
         cache: response cache (in the study's database).
-        timeout_s: per-request timeout.
+        timeout_s: the deadline of one request, connect and every read of the reply (``--llm-timeout``).
         transport_retries: retries of a failed request (timeouts, 429, 5xx, connection, a
             malformed body) under the seam's policy; default :data:`agent.llm_client.SEARCH_RETRY`'s.
         attempts: tries per structured reply, the validation error fed back each time.
@@ -137,6 +214,7 @@ class LLMReasoner(Reasoner):
         max_tool_steps: model requests of one niche's tool-calling conversation.
         public_url: the endpoint as the study records it, when it differs from ``base_url``
             (``simulated``: each process starts its own loopback endpoint).
+        max_reply_bytes: the longest reply read; a longer one is cut off and is a malformed reply.
     """
 
     def __init__(
@@ -156,11 +234,14 @@ class LLMReasoner(Reasoner):
         tool_budget: ToolBudget | None = None,
         max_tool_steps: int = 6,
         public_url: str | None = None,
+        max_reply_bytes: int = MAX_REPLY_BYTES,
     ) -> None:
         super().__init__()
         for name in PROMPTS:
             load_prompt(name)  # a broken template fails here, at start-up
-        self.settings = LLMSettings(base_url=base_url, model=model, api_key=api_key, timeout_s=timeout_s, temperature=temperature)
+        self.settings = LLMSettings(
+            base_url=base_url, model=model, api_key=api_key, timeout_s=timeout_s, temperature=temperature, max_reply_bytes=max_reply_bytes
+        )
         self.model = model
         self.base_url = base_url
         self.public_url = public_url or base_url
@@ -276,7 +357,7 @@ class LLMReasoner(Reasoner):
             parsed, problem = parse_reply(text, schema)
             if parsed is not None:
                 return parsed
-            convo = [*convo, {"role": "assistant", "content": text}, {"role": "user", "content": invalid_reply(problem)}]
+            convo = [*convo, {"role": "assistant", "content": clip(text, ECHO_CHARS)}, {"role": "user", "content": invalid_reply(problem)}]
         raise LLMReplyError(f"no valid reply after {self.attempts} attempts: {problem}")
 
     # ------------------------------------------------------------ reasoning
@@ -318,13 +399,10 @@ class LLMReasoner(Reasoner):
         return changes
 
     def _update_messages(self, kb: KnowledgeBase, rows: Sequence[Evaluation], ctx: KnowledgeContext) -> list[dict[str, str]]:
-        """The ``kb_update`` prompt: the new evidence and the relevant existing heuristics."""
+        """The ``kb_update`` prompt: the new evidence (the newest that fit) and the relevant existing heuristics."""
         problem = ctx.problem
-        return load_prompt("kb_update").render(
-            problem=f"{problem.name} {problem.spec()}",
-            objectives=", ".join(f"{o.name} ({o.direction}, {o.unit})" for o in problem.objectives),
-            design_format=problem.design_format,
-            evidence=[
+        evidence, dropped = fit(
+            [
                 {
                     "trial": e.trial_number,
                     "niche": niche_of(ctx.niches, e.point),
@@ -333,12 +411,25 @@ class LLMReasoner(Reasoner):
                 }
                 for e in rows
             ],
-            heuristics=[
+            PROMPT_DATA_CHARS,
+            newest=True,
+        )
+        heuristics, _ = fit(
+            [
                 {"id": h.id, "status": h.status, "confidence": h.confidence, "text": h.text}
                 for h in retrieval.retrieve(
                     kb.heuristics.values(), problem.spec(), None, token_budget=ctx.token_budget, objectives=problem.objectives
                 )
             ],
+            PROMPT_DATA_CHARS,
+        )  # retrieval's token budget already bounds them; this clips a single overlong claim
+        return load_prompt("kb_update").render(
+            problem=f"{problem.name} {problem.spec()}",
+            objectives=", ".join(f"{o.name} ({o.direction}, {o.unit})" for o in problem.objectives),
+            design_format=problem.design_format,
+            evidence=evidence,
+            heuristics=heuristics,
+            left_out=left_out([(dropped, len(rows), "trials of new evidence (the oldest)")]),
         )
 
     # ------------------------------------------------------------ tool calling
@@ -412,7 +503,8 @@ class LLMReasoner(Reasoner):
                 self.trace.setdefault("notes", []).append(note)
                 return None
             self.tool_support = True
-            convo.append(ai)
+            # what goes back to the model is bounded (the reply's tool calls are kept whole)
+            convo.append(ai if len(str(ai.content)) <= ECHO_CHARS else ai.model_copy(update={"content": clip(str(ai.content), ECHO_CHARS)}))
             if offer is not None and (ai.tool_calls or ai.invalid_tool_calls):
                 convo += [box.call(dict(c), request.niche.id) for c in ai.tool_calls]
                 convo += [box.invalid(dict(c), request.niche.id) for c in ai.invalid_tool_calls]
@@ -435,20 +527,7 @@ class LLMReasoner(Reasoner):
         problem = request.problem
         use_tools = self.tools and self.tool_support is not False
         box = self.toolbox(request) if use_tools else None
-        messages = load_prompt("propose").render(
-            problem=f"{problem.name} {problem.spec()}",
-            objectives=", ".join(f"{o.name} ({o.direction}, {o.unit})" for o in problem.objectives),
-            design_format=problem.design_format,
-            niche_id=request.niche.id,
-            niche_description=request.niche.description,
-            quota=request.quota + 2,  # spares: some may be duplicates or outside the niche
-            elites=[
-                {"trial": e.trial_number, "design": problem.describe(e.point), "result": self._result(problem, e)} for e in request.elites
-            ],
-            heuristics=[{"id": h.id, "text": h.text, "confidence": h.confidence} for h in request.heuristics],
-            feedback=list(request.feedback),
-            tools=[{"name": name, "use": TOOL_USE.get(name, "")} for name in box.tools] if box else [],
-        )
+        messages = self._propose_messages(request, box)
         out: ProposeOut | None = None
         try:
             if box is not None:
@@ -483,6 +562,35 @@ class LLMReasoner(Reasoner):
                 )
             )
         return proposals
+
+    def _propose_messages(self, request: ProposeRequest, box: RoundToolbox | None) -> list[dict[str, str]]:
+        """The ``propose`` prompt: the niche's best designs and the latest rejection notes that fit, and the heuristics."""
+        problem = request.problem
+        elites, elites_out = fit(
+            [{"trial": e.trial_number, "design": problem.describe(e.point), "result": self._result(problem, e)} for e in request.elites],
+            PROMPT_DATA_CHARS * 3 // 4,
+        )
+        used = sum(_ROW_CHARS + sum(len(str(v)) for v in row.values()) for row in elites)
+        feedback, feedback_out = fit(list(request.feedback), PROMPT_DATA_CHARS - used, newest=True)
+        heuristics, _ = fit([{"id": h.id, "text": h.text, "confidence": h.confidence} for h in request.heuristics], PROMPT_DATA_CHARS)
+        return load_prompt("propose").render(
+            problem=f"{problem.name} {problem.spec()}",
+            objectives=", ".join(f"{o.name} ({o.direction}, {o.unit})" for o in problem.objectives),
+            design_format=problem.design_format,
+            niche_id=request.niche.id,
+            niche_description=request.niche.description,
+            quota=request.quota + 2,  # spares: some may be duplicates or outside the niche
+            elites=elites,
+            heuristics=heuristics,
+            feedback=feedback,
+            tools=[{"name": name, "use": TOOL_USE.get(name, "")} for name in box.tools] if box else [],
+            left_out=left_out(
+                [
+                    (elites_out, len(request.elites), "best designs of this niche (the last listed)"),
+                    (feedback_out, len(request.feedback), "rejection notes (the oldest)"),
+                ]
+            ),
+        )
 
 
 TOOL_USE = {

@@ -31,6 +31,7 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import StructuredTool
 
+from coevo.agent.llm_client import truncate_result
 from coevo.search.problem import Problem
 from coevo.search.storage import resolve_storage_url, sqlite_path
 from coevo.tools import REGISTRY, CallPolicy, Registry, llm_name
@@ -46,8 +47,8 @@ HIDDEN_IN_ROUND = ("hv_ratio", "igd", "front_recall")
 READS_EXPENSIVE = {"nb201.query": "accuracy", "nb201.pareto_front": "accuracy"}
 """Registry tools that read an expensive objective of designs not paid for."""
 
-MAX_OBSERVATION_CHARS = 6000
-"""Longer tool results are cut (with a note) before the model reads them."""
+MAX_OBSERVATION_BYTES = 6000
+"""Longer tool results (UTF-8 bytes) are cut, with a "truncated: N of M bytes" note, before the model reads them."""
 
 
 @dataclass(frozen=True)
@@ -160,8 +161,7 @@ class RoundToolbox:
             else:
                 message = self.tools[name].invoke({"name": name, "args": dict(args), "id": call_id, "type": "tool_call"})
                 observation, status = str(message.content), outcome_of(message).status
-                if len(observation) > MAX_OBSERVATION_CHARS:
-                    observation = observation[:MAX_OBSERVATION_CHARS] + f"... [cut: {len(observation)} characters; ask for less]"
+                observation = truncate_result(observation, MAX_OBSERVATION_BYTES)
                 self.cache[key] = observation
         entry.update(status=status, chars=len(observation), seconds=round(time.perf_counter() - started, 4))
         self.log.append(entry)

@@ -46,8 +46,8 @@ def _values(text: str) -> dict[str, dict[str, Any]]:
     common = {"problem": "nb201 {}", "objectives": "accuracy (max, %)", "design_format": "|op~0|..."}
     return {
         "propose": {**common, "niche_id": "c2", "niche_description": "2 convs", "quota": 3, "elites": [row], "heuristics": [row]}
-        | {"feedback": [text], "tools": [{"name": "problem_cheap_objectives", "use": "free objectives of designs"}]},
-        "kb_update": {**common, "evidence": [row], "heuristics": [row]},
+        | {"feedback": [text], "tools": [{"name": "problem_cheap_objectives", "use": "free objectives of designs"}], "left_out": ""},
+        "kb_update": {**common, "evidence": [row], "heuristics": [row], "left_out": ""},
     }
 
 

@@ -12,6 +12,14 @@ step is a dict (or a callable taking the request JSON and returning one):
   e.g. ``{"Retry-After": "0.3"}``);
 * ``{"raw": "..."}`` a 200 with a body that is not JSON;
 * ``{"delay": 2.0, ...}`` sleep first (for client timeouts), then the rest of the step;
+* ``{"drip": 0.3, ...}`` send the answer one byte every 0.3 s (headers first, then the
+  body), as a stalled proxy or an overloaded server does: every read gets a byte, so only a
+  deadline on the whole request ends it; ``"drip_from": 300`` sends the first 300 bytes at
+  once (the headers, the first events of a stream) and drips the rest;
+* ``{"bulk": 5_000_000}`` a valid completion whose content is that many ``x`` characters,
+  written in 64 KiB pieces without a ``Content-Length`` (``"length": True`` adds one), so
+  a client must cut it while reading; :attr:`FakeOpenAI.sent` counts the body bytes that
+  left the server before the client hung up;
 * ``{"tool_calls": [{"name": "nb201_query", "arguments": {...}}]}`` the model calls tools
   (``arguments`` may be a string, e.g. malformed JSON), with optional ``content``.
 
@@ -46,6 +54,10 @@ class FakeOpenAI:
         self.models = list(models) if models is not None else None
         self.model_requests = 0
         self.requests: list[dict[str, Any]] = []
+        self.sent: list[int] = []
+        """Bytes of the body written per dripped or bulk answer, once the answer ended (the client may have hung up)."""
+        self.dripping = threading.Event()
+        """Set when a dripped answer has started (a test can interrupt the client then)."""
         self.authorizations: list[str | None] = []
         """The ``Authorization`` header of every request, in order (which API key the client sent)."""
         self._lock = threading.Lock()
@@ -76,6 +88,8 @@ class FakeOpenAI:
                     step = step(body)
                 if step.get("delay"):
                     time.sleep(step["delay"])
+                self._drip_s = float(step.get("drip", 0.0))
+                self._drip_from = int(step.get("drip_from", 0))
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
                     self._answer(body, step)
 
@@ -89,6 +103,9 @@ class FakeOpenAI:
                     return
                 if "raw" in step:
                     self._send(200, step["raw"])
+                    return
+                if "bulk" in step:
+                    self._bulk(body, int(step["bulk"]), bool(step.get("length")))
                     return
                 message: dict[str, Any] = {"role": "assistant", "content": step.get("content"), "refusal": step.get("refusal")}
                 calls = [
@@ -150,6 +167,9 @@ class FakeOpenAI:
                 if (body.get("stream_options") or {}).get("include_usage"):
                     parts.append(f"data: {json.dumps({**base, 'choices': [], 'usage': usage})}\n\n".encode())
                 parts.append(b"data: [DONE]\n\n")
+                if self._drip_s:
+                    self._dripped(b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + b"".join(parts))
+                    return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
@@ -159,6 +179,10 @@ class FakeOpenAI:
 
             def _send(self, status: int, text: str, headers: dict[str, str] | None = None) -> None:
                 data = text.encode()
+                if self._drip_s:
+                    head = f"HTTP/1.0 {status} OK\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+                    self._dripped(head.encode() + data)
+                    return
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -166,6 +190,53 @@ class FakeOpenAI:
                     self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
+
+            _drip_s = 0.0
+            _drip_from = 0
+
+            def _dripped(self, data: bytes) -> None:
+                """The whole answer (status line included), its first ``drip_from`` bytes at once, then one byte at a time."""
+                sent = 0
+                try:
+                    self.wfile.write(data[: self._drip_from])
+                    self.wfile.flush()
+                    sent = min(len(data), self._drip_from)
+                    fake.dripping.set()
+                    for k in range(sent, len(data)):
+                        self.wfile.write(data[k : k + 1])
+                        self.wfile.flush()
+                        sent += 1
+                        time.sleep(self._drip_s)
+                finally:
+                    with fake._lock:
+                        fake.sent.append(sent)
+
+            def _bulk(self, body: dict[str, Any], size: int, length: bool) -> None:
+                """A completion whose content is ``size`` characters, written piece by piece."""
+                head = (
+                    b'{"id": "chatcmpl-bulk", "object": "chat.completion", "created": 0, "model": "fake", '
+                    b'"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "'
+                )
+                tail = b'"}}], "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                if length:
+                    self.send_header("Content-Length", str(len(head) + size + len(tail)))
+                self.end_headers()
+                sent = 0
+                piece = b"x" * 65536
+                try:
+                    self.wfile.write(head)
+                    sent += len(head)
+                    while sent - len(head) < size:
+                        chunk = piece[: size - (sent - len(head))]
+                        self.wfile.write(chunk)
+                        sent += len(chunk)
+                    self.wfile.write(tail)
+                    sent += len(tail)
+                finally:
+                    with fake._lock:
+                        fake.sent.append(sent)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
