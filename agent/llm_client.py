@@ -52,7 +52,15 @@ from typing import Any, NamedTuple, TypeVar
 import openai
 from pydantic import ValidationError
 
-from coevo.agent.llm_transport import MAX_REPLY_BYTES, DeadlineClient, DeadlineExceeded, ReplyTooLarge, guarded, http
+from coevo.agent.llm_transport import (
+    MAX_REPLY_BYTES,
+    DeadlineClient,
+    DeadlineExceeded,
+    ReplyEncodingRefused,
+    ReplyTooLarge,
+    guarded,
+    http,
+)
 from coevo.search.config import DEFAULT_LLM_TIMEOUT_S
 from coevo.search.errors import CoevoError
 
@@ -192,6 +200,9 @@ def describe_failure(exc: BaseException, where: str = "the LLM endpoint") -> str
     big = guarded(exc, ReplyTooLarge)
     if isinstance(big, ReplyTooLarge):
         return f"{where} sent a reply longer than {big.limit} bytes, cut off there (a malformed reply: a chat completion is far shorter)"
+    packed = guarded(exc, ReplyEncodingRefused)
+    if isinstance(packed, ReplyEncodingRefused):
+        return f"{where} sent a reply compressed as {packed.encoding!r} although none was asked for; serve it uncompressed or as gzip"
     if isinstance(exc, openai.APITimeoutError | http.TimeoutException):
         return f"{where} did not answer in time; raise --llm-timeout if it is just slow"
     if isinstance(exc, openai.APIConnectionError | http.TransportError):
@@ -200,6 +211,12 @@ def describe_failure(exc: BaseException, where: str = "the LLM endpoint") -> str
         return f"{where} refused the API key (HTTP {exc.status_code}): set OPENAI_API_KEY or --llm-api-key"
     if isinstance(exc, openai.RateLimitError):
         return f"{where} is rate-limiting (HTTP 429); wait a moment"
+    if isinstance(exc, openai.APIStatusError) and 300 <= exc.status_code < 400:
+        location = exc.response.headers.get("location", "?")
+        return (
+            f"{where} redirected the request (HTTP {exc.status_code}) to {location}; LLM requests follow no redirect "
+            "(the prompt goes only where you said): pass the endpoint's own address as --llm-base-url / COEVO_LLM_BASE_URL"
+        )
     if isinstance(exc, openai.APIStatusError):
         return f"{where} answered HTTP {exc.status_code}: {exc.message}"
     return f"{where} sent a reply that is not an OpenAI chat completion ({type(exc).__name__}: {exc})"
@@ -305,6 +322,32 @@ CHAT_RETRY = RetryPolicy(retries=1, backoff_s=0.5)
 """Chat's requests: a person waits, and a failed turn only asks them to ask again (module doc)."""
 
 
+# ------------------------------------------------------------------ what comes from the model
+
+
+def clean_text(value: T) -> T:
+    """``value`` (a string, or dicts and lists of them) with every lone surrogate replaced by U+FFFD.
+
+    A JSON reply may carry ``"\\ud800"``, which decodes to a string no UTF-8 can hold: printed,
+    stored in SQLite or sent on, it raises ``UnicodeEncodeError``. Whatever a model says goes
+    through here first.
+
+    >>> clean_text({"a": ["x\\ud800y"]}) == {"a": ["x\\ufffdy"]}
+    True
+    """
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")  # type: ignore[return-value]
+        return value
+    if isinstance(value, dict):
+        return {clean_text(k): clean_text(v) for k, v in value.items()}  # type: ignore[return-value]
+    if isinstance(value, list):
+        return [clean_text(v) for v in value]  # type: ignore[return-value]
+    return value
+
+
 # ------------------------------------------------------------------ what goes back to the model
 
 
@@ -368,6 +411,7 @@ __all__ = [
     "Price",
     "RetryPolicy",
     "chat_model",
+    "clean_text",
     "describe_failure",
     "is_transient",
     "openai_client",

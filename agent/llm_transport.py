@@ -14,7 +14,11 @@ a request waiting for ever. :class:`DeadlineClient` gives each request one total
   ``Content-Length`` says so) the connection is closed and the request fails with
   :class:`ReplyTooLarge`, a malformed reply (retried, then reported); a huge body is never
   read into memory. Replies are asked for uncompressed, so the bytes counted are the bytes
-  kept.
+  kept. A server that compresses anyway (``gzip``, ``deflate``) is decoded here, the cap counting
+  the decoded bytes (a 200 kB gzip body can hold 200 MB); one in another encoding is refused
+  (:class:`ReplyEncodingRefused`), as httpx would otherwise decode it past the cap;
+* redirects are not followed: the request (the prompt, the search's data) goes only to the
+  endpoint the user named, and a redirect is an HTTP error naming where it pointed.
 
 The client is the ``openai`` library's own (:class:`openai.DefaultHttpxClient`, httpx or,
 for ``openai`` 3, httpx2), so proxies from the environment and TLS settings work as before.
@@ -26,6 +30,7 @@ import contextlib
 import socket
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -81,6 +86,18 @@ class ReplyTooLarge(ValueError):
         self.seen = seen
 
 
+class ReplyEncodingRefused(ValueError):
+    """The reply is compressed in an encoding that cannot be decoded under the cap (coevo asked for none)."""
+
+    def __init__(self, encoding: str) -> None:
+        super().__init__(f"the reply is compressed ({encoding}) although coevo asked for none; only gzip and deflate are read")
+        self.encoding = encoding
+
+
+DECODED = ("gzip", "x-gzip", "deflate")
+"""Content encodings decoded under the cap; any other but ``identity`` is refused."""
+
+
 class _Watchdog:
     """One request's deadline: shuts the request's sockets down when it passes."""
 
@@ -132,22 +149,40 @@ class _Watchdog:
 class _GuardedStream(http.SyncByteStream):
     """A response body read under the request's deadline and size cap."""
 
-    def __init__(self, inner: Any, dog: _Watchdog, limit: int, request: Any) -> None:
+    def __init__(self, inner: Any, dog: _Watchdog, limit: int, request: Any, encoding: str | None = None) -> None:
         self.inner = inner
         self.dog = dog
         self.limit = limit
         self.request = request
+        # gzip and zlib-wrapped deflate, told apart by their headers; at most limit + 1 bytes out per piece in
+        self.decoder = zlib.decompressobj(zlib.MAX_WBITS | 32) if encoding else None
+
+    def _decoded(self, chunk: bytes, seen: int) -> bytes:
+        """``chunk`` decompressed (as is when the reply is not compressed), never more than the cap allows plus one byte."""
+        if self.decoder is None:
+            return chunk
+        try:
+            return self.decoder.decompress(chunk, self.limit + 1 - seen)
+        except zlib.error as exc:
+            raise http.DecodingError(f"the compressed reply is corrupt: {exc}", request=self.request) from None
 
     def __iter__(self) -> Iterator[bytes]:
-        seen = 0
+        seen = received = 0  # bytes handed on (decoded), bytes received
         try:
-            for chunk in self.inner:
+            for raw in self.inner:
                 if self.dog.expired:
                     raise DeadlineExceeded(self.dog.deadline_s, self.request)
+                received += len(raw)
+                chunk = self._decoded(raw, seen)
                 seen += len(chunk)
+                if max(seen, received) > self.limit:
+                    raise ReplyTooLarge(self.limit, max(seen, received))
+                yield chunk
+            if self.decoder is not None:
+                seen += len(tail := self.decoder.flush())
                 if seen > self.limit:
                     raise ReplyTooLarge(self.limit, seen)
-                yield chunk
+                yield tail
             if self.dog.expired:  # the watchdog's shutdown can read as the end of a body without a length
                 raise DeadlineExceeded(self.dog.deadline_s, self.request)
         except http.TransportError as exc:
@@ -155,7 +190,7 @@ class _GuardedStream(http.SyncByteStream):
                 raise DeadlineExceeded(self.dog.deadline_s, self.request) from exc
             raise
         finally:
-            if seen > self.limit or self.dog.expired:
+            if max(seen, received) > self.limit or self.dog.expired:
                 self.close()
 
     def close(self) -> None:
@@ -175,6 +210,7 @@ class DeadlineClient(openai.DefaultHttpxClient):
     def __init__(self, deadline_s: float = DEFAULT_LLM_TIMEOUT_S, max_reply_bytes: int = MAX_REPLY_BYTES, **kwargs: Any) -> None:
         kwargs.setdefault("limits", http.Limits(max_connections=100, max_keepalive_connections=0))
         kwargs.setdefault("timeout", http.Timeout(deadline_s))
+        kwargs["follow_redirects"] = False  # the openai client follows them; the prompt goes only where the user said
         super().__init__(**kwargs)
         self.deadline_s = deadline_s
         self.max_reply_bytes = max_reply_bytes
@@ -190,6 +226,7 @@ class DeadlineClient(openai.DefaultHttpxClient):
             "trace": dog.trace,
         }
         request.headers["Accept-Encoding"] = "identity"  # counted bytes are kept bytes: no decompression bomb
+        kwargs["follow_redirects"] = False
         try:
             response = super().send(request, stream=True, **kwargs)
         except http.TransportError as exc:
@@ -220,7 +257,13 @@ class DeadlineClient(openai.DefaultHttpxClient):
         network = response.extensions.get("network_stream")
         if network is not None:
             dog.watch(network.get_extra_info("socket"))  # the connection actually used, whichever it is
-        response.stream = _GuardedStream(response.stream, dog, self.max_reply_bytes, request)
+        encodings = [e.strip().lower() for e in response.headers.get_list("content-encoding", split_commas=True)]
+        encodings = [e for e in encodings if e not in ("", "identity")]
+        if len(encodings) > 1 or (encodings and encodings[0] not in DECODED):
+            raise ReplyEncodingRefused(", ".join(encodings))
+        if encodings:
+            del response.headers["content-encoding"]  # decoded below, under the cap: httpx must not decode it again
+        response.stream = _GuardedStream(response.stream, dog, self.max_reply_bytes, request, encodings[0] if encodings else None)
 
 
 def guarded(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
@@ -235,4 +278,4 @@ def guarded(exc: BaseException, kind: type[BaseException]) -> BaseException | No
     return None
 
 
-__all__ = ["MAX_REPLY_BYTES", "DeadlineClient", "DeadlineExceeded", "ReplyTooLarge", "guarded", "http"]
+__all__ = ["MAX_REPLY_BYTES", "DeadlineClient", "DeadlineExceeded", "ReplyEncodingRefused", "ReplyTooLarge", "guarded", "http"]

@@ -29,7 +29,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, Huma
 from langchain_core.messages.ai import add_usage
 
 from coevo.agent.chat.store import Event, SessionStore
-from coevo.agent.llm_client import CHAT_RETRY, EndpointError, Price, RetryPolicy, token_usage, truncate_result
+from coevo.agent.llm_client import CHAT_RETRY, EndpointError, Price, RetryPolicy, clean_text, token_usage, truncate_result
 from coevo.prompts import load_prompt
 from coevo.search.errors import CoevoError, UserInputError
 from coevo.tools import CallPolicy, Confirm, Registry, llm_name, shown_url
@@ -42,6 +42,18 @@ MAX_OBSERVATION_BYTES = 12_000
 
 EventSink = Callable[[str, dict[str, Any]], None]
 """``(kind, data)``: ``token`` (streamed text), ``tool_start``, ``tool_end`` (with ``status``: ok, error or declined)."""
+
+
+def clean_reply(reply: AIMessage) -> AIMessage:
+    """``reply`` with no lone surrogate in its text, tool calls or refusal (:func:`agent.llm_client.clean_text`): it is shown and stored."""
+    return reply.model_copy(
+        update={
+            "content": clean_text(reply.content),
+            "additional_kwargs": clean_text(reply.additional_kwargs),
+            "tool_calls": clean_text(reply.tool_calls),
+            "invalid_tool_calls": clean_text(reply.invalid_tool_calls),
+        }
+    )
 
 
 class ChatModelError(CoevoError):
@@ -240,7 +252,7 @@ class ChatAgent:
             for chunk in self.model.stream(messages):
                 if isinstance(chunk.content, str) and chunk.content:
                     shown = True
-                    self.on_event("token", {"text": chunk.content})
+                    self.on_event("token", {"text": clean_text(chunk.content)})
                 acc = chunk if acc is None else acc + chunk  # type: ignore[assignment]
             if acc is None:
                 raise ValueError("the stream ended before its first chunk")
@@ -260,14 +272,15 @@ class ChatAgent:
             )
 
         try:
-            return self.retry.call(once, may_retry=lambda: not shown)
+            reply = self.retry.call(once, may_retry=lambda: not shown)
         except EndpointError as exc:
             raise ChatModelError(f"{exc}; ask again") from exc
+        return clean_reply(reply)
 
     def _invoke(self, messages: list[BaseMessage]) -> AIMessage:
         reply = self.model.invoke(messages)
         if isinstance(reply.content, str) and reply.content:
-            self.on_event("token", {"text": reply.content})
+            self.on_event("token", {"text": clean_text(reply.content)})
         return reply if isinstance(reply, AIMessage) else AIMessage(reply.content)
 
     def _tool(self, call: dict[str, Any], result: TurnResult) -> ToolMessage:
@@ -291,7 +304,7 @@ class ChatAgent:
     def _record_tool(
         self, call_id: str, name: str, args: Any, observation: str, status: CallStatus, result: TurnResult, seconds: float
     ) -> ToolMessage:
-        observation = truncate_result(observation, MAX_OBSERVATION_BYTES)
+        observation = truncate_result(clean_text(observation), MAX_OBSERVATION_BYTES)
         result.tool_s += seconds
         ok = status == "ok"
         result.tool_calls.append({"name": name, "args": args, "ok": ok, "seconds": round(seconds, 4)})

@@ -41,6 +41,7 @@ from coevo.agent.llm_client import (
     Price,
     RetryPolicy,
     chat_model,
+    clean_text,
     describe_failure,
     openai_client,
     token_usage,
@@ -346,7 +347,7 @@ class LLMReasoner(Reasoner):
         text = msg.content if isinstance(msg.content, str) else json.dumps(msg.content)
         if refusal:
             text = f"REFUSAL: {refusal}"
-        return CachedReply(text, prompt_tokens, completion_tokens)
+        return CachedReply(clean_text(text), prompt_tokens, completion_tokens)  # it is cached in SQLite and quoted in prompts
 
     def structured(self, messages: list[dict[str, str]], schema: type[T], study: str = "", storage: str | None = None) -> T:
         """A reply parsed into ``schema``; invalid replies are sent back with the error."""

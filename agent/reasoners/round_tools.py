@@ -31,7 +31,7 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import StructuredTool
 
-from coevo.agent.llm_client import truncate_result
+from coevo.agent.llm_client import clean_text, truncate_result
 from coevo.search.problem import Problem
 from coevo.search.storage import resolve_storage_url, sqlite_path
 from coevo.tools import REGISTRY, CallPolicy, Registry, llm_name
@@ -142,6 +142,7 @@ class RoundToolbox:
 
     def call(self, call: Mapping[str, Any], niche: str) -> ToolMessage:
         """Answer one tool call of the model (never raises: every failure is an observation)."""
+        call = clean_text(dict(call))  # a lone surrogate in the model's call: it is echoed, logged and stored
         name, args, call_id = str(call.get("name")), call.get("args"), str(call.get("id"))
         started = time.perf_counter()
         entry: dict[str, Any] = {"niche": niche, "tool": name, "args": args, "cached": False}
@@ -169,6 +170,7 @@ class RoundToolbox:
 
     def invalid(self, call: Mapping[str, Any], niche: str) -> ToolMessage:
         """Answer a tool call whose arguments were not JSON."""
+        call = clean_text(dict(call))
         name = str(call.get("name"))
         observation = (
             f"error: the arguments of {name} are not a valid JSON object ({call.get('error') or 'unparseable'}); "

@@ -1,0 +1,142 @@
+"""Breaks found by an adversarial review of issue 28's chat confinement and LLM limits, each fixed.
+
+An endpoint that compresses its reply anyway or redirects it elsewhere, a SQLite path with ``..``
+through a symlink, a NUL byte in a path, a pipeline model file named with a malformed attribute,
+a lone surrogate from the model, and ``kb import`` lines whose numbers or text the store cannot
+hold. Each test reproduces the break and checks the fixed behaviour.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from coevo.agent.cli import main
+from coevo.agent.reasoners.llm import LLMReasoner, LLMUnavailableError, ProposeOut
+from tests.fakes.openai_server import FakeOpenAI
+
+MSG = [{"role": "user", "content": "propose"}]
+GOOD = json.dumps({"candidates": [{"design": "|nor_conv_3x3~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|", "rationale": "r"}]})
+
+
+@pytest.fixture(autouse=True)
+def _no_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("COEVO_LLM_BASE_URL", "COEVO_LLM_MODEL", "OPENAI_API_KEY", "COEVO_WORKSPACE", "COEVO_IMPORT_TIME_LIMIT_S"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def completion(content: str) -> bytes:
+    reply = {
+        "id": "chatcmpl-raw",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "fake-7b",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+    return json.dumps(reply).encode()
+
+
+def response(status: str, body: bytes, headers: dict[str, str]) -> bytes:
+    head = "".join(f"{k}: {v}\r\n" for k, v in {"Content-Length": str(len(body)), "Connection": "close", **headers}.items())
+    return f"HTTP/1.1 {status}\r\n{head}\r\n".encode() + body
+
+
+@contextmanager
+def raw_server(answer: Callable[[str], bytes]) -> Iterator[tuple[str, list[str]]]:
+    """A loopback HTTP server writing ``answer(path)`` (a whole HTTP response) to every request; yields its /v1 URL and the paths asked."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    paths: list[str] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return  # closed
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(65536) or b"\r\n\r\n"
+                head, _, rest = data.partition(b"\r\n\r\n")
+                length = next((int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")), 0)
+                while len(rest) < length:
+                    rest += conn.recv(65536) or b"x" * length
+                path = head.split(b" ")[1].decode()
+                paths.append(path)
+                with contextlib.suppress(OSError):  # the client hung up (its cap)
+                    conn.sendall(answer(path))
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{srv.getsockname()[1]}/v1", paths
+    finally:
+        srv.close()
+
+
+def reasoner(url: str, **kw: Any) -> LLMReasoner:
+    return LLMReasoner(model="fake-7b", base_url=url, transport_retries=0, backoff_s=0.01, timeout_s=20.0, **kw)
+
+
+# ---------------------------------------------------------------- the LLM endpoint
+
+
+def test_a_compressed_reply_is_capped_on_its_decoded_size() -> None:
+    bomb = gzip.compress(completion("x" * 5_000_000))  # about 5 kB on the wire
+    gzipped = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+    too_long = pytest.raises(LLMUnavailableError, match="sent a reply longer than 65536 bytes, cut off there")
+    with raw_server(lambda path: response("200 OK", bomb, gzipped)) as (url, _), too_long:
+        reasoner(url, max_reply_bytes=65_536).complete(MSG)  # before the fix: 5 MB read (a 1 MiB body held 1 GB)
+    small = gzip.compress(completion(GOOD))
+    with raw_server(lambda path: response("200 OK", small, gzipped)) as (url, _):
+        assert reasoner(url, max_reply_bytes=65_536).structured(MSG, ProposeOut).candidates[0].rationale == "r"  # decoded, once
+    packed = response("200 OK", b"\x8b\x00", {"Content-Type": "application/json", "Content-Encoding": "br"})
+    refused = pytest.raises(LLMUnavailableError, match="sent a reply compressed as 'br' although none was asked for")
+    with raw_server(lambda path: packed) as (url, _), refused:
+        reasoner(url).complete(MSG)
+
+
+def test_a_redirect_is_not_followed_and_says_where_it_pointed() -> None:
+    with raw_server(lambda path: response("200 OK", completion(GOOD), {"Content-Type": "application/json"})) as (elsewhere, asked):
+        target = f"{elsewhere}/chat/completions"
+        moved = response("307 Temporary Redirect", b"", {"Location": target})
+        with raw_server(lambda path: moved) as (url, _), pytest.raises(LLMUnavailableError) as exc:
+            reasoner(url).complete(MSG)
+    assert f"redirected the request (HTTP 307) to {target}; LLM requests follow no redirect" in str(exc.value)
+    assert asked == []  # before the fix: the prompt went to the other server, and a redirect's own body was read uncapped
+
+
+# ---------------------------------------------------------------- what the model says
+
+
+@pytest.mark.parametrize("json_out", [False, True], ids=["text", "json"])
+def test_a_lone_surrogate_from_the_model_is_replaced_not_a_crash(capfd: pytest.CaptureFixture[str], storage: str, json_out: bool) -> None:
+    calls = [{"name": "kb_list", "arguments": {"study": "x\ud800"}}, {"name": "no\ud800pe", "arguments": {}}]
+    script = [{"tool_calls": calls}, {"content": "the answer \ud800 here"}]
+    with FakeOpenAI(script) as fake:
+        capfd.readouterr()
+        args = ["chat", "--storage", storage, "--once", "go", "--llm-base-url", fake.url, "--llm-model", "m"]
+        code = main([*args, "--json"] if json_out else args)
+        out, err = capfd.readouterr()
+    assert code == 0 and "Traceback" not in err, err  # before the fix: UnicodeEncodeError out of the session store
+    assert "the answer \ufffd here" in (json.loads(out)["value"]["answer"] if json_out else out)
+    observations = [m["content"] for m in fake.requests[1]["messages"] if m["role"] == "tool"]
+    assert observations[0].startswith("error:") and "there is no tool named 'no\ufffdpe'" in observations[1]
+    if json_out:
+        assert json.loads(out)["value"]["tool_calls"][0]["args"] == {"study": "x\ufffd"}
+
+
+def test_a_reasoner_reply_with_a_lone_surrogate_is_cached(storage: str) -> None:
+    with FakeOpenAI(default={"content": "odd \ud800 reply"}) as fake:
+        text = reasoner(fake.url).complete(MSG, study="s", storage=storage)  # before the fix: UnicodeEncodeError from the cache
+        assert text == "odd \ufffd reply" and reasoner(fake.url).complete(MSG, study="s", storage=storage) == text
+    assert len(fake.requests) == 1  # the second came from the study's cache
