@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sqlite3
 import time
 import urllib.parse
@@ -39,10 +40,11 @@ MEMORY: Literal["memory"] = "memory"
 
 
 def sqlite_target(url: str) -> Path | Literal["memory"] | None:
-    """What a SQLite URL really opens: its file (as given: relative paths are from the working folder), or :data:`MEMORY`.
+    """What a SQLite URL really opens: its file (relative paths are from the working folder), or :data:`MEMORY`.
 
     Read as SQLAlchemy and SQLite read it, so a check on this path is a check on the file that
-    is opened: ``sqlite:///PATH`` (its query left out), and SQLite's own URI form
+    is opened: ``sqlite:///PATH`` (its query left out; its ``..`` taken away by name, as
+    SQLAlchemy does before SQLite sees the path, not after symlinks), and SQLite's own URI form
     ``sqlite:///file:PATH?mode=...&uri=true`` (``file:///PATH``, ``file://localhost/PATH`` and
     percent-escapes included). None: not a SQLite URL, or one SQLAlchemy cannot read (it opens nothing).
 
@@ -59,7 +61,8 @@ def sqlite_target(url: str) -> Path | Literal["memory"] | None:
         return None
     database = parsed.database or ""
     if not sqlalchemy.util.asbool(parsed.query.get("uri", False)):
-        return Path(database) if database not in ("", ":memory:") else MEMORY
+        # SQLAlchemy opens os.path.abspath(PATH): runs/link/../x is ./runs/x whatever runs/link points to
+        return Path(os.path.normpath(database)) if database not in ("", ":memory:") else MEMORY
     return _sqlite_uri_target(database, dict(parsed.query))
 
 
@@ -74,7 +77,7 @@ def _sqlite_uri_target(database: str, query: Mapping[str, Any]) -> Path | Litera
         authority, slash, tail = path[2:].partition("/")
         # SQLite opens only an empty or "localhost" authority; keep any other so a check sees a path that is nowhere
         path = slash + tail if authority in ("", "localhost") else path
-    path = urllib.parse.unquote(path)
+    path = urllib.parse.unquote(path).partition("\x00")[0]  # SQLite ignores the rest of a path after %00
     modes = [v for k, v in urllib.parse.parse_qsl(params) if k == "mode"] + [str(v) for k, v in query.items() if k == "mode"]
     if path in ("", ":memory:") or "memory" in modes:
         return MEMORY

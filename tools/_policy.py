@@ -119,8 +119,21 @@ def current_workspace() -> Path:
 
 
 def written_paths(tool: Tool, args: ToolArgs) -> dict[str, Path]:
-    """Argument name -> resolved local path, for every ``writes`` argument that names a file (storages: :meth:`CallPolicy.admit`)."""
-    return {name: Path(str(value)).resolve() for name, kind in tool.writes.items() if kind == "file" and (value := getattr(args, name))}
+    """Argument name -> resolved local path, for every ``writes`` argument that names a file (storages: :meth:`CallPolicy.admit`).
+
+    Raises:
+        OutsideWorkspaceError: a path holds a NUL byte (no file has such a name; nothing can be checked or written).
+    """
+    named = {name: value for name, kind in tool.writes.items() if kind == "file" and (value := getattr(args, name))}
+    return {name: _resolved(tool, name, Path(str(value))) for name, value in named.items()}
+
+
+def _resolved(tool: Tool, name: str, path: Path, error: type[OutsideWorkspaceError] = OutsideWorkspaceError) -> Path:
+    """``path`` resolved (symlinks, ``..``); a NUL byte in it is the caller's mistake (``error``), not a crash of the check."""
+    try:
+        return path.resolve()
+    except ValueError:  # embedded null byte
+        raise error(f"{tool.name}: {name}={str(path)!r} holds a NUL byte, which no file name may; pass a plain path") from None
 
 
 def asks_first(tool: Tool, args: ToolArgs, *, by_model: bool) -> list[str]:
@@ -247,12 +260,14 @@ class CallPolicy:
         target = sqlite_target(url)
         if target == MEMORY:
             return  # a database of this process alone
-        if isinstance(target, Path) and target.resolve().is_relative_to(workspace):
-            return
+        if isinstance(target, Path):
+            target = _resolved(tool, name, target, StorageNotAllowedError)
+            if target.is_relative_to(workspace):
+                return
         key = storage_key(url)
         if any(key == storage_key(resolve_storage_url(s)) for s in (self.storage, *self.allowed_storages)):
             return
-        where = f" (it opens {str(target.resolve())!r})" if isinstance(target, Path) else ""
+        where = f" (it opens {str(target)!r})" if isinstance(target, Path) else ""
         raise StorageNotAllowedError(
             f"{tool.name}: {name}={shown_url(value)!r}{where} is not a storage this session may use: a model's calls reach only "
             f"the session's storage {shown_url(self.storage)!r}, storages the user allowed, in-memory SQLite and SQLite files under "

@@ -15,12 +15,15 @@ import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from coevo.agent.cli import main
 from coevo.agent.reasoners.llm import LLMReasoner, LLMUnavailableError, ProposeOut
+from coevo.search.storage import sqlite_target
+from coevo.tools import REGISTRY, CallPolicy, OutsideWorkspaceError, StorageNotAllowedError, call_tool
 from tests.fakes.openai_server import FakeOpenAI
 
 MSG = [{"role": "user", "content": "propose"}]
@@ -113,6 +116,39 @@ def test_a_redirect_is_not_followed_and_says_where_it_pointed() -> None:
             reasoner(url).complete(MSG)
     assert f"redirected the request (HTTP 307) to {target}; LLM requests follow no redirect" in str(exc.value)
     assert asked == []  # before the fix: the prompt went to the other server, and a redirect's own body was read uncapped
+
+
+# ---------------------------------------------------------------- storages and paths
+
+
+def test_dotdot_through_a_symlink_is_checked_on_the_file_sqlalchemy_opens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs" / "exp" / "sub").mkdir(parents=True)
+    (tmp_path / "runs" / "latest").symlink_to("exp/sub")  # a user's "latest run" link, inside the workspace
+    url = "sqlite:///runs/latest/../../outside.sqlite3"  # the OS reads runs/outside.sqlite3; SQLAlchemy opens ./outside.sqlite3
+    assert sqlite_target(url) == Path("outside.sqlite3")
+    policy = CallPolicy.model(tmp_path / "runs", lambda tool, args: True, storage="sqlite:///runs/coevo.sqlite3")
+    args = {"problem": "nb201", "budget": 2, "proposer": "random", "study": "x", "storage": url}
+    with pytest.raises(StorageNotAllowedError, match=f"it opens '{tmp_path / 'outside.sqlite3'}'"):
+        call_tool(REGISTRY.get("search.run"), args, policy=policy)
+    assert not (tmp_path / "outside.sqlite3").exists()  # before the fix the search ran and created it outside the workspace
+
+
+def test_a_nul_byte_in_a_path_is_one_refusal_not_a_crash(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    policy = CallPolicy.model(ws, lambda tool, args: True, storage=f"sqlite:///{ws / 's.sqlite3'}")
+    listing = REGISTRY.get("studies.list")
+    # SQLite ignores a URI path after %00: this opens the file outside, whatever follows
+    with pytest.raises(StorageNotAllowedError, match=f"it opens '{tmp_path / 'out.db'}'"):
+        call_tool(listing, {"storage": f"sqlite:///file:{tmp_path}/out.db%00/../ws/in.db?mode=rwc&uri=true"}, policy=policy)
+    assert call_tool(listing, {"storage": f"sqlite:///file:{ws}/in.db%00/../../out.db?uri=true"}, policy=policy).value["studies"] == []
+    assert not (tmp_path / "out.db").exists() and not (ws / "in.db").exists()
+    # before the fix each of these was ValueError: embedded null byte, out of the tool call and the chat turn
+    with pytest.raises(StorageNotAllowedError, match="holds a NUL byte"):
+        call_tool(listing, {"storage": f"sqlite:///{ws}/a%00b.db"}, policy=policy)
+    with pytest.raises(OutsideWorkspaceError, match="holds a NUL byte"):
+        call_tool(REGISTRY.get("noc.plot"), {"out": f"{ws}/a\x00.png"}, policy=policy)
 
 
 # ---------------------------------------------------------------- what the model says
