@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -134,17 +136,39 @@ class Tool(ABC):
 
 
 def names_code(value: Any) -> bool:
-    """Whether an argument value names Python code to import: ``path/to/file.py:function`` or ``module:object``.
+    """Whether an argument value names Python code to import: ``path/to/file.py:function``, ``module:object``, or an existing file.
 
     The loader's own reading (:func:`search.plugins.parse_reference`), so a value is code here
     exactly when loading it would import something (``x://evil.py:make`` is the file ``x:/evil.py``).
+    A value whose part before the last ``:`` is an existing file is code too, whatever its
+    attribute or suffix: the pipeline family's model loader (``sim.pipeline.profile``) imports
+    such a file before it looks the attribute up (``evil.py:1`` runs ``evil.py``).
     """
-    return parse_reference(value) is not None
+    if parse_reference(value) is not None:
+        return True
+    if not isinstance(value, str) or ":" not in value:
+        return False
+    try:
+        return Path(value.rpartition(":")[0]).is_file()
+    except (OSError, ValueError):  # a name no file can have
+        return False
 
 
 def problem_code(args: Any) -> list[str]:
-    """The user code an argument pair ``problem`` + ``options`` names: a problem file, or a model file among the options."""
-    return [v for v in [args.problem, *args.options.values()] if names_code(v)]
+    """The user code an argument pair ``problem`` + ``options`` names: a problem file, or a model file among the options (at any depth)."""
+    return [v for v in [args.problem, *_leaves(args.options)] if names_code(v)]
+
+
+def _leaves(value: Any) -> Iterator[Any]:
+    """The values inside nested dicts and lists (``options`` as JSON gives them)."""
+    if isinstance(value, dict):
+        for inner in value.values():
+            yield from _leaves(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _leaves(inner)
+    else:
+        yield value
 
 
 def check_tool(tool: Tool) -> None:

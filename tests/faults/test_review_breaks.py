@@ -23,7 +23,8 @@ import pytest
 from coevo.agent.cli import main
 from coevo.agent.reasoners.llm import LLMReasoner, LLMUnavailableError, ProposeOut
 from coevo.search.storage import sqlite_target
-from coevo.tools import REGISTRY, CallPolicy, OutsideWorkspaceError, StorageNotAllowedError, call_tool
+from coevo.tools import REGISTRY, CallPolicy, OutsideWorkspaceError, StorageNotAllowedError, ToolDeclinedError, call_tool
+from coevo.tools._base import names_code
 from tests.fakes.openai_server import FakeOpenAI
 
 MSG = [{"role": "user", "content": "propose"}]
@@ -149,6 +150,27 @@ def test_a_nul_byte_in_a_path_is_one_refusal_not_a_crash(tmp_path: Path) -> None
         call_tool(listing, {"storage": f"sqlite:///{ws}/a%00b.db"}, policy=policy)
     with pytest.raises(OutsideWorkspaceError, match="holds a NUL byte"):
         call_tool(REGISTRY.get("noc.plot"), {"out": f"{ws}/a\x00.png"}, policy=policy)
+
+
+# ---------------------------------------------------------------- code
+
+
+def test_a_pipeline_model_file_with_a_malformed_attribute_asks_first(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    evil = tmp_path / "evil.py"
+    evil.write_text(f"open({str(marker)!r}, 'w').write('x')\n")
+    asked: list[str] = []
+    policy = CallPolicy.model(tmp_path, lambda tool, args: asked.append(tool.name) is not None, storage=f"sqlite:///{tmp_path}/s.db")
+    for model in (f"{evil}:1", f"{evil}:", f"{evil}:make me"):  # pipeline's loader imports any existing file before the last ':'
+        assert names_code(model)
+        with pytest.raises(ToolDeclinedError, match="loads your code"):
+            call_tool(REGISTRY.get("search.run"), {"problem": "pipeline", "options": {"model": model}, "budget": 1}, policy=policy)
+        assert asked == ["search.run"] and not marker.exists()  # declined: before the fix imported without asking
+        asked.clear()
+    with pytest.raises(ToolDeclinedError, match="loads your code"):
+        call_tool(REGISTRY.get("pipeline.profile"), {"model": f"{evil}:1"}, policy=policy)
+    assert asked == ["pipeline.profile"] and not marker.exists()
+    assert not names_code("postgresql://u@h:5432/db") and not names_code(f"{tmp_path}/missing.txt:1")
 
 
 # ---------------------------------------------------------------- what the model says
