@@ -15,7 +15,9 @@ and a clear message, not a traceback.
 from __future__ import annotations
 
 import json
+import math
 import re
+import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -102,9 +104,12 @@ def parse_lines(lines: Iterable[tuple[int, str]], *, source: str, max_depth: int
         if nesting_depth(line) > max_depth:
             raise _past_limit(source, f"line {number} nests deeper than {max_depth} levels")
         try:
-            obj = json.loads(line)
+            obj = json.loads(line, parse_constant=_not_a_number, parse_float=_finite)
         except json.JSONDecodeError as exc:
             bad += _note(errors, f"line {number}: not JSON ({exc.msg} at column {exc.colno})")
+            continue
+        except ValueError as exc:  # a number Python will not read: NaN, 1e999, an integer of thousands of digits
+            bad += _note(errors, f"line {number}: {str(exc).split(';')[0]}")
             continue
         problems = _check(obj)
         if problems:
@@ -137,6 +142,19 @@ def parse_lines(lines: Iterable[tuple[int, str]], *, source: str, max_depth: int
     return records
 
 
+def _not_a_number(name: str) -> Any:
+    """``NaN`` and ``Infinity``, which Python's JSON reader accepts: no export has them, and no confidence or effect may be one."""
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    """A JSON number with a fraction or exponent, as a float: one too large for it (``1e999``) is refused, not infinity."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:20]!r} is too large")
+    return value
+
+
 def _note(errors: list[str], message: str) -> int:
     """Keep ``message`` if fewer than :data:`MAX_ERRORS_SHOWN` are kept (a file of bad lines costs no memory); count it."""
     if len(errors) < MAX_ERRORS_SHOWN:
@@ -149,13 +167,17 @@ def _check(obj: Any) -> list[str]:
         return [f"expected a JSON object, got {type(obj).__name__}"]
     if obj.get("type", "heuristic") != "heuristic":
         return [f"type {obj.get('type')!r} is not 'heuristic'"]
+    try:
+        json.dumps(obj, ensure_ascii=False).encode()
+    except UnicodeEncodeError as exc:  # a "\ud800" escape: Python reads it, no UTF-8 text (nor the store) can hold it
+        return [f"a string holds a lone surrogate ({exc.object[exc.start]!a}), which is not text"]
     problems = _check_fields(obj)
     if obj.get("structured") is not None and not isinstance(obj.get("structured"), dict):
         problems.append("field 'structured' must be an object or null")
     bad = next((k for k, e in enumerate(obj.get("evidence") or []) if not _evidence_ok(e)), None)
     if bad is not None:  # the first bad entry only
         problems.append(
-            f"evidence[{bad}] needs study (str), trial (int), kind support|refute, source reasoner|record, effect (number|null)"
+            f"evidence[{bad}] needs study (str), trial (int, 0 or more), kind support|refute, source reasoner|record, effect (number|null)"
         )
     return problems
 
@@ -172,7 +194,7 @@ def _check_fields(obj: dict[str, Any]) -> list[str]:
         return problems
     if not obj["key"].strip() or not obj["text"].strip():
         problems.append("empty key or text")
-    if not 0.0 <= float(obj["confidence"]) <= 1.0:
+    if not 0.0 <= obj["confidence"] <= 1.0:  # compared as it is: float() of a 400-digit integer overflows
         problems.append(f"confidence {obj['confidence']} is outside 0..1")
     if obj["status"] not in STATUSES:
         problems.append(f"status {obj['status']!r} is not one of {', '.join(STATUSES)}")
@@ -185,9 +207,10 @@ def _evidence_ok(e: Any) -> bool:
         isinstance(e, dict)
         and isinstance(e.get("study"), str)
         and isinstance(e.get("trial"), int)
+        and 0 <= e["trial"] < 2**63  # a trial number, as the store's integer column holds it
         and e.get("kind") in ("support", "refute")
         and e.get("source") in ("reasoner", "record")
-        and (e.get("effect") is None or isinstance(e.get("effect"), int | float))
+        and (e.get("effect") is None or (isinstance(e.get("effect"), int | float) and abs(e["effect"]) <= sys.float_info.max))
     )
 
 

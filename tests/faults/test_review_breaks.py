@@ -22,6 +22,7 @@ import pytest
 
 from coevo.agent.cli import main
 from coevo.agent.reasoners.llm import LLMReasoner, LLMUnavailableError, ProposeOut
+from coevo.knowledge.store import KnowledgeStore
 from coevo.search.storage import sqlite_target
 from coevo.tools import REGISTRY, CallPolicy, OutsideWorkspaceError, StorageNotAllowedError, ToolDeclinedError, call_tool
 from coevo.tools._base import names_code
@@ -198,3 +199,33 @@ def test_a_reasoner_reply_with_a_lone_surrogate_is_cached(storage: str) -> None:
         text = reasoner(fake.url).complete(MSG, study="s", storage=storage)  # before the fix: UnicodeEncodeError from the cache
         assert text == "odd \ufffd reply" and reasoner(fake.url).complete(MSG, study="s", storage=storage) == text
     assert len(fake.requests) == 1  # the second came from the study's cache
+
+
+# ---------------------------------------------------------------- kb import of lines the store cannot hold
+
+HEURISTIC = {"key": "k", "text": "a claim", "scope": {}, "confidence": 0.5, "status": "proposed", "author": "me"}
+EVIDENCE = {"study": "s", "trial": 1, "kind": "support", "source": "record", "effect": 1.0}
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        (json.dumps(HEURISTIC)[:-1] + ', "structured": {"n": ' + "9" * 5000 + "}}", "Exceeds the limit (4300 digits)"),
+        (json.dumps({**HEURISTIC, "text": "a \ud800 claim"}), "a string holds a lone surrogate ('\\ud800'), which is not text"),
+        (json.dumps({**HEURISTIC, "evidence": [{**EVIDENCE, "trial": 10**30}]}), "evidence[0] needs study (str), trial (int, 0 or more)"),
+        (json.dumps({**HEURISTIC, "evidence": [{**EVIDENCE, "effect": 10**400}]}), "evidence[0] needs"),
+        (json.dumps({**HEURISTIC, "confidence": 10**400}), "is outside 0..1"),
+        (json.dumps({**HEURISTIC, "evidence": [{**EVIDENCE, "effect": float("nan")}]}), "NaN is not a JSON number"),
+        (json.dumps(HEURISTIC).replace('"confidence": 0.5', '"confidence": 1e999'), "number '1e999' is too large"),
+    ],
+    ids=["5000-digit-int", "lone-surrogate", "huge-trial", "huge-effect", "huge-confidence", "nan", "1e999"],
+)
+def test_kb_import_of_a_value_the_store_cannot_hold_is_a_bad_line(
+    line: str, says: str, storage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "odd.jsonl"
+    path.write_text(json.dumps({**HEURISTIC, "key": "good"}) + "\n" + line + "\n")
+    assert main(["kb", "import", str(path), "--storage", storage, "--study", "imp"]) == 2  # before: a traceback, or NaN stored
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "1 bad line(s), nothing imported" in err and "line 2: " in err and says in err
+    assert not KnowledgeStore.for_storage(storage).exists("imp")
