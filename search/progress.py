@@ -9,7 +9,7 @@ from typing import Any
 import optuna
 
 from coevo.search.runner import stored_summary
-from coevo.search.study import load_search
+from coevo.search.study import failed_evaluation, load_search
 from coevo.search.workers import Coordination
 
 ALIVE_S = 30.0
@@ -17,7 +17,11 @@ ALIVE_S = 30.0
 
 
 def progress(storage: str | None, study_name: str) -> dict[str, Any]:
-    """Progress of one search: evaluations against budget, trial states, workers, metrics so far."""
+    """Progress of one search: evaluations against budget, trial states, workers, metrics so far.
+
+    ``evaluations`` are the paid ones with a result, ``failed`` the paid ones that failed, and
+    ``paid`` both (what the budget counts).
+    """
     stored = load_search(storage, study_name, create=False)
     trials = stored.study.get_trials(deepcopy=False)
     states = dict(Counter(t.state.name for t in trials))
@@ -26,11 +30,15 @@ def progress(storage: str | None, study_name: str) -> dict[str, Any]:
     for w in workers:
         w["alive"] = w["state"] == "running" and now - w["last_seen"] < ALIVE_S
     result = stored_summary(stored, storage)
+    evaluations = sum(t.state == optuna.trial.TrialState.COMPLETE and bool(t.user_attrs.get("query", True)) for t in trials)
+    failed = sum(failed_evaluation(t) for t in trials)
     return {
         "study": study_name,
         "problem": stored.problem.spec(),
         "proposer": stored.proposer,
-        "evaluations": sum(t.state == optuna.trial.TrialState.COMPLETE and bool(t.user_attrs.get("query", True)) for t in trials),
+        "evaluations": evaluations,
+        "failed": failed,
+        "paid": evaluations + failed,
         "budget": stored.budget,
         "states": states,
         "round": stored.study.user_attrs.get("coevo.round"),
