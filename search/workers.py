@@ -227,10 +227,15 @@ class Coordination:
     def claim(self, point_id: str, trial: int, budget: int, holder_state: Callable[[int], TrialState | None]) -> tuple[str, int | None]:
         """Claim ``point_id`` for ``trial``.
 
+        ``holder_state`` gives the state of the trial holding the claim; a holder that is COMPLETE
+        (told) is settled: its claim is marked evaluated. The worker's reads a failed evaluation
+        as COMPLETE (:meth:`Worker._holder_state`), so a failed point is settled, not taken over.
+
         Returns:
             ``("new", None)`` claimed within the budget; ``("takeover", old)`` the previous
-            claimant failed; ``("done", n)`` trial ``n`` already evaluated it; ``("busy", n)``
-            live trial ``n`` is evaluating it; ``("full", None)`` the budget is claimed.
+            claimant failed; ``("done", n)`` trial ``n`` already evaluated it (or its evaluation
+            failed); ``("busy", n)`` live trial ``n`` is evaluating it; ``("full", None)`` the
+            budget is claimed.
         """
         while True:
             # the holder's trial state is read before the claim transaction: on SQLite every

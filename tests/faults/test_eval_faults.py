@@ -31,6 +31,7 @@ from optuna.trial import TrialState
 
 from coevo.agent.cli import build_parser, main
 from coevo.agent.cli._common import search_config
+from coevo.agent.cli.worker import WorkerProcesses
 from coevo.search.config import SearchConfig
 from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
@@ -210,7 +211,7 @@ def test_a_failed_evaluation_fails_its_trial_is_paid_once_and_the_search_goes_on
     assert found.failed == {p: REASONS[fault](p) for p in bad_points}
     assert (result.evaluations, result.failed, result.paid, result.stopped) == (budget - len(bad_points), len(bad_points), budget, None)
     assert {(f["point_id"], f["failure"]) for f in result.failures} == set(found.failed.items())
-    evaluations = evaluations_from_study(problem, optuna.load_study(study_name=fault, storage=storage))
+    evaluations = [e for e in evaluations_from_study(problem, optuna.load_study(study_name=fault, storage=storage)) if e.query]
     assert len(evaluations) == budget - len(bad_points) and not {e.point_id for e in evaluations} & set(found.failed)
     for t in found.trials:  # a sampler re-proposing a failed point is answered by a skip, never a second evaluation
         if t.user_attrs.get("point_id") in found.failed and "failure" not in t.user_attrs:
@@ -267,6 +268,12 @@ def test_eval_timeout_overrides_the_problems_limit_from_the_command_line(
     bad_points = assert_paid_exactly(space, audit(storage, "flag"), budget, every)
     assert bad_points and {f["failure"] for f in summary["failures"]} == {"timed out after 0.5 s"}
     assert summary["paid"] == budget
+    optuna.load_study(study_name="flag", storage=storage).set_user_attr("coevo.budget", 2 * budget)  # more budget for a worker
+    assert main(["worker", "--storage", storage, "--study", "flag", "--eval-timeout", "0.5", "--json", *TIMING]) == 0
+    joined = json.loads(capsys.readouterr().out)
+    found = audit(storage, "flag")
+    bad_points = assert_paid_exactly(space, found, 2 * budget, every)
+    assert joined["evaluated"] + joined["failed"] == budget and set(found.failed.values()) == {"timed out after 0.5 s"}
 
 
 def test_no_heartbeat_is_recorded_for_a_trial_past_its_deadline(space: Space, storage: str) -> None:
@@ -458,11 +465,17 @@ def test_a_bad_eval_timeout_is_one_line_naming_the_flag(
     assert list(tmp_path.iterdir()) == []  # refused before anything was created
 
 
-def test_the_eval_timeout_travels_from_the_flags_and_a_problem_must_declare_a_positive_one(space: Space) -> None:
+def test_the_eval_timeout_travels_from_the_flags_and_a_problem_must_declare_a_positive_one(
+    space: Space, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = SearchConfig.create(proposer="random", budget=5, eval_timeout_s=2.5)
     argv = config.to_argv()
-    assert argv[argv.index("--eval-timeout") + 1] == "2.5"  # a background search and `--workers N`'s workers get it
+    assert argv[argv.index("--eval-timeout") + 1] == "2.5"  # a background search (search.start) gets it
     assert search_config(build_parser(problem_class("nb201")).parse_args(["search", *argv])).eval_timeout_s == 2.5
+    started: list[list[str]] = []
+    monkeypatch.setattr(subprocess, "Popen", lambda command, **_: started.append(command))
+    WorkerProcesses(config, WorkerSettings(), 2).start("s")
+    assert len(started) == 2 and all(c[c.index("--eval-timeout") + 1] == "2.5" for c in started)  # and so do --workers N's workers
     assert SearchConfig().eval_timeout_s is None  # unset: the problem's own limit
     broken = space.file.with_name("broken.py")
     broken.write_text(SOURCE + "\n\nclass Never(Faulty):\n    name = 'never'\n    eval_timeout_s = 0\n")
