@@ -33,6 +33,7 @@ def optimize(
     reasoner: str | Reasoner | Mapping[str, Any] | None = None,
     proposer_options: Mapping[str, Any] | None = None,
     on_progress: Callable[[Progress], None] | None = None,
+    eval_timeout_s: float | None = None,
 ) -> SearchResult:
     """Run (or resume) a search, as ``coevo search`` does.
 
@@ -55,6 +56,10 @@ def optimize(
             (:class:`~coevo.search.config.ReasonerConfig`'s fields).
         proposer_options: further options of the proposer (``round_size``, ``kb_tokens``, ...).
         on_progress: called after every paid evaluation.
+        eval_timeout_s: seconds one evaluation may take before its trial fails as timed out
+            (default: the problem's ``eval_timeout_s``). A failed evaluation (timed out, raised,
+            a NaN or a missing objective) is paid for, counted in the result's ``failed``, and
+            the search goes on.
 
     Returns:
         the search's summary: HV ratio, IGD and front recall where the problem's exact front
@@ -81,5 +86,6 @@ def optimize(
         study=study,
         reasoner=settings,
         proposer_options=extra,
+        eval_timeout_s=eval_timeout_s,
     )
     return config.run(proposer=make_proposer(config), on_progress=on_progress)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from coevo.agent.reasoners import Reasoner, build_reasoner, joined_reasoner
-from coevo.search.config import EngineOptions, ReasonerConfig, SearchConfig
+from coevo.search.config import FLAGS, EngineOptions, ReasonerConfig, SearchConfig
 from coevo.search.proposers import Proposer, takes_reasoner
 
 
@@ -54,6 +54,7 @@ def joined_search(
     study: str,
     engine: EngineOptions | None = None,
     on_reasoner: Callable[[Reasoner], None] | None = None,
+    eval_timeout_s: float | None = None,
 ) -> tuple[SearchConfig, Proposer]:
     """A worker's configuration and proposer for the study it joins, rebuilt from what the study stores.
 
@@ -66,15 +67,18 @@ def joined_search(
         engine: the engine flags, for a study made before proposers stored their options
             (then the worker's own flags describe the proposer).
         on_reasoner: called with the reasoner before the proposer is built.
+        eval_timeout_s: this worker's ``--eval-timeout`` (None: the problem's own limit).
 
     Raises:
-        UserInputError: a stored setting that is no longer valid, or a worker asking for another reasoner.
+        UserInputError: a stored setting that is no longer valid, a bad ``--eval-timeout``, or a
+            worker asking for another reasoner.
     """
+    own: dict[str, Any] = {"storage": storage, "study": study, "eval_timeout_s": eval_timeout_s, "names": FLAGS}
     if not stored.proposer_options:
-        flags = {"reasoner": local if takes_reasoner(stored.proposer) else None, "engine": engine}
-        config = SearchConfig.from_stored(stored, storage=storage, study=study, **flags)
+        flags: dict[str, Any] = {"reasoner": local if takes_reasoner(stored.proposer) else None, "engine": engine}
+        config = SearchConfig.from_stored(stored, **own, **flags)
         return config, make_proposer(config, on_reasoner=on_reasoner)
-    config = SearchConfig.from_stored(stored, storage=storage, study=study)
+    config = SearchConfig.from_stored(stored, **own)
     if not config.takes_reasoner():
         return config, config.make_proposer()
     reasoner = joined_reasoner(config.reasoner, local, study_name=study, storage=storage)

@@ -55,6 +55,7 @@ FLAGS: dict[str, str] = {
     "seed": "--seed",
     "storage": "--storage",
     "study": "--study",
+    "eval_timeout_s": "--eval-timeout",
     "reasoner.kind": "--reasoner",
     "reasoner.base_url": "--llm-base-url",
     "reasoner.model": "--llm-model",
@@ -186,6 +187,11 @@ class SearchConfig(_Config):
     seed: int = Field(default=0, description=f"random seed, 0 to {MAX_SEED}")
     storage: str | None = Field(default=None, description="Optuna storage URL; None: sqlite:///runs/coevo.sqlite3")
     study: str | None = Field(default=None, description="study name; None: built from the problem, proposer and seed")
+    eval_timeout_s: float | None = Field(
+        default=None,
+        description=f"seconds one evaluation may take before its trial fails as timed out (inf: no limit); None: the problem's "
+        f"own (Problem.eval_timeout_s, {Problem.eval_timeout_s:g} s unless the problem declares another)",
+    )
     reasoner: ReasonerConfig | None = Field(default=None, description="the reasoner of proposers that take one; None: the proposer's own")
     engine: EngineOptions = Field(default_factory=EngineOptions, description="the co-evolution engine's options")
     proposer_options: dict[str, Any] = Field(default_factory=dict, description="further keywords of the proposer's factory")
@@ -195,6 +201,13 @@ class SearchConfig(_Config):
     def _positive_budget(cls, value: int) -> int:
         if value <= 0:
             raise ValueError(f"must be a positive number of evaluations, got {value}")
+        return value
+
+    @field_validator("eval_timeout_s")
+    @classmethod
+    def _positive_eval_timeout(cls, value: float | None) -> float | None:
+        if value is not None and not value > 0:
+            raise ValueError(f"must be a positive number of seconds (inf: no limit), got {value}")
         return value
 
     @field_validator("seed")
@@ -226,19 +239,20 @@ class SearchConfig(_Config):
     # ------------------------------------------------------------ building
 
     @classmethod
-    def from_stored(cls, stored: Any, **values: Any) -> SearchConfig:
+    def from_stored(cls, stored: Any, *, names: Mapping[str, str] | None = None, **values: Any) -> SearchConfig:
         """The configuration of a search read back from its study (:func:`search.study.load_search`).
 
         Its problem, proposer, seed and budget are the study's; what the proposer stored
         (:meth:`Proposer.options`) becomes ``proposer_options`` (the reasoner's settings go to
-        ``reasoner``, checked by :class:`ReasonerConfig`). ``values`` set the rest (storage, study).
+        ``reasoner``, checked by :class:`ReasonerConfig`). ``values`` set the rest (storage, study,
+        a worker's own ``eval_timeout_s``); ``names`` as in :meth:`create`.
         Studies made before some option existed store fewer keys: the proposer's defaults fill them.
         """
         options = dict(stored.proposer_options)
         reasoner = options.pop("reasoner", None)
         fields: dict[str, Any] = {"problem": stored.problem, "proposer": stored.proposer, "seed": stored.seed}
         fields |= {"budget": stored.budget or None, "reasoner": reasoner, "proposer_options": options}  # a study always stores a budget
-        return cls.create(**(fields | values))
+        return cls.create(names=names, **(fields | values))
 
     def make_problem(self) -> Problem:
         """The problem: the instance given, or built from its name and options."""
@@ -290,6 +304,7 @@ class SearchConfig(_Config):
             on_progress=on_progress,
             settings=settings,
             on_open=on_open,
+            eval_timeout_s=self.eval_timeout_s,
         )
 
     def to_argv(self) -> list[str]:
@@ -305,7 +320,7 @@ class SearchConfig(_Config):
             raise UserInputError(f"proposer options {', '.join(self.proposer_options)} have no flag; use the Python API")
         argv = ["--problem", self.problem, "--proposer", self.proposer, "--budget", str(self.budget), "--seed", str(self.seed)]
         argv += ["--options", json.dumps(self.options)]
-        argv += _flags("", {"storage": self.storage, "study": self.study})
+        argv += _flags("", {"storage": self.storage, "study": self.study, "eval_timeout_s": self.eval_timeout_s})
         if self.reasoner is None and self.takes_reasoner():
             argv += ["--reasoner", "offline"]  # None is the proposer's own reasoner, offline; the command's default is auto
         elif self.reasoner is not None:

@@ -14,6 +14,7 @@ generated from that declaration (``docs/problems.md`` shows a whole problem in o
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 import re
 from abc import ABC, abstractmethod
@@ -94,6 +95,8 @@ class Problem(ABC):
     * :attr:`example_options`: small, fast options the conformance suite builds it with.
     * :attr:`noisy`: True when objectives are measured (a timing), so evaluating a point
       twice may differ; the conformance suite then checks values, not equality.
+    * :attr:`eval_timeout_s`: how long one :meth:`evaluate` may take before its trial fails
+      as timed out (``--eval-timeout`` overrides it for a search or a worker).
     * :meth:`niches` (a partition of the space for the co-evolution engine), :meth:`reference`
       (the exact front, when the whole space is known).
 
@@ -104,7 +107,10 @@ class Problem(ABC):
     * :meth:`suggest` must only use ``trial.suggest_*`` with the parameter names and
       choices of :meth:`distributions`, so enqueued proposals and samplers agree.
     * :meth:`evaluate` is deterministic for a point unless :attr:`noisy`; callers cache by
-      :meth:`point_id`.
+      :meth:`point_id`. It returns a finite number for every objective; a NaN, an infinity, a
+      missing objective or an exception fails that trial (it is paid for, and the search goes
+      on: :func:`invalid_values`). It runs in a thread of its own (so a search can time it out
+      and stop it), so it must not rely on being on the main thread (``signal``).
     * :meth:`reference` returns the exact true front of the first two objectives when the
       whole space is known.
 
@@ -119,6 +125,10 @@ class Problem(ABC):
     run_group: ClassVar[str | None] = None
     example_options: ClassVar[Mapping[str, Any]] = {}
     noisy: ClassVar[bool] = False
+    eval_timeout_s: ClassVar[float] = 3600.0
+    """Seconds one :meth:`evaluate` may run before its trial fails as timed out: the one default
+    of the per-evaluation limit (an hour: longer than any simulation here; a problem that trains
+    for longer declares more, ``math.inf`` for none). ``--eval-timeout`` overrides it."""
     design_label: str = "design"
     """Key under which :meth:`describe` output appears in reports and JSON."""
     design_format: str = ""
@@ -239,6 +249,38 @@ class Problem(ABC):
 
 BOUNDS = ("ge", "gt", "le", "lt")
 """Metadata keys of a family configuration's field that bound its value (as pydantic's ``Field`` takes them)."""
+
+
+def invalid_values(problem: Problem, values: Any) -> str | None:
+    """Why ``values`` (what :meth:`Problem.evaluate` returned) is not a result, or None when it is one.
+
+    A result is a mapping with a finite number for every objective (extra keys are ignored).
+    The reason reads as a trial's failure: ``objective latency is NaN``.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> p = SimpleNamespace(objectives=(Objective("acc", "maximize", "%", "expensive"), Objective("ms", "minimize", "ms", "cheap")))
+        >>> invalid_values(p, {"acc": 1.0, "ms": float("nan")})
+        'objective ms is NaN'
+        >>> invalid_values(p, {"acc": 1.0}), invalid_values(p, {"acc": 1, "ms": 2.5}) is None
+        ('evaluate returned no value for objective ms', True)
+    """
+    if not isinstance(values, Mapping):
+        return f"evaluate returned {type(values).__name__}, not a dict of objective values"
+    missing = [o.name for o in problem.objectives if o.name not in values]
+    if missing:
+        return f"evaluate returned no value for objective{'s' if len(missing) > 1 else ''} {', '.join(missing)}"
+    for o in problem.objectives:
+        value = values[o.name]
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            return f"objective {o.name} is {value!r:.80}, not a number"
+        if math.isnan(number):
+            return f"objective {o.name} is NaN"
+        if math.isinf(number):
+            return f"objective {o.name} is {'-' if number < 0 else ''}infinite"
+    return None
 
 
 def config_field(config: type, name: str, *, description: str | None = None, bounds: bool = True, **narrower: float) -> Any:

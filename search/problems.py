@@ -102,6 +102,9 @@ def _check_declarations(cls: Any, head: str) -> None:
         raise UserInputError(f"{head}: {cls.__name__}.name must be a lowercase word such as 'my-space', got {name!r}")
     if not (isinstance(cls.Options, type) and issubclass(cls.Options, ProblemOptions)):
         raise UserInputError(f"{head}: {cls.__name__}.Options must subclass coevo.ProblemOptions")
+    limit = getattr(cls, "eval_timeout_s", None)
+    if isinstance(limit, bool) or not isinstance(limit, int | float) or not limit > 0:
+        raise UserInputError(f"{head}: {cls.__name__}.eval_timeout_s must be a positive number of seconds (math.inf: none), got {limit!r}")
     for field, info in cls.Options.model_fields.items():
         if not all(t in SCALARS for t in scalar_types(info.annotation)):
             raise UserInputError(f"{head}: option {field!r} must be a str, int, float, bool or a Literal of them, got {info.annotation}")

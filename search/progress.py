@@ -9,7 +9,7 @@ from typing import Any
 import optuna
 
 from coevo.search.runner import stored_summary
-from coevo.search.study import ATTR_BUDGET, ATTR_PROPOSER, ATTR_SPEC, open_stored_study, reopen, stored_code
+from coevo.search.study import ATTR_BUDGET, ATTR_PROPOSER, ATTR_SPEC, failed_evaluation, open_stored_study, reopen, stored_code
 from coevo.search.workers import Coordination
 
 ALIVE_S = 30.0
@@ -22,7 +22,8 @@ def progress(storage: str | None, study_name: str, *, load_code: bool = True) ->
     Nothing is created in the storage. The metrics (HV ratio, front recall, front size) need the
     study's problem rebuilt: with ``load_code=False`` a problem that is the user's code (a file or
     module, :func:`search.study.stored_code`) is not imported, those metrics are None and
-    ``not_loaded`` lists the code that was left alone.
+    ``not_loaded`` lists the code that was left alone. ``evaluations`` are the paid ones with a
+    result, ``failed`` the paid ones that failed, and ``paid`` both (what the budget counts).
     """
     study = open_stored_study(storage, study_name, create=False)
     trials = study.get_trials(deepcopy=False)
@@ -31,11 +32,15 @@ def progress(storage: str | None, study_name: str, *, load_code: bool = True) ->
     for w in workers:
         w["alive"] = w["state"] == "running" and now - w["last_seen"] < ALIVE_S
     code = [] if load_code else stored_code(study)
+    evaluations = sum(t.state == optuna.trial.TrialState.COMPLETE and bool(t.user_attrs.get("query", True)) for t in trials)
+    failed = sum(failed_evaluation(t) for t in trials)
     info: dict[str, Any] = {
         "study": study_name,
         "problem": study.user_attrs[ATTR_SPEC],
         "proposer": str(study.user_attrs.get(ATTR_PROPOSER, "?")),
-        "evaluations": sum(t.state == optuna.trial.TrialState.COMPLETE and bool(t.user_attrs.get("query", True)) for t in trials),
+        "evaluations": evaluations,
+        "failed": failed,
+        "paid": evaluations + failed,
         "budget": int(study.user_attrs.get(ATTR_BUDGET, 0)),
         "states": dict(Counter(t.state.name for t in trials)),
         "round": study.user_attrs.get("coevo.round"),

@@ -31,7 +31,7 @@ from coevo.search.niches import niche_of
 from coevo.search.problem import Evolvable, Predictable, Problem
 from coevo.search.proposers import Evaluation, Proposer, get_proposer
 from coevo.search.storage import resolve_storage_url
-from coevo.search.study import StoredSearch, default_study_name, evaluations_from_study, open_or_create
+from coevo.search.study import FAILURE, StoredSearch, default_study_name, evaluations_from_study, failed_evaluations, open_or_create
 from coevo.search.workers import Progress, Worker, WorkerSettings
 
 
@@ -39,8 +39,10 @@ from coevo.search.workers import Progress, Worker, WorkerSettings
 class SearchResult:
     """Summary of a search (also the ``--json`` output of ``coevo search``).
 
-    ``wall_s`` is this invocation's time; ``evaluations`` counts budgeted queries and
-    ``trials`` every trial of the study (duplicates answered from the study included).
+    ``wall_s`` is this invocation's time; ``evaluations`` counts budgeted queries that gave a
+    result, ``failed`` those that failed (a NaN, an exception, a timeout: paid for all the same,
+    so ``evaluations + failed`` is what the budget paid), and ``trials`` every trial of the study
+    (duplicates answered from the study included).
     """
 
     study: str
@@ -73,10 +75,19 @@ class SearchResult:
     """Where the evaluations went: counts per niche and per band of the second objective (exploration bias)."""
     notes: list[str] = field(default_factory=list)
     """What the run noticed and left as it was (e.g. a budget below the evaluations already made)."""
+    failed: int = 0
+    """Paid evaluations that failed (each counted once against the budget, never re-evaluated)."""
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    """Each failed evaluation: its trial, point id, design and why it failed (``failure``)."""
+
+    @property
+    def paid(self) -> int:
+        """Evaluations the budget paid for: those with a result and those that failed."""
+        return self.evaluations + self.failed
 
     def to_json(self, *, history: bool = False) -> str:
         """One JSON object; the per-evaluation HV history only when asked."""
-        data = asdict(self)
+        data = asdict(self) | {"paid": self.paid}
         if not history:
             data.pop("hv_history")
         return json.dumps(data)
@@ -93,6 +104,7 @@ def run_search(
     on_progress: Callable[[Progress], None] | None = None,
     settings: WorkerSettings | None = None,
     on_open: Callable[[str], None] | None = None,
+    eval_timeout_s: float | None = None,
 ) -> SearchResult:
     """Run (or resume) a search until ``budget`` expensive evaluations.
 
@@ -112,6 +124,9 @@ def run_search(
         settings: heartbeat and fault-tolerance timing (defaults: :class:`WorkerSettings`).
         on_open: called with the study name once the study exists, before this process
             starts working (``coevo search --workers N`` starts the other workers there).
+        eval_timeout_s: seconds one evaluation may take (None: the problem's ``eval_timeout_s``).
+            An evaluation that fails (times out, raises, gives a NaN or no value) fails its
+            trial, is paid for, and the search goes on.
 
     Raises:
         UserInputError: budget <= 0, a seed out of range, or the study exists for another problem/proposer.
@@ -134,7 +149,16 @@ def run_search(
     else:
         if on_open is not None:
             on_open(name)
-        worker = Worker(problem, proposer, storage=storage, study_name=name, seed=seed, settings=settings, on_progress=on_progress)
+        worker = Worker(
+            problem,
+            proposer,
+            storage=storage,
+            study_name=name,
+            seed=seed,
+            settings=settings,
+            on_progress=on_progress,
+            eval_timeout_s=eval_timeout_s,
+        )
         stopped = worker.run().stopped
     result = summarize(
         problem,
@@ -191,6 +215,7 @@ def summarize(
         trials = len(study.get_trials(deepcopy=False))
     paid = [e for e in evaluations if e.query]
     notes: list[str] = []
+    failures = [_failure_row(t) for t in failed_evaluations(study)]
     found = _found_set(problem, paid, seed, notes)
     first, second = problem.front_objectives
     y1 = np.array([e.values[first] for e in found])
@@ -220,7 +245,15 @@ def summarize(
         stopped=stopped,
         exploration=exploration_histogram(problem, [e.point for e in found], y2, ref),
         notes=notes,
+        failed=len(failures),
+        failures=failures,
     )
+
+
+def _failure_row(trial: optuna.trial.FrozenTrial) -> dict[str, Any]:
+    """A failed evaluation as the summary lists it."""
+    attrs = trial.user_attrs
+    return {"trial": trial.number, "point_id": attrs.get("point_id"), "design": attrs.get("design"), "failure": attrs[FAILURE]}
 
 
 def _found_set(problem: Problem, paid: list[Evaluation], seed: int, notes: list[str]) -> list[Evaluation]:

@@ -8,12 +8,14 @@ and not to an earlier, deleted study of the same name.
 
 from __future__ import annotations
 
+import math
 import uuid
 import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import optuna
+from optuna.trial import FrozenTrial, TrialState
 
 from coevo.search.errors import UserInputError
 from coevo.search.plugins import own_module, parse_reference
@@ -33,6 +35,15 @@ ATTR_UID = "coevo.uid"
 ATTR_ROUND = "coevo.round"
 """The next co-evolution round (study attribute)."""
 
+FAILURE = "failure"
+"""Trial attribute: why its paid evaluation failed (a NaN, an exception, a timeout). A FAIL trial
+with it is settled and paid for, never re-queued; a FAIL trial without it was left by a worker
+that died or stopped, and its re-queued copy evaluates the point."""
+INTERRUPTED = "interrupted"
+"""Trial attribute: the worker was stopped (a signal) during its evaluation; not paid, its copy is re-queued."""
+OUTCOME_ATTRS = (FAILURE, INTERRUPTED, "traceback")
+"""What a trial's ending wrote, which its re-queued copy must not inherit."""
+
 
 def default_study_name(problem: Problem, proposer: str, seed: int, variant: str = "") -> str:
     """``<problem>-<option values>-<proposer><variant>-s<seed>``, e.g. ``nb201-cifar10-fpga-tpe-s0``."""
@@ -42,19 +53,36 @@ def default_study_name(problem: Problem, proposer: str, seed: int, variant: str 
 
 
 def evaluations_from_study(problem: Problem, study: optuna.Study) -> list[Evaluation]:
-    """Every completed trial of ``study`` as an :class:`Evaluation`, in trial order."""
+    """Every completed trial of ``study`` with a finite value per objective as an :class:`Evaluation`, in trial order.
+
+    Failed evaluations are not evaluations (their points are still seen: they hold claims), and
+    neither is a COMPLETE trial with a non-finite value or another number of values (a study
+    written before evaluations were checked): the proposers never see them.
+    """
     out = []
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        if t.values is None or len(t.values) != len(problem.objectives) or not all(math.isfinite(v) for v in t.values):
+            continue
         point = problem.from_params(t.params)
         values = {o.name: v for o, v in zip(problem.objectives, t.values, strict=True)}
         out.append(Evaluation(t.number, point, problem.point_id(point), values, bool(t.user_attrs.get("query", True)), dict(t.user_attrs)))
     return out
 
 
+def failed_evaluation(trial: FrozenTrial) -> bool:
+    """Whether ``trial`` ended FAIL because its (paid) evaluation failed, not because its worker died."""
+    return trial.state == TrialState.FAIL and FAILURE in trial.user_attrs
+
+
+def failed_evaluations(study: optuna.Study) -> list[FrozenTrial]:
+    """The trials of ``study`` whose paid evaluation failed, in trial order."""
+    return [t for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,)) if failed_evaluation(t)]
+
+
 def paid_count(study: optuna.Study) -> int:
-    """Evaluations of ``study`` that paid for the expensive objectives."""
-    trials = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-    return sum(bool(t.user_attrs.get("query", True)) for t in trials)
+    """Evaluations of ``study`` that paid for the expensive objectives: complete queries and failed evaluations."""
+    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
+    return sum(bool(t.user_attrs.get("query", True)) if t.state == TrialState.COMPLETE else failed_evaluation(t) for t in trials)
 
 
 def study_uid(study: optuna.Study) -> str:

@@ -20,7 +20,16 @@ or SQLite on one machine); nothing but the database coordinates them:
   it and re-queues a copy (``RetryHeartbeatStaleTrialCallback``); the copy takes over the dead
   trial's claim. A worker killed between failing a stale trial and enqueueing its copy
   leaves a claim no trial will finish; once the budget is claimed, a live worker enqueues
-  that copy itself. SIGINT/SIGTERM finish the current evaluation, then stop.
+  that copy itself. SIGINT/SIGTERM stop the worker at once: an evaluation running then is
+  abandoned, its trial failed as ``interrupted`` and re-queued (not paid), for a rerun.
+* **Failed evaluations**: ``evaluate`` runs in a thread of its own under a deadline
+  (:attr:`search.problem.Problem.eval_timeout_s`, ``--eval-timeout``). An evaluation that raises,
+  returns a NaN, an infinity or no value for an objective, or runs past its deadline ends its
+  trial FAIL with the reason in its ``failure`` attribute. It was paid for: its claim is marked
+  evaluated, so it counts once against the budget, no worker evaluates the point again, and no
+  sweep re-queues it (a FAIL trial *without* ``failure`` is one a dead worker left, and is).
+  Past the deadline the trial's heartbeats stop. Python cannot stop a thread: an abandoned
+  evaluation runs on in its daemon thread, result dropped, until the process exits.
 * **Storage faults**: every step is retried with backoff while the database is away; past
   ``patience_s`` the worker stops with a message saying how to resume (nothing is lost:
   claims, trials and the knowledge base are all in the database).
@@ -31,13 +40,17 @@ skew only delay a takeover, they never double-claim a point: claims are transact
 
 from __future__ import annotations
 
+import contextvars
+import copy as _copy
 import datetime
 import logging
+import math
 import os
 import signal
 import socket
 import threading
 import time
+import traceback
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
@@ -53,11 +66,11 @@ from optuna.storages._rdb.models import TrialModel as _TRIALS  # its table, for 
 from optuna.trial import TrialState
 
 from coevo.search.errors import CoevoError, StorageError, UserInputError
-from coevo.search.problem import Problem
+from coevo.search.problem import Problem, invalid_values
 from coevo.search.proposers import Evaluation, Proposal, Proposer, RoundContext
 from coevo.search.side_tables import PurgeReason
 from coevo.search.storage import has_table, lock_row, open_storage, side_engine
-from coevo.search.study import ATTR_BUDGET, ATTR_ROUND, evaluations_from_study
+from coevo.search.study import ATTR_BUDGET, ATTR_ROUND, FAILURE, INTERRUPTED, OUTCOME_ATTRS, evaluations_from_study, failed_evaluation
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -156,6 +169,8 @@ class WorkerResult:
 
     worker: str
     evaluated: int = 0
+    failed: int = 0
+    """Paid evaluations that failed (NaN, an exception, no value, a timeout): counted against the budget."""
     answered: int = 0
     pruned: int = 0
     rounds_led: int = 0
@@ -213,10 +228,15 @@ class Coordination:
     def claim(self, point_id: str, trial: int, budget: int, holder_state: Callable[[int], TrialState | None]) -> tuple[str, int | None]:
         """Claim ``point_id`` for ``trial``.
 
+        ``holder_state`` gives the state of the trial holding the claim; a holder that is COMPLETE
+        (told) is settled: its claim is marked evaluated. The worker's reads a failed evaluation
+        as COMPLETE (:meth:`Worker._holder_state`), so a failed point is settled, not taken over.
+
         Returns:
             ``("new", None)`` claimed within the budget; ``("takeover", old)`` the previous
-            claimant failed; ``("done", n)`` trial ``n`` already evaluated it; ``("busy", n)``
-            live trial ``n`` is evaluating it; ``("full", None)`` the budget is claimed.
+            claimant failed; ``("done", n)`` trial ``n`` already evaluated it (or its evaluation
+            failed); ``("busy", n)`` live trial ``n`` is evaluating it; ``("full", None)`` the
+            budget is claimed.
         """
         while True:
             # the holder's trial state is read before the claim transaction: on SQLite every
@@ -345,7 +365,7 @@ def heartbeat_storage(url: str | None, settings: WorkerSettings) -> optuna.stora
             url,
             heartbeat_interval=settings.heartbeat_s,
             grace_period=settings.grace_s,
-            heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=None),
+            heartbeat_stale_trial_callback=_RequeueStale(max_retry=None),
         )
 
 
@@ -382,6 +402,70 @@ MAX_TRIALS_PER_QUERY = 20
 """Stop after this many trials per budgeted query: a sampler stuck re-proposing seen points."""
 
 
+@dataclass(frozen=True)
+class _Outcome:
+    """How one evaluation ended: values (a result), a failure (paid), or an interruption (not paid)."""
+
+    values: dict[str, float] | None = None
+    failure: str | None = None
+    traceback: str | None = None
+    interrupted: str | None = None
+
+
+class _Evaluation:
+    """One ``problem.evaluate(point)`` call in a daemon thread of its own, so the worker can stop waiting for it.
+
+    Python cannot kill a thread: an evaluation the worker abandons (past its deadline, or at a
+    stop) runs on until it returns, its result dropped; being a daemon thread it does not keep
+    the process alive, and it ends when the process exits. The call runs in a copy of the
+    caller's context (:mod:`contextvars`), so progress listeners reach it.
+    """
+
+    def __init__(self, problem: Problem, point: Any) -> None:
+        self.done = threading.Event()
+        self._values: Any = None
+        self._error: BaseException | None = None
+        context = contextvars.copy_context()
+        thread = threading.Thread(target=context.run, args=(self._call, problem, point), name="coevo-evaluate", daemon=True)
+        thread.start()
+
+    def _call(self, problem: Problem, point: Any) -> None:
+        try:
+            self._values = problem.evaluate(point)
+        except BaseException as exc:  # whatever user code raises fails its trial, nothing else
+            self._error = exc
+        finally:
+            self.done.set()
+
+    def outcome(self, problem: Problem) -> _Outcome:
+        """The finished call's outcome: its values when they are a result, else why it failed."""
+        if self._error is not None:
+            exc, self._error = self._error, None  # the traceback holds the evaluation's frames: let them go
+            first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+            text = "".join(traceback.format_exception(exc))[-4000:]
+            return _Outcome(failure=f"evaluate raised {type(exc).__name__}" + (f": {first}" if first else ""), traceback=text)
+        why = invalid_values(problem, self._values)
+        if why is not None:
+            return _Outcome(failure=why)
+        return _Outcome(values={o.name: float(self._values[o.name]) for o in problem.objectives})
+
+
+class _RequeueStale(RetryHeartbeatStaleTrialCallback):
+    """Optuna's re-queueing of a failed trial (its copy WAITING, the same point), coevo's way.
+
+    A trial whose evaluation failed (:func:`search.study.failed_evaluation`: it fell silent after
+    its failure was recorded) is settled and paid, never re-queued; the copy of any other does
+    not inherit how its original ended (:data:`search.study.OUTCOME_ATTRS`).
+    """
+
+    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        if failed_evaluation(trial):
+            return
+        copy = _copy.copy(trial)
+        copy.user_attrs = {k: v for k, v in trial.user_attrs.items() if k not in OUTCOME_ATTRS}
+        super().__call__(study, copy)
+
+
 @dataclass
 class _LedRound:
     """A round this worker proposed, kept until its results are in (for ``Proposer.observe``)."""
@@ -401,6 +485,8 @@ class Worker:
         seed: the study's seed; the first worker's sampler uses it, later ones ``seed * 1000 + n``.
         settings: timing.
         on_progress: called after every paid evaluation of this worker.
+        eval_timeout_s: seconds one evaluation may take before its trial fails as timed out;
+            None: the problem's :attr:`~search.problem.Problem.eval_timeout_s`.
     """
 
     def __init__(
@@ -413,8 +499,10 @@ class Worker:
         seed: int,
         settings: WorkerSettings | None = None,
         on_progress: Callable[[Progress], None] | None = None,
+        eval_timeout_s: float | None = None,
     ) -> None:
         self.problem = problem
+        self.eval_timeout_s = float(eval_timeout_s if eval_timeout_s is not None else problem.eval_timeout_s)
         self.proposer = proposer
         self.storage = storage
         self.settings = settings or WorkerSettings()
@@ -424,6 +512,9 @@ class Worker:
         self.stop = threading.Event()
         self.result = WorkerResult(self.name)
         self._current: int | None = None  # trial id being evaluated (for heartbeats)
+        self._deadline = math.inf  # of the evaluation running: no heartbeat past it
+        self._abandoned: list[_Evaluation] = []  # evaluations given up on whose threads may still run
+        self._interrupted: str | None = None
         self._leases: set[str] = set()
         self._last_sweep = 0.0
         self._last_repair = 0.0
@@ -474,11 +565,11 @@ class Worker:
         def beat() -> None:
             while not done.wait(self.settings.heartbeat_s):
                 try:
-                    if self._current is not None:
+                    if self._current is not None and time.monotonic() < self._deadline:  # none past the deadline
                         self.heart.record_heartbeat(self._current)
                     for name in list(self._leases):
                         self.coord.try_lease(name, self.name, 3 * self.settings.grace_s)
-                    self.coord.beat(self.name, self.result.evaluated)
+                    self.coord.beat(self.name, self.result.evaluated + self.result.failed)
                 except TRANSIENT:
                     pass  # the main loop notices the outage and applies the patience
 
@@ -496,8 +587,9 @@ class Worker:
     def run(self) -> WorkerResult:
         """Work until the study's budget is evaluated, a stop is asked, or the database stays away.
 
-        The first SIGINT/SIGTERM finishes the current evaluation and stops; a second SIGINT
-        interrupts at once (``KeyboardInterrupt``). Either way a rerun resumes.
+        The first SIGINT/SIGTERM stops the worker: an evaluation running then is abandoned, its
+        trial failed as ``interrupted`` and re-queued (not paid: a rerun evaluates it); a second
+        SIGINT interrupts whatever runs at once (``KeyboardInterrupt``). Either way a rerun resumes.
         """
         started = time.perf_counter()
         self._retry("registering", lambda: self.coord.register(self.name))
@@ -515,7 +607,11 @@ class Worker:
                 if self._led is not None:
                     self._retry("observing", lambda: self._observe_led(evaluations_from_study(self.problem, self.study)))
             if self.stop.is_set():
-                state, note = "stopped", "stopped by a signal after finishing its evaluation"
+                state, note = (
+                    "stopped",
+                    "stopped by a signal "
+                    + ("during an evaluation, re-queued for a rerun (not paid)" if self._interrupted else "between evaluations"),
+                )
                 self.result.stopped = note
             else:
                 state, note = "finished", self.result.stopped
@@ -527,7 +623,7 @@ class Worker:
             restore()
             self.result.wall_s = time.perf_counter() - started
             with suppress(*TRANSIENT):
-                self.coord.beat(self.name, self.result.evaluated, state, note)
+                self.coord.beat(self.name, self.result.evaluated + self.result.failed, state, note)
         return self.result
 
     def _step(self) -> bool:
@@ -620,11 +716,14 @@ class Worker:
                 self._fail_and_requeue(t.number)
 
     def _fail_and_requeue(self, number: int) -> None:
-        """Fail RUNNING trial ``number`` and enqueue its copy, as Optuna does with a stale trial (the copy takes its claim over)."""
+        """Fail RUNNING trial ``number`` and enqueue its copy, as Optuna does with a stale trial (the copy takes its claim over).
+
+        A trial whose failed evaluation was recorded before its worker died is only failed (:class:`_RequeueStale`).
+        """
         trial_id = self.heart.get_trial_id_from_study_id_trial_number(self.study_id, number)
         try:
             if self.heart.set_trial_state_values(trial_id, state=TrialState.FAIL):
-                RetryHeartbeatStaleTrialCallback(max_retry=None)(self.study, self.heart.get_trial(trial_id))
+                _RequeueStale(max_retry=None)(self.study, self.heart.get_trial(trial_id))
         except optuna.exceptions.UpdateFinishedTrialError:
             pass  # another worker got there first
 
@@ -636,15 +735,16 @@ class Worker:
         the copy (the copy is enqueued here, and takes the claim over as a re-queued copy would).
         Called only when the budget is claimed and nothing waits, so no other trial can free
         the claim. A copy that races another worker's is harmless: the claim lets one evaluate
-        and the other is skipped.
+        and the other is skipped. A trial whose evaluation failed is settled like a complete
+        one (its claim is marked evaluated, it is never re-queued).
         """
         settled = datetime.datetime.now() - datetime.timedelta(seconds=self.settings.heartbeat_s)
-        requeue = RetryHeartbeatStaleTrialCallback(max_retry=None)
+        requeue = _RequeueStale(max_retry=None)
         for point_id, number in self.coord.open_claims():
             trial = self._trial(number)
             if trial is None:
                 continue
-            if trial.state == TrialState.COMPLETE:
+            if trial.state == TrialState.COMPLETE or failed_evaluation(trial):
                 self.coord.finish(point_id, number)
             elif trial.state == TrialState.FAIL and trial.datetime_complete is not None and trial.datetime_complete < settled:
                 # failed at least a heartbeat ago: its sweeper had time to enqueue the copy and did not
@@ -715,15 +815,17 @@ class Worker:
         paid = [e for e in evaluations if e.query]
         self._found = ([e.values[first] for e in paid], [e.values[second] for e in paid])
 
-    def _report(self, values: dict[str, float]) -> None:
+    def _report(self, values: dict[str, float] | None) -> None:
+        """Tell ``on_progress`` about this worker's paid evaluation (``values`` None: it failed, the HV is unchanged)."""
         if self.on_progress is None:
             return
         hv = None
         if self._reference is not None:
-            first, second = self.problem.front_objectives
-            self._found[0].append(values[first])
-            self._found[1].append(values[second])
-            hv = self._reference.hv_ratio(*self._found)
+            if values is not None:
+                first, second = self.problem.front_objectives
+                self._found[0].append(values[first])
+                self._found[1].append(values[second])
+            hv = self._reference.hv_ratio(*self._found) if self._found[0] else None
         # the count read at the start of this step, plus this evaluation (others' show at the next step)
         self.on_progress(Progress(self._done + 1, self.budget, self._trials_at_start + self._asked, hv))
 
@@ -735,10 +837,18 @@ class Worker:
             return None
 
     def _holder_state(self, number: int) -> TrialState | None:
+        """The state of claim holder ``number`` as :meth:`Coordination.claim` reads it.
+
+        A trial whose evaluation failed reads COMPLETE: it is settled and paid like a told one
+        (the claim is marked evaluated and its point answered, not taken over and re-evaluated).
+        """
         trial = self._trial(number)
-        return trial.state if trial is not None else None
+        if trial is None:
+            return None
+        return TrialState.COMPLETE if failed_evaluation(trial) else trial.state
 
     def _evaluate_one(self) -> None:
+        """Ask a trial, claim its point, then skip it, answer it from the study, or pay for its evaluation."""
         trial = self.study.ask()
         self._asked += 1
         self._current = self.heart.get_trial_id_from_study_id_trial_number(self.study_id, trial.number)
@@ -751,28 +861,97 @@ class Worker:
             trial.set_user_attr("point_id", pid)
             trial.set_user_attr("design", self.problem.describe(point))
             if verdict in ("busy", "full"):
-                trial.set_user_attr("skipped", f"{verdict}: point claimed by trial {other}" if other is not None else "budget claimed")
-                self._retry("telling", lambda: self._tell(trial, None, TrialState.PRUNED))
-                self.result.pruned += 1
-                return
-            if verdict == "done":
+                self._skip(trial, f"{verdict}: point claimed by trial {other}" if other is not None else "budget claimed")
+            elif verdict == "done":
                 assert other is not None
-                values = self._values_of(other)
-                trial.set_user_attr("query", False)
-                self._retry("telling", lambda: self._tell(trial, values, TrialState.COMPLETE))
-                self.result.answered += 1
-                return
-            if verdict == "takeover":
-                trial.set_user_attr("retry_of", other)
-                self.result.requeued_seen += 1
-            values = self.problem.evaluate(point)
-            trial.set_user_attr("query", True)
-            if self._retry("telling", lambda: self._tell(trial, values, TrialState.COMPLETE)):
-                self._retry("recording", lambda: self.coord.finish(pid, trial.number))
-                self.result.evaluated += 1
-                self._report(values)
+                self._answer(trial, other)
+            else:
+                if verdict == "takeover":
+                    trial.set_user_attr("retry_of", other)
+                    self.result.requeued_seen += 1
+                self._pay(trial, point, pid)
         finally:
             self._current = None
+
+    def _skip(self, trial: optuna.Trial, why: str) -> None:
+        """End ``trial`` PRUNED: it costs nothing (its point is another trial's, or the budget is claimed)."""
+        trial.set_user_attr("skipped", why)
+        self._retry("telling", lambda: self._tell(trial, None, TrialState.PRUNED))
+        self.result.pruned += 1
+
+    def _answer(self, trial: optuna.Trial, other: int) -> None:
+        """Answer ``trial`` from trial ``other``, which evaluated its point; a point that failed is skipped, not retried."""
+        holder = self._trial(other)
+        if holder is None or holder.state != TrialState.COMPLETE:
+            reason = holder.user_attrs.get(FAILURE, "its trial ended without a result") if holder is not None else "its trial is gone"
+            self._skip(trial, f"failed: the point's evaluation in trial {other} failed ({reason})")
+            return
+        values = self._values_of(other)
+        trial.set_user_attr("query", False)
+        self._retry("telling", lambda: self._tell(trial, values, TrialState.COMPLETE))
+        self.result.answered += 1
+
+    def _pay(self, trial: optuna.Trial, point: Any, pid: str) -> None:
+        """Evaluate ``point`` (claimed for ``trial``) and record the result or the failure; both are paid for.
+
+        An evaluation interrupted by a stop is neither: its trial is failed and re-queued (see :meth:`_abandon`).
+        """
+        outcome = self._run_evaluation(point)
+        trial.set_user_attr("query", True)
+        if outcome.interrupted is not None:
+            self._abandon(trial, outcome.interrupted)
+            return
+        if outcome.failure is not None:
+            trial.set_user_attr(FAILURE, outcome.failure)
+            if outcome.traceback:
+                trial.set_user_attr("traceback", outcome.traceback)
+            log.warning("trial %d failed: %s (paid: it counts against the budget; the search goes on)", trial.number, outcome.failure)
+        state = TrialState.FAIL if outcome.failure is not None else TrialState.COMPLETE
+        if self._retry("telling", lambda: self._tell(trial, outcome.values, state)):
+            # a failed evaluation's claim is done too: no other worker re-evaluates the point, and the budget stays exact
+            self._retry("recording", lambda: self.coord.finish(pid, trial.number))
+            if outcome.failure is None:
+                self.result.evaluated += 1
+            else:
+                self.result.failed += 1
+            self._report(outcome.values)
+
+    def _run_evaluation(self, point: Any) -> _Outcome:
+        """``problem.evaluate(point)`` in a thread of its own, waited for until it returns, its deadline or a stop.
+
+        Heartbeats of the trial stop at the deadline (:meth:`_heartbeat`), so a worker stuck past
+        it never holds its trial. An evaluation abandoned at the deadline or a stop runs on in its
+        daemon thread (Python cannot stop a thread), its result dropped; it ends with the process.
+        """
+        self._abandoned = [e for e in self._abandoned if not e.done.is_set()]
+        if self._abandoned:
+            log.warning("%d abandoned evaluation(s) are still running in this process", len(self._abandoned))
+        started = time.monotonic()
+        limit = self.eval_timeout_s
+        self._deadline = started + limit
+        call = _Evaluation(self.problem, point)
+        try:
+            while not call.done.wait(max(0.0, min(self.settings.poll_s, self._deadline - time.monotonic()))):
+                if self.stop.is_set():
+                    self._abandoned.append(call)
+                    return _Outcome(interrupted=f"interrupted by a signal after {time.monotonic() - started:.1f} s of evaluation")
+                if time.monotonic() >= self._deadline:
+                    self._abandoned.append(call)
+                    return _Outcome(failure=f"timed out after {limit:g} s")
+        finally:
+            self._deadline = math.inf
+        return call.outcome(self.problem)
+
+    def _abandon(self, trial: optuna.Trial, reason: str) -> None:
+        """End the trial of an evaluation a stop interrupted: failed (the user's stop, not the point's fault), not paid.
+
+        Its copy is re-queued and takes its claim over, so a rerun (or another worker) evaluates
+        the point; the budget does not count it.
+        """
+        trial.set_user_attr(INTERRUPTED, reason)
+        log.warning("trial %d: %s; re-queued for a rerun (not counted against the budget)", trial.number, reason)
+        self._retry("re-queueing", lambda: self._fail_and_requeue(trial.number))
+        self._interrupted = reason
 
     def _tell(self, trial: optuna.Trial, values: dict[str, float] | None, state: TrialState) -> bool:
         try:
@@ -781,6 +960,9 @@ class Worker:
             else:
                 self.study.tell(trial, [values[o.name] for o in self.problem.objectives], state=state)
         except (RuntimeError, ValueError, optuna.exceptions.UpdateFinishedTrialError) as exc:
+            now = self._trial(trial.number)
+            if now is not None and now.state == TrialState.RUNNING:
+                raise  # not finished elsewhere: a real error
             # failed as stale by another worker while the database was away: its re-queued
             # copy takes over the claim, so this result is dropped rather than counted twice
             log.warning("trial %d was finished elsewhere (%s); its re-queued copy will be evaluated", trial.number, exc)
@@ -808,8 +990,8 @@ def _alive(row: dict[str, Any], grace_s: float) -> bool:
 
 
 def _stop_on_signals(stop: threading.Event) -> Callable[[], None]:
-    """SIGINT/SIGTERM set ``stop`` (the current evaluation finishes); a second SIGINT raises
-    ``KeyboardInterrupt`` at once. Returns a restore function."""
+    """SIGINT/SIGTERM set ``stop`` (a running evaluation is abandoned, see :meth:`Worker._run_evaluation`); a
+    second SIGINT raises ``KeyboardInterrupt`` at once. Returns a restore function."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}

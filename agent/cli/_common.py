@@ -216,6 +216,7 @@ def search_config(args: argparse.Namespace) -> SearchConfig:
     reasoner = reasoner_flags(args) if takes_reasoner(args.proposer) else None
     values: dict[str, Any] = {"problem": args.problem, "options": problem_values(args), "proposer": args.proposer, "budget": args.budget}
     values |= {"seed": args.seed, "storage": args.storage, "study": args.study, "reasoner": reasoner, "engine": engine_flags(args)}
+    values["eval_timeout_s"] = args.eval_timeout
     return SearchConfig.create(names=FLAGS, **values)
 
 
@@ -247,6 +248,14 @@ def add_timing_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         default=d.patience_s,
         help=f"seconds the database may be away before a worker stops (default: {d.patience_s:g})",
+    )
+    g.add_argument(
+        "--eval-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="seconds one evaluation may take before its trial fails as timed out, paid for (inf: no limit; default: the "
+        f"problem's own, {Problem.eval_timeout_s:g} s unless it declares another)",
     )
 
 

@@ -49,7 +49,20 @@ def run(args: argparse.Namespace) -> int:
     return _list(args)
 
 
-_SHOWN = ("problem", "proposer", "evaluations", "budget", "round", "states", "hv_ratio", "front_recall", "front_size", "workers_alive")
+_SHOWN = (
+    "problem",
+    "proposer",
+    "evaluations",
+    "failed",
+    "paid",
+    "budget",
+    "round",
+    "states",
+    "hv_ratio",
+    "front_recall",
+    "front_size",
+    "workers_alive",
+)
 """The fields of a search's progress in the summary table of ``coevo runs show``."""
 
 
@@ -112,11 +125,12 @@ def _list(args: argparse.Namespace) -> int:
             print(json.dumps({k: v for k, v in r.items() if k != "workers"}, default=str))
         return 0
     table = Table(title=f"{len(rows)} searches")
-    for col in ("study", "proposer", "evaluations", "HV ratio", "workers alive"):
+    for col in ("study", "proposer", "paid/budget", "HV ratio", "workers alive"):
         table.add_column(col, overflow="fold")
     for r in rows:
         hv = f"{r['hv_ratio']:.4f}" if r["hv_ratio"] is not None else "-"
-        table.add_row(r["study"], r["proposer"], f"{r['evaluations']}/{r['budget']}", hv, str(r["workers_alive"]))
+        paid = f"{r['paid']}/{r['budget']}" + (f" ({r['failed']} failed)" if r["failed"] else "")
+        table.add_row(r["study"], r["proposer"], paid, hv, str(r["workers_alive"]))
     out.print(table)
     return 0
 

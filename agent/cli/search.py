@@ -99,6 +99,8 @@ def print_search(problem: Any, result: Any, *, as_json: bool = False) -> int:
     """The summary and the found front (or the JSON object with ``--json``)."""
     from rich.table import Table
 
+    if result.failed:  # on stderr with --json too: the run went on, but the user should know
+        err.print(failures_line(result), soft_wrap=True, markup=False, style="yellow")
     if as_json:
         print(result.to_json())
         return 0
@@ -107,7 +109,8 @@ def print_search(problem: Any, result: Any, *, as_json: bool = False) -> int:
     if result.stopped:
         err.print(f"[yellow]{result.stopped}[/]" + ("; rerun the same command to resume" if "signal" in result.stopped else ""))
     summary = Table(title=f"study {result.study}", show_header=False)
-    for key in ("problem", "proposer", "reasoner", "seed", "evaluations", "trials", "hv_ratio", "igd", "front_recall", "wall_s", "storage"):
+    keys = ("problem", "proposer", "reasoner", "seed", "evaluations", "failed", "trials", "hv_ratio", "igd", "front_recall", "wall_s")
+    for key in (*keys, "storage"):
         value = getattr(result, key)
         summary.add_row(key, f"{value:.4f}" if isinstance(value, float) and key != "wall_s" else str(value))
     out.print(summary)
@@ -121,3 +124,10 @@ def print_search(problem: Any, result: Any, *, as_json: bool = False) -> int:
         design_header=problem.design_label,
     )
     return 0
+
+
+def failures_line(result: Any, shown: int = 3) -> str:
+    """One line on a search's failed evaluations: how many of those paid, and the first reasons."""
+    first = "; ".join(f"trial {f['trial']} ({f['point_id']}): {f['failure']}" for f in result.failures[:shown])
+    more = f"; and {result.failed - shown} more" if result.failed > shown else ""
+    return f"{result.failed} of {result.paid} paid evaluations failed (each counted once against the budget, not retried): {first}{more}"

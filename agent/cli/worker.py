@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 
 from coevo.agent.cli._common import (
     add_reasoner_arguments,
@@ -18,7 +19,7 @@ from coevo.agent.cli._common import (
     worker_settings,
 )
 from coevo.agent.reasoners import ENV_API_KEY
-from coevo.search.config import SearchConfig
+from coevo.search.config import FLAGS, SearchConfig
 from coevo.search.problem import Problem
 from coevo.search.workers import WorkerSettings
 
@@ -49,20 +50,30 @@ def run(args: argparse.Namespace) -> int:
 
     settings = worker_settings(args)
     local = reasoner_flags(args)
+    SearchConfig.create(names=FLAGS, eval_timeout_s=args.eval_timeout)  # a bad --eval-timeout fails before the study is loaded
     stored = with_database_retry(
         "loading the study", lambda: load_search(args.storage, args.study, create=False), patience_s=settings.patience_s
     )
     config, proposer = joined_search(
-        stored, local, storage=args.storage, study=args.study, engine=engine_flags(args), on_reasoner=None if args.quiet else announce
+        stored,
+        local,
+        storage=args.storage,
+        study=args.study,
+        engine=engine_flags(args),
+        on_reasoner=None if args.quiet else announce,
+        eval_timeout_s=args.eval_timeout,
     )
-    worker = Worker(config.make_problem(), proposer, storage=config.storage, study_name=args.study, seed=config.seed, settings=settings)
+    problem = config.make_problem()
+    joined: dict[str, Any] = {"storage": config.storage, "study_name": args.study, "seed": config.seed, "settings": settings}
+    worker = Worker(problem, proposer, **joined, eval_timeout_s=config.eval_timeout_s)
     result = worker.run()
     if args.json:
         print(json.dumps(vars(result)))
     elif not args.quiet:
         out.print(
-            f"worker {result.worker}: {result.evaluated} evaluated, {result.answered} answered from the study, {result.pruned} skipped, "
-            f"{result.rounds_led} rounds led, {result.requeued_seen} re-queued trials taken over, {result.wall_s:.1f} s"
+            f"worker {result.worker}: {result.evaluated} evaluated, {result.failed} failed, {result.answered} answered from the study, "
+            f"{result.pruned} skipped, {result.rounds_led} rounds led, {result.requeued_seen} re-queued trials taken over, "
+            f"{result.wall_s:.1f} s"
         )
     return 0  # a worker stopped by a signal finished its evaluation and left nothing behind: a clean stop
 
@@ -88,6 +99,8 @@ class WorkerProcesses:
         command += ["--heartbeat", str(s.heartbeat_s), "--grace", str(s.grace_s), "--db-patience", str(s.patience_s)]
         if self.config.storage:
             command += ["--storage", self.config.storage]
+        if self.config.eval_timeout_s is not None:
+            command += ["--eval-timeout", repr(self.config.eval_timeout_s)]
         if reasoner is not None and reasoner.base_url:
             command += ["--llm-base-url", reasoner.base_url]
         env = dict(os.environ)

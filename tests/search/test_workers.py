@@ -149,15 +149,25 @@ def test_workers_killed_at_random_points_lose_nothing(postgres_url: str, tmp_pat
 
     for _ in range(3):
         spawn()
-    kills = 0
-    deadline = time.time() + 120
-    while kills < 6 and time.time() < deadline:  # bounded: at most 6 kills, then let it finish
-        time.sleep(rng.uniform(0.3, 1.0))
+    kills = paid = 0
+    while kills < 6:  # at most 6 kills, then let it finish
+
+        def progressed(since: int = paid) -> int:
+            """The paid count once the workers paid for more since the last kill; -1 once every worker has exited."""
+            if not any(p.poll() is None for p in live):
+                return -1
+            n = _completed(postgres_url, study)
+            return n if n > since else 0
+
+        # each kill waits for the workers to have paid for more since the last one (start-up takes most of a minute
+        # on a loaded 2-core machine), then a random pause puts it at a random point of their loop
+        paid = wait_until(progressed, 240, "the workers to pay for more trials")
+        if paid < 0:
+            break
+        time.sleep(rng.uniform(0.0, 0.5))
         registered = {w["pid"] for w in coordination.workers()}
         working = [p for p in live if p.poll() is None and p.pid in registered]  # past start-up: inside the loop
         if not working:
-            if not any(p.poll() is None for p in live):
-                break
             continue
         victim = rng.choice(working)
         victim.send_signal(signal.SIGKILL)
@@ -283,7 +293,9 @@ def test_a_claim_left_by_a_sweeper_killed_before_requeueing_is_requeued(tmp_path
     _assert_taken_over_once(storage, study, trial, point_id, 1)
 
 
-def test_sigterm_finishes_the_current_evaluation_and_stops(tmp_path: Path) -> None:
+def test_sigterm_stops_the_worker_and_leaves_nothing_half_done(tmp_path: Path) -> None:
+    # an evaluation under way at the signal would be failed as interrupted and re-queued (tests/faults/test_eval_faults.py);
+    # NB201's are instant, so here the worker stops between evaluations
     storage = f"sqlite:///{tmp_path / 'shared.sqlite3'}"
     study = _create(storage, "random", 5000)
     worker = _worker(storage, study, cwd=tmp_path)
