@@ -72,7 +72,8 @@ class SearchStatus(Tool):
 
     name = "search.status"
     description = (
-        "Progress of a search (running or finished): evaluations done out of its budget, HV ratio and front recall so far, "
+        "Progress of a search (running or finished): evaluations paid out of its budget (failed ones included), "
+        "HV ratio and front recall so far, "
         "and the tail of its log when it was started with search.start."
     )
     Args = StudyArgs
@@ -85,9 +86,21 @@ class SearchStatus(Tool):
     def run(self, args: StudyArgs) -> ToolResult:
         info = progress(args.storage, args.study)
         value = {
-            k: info[k] for k in ("study", "evaluations", "budget", "hv_ratio", "front_recall", "front_size", "workers_alive", "states")
+            k: info[k]
+            for k in (
+                "study",
+                "evaluations",
+                "failed",
+                "paid",
+                "budget",
+                "hv_ratio",
+                "front_recall",
+                "front_size",
+                "workers_alive",
+                "states",
+            )
         }
-        value["finished"] = info["evaluations"] >= info["budget"]
+        value["finished"] = info["paid"] >= info["budget"]  # failed evaluations were paid for: the budget counts them
         log = log_path(args.study)
         if log.exists():
             value["log_tail"] = log.read_text(errors="replace")[-600:]

@@ -45,6 +45,7 @@ class SearchArgs(ToolArgs):
     seed: int = Field(default=default("seed"), ge=0, le=MAX_SEED, description="random seed")
     storage: str | None = Field(default=None, description="Optuna storage URL; default sqlite:///runs/coevo.sqlite3")
     study: str | None = Field(default=None, description="study name; an existing study with the same options is resumed")
+    eval_timeout_s: float | None = Field(default=None, gt=0, description=SearchConfig.model_fields["eval_timeout_s"].description)
 
     def config(self) -> SearchConfig:
         """The search these arguments describe (the proposer's own reasoner: offline).
@@ -87,4 +88,5 @@ class SearchRun(SearchTool):
     def run(self, args: SearchArgs) -> ToolResult:
         result = args.config().run()
         messages = [result.stopped] if result.stopped else []
-        return ToolResult(value={k: v for k, v in vars(result).items() if k != "hv_history"}, messages=messages + result.notes)
+        value = {k: v for k, v in vars(result).items() if k != "hv_history"} | {"paid": result.paid}
+        return ToolResult(value=value, messages=messages + result.notes)

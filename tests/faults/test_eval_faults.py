@@ -40,6 +40,7 @@ from coevo.search.proposers import get_proposer
 from coevo.search.runner import run_search, summarize
 from coevo.search.study import evaluations_from_study, open_study, paid_count
 from coevo.search.workers import Coordination, Worker, WorkerSettings
+from coevo.tools import REGISTRY, ToolArgumentError, call_tool
 from tests.helpers import coevo_env, wait_until
 
 SOURCE = '''
@@ -274,6 +275,20 @@ def test_eval_timeout_overrides_the_problems_limit_from_the_command_line(
     found = audit(storage, "flag")
     bad_points = assert_paid_exactly(space, found, 2 * budget, every)
     assert joined["evaluated"] + joined["failed"] == budget and set(found.failed.values()) == {"timed out after 0.5 s"}
+
+
+def test_the_search_tools_take_the_eval_timeout_and_status_counts_failures_as_paid(space: Space, storage: str) -> None:
+    budget, every = 4, 3
+    args = {"problem": f"{space.file}:Faulty", "options": space.options("hang", every), "proposer": "random", "budget": budget}
+    run = call_tool(REGISTRY.get("search.run"), {**args, "storage": storage, "study": "tool", "eval_timeout_s": 0.5}).value
+    bad_points = assert_paid_exactly(space, audit(storage, "tool"), budget, every)
+    assert bad_points and (run["failed"], run["paid"]) == (len(bad_points), budget)
+    assert {f["failure"] for f in run["failures"]} == {"timed out after 0.5 s"}
+    status = call_tool(REGISTRY.get("search.status"), {"study": "tool", "storage": storage}).value
+    assert status["finished"], status  # the failures were paid for: the budget is spent
+    assert (status["failed"], status["paid"], status["evaluations"]) == (len(bad_points), budget, budget - len(bad_points))
+    with pytest.raises(ToolArgumentError, match="eval_timeout_s"):
+        call_tool(REGISTRY.get("search.run"), {**args, "storage": storage, "eval_timeout_s": 0})
 
 
 def test_no_heartbeat_is_recorded_for_a_trial_past_its_deadline(space: Space, storage: str) -> None:
