@@ -9,6 +9,7 @@ from typing import Any
 import optuna
 
 from coevo.search.runner import stored_summary
+from coevo.search.storage import READ_TIMEOUTS
 from coevo.search.study import load_search
 from coevo.search.workers import Coordination
 
@@ -21,7 +22,7 @@ def progress(storage: str | None, study_name: str) -> dict[str, Any]:
     stored = load_search(storage, study_name, create=False)
     trials = stored.study.get_trials(deepcopy=False)
     states = dict(Counter(t.state.name for t in trials))
-    workers = Coordination(storage, study_name).workers()
+    workers = Coordination(storage, study_name, READ_TIMEOUTS).workers()  # a read: seconds, not a worker's bounds
     now = time.time()
     for w in workers:
         w["alive"] = w["state"] == "running" and now - w["last_seen"] < ALIVE_S

@@ -19,7 +19,7 @@ from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
 from coevo.search.proposers import Evaluation, Proposer
 from coevo.search.side_tables import purge_side_tables
-from coevo.search.storage import open_storage, resolve_storage_url
+from coevo.search.storage import DatabaseTimeouts, open_storage, resolve_storage_url
 
 ATTR_SPEC = "coevo.problem"
 ATTR_PROBLEM_REF = "coevo.problem_ref"
@@ -181,7 +181,7 @@ class StoredSearch:
     proposer_options: dict[str, Any]
 
 
-def load_search(storage: str | None, study_name: str, *, create: bool = True) -> StoredSearch:
+def load_search(storage: str | None, study_name: str, *, create: bool = True, timeouts: DatabaseTimeouts | None = None) -> StoredSearch:
     """Open study ``study_name`` and rebuild its problem from the recorded spec.
 
     Args:
@@ -189,6 +189,7 @@ def load_search(storage: str | None, study_name: str, *, create: bool = True) ->
         study_name: the study.
         create: False for read-only callers: a storage that does not exist yet is an error
             (nothing is created).
+        timeouts: bounds on each wait on the database (default: :func:`search.storage.open_storage`'s).
 
     Raises:
         UserInputError: no such study (the message lists the studies there), or it was not made by coevo.
@@ -196,7 +197,7 @@ def load_search(storage: str | None, study_name: str, *, create: bool = True) ->
     """
     from coevo.search.problems import problem_from_spec  # search.problems imports problem modules; keep this light
 
-    backend = open_storage(storage, create=create)
+    backend = open_storage(storage, create=create, timeouts=timeouts)
     try:
         study = optuna.load_study(study_name=study_name, storage=backend)
     except KeyError:
