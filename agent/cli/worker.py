@@ -50,7 +50,10 @@ def run(args: argparse.Namespace) -> int:
     settings = worker_settings(args)
     local = reasoner_flags(args)
     stored = with_database_retry(
-        "loading the study", lambda: load_search(args.storage, args.study, create=False), patience_s=settings.patience_s
+        "loading the study",
+        lambda: load_search(args.storage, args.study, create=False, timeouts=settings.timeouts),
+        patience_s=settings.patience_s,
+        storage=args.storage,
     )
     config, proposer = joined_search(
         stored, local, storage=args.storage, study=args.study, engine=engine_flags(args), on_reasoner=None if args.quiet else announce
@@ -86,6 +89,7 @@ class WorkerProcesses:
         s, reasoner = self.settings, self.config.reasoner
         command = [sys.executable, "-m", "coevo.agent.cli", "worker", "--study", study, "--quiet"]
         command += ["--heartbeat", str(s.heartbeat_s), "--grace", str(s.grace_s), "--db-patience", str(s.patience_s)]
+        command += ["--db-timeout", str(s.timeouts.request_s)]
         if self.config.storage:
             command += ["--storage", self.config.storage]
         if reasoner is not None and reasoner.base_url:
