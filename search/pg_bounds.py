@@ -5,9 +5,10 @@ peer that vanished, and the server's ``statement_timeout`` cancels a stuck query
 helps when the peer's TCP stack stays up but nothing answers: a proxy or load balancer in
 front of a dead server, a server frozen mid-request, a link that passes ACKs but no data.
 Then a query waits forever. A connection made here arms a watchdog around every wait on the
-server (queries, commits, rollbacks, the pool's ping); a wait that hears nothing for its bound
+server (queries, commits, rollbacks, the pool's ping); a wait that is not answered within its bound
 has its socket shut down, and fails as "no reply" (a dropped connection, which the pool
-discards and a worker retries).
+discards and a worker retries). The bound is on the whole wait (a request and its reply), so
+a link that crawls (a few bytes a second) ends the same way.
 
 The hook is a SQLAlchemy ``do_connect`` listener on psycopg's dialect; it acts only on engines
 whose ``connect_args`` carry :data:`REPLY_KEY` (those :mod:`search.storage` makes), so other
@@ -169,7 +170,9 @@ def _bounded_class() -> Any:
                     where = f"{self.info.host}:{self.info.port}"
                 with suppress(Exception):
                     self.close()  # closed: the pool sees a disconnect and discards it
-                raise _no_reply(f"no reply: {where} sent nothing for {bound:g} s (a silent network or a hung server)") from exc
+                raise _no_reply(
+                    f"no reply: {where} did not answer within {bound:g} s (a silent or crawling network, or a hung server)"
+                ) from exc
             finally:
                 _WATCHDOG.disarm(token)
 

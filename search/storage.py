@@ -128,16 +128,16 @@ def open_storage(
     Args:
         url: the storage URL (None: :data:`DEFAULT_STORAGE`).
         create: False for read-only callers (listing, reports): a storage that holds no
-            studies yet is an error and nothing is created (no file, no tables); a SQLite file
-            that cannot be written (or whose folder cannot) is opened read-only.
+            studies yet is an error and nothing is created (no file, no tables). A SQLite file
+            that cannot be written (or whose folder cannot) is opened read-only either way:
+            reads work, a write fails as "read-only" (writers call :func:`require_writable` first).
         timeouts: bounds on each wait (default: :data:`READ_TIMEOUTS` when ``create`` is False,
             else :class:`DatabaseTimeouts`'s).
 
     Raises:
         StorageError: the URL is malformed, its driver is missing, or it cannot be reached (the
             message names what happened: refused, no reply, corrupt, read-only, ...); with
-            ``create=False``, also when nothing is stored there yet; with ``create=True``, a
-            SQLite file that cannot be written.
+            ``create=False``, also when nothing is stored there yet.
     """
     resolved = resolve_storage_url(url)
     timeouts = timeouts or (READ_TIMEOUTS if not create else DatabaseTimeouts())
@@ -145,10 +145,6 @@ def open_storage(
         check_exists(url, timeouts=timeouts)
     path = _sqlite_folder_ready(url, resolved)
     read_only = path is not None and sqlite_read_only(path)
-    if read_only and create:
-        assert path is not None
-        fault = sqlite_fault("read-only", str(path), "the file or its folder is not writable for this user")
-        raise StorageError(f"cannot open storage {shown_url(url)!r}: {fault.reason}")
     engine_kwargs = engine_options(resolved, timeouts, read_only=read_only)
     try:
         try:
@@ -184,6 +180,15 @@ def _storage_error(url: str | None, resolved: str, exc: BaseException) -> Storag
     return StorageError(
         f"cannot open storage {shown_url(url)!r}: {reason}. Use sqlite:///PATH or postgresql://USER@HOST/DB with a reachable server"
     )
+
+
+def require_writable(url: str | None) -> None:
+    """Raise :class:`StorageError` ("read-only") when ``url`` is a SQLite file this process cannot write (searches and
+    workers call it first: they would fail at their first write)."""
+    path = sqlite_path(resolve_storage_url(url))
+    if path is not None and sqlite_read_only(path):
+        fault = sqlite_fault("read-only", str(path), "the file or its folder is not writable for this user")
+        raise StorageError(f"cannot open storage {shown_url(url)!r}: {fault.reason}")
 
 
 def check_exists(url: str | None, *, timeouts: DatabaseTimeouts = READ_TIMEOUTS) -> None:

@@ -19,7 +19,7 @@ from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
 from coevo.search.proposers import Evaluation, Proposer
 from coevo.search.side_tables import purge_side_tables
-from coevo.search.storage import DatabaseTimeouts, open_storage, resolve_storage_url
+from coevo.search.storage import DatabaseTimeouts, open_storage, require_writable, resolve_storage_url
 
 ATTR_SPEC = "coevo.problem"
 ATTR_PROBLEM_REF = "coevo.problem_ref"
@@ -93,12 +93,14 @@ def open_or_create(problem: Problem, proposer: Proposer, *, storage: str | None,
 
     Raises:
         UserInputError: the study exists for another problem or proposer.
+        StorageError: the storage cannot be opened, or is a SQLite file this process cannot write.
     """
     if resolve_storage_url(storage) == "sqlite:///:memory:":
         raise UserInputError(
             "sqlite:///:memory: cannot hold a search: every connection (workers, heartbeats) would see another, empty "
             "database; use a file, e.g. sqlite:///runs/coevo.sqlite3"
         )
+    require_writable(storage)
     backend = open_storage(storage)
     spec = problem.spec()
     created = False

@@ -62,7 +62,7 @@ from coevo.search.errors import CoevoError, StorageError, UserInputError
 from coevo.search.problem import Problem
 from coevo.search.proposers import Evaluation, Proposal, Proposer, RoundContext
 from coevo.search.side_tables import PurgeReason
-from coevo.search.storage import DatabaseTimeouts, lock_row, open_storage, side_engine
+from coevo.search.storage import DatabaseTimeouts, lock_row, open_storage, require_writable, side_engine
 from coevo.search.study import ATTR_BUDGET, ATTR_ROUND, evaluations_from_study
 
 log = logging.getLogger(__name__)
@@ -365,7 +365,8 @@ def purge_coordination(storage: str | None, study: str, reason: PurgeReason) -> 
 
 
 def heartbeat_storage(url: str | None, settings: WorkerSettings) -> optuna.storages.RDBStorage:
-    """The study storage with Optuna heartbeats and re-queueing of failed trials."""
+    """The study storage with Optuna heartbeats and re-queueing of failed trials (a worker writes: it must be writable)."""
+    require_writable(url)
     with _quiet_optuna():
         return open_storage(
             url,

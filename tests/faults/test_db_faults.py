@@ -33,7 +33,7 @@ from coevo.search.proposers import get_proposer
 from coevo.search.storage import DatabaseTimeouts, engine_options, resolve_storage_url
 from coevo.search.study import open_study
 from coevo.search.workers import Coordination, with_database_retry
-from tests.faults.tcp_proxy import FaultyProxy
+from tests.faults.tcp_proxy import FaultyProxy, Mode
 from tests.helpers import coevo_env, wait_until
 
 FAST = ["--heartbeat", "1", "--grace", "3"]
@@ -181,8 +181,11 @@ def test_a_worker_whose_database_is_blackholed_stops_then_resumes_exactly(postgr
 
 
 @pytest.mark.postgres
-def test_runs_list_gives_up_on_a_blackholed_database_in_seconds(postgres_url: str, proxy: FaultyProxy, tmp_path: Path) -> None:
-    proxy.set("blackhole")
+@pytest.mark.parametrize("mode", ["blackhole", "drip"])
+def test_runs_list_gives_up_on_a_silent_or_crawling_database_in_seconds(
+    mode: Mode, postgres_url: str, proxy: FaultyProxy, tmp_path: Path
+) -> None:
+    proxy.set(mode)  # drip: 16 bytes every half second, so connecting alone would take many seconds
     code, _, stderr, seconds = _coevo("runs", "list", "--storage", _via(postgres_url, proxy), cwd=tmp_path, timeout=60)
     assert code == 2 and stderr.count("\n") == 1, stderr
     assert "no reply" in _one_error_line(stderr)

@@ -216,7 +216,7 @@ def test_dropped_connections_are_survived(postgres_url: str, tmp_path: Path) -> 
 def test_a_database_that_stays_away_stops_the_worker_and_it_resumes(postgres_url: str, tmp_path: Path) -> None:
     proxy = FaultyProxy(("127.0.0.1", 5432))
     via_proxy = postgres_url.replace("127.0.0.1:5432", proxy.address)
-    budget = 200  # enough that the worker is still paying when the proxy is cut after 20
+    budget = 120  # enough that the worker is still paying when the proxy is cut after 20
     study = _create(postgres_url, "random", budget)
     try:
         worker = _worker(via_proxy, study, "--db-patience", "3", "--db-timeout", "2", cwd=tmp_path)
