@@ -52,7 +52,7 @@ class _Watchdog:
         with self._cond:
             token = next(self._tokens)
             self._armed[token] = (deadline, fd)
-            if self._thread is None or not self._thread.is_alive():  # first use, or a forked child
+            if self._thread is None:  # the first wait watched
                 self._thread = threading.Thread(target=self._run, name="coevo-db-watchdog", daemon=True)
                 self._thread.start()
             if deadline < self._wake_at:
@@ -93,6 +93,15 @@ def _shut_down(fd: int) -> None:
 
 
 _WATCHDOG = _Watchdog()
+
+
+def _new_watchdog_after_fork() -> None:
+    # a forked child has no watchdog thread, and its lock may have been held at the fork
+    global _WATCHDOG
+    _WATCHDOG = _Watchdog()
+
+
+os.register_at_fork(after_in_child=_new_watchdog_after_fork)
 _INSTALLED = threading.Lock()
 _installed = False
 

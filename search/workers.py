@@ -115,8 +115,9 @@ DATABASE_ERRORS: tuple[type[BaseException], ...] = (sqlalchemy.exc.SQLAlchemyErr
 def _transient(exc: BaseException, storage: str | None = None) -> bool:
     """Whether retrying ``exc`` may help: its fault's kind says (refused, no reply, dropped, locked...), else its type."""
     fault = classify(exc, storage)
-    if fault is not None:
+    if fault is not None and fault.kind != "error":
         return fault.transient
+    # a driver error of no known kind (or none): retried when its type is one of an away database, as before.
     # open_storage wraps driver errors in StorageError; a StorageError of its own (no cause) is final
     return isinstance(exc, TRANSIENT) or (isinstance(exc, StorageError) and isinstance(exc.__cause__, TRANSIENT))
 
