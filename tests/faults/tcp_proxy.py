@@ -113,6 +113,8 @@ class FaultyProxy:
     def _connect(self, client: socket.socket) -> None:
         # a connection accepted during a blackhole hears nothing until it heals
         if self._wait_not_blackholed() == "refuse":
+            with contextlib.suppress(OSError):
+                client.close()
             return
         try:
             upstream = socket.create_connection(self.target, timeout=5)
