@@ -46,16 +46,11 @@ class DatabaseFault:
         return self.kind in TRANSIENT_KINDS
 
 
-class FaultError(Exception):
-    """An error that already knows its :class:`DatabaseFault` (raised by coevo's own bounds, e.g. "no reply")."""
-
-    def __init__(self, fault: DatabaseFault) -> None:
-        super().__init__(fault.reason)
-        self.fault = fault
-
-
 def classify(exc: BaseException, storage: str | None = None) -> DatabaseFault | None:
     """The fault behind ``exc``, or None when nothing in its chain is a database error.
+
+    An error in the chain that carries its own ``fault`` attribute (coevo's reply bound,
+    :mod:`search.pg_bounds`) is taken at its word.
 
     Args:
         exc: what was raised (any wrapping: SQLAlchemy, Optuna, coevo's StorageError).
@@ -281,9 +276,3 @@ def _os_fault(e: OSError, where: str) -> DatabaseFault | None:
     if kind is None:
         return None
     return DatabaseFault(kind, f"{kind}: {where}: {_first_line(e)}")
-
-
-def describe(exc: BaseException, storage: str | None = None) -> str:
-    """One line for ``exc``: its fault's reason, or its own first line when it is no database error."""
-    fault = classify(exc, storage)
-    return fault.reason if fault is not None else _first_line(exc)
