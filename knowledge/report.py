@@ -81,7 +81,7 @@ def write_report(storage: str | None, study_name: str, out: Path, *, store: Know
         StorageError: storage or knowledge store unreachable.
     """
     started = time.perf_counter()
-    search = load_search(storage, study_name)  # before anything is created: a wrong name leaves no folder
+    search = load_search(storage, study_name, create=False)  # before anything is created: a wrong name leaves no folder
     store = store or KnowledgeStore.for_storage(storage)
     created = _make_folder(out)
     try:

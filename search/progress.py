@@ -9,6 +9,7 @@ from typing import Any
 import optuna
 
 from coevo.search.runner import stored_summary
+from coevo.search.storage import READ_TIMEOUTS
 from coevo.search.study import ATTR_BUDGET, ATTR_PROPOSER, ATTR_SPEC, failed_evaluation, open_stored_study, reopen, stored_code
 from coevo.search.workers import Coordination
 
@@ -19,15 +20,16 @@ ALIVE_S = 30.0
 def progress(storage: str | None, study_name: str, *, load_code: bool = True) -> dict[str, Any]:
     """Progress of one search: evaluations against budget, trial states, workers, metrics so far.
 
-    Nothing is created in the storage. The metrics (HV ratio, front recall, front size) need the
-    study's problem rebuilt: with ``load_code=False`` a problem that is the user's code (a file or
-    module, :func:`search.study.stored_code`) is not imported, those metrics are None and
-    ``not_loaded`` lists the code that was left alone. ``evaluations`` are the paid ones with a
-    result, ``failed`` the paid ones that failed, and ``paid`` both (what the budget counts).
+    Nothing is created in the storage, and each wait on it is a read's (seconds, not a worker's
+    bounds). The metrics (HV ratio, front recall, front size) need the study's problem rebuilt:
+    with ``load_code=False`` a problem that is the user's code (a file or module,
+    :func:`search.study.stored_code`) is not imported, those metrics are None and ``not_loaded``
+    lists the code that was left alone. ``evaluations`` are the paid ones with a result,
+    ``failed`` the paid ones that failed, and ``paid`` both (what the budget counts).
     """
-    study = open_stored_study(storage, study_name, create=False)
+    study = open_stored_study(storage, study_name, create=False, timeouts=READ_TIMEOUTS)
     trials = study.get_trials(deepcopy=False)
-    workers = Coordination(storage, study_name, create=False).workers()
+    workers = Coordination(storage, study_name, READ_TIMEOUTS, create=False).workers()
     now = time.time()
     for w in workers:
         w["alive"] = w["state"] == "running" and now - w["last_seen"] < ALIVE_S

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import sqlite3
 import time
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,12 +18,85 @@ import sqlalchemy
 import sqlalchemy.exc
 from sqlalchemy import event
 
+from coevo.search import pg_bounds
+from coevo.search.db_errors import classify, sqlite_fault
 from coevo.search.errors import StorageError, StorageMissingError
 
 DEFAULT_STORAGE = "sqlite:///runs/coevo.sqlite3"
 """Default storage: a SQLite file under ./runs/ (created on first use)."""
 DEFAULT_FOLDER = Path("runs")
 """coevo's own folder (relative to the working folder): SQLite files named in it are created with it."""
+
+
+@dataclass(frozen=True)
+class DatabaseTimeouts:
+    """How long any one wait on the database may last: every bound is derived from ``request_s``.
+
+    A worker retries a request that failed within these bounds for ``--db-patience`` seconds
+    (:class:`search.workers.WorkerSettings`); read-only commands use :data:`READ_TIMEOUTS` and
+    do not retry. So no wait is unbounded: a refused or silent server, a dropped or half-open
+    connection, a stuck statement and a locked SQLite file all end as an error.
+
+    Attributes:
+        request_s: seconds one request may take (``--db-timeout``).
+    """
+
+    request_s: float = 30.0
+
+    @property
+    def connect_s(self) -> int:
+        """libpq ``connect_timeout`` (whole seconds; libpq takes nothing below 2)."""
+        return max(2, math.ceil(self.request_s / 3))
+
+    @property
+    def statement_s(self) -> float:
+        """PostgreSQL ``statement_timeout``: the server cancels a statement (or a lock wait) running longer."""
+        return self.request_s
+
+    @property
+    def reply_s(self) -> float:
+        """Client-side: a wait that hears nothing from the server this long drops the connection (past the
+        statement timeout, so a slow statement is cancelled by the server first, with its own message)."""
+        return self.request_s + max(2.0, self.request_s / 5)
+
+    @property
+    def idle_in_transaction_s(self) -> float:
+        """PostgreSQL ``idle_in_transaction_session_timeout``: the server ends a session that stopped mid-transaction
+        (a worker cut off by a partition), so the row locks it holds do not stall the other workers."""
+        return 2 * self.request_s
+
+    @property
+    def busy_s(self) -> float:
+        """SQLite busy timeout: how long a connection waits for another process's lock."""
+        return self.request_s
+
+    def postgres_connect_args(self, url: str) -> dict[str, Any]:
+        """libpq parameters (psycopg ``connect_args``) carrying these bounds; what the URL sets itself wins."""
+        keepalive_s = max(1, round(self.request_s / 3))
+        ours: dict[str, Any] = {
+            "connect_timeout": self.connect_s,
+            "keepalives": 1,
+            "keepalives_idle": keepalive_s,
+            "keepalives_interval": max(1, round(self.request_s / 10)),
+            "keepalives_count": 3,
+            "tcp_user_timeout": int(self.reply_s * 1000),  # milliseconds: unacknowledged data this long drops the connection
+        }
+        query = sqlalchemy.engine.make_url(url).query
+        args = {k: v for k, v in ours.items() if k not in query}
+        # the URL's (or PGOPTIONS') own settings come last, so they win
+        given = query.get("options", os.environ.get("PGOPTIONS", ""))
+        given = given if isinstance(given, str) else " ".join(given)
+        statement_ms, idle_ms = int(self.statement_s * 1000), int(self.idle_in_transaction_s * 1000)
+        settings = f"-c statement_timeout={statement_ms} -c idle_in_transaction_session_timeout={idle_ms}"
+        args["options"] = f"{settings} {given}".strip()
+        if url.startswith("postgresql+psycopg://"):
+            pg_bounds.install()
+            args[pg_bounds.REPLY_KEY] = self.reply_s
+        return args
+
+
+READ_TIMEOUTS = DatabaseTimeouts(request_s=5.0)
+"""Bounds of read-only callers (``coevo runs``, reports): they give up after seconds, not a worker's patience."""
 
 
 def resolve_storage_url(url: str | None) -> str:
@@ -90,7 +165,9 @@ def sqlite_path(url: str) -> Path | None:
     return target if isinstance(target, Path) else None
 
 
-def open_storage(url: str | None, *, create: bool = True, **rdb_options: Any) -> optuna.storages.RDBStorage:
+def open_storage(
+    url: str | None, *, create: bool = True, timeouts: DatabaseTimeouts | None = None, **rdb_options: Any
+) -> optuna.storages.RDBStorage:
     """Open (and create tables in) the storage at ``url``.
 
     The default SQLite file's folder is created; a user-given SQLite path must be in an
@@ -100,17 +177,24 @@ def open_storage(url: str | None, *, create: bool = True, **rdb_options: Any) ->
     Args:
         url: the storage URL (None: :data:`DEFAULT_STORAGE`).
         create: False for read-only callers (listing, reports): a storage that holds no
-            studies yet is an error and nothing is created (no file, no tables).
+            studies yet is an error and nothing is created (no file, no tables). A SQLite file
+            that cannot be written (or whose folder cannot) is opened read-only either way:
+            reads work, a write fails as "read-only" (writers call :func:`require_writable` first).
+        timeouts: bounds on each wait (default: :data:`READ_TIMEOUTS` when ``create`` is False,
+            else :class:`DatabaseTimeouts`'s).
 
     Raises:
-        StorageError: the URL is malformed, its driver is missing, or it cannot be reached;
-            with ``create=False``, also when nothing is stored there yet.
+        StorageError: the URL is malformed, its driver is missing, or it cannot be reached (the
+            message names what happened: refused, no reply, corrupt, read-only, ...); with
+            ``create=False``, also when nothing is stored there yet.
     """
     resolved = resolve_storage_url(url)
+    timeouts = timeouts or (READ_TIMEOUTS if not create else DatabaseTimeouts())
     if not create:
-        check_exists(url)
+        check_exists(url, timeouts=timeouts)
     path = _sqlite_folder_ready(url, resolved)
-    engine_kwargs = {"connect_args": {"timeout": 30}} if path is not None else {"pool_pre_ping": True}
+    read_only = path is not None and sqlite_read_only(path)
+    engine_kwargs = engine_options(resolved, timeouts, read_only=read_only)
     try:
         try:
             storage = optuna.storages.RDBStorage(resolved, engine_kwargs=engine_kwargs, **rdb_options)
@@ -120,17 +204,43 @@ def open_storage(url: str | None, *, create: bool = True, **rdb_options: Any) ->
             # another process created the schema (tables or version row) between our check
             # and our write: the schema is there now, so one retry opens it
             storage = optuna.storages.RDBStorage(resolved, engine_kwargs=engine_kwargs, **rdb_options)
-        if path is not None:
+        if path is not None and not read_only:
             _tune_sqlite(storage.engine)
         return storage
     except (sqlalchemy.exc.SQLAlchemyError, ValueError, ImportError) as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise StorageError(
-            f"cannot open storage {url!r}: {reason}. Use sqlite:///PATH or postgresql://USER@HOST/DB with a reachable server"
-        ) from exc
+        raise _storage_error(url, resolved, exc) from exc
 
 
-def check_exists(url: str | None) -> None:
+def shown_url(url: str | None) -> str:
+    """``url`` (or the default) as messages show it: without its password."""
+    url = url or DEFAULT_STORAGE
+    try:
+        return sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
+    except sqlalchemy.exc.ArgumentError:
+        return url
+
+
+def _storage_error(url: str | None, resolved: str, exc: BaseException) -> StorageError:
+    """One line for a storage that failed to open: what happened (:func:`search.db_errors.classify`), or the driver's words."""
+    fault = classify(exc, resolved)
+    if fault is not None:
+        return StorageError(f"cannot open storage {shown_url(url)!r}: {fault.reason}")
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return StorageError(
+        f"cannot open storage {shown_url(url)!r}: {reason}. Use sqlite:///PATH or postgresql://USER@HOST/DB with a reachable server"
+    )
+
+
+def require_writable(url: str | None) -> None:
+    """Raise :class:`StorageError` ("read-only") when ``url`` is a SQLite file this process cannot write (searches and
+    workers call it first: they would fail at their first write)."""
+    path = sqlite_path(resolve_storage_url(url))
+    if path is not None and sqlite_read_only(path):
+        fault = sqlite_fault("read-only", str(path), "the file or its folder is not writable for this user")
+        raise StorageError(f"cannot open storage {shown_url(url)!r}: {fault.reason}")
+
+
+def check_exists(url: str | None, *, timeouts: DatabaseTimeouts = READ_TIMEOUTS) -> None:
     """Raise :class:`StorageError` unless the storage at ``url`` already holds Optuna's tables (creates nothing)."""
     resolved = resolve_storage_url(url)
     path = sqlite_path(resolved)
@@ -142,17 +252,66 @@ def check_exists(url: str | None) -> None:
     if sqlite_target(resolved) == MEMORY:
         raise StorageMissingError(f"{shown} is an in-memory database and holds nothing to read; pass the storage a search wrote to")
     try:
-        engine = sqlalchemy.create_engine(resolved, pool_pre_ping=True)
+        engine = sqlalchemy.create_engine(resolved, **engine_options(resolved, timeouts, read_only=True))
         try:
             with engine.connect() as conn:
                 present = sqlalchemy.inspect(conn).has_table("studies")
         finally:
             engine.dispose()
     except (sqlalchemy.exc.SQLAlchemyError, ValueError, ImportError) as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise StorageError(f"cannot open storage {shown!r}: {reason}") from exc
+        raise _storage_error(url, resolved, exc) from exc
     if not present:
         raise StorageMissingError(f"no coevo studies in {shown!r} (it has no Optuna tables yet): run a search there first")
+
+
+def engine_options(resolved: str, timeouts: DatabaseTimeouts, *, read_only: bool = False) -> dict[str, Any]:
+    """``create_engine`` keyword arguments that bound every wait on the database at ``resolved`` by ``timeouts``.
+
+    SQLite files wait ``busy_s`` for another process's lock (``read_only``: the file is opened
+    read-only, see :func:`sqlite_read_only`); PostgreSQL gets libpq's connect timeout, TCP
+    keepalives, ``tcp_user_timeout``, the server's statement and idle-in-transaction timeouts,
+    and (psycopg 3) the client-side reply bound of :mod:`search.pg_bounds`; pooled
+    connections are pinged before use.
+    """
+    if resolved == "sqlite:///:memory:":
+        return {"poolclass": sqlalchemy.pool.StaticPool, "connect_args": {"check_same_thread": False}}
+    path = sqlite_path(resolved)
+    if path is not None:
+        if read_only:
+            return {"creator": _read_only_sqlite(path, timeouts.busy_s)}
+        return {"connect_args": {"timeout": timeouts.busy_s}}
+    if resolved.startswith(("postgresql://", "postgresql+")):
+        return {"pool_pre_ping": True, "connect_args": timeouts.postgres_connect_args(resolved)}
+    return {"pool_pre_ping": True}
+
+
+def sqlite_read_only(path: Path) -> bool:
+    """Whether SQLite file ``path`` exists but cannot be written: the file, or its folder (where SQLite keeps the
+    ``-wal``/``-shm`` files a write needs) unless those exist and are writable."""
+    if not path.is_file():
+        return False
+    if not os.access(path, os.W_OK):
+        return True
+    if os.access(path.parent, os.W_OK):
+        return False
+    return not all(os.access(f"{path}{suffix}", os.W_OK) for suffix in ("-wal", "-shm"))
+
+
+def _read_only_sqlite(path: Path, busy_s: float) -> Callable[[], sqlite3.Connection]:
+    """A connect function opening ``path`` read-only (``mode=ro``).
+
+    A WAL-mode file is read through its ``-shm`` file, which SQLite creates beside it if
+    missing: in a folder that cannot be written, with no ``-wal`` file left (every writer
+    closed cleanly), the file is opened ``immutable`` instead, which needs neither. (With a
+    ``-wal`` file there, its ``-shm`` must be there too, as a writer leaves them.)
+    """
+    immutable = not os.access(path.parent, os.W_OK) and not Path(f"{path}-wal").exists()
+    uri = path.resolve().as_uri() + "?mode=ro" + ("&immutable=1" if immutable else "")
+
+    def connect() -> sqlite3.Connection:
+        return sqlite3.connect(uri, uri=True, timeout=busy_s, check_same_thread=False)
+
+    return connect
 
 
 def _sqlite_folder_ready(url: str | None, resolved: str) -> Path | None:
@@ -208,22 +367,31 @@ def _tune_sqlite(engine: sqlalchemy.engine.Engine) -> None:
 
 
 def side_engine(
-    url: str | None, metadata: sqlalchemy.MetaData, *, busy_timeout_s: float = 30.0, create: bool = True
+    url: str | None,
+    metadata: sqlalchemy.MetaData,
+    *,
+    busy_timeout_s: float | None = None,
+    timeouts: DatabaseTimeouts | None = None,
+    create: bool = True,
 ) -> sqlalchemy.engine.Engine:
     """An engine on the study's database for coevo's own tables (caches), created if missing.
 
-    SQLite files get the same pragmas as the study and wait up to ``busy_timeout_s`` for
-    another writer's lock; an in-memory URL gets one shared connection (else every
-    connection would see a new, empty database). ``create=False`` (readers) creates no
-    table; the caller checks that its table is there (:func:`has_table`).
+    Every wait is bounded by ``timeouts`` (default :class:`DatabaseTimeouts`'s); SQLite files
+    get the same pragmas as the study and wait up to ``busy_timeout_s`` (default: the
+    timeouts' ``busy_s``) for another writer's lock. A SQLite file that cannot be written is
+    opened read-only (reads work; a write fails as "read-only"). An in-memory URL gets one
+    shared connection (else every connection would see a new, empty database).
+    ``create=False`` (readers) creates no table; the caller checks that its table is there
+    (:func:`has_table`).
     """
     resolved = resolve_storage_url(url)
+    timeouts = timeouts or DatabaseTimeouts()
     path = _sqlite_folder_ready(url, resolved)
-    kwargs: dict[str, Any] = {"connect_args": {"timeout": busy_timeout_s}} if path is not None else {"pool_pre_ping": True}
-    if sqlite_target(resolved) == MEMORY:
-        kwargs = {"poolclass": sqlalchemy.pool.StaticPool, "connect_args": {"check_same_thread": False}}
-    engine = sqlalchemy.create_engine(resolved, **kwargs)
-    if path is not None:
+    if busy_timeout_s is not None and path is not None:
+        timeouts = DatabaseTimeouts(request_s=busy_timeout_s)  # on SQLite the busy timeout is the only bound
+    read_only = path is not None and sqlite_read_only(path)
+    engine = sqlalchemy.create_engine(resolved, **engine_options(resolved, timeouts, read_only=read_only))
+    if path is not None and not read_only:
         event.listen(engine, "connect", _sqlite_pragmas)
         event.listen(engine, "begin", _begin_immediate)
     if not create:
@@ -236,7 +404,9 @@ def side_engine(
                 raise
             metadata.create_all(engine, checkfirst=True)  # another process won the race: the tables exist now
     except sqlalchemy.exc.SQLAlchemyError as exc:
-        raise StorageError(f"cannot use storage {url!r} for coevo's tables: {str(exc).splitlines()[0]}") from exc
+        fault = classify(exc, resolved)
+        reason = fault.reason if fault is not None else str(exc).splitlines()[0]
+        raise StorageError(f"cannot use storage {url!r} for coevo's tables: {reason}") from exc
     return engine
 
 

@@ -22,7 +22,7 @@ from coevo.search.plugins import own_module, parse_reference
 from coevo.search.problem import Problem
 from coevo.search.proposers import Evaluation, Proposer
 from coevo.search.side_tables import purge_side_tables
-from coevo.search.storage import open_storage, resolve_storage_url
+from coevo.search.storage import DatabaseTimeouts, open_storage, require_writable, resolve_storage_url
 
 ATTR_SPEC = "coevo.problem"
 ATTR_PROBLEM_REF = "coevo.problem_ref"
@@ -122,12 +122,14 @@ def open_or_create(problem: Problem, proposer: Proposer, *, storage: str | None,
 
     Raises:
         UserInputError: the study exists for another problem or proposer.
+        StorageError: the storage cannot be opened, or is a SQLite file this process cannot write.
     """
     if resolve_storage_url(storage) == "sqlite:///:memory:":
         raise UserInputError(
             "sqlite:///:memory: cannot hold a search: every connection (workers, heartbeats) would see another, empty "
             "database; use a file, e.g. sqlite:///runs/coevo.sqlite3"
         )
+    require_writable(storage)
     backend = open_storage(storage)
     spec = problem.spec()
     created = False
@@ -210,7 +212,7 @@ class StoredSearch:
     proposer_options: dict[str, Any]
 
 
-def load_search(storage: str | None, study_name: str, *, create: bool = True) -> StoredSearch:
+def load_search(storage: str | None, study_name: str, *, create: bool = True, timeouts: DatabaseTimeouts | None = None) -> StoredSearch:
     """Open study ``study_name`` and rebuild its problem from the recorded spec.
 
     Args:
@@ -218,22 +220,25 @@ def load_search(storage: str | None, study_name: str, *, create: bool = True) ->
         study_name: the study.
         create: False for read-only callers: a storage that does not exist yet is an error
             (nothing is created).
+        timeouts: bounds on each wait on the database (default: :func:`search.storage.open_storage`'s).
 
     Raises:
         UserInputError: no such study (the message lists the studies there), or it was not made by coevo.
         StorageError: the storage cannot be opened.
     """
-    return reopen(open_stored_study(storage, study_name, create=create), storage)
+    return reopen(open_stored_study(storage, study_name, create=create, timeouts=timeouts), storage)
 
 
-def open_stored_study(storage: str | None, study_name: str, *, create: bool = True) -> optuna.Study:
+def open_stored_study(
+    storage: str | None, study_name: str, *, create: bool = True, timeouts: DatabaseTimeouts | None = None
+) -> optuna.Study:
     """Open study ``study_name`` of a coevo search without rebuilding its problem (no user code is imported).
 
     Raises:
         UserInputError: no such study (the message lists the studies there), or it was not made by coevo.
         StorageError: the storage cannot be opened (with ``create=False``: it holds nothing yet).
     """
-    backend = open_storage(storage, create=create)
+    backend = open_storage(storage, create=create, timeouts=timeouts)
     try:
         study = optuna.load_study(study_name=study_name, storage=backend)
     except KeyError:

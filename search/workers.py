@@ -30,9 +30,13 @@ or SQLite on one machine); nothing but the database coordinates them:
   sweep re-queues it (a FAIL trial *without* ``failure`` is one a dead worker left, and is).
   Past the deadline the trial's heartbeats stop. Python cannot stop a thread: an abandoned
   evaluation runs on in its daemon thread, result dropped, until the process exits.
-* **Storage faults**: every step is retried with backoff while the database is away; past
-  ``patience_s`` the worker stops with a message saying how to resume (nothing is lost:
-  claims, trials and the knowledge base are all in the database).
+* **Storage faults**: every wait on the database is bounded (:class:`search.storage.DatabaseTimeouts`,
+  ``--db-timeout``: connect, statement, silence from the server, SQLite locks), so a refused,
+  silent or dropped database ends each request with an error; transient ones
+  (:mod:`search.db_errors`) are retried with backoff, and past ``patience_s`` (``--db-patience``)
+  the worker stops with a message saying what happened and how to resume (nothing is lost:
+  claims, trials and the knowledge base are all in the database). Permanent faults (a corrupt or
+  read-only file, a wrong password, no such database, a full disk) stop it at once.
 
 Clocks: lease expiry uses each worker's wall clock; machines should run NTP (seconds of
 skew only delay a takeover, they never double-claim a point: claims are transactional).
@@ -48,6 +52,7 @@ import math
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 import traceback
@@ -65,11 +70,12 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.storages._rdb.models import TrialModel as _TRIALS  # its table, for counting trials by state in SQL
 from optuna.trial import TrialState
 
+from coevo.search.db_errors import classify
 from coevo.search.errors import CoevoError, StorageError, UserInputError
 from coevo.search.problem import Problem, invalid_values
 from coevo.search.proposers import Evaluation, Proposal, Proposer, RoundContext
 from coevo.search.side_tables import PurgeReason
-from coevo.search.storage import has_table, lock_row, open_storage, side_engine
+from coevo.search.storage import DatabaseTimeouts, has_table, lock_row, open_storage, require_writable, side_engine
 from coevo.search.study import ATTR_BUDGET, ATTR_ROUND, FAILURE, INTERRUPTED, OUTCOME_ATTRS, evaluations_from_study, failed_evaluation
 
 log = logging.getLogger(__name__)
@@ -114,34 +120,56 @@ TRANSIENT: tuple[type[BaseException], ...] = (
     optuna.exceptions.StorageInternalError,
     ConnectionError,
 )
-"""Errors of a database that is restarting, dropping connections or away."""
+"""Errors a database that is restarting, dropping connections or away raises (what it was is :func:`search.db_errors.classify`'s)."""
+DATABASE_ERRORS: tuple[type[BaseException], ...] = (sqlalchemy.exc.SQLAlchemyError, *TRANSIENT)
+"""Any error from the database, transient or not (for threads and last words that must not die of one)."""
 
 
-def _transient(exc: BaseException) -> bool:
-    # open_storage wraps driver errors in StorageError; the cause says whether it was transient
+def _transient(exc: BaseException, storage: str | None = None) -> bool:
+    """Whether retrying ``exc`` may help: its fault's kind says (refused, no reply, dropped, locked...), else its type."""
+    fault = classify(exc, storage)
+    if fault is not None and fault.kind != "error":
+        return fault.transient
+    # a driver error of no known kind (or none): retried when its type is one of an away database, as before.
+    # open_storage wraps driver errors in StorageError; a StorageError of its own (no cause) is final
     return isinstance(exc, TRANSIENT) or (isinstance(exc, StorageError) and isinstance(exc.__cause__, TRANSIENT))
 
 
-def with_database_retry(what: str, fn: Callable[[], T], *, patience_s: float) -> T:
+def with_database_retry(what: str, fn: Callable[[], T], *, patience_s: float, storage: str | None = None) -> T:
     """``fn()``, retried with backoff while the database is away, for at most ``patience_s`` seconds.
 
+    Each try is bounded by the engines' :class:`search.storage.DatabaseTimeouts`, so the worker
+    gives up at most one request's bound past ``patience_s``. Permanent faults are not retried.
+
+    Args:
+        what: what the worker was doing, for the message.
+        fn: the request.
+        patience_s: how long transient faults are retried.
+        storage: the storage URL, to name the file or server in the message.
+
     Raises:
-        StorageError: the database stayed away; the message says how to resume.
+        StorageError: a permanent fault, or the database stayed away; the message says what
+            happened and how to resume.
     """
     delay, since = 0.25, time.monotonic()
     while True:
         try:
             return fn()
         except Exception as exc:
-            if not _transient(exc):
-                raise
+            if not _transient(exc, storage):
+                fault = classify(exc, storage)
+                if fault is None or isinstance(exc, CoevoError):
+                    raise
+                raise StorageError(f"{fault.reason} (while {what}); this worker stopped: fix that, then rerun the same command") from exc
             away = time.monotonic() - since
+            fault = classify(exc, storage)
+            reason = fault.reason if fault is not None else f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
             if away > patience_s:
                 raise StorageError(
-                    f"the database has been unreachable for {away:.0f} s ({what}: {str(exc).splitlines()[0][:160]}); this worker "
-                    "stopped. Nothing is lost: rerun the same command (or `coevo worker`) when the database is back"
+                    f"{reason}; the database has been away for {away:.0f} s while {what} (--db-patience {patience_s:g}), so this "
+                    "worker stopped. Nothing is lost: rerun the same command (or `coevo worker`) when the database is back"
                 ) from exc
-            log.warning("database error while %s (%s); retrying in %.1f s", what, type(exc).__name__, delay)
+            log.warning("database error while %s (%s); retrying in %.1f s", what, reason, delay)
             time.sleep(delay)
             delay = min(delay * 2, 4.0)
 
@@ -153,14 +181,16 @@ class WorkerSettings:
     Attributes:
         heartbeat_s: how often a running trial's heartbeat is recorded.
         grace_s: a RUNNING trial without a heartbeat for this long is failed and re-queued.
-        patience_s: how long the database may stay away before the worker stops.
+        patience_s: how long the database may stay away (transient faults are retried) before the worker stops.
         poll_s: sleep between checks while waiting for others.
+        timeouts: the bound on each wait on the database (``--db-timeout``).
     """
 
     heartbeat_s: int = 5
     grace_s: int = 20
     patience_s: float = 60.0
     poll_s: float = 0.2
+    timeouts: DatabaseTimeouts = field(default_factory=DatabaseTimeouts)
 
 
 @dataclass
@@ -183,8 +213,8 @@ class WorkerResult:
 class Coordination:
     """coevo's coordination tables on the study's database."""
 
-    def __init__(self, storage: str | None, study: str, *, create: bool = True) -> None:
-        self.engine = side_engine(storage, metadata, create=create)
+    def __init__(self, storage: str | None, study: str, timeouts: DatabaseTimeouts | None = None, *, create: bool = True) -> None:
+        self.engine = side_engine(storage, metadata, timeouts=timeouts, create=create)
         self.study = study
         self.create = create
 
@@ -359,10 +389,12 @@ def purge_coordination(storage: str | None, study: str, reason: PurgeReason) -> 
 
 
 def heartbeat_storage(url: str | None, settings: WorkerSettings) -> optuna.storages.RDBStorage:
-    """The study storage with Optuna heartbeats and re-queueing of failed trials."""
+    """The study storage with Optuna heartbeats and re-queueing of failed trials (a worker writes: it must be writable)."""
+    require_writable(url)
     with _quiet_optuna():
         return open_storage(
             url,
+            timeouts=settings.timeouts,
             heartbeat_interval=settings.heartbeat_s,
             grace_period=settings.grace_s,
             heartbeat_stale_trial_callback=_RequeueStale(max_retry=None),
@@ -524,21 +556,33 @@ class Worker:
         self._asked = 0
         self._done = 0
         patience = self.settings.patience_s
-        self.coord = with_database_retry("connecting", lambda: Coordination(storage, study_name), patience_s=patience)
-        self.heart = with_database_retry("connecting", lambda: heartbeat_storage(storage, self.settings), patience_s=patience)
-        number = with_database_retry("connecting", lambda: len(self.coord.workers()) + 1, patience_s=patience)
+        self.coord = with_database_retry(
+            "connecting", lambda: Coordination(storage, study_name, self.settings.timeouts), patience_s=patience, storage=storage
+        )
+        self.heart = with_database_retry(
+            "connecting", lambda: heartbeat_storage(storage, self.settings), patience_s=patience, storage=storage
+        )
+        number = with_database_retry("connecting", lambda: len(self.coord.workers()) + 1, patience_s=patience, storage=storage)
         sampler_seed = seed if number == 1 else seed * 1000 + number  # a lone search samples exactly as its seed says
         try:
             self.study = with_database_retry(
                 "loading the study",
                 lambda: optuna.load_study(study_name=study_name, storage=self.heart, sampler=proposer.sampler(problem, sampler_seed)),
                 patience_s=patience,
+                storage=storage,
             )
         except KeyError:
             raise UserInputError(f"no study {study_name!r} to join; start it with `coevo search ... --study {study_name}`") from None
-        self.study_id = with_database_retry("loading the study", lambda: self.heart.get_study_id_from_name(study_name), patience_s=patience)
-        self.budget = int(self.study.user_attrs.get(ATTR_BUDGET, 0))
-        self._trials_at_start = int(self.heart.get_n_trials(self.study_id))
+        self.study_id = with_database_retry(
+            "loading the study", lambda: self.heart.get_study_id_from_name(study_name), patience_s=patience, storage=storage
+        )
+        # reads of the database like those above: a connection dropped under them is retried, not a crash at start-up
+        self.budget = with_database_retry(
+            "loading the study", lambda: int(self.study.user_attrs.get(ATTR_BUDGET, 0)), patience_s=patience, storage=storage
+        )
+        self._trials_at_start = with_database_retry(
+            "loading the study", lambda: int(self.heart.get_n_trials(self.study_id)), patience_s=patience, storage=storage
+        )
         self.max_trials = MAX_TRIALS_PER_QUERY * self.budget + 100
         self._reference = problem.reference() if on_progress is not None and problem.found_set == "all" else None
 
@@ -555,7 +599,7 @@ class Worker:
                 failures.append(1)
                 raise
 
-        value = with_database_retry(what, attempt, patience_s=self.settings.patience_s)
+        value = with_database_retry(what, attempt, patience_s=self.settings.patience_s, storage=self.storage)
         if failures:
             self.result.outages.append(round(time.monotonic() - started, 3))
         return value
@@ -570,8 +614,8 @@ class Worker:
                     for name in list(self._leases):
                         self.coord.try_lease(name, self.name, 3 * self.settings.grace_s)
                     self.coord.beat(self.name, self.result.evaluated + self.result.failed)
-                except TRANSIENT:
-                    pass  # the main loop notices the outage and applies the patience
+                except DATABASE_ERRORS:
+                    pass  # the main loop notices the fault and applies the patience (or stops, if it is permanent)
 
         done = threading.Event()
         thread = threading.Thread(target=beat, name="coevo-heartbeat", daemon=True)
@@ -580,7 +624,8 @@ class Worker:
             yield
         finally:
             done.set()
-            thread.join(timeout=5)
+            # a worker that stops on an error (the database away) does not wait for a beat stuck in the database
+            thread.join(timeout=5 if sys.exc_info()[0] is None else 0.5)
 
     # ------------------------------------------------------------ the loop
 
@@ -596,6 +641,7 @@ class Worker:
         restore = _stop_on_signals(self.stop)
         state: str = "stopped"
         note: str | None = "interrupted"
+        database_away = False
         try:
             with self._heartbeat(), _quiet_optuna():
                 self._retry("cleaning up after dead workers", self._fail_trials_of_dead_workers)
@@ -618,12 +664,14 @@ class Worker:
         except CoevoError as exc:
             state, note = "failed", str(exc)
             self.result.stopped = note
+            database_away = isinstance(exc, StorageError)
             raise
         finally:
             restore()
             self.result.wall_s = time.perf_counter() - started
-            with suppress(*TRANSIENT):
-                self.coord.beat(self.name, self.result.evaluated + self.result.failed, state, note)
+            if not database_away:  # a last word, if the database takes it (one that is away would only hold the exit up)
+                with suppress(*DATABASE_ERRORS):
+                    self.coord.beat(self.name, self.result.evaluated + self.result.failed, state, note)
         return self.result
 
     def _step(self) -> bool:
@@ -960,12 +1008,23 @@ class Worker:
             else:
                 self.study.tell(trial, [values[o.name] for o in self.problem.objectives], state=state)
         except (RuntimeError, ValueError, optuna.exceptions.UpdateFinishedTrialError) as exc:
-            now = self._trial(trial.number)
-            if now is not None and now.state == TrialState.RUNNING:
+            stored = self._trial(trial.number)
+            if stored is not None and stored.state == TrialState.RUNNING:
                 raise  # not finished elsewhere: a real error
+            if stored is not None and stored.state == state and stored.state != TrialState.FAIL:
+                # a retried tell: the first one was recorded, then the connection dropped before its reply came
+                log.info("trial %d: its result reached the database before the connection dropped; counted once", trial.number)
+                return True
             # failed as stale by another worker while the database was away: its re-queued
             # copy takes over the claim, so this result is dropped rather than counted twice
-            log.warning("trial %d was finished elsewhere (%s); its re-queued copy will be evaluated", trial.number, exc)
+            now = stored.state.name if stored is not None else "gone"
+            log.warning(
+                "trial %d is %s: another worker failed it as stale while this one could not reach the database (%s); "
+                "its re-queued copy takes its place, so this result is dropped",
+                trial.number,
+                now,
+                exc,
+            )
             return False
         return True
 

@@ -1,7 +1,8 @@
 """The ``coevo`` command line: a table of commands, one module per command.
 
 User errors (:class:`search.errors.CoevoError`) print one line on stderr and exit 2, with
-no traceback. Ctrl-C exits 130 and says how to resume.
+no traceback; so does a database fault that reaches the top (:func:`search.db_errors.classify`
+names it: corrupt, read-only, refused, no reply, ...). Ctrl-C exits 130 and says how to resume.
 
 Commands that take a problem (``search``, ``bench``, ``kb``) get one flag per option of
 the problem named by ``--problem`` (the default when none), generated from the problem's
@@ -20,6 +21,7 @@ import optuna
 
 from coevo.agent.cli import bench, chat, kb, models, problems, proxies, runs, search, tools, worker
 from coevo.agent.cli._common import Command, err, peek_problem
+from coevo.search.db_errors import classify
 from coevo.search.errors import CoevoError
 from coevo.search.problem import Problem
 
@@ -67,6 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    args: argparse.Namespace | None = None
     try:
         problem = _problem_of(argv)
         args = build_parser(problem).parse_args(argv)
@@ -83,6 +86,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         with suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except Exception as exc:  # after BrokenPipeError, an OSError that is no database's
+        # a database fault no command caught (a corrupt page read mid-command, a server gone): one line, not a traceback
+        fault = classify(exc, getattr(args, "storage", None))
+        if fault is None:
+            raise
+        err.print(f"[red]error:[/] {fault.reason}", soft_wrap=True)
+        return 2
 
 
 def _problem_of(argv: Sequence[str]) -> type[Problem] | None:

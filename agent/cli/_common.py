@@ -24,6 +24,7 @@ from coevo.search.config import DEFAULT_LLM_TIMEOUT_S, DEFAULT_PROBLEM, FLAGS, L
 from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
 from coevo.search.problems import describe_options, problem_names
+from coevo.search.storage import DatabaseTimeouts
 from coevo.search.workers import WorkerSettings
 
 out = Console(highlight=False)
@@ -247,7 +248,15 @@ def add_timing_arguments(p: argparse.ArgumentParser) -> None:
         "--db-patience",
         type=float,
         default=d.patience_s,
-        help=f"seconds the database may be away before a worker stops (default: {d.patience_s:g})",
+        help=f"seconds a worker retries a database that is away (refused, silent, dropped, locked) before it stops "
+        f"(default: {d.patience_s:g})",
+    )
+    g.add_argument(
+        "--db-timeout",
+        type=float,
+        default=d.timeouts.request_s,
+        help="seconds one database request may take (connecting, a statement, silence from the server, a SQLite lock) "
+        f"before it fails and is retried (default: {d.timeouts.request_s:g})",
     )
     g.add_argument(
         "--eval-timeout",
@@ -260,12 +269,15 @@ def add_timing_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def worker_settings(args: argparse.Namespace) -> WorkerSettings:
-    """The :class:`search.workers.WorkerSettings` of ``--heartbeat``, ``--grace`` and ``--db-patience``."""
+    """The :class:`search.workers.WorkerSettings` of ``--heartbeat``, ``--grace``, ``--db-patience`` and ``--db-timeout``."""
     if args.heartbeat < 1 or args.grace <= args.heartbeat:
         raise UserInputError(f"need --heartbeat >= 1 and --grace > --heartbeat (got {args.heartbeat} and {args.grace})")
     if args.db_patience < 0:
         raise UserInputError(f"--db-patience must be >= 0 seconds, got {args.db_patience}")
-    return WorkerSettings(heartbeat_s=args.heartbeat, grace_s=args.grace, patience_s=args.db_patience)
+    if args.db_timeout < 1:
+        raise UserInputError(f"--db-timeout must be >= 1 second, got {args.db_timeout}")
+    timeouts = DatabaseTimeouts(request_s=args.db_timeout)
+    return WorkerSettings(heartbeat_s=args.heartbeat, grace_s=args.grace, patience_s=args.db_patience, timeouts=timeouts)
 
 
 # ---------------------------------------------------------------- progress

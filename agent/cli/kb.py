@@ -219,7 +219,7 @@ def _trial_values(args: argparse.Namespace, study_name: str) -> _StudyValues:
     from coevo.search.study import evaluations_from_study, load_search
 
     try:
-        stored = load_search(args.storage, study_name)
+        stored = load_search(args.storage, study_name, create=False)
     except UserInputError:
         return _StudyValues({}, {}, None)  # evidence imported from a study elsewhere: shown without values
     problem = stored.problem

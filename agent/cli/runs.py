@@ -112,7 +112,7 @@ def _list(args: argparse.Namespace) -> int:
     except StorageMissingError as exc:
         err.print(f"no searches: {exc}")  # nothing is created
         return 0
-    names = [s.study_name for s in optuna.get_all_study_summaries(open_storage(args.storage), include_best_trial=False)]
+    names = [s.study_name for s in optuna.get_all_study_summaries(open_storage(args.storage, create=False), include_best_trial=False)]
     rows = []
     for name in names:
         try:

@@ -52,7 +52,10 @@ def run(args: argparse.Namespace) -> int:
     local = reasoner_flags(args)
     SearchConfig.create(names=FLAGS, eval_timeout_s=args.eval_timeout)  # a bad --eval-timeout fails before the study is loaded
     stored = with_database_retry(
-        "loading the study", lambda: load_search(args.storage, args.study, create=False), patience_s=settings.patience_s
+        "loading the study",
+        lambda: load_search(args.storage, args.study, create=False, timeouts=settings.timeouts),
+        patience_s=settings.patience_s,
+        storage=args.storage,
     )
     config, proposer = joined_search(
         stored,
@@ -97,6 +100,7 @@ class WorkerProcesses:
         s, reasoner = self.settings, self.config.reasoner
         command = [sys.executable, "-m", "coevo.agent.cli", "worker", "--study", study, "--quiet"]
         command += ["--heartbeat", str(s.heartbeat_s), "--grace", str(s.grace_s), "--db-patience", str(s.patience_s)]
+        command += ["--db-timeout", str(s.timeouts.request_s)]
         if self.config.storage:
             command += ["--storage", self.config.storage]
         if self.config.eval_timeout_s is not None:

@@ -28,6 +28,7 @@ import optuna
 import sqlalchemy as sa
 
 from coevo.figures._common import CHECKOUT, plain_parser
+from coevo.search.storage import DatabaseTimeouts, engine_options
 
 
 def _cli(checkout: Path, *args: str) -> subprocess.Popen[bytes]:
@@ -57,7 +58,7 @@ def one_run(storage: str, checkout: Path, budget: int, join_after: float, kill_a
     url = storage if not storage.startswith("postgresql://") else "postgresql+psycopg://" + storage.removeprefix("postgresql://")
     trials = optuna.load_study(study_name=study, storage=url).get_trials(deepcopy=False)
     paid = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get("query", True)]
-    engine = sa.create_engine(url)
+    engine = sa.create_engine(url, **engine_options(url, DatabaseTimeouts()))  # bounded like coevo's own engines
     with engine.connect() as conn:
         claims = conn.execute(sa.text("select count(*) from coevo_claims where study = :s"), {"s": study}).scalar_one()
     engine.dispose()

@@ -30,7 +30,7 @@ from coevo.search.nb201.space import format_arch
 from coevo.search.nb201.zero_cost_problem import ZeroCostNB201
 from coevo.search.problems import make_problem
 from coevo.search.proposers import get_proposer
-from coevo.search.storage import resolve_storage_url
+from coevo.search.storage import DatabaseTimeouts, engine_options, resolve_storage_url
 from coevo.search.study import open_study
 
 
@@ -43,7 +43,8 @@ def _run(storage: str, mode: str, workers: int, budget: int, keep_cache: bool) -
         problem.proxies.reference()  # the robust-z scale: computed once per database, shared by all workers
         if not keep_cache:  # every other cached score goes, so each configuration computes its cells
             keep = [format_arch(c) for c in problem.proxies.reference_cells()]
-            engine = sa.create_engine(resolve_storage_url(storage))
+            url = resolve_storage_url(storage)
+            engine = sa.create_engine(url, **engine_options(url, DatabaseTimeouts()))  # bounded like coevo's own engines
             with engine.begin() as conn:
                 conn.execute(
                     sa.text("DELETE FROM coevo_zero_cost WHERE arch NOT IN :keep").bindparams(sa.bindparam("keep", expanding=True)),

@@ -30,7 +30,7 @@ from coevo.search.proposers import get_proposer
 from coevo.search.runner import summarize
 from coevo.search.study import open_study
 from coevo.search.workers import Coordination, Worker, WorkerSettings
-from tests.fakes.tcp_proxy import TcpProxy
+from tests.faults.tcp_proxy import FaultyProxy
 from tests.helpers import coevo_env, wait_until
 
 FAST = ["--heartbeat", "1", "--grace", "3"]
@@ -224,21 +224,24 @@ def test_dropped_connections_are_survived(postgres_url: str, tmp_path: Path) -> 
 
 
 def test_a_database_that_stays_away_stops_the_worker_and_it_resumes(postgres_url: str, tmp_path: Path) -> None:
-    proxy = TcpProxy(("127.0.0.1", 5432))
-    via_proxy = postgres_url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
-    budget = 200  # enough that the worker is still paying when the proxy is cut after 20
+    proxy = FaultyProxy(("127.0.0.1", 5432))
+    via_proxy = postgres_url.replace("127.0.0.1:5432", proxy.address)
+    budget = 120  # enough that the worker is still paying when the proxy is cut after 20
     study = _create(postgres_url, "random", budget)
-    worker = _worker(via_proxy, study, "--db-patience", "3", cwd=tmp_path)
-    _wait_for_completed(postgres_url, study, worker, at_least=20, timeout=120)  # let it evaluate a while
-    proxy.cut()
-    code, _, stderr = _finish([worker], timeout=60)[0]
-    assert code == 2 and "unreachable" in stderr and "Nothing is lost" in stderr, stderr
-    proxy.start()
-    # a bound for a hang, not a speed check: the rest of the budget through the Python proxy takes a minute or more on a
-    # loaded 2-core machine (CI runs two test workers at once)
-    done = _finish([_worker(via_proxy, study, cwd=tmp_path)], timeout=300)[0]
-    assert done[0] == 0, done
-    proxy.cut()
+    try:
+        worker = _worker(via_proxy, study, "--db-patience", "3", "--db-timeout", "2", cwd=tmp_path)
+        _wait_for_completed(postgres_url, study, worker, at_least=20, timeout=120)  # let it evaluate a while
+        proxy.set("refuse")  # the server goes down: open connections drop, new ones are refused
+        # bounded: patience (3 s) plus one request's bounds (--db-timeout 2: at most a 4 s wait for a reply), plus exit
+        code, _, stderr = _finish([worker], timeout=60)[0]
+        assert code == 2 and "refused" in stderr and "Nothing is lost" in stderr, stderr
+        proxy.set("pass")
+        # the database is back: the same worker command through the same proxy finishes the run (a bound for a hang:
+        # the rest of the budget through the Python proxy can take a minute on a loaded 2-core machine)
+        done = _finish([_worker(via_proxy, study, cwd=tmp_path)], timeout=300)[0]
+        assert done[0] == 0, done
+    finally:
+        proxy.close()
     assert _check_exactly_once(postgres_url, study, budget)["duplicates"] == 0
 
 
