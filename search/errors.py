@@ -22,4 +22,8 @@ class StorageMissingError(StorageError, UserInputError):
     """
 
 
-__all__ = ["CoevoError", "StorageError", "StorageMissingError", "UserInputError", "unknown_name"]
+class EvaluationsFailingError(CoevoError):
+    """A worker's first paid evaluations all failed: the problem's ``evaluate`` looks broken, so the worker stopped early."""
+
+
+__all__ = ["CoevoError", "EvaluationsFailingError", "StorageError", "StorageMissingError", "UserInputError", "unknown_name"]

@@ -71,7 +71,7 @@ from optuna.storages._rdb.models import TrialModel as _TRIALS  # its table, for 
 from optuna.trial import TrialState
 
 from coevo.search.db_errors import classify
-from coevo.search.errors import CoevoError, StorageError, UserInputError
+from coevo.search.errors import CoevoError, EvaluationsFailingError, StorageError, UserInputError
 from coevo.search.problem import Problem, invalid_values
 from coevo.search.proposers import Evaluation, Proposal, Proposer, RoundContext
 from coevo.search.side_tables import PurgeReason
@@ -184,6 +184,10 @@ class WorkerSettings:
         patience_s: how long the database may stay away (transient faults are retried) before the worker stops.
         poll_s: sleep between checks while waiting for others.
         timeouts: the bound on each wait on the database (``--db-timeout``).
+        broken_after: a worker whose first this many paid evaluations all failed stops
+            (:class:`search.errors.EvaluationsFailingError`): an ``evaluate`` that fails every
+            time (a typo, a missing file) would otherwise spend the whole budget on failures.
+            Once one evaluation has succeeded, failures never stop the worker.
     """
 
     heartbeat_s: int = 5
@@ -191,6 +195,7 @@ class WorkerSettings:
     patience_s: float = 60.0
     poll_s: float = 0.2
     timeouts: DatabaseTimeouts = field(default_factory=DatabaseTimeouts)
+    broken_after: int = 5
 
 
 @dataclass
@@ -963,6 +968,19 @@ class Worker:
             else:
                 self.result.failed += 1
             self._report(outcome.values)
+            if outcome.failure is not None:
+                self._stop_if_broken(outcome.failure)
+
+    def _stop_if_broken(self, failure: str) -> None:
+        """Stop when this worker's first :attr:`WorkerSettings.broken_after` paid evaluations all failed (see there)."""
+        if self.result.evaluated or self.result.failed < self.settings.broken_after:
+            return
+        raise EvaluationsFailingError(
+            f"the first {self.result.failed} evaluations of this worker all failed (the last: {failure}), so it stopped before "
+            "spending more of the budget: the problem's evaluate looks broken. They stay paid in the study; fix the problem, "
+            "then start over with another --study (or `coevo runs delete STUDY`); rerunning the same command tries "
+            f"{self.settings.broken_after} more"
+        )
 
     def _run_evaluation(self, point: Any) -> _Outcome:
         """``problem.evaluate(point)`` in a thread of its own, waited for until it returns, its deadline or a stop.

@@ -242,6 +242,25 @@ def test_the_cli_reports_failures_in_one_line_exits_0_and_runs_show_counts_them(
     assert shown["states"]["FAIL"] == len(bad_points) and "RUNNING" not in shown["states"]
 
 
+def test_a_worker_whose_first_evaluations_all_fail_stops_early_in_one_line(
+    space: Space, storage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken_after = WorkerSettings().broken_after
+    budget = 4 * broken_after  # every point is bad: without the guard the whole budget would go to failures
+    args = ["search", "--problem", f"{space.file}:Faulty", "--options", json.dumps(space.options("raise", 1)), "--proposer", "random"]
+    command = [*args, "--budget", str(budget), "--storage", storage, "--study", "broken", *TIMING]
+    assert main(command) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"error: the first {broken_after} evaluations of this worker all failed"), err
+    assert "evaluate raised ValueError" in err[-1] and "Traceback" not in "\n".join(err)
+    found = audit(storage, "broken")
+    assert len(space.calls()) == broken_after and len(found.paid) == broken_after == len(found.failed)
+    assert found.claims == (broken_after, broken_after) and found.states["RUNNING"] == 0, found
+    assert main(command) == 2  # a rerun tries as many more, then stops again: each try is paid, none twice
+    found = audit(storage, "broken")
+    assert len(space.calls()) == len(set(space.calls())) == 2 * broken_after == len(found.paid) and found.states["RUNNING"] == 0
+
+
 # ---------------------------------------------------------------- timeouts
 
 
