@@ -34,6 +34,7 @@ import optuna
 
 from coevo.figures._common import command_line, figure_parser, mean_std, read_csv, write_csv, write_markdown
 from coevo.search.bench import run_jobs
+from coevo.search.config import DEFAULT_LLM_TIMEOUT_S, LLM_TIMEOUT_HELP
 from coevo.search.metrics import model_yield
 from coevo.search.problems import problem_from_spec
 from coevo.search.round_log import RoundLogs
@@ -314,7 +315,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--llm-model", type=_csv, default=None, help="your models, each one reasoner row (default: sim-...)")
     p.add_argument("--ensemble", default="", help="one more arm with several models in one search, e.g. a:1,b:1")
     p.add_argument("--llm-price", type=lambda t: tuple(float(x) for x in t.split(",")), default=None, help="input,output USD/Mtok")
-    p.add_argument("--llm-timeout", type=float, default=60.0)
+    p.add_argument("--llm-timeout", type=float, default=DEFAULT_LLM_TIMEOUT_S, help=LLM_TIMEOUT_HELP)
     p.add_argument("--storage", default=None)
     p.add_argument("--yes", action="store_true", help="do not ask before calling a real endpoint")
     args = p.parse_args(argv)
