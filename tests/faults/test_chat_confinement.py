@@ -284,6 +284,7 @@ def test_the_chats_tools_default_to_its_own_storage(capfd: pytest.CaptureFixture
 # ---------------------------------------------------------------- problem files that do not import
 
 
+@pytest.mark.slow
 def test_a_problem_file_that_loops_at_import_gives_up_in_one_line(tmp_path: Path) -> None:
     (tmp_path / "loops.py").write_text("while True:\n    pass\n")
     (tmp_path / "waits.py").write_text("import time\ntime.sleep(3600)\n")  # a module on the path, waiting

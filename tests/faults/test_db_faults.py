@@ -122,6 +122,7 @@ def test_a_postgres_engine_carries_every_bound_of_one_declaration(postgres_url: 
         engine.dispose()
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_a_silent_server_is_no_reply_within_the_bound(postgres_url: str, proxy: FaultyProxy) -> None:
     url = resolve_storage_url(_via(postgres_url, proxy))
@@ -151,6 +152,7 @@ def test_a_silent_server_is_no_reply_within_the_bound(postgres_url: str, proxy: 
 # ---------------------------------------------------------------- workers and commands on a PostgreSQL that goes away
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_a_worker_whose_database_is_blackholed_stops_then_resumes_exactly(postgres_url: str, proxy: FaultyProxy, tmp_path: Path) -> None:
     budget = 60
@@ -192,6 +194,7 @@ def test_runs_list_gives_up_on_a_silent_or_crawling_database_in_seconds(
     assert seconds < 20, seconds  # start-up plus the read-only connect timeout (2 s), never a worker's patience
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_a_refused_database_says_refused(postgres_url: str, proxy: FaultyProxy, tmp_path: Path) -> None:
     study = _create(postgres_url, 10)
@@ -297,6 +300,7 @@ def _undo_read_only(paths: list[Path]) -> None:
             p.chmod(0o755 if p.is_dir() else 0o644)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("what", ["file", "folder", "folder-with-wal"])
 def test_a_read_only_study_is_readable_and_a_worker_stops_at_once(what: str, tiny_study: Path, tmp_path: Path) -> None:
     folder = tmp_path / "ro"

@@ -113,6 +113,7 @@ def test_a_search_whose_endpoint_drips_once_pays_its_whole_budget(storage: str) 
     assert wall < 90
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_a_dripping_request_stops_the_search_at_once(storage: str, tmp_path: Path) -> None:
     with FakeOpenAI(default={"content": GOOD, "drip": 0.5}) as fake:
         proc = subprocess.Popen(
