@@ -70,7 +70,7 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.storages._rdb.models import TrialModel as _TRIALS  # its table, for counting trials by state in SQL
 from optuna.trial import TrialState
 
-from coevo.search.db_errors import classify
+from coevo.search.db_errors import DatabaseFault, classify
 from coevo.search.errors import CoevoError, EvaluationsFailingError, StorageError, UserInputError
 from coevo.search.problem import Problem, invalid_values
 from coevo.search.proposers import Evaluation, Proposal, Proposer, RoundContext
@@ -125,9 +125,9 @@ DATABASE_ERRORS: tuple[type[BaseException], ...] = (sqlalchemy.exc.SQLAlchemyErr
 """Any error from the database, transient or not (for threads and last words that must not die of one)."""
 
 
-def _transient(exc: BaseException, storage: str | None = None) -> bool:
-    """Whether retrying ``exc`` may help: its fault's kind says (refused, no reply, dropped, locked...), else its type."""
-    fault = classify(exc, storage)
+def _transient(exc: BaseException, fault: DatabaseFault | None) -> bool:
+    """Whether retrying ``exc`` (``fault``: its :func:`search.db_errors.classify`) may help: the fault's kind says
+    (refused, no reply, dropped, locked...), else the exception's type."""
     if fault is not None and fault.kind != "error":
         return fault.transient
     # a driver error of no known kind (or none): retried when its type is one of an away database, as before.
@@ -156,13 +156,12 @@ def with_database_retry(what: str, fn: Callable[[], T], *, patience_s: float, st
         try:
             return fn()
         except Exception as exc:
-            if not _transient(exc, storage):
-                fault = classify(exc, storage)
+            fault = classify(exc, storage)
+            if not _transient(exc, fault):
                 if fault is None or isinstance(exc, CoevoError):
                     raise
                 raise StorageError(f"{fault.reason} (while {what}); this worker stopped: fix that, then rerun the same command") from exc
             away = time.monotonic() - since
-            fault = classify(exc, storage)
             reason = fault.reason if fault is not None else f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
             if away > patience_s:
                 raise StorageError(
