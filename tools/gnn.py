@@ -13,7 +13,7 @@ from pydantic import Field
 
 from coevo.search.problem import config_field
 from coevo.sim.gnn import DENSE, DESIGNS, Config, build, load_graph, model_variant, prepare, time_variants, train_eval
-from coevo.sim.gnn.config import GnnFamilyConfig
+from coevo.sim.gnn.config import GnnFamilyConfig, Parallel
 from coevo.tools._base import Tool, ToolArgs, ToolResult
 
 
@@ -34,6 +34,7 @@ class GnnCircuitArgs(ToolArgs):
     )
     dynamic_relu_k: int = config_field(GnnFamilyConfig, "dynamic_relu_k")
     concurrency: int = config_field(GnnFamilyConfig, "tool_concurrency")
+    parallel: Parallel = config_field(GnnFamilyConfig, "parallel")
     hidden: int = config_field(GnnFamilyConfig, "hidden")
     layers: int = config_field(GnnFamilyConfig, "layers")
     epochs: int = config_field(GnnFamilyConfig, "epochs")
@@ -81,7 +82,14 @@ class GnnCircuit(Tool):
     def run(self, args: GnnCircuitArgs) -> ToolResult:
         start = time.perf_counter()
         k = args.dynamic_relu_k or None
-        cfg = Config(hidden=args.hidden, layers=args.layers, k=k, product="sparse" if k else "dense", concurrency=args.concurrency)
+        cfg = Config(
+            hidden=args.hidden,
+            layers=args.layers,
+            k=k,
+            product="sparse" if k else "dense",
+            concurrency=args.concurrency,
+            parallel=args.parallel,
+        )
         dense = Config(hidden=args.hidden, layers=args.layers, k=None, product=DENSE.product, aggregation=DENSE.aggregation)
         graph = load_graph(args.design, args.top)
         with _one_torch_thread():
@@ -98,6 +106,7 @@ class GnnCircuit(Tool):
                 "config": {
                     "dynamic_relu_k": args.dynamic_relu_k,
                     "concurrency": args.concurrency,
+                    "parallel": args.parallel,
                     "hidden": args.hidden,
                     "layers": args.layers,
                 },

@@ -12,6 +12,11 @@ One knob keeps two values: a model's ``concurrency`` is 1 (sequential) when
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+Parallel = Literal["blocks", "relations"]
+"""What a model's threads run: row blocks of every kernel, or the independent subgraphs of a layer."""
+PARALLEL: tuple[str, ...] = get_args(Parallel)
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,14 @@ class GnnFamilyConfig:
             "le": 16,
         },
     )
+    parallel: Parallel = field(
+        default="blocks",
+        metadata={
+            "help": "what the threads run: blocks (row blocks of every kernel) or relations (DR-CircuitGNN's independent "
+            "subgraphs: each node type's product and each relation's aggregation one task)",
+            "choices": PARALLEL,
+        },
+    )
     epochs: int = field(
         default=60,
         metadata={"help": "full-batch Adam epochs on the training cells (0: timing only)", "unit": "epochs", "ge": 0, "le": 2000},
@@ -54,4 +67,4 @@ class GnnFamilyConfig:
 GNN = GnnFamilyConfig()
 """The defaults (an instance, so a keyword default reads ``GNN.field``)."""
 
-__all__ = ["GNN", "GnnFamilyConfig"]
+__all__ = ["GNN", "PARALLEL", "GnnFamilyConfig", "Parallel"]

@@ -12,8 +12,11 @@ product reads only the k stored entries of each row (:func:`sim.gnn.sparse.spars
 The switches of :class:`Config` are the ablations: ``k`` (None: plain ReLU); ``product``
 (``"sparse"``: the sparse-feature kernel; ``"dense"``: ``torch.mm`` on the zero-filled
 matrix); ``aggregation`` (``"numba"``: the fused CSR kernel; ``"torch"``: ``torch.sparse.mm``
-per relation); ``concurrency`` (threads over row blocks of every kernel; 1 = sequential).
-:data:`DENSE` is the dense model the others are compared with.
+per relation); ``concurrency`` (threads; 1 = sequential) and ``parallel``, what they run:
+``"blocks"``, row blocks of every kernel (:mod:`sim.gnn.sparse`), or ``"relations"``,
+DR-CircuitGNN's independent subgraphs: each node type's sparse product and each relation's
+numba aggregation one task (:mod:`sim.gnn.subgraphs`; a dense product or the torch aggregation
+stays sequential there). :data:`DENSE` is the dense model the others are compared with.
 """
 
 from __future__ import annotations
@@ -29,9 +32,10 @@ import torch
 from torch import nn
 
 from coevo.sim.errors import UserInputError
-from coevo.sim.gnn.config import GNN
+from coevo.sim.gnn.config import GNN, PARALLEL, Parallel
 from coevo.sim.gnn.graph import NODE_TYPES, RELATIONS, HeteroGraph, Relation
 from coevo.sim.gnn.sparse import RelationCSR, aggregate, balanced_blocks, densify, even_blocks, sparse_row_mm, topk_relu
+from coevo.sim.gnn.subgraphs import aggregate_relations, typed_products
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,7 @@ class Config:
     product: Literal["sparse", "dense"] = "sparse"
     aggregation: Literal["numba", "torch"] = "numba"
     concurrency: int = GNN.concurrency
+    parallel: Parallel = GNN.parallel
 
     def __post_init__(self) -> None:
         if self.hidden < 1 or self.layers < 1:
@@ -54,6 +59,8 @@ class Config:
             raise UserInputError("the sparse-feature product needs dynamic ReLU (k); with plain ReLU use product='dense'")
         if self.concurrency < 1:
             raise UserInputError(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.parallel not in PARALLEL:
+            raise UserInputError(f"parallel = {self.parallel!r}: use one of {', '.join(PARALLEL)}")
 
 
 DENSE = Config(k=None, product="dense", aggregation="torch", concurrency=1)
@@ -66,12 +73,15 @@ def ablations(config: Config) -> dict[str, Config]:
     ``dense`` aggregates with torch.sparse.mm (what a PyTorch model would use);
     ``dense_numba_aggregation`` with this package's CSR kernel, sequential: the dense model
     with the aggregation kernel of ``config``, so what remains is dynamic ReLU + concurrency.
+    ``parallel_relations`` (or ``parallel_blocks``): the same threads running the other way.
     """
+    other: Parallel = "relations" if config.parallel == "blocks" else "blocks"
     return {
         "full": config,
         "no_dynamic_relu": replace(config, k=None, product="dense"),
         "no_sparse_product": replace(config, product="dense"),
         "no_concurrency": replace(config, concurrency=1),
+        f"parallel_{other}": replace(config, parallel=other),
         "torch_aggregation": replace(config, aggregation="torch"),
         "dense": replace(DENSE, hidden=config.hidden, layers=config.layers),
         "dense_numba_aggregation": replace(DENSE, hidden=config.hidden, layers=config.layers, aggregation="numba"),
@@ -166,35 +176,59 @@ class HeteroCircuitGNN(nn.Module):
 
     def forward(self, data: Prepared) -> torch.Tensor:
         """Per-cell prediction (shape: number of cells)."""
-        cfg, hid, pool = self.config, self.config.hidden, self._pool()
-        row_blocks, agg_blocks = data.blocks(cfg.concurrency)
+        cfg, pool = self.config, self._pool()
+        row_blocks, agg_blocks = data.blocks(cfg.concurrency if cfg.parallel == "blocks" else 1)
         h = {t: self.inp[t](data.x[t]) for t in self.types}
         for layer in range(cfg.layers):
-            z: dict[str, torch.Tensor] = {}
-            for n, s in enumerate(self.types):
-                w = self.w[layer * len(self.types) + n]
-                if cfg.k is None:
-                    z[s] = torch.relu(h[s]) @ w
-                    continue
-                idx, val = topk_relu(h[s], cfg.k, row_blocks[s], pool)
-                z[s] = sparse_row_mm(idx, val, w, row_blocks[s], pool) if cfg.product == "sparse" else densify(idx, val, hid) @ w
-            col = {r: hid * (1 + self.out_rels[r[0]].index(r)) for r in self.relations}
-            new = {}
-            for n, t in enumerate(self.types):
-                out = z[t][:, :hid] + self.b[layer * len(self.types) + n]
-                into = [r for r in self.relations if r[2] == t and r in data.rels]
-                if cfg.aggregation == "numba" and into:
-                    srcs = [(data.rels[r], self.types.index(r[0]), col[r]) for r in into]
-                    n_dst = int(data.x[t].shape[0])
-                    out = out + aggregate(srcs, [z[s] for s in self.types], n_dst, hid, agg_blocks[t], pool, cfg.concurrency)
-                else:
-                    for r in into:
-                        a = data.rels[r].torch_csr
-                        assert a is not None
-                        out = out + torch.sparse.mm(a, z[r[0]][:, col[r] : col[r] + hid])
-                new[t] = out
-            h = new
+            ws = [self.w[layer * len(self.types) + n] for n in range(len(self.types))]
+            z = self._products(h, ws, row_blocks, pool)
+            messages = self._aggregations(z, data, agg_blocks, pool)
+            h = {t: z[t][:, : cfg.hidden] + self.b[layer * len(self.types) + n] + messages[t] for n, t in enumerate(self.types)}
         return self.head(torch.relu(h["cell"])).squeeze(1)
+
+    def _products(
+        self, h: dict[str, torch.Tensor], ws: list[torch.Tensor], row_blocks: dict[str, Blocks], pool: ThreadPoolExecutor | None
+    ) -> dict[str, torch.Tensor]:
+        """Per source type s: ``act(h_s) @ W_s`` (dynamic ReLU and the sparse product, or ReLU and a dense product)."""
+        cfg = self.config
+        if cfg.k is None:
+            return {s: torch.relu(h[s]) @ w for s, w in zip(self.types, ws, strict=True)}
+        if cfg.parallel == "relations" and cfg.product == "sparse":
+            return dict(zip(self.types, typed_products([h[s] for s in self.types], ws, cfg.k, pool), strict=True))
+        block_pool = pool if cfg.parallel == "blocks" else None
+        z = {}
+        for s, w in zip(self.types, ws, strict=True):
+            idx, val = topk_relu(h[s], cfg.k, row_blocks[s], block_pool)
+            z[s] = sparse_row_mm(idx, val, w, row_blocks[s], block_pool) if cfg.product == "sparse" else densify(idx, val, cfg.hidden) @ w
+        return z
+
+    def _aggregations(
+        self, z: dict[str, torch.Tensor], data: Prepared, agg_blocks: dict[str, Blocks], pool: ThreadPoolExecutor | None
+    ) -> dict[str, torch.Tensor | float]:
+        """Per destination type t: ``sum_r A_r Z_s[:, r]`` over the relations into t (0.0 where none)."""
+        cfg, hid = self.config, self.config.hidden
+        col = {r: hid * (1 + self.out_rels[r[0]].index(r)) for r in self.relations}
+        present = [r for r in self.relations if r in data.rels]
+        if cfg.aggregation == "numba" and cfg.parallel == "relations" and present:
+            rels = [(data.rels[r], self.types.index(r[0]), col[r], self.types.index(r[2])) for r in present]
+            rows = [int(data.x[t].shape[0]) for t in self.types]
+            outs = aggregate_relations(rels, [z[s] for s in self.types], rows, hid, pool)
+            return {t: outs[n] if any(r[2] == t for r in present) else 0.0 for n, t in enumerate(self.types)}
+        messages: dict[str, torch.Tensor | float] = {}
+        for t in self.types:
+            into = [r for r in present if r[2] == t]
+            if cfg.aggregation == "numba" and into:
+                srcs = [(data.rels[r], self.types.index(r[0]), col[r]) for r in into]
+                n_dst = int(data.x[t].shape[0])
+                messages[t] = aggregate(srcs, [z[s] for s in self.types], n_dst, hid, agg_blocks[t], pool, cfg.concurrency)
+                continue
+            total: torch.Tensor | float = 0.0
+            for r in into:
+                a = data.rels[r].torch_csr
+                assert a is not None
+                total = total + torch.sparse.mm(a, z[r[0]][:, col[r] : col[r] + hid])
+            messages[t] = total
+        return messages
 
 
 def build(data: Prepared, config: Config, seed: int = GNN.seed) -> HeteroCircuitGNN:

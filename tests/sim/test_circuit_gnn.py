@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
 from pathlib import Path
@@ -305,7 +306,7 @@ def test_ablations_with_top_k_agree_and_so_do_the_dense_ones(small) -> None:  # 
         res[name] = _out_and_grads(model, small)
     model.close()
     for group in (
-        ("full", "no_sparse_product", "no_concurrency", "torch_aggregation"),
+        ("full", "no_sparse_product", "no_concurrency", "parallel_relations", "torch_aggregation"),
         ("no_dynamic_relu", "dense", "dense_numba_aggregation"),
     ):
         out0, g0 = res[group[0]]
@@ -318,6 +319,63 @@ def test_ablations_with_top_k_agree_and_so_do_the_dense_ones(small) -> None:  # 
     assert torch.allclose(model(small), res["dense"][0], atol=1e-5)
 
 
+@pytest.mark.parametrize(
+    "k, product, aggregation", [(4, "sparse", "numba"), (4, "dense", "numba"), (None, "dense", "numba"), (4, "sparse", "torch")]
+)
+def test_threads_over_relations_compute_what_one_thread_does(small, k, product, aggregation) -> None:  # type: ignore[no-untyped-def]
+    model = build(small, Config(hidden=16, layers=2, k=k, product=product, aggregation=aggregation))
+    out0, g0 = _out_and_grads(model, small)
+    for threads in (1, 3):
+        model.configure(
+            Config(hidden=16, layers=2, k=k, product=product, aggregation=aggregation, concurrency=threads, parallel="relations")
+        )
+        out, g = _out_and_grads(model, small)
+        assert torch.allclose(out, out0, atol=1e-5)
+        assert all(torch.allclose(a, b, atol=1e-4) for a, b in zip(g, g0, strict=True))
+    model.close()
+
+
+def test_relations_run_at_the_same_time(small, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    # a slowed stand-in for the aggregation kernel records when each call runs; time.sleep releases the GIL as the
+    # numba kernels do, so relations on different threads overlap and relations on one thread cannot
+    from coevo.sim.gnn import sparse
+
+    real, spans = sparse._K_GATHER, []
+
+    def slowed(*args):  # type: ignore[no-untyped-def]
+        start = time.perf_counter()
+        time.sleep(0.02)
+        real(*args)
+        spans.append((start, time.perf_counter()))
+
+    def overlapping() -> int:
+        ordered = sorted(spans)
+        return sum(b0 < a1 for (_, a1), (b0, _) in pairwise(ordered))
+
+    monkeypatch.setattr(sparse, "_K_GATHER", slowed)
+    model = build(small, Config(hidden=16, layers=1, k=4, concurrency=4, parallel="relations"))
+    with torch.no_grad():
+        model(small)
+    assert len(spans) == len(small.rels) and overlapping() >= 2  # 8 relations on 4 threads
+    spans.clear()
+    model.configure(Config(hidden=16, layers=1, k=4, concurrency=1, parallel="relations"))
+    with torch.no_grad():
+        model(small)
+    assert len(spans) == len(small.rels) and overlapping() == 0  # one thread: one relation after another
+    model.close()
+
+
+def test_relations_that_would_race_are_refused(small) -> None:  # type: ignore[no-untyped-def]
+    from coevo.sim.gnn.subgraphs import aggregate_relations
+
+    rel = next(iter(small.rels.values()))
+    z = torch.zeros(rel.n_src, 8)
+    with pytest.raises(ValueError, match="overlapping columns"):
+        aggregate_relations([(rel, 0, 0, 0), (rel, 0, 2, 0)], [z], [rel.n_dst], 4, None)
+    with pytest.raises(ValueError, match="does not fit"):
+        aggregate_relations([(rel, 0, 0, 0)], [torch.zeros(rel.n_src + 1, 8)], [rel.n_dst], 4, None)
+
+
 def test_bad_configs_are_refused() -> None:
     with pytest.raises(UserInputError, match="dynamic_relu_k"):
         Config(hidden=8, k=9)
@@ -325,6 +383,8 @@ def test_bad_configs_are_refused() -> None:
         Config(k=None, product="sparse")
     with pytest.raises(UserInputError, match="concurrency"):
         Config(concurrency=0)
+    with pytest.raises(UserInputError, match="parallel = 'edges': use one of blocks, relations"):
+        Config(parallel="edges")  # type: ignore[arg-type]
 
 
 @pytest.mark.usefixtures("yosys")

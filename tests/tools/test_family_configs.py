@@ -132,6 +132,7 @@ ADAPTERS: dict[str, list[tuple[type[BaseModel], str, type, str, str]]] = {
         (GnnCircuitArgs, "label", GnnFamilyConfig, "label", SHARED),
         (GnnCircuitArgs, "dynamic_relu_k", GnnFamilyConfig, "dynamic_relu_k", SHARED),
         (GnnCircuitArgs, "concurrency", GnnFamilyConfig, "tool_concurrency", SHARED),
+        (GnnCircuitArgs, "parallel", GnnFamilyConfig, "parallel", SHARED),
         (GnnCircuitArgs, "hidden", GnnFamilyConfig, "hidden", SHARED),
         (GnnCircuitArgs, "layers", GnnFamilyConfig, "layers", SHARED),
         (GnnCircuitArgs, "epochs", GnnFamilyConfig, "epochs", SHARED),
