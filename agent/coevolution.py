@@ -18,8 +18,10 @@ round); and LLM replies are cached by prompt hash.
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -33,14 +35,16 @@ from coevo.agent.reasoners._base import KnowledgeContext, ProposeRequest, Reason
 from coevo.knowledge import Heuristic, KnowledgeBase, retrieval, validation
 from coevo.knowledge.exchange import records_from
 from coevo.knowledge.store import KnowledgeStore, StudyKnowledge
-from coevo.search.acquisition import greedy_ehvi
+from coevo.search.acquisition import greedy_ehvi, greedy_hv
+from coevo.search.config import DEFAULT_KB_FROM_USE, KB_FROM_USES
 from coevo.search.errors import CoevoError, UserInputError
+from coevo.search.informed import Evidence, InformedPredictor, free_pool
 from coevo.search.metrics import model_yield, pareto_mask
-from coevo.search.niches import Niche, allocate, niche_of, single_niche
+from coevo.search.niches import FLOOR_SHARE, Niche, allocate, niche_of, single_niche
 from coevo.search.problem import Evolvable, Problem
-from coevo.search.proposers import Evaluation, Proposal, Proposer, RoundContext
+from coevo.search.proposers import Evaluation, Proposal, Proposer, RoundContext, round_quota, start_quota
 from coevo.search.round_log import RoundLogs
-from coevo.search.surrogate import SurrogateModel, TreeSurrogate
+from coevo.search.surrogate import SurrogateModel
 
 EMPTY_ROUNDS = "coevo.empty_rounds"
 MAX_EMPTY_ROUNDS = 3
@@ -110,6 +114,9 @@ class CoevolutionProposer(Proposer):
         withhold: claim keys never handed to the reasoner, or ``("*",)`` for all (ablations);
             the knowledge base is still learned and stored.
         kb_from: seed the knowledge base from this export file or study before the first round.
+        kb_from_use: what ``kb_from`` seeds: ``evaluations`` (the earlier study's paid evaluations
+            feed the predictor; the default, see :data:`search.config.DEFAULT_KB_FROM_USE`),
+            ``heuristics`` (its knowledge base is imported) or ``both``.
         screen: when the reasoner does not rank its own candidates (an LLM), ask it for
             ``screen_factor`` times a niche's share and pay only for the share the surrogate
             ranks best by expected HV (the rest are logged as screened out, with the reason).
@@ -136,6 +143,7 @@ class CoevolutionProposer(Proposer):
         kb_tokens: int = 600,
         withhold: Sequence[str] = (),
         kb_from: str | None = None,
+        kb_from_use: str = DEFAULT_KB_FROM_USE,
         screen: bool | str = "on",
         screen_factor: int = 3,
     ) -> None:
@@ -158,8 +166,12 @@ class CoevolutionProposer(Proposer):
             raise UserInputError(f"the knowledge token budget must be at least 1, got {kb_tokens}")
         self.kb_tokens = kb_tokens
         self.withhold = tuple(withhold)
+        if kb_from_use not in KB_FROM_USES:
+            raise UserInputError(f"unknown --kb-from-use {kb_from_use!r}; use one of {', '.join(KB_FROM_USES)}")
         self.kb_from = kb_from
-        parts = [f"-kbfrom-{Path(kb_from).stem}"] if kb_from else []
+        self.kb_from_use = kb_from_use
+        self._evidence: tuple[Evidence, ...] | None = None
+        parts = [f"-kbfrom-{Path(kb_from).stem}" + ("" if kb_from_use == DEFAULT_KB_FROM_USE else f"-{kb_from_use}")] if kb_from else []
         if self.withhold:
             parts.append("-withhold-all" if retrieval.WITHHOLD_ALL in self.withhold else f"-withhold-{len(self.withhold)}")
         config = reasoner.config()
@@ -179,6 +191,7 @@ class CoevolutionProposer(Proposer):
             "retries": self.retries,
             "kb_tokens": self.kb_tokens,
             "kb_from": self.kb_from,
+            "kb_from_use": self.kb_from_use,
             "withhold": list(self.withhold),
             "screen": self.screen,
             "screen_factor": self.screen_factor,
@@ -199,6 +212,7 @@ class CoevolutionProposer(Proposer):
         problem = ctx.problem
         if not isinstance(problem, Evolvable):
             raise UserInputError(f"proposer {self.name} needs a problem with mutation/crossover operators; {problem.name} has none")
+        started = time.perf_counter()
         niches = self.niches_for(problem)
         rng = random.Random(f"{ctx.seed}:{ctx.round}")
         paid = tuple(e for e in ctx.evaluations if e.query)
@@ -230,10 +244,11 @@ class CoevolutionProposer(Proposer):
                 store.save(kb, ctx.round - 1)
                 ctx.study.set_user_attr(KB_ROUND, ctx.round - 1)
                 kb = store.load()  # the store's ids are final (another worker may have added claims)
-        quota = min(self.round_size, ctx.remaining)
+        quota = round_quota(ctx, self.round_size)
         where = [niche_of(niches, e.point) for e in paid]  # niche of each paid evaluation
         if ctx.round == 0 or not paid:
-            proposals = self._initial(problem, niches, where, ctx, rng)[: ctx.remaining]
+            start = start_quota(ctx, self.init_per_niche * len(niches), len(niches)) - len(where)
+            proposals = self._initial(problem, niches, where, ctx, rng)[: max(0, start)]
             log["initial"] = True
         else:
             proposals = self._guided(problem, niches, where, kb, paid, quota, ctx, rng, log)
@@ -248,8 +263,24 @@ class CoevolutionProposer(Proposer):
             k: v - before[k] for k, v in log["usage"].items() if isinstance(v, int | float) and isinstance(before[k], int | float)
         }
         log["proposed"] = len(proposals)
+        log["propose_s"] = round(time.perf_counter() - started, 4)  # the engine's own time this round (evaluations are not in it)
         RoundLogs(ctx.storage).write(ctx.study.study_name, ctx.round, log)
         return proposals
+
+    def evidence(self, ctx: RoundContext) -> tuple[Evidence, ...]:
+        """The earlier study's paid evaluations (``kb_from``), loaded once per process; () without one or for a file."""
+        if not self.kb_from or self.kb_from_use == "heuristics":
+            return ()
+        if self._evidence is None:
+            from coevo.search.transfer import prior_evidence  # only a seeded search reads another study
+
+            self._evidence = (prior_evidence(ctx.problem, ctx.storage, self.kb_from),)
+        return self._evidence
+
+    @property
+    def loaded_evidence(self) -> tuple[Evidence, ...]:
+        """The earlier studies' evaluations this proposer has loaded (for the result's prediction stage)."""
+        return self._evidence or ()
 
     def _seed_knowledge(self, store: StudyKnowledge, ctx: RoundContext, log: dict[str, Any]) -> None:
         """Import ``kb_from`` once, before the first round, into an empty knowledge base."""
@@ -261,41 +292,91 @@ class CoevolutionProposer(Proposer):
             raise UserInputError(
                 f"--kb-from: study {store.kb!r} already has a knowledge base; seed a new study (another --study name) instead"
             )
-        records = records_from(store.store, self.kb_from)
-        ids = store.store.import_records(store.kb, records, spec=store.spec, by=f"import from {self.kb_from}", round_no=ctx.round)
+        if self.kb_from_use == "evaluations" and not any(getattr(ev, "study", None) for ev in self.evidence(ctx)):
+            from coevo.search.transfer import nothing_paid  # only a seeded search reads another study
+
+            raise nothing_paid(self.kb_from)
+        try:
+            records = records_from(store.store, self.kb_from) if self.kb_from_use != "evaluations" else []
+        except UserInputError:
+            if not any(getattr(ev, "study", None) for ev in self.evidence(ctx)):
+                raise
+            records = []  # a study without a knowledge base: its evaluations seed the predictor, no heuristic comes
+        ids = (
+            store.store.import_records(store.kb, records, spec=store.spec, by=f"import from {self.kb_from}", round_no=ctx.round)
+            if records
+            else []
+        )
         ctx.study.set_user_attr(KB_FROM, self.kb_from)
-        log["changes"].append(f"seeded with {len(ids)} heuristics from {self.kb_from}")
+        evaluations = sum(len(ev.evaluations) for ev in self.evidence(ctx))
+        log["changes"].append(f"seeded with {len(ids)} heuristics and {evaluations} evaluations (for the predictor) from {self.kb_from}")
 
     def _initial(self, problem: Any, niches: Sequence[Niche], where: list[str], ctx: RoundContext, rng: random.Random) -> list[Proposal]:
-        """Stratified start: per niche, points spread over its range of the second objective (cheap, so free to know)."""
-        out: list[Proposal] = []
+        """Stratified start: per niche, points spread over its range of the second objective (cheap, so free to know).
+
+        With a predictor that ranks before any label (a free prior, or an earlier study's
+        evaluations) each band's point is the best it predicts among the niche's free designs
+        and random members; else a random member. The proposals are ordered band by band
+        across niches, so a budget smaller than the start still spreads over every niche.
+        """
         taken = set(ctx.seen)
         second = problem.front_objectives[1]
+        ranker = InformedPredictor(problem, (), seed=ctx.seed, evidence=self.evidence(ctx)) if self.use_surrogate else None
+        if ranker is not None and ranker.ranks and problem.objectives[1].cost == "cheap":
+            start = self._predicted_start(problem, niches, where, ctx, rng, ranker)
+            if start:
+                return start  # else nothing ranked (no free prior for any candidate): the stratified start
+        by_niche: list[list[Proposal]] = []
         for niche in niches:
             need = self.init_per_niche - where.count(niche.id)
             if need <= 0:
                 continue
-            members: dict[Any, None] = {}
-            for _ in range(20000):
-                p = problem.random_point(rng)
-                if niche.contains(p) and problem.point_id(p) not in taken:
-                    members[p] = None
-                    if len(members) >= 200:
-                        break
-            points = list(members)
+            points = _members(problem, niche, taken, rng, ())
             if not points:
                 continue
             order = np.argsort(problem.cheap_values(points)[second], kind="stable")
+            picks = []
             for band, rows in enumerate(np.array_split(order, min(need, len(points)))):
                 point = points[int(rng.choice(list(rows)))]
                 taken.add(problem.point_id(point))
-                out.append(
+                picks.append(
                     Proposal(
                         point,
                         rationale=f"initial sample of niche {niche.id}, {second} band {band + 1}/{need}",
                         attrs={"niche": niche.id, "reasoner": self.reasoner.label},
                     )
                 )
+            by_niche.append(picks)
+        return [p for band in itertools.zip_longest(*by_niche) for p in band if p is not None]
+
+    def _predicted_start(
+        self, problem: Any, niches: Sequence[Niche], where: list[str], ctx: RoundContext, rng: random.Random, ranker: InformedPredictor
+    ) -> list[Proposal]:
+        """The start when the predictor ranks before any label: the front it predicts, by greedy HV contribution.
+
+        Candidates are the problem's free designs and random members of every niche; the start
+        pays for the designs that add most hypervolume under (predicted first objective, known
+        second), as many as the stratified start would (``init_per_niche`` per niche), so the
+        first paid front is the zero-information front and later rounds correct it.
+        """
+        second = problem.front_objectives[1]
+        taken = set(ctx.seen)
+        pool = free_pool(problem) + list(ranker.transferred_points)
+        points = list({p: None for niche in niches for p in _members(problem, niche, taken, rng, pool)})
+        quota = max(0, self.init_per_niche * len(niches) - len(where))
+        if not points or not quota:
+            return []
+        score = ranker.score(points)
+        out = []
+        for rank, i in enumerate(greedy_hv(score, problem.cheap_values(points)[second], quota)):
+            niche = niche_of(niches, points[i])
+            out.append(
+                Proposal(
+                    points[i],
+                    rationale=f"initial sample: rank {rank + 1} of the front the predictor gives before any label (niche {niche})",
+                    attrs={"niche": niche, "reasoner": self.reasoner.label, "information": "free"},
+                )
+            )
         return out
 
     def _guided(
@@ -324,15 +405,23 @@ class CoevolutionProposer(Proposer):
             seen=set(ctx.seen),
             screening=self._screening(),
         )
+        state.model = self._round_surrogate(state, log)
         shares = self._allocation(state, niches, quota)
         log["allocation"] = shares
-        state.model = self._round_surrogate(state, log)
+        by_niche = []
         for niche in niches:
             share = shares.get(niche.id, 0)
             if share > 0:
+                before = len(state.proposals)
                 self._niche_round(state, niche, share)
+                by_niche.append(state.proposals[before:])
+        # niche by niche in turn, each niche's best first: a round cut short (a budget that ends inside it, a worker
+        # stopped) has paid for every niche's first picks, as a shorter round would, not for the first niches alone
+        state.proposals = [p for turn in itertools.zip_longest(*by_niche) for p in turn if p is not None]
         self._log_round(state, log)
         self._count_empty(state, quota, log)
+        if isinstance(state.model, InformedPredictor):
+            log["predictor_s"] = round(state.model.seconds, 4)  # fitting and predicting: what the predictor costs a round
         return state.proposals
 
     def _screening(self) -> bool:
@@ -341,10 +430,21 @@ class CoevolutionProposer(Proposer):
 
     @staticmethod
     def _allocation(state: _GuidedRound, niches: Sequence[Niche], quota: int) -> dict[str, int]:
-        """Split the quota over niches by their contribution (plus one) to the found front."""
+        """Split the quota over niches by their contribution (plus one) to the found front, and to the predicted one.
+
+        With a predictor and free designs, a niche's unseen free designs on the front it predicts
+        (over the paid front and those designs) count too: where it expects gains; and a round
+        smaller than twice the niches has no floor (a slot per niche would spend most of it where
+        nothing is expected). Without them, the split is PEL-NAS's: found-front counts, a floor per niche.
+        """
         on_front = pareto_mask(state.y1, state.y2)
         contribution = {n.id: 1.0 + sum(1 for k, w in enumerate(state.where) if w == n.id and on_front[k]) for n in niches}
-        return allocate(quota, contribution)
+        predicted = _predicted_front_niches(state, niches)
+        if not predicted:
+            return allocate(quota, contribution)
+        for niche_id, count in predicted.items():
+            contribution[niche_id] += count
+        return allocate(quota, contribution, floor_share=FLOOR_SHARE if quota >= 2 * len(niches) else 0.0)
 
     def _round_surrogate(self, state: _GuidedRound, log: dict[str, Any]) -> SurrogateModel | None:
         """The round's model of the first objective, or None (ablation, too few evaluations, costly second, low trust)."""
@@ -352,11 +452,13 @@ class CoevolutionProposer(Proposer):
         trust = surrogate_trust(paid, state.ctx.round, problem.front_objectives[0])
         if trust is not None:
             log["trust"] = trust
-        if not self.use_surrogate or len(paid) < 8 or problem.objectives[1].cost != "cheap" or (trust and trust["low"]):
+        if not self.use_surrogate or problem.objectives[1].cost != "cheap" or (trust and trust["low"]):
             return None
-        # a model of the first objective; candidates are ranked by expected HV with the second known exactly
-        bounds = problem.objectives[0].bounds
-        return TreeSurrogate(problem.features([e.point for e in paid]), state.y1, bounds=bounds, seed=state.rng.randrange(2**31))
+        # one predictor of the first objective from everything free, paid and transferred; candidates are
+        # ranked by expected HV with the second objective known exactly
+        model = InformedPredictor(problem, paid, seed=state.rng.randrange(2**31), evidence=self.evidence(state.ctx))
+        log["information"] = model.information.as_dict()
+        return model if model.fitted else None
 
     def _niche_round(self, state: _GuidedRound, niche: Niche, share: int) -> None:
         """One niche's share: its elites and heuristics, the reasoner's valid candidates, then screening."""
@@ -518,6 +620,39 @@ class CoevolutionProposer(Proposer):
         return None
 
 
+def _predicted_front_niches(state: _GuidedRound, niches: Sequence[Niche]) -> dict[str, int]:
+    """Per niche, its unseen free designs on the front the round's predictor gives (paid values where paid), or {} without one."""
+    model, problem = state.model, state.problem
+    if not isinstance(model, InformedPredictor):
+        return {}
+    pool = [p for p in free_pool(problem) if problem.point_id(p) not in state.seen]
+    if not pool:
+        return {}
+    second = problem.front_objectives[1]
+    y1 = np.concatenate([state.y1, model.score(pool)])
+    y2 = np.concatenate([state.y2, problem.cheap_values(pool)[second]])
+    on = pareto_mask(y1, y2)[len(state.y1) :]
+    counts: dict[str, int] = {}
+    for p in (p for p, k in zip(pool, on, strict=True) if k):
+        where = niche_of(niches, p)
+        counts[where] = counts.get(where, 0) + 1
+    return counts
+
+
+def _members(problem: Any, niche: Niche, taken: set[str], rng: random.Random, pool: Sequence[Any]) -> list[Any]:
+    """Unseen members of ``niche``: up to 200 random ones, and every one of ``pool``."""
+    members: dict[Any, None] = {p: None for p in pool if niche.contains(p) and problem.point_id(p) not in taken}
+    found = 0
+    for _ in range(20000):
+        p = problem.random_point(rng)
+        if niche.contains(p) and problem.point_id(p) not in taken and p not in members:
+            members[p] = None
+            found += 1
+            if found >= 200:
+                break
+    return list(members)
+
+
 def screen(
     problem: Any, got: Sequence[Proposal], share: int, model: SurrogateModel | None, paid: Sequence[Evaluation]
 ) -> tuple[list[Proposal], list[dict[str, Any]]]:
@@ -591,7 +726,7 @@ def surrogate_trust(paid: Sequence[Evaluation], round_no: int, objective: str) -
     )
     return {
         "of_round": round_no - 1,
-        "predictor": "extra-trees surrogate",
+        "predictor": "the search's predictor (search/informed.py)",
         "n": len(last),
         "rho": r,
         "pooled_rho": pooled,

@@ -18,13 +18,16 @@ import json
 import math
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from coevo.knowledge.heuristics import STATUSES
-from coevo.knowledge.store import ImportRecord, KnowledgeStore
-from coevo.search.errors import UserInputError
+from coevo.knowledge.store import ImportRecord, KnowledgeStore, default_kb_url
+from coevo.search.errors import StorageMissingError, UserInputError
+from coevo.search.problem import Problem
+from coevo.search.transfer import compatibility
 
 MAX_ERRORS_SHOWN = 10
 
@@ -280,7 +283,60 @@ def records_from(store: KnowledgeStore, source: str) -> list[ImportRecord]:
         return read_file(path)
     if store.exists(source):
         return parse_jsonl(to_jsonl(store.export(source)), source=source)
-    raise UserInputError(
-        f"--kb-from {source!r}: no such file, and no knowledge base (study) of that name in {store.url}; "
+    raise _no_source(store.url, source)
+
+
+def source_records(storage: str | None, source: str, problem: Problem) -> list[ImportRecord]:
+    """The heuristics ``--kb-from source`` brings to a search of ``problem`` in ``storage``, checked to fit it.
+
+    As :func:`records_from` resolves ``source``, but nothing is created: the knowledge store
+    beside ``storage`` is opened read-only, and only for a name (a store not made yet holds no
+    knowledge base of that name). The heuristics must fit ``problem`` (:func:`check_scopes`).
+
+    Raises:
+        UserInputError: neither a readable file nor a knowledge base of that name, or heuristics
+            that do not fit ``problem``.
+    """
+    if Path(source).is_file():
+        records = read_file(Path(source))
+    else:
+        try:
+            store = KnowledgeStore.for_storage(storage, create=False)
+        except StorageMissingError:
+            raise _no_source(default_kb_url(storage), source) from None
+        records = records_from(store, source)
+    check_scopes(records, problem, source=source)
+    return records
+
+
+def check_scopes(records: Sequence[ImportRecord], problem: Problem, *, source: str) -> None:
+    """Refuse heuristics that were learned on another problem, or on one whose objectives differ from ``problem``'s.
+
+    A heuristic's scope is the spec of the problem it was learned on and its niche. Every scope
+    that names a problem must name ``problem``'s, and each distinct one (niche aside) must fit it
+    as a study's spec would (:func:`search.transfer.compatibility`: the same objectives, with
+    the same directions and units; other option values are what transfer is for). A scope
+    without a problem (a hand-written heuristic) fits any.
+
+    Raises:
+        UserInputError: one line: how many heuristics are scoped to which other problem, or
+            which objective differs and how.
+    """
+    scoped = [r for r in records if "problem" in r.scope]
+    other = Counter(str(r.scope["problem"]) for r in scoped if r.scope["problem"] != problem.name)
+    if other:
+        raise UserInputError(
+            f"--kb-from {source!r}: {sum(other.values())} of {len(records)} heuristics are scoped to problem "
+            f"{', '.join(sorted(other))}; this search is {problem.name} (export the knowledge base of a {problem.name} study)"
+        )
+    specs = {json.dumps({k: v for k, v in r.scope.items() if k != "niche"}, sort_keys=True) for r in scoped}
+    for spec in sorted(specs):
+        compatibility(problem, json.loads(spec), source=source)
+
+
+def _no_source(url: str, source: str) -> UserInputError:
+    """The one line of a ``--kb-from`` that names nothing (``url``: the knowledge store looked in)."""
+    return UserInputError(
+        f"--kb-from {source!r}: no such file, and no knowledge base (study) of that name in {url}; "
         "give an export file (`coevo kb export`) or a study name from `coevo kb list --all`"
     )

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from coevo.search.metrics import hv_improvement, pareto_mask
+from coevo.search.surrogate import samples_at
 
 if TYPE_CHECKING:  # search.proposers imports this module (the mobo baseline)
     from coevo.search.proposers._base import Evaluation
@@ -38,7 +39,7 @@ def greedy_ehvi(
         ``(index into points, (predicted first objective, expected HV gain))`` per pick, in order.
     """
     first, second = problem.front_objectives
-    samples = model.samples(problem.features(list(points)))
+    samples = samples_at(problem, model, points)
     y2 = problem.cheap_values(list(points))[second]
     # never problem.reference(): it is built from every point's expensive objective
     bounds = problem.acquisition_bounds()
@@ -57,4 +58,30 @@ def greedy_ehvi(
         chosen.append((i, (float(mean[i]), float(gain[i]))))
         available[i] = False
         f1, f2 = np.append(f1, mean[i]), np.append(f2, y2[i])
+    return chosen
+
+
+def greedy_hv(score: np.ndarray, cheap: np.ndarray, quota: int) -> list[int]:
+    """Pick up to ``quota`` indices by greedy hypervolume contribution in (``score`` maximised, ``cheap`` minimised).
+
+    The label-free counterpart of :func:`greedy_ehvi`, for a start with no paid value: the
+    score is a ranking on any scale (a zero-cost prior, an earlier study's model), so the
+    reference point is the median score of the candidates (half of them can add nothing) and
+    the largest cheap value. Candidates with a non-finite score are never picked.
+    """
+    score, cheap = np.asarray(score, dtype=float), np.asarray(cheap, dtype=float)
+    known = np.isfinite(score)
+    if not known.any():
+        return []
+    floor, ceiling = float(np.median(score[known])), float(np.max(cheap))
+    f1, f2 = np.zeros(0), np.zeros(0)
+    available = known.copy()
+    chosen: list[int] = []
+    y1 = np.where(known, score, floor)[None, :]
+    for _ in range(min(quota, int(known.sum()))):
+        gain = hv_improvement(f1, f2, floor, ceiling, y1, cheap)[0]
+        pick = int(np.argmax(np.where(available, gain + 1e-12 * y1[0], -np.inf)))
+        chosen.append(pick)
+        available[pick] = False
+        f1, f2 = np.append(f1, score[pick]), np.append(f2, cheap[pick])
     return chosen

@@ -10,11 +10,15 @@ interrupted bench resumes run by run. Outputs in ``OUT``:
 * ``results.md``: mean ± std of HV ratio, IGD and front recall per run group and proposer;
 * ``histories.json``: HV ratio after every evaluation, per run;
 * ``hv_<group>.png`` and ``front_<group>.png``: HV curves and found fronts (seed 0).
+
+HV-against-paid-evaluations curves at several budgets (``coevo bench --budgets 10,20,40,60``,
+:attr:`BenchSpec.budgets`) are :mod:`search.bench_budgets`, built on this module.
 """
 
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import os
 import statistics
@@ -31,14 +35,17 @@ from coevo.search.config import SearchConfig
 from coevo.search.errors import UserInputError
 from coevo.search.metrics import hypervolume
 from coevo.search.plots import plot_exploration, plot_fronts, plot_hv_curves
+from coevo.search.problem import Problem
 from coevo.search.problems import make_problem, problem_class
 from coevo.search.proposers import get_proposer, takes_reasoner
 from coevo.search.runner import BANDS, SearchResult
 from coevo.search.stats import excludes_zero, format_interval
 from coevo.search.storage import open_storage
+from coevo.search.study import evaluations_from_study
 
 RUN_FIELDS = ("study", "proposer", "seed", "budget", "evaluations", "trials", "hv_ratio", "igd", "front_recall", "wall_s")
-"""Columns of ``runs.csv`` after the problem's options (one column per option, so each row says what it ran)."""
+"""Columns of ``runs.csv`` after the problem's options (one column per option, so each row says what it ran; an
+option named like one of these is written as ``option_<name>``)."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,9 @@ class BenchSpec:
             engine; :func:`agent.reasoners.reasoner_from_config`); None: their default (offline).
         engine_options: options of the proposers that take a reasoner (e.g. ``screen``,
             ``round_size``); None values are left at the proposer's default.
+        budgets: paid-evaluation budgets to score every run at, increasing (``coevo bench --budgets``,
+            :mod:`search.bench_budgets`); ``()`` for the one ``budget``. When given, ``budget`` is
+            not used: runs go to the largest of them.
     """
 
     problem: str
@@ -72,6 +82,7 @@ class BenchSpec:
     jobs: int = 1
     reasoner: dict[str, Any] | None = None
     engine_options: dict[str, Any] | None = None
+    budgets: tuple[int, ...] = ()
 
     @property
     def group_option(self) -> str | None:
@@ -90,7 +101,9 @@ class BenchSpec:
 
     def validate(self) -> None:
         """Fail fast, before any run, on a bad name or number."""
-        if self.budget <= 0:
+        if self.budgets:
+            check_budgets(self.budgets)
+        elif self.budget <= 0:
             raise UserInputError(f"budget must be a positive number of evaluations, got {self.budget}")
         if not self.seeds:
             raise UserInputError("--seeds must be at least 1")
@@ -105,6 +118,33 @@ class BenchSpec:
             cls.validate_options(_problem_options(self, group))  # options only: building may be costly (profiles, tables)
         for name in self.proposers:
             get_proposer(name)
+
+
+def parse_budgets(text: str) -> tuple[int, ...]:
+    """``--budgets 0,10,20,40,60`` as a tuple of budgets; :class:`UserInputError` unless whole numbers from 0, increasing.
+
+    Budget 0 scores the zero-information front (nothing paid: the front the free information predicts,
+    where the problem has a label-free prior; an empty found set elsewhere).
+    """
+    parts = [x.strip() for x in text.split(",")]
+    bad = next((x for x in parts if not x.lstrip("+-").isdigit()), None)
+    if bad is not None:
+        what = "an empty item" if not bad else f"{bad!r} is not a whole number"
+        raise UserInputError(f"--budgets takes increasing evaluation counts from 0, such as 0,10,20,40,60; got {text!r} ({what})")
+    return check_budgets(tuple(int(x) for x in parts))
+
+
+def check_budgets(budgets: Sequence[int]) -> tuple[int, ...]:
+    """``budgets`` as a tuple when none is negative, the last is positive and each is larger than the one before."""
+    shown = ",".join(str(b) for b in budgets)
+    if not budgets or min(budgets) < 0 or budgets[-1] <= 0:
+        raise UserInputError(
+            f"--budgets takes evaluation counts from 0 (0: nothing paid), the largest one positive, such as 0,10,20,40,60; "
+            f"got {shown or 'none'}"
+        )
+    if any(b <= a for a, b in itertools.pairwise(budgets)):
+        raise UserInputError(f"--budgets must increase (each larger than the one before), such as 0,10,20,40,60; got {shown}")
+    return tuple(budgets)
 
 
 @dataclass
@@ -182,7 +222,13 @@ def run_jobs(jobs: Sequence[tuple[Any, ...]], n_jobs: int, on_result: Callable[[
 
 
 def run_bench(spec: BenchSpec, out: Path, *, on_result: Callable[[SearchResult], None] | None = None) -> BenchReport:
-    """Run every (group, proposer, seed) of ``spec`` and write the outputs into ``out``."""
+    """Run every (group, proposer, seed) of ``spec`` and write the outputs into ``out``.
+
+    ``on_result`` is called after every run. A spec with ``budgets`` is for
+    :func:`search.bench_budgets.run_budget_bench` (``ValueError`` here).
+    """
+    if spec.budgets:
+        raise ValueError("a bench with several budgets runs through search.bench_budgets.run_budget_bench")
     spec.validate()
     out.mkdir(parents=True, exist_ok=True)
     storage = spec.storage or f"sqlite:///{out / 'bench.sqlite3'}"
@@ -218,13 +264,14 @@ def group_of(spec: BenchSpec, options: Mapping[str, Any]) -> str:
 
 def _write_csv(results: Sequence[SearchResult], path: Path) -> Path:
     options = list(dict.fromkeys(k for r in results for k, v in r.problem.items() if k != "problem" and not isinstance(v, dict | list)))
+    # a problem option named like a run's column (quant's and fpga-transformer's ``seed``) gets its own column
+    column = {k: f"option_{k}" if k in RUN_FIELDS else k for k in options}
     with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=["problem", *options, *RUN_FIELDS])
+        writer = csv.DictWriter(fh, fieldnames=["problem", *column.values(), *RUN_FIELDS])
         writer.writeheader()
         for r in results:
-            writer.writerow(
-                {"problem": r.problem["problem"], **{k: r.problem.get(k) for k in options}, **{f: getattr(r, f) for f in RUN_FIELDS}}
-            )
+            row = {"problem": r.problem["problem"], **{column[k]: r.problem.get(k) for k in options}}
+            writer.writerow(row | {f: getattr(r, f) for f in RUN_FIELDS})
     return path
 
 
@@ -240,13 +287,45 @@ def pooled_hv_ratios(spec: BenchSpec, results: Sequence[SearchResult], storage: 
 
     For problems whose exact front is unknown (no :meth:`~search.problem.Problem.reference`):
     the pooled front is the best known one, so these ratios compare proposers within the
-    group and say nothing about distance to the true front. Uses the problem's acquisition
-    bounds as the HV reference point. None when the problem has an exact front or no bounds.
+    group and say nothing about distance to the true front. The HV reference point is the
+    problem's acquisition bounds, or where it has none the pooled worst (:func:`pooled_worst`).
+    None when the problem has an exact front.
     """
     if not results or any(r.hv_ratio is not None for r in results):
         return None
     problem = make_problem(spec.problem, _problem_options(spec, group_of(spec, results[0].problem)), storage=storage)
-    bounds = problem.acquisition_bounds()
+    worst = None if problem.acquisition_bounds() is not None else pooled_worst(problem, [r.study for r in results], storage)
+    score = pooled_scorer(problem, [r.front for r in results], worst)
+    return None if score is None else {r.study: score(r.front) for r in results}
+
+
+def pooled_worst(problem: Problem, studies: Sequence[str], storage: str) -> tuple[float, float] | None:
+    """The pooled worst point: the lowest first and the highest second front objective over every paid evaluation of ``studies``.
+
+    The HV reference point of a problem without acquisition bounds (the proposers fall back to the
+    same per run: the worst paid first objective, the largest second); None when nothing was paid.
+    """
+    first, second = problem.front_objectives
+    y1: list[float] = []
+    y2: list[float] = []
+    for name in studies:
+        study = optuna.load_study(study_name=name, storage=open_storage(storage))
+        paid = [e for e in evaluations_from_study(problem, study) if e.query]
+        y1 += [e.values[first] for e in paid]
+        y2 += [e.values[second] for e in paid]
+    return (min(y1), max(y2)) if y1 else None
+
+
+def pooled_scorer(
+    problem: Problem, fronts: Sequence[Sequence[dict[str, Any]]], worst: tuple[float, float] | None = None
+) -> Callable[[Sequence[dict[str, Any]]], float] | None:
+    """The pooled HV ratio of :func:`pooled_hv_ratios`: a front's HV over the HV of ``fronts`` pooled.
+
+    ``fronts`` are found fronts (rows with the problem's :attr:`~search.problem.Problem.front_objectives`);
+    the reference point is the problem's acquisition bounds, else ``worst`` (:func:`pooled_worst`).
+    None when there is neither, or the pooled front has no hypervolume.
+    """
+    bounds = problem.acquisition_bounds() or worst
     if bounds is None:
         return None
     first, second = problem.front_objectives
@@ -254,8 +333,10 @@ def pooled_hv_ratios(spec: BenchSpec, results: Sequence[SearchResult], storage: 
     def hv(rows: Sequence[dict[str, Any]]) -> float:
         return hypervolume(np.array([r[first] for r in rows]), np.array([r[second] for r in rows]), *bounds)
 
-    best = hv([row for r in results for row in r.front])
-    return {r.study: hv(r.front) / best for r in results} if best > 0 else None
+    best = hv([row for front in fronts for row in front])
+    if best <= 0:
+        return None
+    return lambda rows: hv(rows) / best
 
 
 FOUND_SETS = {
@@ -283,7 +364,8 @@ def markdown_table(results: Sequence[SearchResult], spec: BenchSpec, pooled: Map
         lines += [
             "",
             "† No exact front for this problem: HV of each run's found front over the HV of every run's fronts in its group "
-            "pooled (the best known front; reference point at the problem's bounds). It ranks the proposers of this table only.",
+            "pooled (the best known front; reference point at the problem's bounds, or where it has none at the worst values of "
+            "every paid evaluation of the group). It ranks the proposers of this table only.",
         ]
     return "\n".join(lines) + "\n"
 

@@ -15,17 +15,17 @@ Example:
     >>> config = SearchConfig(budget=5, seed=1)
     >>> config.proposer, config.problem, config.budget
     ('pelnas', 'nb201', 5)
-    >>> SearchConfig.create(budget=0)
+    >>> SearchConfig.create(budget=-1)
     Traceback (most recent call last):
     ...
-    coevo.sim.errors.UserInputError: budget must be a positive number of evaluations, got 0
+    coevo.sim.errors.UserInputError: budget must be a number of evaluations, 0 or more (0: the front the free information predicts), got -1
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal, Self, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -46,6 +46,15 @@ LLM_TIMEOUT_HELP = "seconds one LLM request may take in all, connect and every r
 
 ReasonerKind = Literal["auto", "offline", "llm"]
 Screen = Literal["on", "llm", "off"]
+KbFromUse = Literal["both", "evaluations", "heuristics"]
+KB_FROM_USES: tuple[str, ...] = get_args(KbFromUse)
+DEFAULT_KB_FROM_USE: KbFromUse = "evaluations"
+"""What ``--kb-from`` seeds: the earlier study's paid evaluations (the predictor's labels or prior), its heuristics
+(imported into the knowledge base), or both. The evaluations alone by default: in the issue-29 transfer figure
+(docs/bench/nb201/issue29-few-evals.md) importing the heuristics as well changed the HV by -0.0006 to +0.0002 at 30 and
+100 queries (intervals around 0) and the heuristics alone bought nothing over no transfer, so the simpler one is the
+default. A source with no paid evaluations (an export file) seeds its heuristics when the flag is not given
+(:func:`agent.run_config.check_kb_from`)."""
 
 FLAGS: dict[str, str] = {
     "problem": "--problem",
@@ -66,6 +75,7 @@ FLAGS: dict[str, str] = {
     "engine.round_size": "--round-size",
     "engine.kb_tokens": "--kb-tokens",
     "engine.kb_from": "--kb-from",
+    "engine.kb_from_use": "--kb-from-use",
     "engine.screen": "--screen",
 }
 """The ``coevo search`` flag of each field (dotted for nested ones): error messages of the CLI
@@ -153,6 +163,9 @@ class EngineOptions(_Config):
     round_size: int | None = Field(default=None, description="proposals per co-evolution round")
     kb_tokens: int | None = Field(default=None, description="token budget of the heuristics in each request")
     kb_from: str | None = Field(default=None, description="seed the knowledge base from another study or an export file")
+    kb_from_use: KbFromUse | None = Field(
+        default=None, description="what --kb-from seeds: evaluations (the predictor), heuristics (the knowledge base) or both"
+    )
     screen: Screen | None = Field(default=None, description="how the engine screens an LLM's candidates: on, llm or off")
 
     @field_validator("round_size", "kb_tokens")
@@ -199,8 +212,8 @@ class SearchConfig(_Config):
     @field_validator("budget")
     @classmethod
     def _positive_budget(cls, value: int) -> int:
-        if value <= 0:
-            raise ValueError(f"must be a positive number of evaluations, got {value}")
+        if value < 0:
+            raise ValueError(f"must be a number of evaluations, 0 or more (0: the front the free information predicts), got {value}")
         return value
 
     @field_validator("eval_timeout_s")
@@ -226,12 +239,16 @@ class SearchConfig(_Config):
             from coevo.search.problems import problem_class
 
             problem_class(self.problem).validate_options(self.options)  # cheap: nothing is built yet
+        if self.engine.kb_from_use and not self.engine.kb_from:
+            raise FieldProblem("engine.kb_from_use", "says what --kb-from seeds; give --kb-from STUDY_OR_FILE too")
         if isinstance(self.proposer, Proposer):
             return self
         proposer_factory(self.proposer)  # an unknown name fails here, listing the known ones
         if not takes_reasoner(self.proposer):
             if self.engine.kb_from:
                 raise FieldProblem("engine.kb_from", f"needs a pelnas proposer (a knowledge base); {self.proposer} has none")
+            if self.engine.kb_from_use:
+                raise FieldProblem("engine.kb_from_use", f"needs a pelnas proposer; {self.proposer} has no --kb-from")
             if self.reasoner is not None or "reasoner" in self.proposer_options:
                 raise FieldProblem("reasoner", f"is not for proposer {self.proposer!r}: it takes no reasoner")
         return self

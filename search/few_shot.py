@@ -18,15 +18,16 @@ designs alone (as in query mode), and the stage says so.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from coevo.search.informed import MIN_LABELS, Evidence, Information, InformedPredictor
 from coevo.search.metrics import pareto_mask
 from coevo.search.niches import niche_of
-from coevo.search.predictor import BoostedSurrogate, out_of_fold_rho
+from coevo.search.predictor import LGBM_PARAMS, out_of_fold_rho, spearman
 from coevo.search.problem import Evolvable, Predictable, Problem
 from coevo.search.proposers import Evaluation
 
@@ -49,6 +50,7 @@ class PredictedStage:
         trust: out-of-fold Spearman rho of the predictor on the paid designs (nan below 6).
         note: one line for the run's notes.
         paid_reported: how many reported designs were paid for.
+        information: what the predictor used (free, paid, transferred), when one was built.
     """
 
     reported: list[Evaluation]
@@ -56,44 +58,96 @@ class PredictedStage:
     trust: float
     note: str
     paid_reported: int = 0
+    information: Information | None = None
 
 
-def predicted_front(problem: Problem, paid: Sequence[Evaluation], *, seed: int, budget: int | None = None) -> PredictedStage:
-    """Fit the predictor on ``paid``, score more designs with it, and report the front of everything seen.
+def predicted_front(
+    problem: Problem, paid: Sequence[Evaluation], *, seed: int, budget: int | None = None, evidence: Sequence[Evidence] = ()
+) -> PredictedStage:
+    """Fit the predictor on ``paid`` (and ``evidence``), score more designs with it, and report the front of everything seen.
 
     ``budget`` (default :data:`PREDICTED_BUDGET`) bounds the designs scored when the problem
-    has no free pool and the stage searches.
+    has no free pool and the stage searches. With nothing paid and no transferred label the
+    report is the zero-information front: the front under the label-free prior alone.
     """
     budget = PREDICTED_BUDGET if budget is None else budget
     if not isinstance(problem, Evolvable) or not isinstance(problem, Predictable):
         raise TypeError(f"few-shot needs a problem with operators and a label-free prior; {problem.name} has none")
     first = problem.front_objectives[0]
     paid = [e for e in paid if e.query]
-    if len(paid) < 2:
-        return PredictedStage(list(paid), 0, float("nan"), "few-shot: fewer than 2 paid designs, nothing to train a predictor on")
+    model = InformedPredictor(problem, paid, seed=seed, evidence=evidence, n_bags=16, params=LGBM_PARAMS)
+    if not model.fitted:
+        return _unfitted(problem, model, paid, seed, budget)
     y = np.array([e.values[first] for e in paid])
-    features, bounds = problem.predictor_features([e.point for e in paid]), problem.objectives[0].bounds
-    trust = out_of_fold_rho(features, y, bounds=bounds, seed=seed, prior_column=-1)
+    trust = out_of_fold_rho(model.features([e.point for e in paid]), y, bounds=problem.objectives[0].bounds, seed=seed, prior_column=-1)
     if not np.isnan(trust) and trust < TRUST_FLOOR:
         note = (
             f"few-shot: the predictor's out-of-fold rank correlation on the {len(paid)} paid designs is {trust:.2f} "
             f"(< {TRUST_FLOOR}): its predictions are not reported; the found set is the paid designs. Spend more queries."
         )
         return PredictedStage(list(paid), 0, trust, note, paid_reported=len(paid))
-    model = BoostedSurrogate(features, y, bounds=bounds, seed=seed, prior_column=-1)
-    stage = _PredictedSearch(problem, model, paid, random.Random(seed))
-    pool = problem.free_designs()
-    scored = stage.score_pool(pool) if pool is not None else stage.search(budget)
+    score, chosen = _validated_scorer(problem, model, paid, y, trust)
+    stage = _PredictedSearch(problem, score, paid, random.Random(seed))
+    scored, where = _score(problem, stage, budget)
     reported = stage.front()
     paid_reported = sum(e.query for e in reported)
-    where = "of the free pool" if pool is not None else "found by searching on its predictions"
     note = (
-        f"few-shot: a predictor trained on {len(paid)} paid designs (out-of-fold rank correlation {trust:.2f}) "
+        f"few-shot: {chosen}; a predictor trained on {model.labels} labels ({len(paid)} paid; out-of-fold rank correlation {trust:.2f}) "
         f"scored {scored} more, {where}; "
         f"reported front: {len(reported)} designs ({paid_reported} paid, {len(reported) - paid_reported} predicted; "
         "scored on the truth only afterwards)"
     )
-    return PredictedStage(reported, scored, trust, note, paid_reported=paid_reported)
+    return PredictedStage(reported, scored, trust, note, paid_reported=paid_reported, information=model.information)
+
+
+def _validated_scorer(
+    problem: Any, model: InformedPredictor, paid: list[Evaluation], y: np.ndarray, trust: float
+) -> tuple[Callable[[Sequence[Any]], np.ndarray], str]:
+    """The fitted predictor, or the label-free prior when it ranks the paid designs better than the predictor does out of fold.
+
+    With few labels the fit can rank worse than the prior it corrects; the paid designs decide
+    (a choice on this study's labels only). The prior is put on the objective's scale by a
+    least-squares line on the paid designs, so their true values and the predictions compare.
+    """
+    # the free prior (the last free column): the stage never pays a proxy computation for a paid design
+    prior = np.asarray(problem.free_features([e.point for e in paid])[:, -1], dtype=float)
+    known = np.isfinite(prior)
+    prior_rho = spearman(prior[known], y[known]) if known.sum() >= 6 else float("nan")
+    if model.information.transferred or np.isnan(prior_rho) or np.isnan(trust) or prior_rho <= trust:
+        return model.score, f"the predictor ranks the paid designs better out of fold ({trust:.2f}) than the prior does ({prior_rho:.2f})"
+    slope, intercept = np.polyfit(prior[known], y[known], 1)
+    if slope <= 0:
+        return model.score, "the prior's line on the paid designs does not rise: the predictor"
+
+    def line(points: Sequence[Any]) -> np.ndarray:
+        p = np.asarray(problem.free_features(list(points))[:, -1], dtype=float)
+        return np.where(np.isfinite(p), slope * np.nan_to_num(p) + intercept, -np.inf)
+
+    better = f"the label-free prior ranks the paid designs better ({prior_rho:.2f}) than the predictor out of fold ({trust:.2f})"
+    return line, f"{better}: it is reported"
+
+
+def _score(problem: Any, stage: _PredictedSearch, budget: int) -> tuple[int, str]:
+    pool = problem.free_designs()
+    if pool is not None:
+        return stage.score_pool(pool), "of the free pool"
+    return stage.search(budget), "found by searching on its predictions"
+
+
+def _unfitted(problem: Any, model: InformedPredictor, paid: list[Evaluation], seed: int, budget: int) -> PredictedStage:
+    """Too few labels to fit: the zero-information front with nothing paid, else the paid designs alone."""
+    if paid or not model.ranks:
+        why = f"{model.labels} labels (< {MIN_LABELS}) are too few to fit a predictor" if paid else "nothing ranks designs without a label"
+        return PredictedStage(list(paid), 0, float("nan"), f"few-shot: {why}; the found set is the paid designs", paid_reported=len(paid))
+    stage = _PredictedSearch(problem, model.score, (), random.Random(seed))
+    scored, where = _score(problem, stage, budget)
+    reported = [e for e in stage.front() if np.isfinite(e.values[stage.first])]
+    source = "an earlier study's model" if model.information.transferred else "the label-free prior"
+    note = (
+        f"zero-information front: no evaluation was paid; {source} ranked {scored} designs {where}; "
+        f"reported front: {len(reported)} predicted designs (scored on the truth only afterwards)"
+    )
+    return PredictedStage(reported, scored, float("nan"), note, information=model.information)
 
 
 class _PredictedSearch:
@@ -101,14 +155,14 @@ class _PredictedSearch:
 
     Args:
         problem: the few-shot problem.
-        model: the predictor trained on ``paid``.
+        score: the predictor's mean for a list of designs (trained on ``paid``), or its label-free ranking.
         paid: the paid evaluations (seen from the start, with their true values).
         rng: the stage's random generator (random points, crossover, order of the children).
     """
 
-    def __init__(self, problem: Any, model: BoostedSurrogate, paid: Sequence[Evaluation], rng: random.Random) -> None:
+    def __init__(self, problem: Any, score: Callable[[Sequence[Any]], np.ndarray], paid: Sequence[Evaluation], rng: random.Random) -> None:
         self.problem = problem
-        self.model = model
+        self.predict = score
         self.rng = rng
         self.first, self.second = problem.front_objectives
         self.seen: dict[str, tuple[Any, float, float, Evaluation | None]] = {
@@ -126,7 +180,7 @@ class _PredictedSearch:
         if not fresh:
             return 0
         pts = list(fresh.values())
-        mean = self.model.samples(problem.predictor_features(pts)).mean(axis=0)
+        mean = self.predict(pts)
         cheap = problem.cheap_values(pts)[self.second]
         for (pid, p), m, c2 in zip(fresh.items(), mean, cheap, strict=True):
             self.seen[pid] = (p, float(m), float(c2), None)

@@ -38,17 +38,21 @@ def niche_of(niches: Sequence[Niche], point: Hashable) -> str:
     raise ValueError(f"point {point!r} lies in no niche of the partition")
 
 
-def allocate(total: int, contribution: dict[str, float], *, floor_share: float = 0.08) -> dict[str, int]:
+FLOOR_SHARE = 0.08
+"""Share of a round every niche gets at least, so none starves (PEL-NAS's allocation)."""
+
+
+def allocate(total: int, contribution: dict[str, float], *, floor_share: float = FLOOR_SHARE) -> dict[str, int]:
     """Split ``total`` proposals across niches.
 
     Each niche gets ``floor_share`` of the round (at least one proposal when ``total``
-    allows), and the rest in proportion to ``contribution`` (for instance its found-front
+    allows; none with a share of 0), and the rest in proportion to ``contribution`` (for instance its found-front
     points plus one), by largest remainder. Deterministic: ties break by niche order.
     """
     ids = list(contribution)
     if not ids or total <= 0:
         return dict.fromkeys(ids, 0)
-    floor = max(1, int(floor_share * total)) if total >= len(ids) else 0
+    floor = max(1, int(floor_share * total)) if floor_share > 0 and total >= len(ids) else 0
     base = dict.fromkeys(ids, floor)
     rest = total - floor * len(ids)
     weight = sum(contribution.values()) or float(len(ids))

@@ -14,6 +14,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from coevo.search.metrics import FrontReference
+from coevo.search.stats import t_interval
 
 
 def plot_hv_curves(curves: Mapping[str, Sequence[Sequence[float]]], title: str, path: Path, *, paid: str = "expensive queries") -> Path:
@@ -82,3 +83,31 @@ def _finish(fig: Figure, ax: Axes, title: str, path: Path, *, legend: str) -> Pa
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def plot_budget_curves(
+    curves: Mapping[str, Mapping[int, Sequence[float]]],
+    title: str,
+    path: Path,
+    *,
+    paid: str = "expensive evaluations",
+    ylabel: str = "HV ratio (useful region)",
+) -> Path:
+    """HV at each budget: per label, the mean over seeds with its Student t 95 % band (``curves[label][budget]``: one value per seed)."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    markers = "os^Dvx+*"
+    for k, (label, by_budget) in enumerate(curves.items()):
+        points = sorted((b, t_interval(v)) for b, v in by_budget.items() if v)
+        if not points:
+            continue
+        x = np.array([b for b, _ in points], dtype=float)
+        mean = np.array([m for _, (m, _) in points])
+        half = np.nan_to_num(np.array([h for _, (_, h) in points]))  # one seed: no band
+        n = max(len(v) for v in by_budget.values())
+        ax.plot(x, mean, marker=markers[k % len(markers)], label=f"{label} (n={n})")
+        ax.fill_between(x, mean - half, mean + half, alpha=0.15)
+    ax.set_xlabel(f"paid evaluations ({paid})")
+    ax.set_ylabel(ylabel)
+    low, high = ax.get_ylim()
+    ax.set_ylim(max(0.0, low), min(high, 1.05))  # both HVs are ratios to a best front (<= 1): wide bands of few seeds are cut
+    return _finish(fig, ax, title, path, legend="lower right")

@@ -142,6 +142,7 @@ class BoostedSurrogate:
         seed: int,
         n_bags: int = 16,
         prior_column: int | None = None,
+        params: dict[str, float | int | str] | None = None,
     ) -> None:
         from lightgbm import LGBMRegressor  # imported here: only few-shot and zero-cost searches need it
 
@@ -150,14 +151,19 @@ class BoostedSurrogate:
         y = self._transform.forward(np.asarray(values, dtype=float))
         self._prior_column = prior_column
         self._line = np.zeros(2)
-        if prior_column is not None and len(y) >= 2 and np.ptp(x[:, prior_column]) > 0:
-            self._line = np.polyfit(x[:, prior_column], y, 1)
+        self._level = float(np.mean(y)) if len(y) else 0.0
+        if prior_column is not None:
+            known = np.isfinite(x[:, prior_column])
+            if known.sum() >= 2 and np.ptp(x[known, prior_column]) > 0:
+                self._line = np.polyfit(x[known, prior_column], y[known], 1)
+                # designs without a free prior (NB201 cells outside the shipped proxy table) start from the line's mean
+                self._level = float(np.mean(np.polyval(self._line, x[known, prior_column])))
         y = y - self._base(x)
         rng = np.random.default_rng(seed)
         self._models = []
         for _ in range(n_bags):
             rows = rng.integers(0, len(y), len(y)) if n_bags > 1 else np.arange(len(y))
-            model = LGBMRegressor(**LGBM_PARAMS, random_state=int(rng.integers(2**31)))  # type: ignore[arg-type]
+            model = LGBMRegressor(**(params or LGBM_PARAMS), random_state=int(rng.integers(2**31)))  # type: ignore[arg-type]
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # "X does not have valid feature names" and friends
                 model.fit(x[rows], y[rows])
@@ -166,7 +172,10 @@ class BoostedSurrogate:
     def _base(self, x: np.ndarray) -> np.ndarray:
         if self._prior_column is None:
             return np.zeros(len(x))
-        return np.polyval(self._line, x[:, self._prior_column])
+        prior = x[:, self._prior_column]
+        if not self._line.any():
+            return np.full(len(x), self._level)
+        return np.where(np.isfinite(prior), np.polyval(self._line, np.nan_to_num(prior)), self._level)
 
     def samples(self, features: np.ndarray) -> np.ndarray:
         """(S, K) samples of the objective, in its unit, for K feature rows."""

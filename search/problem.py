@@ -437,11 +437,21 @@ class Predictable(ABC):
 
     @abstractmethod
     def prior(self, points: Sequence[Point]) -> np.ndarray:
-        """(n,) label-free estimate of the first objective (higher is better; any monotone scale)."""
+        """(n,) label-free estimate of the first objective (higher is better; any monotone scale; NaN where not known for free)."""
 
     @abstractmethod
     def predictor_features(self, points: Sequence[Point]) -> np.ndarray:
         """(n, d) features of the few-shot predictor, the prior last."""
+
+    def free_features(self, points: Sequence[Point]) -> np.ndarray:
+        """(n, d) the columns of :meth:`predictor_features` that cost nothing to know, NaN where a design's would cost a computation.
+
+        The search's predictor (:class:`search.informed.InformedPredictor`) reads these for
+        every candidate while searching, so a candidate never costs a feature computation
+        (NB201: proxies of the cells of the shipped table, NaN for the others). Default: all of
+        :meth:`predictor_features` (a problem whose features are all cheap).
+        """
+        return self.predictor_features(points)
 
     def free_designs(self) -> list[Point] | None:
         """Designs whose features are precomputed (free to predict), or None.

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -26,6 +26,7 @@ import optuna
 
 from coevo.search.errors import UserInputError
 from coevo.search.few_shot import predicted_front
+from coevo.search.informed import Evidence, Information, free_sources
 from coevo.search.metrics import FrontMetrics, FrontReference, pareto_mask
 from coevo.search.niches import niche_of
 from coevo.search.problem import Evolvable, Predictable, Problem
@@ -79,6 +80,8 @@ class SearchResult:
     """Paid evaluations that failed (each counted once against the budget, never re-evaluated)."""
     failures: list[dict[str, Any]] = field(default_factory=list)
     """Each failed evaluation: its trial, point id, design and why it failed (``failure``)."""
+    information: dict[str, Any] = field(default_factory=dict)
+    """What the search could use (:class:`search.informed.Information`): free sources, paid evaluations, earlier studies."""
 
     @property
     def paid(self) -> int:
@@ -129,11 +132,13 @@ def run_search(
             trial, is paid for, and the search goes on.
 
     Raises:
-        UserInputError: budget <= 0, a seed out of range, or the study exists for another problem/proposer.
+        UserInputError: budget < 0, a seed out of range, or the study exists for another problem/proposer.
         StorageError: the storage cannot be opened.
     """
-    if budget <= 0:
-        raise UserInputError(f"budget must be a positive number of evaluations, got {budget}")
+    if budget < 0:
+        raise UserInputError(
+            f"budget must be a number of evaluations, 0 or more (0: the front the free information predicts), got {budget}"
+        )
     check_seed(seed)
     proposer = get_proposer(proposer)
     name = study_name or default_study_name(problem, proposer.name, seed, proposer.variant)
@@ -170,6 +175,7 @@ def run_search(
         wall_s=time.perf_counter() - started,
         history=True,
         stopped=stopped,
+        evidence=getattr(proposer, "loaded_evidence", ()),
     )
     result.notes = notes + result.notes
     reasoner = getattr(proposer, "reasoner", None)
@@ -202,12 +208,15 @@ def summarize(
     stopped: str | None = None,
     evaluations: list[Evaluation] | None = None,
     trials: int | None = None,
+    evidence: Sequence[Evidence] = (),
 ) -> SearchResult:
     """Score a study's found set (every budgeted evaluation) against the problem's true front.
 
     ``history`` adds the HV ratio after every paid evaluation, in trial order (problems with
     an exact front whose found set is every evaluation). ``evaluations`` and ``trials``, when
-    the caller already holds them, spare re-reading the study.
+    the caller already holds them, spare re-reading the study. ``evidence``: the earlier
+    studies the search was seeded with (``--kb-from``), for the prediction stage and the
+    result's declaration of what it used.
     """
     if evaluations is None:
         evaluations = evaluations_from_study(problem, study)
@@ -216,7 +225,9 @@ def summarize(
     paid = [e for e in evaluations if e.query]
     notes: list[str] = []
     failures = [_failure_row(t) for t in failed_evaluations(study)]
-    found = _found_set(problem, paid, seed, notes)
+    found = _found_set(problem, paid, seed, notes, evidence)
+    information = _information(problem, paid, evidence)
+    notes.append(information.line())
     first, second = problem.front_objectives
     y1 = np.array([e.values[first] for e in found])
     y2 = np.array([e.values[second] for e in found])
@@ -247,7 +258,14 @@ def summarize(
         notes=notes,
         failed=len(failures),
         failures=failures,
+        information=information.as_dict(),
     )
+
+
+def _information(problem: Problem, paid: Sequence[Evaluation], evidence: Sequence[Evidence]) -> Information:
+    """What the search could use: free sources, the evaluations it paid for, the earlier studies it was given."""
+    transferred = tuple(f"{ev.source}: {len(ev.evaluations)} paid evaluations" for ev in evidence)
+    return Information(free_sources(problem), len(paid) if problem.found_set != "front" else 0, transferred)
 
 
 def _failure_row(trial: optuna.trial.FrozenTrial) -> dict[str, Any]:
@@ -256,16 +274,22 @@ def _failure_row(trial: optuna.trial.FrozenTrial) -> dict[str, Any]:
     return {"trial": trial.number, "point_id": attrs.get("point_id"), "design": attrs.get("design"), "failure": attrs[FAILURE]}
 
 
-def _found_set(problem: Problem, paid: list[Evaluation], seed: int, notes: list[str]) -> list[Evaluation]:
-    """The set a search is scored on, with true values: every paid evaluation, or the reported front (appends a note)."""
-    if not paid:
+def _found_set(
+    problem: Problem, paid: list[Evaluation], seed: int, notes: list[str], evidence: Sequence[Evidence] = ()
+) -> list[Evaluation]:
+    """The set a search is scored on, with true values: every paid evaluation, or the reported front (appends a note).
+
+    With nothing paid, a problem with a label-free prior reports the zero-information front
+    (the front under the prior, or an earlier study's model), labelled as such in the notes.
+    """
+    if not paid and not (isinstance(problem, Predictable) and isinstance(problem, Evolvable)):
         return paid
-    if problem.found_set == "front":
+    if problem.found_set == "front" and paid:
         return _estimated_front(problem, paid, notes)
-    if problem.found_set == "predicted":
+    if problem.found_set == "predicted" or not paid:
         # few-shot: a predictor trained on the paid evaluations scores more designs; the front of
         # paid and predicted is reported, and only now scored on the truth
-        stage = predicted_front(problem, paid, seed=seed)
+        stage = predicted_front(problem, paid, seed=seed, evidence=evidence)
         notes.append(stage.note)
         return [
             e if e.query else Evaluation(e.trial_number, e.point, e.point_id, problem.true_values(e.point), False, e.attrs)
@@ -304,6 +328,8 @@ def _front_rows(problem: Problem, found: list[Evaluation], y1: np.ndarray, y2: n
         {
             problem.design_label: problem.describe(found[i].point),
             "point_id": found[i].point_id,
+            # a predicted design is reported with its true values, but nothing was paid to learn them
+            "paid": bool(found[i].query) and problem.found_set != "front",
             **{n: float(found[i].values[n]) for n in names},
         }
         for i in np.flatnonzero(pareto_mask(y1, y2))

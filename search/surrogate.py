@@ -7,7 +7,8 @@ candidates by expected HV improvement (:func:`search.metrics.hv_improvement`).
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -84,3 +85,19 @@ class TreeSurrogate:
             return np.zeros((len(self._model.estimators_), 0))
         raw = np.stack([tree.predict(features) for tree in self._model.estimators_])
         return self._transform.inverse(raw)
+
+
+@runtime_checkable
+class PointSurrogate(Protocol):
+    """A model that makes its own features from design points (:class:`search.informed.InformedPredictor`)."""
+
+    def point_samples(self, points: Sequence[Any]) -> np.ndarray:
+        """(S, K) samples of the objective for K points."""
+        ...
+
+
+def samples_at(problem: Any, model: SurrogateModel, points: Sequence[Any]) -> np.ndarray:
+    """(S, K) samples of the first objective for ``points`` under ``model``, in the features it was fitted on."""
+    if isinstance(model, PointSurrogate):
+        return model.point_samples(points)
+    return model.samples(problem.features(list(points)))

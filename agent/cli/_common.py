@@ -200,7 +200,8 @@ def engine_flags(args: argparse.Namespace) -> EngineOptions:
     Raises:
         UserInputError: a bad value, naming its flag.
     """
-    values = {"round_size": args.round_size, "kb_tokens": args.kb_tokens, "screen": args.screen, "kb_from": getattr(args, "kb_from", None)}
+    values = {"round_size": args.round_size, "kb_tokens": args.kb_tokens, "screen": args.screen}
+    values |= {"kb_from": getattr(args, "kb_from", None), "kb_from_use": getattr(args, "kb_from_use", None)}
     return EngineOptions.create(names=FLAGS, **values)
 
 

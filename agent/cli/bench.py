@@ -48,7 +48,14 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
         default=("random", "nsga2", "tpe"),
         help=f"comma-separated, of {', '.join(proposer_names())} (default: random,nsga2,tpe)",
     )
-    p.add_argument("--budget", type=int, default=default("budget"), help=f"expensive evaluations per run (default: {default('budget')})")
+    p.add_argument("--budget", type=int, default=None, help=f"expensive evaluations per run (default: {default('budget')})")
+    p.add_argument(
+        "--budgets",
+        default=None,
+        metavar="LIST",
+        help="instead of --budget: increasing budgets, e.g. 10,20,40,60; one run per group, proposer and seed at the largest, "
+        "scored at each on its first B paid evaluations (budgets.csv, budgets.md, budgets_<group>.png in --out)",
+    )
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per run group and proposer (default: 3)")
     p.add_argument("--jobs", type=int, default=1, help="runs in parallel, as processes (default: 1)")
     p.add_argument("--out", type=Path, default=Path("bench-out"), help="output folder (default: ./bench-out)")
@@ -60,8 +67,14 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
 def run(args: argparse.Namespace) -> int:
     """Run ``coevo bench``."""
     from coevo.agent.reasoners import OFFLINE_NOTE, llm_settings
-    from coevo.search.bench import BenchSpec, group_of, run_bench
+    from coevo.search.bench import BenchSpec, group_of, parse_budgets, run_bench
+    from coevo.search.bench_budgets import run_budget_bench
+    from coevo.search.errors import UserInputError
     from coevo.search.proposers import takes_reasoner
+
+    if args.budgets is not None and args.budget is not None:
+        raise UserInputError("give --budget N or --budgets LIST, not both (--budgets runs to its largest budget)")
+    budgets = parse_budgets(args.budgets) if args.budgets is not None else ()
 
     reasoner = None
     engine = engine_flags(args)
@@ -78,24 +91,34 @@ def run(args: argparse.Namespace) -> int:
         args.groups or (),
         args.proposers,
         tuple(range(args.seeds)) if args.seeds > 0 else (),
-        args.budget,
+        budgets[-1] if budgets else args.budget if args.budget is not None else default("budget"),
         args.storage,
         args.jobs,
         reasoner,
         engine.given(),
+        budgets,
     )
     spec.validate()
     total = len(spec.run_groups()) * len(spec.proposers) * len(spec.seeds)
     with progress_bar() as bar:
         task = bar.add_task("bench runs", total=total, detail=f"0/{total}")
-        done = [0]
+        done = [0, total]
+
+        def planned(runs: int) -> None:  # --budgets: one study per budget where prefixes cannot be scored
+            done[1] = runs
+            bar.update(task, total=runs, detail=f"0/{runs}")
 
         def finished(r: Any) -> None:
             done[0] += 1
             hv = "no exact front" if r.hv_ratio is None else f"HV ratio {r.hv_ratio:.4f}"
-            bar.update(task, advance=1, detail=f"{done[0]}/{total} · last: {hv} ({r.proposer} {group_of(spec, r.problem)} s{r.seed})")
+            bar.update(task, advance=1, detail=f"{done[0]}/{done[1]} · last: {hv} ({r.proposer} {group_of(spec, r.problem)} s{r.seed})")
 
-        report = run_bench(spec, args.out, on_result=finished)
+        if budgets:
+            report = run_budget_bench(spec, args.out, on_result=finished, on_plan=planned)
+        else:
+            report = run_bench(spec, args.out, on_result=finished)
+    if budgets:
+        err.print(f"scored at budgets {list(budgets)}: see {args.out / 'budgets.md'}")
     if args.json:
         for r in report.results:
             print(r.to_json())

@@ -20,7 +20,7 @@ from coevo.agent.cli._common import (
     worker_settings,
 )
 from coevo.agent.tables import print_design_table
-from coevo.search.config import DEFAULT_PROPOSER, default
+from coevo.search.config import DEFAULT_KB_FROM_USE, DEFAULT_PROPOSER, KB_FROM_USES, default
 from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
 from coevo.search.proposers import proposer_names
@@ -58,7 +58,15 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
         "--kb-from",
         default=None,
         metavar="STUDY_OR_FILE",
-        help="pelnas: seed the knowledge base from another study's (same storage) or an export file (coevo kb export)",
+        help="pelnas: seed the search from another study (same storage: its paid evaluations feed the predictor) "
+        "or an export file (coevo kb export: its heuristics); see --kb-from-use",
+    )
+    p.add_argument(
+        "--kb-from-use",
+        choices=KB_FROM_USES,
+        default=None,
+        help="what --kb-from seeds: its paid evaluations (the predictor), its heuristics (the knowledge base) or both "
+        f"(default: {DEFAULT_KB_FROM_USE}; heuristics for a source that paid for nothing, such as an export file)",
     )
     add_reasoner_arguments(p)
     add_problem_arguments(p, problem)
@@ -115,11 +123,24 @@ def print_search(problem: Any, result: Any, *, as_json: bool = False) -> int:
         summary.add_row(key, f"{value:.4f}" if isinstance(value, float) and key != "wall_s" else str(value))
     out.print(summary)
     names = [o.name for o in problem.objectives]
+    predicted = sum(1 for row in result.front if not row.get("paid", True))
+    title = f"found front ({len(result.front)} non-dominated of {result.evaluations} evaluated)"
+    if predicted:
+        title = (
+            f"reported front ({len(result.front)} designs: {len(result.front) - predicted} paid, {predicted} predicted, scored afterwards)"
+        )
     print_design_table(
         out,
-        f"found front ({len(result.front)} non-dominated of {result.evaluations} evaluated)",
-        [*names[1:2], *names[:1], *names[2:], "point id"],  # the minimised objective first: the front reads fastest first
-        [[*(f"{row[n]:.4g}" for n in [*names[1:2], *names[:1], *names[2:]]), str(row["point_id"])] for row in result.front],
+        title,
+        [*names[1:2], *names[:1], *names[2:], "point id", "paid"],  # the minimised objective first: the front reads fastest first
+        [
+            [
+                *(f"{row[n]:.4g}" for n in [*names[1:2], *names[:1], *names[2:]]),
+                str(row["point_id"]),
+                "yes" if row.get("paid", True) else "predicted",
+            ]
+            for row in result.front
+        ],
         [str(row[problem.design_label]) for row in result.front],
         design_header=problem.design_label,
     )

@@ -56,6 +56,7 @@ from coevo.agent.reasoners._base import KnowledgeContext, ProposeRequest, Reason
 from coevo.knowledge import Heuristic, KnowledgeBase
 from coevo.knowledge.heuristics import effect_text, effect_unit, sig
 from coevo.search.acquisition import greedy_ehvi
+from coevo.search.informed import free_pool
 from coevo.search.niches import Niche, niche_of
 from coevo.search.problem import Evolvable, Objective, Point, Problem
 from coevo.search.proposers import Evaluation, Proposal
@@ -312,6 +313,8 @@ class OfflineReasoner(Reasoner):
         for _ in range(min(40, len(elites) * (len(elites) - 1))):
             a, b = rng.sample(elites, 2)
             offer(problem.crossover(a.point, b.point, rng), a, f"crossover with trial {b.trial_number}")
+        for point in _predicted_best(problem, request):
+            offer(point, None, "a free design of the niche the predictor ranks high")
         tries = 0
         while len(pool) < max(request.quota * 3, 30) and tries < 20000:
             tries += 1
@@ -377,6 +380,26 @@ class OfflineReasoner(Reasoner):
                 cited.append(h.id)
                 notes.append(f"{h.id}: {s['param']}={s['value']} {s['effect']:+.2g} {effect_unit(str(s.get('unit', '')))} {s['objective']}")
         return cited, "; ".join(notes)
+
+
+POOL_PICKS = 2
+"""Per paid slot, the best-predicted unseen designs of the problem's free pool (features known for free,
+NB201: the shipped proxy table's cells) offered besides the elites' variations: a strong predictor
+reaches across the niche, not only one or two changes from its elites."""
+
+
+def _predicted_best(problem: Any, request: ProposeRequest) -> list[Point]:
+    """The niche's unseen free designs the request's predictor ranks best (none without a ranking predictor or a free pool)."""
+    model = request.model
+    if model is None or not callable(getattr(model, "score", None)):
+        return []
+    pool = free_pool(problem) + list(getattr(model, "transferred_points", ()))
+    members = list({p: None for p in pool if request.niche.contains(p) and problem.point_id(p) not in request.seen})
+    if not members:
+        return []
+    score = np.asarray(model.score(members))  # type: ignore[attr-defined]
+    keep = max(POOL_PICKS * request.quota, 10)
+    return [members[i] for i in np.argsort(-score, kind="stable")[:keep]]
 
 
 WEIGHT_PER_SPREAD = 2.5

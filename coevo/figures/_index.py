@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from coevo.figures import FIGURES, Figure
+from coevo.figures._common import CHECKOUT as ROOT
+from coevo.figures._common import strip_provenance
 
 __all__ = ["INDEX_FILES", "render_bench_index", "render_benchmarks", "render_files"]
 
@@ -37,6 +40,9 @@ Notes on method:
 """
 """The notes on method under the table of docs/benchmarks.md."""
 
+SECTIONS = ("docs/bench/budgets/summary.md",)
+"""Pages a figure writes that docs/benchmarks.md includes whole after its notes (without their provenance line)."""
+
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")
@@ -67,7 +73,12 @@ def render_benchmarks(figures: Sequence[Figure] = FIGURES) -> str:
     for f in figures:
         outputs = ", ".join(f"`{f.path(o)}`" for o in f.outputs)
         lines.append(f"| {f.name} | {_cell(f.measures)} | `{_cell(f.command)}` | {_cell(outputs)} |")
-    return "\n".join([*lines, "", NOTES])
+    return "\n".join([*lines, "", NOTES, *_sections()])
+
+
+def _sections(root: Path = ROOT) -> list[str]:
+    """The text of each of :data:`SECTIONS` that exists (a figure not yet run has none)."""
+    return [strip_provenance((root / rel).read_text()) for rel in SECTIONS if (root / rel).exists()]
 
 
 def _link(topic: str, output: str) -> str:

@@ -4,7 +4,8 @@
 
 1. runs (or resumes) the source search: pelnas on the source device, seed 0;
 2. runs the target search on ``--seeds`` seeds twice: from an empty knowledge base, and
-   seeded with the source study's (``coevo search --kb-from SOURCE_STUDY``);
+   seeded with the source study's (``coevo search --kb-from SOURCE_STUDY --kb-from-use heuristics``: its
+   heuristics only; the default would seed its paid evaluations, which issue 29's few-evals figure measures);
 3. prints the paired HV-ratio and front-recall change with a 95 % interval, and writes it
    as Markdown to ``--out``.
 """
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         budget=args.budget,
         seeds=tuple(range(args.seeds)),
         storage=args.storage,
-        variant={"kb_from": source.study},
+        variant={"kb_from": source.study, "kb_from_use": "heuristics"},  # the knowledge base alone, as this figure measures
         labels=("empty KB", f"KB from {args.source_device}"),
         study_prefix=default_study_name(make_problem("nb201", {"dataset": args.dataset, "device": args.target_device}), "pelnas", 0)
         + f".transfer-{args.source_device}",

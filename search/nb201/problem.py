@@ -18,15 +18,14 @@ from pydantic import Field, field_validator
 
 from coevo.search.errors import UserInputError
 from coevo.search.metrics import FrontReference
+from coevo.search.nb201.proxy_table import DEFAULT_CONFIG, FreeProxies, ProxyConfig, free_proxies
 from coevo.search.nb201.space import (
     EDGES,
     N_OPS,
     OPS,
     Cell,
-    cell_key,
     crossover,
     format_arch,
-    is_disconnected,
     mutations,
     parse_arch,
     random_cell,
@@ -34,7 +33,7 @@ from coevo.search.nb201.space import (
 from coevo.search.nb201.table import USEFUL_FLOOR, NB201Table, load_table
 from coevo.search.niches import Niche
 from coevo.search.plugins import load_reference
-from coevo.search.problem import Evolvable, Objective, Problem, ProblemContext, ProblemOptions
+from coevo.search.problem import Evolvable, Objective, Predictable, Problem, ProblemContext, ProblemOptions
 
 PARAM_NAMES: tuple[str, ...] = tuple(f"edge_{src}_{dst}" for src, dst in EDGES)
 """Optuna parameter names, one per edge (``edge_<source>_<target>``)."""
@@ -92,11 +91,14 @@ class NB201Options(ProblemOptions):
         return device
 
 
-class NB201Problem(Problem, Evolvable):
+class NB201Problem(Problem, Evolvable, Predictable):
     """NAS-Bench-201 cells on one dataset and one device.
 
     Points are cells (tuples of 6 op codes); the point id is the NAS-Bench-201 index.
-    Accuracy is the expensive objective (it stands for training); latency is a free lookup.
+    Accuracy is the expensive objective (it stands for training); latency is a free lookup,
+    and so are the zero-cost proxies of the cells of the shipped proxy table
+    (:class:`search.nb201.proxy_table.FreeProxies`): the search's predictor reads them in
+    every mode, and never computes one for a cell the table lacks.
 
     Example:
         >>> p = NB201Problem(dataset="cifar10", device="fpga")
@@ -226,9 +228,36 @@ class NB201Problem(Problem, Evolvable):
         for e in range(len(EDGES)):
             onehot[np.arange(len(ops)), e * N_OPS + ops[:, e]] = 1.0
         counts = np.stack([(ops == k).sum(axis=1) for k in range(N_OPS)], axis=1)
-        disconnected = np.array([[is_disconnected(tuple(row))] for row in ops.tolist()], dtype=float).reshape(-1, 1)
+        disconnected = self.table.disconnected[self.table.rows(ops)].astype(float).reshape(-1, 1)
         return np.hstack([onehot, counts, disconnected])
 
+    # ---- what is free about a cell besides its encoding (Predictable)
+
+    proxy_config: ProxyConfig = DEFAULT_CONFIG
+    """Proxy settings of the free proxies (the shipped table is read when it was made with them)."""
+
+    def free_proxies(self) -> FreeProxies:
+        """The shipped table's proxies of :attr:`proxy_config` (read once per process)."""
+        return free_proxies(self.proxy_config)
+
+    def prior(self, points: Sequence[Any]) -> np.ndarray:
+        """Label-free estimate from the shipped table's proxies; NaN for cells it lacks (query mode computes none)."""
+        return self.free_proxies().prior(list(points))
+
+    def free_features(self, points: Sequence[Any]) -> np.ndarray:
+        """Robust z of each feature proxy and the prior, from the shipped table; NaN rows for cells it lacks."""
+        return self.free_proxies().features(list(points))
+
+    def predictor_features(self, points: Sequence[Any]) -> np.ndarray:
+        return self.free_features(points)
+
+    def free_designs(self) -> list[Any] | None:
+        """The shipped proxy table's cells (their proxies cost nothing)."""
+        return self.free_proxies().cells() or None
+
+    def free_description(self) -> str:
+        """What is free besides the encoding, in one phrase (a result's information line)."""
+        return self.free_proxies().describe()
+
     def cheap_values(self, points: Sequence[Any]) -> dict[str, np.ndarray]:
-        rows = self.table.key_to_index[[cell_key(p) for p in points]] if len(points) else np.zeros(0, dtype=np.int64)
-        return {"latency_ms": self._lat[rows]}
+        return {"latency_ms": self._lat[self.table.rows(points)]}

@@ -22,20 +22,19 @@ import numpy as np
 
 from coevo.search.errors import UserInputError
 from coevo.search.nb201.problem import NB201Options, NB201Problem
+from coevo.search.nb201.proxy_table import (
+    FEATURE_PROXIES,
+    PRIOR_PROXIES,
+    PROXIES,
+    REFERENCE_CELLS,
+    REFERENCE_SEED,
+    ProxyConfig,
+    shipped_cells,
+)
 from coevo.search.nb201.space import EDGES, N_OPS, Cell, is_disconnected, random_cell
 from coevo.search.predictor import robust_z, zero_shot
 from coevo.search.problem import Predictable
-from coevo.search.zero_cost import PROXIES, ProxyCache, ProxyConfig, shipped_cells
-
-PRIOR_PROXIES: tuple[str, ...] = ("synflow", "naswot", "jacob_cov", "zen")
-"""Proxies averaged into the label-free prior: the recipe of docs/bench/nb201/issue15-zero-shot.md with
-the best mean HV on the validation datasets (CIFAR-100, ImageNet16-120)."""
-FEATURE_PROXIES: tuple[str, ...] = tuple(p for p in PROXIES if p != "params")
-"""Proxies the learned predictor sees (``params`` is ``flops`` up to a monotone map on NB201)."""
-REFERENCE_CELLS = 200
-"""Random cells whose proxy scores set each proxy's median and spread: the shipped table's first
-ones (a uniform sample), else cells drawn with :data:`REFERENCE_SEED`."""
-REFERENCE_SEED = 12345
+from coevo.search.zero_cost import ProxyCache
 
 
 class NB201Proxies:
@@ -110,13 +109,10 @@ class ProxyNB201(NB201Problem, Predictable):
         if self.options.mode != self.mode:
             raise UserInputError(f"{type(self).__name__} runs mode={self.mode!r}, got mode={self.options.mode!r}")
         self.proxies = NB201Proxies(storage, config)
+        self.proxy_config = self.proxies.cache.config
 
     def spec(self) -> dict[str, Any]:
         return {**super().spec(), "mode": self.mode, "proxies": {"prior": list(PRIOR_PROXIES), "config": self.proxies.cache.config.key()}}
-
-    def free_designs(self) -> list[Any] | None:
-        """The shipped proxy table's cells (:class:`search.problem.Predictable`)."""
-        return list(self.proxies.free_cells()) or None
 
     def predictor_features(self, points: Sequence[Any]) -> np.ndarray:
         """Proxy features (robust z), op counts, a disconnected flag and the prior, last (:class:`search.problem.Predictable`)."""

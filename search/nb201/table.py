@@ -7,13 +7,14 @@ HW-NAS-Bench latencies, MIT). Loaded once per process from a compressed npz.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 
 import numpy as np
 
 from coevo.search.errors import unknown_name
-from coevo.search.nb201.space import N_OPS, Cell, cell_key, format_arch
+from coevo.search.nb201.space import N_OPS, Cell, cell_key, format_arch, is_disconnected
 
 DATASETS: tuple[str, ...] = ("cifar10", "cifar100", "imagenet16_120")
 USEFUL_FLOOR: dict[str, float] = {"cifar10": 80.0, "cifar100": 50.0, "imagenet16_120": 25.0}
@@ -54,6 +55,16 @@ class NB201Table:
             return self.latency[device]
         except KeyError:
             raise unknown_name("device", device, self.latency) from None
+
+    @functools.cached_property
+    def disconnected(self) -> np.ndarray:
+        """(N,) whether each cell's output is cut off from its input (:func:`search.nb201.space.is_disconnected`)."""
+        return np.array([is_disconnected(tuple(row)) for row in self.ops.tolist()], dtype=bool)
+
+    def rows(self, cells: Sequence[Cell] | np.ndarray) -> np.ndarray:
+        """NAS-Bench-201 indices of many cells at once."""
+        ops = np.asarray(cells, dtype=np.int64).reshape(-1, self.ops.shape[1])
+        return self.key_to_index[ops @ (N_OPS ** np.arange(ops.shape[1] - 1, -1, -1))]
 
     def index_of(self, cell: Cell) -> int:
         """NAS-Bench-201 index of ``cell``."""

@@ -15,6 +15,7 @@ from typing import Any
 from coevo.search.errors import UserInputError, unknown_name
 from coevo.search.plugins import entry_points, load_entry_point
 from coevo.search.proposers._base import Evaluation, Proposal, Proposer, RoundContext
+from coevo.search.proposers._design import round_quota, start_quota
 from coevo.search.proposers._mobo import MOBOProposer, mobo_proposer
 from coevo.search.proposers._optuna import SamplerProposer, nsga2_proposer, random_proposer, tpe_proposer
 from coevo.search.proposers._qnehvi import QNEHVIProposer, qnehvi_proposer
@@ -92,5 +93,7 @@ __all__ = [
     "get_proposer",
     "proposer_factory",
     "proposer_names",
+    "round_quota",
+    "start_quota",
     "takes_reasoner",
 ]

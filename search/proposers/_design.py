@@ -27,6 +27,30 @@ from coevo.search.proposers._base import Evaluation, Proposal, RoundContext
 
 MIN_PAID = 8
 """Paid evaluations before a model is trusted (the co-evolution engine's threshold too)."""
+ROUNDS_PER_BUDGET = 10
+"""A search's budget is spread over at least this many rounds where the round size allows: a 60-evaluation search
+refits its model every 6 evaluations, not every 20 (a 300-evaluation one keeps rounds of 20)."""
+MIN_ROUND = 4
+"""The fewest proposals a round asks for (when the budget leaves that many)."""
+START_SHARE = 1 / 3
+"""The start (the initial design) pays for at most this share of the budget; the rest is model-guided."""
+
+
+def round_quota(ctx: RoundContext, round_size: int) -> int:
+    """Proposals a round asks for: ``round_size``, fewer for a small budget (:data:`ROUNDS_PER_BUDGET`), never past the budget.
+
+    The co-evolution engine and the model-based baselines (``mobo``, ``qnehvi``) share this schedule,
+    so none of them refits its model more often than another at the same budget.
+    """
+    budget = sum(1 for e in ctx.evaluations if e.query) + ctx.remaining
+    return max(0, min(round_size, max(MIN_ROUND, -(-budget // ROUNDS_PER_BUDGET)), ctx.remaining))
+
+
+def start_quota(ctx: RoundContext, designs: int, floor: int) -> int:
+    """Designs the start pays for: ``designs`` (a proposer's own start size), at most :data:`START_SHARE` of the budget,
+    at least ``floor`` (one per niche, or the model's minimum), never past the budget."""
+    budget = sum(1 for e in ctx.evaluations if e.query) + ctx.remaining
+    return max(0, min(designs, max(floor, int(budget * START_SHARE)), ctx.remaining))
 
 
 def require_evolvable(problem: Problem, proposer: str) -> Evolvable:
@@ -116,8 +140,8 @@ def round_start(ctx: RoundContext, round_size: int, candidates: int) -> tuple[ra
     while fewer than ``MIN_PAID`` evaluations are paid; ``None`` when the model should propose.
     """
     rng = random.Random(ctx.seed * 100_003 + ctx.round)
-    quota = min(round_size, ctx.remaining)
     paid = [e for e in ctx.evaluations if e.query]
+    quota = round_quota(ctx, round_size) if paid else start_quota(ctx, round_size, MIN_PAID)
     if quota <= 0:
         return rng, quota, paid, []
     if len(paid) < MIN_PAID:

@@ -38,7 +38,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 CASES: list[tuple[str, str]] = [
     # (arguments, a piece of the message that says what to change)
     ("search --seed -5", "seed must be an integer from 0"),
-    ("search --budget 0", "budget must be a positive"),
+    ("search --budget -3", "budget must be a number of evaluations, 0 or more"),
     ("search --workers 0", "--workers must be at least 1"),
     ("search --problem nosuch", "valid problems"),
     ("search --device nosuch", "valid devices"),

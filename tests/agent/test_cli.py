@@ -48,7 +48,7 @@ def test_tools_list_describe_run(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["search", "--budget", "0"], "budget must be a positive"),
+        (["search", "--budget", "-3"], "budget must be a number of evaluations, 0 or more"),
         (["search", "--device", "tpu"], "valid devices"),
         (["search", "--options", '{"dataset": "mnist"}'], "dataset: input should be 'cifar10', 'cifar100' or 'imagenet16_120'"),
         (["search", "--proposer", "bogus"], "valid proposers"),

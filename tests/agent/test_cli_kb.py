@@ -266,14 +266,42 @@ def test_search_kb_from_study_and_file(searched: str, tmp_path: Path, capsys: py
     assert main([*args, "--kb-from", STUDY]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["study"] == f"nb201-cifar10-raspi4-pelnas-kbfrom-{STUDY}-s0"
+    # a study seeds the predictor with its paid evaluations by default, and imports no heuristic
     store = KnowledgeStore.for_storage(searched)
-    imported = [v for v in store.history(result["study"]) if v.origin]
-    assert imported and all(v.origin.startswith(f"{STUDY}:") for v in imported)
+    assert result["information"]["transferred"] and not [v for v in store.history(result["study"]) if v.origin]
     path = tmp_path / "fpga.jsonl"
     assert main(["kb", "export", "--storage", searched, "--out", str(path)]) == 0
+    capsys.readouterr()
+    # an export file paid for nothing: its heuristics are what it seeds
     assert main([*args, "--kb-from", str(path), "--seed", "1"]) == 0
-    assert json.loads(capsys.readouterr().out)["study"] == "nb201-cifar10-raspi4-pelnas-kbfrom-fpga-s1"
+    from_file = json.loads(capsys.readouterr().out)
+    assert from_file["study"] == "nb201-cifar10-raspi4-pelnas-kbfrom-fpga-heuristics-s1"
+    assert from_file["information"]["transferred"] == [] and [v for v in store.history(from_file["study"]) if v.origin]
     assert main([*args, "--kb-from", "no-such-thing", "--seed", "2"]) == 2
     assert "no such file, and no knowledge base" in capsys.readouterr().err
     assert main(["search", "--proposer", "tpe", "--budget", "5", "--storage", searched, "--kb-from", STUDY]) == 2
     assert "--kb-from needs a pelnas proposer" in capsys.readouterr().err
+
+
+def test_kb_from_use_seeds_heuristics_or_both(searched: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["search", "--proposer", "pelnas", "--device", "raspi4", "--budget", "20", "--storage", searched, "--json"]
+    store = KnowledgeStore.for_storage(searched)
+    assert main([*args, "--kb-from", STUDY, "--kb-from-use", "both"]) == 0
+    both = json.loads(capsys.readouterr().out)
+    assert both["study"] == f"nb201-cifar10-raspi4-pelnas-kbfrom-{STUDY}-both-s0"
+    imported = [v for v in store.history(both["study"]) if v.origin]
+    assert both["information"]["transferred"] and imported and all(v.origin.startswith(f"{STUDY}:") for v in imported)
+    assert main([*args, "--kb-from", STUDY, "--kb-from-use", "heuristics"]) == 0
+    heuristics = json.loads(capsys.readouterr().out)
+    assert heuristics["study"] == f"nb201-cifar10-raspi4-pelnas-kbfrom-{STUDY}-heuristics-s0"
+    assert heuristics["information"]["transferred"] == [] and [v for v in store.history(heuristics["study"]) if v.origin]
+    # bad input: one line, exit 2, no study made
+    path = tmp_path / "fpga.jsonl"
+    assert main(["kb", "export", "--storage", searched, "--out", str(path)]) == 0
+    capsys.readouterr()
+    assert main([*args, "--kb-from", str(path), "--kb-from-use", "evaluations", "--seed", "3"]) == 2
+    assert "needs an earlier study" in capsys.readouterr().err
+    assert main([*args, "--kb-from-use", "evaluations", "--seed", "4"]) == 2
+    assert "give --kb-from STUDY_OR_FILE too" in capsys.readouterr().err
+    names = optuna.get_all_study_names(searched)
+    assert not [n for n in names if n.endswith(("-s3", "-s4")) and "raspi4" in n]

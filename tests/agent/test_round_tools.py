@@ -244,7 +244,8 @@ def test_screen_on_llm_and_off_in_a_search(storage: str) -> None:
     on_trials = optuna.load_study(study_name=on.study, storage=storage).trials
     from_engine = [t for t in on_trials if t.user_attrs.get("model") == ENGINE]
     assert sum(v["screening"]["kept_from_engine"] for v in logs_on.values() if "screening" in v) == len(from_engine) > 0
-    assert any("predicted" in t.user_attrs for t in on_trials if t.user_attrs.get("round", 0) >= 2)
+    # the prediction made before paying is stored with every screened proposal (round 1: the first with a fitted model)
+    assert any("predicted" in t.user_attrs for t in on_trials if t.user_attrs.get("round", 0) >= 1)
     with pytest.raises(UserInputError, match="unknown screening"):
         make_pelnas("pelnas", screen="maybe")
 
@@ -310,7 +311,8 @@ def test_two_models_share_a_search_and_each_has_a_yield(storage: str, tmp_path: 
     last = logs[max(logs)]
     # screen on (the default) ranks the engine's own candidates with the models': it has a yield too
     assert set(last["yield"]) <= {"sim-mutate", "sim-random", ENGINE} and ENGINE in last["yield"]
-    assert set(last["models_drawn"]) == {"sim-mutate", "sim-random"}
+    # both models are drawn in the run (a small last round may ask one niche, so one model, only)
+    assert set().union(*(log.get("models_drawn", {}) for log in logs.values())) == {"sim-mutate", "sim-random"}
     paid = [t for t in optuna.load_study(study_name="two", storage=storage).trials if t.state.name == "COMPLETE"]
     by_model = {m: sum(1 for t in paid if t.user_attrs.get("model") == m and t.user_attrs["round"] < max(logs)) for m in last["yield"]}
     assert {m: y["paid"] for m, y in last["yield"].items()} == by_model  # the yield counts the study's own trials
@@ -358,7 +360,7 @@ def test_reasoner_bench_script_writes_its_tables(tmp_path: Any) -> None:
     import sys
 
     out = tmp_path / "rb"
-    cmd = [sys.executable, "-m", "coevo.figures", "reasoner", "--devices", "fpga", "--seeds", "2", "--budget", "44"]
+    cmd = [sys.executable, "-m", "coevo.figures", "reasoner", "--devices", "fpga", "--seeds", "2", "--budget", "24"]
     cmd += ["--jobs", "1", "--baselines", "pelnas-nokb", "--arms", "screen+tools,plain", "--ensemble", "sim-mutate:1,sim-random:1"]
     cmd += ["--out", str(out)]
     done = subprocess.run([*cmd[:4], "--help"], capture_output=True, text=True, check=True)

@@ -67,7 +67,8 @@ def test_the_cli_the_api_and_the_tools_share_the_defaults_and_the_default_propos
     assert (api["proposer"].default, api["budget"].default, api["seed"].default) == (defaults.proposer, defaults.budget, defaults.seed)
     tool = REGISTRY.get("search.run").Args()
     assert (tool.problem, tool.proposer, tool.budget, tool.seed) == (defaults.problem, defaults.proposer, defaults.budget, defaults.seed)
-    assert _parse("bench").budget == defaults.budget
+    # bench leaves --budget unset (None) so it can tell it from --budgets; unset, it runs the declared default
+    assert _parse("bench").budget is None and _parse("bench", "--budget", "7").budget == 7
     worker = _parse("worker", "--study", "s")
     timing = WorkerSettings()
     assert (worker.heartbeat, worker.grace, worker.db_patience) == (timing.heartbeat_s, timing.grace_s, timing.patience_s)
@@ -103,8 +104,9 @@ def test_the_search_help_names_pelnas_as_the_default(capsys: pytest.CaptureFixtu
         (["search", "--llm-price=-1,2"], "--llm-price must be two non-negative USD amounts"),
         (["search", "--kb-tokens", "0"], "--kb-tokens must be at least 1, got 0"),
         (
-            ["search", "--seed", "-1", "--budget", "0"],
-            "--budget must be a positive number of evaluations, got 0; --seed must be an integer",
+            ["search", "--seed", "-1", "--budget", "-1"],
+            "--budget must be a number of evaluations, 0 or more (0: the front the free information predicts), got -1; "
+            "--seed must be an integer",
         ),
         (["bench", "--proposers", "pelnas", "--round-size", "0"], "--round-size must be at least 1, got 0"),
         (["worker", "--study", "x", "--llm-timeout", "-2"], "--llm-timeout must be a positive number of seconds"),
@@ -123,7 +125,7 @@ def test_the_cli_names_the_flag(
 @pytest.mark.parametrize(
     ("keywords", "says"),
     [
-        ({"budget": 0}, "budget must be a positive number of evaluations, got 0"),
+        ({"budget": -1}, "budget must be a number of evaluations, 0 or more (0: the front the free information predicts), got -1"),
         ({"seed": 2**22}, "seed must be an integer from 0 to 4194303, got 4194304"),
         ({"reasoner": "remote"}, "reasoner.kind: input should be 'auto', 'offline' or 'llm', got 'remote'"),
         ({"reasoner": {"kind": "llm", "timeout_s": 0}}, "reasoner.timeout_s must be a positive number of seconds"),

@@ -59,4 +59,4 @@ def test_pelnas_logs_trust_every_round_from_what_it_predicted(tmp_path: Path) ->
     assert "## Predictor trust per round" in md
     shown = [(r, log["trust"]) for r, log in sorted(logs.items()) if log.get("trust", {}).get("rho") is not None]
     for r, t in shown:
-        assert f"| {r} | {r - 1} | extra-trees surrogate | {t['n']} | {t['rho']:.2f} | {t['pooled_rho']:.2f} |" in md
+        assert f"| {r} | {r - 1} | the search's predictor (search/informed.py) | {t['n']} | {t['rho']:.2f} | {t['pooled_rho']:.2f} |" in md

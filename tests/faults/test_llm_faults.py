@@ -141,7 +141,8 @@ def test_ctrl_c_during_a_dripping_request_stops_the_search_at_once(storage: str,
     assert proc.returncode == 130 and "interrupted; rerun the same command to resume" in err
     assert stopped < 10  # well within the 30 s deadline, with no retry after it
     states = [t.state.name for t in optuna.load_study(study_name="int", storage=storage).trials]
-    assert "RUNNING" not in states and states.count("COMPLETE") == 24  # the initial round, whole; nothing half-done
+    # the start, whole (a third of the budget of 30: search.proposers.start_quota); nothing half-done
+    assert "RUNNING" not in states and states.count("COMPLETE") == 10
 
 
 # ------------------------------------------------------------------ a reply that is far too long

@@ -154,7 +154,7 @@ def test_fpga_figure_reproduces_its_committed_rows_with_the_family_accelerator()
     fields = ("cores", "draw", "lengths", "tasks", "simple_bound_cycles", *(f"{m}_cycles" for m in fpga_schedule.METHODS))
     committed = [r for r in read_csv(BENCH / "fpga" / "schedule_cpsat.csv") if r["draw"] == "0"]
     assert committed
-    measured = fpga_schedule.run_cpsat(1, 0.2, 4)
+    measured = fpga_schedule.run_cpsat(1, 1.0, 4)  # CP-SAT needs time to find any schedule on a loaded machine (0.2 s failed at load 5)
     assert [tuple(str(r[k]) for k in fields) for r in measured] == [tuple(r[k] for k in fields) for r in committed]
 
 

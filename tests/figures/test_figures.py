@@ -132,3 +132,17 @@ def test_report_only_rerenders_the_committed_page_from_its_saved_data(
     rendered = (tmp_path / topic / page).read_text()
     assert rendered.startswith("<!-- provenance: ")
     assert strip_provenance(rendered) == strip_provenance((ROOT / "docs" / "bench" / topic / page).read_text())
+
+
+def test_the_transfer_goal_compares_seeded_30_with_unseeded_100_query_medians() -> None:
+    from coevo.figures.few_evals import _transfer_goal
+
+    def rows(role: str, budget: int, values: list[float]) -> list[dict[str, object]]:
+        return [{"role": role, "budget": budget, "seed": s, "hv": v} for s, v in enumerate(values)]
+
+    saved = rows("no transfer", 100, [0.90, 0.95, 0.99]) + rows("evaluations", 30, [0.96, 0.94, 0.99])
+    saved += rows("both", 30, [0.93, 0.90, 0.99])
+    line = _transfer_goal(saved)
+    # medians: unseeded at 100 is 0.95; evaluations at 30 is 0.96 (met); both at 30 is 0.93 (0.02 short)
+    assert "without it (0.9500, median)" in line
+    assert "`evaluations` 0.9600 (met)" in line and "`both` 0.9300 (misses by 0.0200)" in line

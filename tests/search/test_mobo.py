@@ -13,12 +13,40 @@ from coevo.search.proposers import get_proposer
 from coevo.search.runner import run_search
 
 
-def test_mobo_stratifies_then_screens_by_expected_hv(tmp_path: Path) -> None:
+class _NothingFree(NB201Problem):
+    """NB201 without its shipped proxies: nothing ranks a cell before a label."""
+
+    def free_features(self, points: object) -> np.ndarray:  # type: ignore[override]
+        return np.full((len(points), 11), np.nan)  # type: ignore[arg-type]
+
+    def free_designs(self) -> None:
+        return None
+
+
+def test_mobo_starts_from_the_predicted_front_when_the_prior_is_free(tmp_path: Path) -> None:
     storage = f"sqlite:///{tmp_path / 'm.db'}"
     problem = NB201Problem(dataset="cifar10", device="raspi4")
-    result = run_search(problem, "mobo", budget=40, seed=0, storage=storage)
+    result = run_search(problem, "mobo", budget=30, seed=0, storage=storage)
     trials = sorted(optuna.load_study(study_name=result.study, storage=storage).get_trials(deepcopy=False), key=lambda t: t.number)
-    assert len(trials) == 40
+    n = 10  # the start: a third of the budget
+    first = [problem.from_params(t.params) for t in trials[:n]]
+    assert all("the front the predictor gives before any label" in t.user_attrs.get("rationale", "") for t in trials[:n])
+    prior = problem.prior(first)
+    assert np.isfinite(prior).all()  # every pick has its proxies free (the shipped table)
+    # no pick is dominated under (prior, latency) by another pick: a front, not a sample
+    lat = problem.cheap_values(first)["latency_ms"]
+    assert not any(
+        (prior[j] >= prior[i] and lat[j] < lat[i]) or (prior[j] > prior[i] and lat[j] <= lat[i]) for i in range(n) for j in range(n)
+    )
+    assert all("expected HV gain" in t.user_attrs.get("rationale", "") for t in trials[n:])
+
+
+def test_mobo_stratifies_then_screens_by_expected_hv(tmp_path: Path) -> None:
+    storage = f"sqlite:///{tmp_path / 'm.db'}"
+    problem = _NothingFree(dataset="cifar10", device="raspi4")
+    result = run_search(problem, "mobo", budget=60, seed=0, storage=storage)  # a start of 20: a third of the budget
+    trials = sorted(optuna.load_study(study_name=result.study, storage=storage).get_trials(deepcopy=False), key=lambda t: t.number)
+    assert len(trials) == 60
     first = trials[:20]
     assert all("stratified by the cheap objective" in t.user_attrs.get("rationale", "") for t in first)
     # one point per latency bin: the 20 initial latencies fall in distinct 5 % quantile bins
