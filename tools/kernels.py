@@ -22,7 +22,12 @@ class SpmmParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
     block_work: int = Field(BlockParams.block_work, ge=1, description="target multiply-adds ((nnz + 1) x F) per block")
     long_row: int = Field(BlockParams.long_row, ge=1, description="rows with more nonzeros are split into chunks this long and merged")
-    tile: int = Field(BlockParams.tile, ge=1, description="feature columns per tile (>= feature_dim: no tiling)")
+    width: int = Field(
+        BlockParams.width,
+        ge=1,
+        description="feature columns per work unit (Accel-GCN's combined column strategy: a block and a column group is one "
+        "parallel unit); >= feature_dim: one unit per block",
+    )
     sort: bool = Field(BlockParams.sort, description="sort rows by degree (longest first) before grouping them into blocks")
     threads: int | None = Field(None, ge=1, description="threads for degree-block, naive and torch (default: numba's count)")
     schedule: Literal["static", "dynamic"] = Field(
@@ -61,7 +66,8 @@ class KernelSpmm(Tool):
     description = (
         "Sparse x dense matrix product Y = A X (A: a graph's CSR adjacency, X: F dense feature columns), the aggregation of "
         "a GCN layer. Methods: degree-block (rows sorted by degree, grouped into blocks of balanced work, long rows split "
-        "and merged, feature columns in tiles; numba, parallel), naive (row loop in the same JIT), scipy.sparse, "
+        "and merged, work units of a block and a group of feature columns; numba, parallel), naive (row loop in the same JIT), "
+        "scipy.sparse, "
         "torch.sparse_csr. Returns median time and IQR (ms), GFLOP/s (2 nnz F / time), speedups of degree-block over each "
         "baseline (median of paired per-round ratios), load balance (max/mean work per block and per thread), error vs scipy."
     )

@@ -422,11 +422,12 @@ FIGURES: tuple[Figure, ...] = (
     Figure(
         "spmm",
         "spmm",
-        "degree-block SpMM vs naive, scipy, torch.sparse on R-MAT / BA graphs; tuned vs default parameters (issue 19)",
+        "degree-block SpMM variants naming Accel-GCN's parts vs naive, scipy, torch.sparse on R-MAT / BA graphs; tuned per "
+        "width (issues 19, 30)",
         "OMP_WAIT_POLICY=passive python -m coevo.figures spmm --sizes 100k 1m 10m --kinds rmat ba --widths 32 128 --repeats 7 "
-        "--budget 16 --tune-width 64 --threads 1 2",
-        ("spmm.md", "spmm.csv", "spmm-tuning.csv"),
-        ("spmm.csv", "spmm-tuning.csv"),
+        "--budget 16 --threads 1 2",
+        ("spmm.md", "spmm.csv", "spmm-tuning.csv", "spmm-run.json"),
+        ("spmm.csv", "spmm-tuning.csv", "spmm-run.json"),
         module="spmm",
         renders=True,
         quoted_in=("docs/kernels.md",),

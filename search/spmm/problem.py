@@ -1,7 +1,7 @@
 """Autotuning the degree-block SpMM on measured time: a coevo problem whose objective is a timing.
 
 A point is a setting of the degree-block method (:mod:`sim.graph.spmm`): block work target,
-long-row threshold, column tile width, degree sort on/off, and threads (up to the
+long-row threshold, columns per work unit (Accel-GCN's combined column strategy), degree sort on/off, and threads (up to the
 ``threads`` option). Objectives:
 
 * ``gflops`` (maximised, expensive): ``2 nnz F / t`` with ``t`` the median of ``repeats``
@@ -35,13 +35,13 @@ from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions
 from coevo.sim.graph.config import SpmmConfig
 from coevo.sim.graph.csr import Csr
 from coevo.sim.graph.generators import load_graph
-from coevo.sim.graph.spmm import BlockParams, plan, pool_threads, spmm_blocked
+from coevo.sim.graph.spmm import WIDTH_ALL, BlockParams, plan, pool_threads, spmm_blocked
 
 BLOCK_WORK = (1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22)
 LONG_ROW = (256, 1024, 4096, 16384, 1 << 30)
 """The last long-row threshold never splits a row (the ablation of splitting)."""
-TILES = (16, 32, 64, 128, 4096)
-"""Column tile widths; 4096 (the largest feature_dim allowed) means no tiling."""
+WIDTHS = (8, 16, 32, 64, WIDTH_ALL)
+"""Feature columns per work unit; WIDTH_ALL (the largest feature_dim allowed) means one unit per block."""
 SORTS = (True, False)
 
 
@@ -50,7 +50,7 @@ class SpmmDesign(NamedTuple):
 
     block_work: int
     long_row: int
-    tile: int
+    width: int
     sort: bool
     threads: int
 
@@ -98,7 +98,7 @@ class SpmmProblem(LevelProblem):
         if o.threads > pool_threads():
             raise UserInputError(f"threads={o.threads} exceeds numba's pool of {pool_threads()}; lower it or set NUMBA_NUM_THREADS")
         self.thread_choices = tuple(range(1, o.threads + 1))
-        choices = (BLOCK_WORK, LONG_ROW, TILES, SORTS, self.thread_choices)
+        choices = (BLOCK_WORK, LONG_ROW, WIDTHS, SORTS, self.thread_choices)
         self.levels = {f: Levels(c) for f, c in zip(SpmmDesign._fields, choices, strict=True)}
         self.design_format = level_format(self.levels)
         self._x: np.ndarray | None = None
@@ -116,13 +116,14 @@ class SpmmProblem(LevelProblem):
 
     def point_id(self, point: Any) -> str:
         d = SpmmDesign(*point)
-        return f"w{d.block_work}-l{d.long_row}-t{d.tile}-{'s' if d.sort else 'n'}-p{d.threads}"
+        return f"w{d.block_work}-l{d.long_row}-c{d.width}-{'s' if d.sort else 'n'}-p{d.threads}"
 
     def explain_encoding(self) -> str:
         return (
             "A design sets the degree-block SpMM Y = A X: block_work (target multiply-adds per block of rows), long_row (rows "
-            "with more nonzeros are split into chunks this long, merged by a reduction; 1073741824 never splits), tile (feature "
-            "columns per pass; 4096 means no tiling), sort (rows by degree, longest first) and threads. Objective: measured "
+            "with more nonzeros are split into chunks this long, merged by a reduction; 1073741824 never splits), width (feature "
+            f"columns per parallel work unit; {WIDTH_ALL} means all columns), sort (rows by degree, longest first) and threads. "
+            "Objective: measured "
             f"GFLOP/s (median of {self.options.repeats} runs) on {self.options.graph} with {self.options.feature_dim} features. "
             f"It is written as {self.design_format}."
         )
@@ -130,7 +131,7 @@ class SpmmProblem(LevelProblem):
     def params_of(self, point: Any) -> BlockParams:
         """The :class:`BlockParams` of a design."""
         d = SpmmDesign(*point)
-        return BlockParams(block_work=d.block_work, long_row=d.long_row, tile=d.tile, sort=d.sort, threads=d.threads)
+        return BlockParams(block_work=d.block_work, long_row=d.long_row, width=d.width, sort=d.sort, threads=d.threads)
 
     def evaluate(self, point: Any) -> dict[str, float]:
         d = SpmmDesign(*point)
@@ -162,7 +163,7 @@ class SpmmProblem(LevelProblem):
     def features(self, points: Sequence[Any]) -> np.ndarray:
         """log2 of the sizes, sort as 0/1, threads."""
         rows = [
-            [np.log2(d.block_work), np.log2(d.long_row), np.log2(d.tile), float(d.sort), float(d.threads)]
+            [np.log2(d.block_work), np.log2(d.long_row), np.log2(min(d.width, self.options.feature_dim)), float(d.sort), float(d.threads)]
             for d in (SpmmDesign(*p) for p in points)
         ]
         return np.asarray(rows, dtype=float).reshape(len(rows), 5)

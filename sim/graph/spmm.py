@@ -12,15 +12,17 @@ run once per matrix and feature width) turns the rows into *segments* and the se
 3. consecutive segments are grouped into blocks of about ``block_work`` multiply-adds
    (``(nnz + 1) * F`` per segment: the ``+ 1`` is the output row write, so empty rows are
    not free);
-4. blocks are dealt to the threads: an equal count of consecutive blocks each (static) or
-   one block at a time as threads become free (dynamic).
+4. work units (a block and a group of ``width`` feature columns, below) are dealt to the
+   threads: an equal count of consecutive units each (static) or one unit at a time as threads
+   become free (dynamic).
 
-The executor (one ``prange`` over blocks, no Python in the loop) walks each block once per
-column tile of ``tile`` features (X packed per call into contiguous ``(n, tile)`` tiles, the
-copy timed with the kernel): for each segment it accumulates ``tile`` outputs in a
-thread-local buffer while gathering the matching ``tile`` columns of X, so the X tile rows a
-block touches are reused from cache by the block's other rows (hub columns of power-law
-graphs especially).
+The executor (one ``prange`` over *work units*, no Python in the loop) is Accel-GCN's combined
+column strategy on a CPU: a work unit is one block and one group of ``width`` consecutive feature
+columns, so the column dimension is a second axis of parallelism (the paper combines warps over
+the dense matrix's columns) and every load of X and store of Y in the inner loop is a contiguous
+run of ``width`` values that LLVM vectorises. The units of one block are consecutive, so threads
+taking units one at a time work on the same rows' indices together. ``width >= F`` makes one unit
+per block (all columns of a row at once, accumulated in the output row, as the naive loop does).
 
 :func:`spmm_naive` is the baseline in the same JIT: ``prange`` over rows with numba's static
 schedule (equal row counts per thread), every nonzero updating the output row in place.
@@ -39,8 +41,8 @@ from numba import njit, prange
 from coevo.sim.errors import UserInputError
 from coevo.sim.graph.csr import Csr
 
-TILES = (8, 16, 32, 64, 128, 256)
-"""Column tile widths the search offers (any positive width works)."""
+WIDTH_ALL = 4096
+"""The largest feature width the tools allow: as ``width`` it means one work unit per block (no column split)."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,8 @@ class BlockParams:
     Attributes:
         block_work: target multiply-adds per block, ``sum((nnz + 1) * F)`` over its segments.
         long_row: rows with more nonzeros are split into chunks of this many, merged afterwards.
-        tile: feature columns per tile (>= F: no tiling).
+        width: feature columns per work unit (Accel-GCN's combined column strategy; >= F: one unit per block, all
+            columns).
         sort: sort rows by degree (descending) before grouping.
         threads: threads to run on (None: numba's current count).
         schedule: ``static``: each thread gets an equal count of consecutive blocks (equal work, since
@@ -60,7 +63,7 @@ class BlockParams:
 
     block_work: int = 1 << 18
     long_row: int = 4096
-    tile: int = 4096  # no tiling: column tiles lost 1.4-3x on the 2-core Xeon here (docs/kernels.md)
+    width: int = WIDTH_ALL  # no column split: narrower units lost on the 2-core Xeon here (docs/kernels.md)
     sort: bool = True
     threads: int | None = None
     schedule: Literal["static", "dynamic"] = "dynamic"
@@ -71,8 +74,8 @@ class BlockParams:
             raise UserInputError(f"block_work must be >= 1 multiply-add, got {self.block_work}")
         if self.long_row < 1:
             raise UserInputError(f"long_row must be >= 1 nonzero, got {self.long_row}")
-        if self.tile < 1:
-            raise UserInputError(f"tile must be >= 1 column, got {self.tile}")
+        if self.width < 1:
+            raise UserInputError(f"width must be >= 1 feature column per work unit, got {self.width}")
         if self.schedule not in ("static", "dynamic"):
             raise UserInputError(f"schedule must be 'static' or 'dynamic', got {self.schedule!r}")
         if self.threads is not None and not 1 <= self.threads <= pool_threads():
@@ -100,6 +103,11 @@ class Plan:
     thread_work: np.ndarray
 
     @property
+    def column_groups(self) -> int:
+        """Work units per block: ``ceil(F / width)`` column groups."""
+        return -(-self.feature_dim // min(self.params.width, self.feature_dim))
+
+    @property
     def partial_rows(self) -> int:
         """Rows of the partial-result buffer (segments of split rows)."""
         return int(self.split_ptr[-1]) if len(self.split_ptr) else 0
@@ -108,6 +116,7 @@ class Plan:
         """Load balance: max/mean work over blocks and over threads (1.0 is perfect), counts and the extra memory."""
         return {
             "blocks": len(self.block_work),
+            "units": len(self.block_work) * self.column_groups,
             "segments": len(self.seg_row),
             "split_rows": len(self.split_rows),
             "block_max_over_mean": _ratio(self.block_work),
@@ -173,8 +182,12 @@ def plan(a: Csr, feature_dim: int, params: BlockParams | None = None) -> Plan:
     cuts = np.searchsorted(cum, np.arange(1, n_blocks) * (total / n_blocks), side="left") + 1
     block_ptr = np.unique(np.concatenate([[0], cuts, [len(seg_row)]])).astype(np.int64)
     block_work = np.add.reduceat(work, block_ptr[:-1]) if len(seg_row) else np.zeros(1, dtype=np.int64)
-    # numba's static schedule gives each thread an equal count of consecutive blocks; dynamic deals them one at a time
-    thread_work = np.array([w.sum() for w in np.array_split(block_work, threads)], dtype=np.int64)
+    # a block's work split over its column groups (work units); numba's static schedule gives each thread an equal
+    # count of consecutive units, dynamic deals them one at a time
+    width = min(p.width, feature_dim)
+    group_cols = np.minimum(width, feature_dim - np.arange(0, feature_dim, width))
+    unit_work = (block_work[:, None] * group_cols[None, :]) // feature_dim
+    thread_work = np.array([w.sum() for w in np.array_split(unit_work.ravel(), threads)], dtype=np.int64)
     return Plan(
         params=p,
         feature_dim=feature_dim,
@@ -217,7 +230,7 @@ def spmm_blocked(a: Csr, x: np.ndarray, schedule: Plan | None = None, params: Bl
     Example:
         >>> from coevo.sim.graph.csr import validate_csr
         >>> a = validate_csr([0, 2, 2, 3], [0, 2, 1], [1.0, 2.0, 3.0], (3, 3))
-        >>> spmm_blocked(a, np.eye(3), params=BlockParams(long_row=1, tile=2)).tolist()
+        >>> spmm_blocked(a, np.eye(3), params=BlockParams(long_row=1, width=2)).tolist()
         [[1.0, 0.0, 2.0], [0.0, 0.0, 0.0], [0.0, 3.0, 0.0]]
     """
     x, _ = _operands(a, x)
@@ -230,25 +243,14 @@ def spmm_blocked(a: Csr, x: np.ndarray, schedule: Plan | None = None, params: Bl
     numba.set_num_threads(s.threads)
     chunk = numba.set_parallel_chunksize(1 if s.params.schedule == "dynamic" else 0)
     try:
-        tile = min(s.params.tile, x.shape[1])
-        xp = pack_tiles(x, tile) if tile < x.shape[1] else np.empty((0, 1, 1), dtype=x.dtype)
         _blocked_kernel(
-            s.indices, s.data.astype(x.dtype, copy=False), x, xp, y, partial, s.seg_ptr, s.seg_row, s.seg_slot, s.block_ptr,
-            tile, s.split_rows, s.split_ptr,
+            s.indices, s.data.astype(x.dtype, copy=False), x, y, partial, s.seg_ptr, s.seg_row, s.seg_slot, s.block_ptr,
+            min(s.params.width, x.shape[1]), s.split_rows, s.split_ptr,
         )  # fmt: skip
     finally:
         numba.set_parallel_chunksize(chunk)
         numba.set_num_threads(previous)
     return y
-
-
-def pack_tiles(x: np.ndarray, tile: int) -> np.ndarray:
-    """X as (tiles, n_cols, tile), each tile contiguous, the last one zero-padded (a copy of X per call, timed with it)."""
-    n, f = x.shape
-    n_tiles = -(-f // tile)
-    padded = np.zeros((n, n_tiles * tile), dtype=x.dtype)
-    padded[:, :f] = x
-    return np.ascontiguousarray(padded.reshape(n, n_tiles, tile).transpose(1, 0, 2))
 
 
 def spmm_naive(a: Csr, x: np.ndarray, threads: int | None = None) -> np.ndarray:
@@ -287,54 +289,25 @@ def _naive_kernel(indptr: Any, indices: Any, data: Any, x: Any, y: Any) -> None:
 
 @njit(parallel=True, cache=True, nogil=True)
 def _blocked_kernel(
-    indices: Any, data: Any, x: Any, xp: Any, y: Any, partial: Any, seg_ptr: Any, seg_row: Any, seg_slot: Any,
-    block_ptr: Any, tile: int, split_rows: Any, split_ptr: Any,
+    indices: Any, data: Any, x: Any, y: Any, partial: Any, seg_ptr: Any, seg_row: Any, seg_slot: Any, block_ptr: Any,
+    width: int, split_rows: Any, split_ptr: Any,
 ) -> None:  # fmt: skip  # pragma: no cover - compiled
     nf = x.shape[1]
-    for b in prange(len(block_ptr) - 1):  # a block is one iteration: the scheduler deals blocks to threads
-        s0 = block_ptr[b]
-        s1 = block_ptr[b + 1]
-        if tile >= nf:  # no column tiling: accumulate in the output row itself (L1-resident), as the naive loop does
-            for s in range(s0, s1):
-                slot = seg_slot[s]
-                if slot < 0:  # two copies of the loop: selecting the output array at run time costs ~10 % (measured)
-                    r = seg_row[s]
-                    for f in range(nf):
-                        y[r, f] = 0
-                    for j in range(seg_ptr[s], seg_ptr[s + 1]):
-                        v = data[j]
-                        c = indices[j]
-                        for f in range(nf):
-                            y[r, f] += v * x[c, f]
-                else:  # a split row's chunk writes its own partial row, merged below
-                    for f in range(nf):
-                        partial[slot, f] = 0
-                    for j in range(seg_ptr[s], seg_ptr[s + 1]):
-                        v = data[j]
-                        c = indices[j]
-                        for f in range(nf):
-                            partial[slot, f] += v * x[c, f]
-        else:
-            acc = np.empty(tile, dtype=y.dtype)  # the accumulator of one segment's column tile
-            for ti in range(xp.shape[0]):  # one pass over the block per tile: the block's X tile rows stay in cache
-                xt = xp[ti]  # (n_cols, tile), contiguous: the inner loop starts at 0 and vectorises
-                f0 = ti * tile
-                w = min(tile, nf - f0)
-                for s in range(s0, s1):
-                    acc[:] = 0
-                    for j in range(seg_ptr[s], seg_ptr[s + 1]):
-                        v = data[j]
-                        c = indices[j]
-                        for f in range(tile):
-                            acc[f] += v * xt[c, f]
-                    slot = seg_slot[s]
-                    if slot < 0:
-                        r = seg_row[s]
-                        for f in range(w):
-                            y[r, f0 + f] = acc[f]
-                    else:
-                        for f in range(w):
-                            partial[slot, f0 + f] = acc[f]
+    groups = (nf + width - 1) // width
+    for u in prange((len(block_ptr) - 1) * groups):  # a work unit (block, column group) is one iteration
+        b = u // groups
+        f0 = (u - b * groups) * width
+        f1 = min(nf, f0 + width)
+        for s in range(block_ptr[b], block_ptr[b + 1]):
+            slot = seg_slot[s]
+            # the unit's columns of the output row, or of the split row's partial row (merged below): contiguous views
+            out = y[seg_row[s], f0:f1] if slot < 0 else partial[slot, f0:f1]
+            out[:] = 0
+            for j in range(seg_ptr[s], seg_ptr[s + 1]):
+                v = data[j]
+                xr = x[indices[j], f0:f1]  # contiguous: the loop below vectorises
+                for f in range(f1 - f0):
+                    out[f] += v * xr[f]
 
     # the reduction merge, serial after the parallel region: a second region would cost a second barrier (ms on a
     # busy machine) for a few adds per split row

@@ -192,26 +192,27 @@ def test_he_figure_width_and_scale_give_the_committed_baseline_counts(dataset: s
         assert (int(r["mul_plain"]), int(r["ct_mul"])) == (counts["mul_plain"], counts["mul"])
 
 
-def test_spmm_figure_tunes_with_the_family_width_and_repeats(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_spmm_figure_tunes_at_every_width_it_reports_with_the_family_repeats(monkeypatch: pytest.MonkeyPatch) -> None:
     args = defaults(spmm)
-    assert args.tune_width == SpmmConfig.feature_dim
-    built: dict[str, Any] = {}
+    built: list[dict[str, Any]] = []
 
     class Stop(Exception):
         pass
 
     def record(**options: Any) -> None:
-        built.update(options)
+        built.append(options)
         raise Stop  # the options are all this test needs: no search runs
 
     monkeypatch.setattr(spmm, "SpmmProblem", record)
-    with pytest.raises(Stop):
-        spmm.tune(args.budget, max(args.threads), args.tune_width, seed=0)
-    assert built == {"graph": "rmat-1m@1", "feature_dim": SpmmConfig.feature_dim, "threads": 2, "repeats": SpmmConfig.repeats}
-    assert built["graph"].split("@")[0] == SpmmConfig.search_graph
+    for width in args.widths:
+        with pytest.raises(Stop):
+            spmm.tune(args.budget, max(args.threads), width, seed=0)
+    assert [b["feature_dim"] for b in built] == args.widths  # a design tuned at one width is timed at that width only
+    assert all(b["graph"] == "rmat-1m@1" and b["repeats"] == SpmmConfig.repeats and b["threads"] == 2 for b in built)
+    assert built[0]["graph"].split("@")[0] == SpmmConfig.search_graph
     # the committed page states the tuning's settings: they are the family's
     page = (BENCH / "spmm" / "spmm.md").read_text()
-    assert f"on **{built['graph']}** (R-MAT seed 1) at F = {SpmmConfig.feature_dim}" in page
+    assert f"on **{built[0]['graph']}** (R-MAT seed 1) at each width F" in page
     assert f"{SpmmConfig.repeats} timed runs per design" in page
 
 

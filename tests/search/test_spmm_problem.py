@@ -13,7 +13,7 @@ from coevo.agent.cli import main
 from coevo.search.errors import UserInputError
 from coevo.search.problems import make_problem
 from coevo.search.runner import run_search
-from coevo.search.spmm.problem import LONG_ROW, TILES, SpmmDesign, SpmmProblem
+from coevo.search.spmm.problem import LONG_ROW, WIDTHS, SpmmDesign, SpmmProblem
 
 
 @pytest.fixture(scope="module")
@@ -42,16 +42,17 @@ def test_every_design_computes_the_same_product(problem: SpmmProblem) -> None:
 
 
 def test_space_niches_and_design_text(problem: SpmmProblem) -> None:
-    d = SpmmDesign(1 << 18, LONG_ROW[-1], TILES[-1], False, 2)
+    d = SpmmDesign(1 << 18, LONG_ROW[-1], WIDTHS[-1], False, 2)
     assert problem.parse_design(problem.describe(d)) == d
-    assert problem.point_id(d) == f"w262144-l{LONG_ROW[-1]}-t4096-n-p2"
+    assert problem.point_id(d) == f"w262144-l{LONG_ROW[-1]}-c4096-n-p2"
     niches = {n.id: n for n in problem.niches()}
     assert niches["parallel"].contains(d) and not niches["serial"].contains(d)
     assert niches["serial"].contains(d._replace(threads=1))
-    # one level up or down in each of the five parameters; the edges of a range have one neighbour
-    assert len(problem.neighbours(SpmmDesign(1 << 14, 256, 16, True, 1))) == 5
-    with pytest.raises(UserInputError, match="tile=7 is outside the space"):
-        problem.from_params({**problem.to_params(d), "tile": 7})
+    # one level up or down in each of the five parameters: the lowest block_work, long_row and threads have one neighbour
+    # each, sort one, width 16 two (8 and 32)
+    assert len(problem.neighbours(SpmmDesign(1 << 14, 256, 16, True, 1))) == 6
+    with pytest.raises(UserInputError, match="width=7 is outside the space"):
+        problem.from_params({**problem.to_params(d), "width": 7})
 
 
 def test_options_are_checked() -> None:

@@ -92,7 +92,7 @@ def test_hand_computed_product() -> None:
     x = np.array([[1.0, 10.0], [2.0, 20.0], [3.0, 30.0]])
     expected = [[7.0, 70.0], [0.0, 0.0], [6.0, 60.0]]
     assert spmm_naive(a, x).tolist() == expected
-    for params in (BlockParams(), BlockParams(long_row=1, tile=1, block_work=1), BlockParams(sort=False, schedule="static")):
+    for params in (BlockParams(), BlockParams(long_row=1, width=1, block_work=1), BlockParams(sort=False, schedule="static")):
         assert spmm_blocked(a, x, params=params).tolist() == expected
 
 
@@ -116,14 +116,14 @@ def _random_csr(rng: np.random.Generator, n_rows: int, n_cols: int, density: flo
     n_cols=st.integers(1, 300),
     f=st.integers(1, 40),
     long_row=st.sampled_from([1, 3, 16, 10**6]),
-    tile=st.sampled_from([1, 5, 16, 4096]),
+    width=st.sampled_from([1, 3, 5, 16, 4096]),
     block_work=st.sampled_from([1, 50, 10**9]),
     sort=st.booleans(),
     schedule=st.sampled_from(["static", "dynamic"]),
     threads=st.sampled_from([1, None]),
 )
 def test_random_csr_with_empty_rows_and_a_hub_matches_scipy(
-    seed: int, n_rows: int, n_cols: int, f: int, long_row: int, tile: int, block_work: int, sort: bool, schedule: str,
+    seed: int, n_rows: int, n_cols: int, f: int, long_row: int, width: int, block_work: int, sort: bool, schedule: str,
     threads: int | None,
 ) -> None:  # fmt: skip
     rng = np.random.default_rng(seed)
@@ -131,7 +131,7 @@ def test_random_csr_with_empty_rows_and_a_hub_matches_scipy(
     a = from_scipy(m)
     x = rng.standard_normal((n_cols, f))
     expected = m @ x
-    params = BlockParams(block_work=block_work, long_row=long_row, tile=tile, sort=sort, schedule=schedule, threads=threads)  # type: ignore[arg-type]
+    params = BlockParams(block_work=block_work, long_row=long_row, width=width, sort=sort, schedule=schedule, threads=threads)  # type: ignore[arg-type]
     np.testing.assert_allclose(spmm_blocked(a, x, params=params), expected, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(spmm_naive(a, x), expected, rtol=1e-10, atol=1e-10)
     x32 = x.astype(np.float32)
@@ -183,8 +183,8 @@ def test_bad_arguments_are_user_errors() -> None:
         spmm_naive(a, np.ones((3, 2)))
     with pytest.raises(UserInputError, match="feature_dim must be >= 1"):
         spmm_blocked(a, np.ones((2, 0)))
-    with pytest.raises(UserInputError, match="tile must be >= 1"):
-        plan(a, 2, BlockParams(tile=0))
+    with pytest.raises(UserInputError, match="width must be >= 1 feature column per work unit, got 0"):
+        plan(a, 2, BlockParams(width=0))
     with pytest.raises(UserInputError, match="threads must be between 1 and"):
         plan(a, 2, BlockParams(threads=10_000))
     with pytest.raises(UserInputError, match="plan was built for 4 features"):
@@ -291,3 +291,19 @@ def test_gcn_layer_matches_dense_and_gradchecks(fin: int, fout: int) -> None:
     dense_w = w.detach().clone().requires_grad_(True)
     (norm @ h.detach() @ dense_w.T).sum().backward()
     torch.testing.assert_close(w.grad, dense_w.grad)
+
+
+@pytest.mark.parametrize("width", [1, 4, 8, 16, 36, 37, 64])
+def test_combined_columns_match_scipy_on_ragged_widths(width: int) -> None:
+    # F = 37 is no multiple of any width here: the last column group of every block is short
+    rng = np.random.default_rng(width)
+    m = _random_csr(rng, 120, 90, density=0.08, hub=90, empty_share=0.2)
+    a = from_scipy(m)
+    x = rng.standard_normal((90, 37))
+    for sort, threads in ((True, 1), (False, None)):
+        params = BlockParams(width=width, long_row=16, block_work=300, sort=sort, threads=threads)
+        p = plan(a, 37, params)
+        assert p.column_groups == -(-37 // min(width, 37))
+        assert p.balance()["units"] == len(p.block_work) * p.column_groups
+        assert p.thread_work.sum() <= p.block_work.sum()  # units share their block's work, rounded down per group
+        np.testing.assert_allclose(spmm_blocked(a, x, p), m @ x, rtol=1e-10, atol=1e-10)

@@ -47,7 +47,7 @@ def test_a_csr_file_is_read(tmp_path: Path) -> None:
         ({"feature_dim": 0}, "feature_dim"),
         ({"graph": "rmat-7m"}, "unknown graph 'rmat-7m'"),
         ({"method": "cusparse"}, "method"),
-        ({"params": {"tile": 0}}, "tile"),
+        ({"params": {"width": 0}}, "width"),
         ({"params": {"threads": 4096}}, "threads must be between 1 and"),
         ({"graph": "missing.npz"}, "does not exist"),
     ],
