@@ -201,6 +201,9 @@ def describe_validation(tool: Tool, exc: ValidationError) -> str:
     problems = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or "(arguments)"
-        problems.append(f"{loc}: {err['msg']}")
+        given = err.get("input")
+        # the value given, where it is a scalar (a missing field has none; a whole object would bury the message)
+        shown = f" (got {given!r})" if isinstance(given, str | int | float | bool) and err["type"] != "missing" else ""
+        problems.append(f"{loc}: {err['msg']}{shown}")
     fields = ", ".join(f"{k}{'' if v.is_required() else '?'}" for k, v in tool.Args.model_fields.items())
     return f"bad arguments for {tool.name}: {'; '.join(problems)}. It takes: {fields}. Example: {json.dumps(tool.example)}"

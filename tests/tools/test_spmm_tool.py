@@ -44,10 +44,10 @@ def test_a_csr_file_is_read(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "match"),
     [
-        ({"feature_dim": 0}, "feature_dim"),
+        ({"feature_dim": 0}, r"feature_dim: Input should be greater than or equal to 1 \(got 0\)"),
         ({"graph": "rmat-7m"}, "unknown graph 'rmat-7m'"),
         ({"method": "cusparse"}, "method"),
-        ({"params": {"width": 0}}, "width"),
+        ({"params": {"width": 0}}, r"params\.width: Input should be greater than or equal to 1 \(got 0\)"),
         ({"params": {"threads": 4096}}, "threads must be between 1 and"),
         ({"graph": "missing.npz"}, "does not exist"),
     ],
