@@ -18,8 +18,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scipy import stats
-
 from coevo.knowledge.retrieval import WITHHOLD_ALL
 from coevo.knowledge.store import KnowledgeStore
 from coevo.search.bench import run_jobs
@@ -57,6 +55,8 @@ class MetricChange:
             return None
         mean = self.mean_delta
         sd = math.sqrt(sum((d - mean) ** 2 for d in self.deltas) / (n - 1))
+        from scipy import stats  # lazy: scipy.stats costs ~1.5 s of every coevo start-up
+
         return float(stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n))
 
 

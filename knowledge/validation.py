@@ -30,7 +30,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 
 from coevo.knowledge.heuristics import HUMAN, KnowledgeBase
 from coevo.knowledge.store import EvidenceRow
@@ -80,6 +79,8 @@ class Record:
         """Posterior probability that citing proposals win more often than the base rate."""
         if self.n == 0:
             return None
+        from scipy import stats  # lazy: scipy.stats costs ~1.5 s of every coevo start-up
+
         return float(stats.beta.sf(self.base_rate, 1 + self.wins, 1 + self.n - self.wins))
 
 

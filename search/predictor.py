@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
-from scipy import stats
 
 from coevo.search.surrogate import TopTransform
 
@@ -111,6 +110,8 @@ def zero_shot(
 
 def spearman(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
     """Spearman's rho of two samples; nan when fewer than 3 pairs or a sample is constant."""
+    from scipy import stats  # lazy: scipy.stats costs ~1.5 s of every coevo start-up
+
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if len(a) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
         return float("nan")

@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 import sqlalchemy as sa
 import torch
-from scipy import stats
 
 from coevo.search.errors import UserInputError
 from coevo.search.nb201.proxies import PRIOR_PROXIES
@@ -75,6 +74,8 @@ def run_proxies(
     computed = sum(r[0] for r in results)
     scores = ProxyCache(storage, config, use_shipped=False).scores(sample)
     acc = table.acc(dataset)[indices]
+    from scipy import stats  # lazy: scipy.stats costs ~1.5 s of every coevo start-up
+
     rho = {p: float(stats.spearmanr([s[p] for s in scores], acc).statistic) for p in PROXIES}
     prior = np.array([[s[p] for p in PRIOR_PROXIES] for s in scores])
     rho["prior"] = float(stats.spearmanr(zero_shot(prior, prior), acc).statistic)
