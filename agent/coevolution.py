@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 import optuna
-from scipy.stats import spearmanr
 
 from coevo.agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner
 from coevo.knowledge import Heuristic, KnowledgeBase, retrieval, validation
@@ -41,6 +40,7 @@ from coevo.search.errors import CoevoError, UserInputError
 from coevo.search.informed import Evidence, InformedPredictor, free_pool
 from coevo.search.metrics import model_yield, pareto_mask
 from coevo.search.niches import FLOOR_SHARE, Niche, allocate, niche_of, single_niche
+from coevo.search.predictor import spearman
 from coevo.search.problem import Evolvable, Problem
 from coevo.search.proposers import Evaluation, Proposal, Proposer, RoundContext, round_quota, start_quota
 from coevo.search.round_log import RoundLogs
@@ -714,7 +714,7 @@ def surrogate_trust(paid: Sequence[Evaluation], round_no: int, objective: str) -
     def rho(evals: Sequence[Evaluation]) -> float | None:
         if len(evals) < 3:
             return None
-        value = spearmanr([float(e.attrs["predicted"]) for e in evals], [e.values[objective] for e in evals]).statistic
+        value = spearman([float(e.attrs["predicted"]) for e in evals], [e.values[objective] for e in evals])
         return None if np.isnan(value) else float(value)
 
     r, pooled = rho(last), rho(predicted)
