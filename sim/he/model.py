@@ -223,7 +223,7 @@ class LinGCN(nn.Module):
         """``(blocks, 2, n)`` 0/1: the fixed mask once set, else the structured STE of ``aux``."""
         if self.hardened():
             return self.mask
-        mask: torch.Tensor = StructuredSTE.apply(self.aux)  # type: ignore[no-untyped-call]
+        mask: torch.Tensor = StructuredSTE.apply(self.aux)
         return mask
 
     def act(self, block: int, position: int, z: torch.Tensor, gate: torch.Tensor | None) -> torch.Tensor:
