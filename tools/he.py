@@ -18,10 +18,11 @@ from coevo.tools._base import Tool, ToolArgs, ToolResult
 
 
 class HEGcnArgs(ToolArgs):
-    dataset: Literal["digits-grid", "digits-grid4"] = config_field(
+    dataset: Literal["digits-grid", "digits-grid4", "digits-grid16"] = config_field(
         HeConfig,
         "dataset",
-        description="digits-grid: scikit-learn digits as 8x8 pixel grid graphs (64 nodes); digits-grid4: pooled to 4x4 (16 nodes, quicker)",
+        description="digits-grid: scikit-learn digits as 8x8 pixel grid graphs (64 nodes); digits-grid4: pooled to 4x4 (16 nodes, "
+        "quicker); digits-grid16: every pixel split into 2x2 nodes (256 nodes, a larger graph, same information; slow encrypted)",
     )
     budget: float = config_field(HeConfig, "budget")
     hidden: list[int] = Field(

@@ -150,10 +150,30 @@ def _f(value: object) -> float:
     return float(str(value))
 
 
+def _timed(timing_rows: list[dict[str, object]], dataset: str, name: str) -> tuple[str, str, str, str]:
+    """A setting's encrypted passes as table cells: median pass s, amortised ms/sample, lowest agreement %, levels used."""
+    timed = [t for t in timing_rows if t["dataset"] == dataset and t["setting"] == name]
+    if not timed:
+        return "-", "-", "-", "-"
+    med = statistics.median(_f(t["pass_s"]) for t in timed)
+    used = "/".join(str(u) for u in sorted({int(_f(t["levels_used"])) for t in timed}))
+    return f"{med:.1f}", f"{med / _f(timed[0]['samples']) * 1000:.0f}", str(min(_f(t["enc_agreement"]) for t in timed)), used
+
+
+def _speedup(timing_rows: list[dict[str, object]], dataset: str, base: dict[str, object], sel: dict[str, object]) -> tuple[float, str]:
+    """Baseline pass time over the setting's: measured medians where both were timed, else the predictions."""
+    timed_b = [_f(t["pass_s"]) for t in timing_rows if t["dataset"] == dataset and t["setting"] == base["setting"]]
+    timed_s = [_f(t["pass_s"]) for t in timing_rows if t["dataset"] == dataset and t["setting"] == sel["setting"]]
+    if timed_b and timed_s:
+        return statistics.median(timed_b) / statistics.median(timed_s), "measured"
+    return _f(base["predicted_pass_s"]) / max(_f(sel["predicted_pass_s"]), 1e-9), "predicted"
+
+
 def _table(rows: list[dict[str, object]], timing_rows: list[dict[str, object]]) -> list[str]:
     lines = [
-        "| dataset | setting | kept positions per block (of 2) | test acc % | Δ vs baseline (points) | teacher % | depth | N | chain bits "
-        "| ct x ct | pt x ct | pass s predicted | pass s measured (median) | ms/sample amortised | enc agree % | levels used |",
+        "| dataset | setting | kept positions per block (of 2; seeds) | test acc % | Δ vs baseline (points) | teacher % | depth | N "
+        "| chain bits | ct x ct (seed 0) | pt x ct (seed 0) | pass s predicted (seed 0) | pass s measured (median) | ms/sample amortised "
+        "| enc agree % | levels used |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for dataset in DATASETS:
@@ -165,19 +185,12 @@ def _table(rows: list[dict[str, object]], timing_rows: list[dict[str, object]]) 
             first = sel[0]
             acc = [_f(r["test_acc"]) for r in sel]
             delta = f"{statistics.mean(acc) - statistics.mean(base):+.1f}" if base else "-"
-            timed = [t for t in timing_rows if t["dataset"] == dataset and t["setting"] == name]
-            passes = [_f(t["pass_s"]) for t in timed]
-            med = statistics.median(passes) if passes else None
-            per_sample = "-" if med is None else f"{med / _f(timed[0]['samples']) * 1000:.0f}"
-            agree = min(_f(t["enc_agreement"]) for t in timed) if timed else None
-            used = sorted({int(_f(t["levels_used"])) for t in timed})
+            med, per_sample, agree, used = _timed(timing_rows, dataset, name)
             lines.append(
-                f"| {dataset} | {name} | {first['kept_per_block']} | {mean_std(acc, 1)} | {delta} | "
+                f"| {dataset} | {name} | {' / '.join(sorted({str(r['kept_per_block']) for r in sel}))} | {mean_std(acc, 1)} | {delta} | "
                 f"{mean_std([_f(r['teacher_test_acc']) for r in sel], 1)} | {first['depth']} | {first['poly_modulus_degree']} | "
                 f"{first['chain_bits']} | {first['ct_mul']} | {first['mul_plain']} | {first['predicted_pass_s']} | "
-                f"{'-' if med is None else f'{med:.1f}'} | "
-                f"{per_sample} | "
-                f"{'-' if agree is None else agree} | {'/'.join(map(str, used)) or '-'} |"
+                f"{med} | {per_sample} | {agree} | {used} |"
             )
     return lines
 
@@ -195,12 +208,7 @@ def _verdicts(rows: list[dict[str, object]], timing_rows: list[dict[str, object]
             if not sel:
                 continue
             loss = base_acc - statistics.mean(_f(r["test_acc"]) for r in sel)
-            timed_b = [_f(t["pass_s"]) for t in timing_rows if t["dataset"] == dataset and t["setting"] == BASELINE]
-            timed_s = [_f(t["pass_s"]) for t in timing_rows if t["dataset"] == dataset and t["setting"] == name]
-            if timed_b and timed_s:
-                speed, how = statistics.median(timed_b) / statistics.median(timed_s), "measured"
-            else:
-                speed, how = _f(base[0]["predicted_pass_s"]) / max(_f(sel[0]["predicted_pass_s"]), 1e-9), "predicted"
+            speed, how = _speedup(timing_rows, dataset, base[0], sel[0])
             met = int(_f(sel[0]["depth"])) < int(_f(base[0]["depth"])) and speed > 1.0 and loss <= 1.0
             out.append(
                 f"- {dataset}, {name}: depth {sel[0]['depth']} vs {base[0]['depth']}, pass {speed:.2f}x faster ({how}), "

@@ -52,7 +52,7 @@ Design = tuple[Any, ...]
 class LinGcnOptions(ProblemOptions):
     """Options of the ``lingcn`` problem."""
 
-    dataset: Literal["digits-grid", "digits-grid4"] = config_field(HeConfig, "dataset")
+    dataset: Literal["digits-grid", "digits-grid4", "digits-grid16"] = config_field(HeConfig, "dataset")
     hidden: int = config_field(HeConfig, "hidden", description="channels of each of the 2 blocks")
     epochs: int = config_field(HeConfig, "search_epochs")
     teacher_epochs: int = config_field(HeConfig, "teacher_epochs")

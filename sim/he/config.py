@@ -16,7 +16,9 @@ from coevo.sim.he.model import Recipe
 class HeConfig:
     """Defaults and bounds of the HE family (each field's ``metadata``: ``help``, ``unit``, bounds)."""
 
-    dataset: str = field(default=Recipe.dataset, metadata={"help": "digits as 8x8 (64-node) or pooled 4x4 (16-node) grid graphs"})
+    dataset: str = field(
+        default=Recipe.dataset, metadata={"help": "digits as 8x8 (64-node), pooled 4x4 (16-node) or split 16x16 (256-node) grid graphs"}
+    )
     hidden: int = field(default=4, metadata={"help": "channels of each block", "unit": "channels", "ge": 1, "le": 16})
     budget: float = field(
         default=Recipe.budget,

@@ -42,6 +42,11 @@ def test_dataset_splits_are_fixed_and_disjoint() -> None:
     again = load_dataset("digits-grid")
     assert np.array_equal(d.x["test"], again.x["test"])
     assert load_dataset("digits-grid4").adj.shape == (16, 16)
+    big = load_dataset("digits-grid16")
+    assert big.adj.shape == (256, 256) and np.array_equal(big.y["test"], d.y["test"])
+    # every pixel (r, c) of the 8x8 image becomes the 4 nodes (2r + a, 2c + b) of the 16x16 grid
+    img, up = d.x["test"][5].reshape(8, 8), big.x["test"][5].reshape(16, 16)
+    assert all(up[2 * r + a, 2 * c + b] == img[r, c] for r in range(8) for c in range(8) for a in (0, 1) for b in (0, 1))
     with pytest.raises(UserInputError, match="digits-grid"):
         load_dataset("cora")
     with pytest.raises(UserInputError, match="4 or 8"):
