@@ -1,4 +1,4 @@
-"""HE tools: a GCN with partly-kept ReLUs and trainable polynomials (LinGCN-style), run encrypted under CKKS."""
+"""HE tools: LinGCN (structurally linearized GCN with trainable polynomials, two-level distillation), run encrypted under CKKS."""
 
 from __future__ import annotations
 
@@ -18,27 +18,22 @@ from coevo.tools._base import Tool, ToolArgs, ToolResult
 
 
 class HEGcnArgs(ToolArgs):
-    dataset: Literal["digits-grid", "digits-grid4"] = config_field(
+    dataset: Literal["digits-grid", "digits-grid4", "digits-grid16"] = config_field(
         HeConfig,
         "dataset",
-        description="digits-grid: scikit-learn digits as 8x8 pixel grid graphs (64 nodes); digits-grid4: pooled to 4x4 (16 nodes, quicker)",
+        description="digits-grid: scikit-learn digits as 8x8 pixel grid graphs (64 nodes); digits-grid4: pooled to 4x4 (16 nodes, "
+        "quicker); digits-grid16: every pixel split into 2x2 nodes (256 nodes, a larger graph, same information; slow encrypted)",
     )
-    keep_nonlinear: float = Field(
-        0.25, ge=0.0, le=1.0, description="share of nodes per layer that keep their ReLU (0: the all-polynomial CryptoGCN-style baseline)"
-    )
-    poly_degree: int = Field(2, ge=1, le=4, description="degree of the trainable polynomial at the other nodes")
-    relu_degree: int = Field(
-        4, ge=2, le=8, description="degree of the Chebyshev polynomial that replaces each kept ReLU under encryption (ceil(log2 d) levels)"
-    )
+    budget: float = config_field(HeConfig, "budget")
     hidden: list[int] = Field(
         [HeConfig.hidden] * 2,
         min_length=1,
         max_length=3,
-        description="channels per graph convolution (1 to 3 layers); HE cost grows with their product",
+        description="channels per block (1 to 3 blocks of graph conv, act, node-wise linear, act); HE cost grows with their product",
     )
-    distill: float = Field(
-        0.5, ge=0.0, le=1.0, description="weight of the distillation loss from the all-ReLU teacher (rest: cross-entropy)"
-    )
+    distill: float = config_field(HeConfig, "distill")
+    feature_distill: float = config_field(HeConfig, "feature_distill")
+    poly_init: Literal["relu-fit", "square"] = config_field(HeConfig, "poly_init")
     epochs: int = config_field(HeConfig, "epochs")
     teacher_epochs: int = config_field(HeConfig, "teacher_epochs")
     encrypted_samples: int = Field(
@@ -57,23 +52,24 @@ class HEGcnArgs(ToolArgs):
 
 
 class HEGcn(Tool):
-    """Train (cached) a partly-linearized GCN by distillation and classify test graphs under CKKS encryption."""
+    """Train (cached) a structurally linearized GCN (LinGCN) by distillation and classify test graphs under CKKS encryption."""
 
     name = "he.gcn"
     measured_fields = frozenset({"encrypted_latency_s", "ckks_max_abs_error", "wall_s"})  # CKKS noise differs between encryptions
     slow_example = True  # a CKKS-encrypted pass (about 5-10 s a call; the suite calls the example 5 times)
     description = (
-        "HE-friendly GCN (LinGCN-style): a 2-layer GCN on digit images as pixel grid graphs where a learned share of "
-        "nodes per layer keep their ReLU and the rest use a trainable polynomial, distilled from an all-ReLU teacher "
-        "(keep_nonlinear=0 is the all-polynomial CryptoGCN-style baseline). Runs test samples encrypted with CKKS "
-        "(TenSEAL): returns plaintext and encrypted accuracy, multiplicative depth (analytic and checked against the "
-        "modulus chain), CKKS parameters, op counts and encrypted latency."
+        "LinGCN (structural linearization): a GCN of blocks (graph conv, act, node-wise linear, act) on digit images as "
+        "pixel grid graphs, where per node each non-linearity is either kept as a trainable degree-2 polynomial or removed "
+        "(linear), with the same count kept by every node of a block; budget is the kept share (1: the all-polynomial "
+        "CryptoGCN-style baseline). Distilled from an all-ReLU teacher (logits and block features). Runs test samples "
+        "encrypted with CKKS (TenSEAL), linear nodes fused into the next linear operation: returns plaintext and encrypted "
+        "accuracy, multiplicative depth (analytic and checked against the modulus chain), CKKS parameters, op counts and "
+        "encrypted latency."
     )
     Args = HEGcnArgs
     example: ClassVar[dict[str, Any]] = {
         "dataset": "digits-grid4",
-        "keep_nonlinear": 0.25,
-        "poly_degree": 2,
+        "budget": 0.5,
         "hidden": [2],
         "epochs": 3,
         "teacher_epochs": 5,
@@ -90,35 +86,35 @@ class HEGcn(Tool):
             if args.poly_modulus_degree and args.coeff_mod_bit_sizes
             else None
         )
-        layers = len(args.hidden)
         recipe = Recipe(
             dataset=args.dataset,
             hidden=tuple(args.hidden),
-            keep=(args.keep_nonlinear,) * layers,
-            poly_degree=args.poly_degree,
+            budget=args.budget,
+            poly_init=args.poly_init,
             distill=args.distill,
+            feature_distill=args.feature_distill,
             epochs=args.epochs,
             teacher_epochs=args.teacher_epochs,
             seed=args.seed,
         )
         r = he_gcn(
-            recipe, relu_degree=args.relu_degree, encrypted_samples=args.encrypted_samples, repeats=args.repeats, params=params,
+            recipe, encrypted_samples=args.encrypted_samples, repeats=args.repeats, params=params,
             scale_bits=args.scale_bits, predict=False, progress=lambda what, f: report(what, f),
         )  # fmt: skip
         latency = median_or_none(r.pass_seconds)
         value = {
             "dataset": args.dataset,
-            "keep_nonlinear": args.keep_nonlinear,
-            "kept_relu_nodes_per_layer": r.kept_nodes,
+            "budget": args.budget,
+            "kept_per_block": r.kept_per_block,
             "val_accuracy": round(r.val_accuracy, 3),
             "test_accuracy": round(r.test_accuracy, 3),
-            "test_accuracy_relu_approx": round(r.test_accuracy_relu_approx, 3),
+            "test_accuracy_plan": round(r.test_accuracy_plan, 3),
             "teacher_val_accuracy": round(r.teacher_val_accuracy, 3),
             "encrypted_samples": r.encrypted_samples,
             "encrypted_accuracy": None if r.encrypted_accuracy is None else round(r.encrypted_accuracy, 3),
             "encrypted_agreement": None if r.encrypted_agreement is None else round(r.encrypted_agreement, 3),
             "multiplicative_depth": r.depth,
-            "depth_per_layer": r.depth_per_layer,
+            "level_per_layer": r.level_per_layer,
             "levels_used": r.levels_used,
             "poly_modulus_degree": r.params.poly_modulus_degree,
             "coeff_mod_bit_sizes": list(r.params.coeff_mod_bit_sizes),
@@ -130,8 +126,9 @@ class HEGcn(Tool):
         return ToolResult(
             value=value,
             messages=[
-                "accuracy in %; test_accuracy uses exact ReLUs, test_accuracy_relu_approx the degree-relu_degree Chebyshev "
-                "polynomial the encrypted pass evaluates; encrypted_agreement: share of encrypted predictions equal to the "
+                "accuracy in %; test_accuracy is the torch student's, test_accuracy_plan the compiled plan's in float64 (what the "
+                "encrypted pass computes, noise aside); kept_per_block: non-linear positions (of 2) every node of each block keeps; "
+                "level_per_layer: the level after each linear operation; encrypted_agreement: share of encrypted predictions equal to the "
                 "plaintext ones. Batch packing: one ciphertext per node and channel, samples in the slots, so "
                 "encrypted_latency_s is the time of one pass (one query or a whole batch), encryption and decryption included.",
                 "levels_used is read from the ciphertexts' remaining modulus chain after the pass; it equals multiplicative_depth.",

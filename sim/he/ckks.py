@@ -1,35 +1,36 @@
-"""Encrypted GCN inference under CKKS (TenSEAL), its multiplicative depth, and its cost.
+"""Encrypted LinGCN inference under CKKS (TenSEAL), its multiplicative depth, and its cost.
 
 Packing (CryptoNets-style, batch in slots): one CKKS ciphertext per node and channel; its
 slots hold that value for a batch of up to ``N/2`` samples. No ciphertext rotation is ever
-needed (no Galois keys), every node's activation is its own ciphertext (so a kept ReLU costs
-at that node only), and one pass classifies the whole batch: the latency of one query equals
-the latency of a pass, and the amortised cost per sample is the pass over the batch size.
+needed (no Galois keys), every node's activation is its own ciphertext (so a non-linearity
+costs at its node only), and one pass classifies the whole batch: the latency of one query
+equals the latency of a pass, and the amortised cost per sample is the pass over the batch size.
 
-The client encrypts the 64 pixel intensities; the coordinates and all weights are plaintext
-on the server. The network is compiled to an :class:`HEPlan`:
+The client encrypts the pixel intensities; the coordinates and all weights are plaintext on
+the server. The network (:mod:`sim.he.model`: blocks of graph conv -> act -> node-wise linear
+-> act) is compiled to an :class:`HEPlan`, one :class:`PlanLayer` per linear operation and
+the activation after it (a node-wise linear is a layer whose adjacency is the identity):
 
-* Each graph convolution ``z = A_hat (h W) + b`` and the previous layer's activation
-  coefficients are fused into one plaintext-scalar x ciphertext linear combination per output
-  ciphertext (``z_jo = sum_i sum_f sum_k A_ji W_fo c_ifk t_if^k + const``): 1 level.
-  The layer's outputs are scaled by ``1/r_l`` (``r_l``: the largest |pre-activation| on the
-  training split, folded into ``W`` and ``b``) so that powers stay within [-1, 1].
-* Activation per node: the powers ``t^2..t^d`` (ct x ct, relinearised), ``t^k`` from
-  ``t^(2^m) * t^(k - 2^m)``: ``ceil(log2 d)`` levels. Polynomial nodes: the trainable degree-2
-  polynomial (1 level). **Kept ReLUs cannot be evaluated exactly under CKKS**; they are
-  replaced by the Chebyshev least-squares polynomial of ReLU on [-1, 1] (near-minimax) of
-  degree ``relu_degree`` (default 7: 3 levels), which is what makes keeping a ReLU expensive.
-* The head (flatten or mean) fuses the last activation's coefficients too: 1 level.
+* A **kept** non-linearity is the node's trainable degree-2 polynomial in ``t = z / r_l``
+  (``r_l``: the layer's largest |pre-activation| on the training split, folded into ``W`` and
+  ``b`` so that powers stay within [-1, 1]). Its pre-activation ``t`` is materialised by one
+  plaintext-scalar x ciphertext linear combination (1 level) and squared (ct x ct,
+  relinearised, 1 level); the coefficients enter the next linear combination (fused, no level).
+* A **removed** (linear) node is never computed: its value stays a plaintext linear combination
+  of materialised values (:class:`Lazy`) and is expanded into the next linear operation, so the
+  linear operations before and after it compose into one (LinGCN's fusion of linear nodes).
+* The head (flatten or mean) is one more linear combination: 1 level.
 
-Depth is counted analytically by running the same evaluation on a level-counting backend
-(:class:`LevelBackend`), checked against the TenSEAL ciphertexts' remaining modulus chain
-after a real run, and the coefficient-modulus chain is chosen from it (:func:`params_for_depth`).
+So a path costs 2 levels per kept non-linearity on it, plus 1. Depth is counted analytically
+by running the same evaluation on a level-counting backend (:class:`LevelBackend`), checked
+against the TenSEAL ciphertexts' remaining modulus chain after a real run, and the
+coefficient-modulus chain is chosen from it (:func:`params_for_depth`).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
-import math
 import statistics
 import time
 from collections.abc import Callable
@@ -97,7 +98,7 @@ class HEParams:
                 f"raise the length of coeff_mod_bit_sizes to {depth + 2} (e.g. {longer}, {sum(longer)} bits)"
                 + (f" and poly_modulus_degree to at least {fit} for 128-bit security" if fit and fit > n else "")
                 + (
-                    "; no ring dimension holds that chain: lower the scale bits or the depth (fewer kept ReLUs, lower relu_degree)"
+                    "; no ring dimension holds that chain: lower the scale bits or the depth (a lower linearization budget)"
                     if fit is None
                     else ""
                 )
@@ -137,21 +138,21 @@ def params_for_depth(depth: int, scale_bits: int = 28, headroom_bits: int = 7, p
 
 @dataclass
 class PlanLayer:
-    """One graph convolution and the activation after it, in the scaled variable ``t = z / r``.
+    """One linear operation and the activation after it, in the scaled variable ``t = z / r``.
 
     Attributes:
         w: ``(F_in, F_out)`` weights applied to the encrypted input channels (already divided by ``r``).
         const: ``(n, F_out)`` plaintext part of ``t`` (public features, bias), already divided by ``r``.
-        coef: ``(n, D+1)`` activation coefficients per node in powers of ``t`` (``c_0..c_D``), the same for every channel.
-        degree: ``(n,)`` polynomial degree per node.
-        kept: ``(n,)`` True where the node keeps its (approximated) ReLU.
+        coef: ``(n, 3)`` activation coefficients per node in powers of ``t`` (``c_0, c_1, c_2``), the same for every channel.
+        kept: ``(n,)`` True where the node keeps its non-linearity (a degree-2 polynomial); False: linear (``c_2 = 0``).
+        adj: the node mixing of the linear operation: None for the plan's graph adjacency, the identity for a node-wise one.
     """
 
     w: np.ndarray
     const: np.ndarray
     coef: np.ndarray
-    degree: np.ndarray
     kept: np.ndarray
+    adj: np.ndarray | None = None
 
 
 @dataclass
@@ -171,56 +172,53 @@ class HEPlan:
         return int(self.adj.shape[0])
 
 
-def chebyshev_relu(degree: int, points: int = 4001) -> np.ndarray:
-    """Power-basis coefficients on [-1, 1] of the least-squares fit of ReLU on Chebyshev nodes (near-minimax)."""
-    if degree < 1:
-        raise UserInputError(f"relu_degree must be >= 1, got {degree}")
-    x = np.cos(np.pi * (np.arange(points) + 0.5) / points)
-    cheb = np.polynomial.chebyshev.chebfit(x, np.maximum(x, 0.0), degree)
-    return np.asarray(np.polynomial.chebyshev.cheb2poly(cheb), dtype=np.float64)
-
-
 def compile_plan(
     adj: np.ndarray,
     coords: np.ndarray,
-    convs: list[tuple[np.ndarray, np.ndarray]],
+    linears: list[tuple[np.ndarray, np.ndarray, bool]],
     coef: np.ndarray,
     mask: np.ndarray,
     ranges: list[float],
     head: tuple[np.ndarray, np.ndarray],
     readout: str,
-    relu_degree: int = 7,
 ) -> HEPlan:
     """Compile trained weights into an :class:`HEPlan`.
 
     Args:
         adj: ``(n, n)`` normalised adjacency.
         coords: ``(n, P)`` public node features (the first input channel, the intensity, is the encrypted one).
-        convs: per layer ``(W, b)`` with ``W`` of shape ``(F_in, F_out)`` (layer 0: ``F_in = 1 + P``).
-        coef: ``(layers, n, d+1)`` trainable polynomial coefficients in powers of ``z``.
-        mask: ``(layers, n)`` 1 where the node keeps its ReLU.
-        ranges: per layer the interval radius ``r_l`` (the ReLU approximation holds on [-r_l, r_l]).
+        linears: per layer ``(W, b, graph)``: ``W`` of shape ``(F_in, F_out)`` (layer 0: ``F_in = 1 + P``), ``graph``
+            True for a graph convolution ``A_hat (h W) + b``, False for a node-wise linear ``h W + b``.
+            Layer 0 must be a graph convolution (it carries the public features).
+        coef: ``(layers, n, 3)`` trainable polynomial coefficients in powers of ``z``.
+        mask: ``(layers, n)`` 1 where the node keeps its non-linearity, 0 where it is linear (passes ``z``).
+        ranges: per layer the radius ``r_l`` of its pre-activations (kept polynomials are evaluated in ``t = z / r_l``).
         head: ``(W, b)`` of the head, ``W`` of shape ``(inputs, C)``.
         readout: ``flatten`` or ``mean``.
-        relu_degree: degree of the ReLU approximation at kept nodes.
+
+    Raises:
+        UserInputError: layer 0 is not a graph convolution, or the shapes disagree.
     """
-    relu = chebyshev_relu(relu_degree)
+    n = adj.shape[0]
+    if not linears or not linears[0][2]:
+        raise UserInputError("layer 0 must be a graph convolution (it carries the public node features)")
+    if coef.shape != (len(linears), n, 3) or mask.shape != (len(linears), n) or len(ranges) != len(linears):
+        raise UserInputError(
+            f"coef must be (layers, n, 3) = ({len(linears)}, {n}, 3), mask (layers, n), ranges one per layer; "
+            f"got {coef.shape}, {mask.shape}, {len(ranges)}"
+        )
     layers = []
-    for layer, ((w, b), r) in enumerate(zip(convs, ranges, strict=True)):
+    for layer, ((w, b, graph), r) in enumerate(zip(linears, ranges, strict=True)):
         r = max(float(r), 1e-6)
         public = (adj @ coords @ w[1:]) if layer == 0 else 0.0
         w_enc = w[:1] if layer == 0 else w
         const = (public + b[None, :]) / r
         kept = mask[layer] > 0.5
-        d_poly = coef.shape[2] - 1
-        width = max(relu_degree if kept.any() else 0, d_poly) + 1
-        c = np.zeros((adj.shape[0], width))
-        # relu(z) = r * relu(t); p(z) = sum_k a_k r^k t^k
-        if kept.any():
-            c[kept, : relu_degree + 1] = r * relu[None, :]
-        c[~kept, : d_poly + 1] = coef[layer][~kept] * (r ** np.arange(d_poly + 1))[None, :]
-        degree = np.where(kept, relu_degree, d_poly)
-        layers.append(PlanLayer(w_enc / r, np.broadcast_to(const, (adj.shape[0], w.shape[1])).copy(), c, degree, kept))
+        # p(z) = sum_k a_k r^k t^k at kept nodes; a linear node passes z = r t
+        c = np.zeros((n, 3))
+        c[kept] = coef[layer][kept] * (r ** np.arange(3))[None, :]
+        c[~kept, 1] = r
+        layers.append(PlanLayer(w_enc / r, np.broadcast_to(const, (n, w.shape[1])).copy(), c, kept, None if graph else np.eye(n)))
     return HEPlan(adj, layers, head[0], head[1], readout)
 
 
@@ -237,6 +235,20 @@ class Backend(Protocol, Generic[V]):
     def add_plain(self, v: V, s: float) -> V: ...
 
 
+@dataclass
+class Lazy(Generic[V]):
+    """A value kept as a plaintext linear combination of materialised values, never computed on its own.
+
+    Attributes:
+        terms: source id -> (coefficient, materialised value); one entry per source (duplicates merged),
+            so the term count stays bounded by the receptive field's materialised values.
+        const: plaintext constant.
+    """
+
+    terms: dict[int, tuple[float, V]]
+    const: float
+
+
 def _lincomb(be: Backend[V], terms: list[tuple[float, V]], const: float) -> V | None:
     acc: V | None = None
     for c, v in terms:
@@ -249,59 +261,89 @@ def _lincomb(be: Backend[V], terms: list[tuple[float, V]], const: float) -> V | 
     return acc
 
 
-def _powers(be: Backend[V], t: V, degree: int) -> dict[int, V]:
-    """``{k: t^k}`` for k = 1..degree with depth ceil(log2 k): ``t^k = t^(2^m) * t^(k - 2^m)``, 2^m the largest power of two below k."""
-    p = {1: t}
-    for k in range(2, degree + 1):
-        m = 1 << (k.bit_length() - 1)
-        p[k] = be.mul(p[m // 2], p[m // 2]) if m == k else be.mul(p[m], p[k - m])
-    return p
+def _accumulate(terms: dict[int, tuple[float, V]], scale: float, value: Lazy[V]) -> float:
+    """Add ``scale * value`` into ``terms`` (merging sources); return ``scale * value.const``."""
+    for key, (c, v) in value.terms.items():
+        old = terms.get(key)
+        terms[key] = (scale * c + (old[0] if old is not None else 0.0), v)
+    return scale * value.const
 
 
-def evaluate(plan: HEPlan, be: Backend[V], inputs: list[V]) -> tuple[list[V | None], list[float]]:
+class _Evaluator(Generic[V]):
+    """One evaluation: the backend, a source-id counter, and the materialised values of each layer (for tracing)."""
+
+    def __init__(self, be: Backend[V]):
+        self.be = be
+        self.ids = itertools.count()
+        self.materialised: list[V] = []
+
+    def source(self, v: V, coef: float = 1.0) -> tuple[int, tuple[float, V]]:
+        self.materialised.append(v)
+        return next(self.ids), (coef, v)
+
+    def activate(self, layer: PlanLayer, j: int, terms: dict[int, tuple[float, V]], const: float) -> Lazy[V]:
+        """Node ``j``'s activation of the lazy ``t``: linear nodes stay lazy (no level); kept ones materialise ``t`` and ``t^2``."""
+        c0, c1, c2 = (float(c) for c in layer.coef[j])
+        if not layer.kept[j]:
+            return Lazy({k: (c1 * c, v) for k, (c, v) in terms.items()}, c0 + c1 * const)
+        t = _lincomb(self.be, list(terms.values()), const)
+        if t is None:
+            raise UserInputError("a kept non-linearity has no encrypted term (all weights zero); nothing to encrypt")
+        t2 = self.be.mul(t, t)
+        return Lazy(dict([self.source(t, c1), self.source(t2, c2)]), c0)
+
+
+def evaluate(plan: HEPlan, be: Backend[V], inputs: list[V], trace: list[list[V]] | None = None) -> tuple[list[V | None], list[float]]:
     """Run ``plan`` with backend ``be`` on ``inputs``, one (encrypted) value per node (its private feature over the batch).
+
+    Linear nodes are never computed: their value stays a :class:`Lazy` linear combination of
+    materialised values and is expanded into the next linear operation, so a removed
+    non-linearity costs no level (the linear operations before and after it compose). A kept
+    node materialises its pre-activation (one plaintext x ciphertext linear combination, 1
+    level) and its square (1 level); its polynomial's coefficients enter the next combination.
+
+    Args:
+        plan: the compiled network.
+        be: the backend.
+        inputs: the encrypted input of every node.
+        trace: if given, the values materialised by each layer are appended (one list per layer).
 
     Returns:
         per class the output value (None where the whole logit is plaintext) and its plaintext constant part.
     """
     n = plan.nodes
-    adj = plan.adj
-    # inputs: per node, per encrypted channel, {power: value} with coefficient vector; layer 0 input is x itself
-    feats: list[list[dict[int, V]]] = [[{1: v}] for v in inputs]
-    coef_in = np.zeros((n, 2))
-    coef_in[:, 1] = 1.0
+    ev = _Evaluator(be)
+    feats: list[list[Lazy[V]]] = [[Lazy(dict([ev.source(v)]), 0.0)] for v in inputs]
     for layer in plan.layers:
+        ev.materialised = []
+        adj = plan.adj if layer.adj is None else layer.adj
         f_in, f_out = layer.w.shape
-        new: list[list[dict[int, V]]] = []
+        new: list[list[Lazy[V]]] = []
         for j in range(n):
-            chans = []
             nbrs = np.nonzero(adj[j])[0]
+            chans = []
             for o in range(f_out):
-                terms: list[tuple[float, V]] = []
+                terms: dict[int, tuple[float, V]] = {}
                 const = float(layer.const[j, o])
                 for i in nbrs:
                     for f in range(f_in):
-                        a = adj[j, i] * layer.w[f, o]
-                        const += a * coef_in[i, 0]
-                        terms.extend((a * coef_in[i, k], v) for k, v in feats[i][f].items())
-                t = _lincomb(be, terms, const)
-                if t is None:
-                    raise UserInputError("a layer output has no encrypted term (all weights zero); nothing to encrypt")
-                chans.append(_powers(be, t, int(layer.degree[j])))
+                        const += _accumulate(terms, float(adj[j, i] * layer.w[f, o]), feats[i][f])
+                chans.append(ev.activate(layer, j, terms, const))
             new.append(chans)
-        feats, coef_in = new, layer.coef
+        feats = new
+        if trace is not None:
+            trace.append(ev.materialised)
     outputs: list[V | None] = []
     consts: list[float] = []
     f_last = plan.layers[-1].w.shape[1]
     for c in range(plan.head_w.shape[1]):
-        terms = []
+        terms = {}
         const = float(plan.head_b[c])
         for j in range(n):
             for o in range(f_last):
                 w = plan.head_w[j * f_last + o, c] if plan.readout == "flatten" else plan.head_w[o, c] / n
-                const += w * coef_in[j, 0]
-                terms.extend((w * coef_in[j, k], v) for k, v in feats[j][o].items())
-        outputs.append(_lincomb(be, terms, const))
+                const += _accumulate(terms, float(w), feats[j][o])
+        outputs.append(_lincomb(be, list(terms.values()), const))
         consts.append(const)
     return outputs, consts
 
@@ -357,13 +399,18 @@ class LevelBackend:
 
 
 def depth_and_counts(plan: HEPlan) -> tuple[int, dict[str, int], list[int]]:
-    """Analytic multiplicative depth of ``plan`` (max over the outputs), its operation counts, and per-layer depths."""
+    """Analytic multiplicative depth of ``plan`` (max over the outputs), its operation counts, and the level after each layer.
+
+    The level after a layer is the deepest value it materialised (its kept nodes' squares), or the
+    level after the previous layer when every node of the layer is linear (nothing materialised).
+    """
     be = LevelBackend()
-    outs, _ = evaluate(plan, be, [be.encrypt(np.zeros(1)) for _ in range(plan.nodes)])
-    per_layer = []
-    for layer in plan.layers:
-        per_layer.append(1 + max(math.ceil(math.log2(int(d))) if d > 1 else 0 for d in layer.degree))
-    return max(o for o in outs if o is not None), be.counts, per_layer
+    trace: list[list[int]] = []
+    outs, _ = evaluate(plan, be, [be.encrypt(np.zeros(1)) for _ in range(plan.nodes)], trace)
+    per_layer: list[int] = []
+    for values in trace:
+        per_layer.append(max(values, default=per_layer[-1] if per_layer else 0))
+    return max((o for o in outs if o is not None), default=0), be.counts, per_layer
 
 
 def plain_logits(plan: HEPlan, x: np.ndarray) -> np.ndarray:

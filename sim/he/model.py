@@ -1,24 +1,35 @@
-"""A small GCN whose ReLUs are partly kept, partly replaced by trainable polynomials (LinGCN-style), and its training.
+"""LinGCN (Peng et al., NeurIPS 2023): a GCN whose non-linearities are structurally linearized, and its training.
 
-Architecture (every model here, teacher, student and baseline alike): ``L`` graph
-convolutions ``z = A_hat (h W) + b`` then a per-node activation, global mean pooling over the
-nodes and a linear head. Inputs per node: the pixel intensity (private) and its coordinates
-(public).
+Architecture (teacher, student and baseline alike): ``B`` blocks, each
 
-* **Teacher**: ReLU at every node of every layer (plaintext only).
-* **Student**: per layer and node a gate ``g`` in [0, 1]; the activation is
-  ``g * relu(z) + (1 - g) * p(z)`` with ``p`` a trainable polynomial of degree ``poly_degree``
-  per layer and node (power basis, initialised to the least-squares fit of ReLU over the
-  teacher's pre-activation range). During the first two thirds of training ``g =
-  sigmoid(logit / tau)`` with ``tau`` annealed from 1 to 0.05 and a penalty
-  ``mu * (mean(g_l) - keep_l)^2`` per layer pulls the mean gate of layer ``l`` to its target keep
-  fraction; then the gates are hardened (the ``round(keep_l * n)`` nodes with the largest
-  logits keep their ReLU, :func:`harden`) and the rest of the budget fine-tunes weights and
-  polynomials with the mask fixed. The loss is ``(1 - w) * CE + w * T^2 * KL(teacher || student)``
-  at temperature ``T`` (distillation from the teacher's logits); the student starts from the
-  teacher's weights.
-* **Baseline** (CryptoGCN-style): the student with ``keep = 0`` in every layer: every node a
-  trainable degree-2 polynomial, the same initialisation, distillation, epochs and seeds.
+    graph conv ``z1 = A_hat (h W) + b`` -> act_1 -> node-wise linear ``z2 = a1 V + c`` (channel mix, no node mixing) -> act_2
+
+(the shape of the paper's ST-GCN block: graph conv, then a per-node temporal conv), then a
+linear head over every node's channels (``flatten``) or over their mean (``mean``). Inputs per
+node: the pixel intensity (private) and its coordinates (public).
+
+* **Teacher**: ReLU at both positions of every block (plaintext only).
+* **Student**: per block ``l``, position ``p`` (act_1, act_2) and node ``i`` a mask value
+  ``m[l, p, i]`` in {0, 1}: 1 keeps the non-linearity as a trainable polynomial
+  ``a z^2 + b z + c`` (per block, position and node; initialised to the least-squares fit of
+  ReLU over the teacher's pre-activation range, or ``z^2``), 0 removes it (the node passes
+  ``z`` through: linear). The mask is **structured** as in the authors' code: the indicators
+  ``aux[l, :, i]`` are sorted per node (descending), each rank row is summed over the nodes,
+  ``S[l, r] = sum_i sorted[l, r, i]``, rank ``r`` is kept when ``S[l, r] > 0``, and every node
+  keeps its own top-``k_l`` positions with ``k_l = #{r: S[l, r] > 0}`` the same for every node
+  of the block (:func:`structured_mask`). Forward is the hard mask; backward passes
+  ``grad * softplus(aux)`` to ``aux`` (straight-through, :class:`StructuredSTE`). Node mixing
+  happens only at the graph conv, so every path through block ``l`` meets exactly ``k_l``
+  non-linearities: removing one really lowers the multiplicative depth.
+  During the first two thirds of the epochs the mask follows ``aux`` and a penalty
+  ``mu * relu(mean(m) - budget)`` drives linearization; then :func:`harden` keeps exactly
+  ``round(budget * 2B)`` (block, rank) rows (largest ``S``) and the rest of the epochs
+  fine-tune weights and polynomials with the mask fixed.
+* **Loss** (two-level distillation from the teacher): ``(1 - w) CE + w T^2 KL(teacher || student)``
+  on the logits plus ``beta * sum_l MSE(block output_l, teacher block output_l)``. The student
+  starts from the teacher's weights.
+* **Baseline** (CryptoGCN-style): ``budget = 1``: every non-linearity a trainable polynomial, no
+  indicators, the same initialisation, distillation, epochs and seeds.
 
 Trained models are cached on disk under a key hashing the recipe (like :mod:`sim.zoo`).
 """
@@ -28,7 +39,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -44,6 +54,14 @@ from coevo.sim.he.data import GraphData, load_dataset
 from coevo.sim.zoo import cache_dir
 
 Progress = Callable[[str, float], None]
+ARCHITECTURE = "lingcn-blocks-v2"
+"""Part of every cache key: models cached by the earlier one-activation-per-layer architecture are never loaded."""
+PENALTY = 10.0
+"""Weight ``mu`` of the linearization penalty during the indicator search."""
+AUX_INIT = 1.0
+"""Initial indicator value: positive, so the search starts from the all-polynomial student."""
+AUX_LR = 3e-2
+"""Learning rate of the indicators (Adam: about this much movement per step, so the search can cross 0 in its epochs)."""
 
 
 @dataclass(frozen=True)
@@ -53,26 +71,27 @@ class Recipe:
     Attributes:
         dataset: dataset name (:data:`sim.he.data.DATASETS`).
         neighbours: 4 or 8 grid neighbours.
-        hidden: channels of each graph convolution (its length is the number of layers).
+        hidden: channels of each block (its length is the number of blocks).
         readout: ``flatten`` (a linear head over every node's channels) or ``mean`` (global mean pooling, then linear).
-        keep: per layer, the share of nodes that keep their ReLU (0: all polynomial, 1: all ReLU).
-        poly_degree: degree of the trainable polynomials (1 to 4).
+        budget: share of the ``2 x blocks`` non-linear positions per node that stay non-linear (1: all polynomial).
         poly_init: ``relu-fit`` (least squares of ReLU over the teacher's range) or ``square`` (``z^2``, CryptoNets).
-        distill: weight ``w`` of the distillation term (0: cross-entropy only).
+        distill: weight ``w`` of the logit distillation term (0: cross-entropy only).
+        feature_distill: weight ``beta`` of the block-output (feature) distillation term.
         temperature: distillation temperature ``T``.
         teacher_epochs: epochs of the all-ReLU teacher.
-        epochs: epochs of the student (gate search + fine-tuning).
+        epochs: epochs of the student (indicator search + fine-tuning).
         seed: seed of initialisation and batch order.
+        lr: learning rate of the teacher (the student uses a third of it).
     """
 
     dataset: str = "digits-grid"
     neighbours: int = 4
-    hidden: tuple[int, ...] = (8, 8)
+    hidden: tuple[int, ...] = (4, 4)
     readout: str = "flatten"
-    keep: tuple[float, ...] = (0.25, 0.25)
-    poly_degree: int = 2
+    budget: float = 0.5
     poly_init: str = "relu-fit"
     distill: float = 0.5
+    feature_distill: float = 1.0
     temperature: float = 4.0
     teacher_epochs: int = 60
     epochs: int = 30
@@ -80,124 +99,170 @@ class Recipe:
     lr: float = field(default=1e-2)
 
     def check(self) -> None:
-        """Raise :class:`UserInputError` naming the first field out of its domain."""
+        """Raise :class:`UserInputError` naming the first field out of its domain, its value and its bound."""
         if not self.hidden or any(h < 1 for h in self.hidden):
-            raise UserInputError(f"hidden needs one positive channel count per layer, got {list(self.hidden)}")
-        if len(self.keep) != len(self.hidden):
-            raise UserInputError(f"keep needs one fraction per layer ({len(self.hidden)}), got {list(self.keep)}")
-        if any(not 0.0 <= k <= 1.0 for k in self.keep):
-            raise UserInputError(f"keep fractions must lie in [0, 1], got {list(self.keep)}")
+            raise UserInputError(f"hidden needs one positive channel count per block, got {list(self.hidden)}")
+        if not 0.0 <= self.budget <= 1.0:
+            raise UserInputError(f"budget (share of non-linear positions kept) must lie in [0, 1], got {self.budget}")
         if self.readout not in ("flatten", "mean"):
             raise UserInputError(f"readout must be 'flatten' or 'mean', got {self.readout!r}")
-        if not 1 <= self.poly_degree <= 4:
-            raise UserInputError(f"poly_degree must be 1 to 4 (a degree-d polynomial costs ceil(log2 d) levels), got {self.poly_degree}")
         if self.poly_init not in ("relu-fit", "square"):
             raise UserInputError(f"poly_init must be 'relu-fit' or 'square', got {self.poly_init!r}")
         if not 0.0 <= self.distill <= 1.0:
             raise UserInputError(f"distill must lie in [0, 1], got {self.distill}")
+        if self.feature_distill < 0.0:
+            raise UserInputError(f"feature_distill must be >= 0, got {self.feature_distill}")
         if self.teacher_epochs < 1 or self.epochs < 0:
             raise UserInputError(f"teacher_epochs must be >= 1 and epochs >= 0, got {self.teacher_epochs}, {self.epochs}")
 
+    @property
+    def kept_rows(self) -> int:
+        """(block, rank) rows hardening keeps: ``round(budget * 2 * blocks)``."""
+        return round(self.budget * 2 * len(self.hidden))
+
     def teacher(self) -> dict[str, Any]:
-        """The part of the recipe the teacher depends on."""
-        return {
-            k: v for k, v in asdict(self).items() if k in ("dataset", "neighbours", "hidden", "readout", "teacher_epochs", "seed", "lr")
-        }
+        """The part of the recipe the teacher depends on (with the architecture version)."""
+        keys = ("dataset", "neighbours", "hidden", "readout", "teacher_epochs", "seed", "lr")
+        return {"architecture": ARCHITECTURE, **{k: v for k, v in asdict(self).items() if k in keys}}
 
     def key(self) -> str:
-        """First 16 hex digits of SHA-256 over the canonical JSON of the recipe."""
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
+        """First 16 hex digits of SHA-256 over the canonical JSON of the recipe and the architecture version."""
+        return hashlib.sha256(json.dumps({"architecture": ARCHITECTURE, **asdict(self)}, sort_keys=True).encode()).hexdigest()[:16]
 
 
-class GatedGCN(nn.Module):
-    """The GCN of the module doc; ``mode`` is ``relu`` (teacher) or ``gated`` (student and baseline)."""
+def structured_mask(aux: torch.Tensor) -> torch.Tensor:
+    """The hard structured 0/1 mask of indicators ``aux`` (``(blocks, positions, n)``), the paper's rule.
 
-    adj: torch.Tensor
+    Per block: sort each node's indicators descending, ``S[r] = sum_i sorted[r, i]``, ``k = #{r: S[r] > 0}``;
+    each node keeps its own ``k`` largest positions (ties: the lower position first).
+    """
+    sorted_aux = torch.sort(aux, dim=1, descending=True, stable=True)
+    k = (sorted_aux.values.sum(dim=2) > 0).sum(dim=1)  # (blocks,)
+    ranks = torch.empty_like(sorted_aux.indices)
+    positions = torch.arange(aux.shape[1], device=aux.device)[None, :, None].expand_as(ranks)
+    ranks.scatter_(1, sorted_aux.indices, positions)  # rank of each position within its node
+    return (ranks < k[:, None, None]).to(aux.dtype)
+
+
+class StructuredSTE(torch.autograd.Function):
+    """Straight-through estimator: forward :func:`structured_mask`, backward ``grad * softplus(aux)`` (the authors' choice)."""
+
+    @staticmethod
+    def forward(ctx: Any, aux: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(aux)
+        return structured_mask(aux)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        (aux,) = ctx.saved_tensors
+        return grad * F.softplus(aux)
+
+
+def harden(aux: torch.Tensor, rows: int) -> torch.Tensor:
+    """The final 0/1 mask keeping exactly ``rows`` (block, rank) rows: those with the largest ``S[l, r]``.
+
+    Ties go to the lower rank, then the lower block; since ``S[l, 0] >= S[l, 1]`` a block's rank 1 is
+    never kept without its rank 0. Each node of block ``l`` keeps its own top-``k_l`` positions by ``aux``.
+
+    Raises:
+        UserInputError: ``rows`` outside ``[0, blocks * positions]``.
+    """
+    blocks, positions, _ = aux.shape
+    if not 0 <= rows <= blocks * positions:
+        raise UserInputError(f"kept rows must lie in [0, {blocks * positions}], got {rows}")
+    sorted_aux = torch.sort(aux, dim=1, descending=True, stable=True)
+    score = sorted_aux.values.sum(dim=2)
+    order = sorted(itertools.product(range(blocks), range(positions)), key=lambda lr: (-float(score[lr]), lr[1], lr[0]))
+    k = torch.zeros(blocks, dtype=torch.long)
+    for block, _rank in order[:rows]:
+        k[block] += 1
+    ranks = torch.empty_like(sorted_aux.indices)
+    ranks.scatter_(1, sorted_aux.indices, torch.arange(positions)[None, :, None].expand_as(ranks).contiguous())
+    return (ranks < k[:, None, None]).to(aux.dtype)
+
+
+class LinGCN(nn.Module):
+    """The block GCN of the module doc; ``mode`` is ``relu`` (teacher) or ``poly`` (student and baseline)."""
+
     coords: torch.Tensor
+    adj: torch.Tensor
     mask: torch.Tensor
-    convs: nn.ModuleList
 
     def __init__(
-        self,
-        adj: np.ndarray,
-        coords: np.ndarray,
-        hidden: Sequence[int],
-        classes: int,
-        poly_degree: int = 2,
-        mode: str = "relu",
-        readout: str = "flatten",
+        self, adj: np.ndarray, coords: np.ndarray, hidden: Sequence[int], classes: int, mode: str = "relu", readout: str = "flatten"
     ):
         super().__init__()
         self.register_buffer("adj", torch.tensor(adj, dtype=torch.float32))
         self.register_buffer("coords", torch.tensor(coords, dtype=torch.float32))
         n = adj.shape[0]
         dims = [1 + coords.shape[1], *hidden]
-        linears = [nn.Linear(a, b) for a, b in itertools.pairwise(dims)]
-        for lin in linears:  # positive biases: with few channels, ReLUs that start dead on the whole grid never recover
-            nn.init.constant_(lin.bias, 0.1)
-        self.convs = nn.ModuleList(linears)
+        self.convs = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(dims))
+        self.mixes = nn.ModuleList(nn.Linear(h, h) for h in hidden)
+        for lin in [*self.convs, *self.mixes]:
+            assert isinstance(lin, nn.Linear)
+            # He init: torch's default shrinks the signal ~3x per linear, so 4 of them in a row left the teacher untrainable
+            nn.init.kaiming_uniform_(lin.weight, nonlinearity="relu")
+            nn.init.constant_(lin.bias, 0.1)  # positive: with few channels, ReLUs that start dead never recover
         self.readout = readout
         self.head = nn.Linear(dims[-1] * (n if readout == "flatten" else 1), classes)
         self.mode = mode
-        self.coef = nn.Parameter(torch.zeros(len(hidden), n, poly_degree + 1))
-        self.gate_logit = nn.Parameter(torch.zeros(len(hidden), n))
-        self.register_buffer("mask", torch.full((len(hidden), n), float("nan")))
-        self.tau = 1.0
+        self.coef = nn.Parameter(torch.zeros(len(hidden), 2, n, 3))
+        self.aux = nn.Parameter(torch.full((len(hidden), 2, n), AUX_INIT))
+        self.register_buffer("mask", torch.full((len(hidden), 2, n), float("nan")))
 
     @property
-    def layers(self) -> int:
-        """Number of graph convolutions."""
+    def blocks(self) -> int:
+        """Number of blocks."""
         return len(self.convs)
 
+    def hardened(self) -> bool:
+        """True once the mask is fixed (hardened, or set for the baseline)."""
+        return not bool(torch.isnan(self.mask).any())
+
     def gates(self) -> torch.Tensor:
-        """``(layers, n)``: the hardened 0/1 mask once set, else ``sigmoid(logit / tau)``."""
-        if not torch.isnan(self.mask).any():
+        """``(blocks, 2, n)`` 0/1: the fixed mask once set, else the structured STE of ``aux``."""
+        if self.hardened():
             return self.mask
-        return torch.sigmoid(self.gate_logit / self.tau)
+        mask: torch.Tensor = StructuredSTE.apply(self.aux)
+        return mask
 
-    def poly(self, layer: int, z: torch.Tensor) -> torch.Tensor:
-        """The layer's per-node polynomial of ``z`` (``(batch, n, channels)``)."""
-        coef = self.coef[layer]  # (n, d+1)
-        out = coef[:, 0, None].expand_as(z).clone()
-        power = torch.ones_like(z)
-        for k in range(1, coef.shape[1]):
-            power = power * z
-            out = out + coef[:, k, None] * power
-        return out
+    def act(self, block: int, position: int, z: torch.Tensor, gate: torch.Tensor | None) -> torch.Tensor:
+        """The activation at ``(block, position)`` of ``z`` (``(batch, n, channels)``): ReLU, or mask * poly + (1 - mask) * z."""
+        if gate is None:
+            return torch.relu(z)
+        c = self.coef[block, position]  # (n, 3)
+        poly = c[:, 0, None] + c[:, 1, None] * z + c[:, 2, None] * z * z
+        g = gate[block, position][None, :, None]
+        return g * poly + (1 - g) * z
 
-    def forward(self, x: torch.Tensor, pre: list[torch.Tensor] | None = None) -> torch.Tensor:
-        """Logits of ``x`` (``(batch, n)`` intensities); the pre-activations are appended to ``pre`` if given."""
+    def forward(self, x: torch.Tensor, pre: list[torch.Tensor] | None = None, feats: list[torch.Tensor] | None = None) -> torch.Tensor:
+        """Logits of ``x`` (``(batch, n)`` intensities).
+
+        Args:
+            x: private node features.
+            pre: if given, the pre-activations (two per block) are appended (detached).
+            feats: if given, every block's output is appended (with its graph, for feature distillation).
+        """
         h = torch.cat([x[..., None], self.coords.expand(x.shape[0], -1, -1)], dim=-1)
-        gates = self.gates() if self.mode == "gated" else None
-        for layer, conv in enumerate(self.convs):
-            assert isinstance(conv, nn.Linear)
+        gate = self.gates() if self.mode == "poly" else None
+        for block, (conv, mix) in enumerate(zip(self.convs, self.mixes, strict=True)):
+            assert isinstance(conv, nn.Linear) and isinstance(mix, nn.Linear)
             z = self.adj @ (h @ conv.weight.T) + conv.bias
             if pre is not None:
                 pre.append(z.detach())
-            if gates is None:
-                h = torch.relu(z)
-            else:
-                g = gates[layer][None, :, None]
-                h = g * torch.relu(z) + (1 - g) * self.poly(layer, z)
+            z = mix(self.act(block, 0, z, gate))
+            if pre is not None:
+                pre.append(z.detach())
+            h = self.act(block, 1, z, gate)
+            if feats is not None:
+                feats.append(h)
         return self.head(h.flatten(1) if self.readout == "flatten" else h.mean(dim=1))
 
 
-def relu_fit(radius: float, degree: int, points: int = 2001) -> np.ndarray:
+def relu_fit(radius: float, degree: int = 2, points: int = 2001) -> np.ndarray:
     """Power-basis coefficients (``c_0..c_degree``) of the least-squares fit of ReLU on [-radius, radius], uniform weight."""
     z = np.linspace(-radius, radius, points)
     return np.polynomial.polynomial.polyfit(z, np.maximum(z, 0.0), degree)
-
-
-def harden(logits: torch.Tensor, keep: Sequence[float]) -> torch.Tensor:
-    """0/1 mask per layer: the ``round(keep_l * n)`` nodes with the largest gate logits are 1 (ties: lower index first)."""
-    mask = torch.zeros_like(logits)
-    n = logits.shape[1]
-    for layer, fraction in enumerate(keep):
-        k = round(fraction * n)
-        if k:
-            order = sorted(range(n), key=lambda i: (-float(logits[layer, i]), i))
-            mask[layer, order[:k]] = 1.0
-    return mask
 
 
 @dataclass
@@ -205,16 +270,20 @@ class Trained:
     """A trained model with its recipe and the numbers measured while training."""
 
     recipe: Recipe
-    model: GatedGCN
+    model: LinGCN
     data: GraphData
     val_accuracy: float
     teacher_val_accuracy: float
     ranges: list[float]
-    """Per layer, the largest |pre-activation| over the training split (sets the ReLU-approximation interval)."""
+    """Per block and position (``2 * blocks``), the largest |pre-activation| over the training split."""
 
     def accuracy(self, split: str, model: nn.Module | None = None) -> float:
         """Accuracy (%) of the model (or ``model``) on ``split``."""
         return accuracy(model or self.model, self.data, split)
+
+    def kept_per_block(self) -> list[int]:
+        """Per block, the count of non-linear positions every node keeps (``k_l``, the same for every node)."""
+        return [int(k) for k in self.model.mask.sum(dim=1)[:, 0].tolist()]
 
 
 def _tensors(data: GraphData, split: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -228,8 +297,8 @@ def accuracy(model: nn.Module, data: GraphData, split: str) -> float:
         return float((model(x).argmax(1) == y).float().mean()) * 100.0
 
 
-def pre_activation_ranges(model: GatedGCN, data: GraphData) -> list[float]:
-    """Per layer, max |z| over the training split."""
+def pre_activation_ranges(model: LinGCN, data: GraphData) -> list[float]:
+    """Per block and position, max |z| over the training split."""
     pre: list[torch.Tensor] = []
     with torch.no_grad():
         model(_tensors(data, "train")[0], pre)
@@ -237,53 +306,54 @@ def pre_activation_ranges(model: GatedGCN, data: GraphData) -> list[float]:
 
 
 def _epochs(
-    model: GatedGCN,
+    model: LinGCN,
     data: GraphData,
     epochs: int,
     seed: int,
     lr: float,
-    loss_fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     on_epoch: Callable[[int], None] | None = None,
 ) -> None:
-    x, y = _tensors(data, "train")
+    """``epochs`` of Adam (cosine schedule) over the training split in batches of 64; ``loss_fn(x_idx, y)``."""
+    y = torch.tensor(data.y["train"])
     gen = torch.Generator().manual_seed(seed)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    weights = [p for name, p in model.named_parameters() if name != "aux"]
+    opt = torch.optim.Adam([{"params": weights, "lr": lr}, {"params": [model.aux], "lr": AUX_LR}])
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(1, epochs))
     for epoch in range(epochs):
         if on_epoch is not None:
             on_epoch(epoch)
         model.train()
         for idx in torch.randperm(len(y), generator=gen).split(64):
-            loss = loss_fn(model(x[idx]), y[idx], idx)
+            loss = loss_fn(idx, y[idx])
             opt.zero_grad()
             loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+            nn.utils.clip_grad_norm_(weights, 5.0)
             opt.step()
         sched.step()
     model.eval()
 
 
-def _teacher(recipe: Recipe, data: GraphData, progress: Progress | None) -> GatedGCN:
-    path = (
-        cache_dir().parent / "he" / f"teacher-{hashlib.sha256(json.dumps(recipe.teacher(), sort_keys=True).encode()).hexdigest()[:16]}.pt"
-    )
+def _teacher(recipe: Recipe, data: GraphData, progress: Progress | None) -> LinGCN:
+    digest = hashlib.sha256(json.dumps(recipe.teacher(), sort_keys=True).encode()).hexdigest()[:16]
+    path = cache_dir().parent / "he" / f"teacher-{digest}.pt"
     torch.manual_seed(recipe.seed)
-    model = GatedGCN(data.adj, data.coords, recipe.hidden, data.classes, recipe.poly_degree, "relu", recipe.readout)
+    model = LinGCN(data.adj, data.coords, recipe.hidden, data.classes, "relu", recipe.readout)
     if path.exists():
-        state = torch.load(path, weights_only=True)
-        model.load_state_dict({k: v for k, v in state.items() if k != "coef" and k != "gate_logit" and k != "mask"}, strict=False)
+        model.load_state_dict(torch.load(path, weights_only=True))
         model.eval()
         return model
     if progress:
         progress("training the all-ReLU teacher", 0.0)
-    _epochs(model, data, recipe.teacher_epochs, recipe.seed, recipe.lr, lambda out, y, _: F.cross_entropy(out, y))
+    x = _tensors(data, "train")[0]
+    _epochs(model, data, recipe.teacher_epochs, recipe.seed, recipe.lr, lambda idx, y: F.cross_entropy(model(x[idx]), y))
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save(model.state_dict(), path)
     return model
 
 
 def train(recipe: Recipe, progress: Progress | None = None, rebuild: bool = False) -> Trained:
-    """The student (or baseline, ``keep`` all 0) of ``recipe``: from the disk cache, or trained (seconds) and cached.
+    """The student (or baseline, ``budget`` 1) of ``recipe``: from the disk cache, or trained (seconds) and cached.
 
     Runs on one torch thread (tiny tensors: threads only add contention on a shared box) and
     gives the caller's thread count back afterwards.
@@ -300,57 +370,62 @@ def train(recipe: Recipe, progress: Progress | None = None, rebuild: bool = Fals
         torch.set_num_threads(before)
 
 
+def _init_student(student: LinGCN, teacher: LinGCN, recipe: Recipe, data: GraphData) -> None:
+    """Teacher weights; per block and position the ReLU fit over the teacher's range (or ``z^2``)."""
+    student.load_state_dict(teacher.state_dict())
+    with torch.no_grad():
+        for i, r in enumerate(pre_activation_ranges(teacher, data)):
+            init = relu_fit(r) if recipe.poly_init == "relu-fit" else np.array([0.0, 0.0, 1.0])
+            student.coef[i // 2, i % 2] = torch.tensor(init, dtype=torch.float32)[None, :]
+        student.aux.fill_(AUX_INIT)
+        student.mask.fill_(float("nan"))
+
+
 def _train(recipe: Recipe, progress: Progress | None, rebuild: bool) -> Trained:
     data = load_dataset(recipe.dataset, recipe.neighbours, seed=0)
     teacher = _teacher(recipe, data, progress)
     teacher_val = accuracy(teacher, data, "val")
-    path = cache_dir().parent / "he" / f"student-{recipe.key()}.pt"
-    student = GatedGCN(data.adj, data.coords, recipe.hidden, data.classes, recipe.poly_degree, "gated", recipe.readout)
+    path = cache_path(recipe)
+    student = LinGCN(data.adj, data.coords, recipe.hidden, data.classes, "poly", recipe.readout)
     if path.exists() and not rebuild:
         blob = torch.load(path, weights_only=False)
         student.load_state_dict(blob["state"])
         student.eval()
         return Trained(recipe, student, data, blob["val_accuracy"], teacher_val, blob["ranges"])
-    student.load_state_dict(teacher.state_dict(), strict=False)
-    ranges = pre_activation_ranges(teacher, data)
-    with torch.no_grad():
-        for layer, r in enumerate(ranges):
-            init = (
-                relu_fit(r, recipe.poly_degree)
-                if recipe.poly_init == "relu-fit"
-                else np.eye(recipe.poly_degree + 1)[min(2, recipe.poly_degree)]
-            )
-            student.coef[layer] = torch.tensor(init, dtype=torch.float32)[None, :]
-    keep = torch.tensor(recipe.keep, dtype=torch.float32)
-    searching = [k for k in recipe.keep if 0.0 < k < 1.0]
-    gate_epochs = (2 * recipe.epochs) // 3 if searching else 0
+    _init_student(student, teacher, recipe, data)
+    # budget 0 or 1 leaves nothing to search: the mask is fixed from the start (the baseline has no indicators)
+    searching = 0.0 < recipe.budget < 1.0
+    search_epochs = (2 * recipe.epochs) // 3 if searching else 0
     if not searching:
-        student.mask.copy_(harden(student.gate_logit.detach(), recipe.keep))
+        student.mask.copy_(harden(student.aux.detach(), recipe.kept_rows))
     x_train = _tensors(data, "train")[0]
     with torch.no_grad():
-        soft_targets = torch.log_softmax(teacher(x_train) / recipe.temperature, dim=1)
-    w, t = recipe.distill, recipe.temperature
+        teacher_feats: list[torch.Tensor] = []
+        soft_targets = torch.log_softmax(teacher(x_train, feats=teacher_feats) / recipe.temperature, dim=1)
+    w, t, beta = recipe.distill, recipe.temperature, recipe.feature_distill
 
-    def loss_fn(out: torch.Tensor, y: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    def loss_fn(idx: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        feats: list[torch.Tensor] = []
+        out = student(x_train[idx], feats=feats if beta > 0 else None)
         loss = (1 - w) * F.cross_entropy(out, y)
         if w > 0:
             kl = F.kl_div(torch.log_softmax(out / t, dim=1), soft_targets[idx], log_target=True, reduction="batchmean")
             loss = loss + w * t * t * kl
-        if torch.isnan(student.mask).any():
-            loss = loss + 10.0 * ((torch.sigmoid(student.gate_logit / student.tau).mean(dim=1) - keep) ** 2).sum()
+        if beta > 0:
+            loss = loss + beta * sum((F.mse_loss(f, tf[idx]) for f, tf in zip(feats, teacher_feats, strict=True)), torch.zeros(()))
+        if not student.hardened():
+            loss = loss + PENALTY * torch.relu(student.gates().mean() - recipe.budget)
         return loss
 
     def on_epoch(epoch: int) -> None:
         if progress:
             progress(f"student epoch {epoch + 1}/{recipe.epochs}", epoch / max(1, recipe.epochs))
-        if epoch < gate_epochs:
-            student.tau = math.exp(math.log(0.05) * epoch / max(1, gate_epochs - 1))
-        elif torch.isnan(student.mask).any():
-            student.mask.copy_(harden(student.gate_logit.detach(), recipe.keep))
+        if epoch >= search_epochs and not student.hardened():
+            student.mask.copy_(harden(student.aux.detach(), recipe.kept_rows))
 
     _epochs(student, data, recipe.epochs, recipe.seed + 1, recipe.lr / 3, loss_fn, on_epoch)
-    if torch.isnan(student.mask).any():  # epochs == 0 or all gate epochs: harden now
-        student.mask.copy_(harden(student.gate_logit.detach(), recipe.keep))
+    if not student.hardened():  # epochs == 0 or all search epochs: harden now
+        student.mask.copy_(harden(student.aux.detach(), recipe.kept_rows))
     val = accuracy(student, data, "val")
     ranges = pre_activation_ranges(student, data)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -25,20 +25,24 @@ from coevo.sim.he.model import Progress, Recipe, Trained, train
 from coevo.sim.zoo import cache_dir
 
 
-def plan_of(trained: Trained, relu_degree: int = 4) -> HEPlan:
-    """The :class:`HEPlan` of a trained student (its hardened mask, polynomials, weights and pre-activation ranges)."""
+def plan_of(trained: Trained) -> HEPlan:
+    """The :class:`HEPlan` of a trained student: per block its graph conv and node-wise linear, hardened mask, polynomials."""
     m = trained.model
-    convs = [(c.weight.detach().double().numpy().T, c.bias.detach().double().numpy()) for c in m.convs if isinstance(c, nn.Linear)]
+    linears: list[tuple[np.ndarray, np.ndarray, bool]] = []
+    for conv, mix in zip(m.convs, m.mixes, strict=True):
+        assert isinstance(conv, nn.Linear) and isinstance(mix, nn.Linear)
+        for lin, graph in ((conv, True), (mix, False)):
+            linears.append((lin.weight.detach().double().numpy().T, lin.bias.detach().double().numpy(), graph))
+    n = trained.data.nodes
     return compile_plan(
         trained.data.adj,
         trained.data.coords,
-        convs,
-        m.coef.detach().double().numpy(),
-        m.mask.detach().double().numpy(),
+        linears,
+        m.coef.detach().double().numpy().reshape(2 * m.blocks, n, 3),
+        m.mask.detach().double().numpy().reshape(2 * m.blocks, n),
         trained.ranges,
         (m.head.weight.detach().double().numpy().T, m.head.bias.detach().double().numpy()),
         m.readout,
-        relu_degree,
     )
 
 
@@ -47,18 +51,17 @@ class HEReport:
     """Everything one :func:`he_gcn` call measured (accuracies in %, times in seconds unless named)."""
 
     recipe: dict[str, Any]
-    relu_degree: int
-    kept_nodes: list[int]
+    kept_per_block: list[int]
     val_accuracy: float
     test_accuracy: float
-    test_accuracy_relu_approx: float
+    test_accuracy_plan: float
     teacher_val_accuracy: float
     encrypted_samples: int
     encrypted_accuracy: float | None
     encrypted_agreement: float | None
     max_abs_error: float | None
     depth: int
-    depth_per_layer: list[int]
+    level_per_layer: list[int]
     levels_used: int | None
     params: HEParams
     op_counts: dict[str, int]
@@ -77,7 +80,6 @@ class HEReport:
 
 def he_gcn(
     recipe: Recipe,
-    relu_degree: int = 4,
     encrypted_samples: int = 16,
     repeats: int = 1,
     params: HEParams | None = None,
@@ -89,7 +91,6 @@ def he_gcn(
 
     Args:
         recipe: the model (:class:`sim.he.model.Recipe`).
-        relu_degree: degree of the polynomial replacing each kept ReLU under encryption.
         encrypted_samples: test samples in the encrypted batch (0: no encrypted run, depth and counts only).
         repeats: encrypted passes to time (the median is the latency).
         params: CKKS parameters; None: the smallest secure chain holding the depth at ``scale_bits``.
@@ -101,10 +102,8 @@ def he_gcn(
         UserInputError: a bad recipe, parameters that cannot hold the depth (naming the parameter to raise),
             more samples than the test split or the slots.
     """
-    if not 1 <= relu_degree <= 8:
-        raise UserInputError(f"relu_degree must be 1 to 8 (degree d costs ceil(log2 d) levels), got {relu_degree}")
     trained = train(recipe, progress)
-    plan = plan_of(trained, relu_degree)
+    plan = plan_of(trained)
     depth, counts, per_layer = depth_and_counts(plan)
     chosen = params or params_for_depth(depth, scale_bits)
     chosen.check(depth)
@@ -131,18 +130,17 @@ def he_gcn(
         predicted = predict_seconds(counts, costs, depth, chosen.levels)
     return HEReport(
         recipe=asdict(recipe),
-        relu_degree=relu_degree,
-        kept_nodes=[int(k.sum()) for k in (layer.kept for layer in plan.layers)],
+        kept_per_block=trained.kept_per_block(),
         val_accuracy=trained.val_accuracy,
         test_accuracy=trained.accuracy("test"),
-        test_accuracy_relu_approx=approx,
+        test_accuracy_plan=approx,
         teacher_val_accuracy=trained.teacher_val_accuracy,
         encrypted_samples=encrypted_samples,
         encrypted_accuracy=enc_acc,
         encrypted_agreement=agree,
         max_abs_error=err,
         depth=depth,
-        depth_per_layer=per_layer,
+        level_per_layer=per_layer,
         levels_used=used,
         params=chosen,
         op_counts=counts,
@@ -156,13 +154,11 @@ def median_or_none(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def structural_depth(layers: int, kept: list[bool], poly_degree: int, relu_degree: int) -> int:
-    """Depth of the compiled network from its structure alone: per layer 1 (fused linear) + ceil(log2 deg), + 1 for the head.
+def structural_depth(kept_per_block: list[int]) -> int:
+    """Depth of the compiled network from its structure alone: 2 levels per kept non-linearity on a path, + 1 for the head.
 
-    ``kept[l]`` is True when layer ``l`` keeps any ReLU (its degree is then ``max(relu_degree, poly_degree)``).
+    ``kept_per_block[l]`` is ``k_l``, the count of non-linear positions every node of block ``l`` keeps (the
+    structured mask makes it the same for every node, so every path meets ``sum(k_l)`` of them). Exact unless a
+    trained coefficient falls below :data:`sim.he.ckks.SKIP` (a skipped term can only lower the depth).
     """
-    total = 1
-    for k in kept[:layers]:
-        deg = max(relu_degree, poly_degree) if k else poly_degree
-        total += 1 + (int(np.ceil(np.log2(deg))) if deg > 1 else 0)
-    return total
+    return 1 + 2 * sum(kept_per_block)

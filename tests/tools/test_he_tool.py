@@ -12,29 +12,31 @@ FAST = {"dataset": "digits-grid4", "hidden": [1], "epochs": 2, "teacher_epochs":
 
 def test_bad_arguments_are_typed_errors() -> None:
     tool = REGISTRY.get("he.gcn")
-    with pytest.raises(ToolArgumentError, match="keep_nonlinear"):
-        call_tool(tool, {**FAST, "keep_nonlinear": 1.5})
+    for bad in (1.5, -0.1):
+        with pytest.raises(ToolArgumentError, match="budget"):
+            call_tool(tool, {**FAST, "budget": bad})
     with pytest.raises(ToolArgumentError, match="both poly_modulus_degree and coeff_mod_bit_sizes"):
         call_tool(tool, {**FAST, "poly_modulus_degree": 8192})
-    # keep 0.25 of 16 nodes with a degree-4 ReLU: depth 1 + 2 + 1 = 4; a 2-level chain cannot hold it
-    with pytest.raises(ToolArgumentError, match="raise the length of coeff_mod_bit_sizes to 6"):
-        call_tool(tool, {**FAST, "poly_modulus_degree": 8192, "coeff_mod_bit_sizes": [35, 28, 28, 35]})
+    # budget 1 with one block: both positions kept on every path, depth 1 + 2 * 2 = 5; a 2-level chain cannot hold it
+    with pytest.raises(ToolArgumentError, match="raise the length of coeff_mod_bit_sizes to 7"):
+        call_tool(tool, {**FAST, "budget": 1.0, "poly_modulus_degree": 8192, "coeff_mod_bit_sizes": [35, 28, 28, 35]})
+    # budget 0.5: depth 3; 4096 holds 109 bits, the chain 35 + 3 * 28 + 35 = 154 does not fit
     with pytest.raises(ToolArgumentError, match="raise poly_modulus_degree to 8192"):
-        call_tool(tool, {**FAST, "poly_modulus_degree": 4096, "coeff_mod_bit_sizes": [35, 28, 28, 28, 28, 35]})
+        call_tool(tool, {**FAST, "budget": 0.5, "poly_modulus_degree": 4096, "coeff_mod_bit_sizes": [35, 28, 28, 28, 35]})
 
 
 def test_plaintext_run_matches_the_structure() -> None:
-    out = call_tool(REGISTRY.get("he.gcn"), {**FAST, "keep_nonlinear": 0.25, "relu_degree": 8}).value
-    assert out["kept_relu_nodes_per_layer"] == [4]  # round(0.25 * 16)
-    assert out["multiplicative_depth"] == structural_depth(1, [True], 2, 8) == 1 + 1 + 3
-    assert out["encrypted_accuracy"] is None and out["encrypted_latency_s"] is None
-    base = call_tool(REGISTRY.get("he.gcn"), {**FAST, "keep_nonlinear": 0.0}).value
-    assert base["multiplicative_depth"] == 3 and base["kept_relu_nodes_per_layer"] == [0]
-    assert base["op_counts"]["mul"] < out["op_counts"]["mul"]
+    half = call_tool(REGISTRY.get("he.gcn"), {**FAST, "budget": 0.5}).value
+    assert half["kept_per_block"] == [1]  # round(0.5 * 2) positions per node
+    assert half["multiplicative_depth"] == structural_depth([1]) == 3
+    assert half["encrypted_accuracy"] is None and half["encrypted_latency_s"] is None
+    base = call_tool(REGISTRY.get("he.gcn"), {**FAST, "budget": 1.0}).value
+    assert base["multiplicative_depth"] == 5 and base["kept_per_block"] == [2]
+    assert half["op_counts"]["mul"] < base["op_counts"]["mul"]
 
 
 def test_encrypted_run_agrees_with_plaintext() -> None:
-    out = call_tool(REGISTRY.get("he.gcn"), {**FAST, "keep_nonlinear": 0.25, "encrypted_samples": 6}).value
+    out = call_tool(REGISTRY.get("he.gcn"), {**FAST, "budget": 0.5, "encrypted_samples": 6}).value
     assert out["encrypted_agreement"] == 100.0
-    assert out["levels_used"] == out["multiplicative_depth"] == 4
+    assert out["levels_used"] == out["multiplicative_depth"] == 3
     assert out["poly_modulus_degree"] == 8192 and out["encrypted_latency_s"] > 0
