@@ -447,8 +447,8 @@ FIGURES: tuple[Figure, ...] = (
     Figure(
         "he-gcn",
         "he",
-        "HE-friendly GCN: accuracy, multiplicative depth, CKKS latency at 3 keep fractions vs all-polynomial (issue 19)",
-        "nice -n 10 python -m coevo.figures he-gcn",
+        "LinGCN: accuracy, multiplicative depth, CKKS latency at 3 linearization budgets vs the all-polynomial baseline (issue 30)",
+        "nice -n 10 python -m coevo.figures he-gcn --encrypt digits-grid4 digits-grid",
         ("he.md", "he.csv", "he_timing.csv"),
         ("he.csv", "he_timing.csv"),
         module="he_gcn",

@@ -176,12 +176,14 @@ def test_he_figure_width_and_scale_give_the_committed_baseline_counts(dataset: s
     data = load_dataset(dataset)
     n, (h1, h2) = data.adj.shape[0], he_gcn.HIDDEN
     rng = np.random.default_rng(0)
-    convs = [(rng.uniform(0.5, 1.0, (3, h1)), np.zeros(h1)), (rng.uniform(0.5, 1.0, (h1, h2)), np.zeros(h2))]
+    # two blocks: graph conv, node-wise linear, graph conv, node-wise linear; every position kept (all polynomial)
+    shapes = [((3, h1), True), ((h1, h1), False), ((h1, h2), True), ((h2, h2), False)]
+    linears = [(rng.uniform(0.5, 1.0, shape), np.zeros(shape[1]), graph) for shape, graph in shapes]
     head = (np.ones((n * h2, 10)), np.zeros(10))
-    plan = compile_plan(data.adj, data.coords, convs, np.ones((2, n, 3)), np.zeros((2, n)), [1.0, 1.0], head, "flatten", 4)
+    plan = compile_plan(data.adj, data.coords, linears, np.ones((4, n, 3)), np.ones((4, n)), [1.0] * 4, head, "flatten")
     depth, counts, _ = depth_and_counts(plan)
     params = params_for_depth(depth, HeConfig.scale_bits)
-    committed = [r for r in read_csv(BENCH / "he" / "he.csv") if r["dataset"] == dataset and float(r["keep"]) == 0.0]
+    committed = [r for r in read_csv(BENCH / "he" / "he.csv") if r["dataset"] == dataset and float(r["budget"]) == 1.0]
     assert committed
     for r in committed:
         assert (int(r["depth"]), int(r["poly_modulus_degree"]), int(r["chain_bits"])) == (
