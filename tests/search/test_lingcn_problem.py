@@ -37,6 +37,7 @@ def test_depth_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
     weights = {"encrypt": 1.0, "mul_plain": 0.1, "mul": 2.0, "add": 0.05, "add_plain": 0.05}
     monkeypatch.setattr(lingcn_problem, "_costs", lambda n, bits: {op: w * 1e-8 * n * len(bits) for op, w in weights.items()})
     fresh = make_problem("lingcn", SMALL)  # structures are cached per instance: a new one uses the fixed costs
+    assert isinstance(fresh, lingcn_problem.LinGcnProblem)
     # 2 blocks, 4 non-linear positions per node; each kept (block, rank) row adds 2 levels on every path; head 1
     designs = [(b, 0.5, 1.0, "relu-fit") for b in (0.0, 0.25, 0.5, 0.75, 1.0)]
     cheap = fresh.cheap_values(designs)
