@@ -922,6 +922,17 @@ class Worker:
                     trial.set_user_attr("retry_of", other)
                     self.result.requeued_seen += 1
                 self._pay(trial, point, pid)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            stored = self._trial(trial.number)
+            if stored is None or stored.state == TrialState.RUNNING:
+                raise  # not finished elsewhere: a real error
+            # another worker failed this trial as stale (this worker looked dead: too slow to beat on a loaded machine)
+            # and re-queued a copy, which takes its point and claim over; so this worker drops it, as _tell does
+            log.warning(
+                "trial %d is %s: another worker failed it as stale and re-queued a copy, which takes its place; dropped here",
+                trial.number,
+                stored.state.name,
+            )
         finally:
             self._current = None
 

@@ -18,6 +18,7 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import optuna
@@ -274,6 +275,32 @@ def test_a_trial_left_running_by_a_dead_worker_is_requeued_and_taken_over(tmp_pa
     result = Worker(problem, get_proposer("random"), storage=storage, study_name=study, seed=1, settings=settings).run()
     assert result.requeued_seen == 1 and result.evaluated == 12
     _assert_taken_over_once(storage, study, trial, point_id, 12)
+
+
+def test_a_trial_failed_as_stale_while_its_worker_claims_is_dropped_not_a_crash(tmp_path: Path) -> None:
+    # on a loaded machine another worker can fail a live worker's trial as stale between its ask and its first write
+    # (seen under CI load: UpdateFinishedTrialError killed the worker); the worker drops it and the copy takes over
+    settings = WorkerSettings(heartbeat_s=1, grace_s=2, patience_s=10)
+    storage = f"sqlite:///{tmp_path / 'shared.sqlite3'}"
+    study = _create(storage, "random", 6)
+    worker = Worker(NB201Problem(dataset="cifar10", device="fpga"), get_proposer("random"), storage=storage, study_name=study,
+                    seed=0, settings=settings)  # fmt: skip
+    real_claim = worker.coord.claim
+    victims: list[int] = []
+
+    def claim(pid: str, number: int, budget: int, holder_state: Any) -> Any:
+        if not victims:
+            victims.append(number)
+            worker._fail_and_requeue(number)  # what another worker's sweep does to a trial it believes dead
+        return real_claim(pid, number, budget, holder_state)
+
+    worker.coord.claim = claim  # type: ignore[method-assign]
+    result = worker.run()
+    assert result.stopped is None and result.evaluated == 6 and result.requeued_seen == 1
+    trials = optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)
+    assert trials[victims[0]].state == optuna.trial.TrialState.FAIL
+    assert [t.user_attrs.get("retry_of") for t in trials].count(victims[0]) == 1
+    assert _check_exactly_once(storage, study, 6) == {"failed": 1, "lost": 0, "duplicates": 0}
 
 
 def test_a_claim_left_by_a_sweeper_killed_before_requeueing_is_requeued(tmp_path: Path) -> None:
