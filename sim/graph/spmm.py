@@ -103,9 +103,14 @@ class Plan:
     thread_work: np.ndarray
 
     @property
+    def width(self) -> int:
+        """Feature columns per work unit: ``params.width``, at most F."""
+        return min(self.params.width, self.feature_dim)
+
+    @property
     def column_groups(self) -> int:
         """Work units per block: ``ceil(F / width)`` column groups."""
-        return -(-self.feature_dim // min(self.params.width, self.feature_dim))
+        return -(-self.feature_dim // self.width)
 
     @property
     def partial_rows(self) -> int:
@@ -245,7 +250,7 @@ def spmm_blocked(a: Csr, x: np.ndarray, schedule: Plan | None = None, params: Bl
     try:
         _blocked_kernel(
             s.indices, s.data.astype(x.dtype, copy=False), x, y, partial, s.seg_ptr, s.seg_row, s.seg_slot, s.block_ptr,
-            min(s.params.width, x.shape[1]), s.split_rows, s.split_ptr,
+            s.width, s.split_rows, s.split_ptr,
         )  # fmt: skip
     finally:
         numba.set_parallel_chunksize(chunk)
