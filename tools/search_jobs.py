@@ -8,6 +8,7 @@ search, started here or not, and after a restart.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -28,6 +29,35 @@ def log_path(study: str) -> Path:
     """The log file of a background search: one file in :data:`JOBS_DIR`, whatever the study name holds (``/``, ``..``)."""
     safe = re.sub(r"[^A-Za-z0-9._=-]", "_", study).lstrip(".") or "_"
     return JOBS_DIR / f"{safe}.log"
+
+
+# The processes this process started, so that their exit is reaped and seen; a search started by another
+# (an earlier chat session) is followed through the pid file next to its log.
+_STARTED: dict[int, subprocess.Popen[bytes]] = {}
+
+
+def process_state(study: str) -> str | None:
+    """``running``, ``exited`` or ``exited (code N)`` for a search started with ``search.start``; None for others.
+
+    The study can hold every evaluation while its process is still writing the summary: the
+    search is finished only when both are true.
+    """
+    pid_file = log_path(study).with_suffix(".pid")
+    try:
+        pid = int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    proc = _STARTED.get(pid)
+    if proc is not None:
+        code = proc.poll()
+        return "running" if code is None else ("exited" if code == 0 else f"exited (code {code})")
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return "exited"
+    except PermissionError:  # alive, someone else's: a pid reused by another user's process
+        return "exited"
+    return "running"
 
 
 class SearchStart(SearchTool):
@@ -61,6 +91,8 @@ class SearchStart(SearchTool):
         log = log_path(study)
         with log.open("ab") as fh:
             proc = subprocess.Popen(command, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        _STARTED[proc.pid] = proc
+        log.with_suffix(".pid").write_text(f"{proc.pid}\n")
         return ToolResult(
             value={"study": study, "pid": proc.pid, "log": str(log), "budget": config.budget, "command": " ".join(command[2:])},
             messages=["running in the background; ask search.status for progress"],
@@ -74,7 +106,7 @@ class SearchStatus(Tool):
     description = (
         "Progress of a search (running or finished): evaluations paid out of its budget (failed ones included), "
         "HV ratio and front recall so far, "
-        "and the tail of its log when it was started with search.start."
+        "and, when it was started with search.start, whether its process still runs and the tail of its log."
     )
     Args = StudyArgs
     example: ClassVar[dict[str, Any]] = {"study": "example"}
@@ -100,7 +132,12 @@ class SearchStatus(Tool):
                 "states",
             )
         }
-        value["finished"] = info["paid"] >= info["budget"]  # failed evaluations were paid for: the budget counts them
+        # failed evaluations were paid for: the budget counts them; a background search is finished once its
+        # process has also written its summary and exited
+        state = process_state(args.study)
+        value["finished"] = info["paid"] >= info["budget"] and state != "running"
+        if state is not None:
+            value["process"] = state
         log = log_path(args.study)
         if log.exists():
             value["log_tail"] = log.read_text(errors="replace")[-600:]

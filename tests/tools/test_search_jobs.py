@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from coevo.tools import REGISTRY, ToolArgumentError, call_tool
+from coevo.tools.search_jobs import log_path, process_state
 from tests.helpers import wait_until
 
 
@@ -27,7 +31,21 @@ def test_background_search_reports_progress_until_finished(tmp_path: Path) -> No
     status = wait_until(finished, 90, "the background search to finish", every_s=0.3)
     assert status["finished"] and status["evaluations"] == 8 and status["budget"] == 8
     assert 0 < float(status["hv_ratio"]) <= 1  # type: ignore[arg-type]
+    assert status["process"] == "exited"  # finished means the process wrote its summary too, not only the last trial
     assert '"information"' in str(status["log_tail"])  # the end of the background command's JSON summary (its last fields)
+
+
+def test_a_search_whose_process_still_runs_is_not_finished(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    study = "bg-study"
+    log_path(study).parent.mkdir(parents=True)
+    log_path(study).with_suffix(".pid").write_text(f"{os.getpid()}\n")  # a live process: this one
+    assert process_state(study) == "running"
+    sleeper = subprocess.Popen([sys.executable, "-c", "pass"])
+    sleeper.wait()
+    log_path(study).with_suffix(".pid").write_text(f"{sleeper.pid}\n")  # a process that has exited and was reaped
+    assert process_state(study) == "exited"
+    assert process_state("never-started") is None
 
 
 def test_bad_options_fail_before_anything_starts(tmp_path: Path) -> None:
