@@ -59,7 +59,15 @@ class HeConfig:
     )
     scale_bits: int = field(
         default=28,
-        metadata={"help": "log2 of the CKKS scale; the chain and ring follow from the depth", "unit": "bits", "ge": 20, "le": 50},
+        metadata={
+            "help": (
+                "log2 of the smallest CKKS scale; the ring follows from the depth at this scale, "
+                "then the scale grows to fill the ring's secure modulus (at most 40 bits)"
+            ),
+            "unit": "bits",
+            "ge": 20,
+            "le": 50,
+        },
     )
     seed: int = field(default=0, metadata={"help": "seed of initialisation and batch order", "ge": 0})
 

@@ -8,6 +8,8 @@ import torch
 
 from coevo.sim.errors import UserInputError
 from coevo.sim.he.ckks import (
+    MAX_SCALE_BITS,
+    SEAL_MAX_BITS,
     HEParams,
     LevelBackend,
     TenSEALBackend,
@@ -186,6 +188,22 @@ def test_parameter_errors_name_what_to_raise() -> None:
         HEParams(8192, (40, 30, 30, 30, 30, 30, 40)).check(5)  # 230 bits > 218
     with pytest.raises(UserInputError, match="poly_modulus_degree must be one of"):
         HEParams(1000, (30, 30)).check(0)
+
+
+def test_the_scale_fills_the_ring_without_growing_it_and_cuts_the_error() -> None:
+    for depth in range(1, 13):  # (depth 0 has no middle prime: scale_bits reads the outer one)
+        filled, bare = params_for_depth(depth), params_for_depth(depth, fill=False)
+        assert filled.poly_modulus_degree == bare.poly_modulus_degree  # same ring: the pass costs the same
+        assert filled.levels == bare.levels == depth and filled.total_bits <= SEAL_MAX_BITS[filled.poly_modulus_degree]
+        assert 28 <= filled.scale_bits <= MAX_SCALE_BITS
+    # depth 9 at 28 bits needs N=16384 (35 + 9 * 28 + 35 = 322 <= 438); filled: 11 s + 14 <= 438 gives s = 38.
+    assert params_for_depth(9).coeff_mod_bit_sizes == (45, *([38] * 9), 45)
+    plan = _two_node_plan([[1, 1], [1, 1]])  # depth 5: N=8192 at 28 bits; filled, 7 s + 14 <= 218 gives s = 29
+    x = np.random.default_rng(1).uniform(-1, 1, (4, 2))
+    bare_err = encrypted_forward(plan, x, params_for_depth(5, fill=False)).max_abs_error
+    plan16 = params_for_depth(5, poly_modulus_degree=16384)  # the larger ring's room: s = 40
+    assert plan16.scale_bits == 40
+    assert encrypted_forward(plan, x, plan16).max_abs_error < bare_err / 50  # 12 more bits of scale: ~4000x less noise
 
 
 def test_budget_outside_unit_interval_is_a_user_input_error() -> None:
