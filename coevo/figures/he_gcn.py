@@ -237,7 +237,8 @@ def write(out: Path, rows: list[dict[str, object]], timing_rows: list[dict[str, 
         "no indicators), same initialisation, distillation, epochs and seeds.",
         "Accuracy: test split (270 images), mean ± std over seeds (the torch student; the compiled plan in float64 agrees, "
         "`plan_test_acc` in the CSV). Depth is analytic (op graph with linear nodes fused lazily) and the CKKS chain is the "
-        "smallest secure one at scale 2^28. Encrypted passes: seed 0, all 270 test images in one batch, settings interleaved in "
+        "smallest secure ring at scale 2^28, the scale then grown to fill that ring's secure modulus (at most 2^40; "
+        "`chain bits`). Encrypted passes: seed 0, all 270 test images in one batch, settings interleaved in "
         f"each of {len(rounds)} round(s); `levels used` is read back from the ciphertexts and must equal the depth"
         + (f"; largest |encrypted - plaintext| logit difference {max(errs):.2e}." if errs else "."),
         "Predicted pass time: op counts x per-op cost measured once per parameter set, scaled by the mean remaining chain.",
