@@ -15,7 +15,8 @@ def test_issue_command_on_pydoc_sentences() -> None:
     assert value["batches"] == 2 and value["batch_sizes"] == [32] and value["pes"] == 64 and value["schedules_checked"]
     assert value["pe_split"] == {"matmul": 32, "attention": 24, "softmax": 8} and value["max_pes_on_device"] == 2520 // 16
     methods = value["methods"]
-    assert set(methods) == {"padding", "bucketing", "length-aware", "fifo"}
+    assert set(methods) == {"padding", "bucketing", "length-aware", "fifo", "realloc"}
+    assert len(value["realloc_splits"]) == 2 and all(sum(s.values()) == 64 for s in value["realloc_splits"])
     assert methods["padding"]["speedup_vs_padding_median"] == 1.0
     assert methods["length-aware"]["padding_waste_median"] == 0.0 == methods["fifo"]["padding_waste_median"]
     assert methods["padding"]["padding_waste_median"] > methods["bucketing"]["padding_waste_median"] > 0
@@ -50,7 +51,7 @@ def test_cpsat_gap_on_a_small_batch() -> None:
 @pytest.mark.parametrize(
     ("args", "match"),
     [
-        ({"lengths": []}, "no sequence lengths"),
+        ({"lengths": []}, r"lengths=\[\] holds 0 sequences and at least 1 is needed"),
         ({"lengths": [5, 0, -3]}, r"positive integers.*\[0, -3\]"),
         ({"lengths": "wiki"}, "unknown length corpus 'wiki'"),
         ({"pes": 400}, r"need 6400 DSP slices; zcu102 has 2520 \(at most 157 PEs\): use pes <= 157 or a larger device \(alveo-u280\)"),
