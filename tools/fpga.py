@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, ClassVar, Literal
 
@@ -10,12 +11,14 @@ from pydantic import Field
 
 from coevo.search.errors import UserInputError
 from coevo.search.problem import config_field
+from coevo.search.stats import t_interval
 from coevo.sim.fpga import (
     DEVICES,
     METHODS,
     MODELS,
     Accelerator,
     AttentionConfig,
+    Metrics,
     build_tasks,
     check_schedule,
     compare_methods,
@@ -42,6 +45,25 @@ def parse_ratio(text: str, what: str, cast: type = float) -> tuple[Any, Any, Any
     if len(values) != 3:
         raise UserInputError(f"{what} must be three numbers 'matmul:attention:softmax' such as '4:3:1'; got {text!r}")
     return values[0], values[1], values[2]
+
+
+def paired_verdict(results: dict[str, list[Metrics]], method: str, reference: str) -> str:
+    """One line: ``method``'s speed-up over ``reference`` paired per batch (mean, 95 % t interval), with a verdict.
+
+    The verdict says so when the speed-up is negative (the interval lies below 1) or inside its noise
+    (the interval holds 1, or there is one batch and so no interval).
+    """
+    ups = [r.makespan_cycles / m.makespan_cycles for m, r in zip(results[method], results[reference], strict=True)]
+    mean, half = t_interval(ups)
+    head = f"{method} vs {reference}: {mean:.3f}x mean speed-up over {len(ups)} batch(es)"
+    if math.isnan(half):
+        return f"{head}; verdict: one batch, no interval: whether this exceeds the noise is not known"
+    head += f" (95 % interval {mean - half:.3f}-{mean + half:.3f})"
+    if mean + half < 1:
+        return f"{head}; verdict: slower"
+    if mean - half <= 1:
+        return f"{head}; verdict: no measurable difference (the interval holds 1)"
+    return head
 
 
 class LengthAwareArgs(ToolArgs):
@@ -151,6 +173,14 @@ class ScheduleLengthAware(Tool):
             "model: cycle-level costs (tiled GEMMs, DDR bandwidth shared by PEs, launch overhead); no layer norm/GELU, no power model, "
             "so the paper's 80.2x CPU, 2.6x GPU and 4x energy figures cannot be checked with it",
         ]
+        value["verdicts"] = [paired_verdict(results, "realloc", ref) for ref in ("bucketing", "padding", "length-aware")]
+        messages += value["verdicts"]
+        distinct = {m.split for m in results["realloc"]}
+        if len(distinct) == 1 and len(batches) > 1:
+            messages.append(
+                f"realloc chose one split ({':'.join(map(str, distinct.pop()))}) for all {len(batches)} batches: its gain over "
+                "length-aware here is a better split for this workload, not adaptation to each batch's length mix"
+            )
         if args.cpsat_time_limit_s > 0:
             first = batches[0]
             tasks = build_tasks(groups_for(first, "length-aware"), accel, shape, attn)
@@ -171,4 +201,4 @@ class ScheduleLengthAware(Tool):
         return ToolResult(value=value, messages=messages)
 
 
-__all__ = ["DEVICES", "MODELS", "LengthAwareArgs", "ScheduleLengthAware", "parse_ratio"]
+__all__ = ["DEVICES", "MODELS", "LengthAwareArgs", "ScheduleLengthAware", "paired_verdict", "parse_ratio"]

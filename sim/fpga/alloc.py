@@ -94,23 +94,14 @@ def _tables(
     return load, chain
 
 
-def _bound(load: np.ndarray, chain: np.ndarray, cores: Sequence[int], split: Sequence[int]) -> float:
-    loads = max(np.ceil(load[e, split[e]] / cores[e]) for e in range(3))
-    path = float(np.max(sum(chain[e, :, split[e]] for e in range(3))))
-    return max(float(loads), path)
+def _scores(
+    groups: Sequence[Sequence[int]], accel: Accelerator, shape: TransformerShape, attn: AttentionConfig
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Every split's bound and total work per core for ``groups``.
 
-
-def reallocate(groups: Sequence[Sequence[int]], accel: Accelerator, shape: TransformerShape, attn: AttentionConfig) -> Allocation:
-    """The PE split of ``accel.pes`` that minimises the lower bound of ``groups`` (module doc).
-
-    Args:
-        groups: the batch as the scheduler groups it (one group per sequence for ``realloc``).
-        accel: the design: its PE budget, cores, tiles and device are kept; its split is the fallback on ties.
-        shape: the transformer.
-        attn: the attention method.
-
-    Raises:
-        UserInputError: no group, an empty group or a length that is not a positive integer.
+    Returns ``grid`` (the PE counts matmul and attention may take), ``bound[i, j]`` and ``work[i, j]``
+    for the split ``(grid[i], grid[j], pes - grid[i] - grid[j])`` (``inf`` where it is not a design), and
+    the bound on ``accel``'s own split.
     """
     if len(groups) == 0:
         raise UserInputError("no sequences to allocate PEs for: the length mix is empty; give at least one positive length")
@@ -120,9 +111,9 @@ def reallocate(groups: Sequence[Sequence[int]], accel: Accelerator, shape: Trans
     rest = total - grid
     counts = sorted({int(p) for p in (*grid, *rest[rest > 0], *accel.split)})
     load, chain = _tables(groups, accel, shape, attn, counts)
-    best: tuple[float, float, int] = (np.inf, np.inf, 0)  # (bound, total work per core, distance to the given split)
-    pick = (accel.split[0], accel.split[1])
-    for m in grid:
+    bound = np.full((len(grid), len(grid)), np.inf)
+    work = np.full((len(grid), len(grid)), np.inf)
+    for i, m in enumerate(grid):
         soft = total - m - grid
         ok = soft >= 1
         si = np.where(ok, soft, 0)
@@ -130,24 +121,65 @@ def reallocate(groups: Sequence[Sequence[int]], accel: Accelerator, shape: Trans
             per_core = (load[0, m] / cores[0], load[1, grid] / cores[1], load[2, si] / cores[2])
             loads = np.maximum(np.maximum(np.ceil(per_core[0]), np.ceil(per_core[1])), np.ceil(per_core[2]))
             path = np.max(chain[0, :, m][:, None] + chain[1][:, grid] + chain[2][:, si], axis=0)
-            bound = np.where(ok, np.maximum(loads, path), np.inf)
-            work = per_core[0] + per_core[1] + per_core[2]
-        low = float(np.min(bound))
-        if low > best[0]:
-            continue
-        for j in np.flatnonzero(bound == low):
-            key = (low, float(work[j]), abs(int(m) - accel.split[0]) + abs(int(grid[j]) - accel.split[1]))
-            if key < best:
-                best, pick = key, (int(m), int(grid[j]))
-    given = _bound(load, chain, cores, accel.split)
-    if not np.isfinite(best[0]):
+            bound[i] = np.where(ok, np.maximum(loads, path), np.inf)
+            work[i] = np.where(ok, per_core[0] + per_core[1] + per_core[2], np.inf)
+    gm, ga, gs = accel.split
+    given_loads = max(float(np.ceil(load[e, p] / cores[e])) for e, p in enumerate(accel.split))
+    given = max(given_loads, float(np.max(chain[0, :, gm] + chain[1, :, ga] + chain[2, :, gs])))
+    return grid, bound, work, given
+
+
+def _pick(grid: np.ndarray, bound: np.ndarray, work: np.ndarray, accel: Accelerator, given: float, what: str) -> Allocation:
+    """The least ``bound`` (ties: least work, then nearest ``accel.split``); ``accel.split`` itself when it is as good."""
+    best = float(np.min(bound))
+    if not np.isfinite(best):
         raise UserInputError(
-            f"no split of {total} PEs fits the tiles {accel.tile_m}x{accel.tile_n}x{accel.tile_k} in every engine's buffer share; "
-            "use smaller tiles or more PEs"
+            f"no split of {accel.pes} PEs fits the tiles {accel.tile_m}x{accel.tile_n}x{accel.tile_k} in every engine's buffer "
+            f"share for {what}; use smaller tiles or more PEs"
         )
-    if given <= best[0]:
-        return Allocation((accel.split[0], accel.split[1], accel.split[2]), int(given), int(given))
-    return Allocation((pick[0], pick[1], total - pick[0] - pick[1]), int(best[0]), int(given))
+    split = accel.split
+    if given <= best:
+        return Allocation((split[0], split[1], split[2]), int(given), int(given))
+    ties = np.argwhere(bound == best)
+    i, j = min(ties, key=lambda ij: (work[ij[0], ij[1]], abs(int(grid[ij[0]]) - split[0]) + abs(int(grid[ij[1]]) - split[1])))
+    m, a = int(grid[i]), int(grid[j])
+    return Allocation((m, a, accel.pes - m - a), int(best), int(given))
 
 
-__all__ = ["Allocation", "reallocate"]
+def reallocate(groups: Sequence[Sequence[int]], accel: Accelerator, shape: TransformerShape, attn: AttentionConfig) -> Allocation:
+    """The PE split of ``accel.pes`` that minimises the lower bound of ``groups`` (module doc).
+
+    Args:
+        groups: the batch as the scheduler groups it (one group per sequence for ``realloc``).
+        accel: the design: its PE budget, cores, tiles and device are kept; its split is kept on ties.
+        shape: the transformer.
+        attn: the attention method.
+
+    Raises:
+        UserInputError: no group, an empty group or a length that is not a positive integer.
+    """
+    grid, bound, work, given = _scores(groups, accel, shape, attn)
+    return _pick(grid, bound, work, accel, given, "this batch")
+
+
+def tune_static(
+    batches: Sequence[Sequence[Sequence[int]]], accel: Accelerator, shape: TransformerShape, attn: AttentionConfig
+) -> Allocation:
+    """One split for all of ``batches`` (each grouped as the scheduler groups it): the least sum of their bounds.
+
+    The design-time alternative to :func:`reallocate`: a split tuned once on a sample of the workload
+    and then fixed. ``bound_cycles`` and ``given_bound_cycles`` are sums over the batches.
+
+    Raises:
+        UserInputError: no batch, or a batch :func:`reallocate` refuses.
+    """
+    if len(batches) == 0:
+        raise UserInputError("no batches to tune a split on: give at least one batch of positive lengths")
+    parts = [_scores(groups, accel, shape, attn) for groups in batches]
+    grid = parts[0][0]
+    bound = np.sum([p[1] for p in parts], axis=0)
+    work = np.sum([p[2] for p in parts], axis=0)
+    return _pick(grid, bound, work, accel, float(sum(p[3] for p in parts)), f"{len(batches)} batches")
+
+
+__all__ = ["Allocation", "reallocate", "tune_static"]

@@ -22,6 +22,7 @@ from coevo.sim.fpga import (
     metrics,
     reallocate,
     schedule_batch,
+    tune_static,
 )
 
 SHAPE = TransformerShape(d_model=64, n_layers=2, n_heads=2, d_ff=256)  # lm-pydoc-tiny's shape
@@ -112,3 +113,18 @@ def test_an_empty_length_mix_is_one_line_and_exit_2_writing_nothing(
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and "lengths=[] holds 0 sequences and at least 1 is needed" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_static_split_tuned_on_a_sample_minimises_the_summed_bound() -> None:
+    base = Accelerator(device("zcu102"), (8, 3, 1))
+    sample = [[24] * 8, [24] * 7 + [400], [60, 90, 10]]
+    sums: dict[tuple[int, int, int], int] = {}
+    for m in range(1, PES):
+        for a in range(1, PES - m):
+            acc = base.with_split((m, a, PES - m - a))
+            sums[acc.split] = sum(lower_bound(build_tasks(singles(b), acc, SHAPE, DENSE), acc) for b in sample)
+    tuned = tune_static([singles(b) for b in sample], base, SHAPE, DENSE)
+    assert tuned.bound_cycles == min(sums.values()) == sums[tuned.split]
+    assert tuned.given_bound_cycles == sums[base.split]
+    with pytest.raises(UserInputError, match="no batches"):
+        tune_static([], base, SHAPE, DENSE)

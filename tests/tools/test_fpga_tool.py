@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from coevo.sim.fpga import Accelerator, AttentionConfig, device, model_shape, schedule_batch, split_pes
+from coevo.sim.fpga import Accelerator, AttentionConfig, Metrics, device, model_shape, schedule_batch, split_pes
 from coevo.tools import REGISTRY, ToolArgumentError, call_tool
+from coevo.tools.fpga import paired_verdict
 
 TOOL = REGISTRY.get("schedule.length_aware")
 
@@ -65,3 +66,18 @@ def test_cpsat_gap_on_a_small_batch() -> None:
 def test_bad_input_is_one_clear_line(args: dict[str, object], match: str) -> None:
     with pytest.raises(ToolArgumentError, match=match):
         call_tool(TOOL, {"batch": 8, "model": "lm-pydoc-tiny", **args})
+
+
+def _spans(*cycles: int) -> list[Metrics]:
+    return [Metrics(c, c / 2e5, 0.5, 0.0, {}, 1) for c in cycles]
+
+
+def test_a_verdict_marks_a_loss_or_an_effect_inside_its_noise() -> None:
+    ref = _spans(100, 100, 100)
+    # speed-ups 100/110, 100/111, 100/109: all near 0.91, the interval lies below 1
+    assert paired_verdict({"m": _spans(110, 111, 109), "r": ref}, "m", "r").endswith("verdict: slower")
+    # speed-ups 100/90, 100/110, 100/100: 1.11, 0.91, 1.00, the interval holds 1
+    assert "verdict: no measurable difference" in paired_verdict({"m": _spans(90, 110, 100), "r": ref}, "m", "r")
+    clear = paired_verdict({"m": _spans(50, 48, 52), "r": ref}, "m", "r")  # about 2x on every batch
+    assert "verdict" not in clear and clear.startswith("m vs r: 2.00")
+    assert "one batch, no interval" in paired_verdict({"m": _spans(50), "r": _spans(100)}, "m", "r")
