@@ -12,7 +12,8 @@ split tuned once on a calibration sample (``tuned-static``, draws of seed 1000),
 PEs re-allocated for each batch's length mix). Every schedule passes the checker. Speed-ups are paired
 per draw; intervals are Student t 95 % intervals over the draws. Part 2: small batches (lm-pydoc-tiny,
 4 sentences) where CP-SAT gives the optimum or a bound, on the fixed split and on realloc's split.
-Everything the page says is computed from schedule.csv, schedule_cpsat.csv and schedule_run.json.
+Everything the page says is computed from schedule.csv, schedule_cpsat.csv and schedule_run.json; when
+``--out`` is the checkout's docs/bench/fpga, the marked headline block of docs/fpga.md is rewritten too.
 """
 
 from __future__ import annotations
@@ -21,13 +22,17 @@ import argparse
 import json
 import os
 import platform
+import re
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
-from coevo.figures._common import command_line, figure_parser, read_csv, t_interval, write_csv, write_markdown
+from coevo.figures import get
+from coevo.figures._common import CHECKOUT, command_line, figure_parser, out_dir, read_csv, t_interval, write_csv, write_markdown
 from coevo.sim.fpga import (
     Accelerator,
     AttentionConfig,
@@ -209,7 +214,9 @@ def _headline(rows: list[dict[str, str]]) -> list[str]:
         "",
         "## 1. Paired speed-ups (reference makespan / method makespan; mean ± 95 % t half-width over the draws)",
         "",
-        "Above 1: the method is faster. A verdict follows every comparison whose interval holds 1 or lies below it.",
+        "Above 1: the method is faster. A verdict follows every comparison whose interval holds 1 or lies below it. The "
+        "pooled cases are not independent (the same draws under two splits and two attentions); the per-case table below "
+        "has intervals over the draws alone.",
         "",
         "| comparison | all cases: mean ± 95 % | median [10 %, 90 %] | verdict |",
         "|---|---|---|---|",
@@ -332,6 +339,59 @@ def render(rows: list[dict[str, str]], gaps: list[dict[str, str]], meta: dict[st
     return "\n".join(lines)
 
 
+def headline(rows: list[dict[str, str]], gaps: list[dict[str, str]], meta: dict[str, str]) -> str:
+    """The block spliced into docs/fpga.md: the pooled comparisons with their verdicts and the CP-SAT summary."""
+    pooled = _headline(rows)
+    table = pooled[pooled.index("| comparison | all cases: mean ± 95 % | median [10 %, 90 %] | verdict |") :]
+    table = table[: table.index("")]
+    cpsat = _cpsat_table(gaps, meta["time_limit"])[-1]
+    splits = sorted({r["pe_split"] for r in rows if r["method"] == "realloc"})
+    return "\n".join(
+        [
+            f"From one run of `{meta['command']}` (commit `{meta['commit']}`, load before `{meta['load_before']}`, after "
+            f"`{meta['load_after']}`, {meta['threads']} thread; details in docs/bench/fpga/schedule.md). Paired speed-ups, "
+            f"reference makespan / method makespan, over {len({(r['split'], r['attention'], r['batch'], r['draw']) for r in rows})} "
+            f"(split, attention, batch size, draw) cases of pydoc sentences:",
+            "",
+            *table,
+            "",
+            _step3_sentence(rows) + f" realloc used {len(splits)} distinct splits over all batches ({', '.join(splits)}).",
+            "",
+            f"CP-SAT, small instances: {cpsat}",
+        ]
+    )
+
+
+def _step3_sentence(rows: list[dict[str, str]]) -> str:
+    """What the data say of the paper's mechanism proper: per-batch re-allocation against a split tuned once."""
+    ups = [x for v in _speedups(rows)["realloc", "tuned-static"].values() for x in v]
+    text, verdict = paired(ups)
+    wins = sum(x > 1.0 for x in ups)
+    if verdict:
+        return (
+            f"Per-batch re-allocation, the paper's mechanism proper, shows {verdict} against a split tuned once on a sample of the "
+            f"workload ({text}x; faster on {wins} of {len(ups)} batches): on these lengths most of realloc's gain over the "
+            "fixed split is a better split, which a static design could have too."
+        )
+    return (
+        f"Per-batch re-allocation against a split tuned once on a sample: {text}x (faster on {wins} of {len(ups)} batches); the "
+        "rest of realloc's gain over the fixed split is a better split, which a static design could have too."
+    )
+
+
+HEADLINE = re.compile(r"(<!-- fpga_schedule:headline -->\n).*?(<!-- /fpga_schedule:headline -->)", re.S)
+PAGE = "docs/fpga.md"
+
+
+def splice(path: Path, block: str) -> None:
+    """Replace the marked headline block of ``path`` (left alone, with a note, when the markers are missing)."""
+    text = path.read_text()
+    if HEADLINE.search(text) is None:
+        print(f"{path}: no <!-- fpga_schedule:headline --> block, left alone", file=sys.stderr)
+        return
+    path.write_text(HEADLINE.sub(lambda m: m.group(1) + block + "\n" + m.group(2), text))
+
+
 def parser() -> argparse.ArgumentParser:
     """The figure's options (the accelerator, the models and the bucketing are the family's: ``FpgaConfig``)."""
     ap = figure_parser(NAME, __doc__)
@@ -368,5 +428,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         }  # fmt: skip
         meta_path.write_text(json.dumps(meta, indent=1) + "\n")
     meta = json.loads(meta_path.read_text())
-    md = render(read_csv(out / "schedule.csv"), read_csv(out / "schedule_cpsat.csv"), meta)
-    print(write_markdown(out / "schedule.md", md, meta["command"]))
+    rows, gaps = read_csv(out / "schedule.csv"), read_csv(out / "schedule_cpsat.csv")
+    print(write_markdown(out / "schedule.md", render(rows, gaps, meta), meta["command"]))
+    if out.resolve() == (CHECKOUT / out_dir(get(NAME).topic)).resolve():  # the checkout's own tables: its page quotes them
+        splice(CHECKOUT / PAGE, headline(rows, gaps, meta))

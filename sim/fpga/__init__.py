@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from coevo.sim.fpga.alloc import Allocation, reallocate, tune_static
+from coevo.sim.fpga.alloc import Allocation, candidates, reallocate, tune_static
 from coevo.sim.fpga.cpsat import Optimum, cpsat_schedule
 from coevo.sim.fpga.dag import Task, build_tasks, check_lengths, group_cycles, useful_ops_total
 from coevo.sim.fpga.lengths import CORPORA, corpus_lengths, draw_batches, pydoc_sentences, resolve_lengths
@@ -66,6 +66,7 @@ __all__ = [
     "Task",
     "TransformerShape",
     "build_tasks",
+    "candidates",
     "check_lengths",
     "check_schedule",
     "compare_methods",

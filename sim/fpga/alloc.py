@@ -17,8 +17,9 @@ fixed total, :func:`~coevo.sim.fpga.model.engine_core`), so each engine's work a
 chain are tabulated once per PE count, and every split ``(m, a, s)`` with ``m + a + s = pes`` is
 then scored from the tables: the minimiser is exact for the bound, not a heuristic search. Ties go
 to the smaller total engine work, then to the given split. A split whose GEMM tiles do not fit an
-engine's buffer share is never chosen. The list scheduler then runs on the chosen split
-(:func:`sim.fpga.sched.schedule_batch` with ``realloc``).
+engine's buffer share is never chosen. The bound is a proxy for the list schedule's makespan, so
+``realloc`` (:func:`sim.fpga.sched.schedule_batch`) list-schedules the :func:`candidates` (the few
+splits of least bound and the design's own) and keeps the shortest schedule.
 
 What the model does not charge: reconfiguring the PE array between batches (the paper switches
 its pipeline configuration per batch too; its cost is left out here, as a one-off per batch).
@@ -146,6 +147,32 @@ def _pick(grid: np.ndarray, bound: np.ndarray, work: np.ndarray, accel: Accelera
     return Allocation((m, a, accel.pes - m - a), int(best), int(given))
 
 
+def candidates(
+    groups: Sequence[Sequence[int]], accel: Accelerator, shape: TransformerShape, attn: AttentionConfig, count: int = 5
+) -> list[Allocation]:
+    """:func:`reallocate`'s split first, then the next ``count - 1`` splits by (bound, total work), then ``accel.split`` if not among them.
+
+    The bound is a proxy: the list schedule of the second-best split is sometimes the shorter one,
+    so ``realloc`` list-schedules these and keeps the shortest (:func:`sim.fpga.sched.schedule_batch`).
+    """
+    grid, bound, work, given = _scores(groups, accel, shape, attn)
+    first = _pick(grid, bound, work, accel, given, "this batch")
+    out = [first]
+    for idx in np.lexsort((work.ravel(), bound.ravel())):
+        if len(out) >= count:
+            break
+        i, j = divmod(int(idx), len(grid))
+        if not np.isfinite(bound[i, j]):
+            break
+        m, a = int(grid[i]), int(grid[j])
+        split = (m, a, accel.pes - m - a)
+        if split not in {c.split for c in out}:
+            out.append(Allocation(split, int(bound[i, j]), int(given)))
+    if accel.split not in {c.split for c in out}:
+        out.append(Allocation((accel.split[0], accel.split[1], accel.split[2]), int(given), int(given)))
+    return out
+
+
 def reallocate(groups: Sequence[Sequence[int]], accel: Accelerator, shape: TransformerShape, attn: AttentionConfig) -> Allocation:
     """The PE split of ``accel.pes`` that minimises the lower bound of ``groups`` (module doc).
 
@@ -182,4 +209,4 @@ def tune_static(
     return _pick(grid, bound, work, accel, float(sum(p[3] for p in parts)), f"{len(batches)} batches")
 
 
-__all__ = ["Allocation", "reallocate", "tune_static"]
+__all__ = ["Allocation", "candidates", "reallocate", "tune_static"]

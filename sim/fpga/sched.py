@@ -13,8 +13,9 @@ they differ only in what they give it:
 * ``fifo``: the length-aware groups without the rank (sequences in arrival order, then task
   order): the ablation of the rank.
 * ``realloc``: the length-aware groups and rank on a PE split re-allocated for this batch's
-  length mix (:func:`sim.fpga.alloc.reallocate`: the split of the same PE budget and cores that
-  minimises the batch's lower bound). ``length-aware`` is its fixed-split ablation.
+  length mix: the splits of the same PE budget and cores with the least lower bound for the batch
+  (:func:`sim.fpga.alloc.candidates`, :data:`REALLOC_CANDIDATES` of them, and the design's own) are
+  list-scheduled and the shortest kept. ``length-aware`` is its fixed-split ablation.
 
 :func:`list_schedule` is a non-delay list scheduler: whenever a core of an engine is idle and a
 task of that engine is ready, it starts the ready task of highest priority there.
@@ -32,12 +33,14 @@ from typing import Literal
 import numpy as np
 
 from coevo.sim.errors import CoevoError, UserInputError, unknown_name
-from coevo.sim.fpga.alloc import reallocate
+from coevo.sim.fpga.alloc import candidates
 from coevo.sim.fpga.dag import Task, build_tasks, check_lengths, useful_ops_total
 from coevo.sim.fpga.model import ENGINES, Accelerator, AttentionConfig, TransformerShape
 
 Method = Literal["padding", "bucketing", "length-aware", "fifo", "realloc"]
 METHODS: tuple[str, ...] = ("padding", "bucketing", "length-aware", "fifo", "realloc")
+REALLOC_CANDIDATES = 5
+"""Splits ``realloc`` list-schedules per batch: the least bound first, then the next by bound (and the design's own)."""
 
 
 class InvalidScheduleError(CoevoError):
@@ -165,23 +168,27 @@ def schedule_batch(
 ) -> Schedule:
     """Schedule one batch with ``method`` (:data:`METHODS`).
 
-    ``realloc`` re-allocates ``accel``'s PEs for this batch (same budget and cores); the schedule
-    records the split it ran on (:attr:`Schedule.split`), and :func:`check_schedule` checks it
-    against ``accel``'s budget.
+    ``realloc`` re-allocates ``accel``'s PEs for this batch (same budget and cores; module doc); the
+    schedule records the split it ran on (:attr:`Schedule.split`), and :func:`check_schedule` checks
+    it against ``accel``'s budget. It is never longer than ``length-aware``'s (the design's own split
+    is a candidate).
     """
     groups = groups_for(lengths, method, buckets)
-    split: tuple[int, ...] = ()
     if method == "realloc":
-        split = reallocate(groups, accel, shape, attn).split
-        tasks = build_tasks(groups, accel.with_split((split[0], split[1], split[2])), shape, attn)
-    else:
-        tasks = build_tasks(groups, accel, shape, attn)
+        best: Schedule | None = None
+        for option in candidates(groups, accel, shape, attn, REALLOC_CANDIDATES):
+            tasks = build_tasks(groups, accel.with_split(option.split), shape, attn)
+            s = dataclasses.replace(list_schedule(tasks, accel, upward_ranks(tasks), method), split=option.split)
+            if best is None or s.makespan < best.makespan:  # ties: the earlier candidate (the least bound)
+                best = s
+        assert best is not None  # candidates() returns at least the design's own split
+        return best
+    tasks = build_tasks(groups, accel, shape, attn)
     if method == "fifo":
         priority: Sequence[float] = [-float(t.id) for t in tasks]  # arrival order: earlier sequence, earlier task first
     else:
         priority = upward_ranks(tasks)
-    schedule = list_schedule(tasks, accel, priority, method)
-    return dataclasses.replace(schedule, split=split) if split else schedule
+    return list_schedule(tasks, accel, priority, method)
 
 
 def check_schedule(schedule: Schedule, accel: Accelerator) -> None:

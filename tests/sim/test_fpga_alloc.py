@@ -16,13 +16,16 @@ from coevo.sim.fpga import (
     InvalidScheduleError,
     TransformerShape,
     build_tasks,
+    candidates,
     check_schedule,
     device,
+    list_schedule,
     lower_bound,
     metrics,
     reallocate,
     schedule_batch,
     tune_static,
+    upward_ranks,
 )
 
 SHAPE = TransformerShape(d_model=64, n_layers=2, n_heads=2, d_ff=256)  # lm-pydoc-tiny's shape
@@ -84,13 +87,30 @@ def test_a_skewed_mix_moves_pes_to_attention_and_beats_the_fixed_split() -> None
 def test_a_uniform_mix_on_its_balanced_split_is_left_alone() -> None:
     base = Accelerator(device("zcu102"), (8, 3, 1))
     uniform = [24] * 8
-    _, balanced = brute_force(uniform, base, DENSE)
+    best, balanced = brute_force(uniform, base, DENSE)
     for split in balanced:
         fixed = base.with_split(split)
+        alloc = reallocate(singles(uniform), fixed, SHAPE, DENSE)
+        assert alloc.split == split and alloc.bound_cycles == alloc.given_bound_cycles == best  # nothing to move
         realloc = schedule_batch(uniform, fixed, SHAPE, DENSE, "realloc")
         check_schedule(realloc, fixed)
-        assert realloc.split == split
-        assert realloc.makespan == schedule_batch(uniform, fixed, SHAPE, DENSE, "length-aware").makespan
+        assert realloc.makespan <= schedule_batch(uniform, fixed, SHAPE, DENSE, "length-aware").makespan
+
+
+def test_realloc_list_schedules_its_candidates_and_keeps_the_shortest() -> None:
+    base = Accelerator(device("zcu102"), (8, 3, 1), cores=(1, 2, 1))
+    for lengths in ([24] * 7 + [400], [20, 50, 90], [16] * 6):
+        options = candidates(singles(lengths), base, SHAPE, TOPK)
+        assert options[0] == reallocate(singles(lengths), base, SHAPE, TOPK) and base.split in {o.split for o in options}
+        assert [o.bound_cycles for o in options[:-1]] == sorted(o.bound_cycles for o in options[:-1])
+        spans = []
+        for option in options:
+            acc = base.with_split(option.split)
+            tasks = build_tasks(singles(lengths), acc, SHAPE, TOPK)
+            assert lower_bound(tasks, acc) == option.bound_cycles
+            spans.append(list_schedule(tasks, acc, upward_ranks(tasks)).makespan)
+        chosen = schedule_batch(lengths, base, SHAPE, TOPK, "realloc")
+        assert chosen.makespan == min(spans) and chosen.split == options[spans.index(min(spans))].split
 
 
 def test_the_checker_refuses_a_split_outside_the_budget() -> None:

@@ -47,6 +47,7 @@ def test_cpsat_gap_on_a_small_batch() -> None:
     gap = call_tool(TOOL, args).value["cpsat"]
     assert gap["simple_lower_bound_cycles"] <= gap["bound_cycles"] <= gap["makespan_cycles"] <= gap["length_aware_cycles"]
     assert gap["length_aware_gap_to_bound"] >= 0 and gap["status"] in ("optimal", "feasible") and gap["tasks"] == 3 * 2 * (4 + 3 * 2)
+    assert gap["realloc_over_fixed_split_bound"] == round(gap["realloc_cycles"] / gap["bound_cycles"], 4)
 
 
 @pytest.mark.parametrize(
