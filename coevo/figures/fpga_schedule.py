@@ -135,8 +135,9 @@ def run_cpsat(seeds: int, time_limit: float, batch: int) -> list[dict[str, objec
             tasks = build_tasks(groups_for(lens, "length-aware"), accel, shape, attn)
             best = cpsat_schedule(tasks, accel, time_limit_s=time_limit, workers=1, seed=0)
             check_schedule(best.schedule, accel)
-            alloc = reallocate(_singles(lens), accel, shape, attn)
-            moved = accel.with_split(alloc.split)
+            alloc = reallocate(_singles(lens), accel, shape, attn)  # its bound: no split's schedule is shorter
+            chosen = schedule_batch(lens, accel, shape, attn, "realloc")
+            moved = accel.with_split((chosen.split[0], chosen.split[1], chosen.split[2]))  # the split realloc ran on
             tasks_r = build_tasks(_singles(lens), moved, shape, attn)
             best_r = cpsat_schedule(tasks_r, moved, time_limit_s=time_limit, workers=1, seed=0)
             check_schedule(best_r.schedule, moved)
@@ -144,7 +145,7 @@ def run_cpsat(seeds: int, time_limit: float, batch: int) -> list[dict[str, objec
                 "cores": ":".join(map(str, cores)), "draw": seed, "lengths": " ".join(map(str, lens)), "tasks": len(tasks),
                 "cpsat_status": best.status, "cpsat_cycles": best.schedule.makespan, "cpsat_bound_cycles": best.bound_cycles,
                 "simple_bound_cycles": lower_bound(tasks, accel), "solve_s": round(best.solve_s, 2),
-                "realloc_split": ":".join(map(str, alloc.split)), "realloc_cpsat_status": best_r.status,
+                "realloc_split": ":".join(map(str, chosen.split)), "realloc_cpsat_status": best_r.status,
                 "realloc_cpsat_cycles": best_r.schedule.makespan, "realloc_cpsat_bound_cycles": best_r.bound_cycles,
                 "realloc_min_bound_cycles": alloc.bound_cycles, "realloc_solve_s": round(best_r.solve_s, 2),
             }  # fmt: skip
@@ -296,6 +297,7 @@ def _cpsat_table(gaps: list[dict[str, str]], time_limit: str) -> list[str]:
             f"{re_ / float(g['cpsat_cycles']):.3f} |"
         )
     re_gap = [(float(g["realloc_cycles"]) - float(g["realloc_cpsat_bound_cycles"])) / float(g["realloc_cycles"]) for g in gaps]
+    floor = [float(g["realloc_cycles"]) / float(g["realloc_min_bound_cycles"]) for g in gaps]
     la_gap = [(float(g["length-aware_cycles"]) - float(g["cpsat_bound_cycles"])) / float(g["length-aware_cycles"]) for g in gaps]
     vs = [float(g["realloc_cycles"]) / float(g["cpsat_cycles"]) for g in gaps]
     proved = sum(g["cpsat_status"] == "optimal" for g in gaps) + sum(g["realloc_cpsat_status"] == "optimal" for g in gaps)
@@ -303,7 +305,9 @@ def _cpsat_table(gaps: list[dict[str, str]], time_limit: str) -> list[str]:
         "",
         f"Over {len(gaps)} instances: realloc's gap to CP-SAT's bound on its split median {np.median(re_gap):.1%}, max "
         f"{max(re_gap):.1%}; length-aware's on the fixed split median {np.median(la_gap):.1%}, max {max(la_gap):.1%}; realloc / "
-        f"CP-SAT's best fixed-split schedule median {np.median(vs):.3f} (range {min(vs):.3f}-{max(vs):.3f}). CP-SAT proved "
+        f"CP-SAT's best fixed-split schedule median {np.median(vs):.3f} (range {min(vs):.3f}-{max(vs):.3f}); realloc / the least "
+        f"simple bound over every split (no schedule on any split is shorter) median {np.median(floor):.3f}, max "
+        f"{max(floor):.3f}. CP-SAT proved "
         f"{proved} of {2 * len(gaps)} solves optimal; where it stops at `feasible` the gap mixes the list scheduler's loss with "
         "the unproved bound.",
     ]
@@ -316,6 +320,14 @@ def _reading(rows: list[dict[str, str]]) -> list[str]:
     head, _ = paired(pooled["realloc", "bucketing"])
     step3, verdict3 = paired(pooled["realloc", "tuned-static"])
     step2, _ = paired(pooled["tuned-static", "length-aware"])
+    by_split = "; ".join(
+        f"{split} {paired([x for c, v in ups['tuned-static', 'length-aware'].items() if c[0] == split for x in v])[0]}x"
+        for split in sorted({c[0] for c in ups["tuned-static", "length-aware"]})
+    )
+    by_batch = "; ".join(
+        f"{b}: {paired([x for c, v in ups['realloc', 'tuned-static'].items() if c[2] == b for x in v])[0]}x"
+        for b in sorted({c[2] for c in ups["realloc", "tuned-static"]})
+    )
     return [
         "",
         "## What this shows and what it does not",
@@ -324,8 +336,11 @@ def _reading(rows: list[dict[str, str]]) -> list[str]:
         f"(step 1), a better split than the fixed one (step 2: {step2}x) and per-batch adaptivity (step 3: {step3}x"
         + (f"; {verdict3}" if verdict3 else "")
         + "). Only step 3 is the paper's mechanism proper: re-allocating by each batch's length mix rather than once.",
-        "- Step 2 is large at 4:3:1 because that split starves the matmul engine on sentences of pydoc's length (the linear "
-        "layers dominate below a few hundred tokens); any split tuned on the workload recovers it, per batch or not.",
+        f"- Step 2 by fixed split: {by_split}. A split that starves the matmul engine on sentences of pydoc's length (the "
+        "linear layers dominate below a few hundred tokens) is what a tuned split recovers, per batch or not.",
+        f"- Step 3 by batch size (pooled over splits and attention): {by_batch}. A per-batch split pays where a batch's "
+        "mix moves the bottleneck between the engines (a long sentence's attention work grows with its square); the "
+        "per-case table shows where that happened.",
         "- Not checked here: the published 80.2x over CPU, 2.6x over GPU and 4x energy efficiency. This is one modelled "
         "accelerator compared with itself under other schedules, with no CPU/GPU baseline, no synthesis and no power model; "
         "no energy figure is reported, and the cost of reconfiguring the PE array between batches is not charged.",
