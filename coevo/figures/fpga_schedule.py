@@ -256,7 +256,7 @@ def _methods_table(rows: list[dict[str, str]]) -> list[str]:
         groups.setdefault((r["split"], r["attention"], int(r["batch"]), r["method"]), []).append(r)
     for (split, attn, batch, method), rs in sorted(groups.items(), key=lambda kv: (*kv[0][:3], METHODS.index(kv[0][3]))):
         used = [r["pe_split"] for r in rs]
-        common = max(set(used), key=used.count)
+        common = max(sorted(set(used)), key=used.count)  # ties: the first in sorted order, the same in every process
         lines.append(
             f"| {split} | {attn} | {batch} | {method} | {q([float(r['makespan_ms']) for r in rs])} | "
             f"{q([float(r['pe_utilization']) for r in rs], '{:.2f}')} | {q([float(r['padding_waste']) for r in rs], '{:.2f}')} | "
