@@ -399,8 +399,9 @@ FIGURES: tuple[Figure, ...] = (
     Figure(
         "fpga-schedule",
         "fpga",
-        "length-aware scheduling: makespan, PE utilisation, padding waste vs padding and bucketing; CP-SAT gaps",
-        "python -m coevo.figures fpga-schedule --draws 10 --batches 8 16 32 64 --cpsat-seeds 6 --cpsat-batch 4 --time-limit 20.0",
+        "length-aware scheduling with per-batch PE re-allocation vs bucketing and padding: paired speed-ups; CP-SAT gaps",
+        "nice -n 10 python -m coevo.figures fpga-schedule --draws 10 --calibration 10 --batches 8 16 32 64 --cpsat-seeds 6 "
+        "--cpsat-batch 4 --time-limit 10",
         ("schedule.md", "schedule.csv", "schedule_cpsat.csv", "schedule_run.json"),
         ("schedule.csv", "schedule_cpsat.csv", "schedule_run.json"),
         module="fpga_schedule",

@@ -3,7 +3,8 @@
 A point is an accelerator design on the cycle-level model of :mod:`sim.fpga` plus its
 attention setting: the PE split between the matmul, attention and softmax engines, the GEMM
 tile sizes, top-k sparse attention's ``top_k`` and ``key_bits`` (low-bit pre-score), and the
-scheduler (pad-to-batch-max, bucketing, length-aware upward-rank list scheduling). The workload
+scheduler (pad-to-batch-max, bucketing, length-aware upward-rank list scheduling on the design's split,
+or the same with the PEs re-allocated per batch by its length mix: ``realloc``). The workload
 is fixed by the options: ``draws`` random batches of ``batch`` sentences of Python's pydoc
 topics (byte lengths), the same for every design.
 
@@ -17,8 +18,8 @@ Objectives:
 * ``perplexity`` (minimised, expensive, reported), ``pe_utilization`` (maximised, cheap, reported),
   ``padding_waste`` (minimised, cheap, reported).
 
-Niches: one per scheduler. The space has 6 x 4 x 3 x 3 x 4 x 3 x 3 = 7,776 designs; the exact
-front is not computed.
+Niches: one per scheduler. The space has 6 x 4 x 3 x 3 x 4 x 3 x 4 = 10,368 designs (under
+``realloc`` the split matters only where it ties the re-allocated one); the exact front is not computed.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ TILE_N = (32, 64, 128)
 TILE_K = (32, 64, 128)
 TOP_K = (8, 16, 32, 64)
 KEY_BITS = (2, 4, 8)
-SCHEDULERS = ("padding", "bucketing", "length-aware")
+SCHEDULERS = ("padding", "bucketing", "length-aware", "realloc")
+"""``realloc``: length-aware with the PEs re-allocated per batch (:mod:`sim.fpga.alloc`); ``split`` is then its fallback on ties."""
 
 
 class FpgaDesign(NamedTuple):
@@ -156,8 +158,13 @@ class FpgaTransformerProblem(LevelProblem):
             Niche("bucketing", "sorted into buckets, each padded to its own maximum", lambda p: scheduler(p) == "bucketing"),
             Niche(
                 "length-aware",
-                "no padding: upward-rank list scheduling fills engine slots across sequences",
+                "no padding: upward-rank list scheduling fills engine slots across sequences, on the design's fixed PE split",
                 lambda p: scheduler(p) == "length-aware",
+            ),
+            Niche(
+                "realloc",
+                "length-aware, with the PEs re-allocated between the engines for each batch's length mix (the split only breaks ties)",
+                lambda p: scheduler(p) == "realloc",
             ),
         )
 
@@ -172,7 +179,8 @@ class FpgaTransformerProblem(LevelProblem):
             "attention: split gives the PE shares of the matmul:attention:softmax engines; tile_m x tile_n x tile_k the GEMM "
             "tiles (bigger tiles reuse more operands per DDR byte but need more buffer); top_k the keys kept per query and "
             "key_bits the bits of the quantized Q/K pre-score (fewer: cheaper pre-score, worse selection); scheduler how a batch "
-            f"of real sentences runs (padding, bucketing, length-aware). Makespan is the median over {o.draws} batch(es) of "
+            f"of real sentences runs (padding, bucketing, length-aware on the fixed split, realloc: length-aware with the PEs "
+            "re-allocated between the engines for each batch's length mix). Makespan is the median over {o.draws} batch(es) of "
             f"{o.batch} pydoc sentences. It is written as {self.design_format}."
         )
 

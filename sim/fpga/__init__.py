@@ -2,16 +2,18 @@
 
 * :mod:`sim.fpga.model`: devices, engines (PE split, cores), tiles, DDR; the cost formulas.
 * :mod:`sim.fpga.dag`: the per-layer task DAG of a batch, grouped as a scheduler processes it.
-* :mod:`sim.fpga.sched`: pad-to-batch-max, bucketing, length-aware (upward rank) and FIFO list
-  scheduling; the schedule checker; makespan, PE utilisation, padding waste.
+* :mod:`sim.fpga.alloc`: length-aware PE re-allocation (the split that balances a batch's length mix).
+* :mod:`sim.fpga.sched`: pad-to-batch-max, bucketing, length-aware (upward rank), FIFO and re-allocated
+  (``realloc``) list scheduling; the schedule checker; makespan, PE utilisation, padding waste.
 * :mod:`sim.fpga.cpsat`: the CP-SAT optimum on small instances (the bound).
 * :mod:`sim.fpga.lengths`: sentence lengths of Python's pydoc topics, random batches.
 """
 
 from __future__ import annotations
 
+from coevo.sim.fpga.alloc import Allocation, candidates, reallocate, tune_static
 from coevo.sim.fpga.cpsat import Optimum, cpsat_schedule
-from coevo.sim.fpga.dag import Task, build_tasks, check_lengths, useful_ops_total
+from coevo.sim.fpga.dag import Task, build_tasks, check_lengths, group_cycles, useful_ops_total
 from coevo.sim.fpga.lengths import CORPORA, corpus_lengths, draw_batches, pydoc_sentences, resolve_lengths
 from coevo.sim.fpga.model import (
     DEVICES,
@@ -23,6 +25,7 @@ from coevo.sim.fpga.model import (
     Device,
     TransformerShape,
     device,
+    engine_core,
     gemm_cycles,
     gemm_rows_cycles,
     model_shape,
@@ -52,6 +55,7 @@ __all__ = [
     "METHODS",
     "MODELS",
     "Accelerator",
+    "Allocation",
     "AttentionConfig",
     "Core",
     "Device",
@@ -62,6 +66,7 @@ __all__ = [
     "Task",
     "TransformerShape",
     "build_tasks",
+    "candidates",
     "check_lengths",
     "check_schedule",
     "compare_methods",
@@ -69,18 +74,22 @@ __all__ = [
     "cpsat_schedule",
     "device",
     "draw_batches",
+    "engine_core",
     "gemm_cycles",
     "gemm_rows_cycles",
+    "group_cycles",
     "groups_for",
     "list_schedule",
     "lower_bound",
     "metrics",
     "model_shape",
     "pydoc_sentences",
+    "reallocate",
     "resolve_lengths",
     "schedule_batch",
     "split_pes",
     "tile_bytes",
+    "tune_static",
     "upward_ranks",
     "useful_ops_total",
     "vector_cycles",

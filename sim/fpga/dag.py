@@ -27,6 +27,7 @@ from coevo.sim.fpga.model import (
     SOFTMAX_OPS,
     Accelerator,
     AttentionConfig,
+    Core,
     Rows,
     TransformerShape,
     gemm_cycles,
@@ -67,7 +68,10 @@ class Task:
 def check_lengths(lengths: Sequence[int]) -> list[int]:
     """``lengths`` as ints, or UserInputError when empty or not all positive integers."""
     if len(lengths) == 0:
-        raise UserInputError("no sequence lengths given: pass at least one positive length, or lengths='pydoc-sentences'")
+        raise UserInputError(
+            "no sequence lengths given: lengths=[] holds 0 sequences and at least 1 is needed; pass positive lengths, or "
+            "lengths='pydoc-sentences'"
+        )
     bad = [x for x in lengths if isinstance(x, bool) or int(x) != x or int(x) < 1]
     if bad:
         raise UserInputError(f"sequence lengths must be positive integers (tokens); got {bad[:5]}: drop or fix them")
@@ -113,9 +117,6 @@ def build_tasks(groups: Sequence[Sequence[int]], accel: Accelerator, shape: Tran
     """
     tasks: list[Task] = []
     mm, at, sm = accel.core("matmul"), accel.core("attention"), accel.core("softmax")
-    tiles = (accel.tile_m, accel.tile_n, accel.tile_k, accel.overhead_cycles)
-    tm, tn, tk, ov = tiles
-    d, dh, f = shape.d_model, shape.d_head, shape.d_ff
     for g, group in enumerate(groups):
         lengths = check_lengths(group)
         n, lp = len(lengths), max(lengths)
@@ -124,26 +125,7 @@ def build_tasks(groups: Sequence[Sequence[int]], accel: Accelerator, shape: Tran
         for length in lengths:
             for kind, value in _op_counts(length, shape, attn).items():
                 useful[kind] = useful.get(kind, 0.0) + value
-        rows = n * lp
-        linear = {
-            "qkv": gemm_cycles(rows, d, 3 * d, mm, tm, tn, tk, ov),
-            "out": gemm_cycles(rows, d, d, mm, tm, tn, tk, ov),
-            "ffn1": gemm_cycles(rows, d, f, mm, tm, tn, tk, ov),
-            "ffn2": gemm_cycles(rows, f, d, mm, tm, tn, tk, ov),
-        }
-        tiles_q = attn.row_tiles(lp, tm)
-        pairs, visible = attn.pairs(lp), attn.visible_pairs(lp)
-        attention: dict[str, tuple[str, int]] = {}
-        if attn.prescores(lp):
-            kb = attn.key_bits
-            pre = gemm_rows_cycles(_rows((r, dh, v) for r, _, v in tiles_q), at, tn, tk, 0, a_bits=kb, b_bits=kb, pack=8 // kb)
-            attention["prescore"] = ("attention", n * pre + ov)
-            attention["select"] = ("softmax", n * vector_cycles(visible, pairs, SELECT_OPS, sm, 0) + ov)
-        scores = gemm_rows_cycles(_rows((r, dh, keys) for r, keys, _ in tiles_q), at, tn, tk, 0)
-        attention["scores"] = ("attention", n * scores + ov)
-        attention["softmax"] = ("softmax", n * vector_cycles(pairs, pairs, SOFTMAX_OPS, sm, 0) + ov)
-        attention["av"] = ("attention", n * gemm_rows_cycles(_rows((r, keys, dh) for r, keys, _ in tiles_q), at, tn, tk, 0) + ov)
-
+        linear, attention = group_cycles(n, lp, (mm, at, sm), accel, shape, attn)
         ops = {kind: (executed[kind] * n, useful.get(kind, 0.0)) for kind in executed}
         last: tuple[int, ...] = ()
         for layer in range(shape.n_layers):
@@ -158,6 +140,40 @@ def build_tasks(groups: Sequence[Sequence[int]], accel: Accelerator, shape: Tran
             ffn1 = _add(tasks, ops, g, layer, "ffn1", -1, "matmul", linear["ffn1"], (out,))
             last = (_add(tasks, ops, g, layer, "ffn2", -1, "matmul", linear["ffn2"], (ffn1,)),)
     return tasks
+
+
+def group_cycles(
+    n: int, padded: int, cores: tuple[Core, Core, Core], accel: Accelerator, shape: TransformerShape, attn: AttentionConfig
+) -> tuple[dict[str, int], dict[str, tuple[str, int]]]:
+    """Cycles of one layer of a group of ``n`` sequences padded to ``padded`` tokens on ``cores`` (matmul, attention, softmax).
+
+    Returns the linear tasks (``kind -> cycles`` on the matmul engine) and the per-head attention
+    chain in order (``kind -> (engine, cycles)``). Only ``accel``'s tiles and launch overhead are
+    read: the cores may be those of another PE split (:mod:`sim.fpga.alloc` tabulates them).
+    """
+    mm, at, sm = cores
+    tm, tn, tk, ov = accel.tile_m, accel.tile_n, accel.tile_k, accel.overhead_cycles
+    d, dh, f = shape.d_model, shape.d_head, shape.d_ff
+    rows = n * padded
+    linear = {
+        "qkv": gemm_cycles(rows, d, 3 * d, mm, tm, tn, tk, ov),
+        "out": gemm_cycles(rows, d, d, mm, tm, tn, tk, ov),
+        "ffn1": gemm_cycles(rows, d, f, mm, tm, tn, tk, ov),
+        "ffn2": gemm_cycles(rows, f, d, mm, tm, tn, tk, ov),
+    }
+    tiles_q = attn.row_tiles(padded, tm)
+    pairs, visible = attn.pairs(padded), attn.visible_pairs(padded)
+    attention: dict[str, tuple[str, int]] = {}
+    if attn.prescores(padded):
+        kb = attn.key_bits
+        pre = gemm_rows_cycles(_rows((r, dh, v) for r, _, v in tiles_q), at, tn, tk, 0, a_bits=kb, b_bits=kb, pack=8 // kb)
+        attention["prescore"] = ("attention", n * pre + ov)
+        attention["select"] = ("softmax", n * vector_cycles(visible, pairs, SELECT_OPS, sm, 0) + ov)
+    scores = gemm_rows_cycles(_rows((r, dh, keys) for r, keys, _ in tiles_q), at, tn, tk, 0)
+    attention["scores"] = ("attention", n * scores + ov)
+    attention["softmax"] = ("softmax", n * vector_cycles(pairs, pairs, SOFTMAX_OPS, sm, 0) + ov)
+    attention["av"] = ("attention", n * gemm_rows_cycles(_rows((r, keys, dh) for r, keys, _ in tiles_q), at, tn, tk, 0) + ov)
+    return linear, attention
 
 
 def _add(

@@ -51,6 +51,7 @@ frequency differences between designs, power.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
@@ -255,12 +256,9 @@ class Accelerator:
         if min(self.tile_m, self.tile_n, self.tile_k) < 1 or self.overhead_cycles < 0:
             raise UserInputError("tile sizes must be >= 1 and overhead_cycles >= 0")
         cores_out = []
-        buffer, ddr = self.device.onchip_kb * 1024, self.device.ddr_bytes_per_cycle()
         for name, pes, n in zip(ENGINES, self.split, self.cores, strict=True):
-            per = pes // n
-            for i in range(n):
-                share = per / total
-                cores_out.append(Core(name, i, per, self.lanes, int(buffer * share), ddr * share))
+            one = engine_core(self.device, name, pes, n, total, self.lanes)
+            cores_out += [Core(name, i, one.pes, one.lanes, one.buffer_bytes, one.ddr_bytes_per_cycle) for i in range(n)]
         object.__setattr__(self, "core_list", tuple(cores_out))
         for core in cores_out:
             if core.engine == "softmax":
@@ -278,6 +276,10 @@ class Accelerator:
         """All PEs."""
         return sum(self.split)
 
+    def with_split(self, split: tuple[int, int, int]) -> Accelerator:
+        """The same design with its PEs re-allocated to ``split`` (same cores, tiles, device; checked as a new design)."""
+        return dataclasses.replace(self, split=split)
+
     def engine_cores(self, engine: str) -> tuple[Core, ...]:
         """The cores of ``engine``."""
         return tuple(c for c in self.core_list if c.engine == engine)
@@ -293,6 +295,17 @@ class Accelerator:
     def cycles_to_ms(self, cycles: float) -> float:
         """Milliseconds at the device clock."""
         return cycles / (self.device.clock_mhz * 1e3)
+
+
+def engine_core(device: Device, engine: str, engine_pes: int, cores: int, total_pes: int, lanes: int = 16) -> Core:
+    """Core 0 of ``engine`` when it has ``engine_pes`` of ``total_pes`` PEs in ``cores`` cores (module doc: buffer and DDR by PE share).
+
+    A core's costs depend on its own engine's PEs only (the total fixes the shares), which lets a
+    re-allocation tabulate each engine's costs separately (:mod:`sim.fpga.alloc`).
+    """
+    per = engine_pes // cores
+    share = per / total_pes
+    return Core(engine, 0, per, lanes, int(device.onchip_kb * 1024 * share), device.ddr_bytes_per_cycle() * share)
 
 
 def split_pes(pes: int, shares: tuple[float, float, float]) -> tuple[int, int, int]:

@@ -12,6 +12,10 @@ they differ only in what they give it:
   and slots left by one sequence's dependencies are filled by another's tasks.
 * ``fifo``: the length-aware groups without the rank (sequences in arrival order, then task
   order): the ablation of the rank.
+* ``realloc``: the length-aware groups and rank on a PE split re-allocated for this batch's
+  length mix: the splits of the same PE budget and cores with the least lower bound for the batch
+  (:func:`sim.fpga.alloc.candidates`, :data:`REALLOC_CANDIDATES` of them, and the design's own) are
+  list-scheduled and the shortest kept. ``length-aware`` is its fixed-split ablation.
 
 :func:`list_schedule` is a non-delay list scheduler: whenever a core of an engine is idle and a
 task of that engine is ready, it starts the ready task of highest priority there.
@@ -19,6 +23,7 @@ task of that engine is ready, it starts the ready task of highest priority there
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 from collections.abc import Sequence
@@ -28,11 +33,14 @@ from typing import Literal
 import numpy as np
 
 from coevo.sim.errors import CoevoError, UserInputError, unknown_name
+from coevo.sim.fpga.alloc import candidates
 from coevo.sim.fpga.dag import Task, build_tasks, check_lengths, useful_ops_total
 from coevo.sim.fpga.model import ENGINES, Accelerator, AttentionConfig, TransformerShape
 
-Method = Literal["padding", "bucketing", "length-aware", "fifo"]
-METHODS: tuple[str, ...] = ("padding", "bucketing", "length-aware", "fifo")
+Method = Literal["padding", "bucketing", "length-aware", "fifo", "realloc"]
+METHODS: tuple[str, ...] = ("padding", "bucketing", "length-aware", "fifo", "realloc")
+REALLOC_CANDIDATES = 5
+"""Splits ``realloc`` list-schedules per batch: the least bound first, then the next by bound (and the design's own)."""
 
 
 class InvalidScheduleError(CoevoError):
@@ -48,12 +56,15 @@ class Schedule:
         start: start cycle per task id.
         core: core index (within the task's engine) per task id.
         method: how it was made.
+        split: the PE split (matmul, attention, softmax) the task cycles were computed on, when the
+            scheduler chose it (``realloc``); empty when it is the accelerator's own.
     """
 
     tasks: tuple[Task, ...]
     start: tuple[int, ...]
     core: tuple[int, ...]
     method: str
+    split: tuple[int, ...] = ()
 
     @property
     def makespan(self) -> int:
@@ -72,6 +83,7 @@ class Metrics:
         padding_waste: share of the executed lane operations spent on padding tokens.
         engine_busy: per engine, share of its core-cycles busy.
         tasks: number of tasks.
+        split: the PE split (matmul, attention, softmax) the schedule ran on.
     """
 
     makespan_cycles: int
@@ -80,6 +92,7 @@ class Metrics:
     padding_waste: float
     engine_busy: dict[str, float]
     tasks: int
+    split: tuple[int, ...] = ()
 
 
 def upward_ranks(tasks: Sequence[Task]) -> list[int]:
@@ -145,7 +158,7 @@ def groups_for(lengths: Sequence[int], method: str, buckets: int = 4) -> list[li
             raise UserInputError(f"buckets must be >= 1; got {buckets}")
         order = sorted(lengths)
         return [list(map(int, part)) for part in np.array_split(np.array(order), min(buckets, len(order)))]
-    if method in ("length-aware", "fifo"):
+    if method in ("length-aware", "fifo", "realloc"):
         return [[x] for x in lengths]
     raise unknown_name("scheduler", method, METHODS)
 
@@ -153,8 +166,24 @@ def groups_for(lengths: Sequence[int], method: str, buckets: int = 4) -> list[li
 def schedule_batch(
     lengths: Sequence[int], accel: Accelerator, shape: TransformerShape, attn: AttentionConfig, method: str, buckets: int = 4
 ) -> Schedule:
-    """Schedule one batch with ``method`` (:data:`METHODS`)."""
-    tasks = build_tasks(groups_for(lengths, method, buckets), accel, shape, attn)
+    """Schedule one batch with ``method`` (:data:`METHODS`).
+
+    ``realloc`` re-allocates ``accel``'s PEs for this batch (same budget and cores; module doc); the
+    schedule records the split it ran on (:attr:`Schedule.split`), and :func:`check_schedule` checks
+    it against ``accel``'s budget. It is never longer than ``length-aware``'s (the design's own split
+    is a candidate).
+    """
+    groups = groups_for(lengths, method, buckets)
+    if method == "realloc":
+        best: Schedule | None = None
+        for option in candidates(groups, accel, shape, attn, REALLOC_CANDIDATES):
+            tasks = build_tasks(groups, accel.with_split(option.split), shape, attn)
+            s = dataclasses.replace(list_schedule(tasks, accel, upward_ranks(tasks), method), split=option.split)
+            if best is None or s.makespan < best.makespan:  # ties: the earlier candidate (the least bound)
+                best = s
+        assert best is not None  # candidates() returns at least the design's own split
+        return best
+    tasks = build_tasks(groups, accel, shape, attn)
     if method == "fifo":
         priority: Sequence[float] = [-float(t.id) for t in tasks]  # arrival order: earlier sequence, earlier task first
     else:
@@ -165,11 +194,20 @@ def schedule_batch(
 def check_schedule(schedule: Schedule, accel: Accelerator) -> None:
     """Raise :class:`InvalidScheduleError` unless every dependency and every core's exclusivity holds.
 
-    Checks: one start per task, starts >= 0; each task starts after all its predecessors end;
-    each core index exists on its engine; no two tasks overlap on one core; at no time does an
-    engine run more tasks than its cores (a sweep over start/end events).
+    Checks: a re-allocated split (:attr:`Schedule.split`) spends exactly ``accel``'s PE budget and
+    gives every core of every engine at least one PE; one start per task, starts >= 0; each task
+    starts after all its predecessors end; each core index exists on its engine; no two tasks
+    overlap on one core; at no time does an engine run more tasks than its cores (a sweep over
+    start/end events).
     """
     tasks, start, core = schedule.tasks, schedule.start, schedule.core
+    if schedule.split:
+        split = schedule.split
+        if len(split) != 3 or sum(split) != accel.pes or any(p < accel.capacity(e) for p, e in zip(split, ENGINES, strict=True)):
+            raise InvalidScheduleError(
+                f"the re-allocated split {split} must give the {len(ENGINES)} engines {accel.pes} PEs in all and each core at least "
+                f"one (cores {accel.cores})"
+            )
     if not (len(tasks) == len(start) == len(core)):
         raise InvalidScheduleError(f"{len(tasks)} tasks but {len(start)} starts and {len(core)} core assignments")
     for t in tasks:
@@ -222,6 +260,7 @@ def metrics(schedule: Schedule, accel: Accelerator, lengths: Sequence[int], shap
         padding_waste=max(0.0, 1.0 - useful / executed) if executed else 0.0,
         engine_busy=busy,
         tasks=len(schedule.tasks),
+        split=schedule.split or accel.split,
     )
 
 

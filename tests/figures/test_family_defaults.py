@@ -145,13 +145,16 @@ def test_fpga_figure_uses_the_family_split_and_the_tool_the_same() -> None:
 
 def test_fpga_figure_reproduces_its_committed_rows_with_the_family_accelerator() -> None:
     # the model, board, PEs, buckets and draw seed of the family give the committed cycle counts (first draw, batch 8)
-    fields = ("split", "batch", "draw", "attention", "method", "makespan_cycles", "lower_bound_cycles")
+    fields = ("split", "batch", "draw", "attention", "method", "pe_split", "makespan_cycles", "lower_bound_cycles")
     committed = [r for r in read_csv(BENCH / "fpga" / "schedule.csv") if r["batch"] == "8" and r["draw"] == "0"]
     assert committed
     measured = fpga_schedule.run_batches([8], 1)
     assert [tuple(str(r[k]) for k in fields) for r in measured] == [tuple(r[k] for k in fields) for r in committed]
     # part 2 (the family's search model on the same board): everything but CP-SAT's own answer, which its time limit sets
-    fields = ("cores", "draw", "lengths", "tasks", "simple_bound_cycles", *(f"{m}_cycles" for m in fpga_schedule.METHODS))
+    fields = (
+        "cores", "draw", "lengths", "tasks", "simple_bound_cycles", "realloc_split", "realloc_min_bound_cycles",
+        *(f"{m}_cycles" for m in fpga_schedule.CPSAT_METHODS),
+    )  # fmt: skip
     committed = [r for r in read_csv(BENCH / "fpga" / "schedule_cpsat.csv") if r["draw"] == "0"]
     assert committed
     measured = fpga_schedule.run_cpsat(1, 1.0, 4)  # CP-SAT needs time to find any schedule on a loaded machine (0.2 s failed at load 5)

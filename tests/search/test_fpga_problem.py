@@ -26,8 +26,8 @@ def test_designs_round_trip_and_niches_follow_the_scheduler() -> None:
     near = p.neighbours(d)
     assert d not in near and len(near) == len(set(near))
     assert FpgaDesign("12:3:1", 64, 128, 32, 16, 4, "padding") in near and FpgaDesign("8:3:1", 64, 128, 32, 16, 4, "length-aware") in near
-    assert {niche_of(p.niches(), d._replace(scheduler=s)) for s in ("padding", "bucketing", "length-aware")} == {
-        "padding", "bucketing", "length-aware"
+    assert {niche_of(p.niches(), d._replace(scheduler=s)) for s in ("padding", "bucketing", "length-aware", "realloc")} == {
+        "padding", "bucketing", "length-aware", "realloc"
     }  # fmt: skip
     with pytest.raises(UserInputError, match="top_k=7 is outside the space"):
         p.parse_design("split=4:3:1 tile_m=32 tile_n=64 tile_k=64 top_k=7 key_bits=4 scheduler=padding")
@@ -44,6 +44,15 @@ def test_simulated_objectives_are_free_and_favour_no_padding() -> None:
     assert aware < bucket < pad  # the same work without (or with less) padding, on the same batch
     assert cheap["padding_waste"][2] == 0 < cheap["padding_waste"][1] < cheap["padding_waste"][0]
     assert all(0 < u <= 1 for u in cheap["pe_utilization"])
+
+
+def test_realloc_designs_reallocate_the_same_pes_per_batch() -> None:
+    p = make_problem("fpga-transformer", OPTIONS)
+    # 2:1:1 starves the matmul engine on short sentences: re-allocating the same 64 PEs per batch must pay
+    fixed, moved = (FpgaDesign("2:1:1", 32, 64, 64, 32, 4, s) for s in ("length-aware", "realloc"))
+    spans = p.cheap_values([fixed, moved])["makespan_ms"]
+    assert spans[1] < spans[0]
+    assert p.point_id(moved).endswith("-realloc")
 
 
 def test_bad_options_say_what_to_change() -> None:

@@ -213,7 +213,7 @@ def test_every_method_gives_a_valid_schedule_on_real_lengths(cores: tuple[int, i
     shape = MODELS["lm-pydoc-tiny"]
     batch = draw_batches(corpus_lengths(), 16, 1, seed=3)[0]
     spans = {}
-    for method in ("padding", "bucketing", "length-aware", "fifo"):
+    for method in ("padding", "bucketing", "length-aware", "fifo", "realloc"):
         for attn in (DENSE, AttentionConfig("topk", top_k=16, key_bits=2)):
             s = schedule_batch(batch, a, shape, attn, method)
             check_schedule(s, a)

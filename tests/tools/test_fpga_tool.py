@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from coevo.sim.fpga import Accelerator, AttentionConfig, device, model_shape, schedule_batch, split_pes
+from coevo.sim.fpga import Accelerator, AttentionConfig, Metrics, device, model_shape, schedule_batch, split_pes
 from coevo.tools import REGISTRY, ToolArgumentError, call_tool
+from coevo.tools.fpga import paired_verdict
 
 TOOL = REGISTRY.get("schedule.length_aware")
 
@@ -15,7 +16,8 @@ def test_issue_command_on_pydoc_sentences() -> None:
     assert value["batches"] == 2 and value["batch_sizes"] == [32] and value["pes"] == 64 and value["schedules_checked"]
     assert value["pe_split"] == {"matmul": 32, "attention": 24, "softmax": 8} and value["max_pes_on_device"] == 2520 // 16
     methods = value["methods"]
-    assert set(methods) == {"padding", "bucketing", "length-aware", "fifo"}
+    assert set(methods) == {"padding", "bucketing", "length-aware", "fifo", "realloc"}
+    assert len(value["realloc_splits"]) == 2 and all(sum(s.values()) == 64 for s in value["realloc_splits"])
     assert methods["padding"]["speedup_vs_padding_median"] == 1.0
     assert methods["length-aware"]["padding_waste_median"] == 0.0 == methods["fifo"]["padding_waste_median"]
     assert methods["padding"]["padding_waste_median"] > methods["bucketing"]["padding_waste_median"] > 0
@@ -45,12 +47,13 @@ def test_cpsat_gap_on_a_small_batch() -> None:
     gap = call_tool(TOOL, args).value["cpsat"]
     assert gap["simple_lower_bound_cycles"] <= gap["bound_cycles"] <= gap["makespan_cycles"] <= gap["length_aware_cycles"]
     assert gap["length_aware_gap_to_bound"] >= 0 and gap["status"] in ("optimal", "feasible") and gap["tasks"] == 3 * 2 * (4 + 3 * 2)
+    assert gap["realloc_over_fixed_split_bound"] == round(gap["realloc_cycles"] / gap["bound_cycles"], 4)
 
 
 @pytest.mark.parametrize(
     ("args", "match"),
     [
-        ({"lengths": []}, "no sequence lengths"),
+        ({"lengths": []}, r"lengths=\[\] holds 0 sequences and at least 1 is needed"),
         ({"lengths": [5, 0, -3]}, r"positive integers.*\[0, -3\]"),
         ({"lengths": "wiki"}, "unknown length corpus 'wiki'"),
         ({"pes": 400}, r"need 6400 DSP slices; zcu102 has 2520 \(at most 157 PEs\): use pes <= 157 or a larger device \(alveo-u280\)"),
@@ -64,3 +67,18 @@ def test_cpsat_gap_on_a_small_batch() -> None:
 def test_bad_input_is_one_clear_line(args: dict[str, object], match: str) -> None:
     with pytest.raises(ToolArgumentError, match=match):
         call_tool(TOOL, {"batch": 8, "model": "lm-pydoc-tiny", **args})
+
+
+def _spans(*cycles: int) -> list[Metrics]:
+    return [Metrics(c, c / 2e5, 0.5, 0.0, {}, 1) for c in cycles]
+
+
+def test_a_verdict_marks_a_loss_or_an_effect_inside_its_noise() -> None:
+    ref = _spans(100, 100, 100)
+    # speed-ups 100/110, 100/111, 100/109: all near 0.91, the interval lies below 1
+    assert paired_verdict({"m": _spans(110, 111, 109), "r": ref}, "m", "r").endswith("verdict: slower")
+    # speed-ups 100/90, 100/110, 100/100: 1.11, 0.91, 1.00, the interval holds 1
+    assert "verdict: no measurable difference" in paired_verdict({"m": _spans(90, 110, 100), "r": ref}, "m", "r")
+    clear = paired_verdict({"m": _spans(50, 48, 52), "r": ref}, "m", "r")  # about 2x on every batch
+    assert "verdict" not in clear and clear.startswith("m vs r: 2.00")
+    assert "one batch, no interval" in paired_verdict({"m": _spans(50), "r": _spans(100)}, "m", "r")
