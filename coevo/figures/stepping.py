@@ -47,7 +47,7 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from coevo.figures._common import command_line, figure_parser, read_numbers, write_csv, write_markdown
+from coevo.figures._common import PROVENANCE_FILE, command_line, figure_parser, read_numbers, write_csv, write_markdown
 from coevo.search.stats import t_interval
 from coevo.sim.errors import UserInputError
 from coevo.sim.stepping import SteppingCNN, StepRunner, TrainConfig, accuracies, make_net, measure_latency, plan, train, zoo_setup
@@ -298,13 +298,14 @@ def _write_md(out: Path, command: str) -> None:
     lat = read_numbers(out / "stepping-latency.csv")
     macs = read_numbers(out / "stepping-macs.csv")
     run = json.loads((out / "stepping-run.json").read_text())
+    made = json.loads((out / PROVENANCE_FILE).read_text()).get("stepping.csv", {})
     acc = _accuracy(rows)
     lines = [
         "# Issue 31: SteppingNet with importance-driven assignment, against the fixed partition, slimmable and independent nets",
         "",
-        f"Command: `{command.replace(' --report-only', '')}` (written by the script from the files beside it; the run took "
-        f"{run['minutes']} min). Machine: {run['cpus']} cores shared with other jobs, torch {run['torch']}, {run['threads']} "
-        f"thread. Load (1, 5, 15 min) before the run {run['load_before']}, after {run['load_after']}.",
+        f"Data: one run of `{made.get('command', '?')}` at commit `{made.get('git', '?')}` ({run['minutes']} min); this page "
+        f"is rendered from its files by `{command}`. Machine: {run['cpus']} cores shared with other jobs, torch {run['torch']}, "
+        f"{run['threads']} thread. Load (1, 5, 15 min) before the run {run['load_before']}, after {run['load_after']}.",
         "",
         f"Task: cross-validation over every image of the model's data ({run['folds']} folds, each image tested once per seed), "
         f"each fold trained on only {run['train_images']} images drawn from the other folds (a hard split, so accuracy is below "
@@ -378,7 +379,8 @@ def _model_section(model: str, rows: list[dict[str, Any]], acc: dict[tuple[str, 
         avg = {layer: statistics.fmean(r[f"moved_{layer}"] for r in moved) for layer in layers}
         lines += [
             "",
-            f"Units `{METHOD}` moved up over its {moved[0]['rounds']} rounds (mean over seeds and folds): "
+            f"Unit moves of `{METHOD}`, summed over its {moved[0]['rounds']} rounds (a unit moved up in two rounds counts twice; "
+            "how many move is set by the shrinking group ends, which units move by importance), mean over seeds and folds: "
             + ", ".join(f"{layer} {avg[layer]:.1f}" for layer in layers)
             + ".",
         ]
@@ -472,9 +474,10 @@ def _latency_section(lat: list[dict[str, Any]]) -> list[str]:
                 f"- {model}, batch {batch}: a step-up takes {inc:.2f}x the time of that subnet from scratch, the whole on-the-fly "
                 f"path {cum:.2f}x{tail} (steps 1 and up, mean of the medians). Verdict: "
                 + (
-                    "the on-the-fly path is slower than recomputing the subnet (per-op overhead of eager PyTorch on tiny nets)."
+                    "the on-the-fly path is not faster than recomputing the subnet on this CPU (medians on a shared machine, "
+                    "no interval; per-op overhead of eager PyTorch on tiny nets)."
                     if cum > 1
-                    else "the on-the-fly path is faster than recomputing the subnet."
+                    else "the on-the-fly path is faster than recomputing the subnet (medians on a shared machine, no interval)."
                 )
             )
     return [*lines, ""]
