@@ -71,6 +71,7 @@ PAIRS = (
     ("importance+kd", "slimmable", "SteppingNet vs a slimmable net"),
     ("importance+kd", "independent", "SteppingNet vs independent dense nets"),
     ("importance+kd", "importance", "distillation from the largest step (both importance-assigned)"),
+    ("index+kd", "slimmable", "the fixed partition vs a slimmable net"),
     ("index+kd", "independent", "the fixed partition vs independent dense nets"),
 )
 
@@ -409,13 +410,14 @@ def _reading(model: str, kinds: list[str], seeds: list[int], steps: list[int], a
     noise = [b for b, v in verdicts.items() if v == "inside noise"]
     text = [f"**Reading ({model}).**"]
     if ahead:
-        text.append(f"SteppingNet (`{METHOD}`) is ahead of {', '.join(f'`{b}`' for b in ahead)} beyond the seed interval.")
+        text.append(f"SteppingNet (`{METHOD}`) is ahead of {' and '.join(f'`{b}`' for b in ahead)} beyond the seed interval.")
     if behind:
         text.append(
-            f"It is behind {', '.join(f'`{b}`' for b in behind)} beyond the seed interval: the published gain does not appear here."
+            f"SteppingNet (`{METHOD}`) is behind {' and '.join(f'`{b}`' for b in behind)} beyond the seed interval: "
+            "the published gain does not appear here."
         )
     if noise:
-        text.append(f"Against {', '.join(f'`{b}`' for b in noise)} the difference is inside the noise: no gain is shown.")
+        text.append(f"Against {' and '.join(f'`{b}`' for b in noise)} its difference is inside the noise: no gain is shown.")
     return [" ".join(text), ""]
 
 
