@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import time
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import torch
 from pydantic import Field, field_validator
@@ -36,6 +37,7 @@ class _Common(ToolArgs):
     )
     seed: int = config_field(SteppingConfig, "seed")
     distill: bool = config_field(SteppingConfig, "distill")
+    assign: Literal["importance", "index"] = config_field(SteppingConfig, "assign")
 
     @field_validator("steps")
     @classmethod
@@ -57,13 +59,39 @@ def _step_rows(b: Built, fractions: list[float]) -> list[dict[str, Any]]:
     ]
 
 
-def _built(model: str, steps: list[float], kind: str, epochs: int | None, seed: int, distill: bool, notes: list[str]) -> Built:
+def _built(model: str, steps: list[float], kind: str, args: _Common, notes: list[str]) -> Built:
     try:
-        b = build(model, steps, kind=kind, epochs=epochs, seed=seed, distill=distill, progress=report)  # type: ignore[arg-type]
+        b = build(
+            model,
+            steps,
+            kind=kind,  # type: ignore[arg-type]
+            epochs=args.epochs,
+            seed=args.seed,
+            distill=args.distill,
+            assign=args.assign,
+            progress=report,
+        )
     except KeyboardInterrupt:
         raise UserInputError("training stopped by the user (Ctrl-C); nothing was cached") from None
     notes.append(f"{kind}: {b.note} ({b.path.name})")
     return b
+
+
+def verdict_line(kind: str, stepping: list[float], other: list[float], n_test: int) -> str:
+    """One line judging stepping against a baseline: the mean difference over steps against two standard errors of it.
+
+    The noise is two binomial standard errors of the difference of two accuracies on the same
+    ``n_test`` images, taken as independent (conservative): one seed, one split. A difference inside
+    it shows no gain; a negative one beyond it says stepping is behind.
+    """
+    diff = sum(stepping) / len(stepping) - sum(other) / len(other)
+    p, q = sum(stepping) / len(stepping) / 100, sum(other) / len(other) / 100
+    noise = 200 * math.sqrt((p * (1 - p) + q * (1 - q)) / n_test)
+    if abs(diff) <= noise:
+        word = "inside its noise: no gain shown"
+    else:
+        word = "negative: stepping is behind" if diff < 0 else "positive: stepping is ahead (one seed; see docs/bench/stepping for seeds)"
+    return f"verdict vs {kind}: {diff:+.2f} points (mean over steps; 2 SE {noise:.2f}, one seed, {n_test} test images): {word}"
 
 
 class BuildArgs(_Common):
@@ -92,7 +120,7 @@ class SteppingBuild(Tool):
         notes: list[str] = []
         model = resolve_alias(args.model, notes)
         zoo_setup(model)  # an unknown or non-CNN model fails before anything trains
-        b = _built(model, args.steps, "stepping", args.epochs, args.seed, args.distill, notes)
+        b = _built(model, args.steps, "stepping", args, notes)
         value: dict[str, Any] = {
             "model": model,
             "full_macs": b.plan.full_macs,
@@ -104,12 +132,13 @@ class SteppingBuild(Tool):
         if args.baselines:
             value["baselines"] = {}
             for kind in ("slimmable", "independent"):
-                bb = _built(model, args.steps, kind, args.epochs, args.seed, args.distill, notes)
+                bb = _built(model, args.steps, kind, args, notes)
                 value["baselines"][kind] = {
                     "steps": _step_rows(bb, args.steps),
                     "widths_per_step": [list(w) for w in bb.plan.dense],
                     "mean_test_accuracy": round(sum(bb.test_accuracy) / len(bb.test_accuracy), 3),
                 }
+                notes.append(verdict_line(kind, b.test_accuracy, bb.test_accuracy, len(b.splits["test"])))
         value["wall_s"] = round(time.perf_counter() - start, 3)
         return ToolResult(
             value=value,
@@ -150,7 +179,7 @@ class SteppingRun(Tool):
         model = resolve_alias(args.model, notes)
         _, arch = zoo_setup(model)
         chosen = budget_step(plan(arch, args.steps), args.mac_budget)  # a budget below the smallest step fails before training
-        b = _built(model, args.steps, "stepping", args.epochs, args.seed, args.distill, notes)
+        b = _built(model, args.steps, "stepping", args, notes)
         runner = StepRunner(b.net)  # type: ignore[arg-type]
         test = b.splits["test"]
         right = 0

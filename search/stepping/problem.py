@@ -6,7 +6,8 @@ the second and third steps add (the fourth step is the full budget, 1.0), and ``
 (1: the smaller steps also learn from the largest one's softmax). Objectives:
 
 * ``mean_accuracy`` (maximised, expensive): validation accuracy (%) averaged over the four steps,
-  after joint training for ``epochs`` epochs (deterministic per seed; cached on disk by
+  after joint training for ``epochs`` epochs with the option ``assign``'s assignment of units to
+  steps (importance-driven by default; deterministic per seed; cached on disk by
   :func:`sim.stepping.build`).
 * ``smallest_kmac`` (minimised, cheap): MACs per image (thousands) of the first step as built
   (the integer widths' achieved MACs, not the target): the least a device must spend to get an answer.
@@ -60,6 +61,7 @@ class SteppingOptions(ProblemOptions):
     model: Literal["cnn-digits", "cnn-mnist5k"] = config_field(SteppingConfig, "model")
     epochs: int = config_field(SteppingConfig, "search_epochs")
     seed: int = config_field(SteppingConfig, "seed")
+    assign: Literal["importance", "index"] = config_field(SteppingConfig, "assign")
 
 
 class SteppingProblem(LevelProblem):
@@ -113,7 +115,15 @@ class SteppingProblem(LevelProblem):
     def evaluate(self, point: Any) -> dict[str, float]:
         split = tuple(point)
         fractions = fractions_of(cast(Split, split))
-        b = build(self.model, fractions, kind="stepping", epochs=self.options.epochs, seed=self.options.seed, distill=bool(split[3]))
+        b = build(
+            self.model,
+            fractions,
+            kind="stepping",
+            epochs=self.options.epochs,
+            seed=self.options.seed,
+            distill=bool(split[3]),
+            assign=self.options.assign,
+        )
         return {
             "mean_accuracy": float(sum(b.val_accuracy) / len(b.val_accuracy)),
             "smallest_kmac": float(self.cheap_values([split])["smallest_kmac"][0]),

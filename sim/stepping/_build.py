@@ -25,12 +25,13 @@ from torch import nn
 from coevo.sim.errors import UserInputError
 from coevo.sim.stepping._nets import make_net
 from coevo.sim.stepping._plan import Arch, StepPlan, check_fractions, plan
-from coevo.sim.stepping._train import Progress, TrainConfig, accuracies, train
+from coevo.sim.stepping._train import ASSIGNS, Progress, TrainConfig, accuracies, train
 from coevo.sim.zoo.data import Split
 from coevo.sim.zoo.registry import ZooError, cache_dir, recipe, recipe_key, splits_of
 
 Kind = Literal["stepping", "slimmable", "independent"]
 KINDS: tuple[Kind, ...] = ("stepping", "slimmable", "independent")
+Assign = Literal["index", "importance"]
 VERSION = 1
 
 
@@ -91,6 +92,7 @@ def build(
     epochs: int | None = None,
     seed: int = 0,
     distill: bool = False,
+    assign: Assign = "importance",
     progress: Progress | None = None,
     rebuild: bool = False,
 ) -> Built:
@@ -103,28 +105,44 @@ def build(
         epochs: training epochs (default: the zoo recipe's).
         seed: initialisation and batch order.
         distill: steps below the largest also learn from it (stepping and slimmable).
+        assign: how a stepping net's units are put in step groups: ``importance`` (moved by importance during
+            training, SteppingNet's rule; :mod:`sim.stepping._assign`) or ``index`` (the fixed index partition, the
+            ablation). Ignored for the baselines.
         progress: ``(what, fraction)`` while training.
         rebuild: train again even when cached.
 
     Raises:
-        UserInputError: unknown model, bad fractions, epochs < 1, unknown kind.
+        UserInputError: unknown model, bad fractions, epochs < 1, unknown kind or assignment.
     """
     if kind not in KINDS:
         raise UserInputError(f"kind {kind!r}: use one of {', '.join(KINDS)}")
+    if assign not in ASSIGNS:
+        raise UserInputError(f"assign {assign!r}: use one of {', '.join(ASSIGNS)}")
     fractions = check_fractions(steps)
     rec, arch = zoo_setup(model)
     n_epochs = int(rec["train"]["epochs"]) if epochs is None else int(epochs)
     if n_epochs < 1:
         raise UserInputError(f"epochs must be at least 1, got {n_epochs}")
     the_plan = plan(arch, fractions)
-    cfg = TrainConfig(n_epochs, int(seed), bool(distill) and kind != "independent", rec["train"]["batch"], rec["train"]["lr"])
+    how = assign if kind == "stepping" else "index"
+    cfg = TrainConfig(n_epochs, int(seed), bool(distill) and kind != "independent", rec["train"]["batch"], rec["train"]["lr"], assign=how)
     identity = {
         "version": VERSION,
         "kind": kind,
         "arch": rec["arch"],
         "data": rec["data"],
         "fractions": list(fractions),
-        "train": {"epochs": cfg.epochs, "seed": cfg.seed, "distill": cfg.distill, "batch": cfg.batch, "lr": cfg.lr, "wd": cfg.weight_decay},
+        "train": {
+            "epochs": cfg.epochs,
+            "seed": cfg.seed,
+            "distill": cfg.distill,
+            "batch": cfg.batch,
+            "lr": cfg.lr,
+            "wd": cfg.weight_decay,
+            "assign": cfg.assign,
+            "rounds": cfg.rounds,
+            "probe": cfg.importance_images,
+        },
     }
     key = recipe_key(identity)
     splits, _ = splits_of(rec)

@@ -56,12 +56,32 @@ class SteppingCNN(nn.Module):
         self.fc1 = nn.Linear(full[2] * fs2, full[3])
         self.head = nn.Linear(full[3], arch.classes, bias=False)
         self.head_bias = nn.Parameter(torch.zeros(plan.steps, arch.classes))
-        groups = [_groups_of(c) for c in plan.cum]
+        self.cum: tuple[tuple[int, ...], ...] = plan.cum
+        for i, mask in enumerate(self._masks(plan.cum)):
+            self.register_buffer(f"mask{i}", mask)
+
+    def _masks(self, cum: tuple[tuple[int, ...], ...]) -> list[torch.Tensor]:
+        groups = [_groups_of(c) for c in cum]
+        out = []
         for i in range(3):
             g_in = torch.zeros(1, dtype=torch.long) if i == 0 else groups[i - 1]
-            self.register_buffer(f"mask{i}", (groups[i][:, None] >= g_in[None, :]).float()[:, :, None, None])
-        g_feat = groups[2].repeat_interleave(fs2)  # flatten is channel-major: channel c owns features c*fs2 .. c*fs2+fs2-1
-        self.register_buffer("mask3", (groups[3][:, None] >= g_feat[None, :]).float())
+            out.append((groups[i][:, None] >= g_in[None, :]).float()[:, :, None, None])
+        g_feat = groups[2].repeat_interleave(self.plan.arch.feature_side**2)  # flatten is channel-major: channel c owns c*fs2 ..
+        out.append((groups[3][:, None] >= g_feat[None, :]).float())
+        return out
+
+    def set_groups(self, cum: Sequence[Sequence[int]]) -> None:
+        """Make ``cum[l][s]`` (units of layer ``l`` in groups ``0..s``) the current group ends, rebuilding the masks.
+
+        Only while training (importance-driven assignment moves group ends towards the plan's); a
+        trained net's groups are the plan's (``cum == plan.cum``), which the runner and the MAC counts read.
+        """
+        fixed = tuple(tuple(int(v) for v in c) for c in cum)
+        if [c[-1] for c in fixed] != [c[-1] for c in self.plan.cum] or len(fixed[0]) != self.plan.steps:
+            raise ValueError(f"group ends {fixed} do not fit the plan's layers and steps {self.plan.cum}")
+        self.cum = fixed
+        for i, mask in enumerate(self._masks(fixed)):
+            self.mask(i).copy_(mask)
 
     @property
     def steps(self) -> int:
@@ -95,7 +115,7 @@ class SteppingCNN(nn.Module):
             h = F.max_pool2d(h, 2) if pool else h
         z = F.relu(F.linear(h.flatten(1), self.fc1.weight * self.mask(3), self.fc1.bias))
         out = []
-        for s, end in enumerate(self.plan.cum[3]):
+        for s, end in enumerate(self.cum[3]):
             out.append(F.linear(z[:, :end], self.head.weight[:, :end]) + self.head_bias[s])
         return torch.stack(out)
 

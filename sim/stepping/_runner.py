@@ -55,6 +55,8 @@ class StepRunner:
     """Runs a trained :class:`SteppingCNN` step by step on one batch, caching activations (module doc)."""
 
     def __init__(self, net: SteppingCNN) -> None:
+        if net.cum != net.plan.cum:
+            raise ValueError("the net's step groups are not its plan's yet (it is still being assigned): finish training first")
         self.net = net.eval()
         self.plan = net.plan
         self.step = -1

@@ -23,6 +23,13 @@ class SteppingConfig:
         metadata={"help": "joint training epochs per design (short: every design trains)", "unit": "epochs", "ge": 1, "le": 100},
     )
     seed: int = field(default=0, metadata={"help": "seed of initialisation and batch order", "ge": 0})
+    assign: str = field(
+        default="importance",
+        metadata={
+            "help": "how units are put in step groups: importance (moved by importance while training, as SteppingNet) "
+            "or index (a fixed index partition, the ablation)"
+        },
+    )
     distill: bool = field(default=False, metadata={"help": "steps below the largest also learn from its softmax (knowledge distillation)"})
 
 

@@ -12,11 +12,17 @@ from coevo.search.niches import niche_of
 from coevo.search.problems import make_problem
 from coevo.search.stepping.problem import FIRST, GAPS, SteppingProblem, fractions_of
 from coevo.sim.stepping import build, plan, stepping_macs, zoo_setup
+from coevo.sim.stepping.config import SteppingConfig
 
 
 @pytest.fixture(scope="module")
 def problem() -> SteppingProblem:
-    return SteppingProblem(epochs=1)
+    # the index partition keeps these trainings cheap; the importance-driven assignment has its own tests (tests/sim)
+    return SteppingProblem(epochs=1, assign="index")
+
+
+def test_designs_train_with_the_familys_assignment_by_default() -> None:
+    assert SteppingProblem().options.assign == SteppingConfig.assign == "importance"
 
 
 def test_every_split_is_four_increasing_fractions_ending_at_the_full_model() -> None:
@@ -57,15 +63,16 @@ def test_designs_read_back_and_bad_ones_are_refused(problem: SteppingProblem) ->
 def test_evaluation_is_the_built_nets_mean_validation_accuracy(problem: SteppingProblem) -> None:
     point = (0.25, 0.25, 0.25, 0)
     values = problem.evaluate(point)
-    b = build("cnn-digits", (0.25, 0.5, 0.75, 1.0), epochs=1, seed=0)
+    b = build("cnn-digits", (0.25, 0.5, 0.75, 1.0), epochs=1, seed=0, assign=problem.options.assign)
     assert values["mean_accuracy"] == pytest.approx(sum(b.val_accuracy) / 4)
     assert values["smallest_accuracy"] == b.val_accuracy[0]
-    assert values == SteppingProblem(epochs=1).evaluate(point)
+    assert values == SteppingProblem(epochs=1, assign=problem.options.assign).evaluate(point)
 
 
 @pytest.mark.slow  # 12 short trainings
 def test_pelnas_search_on_the_stepping_problem(capsys: pytest.CaptureFixture[str], storage: str) -> None:
-    args = ["search", "--problem", "stepping", "--proposer", "pelnas", "--budget", "12", "--epochs", "1", "--storage", storage, "--json"]
+    args = ["search", "--problem", "stepping", "--proposer", "pelnas", "--budget", "12", "--epochs", "1", "--assign", "index"]
+    args += ["--storage", storage, "--json"]  # the index partition: the search is under test here, not the assignment (cheaper)
     assert main(args) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["evaluations"] == 12 and data["front"]
