@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from coevo.sim.stepping._nets import SteppingCNN
+from coevo.sim.stepping._nets import _groups_of as _groups
 
 LAYERS = ("conv1", "conv2", "conv3", "fc1")
 
@@ -65,15 +66,6 @@ def group_ends(target: Cum, round_: int, rounds: int) -> Cum:
         full = ends[-1]
         out.append(tuple(round(full - (full - e) * round_ / rounds) for e in ends))
     return tuple(out)
-
-
-def _groups(cum: Sequence[int]) -> torch.Tensor:
-    out = torch.empty(cum[-1], dtype=torch.long)
-    start = 0
-    for g, end in enumerate(cum):
-        out[start:end] = g
-        start = end
-    return out
 
 
 def _rest(net: SteppingCNN, layer: int, h: torch.Tensor) -> torch.Tensor:
