@@ -345,3 +345,54 @@ def test_learned_pruning_reaches_the_fraction_and_keeps_the_line_the_loss_needs(
     ys = torch.cat([b[1] for b in batches(0)])
     with torch.no_grad():
         assert float(loss(learned, xs, ys)) < float(loss(l2_model, xs, ys))
+
+
+def test_the_vote_never_looks_at_the_fault_map() -> None:
+    cfg = CrossbarConfig(rows=8, cols=16, weight_bits=8, bits_per_cell=2)
+    w = np.random.default_rng(4).normal(size=(6, 20))
+    plan = plan_layer("fc", w, None, cfg, rows_kept=np.arange(2, 20), cols_kept=np.arange(5), msb=1, dup=True)
+    layouts = {tuple(realise(plan, np.random.default_rng(s), 0.1, 0.5, knowledge="unknown").copies) for s in range(6)}
+    assert len(layouts) == 1  # the same copies whatever the map: chosen before any test, by weight norm
+    (copies,) = layouts
+    norms = np.linalg.norm(w[:5, 2:], axis=1)
+    duplicated = [c for c in range(5) if copies.count(c) == 3]
+    assert duplicated and min(norms[duplicated]) >= max(np.delete(norms, duplicated))  # the largest columns get the copies
+    # each output is the vote of its copies' partial sums: two faulty copies of three on one bitline outvote the clean one
+    faults = np.zeros((2, plan.height, plan.width), dtype=np.int8)
+    slots = [i for i, c in enumerate(copies) if c == duplicated[0]]
+    faults[0, 2, plan.bitline(slots[0], 0)] = SA1
+    fl = realise(plan, RNG, 0.0, 0.5, knowledge="unknown", faults=faults)
+    x = torch.rand(3, 20, dtype=torch.float64)
+    assert torch.allclose(fl.matmul(x), x @ torch.as_tensor(plan.quantized_weight).T)  # one faulty copy is outvoted
+    faults[0, 2, plan.bitline(slots[1], 0)] = SA1
+    fl2 = realise(plan, RNG, 0.0, 0.5, knowledge="unknown", faults=faults)
+    assert not torch.allclose(fl2.matmul(x), x @ torch.as_tensor(plan.quantized_weight).T)
+
+
+def test_protection_reduces_the_accuracy_lost_to_faults_at_the_same_crossbars() -> None:
+    """mlp-digits, 5 % stuck cells half SA1, 4 fault maps: the vote (no fault map) and the known-map choice both lose less."""
+    from coevo.sim.reram import evaluate_under_faults, prepare
+    from coevo.sim.zoo import load
+
+    zm = load("mlp-digits")
+    cfg = CrossbarConfig()
+
+    def metric(m: nn.Module) -> float:
+        return float(zm.evaluate(m, "val"))
+
+    drops, bars = {}, {}
+    for name, prot in {
+        "none": Protection(finetune_epochs=2),
+        "vote": Protection.parse("prune+dup+msb", finetune_epochs=2, knowledge="unknown"),
+        "known": Protection.parse("prune+dup+msb", finetune_epochs=2, knowledge="known"),
+    }.items():
+        plan = prepare(zm, cfg, prot)
+        clean = metric(plan.quantized_model())
+        values, _ = evaluate_under_faults(plan, metric, 0.05, 0.5, range(4))
+        drops[name] = [clean - v for v in values]  # paired: fault map s of every scheme has the same seed
+        bars[name] = plan.crossbars()
+    assert bars["none"] == bars["vote"] == bars["known"] == 34  # no extra crossbar
+    assert np.mean(drops["none"]) > 2.0  # the faults do hurt the unprotected model
+    for scheme in ("vote", "known"):
+        assert np.mean(drops[scheme]) < 0.5 * np.mean(drops["none"])
+        assert sum(d < n for d, n in zip(drops[scheme], drops["none"], strict=True)) >= 3  # on most maps, not on average only
