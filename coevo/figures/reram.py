@@ -32,7 +32,16 @@ from typing import Any
 
 import torch
 
-from coevo.figures._common import command_line, figure_parser, read_csv, write_csv, write_markdown
+from coevo.figures._common import (
+    BENCH,
+    command_line,
+    figure_parser,
+    provenance,
+    provenance_comment,
+    read_csv,
+    write_csv,
+    write_markdown,
+)
 from coevo.sim.reram import Protection, Summary, check_budget, evaluate_under_faults, parse_ratio, plan_model, pruned_model
 from coevo.sim.reram.config import ReramConfig
 from coevo.sim.zoo import load
@@ -310,6 +319,54 @@ def write_md(out: Path, rows: list[dict[str, Any]], maps: int, seconds: float, l
     write_markdown(out / "reram.md", "\n".join(lines) + "\n", command)
 
 
+DOC_START = "<!-- reram-results: written by `python -m coevo.figures reram` from docs/bench/reram/reram.csv; do not edit by hand -->"
+DOC_END = "<!-- /reram-results -->"
+DOC = BENCH.parent / "reram.md"
+"""The family page whose results block the default run rewrites (between :data:`DOC_START` and :data:`DOC_END`)."""
+
+
+def doc_block(rows: list[dict[str, Any]], command: str) -> str:
+    """The results block of docs/reram.md: paired loss-from-faults differences against no protection, and the findings."""
+    summ = summarise(rows)
+    lines = [
+        DOC_START,
+        provenance_comment(provenance(command)),
+        "",
+        "Loss from faults of a scheme minus that of no protection, paired by seed (fine-tuning seed and fault map), mean "
+        "[95 % interval]; negative: the scheme loses less (accuracy points for mlp-digits, perplexity for the LM). Every "
+        "scheme had the same fine-tuning. All tables: [bench/reram/reram.md](bench/reram/reram.md).",
+        "",
+    ]
+    for model, ratio in dict.fromkeys((k[0], k[1]) for k in summ):
+        rates = [r for r in summ[(model, ratio, "none")] if r > 0]
+        n = summ[(model, ratio, "none")][rates[-1]].n
+        lines += [
+            f"**{model}, SA0:SA1 {ratio}** ({n} seeds)",
+            "",
+            "| scheme | " + " | ".join(f"{100 * r:g} %" for r in rates) + " |",
+            "|---|" + "---|" * len(rates),
+        ]
+        for scheme in (HEADLINE, KNOWN, "prune(l2)+dup+msb (vote)", "msb (vote)", "spare 2+2 (baseline, known map)"):
+            pairs = [paired(rows, model, ratio, scheme, r) for r in rates]
+            if all(p is not None for p in pairs):
+                lines.append(f"| {scheme} | " + " | ".join(_fmt(p[1]) for p in pairs if p is not None) + " |")
+        lines.append("")
+    lines += [*_findings(rows, summ), "", DOC_END]
+    return "\n".join(lines)
+
+
+def write_doc(path: Path, rows: list[dict[str, Any]], command: str) -> None:
+    """Replace the results block of ``path`` (the family page) with :func:`doc_block`; a page without the markers is left alone."""
+    if not path.exists():
+        return
+    text = path.read_text()
+    if DOC_START not in text or DOC_END not in text:
+        return
+    head, rest = text.split(DOC_START, 1)
+    tail = rest.split(DOC_END, 1)[1]
+    path.write_text(head + doc_block(rows, command) + tail)
+
+
 def parser() -> argparse.ArgumentParser:
     """The figure's options; the first model is the family's (``ReramConfig.model``)."""
     ap = figure_parser(NAME, __doc__)
@@ -338,3 +395,5 @@ def main(argv: Sequence[str] | None = None) -> None:
         info = {"seconds": round(time.perf_counter() - started, 1), "load": load, "maps": args.maps}
         meta.write_text(json.dumps(info, indent=1) + "\n")
     write_md(out, rows, int(info["maps"]), float(info["seconds"]), str(info["load"]), command)
+    if out.resolve() == (BENCH / NAME).resolve():  # the committed figure: its summary on the family page too
+        write_doc(DOC, rows, command)
