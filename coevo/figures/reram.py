@@ -143,8 +143,10 @@ def summarise(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[flo
     return {k: {rate: Summary.of(v) for rate, v in sorted(d.items())} for k, d in by.items()}
 
 
-def paired(rows: list[dict[str, Any]], model: str, ratio: str, scheme: str, rate: float) -> tuple[Summary, Summary] | None:
-    """(scheme minus none, seed by seed; the scheme's loss from faults minus none's), or None without both.
+def paired(
+    rows: list[dict[str, Any]], model: str, ratio: str, scheme: str, rate: float, base: str = "none"
+) -> tuple[Summary, Summary] | None:
+    """(scheme minus ``base``, seed by seed; the scheme's loss from faults minus the base's), or None without both.
 
     The loss from faults of a seed is how much the metric worsens from that seed's fault-free value
     (accuracy: fault-free minus faulty; perplexity: faulty minus fault-free): negative differences
@@ -152,9 +154,9 @@ def paired(rows: list[dict[str, Any]], model: str, ratio: str, scheme: str, rate
     """
     val: dict[tuple[str, float, int], float] = {}
     for r in rows:
-        if r["model"] == model and r["sa0_sa1"] == ratio and r["scheme"] in (scheme, "none"):
+        if r["model"] == model and r["sa0_sa1"] == ratio and r["scheme"] in (scheme, base):
             val[(r["scheme"], float(r["fault_rate"]), int(r["seed"]))] = float(r["value"])
-    seeds = sorted({k[2] for k in val if (scheme, rate, k[2]) in val and ("none", rate, k[2]) in val})
+    seeds = sorted({k[2] for k in val if (scheme, rate, k[2]) in val and (base, rate, k[2]) in val})
     if not seeds:
         return None
     sign = 1.0 if next(r["metric"] for r in rows if r["model"] == model) == "accuracy" else -1.0
@@ -162,8 +164,8 @@ def paired(rows: list[dict[str, Any]], model: str, ratio: str, scheme: str, rate
     def harm(name: str, s: int) -> float:
         return sign * (val[(name, 0.0, s)] - val[(name, rate, s)])
 
-    diff = [val[(scheme, rate, s)] - val[("none", rate, s)] for s in seeds]
-    return Summary.of(diff), Summary.of([harm(scheme, s) - harm("none", s) for s in seeds])
+    diff = [val[(scheme, rate, s)] - val[(base, rate, s)] for s in seeds]
+    return Summary.of(diff), Summary.of([harm(scheme, s) - harm(base, s) for s in seeds])
 
 
 def plot(summ: dict[tuple[str, str, str], dict[float, Summary]], model: str, ratio: str, metric: str, path: Path) -> None:
@@ -269,9 +271,15 @@ def _findings(rows: list[dict[str, Any]], summ: dict[tuple[str, str, str], dict[
             )
         clean = summ[(model, ratio, "none")][0.0]
         head = summ.get((model, ratio, HEADLINE), {}).get(0.0)
+        learned = paired(rows, model, ratio, HEADLINE, top, base="prune(l2)+dup+msb (vote)")
+        if learned is not None:
+            parts.append(
+                f"learned against L2 pruning (both voting): loss from faults {_fmt(learned[1])}, {_verdict(learned[1])} "
+                f"(n = {learned[1].n})"
+            )
         lines.append(
-            f"- {model}, SA0:SA1 {ratio}, at {100 * top:g} % faults, paired by seed: " + "; ".join(parts) + ". Fault-free: none "
-            f"{clean.mean:.2f}" + (f", {HEADLINE} {head.mean:.2f} (what pruning 10 % of the lines costs)." if head else ".")
+            f"- {model}, SA0:SA1 {ratio}, at {100 * top:g} % faults, paired by seed: " + "; ".join(parts) + ". Fault-free, after "
+            f"the same fine-tuning: none {clean.mean:.2f}" + (f", {HEADLINE} {head.mean:.2f}." if head else ".")
         )
     return lines
 
