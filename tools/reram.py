@@ -41,8 +41,10 @@ class ReramArgs(ToolArgs):
     knowledge: Literal["known", "unknown"] = config_field(
         ReramConfig,
         "knowledge",
-        description="known: fault maps from a post-fabrication test guide repair and the choice of copies; unknown: vote",
+        description="unknown (default): no test, duplicated copies are combined by a vote; known: fault maps from a "
+        "post-fabrication test guide repair and the choice of copies (needed by spare)",
     )
+    prune_method: Literal["learned", "l2"] = config_field(ReramConfig, "prune_method")
     finetune_epochs: int = config_field(ReramConfig, "finetune_epochs")
     # the crossbar's own checks (CrossbarConfig) word the range errors
     rows: int = config_field(ReramConfig, "rows", bounds=False)
@@ -82,6 +84,7 @@ class ReramFaults(Tool):
         protection = Protection.parse(
             args.protection, prune_rows=args.prune_rows, prune_cols=args.prune_cols, msb=args.msb, spare_rows=args.spare_rows,
             spare_cols=args.spare_cols, knowledge=args.knowledge, finetune_epochs=args.finetune_epochs,
+            prune_method=args.prune_method,
         )  # fmt: skip
         zm, notes = zoo_model(args.model)
         max_batches = args.max_batches if zm.task == "lm" else None
@@ -116,11 +119,13 @@ class ReramFaults(Tool):
             "slices_per_weight": cfg.slices,
             "precision_bits": (cfg.slices - protection.msb) * cfg.bits_per_cell,
         }
-        if args.compare_unprotected and protection != Protection():
+        unprotected = Protection(finetune_epochs=protection.finetune_epochs)  # the same fine-tuning: no gain from extra training
+        if args.compare_unprotected and protection != unprotected:
             report("the same fault maps without protection", 0.7)
-            base = prepare(zm, cfg, Protection(), args.crossbar_budget)
+            base = prepare(zm, cfg, unprotected, args.crossbar_budget)
             plain, _ = evaluate_under_faults(base, metric, rate, share, seeds)
             b = Summary.of(plain)
+            value["unprotected_protection"] = unprotected.label
             value["unprotected_mean"] = round(b.mean, 4)
             value["unprotected_ci95"] = [round(b.low, 4), round(b.high, 4)]
             diff = Summary.of([v - p for v, p in zip(values, plain, strict=True)])
@@ -133,10 +138,13 @@ class ReramFaults(Tool):
             "Ideal ADCs, no IR drop or read noise; biases, embeddings and norms stay digital.",
         ]
         if protection.prune_rows or protection.prune_cols:
-            messages.append(
-                "pruned by magnitude "
-                + (f"and fine-tuned {protection.finetune_epochs} epochs" if protection.finetune_epochs else "without fine-tuning")
-            )
+            how = "row/column scores learned with the weights" if protection.prune_method == "learned" else "L2 magnitude (baseline)"
+            messages.append(f"pruned by {how}")
+        messages.append(
+            f"every scheme fine-tuned {protection.finetune_epochs} epochs, the unprotected comparison included"
+            if protection.finetune_epochs
+            else "no fine-tuning"
+        )
         if zm.task == "lm" and max_batches is not None:
             messages.append(f"perplexity over the first {max_batches} batches of 64 blocks of the split")
         if not 0 <= rate <= 0.05:

@@ -4,7 +4,8 @@ A point sets the protection of a zoo classifier mapped onto 64x64 crossbars (8-b
 2 bits per cell, differential pairs; :mod:`sim.reram`):
 
 * ``prune_rows`` / ``prune_cols``: fraction of each layer's input rows / output columns pruned
-  by magnitude (0, 0.05, 0.1, 0.2), freeing cells;
+  (0, 0.05, 0.1, 0.2) by row/column scores learned with the model (``prune_method``), freeing
+  cells; every design, unpruned included, gets the same ``finetune_epochs`` of training;
 * ``dup``: 0/1, duplicate columns into the freed bitlines of the same crossbars;
 * ``msb``: 0, 1 or 2 most significant slices copied into each weight's low cells;
 * ``spare``: 0, 1, 2 or 4 spare rows and as many spare columns per crossbar (the baseline,
@@ -66,8 +67,9 @@ class ReramOptions(ProblemOptions):
     fault_rate: float = config_field(ReramConfig, "fault_rate")
     sa0_sa1: str = config_field(ReramConfig, "sa0_sa1")
     fault_maps: int = config_field(ReramConfig, "search_fault_maps")
-    knowledge: Literal["known", "unknown"] = config_field(ReramConfig, "knowledge")
+    knowledge: Literal["known", "unknown"] = config_field(ReramConfig, "search_knowledge")
     finetune_epochs: int = config_field(ReramConfig, "finetune_epochs")
+    prune_method: Literal["learned", "l2"] = config_field(ReramConfig, "prune_method")
 
 
 class ReramProblem(LevelProblem):
@@ -99,7 +101,8 @@ class ReramProblem(LevelProblem):
     def protection(self, point: Point) -> Protection:
         """The :class:`sim.reram.Protection` a point sets."""
         pr, pc, dup, msb, spare = point
-        return Protection(pr, pc, bool(dup), msb, spare, spare, self.options.knowledge, self.options.finetune_epochs)
+        o = self.options
+        return Protection(pr, pc, bool(dup), msb, spare, spare, o.knowledge, o.finetune_epochs, o.prune_method)
 
     def _plan(self, point: Point) -> ModelPlan:
         if point not in self._plans:
@@ -120,8 +123,9 @@ class ReramProblem(LevelProblem):
         return (
             f"A design protects {self.options.model} mapped on {CFG.rows}x{CFG.cols} ReRAM crossbars ({CFG.weight_bits}-bit weights, "
             f"{CFG.bits_per_cell} bits per cell, differential pairs) against stuck-at faults: prune_rows/prune_cols prune that "
-            "fraction of each layer's input rows/output columns by magnitude, freeing cells; dup=1 fills freed bitlines with "
-            "copies of the columns the fault map hurts most; msb copies the top 1-2 two-bit slices of each weight into its low "
+            f"fraction of each layer's input rows/output columns ({self.options.prune_method} pruning, every design trained "
+            f"{self.options.finetune_epochs} epochs), freeing cells; dup=1 fills freed bitlines with copies of the columns "
+            f"the fault map hurts most ({self.options.knowledge} maps); msb copies the top 1-2 two-bit slices of each weight into its low "
             "cells (precision drops by 2 bits per slice); spare adds that many spare rows and columns to every crossbar (area "
             f"grows). Accuracy is the mean val accuracy over {self.options.fault_maps} fault maps at {self.options.fault_rate:g} "
             f"fault rate, SA0:SA1 {self.options.sa0_sa1}. Written as {self.design_format}."

@@ -29,6 +29,7 @@ from coevo.sim.reram.crossbar import (
 )
 from coevo.sim.reram.layer import CrossbarLayer, FaultyLayer, LayerPlan, assign_duplicates, plan_layer, realise, repair_with_spares
 from coevo.sim.reram.model import (
+    PRUNE_METHODS,
     SCHEME_PARTS,
     ModelPlan,
     Protection,
@@ -40,6 +41,7 @@ from coevo.sim.reram.model import (
     faulty_layers,
     faulty_model,
     layer_rng,
+    learn_masks,
     mapped_layers,
     plan_model,
     prepare,
@@ -50,6 +52,7 @@ from coevo.sim.reram.model import (
 
 __all__ = [
     "OK",
+    "PRUNE_METHODS",
     "SA0",
     "SA1",
     "SCHEME_PARTS",
@@ -70,6 +73,7 @@ __all__ = [
     "faulty_model",
     "harmful",
     "layer_rng",
+    "learn_masks",
     "mapped_layers",
     "parse_ratio",
     "plan_layer",

@@ -40,9 +40,25 @@ class ReramConfig:
         default=0.03, metadata={"help": "share of stuck cells in every fault map", "unit": "share of cells", "ge": 0.0, "le": 1.0}
     )
     sa0_sa1: str = field(default="9:1", metadata={"help": "ratio of stuck-at-0 to stuck-at-1 faults, e.g. '9:1'"})
-    knowledge: str = field(default="known", metadata={"help": "fault maps known from a post-fabrication test, or not (vote)"})
+    knowledge: str = field(
+        default="unknown",
+        metadata={"help": "unknown: no test, duplicated copies are combined by a vote (the headline); known: a post-fabrication test"},
+    )
+    search_knowledge: str = field(
+        default="known", metadata={"help": "the reram problem's fault-map knowledge (it searches spare lines, which need a test)"}
+    )
+    prune_method: str = field(
+        default="learned",
+        metadata={"help": "learned: row/column scores trained with the model (the paper's kind); l2: one-shot magnitude baseline"},
+    )
     finetune_epochs: int = field(
-        default=0, metadata={"help": "masked fine-tuning epochs after pruning (0: none)", "unit": "epochs", "ge": 0, "le": 20}
+        default=5,
+        metadata={
+            "help": "training epochs every scheme gets, unprotected included (learned pruning learns its masks in them)",
+            "unit": "epochs",
+            "ge": 0,
+            "le": 20,
+        },
     )
     fault_maps: int = field(
         default=10,

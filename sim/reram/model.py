@@ -3,12 +3,21 @@
 Every ``nn.Linear`` and ``nn.Conv2d`` (groups 1) is mapped; embeddings, norms and biases stay
 digital. A :class:`Protection` combines:
 
-* ``prune``: structured pruning by magnitude, a fraction of each layer's input rows (smallest
-  L2 norm over the outputs) and of its output columns (smallest L2 norm over the inputs; never
-  the model's last layer, whose columns are the classes or the vocabulary). Their cells are
-  freed; optional masked fine-tuning (``finetune_epochs``, default 0: no fine-tuning).
-* ``dup``: duplicate columns into the freed bitlines of the same crossbar budget, read by the
-  fault-map-aware choice (known maps) or a vote of three (unknown maps): :mod:`sim.reram.layer`.
+* ``prune``: structured pruning of a fraction of each layer's input rows and output columns
+  (never the model's last layer's columns, which are the classes or the vocabulary); their
+  cells are freed. ``prune_method="learned"`` (default, the paper's kind): every row and column
+  of every mapped layer has a learnable score; the forward pass multiplies the weights by a hard
+  top-k mask of the scores (straight-through gradient to the scores through a sigmoid), with an
+  L1 penalty on the sigmoid gates, and the scores train jointly with the weights for
+  ``finetune_epochs`` epochs while the pruned fraction ramps up to the requested one
+  (:func:`learn_masks`). ``prune_method="l2"``: the baseline, one-shot smallest-L2-norm lines
+  (:func:`prune_masks`), then masked fine-tuning.
+* fine-tuning: every scheme, unprotected included, gets the same ``finetune_epochs`` epochs of
+  training (same optimizer, learning rate, seed and batches), so a scheme's gain is never extra
+  training.
+* ``dup``: duplicate columns into the freed bitlines of the same crossbar budget, read by a
+  vote of three copies without the fault map (``knowledge="unknown"``, the headline) or by the
+  fault-map-aware choice after a post-fabrication test (``knowledge="known"``): :mod:`sim.reram.layer`.
 * ``msb``: the most significant slice(s) of every weight also stored in its least significant
   cells (fewer bits of precision, no extra cells).
 * ``spare``: the baseline: each crossbar carries spare rows and columns that replace its
@@ -33,6 +42,12 @@ from coevo.sim.reram.layer import CrossbarLayer, FaultyLayer, Knowledge, LayerPl
 
 SCHEME_PARTS = ("none", "prune", "dup", "msb", "spare")
 """Words a protection string combines with ``+``."""
+PRUNE_METHODS = ("learned", "l2")
+"""``learned``: row/column scores trained with the model (default); ``l2``: one-shot magnitude baseline."""
+SCORE_LR = 1e-2
+"""Adam learning rate of the row/column scores of learned pruning (the weights use the fine-tuning rate)."""
+SPARSITY = 1e-3
+"""Weight of the L1 penalty on the sigmoid gates of learned pruning (pushes lines the loss does not use down)."""
 
 
 @dataclass(frozen=True)
@@ -47,8 +62,13 @@ class Protection:
     spare_cols: int = 0
     knowledge: Knowledge = "known"
     finetune_epochs: int = 0
+    prune_method: str = "learned"
 
     def __post_init__(self) -> None:
+        if self.prune_method not in PRUNE_METHODS:
+            raise UserInputError(
+                f"prune_method={self.prune_method!r}: use 'learned' (row/column scores trained with the model) or 'l2' (magnitude)"
+            )
         for name in ("prune_rows", "prune_cols"):
             v = getattr(self, name)
             if not 0.0 <= v < 1.0:
@@ -99,16 +119,16 @@ class Protection:
         """Short text naming the parts and their settings."""
         parts = []
         if self.prune_rows or self.prune_cols:
-            parts.append(
-                f"prune(r{self.prune_rows:g},c{self.prune_cols:g}{',ft' + str(self.finetune_epochs) if self.finetune_epochs else ''})"
-            )
+            parts.append(f"prune(r{self.prune_rows:g},c{self.prune_cols:g}{',l2' if self.prune_method == 'l2' else ''})")
         if self.dup:
             parts.append("dup")
         if self.msb:
             parts.append(f"msb{self.msb}")
         if self.spare_rows or self.spare_cols:
             parts.append(f"spare(r{self.spare_rows},c{self.spare_cols})")
-        return "+".join(parts) or "none"
+        if self.finetune_epochs:
+            parts.append(f"ft{self.finetune_epochs}")
+        return "+".join(parts if len(parts) > (1 if self.finetune_epochs else 0) else ["none", *parts])
 
     def area_factor(self, cfg: CrossbarConfig) -> float:
         """Area of one crossbar with its spare lines, in crossbars without spares."""
@@ -159,18 +179,29 @@ def check_budget(model: nn.Module, cfg: CrossbarConfig, budget: int | None) -> i
     return need
 
 
-def prune_masks(model: nn.Module, rows: float, cols: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Kept (input rows, output columns) per mapped layer: the smallest-L2-norm fraction of each removed (rounded down).
+def _prune_counts(layers: Sequence[tuple[str, nn.Linear | nn.Conv2d]], rows: float, cols: float) -> list[tuple[int, int]]:
+    """(input rows, output columns) to prune per mapped layer: the fractions rounded down, at least one line kept.
 
     The last mapped layer keeps all its columns (its outputs are the classes or the vocabulary).
     """
-    layers = mapped_layers(model)
-    masks = {}
-    for i, (name, m) in enumerate(layers):
-        w = _matrix(m)
-        out_f, in_f = w.shape
+    out = []
+    for i, (_, m) in enumerate(layers):
+        out_f, in_f = _matrix(m).shape
         n_rows = min(math.floor(rows * in_f), in_f - 1)
         n_cols = 0 if i == len(layers) - 1 else min(math.floor(cols * out_f), out_f - 1)
+        out.append((n_rows, n_cols))
+    return out
+
+
+def prune_masks(model: nn.Module, rows: float, cols: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Kept (input rows, output columns) per mapped layer: the smallest-L2-norm fraction of each removed (rounded down).
+
+    The L2-magnitude baseline (``prune_method="l2"``); the last mapped layer keeps all its columns.
+    """
+    layers = mapped_layers(model)
+    masks = {}
+    for (name, m), (n_rows, n_cols) in zip(layers, _prune_counts(layers, rows, cols), strict=True):
+        w = _matrix(m)
         row_norm, col_norm = np.linalg.norm(w, axis=0), np.linalg.norm(w, axis=1)
         keep_r = np.sort(np.argsort(row_norm, kind="stable")[n_rows:])
         keep_c = np.sort(np.argsort(col_norm, kind="stable")[n_cols:])
@@ -194,6 +225,152 @@ def apply_masks(model: nn.Module, masks: dict[str, tuple[np.ndarray, np.ndarray]
                 m.bias.mul_(b)
 
 
+def _straight_through_topk(scores: torch.Tensor, prune: int) -> torch.Tensor:
+    """A 0/1 mask keeping all but the ``prune`` lowest scores in the forward pass; the gradient flows to the scores through a sigmoid."""
+    soft = torch.sigmoid(scores)
+    hard = torch.ones_like(scores)
+    if prune:
+        hard[torch.topk(scores.detach(), prune, largest=False).indices] = 0.0
+    return hard + soft - soft.detach()
+
+
+class _LineScores:
+    """Learnable scores of one layer's input rows and output columns, and how many of each the forward pass prunes now."""
+
+    def __init__(self, weight: np.ndarray) -> None:
+        row_norm, col_norm = np.linalg.norm(weight, axis=0), np.linalg.norm(weight, axis=1)
+        # a warm start from magnitude, small enough (about 0.1) for a few dozen score steps to reorder the lines
+        self.rows = torch.tensor(0.1 * row_norm / max(float(row_norm.mean()), 1e-12), dtype=torch.float32, requires_grad=True)
+        self.cols = torch.tensor(0.1 * col_norm / max(float(col_norm.mean()), 1e-12), dtype=torch.float32, requires_grad=True)
+        self.prune_rows = 0
+        self.prune_cols = 0
+
+    def masks(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(row mask ``[in]``, column mask ``[out]``) with straight-through gradients."""
+        return _straight_through_topk(self.rows, self.prune_rows), _straight_through_topk(self.cols, self.prune_cols)
+
+    def kept(self) -> tuple[np.ndarray, np.ndarray]:
+        """Kept (rows, columns), sorted: all but the lowest-scored lines."""
+        r = self.rows.detach().numpy()
+        c = self.cols.detach().numpy()
+        return np.sort(np.argsort(r, kind="stable")[self.prune_rows :]), np.sort(np.argsort(c, kind="stable")[self.prune_cols :])
+
+    def penalty(self) -> torch.Tensor:
+        """L1 of the sigmoid gates (sparsity pressure on the lines the loss does not hold up)."""
+        return torch.sigmoid(self.rows).sum() + torch.sigmoid(self.cols).sum()
+
+
+class _GatedWeight(nn.Module):
+    """Parametrization of a weight ``[out, ...]``: times its column mask and its (im2col) row mask."""
+
+    def __init__(self, scores: _LineScores) -> None:
+        super().__init__()
+        self.scores = scores
+
+    def forward(self, w: torch.Tensor) -> torch.Tensor:
+        rows, cols = self.scores.masks()
+        return (w.reshape(w.shape[0], -1) * cols[:, None] * rows[None, :]).reshape(w.shape)
+
+
+class _GatedBias(nn.Module):
+    """Parametrization of a bias: a pruned column outputs nothing, bias included."""
+
+    def __init__(self, scores: _LineScores) -> None:
+        super().__init__()
+        self.scores = scores
+
+    def forward(self, b: torch.Tensor) -> torch.Tensor:
+        return b * self.scores.masks()[1]
+
+
+def _train(
+    model: nn.Module,
+    batches: Callable[[int], Any],
+    loss: Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor],
+    epochs: int,
+    lr: float,
+    seed: int,
+    scores: Sequence[torch.Tensor] = (),
+    penalty: Callable[[], torch.Tensor] | None = None,
+    before_epoch: Callable[[int], None] | None = None,
+    after_step: Callable[[], None] | None = None,
+) -> None:
+    """The one fine-tuning loop every scheme uses: Adam at ``lr`` on the weights, seeded, batches from ``batches(epoch)``."""
+    torch.manual_seed(seed)
+    weights = [p for p in model.parameters() if p.requires_grad]
+    groups: list[dict[str, Any]] = [{"params": weights, "lr": lr}]
+    if scores:
+        groups.append({"params": list(scores), "lr": SCORE_LR})
+    opt = torch.optim.Adam(groups)
+    model.train()
+    for epoch in range(epochs):
+        if before_epoch is not None:
+            before_epoch(epoch)
+        for x, y in batches(epoch):
+            opt.zero_grad(set_to_none=True)
+            value = loss(model, x, y)
+            if penalty is not None:
+                value = value + penalty()
+            value.backward()
+            opt.step()
+            if after_step is not None:
+                after_step()
+    model.eval()
+
+
+def learn_masks(
+    model: nn.Module,
+    rows: float,
+    cols: float,
+    batches: Callable[[int], Any],
+    loss: Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor],
+    epochs: int,
+    lr: float = 1e-3,
+    seed: int = 0,
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Differentiable row/column structured pruning, trained with the weights of ``model`` (in place); the kept lines per layer.
+
+    Every mapped layer's input rows and output columns get a score (warm-started from their L2
+    norms). The forward pass multiplies the weights (and the biases of the columns) by a hard mask
+    that drops the lowest-scored lines; its gradient reaches the scores straight through a sigmoid,
+    plus an L1 penalty (weight :data:`SPARSITY`) on the sigmoid gates. The pruned share ramps
+    linearly over the first half of the epochs (at least one) to the requested one, rounded down as
+    in :func:`prune_masks`; the remaining epochs train at that share. The weights (Adam at ``lr``)
+    and the scores (Adam at :data:`SCORE_LR`) train jointly. At the end the masks are baked into
+    the weights (pruned lines exactly 0).
+    """
+    from torch.nn.utils import parametrize
+
+    layers = mapped_layers(model)
+    counts = _prune_counts(layers, rows, cols)
+    scores = {name: _LineScores(_matrix(m)) for name, m in layers}
+    for name, m in layers:
+        parametrize.register_parametrization(m, "weight", _GatedWeight(scores[name]))
+        if m.bias is not None:
+            parametrize.register_parametrization(m, "bias", _GatedBias(scores[name]))
+    ramp = max(1, math.ceil(epochs / 2))
+
+    def schedule(epoch: int) -> None:
+        share = min(1.0, (epoch + 1) / ramp)
+        for (name, _), (n_rows, n_cols) in zip(layers, counts, strict=True):
+            scores[name].prune_rows, scores[name].prune_cols = math.floor(share * n_rows), math.floor(share * n_cols)
+
+    params = [t for s in scores.values() for t in (s.rows, s.cols)]
+    try:
+        _train(
+            model, batches, loss, epochs, lr, seed, params, lambda: SPARSITY * sum((s.penalty() for s in scores.values()), torch.zeros(())),
+            schedule,
+        )  # fmt: skip
+    finally:
+        for _, m in layers:
+            for attr in ("weight", "bias"):
+                if parametrize.is_parametrized(m, attr):
+                    parametrize.remove_parametrizations(m, attr, leave_parametrized=True)
+    masks = {name: scores[name].kept() for name, _ in layers}
+    apply_masks(model, masks)
+    return masks
+
+
 def pruned_model(
     model: nn.Module,
     protection: Protection,
@@ -202,27 +379,35 @@ def pruned_model(
     lr: float = 1e-3,
     seed: int = 0,
 ) -> tuple[nn.Module, dict[str, tuple[np.ndarray, np.ndarray]]]:
-    """A pruned copy of ``model`` (fine-tuned with the masks held for ``protection.finetune_epochs`` epochs) and its masks.
+    """A copy of ``model`` pruned as ``protection`` says and fine-tuned ``protection.finetune_epochs`` epochs, and its masks.
 
-    ``batches(epoch)`` yields ``(x, y)`` training batches and ``loss(model, x, y)`` gives the loss;
-    both are needed only when fine-tuning.
+    Every scheme gets the same fine-tuning (loop, optimizer, ``lr``, ``seed``, batches), pruned or
+    not: an unpruned model is fine-tuned as much as a pruned one. Learned pruning trains its scores
+    during those epochs (:func:`learn_masks`); L2 pruning prunes first, then fine-tunes with the
+    masks held. ``batches(epoch)`` yields ``(x, y)`` training batches and ``loss(model, x, y)``
+    gives the loss; both are needed only when ``finetune_epochs > 0``.
+
+    Raises:
+        UserInputError: fine-tuning without data, or learned pruning with no epoch to learn in.
     """
     out = copy.deepcopy(model)
+    prunes = bool(protection.prune_rows or protection.prune_cols)
+    epochs = protection.finetune_epochs
+    if epochs and (batches is None or loss is None):
+        raise UserInputError("fine-tuning needs the training data: give batches and loss")
+    if prunes and protection.prune_method == "learned":
+        if not epochs or batches is None or loss is None:
+            raise UserInputError(
+                f"finetune_epochs={epochs}: learned pruning trains its row/column scores with the model; give finetune_epochs >= 1 "
+                "(and the training data), or prune_method='l2' for one-shot magnitude pruning"
+            )
+        return out, learn_masks(out, protection.prune_rows, protection.prune_cols, batches, loss, epochs, lr, seed)
     masks = prune_masks(out, protection.prune_rows, protection.prune_cols)
-    apply_masks(out, masks)
-    if protection.finetune_epochs and (protection.prune_rows or protection.prune_cols):
-        if batches is None or loss is None:
-            raise UserInputError("fine-tuning after pruning needs the training data: give batches and loss")
-        torch.manual_seed(seed)
-        opt = torch.optim.Adam(out.parameters(), lr=lr)
-        out.train()
-        for epoch in range(protection.finetune_epochs):
-            for x, y in batches(epoch):
-                opt.zero_grad(set_to_none=True)
-                loss(out, x, y).backward()
-                opt.step()
-                apply_masks(out, masks)  # projected gradient descent: pruned lines stay empty
-        out.eval()
+    if prunes:
+        apply_masks(out, masks)
+    if epochs and batches is not None and loss is not None:
+        # projected gradient descent: pruned lines stay empty
+        _train(out, batches, loss, epochs, lr, seed, after_step=(lambda: apply_masks(out, masks)) if prunes else None)
     return out, masks
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -204,7 +205,7 @@ def test_pruning_removes_the_smallest_lines_and_frees_column_slots() -> None:
     assert masks["0"][0].tolist() == [0, 2, 3]  # input 1 has the smallest column norm
     assert masks["0"][1].tolist() == [0, 1, 3, 4]  # output 2 has the smallest row norm
     assert len(masks["2"][1]) == 2  # the last layer keeps its outputs
-    pm, masks = pruned_model(model, Protection(prune_rows=0.25, prune_cols=0.2))
+    pm, masks = pruned_model(model, Protection(prune_rows=0.25, prune_cols=0.2, prune_method="l2"))
     assert float(pm[0].weight[2].detach().abs().sum()) == 0 and float(pm[0].weight[:, 1].detach().abs().sum()) == 0
     assert float(pm[0].bias[2].detach()) == 0
     cfg = CrossbarConfig(rows=4, cols=4, weight_bits=4, bits_per_cell=2)
@@ -266,3 +267,132 @@ def test_bad_input_is_refused_with_advice() -> None:
     with pytest.raises(UserInputError, match="layer 0: msb=3"):
         plan_model(nn.Sequential(nn.Linear(2, 2)), CrossbarConfig(), Protection(msb=3))
     assert Protection.parse("prune+dup+msb") == Protection(0.1, 0.1, True, 1)
+    with pytest.raises(UserInputError, match="prune_method='magnitude'"):
+        Protection(prune_method="magnitude")
+    with pytest.raises(UserInputError, match=r"finetune_epochs=0: learned pruning trains"):
+        pruned_model(nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2)), Protection(prune_rows=0.25))
+
+
+def _toy_task(seed: int = 0) -> tuple[nn.Module, Callable[[int], list[tuple[torch.Tensor, torch.Tensor]]], Callable[..., torch.Tensor]]:
+    """A 6-8-3 MLP whose input 0 is always 0 in the data but has the largest weights, and whose input 5 alone carries the label.
+
+    Magnitude pruning of one input row drops the informative input (the smallest weights); a
+    pruning that looks at the loss keeps it.
+    """
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(192, 6, generator=g)
+    x[:, 0] = 0.0
+    y = (x[:, 5] > 0.5).long() + (x[:, 5] > -0.5).long()  # 3 classes from input 5 alone
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+    with torch.no_grad():
+        model[0].weight[:, 0] *= 20.0  # the largest column norm, on a line the data never drive
+        model[0].weight[:, 5] *= 0.05  # the smallest, on the informative line
+
+    def batches(epoch: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        order = torch.randperm(len(x), generator=torch.Generator().manual_seed(100 + epoch))
+        return [(x[order[i : i + 32]], y[order[i : i + 32]]) for i in range(0, len(x), 32)]
+
+    def loss(m: nn.Module, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(m(xb), yb)
+
+    return model, batches, loss
+
+
+def test_every_scheme_gets_the_same_fine_tuning() -> None:
+    model, batches, loss = _toy_task()
+    seen: list[int] = []
+
+    def counting(epoch: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        out = batches(epoch)
+        seen.append(len(out))
+        return out
+
+    untouched = [p.detach().clone() for p in model.parameters()]
+    none, _ = pruned_model(model, Protection(finetune_epochs=3), counting, loss, lr=1e-2)
+    steps_none = sum(seen)
+    seen.clear()
+    pruned_model(model, Protection(prune_rows=0.2, prune_cols=0.25, finetune_epochs=3), counting, loss, lr=1e-2)
+    assert steps_none == sum(seen) == 3 * 6  # 3 epochs of 6 batches each, pruned or not
+    seen.clear()
+    pruned_model(model, Protection(prune_rows=0.2, finetune_epochs=3, prune_method="l2"), counting, loss, lr=1e-2)
+    assert sum(seen) == 3 * 6
+    # the unprotected model was trained too (not handed back as it came), and the original is left alone
+    assert any(not torch.equal(a, b) for a, b in zip(untouched, none.parameters(), strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(untouched, model.parameters(), strict=True))
+    # the same seed and batches give the same fine-tuned model
+    again, _ = pruned_model(model, Protection(finetune_epochs=3), batches, loss, lr=1e-2)
+    assert all(torch.equal(a, b) for a, b in zip(none.parameters(), again.parameters(), strict=True))
+    assert Protection(finetune_epochs=3).label == "none+ft3"
+    assert Protection.parse("prune+dup", finetune_epochs=2, prune_method="l2").label == "prune(r0.1,c0.1,l2)+dup+ft2"
+
+
+def test_learned_pruning_reaches_the_fraction_and_keeps_the_line_the_loss_needs() -> None:
+    model, batches, loss = _toy_task()
+    l2_model, l2_masks = pruned_model(model, Protection(prune_rows=1 / 6, finetune_epochs=6, prune_method="l2"), batches, loss, lr=1e-2)
+    assert 5 not in l2_masks["0"][0]  # magnitude drops the informative input (its weights were scaled down)
+    learned, masks = pruned_model(model, Protection(prune_rows=1 / 6, prune_cols=0.25, finetune_epochs=6), batches, loss, lr=1e-2)
+    keep_r, keep_c = masks["0"]
+    assert len(keep_r) == 5 and 5 in keep_r  # one of six inputs pruned, but not the informative one magnitude drops
+    assert len(keep_c) == 6 and len(masks["2"][1]) == 3  # 25 % of 8 columns; the last layer keeps its classes
+    assert len(masks["2"][0]) == 7  # floor(8 / 6) = 1 row of the second layer
+    w = learned[0].weight.detach()
+    pruned_row = [r for r in range(6) if r not in keep_r]
+    assert float(w[:, pruned_row].abs().sum()) == 0.0 and w[[c for c in range(8) if c not in keep_c]].abs().sum() == 0
+    assert float(learned[0].bias.detach()[[c for c in range(8) if c not in keep_c]].abs().sum()) == 0.0
+    assert not any(hasattr(m, "parametrizations") for m in learned.modules())  # the masks are baked into plain weights
+    xs = torch.cat([b[0] for b in batches(0)])
+    ys = torch.cat([b[1] for b in batches(0)])
+    with torch.no_grad():
+        assert float(loss(learned, xs, ys)) < float(loss(l2_model, xs, ys))
+
+
+def test_the_vote_never_looks_at_the_fault_map() -> None:
+    cfg = CrossbarConfig(rows=8, cols=16, weight_bits=8, bits_per_cell=2)
+    w = np.random.default_rng(4).normal(size=(6, 20))
+    plan = plan_layer("fc", w, None, cfg, rows_kept=np.arange(2, 20), cols_kept=np.arange(5), msb=1, dup=True)
+    layouts = {tuple(realise(plan, np.random.default_rng(s), 0.1, 0.5, knowledge="unknown").copies) for s in range(6)}
+    assert len(layouts) == 1  # the same copies whatever the map: chosen before any test, by weight norm
+    (copies,) = layouts
+    norms = np.linalg.norm(w[:5, 2:], axis=1)
+    duplicated = [c for c in range(5) if copies.count(c) == 3]
+    assert duplicated and min(norms[duplicated]) >= max(np.delete(norms, duplicated))  # the largest columns get the copies
+    # each output is the vote of its copies' partial sums: two faulty copies of three on one bitline outvote the clean one
+    faults = np.zeros((2, plan.height, plan.width), dtype=np.int8)
+    slots = [i for i, c in enumerate(copies) if c == duplicated[0]]
+    faults[0, 2, plan.bitline(slots[0], 0)] = SA1
+    fl = realise(plan, RNG, 0.0, 0.5, knowledge="unknown", faults=faults)
+    x = torch.rand(3, 20, dtype=torch.float64)
+    assert torch.allclose(fl.matmul(x), x @ torch.as_tensor(plan.quantized_weight).T)  # one faulty copy is outvoted
+    faults[0, 2, plan.bitline(slots[1], 0)] = SA1
+    fl2 = realise(plan, RNG, 0.0, 0.5, knowledge="unknown", faults=faults)
+    assert not torch.allclose(fl2.matmul(x), x @ torch.as_tensor(plan.quantized_weight).T)
+
+
+def test_protection_reduces_the_accuracy_lost_to_faults_at_the_same_crossbars() -> None:
+    """mlp-digits, 5 % stuck cells half SA1, 4 fault maps: the vote (no fault map) and the known-map choice both lose less."""
+    from coevo.sim.reram import evaluate_under_faults, prepare
+    from coevo.sim.zoo import load
+
+    zm = load("mlp-digits")
+    cfg = CrossbarConfig()
+
+    def metric(m: nn.Module) -> float:
+        return float(zm.evaluate(m, "val"))
+
+    drops, bars = {}, {}
+    for name, prot in {
+        "none": Protection(finetune_epochs=2),
+        "vote": Protection.parse("prune+dup+msb", finetune_epochs=2, knowledge="unknown"),
+        "known": Protection.parse("prune+dup+msb", finetune_epochs=2, knowledge="known"),
+    }.items():
+        plan = prepare(zm, cfg, prot)
+        clean = metric(plan.quantized_model())
+        values, _ = evaluate_under_faults(plan, metric, 0.05, 0.5, range(4))
+        drops[name] = [clean - v for v in values]  # paired: fault map s of every scheme has the same seed
+        bars[name] = plan.crossbars()
+    assert bars["none"] == bars["vote"] == bars["known"] == 34  # no extra crossbar
+    assert np.mean(drops["none"]) > 2.0  # the faults do hurt the unprotected model
+    for scheme in ("vote", "known"):
+        assert np.mean(drops[scheme]) < 0.5 * np.mean(drops["none"])
+        assert sum(d < n for d, n in zip(drops[scheme], drops["none"], strict=True)) >= 3  # on most maps, not on average only

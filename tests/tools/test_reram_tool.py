@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+from coevo.agent.cli import main
 from coevo.tools import REGISTRY, ToolArgumentError, call_tool
 
 TOOL = REGISTRY.get("reram.faults")
@@ -20,12 +24,15 @@ def test_protected_result_is_consistent_and_costs_no_crossbar() -> None:
     low, high = value["accuracy_ci95"]
     assert low <= value["accuracy_mean"] <= high
     assert value["precision_bits"] == 6  # one of four 2-bit slices holds the MSB copy
-    assert value["protection"] == "prune(r0.1,c0.1)+dup+msb1"
+    assert value["protection"] == "prune(r0.1,c0.1)+dup+msb1+ft5"  # learned pruning, 5 epochs of training
+    assert value["knowledge"] == "unknown"  # the headline: copies combined by a vote, no fault map
+    assert value["unprotected_protection"] == "none+ft5"  # the comparison gets the same training
     assert value["paired_difference_mean"] == pytest.approx(value["accuracy_mean"] - value["unprotected_mean"], abs=1e-3)
 
 
 def test_no_faults_is_the_fault_free_accuracy_and_spares_cost_area() -> None:
-    value = call_tool(TOOL, {"fault_rate": 0.0, "protection": "spare", "fault_maps": 2, "compare_unprotected": False}).value
+    args = {"fault_rate": 0.0, "protection": "spare", "knowledge": "known", "fault_maps": 2, "compare_unprotected": False}
+    value = call_tool(TOOL, args).value
     assert value["accuracy_per_map"] == [value["accuracy_fault_free"]] * 2
     assert value["area_crossbar_equivalents"] == pytest.approx(34 * 66 * 66 / (64 * 64), abs=1e-3)  # 2 spare rows and cols each
     assert value["area_overhead_pct"] == pytest.approx(100 * (66 * 66 / 64**2 - 1), abs=1e-3)
@@ -41,6 +48,9 @@ def test_no_faults_is_the_fault_free_accuracy_and_spares_cost_area() -> None:
         ({"protection": "prune+ecc"}, "unknown part 'ecc'"),
         ({"crossbar_budget": 20}, "needs 34 crossbars of 64x64 .* budget is 20: 14 more than available"),
         ({"protection": "spare", "knowledge": "unknown"}, "knowledge='known'"),
+        ({"protection": "spare"}, "knowledge='known'"),  # the default is the vote, which cannot use a test's repair
+        ({"fault_rate": 2.0}, r"fault_rate=2\.0: .*between 0 and 1"),
+        ({"protection": "prune", "finetune_epochs": 0}, "learned pruning trains"),
         ({"model": "cnn-mnist"}, "cnn-mnist5k"),
     ],
 )
@@ -59,3 +69,16 @@ def test_language_model_perplexity_under_faults() -> None:
     assert value["perplexity_fault_free"] < 30  # a trained byte LM, far below 256 (uniform)
     assert value["perplexity_mean"] > value["perplexity_fault_free"] * 0.98
     assert value["unprotected_mean"] > value["perplexity_fault_free"]  # 5 % faults with 50 % SA1 hurt the unprotected LM
+
+
+@pytest.mark.parametrize("rate", [1.5, -0.02])
+def test_a_fault_rate_outside_0_1_is_one_line_and_exit_2_writing_nothing(
+    rate: float, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code = main(["tools", "run", "reram.faults", "--args", json.dumps({"model": "mlp-digits", "fault_rate": rate})])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert f"fault_rate={rate}" in err and "between 0 and 1" in err  # the value and its bound
+    assert list(tmp_path.iterdir()) == []
