@@ -133,7 +133,7 @@ def chosen_lr(rows: list[dict[str, str]], label: str, model: str, steps: int) ->
     return float(min(cands, key=lambda r: sign * float(r["after_val"]))["lr"])
 
 
-def test_rows(rows: list[dict[str, str]], model: str, steps: int, w_bits: int, a_bits: int) -> dict[str, dict[int, dict[str, str]]]:
+def rows_by_label(rows: list[dict[str, str]], model: str, steps: int, w_bits: int, a_bits: int) -> dict[str, dict[int, dict[str, str]]]:
     """label -> seed -> the test row (trained configurations at ``steps``, post-training ones at 0)."""
     out: dict[str, dict[int, dict[str, str]]] = {}
     for r in rows:
@@ -155,7 +155,7 @@ def _mean_ci(vals: list[float], digits: int) -> str:
 
 
 def table(rows: list[dict[str, str]], model: str, steps: int, w_bits: int, a_bits: int) -> str:
-    by = test_rows(rows, model, steps, w_bits, a_bits)
+    by = rows_by_label(rows, model, steps, w_bits, a_bits)
     if not by:
         return "(no test runs yet)\n"
     metric = next(iter(next(iter(by.values())).values()))["metric"]
@@ -186,7 +186,7 @@ def table(rows: list[dict[str, str]], model: str, steps: int, w_bits: int, a_bit
 
 def findings(rows: list[dict[str, str]], model: str, steps: int, w_bits: int, a_bits: int) -> str:
     """Sentences computed from the test rows: what each comparison of issue 31 came to (paired over seeds)."""
-    by = test_rows(rows, model, steps, w_bits, a_bits)
+    by = rows_by_label(rows, model, steps, w_bits, a_bits)
     if not by:
         return ""
     metric = next(iter(next(iter(by.values())).values()))["metric"]
