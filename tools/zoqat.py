@@ -23,13 +23,15 @@ class ZoQatArgs(ToolArgs):
     a_bits: int | None = config_field(
         ZoQatConfig, "a_bits", description="bits of every Linear layer's input, per tensor; null: float activations"
     )
-    steps: int = config_field(ZoQatConfig, "steps", description="training steps, one batch each (rtn ignores them)")
-    method: Literal["spsa", "projected", "ste", "rtn"] = config_field(
+    steps: int = config_field(ZoQatConfig, "steps", description="training steps, one batch each (rtn and gptq ignore them)")
+    method: Literal["spsa", "pgap", "ste", "rtn", "gptq"] = config_field(
         ZoQatConfig,
         "method",
-        description="spsa: two-point zeroth-order (MeZO-style, seeds only, no backprop); projected: SPSA inside a "
-        "subspace of past ZO gradient estimates; ste: backprop QAT with the straight-through estimator (Adam); "
-        "rtn: round-to-nearest, no training",
+        description="spsa: two-point zeroth-order (MeZO-style, seeds only, no backprop); pgap: P-GAP, perturbations "
+        "aligned with the projected gradient inside each weight matrix's low-rank gradient space (re-estimated every "
+        "50 steps from 5 probes; needs train_weights to differ from spsa); ste: backprop QAT with the straight-through "
+        "estimator (Adam); rtn: round-to-nearest, no training; gptq: GPTQ post-training quantization (Hessian "
+        "error compensation on RTN's grid), no training",
     )
     lr: float | None = Field(None, gt=0, description="learning rate; null: the method's default chosen on the validation split")
     eps: float = config_field(ZoQatConfig, "eps")
@@ -43,15 +45,17 @@ class ZoQatArgs(ToolArgs):
 
 
 class ZoQat(Tool):
-    """Zeroth-order QAT (SPSA, projected) vs first-order STE QAT vs RTN on a zoo model: quality, peak memory, s/step."""
+    """Zeroth-order QAT (SPSA, P-GAP; light or full) vs first-order STE QAT vs RTN and GPTQ on a zoo model: quality, peak memory, s/step."""
 
     name = "quant.zo_qat"
     measured_fields = frozenset({"s_per_step", "train_s", "peak_rss_mb", "train_peak_added_mb"})
     description = (
         "Quantize a zoo model's Linear layers (weights per channel at w_bits, inputs per tensor at a_bits, learnable "
         "LSQ-style scales starting at round-to-nearest) and train the scales with a zeroth-order two-point SPSA estimator "
-        "(no backprop, no optimizer state, perturbations regenerated from seeds), SPSA within a projected gradient "
-        "subspace, or first-order straight-through QAT; rtn is the untrained baseline. Returns perplexity (or accuracy) "
+        "(no backprop, no optimizer state, perturbations regenerated from seeds), P-GAP (perturbations aligned with "
+        "the projected gradient in each weight matrix's low-rank gradient space), or first-order straight-through QAT, "
+        "optionally with the weights too (train_weights: full ZeroQAT); rtn and gptq are the untrained post-training "
+        "baselines. Returns perplexity (or accuracy) "
         "in float, at RTN and after training on val and test, the measured peak resident memory of training and "
         "seconds per step."
     )
@@ -74,7 +78,7 @@ class ZoQat(Tool):
             w_bits=args.w_bits,
             a_bits=args.a_bits,
             method=args.method,
-            steps=0 if args.method == "rtn" else args.steps,
+            steps=0 if args.method in ("rtn", "gptq") else args.steps,
             lr=lr,
             eps=args.eps,
             seed=args.seed,
@@ -101,6 +105,7 @@ class ZoQat(Tool):
             "seed": args.seed,
             "metric": metric,
             metric: {stage: {split: out[f"{stage}_{split}"] for split in ("val", "test")} for stage in ("float", "rtn", "after")},
+            "train_weights": args.train_weights,
             "peak_rss_mb": out["peak_rss_train_mb"],
             "train_peak_added_mb": out["train_peak_added_mb"],
             "s_per_step": out["s_per_step"],

@@ -486,20 +486,14 @@ FIGURES: tuple[Figure, ...] = (
     Figure(
         "zoqat",
         "quant",
-        "W4A8 zeroth-order QAT (SPSA, projected) vs STE QAT vs RTN: perplexity, peak memory, time per step (issue 17)",
-        "nice -n 10 python -m coevo.figures zoqat --model lm-pydoc --steps 300 --val-steps 60",
-        ("zoqat.md", "zoqat.csv", "zoqat-memory.md", "zoqat-memory.csv", "zoqat-60steps/ (lm-pydoc at 60 steps, lm-pydoc-tiny)"),
-        ("zoqat.csv", "zoqat-memory.csv", "zoqat-60steps/zoqat.csv"),
+        "W4A8 zeroth-order QAT, light (scales) and full ZeroQAT (weights too), by SPSA and P-GAP, vs STE QAT, RTN and GPTQ: "
+        "perplexity with paired intervals, peak process memory, time per step (issues 17, 31)",
+        "nice -n 10 python -m coevo.figures zoqat --model lm-pydoc-tiny",
+        ("zoqat.md", "zoqat.csv"),
+        ("zoqat.csv",),
         module="zoqat",
         renders=True,
-        quoted_in=("docs/quant.md",),
-        also=(
-            "zoqat-memory.md: python -m coevo.figures zoqat --memory-only --model lm-pydoc --steps 30",
-            "zoqat-60steps/zoqat.md: python -m coevo.figures zoqat --model lm-pydoc --steps 60 --lrs spsa=1e-2,projected=3e-3,ste=1e-2 "
-            "--eval-batches 3 --out docs/bench/quant/zoqat-60steps",
-            "zoqat-60steps/zoqat-lm-pydoc-tiny.md: python -m coevo.figures zoqat --model lm-pydoc-tiny --steps 300 "
-            "--out docs/bench/quant/zoqat-60steps",
-        ),
+        quoted_in=("docs/zoqat.md", "docs/families.md"),
     ),
     Figure(
         "prune",

@@ -1,14 +1,15 @@
-"""Issue 17 figure: W4A8 zeroth-order QAT (SPSA, projected) vs first-order STE QAT vs RTN on a zoo LM.
+"""Issue 31 figure: W4A8 zeroth-order QAT, light (scales) and full (weights too, ZeroQAT), by SPSA and P-GAP, vs
+first-order STE QAT and the post-training baselines RTN and GPTQ, at the same bits, on a zoo LM.
 
-Every run is a fresh process (sim.zoqat.job.run_isolated, one torch thread) so its peak resident memory is its own.
-Phase "val": the learning rate of each trained method is chosen on the validation split (seed 0). Phase "test":
-each method with its chosen rate, seeds 0-2, the same batches and steps; the test split is read here only.
-Writes docs/bench/quant/zoqat.csv (every run of every model) and zoqat.md (lm-pydoc; zoqat-MODEL.md for
-another model): medians and spread, from the CSV.
+Every run is a fresh process (sim.zoqat.job.run_isolated, one torch thread) so its peak process memory is its own.
+Phase "val": the learning rate of each trained configuration is chosen on the validation split (seed 0). Phase
+"test": each configuration with its chosen rate, seeds 0-2 (the seed sets the batch order, the calibration batches
+and the perturbations), the same batches and steps; the test split is read here only. Writes
+docs/bench/quant/zoqat.csv (every run) and zoqat.md: means with 95 % t intervals and paired (same-seed) differences.
 
-    nice -n 10 python -m coevo.figures zoqat                      # lm-pydoc, 300 steps
+    nice -n 10 python -m coevo.figures zoqat --model lm-pydoc-tiny           # the committed figure
     python -m coevo.figures zoqat --model lm-pydoc-tiny --steps 40 --out /tmp/zq   # a quick look
-    python -m coevo.figures zoqat --report-only                   # rewrite the table from the CSV
+    python -m coevo.figures zoqat --report-only --model lm-pydoc-tiny       # rewrite the table from the CSV
 """
 
 from __future__ import annotations
@@ -17,27 +18,44 @@ import argparse
 import csv
 import statistics
 import time
-from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from coevo.figures._common import command_line, figure_parser, read_csv, record_provenance, write_markdown
+from coevo.search.stats import format_interval, t_interval
 from coevo.sim.zoqat.config import ZOQAT
 from coevo.sim.zoqat.job import Spec, run_isolated
 
 NAME = "zoqat"
 
-LR_GRID = {"spsa": [3e-3, 1e-2], "projected": [3e-3, 1e-2], "ste": [3e-3, 1e-2]}
-"""Learning rates tried on the validation split (seed 0)."""
-MEMORY_LR = {"spsa": 1e-2, "projected": 1e-2, "ste": 1e-2}
-"""Learning rates of the memory-only runs: the figure's own (the committed memory rows were measured with them;
-``DEFAULT_LR`` has 3e-3 for projected), and memory and time per step do not depend on the rate."""
+CONFIGS: dict[str, tuple[str, bool]] = {
+    "rtn": ("rtn", False),
+    "gptq": ("gptq", False),
+    "spsa-light": ("spsa", False),
+    "ste-light": ("ste", False),
+    "spsa-full": ("spsa", True),
+    "pgap-full": ("pgap", True),
+    "ste-full": ("ste", True),
+}
+"""label -> (method, train_weights). light: the quantization scales trained, weights frozen; full: the Linear weights
+too (full ZeroQAT). P-GAP runs full only: its subspaces are per weight matrix, and with the scales alone (vectors)
+it is SPSA with fewer updates."""
+LR_GRID: dict[str, list[float]] = {
+    "spsa-light": [3e-3, 1e-2],
+    "ste-light": [3e-3, 1e-2],
+    "spsa-full": [1e-4, 1e-3],
+    "pgap-full": [1e-4, 1e-3],
+    "ste-full": [1e-4, 1e-3],
+}
+"""Learning rates tried on the validation split (seed 0); the full variants move weights, hence smaller rates."""
 SEEDS = (0, 1, 2)
 FIELDS = [
     "phase",
+    "label",
     "model",
     "method",
+    "train_weights",
     "w_bits",
     "a_bits",
     "steps",
@@ -45,6 +63,9 @@ FIELDS = [
     "eps",
     "seed",
     "batch_size",
+    "rank",
+    "refresh",
+    "probes",
     "metric",
     "float_val",
     "rtn_val",
@@ -53,10 +74,9 @@ FIELDS = [
     "rtn_test",
     "after_test",
     "peak_rss_train_mb",
-    "train_peak_added_mb",
-    "rss_before_train_mb",
     "s_per_step",
     "train_s",
+    "ptq_s",
     "trainable_values",
     "first_loss",
     "last_loss",
@@ -70,8 +90,11 @@ def read(path: Path) -> list[dict[str, str]]:
     return read_csv(path)
 
 
+KEY = ("phase", "label", "model", "w_bits", "a_bits", "steps", "lr", "eps", "seed", "batch_size")
+
+
 def key(row: dict[str, Any]) -> tuple[str, ...]:
-    return tuple(str(row[k]) for k in ("phase", "model", "method", "w_bits", "a_bits", "steps", "lr", "eps", "seed", "batch_size"))
+    return tuple(str(row[k]) for k in KEY)
 
 
 def append(path: Path, row: dict[str, Any]) -> None:
@@ -83,161 +106,139 @@ def append(path: Path, row: dict[str, Any]) -> None:
         w.writerow(row)
 
 
-def measure(path: Path, done: set[tuple[str, ...]], phase: str, spec: Spec) -> dict[str, Any]:
-    row = {
-        "phase": phase,
-        **{k: getattr(spec, k) for k in ("model", "method", "w_bits", "a_bits", "steps", "lr", "eps", "seed", "batch_size")},
-    }
+def measure(path: Path, done: set[tuple[str, ...]], phase: str, label: str, spec: Spec) -> dict[str, Any]:
+    row = {"phase": phase, "label": label, **{k: getattr(spec, k) for k in KEY[2:]}}
     if key(row) in done:
         return next(r for r in read(path) if key(r) == key(row))
     started = time.perf_counter()
     out = run_isolated(spec)
-    out["phase"] = phase
+    out.update(phase=phase, label=label)
     append(path, out)
     done.add(key(row))
-    after = out.get("after_val", out.get("after_test"))
+    after = out.get("after_test", out.get("after_val"))
     print(
-        f"{phase} {spec.method} lr={spec.lr:g} seed={spec.seed}: {after} peak={out['peak_rss_train_mb']} MB "
+        f"{phase} {label} lr={spec.lr:g} seed={spec.seed}: {after} peak={out['peak_rss_train_mb']} MB "
         f"{out['s_per_step']} s/step ({time.perf_counter() - started:.0f} s)",
         flush=True,
     )
     return out
 
 
-def chosen_lr(rows: list[dict[str, str]], method: str, model: str, steps: int) -> float | None:
-    """The validation-phase learning rate with the lowest val perplexity (highest accuracy) for ``method``."""
-    cands = [r for r in rows if r["phase"] == "val" and r["method"] == method and r["model"] == model and int(r["steps"]) == steps]
+def chosen_lr(rows: list[dict[str, str]], label: str, model: str, steps: int) -> float | None:
+    """The validation-phase learning rate with the lowest val perplexity (highest accuracy) for ``label``."""
+    cands = [r for r in rows if r["phase"] == "val" and r["label"] == label and r["model"] == model and int(r["steps"]) == steps]
     if not cands:
         return None
     sign = 1 if cands[0]["metric"] == "perplexity" else -1
     return float(min(cands, key=lambda r: sign * float(r["after_val"]))["lr"])
 
 
+def rows_by_label(rows: list[dict[str, str]], model: str, steps: int, w_bits: int, a_bits: int) -> dict[str, dict[int, dict[str, str]]]:
+    """label -> seed -> the test row (trained configurations at ``steps``, post-training ones at 0)."""
+    out: dict[str, dict[int, dict[str, str]]] = {}
+    for r in rows:
+        if r["phase"] != "test" or r["model"] != model or int(r["w_bits"]) != w_bits or r["a_bits"] != str(a_bits):
+            continue
+        if int(r["steps"]) == (0 if CONFIGS[r["label"]][0] in ("rtn", "gptq") else steps):
+            out.setdefault(r["label"], {})[int(r["seed"])] = r
+    return out
+
+
+def paired(a: dict[int, dict[str, str]], b: dict[int, dict[str, str]], field: str = "after_test") -> list[float]:
+    """Same-seed differences ``a - b`` of ``field`` over the seeds both have."""
+    return [float(a[s][field]) - float(b[s][field]) for s in sorted(set(a) & set(b))]
+
+
+def _mean_ci(vals: list[float], digits: int) -> str:
+    mean, half = t_interval(vals)
+    return f"{mean:.{digits}f}" if half != half else f"{mean:.{digits}f} ± {half:.{digits}f}"
+
+
 def table(rows: list[dict[str, str]], model: str, steps: int, w_bits: int, a_bits: int) -> str:
-    test = [r for r in rows if r["phase"] == "test" and r["model"] == model and int(r["steps"]) in (steps, 0)]
-    test = [r for r in test if int(r["w_bits"]) == w_bits and r["a_bits"] == str(a_bits)]
-    if not test:
+    by = rows_by_label(rows, model, steps, w_bits, a_bits)
+    if not by:
         return "(no test runs yet)\n"
-    metric = test[0]["metric"]
-
-    def med(vals: Sequence[float], digits: int = 3) -> str:
-        if not vals:
-            return "-"
-        m = statistics.median(vals)
-        return f"{m:.{digits}f} [{min(vals):.{digits}f}, {max(vals):.{digits}f}]" if len(vals) > 1 else f"{m:.{digits}f}"
-
+    metric = next(iter(next(iter(by.values())).values()))["metric"]
     lines = [
-        f"| method | lr | seeds | test {metric} after (median [min, max]) | test {metric} RTN | change vs RTN | "
-        "peak RSS in training, MB | added by training, MB | s/step | trained values |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        f"| configuration | trained | lr | seeds | test {metric} (mean ± 95 % t) | paired vs RTN | paired vs GPTQ | "
+        "paired vs spsa-light | peak process memory, MB (mean [min, max]) | s/step | trained values |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for method in ("rtn", "spsa", "projected", "ste"):
-        rs = [r for r in test if r["method"] == method]
+    for label, (method, weights) in CONFIGS.items():
+        rs = by.get(label)
         if not rs:
             continue
-        after = [float(r["after_test"]) for r in rs]
-        rtn = [float(r["rtn_test"]) for r in rs]
-        change = [100 * (a - b) / b for a, b in zip(after, rtn, strict=True)]
+        after = [float(r["after_test"]) for r in rs.values()]
+        peak = [float(r["peak_rss_train_mb"]) for r in rs.values()]
+        trained = "-" if method in ("rtn", "gptq") else "scales + weights" if weights else "scales"
+        first = next(iter(rs.values()))
         lines.append(
-            f"| {method} | {rs[0]['lr'] if method != 'rtn' else '-'} | {len(rs)} | {med(after)} | {med(rtn)} | "
-            f"{statistics.median(change):+.2f} % | {med([float(r['peak_rss_train_mb']) for r in rs], 0)} | "
-            f"{med([float(r['train_peak_added_mb']) for r in rs], 1)} | {med([float(r['s_per_step']) for r in rs], 3)} | "
-            f"{rs[0]['trainable_values']} |"
+            f"| {label} | {trained} | {first['lr'] if trained != '-' else '-'} | {len(rs)} | {_mean_ci(after, 3)} | "
+            f"{format_interval(paired(rs, by['rtn']), 3) if 'rtn' in by and label != 'rtn' else '-'} | "
+            f"{format_interval(paired(rs, by['gptq']), 3) if 'gptq' in by and label != 'gptq' else '-'} | "
+            f"{format_interval(paired(rs, by['spsa-light']), 3) if 'spsa-light' in by and label != 'spsa-light' else '-'} | "
+            f"{statistics.mean(peak):.0f} [{min(peak):.0f}, {max(peak):.0f}] | "
+            f"{statistics.mean(float(r['s_per_step']) for r in rs.values()):.3f} | {first['trainable_values'] if trained != '-' else '-'} |"
         )
-    fl = statistics.median(float(r["float_test"]) for r in test)
+    fl = statistics.mean(float(r["float_test"]) for rs in by.values() for r in rs.values())
     return "\n".join(lines) + f"\n\nFloat model: test {metric} {fl:.3f}.\n"
 
 
 def findings(rows: list[dict[str, str]], model: str, steps: int, w_bits: int, a_bits: int) -> str:
-    """Sentences computed from the test rows: the memory and quality of each ZO method against STE and RTN."""
-    test = [r for r in rows if r["phase"] == "test" and r["model"] == model and int(r["steps"]) in (steps, 0)]
-    test = [r for r in test if int(r["w_bits"]) == w_bits and r["a_bits"] == str(a_bits)]
-
-    def med(method: str, field: str) -> float | None:
-        vals = [float(r[field]) for r in test if r["method"] == method]
-        return statistics.median(vals) if vals else None
-
-    ste_q, ste_add, ste_peak = med("ste", "after_test"), med("ste", "train_peak_added_mb"), med("ste", "peak_rss_train_mb")
-    rtn_q = med("rtn", "after_test")
-    if ste_q is None or rtn_q is None or ste_add is None or ste_peak is None:
+    """Sentences computed from the test rows: what each comparison of issue 31 came to (paired over seeds)."""
+    by = rows_by_label(rows, model, steps, w_bits, a_bits)
+    if not by:
         return ""
-    metric = test[0]["metric"]
-    out = []
-    for method in ("spsa", "projected"):
-        q, add, peak = med(method, "after_test"), med(method, "train_peak_added_mb"), med(method, "peak_rss_train_mb")
-        if q is None or add is None or peak is None:
-            continue
-        out.append(
-            f"- **{method}** vs STE: training added {add:.1f} MB at peak vs {ste_add:.1f} MB "
-            f"(whole-process peak {peak:.0f} vs {ste_peak:.0f} MB, {100 * (1 - peak / ste_peak):.0f} % less); "
-            f"test {metric} {q:.3f} vs STE {ste_q:.3f} and RTN {rtn_q:.3f} "
-            f"(it recovers {_recovered(q, ste_q, rtn_q)} of the improvement STE makes over RTN)."
-        )
+    metric = next(iter(next(iter(by.values())).values()))["metric"]
+    lower = metric == "perplexity"
+
+    def verdict(a: str, b: str) -> str | None:
+        if a not in by or b not in by:
+            return None
+        diff = paired(by[a], by[b])
+        mean, half = t_interval(diff)
+        better = mean < 0 if lower else mean > 0
+        resolved = half == half and abs(mean) > half  # nan half-width (one seed): nothing resolved
+        word = ("better" if better else "worse") if resolved else "no difference the seeds can resolve"
+        return f"- **{a}** vs **{b}**: test {metric} difference {format_interval(diff, 3)} (paired, {len(diff)} seeds): {word}."
+
+    pairs = [
+        ("gptq", "rtn"),
+        ("spsa-light", "rtn"),
+        ("spsa-full", "spsa-light"),
+        ("pgap-full", "spsa-full"),
+        ("spsa-full", "ste-full"),
+        ("ste-light", "rtn"),
+        ("ste-full", "ste-light"),
+        ("spsa-light", "gptq"),
+        ("spsa-full", "gptq"),
+    ]
+    out = [v for a, b in pairs if (v := verdict(a, b))]
+
+    def peak(label: str) -> float | None:
+        return statistics.mean(float(r["peak_rss_train_mb"]) for r in by[label].values()) if label in by else None
+
+    for zo, fo in (("spsa-light", "ste-light"), ("spsa-full", "ste-full"), ("pgap-full", "ste-full")):
+        pz, pf = peak(zo), peak(fo)
+        if pz is not None and pf is not None:
+            out.append(f"- peak process memory, **{zo}** {pz:.0f} MB vs **{fo}** {pf:.0f} MB ({100 * (1 - pz / pf):.0f} % less).")
     return "\n".join(out) + "\n"
-
-
-def _recovered(q: float, ste: float, rtn: float) -> str:
-    if abs(rtn - ste) < 1e-9:
-        return "n/a (STE made none)"
-    return f"{100 * (rtn - q) / (rtn - ste):.0f} %"
 
 
 def val_table(rows: list[dict[str, str]], model: str, steps: int) -> str:
     val = [r for r in rows if r["phase"] == "val" and r["model"] == model and int(r["steps"]) == steps]
     if not val:
         return "(no validation runs)\n"
-    lines = ["| method | lr | val after | val RTN | s/step |", "| --- | --- | --- | --- | --- |"]
-    for r in sorted(val, key=lambda r: (r["method"], float(r["lr"]))):
-        lines.append(f"| {r['method']} | {r['lr']} | {float(r['after_val']):.3f} | {float(r['rtn_val']):.3f} | {r['s_per_step']} |")
+    lines = ["| configuration | lr | val after | val RTN | s/step |", "| --- | --- | --- | --- | --- |"]
+    for r in sorted(val, key=lambda r: (list(CONFIGS).index(r["label"]), float(r["lr"]))):
+        lines.append(f"| {r['label']} | {r['lr']} | {float(r['after_val']):.3f} | {float(r['rtn_val']):.3f} | {r['s_per_step']} |")
     return "\n".join(lines) + "\n"
 
 
-def memory_only(a: argparse.Namespace, out: Path, command: str) -> None:
-    """Peak memory and s/step of every method on the untrained architecture (real data, no evaluation)."""
-    path = out / "zoqat-memory.csv"
-    done = {key(r) for r in read(path)}
-    lrs = MEMORY_LR
-    base = Spec(model=a.model, w_bits=a.w_bits, a_bits=a.a_bits, batch_size=a.batch_size, eps=a.eps, threads=1, splits=(), untrained=True)
-    if not a.report_only:
-        for seed in [int(s) for s in a.seeds.split(",")]:
-            for method in ("spsa", "projected", "ste"):
-                measure(path, done, "memory", replace(base, method=method, lr=lrs[method], steps=a.steps, seed=seed))
-        record_provenance(path, command)
-    rows = [r for r in read(path) if r["model"] == a.model and int(r["steps"]) == a.steps]
-    lines = [
-        f"# Peak memory and time per step of W{a.w_bits}A{a.a_bits} QAT on `{a.model}`'s architecture",
-        "",
-        f"Written by `python -m coevo.figures zoqat --memory-only --model {a.model} --steps {a.steps}` from `zoqat-memory.csv`. "
-        "The architecture at its initial weights on the real training data (the trained model was not cached when "
-        "this ran): memory and time per step do not depend on the weights' values, perplexity does and is not "
-        f"reported here. Fresh process per run, one torch thread, batches of {a.batch_size} x 128 bytes; trained: the "
-        "quantization scales. Peak: the kernel's resident high-water mark during training (VmHWM, reset when "
-        "training starts); 'added' is that peak minus the RSS when training started.",
-        "",
-        "| method | seeds | peak RSS in training, MB (median [min, max]) | added by training, MB | s/step | trained values |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    for method in ("spsa", "projected", "ste"):
-        rs = [r for r in rows if r["method"] == method]
-        if not rs:
-            continue
-
-        def span(field: str, digits: int, rs: list[dict[str, str]] = rs) -> str:
-            v = [float(r[field]) for r in rs]
-            return f"{statistics.median(v):.{digits}f} [{min(v):.{digits}f}, {max(v):.{digits}f}]"
-
-        lines.append(
-            f"| {method} | {len(rs)} | {span('peak_rss_train_mb', 0)} | {span('train_peak_added_mb', 1)} | "
-            f"{span('s_per_step', 3)} | {rs[0]['trainable_values']} |"
-        )
-    write_markdown(out / "zoqat-memory.md", "\n".join(lines) + "\n", command)
-    print(f"wrote {out / 'zoqat-memory.md'}")
-
-
 def parser() -> argparse.ArgumentParser:
-    """The figure's options; the model, bits, steps, batch, perturbation and evaluation are the family's (``ZOQAT``)."""
+    """The figure's options; the bits, steps, batch, perturbation and evaluation are the family's (``ZOQAT``)."""
     ap = figure_parser(NAME, __doc__)
-    ap.add_argument("--model", default=ZOQAT.model)
+    ap.add_argument("--model", default="lm-pydoc-tiny", help="zoo model (default lm-pydoc-tiny: the 21 runs fit the shared box)")
     ap.add_argument("--steps", type=int, default=ZOQAT.steps)
     ap.add_argument("--val-steps", type=int, default=None, help="steps of the lr choice runs (default: --steps)")
     ap.add_argument("--w-bits", type=int, default=ZOQAT.w_bits)
@@ -245,89 +246,67 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--batch-size", type=int, default=ZOQAT.batch_size)
     ap.add_argument("--eps", type=float, default=ZOQAT.eps)
     ap.add_argument("--eval-batches", type=int, default=ZOQAT.eval_batches, help="batches of 64 per split to evaluate (default: all)")
-    ap.add_argument("--methods", default="rtn,spsa,projected,ste")
+    ap.add_argument("--configs", default=",".join(CONFIGS), help="labels of CONFIGS to run")
     ap.add_argument("--seeds", default=",".join(map(str, SEEDS)))
-    ap.add_argument(
-        "--memory-only",
-        action="store_true",
-        help="peak memory and s/step only, on the architecture at its initial weights (no zoo training, no evaluation)",
-    )
-    ap.add_argument(
-        "--lrs",
-        default=None,
-        help="method=lr,... to use instead of choosing on val (e.g. the rates chosen on lm-pydoc-tiny); skips the val phase",
-    )
     return ap
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Measure (unless ``--report-only``), then write zoqat.md (or zoqat-memory.md with ``--memory-only``)."""
+    """Measure (unless ``--report-only``), then write zoqat.md (zoqat-MODEL.md for another model than lm-pydoc-tiny)."""
     a = parser().parse_args(argv)
     out, command = Path(a.out), command_line(NAME, argv)
     out.mkdir(parents=True, exist_ok=True)
-    if a.memory_only:
-        memory_only(a, out, command)
-        return
-    path = out / "zoqat.csv"
+    suffix = "" if a.model == "lm-pydoc-tiny" else f"-{a.model}"
+    path = out / f"zoqat{suffix}.csv"
     done = {key(r) for r in read(path)}
     val_steps = a.val_steps or a.steps
-    methods = a.methods.split(",")
+    labels = a.configs.split(",")
     seeds = [int(s) for s in a.seeds.split(",")]
-    base = Spec(
-        model=a.model,
-        w_bits=a.w_bits,
-        a_bits=a.a_bits,
-        batch_size=a.batch_size,
-        eps=a.eps,
-        eval_batches=a.eval_batches,
-        threads=1,
-    )
-    given = {m: float(v) for m, v in (item.split("=") for item in a.lrs.split(","))} if a.lrs else None
+    base = Spec(model=a.model, w_bits=a.w_bits, a_bits=a.a_bits, batch_size=a.batch_size, eps=a.eps, eval_batches=a.eval_batches, threads=1)
     if not a.report_only:
-        for method in methods:
-            for lr in [] if given else LR_GRID.get(method, []):
-                measure(path, done, "val", replace(base, method=method, lr=lr, steps=val_steps, seed=0, splits=("val",)))
-        rows = read(path)
-        for method in methods:
-            best = 0.0 if method == "rtn" else given[method] if given else chosen_lr(rows, method, a.model, val_steps)
+        for label in labels:
+            method, weights = CONFIGS[label]
+            for lr in LR_GRID.get(label, []):
+                spec = replace(base, method=method, train_weights=weights, lr=lr, steps=val_steps, seed=0, splits=("val",))
+                measure(path, done, "val", label, spec)
+        for label in labels:
+            method, weights = CONFIGS[label]
+            untrained = method in ("rtn", "gptq")
+            best = 0.0 if untrained else chosen_lr(read(path), label, a.model, val_steps)
             assert best is not None
             for seed in seeds:
-                steps = 0 if method == "rtn" else a.steps
-                measure(path, done, "test", replace(base, method=method, lr=best, steps=steps, seed=seed, splits=("val", "test")))
+                spec = replace(base, method=method, train_weights=weights, lr=best, steps=0 if untrained else a.steps, seed=seed)
+                measure(path, done, "test", label, spec)
         record_provenance(path, command)
     rows = read(path)
     md = [
-        f"# W{a.w_bits}A{a.a_bits} zeroth-order QAT vs STE QAT vs RTN on `{a.model}`",
+        f"# W{a.w_bits}A{a.a_bits} zeroth-order QAT (light and full ZeroQAT; SPSA, P-GAP) vs STE QAT vs RTN and GPTQ on `{a.model}`",
         "",
         f"Written by `python -m coevo.figures zoqat --model {a.model} --steps {a.steps}"
         + (f" --val-steps {val_steps}" if val_steps != a.steps else "")
-        + (f" --lrs {a.lrs}" if a.lrs else "")
         + (f" --eval-batches {a.eval_batches}" if a.eval_batches else "")
-        + f"` from `zoqat.csv` (every run, seeds {a.seeds}). Each run is a fresh process with one torch thread; "
-        f"batches of {a.batch_size} sequences, the same batch order and calibration batches for every method of a seed. "
-        "Trained: the quantization scales only (per-channel weight scales and per-tensor input scales of every "
-        "nn.Linear, LSQ-style, in log space), for all three trained methods. Weights W per output channel, "
-        "activations (Linear inputs) per tensor, symmetric, starting at round-to-nearest (RTN) scales.",
+        + f"` from `{path.name}` (every run; test seeds {a.seeds}). Each run is a fresh process with one torch thread; "
+        f"batches of {a.batch_size} sequences; a seed fixes the batch order, the calibration batches (4) and the "
+        "perturbations, the same for every configuration. All at the same bits: weights W per output channel, "
+        "activations (every Linear's input) per tensor, symmetric, from round-to-nearest (RTN) scales. "
+        "light: the quantization scales trained (LSQ-style, log space), weights frozen; full (ZeroQAT): the Linear "
+        "weights too. ZO configurations make two forward passes per step (P-GAP's probes included), none backward. "
+        "GPTQ: post-training, on RTN's grid, from the same calibration batches. s/step is wall time on a shared "
+        "machine (its load is in the provenance line): compare it within this table only.",
         "",
-        "Peak memory: the kernel's resident high-water mark (VmHWM, reset through /proc/self/clear_refs when training "
-        "starts), i.e. the whole process (python, torch, the model, the data) at its peak during training; "
-        "'added by training' is that peak minus the RSS when training started.",
+        "**Memory, one figure: peak process memory**, the kernel's resident high-water mark (VmHWM) of the run's "
+        "fresh process, reset through /proc/self/clear_refs when training (or GPTQ) starts and read when it ends: "
+        "python, torch, the model, the data and everything training allocates, at its peak.",
         "",
-        "## Test split "
-        + (
-            "(learning rates given with --lrs: chosen on lm-pydoc-tiny's validation split, NOT on this model's)"
-            if a.lrs
-            else "(learning rate chosen on val, seed 0)"
-        ),
+        "## Test split (learning rate chosen on val, seed 0; paired: same-seed differences, mean ± 95 % t half-width)",
         "",
         table(rows, a.model, a.steps, a.w_bits, a.a_bits),
-        "## Findings (medians over seeds, computed from the CSV)",
+        "## Findings (computed from the CSV)",
         "",
         findings(rows, a.model, a.steps, a.w_bits, a.a_bits),
         f"## Learning-rate choice on the validation split ({val_steps} steps, seed 0)",
         "",
         val_table(rows, a.model, val_steps),
     ]
-    name = "zoqat.md" if a.model == "lm-pydoc" else f"zoqat-{a.model}.md"
-    write_markdown(out / name, "\n".join(md), command)
-    print(f"wrote {out / name}")
+    write_markdown(out / f"zoqat{suffix}.md", "\n".join(md), command)
+    print(f"wrote {out / f'zoqat{suffix}.md'}")

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-DEFAULT_LR: dict[str, float] = {"spsa": 1e-2, "projected": 3e-3, "ste": 1e-2, "rtn": 0.0}
-"""Learning rates used when none is given: the best of python -m coevo.figures zoqat's validation grid on lm-pydoc-tiny (W4A8)."""
+DEFAULT_LR: dict[str, float] = {"spsa": 1e-2, "pgap": 1e-2, "ste": 1e-2, "rtn": 0.0, "gptq": 0.0}
+"""Learning rates used when none is given (spsa, ste: the best of the issue-17 validation grid on lm-pydoc-tiny, W4A8;
+pgap: the SPSA rate, as its updates have the same expected size; rtn, gptq: no training)."""
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class ZoQatConfig:
         default=8,
         metadata={"help": "bits of every Linear layer's input, per tensor; None: float activations", "unit": "bits", "ge": 1, "le": 16},
     )
-    method: str = field(default="spsa", metadata={"help": "spsa, projected, ste or rtn"})
+    method: str = field(default="spsa", metadata={"help": "spsa, pgap, ste, rtn or gptq"})
     steps: int = field(default=300, metadata={"help": "training steps, one batch each", "unit": "steps", "ge": 0, "le": 100_000})
     eps: float = field(
         default=1e-3, metadata={"help": "ZO perturbation size in log-scale units (1e-3: a 0.1 % change of each scale)", "gt": 0, "le": 1}
@@ -37,7 +38,10 @@ class ZoQatConfig:
     batch_size: int = field(
         default=16, metadata={"help": "sequences (or images) per training batch", "unit": "samples", "ge": 1, "le": 1024}
     )
-    train_weights: bool = field(default=False, metadata={"help": "also train the Linear weights (default: only the quantization scales)"})
+    train_weights: bool = field(
+        default=False,
+        metadata={"help": "full ZeroQAT: also train the Linear weights (default: only the quantization scales, the light variant)"},
+    )
     eval_batches: int | None = field(
         default=None, metadata={"help": "batches (of 64) of val and test to evaluate; None: the whole split", "unit": "batches", "ge": 1}
     )

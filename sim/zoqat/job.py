@@ -18,6 +18,7 @@ import torch
 from coevo.sim.errors import UserInputError
 from coevo.sim.zoqat.config import ZOQAT
 from coevo.sim.zoqat.fakequant import check_bits, quantize
+from coevo.sim.zoqat.gptq import gptq
 from coevo.sim.zoqat.memory import PeakMemory
 from coevo.sim.zoqat.train import METHODS, train
 
@@ -28,7 +29,8 @@ class Spec:
 
     Attributes:
         model: zoo name (``lm-pydoc``, ``lm-pydoc-tiny``, ``cnn-digits``).
-        method: spsa, projected, ste or rtn.
+        method: spsa, pgap, ste, rtn or gptq.
+        train_weights: full ZeroQAT (the Linear weights trained too) instead of the light variant (scales only).
         lr: learning rate (ignored by rtn).
         eval_batches: batches of each split to evaluate (None: the whole split).
         threads: torch threads in the run (None: leave torch's default).
@@ -49,9 +51,10 @@ class Spec:
     eval_batches: int | None = ZOQAT.eval_batches
     threads: int | None = None
     splits: tuple[str, ...] = ("val", "test")
-    rank: int = 4
-    refresh: int = 20
-    alpha: float = 0.25
+    rank: int = 2
+    refresh: int = 50
+    probes: int = 5
+    delta: float = 1.0
     untrained: bool = False
     """Use the recipe's architecture at its initial weights on the real data (no zoo training): for memory and
     time per step only, where the trained model is not cached yet; its perplexities mean nothing."""
@@ -102,6 +105,10 @@ def run(spec: Spec) -> dict[str, Any]:
         out[f"rtn_{split}"] = score(qmodel, split)
     loader = zm.loader("train", batch_size=spec.batch_size, shuffle=True, seed=spec.seed)
     with PeakMemory() as memory:
+        ptq_started = time.perf_counter()
+        if spec.method == "gptq":  # post-training: the weights moved on RTN's grid, from the same calibration batches
+            gptq(qmodel, calib)
+        ptq_s = time.perf_counter() - ptq_started
         log = train(
             qmodel,
             loader,
@@ -115,7 +122,8 @@ def run(spec: Spec) -> dict[str, Any]:
             clip=spec.clip,
             rank=spec.rank,
             refresh=spec.refresh,
-            alpha=spec.alpha,
+            probes=spec.probes,
+            delta=spec.delta,
         )
     started = time.perf_counter()
     for split in spec.splits:
@@ -125,6 +133,7 @@ def run(spec: Spec) -> dict[str, Any]:
             "eval_s": round(time.perf_counter() - started, 2),
             "s_per_step": round(log.s_per_step, 4),
             "train_s": round(log.seconds, 2),
+            "ptq_s": round(ptq_s, 2),
             "trainable_values": log.trainable_values,
             "rss_before_train_mb": round(memory.before_mb, 1),
             "peak_rss_train_mb": round(memory.peak_mb, 1),

@@ -13,6 +13,7 @@ from torch import nn
 from coevo.sim.errors import UserInputError
 from coevo.sim.zoqat.config import DEFAULT_LR, ZOQAT
 from coevo.sim.zoqat.fakequant import check_bits, linear_names, quantize
+from coevo.sim.zoqat.gptq import gptq
 from coevo.sim.zoqat.memory import PeakMemory
 from coevo.sim.zoqat.train import METHODS, LossFn, TrainLog, default_loss, train
 
@@ -68,9 +69,9 @@ def zo_qat(
         model: any module with ``nn.Linear`` layers (left unchanged).
         loader: yields ``(x, y)``; its first ``calib_batches`` inputs set the activation scales, and training
             cycles through it.
-        method: ``spsa``, ``projected``, ``ste`` or ``rtn`` (see :mod:`sim.zoqat.train`).
+        method: ``spsa``, ``pgap``, ``ste``, ``rtn`` or ``gptq`` (see :mod:`sim.zoqat.train`, :mod:`sim.zoqat.gptq`).
         lr: learning rate; None: :data:`DEFAULT_LR` of the method.
-        options: ``clip``, ``rank``, ``refresh``, ``alpha`` of :func:`sim.zoqat.train.train`.
+        options: ``clip``, ``rank``, ``refresh``, ``probes``, ``delta`` of :func:`sim.zoqat.train.train`.
 
     Raises:
         UserInputError: no Linear layer, bits < 1, unknown method, bad lr / eps / steps, empty loader.
@@ -89,6 +90,8 @@ def zo_qat(
     torch.manual_seed(seed)
     qmodel = quantize(model, w_bits, a_bits, calib)
     qmodel.eval()
+    if method == "gptq":
+        gptq(qmodel, calib)
     rate = DEFAULT_LR[method] if lr is None else lr
     with PeakMemory() as memory:
         log = train(qmodel, loader, method, steps, lr=rate, eps=eps, seed=seed, train_weights=train_weights, loss_fn=loss_fn, **options)

@@ -8,24 +8,29 @@ Methods (the same trainable parameters, batches and seeds for all):
   ``theta -= lr * g * z`` regenerates ``z`` from the same seed. Only the seed is stored: no ``z`` kept, no backprop,
   no optimizer state. As in MeZO the in-place moves restore the parameters up to float32 rounding (a few ulp), and
   the regenerated ``z`` is bit-identical. QZO (Shang et al. 2025) applies this to quantization scales.
-* ``projected``: SPSA whose perturbations are drawn mostly inside a low-dimensional gradient subspace, in the
-  family of P-GAP (Mi et al. 2025, "projected gradient-aligned perturbations": estimate a low-dimensional gradient
-  space, perturb within it) and of guided evolution strategies with past descent directions (Maheswaranathan et
-  al., ICML 2019; Meier et al. 2019). What is implemented: the SPSA estimates ``g z`` are summed over blocks of
-  ``refresh // rank`` steps; the last ``rank`` block sums, orthonormalised (QR), span the subspace ``U`` (d x rank),
-  rebuilt every ``refresh`` steps from zeroth-order information only (no backprop, no extra forward passes). The
-  perturbation is ``z = sqrt(alpha) e + sqrt((1 - alpha) d / rank) U xi`` with ``e ~ N(0, I_d)``, ``xi ~ N(0, I_rank)``
-  from the step seed, so ``E|z|^2 = d`` as for plain SPSA; ``alpha`` keeps some isotropic exploration. Until the first
-  subspace exists the steps are plain SPSA. State: ``U`` and one block sum, ``(rank + 1) d`` floats (d = trainable
-  values: ~10k for the scales of lm-pydoc). P-GAP's own subspace is per weight matrix (low-rank ``U S V^T``) and
-  estimated with extra probes; the scales here are vectors, so one flat subspace over all of them is used instead.
+* ``pgap``: P-GAP, projected gradient-aligned perturbations (Mi et al. 2025, arXiv 2510.18228). Every ``refresh``
+  steps, ``probes`` two-point estimates with full-space Gaussian perturbations (no update; each takes one step of the
+  budget, so every ZO method makes the same number of forward passes) give, per trained weight *matrix*, the
+  estimate ``G = mean g_i Z_i``; its truncated SVD ``U_r S_r V_r^T`` is the matrix's low-dimensional gradient space
+  and ``S = diag(S_r)`` its projected gradient. The other steps perturb each matrix by ``Z = c U_r C V_r^T`` with
+  ``C`` an ``r x r`` Gaussian aligned with ``S``: ``C = C0 - (<S, C0> - xi sqrt(delta) |S|) / |S|^2 S`` (``xi = +-1``
+  at random), so its component along the projected gradient has the fixed size ``sqrt(delta)``;
+  ``c = sqrt(m n) / r`` gives ``Z`` the squared norm a Gaussian ``m x n`` perturbation has, so ``eps`` means the
+  same size of move as for SPSA (a choice of ours: the paper does not fix it, and through fake quantization a
+  smaller move flips almost no rounding). Vectors (biases, quantization scales: not matrices) keep Gaussian
+  perturbations, as in the paper. One ``g`` per step for all tensors; seeds only, as in MeZO. State per matrix:
+  ``U_r``, ``V_r``, ``S`` (``(m + n + 1) r`` floats); while probing, one estimate per matrix (a weight-sized buffer).
+  With only the scales trained (the light variant) nothing is a matrix and ``pgap`` is SPSA with fewer updates.
 * ``ste``: first-order QAT: backprop through the fake quantizers with the straight-through estimator, Adam.
 * ``rtn``: round-to-nearest post-training quantization: the RTN scales, no training.
 
-Trainable parameters: the quantization scales (``w_log_s``, ``a_log_s``) by default, optionally also the Linear
-weights (``train_weights``). Scales are the default because the variance of a two-point estimate grows with the
-number of perturbed values d (a few thousand scales vs millions of weights), and because the frozen weights stay
-quantized with no float copy to update: the QZO setting. The same set is trained by STE so the comparison is fair.
+* ``gptq``: GPTQ post-training quantization (:mod:`sim.zoqat.gptq`), applied by the caller before; no training.
+
+Trainable parameters: the quantization scales (``w_log_s``, ``a_log_s``) by default (ZeroQAT's light variant: the
+weights frozen), or also the Linear weights (``train_weights``: full ZeroQAT, weights and the weight and activation
+quantizers trained forward-only). Scales alone are the cheap default because the variance of a two-point estimate
+grows with the number of perturbed values d (a few thousand scales vs millions of weights). The same set is
+trained by STE so the comparison is fair.
 """
 
 from __future__ import annotations
@@ -43,8 +48,10 @@ from torch.nn import functional as F
 from coevo.sim.errors import UserInputError
 from coevo.sim.zoqat.fakequant import quant_layers
 
-Method = Literal["spsa", "projected", "ste", "rtn"]
-METHODS: tuple[str, ...] = ("spsa", "projected", "ste", "rtn")
+Method = Literal["spsa", "pgap", "ste", "rtn", "gptq"]
+METHODS: tuple[str, ...] = ("spsa", "pgap", "ste", "rtn", "gptq")
+UNTRAINED: frozenset[str] = frozenset({"rtn", "gptq"})
+"""Post-training baselines: no training step."""
 LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
@@ -114,34 +121,50 @@ def step_seeds(seed: int, steps: int) -> list[int]:
     return torch.randint(0, 2**62, (steps,), generator=g).tolist()
 
 
+@dataclass(frozen=True)
+class Subspace:
+    """One weight matrix's low-dimensional gradient space (P-GAP): ``U`` [m, r], ``V`` [n, r], projected gradient ``S`` [r, r]."""
+
+    u: torch.Tensor
+    v: torch.Tensor
+    s: torch.Tensor
+
+    @classmethod
+    def from_estimate(cls, g: torch.Tensor, rank: int) -> Subspace:
+        """The rank-``rank`` truncated SVD of a gradient estimate ``g`` [m, n]."""
+        u, sv, vh = torch.linalg.svd(g, full_matrices=False)
+        return cls(u[:, :rank].contiguous(), vh[:rank].T.contiguous(), torch.diag(sv[:rank]))
+
+
 class Perturbation:
     """The direction ``z`` of one ZO step, regenerated from its seed whenever it is needed (never stored).
 
-    With a subspace ``basis`` (d x r, orthonormal columns) and ``alpha`` < 1 the direction is the guided mix of
-    the module docstring; without one it is ``N(0, I_d)``.
+    Without ``subspaces`` every tensor gets ``N(0, I)``; a tensor whose index is in ``subspaces`` gets P-GAP's
+    aligned low-rank perturbation instead (module docstring), with projection magnitude ``delta``.
     """
 
-    def __init__(self, params: list[torch.Tensor], basis: torch.Tensor | None = None, alpha: float = 1.0) -> None:
+    def __init__(self, params: list[torch.Tensor], subspaces: dict[int, Subspace] | None = None, delta: float = 1.0) -> None:
         self.params = params
-        self.basis = basis
-        self.alpha = alpha
+        self.subspaces = subspaces or {}
+        self.delta = delta
         self.d = sum(p.numel() for p in params)
+
+    def _aligned(self, p: torch.Tensor, sub: Subspace, g: torch.Generator) -> torch.Tensor:
+        r = sub.s.shape[0]
+        c = torch.randn((r, r), generator=g)
+        xi = 1.0 if torch.rand((), generator=g) < 0.5 else -1.0
+        norm = float(sub.s.norm())
+        if norm > 0:
+            c = c - (float((sub.s * c).sum()) - xi * math.sqrt(self.delta) * norm) / norm**2 * sub.s
+        # the squared norm of a Gaussian m x n draw, so eps means the same move as for SPSA
+        return (sub.u @ c @ sub.v.T) * (math.sqrt(p.numel()) / r)
 
     def directions(self, seed: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """``(param, z_param)`` for every trainable tensor, regenerated from ``seed`` in a fixed order."""
         g = torch.Generator().manual_seed(seed)
-        guided: torch.Tensor | None = None
-        if self.basis is not None:
-            xi = torch.randn(self.basis.shape[1], generator=g)
-            r = self.basis.shape[1]
-            guided = (self.basis @ xi) * math.sqrt((1 - self.alpha) * self.d / r)
-        offset = 0
-        for p in self.params:
-            z = torch.randn(p.shape, generator=g)
-            if guided is not None:
-                z = z * math.sqrt(self.alpha) + guided[offset : offset + p.numel()].view(p.shape)
-            offset += p.numel()
-            yield p, z
+        for i, p in enumerate(self.params):
+            sub = self.subspaces.get(i)
+            yield p, (torch.randn(p.shape, generator=g) if sub is None else self._aligned(p, sub, g))
 
     @torch.no_grad()
     def move(self, seed: int, scale: float) -> None:
@@ -150,8 +173,27 @@ class Perturbation:
             p.add_(z, alpha=scale)
 
     def flat(self, seed: int) -> torch.Tensor:
-        """``z(seed)`` as one flat vector (for the subspace's block sums)."""
+        """``z(seed)`` as one flat vector."""
         return torch.cat([z.reshape(-1) for _, z in self.directions(seed)])
+
+
+def matrices(params: list[torch.Tensor], rank: int) -> list[int]:
+    """Indices of the tensors P-GAP gives a subspace: matrices with both sides longer than ``rank``."""
+    return [i for i, p in enumerate(params) if p.dim() == 2 and min(p.shape) > rank]
+
+
+def estimate_subspaces(params: list[torch.Tensor], probes: list[tuple[int, float]], rank: int) -> dict[int, Subspace]:
+    """P-GAP's gradient spaces from full-space probes ``(seed, g)``: per matrix, the SVD of ``mean g z``."""
+    wanted = set(matrices(params, rank))
+    if not wanted or not probes:
+        return {}
+    sums = {i: torch.zeros(params[i].shape) for i in wanted}
+    plain = Perturbation(params)
+    for seed, g in probes:
+        for i, (_, z) in enumerate(plain.directions(seed)):
+            if i in sums:
+                sums[i].add_(z, alpha=g / len(probes))
+    return {i: Subspace.from_estimate(est, rank) for i, est in sums.items()}
 
 
 @torch.no_grad()
@@ -194,38 +236,40 @@ def train(
     train_weights: bool = False,
     loss_fn: LossFn = default_loss,
     clip: float | None = None,
-    rank: int = 4,
-    refresh: int = 20,
-    alpha: float = 0.25,
+    rank: int = 2,
+    refresh: int = 50,
+    probes: int = 5,
+    delta: float = 1.0,
 ) -> TrainLog:
     """Train a quantized model in place (it is the caller's copy from :func:`sim.zoqat.fakequant.quantize`).
 
     Args:
         model: a model whose Linear layers are :class:`sim.zoqat.fakequant.QuantLinear`.
         loader: yields ``(x, y)`` batches; re-iterated when exhausted.
-        method: ``spsa``, ``projected``, ``ste`` or ``rtn`` (no training).
-        steps: training steps (one batch each).
+        method: ``spsa``, ``pgap``, ``ste``, or ``rtn`` / ``gptq`` (no training).
+        steps: training steps, one batch each (for ZO two forward passes each, P-GAP's probes included).
         lr: learning rate (SGD-style for ZO, Adam for STE).
         eps: ZO perturbation size (in log-scale units for the scales: 1e-3 is a 0.1 % change).
         seed: seed of the perturbations (ZO) and of nothing else (batches come from ``loader``).
-        train_weights: also train the Linear weights, not only the scales.
+        train_weights: also train the Linear weights (full ZeroQAT), not only the scales (the light variant).
         loss_fn: ``loss_fn(model, x, y)`` -> scalar tensor.
         clip: clip the ZO projected gradient to ``[-clip, clip]`` (QZO's stabiliser); None: no clipping.
-        rank, refresh, alpha: ``projected`` only: subspace dimension, steps between rebuilds, isotropic share.
+        rank, refresh, probes, delta: ``pgap`` only: subspace rank per matrix, steps per window (the subspaces are
+            re-estimated at the start of each), probe steps per window, projection magnitude.
     """
     if method not in METHODS:
         raise UserInputError(f"unknown method {method!r}; valid methods: {', '.join(METHODS)}")
     if steps < 0:
         raise UserInputError(f"steps must be >= 0, got {steps}")
-    if method != "rtn" and not (lr > 0 and math.isfinite(lr)):
+    if method not in UNTRAINED and not (lr > 0 and math.isfinite(lr)):
         raise UserInputError(f"lr must be a positive number, got {lr}")
     if not (eps > 0 and math.isfinite(eps)):
         raise UserInputError(f"eps must be a positive number, got {eps}")
-    if rank < 1 or refresh < rank or not 0 <= alpha <= 1:
-        raise UserInputError(f"projected needs rank >= 1, refresh >= rank and alpha in [0, 1], got {rank}, {refresh}, {alpha}")
+    if rank < 1 or probes < 1 or refresh <= probes or not delta > 0:
+        raise UserInputError(f"pgap needs rank >= 1, probes >= 1, refresh > probes and delta > 0, got {rank}, {probes}, {refresh}, {delta}")
     params = trainable(model, train_weights)
     log = TrainLog(method=method, steps=0, trainable_values=sum(p.numel() for p in params))
-    if method == "rtn" or steps == 0:
+    if method in UNTRAINED or steps == 0:
         return log
     was_training = model.training
     model.eval()  # no dropout: the two ZO evaluations must see the same function
@@ -235,7 +279,8 @@ def train(
         if method == "ste":
             _train_ste(model, batches, params, steps, lr, loss_fn, log)
         else:
-            _train_zo(model, batches, params, method, steps, lr, eps, seed, loss_fn, clip, rank, refresh, alpha, log)
+            window = (refresh, probes, rank, delta) if method == "pgap" else None
+            _train_zo(model, batches, params, steps, lr, eps, seed, loss_fn, clip, window, log)
     finally:
         log.seconds = time.perf_counter() - started
         model.train(was_training)
@@ -268,37 +313,32 @@ def _train_zo(
     model: nn.Module,
     batches: Iterator[tuple[torch.Tensor, torch.Tensor]],
     params: list[torch.Tensor],
-    method: str,
     steps: int,
     lr: float,
     eps: float,
     seed: int,
     loss_fn: LossFn,
     clip: float | None,
-    rank: int,
-    refresh: int,
-    alpha: float,
+    window: tuple[int, int, int, float] | None,
     log: TrainLog,
 ) -> None:
-    pert = Perturbation(params)
-    block = max(1, refresh // rank)
-    history: list[torch.Tensor] = []
-    acc: torch.Tensor | None = None
+    """SPSA (``window`` None) or P-GAP (``window`` = refresh, probes, rank, delta), ``steps`` two-point evaluations."""
+    plain = Perturbation(params)
+    pert = plain
+    found: list[tuple[int, float]] = []
     for i, s in enumerate(step_seeds(seed, steps)):
         x, y = next(batches)
-        g, loss = zo_step(model, loss_fn, x, y, pert, s, lr, eps, clip)
+        probing = window is not None and i % window[0] < window[1]
+        if probing:  # P-GAP: a full-space probe of the gradient space, no update
+            g, loss = zo_step(model, loss_fn, x, y, plain, s, 0.0, eps, clip)
+            found.append((s, g))
+        else:
+            if window is not None and found:  # the window's probes are in: re-estimate the subspaces
+                pert = Perturbation(params, estimate_subspaces(params, found, window[2]), window[3])
+                found = []
+            g, loss = zo_step(model, loss_fn, x, y, pert, s, lr, eps, clip)
         log.losses.append(loss)
         log.steps += 1
-        if method != "projected":
-            continue
-        estimate = pert.flat(s) * g  # this step's gradient estimate, regenerated from its seed
-        acc = estimate if acc is None else acc + estimate
-        if (i + 1) % block == 0:
-            history = [*history[-(rank - 1) :], acc] if rank > 1 else [acc]
-            acc = None
-        if (i + 1) % refresh == 0 and len(history) == rank:
-            basis, _ = torch.linalg.qr(torch.stack(history, dim=1))
-            pert = Perturbation(params, basis, alpha)
 
 
 @torch.no_grad()

@@ -21,6 +21,13 @@ def test_rtn_is_the_untrained_quantized_model_and_costs_quality() -> None:
     assert value["s_per_step"] == 0
 
 
+def test_gptq_is_post_training_and_beats_rtn_at_3_bits() -> None:
+    value = call_tool(TOOL, {**QUICK, "w_bits": 3, "method": "gptq"}).value
+    ppl = value["perplexity"]
+    assert value["steps"] == 0 and value["s_per_step"] == 0  # no training step
+    assert ppl["after"]["val"] < ppl["rtn"]["val"]  # same grid, same calibration batches: error compensation helps
+
+
 def test_spsa_in_a_fresh_process_reports_its_peak_memory_and_speed() -> None:
     value = call_tool(TOOL, {**QUICK, "method": "spsa", "steps": 3, "isolate": True}).value
     assert value["method"] == "spsa" and value["steps"] == 3
