@@ -145,7 +145,7 @@ def test_no_design_dominates_the_exact_front(problem: NB201AccelProblem) -> None
 
 
 def test_a_short_search_runs(storage: str) -> None:
-    result = coevo.optimize("nb201-accel", proposer="pelnas", budget=24, storage=storage, seed=0)
-    assert result.evaluations == 24 and result.hv_ratio is not None and 0 < result.hv_ratio <= 1
+    result = coevo.optimize("nb201-accel", proposer="pelnas", budget=16, storage=storage, seed=0)
+    assert result.evaluations == 16 and result.hv_ratio is not None and 0 < result.hv_ratio <= 1
     assert result.front and all(row["latency_ms"] > 0 and row["area_mm2"] > 0 and row["energy_uj"] > 0 for row in result.front)
     assert np.isfinite(result.igd)  # type: ignore[arg-type]
