@@ -137,6 +137,10 @@ class ComposedProblem(Problem, Evolvable):
         self._params_cache: Callable[[Any], dict[str, Any]] = functools.lru_cache(maxsize=1 << 16)(self._to_params)
         self._neighbours_cache: Callable[[Any], list[Any]] = functools.lru_cache(maxsize=1 << 12)(self._neighbours)
 
+    def __reduce__(self) -> tuple[type, tuple[Any]]:
+        # rebuilt from its options: the parts' stages may be closures and the caches are per process
+        return (type(self), (self.options,))
+
     # ---- what a composition declares
 
     @abstractmethod

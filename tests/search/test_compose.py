@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 import random
 import re
 from collections.abc import Mapping, Sequence
@@ -182,6 +183,9 @@ def test_niches_are_the_product_of_the_named_parts() -> None:
 
 def test_nb201_accel_is_built_from_the_registry_with_its_parts() -> None:
     problem = make_problem("nb201-accel", {"dataset": "cifar100"})
+    point = problem.random_point(random.Random(0))  # type: ignore[attr-defined]
+    again = pickle.loads(pickle.dumps(problem))  # rebuilt from its options (its stages are closures)
+    assert again.spec() == problem.spec() and again.evaluate(point) == problem.evaluate(point)
     assert [p.key for p in problem.part_list] == ["cell", "accel"]  # type: ignore[attr-defined]
     assert [n.id for n in problem.niches()] == ["conv0", "c1x1", "c3x3_1", "c3x3_2", "c3x3_3", "c3x3_4p"]
     assert problem.front_objectives == ("accuracy", "latency_ms")
