@@ -40,6 +40,7 @@ BUILTIN: dict[str, str] = {
     "reram": "coevo.search.reram.problem:ReramProblem",
     "stepping": "coevo.search.stepping.problem:SteppingProblem",
     "freeze": "coevo.search.freeze.problem:FreezeProblem",
+    "nb201-accel": "coevo.search.nb201_accel.problem:NB201AccelProblem",
 }
 """coevo's own problems: name -> ``module:Class``. A new built-in problem is one module and one line here."""
 
