@@ -31,7 +31,7 @@ from coevo.sim.errors import UserInputError
 from coevo.sim.quant.config import QuantConfig
 
 NAME = "quant"
-MODEL = "cnn-digits-cv"
+MODEL = QuantConfig.compare_model
 SEARCH_MODEL = "cnn-digits"  # the quant problem's model (search/quant/problem.py offers cnn-digits)
 
 METHODS = ("class-based", "taylor", "uniform", "hawq", "magnitude")
