@@ -23,11 +23,12 @@ class QuantArgs(ToolArgs):
     avg_bits: float = Field(
         4.0, description="average weight bits (weighted by weight count) every method gets, between 2 and 8; ignored by 'greedy'"
     )
-    method: Literal["class-based", "taylor", "uniform", "hawq", "magnitude", "greedy"] = Field(
+    method: Literal["class-based", "class-count", "taylor", "uniform", "hawq", "magnitude", "greedy"] = Field(
         "class-based",
         description=(
             "class-based: more bits for units (filters/neurons) important to more classes (per-class Taylor scores), "
             "weighted by each unit's quantization error scale (max|w|^2); "
+            "class-count: the class count alone, no error scale (ablation: the priority before issue 31); "
             "taylor: the same scores pooled over classes, same error scale (ablation); "
             "uniform: the same bits everywhere; hawq: per-layer Hessian trace x quantization error; magnitude: per-unit "
             "weight range; greedy: lower bits group by group (class-important vs rest per layer) while val accuracy stays "

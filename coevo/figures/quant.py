@@ -34,7 +34,7 @@ NAME = "quant"
 MODEL = QuantConfig.compare_model
 SEARCH_MODEL = "cnn-digits"  # the quant problem's model (search/quant/problem.py offers cnn-digits)
 
-METHODS = ("class-based", "taylor", "uniform", "hawq", "magnitude")
+METHODS = ("class-based", "class-count", "taylor", "uniform", "hawq", "magnitude")
 FIELDS = [
     "model",
     "method",
@@ -144,7 +144,8 @@ def report(args: argparse.Namespace, path: Path) -> str:
         f"{_spread([v for (m, _, _), v in flt.items() if m == METHODS[0]])} % test (median [min-max] over seeds).",
         "",
         "Weights quantized per output filter/neuron (symmetric, widths from {2, 3, 4, 6, 8}); biases and activations float32. "
-        "`class-based`: (1 + number of classes the unit is important to) x the unit's error scale max|w|^2; `taylor`: the "
+        "`class-based`: (1 + number of classes the unit is important to) x the unit's error scale max|w|^2; `class-count`: the "
+        "ablation without the error scale (the class count alone, the priority before issue 31); `taylor`: the "
         "ablation without the class counting (Taylor scores pooled over classes) x the same error scale; `magnitude`: the "
         "error scale alone; `hawq`: one width per layer from the Hessian trace; `uniform`: one width everywhere. Same "
         "average-bits budget (weighted by weight count; per-unit methods land just below it), same fine-tuning, same seeds. "

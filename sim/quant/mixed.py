@@ -14,6 +14,7 @@ what they think matters:
   so bits go where the rounding error is large *and* hurts many classes. The class count
   alone (the earlier priority) ignored the error scale and gave bits to units whose
   rounding barely changes their weights.
+* ``class-count`` (ablation of the error scale; the priority before issue 31): ``count + 1`` alone.
 * ``taylor`` (ablation of the class counting): the same Taylor scores averaged over classes
   and scaled to the class count's range, ``1 + C * score / max score``, times ``max|w|^2``.
 * ``magnitude``: per unit, ``max|w|^2`` (the scale of its quantization error) alone.
@@ -64,8 +65,8 @@ from coevo.sim.quant.fake import (
     weight_of,
 )
 
-Method = Literal["class-based", "taylor", "uniform", "hawq", "magnitude"]
-METHODS: tuple[str, ...] = ("class-based", "taylor", "uniform", "hawq", "magnitude")
+Method = Literal["class-based", "class-count", "taylor", "uniform", "hawq", "magnitude"]
+METHODS: tuple[str, ...] = ("class-based", "class-count", "taylor", "uniform", "hawq", "magnitude")
 CANDIDATES: tuple[int, ...] = (2, 3, 4, 6, 8)
 """Bit widths a unit may get by default."""
 EXHAUSTIVE_MAX = 20_000
@@ -340,17 +341,19 @@ def _unit_priorities(
     importance_batches: int | None,
     detail: dict[str, Any],
 ) -> list[float]:
-    """Per unit (all layers in order): ``class-based``, ``taylor`` or ``magnitude`` priority (module doc).
+    """Per unit (all layers in order): ``class-based``, ``class-count``, ``taylor`` or ``magnitude`` priority (module doc).
 
-    ``detail`` receives ``error_scale`` (per unit ``max|w|^2``) and, for ``class-based``, ``class_counts``.
+    ``detail`` receives ``error_scale`` (per unit ``max|w|^2``) and, for the class methods, ``class_counts``.
     """
     scale = unit_error_scales(model, layers)
     detail["error_scale"] = {n: [float(v) for v in t] for n, t in scale.items()}
     flat_scale = [float(v) for layer in layers for v in scale[layer.name]]
-    if method == "class-based":
+    if method in ("class-based", "class-count"):
         counts = class_counts(class_scores(model, train, max_batches=importance_batches), quantile)
         detail["class_counts"] = {n: [int(c) for c in v] for n, v in counts.items()}
         importance = [float(c) + 1.0 for layer in layers for c in counts[layer.name]]
+        if method == "class-count":  # ablation: the class count alone, no error scale
+            return importance
     elif method == "taylor":  # ablation: the same Taylor scores pooled over classes, no class counting
         scores = class_scores(model, train, max_batches=importance_batches)
         pooled = torch.cat([scores[layer.name].mean(dim=0) for layer in layers])
