@@ -72,8 +72,8 @@ RECIPES: dict[str, dict[str, Any]] = {
     "cnn-digits-cv": {
         "version": 1,
         "task": "classify",
-        "about": "small CNN (width 4, hidden 16: ~3k weights) on scikit-learn's digits, 5-fold cross-validation: each fold's "
-        "test split is a fifth of the 1,797 images, so the 5 folds test every image once; ~93-96 % float, below saturation",
+        "about": "small CNN (width 4, hidden 16: 2,660 weights) on scikit-learn's digits, 5-fold cross-validation: each "
+        "fold's test split is a fifth of the 1,797 images, so the 5 folds test every image once; float accuracy below saturation",
         "arch": {"kind": "DigitsCNN", "width": 4, "hidden": 16},
         "data": _DIGITS_CV_DATA,
         "train": {"epochs": 20, "batch": 64, "lr": 3e-3, "weight_decay": 1e-4, "seed": 0},
