@@ -23,11 +23,13 @@ class QuantArgs(ToolArgs):
     avg_bits: float = Field(
         4.0, description="average weight bits (weighted by weight count) every method gets, between 2 and 8; ignored by 'greedy'"
     )
-    method: Literal["class-based", "taylor", "uniform", "hawq", "magnitude", "greedy"] = Field(
+    method: Literal["class-based", "class-count", "taylor", "uniform", "hawq", "magnitude", "greedy"] = Field(
         "class-based",
         description=(
-            "class-based: more bits for units (filters/neurons) important to more classes (per-class Taylor scores); "
-            "taylor: the same scores pooled over classes (ablation); "
+            "class-based: more bits for units (filters/neurons) important to more classes (per-class Taylor scores), "
+            "weighted by each unit's quantization error scale (max|w|^2); "
+            "class-count: the class count alone, no error scale (ablation: the priority before issue 31); "
+            "taylor: the same scores pooled over classes, same error scale (ablation); "
             "uniform: the same bits everywhere; hawq: per-layer Hessian trace x quantization error; magnitude: per-unit "
             "weight range; greedy: lower bits group by group (class-important vs rest per layer) while val accuracy stays "
             "within accuracy_drop_max of the float model"
@@ -46,8 +48,9 @@ class QuantClassBased(Tool):
     description = (
         "Quantize the weights of a zoo classifier (per output filter/neuron, symmetric) to a mixed precision at a given "
         "average bit width and fine-tune briefly (straight-through estimator, epoch chosen on the val split). Methods: "
-        "class-based (units important to more classes get more bits), uniform, hawq (Hessian trace), magnitude, or greedy "
-        "(lowest bits within an accuracy drop). Returns val/test accuracy before and after, bits per layer, model bits."
+        "class-based (units important to more classes and with a larger rounding error get more bits), uniform, "
+        "hawq (Hessian trace), magnitude, or greedy (lowest bits within an accuracy drop). Returns val/test accuracy "
+        "before and after, bits per layer, model bits."
     )
     Args = QuantArgs
     example: ClassVar[dict[str, Any]] = {"model": "cnn-digits", "avg_bits": 4.0, "method": "class-based", "finetune_epochs": 1}

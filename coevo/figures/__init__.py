@@ -475,7 +475,7 @@ FIGURES: tuple[Figure, ...] = (
     Figure(
         "quant",
         "quant",
-        "class-based mixed precision vs uniform, HAWQ-trace and magnitude at 2.5-6 average bits (issue 17)",
+        "class-based mixed precision vs uniform, HAWQ-trace and magnitude at 2.5 and 3 average bits on cnn-digits-cv (issues 17, 31)",
         "nice -n 10 python -m coevo.figures quant (--search: also the quant_search/ bench)",
         ("quant.md", "quant.csv", "quant_search/"),
         ("quant.csv",),

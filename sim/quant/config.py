@@ -4,7 +4,8 @@
 read their defaults and bounds from :class:`QuantConfig`; the bit widths a group may take are
 :data:`coevo.sim.quant.CANDIDATES`. ``search_finetune_epochs`` is the problem's per-design
 budget, smaller than one tool call's because a search fine-tunes every design;
-``accuracy_drop_max`` is the greedy search's tolerance (the tool's argument and the figure's ``--max-drop``).
+``accuracy_drop_max`` is the greedy search's tolerance (the tool's argument); ``compare_model`` the
+figure's task (``python -m coevo.figures quant``), small and cross-validated so the methods can differ.
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ class QuantConfig:
     """Defaults and bounds of the quantization family (each field's ``metadata``: ``help``, ``unit``, bounds)."""
 
     model: str = field(default="cnn-digits", metadata={"help": "zoo classifier to quantize (see `coevo models list`)"})
+    compare_model: str = field(
+        default="cnn-digits-cv",
+        metadata={"help": "zoo classifier of the method comparison (cross-validated: every fold, all 1,797 digits tested once)"},
+    )
     finetune_epochs: int = field(
         default=3,
         metadata={"help": "most straight-through fine-tuning epochs; the best val epoch is kept", "unit": "epochs", "ge": 0, "le": 50},

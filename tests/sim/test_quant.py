@@ -135,7 +135,12 @@ def test_average_bits_target_is_met(setup: tuple[nn.Module, DataLoader, DataLoad
             alloc = allocate(model, train, avg_bits=target, method=method)
             assert alloc.avg_bits == pytest.approx(average_bits(alloc.bits, layers))
             assert alloc.avg_bits <= target + 1e-9
-            if method in ("class-based", "taylor", "magnitude"):  # per unit: below the target by less than one unit's upgrade
+            if method in (
+                "class-based",
+                "class-count",
+                "taylor",
+                "magnitude",
+            ):  # per unit: below the target by less than one unit's upgrade
                 assert (target - alloc.avg_bits) * total < biggest_step
             if method == "uniform" and target in (2.0, 3.0, 4.0, 6.0):
                 assert alloc.avg_bits == target and {b for v in alloc.bits.values() for b in v} == {int(target)}
@@ -169,18 +174,49 @@ def test_allocator_is_monotone_in_priority_and_minimises_noise_on_a_small_case()
     assert tuple(allocate_groups([64.0, 1.0], [10, 10], 4.0)) == best == (6, 2)
 
 
-def test_class_based_gives_units_important_to_more_classes_at_least_as_many_bits(
+def test_class_based_priority_is_class_importance_times_error_scale_and_bits_follow_it(
     setup: tuple[nn.Module, DataLoader, DataLoader],
 ) -> None:
     model, train, _ = setup
-    for target in (3.0, 4.0):
+    ranges = {  # max |w|^2 per unit, computed here from the weights
+        "conv": model.conv.weight.detach().reshape(4, -1).abs().max(dim=1).values ** 2,
+        "fc": model.fc.weight.detach().abs().max(dim=1).values ** 2,
+    }
+    for target in (2.5, 3.5):
         alloc = allocate(model, train, avg_bits=target, method="class-based")
-        counts = alloc.detail["class_counts"]
-        units = [(c, b) for name in counts for c, b in zip(counts[name], alloc.bits[name], strict=True)]
-        assert len({c for c, _ in units}) > 1  # the property is not vacuous
-        for (ca, ba), (cb, bb) in itertools.product(units, repeat=2):
-            if ca > cb:
+        counts, prio = alloc.detail["class_counts"], alloc.detail["priority"]
+        magnitude = allocate(model, train, avg_bits=target, method="magnitude").detail["priority"]
+        units = []
+        for name in counts:
+            for u, (c, p, b) in enumerate(zip(counts[name], prio[name], alloc.bits[name], strict=True)):
+                assert p == pytest.approx((1 + c) * float(ranges[name][u]), rel=1e-5)
+                assert magnitude[name][u] == pytest.approx(float(ranges[name][u]), rel=1e-5)
+                units.append((p, c, b))
+        assert len({c for _, c, _ in units}) > 1 and len({b for _, _, b in units}) > 1  # not vacuous
+        for (pa, _, ba), (pb, _, bb) in itertools.product(units, repeat=2):
+            if pa > pb:
                 assert ba >= bb
+
+
+def test_class_based_gives_more_bits_to_a_unit_whose_rounding_error_grows(setup: tuple[nn.Module, DataLoader, DataLoader]) -> None:
+    """Scale conv unit 0 up by 8 and its fc inputs down by 8: the function and the Taylor scores (class counts) are the same,
+    the unit's quantization step is 8x larger, so it must get more bits (the class count alone would not move it)."""
+    model, train, _ = setup
+    before = allocate(model, train, avg_bits=3.0, method="class-based")
+    scaled = copy.deepcopy(model)
+    with torch.no_grad():
+        scaled.conv.weight[0] *= 8.0
+        scaled.conv.bias[0] *= 8.0
+        scaled.fc.weight[:, :16] /= 8.0  # channel 0's 4x4 map is the first 16 inputs of fc (ReLU is positively homogeneous)
+    x = next(iter(train))[0]
+    assert torch.allclose(model(x), scaled(x), atol=1e-5)
+    after = allocate(scaled, train, avg_bits=3.0, method="class-based")
+    assert after.detail["class_counts"] == before.detail["class_counts"]
+    assert before.bits["conv"][0] < 8 and after.bits["conv"][0] > before.bits["conv"][0]
+    # the ablation without the error scale does not see the change
+    assert (
+        allocate(scaled, train, avg_bits=3.0, method="class-count").bits == allocate(model, train, avg_bits=3.0, method="class-count").bits
+    )
 
 
 def test_class_scores_match_the_closed_form_taylor_score_of_a_linear_model() -> None:

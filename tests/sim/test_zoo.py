@@ -8,11 +8,12 @@ import subprocess
 import sys
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
-from coevo.sim.zoo import ZooError, ZooModel, cache_dir, load, recipe, recipe_key
-from coevo.sim.zoo.data import digits_splits, mnist5k_splits, pydoc_text
+from coevo.sim.zoo import ZooError, ZooModel, build, cache_dir, folds, load, recipe, recipe_key
+from coevo.sim.zoo.data import digits_fold_splits, digits_splits, mnist5k_splits, pydoc_text
 from tests.helpers import coevo_env
 
 
@@ -25,6 +26,66 @@ def test_digits_splits_are_disjoint_real_images_with_every_class() -> None:
     for s in splits:
         assert set(splits[s].y.tolist()) == set(range(10))
     assert abs(float(splits["train"].x.mean())) < 1e-5  # normalised by the training split
+
+
+def _raw(x: torch.Tensor) -> list[bytes]:
+    """Normalised digits back to their integer grey levels 0-16 (each fold normalises by its own train split)."""
+    lo, hi = float(x.min()), float(x.max())
+    return [row.numpy().tobytes() for row in torch.round(16 * (x - lo) / (hi - lo)).to(torch.uint8).flatten(1)]
+
+
+def test_digits_cross_validation_tests_every_image_exactly_once() -> None:
+    from sklearn.datasets import load_digits
+
+    data = load_digits()
+    everything = sorted(np.asarray(data.images, dtype=np.uint8).reshape(len(data.target), -1)[i].tobytes() for i in range(len(data.target)))
+    tested: list[bytes] = []
+    labels = []
+    for fold in range(5):
+        splits = digits_fold_splits(5, fold, 200, None, seed=0)
+        sizes = [len(splits[s]) for s in ("train", "val", "test")]
+        assert sum(sizes) == 1797 and sizes[1] == 200 and sizes[2] in (359, 360)
+        both = torch.cat([splits[s].x for s in ("train", "val", "test")])
+        raw = _raw(both)
+        train, test = set(raw[: sizes[0]]), raw[sizes[0] + sizes[1] :]
+        assert sum(r in train for r in test) <= 5  # disjoint images (the UCI digits hold a few duplicates)
+        tested += test
+        labels += splits["test"].y.tolist()
+        assert abs(float(splits["train"].x.mean())) < 1e-5
+    assert sorted(tested) == everything
+    assert np.bincount(labels).tolist() == np.bincount(data.target).tolist()
+    assert len(digits_fold_splits(5, 0, 200, 300, seed=0)["train"]) == 300
+    with pytest.raises(ValueError, match="fold"):
+        digits_fold_splits(5, 5, 200, None, seed=0)
+
+
+def test_cross_validated_recipe_caches_each_fold_and_seed_apart_and_a_seed_changes_the_model() -> None:
+    rec = recipe("cnn-digits-cv")
+    assert folds("cnn-digits-cv") == 5 and folds("cnn-digits") == 1
+    keys = set()
+    for fold, seed in ((0, 0), (1, 0), (0, 1)):
+        r = recipe("cnn-digits-cv")
+        r["data"]["fold"], r["train"]["seed"] = fold, seed
+        keys.add(recipe_key(r))
+    assert len(keys) == 3 and recipe_key(rec) in keys
+    r1 = recipe("cnn-digits-cv")
+    r1["train"]["seed"] = 1
+    a, b = build(rec).state_dict(), build(r1).state_dict()
+    assert not torch.equal(a["conv1.weight"], b["conv1.weight"])  # the run seed initialises the model
+    with pytest.raises(ZooError, match=r"0\.\.4"):
+        load("cnn-digits-cv", fold=5)
+    with pytest.raises(ZooError, match="one fixed split"):
+        load("cnn-digits", fold=1)
+
+
+@pytest.mark.slow  # trains two small CNNs on 1,397 digits: ~15 s on 2 busy cores
+def test_cnn_digits_cv_is_well_above_chance_and_below_saturation() -> None:
+    first, other = load("cnn-digits-cv", fold=2, train_seed=0), load("cnn-digits-cv", fold=2, train_seed=1)
+    for zm in (first, other):
+        assert 80.0 < zm.evaluate(zm.model, "test") < 99.0  # room for quantization methods to differ
+        assert len(zm.splits["test"]) == 359
+    assert first.key != other.key and not torch.equal(first.model.conv1.weight, other.model.conv1.weight)
+    assert load("cnn-digits-cv", fold=2, train_seed=0).note == "loaded"
 
 
 def test_mnist5k_splits_are_disjoint_28x28_images_with_every_class() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from coevo.tools import REGISTRY, ToolArgumentError, call_tool
@@ -35,6 +37,7 @@ def test_uniform_four_bits_is_four_bits_everywhere() -> None:
     ("args", "match"),
     [
         ({"avg_bits": 1.0}, "avg_bits must lie between"),
+        ({"avg_bits": 0.5}, r"\(2 and 8\), got 0.5"),
         ({"avg_bits": 9.0}, "avg_bits must lie between"),
         ({"method": "nope"}, "method"),
         ({"finetune_epochs": -1}, "finetune_epochs"),
@@ -63,3 +66,27 @@ def test_greedy_stays_within_the_accuracy_drop_and_reports_its_groups() -> None:
     assert layers == {"conv1", "conv2", "conv3", "fc1", "fc2"} and 5 <= len(value["groups"]) <= 10
     assert {name.rsplit(".", 1)[1] for name in value["groups"]} <= {"many", "rest"}
     assert set(value["groups"].values()) <= {2, 3, 4, 6, 8}
+
+
+def test_the_figure_refuses_average_bits_below_the_narrowest_width_in_one_line_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from coevo.figures import quant
+
+    out = tmp_path / "never"
+    assert quant.main(["--bits", "3,0.5", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "got 0.5" in err and "(2 and 8)" in err
+    assert not out.exists()
+
+
+def test_the_figure_pools_each_seed_over_the_folds_by_test_size() -> None:
+    from coevo.figures.quant import pooled
+
+    rows = [
+        {"method": "uniform", "target_bits": "3.0", "seed": "0", "fold": "0", "test_n": "300", "test_after": "90.0"},
+        {"method": "uniform", "target_bits": "3.0", "seed": "0", "fold": "1", "test_n": "100", "test_after": "50.0"},
+        {"method": "uniform", "target_bits": "3.0", "seed": "1", "fold": "0", "test_n": "300", "test_after": "70.0"},
+    ]
+    got = pooled(rows, "test_after")
+    assert got == {("uniform", "3.0", 0): pytest.approx(80.0), ("uniform", "3.0", 1): pytest.approx(70.0)}  # (270 + 50) / 400
