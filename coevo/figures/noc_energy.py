@@ -1,6 +1,7 @@
 """Issue 18 figures: energy-aware compression on a simulated weight-stationary systolic array, and SCALE-Sim cycle agreement.
 
     nice -n 10 python -m coevo.figures noc-energy [--models cnn-digits,cnn-mnist5k] [--seeds 5] [--drop 2.0] [--out docs/bench/noc]
+        [--psum-bits 22|0] [--no-compress] [--no-occupancy] [--no-scalesim]
 
 For every model and seed (the zoo model trained with that seed, QAT and energy sampling seeded
 alike) it runs :func:`sim.accel.compress.compress` (INT8, layer-agnostic and layer-wise
@@ -11,6 +12,13 @@ restriction, every step chosen on the validation split) and saves:
 * ``groups-<model>.csv``: per layer of the INT8 model, partial-sum transitions and cost per MSB-distance group;
 * ``mapping-<model>.csv``: per layer the weight-stationary mapping (cycles, utilisation, SRAM / DRAM bytes, memory pJ);
 * ``scalesim.csv``: cycles of all three dataflows against SCALE-Sim on a few layers;
+* ``msb-occupancy-<model>.csv``: per seed and layer of the INT8 model, partial-sum transitions per MSB-distance group at
+  accumulation lengths 16, 64, 256 and the whole dot product, with the paper's 22-bit register, the worst-case register of
+  that length and a register fitted to the sums (where the groups beyond the sign flip are populated);
+
+``--psum-bits 0`` runs the compression with fitted registers and writes its CSVs as ``<name>-<model>-psumfit.csv``
+(column ``register``); every energy column names its scope (compute = MAC only, on-chip = compute + SRAM, total =
+compute + SRAM + DRAM).
 
 (each rewritten after every seed), then writes ``energy.md`` from those CSVs only. Models can
 run in separate processes (``--models cnn-digits`` and ``--models cnn-mnist5k``, then
@@ -33,7 +41,7 @@ from coevo.search.stats import t_interval
 from coevo.sim.accel import scalesim_ref
 from coevo.sim.accel.compress import CompressionReport, compress, compressor
 from coevo.sim.accel.config import ACCEL, LEVELS
-from coevo.sim.accel.energy import GROUPS, constants
+from coevo.sim.accel.energy import GROUPS, constants, worst_case_psum_bits
 from coevo.sim.accel.systolic import Layer, map_layer
 
 NAME = "noc-energy"
@@ -61,8 +69,25 @@ def _levels(levels: dict[str, int]) -> str:
     return "/".join(str(k) for k in levels.values())
 
 
-def run(models: list[str], seeds: int, drop: float, out: Path, command: str) -> None:
+PAPER_REDUCTION = 0.586
+"""The paper's headline (Fang, Zhang, Huang, arXiv 2511.17123): "up to 58.6 % energy reduction with 2-3 % accuracy drop"."""
+
+OCCUPANCY_ROWS = (16, 64, 256, 0)
+"""Accumulation lengths (array rows) of the occupancy table; 0: the whole dot product (rows >= K)."""
+
+
+def _register(bits: int) -> str:
+    """The label of a compression run's register (the ``register`` column)."""
+    return "fitted" if bits == 0 else f"{bits} bits"
+
+
+def _suffix(bits: int) -> str:
+    return "" if bits == ACCEL.psum_bits else ("-psumfit" if bits == 0 else f"-psum{bits}")
+
+
+def run(models: list[str], seeds: int, drop: float, out: Path, command: str, psum_bits: int = ACCEL.psum_bits) -> None:
     """Score every model and seed; the CSVs of a model (``steps-<model>.csv``, ...) are rewritten after each seed."""
+    register = _register(psum_bits)
     for model in models:
         steps: list[dict[str, Any]] = []
         choices: list[dict[str, Any]] = []
@@ -70,39 +95,42 @@ def run(models: list[str], seeds: int, drop: float, out: Path, command: str) -> 
         mapping: list[dict[str, Any]] = []
         for seed in range(seeds):
             started = time.perf_counter()
-            rep: CompressionReport = compress(model, accuracy_drop_max=drop, seed=seed)
+            rep: CompressionReport = compress(model, accuracy_drop_max=drop, seed=seed, psum_bits=psum_bits)
             print(f"{model} seed {seed}: {len(rep.steps)} steps, {time.perf_counter() - started:.0f} s", flush=True)
             for s in rep.steps:
                 steps.append(
                     {
-                        "model": model, "seed": seed, "scheme": s.scheme, "step": s.step, "layer": s.layer, "levels": _levels(s.levels),
-                        "val_accuracy": round(s.val_accuracy, 3), "test_accuracy": round(s.accuracy, 3), "within_budget": s.within_budget,
-                        "compute_pj": round(s.compute_pj, 2), "memory_pj": round(s.memory_pj, 2), "total_pj": round(s.energy, 2),
+                        "model": model, "seed": seed, "register": register, "scheme": s.scheme, "step": s.step, "layer": s.layer,
+                        "levels": _levels(s.levels), "val_accuracy": round(s.val_accuracy, 3), "test_accuracy": round(s.accuracy, 3),
+                        "within_budget": s.within_budget, "compute_pj": round(s.compute_pj, 2), "onchip_pj": round(s.onchip_pj, 2),
+                        "memory_pj": round(s.memory_pj, 2), "total_pj": round(s.energy, 2),
                     }
                 )  # fmt: skip
-            sram = sum(m["sram_pj_per_inference"] for m in rep.mapping.values())  # on chip: compute + SRAM, no DRAM
             for s in (rep.int8, rep.layer_agnostic, rep.layer_wise):
                 choices.append(
                     {
-                        "model": model, "seed": seed, "scheme": s.scheme, "levels": _levels(s.levels), "layers": "/".join(s.levels),
+                        "model": model, "seed": seed, "register": register, "scheme": s.scheme,
+                        "levels": _levels(s.levels), "layers": "/".join(s.levels),
                         "val_accuracy": round(s.val_accuracy, 3), "val_drop": round(rep.accuracy_drop(s), 3),
                         "test_accuracy": round(s.accuracy, 3), "test_drop": round(rep.int8.accuracy - s.accuracy, 3),
-                        "compute_pj": round(s.compute_pj, 2), "memory_pj": round(s.memory_pj, 2), "total_pj": round(s.energy, 2),
+                        "compute_pj": round(s.compute_pj, 2), "onchip_pj": round(s.onchip_pj, 2), "memory_pj": round(s.memory_pj, 2),
+                        "total_pj": round(s.energy, 2),
                         "compute_reduction_vs_int8": round(rep.compute_reduction(s), 5),
                         "total_reduction_vs_int8": round(rep.energy_reduction(s), 6),
-                        "onchip_reduction_vs_int8": round((rep.int8.compute_pj - s.compute_pj) / (rep.int8.compute_pj + sram), 6),
+                        "onchip_reduction_vs_int8": round(rep.onchip_reduction(s), 6),
                         "compute_reduction_vs_agnostic": round(1 - s.compute_pj / rep.layer_agnostic.compute_pj, 5),
                         "total_reduction_vs_agnostic": round(1 - s.energy / rep.layer_agnostic.energy, 6),
                         "steps": len(rep.steps), "wall_s": rep.wall_s,
                     }
                 )  # fmt: skip
             if seed == 0:
-                comp = compressor(model, seed)
+                comp = compressor(model, seed, psum_bits)
                 for layer, act in comp.int8_measured.activity.items():
                     for g in range(GROUPS):
                         groups.append(
                             {
                                 "model": model,
+                                "register": register,
                                 "layer": layer,
                                 "msb_distance": g,
                                 "transitions": int(act.group_counts[g]),
@@ -119,7 +147,30 @@ def run(models: list[str], seeds: int, drop: float, out: Path, command: str) -> 
                         }
                     )
             for name, rows in (("steps", steps), ("choices", choices), ("groups", groups), ("mapping", mapping)):
-                write_csv(out / f"{name}-{model}.csv", rows, command=command)
+                write_csv(out / f"{name}-{model}{_suffix(psum_bits)}.csv", rows, command=command)
+
+
+def occupancy(models: list[str], seeds: int, out: Path, command: str) -> None:
+    """Transitions per MSB-distance group of every INT8 model (model, seed) at several accumulation lengths and registers."""
+    for model in models:
+        rows: list[dict[str, Any]] = []
+        for seed in range(seeds):
+            comp = compressor(model, seed)
+            for length in OCCUPANCY_ROWS:
+                acc = length or 1 << 20  # longer than any layer's K: the whole dot product in one column
+                for label, bits in (("22 bits", 22), ("worst case", worst_case_psum_bits(acc) if length else 0), ("fitted", 0)):
+                    if label == "worst case" and not length:
+                        continue  # the whole dot product has no fixed worst case across layers
+                    for layer, (width, counts, cost) in comp.msb_occupancy(acc, bits).items():
+                        rows.append(
+                            {
+                                "model": model, "seed": seed, "layer": layer, "rows": length or "K", "register": label, "bits": width,
+                                **{f"n{g}": int(counts[g]) for g in range(GROUPS)},
+                                **{f"cost{g}": round(float(cost[g]), 4) for g in range(GROUPS)},
+                            }
+                        )  # fmt: skip
+            print(f"{model} seed {seed}: occupancy measured", flush=True)
+            write_csv(out / f"msb-occupancy-{model}.csv", rows, command=command)
 
 
 def cross_check(out: Path, command: str) -> None:
@@ -332,6 +383,11 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--drop", type=float, default=ACCEL.accuracy_drop_max, help="largest accuracy drop vs INT8 (percentage points)")
     ap.add_argument("--issue8", type=Path, default=None, help="page whose compression section to rewrite (default: OUT/issue8-noc.md)")
     ap.add_argument("--no-scalesim", action="store_true", help="skip the SCALE-Sim cross-check (keep scalesim.csv)")
+    ap.add_argument(
+        "--psum-bits", type=int, default=ACCEL.psum_bits, help="partial-sum register of the compression runs (0: fitted per layer)"
+    )
+    ap.add_argument("--no-compress", action="store_true", help="skip the compression runs (keep their CSVs)")
+    ap.add_argument("--no-occupancy", action="store_true", help="skip the MSB-group occupancy measurement (keep its CSVs)")
     return ap
 
 
@@ -343,12 +399,18 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     # the page names the measuring command: the same whether this call measures or only re-renders
     given = sys.argv[1:] if argv is None else argv
-    command = command_line(NAME, [a for a in given if a not in ("--report-only", "--no-scalesim")])
+    command = command_line(NAME, [a for a in given if a not in ("--report-only", "--no-scalesim", "--no-compress", "--no-occupancy")])
     issue8 = args.issue8 if args.issue8 is not None else args.out / "issue8-noc.md"
+    if args.psum_bits != 0 and not 2 <= args.psum_bits <= 62:
+        print(f"--psum-bits must be 0 (fitted per layer) or between 2 and 62 (register bits), got {args.psum_bits}", file=sys.stderr)
+        return 2
     if not args.report_only:
         if not args.no_scalesim:
             cross_check(args.out, command)
-        run(args.models.split(","), args.seeds, args.drop, args.out, command)
+        if not args.no_occupancy:
+            occupancy(args.models.split(","), args.seeds, args.out, command)
+        if not args.no_compress:
+            run(args.models.split(","), args.seeds, args.drop, args.out, command, args.psum_bits)
     report(args.out, args.drop, command)
     if issue8.exists():
         issue8_section(args.out, issue8, args.drop)

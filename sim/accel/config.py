@@ -49,6 +49,19 @@ class AccelConfig:
     energy_samples: int = field(
         default=128, metadata={"help": "training images whose streams the energy tables are measured on", "unit": "images"}
     )
+    psum_bits: int = field(
+        default=22,
+        metadata={
+            "help": "partial-sum register width whose top msb_bits bits group the transitions (22: the paper's); "
+            "0: fitted per layer to the INT8 model's partial sums, so the MSB window covers the top of their range",
+            "unit": "bits",
+            "ge": 0,
+            "le": 62,
+        },
+    )
+    msb_bits: int = field(
+        default=6, metadata={"help": "MSB window of the partial-sum register (groups 0..msb_bits)", "unit": "bits", "ge": 1}
+    )
     positions: int = field(default=512, metadata={"help": "positions sampled per layer when its activity is measured", "unit": "positions"})
 
 
