@@ -39,7 +39,11 @@ class AccelConfig:
     )
     seed: int = field(default=0, metadata={"help": "seed of the zoo model's training, of QAT and of the energy sampling", "ge": 0})
     energy_scope: str = field(
-        default="total", metadata={"help": "energy objective: total (compute + SRAM + DRAM on the array) or compute (MAC energy only)"}
+        default="total",
+        metadata={
+            "help": "energy objective's scope: total (compute + SRAM + DRAM on the array), on_chip (compute + SRAM) "
+            "or compute (MAC energy only)"
+        },
     )
     qat_epochs: int = field(default=3, metadata={"help": "quantization-aware training epochs per restriction", "unit": "epochs"})
     compress_rows: int = field(default=16, metadata={"help": "rows of the array the compressed CNN is mapped onto", "unit": "PEs"})
