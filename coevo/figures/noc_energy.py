@@ -626,6 +626,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Measure (unless ``--report-only``), then write energy.md and rewrite the issue 8 page's compression section."""
     args = parser().parse_args(argv)
+    if args.psum_bits != 0 and not 2 <= args.psum_bits <= 62:
+        print(f"--psum-bits must be 0 (fitted per layer) or between 2 and 62 (register bits), got {args.psum_bits}", file=sys.stderr)
+        return 2
     assert LEVELS[0] == 256  # the tables say INT8: the first level of the ladder
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -633,9 +636,6 @@ def main(argv: list[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else argv
     command = command_line(NAME, [a for a in given if a not in ("--report-only", "--no-scalesim", "--no-compress", "--no-occupancy")])
     issue8 = args.issue8 if args.issue8 is not None else args.out / "issue8-noc.md"
-    if args.psum_bits != 0 and not 2 <= args.psum_bits <= 62:
-        print(f"--psum-bits must be 0 (fitted per layer) or between 2 and 62 (register bits), got {args.psum_bits}", file=sys.stderr)
-        return 2
     if not args.report_only:
         if not args.no_scalesim:
             cross_check(args.out, command)
