@@ -392,7 +392,8 @@ def report(out: Path, drop: float, command: str) -> str:
     reading = [line for line in occupancy_lines if line.startswith("Reading")]
     return "\n".join(
         [
-            f"Simulated energy (`{command}`; details, every step and the occupancy table in docs/bench/noc/energy.md). "
+            f"Simulated energy, rendered by `{command}` from the CSVs in docs/bench/noc (the runs that wrote them: "
+            "docs/bench/noc/energy.md and provenance.json; details, every step and the occupancy table in energy.md). "
             "Scopes: MAC / compute only; on-chip = compute + SRAM; total = compute + SRAM + DRAM.",
             "",
             *_scope_table(choices, drop),
