@@ -239,6 +239,7 @@ class CompressArgs(ToolArgs):
         AccelConfig, "accuracy_drop_max", description="largest accuracy drop allowed vs plain INT8, percentage points"
     )
     seed: int = config_field(AccelConfig, "seed")
+    psum_bits: int = config_field(AccelConfig, "psum_bits")
 
 
 class CompressEnergyAware(Tool):
@@ -252,8 +253,9 @@ class CompressEnergyAware(Tool):
         "on its real activations and partial sums (bit-level weight-stationary model, transitions grouped by MSB Hamming "
         "distance, each group with its own cost), then restrict weights step by step to the lowest-energy values inside "
         "quantization-aware training, re-measuring the tables on the restricted model each step; hardest in the "
-        "highest-energy layers, under a validation-accuracy budget. Energy per inference = compute + SRAM/DRAM accesses "
-        "of the systolic mapping (Horowitz 45 nm costs). Returns INT8, the layer-agnostic and the layer-wise restriction."
+        "highest-energy layers, under a validation-accuracy budget. Energy per inference in three named scopes: compute "
+        "(MAC only), on-chip (compute + SRAM) and total (compute + SRAM + DRAM accesses of the systolic mapping; Horowitz "
+        "45 nm costs). Returns INT8, the layer-agnostic and the layer-wise restriction with the reduction in each scope."
     )
     Args = CompressArgs
     example: ClassVar[dict[str, Any]] = {"model": "cnn-digits", "accuracy_drop_max": 2.0}
@@ -267,9 +269,15 @@ class CompressEnergyAware(Tool):
             report(message, min(steps[0] / 30, 0.99))
 
         try:
-            value = compress(args.model, accuracy_drop_max=args.accuracy_drop_max, seed=args.seed, progress=say).as_dict()
+            value = compress(
+                args.model, accuracy_drop_max=args.accuracy_drop_max, seed=args.seed, psum_bits=args.psum_bits, progress=say
+            ).as_dict()
         except KeyboardInterrupt:
             raise UserInputError("compression stopped by the user (Ctrl-C); nothing was kept") from None
         return ToolResult(
-            value=value, messages=["energies simulated (bit-level model, Horowitz 45 nm costs), accuracies measured; chosen on validation"]
+            value=value,
+            messages=[
+                "energies simulated (bit-level model, Horowitz 45 nm costs), accuracies measured; chosen on validation",
+                "energy scopes: compute_* = MAC only, onchip_* = compute + SRAM, total_* = compute + SRAM + DRAM",
+            ],
         )

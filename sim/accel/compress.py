@@ -24,12 +24,19 @@ Schemes, against plain INT8 (``K = 256``, QAT without restriction):
 * ``layer-wise``: layers in order of their share of INT8's compute energy, highest first; each
   is tightened step by step while the budget holds, given the layers before it.
 
-**Energy of an inference** (pJ, simulated): compute (each layer's MACs x its real weights'
-measured pJ per MAC: multiplier toggles + partial-sum transitions weighted per MSB-distance
-group, :func:`sim.accel.energy.measure_layer`) + memory (SRAM and DRAM accesses of the layer's
-weight-stationary mapping on the array, :mod:`sim.accel.systolic`, at Horowitz's 45 nm per-byte
-costs). Memory energy does not depend on the weight values, so it dilutes the reduction: both
-the compute-only and the total reduction are reported.
+**Energy of an inference** (pJ, simulated), in three scopes, each reported under its own name:
+
+* ``compute`` (MAC only): each layer's MACs x its real weights' measured pJ per MAC (multiplier
+  toggles + partial-sum transitions weighted per MSB-distance group,
+  :func:`sim.accel.energy.measure_layer`);
+* ``on_chip``: compute + the SRAM accesses of the layer's weight-stationary mapping on the array
+  (:mod:`sim.accel.systolic`, Horowitz's 45 nm per-byte cost);
+* ``total``: on_chip + the mapping's DRAM accesses.
+
+SRAM and DRAM energy do not depend on the weight values, so they dilute the reduction; all
+three reductions are reported. The partial-sum register's width (``psum_bits``: 22, the paper's,
+or 0: fitted per layer to the INT8 model's partial sums) sets where the MSB window sits
+(:mod:`sim.accel.energy`: at 22 bits on these CNNs only the sign group is populated).
 """
 
 from __future__ import annotations
@@ -48,13 +55,44 @@ import torch.nn.functional as F
 from torch import nn
 
 from coevo.sim.accel.config import ACCEL, LEVELS
-from coevo.sim.accel.energy import PSUM_BYTES, EnergyTable, LayerActivity, constants, energy_table, measure_layer, memory_pj, pj_per_toggle
+from coevo.sim.accel.energy import (
+    PSUM_BYTES,
+    EnergyTable,
+    LayerActivity,
+    check_psum_bits,
+    constants,
+    energy_table,
+    fitted_psum_bits,
+    group_costs,
+    layer_psums,
+    measure_layer,
+    memory_pj,
+    pj_per_toggle,
+)
 from coevo.sim.accel.systolic import Layer, Mapping, map_layer
 from coevo.sim.errors import UserInputError
 from coevo.sim.quant import fake
 
 MODELS = ("cnn-digits", "cnn-mnist5k")
-"""Allowed-value counts tried per layer, loosest first (one restriction step each)."""
+"""The zoo CNNs this module compresses."""
+
+SCOPES = {
+    "compute": "MAC only: multiplier and partial-sum register switching of every MAC",
+    "on_chip": "compute + SRAM accesses of the weight-stationary mapping",
+    "total": "compute + SRAM + DRAM accesses of the weight-stationary mapping",
+}
+"""The energy scopes every report names (module doc)."""
+
+
+def check_register(psum_bits: int, msb_bits: int) -> None:
+    """Raise :class:`UserInputError` unless ``psum_bits`` is 0 (fitted) or a register width 2..62 wider than ``msb_bits``."""
+    if psum_bits == 0:
+        if msb_bits < 1:
+            raise UserInputError(f"msb_bits must be >= 1 (bits of the MSB window), got {msb_bits}")
+        return
+    if not 2 <= psum_bits <= 62:
+        raise UserInputError(f"psum_bits must be 0 (fitted per layer) or between 2 and 62 (register bits), got {psum_bits}")
+    check_psum_bits(psum_bits, msb_bits)
 
 
 def int_weights(w: torch.Tensor, allowed: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -151,9 +189,13 @@ class SchemeResult:
     accuracy: float
     """Test accuracy (%), reported only."""
     compute_pj: float
+    """MAC (compute-only) energy per inference, pJ."""
     memory_pj: float
+    """SRAM + DRAM energy per inference, pJ (independent of the weight values)."""
     energy_by_layer: dict[str, float]
     """Compute energy per layer, pJ per inference."""
+    sram_pj: float = 0.0
+    """SRAM share of ``memory_pj``."""
     step: int = 0
     layer: str = ""
     """The layer this step tightened ("all" for layer-agnostic steps, "" for INT8)."""
@@ -161,22 +203,40 @@ class SchemeResult:
 
     @property
     def energy(self) -> float:
-        """Total energy per inference, pJ: compute + SRAM + DRAM."""
+        """Total energy per inference, pJ: compute + SRAM + DRAM (scope ``total``)."""
         return self.compute_pj + self.memory_pj
 
+    @property
+    def onchip_pj(self) -> float:
+        """On-chip energy per inference, pJ: compute + SRAM (scope ``on_chip``)."""
+        return self.compute_pj + self.sram_pj
+
+    def scoped_pj(self) -> dict[str, float]:
+        """Energy per inference in each scope of :data:`SCOPES`, pJ."""
+        return {"compute": self.compute_pj, "on_chip": self.onchip_pj, "total": self.energy}
+
+    def reductions(self, base: SchemeResult) -> dict[str, float]:
+        """Share of ``base``'s energy this result saves, per scope of :data:`SCOPES`."""
+        mine, theirs = self.scoped_pj(), base.scoped_pj()
+        return {k: 1 - mine[k] / theirs[k] for k in SCOPES}
+
     def as_dict(self, base: SchemeResult) -> dict[str, Any]:
-        """JSON-friendly, with energy and accuracy relative to plain INT8 (``base``)."""
+        """JSON-friendly, with energy (per scope, named) and accuracy relative to plain INT8 (``base``)."""
+        cut = self.reductions(base)
         return {
             "scheme": self.scheme,
             "allowed_values_per_layer": self.levels,
             "val_accuracy": round(self.val_accuracy, 2),
             "val_accuracy_drop": round(base.val_accuracy - self.val_accuracy, 2),
             "test_accuracy": round(self.accuracy, 2),
-            "energy_pj": round(self.energy, 1),
             "compute_pj": round(self.compute_pj, 1),
-            "memory_pj": round(self.memory_pj, 1),
-            "energy_reduction_vs_int8": round(1 - self.energy / base.energy, 4),
-            "compute_reduction_vs_int8": round(1 - self.compute_pj / base.compute_pj, 4),
+            "onchip_pj": round(self.onchip_pj, 1),
+            "total_pj": round(self.energy, 1),
+            "sram_pj": round(self.sram_pj, 1),
+            "dram_pj": round(self.memory_pj - self.sram_pj, 1),
+            "compute_reduction_vs_int8": round(cut["compute"], 4),
+            "onchip_reduction_vs_int8": round(cut["on_chip"], 4),
+            "total_reduction_vs_int8": round(cut["total"], 4),
             "compute_pj_by_layer": {k: round(v, 1) for k, v in self.energy_by_layer.items()},
         }
 
@@ -203,6 +263,8 @@ class CompressionReport:
     mapping: dict[str, Any]
     dataset: str
     wall_s: float
+    psum_bits: dict[str, int] = field(default_factory=dict)
+    """Per layer, the partial-sum register width its MSB groups were measured with."""
     energy_units: str = "pJ per inference (simulated: Horowitz ISSCC 2014 45 nm costs on bit-level switching and the array's accesses)"
 
     def accuracy_drop(self, scheme: SchemeResult) -> float:
@@ -210,12 +272,16 @@ class CompressionReport:
         return self.int8.val_accuracy - scheme.val_accuracy
 
     def energy_reduction(self, scheme: SchemeResult) -> float:
-        """Share of plain INT8's total energy that ``scheme`` saves."""
+        """Share of plain INT8's total energy (compute + SRAM + DRAM) that ``scheme`` saves."""
         return 1 - scheme.energy / self.int8.energy
 
     def compute_reduction(self, scheme: SchemeResult) -> float:
-        """Share of plain INT8's compute energy that ``scheme`` saves."""
+        """Share of plain INT8's compute (MAC-only) energy that ``scheme`` saves."""
         return 1 - scheme.compute_pj / self.int8.compute_pj
+
+    def onchip_reduction(self, scheme: SchemeResult) -> float:
+        """Share of plain INT8's on-chip energy (compute + SRAM) that ``scheme`` saves."""
+        return 1 - scheme.onchip_pj / self.int8.onchip_pj
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly form (the ``compress.energy_aware`` tool's value), rounded for reading."""
@@ -230,7 +296,9 @@ class CompressionReport:
             "layer_wise": self.layer_wise.as_dict(self.int8),
             "steps_scored": len(self.steps),
             "mapping": self.mapping,
+            "psum_bits_by_layer": self.psum_bits,
             "energy_units": self.energy_units,
+            "energy_scopes": dict(SCOPES),
             "energy_constants": constants(),
             "wall_s": self.wall_s,
         }
@@ -260,9 +328,17 @@ class Compressor:
         buffer_kb: float = ACCEL.compress_buffer_kb,
         energy_samples: int = ACCEL.energy_samples,
         positions: int = ACCEL.positions,
+        psum_bits: int = ACCEL.psum_bits,
+        msb_bits: int = ACCEL.msb_bits,
     ) -> None:
         if model not in MODELS:
             raise UserInputError(f"unknown model {model!r}; available: {', '.join(MODELS)} (zoo CNNs on real handwritten digits)")
+        check_register(psum_bits, msb_bits)
+        self.msb_bits = msb_bits
+        self.psum_bits: dict[str, int] = {}
+        """Per layer, the partial-sum register width (fixed at the first measurement when fitted)."""
+        self._fit_bits = psum_bits == 0
+        self._fixed_bits = psum_bits
         from coevo.sim.zoo import load  # the zoo imports torch models; kept local so sim.accel.systolic users need not
 
         self.model_name, self.seed, self.qat_epochs, self.rows, self.positions = model, seed, qat_epochs, rows, positions
@@ -284,6 +360,7 @@ class Compressor:
         self.batch = batch
         self.mappings: dict[str, Mapping] = {}
         self.memory_pj: dict[str, float] = {}
+        """SRAM + DRAM energy per inference, per layer."""
         self.sram_pj: dict[str, float] = {}
         self.macs: dict[str, float] = {}
         sizes = {"ifmap_kb": buffer_kb, "filter_kb": buffer_kb, "ofmap_kb": buffer_kb}
@@ -330,26 +407,63 @@ class Compressor:
         model.eval()
         return model
 
-    def measure(self, model: nn.Module, allowed: dict[str, np.ndarray]) -> _Measured:
-        """Energy tables and real-weight activity of every layer, on ``model``'s own activations and partial sums."""
+    def operands(self, model: nn.Module, allowed: dict[str, np.ndarray]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Per layer, ``model``'s int8 streamed operand (M, K) on the energy images and its int8 weights (K, N)."""
         state = self._state(allowed)
         state.record = {}
         q = quantized(model, state).eval()
         with torch.no_grad():
             q(self.energy_x)
-        e_mult, e_psum = pj_per_toggle()
         modules = dict(q.named_modules())
-        tables, activity, compute = {}, {}, {}
-        for i, name in enumerate(self.layers):
+        out = {}
+        for name in self.layers:
             mod = modules[name]
             acts = torch.clamp(torch.round(_im2col(state.record[name], mod) / self.act_scale[name]), -128, 127).numpy().astype(np.int64)
             w = mod.weight.detach()
-            qw = int_weights(w.reshape(w.shape[0], -1), state.allowed.get(name))[0].T.numpy().astype(np.int64)  # (K, N)
+            out[name] = (acts, int_weights(w.reshape(w.shape[0], -1), state.allowed.get(name))[0].T.numpy().astype(np.int64))
+        return out
+
+    def measure(self, model: nn.Module, allowed: dict[str, np.ndarray]) -> _Measured:
+        """Energy tables and real-weight activity of every layer, on ``model``'s own activations and partial sums."""
+        e_mult, e_psum = pj_per_toggle()
+        tables, activity, compute = {}, {}, {}
+        for i, (name, (acts, qw)) in enumerate(self.operands(model, allowed).items()):
             seed = self.seed * 100 + i  # the same sampled positions at every step: paired comparisons
-            tables[name] = energy_table(name, acts, qw, rows=self.rows, seed=seed, mult_weight=e_mult, psum_weight=e_psum)
-            activity[name] = measure_layer(acts, qw, tables[name].group_cost, rows=self.rows, positions=self.positions, seed=seed)
+            bits = self._register_bits(name, acts, qw, seed)
+            tables[name] = energy_table(
+                name, acts, qw, rows=self.rows, seed=seed, mult_weight=e_mult, psum_weight=e_psum, psum_bits=bits, msb_bits=self.msb_bits
+            )
+            activity[name] = measure_layer(
+                acts, qw, tables[name].group_cost, rows=self.rows, positions=self.positions, seed=seed, psum_bits=bits
+            )
             compute[name] = activity[name].pj_per_mac() * self.macs[name]
         return _Measured(tables, activity, compute)
+
+    def msb_occupancy(self, rows: int, psum_bits: int) -> dict[str, tuple[int, np.ndarray, np.ndarray]]:
+        """Per layer of the INT8 model: (register bits, transitions per MSB-distance group, cost per group) at another
+        accumulation length ``rows`` and register width ``psum_bits`` (0: fitted to the sums at that length).
+
+        The same sampled positions as :meth:`measure`; the costs are the layer's own transitions' (not pooled over 256 values)."""
+        out = {}
+        for i, (name, (acts, qw)) in enumerate(self.operands(self.int8_model, {}).items()):
+            psums = layer_psums(acts, qw, rows=rows, positions=self.positions, seed=self.seed * 100 + i)
+            bits = max(fitted_psum_bits(psums), self.msb_bits + 1) if psum_bits == 0 else psum_bits
+            counts, cost = group_costs(psums[:, :-1], psums[:, 1:], psum_bits=bits, msb_bits=self.msb_bits)
+            out[name] = (bits, counts, cost)
+        return out
+
+    def _register_bits(self, name: str, acts: np.ndarray, qw: np.ndarray, seed: int) -> int:
+        """The layer's partial-sum register width: the fixed one, or (fitted) the width its first measured model's sums need.
+
+        A fitted width is fixed at the first measurement (the INT8 model) and kept for every
+        restriction step, as a register is sized once; later sums that outgrow it wrap."""
+        if name not in self.psum_bits:
+            if self._fit_bits:
+                psums = layer_psums(acts, qw, rows=self.rows, positions=self.positions, seed=seed)
+                self.psum_bits[name] = max(fitted_psum_bits(psums), self.msb_bits + 1)
+            else:
+                self.psum_bits[name] = self._fixed_bits
+        return self.psum_bits[name]
 
     def _score(self, model: nn.Module, allowed: dict[str, np.ndarray], measured: _Measured, scheme: str, **extra: Any) -> SchemeResult:
         levels = {n: (len(allowed[n]) if n in allowed else 256) for n in self.layers}
@@ -361,6 +475,7 @@ class Compressor:
             sum(measured.compute_pj.values()),
             sum(self.memory_pj.values()),
             dict(measured.compute_pj),
+            sram_pj=sum(self.sram_pj.values()),
             **extra,
         )
 
@@ -467,9 +582,9 @@ class Compressor:
 
 
 @functools.lru_cache(maxsize=4)
-def compressor(model: str = ACCEL.model, seed: int = ACCEL.seed) -> Compressor:
-    """The trained model, its INT8 reference and energy measurements for (``model``, ``seed``), built once per process."""
-    return Compressor(model, seed=seed)
+def compressor(model: str = ACCEL.model, seed: int = ACCEL.seed, psum_bits: int = ACCEL.psum_bits) -> Compressor:
+    """The trained model, its INT8 reference and energy measurements for (``model``, ``seed``, ``psum_bits``), built once per process."""
+    return Compressor(model, seed=seed, psum_bits=psum_bits)
 
 
 def compress(
@@ -478,6 +593,7 @@ def compress(
     accuracy_drop_max: float = ACCEL.accuracy_drop_max,
     seed: int = ACCEL.seed,
     levels: Sequence[int] = LEVELS,
+    psum_bits: int = ACCEL.psum_bits,
     progress: Callable[[str], None] | None = None,
 ) -> CompressionReport:
     """Plain INT8, the layer-agnostic restriction and the layer-wise energy-aware one (module doc).
@@ -485,8 +601,12 @@ def compress(
     Results are memoised per (model, accuracy budget, seed, levels) in the process: the run is
     deterministic, and chat or tests asking again get the answer at once.
 
+    ``psum_bits``: the partial-sum register width (22: the paper's; 0: fitted per layer to the
+    INT8 model's partial sums, where the MSB groups beyond the sign flip are populated).
+
     Raises:
-        UserInputError: unknown model, a negative accuracy budget, or levels that are not a descending ladder from 256.
+        UserInputError: unknown model, a negative accuracy budget, levels that are not a descending ladder from 256,
+            or a register width outside 2..62 (0: fitted).
     """
     if model not in MODELS:
         raise UserInputError(f"unknown model {model!r}; available: {', '.join(MODELS)} (zoo CNNs on real handwritten digits)")
@@ -495,10 +615,11 @@ def compress(
     ladder = list(levels)
     if not ladder or ladder[0] != 256 or any(b >= a or b < 1 for a, b in itertools.pairwise(ladder)):
         raise UserInputError(f"levels must start at 256 and decrease (e.g. {', '.join(map(str, LEVELS))}), got {ladder}")
-    key = (model, float(accuracy_drop_max), seed, tuple(ladder))
+    check_register(psum_bits, ACCEL.msb_bits)
+    key = (model, float(accuracy_drop_max), seed, tuple(ladder), psum_bits)
     if key not in _RESULTS:
         started = time.perf_counter()
-        comp = compressor(model, seed)
+        comp = compressor(model, seed, psum_bits)
         say = progress or (lambda _msg: None)
         say(f"int8: val {comp.base.val_accuracy:.2f}%, test {comp.base.accuracy:.2f}%, {comp.base.energy:.0f} pJ")
         agnostic, wise, steps = comp.schemes(accuracy_drop_max, ladder, say)
@@ -513,6 +634,7 @@ def compress(
             mapping=comp.mapping_summary(),
             dataset=comp.dataset,
             wall_s=round(time.perf_counter() - started, 2),
+            psum_bits=dict(comp.psum_bits),
         )
     return copy.deepcopy(_RESULTS[key])
 

@@ -39,7 +39,11 @@ class AccelConfig:
     )
     seed: int = field(default=0, metadata={"help": "seed of the zoo model's training, of QAT and of the energy sampling", "ge": 0})
     energy_scope: str = field(
-        default="total", metadata={"help": "energy objective: total (compute + SRAM + DRAM on the array) or compute (MAC energy only)"}
+        default="total",
+        metadata={
+            "help": "energy objective's scope: total (compute + SRAM + DRAM on the array), on_chip (compute + SRAM) "
+            "or compute (MAC energy only)"
+        },
     )
     qat_epochs: int = field(default=3, metadata={"help": "quantization-aware training epochs per restriction", "unit": "epochs"})
     compress_rows: int = field(default=16, metadata={"help": "rows of the array the compressed CNN is mapped onto", "unit": "PEs"})
@@ -48,6 +52,19 @@ class AccelConfig:
     batch: int = field(default=1, metadata={"help": "batch of the array mapping (its energies are divided by it)", "unit": "images"})
     energy_samples: int = field(
         default=128, metadata={"help": "training images whose streams the energy tables are measured on", "unit": "images"}
+    )
+    psum_bits: int = field(
+        default=22,
+        metadata={
+            "help": "partial-sum register width whose top msb_bits bits group the transitions (22: the paper's); "
+            "0: fitted per layer to the INT8 model's partial sums, so the MSB window covers the top of their range",
+            "unit": "bits",
+            "ge": 0,
+            "le": 62,
+        },
+    )
+    msb_bits: int = field(
+        default=6, metadata={"help": "MSB window of the partial-sum register (groups 0..msb_bits)", "unit": "bits", "ge": 1}
     )
     positions: int = field(default=512, metadata={"help": "positions sampled per layer when its activity is measured", "unit": "positions"})
 

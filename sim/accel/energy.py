@@ -20,6 +20,17 @@ in a value's table entry (shares of its transitions per group) and in the energy
 real weights (:func:`measure_layer`): the grouping, not a per-value mean, carries the weight
 dependence into the energy.
 
+**Where the groups are populated.** The grouping separates magnitude classes only where the
+running sums reach the MSB window. On the zoo CNNs with the paper's 22-bit register and a 16-row
+array, partial sums stay below 2^16, so the 6 MSBs are pure sign extension: every transition is
+distance 0 or 6 (sign flip or not) and groups 1-5 are empty. Longer accumulations (``rows``) grow
+the sums only slowly (up to ~2^17 over a whole fc1 dot product), so the register width is a
+parameter too: ``psum_bits`` (and ``msb_bits``) move the MSB window; :func:`fitted_psum_bits`
+sizes the register to the partial sums a layer actually produces (the window then covers the top
+of their range, and every group can be populated), :func:`worst_case_psum_bits` to the largest
+sum ``rows`` int8 products can make (22 bits = 64 rows, the paper's width). Sums wider than the
+register wrap (two's complement), as an unsaturated register would.
+
 Tables are measured on a given model's real activation streams and incoming partial sums
 (sampled (row, column) positions of the real im2col matrix); after a weight restriction the
 caller measures them again on the restricted model, whose partial sums differ.
@@ -43,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from coevo.sim.accel.systolic import Mapping
+from coevo.sim.errors import UserInputError
 
 PRODUCT_BITS = 16
 PSUM_BITS = 22
@@ -63,6 +75,32 @@ DRAM_PJ_PER_BYTE = 1300.0 / 8
 """Horowitz ISSCC 2014: 1.3-2.6 nJ per 64-bit DRAM access; the low end."""
 PSUM_BYTES = 4
 """Partial sums and outputs travel as 32-bit words (:mod:`sim.accel.systolic`)."""
+
+
+def check_psum_bits(psum_bits: int, msb_bits: int) -> None:
+    """Raise :class:`UserInputError` unless a ``psum_bits`` register with a ``msb_bits`` MSB window is one coevo can model."""
+    if not 2 <= psum_bits <= 62:
+        raise UserInputError(f"psum_bits must be between 2 and 62 (bits of the partial-sum register), got {psum_bits}")
+    if not 1 <= msb_bits < psum_bits:
+        raise UserInputError(f"msb_bits must be between 1 and psum_bits - 1 = {psum_bits - 1}, got {msb_bits}")
+
+
+def worst_case_psum_bits(rows: int) -> int:
+    """Two's complement width that holds any sum of ``rows`` int8 x int8 products (range [-16256 rows, 16384 rows]).
+
+    16 bits for one product, 20 for 16 rows, 22 for 64 rows (the paper's register), 24 for 256."""
+    if rows < 1:
+        raise UserInputError(f"rows must be >= 1 (array rows = accumulation length), got {rows}")
+    return (128 * 128 * rows).bit_length() + 1
+
+
+def fitted_psum_bits(psums: np.ndarray) -> int:
+    """Smallest two's complement width that holds every value of ``psums`` (at least 2 bits)."""
+    v = np.asarray(psums, dtype=np.int64)
+    if v.size == 0:
+        return 2
+    hi, lo = int(v.max()), int(v.min())
+    return max(max(hi, 0).bit_length(), (-min(lo, 0) - 1).bit_length() if lo < 0 else 0, 1) + 1
 
 
 def toggles(a: np.ndarray, b: np.ndarray, bits: int) -> np.ndarray:
@@ -94,18 +132,27 @@ def pj_per_toggle() -> tuple[float, float]:
     return MULT8_PJ / random_product_toggles(), ADD_PJ / (PSUM_BITS / 2)
 
 
-def group_costs(psum_prev: np.ndarray, psum_next: np.ndarray, msb_weight: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
-    """Per MSB-distance group: (transitions counted, cost per transition in low-bit-toggle units).
+def group_costs(
+    psum_prev: np.ndarray,
+    psum_next: np.ndarray,
+    msb_weight: float = 1.0,
+    *,
+    psum_bits: int = PSUM_BITS,
+    msb_bits: int = MSB_BITS,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per MSB-distance group (``msb_bits + 1`` of them): (transitions counted, cost per transition in low-bit-toggle units).
 
-    Cost of group g = mean toggles of the ``PSUM_BITS - MSB_BITS`` low bits over its transitions
+    Cost of group g = mean toggles of the ``psum_bits - msb_bits`` low bits over its transitions
     + ``msb_weight * g``. An empty group costs what its definition says with no low-bit toggles
     measured: ``msb_weight * g`` (it never weighs in a total, having no transitions)."""
-    dist = msb_distance(psum_next, psum_prev).ravel()
-    low = toggles(psum_next, psum_prev, PSUM_BITS - MSB_BITS).ravel()
-    counts = np.bincount(dist, minlength=GROUPS)
-    low_sum = np.bincount(dist, weights=low, minlength=GROUPS)
-    low_mean = np.divide(low_sum, counts, out=np.zeros(GROUPS), where=counts > 0)
-    return counts.astype(np.int64), low_mean + msb_weight * np.arange(GROUPS)
+    check_psum_bits(psum_bits, msb_bits)
+    groups = msb_bits + 1
+    dist = msb_distance(psum_next, psum_prev, psum_bits, msb_bits).ravel()
+    low = toggles(psum_next, psum_prev, psum_bits - msb_bits).ravel()
+    counts = np.bincount(dist, minlength=groups)
+    low_sum = np.bincount(dist, weights=low, minlength=groups)
+    low_mean = np.divide(low_sum, counts, out=np.zeros(groups), where=counts > 0)
+    return counts.astype(np.int64), low_mean + msb_weight * np.arange(groups)
 
 
 @dataclass(frozen=True)
@@ -119,9 +166,11 @@ class EnergyTable:
     psum_toggles: np.ndarray
     """(256,) partial-sum energy per use: sum over groups of share x group cost."""
     msb_groups: np.ndarray
-    """(256, GROUPS): share of partial-sum transitions by MSB Hamming distance."""
+    """(256, msb_bits + 1): share of partial-sum transitions by MSB Hamming distance."""
     group_cost: np.ndarray
-    """(GROUPS,) cost of one partial-sum transition in each group (pooled over the layer's transitions)."""
+    """(msb_bits + 1,) cost of one partial-sum transition in each group (pooled over the layer's transitions)."""
+    psum_bits: int = PSUM_BITS
+    """Width of the partial-sum register the table was measured with (its top ``len(group_cost) - 1`` bits are the MSB window)."""
 
     def of(self, values: np.ndarray) -> np.ndarray:
         """Energy per use of each int8 value in ``values``."""
@@ -137,7 +186,7 @@ class EnergyTable:
         return np.array(sorted(chosen), dtype=np.int64)
 
 
-def _streams(
+def streams(
     acts: np.ndarray, weights: np.ndarray, rows: int, positions: int, stream: int, seed: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Sampled (k, n) positions of a WS array: (activation streams (P, T), incoming partial sums (P, T), ks, ns)."""
@@ -176,6 +225,8 @@ def energy_table(
     mult_weight: float = 1.0,
     psum_weight: float = 1.0,
     msb_weight: float = 1.0,
+    psum_bits: int = PSUM_BITS,
+    msb_bits: int = MSB_BITS,
 ) -> EnergyTable:
     """Measure a layer's energy table (module doc).
 
@@ -185,17 +236,19 @@ def energy_table(
         rows: array rows: partial sums restart every ``rows`` reduction elements (one tile).
         positions: (k, n) positions sampled; stream: consecutive cycles per position.
         msb_weight: capacitance of an MSB flip relative to a low bit (group costs).
+        psum_bits, msb_bits: the partial-sum register's width and its MSB window (module doc).
     """
-    a, s_in, _, _ = _streams(acts, weights, rows, positions, stream, seed)
+    check_psum_bits(psum_bits, msb_bits)
+    a, s_in, _, _ = streams(acts, weights, rows, positions, stream, seed)
     w = VALUES[:, None, None]  # (256, 1, 1)
     prod = a[None] * w  # (256, P, T)
     psum = s_in[None] + prod
     mult = toggles(prod[..., 1:], prod[..., :-1], PRODUCT_BITS).mean(axis=(1, 2))
-    _, cost = group_costs(psum[..., :-1], psum[..., 1:], msb_weight)
-    dist = msb_distance(psum[..., 1:], psum[..., :-1]).reshape(len(VALUES), -1)
-    shares = np.stack([(dist == g).mean(axis=1) for g in range(GROUPS)], axis=1)
+    _, cost = group_costs(psum[..., :-1], psum[..., 1:], msb_weight, psum_bits=psum_bits, msb_bits=msb_bits)
+    dist = msb_distance(psum[..., 1:], psum[..., :-1], psum_bits, msb_bits).reshape(len(VALUES), -1)
+    shares = np.stack([(dist == g).mean(axis=1) for g in range(msb_bits + 1)], axis=1)
     reg = shares @ cost
-    return EnergyTable(layer, mult_weight * mult + psum_weight * reg, mult, reg, shares, cost)
+    return EnergyTable(layer, mult_weight * mult + psum_weight * reg, mult, reg, shares, cost, psum_bits)
 
 
 @dataclass(frozen=True)
@@ -205,9 +258,19 @@ class LayerActivity:
     mult_toggles: float
     """Mean multiplier-output toggles per MAC."""
     group_counts: np.ndarray
-    """(GROUPS,) partial-sum transitions measured per MSB-distance group."""
+    """(msb_bits + 1,) partial-sum transitions measured per MSB-distance group."""
     group_cost: np.ndarray
-    """(GROUPS,) cost per transition of each group (from the layer's current table)."""
+    """(msb_bits + 1,) cost per transition of each group (from the layer's current table)."""
+
+    @property
+    def group_shares(self) -> np.ndarray:
+        """Share of the measured partial-sum transitions in each MSB-distance group (the groups' occupancy)."""
+        return self.group_counts / max(int(self.group_counts.sum()), 1)
+
+    @property
+    def groups_used(self) -> int:
+        """How many MSB-distance groups hold at least one measured transition (2 = sign flip or not)."""
+        return int((self.group_counts > 0).sum())
 
     @property
     def psum_toggles(self) -> float:
@@ -221,16 +284,37 @@ class LayerActivity:
 
 
 def measure_layer(
-    acts: np.ndarray, weights: np.ndarray, group_cost: np.ndarray, *, rows: int = 32, positions: int = 256, stream: int = 256, seed: int = 0
+    acts: np.ndarray,
+    weights: np.ndarray,
+    group_cost: np.ndarray,
+    *,
+    rows: int = 32,
+    positions: int = 256,
+    stream: int = 256,
+    seed: int = 0,
+    psum_bits: int = PSUM_BITS,
 ) -> LayerActivity:
-    """Switching of the layer's own weights (not every candidate value) at sampled positions of its real streams."""
-    a, s_in, ks, ns = _streams(acts, weights, rows, positions, stream, seed)
+    """Switching of the layer's own weights (not every candidate value) at sampled positions of its real streams.
+
+    The MSB window is the top ``len(group_cost) - 1`` bits of a ``psum_bits`` register (the table's)."""
+    msb_bits = len(group_cost) - 1
+    check_psum_bits(psum_bits, msb_bits)
+    a, s_in, ks, ns = streams(acts, weights, rows, positions, stream, seed)
     w = np.asarray(weights, dtype=np.int64)[ks, ns][:, None]  # (P, 1): the weight each sampled PE holds
     prod = a * w
     psum = s_in + prod
     mult = float(toggles(prod[:, 1:], prod[:, :-1], PRODUCT_BITS).mean())
-    dist = msb_distance(psum[:, 1:], psum[:, :-1]).ravel()
-    return LayerActivity(mult, np.bincount(dist, minlength=GROUPS).astype(np.int64), np.asarray(group_cost, dtype=float))
+    dist = msb_distance(psum[:, 1:], psum[:, :-1], psum_bits, msb_bits).ravel()
+    counts = np.bincount(dist, minlength=msb_bits + 1).astype(np.int64)
+    return LayerActivity(mult, counts, np.asarray(group_cost, dtype=float))
+
+
+def layer_psums(
+    acts: np.ndarray, weights: np.ndarray, *, rows: int = 32, positions: int = 256, stream: int = 256, seed: int = 0
+) -> np.ndarray:
+    """The partial sums (P, T) the layer's own weights make at the positions :func:`measure_layer` samples."""
+    a, s_in, ks, ns = streams(acts, weights, rows, positions, stream, seed)
+    return s_in + a * np.asarray(weights, dtype=np.int64)[ks, ns][:, None]
 
 
 def memory_pj(

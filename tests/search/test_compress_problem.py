@@ -21,7 +21,11 @@ def test_restrictions_round_trip_and_cost_less_energy_when_tighter() -> None:
     ratios = p.cheap_values([(256,) * 5, (256, 64, 256, 256, 256), (256, 8, 256, 256, 256)])["energy_ratio"]
     assert ratios[0] == pytest.approx(1.0) and ratios[0] > ratios[1] > ratios[2]
     compute = make_problem("compress", {"energy_scope": "compute"}).cheap_values([(256, 8, 256, 256, 256)])["energy_ratio"]
-    assert compute[0] < ratios[2]  # memory energy does not shrink with the weights: the total ratio is diluted
+    on_chip = make_problem("compress", {"energy_scope": "on_chip"}).cheap_values([(256, 8, 256, 256, 256)])["energy_ratio"]
+    # memory energy does not shrink with the weights: SRAM dilutes the on-chip ratio, SRAM + DRAM the total one more
+    assert compute[0] < on_chip[0] < ratios[2]
+    with pytest.raises(UserInputError, match="energy_scope"):
+        make_problem("compress", {"energy_scope": "dram"})
     assert all(sum(a != b for a, b in zip(point, n, strict=True)) == 1 for n in p.neighbours(point))
     niches = p.niches()
     assert [niche_of(niches, x) for x in ((256,) * 5, (64, 64, 64, 256, 256), (4, 4, 4, 4, 4))] == ["light", "medium", "heavy"]

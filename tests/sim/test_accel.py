@@ -8,18 +8,22 @@ import numpy as np
 import pytest
 
 from coevo.search.errors import UserInputError
-from coevo.sim.accel.compress import LEVELS, compress
+from coevo.sim.accel.compress import LEVELS, SCOPES, Compressor, SchemeResult, compress
 from coevo.sim.accel.energy import (
     DRAM_PJ_PER_BYTE,
     SRAM_PJ_PER_BYTE,
     VALUES,
     energy_table,
+    fitted_psum_bits,
     group_costs,
+    layer_psums,
     measure_layer,
     memory_pj,
     msb_distance,
+    pj_per_toggle,
     random_product_toggles,
     toggles,
+    worst_case_psum_bits,
 )
 from coevo.sim.accel.scalesim_ref import scalesim_cycles
 from coevo.sim.accel.systolic import Layer, map_layer
@@ -140,6 +144,86 @@ def test_measured_activity_of_hand_streams() -> None:
     assert ones.mult_toggles == 16 and ones.psum_toggles == 9.0 and ones.group_counts[6] == ones.group_counts.sum()
 
 
+# 8-bit register, 3-bit MSB window (bits 5-7): small enough to check every bit by hand
+HAND_PREV = np.array([10, 20, 40, 30, 5])
+HAND_NEXT = np.array([30, 60, 120, 100, -5])
+
+
+def test_msb_groups_of_a_narrow_register_by_hand() -> None:
+    # 10 -> 30:  00001010 -> 00011110, xor 00010100: bits 2, 4          -> d=0, 2 low toggles
+    # 20 -> 60:  00010100 -> 00111100, xor 00101000: bits 3, 5          -> d=1, 1 low toggle
+    # 40 -> 120: 00101000 -> 01111000, xor 01010000: bits 4, 6          -> d=1, 1 low toggle
+    # 30 -> 100: 00011110 -> 01100100, xor 01111010: bits 1, 3, 4, 5, 6 -> d=2, 3 low toggles
+    # 5 -> -5:   00000101 -> 11111011, xor 11111110: bits 1-7           -> d=3, 4 low toggles
+    assert msb_distance(HAND_NEXT, HAND_PREV, 8, 3).tolist() == [0, 1, 1, 2, 3]
+    counts, cost = group_costs(HAND_PREV, HAND_NEXT, psum_bits=8, msb_bits=3)
+    assert counts.tolist() == [1, 2, 1, 1]  # every group populated
+    assert cost.tolist() == [2 + 0, 1 + 1, 3 + 2, 4 + 3]  # mean low toggles + one unit per MSB flip
+    assert float(counts @ cost) == 2 + 2 + 2 + 5 + 7  # = every bit that toggles
+    # the same sums in the paper's 22-bit register: bits 16-21 are sign extension, only the sign flip moves them
+    assert group_costs(HAND_PREV, HAND_NEXT)[0].tolist() == [4, 0, 0, 0, 0, 0, 1]
+
+
+def test_register_widths_by_hand() -> None:
+    assert [worst_case_psum_bits(r) for r in (1, 16, 64, 256)] == [16, 20, 22, 24]  # 128 * 128 * rows needs log2 + 2 bits
+    assert fitted_psum_bits(np.array([0, 127])) == 8 and fitted_psum_bits(np.array([-128, 5])) == 8
+    assert fitted_psum_bits(np.array([-129])) == 9 and fitted_psum_bits(np.array([128])) == 9
+    with pytest.raises(UserInputError, match="psum_bits must be between 2 and 62"):
+        group_costs(HAND_PREV, HAND_NEXT, psum_bits=70)
+    with pytest.raises(UserInputError, match="msb_bits must be between 1 and psum_bits - 1 = 7"):
+        group_costs(HAND_PREV, HAND_NEXT, psum_bits=8, msb_bits=8)
+
+
+def test_grouped_energy_reduction_of_a_hand_stream() -> None:
+    # every column streams 1, 3, 1, 3, ...; rows=1: no incoming partial sum, the sum is the product itself
+    acts = np.tile(np.array([[1], [3]]), (40, 4))
+    cost = np.array([1.0, 3.0, 6.0, 10.0])  # cost per transition of groups d = 0..3 (8-bit register, bits 5-7)
+    # weight 30: sums 30 <-> 90 (00011110 <-> 01011010, xor 01000100: bits 2, 6): d=1; product toggles 2
+    dear = measure_layer(acts, np.full((4, 3), 30), cost, rows=1, positions=6, stream=20, psum_bits=8)
+    # weight 10: sums 10 <-> 30 (xor 00010100: bits 2, 4): d=0; product toggles 2
+    cheap = measure_layer(acts, np.full((4, 3), 10), cost, rows=1, positions=6, stream=20, psum_bits=8)
+    assert dear.group_counts.tolist() == [0, 6 * 19, 0, 0] and cheap.group_counts.tolist() == [6 * 19, 0, 0, 0]
+    assert (dear.mult_toggles, dear.psum_toggles, cheap.mult_toggles, cheap.psum_toggles) == (2, 3.0, 2, 1.0)
+    # per MAC in toggle units, 30 -> 10 cuts 2 + 3 to 2 + 1: 40 %; in pJ the partial-sum toggle costs 0.1 pJ * 22/32 / 11
+    e_mult, e_psum = pj_per_toggle()
+    assert e_psum == pytest.approx(0.00625)
+    assert 1 - cheap.pj_per_mac() / dear.pj_per_mac() == pytest.approx(2 * 0.00625 / (2 * e_mult + 3 * 0.00625))
+    # the table of the same stream puts each value in its group
+    table = energy_table("hand", acts, np.full((4, 3), 10), rows=1, positions=6, stream=20, psum_bits=8, msb_bits=3)
+    assert table.msb_groups[10 + 128].tolist() == [1, 0, 0, 0] and table.msb_groups[30 + 128].tolist() == [0, 1, 0, 0]
+    assert table.msb_groups[64 + 128].tolist() == [0, 1, 0, 0]  # 64 <-> 192: 01000000 <-> 11000000, bit 7 only
+
+
+def test_msb_groups_fill_when_the_register_fits_the_sums() -> None:
+    rng = np.random.default_rng(3)
+    acts = np.maximum(rng.normal(0, 30, (600, 64)), 0).round().clip(0, 127).astype(np.int64)  # ReLU outputs
+    weights = rng.integers(-20, 21, (64, 16))
+    # 16 rows of |a w| <= 127 * 20: |sum| <= 40,640 < 2^15, so the 22-bit register's 6 MSBs only copy the sign
+    wide = measure_layer(acts, weights, np.zeros(7), rows=16, positions=128, stream=128)
+    assert wide.group_counts[1:6].sum() == 0 and wide.groups_used == 2
+    bits = fitted_psum_bits(layer_psums(acts, weights, rows=16, positions=128, stream=128))
+    assert bits <= 17
+    fitted = measure_layer(acts, weights, np.zeros(7), rows=16, positions=128, stream=128, psum_bits=bits)
+    assert fitted.groups_used == 7 and fitted.group_shares[1:6].sum() > 0.2  # magnitude classes, not just the sign
+
+
+def test_scopes_nest_from_compute_to_total() -> None:
+    base = SchemeResult("int8", {"l": 256}, 99.0, 98.0, compute_pj=100.0, memory_pj=900.0, energy_by_layer={"l": 100.0}, sram_pj=100.0)
+    cut = SchemeResult("x", {"l": 8}, 98.0, 97.0, compute_pj=40.0, memory_pj=900.0, energy_by_layer={"l": 40.0}, sram_pj=100.0)
+    # compute 100 -> 40; on chip 200 -> 140; total 1000 -> 940
+    assert cut.reductions(base) == pytest.approx({"compute": 0.6, "on_chip": 0.3, "total": 0.06})
+    shown = cut.as_dict(base)
+    assert (shown["compute_pj"], shown["onchip_pj"], shown["total_pj"], shown["sram_pj"], shown["dram_pj"]) == (40, 140, 940, 100, 800)
+    assert set(SCOPES) == {"compute", "on_chip", "total"}
+
+
+def test_a_register_width_out_of_range_is_refused_before_training() -> None:
+    with pytest.raises(UserInputError, match=r"psum_bits must be 0 \(fitted per layer\) or between 2 and 62.*got 1$"):
+        compress("cnn-digits", psum_bits=1)
+    with pytest.raises(UserInputError, match="psum_bits must be 0"):
+        Compressor("cnn-digits", psum_bits=99)
+
+
 def test_random_product_toggles_match_sampling() -> None:
     rng = np.random.default_rng(2)
     a, b, c, d = (rng.integers(-128, 128, 400_000) for _ in range(4))
@@ -198,9 +282,13 @@ def test_energy_aware_compression_meets_the_budget_on_validation() -> None:
     kept = [s for s in agnostic if s.within_budget]
     assert out.layer_agnostic.step == (kept[-1].step if kept else 0)
     shown = out.as_dict()
-    assert shown["chosen_on"].startswith("validation") and shown["layer_wise"]["energy_reduction_vs_int8"] == round(
+    assert shown["chosen_on"].startswith("validation") and shown["layer_wise"]["total_reduction_vs_int8"] == round(
         1 - out.layer_wise.energy / out.int8.energy, 4
     )
+    wise = shown["layer_wise"]  # every energy names its scope; memory dilutes the wider ones
+    assert wise["compute_reduction_vs_int8"] > wise["onchip_reduction_vs_int8"] > wise["total_reduction_vs_int8"] > 0
+    assert wise["onchip_pj"] == pytest.approx(wise["compute_pj"] + wise["sram_pj"], abs=0.2)
+    assert shown["psum_bits_by_layer"] == dict.fromkeys(out.int8.levels, 22) and set(shown["energy_scopes"]) == set(SCOPES)
     assert shown["mapping"]["conv2"]["gemm_mkn"] == [64, 16 * 9, 32]  # 8x8 output pixels, 16 channels x 3x3, 32 filters
     with pytest.raises(UserInputError, match="unknown model"):
         compress("cnn-mnist")

@@ -1,0 +1,46 @@
+"""The noc-energy figure's scope table and MSB-occupancy reading, on hand-made rows (no training)."""
+
+from __future__ import annotations
+
+from coevo.figures import noc_energy
+
+
+def _wise(model: str, register: str, compute: list[float]) -> list[dict[str, str]]:
+    # on-chip and total reductions a tenth and a hundredth of the compute one: dilution 10x and 100x
+    return [
+        {
+            "model": model,
+            "register": register,
+            "seed": str(i),
+            "scheme": "layer-wise",
+            "compute_reduction_vs_int8": str(c),
+            "onchip_reduction_vs_int8": str(c / 10),
+            "total_reduction_vs_int8": str(c / 100),
+        }
+        for i, c in enumerate(compute)
+    ]
+
+
+def test_scope_table_names_every_scope_and_places_the_paper_against_the_interval() -> None:
+    # [0.5, 0.7]: mean 0.6, t(0.975, 1) = 12.706, half-width 12.706 * 0.1414 / 1.414 = 1.27: 0.586 inside
+    # [0.40, 0.42]: mean 0.41, half-width 12.706 * 0.01414 / 1.414 = 0.127: up to 0.537, the paper's 0.586 above it
+    rows = _wise("a", "22 bits", [0.5, 0.7]) + _wise("b", "fitted", [0.40, 0.42])
+    text = "\n".join(noc_energy._scope_table(rows, 2.0))
+    assert "MAC / compute only | on-chip (compute + SRAM) | total with DRAM (compute + SRAM + DRAM)" in text
+    assert "| a | 22 bits | 2 | 60.00 ± 127.06 | 6.00 ± 12.71 | 0.60 ± 1.27 | 70.0 | inside |" in text
+    assert "| b | fitted | 2 | 41.00 ± 12.71 | 4.10 ± 1.27 | 0.41 ± 0.13 | 42.0 | above (mean -17.6 points) |" in text
+    assert "save 10-10 times less in the on-chip scope and 100-100 times less in the total scope" in text
+
+
+def test_occupancy_reading_counts_groups_by_register() -> None:
+    def row(reg: str, layer: str, counts: list[int]) -> dict[str, str]:
+        return {"model": "m", "seed": "0", "layer": layer, "rows": "16", "register": reg, **{f"n{g}": str(n) for g, n in enumerate(counts)}}
+
+    keys = {
+        ("m", "16", "22 bits"): [row("22 bits", "l1", [7, 0, 0, 0, 0, 0, 3]), row("22 bits", "l2", [8, 0, 0, 0, 0, 0, 2])],
+        ("m", "16", "fitted"): [row("fitted", "l1", [2, 1, 1, 1, 1, 1, 3]), row("fitted", "l2", [5, 1, 0, 0, 0, 2, 2])],
+    }
+    text = noc_energy._occupancy_reading(keys)
+    # 22 bits: no transition in d = 1-5; fitted: (5 + 3) of (10 + 10) = 40 %, all 7 groups in l1 only
+    assert "22 bits: d = 1-5 hold 0.00 % (m, rows 16) to 0.00 % (m, rows 16) of the transitions; all 7 groups populated in 0 of 2" in text
+    assert "fitted: d = 1-5 hold 40.00 % (m, rows 16) to 40.00 % (m, rows 16) of the transitions; all 7 groups populated in 1 of 2" in text
