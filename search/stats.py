@@ -37,3 +37,62 @@ def excludes_zero(values: Sequence[float]) -> bool:
         return False
     mean, half = t_interval(values)
     return abs(mean) > half
+
+
+SMALL_SAMPLE = 5
+"""Fewer paired measurements than this get a small-sample warning in a verdict (a t interval on 2-4
+values is wide and leans on normality)."""
+
+
+def verdict(
+    what: str,
+    diffs: Sequence[float],
+    *,
+    unit: str,
+    higher_is_better: bool = True,
+    null: float = 0.0,
+    unit_of_pairing: str = "pairs",
+) -> str:
+    """One line judging a method against a baseline from paired measurements: mean, 95 % t interval, and a word.
+
+    The word is ``better`` or ``worse`` when the interval lies on one side of ``null`` (0 for
+    differences, 1 for ratios), else ``within noise``. The line warns when the sample is small
+    (fewer than :data:`SMALL_SAMPLE` pairs; one pair has no interval at all) or when the interval
+    is wider than the mean's distance from ``null`` is large (a spread that hides the effect's size).
+
+    Args:
+        what: the comparison in words (``protection vs none``).
+        diffs: one paired measurement per unit (method minus baseline, or method / baseline).
+        unit: the measurement's unit (``points``, ``x``).
+        higher_is_better: False when a lower value is the better one (perplexity, latency).
+        null: the value of no effect.
+        unit_of_pairing: what a pair is (``fault maps``, ``batches``, ``seeds``).
+
+    Example:
+        >>> verdict("a vs b", [1.0, 1.2, 0.9, 1.1, 1.0], unit="points")
+        'a vs b: +1.04 points [+0.90, +1.18] (95 % t interval, 5 pairs): better'
+        >>> verdict("a vs b", [0.5], unit="points")
+        'a vs b: +0.50 points (1 pair, no interval): not known whether this exceeds the noise'
+    """
+    if not diffs:
+        raise ValueError("verdict needs at least one paired measurement")
+    mean, half = t_interval(diffs)
+    n = len(diffs)
+    sign = "+" if null == 0 else ""
+    if math.isnan(half):
+        single = unit_of_pairing.rstrip("s") if unit_of_pairing.endswith("s") else unit_of_pairing
+        return f"{what}: {mean:{sign}.2f} {unit} (1 {single}, no interval): not known whether this exceeds the noise"
+    low, high = mean - half, mean + half
+    head = f"{what}: {mean:{sign}.2f} {unit} [{low:{sign}.2f}, {high:{sign}.2f}] (95 % t interval, {n} {unit_of_pairing})"
+    if low > null:
+        word = "better" if higher_is_better else "worse"
+    elif high < null:
+        word = "worse" if higher_is_better else "better"
+    else:
+        word = "within noise (the interval holds no effect)"
+    warnings = []
+    if n < SMALL_SAMPLE:
+        warnings.append(f"small sample ({n} {unit_of_pairing})")
+    if half > 2 * abs(mean - null) and word.startswith("within"):
+        warnings.append("wide spread: the interval is more than twice the effect")
+    return f"{head}: {word}" + (f"; warning: {', '.join(warnings)}" if warnings else "")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, ClassVar, Literal
 
@@ -132,5 +133,22 @@ class HEGcn(Tool):
                 "plaintext ones. Batch packing: one ciphertext per node and channel, samples in the slots, so "
                 "encrypted_latency_s is the time of one pass (one query or a whole batch), encryption and decryption included.",
                 "levels_used is read from the ciphertexts' remaining modulus chain after the pass; it equals multiplicative_depth.",
+                *_sample_warning(r.encrypted_samples, r.encrypted_accuracy),
             ],
         )
+
+
+def _sample_warning(samples: int, accuracy: float | None) -> list[str]:
+    """A warning when the encrypted accuracy rests on too few images to tell it from the plaintext one.
+
+    The half-width is the 95 % Wilson interval of a binomial share, which stays sensible at 0 % and 100 %.
+    """
+    if accuracy is None or samples >= 100:
+        return []
+    z, p = 1.96, accuracy / 100
+    centre = (p + z * z / (2 * samples)) / (1 + z * z / samples)
+    half = z * math.sqrt(p * (1 - p) / samples + z * z / (4 * samples * samples)) / (1 + z * z / samples)
+    return [
+        f"warning: encrypted_accuracy is measured on {samples} image(s) only: 95 % interval {100 * (centre - half):.0f}-"
+        f"{100 * (centre + half):.0f} %; use encrypted_samples of a few hundred (one pass holds them all) to compare it with test_accuracy"
+    ]

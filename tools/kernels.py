@@ -5,11 +5,13 @@ from __future__ import annotations
 import time
 from typing import Any, ClassVar, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from coevo.search.errors import UserInputError
 from coevo.search.problem import config_field
-from coevo.sim.graph.bench import METHODS, benchmark
+from coevo.search.stats import verdict
+from coevo.sim.graph.bench import METHODS, Timings, benchmark
 from coevo.sim.graph.config import SpmmConfig
 from coevo.sim.graph.generators import GRAPHS, load_graph
 from coevo.sim.graph.spmm import BlockParams
@@ -97,4 +99,26 @@ class KernelSpmm(Tool):
             **summary,
             "wall_s": round(time.perf_counter() - started, 3),
         }
-        return ToolResult(value=value, messages=timings.notes)
+        return ToolResult(value=value, messages=[*timings.notes, *_verdicts(timings)])
+
+
+NOISY_IQR = 0.2
+"""An IQR above this share of the median marks a method's timings as noisy (a loaded machine, too few repeats)."""
+
+
+def _verdicts(timings: Timings) -> list[str]:
+    """Degree-block's paired per-round speed-up over each baseline with its verdict, and a warning per noisy method."""
+    lines = []
+    if "degree-block" in timings.times_s:
+        mine = np.asarray(timings.times_s["degree-block"])
+        for other, times in timings.times_s.items():
+            if other != "degree-block":
+                ratios = (np.asarray(times) / mine).tolist()
+                lines.append(verdict(f"degree-block vs {other}", ratios, unit="x speed-up", null=1.0, unit_of_pairing="rounds"))
+    for m in timings.times_s:
+        spread = timings.iqr_s(m) / timings.median_s(m)
+        if spread > NOISY_IQR:
+            lines.append(
+                f"warning: {m}'s timings are noisy (IQR {100 * spread:.0f} % of the median); rerun on a quiet machine or with more repeats"
+            )
+    return lines

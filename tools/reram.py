@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from coevo.search.problem import config_field
+from coevo.search.stats import verdict
 from coevo.search.work_progress import report
 from coevo.sim.reram import CrossbarConfig, Protection, Summary, check_rate, evaluate_under_faults, parse_ratio, prepare
 from coevo.sim.reram.config import ReramConfig
@@ -131,6 +132,13 @@ class ReramFaults(Tool):
             diff = Summary.of([v - p for v, p in zip(values, plain, strict=True)])
             value["paired_difference_mean"] = round(diff.mean, 4)
             value["paired_difference_ci95"] = [round(diff.low, 4), round(diff.high, 4)]
+            value["verdict"] = verdict(
+                f"{protection.label} vs {unprotected.label}",
+                [v - p for v, p in zip(values, plain, strict=True)],
+                unit="points" if name == "accuracy" else name,
+                higher_is_better=name == "accuracy",
+                unit_of_pairing="fault maps",
+            )
         value["wall_s"] = round(time.perf_counter() - start, 3)
         messages = [
             *notes,
@@ -147,6 +155,8 @@ class ReramFaults(Tool):
         )
         if zm.task == "lm" and max_batches is not None:
             messages.append(f"perplexity over the first {max_batches} batches of 64 blocks of the split")
+        if "verdict" in value:
+            messages.append(value["verdict"])
         if not 0 <= rate <= 0.05:
             messages.append("rates above 5 % are outside the range the protection schemes were designed for")
         return ToolResult(value=value, messages=messages)

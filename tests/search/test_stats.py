@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from coevo.search.stats import excludes_zero, format_interval, t_interval
+from coevo.search.stats import excludes_zero, format_interval, t_interval, verdict
 
 
 def test_t_interval_matches_the_textbook_values() -> None:
@@ -22,3 +22,36 @@ def test_format_and_sign() -> None:
     assert excludes_zero([1.0, 1.1, 0.9, 1.05, 0.95]) and not excludes_zero([1.0, -1.0, 0.5]) and not excludes_zero([2.0])
     with pytest.raises(ValueError):
         t_interval([])
+
+
+# ---- verdict lines (expected intervals worked out by hand: t(0.975, 4) = 2.776, t(0.975, 2) = 4.303)
+
+
+def test_a_verdict_says_better_with_its_interval_when_the_interval_clears_zero() -> None:
+    # mean 1.04, sd 0.1140, half-width 2.776 * 0.1140 / sqrt(5) = 0.1416
+    line = verdict("a vs b", [1.0, 1.2, 0.9, 1.1, 1.0], unit="points")
+    assert line == "a vs b: +1.04 points [+0.90, +1.18] (95 % t interval, 5 pairs): better"
+
+
+def test_a_verdict_turns_the_word_for_a_lower_is_better_measure_and_flags_a_small_sample() -> None:
+    # perplexity differences: mean +0.5 over 3 seeds, sd 0.1, half 4.303 * 0.1 / sqrt(3) = 0.2484
+    line = verdict("m vs rtn", [0.4, 0.5, 0.6], unit="perplexity", higher_is_better=False, unit_of_pairing="seeds")
+    assert line.startswith("m vs rtn: +0.50 perplexity [+0.25, +0.75] (95 % t interval, 3 seeds): worse")
+    assert line.endswith("warning: small sample (3 seeds)")
+
+
+def test_a_ratio_verdict_is_judged_against_one_and_noise_is_named() -> None:
+    # ratios 2, 2, 2.2: mean 2.0667, sd 0.1155, half 4.303 * 0.1155 / sqrt(3) = 0.2869 -> [1.78, 2.35]
+    faster = verdict("x vs y", [2.0, 2.0, 2.2], unit="x", null=1.0, unit_of_pairing="rounds")
+    assert faster.startswith("x vs y: 2.07 x [1.78, 2.35] (95 % t interval, 3 rounds): better")
+    # ratios around 1 with a wide spread: within noise, and the spread is more than twice the effect
+    noisy = verdict("x vs y", [0.5, 1.6, 1.0, 0.9, 1.1], unit="x", null=1.0, unit_of_pairing="rounds")
+    assert "within noise" in noisy and "wide spread" in noisy and "small sample" not in noisy
+
+
+def test_a_single_pair_has_no_interval_and_says_so() -> None:
+    assert verdict("a vs b", [-0.25], unit="points", unit_of_pairing="fault maps") == (
+        "a vs b: -0.25 points (1 fault map, no interval): not known whether this exceeds the noise"
+    )
+    with pytest.raises(ValueError):
+        verdict("a vs b", [], unit="points")

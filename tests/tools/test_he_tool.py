@@ -40,3 +40,13 @@ def test_encrypted_run_agrees_with_plaintext() -> None:
     assert out["encrypted_agreement"] == 100.0
     assert out["levels_used"] == out["multiplicative_depth"] == 3
     assert out["poly_modulus_degree"] == 8192 and out["encrypted_latency_s"] > 0
+
+
+def test_a_handful_of_encrypted_images_gets_a_sample_warning_with_its_interval() -> None:
+    from coevo.tools.he import _sample_warning
+
+    # 4 of 4 right: Wilson 95 % interval, z^2 = 3.8416: centre (1 + 0.4802) / 1.9604 = 0.7551,
+    # half 1.96 * sqrt(3.8416 / 64) / 1.9604 = 0.2450 -> 51-100 %
+    (line,) = _sample_warning(4, 100.0)
+    assert "on 4 image(s) only: 95 % interval 51-100 %" in line
+    assert _sample_warning(270, 97.0) == [] and _sample_warning(4, None) == []

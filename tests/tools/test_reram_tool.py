@@ -28,6 +28,14 @@ def test_protected_result_is_consistent_and_costs_no_crossbar() -> None:
     assert value["knowledge"] == "unknown"  # the headline: copies combined by a vote, no fault map
     assert value["unprotected_protection"] == "none+ft5"  # the comparison gets the same training
     assert value["paired_difference_mean"] == pytest.approx(value["accuracy_mean"] - value["unprotected_mean"], abs=1e-3)
+    # the verdict line judges the same paired differences: 4 fault maps is a small sample
+    low_d, high_d = value["paired_difference_ci95"]
+    word = "better" if low_d > 0 else "worse" if high_d < 0 else "within noise"
+    assert (
+        value["verdict"].startswith("prune(r0.1,c0.1)+dup+msb1+ft5 vs none+ft5: ")
+        and f"(95 % t interval, 4 fault maps): {word}" in value["verdict"]
+    )
+    assert value["verdict"].endswith("warning: small sample (4 fault maps)") or "wide spread" in value["verdict"]
 
 
 def test_no_faults_is_the_fault_free_accuracy_and_spares_cost_area() -> None:

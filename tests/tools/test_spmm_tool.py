@@ -63,3 +63,17 @@ def test_an_invalid_csr_file_says_what_is_wrong(tmp_path: Path) -> None:
     np.savez(path, indptr=np.array([0, 2, 3]), indices=np.array([1, 9, 0]), data=np.ones(3), shape=np.array([2, 4]))
     with pytest.raises(ToolArgumentError, match=r"bad\.npz: column id 9 at entry 1 is out of range for 4 columns"):
         call_tool(TOOL, {"graph": str(path), "feature_dim": 8, "repeats": 1})
+
+
+def test_the_speed_ups_carry_a_paired_verdict_and_noisy_timings_a_warning() -> None:
+    from coevo.sim.graph.bench import Timings
+    from coevo.tools.kernels import _verdicts
+
+    # degree-block 1 s every round; naive 2, 2, 2.2 s -> ratios 2, 2, 2.2: mean 2.07, [1.78, 2.35] (t(0.975, 2) = 4.303)
+    # scipy 1.0, 1.0, 2.0 s: IQR (1.5 - 1.0) = 0.5 of a median of 1.0 -> noisy
+    t = Timings({"degree-block": [1.0, 1.0, 1.0], "naive": [2.0, 2.0, 2.2], "scipy": [1.0, 1.0, 2.0]}, {}, 0.0, {}, 1, 1)
+    lines = _verdicts(t)
+    assert lines[0].startswith("degree-block vs naive: 2.07 x speed-up [1.78, 2.35] (95 % t interval, 3 rounds): better")
+    assert "degree-block vs scipy" in lines[1] and "within noise" in lines[1]
+    assert lines[2].startswith("warning: scipy's timings are noisy (IQR 50 % of the median)")
+    assert len(lines) == 3
