@@ -20,10 +20,14 @@ STUDY = "nb201-cifar10-fpga-pelnas-s0"
 
 @pytest.fixture(scope="module")
 def searched(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A 64-evaluation pelnas search on fpga (default study name), shared by this module's tests."""
+    """A 44-evaluation pelnas search on fpga (default study name), shared by this module's tests.
+
+    Small on purpose: ``kb ablate`` reruns it six times (test time); 44 evaluations already
+    give several rounds and validated heuristics with evidence.
+    """
     folder = tmp_path_factory.mktemp("kb")
     storage = f"sqlite:///{folder / 'study.sqlite3'}"
-    assert main(["search", "--proposer", "pelnas", "--budget", "64", "--storage", storage, "--json"]) == 0
+    assert main(["search", "--proposer", "pelnas", "--budget", "44", "--storage", storage, "--json"]) == 0
     return storage
 
 
