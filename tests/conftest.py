@@ -13,9 +13,15 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-import optuna
-import pytest
-import torch
+# Child processes (coevo workers and commands, figure scripts) get one OpenMP/BLAS thread each, like this
+# process's torch below (_one_torch_thread): on a busy 2-core machine their spin-waiting thread pools made
+# them several times slower. Set before torch loads; a value already in the environment wins.
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import optuna  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 """Data beside the checkout (``../shared``): present on the team's machines and in CI, absent from a plain clone."""

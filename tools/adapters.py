@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from langchain_core.messages import ToolMessage
-from langchain_core.tools import StructuredTool
 from pydantic import ValidationError, create_model
 
 from coevo.tools._base import (
@@ -22,6 +20,10 @@ from coevo.tools._base import (
 from coevo.tools._call import call_tool
 from coevo.tools._policy import CallPolicy
 from coevo.tools._registry import llm_name
+
+if TYPE_CHECKING:  # LangChain is imported where a tool is bound for a model: `coevo tools run` never loads it
+    from langchain_core.messages import ToolMessage
+    from langchain_core.tools import StructuredTool
 
 DECLINED = "the user declined to run"
 """Start of the observation a model gets for a call the user did not confirm."""
@@ -97,6 +99,8 @@ def to_langchain(
     model can act on, not as exceptions: ``error: <what to fix>``; a declined call as
     ``the user declined to run ...``.
     """
+    from langchain_core.tools import StructuredTool
+
     fixed = dict(fixed or {})
     schema = bound_args(tool, fixed)
 

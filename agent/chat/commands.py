@@ -39,6 +39,8 @@ class CommandContext:
             run them.
         cli: runs the ``coevo`` commands behind ``/search`` and ``/kb``; None: those two
             commands say they are not available here.
+        kept: whether the session is stored (False: ``--once`` without ``--session``, whose
+            session lives in memory for the one call and cannot be resumed).
     """
 
     registry: Registry
@@ -48,6 +50,7 @@ class CommandContext:
     console: Console
     run_policy: CallPolicy | None = None
     cli: CommandLine | None = None
+    kept: bool = True
 
 
 @dataclass
@@ -139,6 +142,9 @@ def _session(ctx: CommandContext, rest: str) -> Outcome:
     usage = ctx.store.usage(ctx.session)
     cost = f", {usage['cost_usd']:.4f} USD" if usage["cost_usd"] is not None else ""
     tokens = f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens{cost}"
+    if not ctx.kept:
+        ctx.console.print(f"this call's session (not kept: --once without --session): {usage['events']} events, {tokens}")
+        return Outcome(True, "session not kept", value={"session": None, **usage, "resume": None})
     resume = f"coevo chat --session {ctx.session}"
     ctx.console.print(f"session {ctx.session}: {usage['events']} events, {tokens}; resume with `{resume}`")
     return Outcome(True, f"session {ctx.session}", value={"session": ctx.session, **usage, "resume": resume})

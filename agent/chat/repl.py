@@ -20,19 +20,21 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from coevo.agent.chat.command_line import CommandLine
 from coevo.agent.chat.commands import CommandContext, dispatch
-from coevo.agent.chat.loop import ChatAgent, ChatModelError, TurnResult
 from coevo.agent.chat.store import Event, SessionStore
-from coevo.agent.llm_client import LLMSettings, Price, chat_model
 from coevo.agent.reasoners import ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, llm_settings
 from coevo.search.errors import CoevoError, UserInputError
 from coevo.search.storage import check_exists, resolve_storage_url
 from coevo.tools import REGISTRY, CallPolicy, Tool, asks_first, workspace
+
+if TYPE_CHECKING:  # the agent loop and the LLM client (LangChain, openai) load when an endpoint is configured: start-up time
+    from coevo.agent.chat.loop import ChatAgent, TurnResult
+    from coevo.agent.llm_client import Price
 
 READ_ONLY = frozenset({"/runs", "/kb", "/session"})
 """Slash commands that read a storage's contents: ``--once`` with one of them never creates the storage."""
@@ -88,21 +90,27 @@ class Terminal:
 def _price(text: str | None) -> Price | None:
     if not text:
         return None
+    from coevo.agent.llm_client import Price
+
     try:
         return Price.parse(text)
     except ValueError as exc:
         raise UserInputError(f"--llm-price: {exc}") from None
 
 
-def _footer(result: TurnResult, store: SessionStore, session: str) -> str:
+def _footer(result: TurnResult, store: SessionStore, session: str, *, kept: bool = True) -> str:
     total = store.usage(session)
+    shown = f"session {session}" if kept else "session not kept (--once without --session)"
     cost = f" · {result.cost_usd:.4f} USD" if result.cost_usd is not None else ""
     return (
         f"[dim]{result.prompt_tokens} prompt + {result.completion_tokens} completion tokens{cost} · "
-        f"{len(result.tool_calls)} tool call(s) · {result.total_s:.1f} s · session {session}: "
+        f"{len(result.tool_calls)} tool call(s) · {result.total_s:.1f} s · {shown}: "
         f"{total['prompt_tokens'] + total['completion_tokens']} tokens[/]"
     )
 
+
+ONCE_STORE = "sqlite://"
+"""Where ``--once`` without ``--session`` keeps its session: an in-memory database, gone when the call ends."""
 
 ONCE_DECLINED = "coevo chat --once runs tools that ask first only with --yes"
 
@@ -121,11 +129,15 @@ class Chat:
 
 def _open(args: argparse.Namespace, console: Console, cli: CommandLine | None) -> Chat:
     """The session (new or resumed), the command context (running ``coevo`` commands through ``cli``) and the agent, from the options."""
-    if args.storage is not None and args.once is not None and args.once.strip().split(" ")[0] in READ_ONLY:
+    # --once without --session: the call's session lives in memory and goes with the process (scripts calling
+    # --once must not pile up sessions in the study database); --session S3 records the call in S3
+    kept = args.once is None or bool(args.session)
+    command = args.once.strip().split(" ")[0] if args.once is not None else None
+    if args.storage is not None and command in READ_ONLY and (kept or command != "/session"):
         # one read-only command: a storage named on the command line that does not exist is an error, not
         # created for the session's record (a typo must not leave an empty database behind)
         check_exists(args.storage)
-    store = SessionStore(args.storage)
+    store = SessionStore(args.storage if kept else ONCE_STORE)
     base_url, model_name, api_key = llm_settings(args.llm_base_url, args.llm_model, args.llm_api_key)
     if args.session:
         store.check(args.session)
@@ -138,10 +150,13 @@ def _open(args: argparse.Namespace, console: Console, cli: CommandLine | None) -
     confirm_once = (lambda tool, a: bool(args.yes)) if once else None
     own = resolve_storage_url(args.storage)  # the tools' storage when a call names none
     run_policy = CallPolicy.user(ws, confirm_once, declined_hint=ONCE_DECLINED, storage=own)
-    ctx = CommandContext(REGISTRY, store, session, args.storage, console, run_policy, cli)
+    ctx = CommandContext(REGISTRY, store, session, args.storage, console, run_policy, cli, kept=kept)
     terminal = Terminal(console)
     agent: ChatAgent | None = None
     if base_url and model_name:
+        from coevo.agent.chat.loop import ChatAgent
+        from coevo.agent.llm_client import LLMSettings, chat_model
+
         if args.max_steps < 1:
             raise UserInputError(f"--max-steps must be at least 1, got {args.max_steps}")
         agent = ChatAgent(
@@ -176,6 +191,8 @@ def run(args: argparse.Namespace, *, cli: CommandLine | None = None) -> int:
     chat = _open(args, console, cli)
     if args.once is not None:
         return _once(args, chat)
+    from coevo.agent.chat.loop import ChatModelError
+
     session, ctx, agent, terminal, store = chat.session, chat.ctx, chat.agent, chat.terminal, chat.ctx.store
     console.print(f"coevo chat · session {session} · " + (f"model {chat.model} at {chat.base_url}" if agent else "command mode"))
     if agent is None:
@@ -239,6 +256,8 @@ def _one(args: argparse.Namespace, chat: Chat) -> tuple[int, dict[str, Any]]:
         return (0 if outcome.ok else 2), record
     if chat.agent is None:
         raise UserInputError(HOW_TO_CONFIGURE)
+    from coevo.agent.chat.loop import ChatModelError
+
     try:
         result = chat.agent.turn(text)
     except ChatModelError as exc:
@@ -246,7 +265,7 @@ def _one(args: argparse.Namespace, chat: Chat) -> tuple[int, dict[str, Any]]:
         raise
     chat.terminal.end_turn()
     if not args.json:
-        ctx.console.print(_footer(result, ctx.store, ctx.session))
+        ctx.console.print(_footer(result, ctx.store, ctx.session, kept=ctx.kept))
     # a refusal or a step limit is still an answer: ok, with value["refused"] / value["stopped"] saying which
     summary = result.stopped or (result.answer if result.refused else f"answered; {len(result.tool_calls)} tool call(s)")
     return 0, {"kind": "turn", "ok": True, "summary": summary, "value": result.as_dict()}
@@ -262,7 +281,7 @@ def _once_json(args: argparse.Namespace, cli: CommandLine | None) -> int:
     with contextlib.redirect_stdout(sys.stderr):
         try:
             chat = _open(args, console, cli)
-            record["session"] = chat.session
+            record["session"] = chat.session if chat.ctx.kept else None
             code, result = _one(args, chat)
             record.update(result)
         except CoevoError as exc:

@@ -12,43 +12,72 @@ declaration; the command line is peeked for ``--problem`` before the parser is b
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-import optuna
-
-from coevo.agent.cli import bench, chat, kb, models, problems, proxies, runs, search, tools, worker
-from coevo.agent.cli._common import Command, err, peek_problem
-from coevo.search.db_errors import classify
 from coevo.search.errors import CoevoError
-from coevo.search.problem import Problem
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from coevo.search.problem import Problem
+
+
+@dataclass(frozen=True)
+class Command:
+    """One CLI command: its help line and the module (``add_arguments(parser, problem)``, ``run(args)``) that implements it.
+
+    The module is imported when its command is parsed or run, never at start-up: ``coevo
+    problems list`` must not pay for the imports of ``coevo search`` (start-up time).
+    """
+
+    help: str
+    module: str
+
+    def load(self) -> ModuleType:
+        """The command's module (imported on first use)."""
+        return importlib.import_module(self.module)
+
 
 COMMANDS: dict[str, Command] = {
-    "chat": Command(chat.HELP, chat.add_arguments, lambda args: chat.run(args, main=main)),  # /search, /kb run coevo commands
-    "search": Command(search.HELP, search.add_arguments, search.run),
-    "worker": Command(worker.HELP, worker.add_arguments, worker.run),
-    "runs": Command(runs.HELP, runs.add_arguments, runs.run),
-    "bench": Command(bench.HELP, bench.add_arguments, bench.run),
-    "problems": Command(problems.HELP, problems.add_arguments, problems.run),
-    "tools": Command(tools.HELP, tools.add_arguments, tools.run),
-    "kb": Command(kb.HELP, kb.add_arguments, kb.run),
-    "proxies": Command(proxies.HELP, proxies.add_arguments, proxies.run),
-    "models": Command(models.HELP, models.add_arguments, models.run),
+    "chat": Command("interactive session: questions to an LLM agent over the tools, or slash commands", "coevo.agent.cli.chat"),
+    "search": Command("run or resume one search", "coevo.agent.cli.search"),
+    "worker": Command("join a search on shared storage and evaluate until its budget is done", "coevo.agent.cli.worker"),
+    "runs": Command("searches in a storage: progress, workers alive, HV so far; delete one", "coevo.agent.cli.runs"),
+    "bench": Command("proposers x run groups (NB201: devices) x seeds, with tables and plots", "coevo.agent.cli.bench"),
+    "problems": Command("problems a search can run: name, objectives (unit, direction, cost), options, niches", "coevo.agent.cli.problems"),
+    "tools": Command("list, describe and run registered tools", "coevo.agent.cli.tools"),
+    "kb": Command("knowledge bases: list, show, accept, reject, export, import, report, ablate", "coevo.agent.cli.kb"),
+    "proxies": Command("zero-cost proxy quality (Spearman rho) and CPU cost on random NB201 cells", "coevo.agent.cli.proxies"),
+    "models": Command("the model zoo: list models and their cache state, train (build) one", "coevo.agent.cli.models"),
 }
 """The table of commands: adding a command is adding a module and an entry."""
 
 TAKES_PROBLEM = ("search", "bench", "kb")
 
 
-def build_parser(problem: type[Problem] | None = None) -> argparse.ArgumentParser:
-    """The argument parser for every command in :data:`COMMANDS` (with ``problem``'s option flags where they apply)."""
+def build_parser(problem: type[Problem] | None = None, *, command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser for :data:`COMMANDS` (with ``problem``'s option flags where they apply).
+
+    Args:
+        problem: the problem whose options become flags of the commands that take one.
+        command: build only this command's arguments (the others are listed, with their help
+            line, and take none): what :func:`main` does, so one command's modules load. None:
+            every command's.
+    """
     parser = argparse.ArgumentParser(prog="coevo", description="LLM-agent driven, hardware-aware design search.")
     parser.add_argument("--version", action="version", version=f"coevo {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="{" + ",".join(COMMANDS) + "}")
-    for name, command in COMMANDS.items():
-        command.add_arguments(sub.add_parser(name, help=command.help, description=command.help), problem if name in TAKES_PROBLEM else None)
+    for name, entry in COMMANDS.items():
+        p = sub.add_parser(name, help=entry.help, description=entry.help)
+        if command is None or name == command:
+            entry.load().add_arguments(p, problem if name in TAKES_PROBLEM else None)
     return parser
 
 
@@ -68,17 +97,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     130 interrupted (rerun to resume); 141 the reader of stdout went away (``| head``), quietly.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
     args: argparse.Namespace | None = None
     try:
-        problem = _problem_of(argv)
-        args = build_parser(problem).parse_args(argv)
-        return COMMANDS[args.command].run(args)
+        command = _command_of(argv)
+        if command is not None:
+            _quiet_optuna()
+        problem = _problem_of(command, argv)
+        args = build_parser(problem, command=command).parse_args(argv)
+        return _run(args)
     except CoevoError as exc:
-        err.print(f"[red]error:[/] {exc}", soft_wrap=True)
+        _err().print(f"[red]error:[/] {exc}", soft_wrap=True)
         return 2
     except KeyboardInterrupt:
-        err.print("interrupted; rerun the same command to resume from storage")
+        _err().print("interrupted; rerun the same command to resume from storage")
         return 130
     except BrokenPipeError:
         # stdout's reader closed early: say nothing, and keep Python from complaining while it
@@ -88,18 +119,47 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 141
     except Exception as exc:  # after BrokenPipeError, an OSError that is no database's
         # a database fault no command caught (a corrupt page read mid-command, a server gone): one line, not a traceback
+        from coevo.search.db_errors import classify
+
         fault = classify(exc, getattr(args, "storage", None))
         if fault is None:
             raise
-        err.print(f"[red]error:[/] {fault.reason}", soft_wrap=True)
+        _err().print(f"[red]error:[/] {fault.reason}", soft_wrap=True)
         return 2
 
 
-def _problem_of(argv: Sequence[str]) -> type[Problem] | None:
-    """The problem class whose options the command line may carry (loaded now, so its flags can be built)."""
+def _run(args: argparse.Namespace) -> int:
+    module = COMMANDS[args.command].load()
+    run: Callable[..., int] = module.run
+    if args.command == "chat":  # the session's /search and /kb run coevo commands through this entry point
+        return run(args, main=main)
+    return run(args)
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The command a command line names (its first word that is not an option), None if it names none of :data:`COMMANDS`."""
     command = next((a for a in argv if not a.startswith("-")), None)
+    return command if command in COMMANDS else None
+
+
+def _quiet_optuna() -> None:
+    """Optuna's INFO lines (one per trial) off, for every command (each loads optuna: the problem contract uses it)."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def _err() -> Console:
+    from coevo.agent.cli._console import err
+
+    return err
+
+
+def _problem_of(command: str | None, argv: Sequence[str]) -> type[Problem] | None:
+    """The problem class whose options the command line may carry (loaded now, so its flags can be built)."""
     if command not in TAKES_PROBLEM:
         return None
+    from coevo.agent.cli._common import peek_problem
     from coevo.search.problems import problem_class
 
     return problem_class(peek_problem(argv))

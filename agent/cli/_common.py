@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
-from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from coevo.agent.cli._console import err, out
 from coevo.search.config import DEFAULT_LLM_TIMEOUT_S, DEFAULT_PROBLEM, FLAGS, LLM_TIMEOUT_HELP, EngineOptions, ReasonerConfig, SearchConfig
 from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
@@ -27,19 +26,9 @@ from coevo.search.problems import describe_options, problem_names
 from coevo.search.storage import DatabaseTimeouts
 from coevo.search.workers import WorkerSettings
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+__all__ = ["err", "out"]  # re-exported: the consoles live in agent.cli._console
 
 OPTION_DEST = "problem_option__"
-
-
-@dataclass(frozen=True)
-class Command:
-    """One CLI command: how to add its arguments (for the problem named on the command line) and what to run."""
-
-    help: str
-    add_arguments: Callable[[argparse.ArgumentParser, type[Problem] | None], None]
-    run: Callable[[argparse.Namespace], int]
 
 
 # ---------------------------------------------------------------- problems

@@ -21,8 +21,6 @@ from coevo.search.config import default
 from coevo.search.problem import Problem
 from coevo.search.proposers import proposer_names
 
-HELP = "proposers x run groups (NB201: devices) x seeds, with tables and plots"
-
 
 def _csv(text: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in text.split(",") if x.strip())

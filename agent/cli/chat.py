@@ -12,13 +12,13 @@ import contextlib
 import io
 import json
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coevo.agent.chat.command_line import CliRun, CommandLine
 from coevo.agent.chat.options import add_arguments as add_chat_arguments
-from coevo.search.problem import Problem
 
-HELP = "interactive session: questions to an LLM agent over the tools, or slash commands"
+if TYPE_CHECKING:
+    from coevo.search.problem import Problem
 
 JSON_LINES: dict[str, tuple[str, ...]] = {"kb": ("list", "export")}
 """Subcommands that print one JSON object per line (their value is a list, even of one), by command."""

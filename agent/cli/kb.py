@@ -31,8 +31,6 @@ from coevo.search.problem import Problem
 from coevo.search.proposers import proposer_names
 from coevo.search.storage import sqlite_path
 
-HELP = "knowledge bases: list, show, accept, reject, export, import, report, ablate"
-
 
 def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> None:
     """The ``coevo kb`` subcommands and their options."""

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
-from coevo.agent.cli._common import out
-from coevo.search.problem import Problem
+from coevo.agent.cli._console import out
 
-HELP = "the model zoo: list models and their cache state, train (build) one"
+if TYPE_CHECKING:
+    from coevo.search.problem import Problem
 
 
 def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> None:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
-from coevo.agent.cli._common import out
-from coevo.search.problem import Problem
+from coevo.agent.cli._console import out
 
-HELP = "problems a search can run: name, objectives (unit, direction, cost), options, niches"
+if TYPE_CHECKING:
+    from coevo.search.problem import Problem
 
 
 def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> None:
@@ -26,6 +26,7 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
 
 def describe(name: str) -> dict[str, Any]:
     """What ``coevo problems describe NAME`` shows, as data."""
+    from coevo.search.problem import Problem
     from coevo.search.problems import describe_options, make_problem, problem_class
 
     cls = problem_class(name)

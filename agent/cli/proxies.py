@@ -8,8 +8,6 @@ from pathlib import Path
 from coevo.agent.cli._common import out
 from coevo.search.problem import Problem
 
-HELP = "zero-cost proxy quality (Spearman rho) and CPU cost on random NB201 cells"
-
 
 def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> None:
     """Options of ``coevo proxies``."""

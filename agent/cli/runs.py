@@ -15,7 +15,6 @@ from coevo.agent.cli._common import err, out
 from coevo.search.errors import StorageMissingError, UserInputError
 from coevo.search.problem import Problem
 
-HELP = "searches in a storage: progress, workers alive, HV so far; delete one"
 LOAD_HELP = (
     "import a search's problem when it is your code (a problem file or module the study names) to show its HV ratio and front; "
     "without it such a search shows its progress only"

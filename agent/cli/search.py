@@ -25,8 +25,6 @@ from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
 from coevo.search.proposers import proposer_names
 
-HELP = "run or resume one search"
-
 
 def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> None:
     """Options of ``coevo search``."""

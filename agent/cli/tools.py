@@ -8,13 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
-from coevo.agent.cli._common import err, out
-from coevo.search.problem import Problem
+from coevo.agent.cli._console import err, out
 
 if TYPE_CHECKING:
+    from coevo.search.problem import Problem
     from coevo.tools import Tool
-
-HELP = "list, describe and run registered tools"
 
 
 def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> None:

@@ -23,8 +23,6 @@ from coevo.search.config import FLAGS, SearchConfig
 from coevo.search.problem import Problem
 from coevo.search.workers import WorkerSettings
 
-HELP = "join a search on shared storage and evaluate until its budget is done"
-
 
 def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> None:
     """Options of ``coevo worker`` (the problem and proposer come from the study)."""

@@ -121,8 +121,9 @@ def test_the_api_key_reaches_the_endpoint_and_nothing_else(tmp_path: Path, worke
     with FakeOpenAI(default=_answer(storage)) as fake, ps_samples() as ps:
         env = {**base, "OPENAI_API_KEY": CANARY, "COEVO_LLM_BASE_URL": fake.url, "COEVO_LLM_MODEL": "fake-7b"}
         ask = "start a pelnas search on the fpga"
-        chat = _run(["chat", "--storage", storage, "--once", ask, "--yes", "--json"], env, tmp_path, outputs)
-        session = json.loads(chat.stdout)["session"]
+        session = SessionStore(storage).create(None)  # --once records into a named session (without one it keeps none)
+        chat = _run(["chat", "--storage", storage, "--session", session, "--once", ask, "--yes", "--json"], env, tmp_path, outputs)
+        assert json.loads(chat.stdout)["session"] == session
         started = next(e for e in SessionStore(storage).events(session) if e.kind == "tool_result")
         _wait_gone(json.loads(started.content)["value"]["pid"])
         _run(search_command(storage, "fg", workers), env, tmp_path, outputs)

@@ -178,6 +178,7 @@ def test_once_json_with_and_without_an_endpoint(storage: str, capsys: pytest.Cap
         args = ["chat", "--storage", storage, "--llm-base-url", fake.url, "--llm-model", "m", "--once", "list the tools", "--json"]
         assert main(args) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["value"]["answer"] == "There are 10 tools." and out["session"] == "S3" and out["value"]["usage"]["prompt_tokens"] == 100
+    assert out["value"]["answer"] == "There are 10 tools." and out["value"]["usage"]["prompt_tokens"] == 100
+    assert out["session"] is None and SessionStore(storage).ids() == []  # --once without --session keeps no session
     assert main(["chat", "--storage", storage, "--session", "S99", "--once", "/tools"]) == 2
     assert "no chat session 'S99'" in capsys.readouterr().err

@@ -107,9 +107,8 @@ def test_tools_run_session_help_and_an_unknown_command(capfd: pytest.CaptureFixt
     assert record["value"]["value"]["accuracy_pct"] == pytest.approx(94.36, abs=0.01)
 
     code, record, _ = once(capfd, storage, "/session")
-    session = record["session"]
-    assert code == 0 and record["value"]["session"] == session
-    assert record["value"]["events"] == SessionStore(storage).usage(session)["events"] - 1  # the /session line itself is recorded after
+    # without --session the call's session is not kept: nothing before /session in it (the line itself is recorded after)
+    assert code == 0 and record["session"] is None and record["value"]["session"] is None and record["value"]["events"] == 0
 
     code, record, _ = once(capfd, storage, "/help")
     assert code == 0 and "/run" in [c["command"] for c in record["value"]["commands"]]
@@ -128,6 +127,19 @@ def test_an_llm_turn_gives_answer_tool_calls_and_tokens(capfd: pytest.CaptureFix
     assert value["answer"] == "94.36 % at 7.42 ms."
     assert [(c["name"], c["ok"]) for c in value["tool_calls"]] == [("nb201.query", True)]
     assert value["usage"]["prompt_tokens"] == 100 + 300 and value["usage"]["completion_tokens"] == 40
+
+
+def test_once_leaves_no_session_behind_and_records_into_a_named_one(capfd: pytest.CaptureFixture[str], storage: str) -> None:
+    store = SessionStore(storage)
+    for text in ("/tools", "/runs", "/session", "/frobnicate"):
+        once(capfd, storage, text)
+    assert store.ids() == []  # four calls, no session in the study database
+    session = store.create(None)
+    code, record, _ = once(capfd, storage, "/tools", "--session", session)
+    assert code == 0 and record["session"] == session and store.ids() == [session]
+    code, record, _ = once(capfd, storage, "/session", "--session", session)
+    assert record["value"]["session"] == session and record["value"]["events"] == 1  # the /tools line before it
+    assert [e.content for e in store.events(session) if e.kind == "command"] == ["/tools", "/session"]
 
 
 def test_failures_still_print_one_object(capfd: pytest.CaptureFixture[str], storage: str) -> None:

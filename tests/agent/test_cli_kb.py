@@ -20,10 +20,14 @@ STUDY = "nb201-cifar10-fpga-pelnas-s0"
 
 @pytest.fixture(scope="module")
 def searched(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A 64-evaluation pelnas search on fpga (default study name), shared by this module's tests."""
+    """A 44-evaluation pelnas search on fpga (default study name), shared by this module's tests.
+
+    Small on purpose: ``kb ablate`` reruns it six times (test time); 44 evaluations already
+    give several rounds and validated heuristics with evidence.
+    """
     folder = tmp_path_factory.mktemp("kb")
     storage = f"sqlite:///{folder / 'study.sqlite3'}"
-    assert main(["search", "--proposer", "pelnas", "--budget", "64", "--storage", storage, "--json"]) == 0
+    assert main(["search", "--proposer", "pelnas", "--budget", "44", "--storage", storage, "--json"]) == 0
     return storage
 
 
@@ -72,7 +76,7 @@ def test_bad_ids_and_missing_store_are_one_line_errors(searched: str, capsys: py
 def test_rejected_heuristic_stays_out_of_prompts_when_the_search_resumes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     storage = f"sqlite:///{tmp_path / 's.sqlite3'}"
     args = ["search", "--proposer", "pelnas", "--device", "raspi4", "--storage", storage, "--json"]
-    assert main([*args, "--budget", "64"]) == 0
+    assert main([*args, "--budget", "44"]) == 0
     study = optuna.load_study(study_name="nb201-cifar10-raspi4-pelnas-s0", storage=storage)
     cited = {h for t in study.trials for h in t.user_attrs.get("heuristics", [])}
     heads = KnowledgeStore.for_storage(storage).latest("nb201-cifar10-raspi4-pelnas-s0")
@@ -80,7 +84,7 @@ def test_rejected_heuristic_stays_out_of_prompts_when_the_search_resumes(tmp_pat
     target = max((h for h in cited if heads[h].scope.get("niche") is None), key=lambda h: heads[h].confidence)
     assert main(["kb", "reject", target, "--why", "not on this board", "--device", "raspi4", "--storage", storage]) == 0
     rounds_before = int(study.user_attrs["coevo.round"])
-    assert main([*args, "--budget", "124"]) == 0
+    assert main([*args, "--budget", "84"]) == 0
     study = optuna.load_study(study_name="nb201-cifar10-raspi4-pelnas-s0", storage=storage)
     later = [t for t in study.trials if t.user_attrs.get("round", 0) >= rounds_before]
     assert later and not any(target in t.user_attrs.get("heuristics", []) for t in later)

@@ -1,13 +1,74 @@
-"""Start-up cost: every coevo command (and every test that runs one) pays the imports of the CLI module."""
+"""Start-up cost: every coevo command (and every test that runs one) pays the imports of the CLI module.
+
+Heavy libraries (torch, LangChain, numba, OR-Tools, scipy.stats) load where they are used, never
+at start-up: these tests look at ``sys.modules`` in a fresh interpreter, not at a clock.
+"""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+
+import pytest
+
+HEAVY = ("torch", "langchain_core", "openai", "numba", "ortools", "pandas", "matplotlib", "scipy.stats")
+
+ARCH = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|"
+
+
+def loaded_after(code: str) -> list[str]:
+    """The modules of :data:`HEAVY` that a fresh interpreter holds after running ``code``."""
+    probe = f"{code}\nimport sys\nprint(__import__('json').dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))"
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return list(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
 def test_the_cli_does_not_import_scipy_stats_or_torch_at_start_up() -> None:
     # scipy.stats alone was ~1.5 s of every start-up; torch is several seconds: both are imported where they are used
-    code = "import sys, coevo.agent.cli; print(sorted(m for m in ('scipy.stats', 'torch') if m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-    assert out == "[]"
+    assert loaded_after("import coevo.agent.cli") == []
+
+
+def test_the_registry_and_the_public_package_import_no_simulator() -> None:
+    # the registry lists 33 tools by name; a tool's module (and its simulator) loads when the tool is used
+    assert loaded_after("import coevo, coevo.tools\nassert len(coevo.tools.REGISTRY.names()) > 30") == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(
+            ["tools", "run", "nb201.query", "--args", json.dumps({"arch": ARCH, "dataset": "cifar10", "device": "fpga"})], id="table-lookup"
+        ),
+        pytest.param(["chat", "--once", "/runs"], id="chat-once-runs"),
+        pytest.param(["chat", "--once", "/session"], id="chat-once-session"),
+    ],
+)
+def test_light_commands_run_without_torch_or_langchain(argv: list[str]) -> None:
+    # the whole command, not only the import: a table lookup and a slash command need no simulator and no LLM client
+    code = f"from coevo.agent.cli import main\nassert main({argv!r}) == 0, 'the command failed'"
+    assert loaded_after(code) == []
+
+
+def test_a_tool_loads_its_module_on_first_use() -> None:
+    from coevo.tools import REGISTRY, LazyRegistry
+
+    assert isinstance(REGISTRY, LazyRegistry)
+    tool = REGISTRY.get("nb201_query")  # by its function-calling name too
+    assert tool is REGISTRY.get("nb201.query") and tool.name == "nb201.query"
+    assert [t.name for t in REGISTRY] == REGISTRY.names()  # iterating loads them all, in registration order
+
+
+def test_a_lazy_registry_checks_names_and_classes() -> None:
+    from coevo.search.errors import UserInputError
+    from coevo.tools import LazyRegistry
+
+    with pytest.raises(ValueError, match="duplicate"):
+        LazyRegistry({"a.b": "coevo.tools.nb201:NB201Query", "a_b": "coevo.tools.nb201:NB201Query"})
+    with pytest.raises(TypeError, match="not allowed"):
+        LazyRegistry({"a b": "coevo.tools.nb201:NB201Query"})
+    wrong = LazyRegistry({"nb201.lookup": "coevo.tools.nb201:NB201Query"})
+    with pytest.raises(TypeError, match=r"declares the name 'nb201\.query'"):
+        wrong.get("nb201.lookup")
+    with pytest.raises(UserInputError, match=r"nb201\.lookup"):
+        wrong.get("nb201.teleport")
