@@ -377,6 +377,7 @@ FIGURES: tuple[Figure, ...] = (
             "choices-<model>.csv",
             "groups-<model>.csv",
             "mapping-<model>.csv",
+            "msb-occupancy-<model>.csv",
             "scalesim.csv",
             "issue8-noc.md (its compression section)",
         ),
