@@ -332,6 +332,19 @@ FIGURES: tuple[Figure, ...] = (
         renders=True,
         quoted_in=("docs/pipeline.md",),
     ),
+    # ---------------------------------------------------------------- composed problems (co-design)
+    Figure(
+        "codesign",
+        "codesign",
+        "joint vs sequential co-design on nb201-accel at equal evaluations (and random): paired HV-ratio differences, "
+        "both fronts plotted (issue 32)",
+        "nice -n 10 python -m coevo.figures codesign",
+        ("codesign.md", "codesign.csv", "codesign-designs.csv", "codesign-fronts.png"),
+        ("codesign.csv", "codesign-designs.csv"),
+        module="codesign",
+        renders=True,
+        quoted_in=("docs/compose.md",),
+    ),
     # ---------------------------------------------------------------- networks on chip, accelerators
     Figure(
         "noc",
