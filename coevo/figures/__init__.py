@@ -338,9 +338,10 @@ FIGURES: tuple[Figure, ...] = (
         "codesign",
         "joint vs sequential co-design on nb201-accel at equal evaluations (and random): paired HV-ratio differences, "
         "both fronts plotted (issue 32)",
-        "nice -n 10 python -m coevo.figures codesign",
-        ("codesign.md", "codesign.csv", "codesign-designs.csv", "codesign-fronts.png"),
-        ("codesign.csv", "codesign-designs.csv"),
+        "nice -n 10 python -m coevo.figures codesign --arms joint,sequential,random, then the same with --arms sequential-acc "
+        "(a run's rows replace its earlier ones, the other arms' are kept)",
+        ("codesign.md", "codesign.csv", "codesign-designs.csv", "codesign-bounds.csv", "codesign-fronts.png"),
+        ("codesign.csv", "codesign-designs.csv", "codesign-bounds.csv"),
         module="codesign",
         renders=True,
         quoted_in=("docs/compose.md",),

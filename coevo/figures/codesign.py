@@ -16,7 +16,7 @@ accelerator; every one the search evaluates counts once against its budget, as t
   accelerator together with a choice among those cells only, budget B - B/2;
 * ``sequential-acc``: the same flow at equal **accuracy queries** instead: stage 1 pays B cells,
   stage 2 (which pays no accuracy: its cells' are known) gets B accelerator evaluations more;
-* ``random``: random joint designs (Optuna's random sampler on the joint encoding), budget B.
+* ``tpe`` and ``random``: Optuna's multivariate TPE and random sampler on the joint encoding, budget B.
 
 How evaluations are counted: ``joint``, ``sequential`` and ``random`` have equal **joint-design
 evaluations** (B each). The sequential flow then pays fewer accuracy queries (training runs):
@@ -36,6 +36,7 @@ budget. Writes ``codesign.csv`` (a row per arm, budget and seed), ``codesign-des
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -49,9 +50,10 @@ from coevo.search.compose import ComposedProblem, Part
 from coevo.search.errors import UserInputError
 from coevo.search.metrics import FrontMetrics, FrontReference, pareto_mask
 from coevo.search.nb201.problem import NB201Problem
+from coevo.search.nb201.space import OPS
 from coevo.search.nb201.table import USEFUL_FLOOR
 from coevo.search.nb201_accel.accel import ACCEL_LEVELS, Accel, AccelPart, AccelResult
-from coevo.search.nb201_accel.problem import NB201AccelOptions, NB201AccelProblem, cell_workload
+from coevo.search.nb201_accel.problem import NB201AccelOptions, NB201AccelProblem, all_accels, cell_workload, latency_table
 from coevo.search.problem import LevelProblem, Levels, Objective
 from coevo.search.stats import format_interval, t_interval
 from coevo.sim.accel.network import Workload
@@ -59,10 +61,14 @@ from coevo.sim.accel.network import Workload
 NAME = "codesign"
 DEFAULT_ACCEL = Accel(rows=32, cols=32, dataflow="ws", ifmap_kb=256, filter_kb=32, ofmap_kb=64, clock_mhz=600)
 """The accelerator the sequential flow's stage 1 fixes (module doc)."""
-ARMS = ("joint", "sequential", "sequential-acc", "random")
+ARMS = ("joint", "sequential", "sequential-acc", "tpe", "random")
+SEARCHERS = {"joint": "pelnas", "tpe": "tpe", "random": "random"}
+"""The arms that search the joint space directly, and their proposers."""
+PLOTTED = {"joint": "tab:blue", "sequential": "tab:orange", "sequential-acc": "tab:red"}
 BUDGETS = (100, 200)
 SEEDS = (0, 1, 2)
-RUNS_CSV, DESIGNS_CSV, MD, PNG = "codesign.csv", "codesign-designs.csv", "codesign.md", "codesign-fronts.png"
+RUNS_CSV, DESIGNS_CSV, BOUNDS_CSV = "codesign.csv", "codesign-designs.csv", "codesign-bounds.csv"
+MD, PNG = "codesign.md", "codesign-fronts.png"
 RUN_FIELDS = ("arm", "budget", "seed", "evaluations", "cells", "kept", "hv", "igd", "recall", "wall_s")
 DESIGN_FIELDS = ("arm", "budget", "seed", "stage", "cell", "accel", "accuracy", "latency_ms")
 
@@ -272,9 +278,8 @@ def run_arm(arm: str, budget: int, seed: int, dataset: str, runs: Path) -> tuple
     joint = NB201AccelProblem(dataset=dataset)
     started = time.perf_counter()
     tag = f"{dataset}-b{budget}-s{seed}"
-    if arm in ("joint", "random"):
-        proposer = "pelnas" if arm == "joint" else "random"
-        found = _search(joint, proposer, budget, seed, runs, f"{arm}-{tag}")
+    if arm in SEARCHERS:
+        found = _search(joint, SEARCHERS[arm], budget, seed, runs, f"{arm}-{tag}")
         rows = [_design_row(arm, budget, seed, 1, joint, p) for p, _ in found]
         return rows, 0, time.perf_counter() - started
     first, second = stages(arm, budget)
@@ -327,6 +332,65 @@ def run_rows(
     return out
 
 
+# ---------------------------------------------------------------- what each flow could reach at best (exhaustive, no search)
+
+
+def _counts(cell: Sequence[int]) -> tuple[int, int, int]:
+    names = [OPS[c] for c in cell]
+    return names.count("nor_conv_1x1"), names.count("nor_conv_3x3"), names.count("avg_pool_3x3")
+
+
+def bounds(dataset: str) -> list[dict[str, Any]]:
+    """HV ratios the flows could reach with exhaustive stages (no search): how much co-design there is to gain.
+
+    Rows: every cell on :data:`DEFAULT_ACCEL` (stage 1's best); the best single accelerator for every cell
+    (a sequential flow that ends on one accelerator); the cells of the default accelerator's front, each on
+    its own fastest accelerator (the sequential flow with both stages exhaustive); every cell on its own
+    fastest accelerator (the exact front, 1 by definition). Latency depends on a cell only through its op
+    counts, so per op-count combination only its most accurate cell can be on a front.
+    """
+    joint = NB201AccelProblem(dataset=dataset)
+    ref = joint.reference()
+    cells_part = joint.part("cell").problem
+    accel_part = joint.part("accel").problem
+    assert isinstance(cells_part, NB201Problem)
+    accels = all_accels()
+    combos, lat = latency_table(dataset, accels, joint.options.dram_gbps)
+    col = {c: j for j, c in enumerate(combos)}
+    j = np.array([col[_counts(tuple(int(x) for x in row))] for row in cells_part.table.ops])
+    acc = np.asarray(cells_part.table.acc(dataset), dtype=float)
+    top = np.full(len(combos), -np.inf)
+    np.maximum.at(top, j, acc)
+    have = np.isfinite(top)
+    per_accel = np.array([ref.hv_ratio(top[have], lat[i, have]) for i in range(len(accels))])
+    best = int(np.argmax(per_accel))
+    default = accels.index(DEFAULT_ACCEL)
+    fastest = lat.min(axis=0)
+    on_default = pareto_mask(top[have], lat[default, have])
+    return [
+        {
+            "bound": "every cell on the default accelerator",
+            "accel": accel_part.point_id(DEFAULT_ACCEL),
+            "hv": round(float(per_accel[default]), 6),
+        },
+        {
+            "bound": "every cell on the best single accelerator",
+            "accel": accel_part.point_id(accels[best]),
+            "hv": round(float(per_accel[best]), 6),
+        },
+        {
+            "bound": "the default accelerator's front cells, each on its own fastest accelerator",
+            "accel": "per cell",
+            "hv": round(ref.hv_ratio(top[have][on_default], fastest[have][on_default]), 6),
+        },
+        {
+            "bound": "every cell on its own fastest accelerator (the exact front)",
+            "accel": "per cell",
+            "hv": round(ref.hv_ratio(top[have], fastest[have]), 6),
+        },
+    ]
+
+
 # ---------------------------------------------------------------- the page and the plot
 
 
@@ -339,7 +403,7 @@ def table(rows: Sequence[Mapping[str, Any]]) -> str:
     """Per budget and arm: seeds, HV ratio, IGD, recall, evaluations, cells paid, wall time (means ± 95 % t)."""
     lines = [
         "| budget B | arm | seeds | HV ratio | IGD | front recall | joint designs evaluated | distinct cells paid (accuracy queries) "
-        "| kept cells | wall s |",
+        "| kept cells | wall s, median [min, max] |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for budget in sorted({int(r["budget"]) for r in rows}):
@@ -348,7 +412,8 @@ def table(rows: Sequence[Mapping[str, Any]]) -> str:
             if not rs:
                 continue
             kept = [float(r["kept"]) for r in rs if r["kept"] not in ("", None)]
-            wall = _mean([float(r["wall_s"]) for r in rs], 0)
+            walls = sorted(float(r["wall_s"]) for r in rs)
+            wall = f"{statistics.median(walls):.0f} [{walls[0]:.0f}, {walls[-1]:.0f}]"
             lines.append(
                 f"| {budget} | {arm} | {len(rs)} | {_mean([float(r['hv']) for r in rs], 4)} | {_mean([float(r['igd']) for r in rs], 4)} | "
                 f"{_mean([float(r['recall']) for r in rs], 3)} | {_mean([float(r['evaluations']) for r in rs], 0)} | "
@@ -357,7 +422,14 @@ def table(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-COMPARISONS = (("joint", "sequential"), ("joint", "sequential-acc"), ("joint", "random"), ("sequential", "random"))
+COMPARISONS = (
+    ("joint", "sequential"),
+    ("joint", "sequential-acc"),
+    ("sequential-acc", "sequential"),
+    ("joint", "tpe"),
+    ("joint", "random"),
+    ("sequential", "random"),
+)
 
 
 def findings(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -376,6 +448,29 @@ def findings(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(out) + "\n"
 
 
+def where_joint_does_not_pay(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Lines, per budget, where joint search is not ahead of a sequential arm (paired HV ratio), with what each paid."""
+    out = []
+    for budget in sorted({int(r["budget"]) for r in rows}):
+        for seq in ("sequential", "sequential-acc"):
+            diffs = paired(rows, "joint", seq, budget)
+            if len(diffs) < 2 or verdict(diffs, "joint", seq) == "joint ahead":
+                continue
+
+            def mean_of(arm: str, field: str, budget: int = budget) -> float:
+                return statistics.fmean(float(r[field]) for r in rows if r["arm"] == arm and int(r["budget"]) == budget)
+
+            out.append(
+                f"- B = {budget}: **{seq}** is not behind joint search ({verdict(diffs, 'joint', seq)}; HV-ratio difference "
+                f"{format_interval(diffs, 4)}), having evaluated {mean_of(seq, 'evaluations'):.0f} joint designs and paid "
+                f"{mean_of(seq, 'cells'):.0f} distinct cells (accuracy queries) to joint search's "
+                f"{mean_of('joint', 'evaluations'):.0f} and {mean_of('joint', 'cells'):.0f}."
+            )
+    if not out:
+        return "- Joint search is ahead of every sequential arm at every budget measured.\n"
+    return "\n".join(out) + "\n"
+
+
 def plot(designs: Sequence[Mapping[str, Any]], ref: FrontReference, budget: int, seed: int, path: Path) -> bool:
     """Both arms' evaluated designs and fronts at ``budget``/``seed``, with the exact front; False when there is nothing to plot."""
     import matplotlib
@@ -389,14 +484,14 @@ def plot(designs: Sequence[Mapping[str, Any]], ref: FrontReference, budget: int,
     fig, ax = plt.subplots(figsize=(7, 4.5))
     order = np.argsort(ref.front_second)
     ax.step(ref.front_second[order], ref.front_first[order], where="post", color="0.6", lw=1, label="exact front")
-    for arm, color in zip(ARMS, ("tab:blue", "tab:orange", "tab:red", "tab:green"), strict=True):
+    for arm, color in PLOTTED.items():
         ds = [d for d in chosen if d["arm"] == arm]
         if not ds:
             continue
         acc = np.array([float(d["accuracy"]) for d in ds])
         lat = np.array([float(d["latency_ms"]) for d in ds])
         ax.scatter(lat, acc, s=6, color=color, alpha=0.25)
-        mask = pareto_mask(acc, lat)
+        mask = pareto_mask(acc, lat) & (acc >= ref.floor)  # the front in the useful region, where HV is counted
         o = np.argsort(lat[mask])
         ax.step(lat[mask][o], acc[mask][o], where="post", color=color, lw=1.5, marker="o", ms=3, label=f"{arm} front")
     ax.set_xscale("log")
@@ -474,7 +569,23 @@ def merge(out: Output, rows: list[dict[str, Any]], designs: list[dict[str, Any]]
     return sorted([*old_rows, *rows], key=lambda r: order[_key(r)]), sorted([*old_designs, *designs], key=lambda d: order[_key(d)])
 
 
-def render(rows: Sequence[Mapping[str, Any]], dataset: str) -> str:
+def bounds_section(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The bounds table, and what it says about co-design on this problem."""
+    lines = ["| exhaustive flow (no search) | accelerator | HV ratio |", "| --- | --- | --- |"]
+    lines += [f"| {r['bound']} | `{r['accel']}` | {float(r['hv']):.6f} |" for r in rows]
+    single = next((r for r in rows if str(r["bound"]).startswith("every cell on the best single")), None)
+    if single is not None and float(single["hv"]) >= 1 - 1e-9:
+        lines += [
+            "",
+            f"**One accelerator (`{single['accel']}`) is the fastest for every cell that can be on the front**: in this "
+            "model the best accelerator does not depend on the cell, so co-design has no structural gain on "
+            "(accuracy, latency); a sequential flow whose stages were exhaustive would reach the exact front. Whatever "
+            "joint search gains below comes from spending its evaluations better, not from the interaction of the parts.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def render(rows: Sequence[Mapping[str, Any]], dataset: str, bound_rows: Sequence[Mapping[str, Any]] = ()) -> str:
     """The page's body from the run rows."""
     budgets = sorted({int(r["budget"]) for r in rows})
     seeds = sorted({int(r["seed"]) for r in rows})
@@ -485,7 +596,8 @@ def render(rows: Sequence[Mapping[str, Any]], dataset: str) -> str:
             "",
             f"Written by `python -m coevo.figures codesign` from `{RUNS_CSV}` (a row per arm, budget and seed) and "
             f"`{DESIGNS_CSV}` (every design each run evaluated); budgets {', '.join(map(str, budgets))}, seeds "
-            f"{', '.join(map(str, seeds))}. Issue 32, item 4.",
+            f"{', '.join(map(str, seeds))}; the arms may be run by several invocations (`--arms`), a run's rows replacing its "
+            "earlier ones (the provenance line names the last). Issue 32, item 4.",
             "",
             "**Arms**, each at the same total of B evaluations of joint designs (cell and accelerator):",
             "",
@@ -497,7 +609,7 @@ def render(rows: Sequence[Mapping[str, Any]], dataset: str) -> str:
             "* `sequential-acc`: the same flow at equal accuracy queries instead: stage 1 pays B cells on the default "
             "accelerator, stage 2 (which pays no accuracy: its cells' are known) gets B accelerator evaluations more, "
             "2B joint designs in all.",
-            "* `random`: random joint designs, budget B.",
+            "* `tpe`, `random`: Optuna's multivariate TPE and random sampler on the joint encoding, budget B.",
             "",
             "**Counting.** Every joint design a run evaluates counts once (the runner's budget). So the sequential flow pays "
             "fewer accuracy queries (training runs): its stage 2 re-uses stage 1's cells, whose accuracies are known. The "
@@ -514,6 +626,15 @@ def render(rows: Sequence[Mapping[str, Any]], dataset: str) -> str:
             "## Verdicts (computed from the CSV)",
             "",
             findings(rows),
+            f"## What each flow could reach at best (`{BOUNDS_CSV}`: every design scored, no search)",
+            "",
+            bounds_section(bound_rows) if bound_rows else "(not measured)\n",
+            "## Where joint search does not pay (computed from the CSV)",
+            "",
+            where_joint_does_not_pay(rows),
+            "`sequential-acc` at B runs the same two stages as `sequential` at 2B (B evaluations each); the engine is "
+            "deterministic given the seed, so where both were run their rows agree.",
+            "",
             f"![fronts]({PNG})",
             "",
         ]
@@ -537,9 +658,10 @@ def main(argv: list[str] | None = None) -> None:
         rows, designs = merge(out, rows, designs)
         out.write_csv(DESIGNS_CSV, designs, DESIGN_FIELDS)
         out.write_csv(RUNS_CSV, rows, RUN_FIELDS)
+        out.write_csv(BOUNDS_CSV, bounds(a.dataset), ("bound", "accel", "hv"))
     rows = read_numbers(out.path(RUNS_CSV))
     designs = read_numbers(out.path(DESIGNS_CSV))
     ref = NB201AccelProblem(dataset=a.dataset).reference()
     plot(designs, ref, max(int(r["budget"]) for r in rows), a.plot_seed, out.path(PNG))
-    out.write_markdown(MD, render(rows, a.dataset))
+    out.write_markdown(MD, render(rows, a.dataset, read_numbers(out.path(BOUNDS_CSV)) if out.path(BOUNDS_CSV).exists() else []))
     print(f"wrote {out.path(MD)}")

@@ -75,6 +75,33 @@ def test_findings_say_the_verdict_per_budget() -> None:
     assert "**joint ahead**" in text
 
 
+def test_where_joint_does_not_pay_names_the_arms_not_behind() -> None:
+    rows = [
+        {"arm": arm, "budget": 100, "seed": s, "hv": hv, "recall": 0.0, "evaluations": ev, "cells": cells}
+        for arm, hvs, ev, cells in (
+            ("joint", (0.90, 0.91, 0.92), 100, 60),
+            ("sequential", (0.80, 0.80, 0.80), 100, 50),
+            ("sequential-acc", (0.90, 0.92, 0.91), 200, 100),
+        )
+        for s, hv in enumerate(hvs)
+    ]
+    text = codesign.where_joint_does_not_pay(rows)
+    assert "**sequential**" not in text  # joint is ahead of it: +0.11 ± 0.0248
+    assert "B = 100: **sequential-acc** is not behind joint search (no difference the seeds can resolve" in text
+    assert "evaluated 200 joint designs and paid 100 distinct cells (accuracy queries) to joint search's 100 and 60" in text
+    assert "ahead of every sequential arm" in codesign.where_joint_does_not_pay(rows[:6])
+
+
+def test_bounds_section_says_when_one_accelerator_serves_every_cell() -> None:
+    rows = [
+        {"bound": "every cell on the default accelerator", "accel": "a", "hv": 0.97},
+        {"bound": "every cell on the best single accelerator", "accel": "b", "hv": 1.0},
+    ]
+    assert "One accelerator (`b`) is the fastest for every cell" in codesign.bounds_section(rows)
+    rows[1]["hv"] = 0.99
+    assert "One accelerator" not in codesign.bounds_section(rows)
+
+
 def test_stage_problems_are_corners_of_the_joint_space() -> None:
     joint = NB201AccelProblem(dataset="cifar10")
     fixed = codesign.FixedAccelProblem(dataset="cifar10")
@@ -108,6 +135,9 @@ def test_a_tiny_run_pays_equal_evaluations_and_re_renders(tmp_path: Path) -> Non
     seq = [d for d in designs if d["arm"] == "sequential" and d["seed"] == 0]
     assert {d["cell"] for d in seq if d["stage"] == 2} <= {d["cell"] for d in seq if d["stage"] == 1}
     assert all(d["accel"] == "32-32-ws-256-32-64-600" for d in seq if d["stage"] == 1)
+    bounds = {r["bound"]: r["hv"] for r in read_numbers(out / codesign.BOUNDS_CSV)}
+    assert bounds["every cell on its own fastest accelerator (the exact front)"] == pytest.approx(1.0)  # by definition
+    assert bounds["every cell on the default accelerator"] <= bounds["every cell on the best single accelerator"] <= 1.0 + 1e-9
     page = (out / codesign.MD).read_text()
     assert "**joint** vs **sequential**" in page and (out / codesign.PNG).exists()
     codesign.main(["--report-only", "--out", str(out)])
