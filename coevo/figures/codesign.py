@@ -463,8 +463,8 @@ def where_joint_does_not_pay(rows: Sequence[Mapping[str, Any]]) -> str:
             out.append(
                 f"- B = {budget}: **{seq}** is not behind joint search ({verdict(diffs, 'joint', seq)}; HV-ratio difference "
                 f"{format_interval(diffs, 4)}), having evaluated {mean_of(seq, 'evaluations'):.0f} joint designs and paid "
-                f"{mean_of(seq, 'cells'):.0f} distinct cells (accuracy queries) to joint search's "
-                f"{mean_of('joint', 'evaluations'):.0f} and {mean_of('joint', 'cells'):.0f}."
+                f"{mean_of(seq, 'cells'):.0f} distinct cells (accuracy queries, training runs); joint search evaluated "
+                f"{mean_of('joint', 'evaluations'):.0f} and paid {mean_of('joint', 'cells'):.0f}."
             )
     if not out:
         return "- Joint search is ahead of every sequential arm at every budget measured.\n"

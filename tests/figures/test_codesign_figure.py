@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -88,7 +89,10 @@ def test_where_joint_does_not_pay_names_the_arms_not_behind() -> None:
     text = codesign.where_joint_does_not_pay(rows)
     assert "**sequential**" not in text  # joint is ahead of it: +0.11 ± 0.0248
     assert "B = 100: **sequential-acc** is not behind joint search (no difference the seeds can resolve" in text
-    assert "evaluated 200 joint designs and paid 100 distinct cells (accuracy queries) to joint search's 100 and 60" in text
+    assert (
+        "evaluated 200 joint designs and paid 100 distinct cells (accuracy queries, training runs); joint search evaluated 100 and paid 60"
+        in text
+    )
     assert "ahead of every sequential arm" in codesign.where_joint_does_not_pay(rows[:6])
 
 
@@ -147,3 +151,11 @@ def test_a_tiny_run_pays_equal_evaluations_and_re_renders(tmp_path: Path) -> Non
     again = read_numbers(out / codesign.RUNS_CSV)
     assert [(r["arm"], r["seed"]) for r in again] == [(r["arm"], r["seed"]) for r in rows]
     assert [r["hv"] for r in again] == [r["hv"] for r in rows]
+
+
+def test_report_only_rerenders_the_committed_page(tmp_path: Path) -> None:
+    committed = Path(__file__).resolve().parents[2] / "docs" / "bench" / "codesign"
+    shutil.copytree(committed, tmp_path / "codesign")
+    codesign.main(["--report-only", "--out", str(tmp_path / "codesign")])
+    rendered = (tmp_path / "codesign" / codesign.MD).read_text()
+    assert strip_provenance(rendered) == strip_provenance((committed / codesign.MD).read_text())
