@@ -635,6 +635,17 @@ def render(rows: Sequence[Mapping[str, Any]], dataset: str, bound_rows: Sequence
             "`sequential-acc` at B runs the same two stages as `sequential` at 2B (B evaluations each); the engine is "
             "deterministic given the seed, so where both were run their rows agree.",
             "",
+            "## Limits of this comparison",
+            "",
+            f"* One dataset ({dataset}), one DRAM bandwidth (nb201-accel's default), one default accelerator for stage 1; another "
+            "default would move the `sequential` rows (the bounds table gives what stage 1 alone can reach on this one).",
+            "* Stage 2's engine is not told the kept cells' accuracies: it reads them from its own evaluations, with no "
+            "zero-cost proxies (the kept-cell part is a plain choice). A stage 2 that minimised each kept cell's latency "
+            "on its own could do better; the bounds say an exhaustive one reaches the exact front.",
+            "* Distinct cells paid counts a cell once however many accelerators it was evaluated on: a trained cell "
+            "need not be trained again. The runner's budget counts every joint design.",
+            "* Latency is the only objective that couples the parts here; energy and area are recorded, not scored.",
+            "",
             f"![fronts]({PNG})",
             "",
         ]
