@@ -35,6 +35,7 @@ budget. Writes ``codesign.csv`` (a row per arm, budget and seed), ``codesign-des
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 import time
@@ -67,7 +68,7 @@ SEARCHERS = {"joint": "pelnas", "tpe": "tpe", "random": "random"}
 PLOTTED = {"joint": "tab:blue", "sequential": "tab:orange", "sequential-acc": "tab:red"}
 BUDGETS = (100, 200)
 SEEDS = (0, 1, 2)
-RUNS_CSV, DESIGNS_CSV, BOUNDS_CSV = "codesign.csv", "codesign-designs.csv", "codesign-bounds.csv"
+RUNS_CSV, DESIGNS_CSV, BOUNDS_CSV, FREE_CSV = "codesign.csv", "codesign-designs.csv", "codesign-bounds.csv", "codesign-free.csv"
 MD, PNG = "codesign.md", "codesign-fronts.png"
 RUN_FIELDS = ("arm", "budget", "seed", "evaluations", "cells", "kept", "hv", "igd", "recall", "wall_s")
 DESIGN_FIELDS = ("arm", "budget", "seed", "stage", "cell", "accel", "accuracy", "latency_ms")
@@ -340,6 +341,37 @@ def _counts(cell: Sequence[int]) -> tuple[int, int, int]:
     return names.count("nor_conv_1x1"), names.count("nor_conv_3x3"), names.count("avg_pool_3x3")
 
 
+@functools.lru_cache(maxsize=4)
+def _fastest(dataset: str) -> dict[str, float]:
+    """NB201 cell id -> its latency (ms) on its own fastest accelerator (every accelerator scored by op counts)."""
+    joint = NB201AccelProblem(dataset=dataset)
+    cells_part = joint.part("cell").problem
+    assert isinstance(cells_part, NB201Problem)
+    combos, lat = latency_table(dataset, all_accels(), joint.options.dram_gbps)
+    best = lat.min(axis=0)
+    col = {c: j for j, c in enumerate(combos)}
+    return {str(i): float(best[col[_counts(tuple(int(x) for x in row))]]) for i, row in enumerate(cells_part.table.ops)}
+
+
+def free_rows(designs: Sequence[Mapping[str, Any]], dataset: str) -> list[dict[str, Any]]:
+    """Per run: the HV ratio of its distinct evaluated cells, each put on its own fastest accelerator.
+
+    What a run's cells are worth when accelerator evaluations cost nothing (the model is cheap): a flow could
+    then search the accelerator of every cell it trained exhaustively. Same keys as the run rows.
+    """
+    ref = NB201AccelProblem(dataset=dataset).reference()
+    fastest = _fastest(dataset)
+    groups: dict[tuple[str, int, int], dict[str, float]] = {}
+    for d in designs:
+        groups.setdefault(_key(d), {})[str(d["cell"])] = float(d["accuracy"])
+    out = []
+    for key, cells in groups.items():
+        ids = list(cells)
+        hv = ref.hv_ratio([cells[i] for i in ids], [fastest[i] for i in ids])
+        out.append({"arm": key[0], "budget": key[1], "seed": key[2], "cells": len(ids), "hv_free": round(hv, 6)})
+    return out
+
+
 def bounds(dataset: str) -> list[dict[str, Any]]:
     """HV ratios the flows could reach with exhaustive stages (no search): how much co-design there is to gain.
 
@@ -585,7 +617,34 @@ def bounds_section(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render(rows: Sequence[Mapping[str, Any]], dataset: str, bound_rows: Sequence[Mapping[str, Any]] = ()) -> str:
+def free_section(free: Sequence[Mapping[str, Any]]) -> str:
+    """Per budget, the free-accelerator HV ratio per arm, and the paired joint vs sequential verdicts under it."""
+    lines = ["| budget B | arm | distinct cells | HV ratio, cells on their fastest accelerators |", "| --- | --- | --- | --- |"]
+    for budget in sorted({int(r["budget"]) for r in free}):
+        for arm in ARMS:
+            rs = [r for r in free if r["arm"] == arm and int(r["budget"]) == budget]
+            if rs:
+                lines.append(
+                    f"| {budget} | {arm} | {_mean([float(r['cells']) for r in rs], 0)} | {_mean([float(r['hv_free']) for r in rs], 4)} |"
+                )
+    lines.append("")
+    for budget in sorted({int(r["budget"]) for r in free}):
+        for seq in ("sequential", "sequential-acc"):
+            diffs = paired(free, "joint", seq, budget, "hv_free")
+            if diffs:
+                lines.append(
+                    f"- B = {budget}, **joint** vs **{seq}**, cells on their fastest accelerators: difference "
+                    f"{format_interval(diffs, 4)} (paired, {len(diffs)} seeds): **{verdict(diffs, 'joint', seq)}**."
+                )
+    return "\n".join(lines) + "\n"
+
+
+def render(
+    rows: Sequence[Mapping[str, Any]],
+    dataset: str,
+    bound_rows: Sequence[Mapping[str, Any]] = (),
+    free: Sequence[Mapping[str, Any]] = (),
+) -> str:
     """The page's body from the run rows."""
     budgets = sorted({int(r["budget"]) for r in rows})
     seeds = sorted({int(r["seed"]) for r in rows})
@@ -629,6 +688,13 @@ def render(rows: Sequence[Mapping[str, Any]], dataset: str, bound_rows: Sequence
             f"## What each flow could reach at best (`{BOUNDS_CSV}`: every design scored, no search)",
             "",
             bounds_section(bound_rows) if bound_rows else "(not measured)\n",
+            f"## If accelerator evaluations were free (`{FREE_CSV}`)",
+            "",
+            "The accelerator model is cheap next to training a cell, so a flow could search every trained cell's "
+            "accelerator exhaustively. Here each run's distinct evaluated cells are rescored on their own fastest "
+            "accelerators (from the model, no search): what the cells each flow trained are worth.",
+            "",
+            free_section(free) if free else "(not computed)\n",
             "## Where joint search does not pay (computed from the CSV)",
             "",
             where_joint_does_not_pay(rows),
@@ -666,13 +732,17 @@ def main(argv: list[str] | None = None) -> None:
         for b in budgets:
             split_budget(b)
         rows, designs = measure(budgets, seeds, arms, a.dataset, a.runs)
+        measured = bool(rows)
         rows, designs = merge(out, rows, designs)
-        out.write_csv(DESIGNS_CSV, designs, DESIGN_FIELDS)
-        out.write_csv(RUNS_CSV, rows, RUN_FIELDS)
+        if measured:  # --arms '' measures nothing: it only recomputes the tables derived from the saved designs
+            out.write_csv(DESIGNS_CSV, designs, DESIGN_FIELDS)
+            out.write_csv(RUNS_CSV, rows, RUN_FIELDS)
+        out.write_csv(FREE_CSV, free_rows(designs, a.dataset), ("arm", "budget", "seed", "cells", "hv_free"))
         out.write_csv(BOUNDS_CSV, bounds(a.dataset), ("bound", "accel", "hv"))
     rows = read_numbers(out.path(RUNS_CSV))
     designs = read_numbers(out.path(DESIGNS_CSV))
     ref = NB201AccelProblem(dataset=a.dataset).reference()
     plot(designs, ref, max(int(r["budget"]) for r in rows), a.plot_seed, out.path(PNG))
-    out.write_markdown(MD, render(rows, a.dataset, read_numbers(out.path(BOUNDS_CSV)) if out.path(BOUNDS_CSV).exists() else []))
+    saved = {name: read_numbers(out.path(name)) if out.path(name).exists() else [] for name in (BOUNDS_CSV, FREE_CSV)}
+    out.write_markdown(MD, render(rows, a.dataset, saved[BOUNDS_CSV], saved[FREE_CSV]))
     print(f"wrote {out.path(MD)}")

@@ -142,6 +142,9 @@ def test_a_tiny_run_pays_equal_evaluations_and_re_renders(tmp_path: Path) -> Non
     bounds = {r["bound"]: r["hv"] for r in read_numbers(out / codesign.BOUNDS_CSV)}
     assert bounds["every cell on its own fastest accelerator (the exact front)"] == pytest.approx(1.0)  # by definition
     assert bounds["every cell on the default accelerator"] <= bounds["every cell on the best single accelerator"] <= 1.0 + 1e-9
+    # each cell on its own fastest accelerator dominates the cell as evaluated: never a lower HV ratio
+    free = {(r["arm"], r["seed"]): r["hv_free"] for r in read_numbers(out / codesign.FREE_CSV)}
+    assert all(free[(r["arm"], r["seed"])] >= r["hv"] - 1e-9 for r in rows)
     page = (out / codesign.MD).read_text()
     assert "**joint** vs **sequential**" in page and (out / codesign.PNG).exists()
     codesign.main(["--report-only", "--out", str(out)])
