@@ -480,8 +480,12 @@ def findings(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(out) + "\n"
 
 
-def where_joint_does_not_pay(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Lines, per budget, where joint search is not ahead of a sequential arm (paired HV ratio), with what each paid."""
+def where_joint_does_not_pay(rows: Sequence[Mapping[str, Any]], free: Sequence[Mapping[str, Any]] = ()) -> str:
+    """Lines, per budget, where joint search is not ahead of a sequential arm (paired HV ratio), with what each paid.
+
+    ``free``: the free-accelerator rows (:func:`free_rows`); where joint search is not ahead under that scoring
+    either, a line says so (its cells are then worth no more than the sequential flow's).
+    """
     out = []
     for budget in sorted({int(r["budget"]) for r in rows}):
         for seq in ("sequential", "sequential-acc"):
@@ -498,6 +502,15 @@ def where_joint_does_not_pay(rows: Sequence[Mapping[str, Any]]) -> str:
                 f"{mean_of(seq, 'cells'):.0f} distinct cells (accuracy queries, training runs); joint search evaluated "
                 f"{mean_of('joint', 'evaluations'):.0f} and paid {mean_of('joint', 'cells'):.0f}."
             )
+    for budget in sorted({int(r["budget"]) for r in free}):
+        for seq in ("sequential", "sequential-acc"):
+            diffs = paired(free, "joint", seq, budget, "hv_free")
+            if len(diffs) >= 2 and verdict(diffs, "joint", seq) != "joint ahead":
+                out.append(
+                    f"- B = {budget}, cells on their fastest accelerators: **{seq}** is not behind joint search "
+                    f"({verdict(diffs, 'joint', seq)}; difference {format_interval(diffs, 4)}): the cells joint search "
+                    "trained are not measurably worth more than the sequential flow's once accelerators are searched for free."
+                )
     if not out:
         return "- Joint search is ahead of every sequential arm at every budget measured.\n"
     return "\n".join(out) + "\n"
@@ -697,7 +710,7 @@ def render(
             free_section(free) if free else "(not computed)\n",
             "## Where joint search does not pay (computed from the CSV)",
             "",
-            where_joint_does_not_pay(rows),
+            where_joint_does_not_pay(rows, free),
             "`sequential-acc` at B runs the same two stages as `sequential` at 2B (B evaluations each); the engine is "
             "deterministic given the seed, so where both were run their rows agree.",
             "",

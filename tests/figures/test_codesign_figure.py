@@ -94,6 +94,14 @@ def test_where_joint_does_not_pay_names_the_arms_not_behind() -> None:
         in text
     )
     assert "ahead of every sequential arm" in codesign.where_joint_does_not_pay(rows[:6])
+    free = [{"arm": r["arm"], "budget": 100, "seed": r["seed"], "hv_free": 0.95 if r["arm"] == "joint" else r["hv"]} for r in rows[:6]]
+    # under the free-accelerator scoring joint - sequential = 0.15 each seed: ahead, so no line; made equal, a line
+    assert "cells on their fastest accelerators" not in codesign.where_joint_does_not_pay(rows[:6], free)
+    for r in free:
+        r["hv_free"] = 0.9 + 0.01 * int(r["seed"])
+    assert "B = 100, cells on their fastest accelerators: **sequential** is not behind joint search (no difference" in (
+        codesign.where_joint_does_not_pay(rows[:6], free)
+    )
 
 
 def test_bounds_section_says_when_one_accelerator_serves_every_cell() -> None:
