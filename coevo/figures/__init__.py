@@ -332,6 +332,21 @@ FIGURES: tuple[Figure, ...] = (
         renders=True,
         quoted_in=("docs/pipeline.md",),
     ),
+    # ---------------------------------------------------------------- composed problems (co-design)
+    Figure(
+        "codesign",
+        "codesign",
+        "joint vs sequential co-design on nb201-accel at equal evaluations and at equal accuracy queries (and TPE, random): "
+        "paired HV-ratio differences, exhaustive bounds, the fronts plotted (issue 32)",
+        "nice -n 10 python -m coevo.figures codesign --arms joint,sequential,random, then the same with --arms sequential-acc, "
+        "then --arms tpe (a run's rows replace its earlier ones, the other arms' are kept), then --arms '' (the derived "
+        "tables only: bounds, free-accelerator rescoring)",
+        ("codesign.md", "codesign.csv", "codesign-designs.csv", "codesign-bounds.csv", "codesign-free.csv", "codesign-fronts.png"),
+        ("codesign.csv", "codesign-designs.csv", "codesign-bounds.csv", "codesign-free.csv"),
+        module="codesign",
+        renders=True,
+        quoted_in=("docs/compose.md",),
+    ),
     # ---------------------------------------------------------------- networks on chip, accelerators
     Figure(
         "noc",
