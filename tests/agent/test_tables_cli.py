@@ -234,3 +234,17 @@ def test_tools_run_json_and_terminal(capsys: pytest.CaptureFixture[str], monkeyp
     assert main(argv) == 0  # a terminal: the compact rendering chat's /run shows
     text = capsys.readouterr().out
     assert not text.lstrip().startswith("{") and ARCH in text and "94.36" in text and "accuracy_pct" in text
+
+
+def test_noc_simulate_json_is_strict_with_units(capsys: pytest.CaptureFixture[str]) -> None:
+    """A mesh without guaranteed-bandwidth flows has no GT metrics: strict JSON says null and why, never NaN."""
+    args = {"topology": "mesh", "k": 2, "cycles": 200, "gt_share": 0}
+    assert main(["tools", "run", "noc.simulate", "--json", "--args", json.dumps(args)]) == 0
+
+    def no_constants(name: str) -> None:
+        raise AssertionError(f"{name} in strict JSON")
+
+    value = json.loads(capsys.readouterr().out, parse_constant=no_constants)["value"]
+    assert {"throughput_share", "mean_delay_cycles", "p99_delay_cycles"} <= set(value)
+    assert not {"throughput", "mean_delay", "p99_delay"} & set(value)
+    assert value["gt_acceptance"] is None and "NaN" in value["gt_acceptance_note"]
