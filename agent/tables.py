@@ -142,7 +142,10 @@ def print_design_table(
         print_table(console, title, inline_cols, inline_rows)
         return
     numbered = [[str(k), *row] for k, row in enumerate(rows, start=1)]
-    print_table(console, title, [Column("#", justify="right"), *cols], numbered)
+    if table_width([Column("#"), *cols], numbered) <= console.width:
+        print_table(console, title, [Column("#", justify="right"), *cols], numbered)
+    else:  # records: numbered #1, #2, ... already
+        print_table(console, title, cols, rows)
     console.print(f"{design_header} of each row:", highlight=False, markup=False)
     for k, design in enumerate(designs, start=1):
         console.print(f"{k:>3}  {design}", soft_wrap=True, highlight=False, markup=False)
@@ -157,6 +160,8 @@ def render_value(console: Console, value: Any) -> None:
     for key, v in value.items():
         if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
             _render_records(console, key, v)
+        elif isinstance(v, dict) and v and all(isinstance(x, dict) for x in v.values()):  # records by name (plans by method)
+            _render_records(console, key, [{"name": name, **x} for name, x in v.items()])
         else:
             scalars.append([key, _cell(v)])
     if scalars:

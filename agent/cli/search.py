@@ -19,7 +19,7 @@ from coevo.agent.cli._common import (
     search_config,
     worker_settings,
 )
-from coevo.agent.tables import print_design_table, print_table
+from coevo.agent.tables import Column, print_design_table, print_table
 from coevo.search.config import DEFAULT_KB_FROM_USE, DEFAULT_PROPOSER, KB_FROM_USES, default
 from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
@@ -118,7 +118,7 @@ def print_search(problem: Any, result: Any, *, as_json: bool = False) -> int:
         for key in (*keys, "storage")
         for value in [getattr(result, key)]
     ]
-    print_table(out, f"study {result.study}", ["key", "value"], summary, show_header=False)
+    print_table(out, f"study {result.study}", [Column("key"), Column("value", text=True)], summary, show_header=False)
     names = [o.name for o in problem.objectives]
     predicted = sum(1 for row in result.front if not row.get("paid", True))
     title = f"found front ({len(result.front)} non-dominated of {result.evaluations} evaluated)"

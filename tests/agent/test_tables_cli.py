@@ -185,8 +185,13 @@ def test_render_value_tool_result(console: Console) -> None:
         "mean_delay_cycles": math.nan,
         "on_true_front": False,
     }
-    render_value(console, value)
-    assert_whole(_text(console), ["9586", ARCH, "94.24", "6.163", "on_true_front", "False", "nan"], console.width)
+    plans = {"skip-aware": {"imbalance": 1.4129, "skip_bytes": 0}, "blockwise-bytes": {"imbalance": 1.2428, "skip_bytes": 64061440}}
+    render_value(console, {**value, "plans": plans})  # records by name: a table with a name column, not one JSON cell
+    text = _text(console)
+    assert_whole(
+        text, ["9586", ARCH, "94.24", "6.163", "on_true_front", "False", "nan", "skip-aware", "blockwise-bytes", "64061440"], console.width
+    )
+    assert "plans (2)" in text and '"imbalance"' not in text
 
 
 def test_free_text_wraps_between_words_only(console: Console) -> None:
