@@ -1,42 +1,211 @@
-"""Tables of designs on a terminal: design strings are copied from here, so they are never broken.
+"""Tables on a terminal that never hide a number or a name: they are read and copied from here.
 
-A design string (an NB201 arch string, a ``key=value`` configuration) has no spaces, and a
-table column too narrow for it would fold it mid-token. :func:`print_design_table` keeps the
-design column when the whole row fits the terminal; otherwise the table shows a row number
-and the designs follow it one per line, whole.
+Every column is one of two kinds. A *whole* column (numbers, identifiers, study names,
+headers) is as wide as its longest cell and is never cut, folded or ellipsised. A *text*
+column (free text: descriptions, notes) may wrap between words. When the whole table does not
+fit the console's width, it is printed as records instead (one ``header: value`` line per
+cell, grouped by row), so nothing is ever cut: a line longer than the terminal is one line the
+terminal wraps, which copies whole.
+
+Design strings (an NB201 arch string, a ``key=value`` configuration) have no spaces and are
+often wider than a terminal: :func:`print_design_table` keeps them beside their row when the
+row fits, and otherwise lists them below the table, one per line, whole.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 # borders and padding rich adds per column (2 padding + 1 border) and per table (1 border)
 _PER_COLUMN = 3
 _PER_TABLE = 1
 
 
-def print_design_table(
-    console: Console, title: str, header: Sequence[str], rows: Sequence[Sequence[str]], designs: Sequence[str], *, design_header: str
+@dataclass(frozen=True)
+class Column:
+    """One column of :func:`print_table`.
+
+    Attributes:
+        header: the column's header (shown whole).
+        text: free text that may wrap between words; ``False`` (numbers, identifiers) keeps
+            every cell whole on one line.
+        justify: ``"left"`` or ``"right"``.
+    """
+
+    header: str
+    text: bool = False
+    justify: str = "left"
+
+
+def _as_column(c: str | Column) -> Column:
+    return c if isinstance(c, Column) else Column(c)
+
+
+def _longest_word(s: str) -> int:
+    return max((len(w) for w in s.split()), default=0)
+
+
+def _min_widths(cols: Sequence[Column], rows: Sequence[Sequence[str]], show_header: bool) -> list[int]:
+    """Each column's narrowest width: a whole column's longest cell, a text column's longest word (headers wrap between words)."""
+    widths = []
+    for i, col in enumerate(cols):
+        head = [_longest_word(col.header)] if show_header else []
+        cells = [_longest_word(r[i]) if col.text else len(r[i]) for r in rows]
+        widths.append(max([*head, *cells, 1]))
+    return widths
+
+
+def table_width(columns: Sequence[str | Column], rows: Sequence[Sequence[str]], *, show_header: bool = True) -> int:
+    """The narrowest width at which :func:`print_table` shows ``rows`` as a table, every whole cell on one line."""
+    cols = [_as_column(c) for c in columns]
+    return sum(_min_widths(cols, rows, show_header)) + _PER_COLUMN * len(cols) + _PER_TABLE
+
+
+def _widths(cols: Sequence[Column], rows: Sequence[Sequence[str]], show_header: bool, width: int) -> list[int]:
+    """Column widths that fit ``width``: whole columns at their minimum, text columns sharing the rest.
+
+    Every width is fixed for rich, which would otherwise shrink the widest column first,
+    whatever it holds.
+    """
+    least = _min_widths(cols, rows, show_header)
+    most = [
+        max([len(col.header) if show_header else 0, *(len(r[i]) for r in rows), least[i]]) if col.text else least[i]
+        for i, col in enumerate(cols)
+    ]
+    spare = width - _PER_COLUMN * len(cols) - _PER_TABLE - sum(least)
+    want = sum(m - n for m, n in zip(most, least, strict=True))
+    if want <= spare:
+        return most
+    # each text column gets its minimum and a share of what is left, by how much more it could use
+    return [n + (m - n) * spare // want for m, n in zip(most, least, strict=True)]
+
+
+def print_table(
+    console: Console,
+    title: str | None,
+    columns: Sequence[str | Column],
+    rows: Sequence[Sequence[str]],
+    *,
+    show_header: bool = True,
 ) -> None:
-    """Print ``rows`` with each row's design whole, in the table when it fits, else listed below it."""
-    widest = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
-    design_width = max([len(design_header), *(len(d) for d in designs)])
-    needed = sum(widest) + design_width + _PER_COLUMN * (len(header) + 1) + _PER_TABLE
-    inline = needed <= console.width
-    table = Table(title=title)
-    if not inline:
-        table.add_column("#", justify="right")
-    for h in header:
-        table.add_column(h, no_wrap=True)
-    if inline:
-        table.add_column(design_header, no_wrap=True, overflow="ignore")
-    for k, (row, design) in enumerate(zip(rows, designs, strict=True), start=1):
-        table.add_row(*([str(k)] if not inline else []), *row, *([design] if inline else []))
+    """Print ``rows`` (cells as plain text) as a table when it fits the console, else as records; nothing is ever cut."""
+    cols = [_as_column(c) for c in columns]
+    if table_width(cols, rows, show_header=show_header) > console.width:
+        _print_records(console, title, cols, rows, show_header=show_header)
+        return
+    table = Table(title=Text(title) if title else None, show_header=show_header)
+    for col, width in zip(cols, _widths(cols, rows, show_header, console.width), strict=True):
+        header = Text(col.header, no_wrap=False, overflow="fold")  # a header wraps between words, never inside one
+        table.add_column(header, width=width, no_wrap=not col.text, overflow="fold", justify=col.justify)  # type: ignore[arg-type]
+    for row in rows:
+        table.add_row(*(Text(c) for c in row))
     console.print(table)
-    if not inline:
-        console.print(f"{design_header} of each row:")
-        for k, design in enumerate(designs, start=1):
-            console.print(f"{k:>3}  {design}", soft_wrap=True, highlight=False, markup=False)
+
+
+def _print_records(
+    console: Console, title: str | None, cols: Sequence[Column], rows: Sequence[Sequence[str]], *, show_header: bool
+) -> None:
+    """The table as ``header: value`` lines (``#k`` before each row), for a console too narrow for it."""
+    if title:
+        console.print(title, soft_wrap=True, highlight=False, markup=False)
+    if not show_header:  # a key/value table: its first column names the rest
+        for row in rows:
+            console.print(f"  {row[0]}: {'  '.join(row[1:])}", soft_wrap=True, highlight=False, markup=False)
+        return
+    for k, row in enumerate(rows, start=1):
+        console.print(f"#{k}", highlight=False, markup=False)
+        for col, cell in zip(cols, row, strict=True):
+            console.print(f"  {col.header}: {cell}", soft_wrap=True, highlight=False, markup=False)
+
+
+def print_design_table(
+    console: Console,
+    title: str,
+    header: Sequence[str | Column],
+    rows: Sequence[Sequence[str]],
+    designs: Sequence[str],
+    *,
+    design_header: str,
+) -> None:
+    """Print ``rows`` with each row's design whole, in the table when it fits, else listed below it by row number."""
+    cols = [_as_column(h) for h in header]
+    inline_cols = [*cols, Column(design_header)]
+    inline_rows = [[*row, design] for row, design in zip(rows, designs, strict=True)]
+    if table_width(inline_cols, inline_rows) <= console.width:
+        print_table(console, title, inline_cols, inline_rows)
+        return
+    numbered = [[str(k), *row] for k, row in enumerate(rows, start=1)]
+    if table_width([Column("#"), *cols], numbered) <= console.width:
+        print_table(console, title, [Column("#", justify="right"), *cols], numbered)
+    else:  # records: numbered #1, #2, ... already
+        print_table(console, title, cols, rows)
+    console.print(f"{design_header} of each row:", highlight=False, markup=False)
+    for k, design in enumerate(designs, start=1):
+        console.print(f"{k:>3}  {design}", soft_wrap=True, highlight=False, markup=False)
+
+
+def render_value(console: Console, value: Any) -> None:
+    """Show a tool's value: lists of records as tables, the rest as key/value rows; numbers and names are never cut."""
+    if not isinstance(value, dict):
+        console.print_json(json.dumps(value, default=str))
+        return
+    scalars: list[list[str]] = []
+    for key, v in value.items():
+        if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            _render_records(console, key, v)
+        elif isinstance(v, dict) and v and all(isinstance(x, dict) for x in v.values()):  # records by name (plans by method)
+            _render_records(console, key, [{"name": name, **x} for name, x in v.items()])
+        else:
+            scalars.append([key, _cell(v)])
+    if scalars:
+        print_table(console, None, [Column("key"), _column("value", [r[1] for r in scalars])], scalars, show_header=False)
+
+
+def _column(header: str, cells: list[str]) -> Column:
+    """Free text (cells with spaces: sentences, JSON) wraps between words; numbers and names stay whole."""
+    return Column(header, text=any(" " in c for c in cells))
+
+
+def _render_records(console: Console, key: str, records: list[dict[str, Any]]) -> None:
+    """One list of records as a table (its first 50 rows); a column of designs is printed unfolded."""
+    columns = list(dict.fromkeys(k for row in records for k in row))
+    cells = [[_cell(row.get(col)) for col in columns] for row in records[:50]]
+    design = _design_column(columns, cells)
+    if design is not None:  # designs are copied from here: never folded mid-token
+        kept = [i for i in range(len(columns)) if i != design]
+        print_design_table(
+            console,
+            f"{key} ({len(records)})",
+            [_column(columns[i], [row[i] for row in cells]) for i in kept],
+            [[row[i] for i in kept] for row in cells],
+            [row[design] for row in cells],
+            design_header=columns[design],
+        )
+    else:
+        print_table(console, f"{key} ({len(records)})", [_column(c, [row[i] for row in cells]) for i, c in enumerate(columns)], cells)
+    if len(records) > 50:
+        console.print(f"[dim]... {len(records) - 50} more rows[/]")
+
+
+def _design_column(columns: list[str], cells: list[list[str]]) -> int | None:
+    """The column holding design strings (long, no spaces: arch strings, key=value lists), if any."""
+    for i in range(len(columns)):
+        values = [row[i] for row in cells if row[i]]
+        if values and all(" " not in x for x in values) and max(len(x) for x in values) > 30:
+            return i
+    return None
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, dict | list):
+        return json.dumps(v, default=str)
+    return "" if v is None else str(v)

@@ -101,6 +101,16 @@ class NocArgs(ToolArgs):
         }
 
 
+_WITH_UNITS = {"throughput": "throughput_share", "mean_delay": "mean_delay_cycles", "p99_delay": "p99_delay_cycles"}
+"""The tools' names of the simulators' unit-less metrics (``NocResult.as_dict`` keeps its own, which the figures read):
+throughput is delivered flits over the capacity, the unit of ``offered_load``; delays are in cycles."""
+
+
+def with_units(result: dict[str, Any]) -> dict[str, Any]:
+    """A simulation's JSON with a unit in the name of its throughput and delays (order kept)."""
+    return {_WITH_UNITS.get(k, k): v for k, v in result.items()}
+
+
 class NocSimulate(Tool):
     """Cycle-level simulation of a Benes optical NoC or an SDM mesh with QoS routing."""
 
@@ -123,7 +133,7 @@ class NocSimulate(Tool):
         messages = ["simulated (sim/noc): cycle-level model, not measured hardware"]
         if result.stopped_early:
             messages.append(f"stopped early at cycle {result.cycles}: figures cover the cycles simulated")
-        return ToolResult(value=result.as_dict(), messages=messages)
+        return ToolResult(value=with_units(result.as_dict()), messages=messages)
 
 
 class NocPlotArgs(NocArgs):
@@ -179,7 +189,7 @@ class NocPlot(Tool):
         return ToolResult(
             value={
                 "png": str(path),
-                "points": [r.as_dict() for r in results],
+                "points": [with_units(r.as_dict()) for r in results],
                 "saturation_load": saturation,
                 "wall_s": round(time.perf_counter() - started, 2),
             },

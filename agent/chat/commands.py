@@ -13,18 +13,16 @@ module never imports the CLI, which sits above it.
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from coevo.agent.chat.command_line import CommandLine
 from coevo.agent.chat.store import Event, SessionStore
-from coevo.agent.tables import print_design_table
+from coevo.agent.tables import Column, print_table, render_value
 from coevo.search.errors import CoevoError
 from coevo.tools import CallPolicy, Registry, call_tool
 
@@ -67,10 +65,8 @@ Handler = Callable[[CommandContext, str], Outcome]
 
 
 def _help(ctx: CommandContext, rest: str) -> Outcome:
-    table = Table(title="commands", show_header=False)
-    for name, (_, usage, text) in COMMANDS.items():
-        table.add_row(usage or name, text)
-    ctx.console.print(table)
+    rows = [[usage or name, text] for name, (_, usage, text) in COMMANDS.items()]
+    print_table(ctx.console, "commands", [Column("command"), Column("help", text=True)], rows, show_header=False)
     ctx.console.print("Anything else is a question for the LLM (when one is configured).")
     value = {
         "commands": [{"command": name, "usage": usage, "help": text} for name, (_, usage, text) in COMMANDS.items()],
@@ -80,13 +76,11 @@ def _help(ctx: CommandContext, rest: str) -> Outcome:
 
 
 def _tools(ctx: CommandContext, rest: str) -> Outcome:
-    table = Table(title=f"{len(ctx.registry)} tools")
-    for col in ("name", "asks first", "description"):
-        table.add_column(col, overflow="fold")
+    cells = []
     rows = []
     for t in ctx.registry:
         asks = "yes" if t.long_running or t.confirm else "when it would load your code" if t.may_load_code else ""
-        table.add_row(t.name, asks, t.description)
+        cells.append([t.name, asks, t.description])
         rows.append(
             {
                 "name": t.name,
@@ -98,7 +92,8 @@ def _tools(ctx: CommandContext, rest: str) -> Outcome:
                 "description": t.description,
             }
         )
-    ctx.console.print(table)
+    columns = [Column("name"), Column("asks first", text=True), Column("description", text=True)]
+    print_table(ctx.console, f"{len(ctx.registry)} tools", columns, cells)
     return Outcome(True, f"{len(ctx.registry)} tools", value=rows)
 
 
@@ -191,62 +186,3 @@ def dispatch(ctx: CommandContext, line: str) -> Outcome:
         ctx.console.print(f"[red]error:[/] {outcome.summary}", soft_wrap=True)
     ctx.store.add(ctx.session, Event("command", line.strip(), {"ok": outcome.ok, "summary": outcome.summary}))
     return outcome
-
-
-def render_value(console: Console, value: Any) -> None:
-    """Show a tool's value: lists of records as tables, the rest as key/value rows."""
-    if not isinstance(value, dict):
-        console.print_json(json.dumps(value, default=str))
-        return
-    scalars = Table(show_header=False)
-    has_scalars = False
-    for key, v in value.items():
-        if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
-            _render_records(console, key, v)
-        else:
-            scalars.add_row(key, _cell(v))
-            has_scalars = True
-    if has_scalars:
-        console.print(scalars)
-
-
-def _render_records(console: Console, key: str, records: list[dict[str, Any]]) -> None:
-    """One list of records as a table (its first 50 rows); a column of designs is printed unfolded."""
-    columns = list(dict.fromkeys(k for row in records for k in row))
-    cells = [[_cell(row.get(col)) for col in columns] for row in records[:50]]
-    design = _design_column(columns, cells)
-    if design is not None:  # designs are copied from here: never folded mid-token
-        print_design_table(
-            console,
-            f"{key} ({len(records)})",
-            [c for i, c in enumerate(columns) if i != design],
-            [[c for i, c in enumerate(row) if i != design] for row in cells],
-            [row[design] for row in cells],
-            design_header=columns[design],
-        )
-    else:
-        table = Table(title=f"{key} ({len(records)})")
-        for col in columns:
-            table.add_column(col, overflow="fold")
-        for row in cells:
-            table.add_row(*row)
-        console.print(table)
-    if len(records) > 50:
-        console.print(f"[dim]... {len(records) - 50} more rows[/]")
-
-
-def _design_column(columns: list[str], cells: list[list[str]]) -> int | None:
-    """The column holding design strings (long, no spaces: arch strings, key=value lists), if any."""
-    for i in range(len(columns)):
-        values = [row[i] for row in cells if row[i]]
-        if values and all(" " not in x for x in values) and max(len(x) for x in values) > 30:
-            return i
-    return None
-
-
-def _cell(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    if isinstance(v, dict | list):
-        return json.dumps(v, default=str)
-    return "" if v is None else str(v)

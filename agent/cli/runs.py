@@ -9,9 +9,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
+from rich.console import Console
 
 from coevo.agent.cli._common import err, out
+from coevo.agent.tables import Column, print_table
 from coevo.search.errors import StorageMissingError, UserInputError
 from coevo.search.problem import Problem
 
@@ -74,20 +75,37 @@ def _show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(info, default=str))
         return 0
-    summary = Table(title=f"study {args.study}", show_header=False)
-    for key in _SHOWN:
-        v = info[key]
-        summary.add_row(key, f"{v:.4f}" if isinstance(v, float) else json.dumps(v) if isinstance(v, dict) else str(v))
-    out.print(summary)
-    if info["workers"]:
-        table = Table(title="workers")
-        for col in ("worker", "host", "pid", "state", "alive", "evaluations", "last seen (s ago)", "note"):
-            table.add_column(col, overflow="fold")
-        for w in info["workers"]:
-            ago = f"{time.time() - w['last_seen']:.0f}"
-            table.add_row(w["worker"], w["host"], str(w["pid"]), w["state"], str(w["alive"]), str(w["evaluations"]), ago, w["note"] or "")
-        out.print(table)
+    print_show(out, args.study, info)
     return 0
+
+
+def print_show(console: Console, study: str, info: dict[str, Any]) -> None:
+    """``coevo runs show``'s tables: the search's progress, then its workers (every value whole)."""
+    summary = [
+        [key, f"{v:.4f}" if isinstance(v, float) else json.dumps(v) if isinstance(v, dict) else str(v)]
+        for key in _SHOWN
+        for v in [info[key]]
+    ]
+    print_table(console, f"study {study}", [Column("key"), Column("value", text=True)], summary, show_header=False)
+    if info["workers"]:
+        columns = [
+            *(Column(c) for c in ("worker", "host", "pid", "state", "alive", "evaluations", "last seen (s ago)")),
+            Column("note", text=True),
+        ]
+        rows = [
+            [
+                w["worker"],
+                w["host"],
+                str(w["pid"]),
+                w["state"],
+                str(w["alive"]),
+                str(w["evaluations"]),
+                f"{time.time() - w['last_seen']:.0f}",
+                w["note"] or "",
+            ]
+            for w in info["workers"]
+        ]
+        print_table(console, "workers", columns, rows)
 
 
 def _note_not_loaded(rows: list[dict[str, Any]]) -> None:
@@ -123,15 +141,19 @@ def _list(args: argparse.Namespace) -> int:
         for r in rows:
             print(json.dumps({k: v for k, v in r.items() if k != "workers"}, default=str))
         return 0
-    table = Table(title=f"{len(rows)} searches")
-    for col in ("study", "proposer", "paid/budget", "HV ratio", "workers alive"):
-        table.add_column(col, overflow="fold")
+    print_list(out, rows)
+    return 0
+
+
+def print_list(console: Console, rows: list[dict[str, Any]]) -> None:
+    """``coevo runs list``'s table: study names and numbers whole (they are copied into the next command)."""
+    cells = []
     for r in rows:
         hv = f"{r['hv_ratio']:.4f}" if r["hv_ratio"] is not None else "-"
         paid = f"{r['paid']}/{r['budget']}" + (f" ({r['failed']} failed)" if r["failed"] else "")
-        table.add_row(r["study"], r["proposer"], paid, hv, str(r["workers_alive"]))
-    out.print(table)
-    return 0
+        cells.append([r["study"], r["proposer"], paid, hv, str(r["workers_alive"])])
+    columns = [Column("study"), Column("proposer"), Column("paid/budget", text=True), Column("HV ratio"), Column("workers alive")]
+    print_table(console, f"{len(rows)} searches", columns, cells)
 
 
 def _delete(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ from coevo.agent.cli._common import (
     search_config,
     worker_settings,
 )
-from coevo.agent.tables import print_design_table
+from coevo.agent.tables import Column, print_design_table, print_table
 from coevo.search.config import DEFAULT_KB_FROM_USE, DEFAULT_PROPOSER, KB_FROM_USES, default
 from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
@@ -103,8 +103,6 @@ def run(args: argparse.Namespace) -> int:
 
 def print_search(problem: Any, result: Any, *, as_json: bool = False) -> int:
     """The summary and the found front (or the JSON object with ``--json``)."""
-    from rich.table import Table
-
     if result.failed:  # on stderr with --json too: the run went on, but the user should know
         err.print(failures_line(result), soft_wrap=True, markup=False, style="yellow")
     if as_json:
@@ -114,12 +112,13 @@ def print_search(problem: Any, result: Any, *, as_json: bool = False) -> int:
         err.print(f"[yellow]note:[/] {note}", soft_wrap=True)
     if result.stopped:
         err.print(f"[yellow]{result.stopped}[/]" + ("; rerun the same command to resume" if "signal" in result.stopped else ""))
-    summary = Table(title=f"study {result.study}", show_header=False)
     keys = ("problem", "proposer", "reasoner", "seed", "evaluations", "failed", "trials", "hv_ratio", "igd", "front_recall", "wall_s")
-    for key in (*keys, "storage"):
-        value = getattr(result, key)
-        summary.add_row(key, f"{value:.4f}" if isinstance(value, float) and key != "wall_s" else str(value))
-    out.print(summary)
+    summary = [
+        [key, f"{value:.4f}" if isinstance(value, float) and key != "wall_s" else str(value)]
+        for key in (*keys, "storage")
+        for value in [getattr(result, key)]
+    ]
+    print_table(out, f"study {result.study}", [Column("key"), Column("value", text=True)], summary, show_header=False)
     names = [o.name for o in problem.objectives]
     predicted = sum(1 for row in result.front if not row.get("paid", True))
     title = f"found front ({len(result.front)} non-dominated of {result.evaluations} evaluated)"

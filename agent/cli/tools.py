@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import TYPE_CHECKING, Any
 
-from rich.table import Table
-
 from coevo.agent.cli._console import err, out
+from coevo.agent.tables import Column, print_table, render_value
 
 if TYPE_CHECKING:
     from coevo.search.problem import Problem
@@ -25,6 +25,12 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
     r = sub.add_parser("run", help="run a tool with JSON arguments")
     r.add_argument("name")
     r.add_argument("--args", default="{}", help="arguments as a JSON object")
+    r.add_argument(
+        "--json",
+        action="store_true",
+        help="print strict JSON (no NaN: null with a <key>_note reason; floats to 7 significant digits); "
+        "the default on a terminal is a compact rendering, and piped output is this JSON",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,12 +48,9 @@ def run(args: argparse.Namespace) -> int:
                 )
             )
             return 0
-        table = Table(title=f"{len(REGISTRY)} tools")
-        table.add_column("name")
-        table.add_column("description")
-        for t in REGISTRY:
-            table.add_row(t.name, t.description)
-        out.print(table)
+        print_table(
+            out, f"{len(REGISTRY)} tools", [Column("name"), Column("description", text=True)], [[t.name, t.description] for t in REGISTRY]
+        )
         return 0
     tool = REGISTRY.get(args.name)
     if args.tools_command == "describe":
@@ -65,7 +68,15 @@ def run(args: argparse.Namespace) -> int:
             )
         )
         return 0
-    print(json.dumps(run_with_progress(tool, args.args), indent=2))
+    from coevo.tools import ToolResult
+
+    result = ToolResult.model_validate(run_with_progress(tool, args.args))
+    if args.json or not sys.stdout.isatty():  # for machines (and for pipes): strict JSON
+        print(result.to_strict_json())
+        return 0
+    render_value(out, result.value)  # for people: the rendering chat's /run shows
+    for m in result.messages:
+        out.print(f"note: {m}", style="dim", markup=False, soft_wrap=True)
     return 0
 
 
