@@ -16,6 +16,7 @@ import ast
 import importlib
 import importlib.util
 import sys
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,10 +40,31 @@ def lazy_exports(package: str, init_file: str) -> Callable[[str], Any]:
     """A module ``__getattr__`` (PEP 562) for ``package`` that imports each re-exported name on first use."""
     table: dict[str, tuple[str, str]] | None = None
 
-    def __getattr__(name: str) -> Any:
+    def exports() -> dict[str, tuple[str, str]]:
         nonlocal table
-        if table is None:  # read once, on the first lazy name: parsing the package's own file costs ~1 ms
+        if table is None:  # read once, on the first lazy name: parsing the package's own small file
             table = _type_checking_imports(Path(init_file).read_text(encoding="utf-8"), package)
+        return table
+
+    class _Package(types.ModuleType):
+        """Keeps an exported name that is also a submodule's name (``sim.freeze.train``) bound to the export.
+
+        Importing a submodule binds its name in the package; the eager package re-bound it to the
+        function it imported, so the lazy one does the same (the submodule stays in ``sys.modules``).
+        """
+
+        def __setattr__(self, name: str, value: Any) -> None:
+            if isinstance(value, types.ModuleType) and value.__name__ == f"{package}.{name}" and name in exports():
+                module, attr = exports()[name]
+                if module != value.__name__:
+                    return  # another submodule defines it: __getattr__ finds it on first use
+                value = getattr(value, attr)
+            super().__setattr__(name, value)
+
+    sys.modules[package].__class__ = _Package
+
+    def __getattr__(name: str) -> Any:
+        table = exports()
         if name in table:
             module, attr = table[name]
             value = getattr(importlib.import_module(module), attr)
