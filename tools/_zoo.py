@@ -9,15 +9,18 @@ a bar and chat a spinner.
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
 from coevo.search.errors import UserInputError
 from coevo.search.plugins import load_reference
 from coevo.search.work_progress import report
-from coevo.sim.zoo import ZooError, ZooModel, load, names
+from coevo.sim.zoo.recipes import ZooError, names
 from coevo.tools._base import names_code
+
+if TYPE_CHECKING:  # torch loads when a tool first needs a model, not when the tools are listed
+    from coevo.sim.zoo import ZooModel
 
 MODEL_HELP = f"a zoo model ({', '.join(names())}; `coevo models list`), or your own `file.py:function` returning a sim.zoo.ZooModel"
 
@@ -56,6 +59,8 @@ def zoo_model(ref: str, task: str | None = None) -> tuple[ZooModel, list[str]]:
         UserInputError: an unknown zoo name, user code that fails to import or returns something
             else than a ZooModel, or a model for another task than ``task``.
     """
+    from coevo.sim.zoo import ZooModel, load
+
     notes: list[str] = []
     if names_code(ref):
         factory = load_reference(ref, what="model")

@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from coevo.sim.zoo import RECIPES, build, cache_dir, cached_info, names, parameter_count, recipe, recipe_key
+from coevo.sim.zoo.recipes import RECIPES, cache_dir, cached_info, names, recipe, recipe_key, recipe_parameter_count
 from coevo.tools._base import Tool, ToolArgs, ToolResult
 from coevo.tools._zoo import zoo_model
 
@@ -39,7 +39,7 @@ class ModelsList(Tool):
                 {
                     "name": name,
                     "task": rec["task"],
-                    "params": parameter_count(build(rec)),
+                    "params": recipe_parameter_count(rec),  # from the sizes: listing builds no model (no torch)
                     "about": rec["about"],
                     "metric": "accuracy_pct" if rec["task"] == "classify" else "perplexity",
                     "cached": info is not None,

@@ -24,13 +24,17 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
     d.add_argument("--json", action="store_true")
 
 
-def describe(name: str) -> dict[str, Any]:
-    """What ``coevo problems describe NAME`` shows, as data."""
+def summary(name: str) -> dict[str, Any]:
+    """What ``coevo problems list`` shows of one problem, as data: read from its class, nothing is built.
+
+    Building a problem can train a model or load a simulator (torch, OR-Tools), so the niches,
+    which need an instance, are left to :func:`describe`.
+    """
     from coevo.search.problem import Problem
-    from coevo.search.problems import describe_options, make_problem, problem_class
+    from coevo.search.problems import describe_options, problem_class
 
     cls = problem_class(name)
-    record: dict[str, Any] = {
+    return {
         "name": cls.name,
         "class": f"{cls.__module__}:{cls.__qualname__}",
         "doc": (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else "",
@@ -42,6 +46,14 @@ def describe(name: str) -> dict[str, Any]:
         "exact_front": cls.reference is not Problem.reference,
         "noisy": cls.noisy,
     }
+
+
+def describe(name: str) -> dict[str, Any]:
+    """What ``coevo problems describe NAME`` shows, as data: :func:`summary` and the niches of an instance."""
+    from coevo.search.problems import make_problem, problem_class
+
+    cls = problem_class(name)
+    record = summary(name)
     try:
         instance = make_problem(name, dict(cls.example_options))
         record["niches"] = [{"id": n.id, "description": n.description} for n in instance.niches()]
@@ -78,18 +90,19 @@ def _list(args: argparse.Namespace) -> int:
     """``coevo problems list``: every built-in and installed problem, one row (or JSON line) each."""
     from coevo.search.problems import problem_names
 
-    records = [describe(name) for name in problem_names()]
+    records = [summary(name) for name in problem_names()]
     if args.json:
         for r in records:
             print(json.dumps(r, default=str))
         return 0
-    table = Table(title=f"{len(records)} problems (coevo problems describe NAME for one; --problem path/to/file.py:Class for yours)")
-    for col in ("problem", "objectives", "options", "niches", "exact front"):
+    table = Table(
+        title=f"{len(records)} problems (coevo problems describe NAME for one, with its niches; --problem path/to/file.py:Class for yours)"
+    )
+    for col in ("problem", "objectives", "options", "exact front"):
         table.add_column(col, overflow="fold")
     for r in records:
         objectives = "; ".join(f"{o['name']} ({o['unit']}, {o['direction'][:3]}, {o['cost']})" for o in r["objectives"])
-        niches = ", ".join(n["id"] for n in r["niches"]) if isinstance(r["niches"], list) else "?"
-        table.add_row(r["name"], objectives, ", ".join(o["name"] for o in r["options"]), niches, "yes" if r["exact_front"] else "no")
+        table.add_row(r["name"], objectives, ", ".join(o["name"] for o in r["options"]), "yes" if r["exact_front"] else "no")
     out.print(table)
     return 0
 

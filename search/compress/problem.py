@@ -41,7 +41,6 @@ from coevo.search.problem import (
     read_key_values,
     uniform_crossover,
 )
-from coevo.sim.accel.compress import compressor
 from coevo.sim.accel.config import LEVELS, AccelConfig
 
 LAYERS = ("conv1", "conv2", "conv3", "fc1", "fc2")
@@ -100,6 +99,8 @@ class CompressProblem(Problem, Evolvable):
 
     @property
     def _comp(self) -> Any:
+        from coevo.sim.accel.compress import compressor  # torch: loaded on first use, not when the problem is listed
+
         comp = compressor(self.model, self.seed)  # trained on first use, then shared in the process
         if tuple(comp.layers) != LAYERS:
             raise UserInputError(f"model {self.model} has layers {comp.layers}, not the problem's {LAYERS}")

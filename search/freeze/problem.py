@@ -31,7 +31,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal, cast
 
 import numpy as np
-import torch
 
 from coevo.search.niches import Niche
 from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, config_field
@@ -53,6 +52,8 @@ Design = tuple[float, float, float, int, int, int, float]
 @functools.cache
 def _setup(model: str) -> tuple[dict[str, Any], dict[str, Any], list[int], list[int]]:
     """The recipe, splits, per-sample layer MACs and conv output channels of a zoo CNN (once per process)."""
+    import torch
+
     from coevo.sim.freeze.train import layer_forward_macs
     from coevo.sim.zoo import build, recipe
     from coevo.sim.zoo.registry import splits_of

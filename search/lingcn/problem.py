@@ -26,16 +26,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-import torch
 
 from coevo.search.niches import Niche
 from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, config_field
 from coevo.sim.he.ckks import cached_op_costs, compile_plan, depth_and_counts, params_for_depth, plain_logits, predict_seconds
 from coevo.sim.he.config import HeConfig
 from coevo.sim.he.data import load_dataset
-from coevo.sim.he.model import Recipe, harden, train
-from coevo.sim.he.run import plan_of
-from coevo.sim.zoo import cache_dir
+from coevo.sim.he.recipe import Recipe
+from coevo.sim.zoo.recipes import cache_dir
 
 CHOICES: dict[str, tuple[Any, ...]] = {
     "budget": (0.0, 0.25, 0.5, 0.75, 1.0),
@@ -105,6 +103,10 @@ class LinGcnProblem(LevelProblem):
         return self._structures[budget]
 
     def _count(self, budget: float) -> tuple[int, float]:
+        import torch
+
+        from coevo.sim.he.model import harden
+
         data = _graph(self.options.dataset)
         n, h = data.adj.shape[0], self.options.hidden
         rng = np.random.default_rng(0)  # nonzero weights: every term of the fused combinations is present
@@ -147,6 +149,9 @@ class LinGcnProblem(LevelProblem):
     def evaluate(self, point: Any) -> dict[str, float]:
         d = tuple(point)
         if d not in self._cache:
+            from coevo.sim.he.model import train
+            from coevo.sim.he.run import plan_of
+
             trained = train(self._recipe(d))
             plan = plan_of(trained)
             x, y = trained.data.x["val"], trained.data.y["val"]

@@ -30,7 +30,7 @@ import functools
 import itertools
 import random
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, cast
 
 import numpy as np
 import optuna
@@ -43,9 +43,11 @@ from coevo.sim.pipeline.cluster import Cluster, get_cluster
 from coevo.sim.pipeline.config import PipelineConfig
 from coevo.sim.pipeline.partition import PARTITIONERS as PARTITION_METHODS
 from coevo.sim.pipeline.partition import TOLERANT, Plan, partition, units
-from coevo.sim.pipeline.profile import ModelProfile, profile
 from coevo.sim.pipeline.simulate import memory_bound, simulate
 from coevo.sim.pipeline.tune import hybrid_step_s
+
+if TYPE_CHECKING:  # sim.pipeline.profile imports torch and networkx: loaded when a model is first profiled
+    from coevo.sim.pipeline.profile import ModelProfile
 
 MICROBATCHES = (1, 2, 4, 8, 16)
 PARTITIONERS = tuple(PARTITION_METHODS)
@@ -88,6 +90,8 @@ def canonical(c: Config) -> Config:
 
 @functools.lru_cache(maxsize=64)
 def _profile(model: str, resolution: int, microbatch: int) -> ModelProfile:
+    from coevo.sim.pipeline.profile import profile
+
     return profile(model, resolution=resolution, microbatch=microbatch)
 
 

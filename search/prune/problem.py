@@ -28,7 +28,7 @@ from coevo.search.errors import UserInputError
 from coevo.search.niches import Niche
 from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, config_field
 from coevo.sim.prune.config import PruneConfig
-from coevo.sim.zoo import ZooError, recipe
+from coevo.sim.zoo.recipes import ZooError, recipe
 
 LEVELS: tuple[float, ...] = (0.0, 0.25, 0.4, 0.5, 0.6, 0.75)
 """Sparsities a layer group may take."""

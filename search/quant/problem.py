@@ -20,16 +20,17 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
-import torch
 
 from coevo.search.errors import UserInputError
 from coevo.search.niches import Niche
 from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, config_field
-from coevo.sim.quant import CANDIDATES, Group, class_counts, class_groups, class_scores, finetune, group_bits, model_bits, quant_layers
-from coevo.sim.quant.config import QuantConfig
+from coevo.sim.quant.config import CANDIDATES, QuantConfig
+
+if TYPE_CHECKING:  # torch loads when a quant problem first evaluates, not when it is listed
+    from coevo.sim.quant import Group
 
 ARCH_LAYERS: dict[str, tuple[str, ...]] = {"cnn-digits": ("conv1", "conv2", "conv3", "fc1", "fc2")}
 """The Conv2d/Linear layers of each zoo classifier the problem offers (checked against the loaded model)."""
@@ -57,6 +58,10 @@ def zoo_classifier(name: str, progress: Callable[[str, float], None] | None = No
 @functools.cache
 def _setup(model: str, quantile: float) -> tuple[Any, tuple[Group, ...]]:
     """The zoo model and its class-importance groups (computed once per process: a few seconds)."""
+    import torch
+
+    from coevo.sim.quant import class_counts, class_groups, class_scores, quant_layers
+
     torch.set_num_threads(max(1, torch.get_num_threads()))
     zm = zoo_classifier(model)
     names = tuple(layer.name for layer in quant_layers(zm.model))
@@ -104,6 +109,8 @@ class QuantProblem(LevelProblem):
         return _setup(self.model, 0.5)[1]
 
     def _bits(self, point: Widths) -> dict[str, list[int]]:
+        from coevo.sim.quant import group_bits
+
         zm = _setup(self.model, 0.5)[0]
         return group_bits(zm.model, self._groups, point)
 
@@ -128,6 +135,8 @@ class QuantProblem(LevelProblem):
     def evaluate(self, point: Any) -> dict[str, float]:
         widths = tuple(point)
         if widths not in self._cache:
+            from coevo.sim.quant import finetune
+
             zm = _setup(self.model, 0.5)[0]
             seed = self.options.seed
             _, record = finetune(
@@ -152,6 +161,8 @@ class QuantProblem(LevelProblem):
         return sum(by_name.get(p, 0) * b for p, b in zip(self.params, point, strict=True)) / total
 
     def cheap_values(self, points: Sequence[Any]) -> dict[str, np.ndarray]:
+        from coevo.sim.quant import model_bits
+
         zm = _setup(self.model, 0.5)[0]
         return {
             "avg_bits": np.array([self._avg(p) for p in points], dtype=float),

@@ -25,15 +25,18 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Literal, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 import numpy as np
 
 from coevo.search.errors import UserInputError
 from coevo.search.niches import Niche
 from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, config_field
-from coevo.sim.reram import ModelPlan, Protection, crossbars_needed, evaluate_under_faults, parse_ratio, prepare
 from coevo.sim.reram.config import ReramConfig
+from coevo.sim.reram.crossbar import parse_ratio
+
+if TYPE_CHECKING:  # torch loads when a design is first mapped, not when the problem is listed
+    from coevo.sim.reram import ModelPlan, Protection
 
 LEVELS: dict[str, tuple[Any, ...]] = {
     "prune_rows": (0.0, 0.05, 0.1, 0.2),
@@ -100,12 +103,16 @@ class ReramProblem(LevelProblem):
 
     def protection(self, point: Point) -> Protection:
         """The :class:`sim.reram.Protection` a point sets."""
+        from coevo.sim.reram import Protection
+
         pr, pc, dup, msb, spare = point
         o = self.options
         return Protection(pr, pc, bool(dup), msb, spare, spare, o.knowledge, o.finetune_epochs, o.prune_method)
 
     def _plan(self, point: Point) -> ModelPlan:
         if point not in self._plans:
+            from coevo.sim.reram import prepare
+
             self._plans[point] = prepare(_zoo(self.options.model), CFG, self.protection(point))
         return self._plans[point]
 
@@ -134,6 +141,8 @@ class ReramProblem(LevelProblem):
     def evaluate(self, point: Any) -> dict[str, float]:
         point = tuple(point)
         if point not in self._cache:
+            from coevo.sim.reram import evaluate_under_faults
+
             zm = _zoo(self.options.model)
             plan = self._plan(point)
             values, _ = evaluate_under_faults(
@@ -144,6 +153,8 @@ class ReramProblem(LevelProblem):
 
     def acquisition_bounds(self) -> tuple[float, float]:
         """Accuracy floor 80 % (a useful 10-class digit classifier), area of the unpruned model with the most spares."""
+        from coevo.sim.reram import Protection, crossbars_needed
+
         need = crossbars_needed(_zoo(self.options.model).model, CFG)
         return 80.0, need * Protection(spare_rows=4, spare_cols=4).area_factor(CFG) + 1e-9
 

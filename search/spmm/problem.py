@@ -24,7 +24,7 @@ import functools
 import statistics
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
 
 import numpy as np
 from pydantic import Field
@@ -32,10 +32,12 @@ from pydantic import Field
 from coevo.search.errors import UserInputError
 from coevo.search.niches import Niche
 from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, config_field, level_format
-from coevo.sim.graph.config import SpmmConfig
+from coevo.sim.graph.config import WIDTH_ALL, SpmmConfig
 from coevo.sim.graph.csr import Csr
 from coevo.sim.graph.generators import load_graph
-from coevo.sim.graph.spmm import WIDTH_ALL, BlockParams, plan, pool_threads, spmm_blocked
+
+if TYPE_CHECKING:  # numba loads when a problem is built, not when it is listed
+    from coevo.sim.graph.spmm import BlockParams
 
 BLOCK_WORK = (1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22)
 LONG_ROW = (256, 1024, 4096, 16384, 1 << 30)
@@ -94,6 +96,8 @@ class SpmmProblem(LevelProblem):
 
     def __init__(self, options: SpmmOptions | None = None, /, **values: Any) -> None:
         super().__init__(options, **values)
+        from coevo.sim.graph.spmm import pool_threads
+
         o = self.options
         if o.threads > pool_threads():
             raise UserInputError(f"threads={o.threads} exceeds numba's pool of {pool_threads()}; lower it or set NUMBA_NUM_THREADS")
@@ -130,10 +134,14 @@ class SpmmProblem(LevelProblem):
 
     def params_of(self, point: Any) -> BlockParams:
         """The :class:`BlockParams` of a design."""
+        from coevo.sim.graph.spmm import BlockParams
+
         d = SpmmDesign(*point)
         return BlockParams(block_work=d.block_work, long_row=d.long_row, width=d.width, sort=d.sort, threads=d.threads)
 
     def evaluate(self, point: Any) -> dict[str, float]:
+        from coevo.sim.graph.spmm import plan, spmm_blocked
+
         d = SpmmDesign(*point)
         a = self.graph
         f = self.options.feature_dim

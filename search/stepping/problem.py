@@ -28,7 +28,7 @@ import numpy as np
 
 from coevo.search.niches import Niche
 from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, config_field
-from coevo.sim.stepping import StepPlan, build, plan, zoo_setup
+from coevo.sim.stepping import StepPlan, plan  # sim.stepping._plan only: no torch
 from coevo.sim.stepping.config import SteppingConfig
 
 FIRST: tuple[float, ...] = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35)
@@ -52,6 +52,8 @@ def fractions_of(point: Split) -> tuple[float, float, float, float]:
 
 @functools.cache
 def _plan(model: str, fractions: tuple[float, ...]) -> StepPlan:
+    from coevo.sim.stepping import zoo_setup
+
     return plan(zoo_setup(model)[1], fractions)
 
 
@@ -113,6 +115,8 @@ class SteppingProblem(LevelProblem):
         )
 
     def evaluate(self, point: Any) -> dict[str, float]:
+        from coevo.sim.stepping import build
+
         split = tuple(point)
         fractions = fractions_of(cast(Split, split))
         b = build(

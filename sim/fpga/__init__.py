@@ -11,42 +11,47 @@
 
 from __future__ import annotations
 
-from coevo.sim.fpga.alloc import Allocation, candidates, reallocate, tune_static
-from coevo.sim.fpga.cpsat import Optimum, cpsat_schedule
-from coevo.sim.fpga.dag import Task, build_tasks, check_lengths, group_cycles, useful_ops_total
-from coevo.sim.fpga.lengths import CORPORA, corpus_lengths, draw_batches, pydoc_sentences, resolve_lengths
-from coevo.sim.fpga.model import (
-    DEVICES,
-    ENGINES,
-    MODELS,
-    Accelerator,
-    AttentionConfig,
-    Core,
-    Device,
-    TransformerShape,
-    device,
-    engine_core,
-    gemm_cycles,
-    gemm_rows_cycles,
-    model_shape,
-    split_pes,
-    tile_bytes,
-    vector_cycles,
-)
-from coevo.sim.fpga.sched import (
-    METHODS,
-    InvalidScheduleError,
-    Metrics,
-    Schedule,
-    check_schedule,
-    compare_methods,
-    groups_for,
-    list_schedule,
-    lower_bound,
-    metrics,
-    schedule_batch,
-    upward_ranks,
-)
+from typing import TYPE_CHECKING
+
+from coevo.sim._lazy import lazy_exports
+
+if TYPE_CHECKING:  # the names load on first use (sim/_lazy.py): listing problems or tools imports no torch
+    from coevo.sim.fpga.alloc import Allocation, candidates, reallocate, tune_static
+    from coevo.sim.fpga.cpsat import Optimum, cpsat_schedule
+    from coevo.sim.fpga.dag import Task, build_tasks, check_lengths, group_cycles, useful_ops_total
+    from coevo.sim.fpga.lengths import CORPORA, corpus_lengths, draw_batches, pydoc_sentences, resolve_lengths
+    from coevo.sim.fpga.model import (
+        DEVICES,
+        ENGINES,
+        MODELS,
+        Accelerator,
+        AttentionConfig,
+        Core,
+        Device,
+        TransformerShape,
+        device,
+        engine_core,
+        gemm_cycles,
+        gemm_rows_cycles,
+        model_shape,
+        split_pes,
+        tile_bytes,
+        vector_cycles,
+    )
+    from coevo.sim.fpga.sched import (
+        METHODS,
+        InvalidScheduleError,
+        Metrics,
+        Schedule,
+        check_schedule,
+        compare_methods,
+        groups_for,
+        list_schedule,
+        lower_bound,
+        metrics,
+        schedule_batch,
+        upward_ranks,
+    )
 
 __all__ = [
     "CORPORA",
@@ -94,3 +99,5 @@ __all__ = [
     "useful_ops_total",
     "vector_cycles",
 ]
+
+__getattr__ = lazy_exports(__name__, __file__)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from coevo.sim.freeze.train import PROGRESSIVE_BITS, PROGRESSIVE_QUALITY, FreezeConfig
+from coevo.sim.freeze.settings import PROGRESSIVE_BITS, PROGRESSIVE_QUALITY, FreezeConfig
 
 
 @dataclass(frozen=True)

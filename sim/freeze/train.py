@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
@@ -53,91 +53,23 @@ import torch.nn.functional as F
 from torch import nn
 
 from coevo.sim.errors import UserInputError
-from coevo.sim.freeze.cache import CODECS, CacheCorruptError, Codec, CodecKind, check_writable, decode, read_verified, write_file
+from coevo.sim.freeze.cache import CacheCorruptError, Codec, check_writable, decode, read_verified, write_file
+from coevo.sim.freeze.settings import (  # noqa: F401  # defined there without torch, re-exported here
+    AUGMENTS,
+    METHODS,
+    N_BLOCKS,
+    PROGRESSIVE_BITS,
+    PROGRESSIVE_QUALITY,
+    Augment,
+    FreezeConfig,
+    Method,
+)
 from coevo.sim.freeze.similarity import augment, channel_sensitivity, linear_cka, pick_channels
 from coevo.sim.freeze.stages import Block, MacCounter, run_blocks, split
 
 Progress = Callable[[str, float], None]
-Method = Literal["full", "naive", "cache"]
-Augment = Literal["none", "similarity-aware", "full"]
-METHODS = ("full", "naive", "cache")
-AUGMENTS = ("none", "similarity-aware", "full")
-N_BLOCKS = 3
-PROGRESSIVE_BITS = (8, 6, 4)
-PROGRESSIVE_QUALITY = (90, 75, 50)
 SHIFT = {"DigitsCNN": 1, "MnistCNN": 2}
 """Default random shift (pixels) of the input augmentation: 1 on 8x8 digits, 2 on 28x28 MNIST."""
-
-
-@dataclass(frozen=True)
-class FreezeConfig:
-    """One training run's settings (module doc); ``epochs`` None takes the zoo recipe's."""
-
-    method: Method = "cache"
-    schedule: Literal["fixed", "auto"] = "auto"
-    freeze_at: tuple[int | None, ...] = (None, None, None)
-    criterion: Literal["cka", "gradnorm"] = "cka"
-    threshold: float | None = None
-    min_epochs: int | None = None
-    max_frozen: int = 2
-    codec: CodecKind = "zstd"
-    bits: tuple[int, ...] = PROGRESSIVE_BITS
-    quality: tuple[int, ...] = PROGRESSIVE_QUALITY
-    augment: Augment = "similarity-aware"
-    versions: int = 3
-    share: float = 0.25
-    shift: int | None = None
-    noise: float = 0.1
-    epochs: int | None = None
-    seed: int = 0
-    probe: int = 256
-
-    @property
-    def cut(self) -> float:
-        """The auto schedule's threshold: ``threshold`` or the criterion's default (CKA 0.995, gradient-norm change 0.05)."""
-        if self.threshold is not None:
-            return self.threshold
-        return 0.995 if self.criterion == "cka" else 0.05
-
-    def earliest(self, epochs: int) -> int:
-        """The first epoch count after which the auto schedule may freeze: ``min_epochs``, or by default the end of the
-        one-cycle learning-rate warm-up (30 % of the epochs), when weights have barely moved and every CKA is close to 1."""
-        return self.min_epochs if self.min_epochs is not None else max(1, math.ceil(0.3 * epochs))
-
-    def check(self, epochs: int) -> None:
-        """Raise :class:`UserInputError` naming the setting to change when the config cannot run for ``epochs`` epochs."""
-        if self.method not in METHODS:
-            raise UserInputError(f"method {self.method!r}: use one of {', '.join(METHODS)}")
-        if self.augment not in AUGMENTS:
-            raise UserInputError(f"augment {self.augment!r}: use one of {', '.join(AUGMENTS)}")
-        if self.codec not in CODECS:
-            raise UserInputError(f"cache codec {self.codec!r}: use one of {', '.join(CODECS)}")
-        if epochs < 1:
-            raise UserInputError(f"epochs {epochs}: train at least 1 epoch")
-        if len(self.bits) != N_BLOCKS or len(self.quality) != N_BLOCKS:
-            raise UserInputError(f"bits and quality need one value per freezable block ({N_BLOCKS}), got {self.bits} and {self.quality}")
-        for b, q in zip(self.bits, self.quality, strict=True):
-            Codec(self.codec, b, q)  # raises on a bad width or quality
-        if self.schedule == "fixed":
-            if len(self.freeze_at) != N_BLOCKS:
-                raise UserInputError(f"freeze_at needs {N_BLOCKS} entries (epochs, or None for never), got {list(self.freeze_at)}")
-            given = [f for f in self.freeze_at if f is not None]
-            if None in self.freeze_at and any(f is not None for f in self.freeze_at[self.freeze_at.index(None) :]):
-                raise UserInputError(f"freeze_at {list(self.freeze_at)}: blocks freeze from the input on, so no epoch may follow a None")
-            if any(f < 1 or f > epochs for f in given) or given != sorted(given):
-                raise UserInputError(
-                    f"freeze_at {list(self.freeze_at)}: epochs must rise (block k+1 freezes no earlier than block k) and lie in 1..{epochs}"
-                )
-        elif self.schedule != "auto":
-            raise UserInputError(f"schedule {self.schedule!r}: use 'fixed' or 'auto'")
-        if not 0 <= self.max_frozen <= N_BLOCKS:
-            raise UserInputError(f"max_frozen {self.max_frozen}: 0 to {N_BLOCKS} blocks")
-        if not 0.0 <= self.share <= 1.0:
-            raise UserInputError(f"share {self.share}: the share of channels cached augmented lies in [0, 1]")
-        if not 0 <= self.versions <= 16:
-            raise UserInputError(f"versions {self.versions}: 0 to 16 augmented copies")
-        if self.criterion not in ("cka", "gradnorm"):
-            raise UserInputError(f"criterion {self.criterion!r}: use 'cka' or 'gradnorm'")
 
 
 @dataclass

@@ -9,6 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+WIDTH_ALL = 4096
+"""The largest feature width the tools allow: as ``width`` it means one work unit per block (no column split).
+
+Here, not in :mod:`sim.graph.spmm` (which re-exports it), so reading it imports no numba."""
+
 
 @dataclass(frozen=True)
 class SpmmConfig:

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from coevo.sim.errors import UserInputError
+
+if TYPE_CHECKING:  # scipy.sparse loads where a scipy matrix is made or read, not with the Csr type
+    import scipy.sparse as sp
 
 INDEX_LIMIT = 2**31 - 1
 """Largest column count and nnz the int32 column ids of :class:`Csr` hold."""
@@ -54,6 +56,8 @@ class Csr:
 
     def to_scipy(self) -> sp.csr_matrix:
         """A :class:`scipy.sparse.csr_matrix` sharing the arrays where scipy allows it."""
+        import scipy.sparse as sp
+
         return sp.csr_matrix((self.data, self.indices, self.indptr), shape=self.shape)
 
     def transpose(self) -> Csr:
@@ -174,6 +178,8 @@ def _check_rows_sorted(indptr: np.ndarray, indices: np.ndarray, nnz: int, what: 
 
 def from_scipy(matrix: Any, *, what: str = "matrix") -> Csr:
     """A validated :class:`Csr` from any scipy sparse matrix (converted to CSR; indices are not re-sorted, they are checked)."""
+    import scipy.sparse as sp
+
     m = sp.csr_matrix(matrix)
     return validate_csr(m.indptr, m.indices, m.data, m.shape, what=what)
 

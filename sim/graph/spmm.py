@@ -39,10 +39,8 @@ import numpy as np
 from numba import njit, prange
 
 from coevo.sim.errors import UserInputError
+from coevo.sim.graph.config import WIDTH_ALL
 from coevo.sim.graph.csr import Csr
-
-WIDTH_ALL = 4096
-"""The largest feature width the tools allow: as ``width`` it means one work unit per block (no column split)."""
 
 
 @dataclass(frozen=True)

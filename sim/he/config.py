@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from coevo.sim.he.model import Recipe
+from coevo.sim.he.recipe import Recipe
 
 
 @dataclass(frozen=True)

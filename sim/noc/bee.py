@@ -22,10 +22,12 @@ from __future__ import annotations
 import itertools
 import random
 from collections.abc import Callable, Sequence
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from coevo.sim.errors import UserInputError
+
+if TYPE_CHECKING:  # networkx loads when a graph is first built, not when the problem is listed
+    import networkx as nx
 
 FreeFn = Callable[[int, int], int]
 """``(a, b) -> free sub-channels`` on the directed link a -> b."""
@@ -126,6 +128,8 @@ def widest_shortest_path(k: int, free: FreeFn, src: int, dst: int) -> tuple[list
 
 def k_shortest_feasible(graph: nx.DiGraph, free: FreeFn, src: int, dst: int, width: int, k: int) -> list[int] | None:
     """The first of the ``k`` shortest simple paths (networkx, by hops) with ``width`` free sub-channels on every link."""
+    import networkx as nx
+
     for path in itertools.islice(nx.shortest_simple_paths(graph, src, dst), k):
         if all(free(a, b) >= width for a, b in itertools.pairwise(path)):
             return list(path)

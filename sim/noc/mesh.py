@@ -76,15 +76,17 @@ import math
 import random
 from collections import deque
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import networkx as nx
 import numpy as np
 
 from coevo.sim.errors import UserInputError
 from coevo.sim.noc.bee import ForagingTable, k_shortest_feasible, segment_quality, widest_shortest_path
 from coevo.sim.noc.common import WARMUP_MAX, Clock, NocResult, ProgressFn, check_load, delay_stats, destination
 from coevo.sim.noc.config import NOC
+
+if TYPE_CHECKING:  # networkx loads when a graph is first built, not when the problem is listed
+    import networkx as nx
 
 ROUTINGS = ("xy", "adaptive", "widest-shortest", "k-shortest", "bee-qos")
 TRAFFIC = ("uniform", "transpose", "tornado", "hotspot")
@@ -95,6 +97,8 @@ FRESH = 0.1
 
 def mesh_graph(k: int) -> nx.DiGraph:
     """The k x k mesh: node ``y * k + x`` with ``pos=(x, y)``, one directed edge per link."""
+    import networkx as nx
+
     g = nx.DiGraph()
     for node in range(k * k):
         g.add_node(node, pos=(node % k, node // k))

@@ -41,10 +41,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coevo.sim.errors import UserInputError
-from coevo.sim.pipeline.profile import BlockProfile, ModelProfile
+
+if TYPE_CHECKING:  # sim.pipeline.profile imports torch and networkx; only its types are needed here
+    from coevo.sim.pipeline.profile import BlockProfile, ModelProfile
 
 TRAIN_FLOPS_FACTOR = 3.0
 """Forward + backward FLOPs per forward FLOP (backward ~2x forward)."""

@@ -89,13 +89,15 @@ import itertools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coevo.sim.errors import UserInputError
 from coevo.sim.pipeline.cluster import Cluster
 from coevo.sim.pipeline.config import PIPELINE
 from coevo.sim.pipeline.partition import TRAIN_FLOPS_FACTOR, Plan, work
-from coevo.sim.pipeline.profile import ModelProfile
+
+if TYPE_CHECKING:  # sim.pipeline.profile imports torch and networkx; only its types are needed here
+    from coevo.sim.pipeline.profile import ModelProfile
 
 SCHEDULES = ("gpipe", "1f1b", "wave", "interleaved", "zb-h1")
 Op = tuple[str, int, int]

@@ -22,14 +22,16 @@ listed as rejected with the reason. Pipelines are laid out on consecutive device
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coevo.sim.errors import UserInputError
 from coevo.sim.pipeline.cluster import Cluster
 from coevo.sim.pipeline.config import PIPELINE
 from coevo.sim.pipeline.partition import TOLERANT, Plan, partition, units
-from coevo.sim.pipeline.profile import ModelProfile, profile
 from coevo.sim.pipeline.simulate import StepResult, memory_bound, simulate
+
+if TYPE_CHECKING:  # sim.pipeline.profile imports torch and networkx; only its types are needed here
+    from coevo.sim.pipeline.profile import ModelProfile
 
 CHOICES = (
     ("blockwise", "gpipe"),
@@ -162,6 +164,8 @@ def tune(
     Raises:
         UserInputError: no configuration fits (the message says the closest miss).
     """
+    from coevo.sim.pipeline.profile import profile  # torch: loaded when a plan is first tuned
+
     if global_batch < 1:
         raise UserInputError(f"global batch must be at least 1, got {global_batch}")
     known = sorted({m for m, _ in CHOICES})

@@ -1,8 +1,15 @@
 """Activation-aware pruning of nn.Linear layers (pure torch): magnitude, Wanda, output cosine, input variance, cos+var;
 unstructured and N:M masks; sequential layer-by-layer calibration (see :mod:`sim.prune.core`)."""
 
-from coevo.sim.prune.core import SCORES, PruneResult, calibration_inputs, prunable_layers, prune, score_matrix
-from coevo.sim.prune.masks import Pattern, keep_count, make_mask, nm_mask, parse_pattern, unstructured_mask
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from coevo.sim._lazy import lazy_exports
+
+if TYPE_CHECKING:  # the names load on first use (sim/_lazy.py): listing problems or tools imports no torch
+    from coevo.sim.prune.core import SCORES, PruneResult, calibration_inputs, prunable_layers, prune, score_matrix
+    from coevo.sim.prune.masks import Pattern, keep_count, make_mask, nm_mask, parse_pattern, unstructured_mask
 
 __all__ = [
     "SCORES",
@@ -18,3 +25,5 @@ __all__ = [
     "score_matrix",
     "unstructured_mask",
 ]
+
+__getattr__ = lazy_exports(__name__, __file__)

@@ -6,23 +6,30 @@ important to more classes), HAWQ-style Hessian trace, weight magnitude, uniform;
 greedy search that lowers widths under an accuracy constraint.
 """
 
-from coevo.sim.quant.fake import Layer, accuracy, average_bits, fake_quant, finetune, model_bits, quant_layers, quantized_copy
-from coevo.sim.quant.mixed import (
-    CANDIDATES,
-    METHODS,
-    Allocation,
-    GreedyResult,
-    Group,
-    QuantResult,
-    allocate,
-    class_counts,
-    class_groups,
-    class_scores,
-    greedy_search,
-    group_bits,
-    hessian_traces,
-    quantize,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from coevo.sim._lazy import lazy_exports
+
+if TYPE_CHECKING:  # the names load on first use (sim/_lazy.py): listing problems or tools imports no torch
+    from coevo.sim.quant.fake import Layer, accuracy, average_bits, fake_quant, finetune, model_bits, quant_layers, quantized_copy
+    from coevo.sim.quant.mixed import (
+        CANDIDATES,
+        METHODS,
+        Allocation,
+        GreedyResult,
+        Group,
+        QuantResult,
+        allocate,
+        class_counts,
+        class_groups,
+        class_scores,
+        greedy_search,
+        group_bits,
+        hessian_traces,
+        quantize,
+    )
 
 __all__ = [
     "CANDIDATES",
@@ -48,3 +55,5 @@ __all__ = [
     "quantize",
     "quantized_copy",
 ]
+
+__getattr__ = lazy_exports(__name__, __file__)

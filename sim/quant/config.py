@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+CANDIDATES: tuple[int, ...] = (2, 3, 4, 6, 8)
+"""Bit widths a unit may get by default (here, not in :mod:`sim.quant.mixed`, so that reading it imports no torch)."""
+
 
 @dataclass(frozen=True)
 class QuantConfig:

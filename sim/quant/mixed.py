@@ -49,6 +49,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from coevo.sim.errors import UserInputError
+from coevo.sim.quant.config import CANDIDATES
 from coevo.sim.quant.fake import (
     Batches,
     FineTune,
@@ -67,8 +68,6 @@ from coevo.sim.quant.fake import (
 
 Method = Literal["class-based", "class-count", "taylor", "uniform", "hawq", "magnitude"]
 METHODS: tuple[str, ...] = ("class-based", "class-count", "taylor", "uniform", "hawq", "magnitude")
-CANDIDATES: tuple[int, ...] = (2, 3, 4, 6, 8)
-"""Bit widths a unit may get by default."""
 EXHAUSTIVE_MAX = 20_000
 """Largest number of per-layer combinations :func:`allocate_layers` tries exhaustively."""
 

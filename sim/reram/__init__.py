@@ -13,42 +13,49 @@ crossbar budget, and a metric over many fault maps.
 'prune(r0.1,c0.1)+dup+msb1'
 """
 
-from coevo.sim.reram.crossbar import (
-    OK,
-    SA0,
-    SA1,
-    CrossbarConfig,
-    check_rate,
-    harmful,
-    parse_ratio,
-    quantize_magnitudes,
-    sample_faults,
-    slice_levels,
-    stuck,
-    unslice,
-)
-from coevo.sim.reram.layer import CrossbarLayer, FaultyLayer, LayerPlan, assign_duplicates, plan_layer, realise, repair_with_spares
-from coevo.sim.reram.model import (
-    PRUNE_METHODS,
-    SCHEME_PARTS,
-    ModelPlan,
-    Protection,
-    Summary,
-    apply_masks,
-    check_budget,
-    crossbars_needed,
-    evaluate_under_faults,
-    faulty_layers,
-    faulty_model,
-    layer_rng,
-    learn_masks,
-    mapped_layers,
-    plan_model,
-    prepare,
-    prune_masks,
-    pruned_model,
-    with_knowledge,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from coevo.sim._lazy import lazy_exports
+
+if TYPE_CHECKING:  # the names load on first use (sim/_lazy.py): listing problems or tools imports no torch
+    from coevo.sim.reram.crossbar import (
+        OK,
+        SA0,
+        SA1,
+        CrossbarConfig,
+        check_rate,
+        harmful,
+        parse_ratio,
+        quantize_magnitudes,
+        sample_faults,
+        slice_levels,
+        stuck,
+        unslice,
+    )
+    from coevo.sim.reram.layer import CrossbarLayer, FaultyLayer, LayerPlan, assign_duplicates, plan_layer, realise, repair_with_spares
+    from coevo.sim.reram.model import (
+        PRUNE_METHODS,
+        SCHEME_PARTS,
+        ModelPlan,
+        Protection,
+        Summary,
+        apply_masks,
+        check_budget,
+        crossbars_needed,
+        evaluate_under_faults,
+        faulty_layers,
+        faulty_model,
+        layer_rng,
+        learn_masks,
+        mapped_layers,
+        plan_model,
+        prepare,
+        prune_masks,
+        pruned_model,
+        with_knowledge,
+    )
 
 __all__ = [
     "OK",
@@ -90,3 +97,5 @@ __all__ = [
     "unslice",
     "with_knowledge",
 ]
+
+__getattr__ = lazy_exports(__name__, __file__)

@@ -13,12 +13,19 @@ importance while training (SteppingNet's rule, ``assign="importance"``) or by a 
 partition (``assign="index"``, the ablation). See docs/stepping.md.
 """
 
-from coevo.sim.stepping._assign import Reassignment, permute_units, rank_order, reassign, unit_importance
-from coevo.sim.stepping._build import KINDS, Assign, Built, Kind, build, stepping_root, zoo_setup
-from coevo.sim.stepping._nets import IndependentCNNs, SlimmableCNN, SteppingCNN, make_net, step_logits
-from coevo.sim.stepping._plan import Arch, StepPlan, check_fractions, dense_layer_macs, dense_macs, plan, step_up_macs, stepping_macs
-from coevo.sim.stepping._runner import Prediction, StepLatency, StepRunner, budget_step, measure_latency
-from coevo.sim.stepping._train import ASSIGNS, TrainConfig, accuracies, joint_loss, train
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from coevo.sim._lazy import lazy_exports
+
+if TYPE_CHECKING:  # the names load on first use (sim/_lazy.py): listing problems or tools imports no torch
+    from coevo.sim.stepping._assign import Reassignment, permute_units, rank_order, reassign, unit_importance
+    from coevo.sim.stepping._build import KINDS, Assign, Built, Kind, build, stepping_root, zoo_setup
+    from coevo.sim.stepping._nets import IndependentCNNs, SlimmableCNN, SteppingCNN, make_net, step_logits
+    from coevo.sim.stepping._plan import Arch, StepPlan, check_fractions, dense_layer_macs, dense_macs, plan, step_up_macs, stepping_macs
+    from coevo.sim.stepping._runner import Prediction, StepLatency, StepRunner, budget_step, measure_latency
+    from coevo.sim.stepping._train import ASSIGNS, TrainConfig, accuracies, joint_loss, train
 
 __all__ = [
     "ASSIGNS",
@@ -57,3 +64,5 @@ __all__ = [
     "unit_importance",
     "zoo_setup",
 ]
+
+__getattr__ = lazy_exports(__name__, __file__)
