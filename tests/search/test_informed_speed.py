@@ -206,3 +206,23 @@ def test_zero_cost_search_pays_for_the_designs_main_paid_for(tmp_path: Path, mon
     assert ids == ZERO_IDS
     assert front == ZERO_FRONT
     assert hv == ZERO_HV
+
+
+def test_point_ids_are_computed_once_per_problem_and_point() -> None:
+    from coevo.search.informed import point_ids
+
+    class Counting:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def point_id(self, point: Any) -> str:
+            self.calls += 1
+            return f"p{point}"
+
+    a, b = Counting(), Counting()
+    assert point_ids(a, [(1, 2), (3, 4), (1, 2)]) == ["p(1, 2)", "p(3, 4)", "p(1, 2)"]
+    assert point_ids(a, [(3, 4), (5, 6)]) == ["p(3, 4)", "p(5, 6)"]
+    assert a.calls == 3  # (1, 2), (3, 4), (5, 6): each once
+    assert point_ids(b, [(1, 2)]) == ["p(1, 2)"] and b.calls == 1  # another problem has its own ids
+    # unhashable points are not remembered, and still get their ids
+    assert point_ids(a, [[7], [7]]) == ["p[7]", "p[7]"] and a.calls == 5
