@@ -226,3 +226,21 @@ def test_point_ids_are_computed_once_per_problem_and_point() -> None:
     assert point_ids(b, [(1, 2)]) == ["p(1, 2)"] and b.calls == 1  # another problem has its own ids
     # unhashable points are not remembered, and still get their ids
     assert point_ids(a, [[7], [7]]) == ["p[7]", "p[7]"] and a.calls == 5
+
+
+def test_extra_trees_samples_are_each_trees_own_prediction() -> None:
+    # TreeSurrogate converts the rows once for all its trees; each sample must still be scikit-learn's own
+    # (validated) prediction of that tree on the float64 rows, bit for bit
+    import numpy as np
+
+    from coevo.search.surrogate import TopTransform, TreeSurrogate
+
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(160, 20))
+    x[:, :8] = rng.integers(0, 2, (160, 8))
+    y = 60 + 10 * rng.random(160)
+    model = TreeSurrogate(x, y, bounds=(0.0, 100.0), seed=3, n_trees=16)
+    rows = rng.normal(size=(500, 20)) * 1.7
+    expected = TopTransform((0.0, 100.0)).inverse(np.stack([tree.predict(rows) for tree in model._model.estimators_]))
+    got = model.samples(rows)
+    assert got.shape == (16, 500) and got.tobytes() == expected.tobytes()
