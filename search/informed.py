@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import random
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -116,6 +117,30 @@ def free_pool(problem: Any) -> list[Any]:
     return list(free() or []) if callable(free) else []
 
 
+_POINT_IDS: weakref.WeakKeyDictionary[Any, dict[Any, str]] = weakref.WeakKeyDictionary()
+
+
+def point_ids(problem: Any, points: Sequence[Any]) -> list[str]:
+    """``problem.point_id`` of each point, remembered per problem object.
+
+    A round asks for the ids of the whole free pool (NB201: 15,625 cells) several times (the
+    allocation, each niche's candidates, the predictor's cache); a point's id never changes, so
+    each is computed once per process. Unhashable points, or a problem that cannot be weakly
+    referenced, are simply not remembered.
+    """
+    try:
+        memo = _POINT_IDS.setdefault(problem, {})
+        out = []
+        for p in points:
+            pid = memo.get(p)
+            if pid is None:
+                pid = memo[p] = problem.point_id(p)
+            out.append(pid)
+        return out
+    except TypeError:
+        return [problem.point_id(p) for p in points]
+
+
 MISSING = -10.0
 """What a missing free feature reads as for the extra-trees learner (robust z is clipped to +-5: a split sets it apart)."""
 
@@ -171,7 +196,9 @@ class InformedPredictor:
         self.information = Information(free_sources(problem), len(paid), tuple(t for t in transferred if t))
         self.labels = len(labels)
         self._model: BoostedSurrogate | _Filled | None = None
-        self._cache: dict[str, np.ndarray] = {}
+        self._column: dict[str, int] = {}
+        """Column of each point id already predicted in :attr:`_predicted` (a model's predictions never change)."""
+        self._predicted: np.ndarray | None = None
         if len(labels) >= MIN_LABELS:
             x = self.features(points)
             self._model = self._learner(x, np.array(labels), seed=seed, n_bags=n_bags, prior=self._prior_col(x))
@@ -247,22 +274,24 @@ class InformedPredictor:
         if self._model is None:
             raise ValueError(f"the predictor has {self.labels} labels (< {MIN_LABELS}): no model to sample")
         # a round asks for the same designs more than once (a niche's free designs, then its candidates): each is predicted once
-        ids = [self.problem.point_id(p) for p in points]
-        fresh = list({pid: p for pid, p in zip(ids, points, strict=True) if pid not in self._cache}.items())
+        ids = point_ids(self.problem, points)
+        fresh = list({pid: p for pid, p in zip(ids, points, strict=True) if pid not in self._column}.items())
         if fresh:
             started = time.perf_counter()
             new = self._model.samples(self.features([p for _, p in fresh]))
-            self._cache.update({pid: new[:, k] for k, (pid, _) in enumerate(fresh)})
+            at = 0 if self._predicted is None else self._predicted.shape[1]
+            self._predicted = new if self._predicted is None else np.hstack([self._predicted, new])
+            self._column.update({pid: at + k for k, (pid, _) in enumerate(fresh)})
             self.seconds += time.perf_counter() - started
-        if not ids:
+        if not ids or self._predicted is None:
             return self._model.samples(self.features([]))
-        return self._with_known(points, np.stack([self._cache[pid] for pid in ids], axis=1))
+        # the cached columns, copied as they are: the same floats as predicting the points again
+        return self._with_known(ids, self._predicted[:, [self._column[pid] for pid in ids]])
 
-    def _with_known(self, points: Sequence[Any], samples: np.ndarray) -> np.ndarray:
+    def _with_known(self, ids: Sequence[str], samples: np.ndarray) -> np.ndarray:
         # a value an earlier study measured under the same conditions is known, not predicted
         if not self._known:
             return samples
-        ids = [self.problem.point_id(p) for p in points]
         cols = [k for k, pid in enumerate(ids) if pid in self._known]
         if cols:
             samples = samples.copy()

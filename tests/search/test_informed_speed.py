@@ -1,0 +1,246 @@
+"""The predictor's speed-ups change no result: fixed-seed pelnas searches pay for the same designs in the same order.
+
+The expected lists below were recorded by running :func:`_trace` on main at commit 2fece8d (``Merge branch
+'h-ci'``), before the predictor's caches and vectorised paths (branch h-pred) existed; they are not the
+output of the code under test. A change that moves any float of a fit or a prediction (summation order,
+feature dtype) moves some rank and so some paid design: these lists catch it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+from coevo.search.nb201 import NB201Problem
+from coevo.search.runner import run_search
+
+
+def _trace(problem: Any, budget: int, storage: str, seed: int = 0) -> tuple[list[int], list[str], float | None]:
+    """Paid point ids in trial order, the reported front's point ids (sorted) and the HV ratio of one pelnas search."""
+    result = run_search(problem, "pelnas", budget=budget, seed=seed, storage=storage)
+    study = optuna.load_study(study_name=result.study, storage=storage)
+    trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
+    ids = [int(problem.point_id(problem.from_params(t.params))) for t in trials if t.state.name == "COMPLETE"]
+    front = sorted(str(row["point_id"]) for row in result.front)
+    return ids, front, result.hv_ratio
+
+
+# recorded on main 2fece8d: NB201 CIFAR-10 / fpga, query mode, 40 evaluations, seed 0
+QUERY_IDS = [
+    1047,
+    10319,
+    6404,
+    13714,
+    4,
+    11762,
+    9930,
+    1459,
+    6683,
+    1462,
+    5721,
+    7209,
+    1160,
+    14112,
+    14714,
+    12123,
+    11351,
+    858,
+    8428,
+    11584,
+    4602,
+    3926,
+    7144,
+    5374,
+    13501,
+    13370,
+    12417,
+    4902,
+    10676,
+    1090,
+    15340,
+    13778,
+    4062,
+    10146,
+    12111,
+    10479,
+    10699,
+    14675,
+    3860,
+    11465,
+]
+QUERY_FRONT = ["10146", "10479", "10699", "1090", "13714", "13778", "1459", "14714", "15340", "7144", "858"]
+QUERY_HV = 0.9806075335078874
+# recorded on main 2fece8d: NB201 CIFAR-10 / raspi4, few-shot mode (its predicted stage fits the boosted predictor), 40, seed 0
+FEW_IDS = [
+    1047,
+    10319,
+    15539,
+    13714,
+    12915,
+    11762,
+    9930,
+    1459,
+    2200,
+    6404,
+    12399,
+    168,
+    14112,
+    10033,
+    14714,
+    14937,
+    5244,
+    9201,
+    4627,
+    4672,
+    4237,
+    8715,
+    14550,
+    970,
+    13047,
+    11187,
+    12439,
+    2222,
+    7030,
+    14914,
+    11531,
+    14565,
+    1110,
+    6854,
+    978,
+    5111,
+    8114,
+    12435,
+    12620,
+    4208,
+]
+FEW_FRONT = [
+    "1110",
+    "12424",
+    "12620",
+    "12970",
+    "13714",
+    "14565",
+    "14677",
+    "14714",
+    "1962",
+    "2090",
+    "4208",
+    "4627",
+    "4675",
+    "4689",
+    "5111",
+    "7030",
+    "9980",
+]
+FEW_HV = 0.9873645081170438
+# recorded on main 2fece8d: NB201 CIFAR-10 / eyeriss, zero-cost mode with tiny proxy networks and 8 reference cells, 30, seed 0
+ZERO_IDS = [
+    14526,
+    4220,
+    3762,
+    1706,
+    2314,
+    82,
+    8044,
+    10475,
+    5873,
+    14202,
+    8232,
+    835,
+    10505,
+    5718,
+    12913,
+    9201,
+    3168,
+    13974,
+    7893,
+    11301,
+    7899,
+    682,
+    1546,
+    2732,
+    6361,
+    9586,
+    1835,
+    12970,
+    10265,
+    2841,
+]
+ZERO_FRONT = ["11301", "1835", "5718"]
+ZERO_HV = 0.8078785273015661
+
+
+def test_query_mode_search_pays_for_the_designs_main_paid_for(tmp_path: Path) -> None:
+    ids, front, hv = _trace(NB201Problem(dataset="cifar10", device="fpga"), 40, f"sqlite:///{tmp_path / 'q.db'}")
+    assert ids == QUERY_IDS
+    assert front == QUERY_FRONT
+    assert hv == QUERY_HV
+
+
+@pytest.mark.slow
+def test_few_shot_search_pays_for_and_reports_what_main_did(tmp_path: Path) -> None:
+    from coevo.search.nb201.few_shot_problem import FewShotNB201
+
+    storage = f"sqlite:///{tmp_path / 'f.db'}"
+    ids, front, hv = _trace(FewShotNB201(dataset="cifar10", device="raspi4", storage=storage), 40, storage)
+    assert ids == FEW_IDS
+    assert front == FEW_FRONT
+    assert hv == FEW_HV
+
+
+@pytest.mark.slow
+def test_zero_cost_search_pays_for_the_designs_main_paid_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from coevo.search.nb201 import proxies
+    from coevo.search.nb201.zero_cost_problem import ZeroCostNB201
+    from coevo.search.zero_cost import ProxyConfig
+
+    monkeypatch.setattr(proxies, "REFERENCE_CELLS", 8)  # as tests/search/test_zero_cost.py: tiny networks, few reference cells
+    storage = f"sqlite:///{tmp_path / 'z.db'}"
+    problem = ZeroCostNB201(
+        dataset="cifar10", device="eyeriss", storage=storage, config=ProxyConfig(batch=4, channels=4, cells_per_stage=1)
+    )
+    ids, front, hv = _trace(problem, 30, storage)
+    assert ids == ZERO_IDS
+    assert front == ZERO_FRONT
+    assert hv == ZERO_HV
+
+
+def test_point_ids_are_computed_once_per_problem_and_point() -> None:
+    from coevo.search.informed import point_ids
+
+    class Counting:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def point_id(self, point: Any) -> str:
+            self.calls += 1
+            return f"p{point}"
+
+    a, b = Counting(), Counting()
+    assert point_ids(a, [(1, 2), (3, 4), (1, 2)]) == ["p(1, 2)", "p(3, 4)", "p(1, 2)"]
+    assert point_ids(a, [(3, 4), (5, 6)]) == ["p(3, 4)", "p(5, 6)"]
+    assert a.calls == 3  # (1, 2), (3, 4), (5, 6): each once
+    assert point_ids(b, [(1, 2)]) == ["p(1, 2)"] and b.calls == 1  # another problem has its own ids
+    # unhashable points are not remembered, and still get their ids
+    assert point_ids(a, [[7], [7]]) == ["p[7]", "p[7]"] and a.calls == 5
+
+
+def test_extra_trees_samples_are_each_trees_own_prediction() -> None:
+    # TreeSurrogate converts the rows once for all its trees; each sample must still be scikit-learn's own
+    # (validated) prediction of that tree on the float64 rows, bit for bit
+    import numpy as np
+
+    from coevo.search.surrogate import TopTransform, TreeSurrogate
+
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(160, 20))
+    x[:, :8] = rng.integers(0, 2, (160, 8))
+    y = 60 + 10 * rng.random(160)
+    model = TreeSurrogate(x, y, bounds=(0.0, 100.0), seed=3, n_trees=16)
+    rows = rng.normal(size=(500, 20)) * 1.7
+    expected = TopTransform((0.0, 100.0)).inverse(np.stack([tree.predict(rows) for tree in model._model.estimators_]))
+    got = model.samples(rows)
+    assert got.shape == (16, 500) and got.tobytes() == expected.tobytes()
