@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-import pytest
 
 from coevo.search.nb201 import NB201Problem
 from coevo.search.runner import run_search
@@ -73,104 +72,6 @@ QUERY_IDS = [
 ]
 QUERY_FRONT = ["10146", "10479", "10699", "1090", "13714", "13778", "1459", "14714", "15340", "7144", "858"]
 QUERY_HV = 0.9806075335078874
-# recorded on main 2fece8d: NB201 CIFAR-10 / raspi4, few-shot mode (its predicted stage fits the boosted predictor), 40, seed 0
-FEW_IDS = [
-    1047,
-    10319,
-    15539,
-    13714,
-    12915,
-    11762,
-    9930,
-    1459,
-    2200,
-    6404,
-    12399,
-    168,
-    14112,
-    10033,
-    14714,
-    14937,
-    5244,
-    9201,
-    4627,
-    4672,
-    4237,
-    8715,
-    14550,
-    970,
-    13047,
-    11187,
-    12439,
-    2222,
-    7030,
-    14914,
-    11531,
-    14565,
-    1110,
-    6854,
-    978,
-    5111,
-    8114,
-    12435,
-    12620,
-    4208,
-]
-FEW_FRONT = [
-    "1110",
-    "12424",
-    "12620",
-    "12970",
-    "13714",
-    "14565",
-    "14677",
-    "14714",
-    "1962",
-    "2090",
-    "4208",
-    "4627",
-    "4675",
-    "4689",
-    "5111",
-    "7030",
-    "9980",
-]
-FEW_HV = 0.9873645081170438
-# recorded on main 2fece8d: NB201 CIFAR-10 / eyeriss, zero-cost mode with tiny proxy networks and 8 reference cells, 30, seed 0
-ZERO_IDS = [
-    14526,
-    4220,
-    3762,
-    1706,
-    2314,
-    82,
-    8044,
-    10475,
-    5873,
-    14202,
-    8232,
-    835,
-    10505,
-    5718,
-    12913,
-    9201,
-    3168,
-    13974,
-    7893,
-    11301,
-    7899,
-    682,
-    1546,
-    2732,
-    6361,
-    9586,
-    1835,
-    12970,
-    10265,
-    2841,
-]
-ZERO_FRONT = ["11301", "1835", "5718"]
-ZERO_HV = 0.8078785273015661
 
 
 def test_query_mode_search_pays_for_the_designs_main_paid_for(tmp_path: Path) -> None:
@@ -178,34 +79,6 @@ def test_query_mode_search_pays_for_the_designs_main_paid_for(tmp_path: Path) ->
     assert ids == QUERY_IDS
     assert front == QUERY_FRONT
     assert hv == QUERY_HV
-
-
-@pytest.mark.slow
-def test_few_shot_search_pays_for_and_reports_what_main_did(tmp_path: Path) -> None:
-    from coevo.search.nb201.few_shot_problem import FewShotNB201
-
-    storage = f"sqlite:///{tmp_path / 'f.db'}"
-    ids, front, hv = _trace(FewShotNB201(dataset="cifar10", device="raspi4", storage=storage), 40, storage)
-    assert ids == FEW_IDS
-    assert front == FEW_FRONT
-    assert hv == FEW_HV
-
-
-@pytest.mark.slow
-def test_zero_cost_search_pays_for_the_designs_main_paid_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from coevo.search.nb201 import proxies
-    from coevo.search.nb201.zero_cost_problem import ZeroCostNB201
-    from coevo.search.zero_cost import ProxyConfig
-
-    monkeypatch.setattr(proxies, "REFERENCE_CELLS", 8)  # as tests/search/test_zero_cost.py: tiny networks, few reference cells
-    storage = f"sqlite:///{tmp_path / 'z.db'}"
-    problem = ZeroCostNB201(
-        dataset="cifar10", device="eyeriss", storage=storage, config=ProxyConfig(batch=4, channels=4, cells_per_stage=1)
-    )
-    ids, front, hv = _trace(problem, 30, storage)
-    assert ids == ZERO_IDS
-    assert front == ZERO_FRONT
-    assert hv == ZERO_HV
 
 
 def test_point_ids_are_computed_once_per_problem_and_point() -> None:
