@@ -9,6 +9,7 @@ does not); ``slow`` is put by hand on tests that take more than about 20 s, and
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -109,8 +110,14 @@ def _postgres_server() -> str:
 
 
 @pytest.fixture
-def postgres_url(_postgres_server: str, request: pytest.FixtureRequest) -> str:
-    """The local PostgreSQL server's URL, for a test marked ``postgres`` (see the module doc)."""
+def postgres_url(_postgres_server: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """The local PostgreSQL server's URL, for a test marked ``postgres`` (see the module doc).
+
+    After the test a full garbage collection closes the connections of the storages it opened: optuna's
+    ``RDBStorage`` sits in a reference cycle, so its pool outlives the last reference until a full collection,
+    and the two test processes together would otherwise reach the server's ``max_connections``.
+    """
     if request.node.get_closest_marker("postgres") is None:
         pytest.fail(f"{request.node.nodeid} uses PostgreSQL: mark it (or its parameter) with pytest.mark.postgres")
-    return _postgres_server
+    yield _postgres_server
+    gc.collect()

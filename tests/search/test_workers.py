@@ -29,10 +29,11 @@ from coevo.search.metrics import pareto_mask
 from coevo.search.nb201 import NB201Problem
 from coevo.search.proposers import get_proposer
 from coevo.search.runner import summarize
+from coevo.search.storage import StorageError
 from coevo.search.study import open_study
 from coevo.search.workers import Coordination, Worker, WorkerSettings
 from tests.faults.tcp_proxy import FaultyProxy
-from tests.helpers import coevo_env, wait_until
+from tests.helpers import coevo_env, study_trials, wait_until
 
 FAST = ["--heartbeat", "1", "--grace", "3"]
 
@@ -71,7 +72,7 @@ def _wait_for_completed(storage: str, study: str, proc: subprocess.Popen[str], a
 
 def _completed(storage: str, study: str) -> int:
     """How many trials of ``study`` are COMPLETE."""
-    trials = optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)
+    trials = study_trials(storage, study)
     return sum(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
 
 
@@ -102,7 +103,9 @@ def _check_exactly_once(storage: str, study_name: str, budget: int) -> dict[str,
     lat = np.array([t.values[1] for t in paid])
     expected = sorted({paid[i].user_attrs["point_id"] for i in np.flatnonzero(pareto_mask(acc, lat))})
     assert sorted(row["point_id"] for row in result.front) == expected
-    total, done = Coordination(storage, study_name).counts()
+    coordination = Coordination(storage, study_name)
+    total, done = coordination.counts()
+    coordination.engine.dispose()
     assert total == done == budget
     return {"failed": len(failed), "lost": len(lost), "duplicates": sum(n - 1 for n in points.values())}
 
@@ -180,7 +183,7 @@ def test_workers_killed_at_random_points_lose_nothing(postgres_url: str, tmp_pat
     _print_failed(results)
     assert all(code == 0 for code, _, _ in results), results
     counts = _check_exactly_once(postgres_url, study, budget)
-    states = Counter(t.state.name for t in optuna.load_study(study_name=study, storage=postgres_url).get_trials(deepcopy=False))
+    states = Counter(t.state.name for t in study_trials(postgres_url, study))
     assert "RUNNING" not in states and "WAITING" not in states  # every trial a dead worker left was resolved
     assert kills >= 1 and counts["duplicates"] == 0 and counts["lost"] == 0
     failed = counts["failed"]
@@ -261,7 +264,7 @@ def _claimed_by_a_dead_worker(tmp_path: Path, budget: int, settings: WorkerSetti
 
 
 def _assert_taken_over_once(storage: str, study: str, trial: optuna.Trial, point_id: str, budget: int) -> None:
-    finished = optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)
+    finished = study_trials(storage, study)
     assert finished[trial.number].state == optuna.trial.TrialState.FAIL
     retry = [t for t in finished if t.user_attrs.get("retry_of") == trial.number]
     assert len(retry) == 1 and retry[0].user_attrs["point_id"] == point_id
@@ -297,7 +300,7 @@ def test_a_trial_failed_as_stale_while_its_worker_claims_is_dropped_not_a_crash(
     worker.coord.claim = claim  # type: ignore[method-assign]
     result = worker.run()
     assert result.stopped is None and result.evaluated == 6 and result.requeued_seen == 1
-    trials = optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)
+    trials = study_trials(storage, study)
     assert trials[victims[0]].state == optuna.trial.TrialState.FAIL
     assert [t.user_attrs.get("retry_of") for t in trials].count(victims[0]) == 1
     assert _check_exactly_once(storage, study, 6) == {"failed": 1, "lost": 0, "duplicates": 0}
@@ -337,7 +340,7 @@ def test_sigterm_stops_the_worker_and_leaves_nothing_half_done(tmp_path: Path) -
     assert code == 0, stderr
     summary = json.loads(stdout)
     assert summary["stopped"] and "signal" in summary["stopped"] and summary["evaluated"] > 0
-    states = Counter(t.state.name for t in optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False))
+    states = Counter(t.state.name for t in study_trials(storage, study))
     assert "RUNNING" not in states and states["COMPLETE"] == summary["evaluated"] + summary["answered"]  # nothing left half-done
     rows = Coordination(storage, study).workers()
     assert rows[0]["state"] == "stopped"
@@ -357,8 +360,8 @@ def _joined_by_workers(storage: str, tmp_path: Path, budget: int) -> tuple[str, 
     def paying() -> bool:  # the study exists and has started paying
         assert search.poll() is None, f"the search exited early with {search.returncode}: {search.communicate()[1][-2000:]}"
         try:
-            return len(optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)) >= 30
-        except KeyError:
+            return len(study_trials(storage, study)) >= 30
+        except (KeyError, StorageError):  # no storage or no study yet
             return False
 
     # the search's start-up (imports, the study) takes most of a minute on a loaded 2-core machine: a generous bound, met early when idle
@@ -387,7 +390,7 @@ def test_workers_joining_a_default_search_pay_exactly_the_budget(backend: str, t
     assert sum(int(w["evaluated"]) for w in workers) > 0  # the workers really shared the work
     counts = _check_exactly_once(storage, study, budget)  # paid == distinct == claims == budget
     assert counts["duplicates"] == 0 and counts["lost"] == 0
-    states = Counter(t.state.name for t in optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False))
+    states = Counter(t.state.name for t in study_trials(storage, study))
     assert "RUNNING" not in states and "WAITING" not in states
 
 
