@@ -54,7 +54,14 @@ from coevo.search.nb201.problem import NB201Problem
 from coevo.search.nb201.space import OPS
 from coevo.search.nb201.table import USEFUL_FLOOR
 from coevo.search.nb201_accel.accel import ACCEL_LEVELS, Accel, AccelPart, AccelResult
-from coevo.search.nb201_accel.problem import NB201AccelOptions, NB201AccelProblem, all_accels, cell_workload, latency_table
+from coevo.search.nb201_accel.problem import (
+    NB201AccelOptions,
+    NB201AccelProblem,
+    all_accels,
+    cell_on_chip_values,
+    cell_workload,
+    latency_table,
+)
 from coevo.search.problem import LevelProblem, Levels, Objective
 from coevo.search.stats import format_interval, t_interval
 from coevo.sim.accel.network import Workload
@@ -157,11 +164,7 @@ class KeptCellsProblem(ComposedProblem):
         ]
 
     def values(self, point: tuple[Any, ...], outputs: Mapping[str, Any], *, cheap_only: bool) -> dict[str, float]:
-        result: AccelResult = outputs["accel"]
-        out = {"latency_ms": result.cost.latency_ms, "energy_uj": result.cost.energy_uj, "area_mm2": result.area_mm2}
-        if not cheap_only:
-            out["accuracy"] = self.part("cell").problem.evaluate(self.subpoint(point, "cell"))["accuracy"]
-        return out
+        return cell_on_chip_values(self, point, outputs, cheap_only=cheap_only)
 
     def reference(self) -> FrontReference:
         """nb201-accel's exact front (this space is a corner of its space)."""

@@ -33,7 +33,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from coevo.search.compose import ID_SEPARATOR, Part, PredictableComposition
+from coevo.search.compose import ID_SEPARATOR, ComposedProblem, Part, PredictableComposition
 from coevo.search.metrics import FrontReference
 from coevo.search.nb201.problem import NB201Problem
 from coevo.search.nb201.space import OPS
@@ -59,6 +59,22 @@ def cell_workload(cell: tuple[int, ...], dataset: str) -> Workload:
     """The NB201 network's layers around ``cell`` (op codes) for ``dataset``'s images (cached: engines ask again and again)."""
     size, classes = IMAGE[dataset]
     return nb201_layers(tuple(OPS[c] for c in cell), input_size=size, num_classes=classes)
+
+
+def cell_on_chip_values(
+    problem: ComposedProblem, point: tuple[Any, ...], outputs: Mapping[str, Any], *, cheap_only: bool
+) -> dict[str, float]:
+    """The objective values of a composition of a ``cell`` part (its ``accuracy``) and an ``accel`` part (an
+    :class:`AccelResult`): nb201-accel's and those of the sequential flow's stage that keeps a few cells.
+
+    The cheap three come from the accelerator's result; the accuracy is the cell part's evaluation, paid only when
+    ``cheap_only`` is False.
+    """
+    result: AccelResult = outputs["accel"]
+    out = {"latency_ms": result.cost.latency_ms, "energy_uj": result.cost.energy_uj, "area_mm2": result.area_mm2}
+    if not cheap_only:
+        out["accuracy"] = problem.part("cell").problem.evaluate(problem.subpoint(point, "cell"))["accuracy"]
+    return out
 
 
 class NB201AccelProblem(PredictableComposition):
@@ -98,11 +114,7 @@ class NB201AccelProblem(PredictableComposition):
         ]
 
     def values(self, point: tuple[Any, ...], outputs: Mapping[str, Any], *, cheap_only: bool) -> dict[str, float]:
-        result: AccelResult = outputs["accel"]
-        out = {"latency_ms": result.cost.latency_ms, "energy_uj": result.cost.energy_uj, "area_mm2": result.area_mm2}
-        if not cheap_only:
-            out["accuracy"] = self.part("cell").problem.evaluate(self.subpoint(point, "cell"))["accuracy"]
-        return out
+        return cell_on_chip_values(self, point, outputs, cheap_only=cheap_only)
 
     @property
     def floor(self) -> float:
