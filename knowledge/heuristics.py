@@ -20,10 +20,22 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-Status = Literal["proposed", "validated", "refuted", "retired", "accepted", "rejected"]
-STATUSES: tuple[str, ...] = ("proposed", "validated", "refuted", "retired", "accepted", "rejected")
-INACTIVE: frozenset[str] = frozenset({"refuted", "retired", "rejected"})
+Status = Literal["proposed", "validated", "unhelpful", "refuted", "retired", "accepted", "rejected"]
+STATUSES: tuple[str, ...] = ("proposed", "validated", "unhelpful", "refuted", "retired", "accepted", "rejected")
+INACTIVE: frozenset[str] = frozenset({"unhelpful", "refuted", "retired", "rejected"})
 """Statuses never put in prompts or used to guide proposals."""
+STATUS_MEANING: dict[str, str] = {
+    "proposed": "a claim written by a reasoner that has not yet passed either test below",
+    "validated": "the claim's effect was measured with |t| >= 4 on >= 15 evaluations a side, or the proposals citing it "
+    "extend their niche's front more often than the others (P >= 0.95)",
+    "unhelpful": "the claim may well be true, but proposals that follow it extend their niche's front less often than "
+    "the others (P <= 0.05): it no longer guides the search",
+    "refuted": "the claim is false on the evidence: re-measured, its 95 % interval contains 0 or its sign flipped",
+    "retired": "set aside by a person or a model (kept for the record, not used)",
+    "accepted": "a person reviewed it and keeps it in prompts; no automatic rule changes it",
+    "rejected": "a person reviewed it and keeps it out of prompts; no automatic rule changes it",
+}
+"""What each status means (``coevo kb show``, the review report and docs/engine.md say the same)."""
 HUMAN: frozenset[str] = frozenset({"accepted", "rejected"})
 """Statuses only a person sets; no reasoner or automatic rule overrides them."""
 
@@ -40,7 +52,7 @@ class Heuristic:
         scope: where it holds, e.g. ``{"problem": "nb201", "dataset": ..., "device": ..., "niche": ...}``.
         structured: machine-readable form (objective, effect, ci, counts), or None.
         confidence: 0..1.
-        status: proposed, validated, refuted, retired, accepted or rejected.
+        status: one of :data:`STATUSES` (their meanings: :data:`STATUS_MEANING`).
         author: ``offline`` or the LLM model name.
         support: trial numbers that support it; refute: those that refute it.
         created_round / updated_round: round numbers.
@@ -69,7 +81,7 @@ class Heuristic:
 
     @property
     def active(self) -> bool:
-        """True unless refuted, retired or rejected."""
+        """True unless unhelpful, refuted, retired or rejected."""
         return self.status not in INACTIVE
 
 

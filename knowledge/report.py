@@ -22,10 +22,11 @@ import numpy as np
 
 from coevo.knowledge import report_plots as plots
 from coevo.knowledge import validation
-from coevo.knowledge.heuristics import quantity_label, sig
+from coevo.knowledge.heuristics import STATUS_MEANING, STATUSES, quantity_label, sig
 from coevo.knowledge.store import KnowledgeStore, Version, iter_ids
 from coevo.search.errors import UserInputError
 from coevo.search.metrics import model_yield, pareto_mask
+from coevo.search.problem import Problem
 from coevo.search.proposers import Evaluation
 from coevo.search.round_log import read_round_logs
 from coevo.search.runner import BANDS
@@ -62,6 +63,9 @@ MAX_FRONT_ROWS = 40
 """Front designs listed in the table (the front of a long search on a big space can be larger)."""
 STRONGEST = 5
 """Heuristics in the summary near the top."""
+FOLD_ROWS = MAX_FRONT_ROWS
+"""Tables longer than this are folded (``<details>``, shown on a click), so the page's sections stay in reach; the front
+table near the top is never folded (it has at most :data:`MAX_FRONT_ROWS` rows)."""
 
 
 @dataclass
@@ -188,7 +192,7 @@ def _blocks(search: StoredSearch, store: KnowledgeStore, out: Path, storage: str
     blocks = _intro_section(facts, store)
     blocks += _front_section(problem, paid, facts.ref)
     if facts.history:
-        blocks += _strongest_section(facts.latest)
+        blocks += _strongest_section(facts.latest, problem)
     blocks += [("h2", "How a design is written"), ("p", problem.explain_encoding())]
     blocks += _reading_section(facts)
     blocks += _hv_section(facts, out)
@@ -356,21 +360,47 @@ def _strength(v: Version) -> tuple[int, float, float]:
     return (v.status == "accepted", v.confidence, measured)
 
 
-def _strongest_section(latest: dict[str, Version]) -> list[Block]:
+def _cheap_objectives(problem: Problem) -> set[str]:
+    """The objectives a search gets for free (a table lookup or a model), whose claims are worth little to it."""
+    return {o.name for o in problem.objectives if o.cost == "cheap"}
+
+
+def _strongest_section(latest: dict[str, Version], problem: Problem) -> list[Block]:
+    """The strongest trusted claims about the objectives a search pays for, and those about free objectives apart.
+
+    A claim about a cheap objective (NB201's latency is a table lookup) tells the search nothing it could not look
+    up for every candidate, so ranking it beside claims about accuracy, which each cost a training run to learn,
+    would fill the summary with the least useful claims.
+    """
     blocks: list[Block] = [("h2", "Strongest heuristics")]
     heads = list(latest.values())
+    cheap = _cheap_objectives(problem)
     trusted = sorted((v for v in heads if v.status in ("validated", "accepted")), key=_strength, reverse=True)
+    paid = [v for v in trusted if (v.structured or {}).get("objective") not in cheap]
+    free = [v for v in trusted if (v.structured or {}).get("objective") in cheap]
     counts = Counter(v.status for v in heads)
     tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     if trusted:
         blocks.append(
             (
                 "p",
-                f"The {min(STRONGEST, len(trusted))} strongest of the {len(trusted)} validated or accepted heuristics "
-                f"(accepted first, then by confidence); all {len(heads)}: {tally}. Each heuristic's record is further down.",
+                f"The {min(STRONGEST, len(paid))} strongest of the {len(paid)} validated or accepted heuristics about objectives the "
+                f"search pays for (accepted first, then by confidence); all {len(heads)}: {tally}. Each heuristic's record and "
+                "what each status means are further down.",
             )
         )
-        blocks.append(ListBlock([_line(v) for v in trusted[:STRONGEST]]))
+        if paid:
+            blocks.append(ListBlock([_line(v) for v in paid[:STRONGEST]]))
+        if free:
+            names = ", ".join(sorted(cheap))
+            blocks.append(
+                (
+                    "p",
+                    f"Shown apart: {len(free)} validated claims about free objectives ({names}: known for every design without "
+                    f"paying, so a claim about them saves the search nothing); the strongest {min(STRONGEST, len(free))}:",
+                )
+            )
+            blocks.append(ListBlock([_line(v) for v in free[:STRONGEST]]))
         return blocks
     proposed = sorted((v for v in heads if v.status == "proposed"), key=_strength, reverse=True)
     blocks.append(
@@ -394,7 +424,7 @@ def _kind(v: Version, previous: Version | None) -> str:
         return "created"
     if v.changed_by == "human":
         return "reviewed"
-    if v.status != previous.status and v.status in ("validated", "refuted"):
+    if v.status != previous.status and v.status in ("validated", "unhelpful", "refuted"):
         return v.status
     return "edited"
 
@@ -405,7 +435,7 @@ def _activity(history: Sequence[Version], rounds: Sequence[int]) -> dict[str, li
     for v in history:
         counts[_kind(v, prev.get(v.hid))][v.round] += 1
         prev[v.hid] = v
-    kinds = [k for k in ("created", "edited", "validated", "refuted", "reviewed") if k in counts]
+    kinds = [k for k in ("created", "edited", "validated", "unhelpful", "refuted", "reviewed") if k in counts]
     return {k: [counts[k][r] for r in rounds] for k in kinds}
 
 
@@ -418,7 +448,7 @@ def _changes_section(history: Sequence[Version], logs: dict[int, Any], rounds: S
         (
             "p",
             "The knowledge base learned from round r's results is saved as round r (it guides round r + 1). Below: every heuristic "
-            "created, and every status change (validated, refuted, a person's review), with the reason recorded at the time. "
+            "created, and every status change (validated, unhelpful, refuted, a person's review), with the reason recorded at the time. "
             "Edits that only re-measured a claim are counted in the figure, not listed.",
         )
     )
@@ -445,11 +475,13 @@ def _heuristics_section(latest: dict[str, Version], records: dict[str, validatio
             "p",
             "Proposals citing a heuristic are its test: a proposal wins when it extends its niche's front as it stood before its "
             "round. The base rate is the win rate of the proposals of the same niches and rounds that did not cite it. The validation "
-            f"loop refutes a heuristic with at least {validation.MIN_CITED} citing proposals when P(win rate > base rate) <= "
+            f"loop marks a heuristic with at least {validation.MIN_CITED} citing proposals unhelpful when P(win rate > base rate) <= "
             f"{validation.REFUTE_P} and validates it when >= {validation.VALIDATE_P}. Support/refute counts are the evidence rows "
-            "(trials on either side of the claim).",
+            "(trials on either side of the claim). What each status means:",
         )
     )
+    shown = {v.status for v in latest.values()}
+    blocks.append(ListBlock([f"{status}: {STATUS_MEANING[status]}" for status in STATUSES if status in shown]))
     evidence = Counter((e.hid, e.kind) for e in store.evidence(kb))
     rows = []
     for hid in iter_ids(latest):
@@ -682,10 +714,40 @@ def _yield_section(logs: dict[int, Any], rounds: Sequence[int], final: dict[str,
 # ---------------------------------------------------------------- rendering
 
 
+def anchor(text: str) -> str:
+    """The anchor GitHub gives a heading (lower case, punctuation dropped, spaces to hyphens); the HTML page uses the same.
+
+    Example:
+        >>> anchor("Front and hypervolume per round")
+        'front-and-hypervolume-per-round'
+        >>> anchor("LLM calls, tokens and cost per round")
+        'llm-calls-tokens-and-cost-per-round'
+    """
+    kept = "".join(c for c in text.lower() if c.isalnum() or c in " -_")
+    return kept.replace(" ", "-")
+
+
+def _contents(blocks: Sequence[Block]) -> list[str]:
+    """The section headings (``h2``) in order: the table of contents."""
+    return [b[1] for b in blocks if isinstance(b, tuple) and b[0] == "h2"]
+
+
+def _first_section(blocks: Sequence[Block]) -> int:
+    """Index of the first ``h2``: the table of contents goes before it, after the title and the summary paragraph."""
+    return next((k for k, b in enumerate(blocks) if isinstance(b, tuple) and b[0] == "h2"), len(blocks))
+
+
+def _folded_summary(table: TableBlock) -> str:
+    return f"{len(table.rows)} rows (click to show)"
+
+
 def render_markdown(blocks: Sequence[Block]) -> str:
-    """Markdown with figures linked as files beside it."""
+    """Markdown with figures linked as files beside it, a table of contents after the title and long tables folded."""
     lines: list[str] = []
-    for b in blocks:
+    toc_at = _first_section(blocks)
+    for k, b in enumerate(blocks):
+        if k == toc_at:
+            lines += ["**Contents:** " + " · ".join(f"[{h}](#{anchor(h)})" for h in _contents(blocks)), ""]
         if isinstance(b, Figure):
             lines += [f"![{b.caption}]({b.path.name})", "", f"*{b.caption}*", ""]
         elif isinstance(b, ListBlock):
@@ -693,10 +755,13 @@ def render_markdown(blocks: Sequence[Block]) -> str:
         elif isinstance(b, TableBlock):
             if not b.rows:
                 continue
+            folded = len(b.rows) > FOLD_ROWS
+            if folded:  # GitHub and most viewers render <details> in Markdown; a blank line must follow the summary
+                lines += [f"<details><summary>{_folded_summary(b)}</summary>", ""]
             lines.append("| " + " | ".join(_md_cell(h) for h in b.header) + " |")
             lines.append("|" + "---|" * len(b.header))
             lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in b.rows]
-            lines.append("")
+            lines += ["", "</details>", ""] if folded else [""]
         else:
             kind, text = b
             prefix = {"h1": "# ", "h2": "## "}.get(kind, "")
@@ -715,6 +780,8 @@ h1{font-size:1.6em;border-bottom:2px solid #ddd;padding-bottom:.3em}h2{font-size
 table{border-collapse:collapse;margin:1em 0;font-size:.85em;width:100%}
 th,td{border:1px solid #ddd;padding:.3em .5em;text-align:left;vertical-align:top}
 th{background:#f4f4f4;position:sticky;top:0}tr:nth-child(even) td{background:#fafafa}
+nav.toc{background:#f7f7f7;border:1px solid #e4e4e4;padding:.4em 1em;font-size:.9em}nav.toc ul{margin:.3em 0;columns:2}
+details{margin:1em 0}summary{cursor:pointer;color:#0645ad}
 figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}figcaption{font-size:.85em;color:#555}
 """
 
@@ -727,7 +794,11 @@ def render_html(blocks: Sequence[Block], *, title: str, base: Path) -> str:
         f"<title>{html.escape(title)}</title>",
         f"<style>{CSS}</style></head><body>",
     ]
-    for b in blocks:
+    toc_at = _first_section(blocks)
+    for k, b in enumerate(blocks):
+        if k == toc_at:
+            items = "".join(f'<li><a href="#{anchor(h)}">{html.escape(h)}</a></li>' for h in _contents(blocks))
+            parts.append(f'<nav class="toc"><strong>Contents</strong><ul>{items}</ul></nav>')
         if isinstance(b, Figure):
             data = base64.b64encode((base / b.path.name).read_bytes()).decode("ascii")
             parts.append(
@@ -741,10 +812,14 @@ def render_html(blocks: Sequence[Block], *, title: str, base: Path) -> str:
                 continue
             head = "".join(f"<th>{html.escape(h)}</th>" for h in b.header)
             body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in b.rows)
-            parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+            table = f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+            if len(b.rows) > FOLD_ROWS:
+                table = f"<details><summary>{html.escape(_folded_summary(b))}</summary>{table}</details>"
+            parts.append(table)
         else:
             kind, text = b
             tag = kind if kind in ("h1", "h2") else "p"
-            parts.append(f"<{tag}>{html.escape(text)}</{tag}>")
+            anchored = f' id="{anchor(text)}"' if kind == "h2" else ""
+            parts.append(f"<{tag}{anchored}>{html.escape(text)}</{tag}>")
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -105,10 +105,17 @@ def hv_by_round(rounds: Sequence[int], hv: Sequence[float], evaluations: Sequenc
 
 
 def kb_activity(rounds: Sequence[int], counts: Mapping[str, Sequence[int]], path: Path) -> Path:
-    """Stacked bars: heuristics created, edited, validated and refuted per round."""
+    """Stacked bars: heuristics created, edited, validated, made unhelpful and refuted per round."""
     fig, ax = plt.subplots(figsize=(7.2, 3.6))
     bottom = np.zeros(len(rounds))
-    colours = {"created": "tab:blue", "edited": "0.7", "validated": "tab:green", "refuted": "tab:red", "reviewed": "tab:purple"}
+    colours = {
+        "created": "tab:blue",
+        "edited": "0.7",
+        "validated": "tab:green",
+        "unhelpful": "tab:orange",
+        "refuted": "tab:red",
+        "reviewed": "tab:purple",
+    }
     for name, values in counts.items():
         v = np.asarray(values, dtype=float)
         ax.bar(rounds, v, bottom=bottom, label=name, color=colours.get(name))

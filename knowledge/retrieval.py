@@ -4,7 +4,7 @@ Score of an active heuristic for a (problem spec, niche) context::
 
     score = confidence x status weight x scope relevance
 
-* status weight: accepted 1.2, validated 1.1, proposed 1.0 (refuted, retired and rejected
+* status weight: accepted 1.2, validated 1.1, proposed 1.0 (unhelpful, refuted, retired and rejected
   heuristics are never retrieved, nor are withheld claims: the ablation's switch).
 * scope relevance: a heuristic scoped to another niche is excluded; its own niche 1.0,
   any niche (global) 0.8. A heuristic of another problem counts 0.2. Each other option of its

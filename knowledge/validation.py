@@ -11,12 +11,14 @@ Rule (applied to every heuristic cited by at least :data:`MIN_CITED` evaluated p
 * ``w`` wins of ``n`` citing proposals, against the base rate ``b`` = win rate of the
   proposals in the same niches and rounds that did not cite it (with a half-count prior).
 * ``p = P(win rate > b)`` under a Beta(1 + w, 1 + n - w) posterior.
-* ``p <= 0.05``: its proposals keep losing -> ``refuted``. ``p >= 0.95``: they keep
-  winning -> ``validated``. Otherwise the status stays as the reasoner set it.
+* ``p <= 0.05``: its proposals keep losing -> ``unhelpful`` (not ``refuted``: this loop tests
+  whether following a claim helps the search, not whether the claim is true; a claim whose
+  effect is real can still stop paying once the front holds it everywhere). ``p >= 0.95``:
+  they keep winning -> ``validated``. Otherwise the status stays as the reasoner set it.
+  An unhelpful or refuted heuristic is not validated again by this loop.
 * confidence := mean of the reasoner's confidence and ``p``.
-* A heuristic refuted here says so in its words: its text is prefixed with
-  ``refuted by its proposals (w/n won vs base rate b):`` (the claim's own figure stays, as
-  it was measured; the reasoner rewrites the text whenever it re-measures the claim).
+* The note of a heuristic made unhelpful here gives the record (``w/n citing proposals
+  extended their niche's front vs base rate b``); its text keeps the claim's own figure.
 * A person's decision (accepted, rejected) is never changed; confidence still moves.
 
 Each citing proposal also becomes an evidence row (source ``record``): support when it
@@ -150,13 +152,11 @@ def apply(kb: KnowledgeBase, recs: dict[str, Record], *, study: str, round_no: i
         h.confidence = round(0.5 * h.confidence + 0.5 * p, 4)
         if h.status in HUMAN:
             continue
-        new = "refuted" if p <= REFUTE_P else "validated" if p >= VALIDATE_P and h.status != "refuted" else None
+        new = "unhelpful" if p <= REFUTE_P else "validated" if p >= VALIDATE_P and h.status not in ("refuted", "unhelpful") else None
         if new and new != h.status:
             h.status = new  # type: ignore[assignment]
             h.note = f"{new} by the validation loop: {summary}"
             changes.append(f"{new} {hid}: {h.text} ({summary})")
-            if new == "refuted":
-                h.text = f"refuted by its proposals ({rec.wins}/{rec.n} won vs base rate {rec.base_rate:.0%}): {h.text}"
         elif not h.note:
             h.note = f"record: {summary}"
     return changes, rows

@@ -20,15 +20,17 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
-import optuna
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from coevo.search.errors import UserInputError
 from coevo.search.metrics import FrontReference
 from coevo.search.niches import Niche, single_niche
+
+if TYPE_CHECKING:  # optuna is imported where it is used: importing it costs ~0.6 s of every `coevo problems list`
+    import optuna
 
 Point = Hashable
 """A design point; each problem documents its concrete type."""
@@ -331,6 +333,8 @@ def options_error(model: type[BaseModel], exc: ValidationError) -> str:
 
 def _suggest(trial: optuna.Trial, name: str, dist: optuna.distributions.BaseDistribution) -> Any:
     """Call the public ``suggest_*`` matching ``dist``."""
+    import optuna
+
     if isinstance(dist, optuna.distributions.CategoricalDistribution):
         return trial.suggest_categorical(name, dist.choices)
     if isinstance(dist, optuna.distributions.IntDistribution):
@@ -342,6 +346,8 @@ def _suggest(trial: optuna.Trial, name: str, dist: optuna.distributions.BaseDist
 
 def _choices_text(dist: optuna.distributions.BaseDistribution) -> str:
     """The values a distribution allows, in words."""
+    import optuna
+
     if isinstance(dist, optuna.distributions.CategoricalDistribution):
         return "one of " + ", ".join(str(c) for c in dist.choices)
     if isinstance(dist, optuna.distributions.IntDistribution | optuna.distributions.FloatDistribution):
@@ -592,6 +598,8 @@ class LevelProblem(Problem, Evolvable):
     # ---- the encoding
 
     def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
+        import optuna
+
         return {name: optuna.distributions.CategoricalDistribution(lv.stored) for name, lv in self.levels.items()}
 
     def from_params(self, params: Mapping[str, Any]) -> Any:

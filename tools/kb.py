@@ -16,7 +16,7 @@ STORAGE = Field(None, description="study storage URL (the knowledge store is bes
 class KBListArgs(ToolArgs):
     study: str = Field(..., description="study name: each pelnas search keeps its own knowledge base")
     storage: str | None = STORAGE
-    status: str | None = Field(None, description="only this status: proposed, validated, refuted, retired, accepted, rejected")
+    status: str | None = Field(None, description="only this status: proposed, validated, unhelpful, refuted, retired, accepted, rejected")
     limit: int = Field(50, ge=1, le=500, description="at most this many heuristics, most confident first")
 
 

@@ -23,7 +23,8 @@ from rich.table import Table
 
 from coevo.agent.cli._common import DEFAULT_PROBLEM, add_problem_argument, add_problem_arguments, err, out, problem_values
 from coevo.agent.tables import print_design_table
-from coevo.knowledge.heuristics import STATUSES, effect_unit, format_structured, quantity_label, sig, with_unit
+from coevo.knowledge.heuristics import STATUS_MEANING, STATUSES, effect_unit, format_structured, quantity_label, sig, with_unit
+from coevo.knowledge.history import condensed
 from coevo.knowledge.store import EvidenceRow, KnowledgeStore, Version, default_kb_url, iter_ids
 from coevo.search.config import DEFAULT_PROPOSER, default
 from coevo.search.errors import UserInputError
@@ -243,12 +244,15 @@ def _show(args: argparse.Namespace, store: KnowledgeStore) -> int:
     out.print(f"scope: {scope}" + (f"; imported from {head.origin}" if head.origin else ""), markup=False)
     if head.structured:
         out.print(f"structured: {format_structured(head.structured)}", markup=False)
-    table = Table(title=f"history ({len(history)} versions)")
+    entries = condensed(history)
+    folded = f", re-measurements folded into {len(entries)} rows; --json lists each" if len(entries) < len(history) else ""
+    table = Table(title=f"history ({len(history)} versions{folded})")
     for col in ("v", "round", "status", "conf.", "by", "change"):
         table.add_column(col, overflow="fold")
-    for v in history:
-        table.add_row(str(v.version), str(v.round), v.status, f"{v.confidence:.3f}", v.changed_by, v.change)
+    for e in entries:
+        table.add_row(e.versions, e.rounds, e.last.status, e.confidence, e.last.changed_by, e.change)
     out.print(table)
+    out.print(f"{head.status}: {STATUS_MEANING.get(head.status, '')}", markup=False)
     _print_evidence(kb, head, evidence, values)
     return 0
 

@@ -6,11 +6,17 @@ Knowledge update (documented rule):
   the effect is ``mean(objective | value) - mean(objective | other values)`` over all paid
   evaluations, with a Welch standard error and a 95 % interval. It becomes a heuristic
   when |t| >= 2.5 with at least 5 evaluations on each side, globally and per niche (the
-  strongest few per niche).
+  strongest few per niche), **and** it survives the Benjamini-Hochberg procedure at a false
+  discovery rate of 5 % over every comparison the round made (all values, objectives and
+  niches; two-sided Welch t p-values, Welch-Satterthwaite degrees of freedom): a round tests
+  a few hundred comparisons, so |t| >= 2.5 alone (p ~ 0.01 each) would let a few claims
+  through on noise alone. The procedure is per round (each knowledge update is one family
+  of tests); a claim found in an earlier round and not re-found is re-measured instead (below).
 * Status: ``validated`` once |t| >= 4 with >= 15 evaluations on each side; an existing
   heuristic whose interval now contains 0, or whose sign flipped, is ``refuted`` (it stays
   in the knowledge base with its history, and is no longer used). Human statuses
-  (accepted / rejected) are never overwritten.
+  (accepted / rejected) are never overwritten, nor is ``unhelpful`` (the validation loop's
+  verdict on following the claim, which re-measuring its effect does not answer).
 * Confidence shrinks with the sample size: ``(1 - p) x n_eff / (n_eff + 1)``, with ``p``
   the two-sided normal p-value of t and ``n_eff = n_with x n_without / (n_with + n_without)``
   the effective count of a difference of two means (its variance is the data's variance
@@ -61,6 +67,7 @@ from coevo.search.problem import Evolvable, Objective, Point, Problem
 from coevo.search.proposers import Evaluation, Proposal
 
 MIN_T = 2.5
+FDR = 0.05  # Benjamini-Hochberg false discovery rate over a round's comparisons (module doc)
 VALIDATED_T = 4.0
 MIN_N = 5
 VALIDATED_N = 15
@@ -78,6 +85,7 @@ class _Claim:
     value: Any
     effect: float
     se: float
+    df: float  # Welch-Satterthwaite degrees of freedom of the comparison
     n_with: int
     n_without: int
     holders: np.ndarray  # trial numbers holding the value
@@ -91,6 +99,15 @@ class _Claim:
     @property
     def t(self) -> float:
         return self.effect / self.se if self.se > 0 else 0.0
+
+    @property
+    def p_value(self) -> float:
+        """Two-sided p-value of the Welch t test (1 when the spread is 0 and so is the effect)."""
+        from scipy import stats  # lazy: scipy.stats costs ~1.5 s of every coevo start-up
+
+        if self.se <= 0:
+            return 0.0 if self.effect else 1.0
+        return float(2.0 * stats.t.sf(abs(self.t), self.df))
 
     @property
     def confidence(self) -> float:
@@ -137,6 +154,21 @@ def claim_confidence(t: float, n_with: int, n_without: int) -> float:
     return (1.0 - 2.0 * float(stats.norm.sf(abs(t)))) * n_eff / (n_eff + 1.0)
 
 
+def fdr_discoveries(p_values: Sequence[float], rate: float) -> list[bool]:
+    """Which of ``p_values`` the Benjamini-Hochberg procedure keeps at false discovery rate ``rate``.
+
+    Example (the largest k with p_(k) <= k/m x rate is 2 here: 0.01 <= 0.0125 and 0.02 <= 0.025, 0.04 > 0.0375):
+        >>> fdr_discoveries([0.04, 0.01, 0.5, 0.02], 0.05)
+        [False, True, False, True]
+    """
+    if not p_values:
+        return []
+    from scipy import stats  # lazy: scipy.stats costs ~1.5 s of every coevo start-up
+
+    adjusted = stats.false_discovery_control(np.asarray(p_values, dtype=float), method="bh")
+    return [bool(q <= rate) for q in adjusted]
+
+
 def _measure(
     objective: Objective, niche: str | None, param: str, value: Any, y: np.ndarray, holds: np.ndarray, trials: np.ndarray
 ) -> _Claim | None:
@@ -144,10 +176,13 @@ def _measure(
     a, b = y[holds], y[~holds]
     if len(a) < 2 or len(b) < 2:
         return None
-    se = math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    se = math.sqrt(va + vb)
+    # Welch-Satterthwaite; with no spread at all the t test is undefined and df is moot (p_value handles se == 0)
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if va + vb > 0 else float(len(a) + len(b) - 2)
     effect = float(a.mean() - b.mean())
     on_side = a > b.mean() if effect > 0 else a < b.mean()
-    return _Claim(objective, niche, param, value, effect, se, len(a), len(b), trials[holds], on_side, a - b.mean())
+    return _Claim(objective, niche, param, value, effect, se, df, len(a), len(b), trials[holds], on_side, a - b.mean())
 
 
 @dataclass(frozen=True)
@@ -214,7 +249,8 @@ class OfflineReasoner(Reasoner):
     def _store(kb: KnowledgeBase, claim: _Claim, ctx: KnowledgeContext, *, note: str = "measured") -> tuple[Heuristic, bool]:
         """Write ``claim``'s measurement, words, confidence, status and evidence into its heuristic."""
         existing = kb.by_key(claim.key)
-        human = existing is not None and existing.status in ("accepted", "rejected")
+        # a person's decision stands; so does the validation loop's "unhelpful", which a re-measured effect does not answer
+        kept = existing is not None and existing.status in ("accepted", "rejected", "unhelpful")
         strong = abs(claim.t) >= VALIDATED_T and min(claim.n_with, claim.n_without) >= VALIDATED_N
         support, refute = claim.holders[claim.on_side][:MAX_EVIDENCE_IDS], claim.holders[~claim.on_side][:MAX_EVIDENCE_IDS]
         shown = set(support.tolist()) | set(refute.tolist())
@@ -225,7 +261,7 @@ class OfflineReasoner(Reasoner):
             scope={**ctx.problem.spec(), "niche": claim.niche},
             structured=claim.structured(),
             confidence=round(claim.confidence, 4),
-            status=existing.status if human and existing else ("validated" if strong else "proposed"),
+            status=existing.status if kept and existing else ("validated" if strong else "proposed"),
             author="offline",
             support=[int(x) for x in support],
             refute=[int(x) for x in refute],
@@ -234,6 +270,22 @@ class OfflineReasoner(Reasoner):
         )
 
     def _mine(self, problem: Problem, niches: Sequence[Niche], table: _Evidence) -> list[_Claim]:
+        """The round's claims: |t| and counts over their floors, Benjamini-Hochberg over all comparisons (module doc)."""
+        tested = [c for c in self._comparisons(problem, niches, table) if min(c.n_with, c.n_without) >= MIN_N]
+        discoveries = fdr_discoveries([c.p_value for c in tested], FDR)
+        out: list[_Claim] = []
+        by_group: dict[tuple[str, str | None], list[_Claim]] = defaultdict(list)
+        for claim, kept in zip(tested, discoveries, strict=True):
+            if kept and abs(claim.t) >= MIN_T:
+                by_group[(claim.objective.name, claim.niche)].append(claim)
+        for (_, niche), found in by_group.items():
+            found.sort(key=lambda c: -abs(c.t))
+            out += found if niche is None else found[:PER_NICHE]
+        return out
+
+    @staticmethod
+    def _comparisons(problem: Problem, niches: Sequence[Niche], table: _Evidence) -> list[_Claim]:
+        """Every (objective, niche or all, parameter value) comparison the round can make."""
         out: list[_Claim] = []
         for objective in problem.objectives:
             y = table.values[objective.name]
@@ -241,15 +293,12 @@ class OfflineReasoner(Reasoner):
                 rows = table.rows(niche)
                 if rows.sum() < 2 * MIN_N:
                     continue
-                found = []
                 for name, full_column in table.columns.items():
                     column = full_column[rows]
                     for value in sorted(set(column.tolist()), key=str):
                         claim = _measure(objective, niche, name, value, y[rows], column == value, table.trials[rows])
-                        if claim and abs(claim.t) >= MIN_T and min(claim.n_with, claim.n_without) >= MIN_N:
-                            found.append(claim)
-                found.sort(key=lambda c: -abs(c.t))
-                out += found if niche is None else found[:PER_NICHE]
+                        if claim is not None:
+                            out.append(claim)
         return out
 
     def _remeasure_stale(self, kb: KnowledgeBase, ctx: KnowledgeContext, table: _Evidence, claims: dict[str, _Claim]) -> list[str]:

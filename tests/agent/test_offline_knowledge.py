@@ -128,3 +128,38 @@ def _kb(reasoner: OfflineReasoner, evals: list[Evaluation]) -> KnowledgeBase:
     kb = KnowledgeBase()
     reasoner.update_knowledge(kb, evals, KnowledgeContext(PROBLEM, complexity_niches(), 1, tuple(evals)))
     return kb
+
+
+def _noise_study(seed: int, planted: float) -> list[Evaluation]:
+    """200 random cells whose accuracy is noise, plus ``planted`` pp where edge_0_1 is nor_conv_3x3; latency constant."""
+    rng = np.random.default_rng(seed)
+    cells = rng.integers(0, 5, size=(200, 6))
+    acc = rng.normal(70.0, 2.0, 200) + planted * (cells[:, 0] == CONV3)
+    return [
+        Evaluation(k, tuple(int(c) for c in cells[k]), str(k), {"accuracy": float(acc[k]), "latency_ms": 5.0}, True, {"round": 0})
+        for k in range(200)
+    ]
+
+
+def test_the_miner_controls_the_false_discovery_rate_over_a_rounds_comparisons() -> None:
+    from scipy import stats
+
+    evals = _noise_study(23, planted=0.0)
+    # the premise: on pure noise, some single comparison passes the per-test floor |t| >= 2.5 by chance
+    params = [PROBLEM.to_params(e.point) for e in evals]
+    acc = np.array([e.values["accuracy"] for e in evals])
+    naive = [
+        abs(stats.ttest_ind(acc[held], acc[~held], equal_var=False).statistic)
+        for name in params[0]
+        for value in {p[name] for p in params}
+        if min((held := np.array([p[name] == value for p in params])).sum(), (~held).sum()) >= 5
+    ]
+    assert max(naive) >= 2.5
+    kb = KnowledgeBase()
+    OfflineReasoner().update_knowledge(kb, evals, KnowledgeContext(PROBLEM, complexity_niches(), 0, tuple(evals)))
+    assert [h.text for h in kb.heuristics.values()] == []  # Benjamini-Hochberg over the round's comparisons: no false claim
+    # a real effect of the same data's size is still found
+    evals = _noise_study(23, planted=3.0)
+    kb = KnowledgeBase()
+    OfflineReasoner().update_knowledge(kb, evals, KnowledgeContext(PROBLEM, complexity_niches(), 0, tuple(evals)))
+    assert kb.by_key(KEY) is not None

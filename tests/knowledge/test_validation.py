@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from coevo.knowledge import KnowledgeBase
+from coevo.knowledge.heuristics import STATUS_MEANING
 from coevo.knowledge.validation import MIN_CITED, apply, outcomes, records
 from coevo.search.nb201 import NB201Problem
 from coevo.search.proposers import Evaluation
@@ -46,18 +47,23 @@ def test_outcomes_compare_with_the_niche_front_before_the_round() -> None:
     assert not out[6].win and out[6].margin is not None and out[6].margin < 0
 
 
-def test_losers_refute_and_winners_validate_but_a_person_decides_last() -> None:
+def test_losers_become_unhelpful_and_winners_validate_but_a_person_decides_last() -> None:
     evs = _history()
     recs = records(outcomes(PROBLEM, evs))
     assert recs["H1"].n == recs["H2"].n == 10 >= MIN_CITED and recs["H1"].wins == 10 and recs["H2"].wins == 0
     kb = _kb()
     changes, rows = apply(kb, recs, study="s", round_no=2)
-    assert kb.heuristics["H1"].status == "validated" and kb.heuristics["H2"].status == "refuted"
+    # losing proposals say the claim does not help the search, not that it is false: "unhelpful", never "refuted"
+    assert kb.heuristics["H1"].status == "validated" and kb.heuristics["H2"].status == "unhelpful"
+    assert not kb.heuristics["H2"].active and STATUS_MEANING["unhelpful"] != STATUS_MEANING["refuted"]
     assert kb.heuristics["H2"].confidence < 0.6 < kb.heuristics["H1"].confidence
-    assert any(c.startswith("refuted H2") for c in changes) and "0/10 citing proposals" in kb.heuristics["H2"].note
-    # the refuted claim's words say so (and by what record); the validated one's are the claim
-    assert re.fullmatch(r"refuted by its proposals \(0/10 won vs base rate \d+%\): bad", kb.heuristics["H2"].text)
-    assert kb.heuristics["H1"].text == "good"
+    assert any(c.startswith("unhelpful H2") for c in changes)
+    assert re.search(r"0/10 citing proposals extended their niche's front vs base rate \d+%", kb.heuristics["H2"].note)
+    assert kb.heuristics["H1"].text == "good" and kb.heuristics["H2"].text == "bad"  # the claims' own words stay
+    # a winning record later does not validate a claim already found unhelpful
+    again = {"H2": recs["H1"]}
+    apply(kb, again, study="s", round_no=3)
+    assert kb.heuristics["H2"].status == "unhelpful"
     assert {(r.hid, r.kind) for r in rows} == {("H1", "support"), ("H2", "refute")} and len(rows) == 20
     # the same losing record on a heuristic a person accepted: the status stands
     person = {"H3": recs["H2"]}
