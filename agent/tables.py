@@ -151,6 +151,28 @@ def print_design_table(
         console.print(f"{k:>3}  {design}", soft_wrap=True, highlight=False, markup=False)
 
 
+NOT_AVAILABLE = "n/a"
+"""What a summary shows for a value that does not exist (no exact front: no HV ratio), where ``None`` says nothing to a person."""
+
+
+def summary_cell(value: Any) -> str:
+    """One value of a key/value summary (``coevo search``'s, ``coevo runs show``'s), as a person reads it.
+
+    Floats to 4 decimals; dicts and lists as JSON, the form ``--json`` prints and ``--options``
+    takes; None as :data:`NOT_AVAILABLE`.
+
+    >>> [summary_cell(v) for v in (0.987654, {"problem": "noc", "k": 4}, None, 12)]
+    ['0.9877', '{"problem": "noc", "k": 4}', 'n/a', '12']
+    """
+    if value is None:
+        return NOT_AVAILABLE
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    if isinstance(value, dict | list):
+        return json.dumps(value, default=str)
+    return str(value)
+
+
 def render_value(console: Console, value: Any) -> None:
     """Show a tool's value: lists of records as tables, the rest as key/value rows; numbers and names are never cut."""
     if not isinstance(value, dict):

@@ -9,7 +9,8 @@ Ctrl-D or ``/exit`` leaves.
 ``--once TEXT`` runs one turn or command and exits; tools that ask first then run only
 with ``--yes``, whether the model calls them or ``/run`` does. With ``--json``, stdout
 holds exactly one JSON object, ``{session, input, kind, ok, summary, value}``, whatever
-happens (errors included); everything meant for people goes to stderr.
+happens; a failed call adds ``error`` and ``exit_code``, as every ``coevo ... --json`` error
+has (:mod:`agent.json_output`); everything meant for people goes to stderr.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from rich.console import Console
 from coevo.agent.chat.command_line import CommandLine
 from coevo.agent.chat.commands import CommandContext, dispatch
 from coevo.agent.chat.store import Event, SessionStore
+from coevo.agent.json_output import error_fields, print_object
 from coevo.agent.reasoners import ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, llm_settings
 from coevo.search.errors import CoevoError, UserInputError
 from coevo.search.storage import check_exists, resolve_storage_url
@@ -131,6 +133,7 @@ def _open(args: argparse.Namespace, console: Console, cli: CommandLine | None) -
     """The session (new or resumed), the command context (running ``coevo`` commands through ``cli``) and the agent, from the options."""
     # --once without --session: the call's session lives in memory and goes with the process (scripts calling
     # --once must not pile up sessions in the study database); --session S3 records the call in S3
+    _check_workspace(args.workspace)  # before anything is opened or created
     kept = args.once is None or bool(args.session)
     command = args.once.strip().split(" ")[0] if args.once is not None else None
     if args.storage is not None and command in READ_ONLY and (kept or command != "/session"):
@@ -175,6 +178,18 @@ def _open(args: argparse.Namespace, console: Console, cli: CommandLine | None) -
             declined_hint=ONCE_DECLINED if once else "",
         )
     return Chat(session, ctx, agent, terminal, model_name, base_url)
+
+
+def _check_workspace(folder: str | None) -> None:
+    """Refuse a ``--workspace`` that is no folder: the tools' writes are confined to it, and a typo would confine them to nothing.
+
+    Raises:
+        UserInputError: the path is missing or a file.
+    """
+    if folder is None or Path(folder).is_dir():
+        return
+    what = "is a file" if Path(folder).exists() else "does not exist"
+    raise UserInputError(f"--workspace {folder} {what}; give an existing folder, or leave --workspace out (the storage's folder)")
 
 
 def run(args: argparse.Namespace, *, cli: CommandLine | None = None) -> int:
@@ -288,8 +303,9 @@ def _once_json(args: argparse.Namespace, cli: CommandLine | None) -> int:
             console.print(f"[red]error:[/] {exc}", soft_wrap=True)
             code = 2
             record.update(ok=False, summary=str(exc), value=None)
-    stdout.write(json.dumps(record, default=str) + "\n")
-    stdout.flush()
+    if code:  # a failed call carries the fields every coevo --json error has
+        record.update(error_fields(str(record["summary"]), code))
+    print_object(record, stdout)
     return code
 
 

@@ -2,7 +2,10 @@
 
 User errors (:class:`search.errors.CoevoError`) print one line on stderr and exit 2, with
 no traceback; so does a database fault that reaches the top (:func:`search.db_errors.classify`
-names it: corrupt, read-only, refused, no reply, ...). Ctrl-C exits 130 and says how to resume.
+names it: corrupt, read-only, refused, no reply, ...); so does a malformed command line (one
+line naming the flag, and a hint to run ``--help``, not argparse's usage block). With
+``--json`` the error also goes to stdout as one JSON object (:mod:`agent.json_output`). Ctrl-C
+exits 130, saying how to resume where the command resumes (:data:`RESUMES`).
 
 Commands that take a problem (``search``, ``bench``, ``kb``) get one flag per option of
 the problem named by ``--problem`` (the default when none), generated from the problem's
@@ -19,7 +22,7 @@ from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from coevo.search.errors import CoevoError
 
@@ -61,6 +64,32 @@ COMMANDS: dict[str, Command] = {
 
 TAKES_PROBLEM = ("search", "bench", "kb")
 
+RESUMES = ("search", "worker", "bench")
+"""Commands that pick up from storage where an interrupted run stopped: only their Ctrl-C message says to rerun."""
+
+
+class ArgumentsError(SystemExit):
+    """A command line argparse refused: the parser's ``prog`` (``coevo search``) and argparse's message.
+
+    A :class:`SystemExit` with status 2, as argparse's own error is, for callers of
+    :func:`build_parser` outside :func:`main`; :func:`main` reports it in one line.
+    """
+
+    def __init__(self, prog: str, message: str) -> None:
+        super().__init__(2)
+        self.prog = prog
+        self.message = message
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose errors go to :func:`main` to be said in one line.
+
+    argparse itself prints the whole usage first: 13 lines for ``search``, the error last.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        raise ArgumentsError(self.prog, message)
+
 
 def build_parser(problem: type[Problem] | None = None, *, command: str | None = None) -> argparse.ArgumentParser:
     """The argument parser for :data:`COMMANDS` (with ``problem``'s option flags where they apply).
@@ -71,7 +100,7 @@ def build_parser(problem: type[Problem] | None = None, *, command: str | None = 
             line, and take none): what :func:`main` does, so one command's modules load. None:
             every command's.
     """
-    parser = argparse.ArgumentParser(prog="coevo", description="LLM-agent driven, hardware-aware design search.")
+    parser = _Parser(prog="coevo", description="LLM-agent driven, hardware-aware design search.")
     parser.add_argument("--version", action="version", version=f"coevo {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="{" + ",".join(COMMANDS) + "}")
     for name, entry in COMMANDS.items():
@@ -93,24 +122,33 @@ def _version() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``coevo`` console script.
 
-    Exit status: 0 done; 2 an error in what was asked (one line on stderr, no traceback);
-    130 interrupted (rerun to resume); 141 the reader of stdout went away (``| head``), quietly.
+    Exit status: 0 done; 2 an error in what was asked (one line on stderr, no traceback; with
+    ``--json`` also one JSON object on stdout); 130 interrupted; 141 the reader of stdout went
+    away (``| head``), quietly.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     args: argparse.Namespace | None = None
+    command = _command_of(argv)
     try:
-        command = _command_of(argv)
         if command is not None:
             _quiet_optuna()
         problem = _problem_of(command, argv)
         args = build_parser(problem, command=command).parse_args(argv)
         return _run(args)
+    except ArgumentsError as exc:
+        # words no parser knew are reported by the top one ("coevo"): name the command they were given to
+        prog = f"coevo {command}" if exc.prog == "coevo" and command is not None else exc.prog
+        _err().print(f"{prog}: error: {exc.message}", soft_wrap=True, markup=False)
+        _err().print(f"run '{prog} --help' for its arguments", markup=False)
+        return _json_error(f"{prog}: {exc.message}", 2, args, argv)
     except CoevoError as exc:
         _err().print(f"[red]error:[/] {exc}", soft_wrap=True)
-        return 2
+        return _json_error(str(exc), 2, args, argv)
     except KeyboardInterrupt:
-        _err().print("interrupted; rerun the same command to resume from storage")
-        return 130
+        resumes = args is not None and args.command in RESUMES
+        said = "interrupted; rerun the same command to resume from storage" if resumes else "interrupted"
+        _err().print(said)
+        return _json_error(said, 130, args, argv)
     except BrokenPipeError:
         # stdout's reader closed early: say nothing, and keep Python from complaining while it
         # flushes stdout at exit (as a Unix tool killed by SIGPIPE, status 128 + 13)
@@ -125,7 +163,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         if fault is None:
             raise
         _err().print(f"[red]error:[/] {fault.reason}", soft_wrap=True)
-        return 2
+        return _json_error(fault.reason, 2, args, argv)
+
+
+def _json_error(message: str, code: int, args: argparse.Namespace | None, argv: Sequence[str]) -> int:
+    """With ``--json``, the error as the one JSON object on stdout a script reads (the line on stderr is for people); returns ``code``.
+
+    Before the command line is parsed (argparse refused it), ``--json`` among its words counts.
+    """
+    as_json = bool(getattr(args, "json", False)) if args is not None else "--json" in argv
+    if as_json:
+        from coevo.agent.json_output import error_fields, print_object
+
+        print_object(error_fields(message, code))
+    return code
 
 
 def _run(args: argparse.Namespace) -> int:

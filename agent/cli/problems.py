@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 
 from coevo.agent.cli._console import out
+from coevo.agent.tables import Column, print_table
 
 if TYPE_CHECKING:
     from coevo.search.problem import Problem
@@ -49,17 +50,59 @@ def summary(name: str) -> dict[str, Any]:
 
 
 def describe(name: str) -> dict[str, Any]:
-    """What ``coevo problems describe NAME`` shows, as data: :func:`summary` and the niches of an instance."""
+    """What ``coevo problems describe NAME`` shows, as data: :func:`summary`, and the design variables and niches of an instance.
+
+    Both need an instance (built with the problem's example options); where it cannot be built
+    each says so in a ``(not shown: ...)`` string instead of its list.
+    """
     from coevo.search.problems import make_problem, problem_class
 
     cls = problem_class(name)
     record = summary(name)
     try:
         instance = make_problem(name, dict(cls.example_options))
+        record["design_variables"] = design_variables(instance)
         record["niches"] = [{"id": n.id, "description": n.description} for n in instance.niches()]
     except Exception as exc:  # describing must not need the problem to build (a missing cluster file, say)
-        record["niches"] = f"(not shown: building the problem with its example options failed: {exc})"
+        why = f"(not shown: building the problem with its example options failed: {exc})"
+        record["design_variables"] = record["niches"] = why
     return record
+
+
+def design_variables(problem: Problem) -> list[dict[str, Any]]:
+    """The parameters a search chooses for ``problem`` (its :meth:`~coevo.search.problem.Problem.distributions`), as data.
+
+    Each is ``{"name", "kind": "categorical", "levels": [...]}`` or ``{"name", "kind": "int"|"float",
+    "low", "high", "step", "log"}`` (``step`` None: any value in the range); another kind of
+    distribution is given by its Python form under ``"text"``.
+    """
+    return [_variable(name, dist) for name, dist in problem.distributions().items()]
+
+
+def _variable(name: str, dist: Any) -> dict[str, Any]:
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    if isinstance(dist, CategoricalDistribution):
+        return {"name": name, "kind": "categorical", "levels": list(dist.choices)}
+    if isinstance(dist, IntDistribution | FloatDistribution):
+        kind = "int" if isinstance(dist, IntDistribution) else "float"
+        return {"name": name, "kind": kind, "low": dist.low, "high": dist.high, "step": dist.step, "log": dist.log}
+    return {"name": name, "kind": type(dist).__name__, "text": repr(dist)}
+
+
+def _values_text(variable: dict[str, Any]) -> str:
+    """A variable's levels (``1, 2, 4``) or range (``2 to 16, step 2, log scale``), in words for the table."""
+    if "levels" in variable:
+        return ", ".join(map(str, variable["levels"]))
+    if "low" not in variable:
+        return str(variable["text"])
+    step = variable["step"]
+    parts = [f"{variable['low']} to {variable['high']}"]
+    if step not in (None, 1):  # an int's step 1 is every integer: nothing to say
+        parts.append(f"step {step}")
+    if variable["log"]:
+        parts.append("log scale")
+    return ", ".join(parts)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,19 +113,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
-    """``coevo problems describe NAME``: objectives, options, run group, exact front and niches."""
+    """``coevo problems describe NAME``: objectives, options, design variables, run group, exact front and niches."""
     record = describe(args.name)
     if args.json:
         print(json.dumps(record, default=str))
         return 0
-    out.print(f"[bold]{record['name']}[/] ({record['class']}): {record['doc']}")
+    out.print(f"[bold]{record['name']}[/] ({record['class']}): {record['doc']}", soft_wrap=True)
     _objectives_table(record)
     _options_table(record, args.name)
+    _variables_table(record)
     out.print(f"run group (coevo bench --groups): {record['run_group'] or 'none'}; exact front: {'yes' if record['exact_front'] else 'no'}")
     if isinstance(record["niches"], list):
         out.print("niches: " + "; ".join(f"{n['id']} ({n['description']})" for n in record["niches"]), soft_wrap=True)
     else:
-        out.print(f"niches: {record['niches']}")
+        out.print(f"niches: {record['niches']}", soft_wrap=True)
     return 0
 
 
@@ -108,20 +152,29 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _options_table(record: dict[str, Any], name: str) -> None:
-    options = Table(title=f"options (coevo search --problem {name} --help shows them as flags)")
-    for col in ("option", "type", "default", "allowed", "help"):
-        options.add_column(col, overflow="fold")
+    rows = []
     for o in record["options"]:
         allowed = ", ".join(map(str, o["choices"])) if o["choices"] else ", ".join(f"{k} {v}" for k, v in (o["bounds"] or {}).items())
-        options.add_row(o["name"], o["type"], str(o["default"]), allowed, o["help"])
-    out.print(options)
+        rows.append([o["name"], o["type"], str(o["default"]), allowed, o["help"]])
+    columns = [Column("option"), Column("type"), Column("default"), Column("allowed", text=True), Column("help", text=True)]
+    print_table(out, f"options (coevo search --problem {name} --help shows them as flags)", columns, rows)
+
+
+def _variables_table(record: dict[str, Any]) -> None:
+    """The design variables: what a search chooses, with each one's levels or range."""
+    variables = record["design_variables"]
+    if not isinstance(variables, list):
+        out.print(f"design variables: {variables}", soft_wrap=True)
+        return
+    rows = [[v["name"], v["kind"], _values_text(v)] for v in variables]
+    title = f"design variables ({len(rows)}: what a search chooses; a design is one value of each)"
+    print_table(out, title, [Column("variable"), Column("kind"), Column("levels or range", text=True)], rows)
 
 
 def _objectives_table(record: dict[str, Any]) -> None:
-    table = Table(title="objectives (the first is maximised, the second minimised: the Pareto metrics' pair)")
-    for col in ("objective", "direction", "unit", "cost", "depends on"):
-        table.add_column(col)
+    rows = []
     for o in record["objectives"]:
         depends = "all options" if o["depends_on"] is None else (", ".join(o["depends_on"]) or "no option")
-        table.add_row(o["name"], o["direction"], o["unit"], o["cost"], depends)
-    out.print(table)
+        rows.append([o["name"], o["direction"], o["unit"], o["cost"], depends])
+    columns = [Column("objective"), Column("direction"), Column("unit"), Column("cost"), Column("depends on", text=True)]
+    print_table(out, "objectives (the first is maximised, the second minimised: the Pareto metrics' pair)", columns, rows)

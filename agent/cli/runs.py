@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 
 from coevo.agent.cli._common import err, out
-from coevo.agent.tables import Column, print_table
+from coevo.agent.tables import Column, print_table, summary_cell
 from coevo.search.errors import StorageMissingError, UserInputError
 from coevo.search.problem import Problem
 
@@ -81,11 +81,7 @@ def _show(args: argparse.Namespace) -> int:
 
 def print_show(console: Console, study: str, info: dict[str, Any]) -> None:
     """``coevo runs show``'s tables: the search's progress, then its workers (every value whole)."""
-    summary = [
-        [key, f"{v:.4f}" if isinstance(v, float) else json.dumps(v) if isinstance(v, dict) else str(v)]
-        for key in _SHOWN
-        for v in [info[key]]
-    ]
+    summary = [[key, summary_cell(info[key])] for key in _SHOWN]
     print_table(console, f"study {study}", [Column("key"), Column("value", text=True)], summary, show_header=False)
     if info["workers"]:
         columns = [

@@ -19,7 +19,7 @@ from coevo.agent.cli._common import (
     search_config,
     worker_settings,
 )
-from coevo.agent.tables import Column, print_design_table, print_table
+from coevo.agent.tables import Column, print_design_table, print_table, summary_cell
 from coevo.search.config import DEFAULT_KB_FROM_USE, DEFAULT_PROPOSER, KB_FROM_USES, default
 from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
@@ -113,11 +113,8 @@ def print_search(problem: Any, result: Any, *, as_json: bool = False) -> int:
     if result.stopped:
         err.print(f"[yellow]{result.stopped}[/]" + ("; rerun the same command to resume" if "signal" in result.stopped else ""))
     keys = ("problem", "proposer", "reasoner", "seed", "evaluations", "failed", "trials", "hv_ratio", "igd", "front_recall", "wall_s")
-    summary = [
-        [key, f"{value:.4f}" if isinstance(value, float) and key != "wall_s" else str(value)]
-        for key in (*keys, "storage")
-        for value in [getattr(result, key)]
-    ]
+    summary = [[key, str(result.wall_s) if key == "wall_s" else summary_cell(getattr(result, key))] for key in (*keys, "storage")]
+    summary[keys.index("trials")][1] = trials_text(result)
     print_table(out, f"study {result.study}", [Column("key"), Column("value", text=True)], summary, show_header=False)
     names = [o.name for o in problem.objectives]
     predicted = sum(1 for row in result.front if not row.get("paid", True))
@@ -142,6 +139,18 @@ def print_search(problem: Any, result: Any, *, as_json: bool = False) -> int:
         design_header=problem.design_label,
     )
     return 0
+
+
+def trials_text(result: Any) -> str:
+    """The study's trials, told apart from the evaluations the budget paid for (they differ: ``109`` beside ``100`` says nothing).
+
+    A trial the budget did not pay for is a design proposed again and answered from the study.
+    """
+    parts = [f"{result.paid} paid evaluations" + (f", {result.failed} of them failed" if result.failed else "")]
+    free = result.trials - result.paid
+    if free > 0:
+        parts.append(f"{free} repeats answered free from the study")
+    return f"{result.trials} ({'; '.join(parts)})"
 
 
 def failures_line(result: Any, shown: int = 3) -> str:

@@ -8,6 +8,7 @@ a real pipe.
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -85,6 +86,8 @@ CASES: list[tuple[str, str]] = [
     ("kb ablate H999 --study k", "no heuristic 'H999'"),
     ("kb list --storage sqlite:///nofile.db", "no knowledge store"),
     ("chat --session S999", "no chat session"),
+    ("chat --workspace /no/such/folder --once /help", "--workspace /no/such/folder does not exist"),
+    ("chat --workspace a-file", "--workspace a-file is a file"),
     ("proxies --cells 0", "--cells must be at least 3"),
     ("proxies --jobs 0", "--jobs must be at least 1"),
 ]
@@ -110,24 +113,79 @@ def test_bad_input_is_one_line_and_exit_2(
 
 
 @pytest.mark.parametrize(
-    "command",
+    ("command", "prog"),
     [
-        "kb list --status bogus",
-        "search --budget many",
-        "kb accept H1 --why",
-        "nosuch",
-        "search --dataset nosuch",
-        "search --problem pipeline --dataset cifar10",
+        ("kb list --status bogus", "coevo kb list"),
+        ("search --budget many", "coevo search"),
+        ("kb accept H1 --why", "coevo kb accept"),
+        ("nosuch", "coevo"),
+        ("search --dataset nosuch", "coevo search"),
+        ("search --problem pipeline --dataset cifar10", "coevo search"),
     ],
 )
-def test_argument_errors_exit_2_with_usage(
-    workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str
+def test_argument_errors_are_one_line_and_a_hint(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str, prog: str
 ) -> None:
+    """argparse's refusals: the error and where to read the arguments, not the 13-line usage block first."""
     monkeypatch.chdir(workdir)
-    with pytest.raises(SystemExit) as exc:
-        main(command.split())
-    err = capsys.readouterr().err
-    assert exc.value.code == 2 and "usage: coevo" in err and "Traceback" not in err
+    assert main(command.split()) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert len(lines) == 2 and lines[0].startswith(f"{prog}: error: ") and lines[1] == f"run '{prog} --help' for its arguments"
+    assert "usage:" not in captured.err and captured.out == ""
+
+
+def _json_error(text: str) -> dict[str, object]:
+    """The one JSON object a --json call printed, which must carry an error."""
+    assert len(text.splitlines()) == 1, text
+    record: dict[str, object] = json.loads(text)
+    assert isinstance(record["error"], str) and record["exit_code"] == 2
+    return record
+
+
+@pytest.mark.parametrize(
+    ("command", "says"),
+    [
+        ("search --budget -3 --json", "budget must be a number of evaluations, 0 or more"),
+        ("search --budget many --json", "argument --budget: invalid int value: 'many'"),
+        ("runs show nosuch --json", "no study 'nosuch'"),
+        ("chat --once /frobnicate --json", "unknown command /frobnicate"),
+        ("chat --workspace /no/such/folder --once /help --json", "--workspace /no/such/folder does not exist"),
+    ],
+)
+def test_json_errors_are_one_json_object_on_stdout(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str, says: str
+) -> None:
+    """With --json an error is one JSON object, ``error`` and ``exit_code``, from a command and from chat --once alike."""
+    monkeypatch.chdir(workdir)
+    assert main(command.split()) == 2
+    captured = capsys.readouterr()
+    assert says in str(_json_error(captured.out)["error"])
+    assert "error" in captured.err  # the line for people stays on stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "module", "resumes"),
+    [
+        (["models", "list"], "models", False),
+        (["tools", "list"], "tools", False),
+        (["search", "--budget", "5"], "search", True),
+        (["worker", "--study", STUDY], "worker", True),
+    ],
+)
+def test_ctrl_c_says_rerun_only_where_the_command_resumes(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str], module: str, resumes: bool
+) -> None:
+    import importlib
+
+    def interrupted(*args: object, **kwargs: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.chdir(workdir)
+    monkeypatch.setattr(importlib.import_module(f"coevo.agent.cli.{module}"), "run", interrupted)
+    assert main(argv) == 130
+    said = capsys.readouterr().err.strip()
+    assert said == ("interrupted; rerun the same command to resume from storage" if resumes else "interrupted")
 
 
 def test_a_closed_pipe_is_a_quiet_exit(workdir: Path, tmp_path: Path) -> None:

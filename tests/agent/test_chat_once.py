@@ -228,6 +228,7 @@ def test_a_models_write_outside_the_workspace_is_refused_with_a_message(
     capfd: pytest.CaptureFixture[str], storage: str, tmp_path: Path
 ) -> None:
     inner = tmp_path / "inner"
+    inner.mkdir()  # coevo chat refuses a --workspace that is no folder
     out = tmp_path / "curve.png"  # outside --workspace inner, inside the storage's folder
     plot = {"topology": "benes", "n": 8, "routings": ["adaptive"], "loads": [0.1], "cycles": 200, "out": str(out)}
     llm = ["--llm-base-url", "", "--llm-model", "m", "--yes"]

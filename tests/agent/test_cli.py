@@ -122,3 +122,58 @@ def test_read_only_commands_create_nothing(tmp_path: Path, capsys: pytest.Captur
     assert main(["kb", "list"]) == 2
     assert main(["chat", "--once", "/runs", "--storage", f"sqlite:///{tmp_path / 'typo.sqlite3'}"]) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # no runs/, no SQLite file
+
+
+def _summary_rows(text: str) -> dict[str, str]:
+    """The key/value rows of a summary table (printed wide enough that no row wraps)."""
+    cells = [[c.strip() for c in line.strip().strip("│").split("│")] for line in text.splitlines() if line.startswith("│")]
+    return {row[0]: row[1] for row in cells if len(row) == 2}
+
+
+def test_search_and_runs_show_summaries_write_the_problem_alike(storage: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The problem as JSON in both summaries; n/a, never None, for what a search without an exact front lacks; trials explained."""
+    import io
+
+    import optuna
+    from rich.console import Console
+
+    from coevo.agent.cli import runs, search
+
+    consoles = {}
+    for module in (search, runs):
+        consoles[module] = Console(file=io.StringIO(), width=250, color_system=None)
+        monkeypatch.setattr(module, "out", consoles[module])
+    options = ["--options", '{"k": 4, "cycles": 300}']
+    assert (
+        main(["search", "--problem", "noc", *options, "--proposer", "random", "--budget", "8", "--storage", storage, "--study", "n"]) == 0
+    )
+    assert main(["runs", "show", "n", "--storage", storage]) == 0
+    texts = {module: console.file.getvalue() for module, console in consoles.items()}  # type: ignore[attr-defined]
+    found, shown = _summary_rows(texts[search]), _summary_rows(texts[runs])
+    noc = {
+        "problem": "noc",
+        "topology": "mesh",
+        "k": 4,
+        "traffic": "hotspot",
+        "load": 0.3,
+        "gt_share": 0.7,
+        "cycles": 300,
+        "traffic_seed": 0,
+    }
+    assert json.loads(found["problem"]) == noc and shown["problem"] == found["problem"]
+    assert found["hv_ratio"] == found["igd"] == found["reasoner"] == shown["hv_ratio"] == shown["round"] == "n/a"  # noc: no exact front
+    assert all("None" not in text for text in texts.values())
+    trials = len(optuna.load_study(study_name="n", storage=storage).trials)
+    assert trials > 8  # the random sampler proposes some designs twice; the study answers them free
+    assert found["trials"] == f"{trials} (8 paid evaluations; {trials - 8} repeats answered free from the study)"
+
+
+def test_trials_are_told_apart_from_paid_evaluations() -> None:
+    from types import SimpleNamespace
+
+    from coevo.agent.cli.search import trials_text
+
+    assert trials_text(SimpleNamespace(trials=109, paid=100, failed=3)) == (
+        "109 (100 paid evaluations, 3 of them failed; 9 repeats answered free from the study)"
+    )
+    assert trials_text(SimpleNamespace(trials=30, paid=30, failed=0)) == "30 (30 paid evaluations)"

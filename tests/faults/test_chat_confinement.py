@@ -169,6 +169,7 @@ def test_a_url_looking_reference_is_code_and_asks_first(capfd: pytest.CaptureFix
     (folder / "evil.py").write_text(f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\ndef make():\n    return None\n")
     ref = "x://evil.py:make"
     call = {"name": "pipeline_profile", "arguments": {"model": ref, "resolution": 4}}
+    (tmp_path / "ws").mkdir()  # coevo chat refuses a --workspace that is no folder
     ws = ["--workspace", str(tmp_path / "ws")]
     code, observations, _ = chat_turn(capfd, storage, [call], *ws)
     assert code == 0 and observations[0].startswith("the user declined to run pipeline_profile")
