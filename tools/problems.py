@@ -98,14 +98,16 @@ class DescribeArgs(ToolArgs):
     options: dict[str, Any] = Field(default_factory=dict, description='problem options, e.g. {"dataset": "cifar10"}; default: the defaults')
 
 
-def parameter_values(distribution: optuna.distributions.BaseDistribution) -> dict[str, Any]:
+def parameter_values(distribution: optuna.distributions.BaseDistribution) -> list[Any] | dict[str, Any]:
     """The values a design parameter takes: its choices, or its range (and step).
 
+    >>> parameter_values(optuna.distributions.CategoricalDistribution(("ws", "os", "is")))
+    ['ws', 'os', 'is']
     >>> parameter_values(optuna.distributions.IntDistribution(8, 128, step=8))
     {'low': 8, 'high': 128, 'step': 8}
     """
     if isinstance(distribution, optuna.distributions.CategoricalDistribution):
-        return {"choices": list(distribution.choices)}
+        return list(distribution.choices)
     if isinstance(distribution, optuna.distributions.IntDistribution | optuna.distributions.FloatDistribution):
         out = {"low": distribution.low, "high": distribution.high}
         return out | ({"step": distribution.step} if distribution.step is not None else {}) | ({"log": True} if distribution.log else {})
@@ -149,7 +151,13 @@ class ProblemDescribe(Tool):
             "problem": problem.spec(),
             "doc": (type(problem).__doc__ or "").strip().split("\n")[0],
             "objectives": [
-                {"name": o.name, "direction": o.direction, "unit": o.unit, "cost": o.cost, "depends_on": o.depends_on}
+                {
+                    "name": o.name,
+                    "direction": o.direction,
+                    "unit": o.unit,
+                    "cost": o.cost,
+                    "depends_on": None if o.depends_on is None else list(o.depends_on),
+                }
                 for o in problem.objectives
             ],
             "front_pair": list(problem.front_objectives),

@@ -100,7 +100,7 @@ def test_chat_describes_starts_follows_and_explains_a_joint_search(storage: str,
     # described: the parts and their parameters, the objectives with units and costs
     assert [p["part"] for p in described["parts"]] == ["cell", "accel"]
     assert set(described["parts"][0]["parameters"]) == set(EDGES)
-    assert described["parts"][1]["parameters"]["dataflow"] == {"choices": ["ws", "os", "is"]}
+    assert described["parts"][1]["parameters"]["dataflow"] == ["ws", "os", "is"]
     costs = {o["name"]: o["cost"] for o in described["objectives"]}
     assert costs == {"accuracy": "expensive", "latency_ms": "cheap", "energy_uj": "cheap", "area_mm2": "cheap"}
 
