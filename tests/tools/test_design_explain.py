@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from coevo.search.nb201 import NB201Problem
+from coevo.tools import REGISTRY, ToolArgumentError, call_tool
 from coevo.tools.designs import explain_parts, objective_rows
 from tests.search.test_compose import Chained
 
@@ -35,3 +40,10 @@ def test_a_problem_that_is_not_composed_is_its_own_one_part() -> None:
         "edge_1_3": "nor_conv_3x3",
         "edge_2_3": "avg_pool_3x3",
     }
+
+
+def test_explaining_reads_and_creates_nothing(tmp_path: Path) -> None:
+    missing = tmp_path / "none.sqlite3"
+    with pytest.raises(ToolArgumentError, match="no storage at"):
+        call_tool(REGISTRY.get("design.explain"), {"study": "s", "storage": f"sqlite:///{missing}", "trial": 0})
+    assert not missing.exists()
