@@ -27,7 +27,9 @@ REGISTRY = LazyRegistry(
     {
         "nb201.query": "coevo.tools.nb201:NB201Query",
         "nb201.pareto_front": "coevo.tools.nb201:NB201ParetoFront",
+        "problem.describe": "coevo.tools.problems:ProblemDescribe",
         "problem.cheap_objectives": "coevo.tools.problems:ProblemCheap",
+        "design.explain": "coevo.tools.designs:DesignExplain",
         "search.run": "coevo.tools.search_run:SearchRun",
         "search.start": "coevo.tools.search_jobs:SearchStart",
         "search.status": "coevo.tools.search_jobs:SearchStatus",

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from coevo.search.config import ReasonerConfig
+from coevo.search.errors import UserInputError
 from coevo.search.progress import progress
-from coevo.search.study import default_study_name
+from coevo.search.study import default_study_name, open_stored_study
 from coevo.tools._base import Tool, ToolResult
 from coevo.tools.search_run import SearchArgs, SearchTool
 from coevo.tools.studies import READS_STORAGE, StudyArgs, study_code
@@ -58,6 +59,33 @@ def process_state(study: str) -> str | None:
     except PermissionError:  # alive, someone else's: a pid reused by another user's process
         return "exited"
     return "running"
+
+
+def _not_written(args: StudyArgs, exc: UserInputError) -> ToolResult:
+    """Status of a search whose study cannot be read: one that search.start began and that has not written it yet.
+
+    A background search takes a few seconds to open its storage and study; asked then, the
+    status says so instead of "no study". A search that ended without writing it failed to start:
+    the error says so with the end of its log. Any other search: the error as it is.
+
+    Raises:
+        UserInputError: the study is not there and no search started here is about to write it.
+    """
+    state = process_state(args.study)
+    log = log_path(args.study)
+    tail = log.read_text(errors="replace")[-600:] if log.exists() else ""
+    if state is None:
+        raise exc
+    try:
+        open_stored_study(args.storage, args.study, create=False)
+    except UserInputError:
+        if state == "running":
+            value = {"study": args.study, "evaluations": 0, "paid": 0, "finished": False, "process": state, "log_tail": tail}
+            return ToolResult(
+                value=value, messages=["the search is starting and has not written its study yet; ask again in a few seconds"]
+            )
+        raise UserInputError(f"the search {args.study!r} {state} before it wrote its study ({exc}); its log ends: {tail.strip()}") from None
+    raise exc  # the study is there and still cannot be read: that error is the answer
 
 
 class SearchStart(SearchTool):
@@ -116,7 +144,10 @@ class SearchStatus(Tool):
         return study_code(args)
 
     def run(self, args: StudyArgs) -> ToolResult:
-        info = progress(args.storage, args.study)
+        try:
+            info = progress(args.storage, args.study)
+        except UserInputError as exc:  # no storage or no study (yet)
+            return _not_written(args, exc)
         value = {
             k: info[k]
             for k in (

@@ -584,7 +584,7 @@ class LLMReasoner(Reasoner):
             elites=elites,
             heuristics=heuristics,
             feedback=feedback,
-            tools=[{"name": name, "use": TOOL_USE.get(name, "")} for name in box.tools] if box else [],
+            tools=box.offered() if box else [],
             left_out=left_out(
                 [
                     (elites_out, len(request.elites), "best designs of this niche (the last listed)"),
@@ -592,14 +592,6 @@ class LLMReasoner(Reasoner):
                 ]
             ),
         )
-
-
-TOOL_USE = {
-    "problem_cheap_objectives": "the cheap objectives (e.g. latency) of up to 64 designs you consider, before you propose them",
-    "study_front": "the Pareto front this search has found so far (paid evaluations)",
-    "kb_show": "a heuristic's full claim, history and evidence trials, by id",
-}
-"""How the propose prompt describes each round tool."""
 
 
 def _serial(message: BaseMessage) -> dict[str, Any]:

@@ -4,8 +4,10 @@ A round offers three registry tools through the registry's one LangChain adapter
 (:func:`tools.adapters.to_langchain`), bound to the round's problem, study and storage so the
 model never names (or changes) them:
 
-* ``problem.cheap_objectives``: the free objectives of designs (NB201 latency), never an
-  expensive one: the search's budget counts only paid evaluations;
+* ``problem.cheap_objectives``: the free objectives of designs (NB201 latency; a composed
+  problem's, e.g. ``nb201-accel``'s latency, energy and area from the accelerator model), never an
+  expensive one: the search's budget counts only paid evaluations. The prompt names them with
+  their units (:func:`cheap_use`); a problem without any is not offered the tool;
 * ``study.front``: the front found so far, from paid evaluations, with the metrics measured
   against the true front hidden (a real search does not know the true front);
 * ``kb.show``: a heuristic's claim, history and evidence.
@@ -32,14 +34,21 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import StructuredTool
 
 from coevo.agent.llm_client import clean_text, truncate_result
-from coevo.search.problem import Problem
+from coevo.search.problem import Evolvable, Objective, Problem
 from coevo.search.storage import resolve_storage_url, sqlite_path
 from coevo.tools import REGISTRY, CallPolicy, Registry, llm_name
 from coevo.tools import workspace as default_workspace
 from coevo.tools.adapters import outcome_of, to_langchain
+from coevo.tools.problems import MAX_DESIGNS
 
 ROUND_TOOLS = ("problem.cheap_objectives", "study.front", "kb.show")
-"""The registry tools a round offers (cheap and read-only)."""
+"""The registry tools a round offers (cheap and read-only); the first only to a problem with cheap objectives."""
+
+TOOL_USE = {
+    "study_front": "the Pareto front this search has found so far (paid evaluations)",
+    "kb_show": "a heuristic's full claim, history and evidence trials, by id",
+}
+"""How the propose prompt describes each round tool (the cheap-objective tool: :func:`cheap_use`, from the problem)."""
 
 HIDDEN_IN_ROUND = ("hv_ratio", "igd", "front_recall")
 """``study.front`` fields measured against the true front: never shown inside a round."""
@@ -69,6 +78,20 @@ def _round_workspace(storage: str | None) -> Path:
     """Where a round's tool calls may write: the study storage's folder (opening a SQLite storage may create its tables)."""
     path = sqlite_path(resolve_storage_url(storage))
     return path.parent.resolve() if path is not None else default_workspace(storage)
+
+
+def cheap_objectives(problem: Problem) -> list[Objective]:
+    """The objectives of ``problem`` that are free to know for any design (none unless it is Evolvable: only those compute them)."""
+    return [o for o in problem.objectives if o.cost == "cheap"] if isinstance(problem, Evolvable) else []
+
+
+def cheap_use(problem: Problem) -> str:
+    """The propose prompt's line on the cheap-objective tool: which of the problem's objectives it gives, with their units.
+
+    A composed problem's are named as any problem's (``nb201-accel``: latency, energy and area from the accelerator model).
+    """
+    named = ", ".join(f"{o.name} ({o.unit})" for o in cheap_objectives(problem))
+    return f"the free objectives {named} of up to {MAX_DESIGNS} designs you consider, before you propose them"
 
 
 class RoundToolbox:
@@ -102,12 +125,15 @@ class RoundToolbox:
             "kb.show": {"study": study, "storage": storage},
         }
         self.registry = registry
+        # a problem without cheap objectives is not offered the tool that gives them: every call would be an error
+        names = [n for n in ROUND_TOOLS if n != "problem.cheap_objectives" or cheap_objectives(problem)]
         self.tools: dict[str, StructuredTool] = {
             llm_name(name): to_langchain(
                 registry.get(name), policy, fixed=fixed[name], hide=HIDDEN_IN_ROUND if name == "study.front" else ()
             )
-            for name in ROUND_TOOLS
+            for name in names
         }
+        self.uses = {**TOOL_USE, llm_name("problem.cheap_objectives"): cheap_use(problem)}
         self.budget = budget or ToolBudget()
         self.cache: dict[str, str] = {}
         self.log: list[dict[str, Any]] = []
@@ -116,6 +142,10 @@ class RoundToolbox:
     def langchain_tools(self) -> list[StructuredTool]:
         """The tools to bind to the chat model."""
         return list(self.tools.values())
+
+    def offered(self) -> list[dict[str, str]]:
+        """The round's tools as the propose prompt lists them: function name and what it is for."""
+        return [{"name": name, "use": self.uses.get(name, "")} for name in self.tools]
 
     def spent(self) -> str | None:
         """Why no more tool calls are answered this round (None: there is budget left)."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from coevo.tools import REGISTRY, ToolArgumentError, call_tool
+from coevo.tools import REGISTRY, ToolArgumentError, call_tool, search_jobs
 from coevo.tools.search_jobs import log_path, process_state
 from tests.helpers import wait_until
 
@@ -52,3 +52,26 @@ def test_bad_options_fail_before_anything_starts(tmp_path: Path) -> None:
     with pytest.raises(ToolArgumentError, match=r"dataset: input should be 'cifar10'.*got 'mnist'"):
         call_tool(REGISTRY.get("search.start"), {"options": {"dataset": "mnist"}, "storage": f"sqlite:///{tmp_path / 's.sqlite3'}"})
     assert not Path("runs/jobs").exists()
+
+
+def test_status_of_a_search_that_has_not_written_its_study_yet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Asked in the seconds before a background search opens its study: starting, not "no study"; a failed start says why."""
+    monkeypatch.chdir(tmp_path)
+    storage = f"sqlite:///{tmp_path / 'nothing-yet.sqlite3'}"
+    status = REGISTRY.get("search.status")
+    log_path("starting").parent.mkdir(parents=True)
+    log_path("starting").with_suffix(".pid").write_text(f"{os.getpid()}\n")  # a live process: this one
+    log_path("starting").write_text("loading the problem\n")
+    result = call_tool(status, {"study": "starting", "storage": storage})
+    assert result.value["finished"] is False and result.value["process"] == "running" and result.value["paid"] == 0
+    assert "has not written its study yet" in result.messages[0] and result.value["log_tail"] == "loading the problem\n"
+
+    failed = subprocess.Popen([sys.executable, "-c", "import sys; print('bad option'); sys.exit(2)"], stdout=subprocess.PIPE)
+    failed.wait()
+    monkeypatch.setitem(search_jobs._STARTED, failed.pid, failed)  # as search.start records the processes it starts
+    log_path("broken").with_suffix(".pid").write_text(f"{failed.pid}\n")
+    log_path("broken").write_text("error: bad option\n")
+    with pytest.raises(ToolArgumentError, match=r"'broken' exited \(code 2\) before it wrote its study .* its log ends: error: bad option"):
+        call_tool(status, {"study": "broken", "storage": storage})
+    with pytest.raises(ToolArgumentError, match="no storage at"):  # a study no search here started: the error as it was
+        call_tool(status, {"study": "never-started", "storage": storage})
