@@ -130,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args: argparse.Namespace | None = None
     command = _command_of(argv)
     try:
-        if command is not None:
+        if command is not None and command not in RUNS_NO_STUDY:
             _quiet_optuna()
         problem = _problem_of(command, argv)
         args = build_parser(problem, command=command).parse_args(argv)
@@ -193,8 +193,13 @@ def _command_of(argv: Sequence[str]) -> str | None:
     return command if command in COMMANDS else None
 
 
+RUNS_NO_STUDY = frozenset({"problems", "models"})
+"""Commands that never open a study, so never load optuna (~0.6 s of their start-up): listing and describing problems
+reads their classes and design spaces; the model zoo trains with torch alone."""
+
+
 def _quiet_optuna() -> None:
-    """Optuna's INFO lines (one per trial) off, for every command (each loads optuna: the problem contract uses it)."""
+    """Optuna's INFO lines (one per trial) off, for every command that may run trials (:data:`RUNS_NO_STUDY` never do)."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
