@@ -33,6 +33,7 @@ from coevo.search.problem import Evolvable, Predictable, Problem
 from coevo.search.proposers import Evaluation, Proposer, get_proposer
 from coevo.search.storage import resolve_storage_url
 from coevo.search.study import FAILURE, StoredSearch, default_study_name, evaluations_from_study, failed_evaluations, open_or_create
+from coevo.search.work_progress import report
 from coevo.search.workers import Progress, Worker, WorkerSettings
 
 
@@ -40,7 +41,10 @@ from coevo.search.workers import Progress, Worker, WorkerSettings
 class SearchResult:
     """Summary of a search (also the ``--json`` output of ``coevo search``).
 
-    ``wall_s`` is this invocation's time; ``evaluations`` counts budgeted queries that gave a
+    ``wall_s`` is this invocation's wall time, in seconds: from the start of the command (``coevo
+    search`` passes its start, so building the problem and the proposer count; a caller that passes
+    none, from the call of :func:`run_search`) until the result was scored, the final scoring
+    included (the few-shot prediction stage, the zero-cost front's true values); ``evaluations`` counts budgeted queries that gave a
     result, ``failed`` those that failed (a NaN, an exception, a timeout: paid for all the same,
     so ``evaluations + failed`` is what the budget paid), and ``trials`` every trial of the study
     (duplicates answered from the study included).
@@ -108,6 +112,8 @@ def run_search(
     settings: WorkerSettings | None = None,
     on_open: Callable[[str], None] | None = None,
     eval_timeout_s: float | None = None,
+    started: float | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> SearchResult:
     """Run (or resume) a search until ``budget`` expensive evaluations.
 
@@ -130,6 +136,9 @@ def run_search(
         eval_timeout_s: seconds one evaluation may take (None: the problem's ``eval_timeout_s``).
             An evaluation that fails (times out, raises, gives a NaN or no value) fails its
             trial, is paid for, and the search goes on.
+        started: the ``clock`` reading the result's ``wall_s`` counts from (the command's start);
+            None: now.
+        clock: the time function of ``wall_s`` (seconds); tests pass a fake one.
 
     Raises:
         UserInputError: budget < 0, a seed out of range, or the study exists for another problem/proposer.
@@ -142,7 +151,7 @@ def run_search(
     check_seed(seed)
     proposer = get_proposer(proposer)
     name = study_name or default_study_name(problem, proposer.name, seed, proposer.variant)
-    started = time.perf_counter()
+    started = clock() if started is None else started
     opened = open_or_create(problem, proposer, storage=storage, study_name=name, seed=seed, budget=budget)
     notes = list(opened.notes)
     stopped = None
@@ -165,24 +174,33 @@ def run_search(
             eval_timeout_s=eval_timeout_s,
         )
         stopped = worker.run().stopped
-    result = summarize(
-        problem,
-        opened.study,
-        proposer=proposer.name,
-        seed=seed,
-        budget=opened.budget,
-        storage=storage,
-        wall_s=time.perf_counter() - started,
-        history=True,
-        stopped=stopped,
-        evidence=getattr(proposer, "loaded_evidence", ()),
-    )
+    report(f"{SCORING}: the found set on the true objectives", 0.0)
+    try:
+        result = summarize(
+            problem,
+            opened.study,
+            proposer=proposer.name,
+            seed=seed,
+            budget=opened.budget,
+            storage=storage,
+            wall_s=0.0,  # set below: the scoring itself counts (the few-shot stage takes tens of seconds)
+            history=True,
+            stopped=stopped,
+            evidence=getattr(proposer, "loaded_evidence", ()),
+        )
+    finally:
+        report(f"{SCORING}: done", 1.0)
     result.notes = notes + result.notes
     reasoner = getattr(proposer, "reasoner", None)
     if reasoner is not None:
         result.reasoner = reasoner.label
         result.llm_usage = reasoner.usage.as_dict()
+    result.wall_s = round(clock() - started, 3)
     return result
+
+
+SCORING = "scoring the search's result"
+"""What the final scoring is reported as (:mod:`search.work_progress`): a phase after the last evaluation."""
 
 
 MAX_SEED = 2**22 - 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 from typing import Any
 
 from coevo.agent.cli._common import (
@@ -13,7 +14,6 @@ from coevo.agent.cli._common import (
     announce,
     detail,
     err,
-    long_work,
     out,
     progress_bar,
     search_config,
@@ -72,29 +72,34 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``coevo search``."""
+    from coevo.agent.cli import command_started
     from coevo.agent.cli.worker import WorkerProcesses
     from coevo.agent.run_config import make_proposer
     from coevo.search.runner import Progress as SearchProgress
 
+    # the result's wall_s counts from the command's start: loading and building the problem is the user's wait too
+    started = command_started() or time.perf_counter()
     if args.workers < 1:
         raise UserInputError(f"--workers must be at least 1, got {args.workers}")
     settings = worker_settings(args)
     config = search_config(args)
-    problem = config.make_problem()
-    proposer = make_proposer(config, on_reasoner=announce)
+    with progress_bar() as bar, bar.listening():  # a problem that trains or scores something when it is made says so
+        problem = config.make_problem()
+    proposer = make_proposer(config, on_reasoner=announce)  # outside the bar: an LLM endpoint check shows its own spinner
     others = WorkerProcesses(config, settings, args.workers - 1)
-    with progress_bar() as bar:
+    with progress_bar() as bar, bar.listening():
         name = f"search {config.proposer}" + (f", {args.workers} workers" if args.workers > 1 else "")
         task = bar.add_task(name, total=config.budget, detail=detail(0, config.budget, None))
 
         def update(p: SearchProgress) -> None:
             bar.update(task, total=p.budget, completed=p.queries, detail=detail(p.queries, p.budget, p.hv_ratio))
 
-        with long_work(bar):
-            try:
-                result = config.run(problem=problem, proposer=proposer, on_progress=update, settings=settings, on_open=others.start)
-            finally:
-                failed = others.wait()
+        try:
+            result = config.run(
+                problem=problem, proposer=proposer, on_progress=update, settings=settings, on_open=others.start, started=started
+            )
+        finally:
+            failed = others.wait()
     if failed:
         err.print(f"[yellow]{failed} worker process(es) exited with an error; rerun the same command to finish[/]")
     code = print_search(problem, result, as_json=args.json)
