@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from coevo.agent.cli._console import err, out
 from coevo.agent.cli._progress import Reporter
@@ -22,11 +22,12 @@ from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
 from coevo.search.problems import describe_options, problem_names
 from coevo.search.storage import DatabaseTimeouts
-from coevo.search.workers import WorkerSettings
+from coevo.search.workers import Progress, WorkerSettings
 
 __all__ = ["err", "out"]  # re-exported: the consoles live in agent.cli._console
 
 OPTION_DEST = "problem_option__"
+T = TypeVar("T")
 
 
 # ---------------------------------------------------------------- problems
@@ -274,6 +275,20 @@ def worker_settings(args: argparse.Namespace) -> WorkerSettings:
 def progress_bar() -> Reporter:
     """The progress of searches and benches on stderr (:class:`agent.cli._progress.Reporter`): a bar, or plain lines when piped."""
     return Reporter()
+
+
+def search_progress(name: str, budget: int, work: Callable[[Callable[[Progress], None]], T]) -> T:
+    """``work(on_progress)``, a search or a worker, with its progress on stderr and whatever long work it reports.
+
+    ``on_progress`` takes the worker's :class:`search.workers.Progress` after each paid evaluation.
+    """
+    with progress_bar() as bar, bar.listening():
+        task = bar.add_task(name, total=budget, detail=detail(0, budget, None))
+
+        def update(p: Progress) -> None:
+            bar.update(task, total=p.budget, completed=p.queries, detail=detail(p.queries, p.budget, p.hv_ratio))
+
+        return work(update)
 
 
 def detail(done: int, total: int, hv: float | str | None) -> str:

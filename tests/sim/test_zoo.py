@@ -230,7 +230,7 @@ def test_the_estimate_is_the_time_a_variant_took_in_this_cache_when_one_did(tmp_
     from coevo.sim.zoo.recipes import train_estimate
 
     monkeypatch.setenv("COEVO_CACHE", str(tmp_path))
-    assert train_estimate("mlp-digits") == "about 10 s on 2 cores"
+    assert train_estimate("mlp-digits") == "about 3 s on 2 cores"
     (tmp_path / "zoo").mkdir()
     (tmp_path / "zoo" / "mlp-digits-0123456789abcdef.json").write_text(json.dumps({"name": "mlp-digits", "train_s": 31.6}))
     (tmp_path / "zoo" / "mlp-digits-fedcba9876543210.json").write_text("not json")  # a broken sidecar is skipped
