@@ -42,12 +42,13 @@ class SearchResult:
     """Summary of a search (also the ``--json`` output of ``coevo search``).
 
     ``wall_s`` is this invocation's wall time, in seconds: from the start of the command (``coevo
-    search`` passes its start, so building the problem and the proposer count; a caller that passes
-    none, from the call of :func:`run_search`) until the result was scored, the final scoring
-    included (the few-shot prediction stage, the zero-cost front's true values); ``evaluations`` counts budgeted queries that gave a
-    result, ``failed`` those that failed (a NaN, an exception, a timeout: paid for all the same,
-    so ``evaluations + failed`` is what the budget paid), and ``trials`` every trial of the study
-    (duplicates answered from the study included).
+    search`` passes its start, so building the problem and the proposer count; a caller that
+    passes none, from the call of :func:`run_search`) until the result was scored, the final
+    scoring included (the few-shot prediction stage, the zero-cost front's true values).
+    ``evaluations`` counts budgeted queries that gave a result, ``failed`` those that failed (a
+    NaN, an exception, a timeout: paid for all the same, so ``evaluations + failed`` is what the
+    budget paid), and ``trials`` every trial of the study (duplicates answered from the study
+    included).
     """
 
     study: str

@@ -179,7 +179,7 @@ class Reporter:
 
     @contextmanager
     def phase(self, what: str) -> Iterator[None]:
-        """A step without a count (``what``): a spinner-free bar on a terminal, start, periodic and end lines otherwise."""
+        """A step without a count (``what``): a pulsing bar on a terminal; start, periodic and end lines otherwise."""
         task = self.add_task(what)
         try:
             yield

@@ -119,3 +119,18 @@ def test_a_piped_search_writes_progress_lines_and_its_wall_time_covers_the_comma
     assert any(line.startswith("search random · 0/5 · HV ratio - · 0:00 elapsed · eta ") for line in err)
     assert any(re.match(r"search random · 5/5 · HV ratio 0\.\d{4} · ended after \d+:\d\d$", line) for line in err)
     assert any(line.startswith("scoring the search's result: done · 100% · ended after") for line in err)
+
+
+def test_on_a_terminal_announcements_stay_as_lines_and_no_plain_lines_are_written() -> None:
+    clock = FakeClock()
+    buffer = io.StringIO()
+    reporter = Reporter(Console(file=buffer, force_terminal=True, width=200), clock=clock, ticking=False)
+    assert not reporter.plain
+    task = reporter.add_task("search pelnas", total=10)
+    reporter.add_task("training zoo model m: on first use (about 80 s on 2 cores; cached in /c)", total=1.0, announce=True)
+    clock.now = 30.0
+    reporter.update(task, completed=5)
+    reporter.tick()
+    written = buffer.getvalue()
+    assert "training zoo model m: on first use (about 80 s on 2 cores; cached in /c)" in written
+    assert "search pelnas" not in written  # the bar is rich's to draw (the reporter was never started here)
