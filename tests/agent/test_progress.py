@@ -134,3 +134,14 @@ def test_on_a_terminal_announcements_stay_as_lines_and_no_plain_lines_are_writte
     written = buffer.getvalue()
     assert "training zoo model m: on first use (about 80 s on 2 cores; cached in /c)" in written
     assert "search pelnas" not in written  # the bar is rich's to draw (the reporter was never started here)
+
+
+def test_a_worker_reports_its_progress_unless_quiet(capsys: pytest.CaptureFixture[str], storage: str) -> None:
+    assert main(["search", "--budget", "3", "--proposer", "random", "--study", "w", "--storage", storage, "--json"]) == 0
+    capsys.readouterr()
+    assert main(["worker", "--study", "w", "--storage", storage]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert any(line.startswith("worker on w · 0/3 · HV ratio - · 0:00 elapsed") for line in err)
+    assert any(line.startswith("worker on w · ") and "ended after" in line for line in err)
+    assert main(["worker", "--study", "w", "--storage", storage, "--quiet"]) == 0
+    assert "worker on w" not in capsys.readouterr().err  # the workers `search --workers N` starts: the search reports
