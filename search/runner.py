@@ -175,22 +175,18 @@ def run_search(
             eval_timeout_s=eval_timeout_s,
         )
         stopped = worker.run().stopped
-    report(f"{SCORING}: the found set on the true objectives", 0.0)
-    try:
-        result = summarize(
-            problem,
-            opened.study,
-            proposer=proposer.name,
-            seed=seed,
-            budget=opened.budget,
-            storage=storage,
-            wall_s=0.0,  # set below: the scoring itself counts (the few-shot stage takes tens of seconds)
-            history=True,
-            stopped=stopped,
-            evidence=getattr(proposer, "loaded_evidence", ()),
-        )
-    finally:
-        report(f"{SCORING}: done", 1.0)
+    result = summarize(
+        problem,
+        opened.study,
+        proposer=proposer.name,
+        seed=seed,
+        budget=opened.budget,
+        storage=storage,
+        wall_s=0.0,  # set below: the scoring counts too (few-shot's prediction stage, which reports its own progress, takes seconds)
+        history=True,
+        stopped=stopped,
+        evidence=getattr(proposer, "loaded_evidence", ()),
+    )
     result.notes = notes + result.notes
     reasoner = getattr(proposer, "reasoner", None)
     if reasoner is not None:
@@ -198,10 +194,6 @@ def run_search(
         result.llm_usage = reasoner.usage.as_dict()
     result.wall_s = round(clock() - started, 3)
     return result
-
-
-SCORING = "scoring the search's result"
-"""What the final scoring is reported as (:mod:`search.work_progress`): a phase after the last evaluation."""
 
 
 MAX_SEED = 2**22 - 1
@@ -310,10 +302,7 @@ def _found_set(
         # paid and predicted is reported, and only now scored on the truth
         stage = predicted_front(problem, paid, seed=seed, evidence=evidence)
         notes.append(stage.note)
-        return [
-            e if e.query else Evaluation(e.trial_number, e.point, e.point_id, problem.true_values(e.point), False, e.attrs)
-            for e in stage.reported
-        ]
+        return _truly_scored(problem, stage.reported, keep_paid=True)
     return paid
 
 
@@ -333,11 +322,26 @@ def _estimated_front(problem: Problem, paid: list[Evaluation], notes: list[str])
         ]
         notes.append(f"zero-cost: the front is taken over the {len(paid)} searched designs and {len(fresh)} more with free proxy scores")
     est = pareto_mask(np.array([e.values[first] for e in evaluations]), np.array([e.values[second] for e in evaluations]))
-    return [
-        Evaluation(e.trial_number, e.point, e.point_id, problem.true_values(e.point), e.query, e.attrs)
-        for e, keep in zip(evaluations, est, strict=True)
-        if keep
-    ]
+    return _truly_scored(problem, [e for e, keep in zip(evaluations, est, strict=True) if keep], keep_paid=False)
+
+
+TRUTH = "scoring the reported front on the true objectives"
+"""What scoring a reported front on the truth is reported as (:mod:`search.work_progress`): after the search's last
+evaluation, one true evaluation per design (a table lookup for NB201, longer for a problem that measures)."""
+
+
+def _truly_scored(problem: Problem, evaluations: Sequence[Evaluation], *, keep_paid: bool) -> list[Evaluation]:
+    """Each evaluation with the problem's true values (a paid one as it stands when ``keep_paid``), reporting how far it is."""
+    scored: list[Evaluation] = []
+    for k, e in enumerate(evaluations):
+        report(f"{TRUTH}: {k} of {len(evaluations)} designs", k / len(evaluations))
+        if keep_paid and e.query:
+            scored.append(e)
+        else:
+            scored.append(Evaluation(e.trial_number, e.point, e.point_id, problem.true_values(e.point), e.query, e.attrs))
+    if evaluations:
+        report(f"{TRUTH}: {len(evaluations)} of {len(evaluations)} designs", 1.0)
+    return scored
 
 
 def _front_rows(problem: Problem, found: list[Evaluation], y1: np.ndarray, y2: np.ndarray) -> list[dict[str, Any]]:
