@@ -304,10 +304,13 @@ class SearchConfig(_Config):
         on_progress: Callable[[Any], None] | None = None,
         settings: Any = None,
         on_open: Callable[[str], None] | None = None,
+        started: float | None = None,
     ) -> Any:
         """Run (or resume) the search to its budget (:func:`search.runner.run_search`); returns its :class:`SearchResult`.
 
         ``problem`` and ``proposer``: already built from this configuration (else built here).
+        ``started``: the :func:`time.perf_counter` reading the result's ``wall_s`` counts from
+        (the command's start; None: this call's).
         """
         from coevo.search.runner import run_search
 
@@ -322,6 +325,7 @@ class SearchConfig(_Config):
             settings=settings,
             on_open=on_open,
             eval_timeout_s=self.eval_timeout_s,
+            started=started,
         )
 
     def to_argv(self) -> list[str]:

@@ -30,6 +30,7 @@ from coevo.search.niches import niche_of
 from coevo.search.predictor import LGBM_PARAMS, out_of_fold_rho, spearman
 from coevo.search.problem import Evolvable, Predictable, Problem
 from coevo.search.proposers import Evaluation
+from coevo.search.work_progress import report
 
 PREDICTED_BUDGET = 3000
 """Designs the predictor scores in the last stage."""
@@ -37,6 +38,11 @@ TRUST_FLOOR = 0.3
 """Out-of-fold Spearman rho below which predictions are not reported."""
 GENERATION = 400
 """Designs scored per generation of the predicted search."""
+STAGE = "prediction stage"
+"""What the stage's progress is reported as (:mod:`search.work_progress`): after the last paid evaluation it runs
+for seconds to tens of seconds, and the search's bar has nothing left to count."""
+SCORING_SHARE = 0.3
+"""Share of the stage's progress reached before the predictor scores designs (fitting and checking it come first)."""
 
 
 @dataclass
@@ -73,12 +79,21 @@ def predicted_front(
     budget = PREDICTED_BUDGET if budget is None else budget
     if not isinstance(problem, Evolvable) or not isinstance(problem, Predictable):
         raise TypeError(f"few-shot needs a problem with operators and a label-free prior; {problem.name} has none")
-    first = problem.front_objectives[0]
     paid = [e for e in paid if e.query]
+    report(f"{STAGE}: fitting the predictor ({len(paid)} paid designs)", 0.0)
+    try:
+        return _predicted_front(problem, paid, seed, budget, evidence)
+    finally:
+        report(f"{STAGE}: done", 1.0)
+
+
+def _predicted_front(problem: Any, paid: list[Evaluation], seed: int, budget: int, evidence: Sequence[Evidence]) -> PredictedStage:
+    first = problem.front_objectives[0]
     model = InformedPredictor(problem, paid, seed=seed, evidence=evidence, n_bags=16, params=LGBM_PARAMS)
     if not model.fitted:
         return _unfitted(problem, model, paid, seed, budget)
     y = np.array([e.values[first] for e in paid])
+    report(f"{STAGE}: checking the predictor out of fold on the paid designs", SCORING_SHARE / 2)
     trust = out_of_fold_rho(model.features([e.point for e in paid]), y, bounds=problem.objectives[0].bounds, seed=seed, prior_column=-1)
     if not np.isnan(trust) and trust < TRUST_FLOOR:
         note = (
@@ -150,6 +165,11 @@ def _unfitted(problem: Any, model: InformedPredictor, paid: list[Evaluation], se
     return PredictedStage(reported, scored, float("nan"), note, information=model.information)
 
 
+def _scoring(what: str, share: float) -> None:
+    """Report the scoring part of the stage (after fitting and checking the predictor), ``share`` of it done."""
+    report(f"{STAGE}: {what}", SCORING_SHARE + (1 - SCORING_SHARE) * share)
+
+
 class _PredictedSearch:
     """Every design seen in the last stage, with its first objective (true when paid, else predicted) and its cheap second.
 
@@ -188,12 +208,17 @@ class _PredictedSearch:
 
     def score_pool(self, pool: Sequence[Any]) -> int:
         """Score the whole free pool, in chunks; no search (designs outside it would each cost a feature computation)."""
-        return sum(self.score(list(pool[k : k + 1000])) for k in range(0, len(pool), 1000))
+        scored = 0
+        for k in range(0, len(pool), 1000):
+            _scoring(f"scoring the free pool, {k:,} of {len(pool):,} designs", k / len(pool))
+            scored += self.score(list(pool[k : k + 1000]))
+        return scored
 
     def search(self, budget: int) -> int:
         """Evolve on the predictions until ``budget`` designs are scored or nothing new is reachable; returns the count."""
         scored = self.score([self.problem.random_point(self.rng) for _ in range(min(GENERATION, budget))])
         while scored < budget:
+            _scoring(f"searching on the predictions, {scored:,} of {budget:,} designs scored", scored / budget)
             children = self._children(self._parents())
             self.rng.shuffle(children)
             new = self.score(children[: min(GENERATION, budget - scored)])

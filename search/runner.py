@@ -33,6 +33,7 @@ from coevo.search.problem import Evolvable, Predictable, Problem
 from coevo.search.proposers import Evaluation, Proposer, get_proposer
 from coevo.search.storage import resolve_storage_url
 from coevo.search.study import FAILURE, StoredSearch, default_study_name, evaluations_from_study, failed_evaluations, open_or_create
+from coevo.search.work_progress import report
 from coevo.search.workers import Progress, Worker, WorkerSettings
 
 
@@ -40,10 +41,14 @@ from coevo.search.workers import Progress, Worker, WorkerSettings
 class SearchResult:
     """Summary of a search (also the ``--json`` output of ``coevo search``).
 
-    ``wall_s`` is this invocation's time; ``evaluations`` counts budgeted queries that gave a
-    result, ``failed`` those that failed (a NaN, an exception, a timeout: paid for all the same,
-    so ``evaluations + failed`` is what the budget paid), and ``trials`` every trial of the study
-    (duplicates answered from the study included).
+    ``wall_s`` is this invocation's wall time, in seconds: from the start of the command (``coevo
+    search`` passes its start, so building the problem and the proposer count; a caller that
+    passes none, from the call of :func:`run_search`) until the result was scored, the final
+    scoring included (the few-shot prediction stage, the zero-cost front's true values).
+    ``evaluations`` counts budgeted queries that gave a result, ``failed`` those that failed (a
+    NaN, an exception, a timeout: paid for all the same, so ``evaluations + failed`` is what the
+    budget paid), and ``trials`` every trial of the study (duplicates answered from the study
+    included).
     """
 
     study: str
@@ -108,6 +113,8 @@ def run_search(
     settings: WorkerSettings | None = None,
     on_open: Callable[[str], None] | None = None,
     eval_timeout_s: float | None = None,
+    started: float | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> SearchResult:
     """Run (or resume) a search until ``budget`` expensive evaluations.
 
@@ -130,6 +137,9 @@ def run_search(
         eval_timeout_s: seconds one evaluation may take (None: the problem's ``eval_timeout_s``).
             An evaluation that fails (times out, raises, gives a NaN or no value) fails its
             trial, is paid for, and the search goes on.
+        started: the ``clock`` reading the result's ``wall_s`` counts from (the command's start);
+            None: now.
+        clock: the time function of ``wall_s`` (seconds); tests pass a fake one.
 
     Raises:
         UserInputError: budget < 0, a seed out of range, or the study exists for another problem/proposer.
@@ -142,7 +152,7 @@ def run_search(
     check_seed(seed)
     proposer = get_proposer(proposer)
     name = study_name or default_study_name(problem, proposer.name, seed, proposer.variant)
-    started = time.perf_counter()
+    started = clock() if started is None else started
     opened = open_or_create(problem, proposer, storage=storage, study_name=name, seed=seed, budget=budget)
     notes = list(opened.notes)
     stopped = None
@@ -172,7 +182,7 @@ def run_search(
         seed=seed,
         budget=opened.budget,
         storage=storage,
-        wall_s=time.perf_counter() - started,
+        wall_s=0.0,  # set below: the scoring counts too (few-shot's prediction stage, which reports its own progress, takes seconds)
         history=True,
         stopped=stopped,
         evidence=getattr(proposer, "loaded_evidence", ()),
@@ -182,6 +192,7 @@ def run_search(
     if reasoner is not None:
         result.reasoner = reasoner.label
         result.llm_usage = reasoner.usage.as_dict()
+    result.wall_s = round(clock() - started, 3)
     return result
 
 
@@ -291,10 +302,7 @@ def _found_set(
         # paid and predicted is reported, and only now scored on the truth
         stage = predicted_front(problem, paid, seed=seed, evidence=evidence)
         notes.append(stage.note)
-        return [
-            e if e.query else Evaluation(e.trial_number, e.point, e.point_id, problem.true_values(e.point), False, e.attrs)
-            for e in stage.reported
-        ]
+        return _truly_scored(problem, stage.reported, keep_paid=True)
     return paid
 
 
@@ -314,11 +322,26 @@ def _estimated_front(problem: Problem, paid: list[Evaluation], notes: list[str])
         ]
         notes.append(f"zero-cost: the front is taken over the {len(paid)} searched designs and {len(fresh)} more with free proxy scores")
     est = pareto_mask(np.array([e.values[first] for e in evaluations]), np.array([e.values[second] for e in evaluations]))
-    return [
-        Evaluation(e.trial_number, e.point, e.point_id, problem.true_values(e.point), e.query, e.attrs)
-        for e, keep in zip(evaluations, est, strict=True)
-        if keep
-    ]
+    return _truly_scored(problem, [e for e, keep in zip(evaluations, est, strict=True) if keep], keep_paid=False)
+
+
+TRUTH = "scoring the reported front on the true objectives"
+"""What scoring a reported front on the truth is reported as (:mod:`search.work_progress`): after the search's last
+evaluation, one true evaluation per design (a table lookup for NB201, longer for a problem that measures)."""
+
+
+def _truly_scored(problem: Problem, evaluations: Sequence[Evaluation], *, keep_paid: bool) -> list[Evaluation]:
+    """Each evaluation with the problem's true values (a paid one as it stands when ``keep_paid``), reporting how far it is."""
+    scored: list[Evaluation] = []
+    for k, e in enumerate(evaluations):
+        report(f"{TRUTH}: {k} of {len(evaluations)} designs", k / len(evaluations))
+        if keep_paid and e.query:
+            scored.append(e)
+        else:
+            scored.append(Evaluation(e.trial_number, e.point, e.point_id, problem.true_values(e.point), e.query, e.attrs))
+    if evaluations:
+        report(f"{TRUTH}: {len(evaluations)} of {len(evaluations)} designs", 1.0)
+    return scored
 
 
 def _front_rows(problem: Problem, found: list[Evaluation], y1: np.ndarray, y2: np.ndarray) -> list[dict[str, Any]]:

@@ -1,29 +1,20 @@
-"""Progress of long work: tools and problems report, whoever called them (CLI bar, chat spinner) listens.
+"""Progress of long work: tools and problems report, whoever called them (CLI bar or lines, chat spinner) listens.
 
 Long work (a tool's simulation, a problem's one-off set-up such as the zero-cost reference
-cells) calls :func:`report` now and then; :func:`listening` installs a listener for the
-duration of a call (a context variable, so concurrent calls in threads do not mix).
-Without a listener a report costs nothing. Stopping is Ctrl-C: the simulators catch it,
+cells, the zoo's first-use training) calls :func:`report` now and then; :func:`listening`
+installs a listener for the duration of a call. The mechanism is :mod:`sim._progress` (the
+simulators and the zoo, which import nothing above ``sim``, report through it too); this
+module is where the rest of coevo takes it from. Stopping is Ctrl-C: the simulators catch it,
 stop at the next cycle and return what they measured, marked ``stopped_early``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable
 
-Listener = Callable[[str, float], None]
-"""``(what, fraction done in [0, 1])``."""
+from coevo.sim._progress import Listener, listening, report
 
-_LISTENER: ContextVar[Listener | None] = ContextVar("coevo_tool_progress", default=None)
-
-
-def report(what: str, fraction: float) -> None:
-    """Tell the listener (if any) how far a long run is."""
-    listener = _LISTENER.get()
-    if listener is not None:
-        listener(what, min(max(fraction, 0.0), 1.0))
+__all__ = ["Listener", "cycles", "listening", "report"]
 
 
 def cycles(what: str) -> Callable[[int, int], bool]:
@@ -34,13 +25,3 @@ def cycles(what: str) -> Callable[[int, int], bool]:
         return True
 
     return step
-
-
-@contextmanager
-def listening(listener: Listener) -> Iterator[None]:
-    """Send :func:`report` calls made inside the block to ``listener``."""
-    token = _LISTENER.set(listener)
-    try:
-        yield
-    finally:
-        _LISTENER.reset(token)

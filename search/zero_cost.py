@@ -248,6 +248,9 @@ def _compute(cell: Cell, cfg: ProxyConfig) -> dict[str, float]:
     return {name: scores[name] for name in PROXIES}
 
 
+CELL_S = 1.1
+"""Seconds one cell's proxies take on one CPU core (docs/engine.md), for estimates before a storage has timed any."""
+
 _META = sa.MetaData()
 _TABLE = sa.Table(
     "coevo_zero_cost",
@@ -295,11 +298,13 @@ class ProxyCache:
                 rows = con.execute(sa.select(_TABLE.c.arch, _TABLE.c.scores).where(_TABLE.c.config == key, _TABLE.c.arch.in_(wanted))).all()
             known.update({arch: json.loads(s) for arch, s in rows})
         missing, done = len({a for a in archs if a not in known}), 0
+        if what is not None and missing:
+            report(f"{what}: {missing} cells to score ({self.estimate(missing)}; kept in the storage's table {_TABLE.name})", 0.0)
         for cell, arch in zip(cells, archs, strict=True):
             if arch in known:
                 continue
-            if what is not None:
-                report(f"{what}: {done} of {missing}", done / missing)
+            if what is not None and done:
+                report(f"{what}: {done} of {missing} cells scored", done / missing)
             done += 1
             started = time.perf_counter()
             known[arch] = compute(cell, self.config)
@@ -309,4 +314,19 @@ class ProxyCache:
             with self.engine.begin() as con:
                 if con.execute(sa.select(_TABLE.c.arch).where(_TABLE.c.config == key, _TABLE.c.arch == arch)).first() is None:
                     con.execute(_TABLE.insert().values(config=key, arch=arch, scores=json.dumps(known[arch]), seconds=seconds))
+        if what is not None and missing:
+            report(f"{what}: {missing} of {missing} cells scored", 1.0)
         return [known[a] for a in archs]
+
+    def estimate(self, cells: int) -> str:
+        """About how long scoring ``cells`` more cells takes: at this storage's mean time per cell, else :data:`CELL_S`'s."""
+        with self.engine.connect() as con:
+            mean = con.execute(sa.select(sa.func.avg(_TABLE.c.seconds)).where(_TABLE.c.config == self.config.key())).scalar()
+        if mean is None:
+            return f"about {_seconds(cells * CELL_S)} s at {_seconds(CELL_S)} s a cell on one core"
+        return f"about {_seconds(cells * float(mean))} s at {_seconds(float(mean))} s a cell, as this storage measured"
+
+
+def _seconds(seconds: float) -> str:
+    """Whole seconds from 10 up, two significant digits below (``220``, ``1.1``, ``0.031``)."""
+    return f"{seconds:.0f}" if seconds >= 10 else f"{seconds:.2g}"

@@ -40,10 +40,10 @@ class ProxyReport:
     markdown: str
 
 
-def _score_chunk(storage: str, cells: list[Cell], config: ProxyConfig) -> tuple[int, float]:
+def _score_chunk(storage: str, cells: list[Cell], config: ProxyConfig, what: str | None = None) -> tuple[int, float]:
     torch.set_num_threads(1)
     cache = ProxyCache(storage, config, use_shipped=False)
-    cache.scores(cells)
+    cache.scores(cells, what=what)
     return cache.computed, cache.compute_seconds
 
 
@@ -67,7 +67,7 @@ def run_proxies(
     ProxyCache(storage, config, use_shipped=False)  # create the table once, before workers race to do it
     chunks = [sample[k::jobs] for k in range(jobs)]
     if jobs == 1:
-        results = [_score_chunk(storage, sample, config)]
+        results = [_score_chunk(storage, sample, config, what=f"scoring {cells} random cells with zero-cost proxies")]
     else:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
             results = list(pool.map(_score_chunk, [storage] * jobs, chunks, [config] * jobs))

@@ -18,6 +18,7 @@ import argparse
 import importlib
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
@@ -119,6 +120,19 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+_started: list[float] = []
+"""When each running :func:`main` began (its :func:`time.perf_counter` reading), innermost last."""
+
+
+def command_started() -> float | None:
+    """When the running command began (:func:`main`'s start: loading the problem and parsing count), None outside :func:`main`.
+
+    What a result's wall time counts from; the interpreter's own start-up before it (about 0.1 s)
+    is not counted.
+    """
+    return _started[-1] if _started else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``coevo`` console script.
 
@@ -126,7 +140,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``--json`` also one JSON object on stdout); 130 interrupted; 141 the reader of stdout went
     away (``| head``), quietly.
     """
-    argv = list(sys.argv[1:] if argv is None else argv)
+    _started.append(time.perf_counter())  # a stack: chat's commands run through main inside main
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    finally:
+        _started.pop()
+
+
+def _main(argv: list[str]) -> int:
     args: argparse.Namespace | None = None
     command = _command_of(argv)
     try:

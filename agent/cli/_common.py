@@ -12,23 +12,22 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any
-
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from coevo.agent.cli._console import err, out
+from coevo.agent.cli._progress import Reporter
 from coevo.search.config import DEFAULT_LLM_TIMEOUT_S, DEFAULT_PROBLEM, FLAGS, LLM_TIMEOUT_HELP, EngineOptions, ReasonerConfig, SearchConfig
 from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
 from coevo.search.problems import describe_options, problem_names
 from coevo.search.storage import DatabaseTimeouts
-from coevo.search.workers import WorkerSettings
+from coevo.search.workers import Progress, WorkerSettings
 
 __all__ = ["err", "out"]  # re-exported: the consoles live in agent.cli._console
 
 OPTION_DEST = "problem_option__"
+T = TypeVar("T")
 
 
 # ---------------------------------------------------------------- problems
@@ -273,47 +272,26 @@ def worker_settings(args: argparse.Namespace) -> WorkerSettings:
 # ---------------------------------------------------------------- progress
 
 
-def progress_bar() -> Progress:
-    """The bar of searches and benches: ``detail`` says done/total and the HV ratio (or a share, for long work)."""
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.fields[detail]}"),
-        TimeElapsedColumn(),
-        TextColumn("eta"),
-        TimeRemainingColumn(),
-        console=err,
-        transient=True,
-        disable=not err.is_terminal,
-    )
+def progress_bar() -> Reporter:
+    """The progress of searches and benches on stderr (:class:`agent.cli._progress.Reporter`): a bar, or plain lines when piped."""
+    return Reporter()
+
+
+def search_progress(name: str, budget: int, work: Callable[[Callable[[Progress], None]], T]) -> T:
+    """``work(on_progress)``, a search or a worker, with its progress on stderr and whatever long work it reports.
+
+    ``on_progress`` takes the worker's :class:`search.workers.Progress` after each paid evaluation.
+    """
+    with progress_bar() as bar, bar.listening():
+        task = bar.add_task(name, total=budget, detail=detail(0, budget, None))
+
+        def update(p: Progress) -> None:
+            bar.update(task, total=p.budget, completed=p.queries, detail=detail(p.queries, p.budget, p.hv_ratio))
+
+        return work(update)
 
 
 def detail(done: int, total: int, hv: float | str | None) -> str:
     """``done/total · HV ratio x`` for the bar."""
     shown = f"{hv:.4f}" if isinstance(hv, float) else (hv or "-")
     return f"{done}/{total} · HV ratio {shown}"
-
-
-@contextmanager
-def long_work(bar: Progress) -> Iterator[None]:
-    """Show what a search step reports while it runs long (one-off reference scoring, say): its own bar and an estimate.
-
-    The search's bar gets a second task for the duration; without a terminal each kind of
-    work is announced once on stderr instead.
-    """
-    from coevo.search.work_progress import listening
-
-    tasks: dict[str, Any] = {}
-
-    def listener(what: str, fraction: float) -> None:
-        kind = what.split(":")[0]
-        if kind not in tasks:
-            if not err.is_terminal:
-                err.print(f"{kind} ...", soft_wrap=True)
-            tasks[kind] = bar.add_task(what, total=1.0, detail="")
-        bar.update(tasks[kind], description=what, completed=fraction, detail=f"{fraction:.0%}")
-        if fraction >= 1.0:
-            bar.remove_task(tasks[kind])
-
-    with listening(listener):
-        yield

@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     )
     spec.validate()
     total = len(spec.run_groups()) * len(spec.proposers) * len(spec.seeds)
-    with progress_bar() as bar:
+    with progress_bar() as bar, bar.listening():  # runs in this process (--jobs 1) report their long work too
         task = bar.add_task("bench runs", total=total, detail=f"0/{total}")
         done = [0, total]
 

@@ -10,6 +10,7 @@ only co-evolution searches have a knowledge base; ``--seed``), in ``--storage`` 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from collections import Counter
@@ -21,7 +22,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from coevo.agent.cli._common import DEFAULT_PROBLEM, add_problem_argument, add_problem_arguments, err, out, problem_values
+from coevo.agent.cli._common import DEFAULT_PROBLEM, add_problem_argument, add_problem_arguments, err, out, problem_values, progress_bar
 from coevo.agent.tables import print_design_table
 from coevo.knowledge.heuristics import STATUS_MEANING, STATUSES, effect_unit, format_structured, quantity_label, sig, with_unit
 from coevo.knowledge.history import condensed
@@ -347,7 +348,17 @@ def _report(args: argparse.Namespace, store: KnowledgeStore) -> int:
 def _ablate(args: argparse.Namespace, store: KnowledgeStore) -> int:
     from coevo.knowledge.ablation import ablate
 
-    result = ablate(args.storage, _study_name(args, store), args.id, seeds=args.seeds, jobs=args.jobs, store=store)
+    runs = 2 * args.seeds  # each seed: the search with the heuristics and without
+    with progress_bar() as bar, bar.listening():
+        task = bar.add_task(f"ablation of {args.id}", total=runs, detail=f"0/{runs} searches")
+
+        done = itertools.count(1)
+
+        def finished(r: Any) -> None:
+            n = next(done)
+            bar.update(task, completed=n, detail=f"{n}/{runs} searches · last: {r.study}")
+
+        result = ablate(args.storage, _study_name(args, store), args.id, seeds=args.seeds, jobs=args.jobs, store=store, on_result=finished)
     if args.json:
         print(json.dumps(result.as_dict()))
         return 0

@@ -23,8 +23,10 @@ def run(args: argparse.Namespace) -> int:
     """Run ``coevo proxies``."""
     from rich.markdown import Markdown
 
+    from coevo.agent.cli._progress import Reporter
     from coevo.search.zero_cost_bench import run_proxies
 
-    report = run_proxies(cells=args.cells, dataset=args.dataset, storage=args.storage, out=args.out, jobs=args.jobs, seed=args.seed)
+    with Reporter() as reporter, reporter.listening(), reporter.phase(f"proxies on {args.cells} cells"):
+        report = run_proxies(cells=args.cells, dataset=args.dataset, storage=args.storage, out=args.out, jobs=args.jobs, seed=args.seed)
     out.print(Markdown(report.markdown))
     return 0

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import time
+from collections.abc import Callable
 from typing import Any
 
 from coevo.agent.cli._common import (
@@ -11,12 +13,11 @@ from coevo.agent.cli._common import (
     add_reasoner_arguments,
     add_timing_arguments,
     announce,
-    detail,
     err,
-    long_work,
     out,
     progress_bar,
     search_config,
+    search_progress,
     worker_settings,
 )
 from coevo.agent.tables import Column, print_design_table, print_table, summary_cell
@@ -72,29 +73,33 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``coevo search``."""
+    from coevo.agent.cli import command_started
     from coevo.agent.cli.worker import WorkerProcesses
     from coevo.agent.run_config import make_proposer
     from coevo.search.runner import Progress as SearchProgress
 
+    # the result's wall_s counts from the command's start: loading and building the problem is the user's wait too
+    started = command_started()
+    started = time.perf_counter() if started is None else started
     if args.workers < 1:
         raise UserInputError(f"--workers must be at least 1, got {args.workers}")
     settings = worker_settings(args)
     config = search_config(args)
-    problem = config.make_problem()
-    proposer = make_proposer(config, on_reasoner=announce)
+    with progress_bar() as bar, bar.listening():  # a problem that trains or scores something when it is made says so
+        problem = config.make_problem()
+    proposer = make_proposer(config, on_reasoner=announce)  # outside the bar: an LLM endpoint check shows its own spinner
     others = WorkerProcesses(config, settings, args.workers - 1)
-    with progress_bar() as bar:
-        name = f"search {config.proposer}" + (f", {args.workers} workers" if args.workers > 1 else "")
-        task = bar.add_task(name, total=config.budget, detail=detail(0, config.budget, None))
+    name = f"search {config.proposer}" + (f", {args.workers} workers" if args.workers > 1 else "")
 
-        def update(p: SearchProgress) -> None:
-            bar.update(task, total=p.budget, completed=p.queries, detail=detail(p.queries, p.budget, p.hv_ratio))
+    def search(on_progress: Callable[[SearchProgress], None]) -> Any:
+        return config.run(
+            problem=problem, proposer=proposer, on_progress=on_progress, settings=settings, on_open=others.start, started=started
+        )
 
-        with long_work(bar):
-            try:
-                result = config.run(problem=problem, proposer=proposer, on_progress=update, settings=settings, on_open=others.start)
-            finally:
-                failed = others.wait()
+    try:
+        result = search_progress(name, config.budget, search)
+    finally:
+        failed = others.wait()
     if failed:
         err.print(f"[yellow]{failed} worker process(es) exited with an error; rerun the same command to finish[/]")
     code = print_search(problem, result, as_json=args.json)

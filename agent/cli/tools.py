@@ -7,7 +7,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from coevo.agent.cli._console import err, out
+from coevo.agent.cli._console import out
 from coevo.agent.tables import Column, print_table, render_value
 
 if TYPE_CHECKING:
@@ -81,17 +81,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_with_progress(tool: Tool, raw_args: str) -> dict[str, Any]:
-    """Run ``tool`` on JSON arguments from the command line; a long-running one shows a progress bar on stderr."""
+    """Run ``tool`` on JSON arguments from the command line; a long-running one shows its progress on stderr.
+
+    A bar on a terminal, plain lines every few seconds otherwise (:class:`agent.cli._progress.Reporter`),
+    with whatever the tool reports (a zoo model's first-use training announces itself with an estimate).
+    """
+    from coevo.agent.cli._progress import Reporter
     from coevo.tools.adapters import run_from_cli
 
     if not tool.long_running:
         return run_from_cli(tool, raw_args)
-    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
-
-    from coevo.search.work_progress import listening
-
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(), console=err, transient=True)
-    with bar:
-        task = bar.add_task(tool.name, total=1.0)
-        with listening(lambda what, done: bar.update(task, description=what, completed=done)):
-            return run_from_cli(tool, raw_args)
+    with Reporter() as reporter, reporter.listening(), reporter.phase(f"tool {tool.name}"):
+        return run_from_cli(tool, raw_args)

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from coevo.agent.cli._common import (
@@ -16,12 +17,13 @@ from coevo.agent.cli._common import (
     engine_flags,
     out,
     reasoner_flags,
+    search_progress,
     worker_settings,
 )
 from coevo.agent.reasoners import ENV_API_KEY
 from coevo.search.config import FLAGS, SearchConfig
 from coevo.search.problem import Problem
-from coevo.search.workers import WorkerSettings
+from coevo.search.workers import Progress, WorkerSettings
 
 
 def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> None:
@@ -66,8 +68,12 @@ def run(args: argparse.Namespace) -> int:
     )
     problem = config.make_problem()
     joined: dict[str, Any] = {"storage": config.storage, "study_name": args.study, "seed": config.seed, "settings": settings}
-    worker = Worker(problem, proposer, **joined, eval_timeout_s=config.eval_timeout_s)
-    result = worker.run()
+
+    def work(on_progress: Callable[[Progress], None] | None) -> Any:
+        return Worker(problem, proposer, **joined, eval_timeout_s=config.eval_timeout_s, on_progress=on_progress).run()
+
+    # --quiet: the workers `coevo search --workers N` starts, whose search shows the progress
+    result = work(None) if args.quiet else search_progress(f"worker on {args.study}", config.budget, work)
     if args.json:
         print(json.dumps(vars(result)))
     elif not args.quiet:

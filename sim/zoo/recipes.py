@@ -92,6 +92,44 @@ _NOT_HERE = {
 }
 
 
+TRAIN_S_2_CORES: dict[str, float] = {
+    "cnn-digits": 80.0,
+    "cnn-digits-cv": 38.0,
+    "mlp-digits": 3.0,
+    "lm-pydoc-tiny": 204.0,
+    "cnn-mnist5k": 297.0,
+}
+"""Seconds a recipe's training took on the shared 2-core machine (no GPU): the estimate announced before a
+first-use training when this cache has timed none of the recipe's variants (other seeds or folds) yet.
+
+Measured with ``coevo models build`` on a fresh cache while other jobs shared the machine (load
+average 4 to 8; cnn-digits: 81 s in issue 33's run, 93 s in this one), so on an idle machine they
+are high. lm-pydoc was not timed (the announcement then says it has no estimate)."""
+REFERENCE_CORES = 2
+
+
+def train_estimate(name: str) -> str:
+    """About how long training ``name`` takes, for the announcement before it starts.
+
+    The training time of a variant already in this cache (another seed or fold: same
+    architecture and data, so the same work) when there is one, else the 2-core machine's
+    time (:data:`TRAIN_S_2_CORES`), else a plain "no estimate yet".
+    """
+    timed = []
+    for sidecar in sorted(cache_dir().glob(f"{name}-*.json")):
+        try:
+            seconds = json.loads(sidecar.read_text()).get("train_s")
+        except (OSError, ValueError):
+            continue
+        if isinstance(seconds, int | float):
+            timed.append(float(seconds))
+    if timed:
+        return f"about {max(timed):.0f} s, as it took here before"
+    if name in TRAIN_S_2_CORES:
+        return f"about {TRAIN_S_2_CORES[name]:.0f} s on {REFERENCE_CORES} cores"
+    return "no estimate yet: the progress gives one after the first epochs"
+
+
 def names() -> list[str]:
     """The zoo's model names."""
     return list(RECIPES)

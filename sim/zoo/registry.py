@@ -30,6 +30,7 @@ try:  # POSIX: training a recipe is locked across processes
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
+from coevo.sim._progress import report
 from coevo.sim.zoo.data import Split, byte_blocks, digits_fold_splits, digits_splits, mnist5k_splits, pydoc_text, random_windows
 from coevo.sim.zoo.models import ByteGPT, DigitsCNN, DigitsMLP, MnistCNN
 from coevo.sim.zoo.recipes import (  # the torch-free part, here too for callers of sim.zoo.registry
@@ -38,6 +39,7 @@ from coevo.sim.zoo.recipes import (  # the torch-free part, here too for callers
     cache_dir,
     recipe,
     recipe_key,
+    train_estimate,
 )
 
 Progress = Callable[[str, float], None]
@@ -150,7 +152,9 @@ def load(
 
     Args:
         name: a zoo model (:func:`names`).
-        progress: called with ``(what, fraction)`` while training.
+        progress: called with ``(what, fraction)`` while training, first with an announcement (why it
+            trains, about how long, where it is cached); default: :func:`sim._progress.report`, so
+            whoever listens (the CLI's progress, chat's spinner) hears of a first-use training.
         rebuild: train again even when a cache entry exists.
         train_seed: train with this seed instead of the recipe's (initialisation and batch order;
             the data split stays the recipe's). It is part of the recipe, so each seed is cached apart.
@@ -171,6 +175,7 @@ def load(
     key = recipe_key(rec)
     splits, train_text = splits_of(rec)
     path = cache_dir() / f"{name}-{key}.pt"
+    progress = report if progress is None else progress
     # one process trains a recipe at a time; the others (workers on one machine, parallel tests) wait and load its file
     with _exclusive(path):
         return _load_or_train(name, rec, key, splits, train_text, path, progress, rebuild)
@@ -183,7 +188,7 @@ def _load_or_train(
     splits: dict[str, Split],
     train_text: bytes | None,
     path: Path,
-    progress: Progress | None,
+    progress: Progress,
     rebuild: bool,
 ) -> ZooModel:
     model = build(rec)
@@ -200,6 +205,8 @@ def _load_or_train(
             note = f"rebuilt: the cache file {path} did not load ({type(exc).__name__}: {exc})"
             warnings.warn(note, stacklevel=2)
             model = build(rec)
+    why = "asked to rebuild" if rebuild else "on first use" if note == "trained" else "its cache file did not load"
+    progress(f"{training_label(name)}: {why} ({train_estimate(name)}; cached in {path.parent})", 0.0)
     started = time.perf_counter()
     _train(rec, model, splits, train_text, name, progress)
     model.eval()
@@ -267,6 +274,11 @@ def _evaluate(task: str, model: nn.Module, data: Split, max_batches: int | None,
     return 100.0 * right / total if task == "classify" else math.exp(nll / total)
 
 
+def training_label(name: str) -> str:
+    """What the progress of training ``name`` is reported as (the text before the colon of each report)."""
+    return f"training zoo model {name}"
+
+
 def _train(
     rec: dict[str, Any], model: nn.Module, splits: dict[str, Split], text: bytes | None, name: str, progress: Progress | None
 ) -> None:
@@ -287,7 +299,7 @@ def _train(
                 _step(opt, sched, _loss(model, train.x[idx], train.y[idx]))
                 step += 1
             if progress is not None:
-                progress(f"training {name}: epoch {epoch + 1} of {cfg['epochs']}", step / steps)
+                progress(f"{training_label(name)}: epoch {epoch + 1} of {cfg['epochs']}", step / steps)
         return
     assert text is not None
     steps = cfg["steps"]
@@ -297,7 +309,7 @@ def _train(
         batch = random_windows(text, block, cfg["batch"], gen)
         loss = _step(opt, sched, _loss(model, batch.x, batch.y))
         if progress is not None and (step % 10 == 9 or step == steps - 1):
-            progress(f"training {name}: step {step + 1} of {steps}, loss {loss:.3f}", (step + 1) / steps)
+            progress(f"{training_label(name)}: step {step + 1} of {steps}, loss {loss:.3f}", (step + 1) / steps)
 
 
 def _step(opt: torch.optim.Optimizer, sched: torch.optim.lr_scheduler.LRScheduler, loss: torch.Tensor) -> float:

@@ -276,7 +276,10 @@ def test_report_renders_in_headless_chromium(searched: str, tmp_path: Path) -> N
 def test_ablate_whole_kb_and_one_heuristic(searched: str, capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
     assert main(["kb", "ablate", "all", "--seeds", "2", "--storage", searched, "--json"]) == 0
-    result = json.loads(capsys.readouterr().out)
+    printed = capsys.readouterr()
+    result = json.loads(printed.out)
+    # stderr is not a terminal here: the four searches are counted in plain progress lines, through to the end
+    assert "ablation of all · 0/4 searches" in printed.err and "ablation of all · 4/4 searches" in printed.err
     hv = result["metrics"]["hv_ratio"]
     assert len(hv["base"]) == len(hv["variant"]) == 2 and hv["ci95"] is not None and result["seeds"] == [0, 1]
     assert abs(hv["mean_delta"] - (sum(hv["variant"]) - sum(hv["base"])) / 2) < 1e-12

@@ -112,3 +112,21 @@ def test_a_corrupt_shipped_table_is_one_clear_error(tmp_path: Path, monkeypatch:
     finally:
         proxy_table.shipped_arrays.cache_clear()
         proxy_table.shipped_table.cache_clear()
+
+
+def test_the_stage_after_the_last_paid_evaluation_reports_its_progress_to_the_end(tmp_path: Path) -> None:
+    from coevo.search.runner import TRUTH, run_search
+    from coevo.search.work_progress import listening
+
+    problem = FewShotNB201(dataset="cifar10", device="fpga", storage=f"sqlite:///{tmp_path / 'f.db'}")
+    reports: list[tuple[str, float]] = []
+    with listening(lambda what, fraction: reports.append((what, fraction))):
+        result = run_search(problem, "random", budget=12, seed=0, storage=f"sqlite:///{tmp_path / 's.db'}")
+    stage = [(what, f) for what, f in reports if what.startswith("prediction stage: ")]
+    assert stage[0] == ("prediction stage: fitting the predictor (12 paid designs)", 0.0)
+    assert stage[-1] == ("prediction stage: done", 1.0)
+    shares = [f for _, f in stage]
+    assert shares == sorted(shares) and any("scoring the free pool" in what for what, _ in stage)
+    truth = [f for what, f in reports if what.startswith(f"{TRUTH}: ")]
+    predicted = sum(not row["paid"] for row in result.front)
+    assert truth[-1] == 1.0 and len(truth) >= predicted + 1  # one report per design scored on the truth, then the end

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from pathlib import Path
 
 import optuna
@@ -98,9 +99,10 @@ def test_zero_cost_search_never_reads_true_accuracy(tmp_path: Path, monkeypatch:
     with listening(lambda what, fraction: reports.append((what, fraction))):
         result = run_search(problem, "pelnas", budget=30, seed=0, storage=storage, on_progress=lambda p: during.append(len(peeks)))
     assert max(during) == 0  # no true accuracy while searching
-    # the one-off reference scoring said what it was doing, cell by cell, before the first estimate
-    reference = [f for what, f in reports if what.startswith("scoring 8 reference cells")]
-    assert reference == [k / 8 for k in range(8)]
+    # the one-off reference scoring announced itself with an estimate, then said how far it was, cell by cell, to the end
+    reference = [(what, f) for what, f in reports if what.startswith("scoring 8 reference cells")]
+    assert [f for _, f in reference] == [k / 8 for k in range(9)]
+    assert re.search(r": 8 cells to score \(about [\d.]+ s at [\d.]+ s a cell", reference[0][0])
     states = {t.state.name for t in optuna.load_study(study_name=result.study, storage=storage).get_trials(deepcopy=False)}
     assert states == {"COMPLETE"}  # no proposal left WAITING when the budget is spent
     assert result.problem["mode"] == "zero-cost" and result.found_set == "front"
@@ -143,3 +145,9 @@ def test_zero_cost_bench_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert (tmp_path / "out" / "front_eyeriss.png").read_bytes()[:4] == b"\x89PNG"
     results = (tmp_path / "out" / "results.md").read_text()
     assert "pelnas" in results and "random" in results and "eyeriss" in results
+
+
+def test_an_estimate_before_any_cell_was_timed_uses_the_documented_cost_per_cell(tmp_path: Path) -> None:
+    cache = ProxyCache(f"sqlite:///{tmp_path / 'e.db'}", TINY)
+    assert cache.estimate(200) == "about 220 s at 1.1 s a cell on one core"  # docs/engine.md: about 1.1 s of one core per cell
+    assert cache.estimate(3) == "about 3.3 s at 1.1 s a cell on one core"

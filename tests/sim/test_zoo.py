@@ -7,6 +7,8 @@ import math
 import subprocess
 import sys
 import warnings
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -198,3 +200,39 @@ def test_cli_lists_and_builds_and_a_second_build_loads() -> None:
     assert listed["cache_dir"] == str(cache_dir())
     bad = cli("models", "build", "cnn-mnist")
     assert bad.returncode == 2 and "cnn-digits" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_first_use_training_is_announced_with_an_estimate_and_the_cache_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from coevo.sim import _progress
+    from coevo.sim.zoo import registry
+
+    monkeypatch.setenv("COEVO_CACHE", str(tmp_path))
+    events: list[str] = []
+
+    def train(rec: dict[str, Any], model: torch.nn.Module, *args: Any) -> None:  # no real training: only when it starts
+        events.append("training starts")
+
+    monkeypatch.setattr(registry, "_train", train)
+    with _progress.listening(lambda what, fraction: events.append(f"{fraction:g} {what}")):
+        zm = load("cnn-digits")  # no progress callback given: whoever listens hears it
+    cache = tmp_path / "zoo"
+    assert events == [f"0 training zoo model cnn-digits: on first use (about 80 s on 2 cores; cached in {cache})", "training starts"]
+    assert zm.path.parent == cache
+    events.clear()
+    with _progress.listening(lambda what, fraction: events.append(what)):
+        load("cnn-digits")
+    assert events == []  # loaded from the cache: nothing to announce
+
+
+def test_the_estimate_is_the_time_a_variant_took_in_this_cache_when_one_did(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from coevo.sim.zoo.recipes import train_estimate
+
+    monkeypatch.setenv("COEVO_CACHE", str(tmp_path))
+    assert train_estimate("mlp-digits") == "about 3 s on 2 cores"
+    (tmp_path / "zoo").mkdir()
+    (tmp_path / "zoo" / "mlp-digits-0123456789abcdef.json").write_text(json.dumps({"name": "mlp-digits", "train_s": 31.6}))
+    (tmp_path / "zoo" / "mlp-digits-fedcba9876543210.json").write_text("not json")  # a broken sidecar is skipped
+    assert train_estimate("mlp-digits") == "about 32 s, as it took here before"
+    assert train_estimate("lm-pydoc").startswith("no estimate yet")
