@@ -70,6 +70,7 @@ def test_light_commands_run_without_torch_or_langchain(argv: list[str]) -> None:
         "stepping",
         "freeze",
         "nb201-accel",
+        "deploy-cnn",
     ],
 )
 def test_importing_a_problem_class_loads_no_simulator_library(name: str) -> None:
@@ -94,6 +95,7 @@ def test_the_builtin_problems_are_the_ones_checked_above() -> None:
         "stepping",
         "freeze",
         "nb201-accel",
+        "deploy-cnn",
     }
 
 
