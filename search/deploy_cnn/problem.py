@@ -45,7 +45,7 @@ from coevo.sim.quant.config import QuantConfig
 class DeployCnnOptions(AccelOptions):
     """Options of the ``deploy-cnn`` problem: the zoo CNN, and the accelerator part's (DRAM bandwidth)."""
 
-    model: Literal["cnn-digits"] = config_field(QuantConfig, "model")
+    model: Literal["cnn-digits"] = config_field(QuantConfig, "model", description="zoo CNN to quantize, prune and map onto the array")
 
 
 @dataclass(frozen=True)
@@ -172,7 +172,18 @@ class DeployCnnProblem(ComposedProblem):
 
     def accuracy(self, point: tuple[Any, ...]) -> float:
         """Validation accuracy (%) of the CNN pruned to ``point``'s sparsities, then quantized to its widths (module doc)."""
-        key = (tuple(self.subpoint(point, "bits")), tuple(self.subpoint(point, "sparsity")))
+        return self.compression_accuracy(self.subpoint(point, "bits"), self.subpoint(point, "sparsity"))
+
+    def compression_workload(self, widths: Any, sparsities: Any) -> Workload:
+        """The CNN's workload under ``widths`` (the bits part's point) and ``sparsities`` (the sparsity part's), as the chain builds it."""
+        bits = self.part("bits").problem
+        sparsity = self.part("sparsity").problem
+        assert isinstance(bits, QuantProblem) and isinstance(sparsity, SparsityPart)
+        return cnn_workload(self.options.model, bits.layer_bits(widths), sparsity.densities(sparsities))
+
+    def compression_accuracy(self, widths: Any, sparsities: Any) -> float:
+        """Validation accuracy (%) of the CNN pruned to ``sparsities`` (the sparsity part's point), then quantized to ``widths``."""
+        key = (tuple(widths), tuple(sparsities))
         if key not in self._accuracy:
             from coevo.sim.quant import accuracy, quantized_copy
 
