@@ -484,14 +484,14 @@ def render(rows: Sequence[Mapping[str, Any]], best: Sequence[Mapping[str, Any]] 
             "pooled designs' front is the reference (accuracy floor 80 %, the quant problem's; the ceiling the pooled designs' "
             "largest energy or latency). A run's HV ratio is its evaluated designs' HV over the pooled front's, on "
             "(accuracy, energy_uj), deploy-cnn's Pareto pair, and on (accuracy, latency_ms). Differences are paired by seed, "
-            "95 % t intervals (3 seeds: 2 degrees of freedom, wide intervals).",
+            f"95 % t intervals ({len(seeds)} seeds: {len(seeds) - 1} degrees of freedom, wide intervals).",
             "",
             "## Results",
             "",
             table(rows),
-            f"Time per evaluation: {sum(float(r['wall_s']) for r in rows) / evals:.2f} s of wall time per joint design over all runs "
-            "(search engine included; a design's own evaluation, pruning + quantization + a validation pass + the accelerator "
-            "model, is about 0.05 s on this machine once the model is loaded).",
+            f"Wall time per joint design over all runs: {sum(float(r['wall_s']) for r in rows) / evals:.2f} s (the search engine, "
+            "the one-time loading of each run's process and the re-scoring of every design for the CSV included; a design's own "
+            "evaluation alone is timed in docs/compose.md).",
             "",
             "## Verdicts (computed from the CSV)",
             "",
@@ -504,8 +504,10 @@ def render(rows: Sequence[Mapping[str, Any]], best: Sequence[Mapping[str, Any]] 
             where_joint_does_not_pay(rows),
             "## Limits of this comparison",
             "",
-            "* A small budget (the figure's default, 40 evaluations) and 3 seeds: the intervals are wide, and a verdict of "
-            "'no difference' means the seeds cannot resolve one, not that there is none.",
+            f"* Small budgets ({', '.join(map(str, budgets))} evaluations) and {len(seeds)} seeds: the intervals are wide, and a "
+            "verdict of 'no difference' means the seeds cannot resolve one, not that there is none.",
+            "* Wall seconds are on a shared 2-core machine; a process's first run also pays one-time loading (torch, the zoo "
+            "model, its class-importance groups: several seconds).",
             "* The pooled front is the best any arm found, not the space's front: HV ratios are relative to it.",
             "* One CNN (cnn-digits, 8x8 images: its weights, about 41 K, dominate its DRAM traffic), one DRAM bandwidth, one "
             "default accelerator for stage 1, no fine-tuning after pruning and quantization.",
