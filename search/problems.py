@@ -41,6 +41,7 @@ BUILTIN: dict[str, str] = {
     "stepping": "coevo.search.stepping.problem:SteppingProblem",
     "freeze": "coevo.search.freeze.problem:FreezeProblem",
     "nb201-accel": "coevo.search.nb201_accel.problem:NB201AccelProblem",
+    "deploy-cnn": "coevo.search.deploy_cnn.problem:DeployCnnProblem",
 }
 """coevo's own problems: name -> ``module:Class``. A new built-in problem is one module and one line here."""
 

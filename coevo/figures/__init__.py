@@ -347,6 +347,24 @@ FIGURES: tuple[Figure, ...] = (
         renders=True,
         quoted_in=("docs/compose.md",),
     ),
+    Figure(
+        "codesign-cnn",
+        "codesign-cnn",
+        "joint vs sequential co-design on deploy-cnn (bits and sparsity of cnn-digits x a systolic array) at equal "
+        "evaluations: HV ratios against the pooled front, paired differences, the fronts plotted (issue 32)",
+        "nice -n 10 python -m coevo.figures codesign-cnn",
+        (
+            "codesign-cnn.md",
+            "codesign-cnn.csv",
+            "codesign-cnn-designs.csv",
+            "codesign-cnn-best.csv",
+            "codesign-cnn-fronts.png",
+        ),
+        ("codesign-cnn.csv", "codesign-cnn-designs.csv", "codesign-cnn-best.csv"),
+        module="codesign_cnn",
+        renders=True,
+        quoted_in=("docs/compose.md",),
+    ),
     # ---------------------------------------------------------------- networks on chip, accelerators
     Figure(
         "noc",

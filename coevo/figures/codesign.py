@@ -250,7 +250,7 @@ def _evaluated(problem: Any, storage: str, name: str) -> list[tuple[Any, dict[st
     return [(e.point, e.values) for e in evaluations_from_study(problem, study) if e.query]
 
 
-def _search(problem: Any, proposer: str, budget: int, seed: int, runs: Path, name: str) -> list[tuple[Any, dict[str, float]]]:
+def search_run(problem: Any, proposer: str, budget: int, seed: int, runs: Path, name: str) -> list[tuple[Any, dict[str, float]]]:
     """Run (or read back) one search; every paid evaluation, in order."""
     from coevo.search.runner import run_search
 
@@ -283,16 +283,16 @@ def run_arm(arm: str, budget: int, seed: int, dataset: str, runs: Path) -> tuple
     started = time.perf_counter()
     tag = f"{dataset}-b{budget}-s{seed}"
     if arm in SEARCHERS:
-        found = _search(joint, SEARCHERS[arm], budget, seed, runs, f"{arm}-{tag}")
+        found = search_run(joint, SEARCHERS[arm], budget, seed, runs, f"{arm}-{tag}")
         rows = [_design_row(arm, budget, seed, 1, joint, p) for p, _ in found]
         return rows, 0, time.perf_counter() - started
     first, second = stages(arm, budget)
     prefix = "seq" if arm == "sequential" else "seqacc"
-    stage1 = _search(FixedAccelProblem(dataset=dataset), "pelnas", first, seed, runs, f"{prefix}1-{tag}")
+    stage1 = search_run(FixedAccelProblem(dataset=dataset), "pelnas", first, seed, runs, f"{prefix}1-{tag}")
     rows = [_design_row(arm, budget, seed, 1, joint, p) for p, _ in stage1]
     kept = front_cells([int(r["cell"]) for r in rows], [r["accuracy"] for r in rows], [r["latency_ms"] for r in rows])
     stage2 = KeptCellsProblem(dataset=dataset, cells=",".join(map(str, kept)))
-    found = _search(stage2, "pelnas", second, seed, runs, f"{prefix}2-{tag}")
+    found = search_run(stage2, "pelnas", second, seed, runs, f"{prefix}2-{tag}")
     rows += [_design_row(arm, budget, seed, 2, joint, stage2.joint_point(p)) for p, _ in found]
     return rows, len(kept), time.perf_counter() - started
 

@@ -114,6 +114,22 @@ class QuantProblem(LevelProblem):
         zm = _setup(self.model, 0.5)[0]
         return group_bits(zm.model, self._groups, point)
 
+    def unit_bits(self, point: Any) -> dict[str, list[int]]:
+        """Layer -> the width of each of its units (output filters / neurons) under ``point``, as the evaluation quantizes."""
+        return self._bits(tuple(point))
+
+    def layer_bits(self, point: Any) -> dict[str, float]:
+        """Layer -> its average weight bits under ``point`` (its groups' widths weighted by their weight counts)."""
+        weights: dict[str, float] = {}
+        total: dict[str, float] = {}
+        by_name = {f"{g.layer}_{g.part}": g for g in self._groups}
+        for param, b in zip(self.params, point, strict=True):
+            g = by_name.get(param)
+            if g is not None:  # a layer too small to split has no rest group
+                weights[g.layer] = weights.get(g.layer, 0.0) + g.weights * b
+                total[g.layer] = total.get(g.layer, 0.0) + g.weights
+        return {layer: weights[layer] / total[layer] for layer in total}
+
     def niches(self) -> tuple[Niche, ...]:
         return (
             Niche("low", "at most 3 bits per weight on average: the smallest, riskiest models", lambda p: self._avg(p) <= 3),

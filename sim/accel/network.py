@@ -25,7 +25,28 @@ energy per access follows its size through Horowitz's three SRAM points (8 KB: 1
 32 KB: 20 pJ, 1 MB: 100 pJ per 64-bit access; log-log interpolation, extrapolated below 8 KB
 by the first segment). **Assumed** (no source): the supply voltage rises linearly with the
 clock, from 0.6 V at 0 MHz to Horowitz's 0.9 V at 1 GHz, and MAC and SRAM energy scale with
-its square (DRAM energy does not). Leakage is not counted. Batch 1; int8 operands.
+its square (DRAM energy does not). Leakage is not counted. Batch 1; int8 operands unless a layer
+says otherwise (below).
+
+**Narrow and sparse weights** (:attr:`NetLayer.weight_bits`, :attr:`NetLayer.density`; the
+defaults, 8 bits and dense, leave every figure above unchanged). The array keeps its 8-bit PEs
+and its cycles (a dense systolic array does not skip zeros, and a narrower weight does not make
+a MAC faster); what changes:
+
+* **multiplier energy** scales with the weight's width, ``MULT8_PJ x bits / 8``: an array
+  multiplier's energy follows its partial-product bits (weight bits x 8 activation bits), the
+  scaling Horowitz's own 8- and 32-bit multipliers follow (0.2 pJ and 3.1 pJ: 15.5x for 16x the
+  partial-product bits). The partial-sum adder keeps its 22 bits;
+* **zero weights gate their MAC**: MAC energy is multiplied by the layer's density (share of
+  nonzero weights). **Assumed**, after Eyeriss's data gating (Chen et al., JSSC 2017), which
+  holds a PE's multiplier and adder when an operand is zero; cycles are not saved;
+* **weight storage and traffic**: a weight takes :func:`stored_weight_bits` bits, the smaller of
+  dense (``bits``) and sparse storage (each nonzero weight with a relative index,
+  ``density x (bits + index bits)``, with Deep Compression's index widths: 8 bits in a
+  convolution, 5 in a fully connected layer; Han, Mao and Dally, ICLR 2016; the padding entries
+  of long zero runs are not counted). The weight buffer holds the stored bytes (a layer that did
+  not fit at int8 may fit at 4 bits), and the weights' SRAM reads and DRAM bytes scale with
+  them (:func:`sim.accel.systolic.map_layer`'s ``weight_bytes``), so DRAM-bound layers get faster.
 """
 
 from __future__ import annotations
@@ -50,6 +71,13 @@ V_AT_ZERO = 0.6
 """Assumed intercept of the linear voltage-frequency line (module doc)."""
 F_NOMINAL_MHZ = 1000.0
 """Assumed clock reached at the nominal voltage."""
+INDEX_BITS = {"conv": 8, "linear": 5}
+"""Han, Mao and Dally, Deep Compression, ICLR 2016: relative-index bits per stored nonzero weight (conv 8, fc 5)."""
+
+
+def stored_weight_bits(bits: float, density: float, kind: str) -> float:
+    """Bits stored per weight of a layer of ``kind``: dense, or sparse with a relative index per nonzero, whichever is smaller."""
+    return min(bits, density * (bits + INDEX_BITS.get(kind, INDEX_BITS["conv"])))
 
 
 @dataclass(frozen=True)
@@ -67,6 +95,26 @@ class NetLayer:
     kind: str
     layer: Layer
     count: int
+    weight_bits: float = 8.0
+    """Bits per weight, on average over the layer (mixed precision: its units' widths weighted by their weights)."""
+    density: float = 1.0
+    """Share of the layer's weights that are nonzero (1: dense)."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.weight_bits <= 8:
+            raise UserInputError(f"layer {self.name}: weight_bits must be in (0, 8] (the array's PEs are 8-bit), got {self.weight_bits}")
+        if not 0 < self.density <= 1:
+            raise UserInputError(f"layer {self.name}: density must be in (0, 1] (share of nonzero weights), got {self.density}")
+
+    @property
+    def weight_bytes(self) -> float:
+        """Bytes stored per weight (:func:`stored_weight_bits` / 8)."""
+        return stored_weight_bits(self.weight_bits, self.density, self.kind) / 8
+
+    @property
+    def mac_pj(self) -> float:
+        """Energy of one MAC at the nominal voltage, pJ (module doc: width-scaled multiplier, zero weights gated)."""
+        return self.density * (MULT8_PJ * self.weight_bits / 8 + ADD_PJ)
 
     @property
     def macs(self) -> int:
@@ -172,12 +220,14 @@ def voltage_scale(clock_mhz: float) -> float:
 
 
 @functools.lru_cache(maxsize=1 << 17)
-def _layer_on_array(layer: Layer, rows: int, cols: int, dataflow: str, kbs: tuple[float, float, float]) -> tuple[int, int, float, int]:
-    """(cycles, MACs, SRAM pJ at the nominal voltage, DRAM bytes) of one run of ``layer``."""
-    mapping = map_layer(layer, rows, cols, dataflow, ifmap_kb=kbs[0], filter_kb=kbs[1], ofmap_kb=kbs[2])
+def _layer_on_array(
+    layer: Layer, rows: int, cols: int, dataflow: str, kbs: tuple[float, float, float], weight_bytes: float = 1.0
+) -> tuple[int, int, float, int]:
+    """(cycles, MACs, SRAM pJ at the nominal voltage, DRAM bytes) of one run of ``layer`` with ``weight_bytes`` per weight."""
+    mapping = map_layer(layer, rows, cols, dataflow, ifmap_kb=kbs[0], filter_kb=kbs[1], ofmap_kb=kbs[2], weight_bytes=weight_bytes)
     sram = (
         mapping.sram_reads["ifmap"] * sram_pj_per_byte(kbs[0])
-        + mapping.sram_reads["filter"] * sram_pj_per_byte(kbs[1])
+        + mapping.sram_reads["filter"] * weight_bytes * sram_pj_per_byte(kbs[1])
         + PSUM_BYTES * (mapping.sram_reads["psum"] + mapping.sram_writes["ofmap"]) * sram_pj_per_byte(kbs[2])
     )
     return mapping.cycles, mapping.macs, sram, sum(mapping.dram_bytes.values())
@@ -208,10 +258,10 @@ def network_cost(workload: Workload, config: ArrayConfig) -> NetworkCost:
     bandwidth = config.dram_gbps * 1e9
     clock = config.clock_mhz * 1e6
     for net_layer in workload.layers:
-        c, macs, sram, dram = _layer_on_array(net_layer.layer, config.rows, config.cols, config.dataflow, kbs)
+        c, macs, sram, dram = _layer_on_array(net_layer.layer, config.rows, config.cols, config.dataflow, kbs, net_layer.weight_bytes)
         seconds += net_layer.count * max(c / clock, dram / bandwidth)
         cycles += net_layer.count * c
-        mac_pj += net_layer.count * macs * (MULT8_PJ + ADD_PJ)
+        mac_pj += net_layer.count * macs * net_layer.mac_pj
         sram_pj += net_layer.count * sram
         dram_pj += net_layer.count * dram * DRAM_PJ_PER_BYTE
     scale = voltage_scale(config.clock_mhz)

@@ -18,7 +18,10 @@ partial sums read back ``ceil(K/R) - 1`` times) unless the dataflow is output st
 DRAM: an operand that fits its SRAM buffer is read from DRAM once; one that does not is
 read from DRAM as often as from SRAM (no reuse across tiles); outputs are written once,
 plus partial sums spilled and refetched when the output buffer is too small. Elements are
-1 byte (int8) for inputs and weights and 4 bytes for partial sums/outputs.
+1 byte (int8) for inputs and weights and 4 bytes for partial sums/outputs, except that a
+caller may store weights narrower (``weight_bytes`` per weight, on average: quantized or
+sparse-encoded weights): their buffer fit and DRAM bytes then scale with it (SRAM accesses
+stay counted in elements).
 """
 
 from __future__ import annotations
@@ -130,12 +133,17 @@ def map_layer(
     ifmap_kb: float = ACCEL.ifmap_kb,
     filter_kb: float = ACCEL.filter_kb,
     ofmap_kb: float = ACCEL.ofmap_kb,
+    weight_bytes: float = 1.0,
 ) -> Mapping:
     """Map ``layer`` onto an ``rows x cols`` array (module doc).
 
+    ``weight_bytes``: bytes stored per weight (1: int8); the weight buffer's fit and the weights' DRAM bytes follow it.
+
     Raises:
-        UserInputError: unknown dataflow or an array size outside 1..1024.
+        UserInputError: unknown dataflow, an array size outside 1..1024, or ``weight_bytes`` outside (0, 1].
     """
+    if not 0 < weight_bytes <= 1:
+        raise UserInputError(f"weight_bytes must be in (0, 1] (bytes per stored weight; 1: int8), got {weight_bytes}")
     if dataflow not in DATAFLOWS:
         raise UserInputError(f"unknown dataflow {dataflow!r}; choose ws (weight), os (output) or is (input stationary)")
     if not (1 <= rows <= 1024 and 1 <= cols <= 1024):
@@ -159,10 +167,10 @@ def map_layer(
         cycles = tiles * (rows + n + rows + cols - 2)
         reads = {"ifmap": m * k, "filter": k * n * math.ceil(m / cols), "psum": m * n * (kt - 1)}
         writes = {"ofmap": m * n * kt}
-    unique = {"ifmap": m * k, "filter": k * n}
+    unique = {"ifmap": m * k, "filter": math.ceil(k * n * weight_bytes)}
     dram = {
         "ifmap": unique["ifmap"] if unique["ifmap"] <= ifmap_kb * 1024 else reads["ifmap"],
-        "filter": unique["filter"] if unique["filter"] <= filter_kb * 1024 else reads["filter"],
+        "filter": unique["filter"] if unique["filter"] <= filter_kb * 1024 else math.ceil(reads["filter"] * weight_bytes),
     }
     out_bytes = m * n * 4
     dram["ofmap"] = out_bytes if out_bytes <= ofmap_kb * 1024 else 4 * (writes["ofmap"] + reads["psum"])

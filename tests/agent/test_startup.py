@@ -69,6 +69,7 @@ BUILTIN_PROBLEMS = [
     "stepping",
     "freeze",
     "nb201-accel",
+    "deploy-cnn",
 ]
 
 
