@@ -7,10 +7,11 @@ object it gets has ``error`` (the one-line message) and ``exit_code`` (the proce
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Mapping
 from typing import Any, TextIO
+
+from coevo.search.strict_json import strict_dumps
 
 
 def error_fields(message: str, exit_code: int) -> dict[str, Any]:
@@ -25,8 +26,9 @@ def error_fields(message: str, exit_code: int) -> dict[str, Any]:
 def print_object(record: Mapping[str, Any], stream: TextIO | None = None) -> None:
     """``record`` as one line of JSON on ``stream`` (default: stdout), flushed: the call's result for a script.
 
-    Values JSON has no form for (a path, a datetime) are written as their text.
+    Values JSON has no form for (a path, a datetime) are written as their text; a NaN or infinite float as null
+    with a note (:func:`search.strict_json.strict_dumps`).
     """
     target = sys.stdout if stream is None else stream
-    target.write(json.dumps(record, default=str) + "\n")
+    target.write(strict_dumps(record) + "\n")
     target.flush()

@@ -15,7 +15,6 @@ yet evaluated are kept.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -32,6 +31,7 @@ from coevo.search.niches import niche_of
 from coevo.search.problem import Evolvable, Predictable, Problem
 from coevo.search.proposers import Evaluation, Proposer, get_proposer
 from coevo.search.storage import resolve_storage_url
+from coevo.search.strict_json import strict_dumps
 from coevo.search.study import FAILURE, StoredSearch, default_study_name, evaluations_from_study, failed_evaluations, open_or_create
 from coevo.search.work_progress import report
 from coevo.search.workers import Progress, Worker, WorkerSettings
@@ -98,7 +98,7 @@ class SearchResult:
         data = asdict(self) | {"paid": self.paid}
         if not history:
             data.pop("hv_history")
-        return json.dumps(data)
+        return strict_dumps(data)
 
 
 def run_search(

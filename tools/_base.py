@@ -10,7 +10,6 @@ change. This module is the bottom of the package: it imports no other module of 
 from __future__ import annotations
 
 import json
-import math
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from coevo.search.errors import CoevoError, UserInputError
 from coevo.search.plugins import parse_reference
+from coevo.search.strict_json import SIGNIFICANT_DIGITS, strict_dumps
 
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$")
 """Tool names: dotted lowercase words, e.g. ``nb201.query``."""
@@ -67,50 +67,7 @@ class ToolResult(BaseModel):
 
     def to_strict_json(self, *, indent: int | None = 2) -> str:
         """The result as strict JSON (:func:`strict_json_value`): no NaN or Infinity, floats to their precision."""
-        return json.dumps(strict_json_value(self.model_dump()), indent=indent, allow_nan=False, default=str)
-
-
-SIGNIFICANT_DIGITS = 7
-"""Significant digits a float keeps in strict JSON: a float32 measurement's precision, and well above a simulator's."""
-
-
-def _strict_float(x: float) -> float | None:
-    if math.isnan(x) or math.isinf(x):
-        return None
-    return float(f"{x:.{SIGNIFICANT_DIGITS}g}")
-
-
-def _non_finite_note(x: float) -> str:
-    if math.isnan(x):
-        return "null: the value is undefined here (NaN, e.g. nothing was measured to average)"
-    return f"null: the value is {'+' if x > 0 else '-'}infinite (e.g. nothing completed, or a division by zero)"
-
-
-def strict_json_value(value: Any) -> Any:
-    """``value`` made strict JSON: a NaN or infinite float becomes null with a ``<key>_note`` beside it saying why,
-    floats keep :data:`SIGNIFICANT_DIGITS` significant digits, tuples become lists; ``json.dumps(..., allow_nan=False)``
-    then accepts it.
-    """
-    if isinstance(value, bool) or value is None or isinstance(value, int | str):
-        return value
-    if isinstance(value, float):
-        return _strict_float(value)
-    if isinstance(value, dict):
-        out: dict[Any, Any] = {}
-        for k, v in value.items():
-            out[k] = strict_json_value(v)
-            if f"{k}_note" in value:
-                continue
-            if isinstance(v, float) and out[k] is None:
-                out[f"{k}_note"] = _non_finite_note(v)
-            elif isinstance(v, list | tuple) and any(isinstance(x, float) and not math.isfinite(x) for x in v):
-                out[f"{k}_note"] = "null entries: values undefined (NaN) or infinite there"
-        return out
-    if isinstance(value, list | tuple):
-        return [strict_json_value(v) for v in value]
-    if hasattr(value, "item") and callable(value.item):  # a numpy scalar
-        return strict_json_value(value.item())
-    return value
+        return strict_dumps(self.model_dump(), significant=SIGNIFICANT_DIGITS, indent=indent)
 
 
 class Tool(ABC):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -32,6 +31,7 @@ from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
 from coevo.search.proposers import proposer_names
 from coevo.search.storage import sqlite_path
+from coevo.search.strict_json import strict_dumps
 
 
 def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> None:
@@ -150,7 +150,7 @@ def _list(args: argparse.Namespace, store: KnowledgeStore) -> int:
                 rows.append((kb, v, counts.get(hid, Counter())))
     if args.json:
         for kb, v, c in rows:
-            print(json.dumps(_list_record(kb, v, c)))
+            print(strict_dumps(_list_record(kb, v, c)))
         return 0
     out.print(_list_table(names, rows))
     return 0
@@ -237,7 +237,7 @@ def _show(args: argparse.Namespace, store: KnowledgeStore) -> int:
     values = {s: _trial_values(args, s) for s in studies}
     head = history[-1]
     if args.json:
-        print(json.dumps(_show_record(kb, history, evidence, values)))
+        print(strict_dumps(_show_record(kb, history, evidence, values)))
         return 0
     out.print(f"[bold]{head.hid}[/] " + escape(f"({kb}) [{head.status}, confidence {head.confidence:.3f}, author {head.author}]"))
     out.print(head.text, markup=False)
@@ -360,7 +360,7 @@ def _ablate(args: argparse.Namespace, store: KnowledgeStore) -> int:
 
         result = ablate(args.storage, _study_name(args, store), args.id, seeds=args.seeds, jobs=args.jobs, store=store, on_result=finished)
     if args.json:
-        print(json.dumps(result.as_dict()))
+        print(strict_dumps(result.as_dict()))
         return 0
     from rich.markdown import Markdown
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 from coevo.agent.cli._console import out
+from coevo.search.strict_json import strict_dumps
 
 if TYPE_CHECKING:
     from coevo.search.problem import Problem
@@ -33,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     if args.models_command == "list":
         value = run_with_progress(REGISTRY.get("models.list"), "{}")["value"]
         if args.json:
-            print(json.dumps(value))
+            print(strict_dumps(value))
             return 0
         table = Table(title=f"model zoo (cache: {value['cache_dir']})")
         table.add_column("name", no_wrap=True)
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     result = run_with_progress(REGISTRY.get("models.build"), json.dumps({"model": args.name, "rebuild": args.rebuild}))
     value = result["value"]
     if args.json:
-        print(json.dumps(result))
+        print(strict_dumps(result))
         return 0
     for note in result["messages"]:
         out.print(f"[yellow]note:[/] {note}", soft_wrap=True)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
 from coevo.agent.cli._console import out
 from coevo.agent.tables import Column, print_table
+from coevo.search.strict_json import strict_dumps
 
 if TYPE_CHECKING:
     from coevo.search.problem import Problem
@@ -116,7 +116,7 @@ def _describe(args: argparse.Namespace) -> int:
     """``coevo problems describe NAME``: objectives, options, design variables, run group, exact front and niches."""
     record = describe(args.name)
     if args.json:
-        print(json.dumps(record, default=str))
+        print(strict_dumps(record))
         return 0
     out.print(f"[bold]{record['name']}[/] ({record['class']}): {record['doc']}", soft_wrap=True)
     _objectives_table(record)
@@ -137,7 +137,7 @@ def _list(args: argparse.Namespace) -> int:
     records = [summary(name) for name in problem_names()]
     if args.json:
         for r in records:
-            print(json.dumps(r, default=str))
+            print(strict_dumps(r))
         return 0
     table = Table(
         title=f"{len(records)} problems (coevo problems describe NAME for one, with its niches; --problem path/to/file.py:Class for yours)"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -15,6 +14,7 @@ from coevo.agent.cli._common import err, out
 from coevo.agent.tables import Column, print_table, summary_cell
 from coevo.search.errors import StorageMissingError, UserInputError
 from coevo.search.problem import Problem
+from coevo.search.strict_json import strict_dumps
 
 LOAD_HELP = (
     "import a search's problem when it is your code (a problem file or module the study names) to show its HV ratio and front; "
@@ -73,7 +73,7 @@ def _show(args: argparse.Namespace) -> int:
     info = progress(args.storage, args.study, load_code=args.yes)
     _note_not_loaded([info])
     if args.json:
-        print(json.dumps(info, default=str))
+        print(strict_dumps(info))
         return 0
     print_show(out, args.study, info)
     return 0
@@ -135,7 +135,7 @@ def _list(args: argparse.Namespace) -> int:
     _note_not_loaded(rows)
     if args.json:
         for r in rows:
-            print(json.dumps({k: v for k, v in r.items() if k != "workers"}, default=str))
+            print(strict_dumps({k: v for k, v in r.items() if k != "workers"}))
         return 0
     print_list(out, rows)
     return 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from coevo.agent.cli._common import (
 from coevo.agent.reasoners import ENV_API_KEY
 from coevo.search.config import FLAGS, SearchConfig
 from coevo.search.problem import Problem
+from coevo.search.strict_json import strict_dumps
 from coevo.search.workers import Progress, WorkerSettings
 
 
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     # --quiet: the workers `coevo search --workers N` starts, whose search shows the progress
     result = work(None) if args.quiet else search_progress(f"worker on {args.study}", config.budget, work)
     if args.json:
-        print(json.dumps(vars(result)))
+        print(strict_dumps(vars(result)))
     elif not args.quiet:
         out.print(
             f"worker {result.worker}: {result.evaluated} evaluated, {result.failed} failed, {result.answered} answered from the study, "

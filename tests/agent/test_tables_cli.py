@@ -17,8 +17,8 @@ from rich.console import Console
 
 from coevo.agent.cli import main
 from coevo.agent.tables import Column, print_design_table, print_table, render_value
+from coevo.search.strict_json import strict_json_value
 from coevo.tools import REGISTRY, ToolResult
-from coevo.tools._base import strict_json_value
 
 WIDTHS = [60, 80, 120, None]  # None: piped, rich's default width for a file that is no terminal
 ARCH = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|"
