@@ -19,11 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from coevo.figures._common import Output, read_numbers
+from coevo.figures._common import Output, command_line, read_numbers
+from coevo.search.compose import ComposedProblem, Part
 from coevo.search.errors import UserInputError
 from coevo.search.metrics import pareto_mask
+from coevo.search.nb201_accel.accel import AccelPart, AccelResult
 from coevo.search.problem import LevelProblem, Levels, Objective
 from coevo.search.stats import t_interval
+from coevo.sim.accel.network import Workload
 
 RunKey = tuple[str, int, int]
 """(arm, budget, seed): one run."""
@@ -98,6 +101,14 @@ def kept_text(rs: Rows) -> str:
     """The mean (± 95 % t) number of parts the runs ``rs`` kept, or ``-`` where none kept any (arms without stage 2)."""
     kept = [float(r["kept"]) for r in rs if r["kept"] not in ("", None)]
     return mean_text(kept, 1) if kept else "-"
+
+
+def open_output(name: str, ap: argparse.ArgumentParser, argv: list[str] | None) -> tuple[argparse.Namespace, Output]:
+    """Figure ``name``'s options parsed from ``argv`` by ``ap``, and its output folder (``--out``, created)."""
+    a = ap.parse_args(argv)
+    out = Output(Path(a.out), command_line(name, argv))
+    out.folder.mkdir(parents=True, exist_ok=True)
+    return a, out
 
 
 def read_saved(out: Output, name: str) -> list[dict[str, Any]]:
@@ -264,6 +275,35 @@ class KeptPart(LevelProblem):
 
     def cheap_values(self, points: Sequence[Any]) -> dict[str, np.ndarray]:
         return {}
+
+    def workload(self, choice: Any) -> Workload:
+        """The network workload of the part at level value ``choice``."""
+        raise NotImplementedError
+
+
+class KeptProblem(ComposedProblem):
+    """The sequential flow's stage 2: the accelerator searched with a choice among the parts stage 1 kept.
+
+    A subclass sets :attr:`Kept` (the kept part's class, whose level names its part, the niche part) and writes
+    ``joint_point``.
+    """
+
+    Kept: type[KeptPart]
+    """The kept part's class."""
+    design_label = "design"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "Kept" in cls.__dict__:
+            cls.niche_parts = (cls.Kept.level,)
+
+    def parts(self) -> list[Part]:
+        kept = self.Kept(self.options)
+        accel = AccelPart(dram_gbps=self.options.dram_gbps)
+        return [
+            Part(kept.level, kept, stage=lambda p, _: kept.workload(p[0]), produces=Workload),
+            Part("accel", accel, stage=accel.run, consumes=Workload, produces=AccelResult),
+        ]
 
 
 def measure_runs(

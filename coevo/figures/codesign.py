@@ -57,8 +57,8 @@ from coevo.figures._codesign_common import paired as paired  # re-exported: test
 from coevo.figures._codesign_common import split_budget as split_budget
 from coevo.figures._codesign_common import stages as stages
 from coevo.figures._codesign_common import verdict as verdict
-from coevo.figures._common import Output, command_line, figure_parser, read_numbers
-from coevo.search.compose import ComposedProblem, Part
+from coevo.figures._common import Output, figure_parser, read_numbers
+from coevo.search.compose import Part
 from coevo.search.metrics import FrontMetrics, FrontReference, pareto_mask
 from coevo.search.nb201.problem import NB201Problem
 from coevo.search.nb201.space import OPS
@@ -149,8 +149,11 @@ class KeptCellPart(common.KeptPart):
     def evaluate(self, point: Any) -> dict[str, float]:
         return {"accuracy": self.nb201.evaluate(self.cell(point[0]))["accuracy"]}
 
+    def workload(self, choice: Any) -> Workload:
+        return cell_workload(self.cell(choice), self.options.dataset)
 
-class KeptCellsProblem(ComposedProblem):
+
+class KeptCellsProblem(common.KeptProblem):
     """The sequential flow's stage 2: the accelerator searched with a choice among stage 1's front cells.
 
     Not :class:`~search.problem.Predictable`: the kept cells' accuracies are already known, so the
@@ -159,18 +162,8 @@ class KeptCellsProblem(ComposedProblem):
 
     name = "nb201-accel-kept"
     Options = KeptCellsOptions
-    niche_parts = ("cell",)
-    design_label = "design"
+    Kept = KeptCellPart
     objectives = NB201AccelProblem.objectives
-
-    def parts(self) -> list[Part]:
-        dataset = self.options.dataset
-        cells = KeptCellPart(self.options)
-        accel = AccelPart(dram_gbps=self.options.dram_gbps)
-        return [
-            Part("cell", cells, stage=lambda p, _: cell_workload(cells.cell(p[0]), dataset), produces=Workload),
-            Part("accel", accel, stage=accel.run, consumes=Workload, produces=AccelResult),
-        ]
 
     def values(self, point: tuple[Any, ...], outputs: Mapping[str, Any], *, cheap_only: bool) -> dict[str, float]:
         return cell_on_chip_values(self, point, outputs, cheap_only=cheap_only)
@@ -593,9 +586,7 @@ def render(
 
 def main(argv: list[str] | None = None) -> None:
     """Measure (unless ``--report-only``), then write the CSVs, ``codesign.md`` and the plot."""
-    a = parser().parse_args(argv)
-    out = Output(Path(a.out), command_line(NAME, argv))
-    out.folder.mkdir(parents=True, exist_ok=True)
+    a, out = common.open_output(NAME, parser(), argv)
     if not a.report_only:
         budgets, seeds, arms = common.requested(a, ARMS)
         rows, designs = measure(budgets, seeds, arms, a.dataset, a.runs)

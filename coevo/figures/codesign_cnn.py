@@ -46,9 +46,8 @@ from coevo.figures import _codesign_common as common
 from coevo.figures._codesign_common import budgets_of, comparisons, joint_not_ahead, verdict
 from coevo.figures._codesign_common import mean_text as _mean
 from coevo.figures._codesign_common import median_text as _median
-from coevo.figures._common import Output, command_line, figure_parser, read_numbers
+from coevo.figures._common import figure_parser, read_numbers
 from coevo.figures.codesign import DEFAULT_ACCEL, FixedAccelPart, front_cells
-from coevo.search.compose import ComposedProblem, Part
 from coevo.search.deploy_cnn.problem import DeployCnnOptions, DeployCnnProblem
 from coevo.search.metrics import FrontReference, pareto_mask
 from coevo.search.nb201_accel.accel import Accel, AccelPart, AccelResult
@@ -127,23 +126,17 @@ class KeptCompressionPart(common.KeptPart):
     def evaluate(self, point: Any) -> dict[str, float]:
         return {"accuracy": self.joint.compression_accuracy(*self.kept[point[0]])}
 
+    def workload(self, choice: Any) -> Workload:
+        return self.joint.compression_workload(*self.kept[choice])
 
-class KeptCompressionsProblem(ComposedProblem):
+
+class KeptCompressionsProblem(common.KeptProblem):
     """The sequential flow's stage 2: the accelerator searched with a choice among stage 1's front compressions."""
 
     name = "deploy-cnn-kept"
     Options = KeptOptions
-    niche_parts = ("compression",)
-    design_label = "design"
+    Kept = KeptCompressionPart
     objectives = DeployCnnProblem.objectives
-
-    def parts(self) -> list[Part]:
-        kept = KeptCompressionPart(self.options)
-        accel = AccelPart(dram_gbps=self.options.dram_gbps)
-        return [
-            Part("compression", kept, stage=lambda p, _: kept.joint.compression_workload(*kept.kept[p[0]]), produces=Workload),
-            Part("accel", accel, stage=accel.run, consumes=Workload, produces=AccelResult),
-        ]
 
     def values(self, point: tuple[Any, ...], outputs: Mapping[str, Any], *, cheap_only: bool) -> dict[str, float]:
         result: AccelResult = outputs["accel"]
@@ -473,9 +466,7 @@ def measure(
 
 def main(argv: list[str] | None = None) -> None:
     """Measure (unless ``--report-only``), then write the CSVs, the page and the plot."""
-    a = parser().parse_args(argv)
-    out = Output(Path(a.out), command_line(NAME, argv))
-    out.folder.mkdir(parents=True, exist_ok=True)
+    a, out = common.open_output(NAME, parser(), argv)
     if not a.report_only:
         budgets, seeds, arms = common.requested(a, ARMS)
         rows, designs = measure(budgets, seeds, arms, a.runs)
