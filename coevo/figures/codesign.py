@@ -36,9 +36,7 @@ budget. Writes ``codesign.csv`` (a row per arm, budget and seed), ``codesign-des
 from __future__ import annotations
 
 import functools
-import math
 import statistics
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,9 +44,21 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from coevo.figures._common import Output, command_line, figure_parser, read_numbers
-from coevo.search.compose import ComposedProblem, Part
-from coevo.search.errors import UserInputError
+from coevo.figures import _codesign_common as common
+from coevo.figures._codesign_common import (
+    SEQUENTIAL,
+    budgets_of,
+    comparisons,
+    joint_not_ahead,
+    run_key,
+)
+from coevo.figures._codesign_common import mean_text as _mean
+from coevo.figures._codesign_common import paired as paired  # re-exported: tests and the deploy-cnn figure's docs name them here
+from coevo.figures._codesign_common import split_budget as split_budget
+from coevo.figures._codesign_common import stages as stages
+from coevo.figures._codesign_common import verdict as verdict
+from coevo.figures._common import Output, figure_parser, read_numbers
+from coevo.search.compose import Part
 from coevo.search.metrics import FrontMetrics, FrontReference, pareto_mask
 from coevo.search.nb201.problem import NB201Problem
 from coevo.search.nb201.space import OPS
@@ -62,8 +72,8 @@ from coevo.search.nb201_accel.problem import (
     cell_workload,
     latency_table,
 )
-from coevo.search.problem import LevelProblem, Levels, Objective
-from coevo.search.stats import format_interval, t_interval
+from coevo.search.problem import Levels
+from coevo.search.stats import format_interval
 from coevo.sim.accel.network import Workload
 
 NAME = "codesign"
@@ -72,7 +82,6 @@ DEFAULT_ACCEL = Accel(rows=32, cols=32, dataflow="ws", ifmap_kb=256, filter_kb=3
 ARMS = ("joint", "sequential", "sequential-acc", "tpe", "random")
 SEARCHERS = {"joint": "pelnas", "tpe": "tpe", "random": "random"}
 """The arms that search the joint space directly, and their proposers."""
-PLOTTED = {"joint": "tab:blue", "sequential": "tab:orange", "sequential-acc": "tab:red"}
 BUDGETS = (100, 200)
 SEEDS = (0, 1, 2)
 RUNS_CSV, DESIGNS_CSV, BOUNDS_CSV, FREE_CSV = "codesign.csv", "codesign-designs.csv", "codesign-bounds.csv", "codesign-free.csv"
@@ -118,17 +127,20 @@ class KeptCellsOptions(NB201AccelOptions):
     cells: str = Field(description="the kept cells, NB201 indices joined by commas")
 
 
-class KeptCellPart(LevelProblem):
+class KeptCellPart(common.KeptPart):
     """A choice among a few NB201 cells (by index); its accuracy is the NB201 table's."""
 
     name = "kept-cells"
     Options = KeptCellsOptions
-    objectives = (Objective("accuracy", "maximize", "%", "expensive", bounds=(0.0, 100.0)),)
+    level = "cell"
 
-    def __init__(self, options: Any = None, /, **values: Any) -> None:
-        super().__init__(options, **values)
-        self.nb201 = NB201Problem(dataset=self.options.dataset)
-        self.levels = {"cell": Levels(tuple(int(c) for c in self.options.cells.split(",")), ordered=False)}
+    def choices(self) -> tuple[int, ...]:
+        return tuple(int(c) for c in self.options.cells.split(","))
+
+    @functools.cached_property
+    def nb201(self) -> NB201Problem:
+        """The NB201 problem the cells are from."""
+        return NB201Problem(dataset=self.options.dataset)
 
     def cell(self, index: int) -> tuple[int, ...]:
         """The cell (op codes) of NB201 index ``index``."""
@@ -137,11 +149,11 @@ class KeptCellPart(LevelProblem):
     def evaluate(self, point: Any) -> dict[str, float]:
         return {"accuracy": self.nb201.evaluate(self.cell(point[0]))["accuracy"]}
 
-    def cheap_values(self, points: Sequence[Any]) -> dict[str, np.ndarray]:
-        return {}
+    def workload(self, choice: Any) -> Workload:
+        return cell_workload(self.cell(choice), self.options.dataset)
 
 
-class KeptCellsProblem(ComposedProblem):
+class KeptCellsProblem(common.KeptProblem):
     """The sequential flow's stage 2: the accelerator searched with a choice among stage 1's front cells.
 
     Not :class:`~search.problem.Predictable`: the kept cells' accuracies are already known, so the
@@ -150,18 +162,8 @@ class KeptCellsProblem(ComposedProblem):
 
     name = "nb201-accel-kept"
     Options = KeptCellsOptions
-    niche_parts = ("cell",)
-    design_label = "design"
+    Kept = KeptCellPart
     objectives = NB201AccelProblem.objectives
-
-    def parts(self) -> list[Part]:
-        dataset = self.options.dataset
-        cells = KeptCellPart(self.options)
-        accel = AccelPart(dram_gbps=self.options.dram_gbps)
-        return [
-            Part("cell", cells, stage=lambda p, _: cell_workload(cells.cell(p[0]), dataset), produces=Workload),
-            Part("accel", accel, stage=accel.run, consumes=Workload, produces=AccelResult),
-        ]
 
     def values(self, point: tuple[Any, ...], outputs: Mapping[str, Any], *, cheap_only: bool) -> dict[str, float]:
         return cell_on_chip_values(self, point, outputs, cheap_only=cheap_only)
@@ -183,17 +185,6 @@ class KeptCellsProblem(ComposedProblem):
 # ---------------------------------------------------------------- pieces (tested on their own)
 
 
-def split_budget(budget: int) -> tuple[int, int]:
-    """The sequential flow's (stage 1, stage 2) evaluations out of ``budget``: half each, stage 2 the odd one.
-
-    Raises:
-        UserInputError: ``budget`` below 4 (each stage needs two evaluations to make a front).
-    """
-    if budget < 4:
-        raise UserInputError(f"--budgets: each budget must be at least 4 (two evaluations per sequential stage), got {budget}")
-    return budget // 2, budget - budget // 2
-
-
 def front_cells(cells: Sequence[int], accuracy: Sequence[float], latency: Sequence[float]) -> list[int]:
     """The distinct cells on the (max accuracy, min latency) front of the designs given, in order of first appearance."""
     if not cells:
@@ -206,57 +197,7 @@ def front_cells(cells: Sequence[int], accuracy: Sequence[float], latency: Sequen
     return out
 
 
-def stages(arm: str, budget: int) -> tuple[int, int]:
-    """(stage 1, stage 2) evaluations of a sequential arm at ``budget``.
-
-    ``sequential``: equal joint-design evaluations, :func:`split_budget`. ``sequential-acc``: equal accuracy
-    queries: stage 1 pays ``budget`` cells, and stage 2, which pays no accuracy (its cells' are known), gets
-    ``budget`` accelerator evaluations more (so 2 x ``budget`` joint designs in all).
-    """
-    if arm == "sequential-acc":
-        split_budget(budget)  # the same bound on the budget
-        return budget, budget
-    return split_budget(budget)
-
-
-def paired(rows: Sequence[Mapping[str, Any]], a: str, b: str, budget: int, field: str = "hv") -> list[float]:
-    """Same-seed differences ``a - b`` of ``field`` at ``budget``, over the seeds both arms have, in seed order."""
-    by: dict[str, dict[int, float]] = {a: {}, b: {}}
-    for r in rows:
-        if r["arm"] in by and int(r["budget"]) == budget:
-            by[str(r["arm"])][int(r["seed"])] = float(r[field])
-    return [by[a][s] - by[b][s] for s in sorted(set(by[a]) & set(by[b]))]
-
-
-def verdict(diffs: Sequence[float], a: str, b: str) -> str:
-    """What paired differences ``a - b`` (higher is better) say: ``a`` ahead, ``b`` ahead, or nothing the seeds resolve."""
-    if len(diffs) < 2:
-        return "too few seeds to say"
-    mean, half = t_interval(diffs)
-    if abs(mean) <= half:
-        return "no difference the seeds can resolve"
-    return f"{a} ahead" if mean > 0 else f"{b} ahead"
-
-
 # ---------------------------------------------------------------- measuring
-
-
-def _evaluated(problem: Any, storage: str, name: str) -> list[tuple[Any, dict[str, float]]]:
-    import optuna
-
-    from coevo.search.study import evaluations_from_study
-
-    study = optuna.load_study(study_name=name, storage=storage)
-    return [(e.point, e.values) for e in evaluations_from_study(problem, study) if e.query]
-
-
-def search_run(problem: Any, proposer: str, budget: int, seed: int, runs: Path, name: str) -> list[tuple[Any, dict[str, float]]]:
-    """Run (or read back) one search; every paid evaluation, in order."""
-    from coevo.search.runner import run_search
-
-    storage = f"sqlite:///{runs / (name + '.sqlite3')}"
-    run_search(problem, proposer, budget=budget, seed=seed, storage=storage, study_name=name)
-    return _evaluated(problem, storage, name)
 
 
 def _design_row(arm: str, budget: int, seed: int, stage: int, joint: NB201AccelProblem, point: Any) -> dict[str, Any]:
@@ -276,25 +217,15 @@ def _design_row(arm: str, budget: int, seed: int, stage: int, joint: NB201AccelP
 
 def run_arm(arm: str, budget: int, seed: int, dataset: str, runs: Path) -> tuple[list[dict[str, Any]], int, float]:
     """Every design arm ``arm`` evaluated at ``budget`` and ``seed`` (as design rows), the cells it kept (sequential), its wall time."""
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
     joint = NB201AccelProblem(dataset=dataset)
-    started = time.perf_counter()
-    tag = f"{dataset}-b{budget}-s{seed}"
-    if arm in SEARCHERS:
-        found = search_run(joint, SEARCHERS[arm], budget, seed, runs, f"{arm}-{tag}")
-        rows = [_design_row(arm, budget, seed, 1, joint, p) for p, _ in found]
-        return rows, 0, time.perf_counter() - started
-    first, second = stages(arm, budget)
-    prefix = "seq" if arm == "sequential" else "seqacc"
-    stage1 = search_run(FixedAccelProblem(dataset=dataset), "pelnas", first, seed, runs, f"{prefix}1-{tag}")
-    rows = [_design_row(arm, budget, seed, 1, joint, p) for p, _ in stage1]
-    kept = front_cells([int(r["cell"]) for r in rows], [r["accuracy"] for r in rows], [r["latency_ms"] for r in rows])
-    stage2 = KeptCellsProblem(dataset=dataset, cells=",".join(map(str, kept)))
-    found = search_run(stage2, "pelnas", second, seed, runs, f"{prefix}2-{tag}")
-    rows += [_design_row(arm, budget, seed, 2, joint, stage2.joint_point(p)) for p, _ in found]
-    return rows, len(kept), time.perf_counter() - started
+
+    def kept(points: list[Any], rows: list[dict[str, Any]]) -> tuple[int, KeptCellsProblem]:
+        cells = front_cells([int(r["cell"]) for r in rows], [r["accuracy"] for r in rows], [r["latency_ms"] for r in rows])
+        return len(cells), KeptCellsProblem(dataset=dataset, cells=",".join(map(str, cells)))
+
+    fixed = functools.partial(FixedAccelProblem, dataset=dataset)
+    flow = common.Flow(SEARCHERS, joint, fixed, kept, _design_row, names=f"{{stage}}-{dataset}-b{{budget}}-s{{seed}}")
+    return common.run_flow(flow, arm, budget, seed, runs)
 
 
 def score(ref: FrontReference, designs: Sequence[Mapping[str, Any]]) -> FrontMetrics:
@@ -312,27 +243,11 @@ def run_rows(
     ref: FrontReference,
 ) -> list[dict[str, Any]]:
     """One row per (arm, budget, seed) of ``designs``: evaluations, distinct cells paid, kept cells, HV ratio, IGD, recall, wall time."""
-    groups: dict[tuple[str, int, int], list[Mapping[str, Any]]] = {}
-    for d in designs:
-        groups.setdefault((str(d["arm"]), int(d["budget"]), int(d["seed"])), []).append(d)
     out = []
-    for key in sorted(groups, key=lambda k: (k[1], ARMS.index(k[0]) if k[0] in ARMS else 99, k[2])):
-        rows = groups[key]
+    for key, rows in common.run_groups(designs, ARMS):
         m = score(ref, rows)
-        out.append(
-            {
-                "arm": key[0],
-                "budget": key[1],
-                "seed": key[2],
-                "evaluations": len(rows),
-                "cells": len({r["cell"] for r in rows}),
-                "kept": kept.get(key, ""),
-                "hv": round(m.hv_ratio, 6),
-                "igd": round(m.igd, 6),
-                "recall": round(m.front_recall, 6),
-                "wall_s": round(wall.get(key, math.nan), 1),
-            }
-        )
+        scores = {"hv": round(m.hv_ratio, 6), "igd": round(m.igd, 6), "recall": round(m.front_recall, 6)}
+        out.append(common.run_row(key, rows, ("cells", len({r["cell"] for r in rows})), kept, wall, scores))
     return out
 
 
@@ -366,7 +281,7 @@ def free_rows(designs: Sequence[Mapping[str, Any]], dataset: str) -> list[dict[s
     fastest = _fastest(dataset)
     groups: dict[tuple[str, int, int], dict[str, float]] = {}
     for d in designs:
-        groups.setdefault(_key(d), {})[str(d["cell"])] = float(d["accuracy"])
+        groups.setdefault(run_key(d), {})[str(d["cell"])] = float(d["accuracy"])
     out = []
     for key, cells in groups.items():
         ids = list(cells)
@@ -429,32 +344,23 @@ def bounds(dataset: str) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------- the page and the plot
 
 
-def _mean(vals: Sequence[float], digits: int) -> str:
-    mean, half = t_interval(vals)
-    return f"{mean:.{digits}f}" if math.isnan(half) else f"{mean:.{digits}f} ± {half:.{digits}f}"
-
-
 def table(rows: Sequence[Mapping[str, Any]]) -> str:
     """Per budget and arm: seeds, HV ratio, IGD, recall, evaluations, cells paid, wall time (means ± 95 % t)."""
-    lines = [
+
+    def cells(budget: int, arm: str, rs: Sequence[Mapping[str, Any]]) -> str:
+        walls = sorted(float(r["wall_s"]) for r in rs)
+        wall = f"{statistics.median(walls):.0f} [{walls[0]:.0f}, {walls[-1]:.0f}]"
+        return (
+            f"| {budget} | {arm} | {len(rs)} | {_mean([float(r['hv']) for r in rs], 4)} | {_mean([float(r['igd']) for r in rs], 4)} | "
+            f"{_mean([float(r['recall']) for r in rs], 3)} | {_mean([float(r['evaluations']) for r in rs], 0)} | "
+            f"{_mean([float(r['cells']) for r in rs], 0)} | {common.kept_text(rs)} | {wall} |"
+        )
+
+    header = (
         "| budget B | arm | seeds | HV ratio | IGD | front recall | joint designs evaluated | distinct cells paid (accuracy queries) "
-        "| kept cells | wall s, median [min, max] |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for budget in sorted({int(r["budget"]) for r in rows}):
-        for arm in ARMS:
-            rs = [r for r in rows if r["arm"] == arm and int(r["budget"]) == budget]
-            if not rs:
-                continue
-            kept = [float(r["kept"]) for r in rs if r["kept"] not in ("", None)]
-            walls = sorted(float(r["wall_s"]) for r in rs)
-            wall = f"{statistics.median(walls):.0f} [{walls[0]:.0f}, {walls[-1]:.0f}]"
-            lines.append(
-                f"| {budget} | {arm} | {len(rs)} | {_mean([float(r['hv']) for r in rs], 4)} | {_mean([float(r['igd']) for r in rs], 4)} | "
-                f"{_mean([float(r['recall']) for r in rs], 3)} | {_mean([float(r['evaluations']) for r in rs], 0)} | "
-                f"{_mean([float(r['cells']) for r in rs], 0)} | {_mean(kept, 1) if kept else '-'} | {wall} |"
-            )
-    return "\n".join(lines) + "\n"
+        "| kept cells | wall s, median [min, max] |"
+    )
+    return common.arms_table(rows, ARMS, header, cells)
 
 
 COMPARISONS = (
@@ -470,16 +376,12 @@ COMPARISONS = (
 def findings(rows: Sequence[Mapping[str, Any]]) -> str:
     """Verdict lines: per budget and comparison, the paired HV-ratio (and recall) difference and what it says."""
     out = []
-    for budget in sorted({int(r["budget"]) for r in rows}):
-        for a, b in COMPARISONS:
-            diffs = paired(rows, a, b, budget)
-            if not diffs:
-                continue
-            rec = paired(rows, a, b, budget, "recall")
-            out.append(
-                f"- B = {budget}, **{a}** vs **{b}**: HV-ratio difference {format_interval(diffs, 4)} (paired, {len(diffs)} seeds): "
-                f"**{verdict(diffs, a, b)}**; front-recall difference {format_interval(rec, 3)}."
-            )
+    for budget, a, b, _, diffs in comparisons(rows, COMPARISONS, ("hv",)):
+        rec = paired(rows, a, b, budget, "recall")
+        out.append(
+            f"- B = {budget}, **{a}** vs **{b}**: HV-ratio difference {format_interval(diffs, 4)} (paired, {len(diffs)} seeds): "
+            f"**{verdict(diffs, a, b)}**; front-recall difference {format_interval(rec, 3)}."
+        )
     return "\n".join(out) + "\n"
 
 
@@ -489,31 +391,23 @@ def where_joint_does_not_pay(rows: Sequence[Mapping[str, Any]], free: Sequence[M
     ``free``: the free-accelerator rows (:func:`free_rows`); where joint search is not ahead under that scoring
     either, a line says so (its cells are then worth no more than the sequential flow's).
     """
-    out = []
-    for budget in sorted({int(r["budget"]) for r in rows}):
-        for seq in ("sequential", "sequential-acc"):
-            diffs = paired(rows, "joint", seq, budget)
-            if len(diffs) < 2 or verdict(diffs, "joint", seq) == "joint ahead":
-                continue
 
-            def mean_of(arm: str, field: str, budget: int = budget) -> float:
-                return statistics.fmean(float(r[field]) for r in rows if r["arm"] == arm and int(r["budget"]) == budget)
+    def mean_of(arm: str, field: str, budget: int) -> float:
+        return statistics.fmean(float(r[field]) for r in rows if r["arm"] == arm and int(r["budget"]) == budget)
 
-            out.append(
-                f"- B = {budget}: **{seq}** is not behind joint search ({verdict(diffs, 'joint', seq)}; HV-ratio difference "
-                f"{format_interval(diffs, 4)}), having evaluated {mean_of(seq, 'evaluations'):.0f} joint designs and paid "
-                f"{mean_of(seq, 'cells'):.0f} distinct cells (accuracy queries, training runs); joint search evaluated "
-                f"{mean_of('joint', 'evaluations'):.0f} and paid {mean_of('joint', 'cells'):.0f}."
-            )
-    for budget in sorted({int(r["budget"]) for r in free}):
-        for seq in ("sequential", "sequential-acc"):
-            diffs = paired(free, "joint", seq, budget, "hv_free")
-            if len(diffs) >= 2 and verdict(diffs, "joint", seq) != "joint ahead":
-                out.append(
-                    f"- B = {budget}, cells on their fastest accelerators: **{seq}** is not behind joint search "
-                    f"({verdict(diffs, 'joint', seq)}; difference {format_interval(diffs, 4)}): the cells joint search "
-                    "trained are not measurably worth more than the sequential flow's once accelerators are searched for free."
-                )
+    out = [
+        f"- B = {budget}: **{seq}** is not behind joint search ({verdict(diffs, 'joint', seq)}; HV-ratio difference "
+        f"{format_interval(diffs, 4)}), having evaluated {mean_of(seq, 'evaluations', budget):.0f} joint designs and paid "
+        f"{mean_of(seq, 'cells', budget):.0f} distinct cells (accuracy queries, training runs); joint search evaluated "
+        f"{mean_of('joint', 'evaluations', budget):.0f} and paid {mean_of('joint', 'cells', budget):.0f}."
+        for budget, seq, _, diffs in joint_not_ahead(rows, ("hv",))
+    ]
+    out += [
+        f"- B = {budget}, cells on their fastest accelerators: **{seq}** is not behind joint search "
+        f"({verdict(diffs, 'joint', seq)}; difference {format_interval(diffs, 4)}): the cells joint search "
+        "trained are not measurably worth more than the sequential flow's once accelerators are searched for free."
+        for budget, seq, _, diffs in joint_not_ahead(free, ("hv_free",))
+    ]
     if not out:
         return "- Joint search is ahead of every sequential arm at every budget measured.\n"
     return "\n".join(out) + "\n"
@@ -521,36 +415,16 @@ def where_joint_does_not_pay(rows: Sequence[Mapping[str, Any]], free: Sequence[M
 
 def plot(designs: Sequence[Mapping[str, Any]], ref: FrontReference, budget: int, seed: int, path: Path) -> bool:
     """Both arms' evaluated designs and fronts at ``budget``/``seed``, with the exact front; False when there is nothing to plot."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     chosen = [d for d in designs if int(d["budget"]) == budget and int(d["seed"]) == seed]
     if not chosen:
         return False
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    order = np.argsort(ref.front_second)
-    ax.step(ref.front_second[order], ref.front_first[order], where="post", color="0.6", lw=1, label="exact front")
-    for arm, color in PLOTTED.items():
-        ds = [d for d in chosen if d["arm"] == arm]
-        if not ds:
-            continue
-        acc = np.array([float(d["accuracy"]) for d in ds])
-        lat = np.array([float(d["latency_ms"]) for d in ds])
-        ax.scatter(lat, acc, s=6, color=color, alpha=0.25)
-        mask = pareto_mask(acc, lat) & (acc >= ref.floor)  # the front in the useful region, where HV is counted
-        o = np.argsort(lat[mask])
-        ax.step(lat[mask][o], acc[mask][o], where="post", color=color, lw=1.5, marker="o", ms=3, label=f"{arm} front")
-    ax.set_xscale("log")
-    ax.set_ylim(bottom=ref.floor)
-    ax.set_xlabel("latency, ms per image (log)")
-    ax.set_ylabel("CIFAR-10 test accuracy, %")
-    ax.set_title(f"nb201-accel, {budget} evaluations, seed {seed}")
-    ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    labels = {
+        "front": "exact front",
+        "x": "latency, ms per image (log)",
+        "y": "CIFAR-10 test accuracy, %",
+        "title": f"nb201-accel, {budget} evaluations, seed {seed}",
+    }
+    common.plot_fronts(chosen, ref, "latency_ms", path, labels=labels, dots=(6, 0.25), log_x=True)
     return True
 
 
@@ -559,21 +433,14 @@ def plot(designs: Sequence[Mapping[str, Any]], ref: FrontReference, budget: int,
 
 def parser() -> Any:
     """The figure's options."""
-    ap = figure_parser(NAME, __doc__)
-    ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)), help="total evaluations per arm, comma-separated (each >= 4)")
-    ap.add_argument("--seeds", default=",".join(map(str, SEEDS)), help="seeds, comma-separated (seed s of every arm is a pair)")
-    ap.add_argument("--arms", default=",".join(ARMS), help=f"arms to run, of {', '.join(ARMS)}")
-    ap.add_argument("--dataset", default="cifar10", choices=("cifar10", "cifar100", "imagenet16_120"))
-    ap.add_argument("--runs", type=Path, default=Path("runs/codesign"), help="folder of the searches' SQLite files (resumable)")
-    ap.add_argument("--plot-seed", type=int, default=0, help="the seed whose fronts are plotted (at the largest budget)")
-    return ap
-
-
-def _ints(text: str, flag: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UserInputError(f"{flag} must be integers joined by commas, got {text!r}") from None
+    return common.add_search_options(
+        figure_parser(NAME, __doc__),
+        budgets=BUDGETS,
+        seeds=SEEDS,
+        arms=ARMS,
+        runs="runs/codesign",
+        datasets=("cifar10", "cifar100", "imagenet16_120"),
+    )
 
 
 def measure(
@@ -582,39 +449,24 @@ def measure(
     """Run every (budget, seed, arm); returns (run rows, design rows)."""
     runs.mkdir(parents=True, exist_ok=True)
     ref = NB201AccelProblem(dataset=dataset).reference()
-    designs: list[dict[str, Any]] = []
-    kept: dict[tuple[str, int, int], int] = {}
-    wall: dict[tuple[str, int, int], float] = {}
-    for budget in budgets:
-        for seed in seeds:
-            for arm in arms:
-                rows, k, w = run_arm(arm, budget, seed, dataset, runs)
-                designs += rows
-                if arm.startswith("sequential"):
-                    kept[(arm, budget, seed)] = k
-                wall[(arm, budget, seed)] = w
-                m = score(ref, rows)
-                print(
-                    f"B={budget} seed={seed} {arm}: {len(rows)} designs, HV ratio {m.hv_ratio:.4f}, "
-                    f"recall {m.front_recall:.3f} ({w:.0f} s)",
-                    flush=True,
-                )
+
+    def note(rows: list[dict[str, Any]]) -> str:
+        m = score(ref, rows)
+        return f", HV ratio {m.hv_ratio:.4f}, recall {m.front_recall:.3f}"
+
+    designs, kept, wall = common.measure_runs(budgets, seeds, arms, lambda arm, b, s: run_arm(arm, b, s, dataset, runs), note)
     return run_rows(designs, kept, wall, ref), designs
-
-
-def _key(r: Mapping[str, Any]) -> tuple[str, int, int]:
-    return str(r["arm"]), int(r["budget"]), int(r["seed"])
 
 
 def merge(out: Output, rows: list[dict[str, Any]], designs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The new runs' rows and designs, with those of other (arm, budget, seed) already saved in ``out`` kept (runs first)."""
     if not out.path(RUNS_CSV).exists() or not out.path(DESIGNS_CSV).exists():
         return rows, designs
-    new = {_key(r) for r in rows}
-    old_rows = [r for r in read_numbers(out.path(RUNS_CSV)) if _key(r) not in new]
-    old_designs = [d for d in read_numbers(out.path(DESIGNS_CSV)) if _key(d) not in new]
-    order = {k: i for i, k in enumerate(sorted({_key(r) for r in [*old_rows, *rows]}, key=lambda k: (k[1], ARMS.index(k[0]), k[2])))}
-    return sorted([*old_rows, *rows], key=lambda r: order[_key(r)]), sorted([*old_designs, *designs], key=lambda d: order[_key(d)])
+    new = {run_key(r) for r in rows}
+    old_rows = [r for r in read_numbers(out.path(RUNS_CSV)) if run_key(r) not in new]
+    old_designs = [d for d in read_numbers(out.path(DESIGNS_CSV)) if run_key(d) not in new]
+    order = {k: i for i, k in enumerate(sorted({run_key(r) for r in [*old_rows, *rows]}, key=lambda k: (k[1], ARMS.index(k[0]), k[2])))}
+    return sorted([*old_rows, *rows], key=lambda r: order[run_key(r)]), sorted([*old_designs, *designs], key=lambda d: order[run_key(d)])
 
 
 def bounds_section(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -635,23 +487,21 @@ def bounds_section(rows: Sequence[Mapping[str, Any]]) -> str:
 
 def free_section(free: Sequence[Mapping[str, Any]]) -> str:
     """Per budget, the free-accelerator HV ratio per arm, and the paired joint vs sequential verdicts under it."""
-    lines = ["| budget B | arm | distinct cells | HV ratio, cells on their fastest accelerators |", "| --- | --- | --- | --- |"]
-    for budget in sorted({int(r["budget"]) for r in free}):
-        for arm in ARMS:
-            rs = [r for r in free if r["arm"] == arm and int(r["budget"]) == budget]
-            if rs:
-                lines.append(
-                    f"| {budget} | {arm} | {_mean([float(r['cells']) for r in rs], 0)} | {_mean([float(r['hv_free']) for r in rs], 4)} |"
-                )
-    lines.append("")
-    for budget in sorted({int(r["budget"]) for r in free}):
-        for seq in ("sequential", "sequential-acc"):
-            diffs = paired(free, "joint", seq, budget, "hv_free")
-            if diffs:
-                lines.append(
-                    f"- B = {budget}, **joint** vs **{seq}**, cells on their fastest accelerators: difference "
-                    f"{format_interval(diffs, 4)} (paired, {len(diffs)} seeds): **{verdict(diffs, 'joint', seq)}**."
-                )
+    lines = [
+        common.arms_table(
+            free,
+            ARMS,
+            "| budget B | arm | distinct cells | HV ratio, cells on their fastest accelerators |",
+            lambda budget, arm, rs: (
+                f"| {budget} | {arm} | {_mean([float(r['cells']) for r in rs], 0)} | {_mean([float(r['hv_free']) for r in rs], 4)} |"
+            ),
+        )
+    ]
+    lines += [
+        f"- B = {budget}, **joint** vs **{seq}**, cells on their fastest accelerators: difference "
+        f"{format_interval(diffs, 4)} (paired, {len(diffs)} seeds): **{verdict(diffs, 'joint', seq)}**."
+        for budget, _, seq, _, diffs in comparisons(free, [("joint", s) for s in SEQUENTIAL], ("hv_free",))
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -662,7 +512,7 @@ def render(
     free: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     """The page's body from the run rows."""
-    budgets = sorted({int(r["budget"]) for r in rows})
+    budgets = budgets_of(rows)
     seeds = sorted({int(r["seed"]) for r in rows})
     d = DEFAULT_ACCEL
     return "\n".join(
@@ -736,17 +586,9 @@ def render(
 
 def main(argv: list[str] | None = None) -> None:
     """Measure (unless ``--report-only``), then write the CSVs, ``codesign.md`` and the plot."""
-    a = parser().parse_args(argv)
-    out = Output(Path(a.out), command_line(NAME, argv))
-    out.folder.mkdir(parents=True, exist_ok=True)
+    a, out = common.open_output(NAME, parser(), argv)
     if not a.report_only:
-        budgets, seeds = _ints(a.budgets, "--budgets"), _ints(a.seeds, "--seeds")
-        arms = [x.strip() for x in a.arms.split(",") if x.strip()]
-        bad = [x for x in arms if x not in ARMS]
-        if bad:
-            raise UserInputError(f"--arms: {', '.join(bad)} is not an arm; arms: {', '.join(ARMS)}")
-        for b in budgets:
-            split_budget(b)
+        budgets, seeds, arms = common.requested(a, ARMS)
         rows, designs = measure(budgets, seeds, arms, a.dataset, a.runs)
         measured = bool(rows)
         rows, designs = merge(out, rows, designs)
@@ -759,6 +601,5 @@ def main(argv: list[str] | None = None) -> None:
     designs = read_numbers(out.path(DESIGNS_CSV))
     ref = NB201AccelProblem(dataset=a.dataset).reference()
     plot(designs, ref, max(int(r["budget"]) for r in rows), a.plot_seed, out.path(PNG))
-    saved = {name: read_numbers(out.path(name)) if out.path(name).exists() else [] for name in (BOUNDS_CSV, FREE_CSV)}
-    out.write_markdown(MD, render(rows, a.dataset, saved[BOUNDS_CSV], saved[FREE_CSV]))
+    out.write_markdown(MD, render(rows, a.dataset, common.read_saved(out, BOUNDS_CSV), common.read_saved(out, FREE_CSV)))
     print(f"wrote {out.path(MD)}")

@@ -34,9 +34,7 @@ lowest-energy accelerator, found over all 30,000), ``codesign-cnn.md`` and
 from __future__ import annotations
 
 import functools
-import math
 import statistics
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -44,24 +42,26 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from coevo.figures._common import Output, command_line, figure_parser, read_numbers
-from coevo.figures.codesign import DEFAULT_ACCEL, FixedAccelPart, front_cells, paired, search_run, split_budget, stages, verdict
-from coevo.search.compose import ComposedProblem, Part
+from coevo.figures import _codesign_common as common
+from coevo.figures._codesign_common import budgets_of, comparisons, joint_not_ahead, verdict
+from coevo.figures._codesign_common import mean_text as _mean
+from coevo.figures._codesign_common import median_text as _median
+from coevo.figures._common import figure_parser, read_numbers
+from coevo.figures.codesign import DEFAULT_ACCEL, FixedAccelPart, front_cells
 from coevo.search.deploy_cnn.problem import DeployCnnOptions, DeployCnnProblem
-from coevo.search.errors import UserInputError
 from coevo.search.metrics import FrontReference, pareto_mask
 from coevo.search.nb201_accel.accel import Accel, AccelPart, AccelResult
 from coevo.search.nb201_accel.problem import all_accels
-from coevo.search.problem import LevelProblem, Levels, Objective
 from coevo.search.quant.problem import QuantProblem
-from coevo.search.stats import format_interval, t_interval
+from coevo.search.stats import format_interval
 from coevo.sim.accel.network import ArrayConfig, Workload, network_cost
 
 NAME = "codesign-cnn"
 ARMS = ("joint", "sequential", "sequential-acc", "random")
-PLOTTED = {"joint": "tab:blue", "sequential": "tab:orange", "sequential-acc": "tab:red"}
 BUDGETS = (40, 100)
 SEEDS = (0, 1, 2)
+SEARCHERS = {"joint": "pelnas", "random": "random"}
+"""The arms that search the joint space directly, and their proposers."""
 PAIRS = {"energy": "energy_uj", "latency": "latency_ms"}
 """Scored pairs: accuracy against each of these (short name -> objective)."""
 RUNS_CSV, DESIGNS_CSV, BEST_CSV = "codesign-cnn.csv", "codesign-cnn-designs.csv", "codesign-cnn-best.csv"
@@ -103,42 +103,40 @@ def decode_kept(text: str) -> list[tuple[tuple[int, ...], tuple[float, ...]]]:
     return out
 
 
-class KeptCompressionPart(LevelProblem):
+class KeptCompressionPart(common.KeptPart):
     """A choice among a few compressions (bits and sparsities) of the CNN; its accuracy is deploy-cnn's."""
 
     name = "kept-compressions"
     Options = KeptOptions
-    objectives = (Objective("accuracy", "maximize", "%", "expensive", bounds=(0.0, 100.0)),)
+    level = "compression"
 
-    def __init__(self, options: Any = None, /, **values: Any) -> None:
-        super().__init__(options, **values)
-        self.joint = DeployCnnProblem(model=self.options.model, dram_gbps=self.options.dram_gbps)
-        self.kept = decode_kept(self.options.kept)
-        self.levels = {"compression": Levels(tuple(range(len(self.kept))), ordered=False)}
+    @functools.cached_property
+    def joint(self) -> DeployCnnProblem:
+        """deploy-cnn, which gives a compression's accuracy and workload."""
+        return DeployCnnProblem(model=self.options.model, dram_gbps=self.options.dram_gbps)
+
+    @functools.cached_property
+    def kept(self) -> list[tuple[tuple[int, ...], tuple[float, ...]]]:
+        """The kept compressions, (widths, sparsities) each."""
+        return decode_kept(self.options.kept)
+
+    def choices(self) -> tuple[int, ...]:
+        return tuple(range(len(self.kept)))
 
     def evaluate(self, point: Any) -> dict[str, float]:
         return {"accuracy": self.joint.compression_accuracy(*self.kept[point[0]])}
 
-    def cheap_values(self, points: Sequence[Any]) -> dict[str, np.ndarray]:
-        return {}
+    def workload(self, choice: Any) -> Workload:
+        return self.joint.compression_workload(*self.kept[choice])
 
 
-class KeptCompressionsProblem(ComposedProblem):
+class KeptCompressionsProblem(common.KeptProblem):
     """The sequential flow's stage 2: the accelerator searched with a choice among stage 1's front compressions."""
 
     name = "deploy-cnn-kept"
     Options = KeptOptions
-    niche_parts = ("compression",)
-    design_label = "design"
+    Kept = KeptCompressionPart
     objectives = DeployCnnProblem.objectives
-
-    def parts(self) -> list[Part]:
-        kept = KeptCompressionPart(self.options)
-        accel = AccelPart(dram_gbps=self.options.dram_gbps)
-        return [
-            Part("compression", kept, stage=lambda p, _: kept.joint.compression_workload(*kept.kept[p[0]]), produces=Workload),
-            Part("accel", accel, stage=accel.run, consumes=Workload, produces=AccelResult),
-        ]
 
     def values(self, point: tuple[Any, ...], outputs: Mapping[str, Any], *, cheap_only: bool) -> dict[str, float]:
         result: AccelResult = outputs["accel"]
@@ -184,25 +182,14 @@ def kept_compressions(points: Sequence[tuple[Any, ...]], rows: Sequence[Mapping[
 
 def run_arm(arm: str, budget: int, seed: int, runs: Path) -> tuple[list[dict[str, Any]], int, float]:
     """Every design arm ``arm`` evaluated at ``budget`` and ``seed`` (as design rows), the compressions it kept, its wall time."""
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
     joint = DeployCnnProblem()
-    started = time.perf_counter()
-    tag = f"b{budget}-s{seed}"
-    if not arm.startswith("sequential"):
-        found = search_run(joint, "pelnas" if arm == "joint" else arm, budget, seed, runs, f"cnn-{arm}-{tag}")
-        return [_design_row(arm, budget, seed, 1, joint, p) for p, _ in found], 0, time.perf_counter() - started
-    first, second = stages(arm, budget)
-    prefix = "seq" if arm == "sequential" else "seqacc"
-    stage1 = search_run(FixedAccelDeployCnn(), "pelnas", first, seed, runs, f"cnn-{prefix}1-{tag}")
-    points1 = [p for p, _ in stage1]
-    rows = [_design_row(arm, budget, seed, 1, joint, p) for p in points1]
-    kept = kept_compressions(points1, rows)
-    stage2 = KeptCompressionsProblem(kept=encode_kept(kept))
-    found = search_run(stage2, "pelnas", second, seed, runs, f"cnn-{prefix}2-{tag}")
-    rows += [_design_row(arm, budget, seed, 2, joint, stage2.joint_point(p)) for p, _ in found]
-    return rows, len(kept), time.perf_counter() - started
+
+    def kept(points: list[Any], rows: list[dict[str, Any]]) -> tuple[int, KeptCompressionsProblem]:
+        compressions = kept_compressions(points, rows)
+        return len(compressions), KeptCompressionsProblem(kept=encode_kept(compressions))
+
+    flow = common.Flow(SEARCHERS, joint, FixedAccelDeployCnn, kept, _design_row, names="cnn-{stage}-b{budget}-s{seed}")
+    return common.run_flow(flow, arm, budget, seed, runs)
 
 
 def accuracy_floor() -> float:
@@ -218,40 +205,21 @@ def pooled_reference(designs: Sequence[Mapping[str, Any]], second: str) -> Front
     return FrontReference.from_space(acc, other, floor)
 
 
-def _key(r: Mapping[str, Any]) -> tuple[str, int, int]:
-    return str(r["arm"]), int(r["budget"]), int(r["seed"])
-
-
 def run_rows(
     designs: Sequence[Mapping[str, Any]], kept: Mapping[tuple[str, int, int], int], wall: Mapping[tuple[str, int, int], float]
 ) -> list[dict[str, Any]]:
     """One row per (arm, budget, seed): evaluations, distinct compressions paid, kept, HV ratios against the budget's pooled fronts."""
-    groups: dict[tuple[str, int, int], list[Mapping[str, Any]]] = {}
-    for d in designs:
-        groups.setdefault(_key(d), []).append(d)
     refs = {
         (b, name): pooled_reference([d for d in designs if int(d["budget"]) == b], col)
         for b in {int(d["budget"]) for d in designs}
         for name, col in PAIRS.items()
     }
     out = []
-    for key in sorted(groups, key=lambda k: (k[1], ARMS.index(k[0]) if k[0] in ARMS else 99, k[2])):
-        rows = groups[key]
+    for key, rows in common.run_groups(designs, ARMS):
         acc = [float(r["accuracy"]) for r in rows]
         hv = {name: refs[(key[1], name)].hv_ratio(acc, [float(r[col]) for r in rows]) for name, col in PAIRS.items()}
-        out.append(
-            {
-                "arm": key[0],
-                "budget": key[1],
-                "seed": key[2],
-                "evaluations": len(rows),
-                "compressions": len({(r["bits"], r["sparsity"]) for r in rows}),
-                "kept": kept.get(key, ""),
-                "hv_energy": round(hv["energy"], 6),
-                "hv_latency": round(hv["latency"], 6),
-                "wall_s": round(wall.get(key, math.nan), 1),
-            }
-        )
+        scores = {"hv_energy": round(hv["energy"], 6), "hv_latency": round(hv["latency"], 6)}
+        out.append(common.run_row(key, rows, ("compressions", len({(r["bits"], r["sparsity"]) for r in rows})), kept, wall, scores))
     return out
 
 
@@ -308,37 +276,26 @@ def front_designs(designs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any
 # ---------------------------------------------------------------- the page and the plot
 
 
-def _mean(vals: Sequence[float], digits: int) -> str:
-    mean, half = t_interval(vals)
-    return f"{mean:.{digits}f}" if math.isnan(half) else f"{mean:.{digits}f} ± {half:.{digits}f}"
-
-
-def _median(vals: Sequence[float], digits: int) -> str:
-    return f"{statistics.median(vals):.{digits}f}"
-
-
 def table(rows: Sequence[Mapping[str, Any]]) -> str:
     """Per budget and arm: seeds, HV ratios (median; mean ± 95 % t), evaluations, compressions paid, kept, wall time."""
-    lines = [
+
+    def cells(budget: int, arm: str, rs: Sequence[Mapping[str, Any]]) -> str:
+        he, hl = [float(r["hv_energy"]) for r in rs], [float(r["hv_latency"]) for r in rs]
+        return (
+            f"| {budget} | {arm} | {len(rs)} | {_median(he, 4)} | {_mean(he, 4)} | {_median(hl, 4)} | {_mean(hl, 4)} | "
+            f"{_mean([float(r['evaluations']) for r in rs], 0)} | {_mean([float(r['compressions']) for r in rs], 0)} | "
+            f"{common.kept_text(rs)} | {_median([float(r['wall_s']) for r in rs], 0)} |"
+        )
+
+    header = (
         "| budget B | arm | seeds | HV (accuracy, energy): median | mean ± 95 % t | HV (accuracy, latency): median | mean ± 95 % t "
-        "| joint designs evaluated | distinct compressions paid | kept | wall s, median |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for budget in sorted({int(r["budget"]) for r in rows}):
-        for arm in ARMS:
-            rs = [r for r in rows if r["arm"] == arm and int(r["budget"]) == budget]
-            if not rs:
-                continue
-            he, hl = [float(r["hv_energy"]) for r in rs], [float(r["hv_latency"]) for r in rs]
-            kept = [float(r["kept"]) for r in rs if r["kept"] not in ("", None)]
-            lines.append(
-                f"| {budget} | {arm} | {len(rs)} | {_median(he, 4)} | {_mean(he, 4)} | {_median(hl, 4)} | {_mean(hl, 4)} | "
-                f"{_mean([float(r['evaluations']) for r in rs], 0)} | {_mean([float(r['compressions']) for r in rs], 0)} | "
-                f"{_mean(kept, 1) if kept else '-'} | {_median([float(r['wall_s']) for r in rs], 0)} |"
-            )
-    return "\n".join(lines) + "\n"
+        "| joint designs evaluated | distinct compressions paid | kept | wall s, median |"
+    )
+    return common.arms_table(rows, ARMS, header, cells)
 
 
+_COLUMNS = {f"hv_{name}": col for name, col in PAIRS.items()}
+"""Run-row HV column -> the objective it pairs with accuracy."""
 COMPARISONS = (
     ("joint", "sequential"),
     ("joint", "sequential-acc"),
@@ -350,16 +307,11 @@ COMPARISONS = (
 
 def findings(rows: Sequence[Mapping[str, Any]]) -> str:
     """Per budget, comparison and scored pair: the paired HV-ratio difference (mean ± 95 % t) and what it says."""
-    out = []
-    for budget in sorted({int(r["budget"]) for r in rows}):
-        for a, b in COMPARISONS:
-            for name, col in PAIRS.items():
-                diffs = paired(rows, a, b, budget, f"hv_{name}")
-                if diffs:
-                    out.append(
-                        f"- B = {budget}, (accuracy, {col}), **{a}** vs **{b}**: HV-ratio difference {format_interval(diffs, 4)} "
-                        f"(paired, {len(diffs)} seeds: {', '.join(f'{d:+.4f}' for d in diffs)}): **{verdict(diffs, a, b)}**."
-                    )
+    out = [
+        f"- B = {budget}, (accuracy, {_COLUMNS[field]}), **{a}** vs **{b}**: HV-ratio difference {format_interval(diffs, 4)} "
+        f"(paired, {len(diffs)} seeds: {', '.join(f'{d:+.4f}' for d in diffs)}): **{verdict(diffs, a, b)}**."
+        for budget, a, b, field, diffs in comparisons(rows, COMPARISONS, list(_COLUMNS))
+    ]
     return "\n".join(out) + "\n"
 
 
@@ -398,16 +350,11 @@ def joint_accel_id(accel: Accel) -> str:
 
 def where_joint_does_not_pay(rows: Sequence[Mapping[str, Any]]) -> str:
     """Lines where joint search is not ahead of the sequential flow (paired HV ratio), per budget and scored pair."""
-    out = []
-    for budget in sorted({int(r["budget"]) for r in rows}):
-        for seq in ("sequential", "sequential-acc"):
-            for name, col in PAIRS.items():
-                diffs = paired(rows, "joint", seq, budget, f"hv_{name}")
-                if len(diffs) >= 2 and verdict(diffs, "joint", seq) != "joint ahead":
-                    out.append(
-                        f"- B = {budget}, (accuracy, {col}): joint search is not ahead of **{seq}** "
-                        f"({verdict(diffs, 'joint', seq)}; HV-ratio difference {format_interval(diffs, 4)})."
-                    )
+    out = [
+        f"- B = {budget}, (accuracy, {_COLUMNS[field]}): joint search is not ahead of **{seq}** "
+        f"({verdict(diffs, 'joint', seq)}; HV-ratio difference {format_interval(diffs, 4)})."
+        for budget, seq, field, diffs in joint_not_ahead(rows, list(_COLUMNS))
+    ]
     return (
         "\n".join(out) + "\n" if out else "- Joint search is ahead of the sequential flow on both scored pairs at every budget measured.\n"
     )
@@ -415,43 +362,23 @@ def where_joint_does_not_pay(rows: Sequence[Mapping[str, Any]]) -> str:
 
 def plot(designs: Sequence[Mapping[str, Any]], budget: int, seed: int, path: Path) -> bool:
     """Both arms' evaluated designs and fronts at ``budget``/``seed`` on (energy, accuracy), with the pooled front."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     at_budget = [d for d in designs if int(d["budget"]) == budget]
     chosen = [d for d in at_budget if int(d["seed"]) == seed]
     if not chosen:
         return False
-    ref = pooled_reference(at_budget, "energy_uj")
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    order = np.argsort(ref.front_second)
-    ax.step(ref.front_second[order], ref.front_first[order], where="post", color="0.6", lw=1, label="pooled front (all arms, seeds)")
-    for arm, color in PLOTTED.items():
-        ds = [d for d in chosen if d["arm"] == arm]
-        if not ds:
-            continue
-        acc = np.array([float(d["accuracy"]) for d in ds])
-        energy = np.array([float(d["energy_uj"]) for d in ds])
-        ax.scatter(energy, acc, s=8, color=color, alpha=0.3)
-        mask = pareto_mask(acc, energy) & (acc >= ref.floor)
-        o = np.argsort(energy[mask])
-        ax.step(energy[mask][o], acc[mask][o], where="post", color=color, lw=1.5, marker="o", ms=3, label=f"{arm} front")
-    ax.set_ylim(bottom=ref.floor)
-    ax.set_xlabel("energy, uJ per image (accelerator model)")
-    ax.set_ylabel("cnn-digits validation accuracy, %")
-    ax.set_title(f"deploy-cnn, {budget} evaluations, seed {seed}")
-    ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    labels = {
+        "front": "pooled front (all arms, seeds)",
+        "x": "energy, uJ per image (accelerator model)",
+        "y": "cnn-digits validation accuracy, %",
+        "title": f"deploy-cnn, {budget} evaluations, seed {seed}",
+    }
+    common.plot_fronts(chosen, pooled_reference(at_budget, "energy_uj"), "energy_uj", path, labels=labels, dots=(8, 0.3))
     return True
 
 
 def render(rows: Sequence[Mapping[str, Any]], best: Sequence[Mapping[str, Any]] = ()) -> str:
     """The page's body from the run rows and the best-accelerator rows."""
-    budgets = sorted({int(r["budget"]) for r in rows})
+    budgets = budgets_of(rows)
     seeds = sorted({int(r["seed"]) for r in rows})
     evals = sum(float(r["evaluations"]) for r in rows)
     return "\n".join(
@@ -525,20 +452,7 @@ def render(rows: Sequence[Mapping[str, Any]], best: Sequence[Mapping[str, Any]] 
 
 def parser() -> Any:
     """The figure's options."""
-    ap = figure_parser(NAME, __doc__)
-    ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)), help="total evaluations per arm, comma-separated (each >= 4)")
-    ap.add_argument("--seeds", default=",".join(map(str, SEEDS)), help="seeds, comma-separated (seed s of every arm is a pair)")
-    ap.add_argument("--arms", default=",".join(ARMS), help=f"arms to run, of {', '.join(ARMS)}")
-    ap.add_argument("--runs", type=Path, default=Path("runs/codesign-cnn"), help="folder of the searches' SQLite files (resumable)")
-    ap.add_argument("--plot-seed", type=int, default=0, help="the seed whose fronts are plotted (at the largest budget)")
-    return ap
-
-
-def _ints(text: str, flag: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UserInputError(f"{flag} must be integers joined by commas, got {text!r}") from None
+    return common.add_search_options(figure_parser(NAME, __doc__), budgets=BUDGETS, seeds=SEEDS, arms=ARMS, runs="runs/codesign-cnn")
 
 
 def measure(
@@ -546,34 +460,15 @@ def measure(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Run every (budget, seed, arm); returns (run rows, design rows)."""
     runs.mkdir(parents=True, exist_ok=True)
-    designs: list[dict[str, Any]] = []
-    kept: dict[tuple[str, int, int], int] = {}
-    wall: dict[tuple[str, int, int], float] = {}
-    for budget in budgets:
-        for seed in seeds:
-            for arm in arms:
-                rows, k, w = run_arm(arm, budget, seed, runs)
-                designs += rows
-                if arm.startswith("sequential"):
-                    kept[(arm, budget, seed)] = k
-                wall[(arm, budget, seed)] = w
-                print(f"B={budget} seed={seed} {arm}: {len(rows)} designs ({w:.0f} s)", flush=True)
+    designs, kept, wall = common.measure_runs(budgets, seeds, arms, lambda arm, b, s: run_arm(arm, b, s, runs))
     return run_rows(designs, kept, wall), designs
 
 
 def main(argv: list[str] | None = None) -> None:
     """Measure (unless ``--report-only``), then write the CSVs, the page and the plot."""
-    a = parser().parse_args(argv)
-    out = Output(Path(a.out), command_line(NAME, argv))
-    out.folder.mkdir(parents=True, exist_ok=True)
+    a, out = common.open_output(NAME, parser(), argv)
     if not a.report_only:
-        budgets, seeds = _ints(a.budgets, "--budgets"), _ints(a.seeds, "--seeds")
-        arms = [x.strip() for x in a.arms.split(",") if x.strip()]
-        bad = [x for x in arms if x not in ARMS]
-        if bad:
-            raise UserInputError(f"--arms: {', '.join(bad)} is not an arm; arms: {', '.join(ARMS)}")
-        for b in budgets:
-            split_budget(b)
+        budgets, seeds, arms = common.requested(a, ARMS)
         rows, designs = measure(budgets, seeds, arms, a.runs)
         out.write_csv(DESIGNS_CSV, designs, DESIGN_FIELDS)
         out.write_csv(RUNS_CSV, rows, RUN_FIELDS)
@@ -582,6 +477,5 @@ def main(argv: list[str] | None = None) -> None:
     rows = read_numbers(out.path(RUNS_CSV))
     designs = read_numbers(out.path(DESIGNS_CSV))
     plot(designs, max(int(r["budget"]) for r in rows), a.plot_seed, out.path(PNG))
-    best = read_numbers(out.path(BEST_CSV)) if out.path(BEST_CSV).exists() else []
-    out.write_markdown(MD, render(rows, best))
+    out.write_markdown(MD, render(rows, common.read_saved(out, BEST_CSV)))
     print(f"wrote {out.path(MD)}")
