@@ -3,9 +3,11 @@
 One object, :class:`Reporter`, holds the tasks (rich's :class:`~rich.progress.Progress` keeps
 their counts, elapsed time and rate). On a terminal rich draws them as bars; when stderr is
 not a terminal (a log file, a pipe, CI) the same tasks are written as plain lines: one when a
-task starts, one every :data:`PLAIN_INTERVAL_S` seconds while it runs (a slow step still
-shows the run is alive) and one when it ends, each with done/total, the elapsed time and an
-estimate of the time left. Long work reported through :mod:`search.work_progress` (a zoo
+task is under way (it made progress, or has run :data:`START_AFTER_S` seconds), one every
+:data:`PLAIN_INTERVAL_S` seconds while it runs (a slow step still shows the run is alive) and
+one when it ends, each with done/total, the elapsed time and an estimate of the time left. A
+task that ends or fails before it is under way writes nothing: a quick command stays quiet,
+and a bad input stays the one line of its error. Long work reported through :mod:`search.work_progress` (a zoo
 model trained on first use, proxy scoring, the few-shot stage) becomes a task of its own
 (:meth:`Reporter.listening`), whose first report, an announcement with an estimate, stays on
 screen as a line.
@@ -29,6 +31,8 @@ from coevo.agent.cli._console import err
 
 PLAIN_INTERVAL_S = 5.0
 """Seconds between two plain lines of a running task when stderr is not a terminal."""
+START_AFTER_S = 3.0
+"""Seconds a task without progress runs before its first plain line: a person waiting longer than this is told."""
 SPEED_WINDOW_S = 60.0
 """Seconds of recent progress the rate (and so the estimate) is taken over."""
 
@@ -86,6 +90,7 @@ class Reporter:
         console: where it goes (stderr's console).
         plain: plain lines instead of bars; default: when ``console`` is not a terminal.
         interval_s: seconds between two plain lines of a running task.
+        start_after_s: seconds a task without progress runs before its first plain line.
         clock: the time function (monotonic seconds); tests pass a fake one.
         ticking: in plain mode, a background thread writes the due lines of tasks that do not
             move (a long evaluation); tests turn it off and call :meth:`tick` themselves.
@@ -97,12 +102,14 @@ class Reporter:
         *,
         plain: bool | None = None,
         interval_s: float = PLAIN_INTERVAL_S,
+        start_after_s: float = START_AFTER_S,
         clock: Callable[[], float] = time.monotonic,
         ticking: bool = True,
     ) -> None:
         self.console = console
         self.plain = not console.is_terminal if plain is None else plain
         self.interval_s = interval_s
+        self.start_after_s = start_after_s
         self.clock = clock
         self.bar = Progress(
             TextColumn("[bold]{task.description}"),
@@ -140,11 +147,11 @@ class Reporter:
     def add_task(self, description: str, total: float | None = None, detail: str = "", *, announce: bool = False) -> TaskID:
         """A new task (``total`` None: a phase without a count); ``announce`` keeps its description on screen as a line.
 
-        In plain mode its start line is written at once (an announcement is that line).
+        In plain mode an announcement is written at once; another task's first line waits until it is under way.
         """
         with self._lock:
             task = self.bar.add_task(description, total=total, detail=detail)
-            if self.plain:
+            if self.plain and announce:
                 self._write(task)
             elif announce:
                 self.console.print(description, markup=False, soft_wrap=True, highlight=False)
@@ -162,7 +169,7 @@ class Reporter:
             if current is None or not current.visible:
                 return
             if current.finished:
-                if self.plain:
+                if self.plain and (task in self._last or current.completed > 0):
                     self._write(task, ended=True)
                 self.bar.update(task, visible=False)
             elif self.plain:
@@ -172,7 +179,7 @@ class Reporter:
         """End a task: its end line in plain mode (when it had not ended already), and its bar goes."""
         with self._lock:
             current = self._task(task)
-            if current is not None and current.visible and self.plain:
+            if current is not None and current.visible and self.plain and task in self._last:
                 self._write(task, ended=True)
             self.bar.remove_task(task)
             self._last.pop(task, None)
@@ -232,8 +239,12 @@ class Reporter:
         return next((t for t in self.bar.tasks if t.id == task), None)
 
     def _write_if_due(self, task: Task) -> None:
-        if self.clock() - self._last.get(task.id, -math.inf) >= self.interval_s:
-            self._write(task.id)
+        last = self._last.get(task.id)
+        if last is not None:
+            if self.clock() - last >= self.interval_s:
+                self._write(task.id)
+        elif task.completed > 0 or (task.elapsed or 0.0) >= self.start_after_s:
+            self._write(task.id)  # its first line: it made progress, or has run long enough for a person to wonder
 
     def _write(self, task: TaskID, *, ended: bool = False) -> None:
         current = self._task(task)
