@@ -32,7 +32,7 @@ import optuna
 
 from coevo.agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner
 from coevo.knowledge import Heuristic, KnowledgeBase, retrieval, validation
-from coevo.knowledge.exchange import records_from
+from coevo.knowledge.exchange import onto_part, records_from
 from coevo.knowledge.store import KnowledgeStore, StudyKnowledge
 from coevo.search.acquisition import greedy_ehvi, greedy_hv
 from coevo.search.config import DEFAULT_KB_FROM_USE, KB_FROM_USES
@@ -298,6 +298,7 @@ class CoevolutionProposer(Proposer):
             raise nothing_paid(self.kb_from)
         try:
             records = records_from(store.store, self.kb_from) if self.kb_from_use != "evaluations" else []
+            records = onto_part(records, ctx.problem, source=self.kb_from)  # an earlier study of one part: scoped to that part
         except UserInputError:
             if not any(getattr(ev, "study", None) for ev in self.evidence(ctx)):
                 raise

@@ -14,6 +14,7 @@ and a clear message, not a traceback.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -25,9 +26,10 @@ from typing import Any, BinaryIO
 
 from coevo.knowledge.heuristics import STATUSES
 from coevo.knowledge.store import ImportRecord, KnowledgeStore, default_kb_url
+from coevo.search.compose import ComposedProblem
 from coevo.search.errors import StorageMissingError, UserInputError
 from coevo.search.problem import Problem
-from coevo.search.transfer import compatibility
+from coevo.search.transfer import compatibility, part_compatibility, part_of
 
 MAX_ERRORS_SHOWN = 10
 
@@ -322,6 +324,7 @@ def check_scopes(records: Sequence[ImportRecord], problem: Problem, *, source: s
         UserInputError: one line: how many heuristics are scoped to which other problem, or
             which objective differs and how.
     """
+    records = onto_part(records, problem, source=source)
     scoped = [r for r in records if "problem" in r.scope]
     other = Counter(str(r.scope["problem"]) for r in scoped if r.scope["problem"] != problem.name)
     if other:
@@ -332,6 +335,45 @@ def check_scopes(records: Sequence[ImportRecord], problem: Problem, *, source: s
     specs = {json.dumps({k: v for k, v in r.scope.items() if k != "niche"}, sort_keys=True) for r in scoped}
     for spec in sorted(specs):
         compatibility(problem, json.loads(spec), source=source)
+
+
+def onto_part(records: Sequence[ImportRecord], problem: Problem, *, source: str) -> list[ImportRecord]:
+    """``records`` with those learned on a part's problem of a composed ``problem`` scoped to that part.
+
+    A heuristic of an ``nb201`` study seeds an ``nb201-accel`` search this way: its scope names
+    ``problem`` and gains ``part`` (the part's key) and ``from`` (the problem it was learned
+    on), its other options kept (retrieval ignores those ``problem`` lacks: an NB201 device);
+    its structured claim gains ``part`` too, and the parameter it names is already the joint one
+    (a composition keeps its parts' parameter names, :func:`search.compose.check_parts`). Which parts map, and what
+    must carry over, is :func:`search.transfer.part_of` and :func:`search.transfer.part_compatibility`.
+    Other records come back as they are.
+
+    Raises:
+        UserInputError: a part's heuristic whose predicted objective does not carry over
+            (learned on another dataset), in one line.
+    """
+    out = []
+    checked: set[str] = set()
+    for rec in records:
+        key = part_of(problem, rec.scope.get("problem"))
+        if key is None:
+            out.append(rec)
+            continue
+        assert isinstance(problem, ComposedProblem)  # part_of maps only onto a composition's part
+        spec = {k: v for k, v in rec.scope.items() if k != "niche"}
+        if json.dumps(spec, sort_keys=True) not in checked:
+            part_compatibility(problem, key, spec, source=source)
+            checked.add(json.dumps(spec, sort_keys=True))
+        out.append(_scoped_to_part(rec, problem, key))
+    return out
+
+
+def _scoped_to_part(rec: ImportRecord, problem: ComposedProblem, key: str) -> ImportRecord:
+    """``rec`` (learned on part ``key``'s problem) as a heuristic of ``problem``'s part ``key``."""
+    scope = {**rec.scope, "problem": problem.name, "part": key, "from": rec.scope["problem"]}
+    # the claim's parameter keeps its name: a composition's parameters are its parts' own (check_parts)
+    structured = None if rec.structured is None else {**rec.structured, "part": key}
+    return dataclasses.replace(rec, scope=scope, structured=structured)
 
 
 def _no_source(url: str, source: str) -> UserInputError:

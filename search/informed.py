@@ -188,7 +188,9 @@ class InformedPredictor:
         labels = [float(e.values[self.first]) for e in paid]
         self._stack: list[BoostedSurrogate | _Filled] = []
         self._known: dict[str, float] = {}
-        """Values an earlier study measured that hold here unchanged (a shared objective), by point id."""
+        """Values an earlier study measured that hold here unchanged (a shared objective), by point id (:meth:`_known_key`)."""
+        self._known_part: str | None = None
+        """The part of a composed problem whose point alone decides a known value (an earlier study of that part), or None."""
         seen = {e.point_id for e in paid}
         transferred = [self._take(ev, points, labels, seen, seed) for ev in evidence if self._usable(ev.evaluations)]
         self.transferred_points: tuple[Any, ...] = tuple({e.point: None for ev in evidence for e in ev.evaluations})
@@ -214,12 +216,16 @@ class InformedPredictor:
         ``labels``), else a model of them as a feature; returns how, for :class:`Information` ("" for too few)."""
         rows = self._usable(ev.evaluations)
         if self.first in ev.shared:
-            self._known.update({e.point_id: float(e.values[self.first]) for e in rows})
+            part = getattr(ev, "part", None)
+            if part is not None:  # a part's value holds for every joint design with that part's point
+                self._known_part = part
+            self._known.update({self._known_key(e.point, e.point_id): float(e.values[self.first]) for e in rows})
             fresh = [e for e in rows if e.point_id not in seen]
             seen.update(e.point_id for e in fresh)
             points += [e.point for e in fresh]
             labels += [float(e.values[self.first]) for e in fresh]
-            return f"{ev.source}: {len(fresh)} evaluations of {self.first} as labels (the objective carries over)"
+            where = f" of part {part}" if part is not None else ""
+            return f"{ev.source}: {len(fresh)} evaluations of {self.first}{where} as labels (the objective carries over)"
         if len(rows) < MIN_LABELS:
             return ""
         base = self._base_features([e.point for e in rows])
@@ -286,16 +292,23 @@ class InformedPredictor:
         if not ids or self._predicted is None:
             return self._model.samples(self.features([]))
         # the cached columns, copied as they are: the same floats as predicting the points again
-        return self._with_known(ids, self._predicted[:, [self._column[pid] for pid in ids]])
+        return self._with_known(points, ids, self._predicted[:, [self._column[pid] for pid in ids]])
 
-    def _with_known(self, ids: Sequence[str], samples: np.ndarray) -> np.ndarray:
+    def _known_key(self, point: Any, point_id: str) -> str:
+        """Under what a known value is kept: the point's id, or its part's point id when an earlier study was of that part."""
+        if self._known_part is None:
+            return point_id
+        return str(self.problem.part(self._known_part).problem.point_id(self.problem.subpoint(point, self._known_part)))
+
+    def _with_known(self, points: Sequence[Any], ids: Sequence[str], samples: np.ndarray) -> np.ndarray:
         # a value an earlier study measured under the same conditions is known, not predicted
         if not self._known:
             return samples
-        cols = [k for k, pid in enumerate(ids) if pid in self._known]
+        keys = [self._known_key(p, pid) for p, pid in zip(points, ids, strict=True)]
+        cols = [k for k, key in enumerate(keys) if key in self._known]
         if cols:
             samples = samples.copy()
-            samples[:, cols] = [self._known[ids[k]] for k in cols]
+            samples[:, cols] = [self._known[keys[k]] for k in cols]
         return samples
 
     def samples(self, features: np.ndarray) -> np.ndarray:

@@ -275,8 +275,15 @@ def summarize(
 
 def _information(problem: Problem, paid: Sequence[Evaluation], evidence: Sequence[Evidence]) -> Information:
     """What the search could use: free sources, the evaluations it paid for, the earlier studies it was given."""
-    transferred = tuple(f"{ev.source}: {len(ev.evaluations)} paid evaluations" for ev in evidence)
+    transferred = tuple(_transferred(ev) for ev in evidence)
     return Information(free_sources(problem), len(paid) if problem.found_set != "front" else 0, transferred)
+
+
+def _transferred(ev: Evidence) -> str:
+    """One earlier study's phrase in :class:`Information`: its paid evaluations, and the part they seeded (a part's study)."""
+    line = f"{ev.source}: {len(ev.evaluations)} paid evaluations"
+    part = getattr(ev, "part", None)
+    return line if part is None else f"{line} seeded part {part} (its {', '.join(ev.shared)} as labels)"
 
 
 def _failure_row(trial: optuna.trial.FrozenTrial) -> dict[str, Any]:

@@ -11,11 +11,20 @@ cifar100 search shares none of a cifar10 study's. Options that differ are what t
 what cannot transfer is refused with one line before anything is created: a study of another
 problem, or one whose objectives differ by name, direction or unit (an NB201 zero-cost study's
 accuracy is a z-score, not a percentage).
+
+A study of one **part** of a composed search (:mod:`search.compose`: an ``nb201`` study for an
+``nb201-accel`` search) is checked against that part as above, and its evaluations are lifted into
+the joint space: each earlier point becomes the part's point of a joint design whose other parts
+are drawn at random (seeded, so a rerun lifts them alike). Only the predicted part of a
+:class:`~search.compose.PredictableComposition` lends the joint search its expensive objective, so
+only its studies map; their predicted objective must carry over unchanged (the same dataset), since
+a model of another setting's values has no feature column to go to in the joint encoding.
 """
 
 from __future__ import annotations
 
 import math
+import random
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,6 +34,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from coevo.search.compose import ComposedProblem, PredictableComposition
 from coevo.search.errors import StorageMissingError, UserInputError
 from coevo.search.problem import Objective, Problem, ProblemContext
 from coevo.search.proposers import Evaluation
@@ -67,7 +77,11 @@ class PriorEvidence:
             study measured them, keyed by objective name (all of them: only :attr:`shared` ones
             hold here unchanged), ``trial_number`` and ``attrs`` of the earlier study's trial.
         shared: expensive objectives whose values carry over unchanged.
-        differs: problem options that differ: option -> (earlier value, this search's value).
+        differs: problem options that differ: option -> (earlier value, this search's value); of
+            the part's options when :attr:`part` is set.
+        part: the key of the part of this search's composed problem that the earlier study's
+            problem is (its evaluations lifted into joint points: module doc); None when the
+            study is of this search's problem itself.
     """
 
     source: str
@@ -76,6 +90,7 @@ class PriorEvidence:
     evaluations: tuple[Evaluation, ...]
     shared: tuple[str, ...]
     differs: dict[str, tuple[Any, Any]]
+    part: str | None = None
 
 
 def prior_evidence(problem: Problem, storage: str | None, source: str) -> PriorEvidence:
@@ -87,12 +102,16 @@ def prior_evidence(problem: Problem, storage: str | None, source: str) -> PriorE
     that paid for them (no failed evaluation, no unpaid repeat), whose parameters are a point of
     ``problem``'s space (rebuilt with ``problem.from_params``; a point seen twice counts once).
     A name that is no study (a knowledge base imported under it, or nothing:
-    ``records_from`` then says so) gives no evaluations. Nothing is created or written.
+    ``records_from`` then says so) gives no evaluations. Nothing is created or written. A study
+    of the predicted part of a composed ``problem`` is checked against that part and its points
+    lifted into joint ones (module doc).
 
     Raises:
-        UserInputError: the study is of another problem, its objectives differ from ``problem``'s
-            by name, direction or unit, or its options are not valid for ``problem`` any more
-            (:func:`compatibility`); or it was not made by coevo.
+        UserInputError: the study is of another problem (and of no part of ``problem`` that
+            predicts its expensive objective), its objectives differ from ``problem``'s (or the
+            part's) by name, direction or unit, or its options are not valid for it any more
+            (:func:`compatibility`); a part's study whose predicted objective does not carry over;
+            or it was not made by coevo.
         StorageError: the storage exists but cannot be read.
     """
     study = None if Path(source).is_file() else _stored_study(storage, source)
@@ -101,9 +120,80 @@ def prior_evidence(problem: Problem, storage: str | None, source: str) -> PriorE
     spec = study.user_attrs.get(ATTR_SPEC)
     if not isinstance(spec, dict) or "problem" not in spec:
         raise UserInputError(f"--kb-from {source!r}: study {source!r} was not made by coevo (it has no problem spec)")
-    fit = compatibility(problem, spec, source=source)
-    evaluations = _paid_evaluations(problem, study, _value_names(study, fit.objectives))
-    return PriorEvidence(source, study.study_name, dict(spec), tuple(evaluations), fit.shared, fit.differs)
+    key = part_of(problem, spec.get("problem"))
+    if key is None:
+        _no_part(problem, spec.get("problem"), source)
+        fit = compatibility(problem, spec, source=source)
+        evaluations = _paid_evaluations(problem, study, _value_names(study, fit.objectives))
+        return PriorEvidence(source, study.study_name, dict(spec), tuple(evaluations), fit.shared, fit.differs)
+    assert isinstance(problem, ComposedProblem)  # part_of maps only onto a composition's part
+    fit = part_compatibility(problem, key, spec, source=source)
+    target = problem.part(key).problem
+    evaluations = _paid_evaluations(target, study, _value_names(study, fit.objectives))
+    lifted = lift(problem, key, evaluations)
+    return PriorEvidence(source, study.study_name, dict(spec), tuple(lifted), fit.shared, fit.differs, key)
+
+
+def part_compatibility(problem: ComposedProblem, key: str, spec: Mapping[str, Any], *, source: str) -> Compatibility:
+    """Check evidence recorded under ``spec`` (a problem of part ``key``'s kind) against that part of ``problem``.
+
+    As :func:`compatibility` on the part, and the joint expensive objective the part predicts
+    must carry over unchanged (module doc). Returns the part's :class:`Compatibility` with
+    :attr:`~Compatibility.shared` that objective.
+
+    Raises:
+        UserInputError: what :func:`compatibility` refuses, or the predicted objective does not
+            carry over (another dataset), in one line.
+    """
+    target = problem.part(key).problem
+    fit = compatibility(target, spec, source=source)
+    first = problem.front_objectives[0]
+    if first not in fit.shared:
+        why = ", ".join(f"{k} {a} there, {b} here" for k, (a, b) in fit.differs.items() if not isinstance(a, dict | list))
+        raise UserInputError(
+            f"--kb-from {source!r}: {target.name} is part {key!r} of {problem.name}, but its {first} does not carry over"
+            + (f" ({why})" if why else "")
+            + f"; give a {target.name} study of the same setting"
+        )
+    return Compatibility((first,), fit.differs, fit.objectives)
+
+
+def _no_part(problem: Problem, earlier: Any, source: str) -> None:
+    """Refuse, naming the part a composed ``problem`` could take, a study of another problem than it and that part."""
+    if earlier != problem.name and isinstance(problem, PredictableComposition):
+        part = problem.part(problem.predicted_part)
+        raise UserInputError(
+            f"--kb-from {source!r}: a study of problem {earlier}, which is no part of {problem.name} that its knowledge maps onto; "
+            f"give a study of {problem.name} or of {part.problem.name} (its part {part.key!r})"
+        )
+
+
+def part_of(problem: Problem, earlier: Any) -> str | None:
+    """The key of the part of ``problem`` whose problem is named ``earlier``, when that part predicts ``problem``'s
+    expensive objective (the predicted part of a :class:`~search.compose.PredictableComposition`); else None."""
+    if earlier == problem.name or not isinstance(problem, PredictableComposition):
+        return None
+    key = problem.predicted_part
+    return key if problem.part(key).problem.name == earlier else None
+
+
+def lift(problem: ComposedProblem, key: str, evaluations: list[Evaluation]) -> list[Evaluation]:
+    """Part ``key``'s evaluations as joint points: the other parts drawn at random (seeded; module doc).
+
+    An evaluation whose part point no draw of the other parts (16 tries) fits beside (a constraint
+    between parts refuses them all) is left out.
+    """
+    rng = random.Random(0)
+    index = [p.key for p in problem.part_list].index(key)
+    out: list[Evaluation] = []
+    for e in evaluations:
+        for _ in range(16):
+            other = problem.random_point(rng)
+            point = (*other[:index], e.point, *other[index + 1 :])
+            if problem.violation(point) is None:
+                out.append(Evaluation(e.trial_number, point, problem.point_id(point), e.values, e.query, e.attrs))
+                break
+    return out
 
 
 def nothing_paid(source: str) -> UserInputError:
@@ -274,4 +364,4 @@ def _within(dist: optuna.distributions.BaseDistribution, value: Any) -> bool:
     return True
 
 
-__all__ = ["Compatibility", "PriorEvidence", "compatibility", "prior_evidence"]
+__all__ = ["Compatibility", "PriorEvidence", "compatibility", "lift", "part_compatibility", "part_of", "prior_evidence"]
