@@ -348,6 +348,18 @@ FIGURES: tuple[Figure, ...] = (
         quoted_in=("docs/compose.md",),
     ),
     Figure(
+        "kb-joint",
+        "codesign",
+        "what --kb-from a 100-evaluation single-family nb201 study does to a 40-evaluation nb201-accel search: "
+        "HV ratio alone and seeded, paired by seed (issue 32)",
+        "nice -n 10 python -m coevo.figures kb-joint --seeds 3",
+        ("kb-joint.md", "kb-joint.csv"),
+        ("kb-joint.csv",),
+        module="kb_joint",
+        renders=True,
+        quoted_in=("docs/compose.md",),
+    ),
+    Figure(
         "codesign-cnn",
         "codesign-cnn",
         "joint vs sequential co-design on deploy-cnn (bits and sparsity of cnn-digits x a systolic array) at equal "
