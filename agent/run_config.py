@@ -50,7 +50,8 @@ def check_kb_from(config: SearchConfig, problem: Problem | None = None) -> KbFro
     """Check ``config``'s ``--kb-from`` source before the study exists: one line, nothing created.
 
     The source must exist (an export file, or a study or knowledge base in the storage), be of
-    the search's problem, and have the same objectives with the same directions and units
+    the search's problem (or of the predicted part of a composed one, whose objective must carry
+    over: :func:`search.transfer.part_compatibility`), and have the same objectives with the same directions and units
     (:func:`search.transfer.prior_evidence` for a study's evaluations,
     :func:`knowledge.exchange.source_records` for its heuristics). Other option values (another
     device, another dataset) are what transfer is for, and pass.

@@ -57,8 +57,9 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
         "--kb-from",
         default=None,
         metavar="STUDY_OR_FILE",
-        help="pelnas: seed the search from another study (same storage: its paid evaluations feed the predictor) "
-        "or an export file (coevo kb export: its heuristics); see --kb-from-use",
+        help="pelnas: seed the search from another study (same storage: its paid evaluations feed the predictor; of this "
+        "problem or, for a composed one such as nb201-accel, of the part it predicts, nb201) or an export file "
+        "(coevo kb export: its heuristics); see --kb-from-use",
     )
     p.add_argument(
         "--kb-from-use",
