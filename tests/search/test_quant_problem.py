@@ -61,7 +61,11 @@ def test_finetuning_never_loses_validation_accuracy_against_round_to_nearest(pro
     point = (3,) * len(problem.params)
     rtn = problem.evaluate(point)["accuracy"]
     assert tuned.evaluate(point)["accuracy"] >= rtn
-    assert problem.evaluate((8,) * len(problem.params))["accuracy"] >= rtn
+    # 8 bits are near lossless: within one validation image of the float model. (Not ">= 3-bit RTN": on 297 validation
+    # images the 3-bit model can get one more right than the float model by chance, and did: 98.99 vs 98.65 %.)
+    zm = load("cnn-digits")
+    one_image = 100.0 / len(zm.loader("val").dataset)
+    assert abs(problem.evaluate((8,) * len(problem.params))["accuracy"] - zm.baseline["val_accuracy"]) <= one_image + 1e-9
 
 
 def test_designs_outside_the_space_and_bad_options_are_refused(problem: QuantProblem) -> None:
