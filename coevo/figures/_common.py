@@ -70,6 +70,20 @@ PROVENANCE_FILE = "provenance.json"
 _COMMENT = "<!-- provenance: "
 
 
+def offline_search(args: Sequence[str], storage: str) -> dict[str, Any]:
+    """``coevo search ARGS --storage STORAGE --json`` in a fresh process with the offline reasoner (no LLM endpoint
+    set, whatever the caller's environment says); its JSON result. A failed search raises ``CalledProcessError``."""
+    done = subprocess.run(
+        [sys.executable, "-m", "coevo.agent.cli", *args, "--storage", storage, "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COEVO_LLM_BASE_URL": "", "COEVO_LLM_MODEL": ""},
+        check=True,
+    )
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
 def out_dir(topic: str) -> Path:
     """The default output folder of a figure of ``topic``: ``docs/bench/<topic>``."""
     return BENCH / topic

@@ -15,11 +15,7 @@ grows at most linearly with the labels is read from the slope of log(time) on lo
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from coevo.figures._common import command_line, figure_parser, read_numbers, write_csv, write_markdown
+from coevo.figures._common import command_line, figure_parser, offline_search, read_numbers, write_csv, write_markdown
 
 RUNS_CSV, ROUNDS_CSV, MD = "issue29-engine-cost.csv", "issue29-engine-rounds.csv", "issue29-engine-cost.md"
 SEARCH = ["search", "--problem", "nb201", "--dataset", "cifar10", "--device", "fpga", "--proposer", "pelnas", "--budget", "300"]
@@ -45,15 +41,8 @@ def measure(repeats: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         with tempfile.TemporaryDirectory() as tmp:
             storage = f"sqlite:///{Path(tmp) / 's.sqlite3'}"
             started = time.perf_counter()
-            done = subprocess.run(
-                [sys.executable, "-m", "coevo.agent.cli", *SEARCH, "--storage", storage, "--json"],
-                capture_output=True,
-                text=True,
-                env={**os.environ, "COEVO_LLM_BASE_URL": "", "COEVO_LLM_MODEL": ""},
-                check=True,
-            )
+            result = offline_search(SEARCH, storage)
             wall = time.perf_counter() - started
-            result = json.loads(done.stdout)
             runs.append({"repeat": repeat, "wall_s": wall, "search_wall_s": result["wall_s"], "hv": result["hv_ratio"]})
             for number, log in sorted(RoundLogs(storage).read(result["study"]).items()):
                 if "predictor_s" not in log:

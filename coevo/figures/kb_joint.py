@@ -17,16 +17,12 @@ Writes ``kb-joint.csv`` (one row per search) and ``kb-joint.md`` rendered from i
 
 from __future__ import annotations
 
-import json
-import os
 import shlex
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from coevo.figures._common import command_line, figure_parser, read_numbers, write_csv, write_markdown
+from coevo.figures._common import command_line, figure_parser, offline_search, read_numbers, write_csv, write_markdown
 from coevo.search.stats import excludes_zero, format_interval
 
 NAME = "kb-joint"
@@ -34,19 +30,6 @@ CSV, MD = "kb-joint.csv", "kb-joint.md"
 SOURCE_STUDY = "nb201-cifar10-fpga-pelnas-s0"
 SOURCE = ["search", "--problem", "nb201", "--dataset", "cifar10", "--device", "fpga", "--proposer", "pelnas", "--budget", "100"]
 JOINT = ["search", "--problem", "nb201-accel", "--dataset", "cifar10", "--proposer", "pelnas", "--budget", "40"]
-
-
-def _search(args: list[str], storage: str) -> dict[str, Any]:
-    """One ``coevo search`` in a fresh process (offline reasoner); its JSON result."""
-    done = subprocess.run(
-        [sys.executable, "-m", "coevo.agent.cli", *args, "--storage", storage, "--json"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "COEVO_LLM_BASE_URL": "", "COEVO_LLM_MODEL": ""},
-        check=True,
-    )
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
 
 
 def _row(arm: str, seed: int, args: list[str], result: dict[str, Any]) -> dict[str, Any]:
@@ -67,12 +50,12 @@ def measure(seeds: int) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         storage = f"sqlite:///{Path(tmp) / 's.sqlite3'}"
         source = [*SOURCE, "--seed", "0", "--study", SOURCE_STUDY]
-        rows = [_row("source", 0, source, _search(source, storage))]
+        rows = [_row("source", 0, source, offline_search(source, storage))]
         for seed in range(seeds):
             alone = [*JOINT, "--seed", str(seed)]
             seeded = [*alone, "--kb-from", SOURCE_STUDY]
-            rows.append(_row("alone", seed, alone, _search(alone, storage)))
-            rows.append(_row("kb-from", seed, seeded, _search(seeded, storage)))
+            rows.append(_row("alone", seed, alone, offline_search(alone, storage)))
+            rows.append(_row("kb-from", seed, seeded, offline_search(seeded, storage)))
     return rows
 
 
