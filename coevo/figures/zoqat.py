@@ -62,6 +62,7 @@ FIELDS = [
     "lr",
     "eps",
     "seed",
+    "train_seed",
     "batch_size",
     "rank",
     "refresh",
@@ -94,7 +95,9 @@ KEY = ("phase", "label", "model", "w_bits", "a_bits", "steps", "lr", "eps", "see
 
 
 def key(row: dict[str, Any]) -> tuple[str, ...]:
-    return tuple(str(row[k]) for k in KEY)
+    # train_seed: rows written before it existed used the recipe's model (None)
+    train_seed = row.get("train_seed")
+    return (*(str(row[k]) for k in KEY), str(None if train_seed in (None, "") else train_seed))
 
 
 def append(path: Path, row: dict[str, Any]) -> None:
@@ -107,7 +110,7 @@ def append(path: Path, row: dict[str, Any]) -> None:
 
 
 def measure(path: Path, done: set[tuple[str, ...]], phase: str, label: str, spec: Spec) -> dict[str, Any]:
-    row = {"phase": phase, "label": label, **{k: getattr(spec, k) for k in KEY[2:]}}
+    row = {"phase": phase, "label": label, **{k: getattr(spec, k) for k in (*KEY[2:], "train_seed")}}
     if key(row) in done:
         return next(r for r in read(path) if key(r) == key(row))
     started = time.perf_counter()
@@ -248,6 +251,11 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--eval-batches", type=int, default=ZOQAT.eval_batches, help="batches of 64 per split to evaluate (default: all)")
     ap.add_argument("--configs", default=",".join(CONFIGS), help="labels of CONFIGS to run")
     ap.add_argument("--seeds", default=",".join(map(str, SEEDS)))
+    ap.add_argument(
+        "--vary-model",
+        action="store_true",
+        help="test seed s also trains the zoo model with seed s (seeds vary the trained model, not only the method's randomness)",
+    )
     return ap
 
 
@@ -256,7 +264,7 @@ def main(argv: list[str] | None = None) -> None:
     a = parser().parse_args(argv)
     out, command = Path(a.out), command_line(NAME, argv)
     out.mkdir(parents=True, exist_ok=True)
-    suffix = "" if a.model == "lm-pydoc-tiny" else f"-{a.model}"
+    suffix = ("" if a.model == "lm-pydoc-tiny" else f"-{a.model}") + ("-vary-model" if a.vary_model else "")
     path = out / f"zoqat{suffix}.csv"
     done = {key(r) for r in read(path)}
     val_steps = a.val_steps or a.steps
@@ -275,7 +283,15 @@ def main(argv: list[str] | None = None) -> None:
             best = 0.0 if untrained else chosen_lr(read(path), label, a.model, val_steps)
             assert best is not None
             for seed in seeds:
-                spec = replace(base, method=method, train_weights=weights, lr=best, steps=0 if untrained else a.steps, seed=seed)
+                spec = replace(
+                    base,
+                    method=method,
+                    train_weights=weights,
+                    lr=best,
+                    steps=0 if untrained else a.steps,
+                    seed=seed,
+                    train_seed=seed if a.vary_model else None,
+                )
                 measure(path, done, "test", label, spec)
         record_provenance(path, command)
     rows = read(path)
@@ -285,9 +301,12 @@ def main(argv: list[str] | None = None) -> None:
         f"Written by `python -m coevo.figures zoqat --model {a.model} --steps {a.steps}"
         + (f" --val-steps {val_steps}" if val_steps != a.steps else "")
         + (f" --eval-batches {a.eval_batches}" if a.eval_batches else "")
+        + (" --vary-model" if a.vary_model else "")
         + f"` from `{path.name}` (every run; test seeds {a.seeds}). Each run is a fresh process with one torch thread; "
         f"batches of {a.batch_size} sequences; a seed fixes the batch order, the calibration batches (4) and the "
-        "perturbations, the same for every configuration. All at the same bits: weights W per output channel, "
+        "perturbations, the same for every configuration"
+        + (" and, at test, the zoo model's own training (seed s trains model s). " if a.vary_model else ". ")
+        + "All at the same bits: weights W per output channel, "
         "activations (every Linear's input) per tensor, symmetric, from round-to-nearest (RTN) scales. "
         "light: the quantization scales trained (LSQ-style, log space), weights frozen; full (ZeroQAT): the Linear "
         "weights too. ZO configurations make two forward passes per step (P-GAP's probes included), none backward. "

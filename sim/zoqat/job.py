@@ -35,6 +35,7 @@ class Spec:
         eval_batches: batches of each split to evaluate (None: the whole split).
         threads: torch threads in the run (None: leave torch's default).
         splits: the splits reported after training (``test`` only when reporting, per the fair-comparison rules).
+        train_seed: the zoo model's training seed (None: the recipe's): a seed that varies the trained model too.
     """
 
     model: str = ZOQAT.model
@@ -55,6 +56,7 @@ class Spec:
     refresh: int = 50
     probes: int = 5
     delta: float = 1.0
+    train_seed: int | None = None
     untrained: bool = False
     """Use the recipe's architecture at its initial weights on the real data (no zoo training): for memory and
     time per step only, where the trained model is not cached yet; its perplexities mean nothing."""
@@ -84,7 +86,7 @@ def run(spec: Spec) -> dict[str, Any]:
         rec = recipe(spec.model)
         zm = ZooModel.from_module(build(rec).eval(), rec["task"], splits_of(rec)[0], spec.model)
     else:
-        zm = load(spec.model)
+        zm = load(spec.model, train_seed=spec.train_seed)
     quality = zm.metric  # perplexity or accuracy
 
     def score(model: torch.nn.Module, split: str) -> float:

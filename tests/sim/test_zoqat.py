@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -391,3 +392,12 @@ def test_an_untrained_architecture_run_measures_memory_and_time_without_evaluati
     assert not any(k.startswith(("float_", "rtn_", "after_")) for k in out)  # no quality figure from random weights
     with pytest.raises(UserInputError, match="splits must be val and/or test"):
         run(Spec(model="lm-pydoc-tiny", splits=("train",), untrained=True))
+
+
+def test_a_training_seed_gives_the_run_another_trained_model() -> None:
+    from coevo.sim.zoqat.job import Spec, run
+
+    spec = Spec(model="lm-pydoc-tiny", method="rtn", steps=0, batch_size=4, eval_batches=2, splits=("val",), threads=1)
+    recipe_model, seed_one = run(spec), run(replace(spec, train_seed=1))
+    assert seed_one["train_seed"] == 1 and recipe_model["train_seed"] is None
+    assert seed_one["float_val"] != recipe_model["float_val"]  # another model, not only other perturbations
