@@ -19,7 +19,7 @@ from torch import nn
 from coevo.sim.attention.model import SparseConfig, sparsify
 from coevo.sim.errors import UserInputError
 from coevo.sim.zoo import ZooModel
-from coevo.sim.zoo.data import random_windows
+from coevo.sim.zoo.data import byte_tensor, random_windows
 from coevo.sim.zoo.registry import splits_of
 
 
@@ -27,8 +27,9 @@ def _finetune(model: nn.Module, text: bytes, block: int, steps: int, batch: int,
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     model.train()
+    tokens = byte_tensor(text)
     for _ in range(steps):
-        data = random_windows(text, block, batch, gen)
+        data = random_windows(tokens, block, batch, gen)
         out = model(data.x)
         loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), data.y.reshape(-1))
         opt.zero_grad(set_to_none=True)

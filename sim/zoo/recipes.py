@@ -13,6 +13,7 @@ import hashlib
 import itertools
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ _DIGITS_DATA = {"set": "digits", "n_train": 1000, "n_val": 297, "seed": 0}
 _MNIST5K_DATA = {"set": "mnist5k", "n_train": 3000, "n_val": 1000, "seed": 0}
 _DIGITS_CV_DATA = {"set": "digits-cv", "folds": 5, "fold": 0, "n_val": 200, "n_train": None, "seed": 0}
 _PYDOC_DATA = {"set": "pydoc-topics", "val_share": 0.1, "test_share": 0.1, "seed": 0}
+_STDLIB_DATA = {"set": "python-stdlib", "val_bytes": 262_144, "test_bytes": 262_144, "seed": 0}
 
 RECIPES: dict[str, dict[str, Any]] = {
     "cnn-digits": {
@@ -71,6 +73,24 @@ RECIPES: dict[str, dict[str, Any]] = {
         "about": "lm-pydoc's architecture and data at test size (for tests and quick tries)",
         "arch": {"kind": "ByteGPT", "d": 64, "n_layers": 2, "n_heads": 2, "block": 128},
         "data": _PYDOC_DATA,
+        "train": {"steps": 300, "batch": 16, "lr": 3e-3, "weight_decay": 0.1, "seed": 0},
+    },
+    # ---- issue 31: a language model on a corpus large enough for activation outliers to have a chance
+    "lm-pystdlib": {
+        "version": 1,
+        "task": "lm",
+        "about": "byte-level causal transformer LM on this Python's own standard-library source (~31 MB of code; "
+        "256 kB validation and test, whole files)",
+        "arch": {"kind": "ByteGPT", "d": 128, "n_layers": 4, "n_heads": 4, "block": 128},
+        "data": _STDLIB_DATA,
+        "train": {"steps": 3000, "batch": 32, "lr": 2e-3, "weight_decay": 0.1, "seed": 0},
+    },
+    "lm-pystdlib-tiny": {
+        "version": 1,
+        "task": "lm",
+        "about": "lm-pystdlib's data at test size (a 2-layer, 64-wide model, 300 steps; for tests and quick tries)",
+        "arch": {"kind": "ByteGPT", "d": 64, "n_layers": 2, "n_heads": 2, "block": 128},
+        "data": {**_STDLIB_DATA, "val_bytes": 32_768, "test_bytes": 32_768},
         "train": {"steps": 300, "batch": 16, "lr": 3e-3, "weight_decay": 0.1, "seed": 0},
     },
     # ---- issue 20 (ReRAM crossbars)
@@ -147,11 +167,18 @@ def cache_dir() -> Path:
 
 
 def recipe(name: str) -> dict[str, Any]:
-    """A copy of the recipe of ``name``; :class:`ZooError` naming the known models if there is none."""
+    """A copy of the recipe of ``name``; :class:`ZooError` naming the known models if there is none.
+
+    A recipe trained on the interpreter's own standard library carries the Python version in its
+    data (so in its cache key): another version has other source, so another model.
+    """
     if name not in RECIPES:
         hint = _NOT_HERE.get(name, f"the zoo has {', '.join(RECIPES)}")
         raise ZooError(f"no model {name!r} in the zoo: {hint}")
-    return copy.deepcopy(RECIPES[name])
+    rec = copy.deepcopy(RECIPES[name])
+    if rec["data"]["set"] == "python-stdlib":
+        rec["data"]["python"] = "{}.{}".format(*sys.version_info[:2])
+    return rec
 
 
 def recipe_parameter_count(rec: dict[str, Any]) -> int:

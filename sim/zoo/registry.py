@@ -31,7 +31,17 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
 from coevo.sim._progress import report
-from coevo.sim.zoo.data import Split, byte_blocks, digits_fold_splits, digits_splits, mnist5k_splits, pydoc_text, random_windows
+from coevo.sim.zoo.data import (
+    Split,
+    byte_blocks,
+    byte_tensor,
+    digits_fold_splits,
+    digits_splits,
+    mnist5k_splits,
+    pydoc_text,
+    random_windows,
+    stdlib_text,
+)
 from coevo.sim.zoo.models import ByteGPT, DigitsCNN, DigitsMLP, MnistCNN
 from coevo.sim.zoo.recipes import (  # the torch-free part, here too for callers of sim.zoo.registry
     SPLITS,
@@ -135,7 +145,10 @@ def splits_of(rec: dict[str, Any]) -> tuple[dict[str, Split], bytes | None]:
         return digits_fold_splits(data["folds"], data["fold"], data["n_val"], data["n_train"], data["seed"]), None
     if data["set"] == "mnist5k":
         return mnist5k_splits(data["n_train"], data["n_val"], data["seed"]), None
-    text = pydoc_text(data["val_share"], data["test_share"], data["seed"])
+    if data["set"] == "python-stdlib":
+        text = stdlib_text(data["val_bytes"], data["test_bytes"], data["seed"])
+    else:
+        text = pydoc_text(data["val_share"], data["test_share"], data["seed"])
     block = rec["arch"]["block"]
     return {name: byte_blocks(text[name], block) for name in SPLITS}, text["train"]
 
@@ -305,8 +318,9 @@ def _train(
     steps = cfg["steps"]
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg["lr"], total_steps=steps, pct_start=0.1)
     block = rec["arch"]["block"]
+    data = byte_tensor(text)  # once: the standard library's 31 MB would otherwise be copied at every step
     for step in range(steps):
-        batch = random_windows(text, block, cfg["batch"], gen)
+        batch = random_windows(data, block, cfg["batch"], gen)
         loss = _step(opt, sched, _loss(model, batch.x, batch.y))
         if progress is not None and (step % 10 == 9 or step == steps - 1):
             progress(f"{training_label(name)}: step {step + 1} of {steps}, loss {loss:.3f}", (step + 1) / steps)

@@ -1,0 +1,62 @@
+"""Activation-outlier measures: one channel scaled far above the rest is found, an even input is not."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from coevo.sim.prune.outliers import MAGNITUDE, activation_outliers
+
+
+class _Blocks(nn.Module):
+    """Two blocks of two Linear layers each; ``scale`` multiplies the input's channels (an outlier where it is large)."""
+
+    def __init__(self, scale: torch.Tensor) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.scale = scale
+        self.blocks = nn.ModuleList([nn.ModuleDict({"a": nn.Linear(16, 16), "b": nn.Linear(16, 16)}) for _ in range(2)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            h = x * self.scale
+            x = block["b"](torch.relu(block["a"](h)))
+            x = x / x.std(-1, keepdim=True).clamp_min(1e-6)  # renormalise, as a LayerNorm would
+        return x
+
+
+def _batches(n: int = 8) -> list[torch.Tensor]:
+    gen = torch.Generator().manual_seed(1)
+    return [torch.randn(64, 16, generator=gen) for _ in range(n)]
+
+
+def test_a_channel_scaled_twenty_fold_is_an_outlier_channel_and_raises_every_measure() -> None:
+    even = activation_outliers(_Blocks(torch.ones(16)), _batches(), tokens=512)
+    scale = torch.ones(16)
+    scale[5] = 20.0
+    skewed = activation_outliers(_Blocks(scale), _batches(), tokens=512)
+    first_even, first_skewed = even.layers[0], skewed.layers[0]  # blocks.0.a reads the scaled input
+    assert first_even.outlier_channels == () and 5 in first_skewed.outlier_channels
+    assert first_skewed.absmax_ratio > 5 * first_even.absmax_ratio
+    assert first_skewed.norm_ratio > 5 * first_even.norm_ratio
+    assert first_even.kurtosis == pytest.approx(3.0, abs=0.5)  # a Gaussian's
+    assert first_skewed.kurtosis > 10
+    assert first_skewed.absmax >= MAGNITUDE
+    assert 5 in skewed.systematic  # outlier in both blocks' first layer: half the layers of width 16
+    assert even.systematic == () and even.summary()["layers_with_outliers"] == 0
+
+
+def test_counted_tokens_and_layers_read_twice_are_one_input() -> None:
+    class Shared(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks = nn.ModuleList([nn.Linear(8, 8), nn.Linear(8, 8)])
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.blocks[0](x) + self.blocks[1](x)  # both read the same tensor, like q and k
+
+    gen = torch.Generator().manual_seed(0)
+    report = activation_outliers(Shared(), [torch.randn(100, 8, generator=gen) for _ in range(3)], tokens=250)
+    assert [layer.layer for layer in report.layers] == ["blocks.0"]
+    assert report.layers[0].tokens == 250
