@@ -57,8 +57,8 @@ Sparsities = tuple[float, ...]
 class PruneOptions(ProblemOptions):
     """Options of the ``prune`` problem."""
 
-    model: Literal["lm-pydoc", "lm-pydoc-tiny"] = config_field(
-        PruneConfig, "model", description="the zoo LM to prune (lm-pydoc-tiny: a small one for tests)"
+    model: Literal["lm-pydoc", "lm-pydoc-tiny", "lm-pystdlib", "lm-pystdlib-tiny"] = config_field(
+        PruneConfig, "model", description="the zoo LM to prune (lm-pystdlib: on 31 MB of Python source; the -tiny ones for tests)"
     )
     score: Literal["magnitude", "wanda", "cos", "var", "cos+var", "sparsegpt"] = config_field(PruneConfig, "score")
     calib_tokens: int = config_field(PruneConfig, "calib_tokens")
