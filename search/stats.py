@@ -96,3 +96,63 @@ def verdict(
     if half > 2 * abs(mean - null) and word.startswith("within"):
         warnings.append("wide spread: the interval is more than twice the effect")
     return f"{head}: {word}" + (f"; warning: {', '.join(warnings)}" if warnings else "")
+
+
+# ---- one run against its own baseline, where the result carries no interval (tools' ``verdict`` field)
+
+PERPLEXITY_NOISE_PCT = 0.3
+"""A perplexity change smaller than this share of the baseline's (in %) counts as noise in a single run.
+
+A rule, not a measured interval: a tool's single run has no spread to estimate. 0.3 % is the 95 %
+paired half-width over seeds of SPSA-light against round-to-nearest on lm-pydoc-tiny (0.035 on
+11.8, docs/bench/quant/zoqat.md), the size of what one more seed moves a trained perplexity by."""
+
+
+def accuracy_noise(a_pct: float, b_pct: float, n: int) -> float:
+    """The noise, in points, of the difference of two accuracies (%) measured on the same ``n`` examples.
+
+    Two binomial standard errors of the difference, the two accuracies taken as independent
+    (conservative: both are measured on the same examples), and never less than one example
+    (``100 / n`` points): a difference of less than one example cannot be a signal.
+    """
+    if n < 1:
+        raise ValueError(f"accuracy_noise needs at least one example, got n={n}")
+    p, q = a_pct / 100, b_pct / 100
+    two_se = 200 * math.sqrt(max(p * (1 - p) + q * (1 - q), 0.0) / n)
+    return max(two_se, 100 / n)
+
+
+def effect_verdict(what: str, value: float, baseline: float, *, metric: str, n: int | None = None) -> str:
+    """One line, ``verdict: ...``, judging one run's ``value`` against the ``baseline`` in the same result.
+
+    ``metric`` is ``accuracy`` (%, higher is better; the noise is :func:`accuracy_noise` on the
+    ``n`` examples both were measured on) or ``perplexity`` (lower is better; the noise is the
+    rule :data:`PERPLEXITY_NOISE_PCT`). The word is ``negative`` when the run is worse than its
+    baseline beyond the noise, ``within noise`` inside it, ``positive`` when better beyond it.
+
+    Example:
+        >>> line = effect_verdict("4-bit vs float", 96.4, 97.0, metric="accuracy", n=500)
+        >>> line.partition(" (")[0], line.rpartition(": ")[2]
+        ('verdict: 4-bit vs float: -0.60 points', 'within noise, no effect shown')
+    """
+    if metric == "accuracy":
+        if n is None:
+            raise ValueError("an accuracy verdict needs n, the number of examples both accuracies were measured on")
+        diff = value - baseline
+        noise = accuracy_noise(value, baseline, n)
+        head = f"{diff:+.2f} points ({value:.2f} vs {baseline:.2f} %; noise {noise:.2f} points: 2 binomial SE on {n} test examples"
+        head += ", one run)"
+        better = diff > 0
+    elif metric == "perplexity":
+        diff = 100 * (value / baseline - 1)
+        noise = PERPLEXITY_NOISE_PCT
+        head = f"{diff:+.2f} % perplexity ({value:.3f} vs {baseline:.3f}; noise rule: changes under {noise} % count as noise"
+        head += ", one run, no interval)"
+        better = diff < 0
+    else:
+        raise ValueError(f"effect_verdict judges accuracy or perplexity, not {metric!r}")
+    if abs(diff) <= noise:
+        word = "within noise, no effect shown"
+    else:
+        word = "positive: better than the baseline beyond the noise" if better else "negative: worse than the baseline beyond the noise"
+    return f"verdict: {what}: {head}: {word}"

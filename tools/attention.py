@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Literal
 
 from coevo.search.errors import UserInputError
 from coevo.search.problem import config_field
+from coevo.search.stats import effect_verdict
 from coevo.sim.attention import METHODS, attention_flops, check_config, evaluate_sparse, evaluate_sparse_model
 from coevo.sim.attention.config import ATTENTION, MAX_BITS, MIN_BITS, AttentionFamilyConfig
 from coevo.sim.attention.evaluate import check_eval
@@ -104,6 +105,12 @@ class AttentionSparse(Tool):
             "d_model": d_model,
             "n_heads": n_heads,
             "per_layer_ops": flops,
+            "verdict": effect_verdict(
+                f"{args.method} vs exact attention, {args.split} perplexity",
+                result["perplexity"],
+                result["dense_perplexity"],
+                metric="perplexity",
+            ),
             "wall_s": round(time.perf_counter() - start, 3),
         }
         messages = [
@@ -116,6 +123,7 @@ class AttentionSparse(Tool):
             messages.append("recall_topk and attention_mass_kept average over queries that saw more than top_k keys (the others keep all)")
         if args.method == "topk-quantized-keys" and args.top_k >= length:
             messages.append(f"top_k={args.top_k} >= the model's length {length}: every visible key is kept, this is dense attention")
+        messages.append(value["verdict"])
         return ToolResult(value=value, messages=messages)
 
 

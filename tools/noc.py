@@ -11,6 +11,7 @@ from pydantic import Field
 
 from coevo.search.errors import UserInputError
 from coevo.search.problem import config_field
+from coevo.search.stats import effect_verdict
 from coevo.search.work_progress import cycles, report
 from coevo.sim.accel.compress import compress
 from coevo.sim.accel.config import AccelConfig
@@ -284,10 +285,37 @@ class CompressEnergyAware(Tool):
             ).as_dict()
         except KeyboardInterrupt:
             raise UserInputError("compression stopped by the user (Ctrl-C); nothing was kept") from None
+        value["verdict"] = compress_verdict(value)
         return ToolResult(
             value=value,
             messages=[
                 "energies simulated (bit-level model, Horowitz 45 nm costs), accuracies measured; chosen on validation",
                 "energy scopes: compute_* = MAC only, onchip_* = compute + SRAM, total_* = compute + SRAM + DRAM",
+                value["verdict"],
             ],
         )
+
+
+def compress_verdict(value: dict[str, Any]) -> str:
+    """One line judging the layer-wise restriction against its baselines in the same ``compress.energy_aware`` value.
+
+    Energy (the paper's claim: layer-wise saves more than layer-agnostic): the compute-scope
+    reductions vs INT8 compared by sign, since one seed's simulated energies carry no noise of their
+    own (the seed-to-seed spread is in docs/bench/noc/energy.md). Accuracy: layer-wise test accuracy
+    against INT8's by :func:`search.stats.effect_verdict`'s rule.
+    """
+    wise, agnostic = value["layer_wise"]["compute_reduction_vs_int8"], value["layer_agnostic"]["compute_reduction_vs_int8"]
+    diff = 100 * (wise - agnostic)
+    word = "positive: layer-wise saves more" if diff > 0 else "negative: layer-wise saves less" if diff < 0 else "no difference"
+    energy = (
+        f"layer-wise vs layer-agnostic, compute energy saved vs INT8: {100 * wise:.1f} % vs {100 * agnostic:.1f} % "
+        f"({diff:+.1f} points; simulated, one seed): {word}"
+    )
+    accuracy = effect_verdict(
+        "layer-wise vs INT8, test accuracy",
+        value["layer_wise"]["test_accuracy"],
+        value["int8"]["test_accuracy"],
+        metric="accuracy",
+        n=value["n_test"],
+    )
+    return f"verdict: {energy}; {accuracy.removeprefix('verdict: ')}"

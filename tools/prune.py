@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal
 
 from coevo.search.problem import config_field
-from coevo.search.prune.run import prune_zoo
+from coevo.search.prune.run import PruneOutcome, prune_zoo
+from coevo.search.stats import effect_verdict
 from coevo.search.work_progress import report
 from coevo.sim.prune.config import PruneConfig
 from coevo.tools._base import Tool, ToolArgs, ToolResult
@@ -72,11 +73,25 @@ class PruneActivation(Tool):
             progress=report,
         )
         better = "lower" if outcome.metric == "perplexity" else "higher"
+        value = outcome.as_dict()
+        value["verdict"] = verdict(outcome, len(zm.splits["test"]))
         return ToolResult(
-            value=outcome.as_dict(),
+            value=value,
             messages=[
                 *notes,
                 f"{outcome.metric} measured on the zoo's val/test splits ({better} is better); wall_s is the pruning alone",
                 "weights are zeroed in a copy: no speed-up is claimed (sparse kernels are not modelled)",
+                value["verdict"],
             ],
         )
+
+
+def verdict(outcome: PruneOutcome, n_test: int) -> str:
+    """The pruned model's test metric judged against the dense model's in the same outcome (``search.stats``' rule).
+
+    ``n_test``: the test examples the accuracy of a classifier was measured on (a perplexity ignores it).
+    """
+    if outcome.test_pruned is None or outcome.test_dense is None:  # the tool measures test; kept for the types
+        return "verdict: no test split measured"
+    what = f"{outcome.score} {outcome.pattern} at {outcome.sparsity:.0%} sparsity vs dense, test {outcome.metric}"
+    return effect_verdict(what, outcome.test_pruned, outcome.test_dense, metric=outcome.metric, n=n_test)

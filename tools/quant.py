@@ -9,6 +9,7 @@ from pydantic import Field
 
 from coevo.search.errors import UserInputError
 from coevo.search.problem import config_field
+from coevo.search.stats import effect_verdict
 from coevo.search.work_progress import report
 from coevo.sim.quant import CANDIDATES, greedy_search, quant_layers, quantize
 from coevo.sim.quant.config import QuantConfig
@@ -87,7 +88,8 @@ class QuantClassBased(Tool):
         except KeyboardInterrupt:
             raise UserInputError("quantization stopped by the user (Ctrl-C); nothing was kept") from None
         alloc = result.allocation
-        value = {
+        n_test = len(test.dataset)  # type: ignore[arg-type]  # a Dataset is not Sized to mypy; the zoo gives a TensorDataset
+        value: dict[str, Any] = {
             "model": args.model,
             "method": args.method,
             "target_avg_bits": None if args.method == "greedy" else args.avg_bits,
@@ -103,6 +105,8 @@ class QuantClassBased(Tool):
             "compression_x": round(result.float_bits / result.model_bits, 3),
             "layers": result.layer_summary(quant_layers(zm.model)),
             **extra,
+            "n_test": n_test,
+            "verdict": _verdict(args.method, alloc.avg_bits, result.test_after, result.test_before, n_test),
             "wall_s": round(time.perf_counter() - start, 3),
         }
         return ToolResult(
@@ -111,5 +115,13 @@ class QuantClassBased(Tool):
                 *notes,
                 "weights fake-quantized per output filter/neuron (symmetric); biases and activations stay float32; "
                 "model_bits counts a 32-bit scale per unit. Accuracy in %, val chose the epoch, test measured once.",
+                value["verdict"],
             ],
         )
+
+
+def _verdict(method: str, bits: float, after: float | None, before: float | None, n_test: int) -> str:
+    """The quantized model's test accuracy judged against the float model's in the same result (``search.stats``' rule)."""
+    if after is None or before is None:  # the tool always passes a test loader; kept for the types
+        return "verdict: no test accuracy measured"
+    return effect_verdict(f"{method} at {bits:.2f} average bits vs the float model, test", after, before, metric="accuracy", n=n_test)

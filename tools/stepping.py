@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any, ClassVar, Literal
 
@@ -11,6 +10,7 @@ from pydantic import Field, field_validator
 
 from coevo.search.errors import UserInputError
 from coevo.search.problem import config_field
+from coevo.search.stats import accuracy_noise
 from coevo.search.work_progress import report
 from coevo.sim.stepping import Built, StepRunner, budget_step, build, check_fractions, measure_latency, plan, zoo_setup
 from coevo.sim.stepping.config import SteppingConfig
@@ -80,13 +80,14 @@ def _built(model: str, steps: list[float], kind: str, args: _Common, notes: list
 def verdict_line(kind: str, stepping: list[float], other: list[float], n_test: int) -> str:
     """One line judging stepping against a baseline: the mean difference over steps against two standard errors of it.
 
-    The noise is two binomial standard errors of the difference of two accuracies on the same
-    ``n_test`` images, taken as independent (conservative): one seed, one split. A difference inside
-    it shows no gain; a negative one beyond it says stepping is behind.
+    The noise is :func:`search.stats.accuracy_noise` (the rule every tool's accuracy verdict uses):
+    two binomial standard errors of the difference of two accuracies on the same ``n_test`` images,
+    taken as independent (conservative), at least one image: one seed, one split. A difference
+    inside it shows no gain; a negative one beyond it says stepping is behind.
     """
-    diff = sum(stepping) / len(stepping) - sum(other) / len(other)
-    p, q = sum(stepping) / len(stepping) / 100, sum(other) / len(other) / 100
-    noise = 200 * math.sqrt((p * (1 - p) + q * (1 - q)) / n_test)
+    mine, theirs = sum(stepping) / len(stepping), sum(other) / len(other)
+    diff = mine - theirs
+    noise = accuracy_noise(mine, theirs, n_test)
     if abs(diff) <= noise:
         word = "inside its noise: no gain shown"
     else:

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from coevo.search.errors import UserInputError
 from coevo.search.problem import config_field
+from coevo.search.stats import effect_verdict
 from coevo.search.work_progress import report
 from coevo.sim.zoo import ZooError
 from coevo.sim.zoqat.config import DEFAULT_LR, ZoQatConfig
@@ -111,6 +112,7 @@ class ZoQat(Tool):
             "s_per_step": out["s_per_step"],
             "train_s": out["train_s"],
             "trainable_values": out["trainable_values"],
+            "verdict": _verdict(args.method, metric, out),
         }
         messages = [
             f"{metric} on {args.eval_batches or 'all'} batches per split; 'rtn' is before training, 'after' after it",
@@ -119,4 +121,17 @@ class ZoQat(Tool):
         ]
         if not out["peak_reset"]:
             messages.append("the kernel did not allow resetting the high-water mark: peak_rss_mb covers the whole run")
+        messages.append(value["verdict"])
         return ToolResult(value=value, messages=messages)
+
+
+def _verdict(method: str, metric: str, out: dict[str, Any]) -> str:
+    """Test quality after training judged against round-to-nearest in the same run (``rtn`` itself: against the float model)."""
+    base = "float" if method == "rtn" else "rtn"  # rtn is the baseline of the others; its own effect is the quantization's
+    return effect_verdict(
+        f"{method} vs {base}, test {metric}",
+        out["after_test"],
+        out[f"{base}_test"],
+        metric=metric,
+        n=out.get("n_scored", {}).get("test"),
+    )

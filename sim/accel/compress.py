@@ -265,6 +265,8 @@ class CompressionReport:
     wall_s: float
     psum_bits: dict[str, int] = field(default_factory=dict)
     """Per layer, the partial-sum register width its MSB groups were measured with."""
+    n_test: int = 0
+    """Test images every test accuracy is measured on (the noise of an accuracy difference needs it)."""
     energy_units: str = "pJ per inference (simulated: Horowitz ISSCC 2014 45 nm costs on bit-level switching and the array's accesses)"
 
     def accuracy_drop(self, scheme: SchemeResult) -> float:
@@ -297,6 +299,7 @@ class CompressionReport:
             "steps_scored": len(self.steps),
             "mapping": self.mapping,
             "psum_bits_by_layer": self.psum_bits,
+            "n_test": self.n_test,
             "energy_units": self.energy_units,
             "energy_scopes": dict(SCOPES),
             "energy_constants": constants(),
@@ -635,6 +638,7 @@ def compress(
             dataset=comp.dataset,
             wall_s=round(time.perf_counter() - started, 2),
             psum_bits=dict(comp.psum_bits),
+            n_test=len(comp.zoo.splits["test"]),
         )
     return copy.deepcopy(_RESULTS[key])
 

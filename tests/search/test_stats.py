@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from coevo.search.stats import excludes_zero, format_interval, t_interval, verdict
+from coevo.search.stats import PERPLEXITY_NOISE_PCT, accuracy_noise, effect_verdict, excludes_zero, format_interval, t_interval, verdict
 
 
 def test_t_interval_matches_the_textbook_values() -> None:
@@ -55,3 +55,37 @@ def test_a_single_pair_has_no_interval_and_says_so() -> None:
     )
     with pytest.raises(ValueError):
         verdict("a vs b", [], unit="points")
+
+
+# ---- one run against its own baseline: effect_verdict (the tools' ``verdict`` field)
+
+
+def test_the_accuracy_noise_is_two_standard_errors_and_never_below_one_example() -> None:
+    # p = q = 0.9 on 400: 200 * sqrt(2 * 0.09 / 400) = 4.243 points; at 100 % there is no spread: one example, 0.25 points
+    assert accuracy_noise(90.0, 90.0, 400) == pytest.approx(200 * math.sqrt(0.18 / 400))
+    assert accuracy_noise(100.0, 100.0, 400) == pytest.approx(0.25)
+    with pytest.raises(ValueError):
+        accuracy_noise(90.0, 90.0, 0)
+
+
+def test_an_accuracy_verdict_names_the_sign_only_beyond_the_noise() -> None:
+    n = 500  # at ~97 % the noise is about 2.2 points
+    drop = effect_verdict("m vs base", 90.0, 97.0, metric="accuracy", n=n)
+    gain = effect_verdict("m vs base", 97.0, 90.0, metric="accuracy", n=n)
+    tie = effect_verdict("m vs base", 96.4, 97.0, metric="accuracy", n=n)
+    assert drop.startswith("verdict: m vs base: -7.00 points") and drop.endswith("negative: worse than the baseline beyond the noise")
+    assert gain.startswith("verdict: m vs base: +7.00 points") and gain.endswith("positive: better than the baseline beyond the noise")
+    assert tie.endswith("within noise, no effect shown") and len({drop, gain, tie}) == 3
+    with pytest.raises(ValueError, match="needs n"):
+        effect_verdict("m vs base", 90.0, 97.0, metric="accuracy")
+
+
+def test_a_perplexity_verdict_turns_the_sign_lower_is_better_and_uses_the_documented_rule() -> None:
+    worse = effect_verdict("p vs dense", 12.6, 12.0, metric="perplexity")  # +5 %
+    better = effect_verdict("p vs dense", 11.4, 12.0, metric="perplexity")  # -5 %
+    small = 12.0 * (1 + PERPLEXITY_NOISE_PCT / 200)  # half the rule's threshold
+    assert "+5.00 % perplexity" in worse and worse.endswith("negative: worse than the baseline beyond the noise")
+    assert "-5.00 % perplexity" in better and better.endswith("positive: better than the baseline beyond the noise")
+    assert effect_verdict("p vs dense", small, 12.0, metric="perplexity").endswith("within noise, no effect shown")
+    with pytest.raises(ValueError, match="accuracy or perplexity"):
+        effect_verdict("x", 1.0, 1.0, metric="latency")

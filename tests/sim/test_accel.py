@@ -290,6 +290,7 @@ def test_energy_aware_compression_meets_the_budget_on_validation() -> None:
     assert wise["onchip_pj"] == pytest.approx(wise["compute_pj"] + wise["sram_pj"], abs=0.2)
     assert shown["psum_bits_by_layer"] == dict.fromkeys(out.int8.levels, 22) and set(shown["energy_scopes"]) == set(SCOPES)
     assert shown["mapping"]["conv2"]["gemm_mkn"] == [64, 16 * 9, 32]  # 8x8 output pixels, 16 channels x 3x3, 32 filters
+    assert shown["n_test"] == 500  # cnn-digits' test images: the tool's accuracy verdict counts them
     with pytest.raises(UserInputError, match="unknown model"):
         compress("cnn-mnist")
     with pytest.raises(UserInputError, match="levels must start at 256"):

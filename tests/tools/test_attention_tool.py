@@ -21,9 +21,12 @@ def test_top_k_result_is_consistent_with_the_hand_counts() -> None:
 
 
 def test_top_k_over_the_length_is_the_dense_model() -> None:
-    value = call_tool(TOOL, {"top_k": 500, "key_bits": 2, "max_batches": 1}).value
+    result = call_tool(TOOL, {"top_k": 500, "key_bits": 2, "max_batches": 1})
+    value = result.value
     assert value["perplexity"] == pytest.approx(value["dense_perplexity"], rel=1e-5) and value["recall_topk"] == 1.0
     assert value["per_layer_ops"]["mac_ratio"] == 1.0
+    # no effect to show, and the caller is told so in the value and in what chat and the CLI print
+    assert value["verdict"].endswith("within noise, no effect shown") and value["verdict"] in result.messages
 
 
 def test_local_global_has_no_recall_and_no_prescoring() -> None:

@@ -15,7 +15,9 @@ BASE = {"model": "lm-pydoc-tiny", "calib_tokens": 32}
 def test_prunes_to_the_target_and_reports_both_perplexities() -> None:
     zm = zoo_model("lm-pydoc-tiny")
     before = {k: v.clone() for k, v in zm.model.state_dict().items()}
-    v = call_tool(TOOL, {**BASE, "sparsity": 0.5, "pattern": "4:8", "score": "wanda"}).value
+    result = call_tool(TOOL, {**BASE, "sparsity": 0.5, "pattern": "4:8", "score": "wanda"})
+    v = result.value
+    assert v["verdict"] in result.messages and "vs dense, test perplexity" in v["verdict"]
     assert v["sparsity"] == 0.5 and v["layers"] == 12 and v["pattern"] == "4:8" and v["calib_tokens"] == 32
     assert set(v["layer_sparsity"].values()) == {0.5}
     assert v["metric"] == "perplexity" and 1 < v["val_dense"] < v["val_pruned"] and 1 < v["test_dense"] < v["test_pruned"]

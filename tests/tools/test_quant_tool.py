@@ -28,7 +28,10 @@ def test_class_based_result_is_consistent() -> None:
 
 
 def test_uniform_four_bits_is_four_bits_everywhere() -> None:
-    value = call_tool(TOOL, {"avg_bits": 4.0, "method": "uniform", "finetune_epochs": 0}).value
+    result = call_tool(TOOL, {"avg_bits": 4.0, "method": "uniform", "finetune_epochs": 0})
+    value = result.value
+    assert value["verdict"] in result.messages and "uniform at 4.00 average bits vs the float model" in value["verdict"]
+    assert value["n_test"] == 500  # cnn-digits' test split: the verdict's noise counts its images
     assert value["avg_bits"] == 4.0 and all(row["min_bits"] == row["max_bits"] == 4 for row in value["layers"])
     assert value["val_accuracy_after"] == value["val_accuracy_rtn"]  # no fine-tuning: round-to-nearest
 

@@ -13,8 +13,10 @@ QUICK: dict[str, Any] = {"model": "lm-pydoc-tiny", "w_bits": 4, "a_bits": 8, "ev
 
 
 def test_rtn_is_the_untrained_quantized_model_and_costs_quality() -> None:
-    value = call_tool(TOOL, {**QUICK, "w_bits": 2, "method": "rtn"}).value
+    result = call_tool(TOOL, {**QUICK, "w_bits": 2, "method": "rtn"})
+    value = result.value
     ppl = value["perplexity"]
+    assert value["verdict"] in result.messages and "rtn vs float, test perplexity" in value["verdict"]
     assert value["metric"] == "perplexity" and value["steps"] == 0
     assert ppl["after"] == ppl["rtn"]  # no training: after is the RTN model
     assert ppl["rtn"]["val"] > ppl["float"]["val"] > 1  # 2-bit weights hurt the float model
