@@ -368,15 +368,23 @@ class KnowledgeStore:
             latest[(row.hid, row.study, row.trial, row.source)] = row
         return list(latest.values())
 
-    def load(self, kb: str) -> KnowledgeBase:
-        """The current state of ``kb`` as a working copy (empty if it does not exist)."""
+    def load(self, kb: str, *, study: str | None = None) -> KnowledgeBase:
+        """The current state of ``kb`` as a working copy (empty if it does not exist).
+
+        A heuristic's ``support``, ``refute`` and ``effects`` are the reasoner's evidence from
+        trials of ``study`` (default: ``kb``, as :meth:`save` writes them) only: they are bare trial
+        numbers, and :meth:`save` writes them back under ``study``, so evidence an import brought
+        along (trials of the source study) must not enter them, or it would come back as this
+        study's trials of the same numbers.
+        """
+        study = study or kb
         heads = self.latest(kb)
         out = KnowledgeBase(version=sum(v.version for v in heads.values()))
         for hid in sorted(heads, key=_id_order):
             out.heuristics[hid] = heads[hid].heuristic()
         for row in self.evidence(kb):
             h = out.heuristics.get(row.hid)
-            if h is None or row.source != "reasoner":
+            if h is None or row.source != "reasoner" or row.study != study:
                 continue
             (h.support if row.kind == "support" else h.refute).append(row.trial)
             if row.effect is not None:
