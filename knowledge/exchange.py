@@ -278,13 +278,20 @@ def records_from(store: KnowledgeStore, source: str) -> list[ImportRecord]:
     """Heuristics from ``source``: an export file, or the name of a knowledge base (study) in ``store``.
 
     Raises:
-        UserInputError: neither a readable file nor a knowledge base of that name.
+        UserInputError: neither a readable file nor a knowledge base of that name, or a knowledge
+            base without heuristics.
     """
     path = Path(source)
     if path.is_file():
         return read_file(path)
     if store.exists(source):
-        return parse_jsonl(to_jsonl(store.export(source)), source=source)
+        exported = list(store.export(source))
+        if not exported:  # parse_jsonl would speak of a file
+            raise UserInputError(
+                f"--kb-from {source!r}: its knowledge base holds no heuristics (its study has learned none yet); "
+                f"give a study whose knowledge base has some (`coevo kb list --study NAME`)"
+            )
+        return parse_jsonl(to_jsonl(exported), source=source)
     raise _no_source(store.url, source)
 
 

@@ -81,3 +81,11 @@ def test_missing_and_empty_sources(store: KnowledgeStore, tmp_path: Path) -> Non
         parse_jsonl("\n\n", source="empty.jsonl")
     with pytest.raises(UserInputError, match="no such file, and no knowledge base"):
         records_from(store, "neither")
+
+
+def test_a_knowledge_base_without_heuristics_is_refused_as_one_not_as_a_file(store: KnowledgeStore) -> None:
+    store.save("empty", KnowledgeBase(), round_no=0, by="offline", spec=SPEC)  # a study that learned nothing yet
+    assert store.exists("empty")
+    with pytest.raises(UserInputError, match="its knowledge base holds no heuristics") as raised:
+        records_from(store, "empty")
+    assert "file" not in str(raised.value)
