@@ -21,18 +21,19 @@ at the source study's trials and does not count (:func:`verdict`).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from coevo.knowledge.heuristics import HUMAN
 from coevo.knowledge.store import EvidenceRow, KnowledgeStore, Version, import_source, iter_ids, status_there
+from coevo.search.errors import UserInputError
 
 HELD: frozenset[str] = frozenset({"validated", "accepted"})
 """Statuses now that say an imported claim held (validated here again, or accepted by a person here)."""
 NOT_HELD: frozenset[str] = frozenset({"refuted", "unhelpful", "rejected"})
 """Statuses now that say it did not (false on this study's evidence, of no help to its proposals, or rejected here)."""
-VERDICTS: tuple[str, ...] = ("held", "did not hold", "open", "not tested here", "set aside")
+VERDICTS: tuple[str, ...] = ("held", "did not hold", "open", "not tested here", "not measurable here", "set aside")
 """What :func:`verdict` says, in the order the report counts them."""
 
 
@@ -88,11 +89,13 @@ class Imported:
         return f"{problem} -> part {self.part}" if self.part else problem
 
 
-def verdict(status_imported: str, status_now: str, support: int, refute: int) -> str:
+def verdict(status_imported: str, status_now: str, support: int, refute: int, *, measurable: bool = True) -> str:
     """Whether an imported claim held in the knowledge base it was brought to, from its status and that study's evidence.
 
     * ``not tested here``: no evidence of this study, and its status is still the imported one
-      (also a person's decision brought along: no automatic rule changes it);
+      (also a person's decision brought along: no automatic rule changes it); ``not measurable
+      here`` when the claim is about an objective this problem does not have (``measurable``
+      False: a quant study's ``avg_bits`` in deploy-cnn), so nothing here can test it;
     * ``held``: validated here (an import arrives at most proposed, so it earned it), or accepted here;
     * ``did not hold``: refuted or unhelpful on this study's evidence, or rejected here;
     * ``set aside``: retired here;
@@ -105,7 +108,7 @@ def verdict(status_imported: str, status_now: str, support: int, refute: int) ->
     """
     untouched = status_now == status_imported
     if untouched and (support + refute == 0 or status_now in HUMAN):
-        return "not tested here"
+        return "not tested here" if measurable else "not measurable here"
     if status_now in HELD:
         return "held"
     if status_now in NOT_HELD:
@@ -125,6 +128,7 @@ def imported_heuristics(store: KnowledgeStore, kb: str) -> list[Imported]:
         if v.hid not in latest or v.version > latest[v.hid].version:
             latest[v.hid] = v
     here = _own_evidence(store.evidence(kb), kb)
+    measured = _objectives(store.spec(kb))
     out = []
     for hid in iter_ids(latest):
         head, start = latest[hid], first[hid]
@@ -146,10 +150,27 @@ def imported_heuristics(store: KnowledgeStore, kb: str) -> list[Imported]:
                 confidence_now=head.confidence,
                 support=support,
                 refute=refute,
-                verdict=verdict(start.status, head.status, support, refute),
+                verdict=verdict(start.status, head.status, support, refute, measurable=_about(head, measured)),
             )
         )
     return out
+
+
+def _objectives(spec: Mapping[str, Any]) -> frozenset[str] | None:
+    """The objective names of the problem ``spec`` names (its class's declaration), None when it cannot be loaded here."""
+    from coevo.search.problems import problem_class  # search.problems imports problem modules; only a report needs it
+
+    try:
+        declared = problem_class(str(spec.get("problem"))).objectives
+    except UserInputError:
+        return None
+    return frozenset(o.name for o in declared) if isinstance(declared, tuple) else None
+
+
+def _about(head: Version, objectives: frozenset[str] | None) -> bool:
+    """Whether ``head``'s claim is about one of ``objectives`` (True when it names none, or they are unknown)."""
+    claimed = (head.structured or {}).get("objective")
+    return objectives is None or claimed is None or claimed in objectives
 
 
 def _learned_on(first: Version) -> str | None:

@@ -531,7 +531,9 @@ def _imported_section(items: Sequence[Imported]) -> list[Block]:
             "'Now' is the status after this study's own evidence (the support/refute rows of its trials; evidence the import "
             "brought along points at the source study's trials and is not counted). 'Held' reads the two together: held "
             "(validated or accepted here), did not hold (refuted, unhelpful or rejected here), open (evidence here, no "
-            "decision yet), not tested here (no evidence here and the imported status unchanged), set aside (retired here).",
+            "decision yet), not tested here (no evidence here and the imported status unchanged), not measurable here (the same, "
+            "for a claim about an objective this problem does not have), set aside (retired here). A claim refuted here by "
+            "re-measurement carries that measurement in its words (its evaluation counts), not as evidence rows.",
         ),
     ]
     rows = [
