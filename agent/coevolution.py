@@ -33,7 +33,7 @@ import optuna
 from coevo.agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner
 from coevo.knowledge import Heuristic, KnowledgeBase, retrieval, validation
 from coevo.knowledge.exchange import onto_part, records_from
-from coevo.knowledge.store import KnowledgeStore, StudyKnowledge
+from coevo.knowledge.store import IMPORT_BY, KnowledgeStore, StudyKnowledge
 from coevo.search.acquisition import greedy_ehvi, greedy_hv
 from coevo.search.config import DEFAULT_KB_FROM_USE, KB_FROM_USES
 from coevo.search.errors import CoevoError, UserInputError
@@ -304,7 +304,7 @@ class CoevolutionProposer(Proposer):
                 raise
             records = []  # a study without a knowledge base: its evaluations seed the predictor, no heuristic comes
         ids = (
-            store.store.import_records(store.kb, records, spec=store.spec, by=f"import from {self.kb_from}", round_no=ctx.round)
+            store.store.import_records(store.kb, records, spec=store.spec, by=IMPORT_BY + self.kb_from, round_no=ctx.round)
             if records
             else []
         )

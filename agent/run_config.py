@@ -51,8 +51,10 @@ def check_kb_from(config: SearchConfig, problem: Problem | None = None) -> KbFro
 
     The source must exist (an export file, or a study or knowledge base in the storage), be of
     the search's problem (or of the predicted part of a composed one, whose objective must carry
-    over: :func:`search.transfer.part_compatibility`), and have the same objectives with the same directions and units
-    (:func:`search.transfer.prior_evidence` for a study's evaluations,
+    over: :func:`search.transfer.part_compatibility`; or of another part with the same parameters,
+    which seeds heuristics only: :func:`search.transfer.heuristic_compatibility`), and have the
+    same objectives with the same directions and units (:func:`search.transfer.prior_evidence`
+    for a study's evaluations,
     :func:`knowledge.exchange.source_records` for its heuristics). Other option values (another
     device, another dataset) are what transfer is for, and pass.
 
@@ -63,14 +65,16 @@ def check_kb_from(config: SearchConfig, problem: Problem | None = None) -> KbFro
     Returns:
         What the source seeds (``--kb-from-use``): the value given, else :data:`DEFAULT_KB_FROM_USE`,
         except that a source with no paid evaluations (an export file, a knowledge base whose study
-        is elsewhere) seeds its heuristics when no value was given; None without a source.
+        is elsewhere) or none that label the joint design (a study of a part that is not predicted)
+        seeds its heuristics when no value was given; None without a source.
 
     Raises:
-        UserInputError: a source that does not exist or does not fit the search.
+        UserInputError: a source that does not exist or does not fit the search, or a study that
+            seeds heuristics only with ``--kb-from-use`` evaluations or both.
     """
     from coevo.knowledge.exchange import source_records
     from coevo.search.errors import UserInputError
-    from coevo.search.transfer import nothing_paid, prior_evidence
+    from coevo.search.transfer import heuristics_only, nothing_paid, prior_evidence
 
     source = config.engine.kb_from
     if not source:
@@ -78,8 +82,10 @@ def check_kb_from(config: SearchConfig, problem: Problem | None = None) -> KbFro
     use = config.engine.kb_from_use or DEFAULT_KB_FROM_USE
     problem = problem if problem is not None else config.make_problem()
     evidence = prior_evidence(problem, config.storage, source)  # first: a study of another problem says so, even with no knowledge base
-    if evidence.study is None and config.engine.kb_from_use is None:
-        use = "heuristics"  # nothing was paid there: its heuristics are all it has to give
+    if evidence.heuristics_only and config.engine.kb_from_use not in (None, "heuristics"):
+        raise heuristics_only(evidence, problem, use)
+    if (evidence.study is None or evidence.heuristics_only) and config.engine.kb_from_use is None:
+        use = "heuristics"  # nothing was paid there, or nothing that labels a joint design: its heuristics are all it has to give
     if use == "evaluations":
         if evidence.study is None:
             raise nothing_paid(source)

@@ -5,6 +5,7 @@
 * :mod:`knowledge.retrieval`: which heuristics a prompt carries, under a token budget.
 * :mod:`knowledge.validation`: the validation loop (proposals citing a heuristic test it).
 * :mod:`knowledge.exchange`: JSON-lines export and import.
+* :mod:`knowledge.imported`: where imported heuristics came from, and whether they held where they were brought.
 * :mod:`knowledge.report`: review reports; :mod:`knowledge.ablation`: counterfactual reruns.
 """
 

@@ -29,7 +29,7 @@ from coevo.knowledge.store import ImportRecord, KnowledgeStore, default_kb_url
 from coevo.search.compose import ComposedProblem
 from coevo.search.errors import StorageMissingError, UserInputError
 from coevo.search.problem import Problem
-from coevo.search.transfer import compatibility, part_compatibility, part_of
+from coevo.search.transfer import compatibility, heuristic_compatibility, heuristic_part_of
 
 MAX_ERRORS_SHOWN = 10
 
@@ -278,13 +278,20 @@ def records_from(store: KnowledgeStore, source: str) -> list[ImportRecord]:
     """Heuristics from ``source``: an export file, or the name of a knowledge base (study) in ``store``.
 
     Raises:
-        UserInputError: neither a readable file nor a knowledge base of that name.
+        UserInputError: neither a readable file nor a knowledge base of that name, or a knowledge
+            base without heuristics.
     """
     path = Path(source)
     if path.is_file():
         return read_file(path)
     if store.exists(source):
-        return parse_jsonl(to_jsonl(store.export(source)), source=source)
+        exported = list(store.export(source))
+        if not exported:  # parse_jsonl would speak of a file
+            raise UserInputError(
+                f"--kb-from {source!r}: its knowledge base holds no heuristics (its study has learned none yet); "
+                f"give a study whose knowledge base has some (`coevo kb list --study NAME`)"
+            )
+        return parse_jsonl(to_jsonl(exported), source=source)
     raise _no_source(store.url, source)
 
 
@@ -340,29 +347,32 @@ def check_scopes(records: Sequence[ImportRecord], problem: Problem, *, source: s
 def onto_part(records: Sequence[ImportRecord], problem: Problem, *, source: str) -> list[ImportRecord]:
     """``records`` with those learned on a part's problem of a composed ``problem`` scoped to that part.
 
-    A heuristic of an ``nb201`` study seeds an ``nb201-accel`` search this way: its scope names
-    ``problem`` and gains ``part`` (the part's key) and ``from`` (the problem it was learned
-    on), its other options kept (retrieval ignores those ``problem`` lacks: an NB201 device);
-    its structured claim gains ``part`` too, and the parameter it names is already the joint one
-    (a composition keeps its parts' parameter names, :func:`search.compose.check_parts`). Which parts map, and what
-    must carry over, is :func:`search.transfer.part_of` and :func:`search.transfer.part_compatibility`.
-    Other records come back as they are.
+    A heuristic of an ``nb201`` study seeds an ``nb201-accel`` search this way, and one of a
+    ``quant`` study a ``deploy-cnn`` search (its ``bits`` part): its scope names ``problem`` and
+    gains ``part`` (the part's key) and ``from`` (the problem it was learned on), its other
+    options kept (retrieval ignores those ``problem`` lacks: an NB201 device, a quant study's
+    fine-tuning epochs); its structured claim gains ``part`` too, and the parameter it names is
+    already the joint one (a composition keeps its parts' parameter names,
+    :func:`search.compose.check_parts`). Which parts map, and what must match, is
+    :func:`search.transfer.heuristic_part_of` and :func:`search.transfer.heuristic_compatibility`.
+    ``coevo kb report`` shows each one's part and source (:mod:`knowledge.imported`). Other
+    records come back as they are.
 
     Raises:
-        UserInputError: a part's heuristic whose predicted objective does not carry over
-            (learned on another dataset), in one line.
+        UserInputError: a heuristic of the predicted part whose objective does not carry over
+            (learned on another dataset), or of a part whose parameters differ, in one line.
     """
     out = []
     checked: set[str] = set()
     for rec in records:
-        key = part_of(problem, rec.scope.get("problem"))
+        key = heuristic_part_of(problem, rec.scope.get("problem"))
         if key is None:
             out.append(rec)
             continue
-        assert isinstance(problem, ComposedProblem)  # part_of maps only onto a composition's part
+        assert isinstance(problem, ComposedProblem)  # heuristic_part_of maps only onto a composition's part
         spec = {k: v for k, v in rec.scope.items() if k != "niche"}
         if json.dumps(spec, sort_keys=True) not in checked:
-            part_compatibility(problem, key, spec, source=source)
+            heuristic_compatibility(problem, key, spec, source=source)
             checked.add(json.dumps(spec, sort_keys=True))
         out.append(_scoped_to_part(rec, problem, key))
     return out

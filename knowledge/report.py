@@ -23,6 +23,7 @@ import numpy as np
 from coevo.knowledge import report_plots as plots
 from coevo.knowledge import validation
 from coevo.knowledge.heuristics import STATUS_MEANING, STATUSES, quantity_label, sig
+from coevo.knowledge.imported import VERDICTS, Imported, imported_heuristics
 from coevo.knowledge.store import KnowledgeStore, Version, iter_ids
 from coevo.search.errors import UserInputError
 from coevo.search.metrics import model_yield, pareto_mask
@@ -197,6 +198,7 @@ def _blocks(search: StoredSearch, store: KnowledgeStore, out: Path, storage: str
     blocks += _reading_section(facts)
     blocks += _hv_section(facts, out)
     blocks += _changes_section(facts.history, logs, rounds)
+    blocks += _imported_section(imported_heuristics(store, search.study.study_name))
     blocks += _heuristics_section(facts.latest, records, store, search.study.study_name)
     blocks += _exploration_section(problem, paid, facts.y2, facts.ref, out)
     blocks += _trust_section(logs, rounds)
@@ -507,6 +509,47 @@ def _heuristics_section(latest: dict[str, Version], records: dict[str, validatio
     blocks.append(
         TableBlock(["id", "heuristic", "niche", "status", "conf.", "sup/ref", "citing wins", "base rate", "P(better)", "versions"], rows)
     )
+    return blocks
+
+
+def _imported_section(items: Sequence[Imported]) -> list[Block]:
+    """Heuristics brought from another study (``--kb-from``, ``kb import``): where from, as what, and whether they held here."""
+    if not items:
+        return []
+    tally = Counter(i.verdict for i in items)
+    counts = ", ".join(f"{tally[v]} {v}" for v in VERDICTS if tally[v])
+    sources = ", ".join(sorted({i.source or i.origin.rsplit(":", 1)[0] for i in items}))
+    blocks: list[Block] = [
+        ("h2", "Imported heuristics"),
+        (
+            "p",
+            f"{len(items)} heuristics came from {sources} ({counts}). 'From' is the heuristic they were copied from "
+            "(knowledge base:id, and the study or file the import named when it differs); 'learned on' is the problem they "
+            "were learned on, and the part of this search's design they were mapped onto when that problem is one of its parts "
+            "(the claim's parameter is the joint one of the same name). 'There' is the status and confidence they had "
+            "there; an import keeps them, except that a validated claim arrives proposed and must be validated again here. "
+            "'Now' is the status after this study's own evidence (the support/refute rows of its trials; evidence the import "
+            "brought along points at the source study's trials and is not counted). 'Held' reads the two together: held "
+            "(validated or accepted here), did not hold (refuted, unhelpful or rejected here), open (evidence here, no "
+            "decision yet), not tested here (no evidence here and the imported status unchanged), not measurable here (the same, "
+            "for a claim about an objective this problem does not have), set aside (retired here). A claim refuted here by "
+            "re-measurement carries that measurement in its words (its evaluation counts), not as evidence rows.",
+        ),
+    ]
+    rows = [
+        [
+            i.hid,
+            i.text,
+            i.origin + (f" (via {i.source})" if i.source and not i.origin.startswith(f"{i.source}:") else ""),
+            i.mapping,
+            f"{i.status_there} {i.confidence_imported:.2f}",
+            f"{i.status_now} {i.confidence_now:.2f}",
+            f"{i.support}/{i.refute}",
+            i.verdict,
+        ]
+        for i in items
+    ]
+    blocks.append(TableBlock(["id", "heuristic", "from", "learned on", "there", "now", "sup/ref here", "held"], rows))
     return blocks
 
 

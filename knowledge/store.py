@@ -27,6 +27,7 @@ beside it; any other URL (PostgreSQL) holds the tables in the same database.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -367,15 +368,23 @@ class KnowledgeStore:
             latest[(row.hid, row.study, row.trial, row.source)] = row
         return list(latest.values())
 
-    def load(self, kb: str) -> KnowledgeBase:
-        """The current state of ``kb`` as a working copy (empty if it does not exist)."""
+    def load(self, kb: str, *, study: str | None = None) -> KnowledgeBase:
+        """The current state of ``kb`` as a working copy (empty if it does not exist).
+
+        A heuristic's ``support``, ``refute`` and ``effects`` are the reasoner's evidence from
+        trials of ``study`` (default: ``kb``, as :meth:`save` writes them) only: they are bare trial
+        numbers, and :meth:`save` writes them back under ``study``, so evidence an import brought
+        along (trials of the source study) must not enter them, or it would come back as this
+        study's trials of the same numbers.
+        """
+        study = study or kb
         heads = self.latest(kb)
         out = KnowledgeBase(version=sum(v.version for v in heads.values()))
         for hid in sorted(heads, key=_id_order):
             out.heuristics[hid] = heads[hid].heuristic()
         for row in self.evidence(kb):
             h = out.heuristics.get(row.hid)
-            if h is None or row.source != "reasoner":
+            if h is None or row.source != "reasoner" or row.study != study:
                 continue
             (h.support if row.kind == "support" else h.refute).append(row.trial)
             if row.effect is not None:
@@ -583,7 +592,7 @@ class KnowledgeStore:
                 author=rec.author,
                 created_round=round_no,
                 updated_round=round_no,
-                note=f"imported from {rec.origin}" + (f" (was {rec.status} there)" if status != rec.status else ""),
+                note=import_note(rec.origin, rec.status, status),
                 origin=rec.origin,
             )
             working.heuristics[h.id] = h
@@ -603,6 +612,39 @@ class KnowledgeStore:
         except sqlalchemy.exc.SQLAlchemyError as exc:
             raise _friendly(exc, self.url, f"importing into {kb!r}") from exc
         return [ids[rec.key] for rec in records]
+
+
+IMPORT_BY = "import from "
+"""How the first version of an imported heuristic names who wrote it: this, then what was imported (a study or a file)."""
+
+
+def import_note(origin: str, there: str, here: str) -> str:
+    """The change note of an imported heuristic's first version: where it came from, and its status there when it differs.
+
+    >>> import_note("nb201-src:H3", "validated", "proposed")
+    'imported from nb201-src:H3 (was validated there)'
+    """
+    return f"imported from {origin}" + (f" (was {there} there)" if there != here else "")
+
+
+def status_there(first: Version) -> str:
+    """The status an imported heuristic had where it came from, read from its first version (:func:`import_note`).
+
+    >>> v = Version("kb", "H1", 1, "k", "t", {}, None, 0.5, "proposed", "offline", "src:H3", 0, 0,
+    ...             "imported from src:H3 (was validated there)", "import from src", 0.0)
+    >>> status_there(v), status_there(replace(v, change="imported from src:H3"))
+    ('validated', 'proposed')
+    """
+    was = _WAS_THERE.search(first.change)
+    return was.group(1) if was is not None and was.group(1) in STATUSES else first.status
+
+
+def import_source(first: Version) -> str | None:
+    """What the import that made a heuristic named (a study, or an export file), from its first version's writer (:data:`IMPORT_BY`)."""
+    return first.changed_by.removeprefix(IMPORT_BY) if first.changed_by.startswith(IMPORT_BY) else None
+
+
+_WAS_THERE = re.compile(r"^imported from .* \(was (\w+) there\)")
 
 
 @dataclass(frozen=True)

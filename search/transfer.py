@@ -19,6 +19,17 @@ are drawn at random (seeded, so a rerun lifts them alike). Only the predicted pa
 :class:`~search.compose.PredictableComposition` lends the joint search its expensive objective, so
 only its studies map; their predicted objective must carry over unchanged (the same dataset), since
 a model of another setting's values has no feature column to go to in the joint encoding.
+
+A study of a part of any other composition (a ``quant`` study for ``deploy-cnn``, whose ``bits``
+part is the quant problem of the same CNN) brings its **heuristics only**
+(:func:`heuristic_part_of`): its claims name parameters the joint design has under the same
+names, checked to be the same parameters with the same choices (:func:`heuristic_compatibility`),
+so they can guide the joint search and be tested by its evidence. Its evaluations do not
+transfer: a part's accuracy there is of the part alone (the dense CNN, quantized), while the joint
+accuracy depends on the other parts too (deploy-cnn prunes before it quantizes), so no earlier value
+labels a joint design, fine-tuned (``finetune_epochs`` > 0) or not. A study of a problem that is no
+part (``prune``, which prunes a language model: deploy-cnn's ``sparsity`` part is the CNN's own
+``cnn-sparsity``) is refused in one line naming the parts that would map.
 """
 
 from __future__ import annotations
@@ -27,7 +38,7 @@ import math
 import random
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,11 +66,13 @@ class Compatibility:
         differs: option -> (earlier value, this search's value), for every option that differs
             (defaults filled in on both sides), sorted by name.
         objectives: the earlier problem's objectives (its trial values are in this order).
+        parameters: the earlier problem's parameters (its Optuna distributions, by name).
     """
 
     shared: tuple[str, ...]
     differs: dict[str, tuple[Any, Any]]
     objectives: tuple[Objective, ...]
+    parameters: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -82,6 +95,8 @@ class PriorEvidence:
         part: the key of the part of this search's composed problem that the earlier study's
             problem is (its evaluations lifted into joint points: module doc); None when the
             study is of this search's problem itself.
+        heuristics_only: the study is of a part whose values label no joint design (module doc):
+            :attr:`evaluations` is empty, and only its heuristics seed the search.
     """
 
     source: str
@@ -91,6 +106,7 @@ class PriorEvidence:
     shared: tuple[str, ...]
     differs: dict[str, tuple[Any, Any]]
     part: str | None = None
+    heuristics_only: bool = False
 
 
 def prior_evidence(problem: Problem, storage: str | None, source: str) -> PriorEvidence:
@@ -104,11 +120,12 @@ def prior_evidence(problem: Problem, storage: str | None, source: str) -> PriorE
     A name that is no study (a knowledge base imported under it, or nothing:
     ``records_from`` then says so) gives no evaluations. Nothing is created or written. A study
     of the predicted part of a composed ``problem`` is checked against that part and its points
-    lifted into joint ones (module doc).
+    lifted into joint ones; a study of another part gives no evaluations and says so
+    (:attr:`PriorEvidence.heuristics_only`; module doc).
 
     Raises:
-        UserInputError: the study is of another problem (and of no part of ``problem`` that
-            predicts its expensive objective), its objectives differ from ``problem``'s (or the
+        UserInputError: the study is of another problem (and of no part of ``problem`` its
+            knowledge maps onto), its parameters differ from the part's, its objectives differ from ``problem``'s (or the
             part's) by name, direction or unit, or its options are not valid for it any more
             (:func:`compatibility`); a part's study whose predicted objective does not carry over;
             or it was not made by coevo.
@@ -121,6 +138,10 @@ def prior_evidence(problem: Problem, storage: str | None, source: str) -> PriorE
     if not isinstance(spec, dict) or "problem" not in spec:
         raise UserInputError(f"--kb-from {source!r}: study {source!r} was not made by coevo (it has no problem spec)")
     key = part_of(problem, spec.get("problem"))
+    if key is None and (other := heuristic_part_of(problem, spec.get("problem"))) is not None:
+        assert isinstance(problem, ComposedProblem)  # heuristic_part_of maps only onto a composition's part
+        fit = heuristic_compatibility(problem, other, spec, source=source)
+        return PriorEvidence(source, study.study_name, dict(spec), (), (), fit.differs, other, heuristics_only=True)
     if key is None:
         _no_part(problem, spec.get("problem"), source)
         fit = compatibility(problem, spec, source=source)
@@ -159,13 +180,25 @@ def part_compatibility(problem: ComposedProblem, key: str, spec: Mapping[str, An
 
 
 def _no_part(problem: Problem, earlier: Any, source: str) -> None:
-    """Refuse, naming the part a composed ``problem`` could take, a study of another problem than it and that part."""
-    if earlier != problem.name and isinstance(problem, PredictableComposition):
-        part = problem.part(problem.predicted_part)
-        raise UserInputError(
-            f"--kb-from {source!r}: a study of problem {earlier}, which is no part of {problem.name} that its knowledge maps onto; "
-            f"give a study of {problem.name} or of {part.problem.name} (its part {part.key!r})"
-        )
+    """Refuse, naming the parts a composed ``problem`` could take, a study of another problem than it and those parts."""
+    if earlier == problem.name or not isinstance(problem, ComposedProblem):
+        return
+    if isinstance(problem, PredictableComposition):
+        parts = [problem.part(problem.predicted_part)]
+    else:
+        parts = [p for p in problem.part_list if _registered(p.problem.name)]
+    named = ", ".join(f"{p.problem.name} (its part {p.key!r})" for p in parts)
+    raise UserInputError(
+        f"--kb-from {source!r}: a study of problem {earlier}, which is no part of {problem.name} that its knowledge maps onto; "
+        f"give a study of {problem.name}" + (f" or of {named}" if named else "")
+    )
+
+
+def _registered(name: str) -> bool:
+    """Whether ``name`` is a problem a study can be made of (a part may be a class only its composition builds)."""
+    from coevo.search.problems import problem_names  # search.problems imports problem modules; keep this light
+
+    return name in problem_names()
 
 
 def part_of(problem: Problem, earlier: Any) -> str | None:
@@ -175,6 +208,59 @@ def part_of(problem: Problem, earlier: Any) -> str | None:
         return None
     key = problem.predicted_part
     return key if problem.part(key).problem.name == earlier else None
+
+
+def heuristic_part_of(problem: Problem, earlier: Any) -> str | None:
+    """The key of the part of ``problem`` that heuristics learned on problem ``earlier`` map onto; else None.
+
+    The predicted part of a :class:`~search.compose.PredictableComposition` (:func:`part_of`);
+    for any other composition, its one part whose problem is named ``earlier`` (deploy-cnn's
+    ``bits`` for a ``quant`` study). Whether the parameters match is :func:`heuristic_compatibility`'s check.
+    """
+    if earlier == problem.name or not isinstance(problem, ComposedProblem):
+        return None
+    if isinstance(problem, PredictableComposition):
+        return part_of(problem, earlier)
+    keys = [p.key for p in problem.part_list if p.problem.name == earlier]
+    return keys[0] if len(keys) == 1 else None
+
+
+def heuristic_compatibility(problem: ComposedProblem, key: str, spec: Mapping[str, Any], *, source: str) -> Compatibility:
+    """Check heuristics learned under ``spec`` against part ``key`` of ``problem`` (:func:`heuristic_part_of`).
+
+    The predicted part of a composition that predicts: :func:`part_compatibility`. Any other
+    part: :func:`compatibility` on the part (the same objectives, directions and units), and the
+    earlier problem's parameters must be the part's, name for name and choice for choice: a claim
+    names a parameter and one of its values, which must mean the same in the joint design. Other
+    options may differ (a quant study that fine-tuned, a bits part that does not): its claims
+    are then hypotheses the joint study's evidence tests, which ``coevo kb report`` shows.
+
+    Raises:
+        UserInputError: what :func:`compatibility` refuses, or parameters that differ, in one line.
+    """
+    if isinstance(problem, PredictableComposition):
+        return part_compatibility(problem, key, spec, source=source)
+    target = problem.part(key).problem
+    fit = compatibility(target, spec, source=source)
+    mine = target.distributions()
+    differ = sorted(set(fit.parameters) ^ set(mine)) or sorted(n for n in mine if fit.parameters[n] != mine[n])
+    if differ:
+        shown = ", ".join(differ[:4]) + (f" and {len(differ) - 4} more" if len(differ) > 4 else "")
+        raise UserInputError(
+            f"--kb-from {source!r}: {target.name} is part {key!r} of {problem.name}, but its parameters differ ({shown}); "
+            f"its heuristics would name parameters the joint design does not have: give a {target.name} study of the same model"
+        )
+    return fit
+
+
+def heuristics_only(evidence: PriorEvidence, problem: Problem, use: str) -> UserInputError:
+    """The error for ``--kb-from-use evaluations`` (or both) from a study of a part that brings heuristics only (module doc)."""
+    earlier = evidence.spec.get("problem")
+    return UserInputError(
+        f"--kb-from {evidence.source!r}: a {earlier} study seeds part {evidence.part!r} of {problem.name} with its heuristics only "
+        f"(its values are of {earlier} alone; {problem.name}'s depend on its other parts too), so --kb-from-use {use} cannot be met: "
+        "use --kb-from-use heuristics or leave it out"
+    )
 
 
 def lift(problem: ComposedProblem, key: str, evaluations: list[Evaluation]) -> list[Evaluation]:
@@ -240,7 +326,7 @@ def compatibility(problem: Problem, spec: Mapping[str, Any], *, source: str) -> 
     differs = _differing(_normalized(spec, options.model_dump(mode="json"), accepted), here)
     _check_objectives(earlier.objectives, problem.objectives, source=source, differs=differs)
     shared = tuple(o.name for o in problem.objectives if o.cost == "expensive" and _carries_over(o, differs, accepted))
-    return Compatibility(shared, differs, tuple(earlier.objectives))
+    return Compatibility(shared, differs, tuple(earlier.objectives), dict(earlier.distributions()))
 
 
 def _registered_class(problem: Problem) -> type[Problem]:
@@ -364,4 +450,15 @@ def _within(dist: optuna.distributions.BaseDistribution, value: Any) -> bool:
     return True
 
 
-__all__ = ["Compatibility", "PriorEvidence", "compatibility", "lift", "part_compatibility", "part_of", "prior_evidence"]
+__all__ = [
+    "Compatibility",
+    "PriorEvidence",
+    "compatibility",
+    "heuristic_compatibility",
+    "heuristic_part_of",
+    "heuristics_only",
+    "lift",
+    "part_compatibility",
+    "part_of",
+    "prior_evidence",
+]

@@ -25,7 +25,8 @@ from coevo.agent.cli._common import DEFAULT_PROBLEM, add_problem_argument, add_p
 from coevo.agent.tables import print_design_table
 from coevo.knowledge.heuristics import STATUS_MEANING, STATUSES, effect_unit, format_structured, quantity_label, sig, with_unit
 from coevo.knowledge.history import condensed
-from coevo.knowledge.store import EvidenceRow, KnowledgeStore, Version, default_kb_url, iter_ids
+from coevo.knowledge.imported import imported_heuristics, provenance_line
+from coevo.knowledge.store import IMPORT_BY, EvidenceRow, KnowledgeStore, Version, default_kb_url, iter_ids
 from coevo.search.config import DEFAULT_PROPOSER, default
 from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
@@ -181,6 +182,7 @@ def _list_record(kb: str, v: Version, c: Counter[str]) -> dict[str, Any]:
         "status": v.status,
         "author": v.author,
         "version": v.version,
+        "origin": v.origin,
         "support": c["support"],
         "refute": c["refute"],
     }
@@ -192,13 +194,14 @@ def _list_table(names: Sequence[str], rows: Sequence[tuple[str, Version, Counter
     table = Table(title=title)
     if len(names) > 1:
         table.add_column("kb", overflow="fold")
-    for col in ("id", "text", "scope", "conf.", "status", "sup/ref", "author"):
+    imported = any(v.origin for _, v, _ in rows)  # the origin column only where some heuristic came from elsewhere
+    for col in ("id", "text", "scope", "conf.", "status", "sup/ref", "author", *(["from"] if imported else [])):
         table.add_column(col, overflow="fold")
     for kb, v, c in rows:
         options = [str(x) for k, x in v.scope.items() if k not in ("problem", "niche") and isinstance(x, str | int | float)]
         where = "/".join(options) + f" niche {v.scope.get('niche') or 'any'}"
         cells = [v.hid, v.text, where, f"{v.confidence:.2f}", v.status, f"{c['support']}/{c['refute']}", v.author]
-        table.add_row(*([kb] if len(names) > 1 else []), *cells)
+        table.add_row(*([kb] if len(names) > 1 else []), *cells, *([v.origin or "-"] if imported else []))
     return table
 
 
@@ -236,13 +239,16 @@ def _show(args: argparse.Namespace, store: KnowledgeStore) -> int:
     studies = {e.study for e in evidence}
     values = {s: _trial_values(args, s) for s in studies}
     head = history[-1]
+    origin = next((i for i in imported_heuristics(store, kb) if i.hid == head.hid), None) if head.origin else None
     if args.json:
-        print(strict_dumps(_show_record(kb, history, evidence, values)))
+        print(strict_dumps({**_show_record(kb, history, evidence, values), "provenance": origin and origin.as_dict()}))
         return 0
     out.print(f"[bold]{head.hid}[/] " + escape(f"({kb}) [{head.status}, confidence {head.confidence:.3f}, author {head.author}]"))
     out.print(head.text, markup=False)
     scope = ", ".join(f"{k} {'any' if v is None else v}" for k, v in head.scope.items())
-    out.print(f"scope: {scope}" + (f"; imported from {head.origin}" if head.origin else ""), markup=False)
+    out.print(f"scope: {scope}", markup=False)
+    if origin is not None:
+        out.print(provenance_line(origin), markup=False)
     if head.structured:
         out.print(f"structured: {format_structured(head.structured)}", markup=False)
     entries = condensed(history)
@@ -332,7 +338,7 @@ def _import(args: argparse.Namespace, store: KnowledgeStore) -> int:
     records = read_file(args.file)  # every line checked before anything is written
     kb = _study_name(args)  # the target as named: an import may create it
     spec = store.spec(kb) if store.exists(kb) else make_problem(args.problem, problem_values(args), storage=args.storage).spec()
-    ids = store.import_records(kb, records, spec=spec, by=f"import from {args.file}")
+    ids = store.import_records(kb, records, spec=spec, by=f"{IMPORT_BY}{args.file}")
     out.print(f"imported {len(ids)} heuristics into {kb}: {', '.join(ids[:20])}{' ...' if len(ids) > 20 else ''}")
     return 0
 

@@ -58,15 +58,17 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
         default=None,
         metavar="STUDY_OR_FILE",
         help="pelnas: seed the search from another study (same storage: its paid evaluations feed the predictor; of this "
-        "problem or, for a composed one such as nb201-accel, of the part it predicts, nb201) or an export file "
-        "(coevo kb export: its heuristics); see --kb-from-use",
+        "problem or, for a composed one such as nb201-accel, of the part it predicts, nb201; of another part with the "
+        "same parameters, such as quant for deploy-cnn, its heuristics only) or an export file (coevo kb export: its "
+        "heuristics); see --kb-from-use",
     )
     p.add_argument(
         "--kb-from-use",
         choices=KB_FROM_USES,
         default=None,
         help="what --kb-from seeds: its paid evaluations (the predictor), its heuristics (the knowledge base) or both "
-        f"(default: {DEFAULT_KB_FROM_USE}; heuristics for a source that paid for nothing, such as an export file)",
+        f"(default: {DEFAULT_KB_FROM_USE}; heuristics for a source that paid for nothing, such as an export file, "
+        "or whose values label no joint design, such as a quant study for deploy-cnn)",
     )
     add_reasoner_arguments(p)
     add_problem_arguments(p, problem)

@@ -309,6 +309,8 @@ class OfflineReasoner(Reasoner):
             s = h.structured or {}
             if h.author != "offline" or s.get("kind") != "param_value_effect" or h.key in claims or not h.active or h.status == "accepted":
                 continue
+            if s.get("objective") not in objectives or s.get("param") not in table.columns:
+                continue  # imported from a part's study: a claim about the part's own objective (quant's avg_bits) is not measurable here
             rows = table.rows(s.get("niche"))
             column = table.columns[s["param"]][rows]
             y = table.values[s["objective"]][rows]

@@ -350,8 +350,9 @@ FIGURES: tuple[Figure, ...] = (
     Figure(
         "kb-joint",
         "codesign",
-        "what --kb-from a 100-evaluation single-family nb201 study does to a 40-evaluation nb201-accel search: "
-        "HV ratio alone and seeded, paired by seed (issue 32)",
+        "what --kb-from a single-family study does to a joint search: a 100-evaluation nb201 study into a 40-evaluation "
+        "nb201-accel search (HV ratio), a 40-evaluation quant study into a 24-evaluation deploy-cnn search (pooled HV ratio, "
+        "and what became of the imported heuristics); alone and seeded, paired by seed (issue 32)",
         "nice -n 10 python -m coevo.figures kb-joint --seeds 3",
         ("kb-joint.md", "kb-joint.csv"),
         ("kb-joint.csv",),

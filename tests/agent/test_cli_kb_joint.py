@@ -16,6 +16,7 @@ import pytest
 from optuna.trial import TrialState
 
 from coevo.agent.cli import main
+from coevo.knowledge.imported import imported_heuristics
 from coevo.knowledge.store import KnowledgeStore
 from coevo.search.informed import InformedPredictor
 from coevo.search.nb201 import NB201Problem
@@ -113,3 +114,61 @@ def test_heuristics_of_the_part_carry_the_joint_parameter(storage: str, tmp_path
     assert main([*JOINT, "--budget", "6", "--storage", storage, "--kb-from", str(path), "--seed", "4"]) == 0
     from_file = json.loads(capsys.readouterr().out)
     assert [v for v in store.history(from_file["study"]) if v.origin and v.scope.get("part") == "cell"]
+
+
+def _section_rows(markdown: str, heading: str) -> list[list[str]]:
+    """The cells of the table rows of section ``heading`` of a report (header and rule left out)."""
+    section = markdown.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    rows = [[c.strip() for c in line.strip().strip("|").split(" | ")] for line in section.splitlines() if line.startswith("| ")]
+    return rows[1:]
+
+
+def test_the_report_says_where_imported_heuristics_came_from_and_whether_they_held(
+    storage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    assert main([*JOINT, "--budget", "16", "--storage", storage, "--kb-from", SOURCE, "--kb-from-use", "both", "--seed", "5"]) == 0
+    joint = json.loads(capsys.readouterr().out)["study"]
+    store = KnowledgeStore.for_storage(storage)
+    source = store.latest(SOURCE)
+    heads = store.latest(joint)
+    items = imported_heuristics(store, joint)
+    assert items and {i.hid for i in items} == {h for h, v in heads.items() if v.origin}
+    for i in items:
+        there = source[i.origin.split(":")[1]]
+        assert i.origin.startswith(f"{SOURCE}:") and i.source == SOURCE and (i.problem, i.part) == ("nb201", "cell")
+        assert (i.status_there, i.confidence_imported) == (there.status, pytest.approx(there.confidence))
+        assert i.status_imported == ("proposed" if there.status == "validated" else there.status)
+        # the verdict, checked against the store: the status now and the evidence of the joint study's own trials
+        now = heads[i.hid].status
+        own = [e for e in store.evidence(joint, i.hid) if e.study == joint]
+        assert i.status_now == now and (i.support, i.refute) == (
+            sum(e.kind == "support" for e in own),
+            sum(e.kind == "refute" for e in own),
+        )
+        assert all(e.study == SOURCE for e in store.evidence(joint, i.hid) if e not in own)  # brought along, not counted
+        expected = {
+            "held": now in ("validated", "accepted"),
+            "did not hold": now in ("refuted", "unhelpful", "rejected"),
+            "not tested here": not own and now == i.status_imported,
+            "not measurable here": False,  # nb201's objectives are nb201-accel's: every claim can be tested there
+            "open": now == "proposed" and bool(own),
+            "set aside": now == "retired",
+        }
+        assert expected[i.verdict], (i.verdict, now, len(own))
+    # the report's section: one row per imported heuristic, naming its source, its part and its verdict
+    out = tmp_path / "report"
+    assert main(["kb", "report", "--storage", storage, "--study", joint, "--out", str(out)]) == 0
+    rows = {r[0]: r for r in _section_rows((out / "report.md").read_text(), "Imported heuristics")}
+    assert set(rows) == {i.hid for i in items}
+    for i in items:
+        _, _, origin, learned_on, there, now_cell, evidence, held = rows[i.hid]
+        assert origin == i.origin and origin.startswith(f"{SOURCE}:") and learned_on == "nb201 -> part cell"
+        assert there.startswith(i.status_there) and now_cell.startswith(heads[i.hid].status)
+        assert evidence == f"{i.support}/{i.refute}" and held == i.verdict
+    assert "Imported heuristics" in (out / "report.html").read_text()
+    # kb show says the same of one of them
+    capsys.readouterr()
+    assert main(["kb", "show", items[0].hid, "--storage", storage, "--study", joint, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["provenance"]
+    assert shown["origin"] == items[0].origin and shown["part"] == "cell" and shown["verdict"] == items[0].verdict

@@ -36,12 +36,14 @@ def test_round_trip_keeps_claims_evidence_and_provenance(store: KnowledgeStore, 
     a, b = dst.heuristics["H1"], dst.heuristics["H2"]
     assert a.status == "proposed" and a.origin == "src:H1" and a.scope["device"] == "fpga"  # validated elsewhere: earn it again
     assert b.status == "refuted"  # refuted stays out of prompts
-    assert a.support == [5] and a.refute == [6]
-    assert {(e.study, e.trial, e.source) for e in store.evidence("dst", "H1")} == {
-        ("src", 5, "reasoner"),
-        ("src", 6, "reasoner"),
-        ("src", 30, "record"),
-    }
+    # the evidence comes along, still naming the source study's trials; the working copy's bare trial numbers are dst's own
+    assert a.support == [] and a.refute == [] and store.load("dst", study="src").heuristics["H1"].support == [5]
+    brought = {("src", 5, "reasoner"), ("src", 6, "reasoner"), ("src", 30, "record")}
+    assert {(e.study, e.trial, e.source) for e in store.evidence("dst", "H1")} == brought
+    # a save of dst's working copy does not write the source's trial numbers back as dst's trials
+    a.confidence = 0.5
+    store.save("dst", dst, round_no=1, by="offline", spec=SPEC)
+    assert {(e.study, e.trial, e.source) for e in store.evidence("dst", "H1")} == brought
     assert "imported from src:H1 (was validated there)" in store.history("dst", "H1")[0].change
     assert [r.key for r in records_from(store, "src")] == ["a", "b"]  # a study name works as a source too
 
@@ -79,3 +81,11 @@ def test_missing_and_empty_sources(store: KnowledgeStore, tmp_path: Path) -> Non
         parse_jsonl("\n\n", source="empty.jsonl")
     with pytest.raises(UserInputError, match="no such file, and no knowledge base"):
         records_from(store, "neither")
+
+
+def test_a_knowledge_base_without_heuristics_is_refused_as_one_not_as_a_file(store: KnowledgeStore) -> None:
+    store.save("empty", KnowledgeBase(), round_no=0, by="offline", spec=SPEC)  # a study that learned nothing yet
+    assert store.exists("empty")
+    with pytest.raises(UserInputError, match="its knowledge base holds no heuristics") as raised:
+        records_from(store, "empty")
+    assert "file" not in str(raised.value)
