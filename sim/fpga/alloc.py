@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from coevo.sim.errors import UserInputError
-from coevo.sim.fpga.dag import check_lengths, group_cycles
+from coevo.sim.fpga.dag import check_lengths, group_cycles, linear_cycles
 from coevo.sim.fpga.model import ENGINES, Accelerator, AttentionConfig, Core, TransformerShape, engine_core, tile_bytes
 
 MAX_STEPS = 96
@@ -82,13 +82,16 @@ def _tables(
         for g, ((n, padded), count) in enumerate(kinds.items()):
             linear, attention = group_cycles(n, padded, trio, accel, shape, attn)
             part = np.zeros(3)
-            part[0] = sum(linear.values())
+            # summed over the layers (they differ only in compressed weights' bytes, TransformerShape.weight_bits)
+            part[0] = sum(linear.values()) * shape.n_layers
+            if shape.weight_bits:
+                part[0] = sum(sum(linear_cycles(n, padded, trio[0], accel, shape, i).values()) for i in range(shape.n_layers))
             for engine, cycles in attention.values():
-                part[ENGINES.index(engine)] += cycles
-            work += count * part * heads * shape.n_layers
+                part[ENGINES.index(engine)] += cycles * shape.n_layers
+            work += count * part * heads
             for e in range(3):
                 if valid[e]:
-                    chain[e, g, p] = part[e] * shape.n_layers
+                    chain[e, g, p] = part[e]
         for e in range(3):
             if valid[e]:
                 load[e, p] = work[e]
