@@ -82,10 +82,7 @@ def _tables(
         for g, ((n, padded), count) in enumerate(kinds.items()):
             linear, attention = group_cycles(n, padded, trio, accel, shape, attn)
             part = np.zeros(3)
-            # summed over the layers (they differ only in compressed weights' bytes, TransformerShape.weight_bits)
-            part[0] = sum(linear.values()) * shape.n_layers
-            if shape.weight_bits:
-                part[0] = sum(sum(linear_cycles(n, padded, trio[0], accel, shape, i).values()) for i in range(shape.n_layers))
+            part[0] = _linear_work(linear, n, padded, trio[0], accel, shape)
             for engine, cycles in attention.values():
                 part[ENGINES.index(engine)] += cycles * shape.n_layers
             work += count * part * heads
@@ -96,6 +93,13 @@ def _tables(
             if valid[e]:
                 load[e, p] = work[e]
     return load, chain
+
+
+def _linear_work(first: dict[str, int], n: int, padded: int, mm: Core, accel: Accelerator, shape: TransformerShape) -> int:
+    """A group's linear cycles over all layers (``first``: layer 0's); layers differ only in compressed weights' bytes."""
+    if not shape.weight_bits:
+        return sum(first.values()) * shape.n_layers
+    return sum(sum(linear_cycles(n, padded, mm, accel, shape, i).values()) for i in range(shape.n_layers))
 
 
 def _scores(
