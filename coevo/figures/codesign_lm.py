@@ -151,7 +151,8 @@ class KeptCompressionPart(common.KeptPart):
         return tuple(range(len(self.kept)))
 
     def evaluate(self, point: Any) -> dict[str, float]:
-        ppl = self.joint.compression_perplexity(*self.kept[point[0]], DEFAULT_FPGA.top_k, DEFAULT_FPGA.key_bits)
+        sparsities, widths = self.kept[point[0]]
+        ppl = self.joint.compression_perplexity(sparsities, widths, DEFAULT_FPGA.top_k, DEFAULT_FPGA.key_bits)
         return {"neg_log_ppl": -math.log(ppl)}
 
 
