@@ -42,6 +42,7 @@ BUILTIN: dict[str, str] = {
     "freeze": "coevo.search.freeze.problem:FreezeProblem",
     "nb201-accel": "coevo.search.nb201_accel.problem:NB201AccelProblem",
     "deploy-cnn": "coevo.search.deploy_cnn.problem:DeployCnnProblem",
+    "deploy-lm": "coevo.search.deploy_lm.problem:DeployLmProblem",
 }
 """coevo's own problems: name -> ``module:Class``. A new built-in problem is one module and one line here."""
 

@@ -378,6 +378,19 @@ FIGURES: tuple[Figure, ...] = (
         renders=True,
         quoted_in=("docs/compose.md",),
     ),
+    Figure(
+        "codesign-lm",
+        "codesign-lm",
+        "joint vs sequential co-design on deploy-lm (sparsity and weight bits of lm-pydoc-tiny x an FPGA transformer accelerator "
+        "with top-k attention) at equal evaluations: HV ratios against the pooled front, paired differences, the fronts plotted "
+        "(issue 32)",
+        "nice -n 10 python -m coevo.figures codesign-lm",
+        ("codesign-lm.md", "codesign-lm.csv", "codesign-lm-designs.csv", "codesign-lm-fronts.png"),
+        ("codesign-lm.csv", "codesign-lm-designs.csv"),
+        module="codesign_lm",
+        renders=True,
+        quoted_in=("docs/compose.md",),
+    ),
     # ---------------------------------------------------------------- networks on chip, accelerators
     Figure(
         "noc",

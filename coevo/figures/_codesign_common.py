@@ -1,6 +1,6 @@
-"""What the two joint-vs-sequential co-design figures share (``codesign``, nb201-accel; ``codesign-cnn``, deploy-cnn).
+"""What the co-design figures share (``codesign``: nb201-accel; ``codesign-cnn``: deploy-cnn; ``codesign-lm``: deploy-lm).
 
-Both run the same arms the same way (direct searches of the joint space; a sequential flow whose stage 1
+All run the same arms the same way (direct searches of the joint space; a sequential flow whose stage 1
 searches on a fixed accelerator and whose stage 2 searches the accelerator among stage 1's front), keep a
 row per (arm, budget, seed), compare arms by same-seed differences and plot the fronts of one seed. What
 differs (problems, columns, scored pairs, labels) comes in as arguments.
@@ -390,13 +390,15 @@ def plot_fronts(
     labels: Mapping[str, str],
     dots: tuple[float, float],
     log_x: bool = False,
+    first: str = "accuracy",
 ) -> None:
-    """Each :data:`PLOTTED` arm's designs of ``chosen`` and front on (``second``, accuracy), over ``ref``'s front.
+    """Each :data:`PLOTTED` arm's designs of ``chosen`` and front on (``second``, ``first``), over ``ref``'s front.
 
     Args:
         ref: the reference front (``front_first``, ``front_second``, ``floor``).
         labels: ``front`` (the reference front's legend), ``x``, ``y`` and ``title``.
         dots: the designs' marker size and opacity.
+        first: the maximised objective's column (deploy-lm's is ``neg_log_ppl``).
     """
     import matplotlib
 
@@ -410,7 +412,7 @@ def plot_fronts(
         ds = [d for d in chosen if d["arm"] == arm]
         if not ds:
             continue
-        acc = np.array([float(d["accuracy"]) for d in ds])
+        acc = np.array([float(d[first]) for d in ds])
         other = np.array([float(d[second]) for d in ds])
         ax.scatter(other, acc, s=dots[0], color=color, alpha=dots[1])
         mask = pareto_mask(acc, other) & (acc >= ref.floor)  # the front in the useful region, where HV is counted

@@ -36,6 +36,7 @@ from coevo.search.niches import Niche
 from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, config_field, level_format
 from coevo.sim.fpga import Accelerator, AttentionConfig, compare_methods, corpus_lengths, device, draw_batches, model_shape, split_pes
 from coevo.sim.fpga.config import FpgaConfig
+from coevo.sim.fpga.model import TransformerShape
 
 SPLITS = ("2:1:1", "4:3:1", "6:1:1", "8:3:1", "12:3:1", "14:1:1")
 """PE shares matmul:attention:softmax."""
@@ -128,7 +129,7 @@ class FpgaTransformerProblem(LevelProblem):
         self.batches = draw_batches(corpus_lengths(), o.batch, o.draws, o.seed)
         for split in SPLITS:  # every design must fit the buffer: refuse the options now rather than a design mid-search
             self._accel(FpgaDesign(split, max(TILE_M), max(TILE_N), max(TILE_K), TOP_K[0], KEY_BITS[0], SCHEDULERS[0]))
-        self._sim: dict[FpgaDesign, dict[str, float]] = {}
+        self._sim: dict[tuple[FpgaDesign, TransformerShape], dict[str, float]] = {}
 
     def _accel(self, d: FpgaDesign) -> Accelerator:
         shares = tuple(float(x) for x in d.split.split(":"))
@@ -137,17 +138,26 @@ class FpgaTransformerProblem(LevelProblem):
         )
 
     def _simulate(self, point: Any) -> dict[str, float]:
+        return self.simulate(point)
+
+    def simulate(self, point: Any, shape: TransformerShape | None = None) -> dict[str, float]:
+        """Median ``makespan_ms``, ``pe_utilization`` and ``padding_waste`` of design ``point`` over the batches (cached).
+
+        ``shape``: the transformer run, when not the model's own (a compressed model's weight bits,
+        :attr:`~sim.fpga.model.TransformerShape.weight_bits`: the deploy-lm composition hands it on).
+        """
         d = FpgaDesign(*point)
-        if d not in self._sim:
+        run = self.shape if shape is None else shape
+        if (d, run) not in self._sim:
             attn = AttentionConfig("topk", top_k=d.top_k, key_bits=d.key_bits)
-            rows = compare_methods(self.batches, self._accel(d), self.shape, attn, (d.scheduler,), self.options.buckets, check=False)
+            rows = compare_methods(self.batches, self._accel(d), run, attn, (d.scheduler,), self.options.buckets, check=False)
             ms = rows[d.scheduler]
-            self._sim[d] = {
+            self._sim[d, run] = {
                 "makespan_ms": float(np.median([m.makespan_ms for m in ms])),
                 "pe_utilization": float(np.median([m.pe_utilization for m in ms])),
                 "padding_waste": float(np.median([m.padding_waste for m in ms])),
             }
-        return self._sim[d]
+        return self._sim[d, run]
 
     def niches(self) -> tuple[Niche, ...]:
         def scheduler(point: Any) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from coevo.search.errors import UserInputError
-from coevo.sim.prune import prune
+from coevo.sim.prune import PruneResult, prune
 from coevo.sim.prune.config import PruneConfig
 from coevo.sim.zoo import ZooError, ZooModel, load
 
@@ -70,6 +70,33 @@ def calibration_loader(zm: ZooModel, seed: int) -> Any:
     return zm.loader("train", batch_size=8, shuffle=True, seed=seed)
 
 
+def prune_model(
+    zm: ZooModel,
+    sparsity: float | Mapping[str, float] | None,
+    *,
+    pattern: str = PruneConfig.pattern,
+    score: str = PruneConfig.score,
+    calib_tokens: int = PruneConfig.calib_tokens,
+    seed: int = PruneConfig.seed,
+    progress: Callable[[str, float], None] | None = None,
+) -> PruneResult:
+    """Prune a copy of ``zm``'s model (calibrated on training sequences drawn by ``seed``), not evaluated.
+
+    Raises:
+        UserInputError: bad pruning arguments (see :func:`sim.prune.prune`).
+    """
+    torch.manual_seed(seed)
+    return prune(
+        zm.model,
+        calibration_loader(zm, seed) if score != "magnitude" else None,
+        sparsity,
+        pattern=pattern,
+        score=score,
+        calib_tokens=calib_tokens,
+        progress=progress,
+    )
+
+
 def prune_zoo(
     model: str | ZooModel,
     sparsity: float | Mapping[str, float] | None,
@@ -91,16 +118,7 @@ def prune_zoo(
         UserInputError: an unknown model, or bad pruning arguments (see :func:`sim.prune.prune`).
     """
     zm = zoo_model(model) if isinstance(model, str) else model
-    torch.manual_seed(seed)
-    res = prune(
-        zm.model,
-        calibration_loader(zm, seed) if score != "magnitude" else None,
-        sparsity,
-        pattern=pattern,
-        score=score,
-        calib_tokens=calib_tokens,
-        progress=progress,
-    )
+    res = prune_model(zm, sparsity, pattern=pattern, score=score, calib_tokens=calib_tokens, seed=seed, progress=progress)
     values: dict[str, dict[str, float | None]] = {"dense": {}, "pruned": {}}
     for split in ("val", "test"):
         if split not in splits:

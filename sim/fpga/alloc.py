@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from coevo.sim.errors import UserInputError
-from coevo.sim.fpga.dag import check_lengths, group_cycles
+from coevo.sim.fpga.dag import check_lengths, group_cycles, linear_cycles
 from coevo.sim.fpga.model import ENGINES, Accelerator, AttentionConfig, Core, TransformerShape, engine_core, tile_bytes
 
 MAX_STEPS = 96
@@ -82,17 +82,24 @@ def _tables(
         for g, ((n, padded), count) in enumerate(kinds.items()):
             linear, attention = group_cycles(n, padded, trio, accel, shape, attn)
             part = np.zeros(3)
-            part[0] = sum(linear.values())
+            part[0] = _linear_work(linear, n, padded, trio[0], accel, shape)
             for engine, cycles in attention.values():
-                part[ENGINES.index(engine)] += cycles
-            work += count * part * heads * shape.n_layers
+                part[ENGINES.index(engine)] += cycles * shape.n_layers
+            work += count * part * heads
             for e in range(3):
                 if valid[e]:
-                    chain[e, g, p] = part[e] * shape.n_layers
+                    chain[e, g, p] = part[e]
         for e in range(3):
             if valid[e]:
                 load[e, p] = work[e]
     return load, chain
+
+
+def _linear_work(first: dict[str, int], n: int, padded: int, mm: Core, accel: Accelerator, shape: TransformerShape) -> int:
+    """A group's linear cycles over all layers (``first``: layer 0's); layers differ only in compressed weights' bytes."""
+    if not shape.weight_bits:
+        return sum(first.values()) * shape.n_layers
+    return sum(sum(linear_cycles(n, padded, mm, accel, shape, i).values()) for i in range(shape.n_layers))
 
 
 def _scores(

@@ -129,6 +129,8 @@ def build_tasks(groups: Sequence[Sequence[int]], accel: Accelerator, shape: Tran
         ops = {kind: (executed[kind] * n, useful.get(kind, 0.0)) for kind in executed}
         last: tuple[int, ...] = ()
         for layer in range(shape.n_layers):
+            if layer and shape.weight_bits:  # compressed layers differ in their weights' bytes (attention is the same)
+                linear = linear_cycles(n, lp, mm, accel, shape, layer)
             qkv = _add(tasks, ops, g, layer, "qkv", -1, "matmul", linear["qkv"], last)
             ends = []
             for h in range(shape.n_heads):
@@ -143,24 +145,25 @@ def build_tasks(groups: Sequence[Sequence[int]], accel: Accelerator, shape: Tran
 
 
 def group_cycles(
-    n: int, padded: int, cores: tuple[Core, Core, Core], accel: Accelerator, shape: TransformerShape, attn: AttentionConfig
+    n: int,
+    padded: int,
+    cores: tuple[Core, Core, Core],
+    accel: Accelerator,
+    shape: TransformerShape,
+    attn: AttentionConfig,
+    layer: int = 0,
 ) -> tuple[dict[str, int], dict[str, tuple[str, int]]]:
-    """Cycles of one layer of a group of ``n`` sequences padded to ``padded`` tokens on ``cores`` (matmul, attention, softmax).
+    """Cycles of layer ``layer`` of a group of ``n`` sequences padded to ``padded`` tokens on ``cores`` (matmul, attention, softmax).
 
     Returns the linear tasks (``kind -> cycles`` on the matmul engine) and the per-head attention
     chain in order (``kind -> (engine, cycles)``). Only ``accel``'s tiles and launch overhead are
-    read: the cores may be those of another PE split (:mod:`sim.fpga.alloc` tabulates them).
+    read: the cores may be those of another PE split (:mod:`sim.fpga.alloc` tabulates them). Layers
+    differ only where the shape gives them their own weight bits (:attr:`TransformerShape.weight_bits`).
     """
     mm, at, sm = cores
     tm, tn, tk, ov = accel.tile_m, accel.tile_n, accel.tile_k, accel.overhead_cycles
-    d, dh, f = shape.d_model, shape.d_head, shape.d_ff
-    rows = n * padded
-    linear = {
-        "qkv": gemm_cycles(rows, d, 3 * d, mm, tm, tn, tk, ov),
-        "out": gemm_cycles(rows, d, d, mm, tm, tn, tk, ov),
-        "ffn1": gemm_cycles(rows, d, f, mm, tm, tn, tk, ov),
-        "ffn2": gemm_cycles(rows, f, d, mm, tm, tn, tk, ov),
-    }
+    dh = shape.d_head
+    linear = linear_cycles(n, padded, mm, accel, shape, layer)
     tiles_q = attn.row_tiles(padded, tm)
     pairs, visible = attn.pairs(padded), attn.visible_pairs(padded)
     attention: dict[str, tuple[str, int]] = {}
@@ -174,6 +177,20 @@ def group_cycles(
     attention["softmax"] = ("softmax", n * vector_cycles(pairs, pairs, SOFTMAX_OPS, sm, 0) + ov)
     attention["av"] = ("attention", n * gemm_rows_cycles(_rows((r, keys, dh) for r, keys, _ in tiles_q), at, tn, tk, 0) + ov)
     return linear, attention
+
+
+def linear_cycles(n: int, padded: int, mm: Core, accel: Accelerator, shape: TransformerShape, layer: int = 0) -> dict[str, int]:
+    """Cycles of layer ``layer``'s linear tasks (``kind -> cycles``), ``n`` sequences padded to ``padded`` tokens, on matmul core ``mm``."""
+    tm, tn, tk, ov = accel.tile_m, accel.tile_n, accel.tile_k, accel.overhead_cycles
+    d, f = shape.d_model, shape.d_ff
+    rows = n * padded
+    wb = shape.linear_bits(layer)
+    return {
+        "qkv": gemm_cycles(rows, d, 3 * d, mm, tm, tn, tk, ov, b_bits=wb["qkv"]),
+        "out": gemm_cycles(rows, d, d, mm, tm, tn, tk, ov, b_bits=wb["out"]),
+        "ffn1": gemm_cycles(rows, d, f, mm, tm, tn, tk, ov, b_bits=wb["ffn1"]),
+        "ffn2": gemm_cycles(rows, f, d, mm, tm, tn, tk, ov, b_bits=wb["ffn2"]),
+    }
 
 
 def _add(

@@ -44,6 +44,9 @@ Vector op (:func:`vector_cycles`) over ``e_in`` input and ``e_out`` output eleme
 + overhead`` (streamed, 1 byte per element). Softmax is 4 ops per score (max, subtract and
 exp, sum, divide); top-k selection 1 compare per pre-score (a k-deep comparator chain per lane).
 
+Compressed weights (:attr:`TransformerShape.weight_bits`, default int8): a linear layer's weight
+operand moves ``b_bits`` = its stored bits per weight over DDR; its compute is unchanged.
+
 What the model leaves out (said again in docs/fpga.md): layer norm, residual adds and GELU
 (vector work of O(L d), small beside the matmuls), DDR latency and bank conflicts, clock
 frequency differences between designs, power.
@@ -104,19 +107,48 @@ DEVICES: dict[str, Device] = {
 """Device presets; ``pes`` beyond :meth:`Device.max_pes` is refused."""
 
 
+LINEAR_KINDS = ("qkv", "out", "ffn1", "ffn2")
+"""The linear layers of a transformer layer, in the order :attr:`TransformerShape.weight_bits` lists their widths."""
+
+
 @dataclass(frozen=True)
 class TransformerShape:
-    """The transformer the accelerator runs (per-layer shapes)."""
+    """The transformer the accelerator runs (per-layer shapes).
+
+    Attributes:
+        weight_bits: per layer, the bits stored per weight of its ``qkv``, ``out``, ``ffn1`` and
+            ``ffn2`` weights (:data:`LINEAR_KINDS` order); empty: int8 everywhere. A compressed
+            model's narrow or sparse weights (a sparse layer stores each kept weight with its index)
+            make the GEMMs' weight operand fewer DDR bytes; the engines keep their int8 lanes and
+            their cycles (a dense PE array does not skip zeros, and a narrower weight does not make a
+            MAC faster), so only memory-bound tiles get faster.
+    """
 
     d_model: int
     n_layers: int
     n_heads: int
     d_ff: int
+    weight_bits: tuple[tuple[float, float, float, float], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.weight_bits and len(self.weight_bits) != self.n_layers:
+            raise UserInputError(f"weight_bits gives {len(self.weight_bits)} layers' widths; the model has {self.n_layers} layers")
+        bad = [b for layer in self.weight_bits for b in layer if not 0 < b <= 8]
+        if bad or any(len(layer) != len(LINEAR_KINDS) for layer in self.weight_bits):
+            raise UserInputError(
+                f"weight_bits: give each layer {len(LINEAR_KINDS)} widths ({', '.join(LINEAR_KINDS)}) in (0, 8] bits (the lanes are "
+                f"int8); got {bad[:3] or self.weight_bits[:1]}"
+            )
 
     @property
     def d_head(self) -> int:
         """Width of one attention head."""
         return self.d_model // self.n_heads
+
+    def linear_bits(self, layer: int) -> dict[str, float]:
+        """Stored bits per weight of layer ``layer``'s linear layers, by kind (8 when :attr:`weight_bits` is empty)."""
+        widths = self.weight_bits[layer] if self.weight_bits else (8.0,) * len(LINEAR_KINDS)
+        return dict(zip(LINEAR_KINDS, widths, strict=True))
 
 
 MODELS: dict[str, TransformerShape] = {
@@ -346,7 +378,7 @@ Rows = tuple[tuple[int, int, int, int], ...]
 
 
 @functools.lru_cache(maxsize=200_000)
-def gemm_rows_cycles(rows: Rows, core: Core, tn: int, tk: int, overhead: int, a_bits: int = 8, b_bits: int = 8, pack: int = 1) -> int:
+def gemm_rows_cycles(rows: Rows, core: Core, tn: int, tk: int, overhead: int, a_bits: int = 8, b_bits: float = 8, pack: int = 1) -> int:
     """Cycles of a GEMM given row tile by row tile (``rows``; each row tile may have its own depth and width).
 
     The attention products of a causal sequence are such GEMMs: a row tile of queries needs the
@@ -375,7 +407,7 @@ def gemm_rows_cycles(rows: Rows, core: Core, tn: int, tk: int, overhead: int, a_
 
 
 def gemm_cycles(
-    m: int, k: int, n: int, core: Core, tm: int, tn: int, tk: int, overhead: int, a_bits: int = 8, b_bits: int = 8, pack: int = 1
+    m: int, k: int, n: int, core: Core, tm: int, tn: int, tk: int, overhead: int, a_bits: int = 8, b_bits: float = 8, pack: int = 1
 ) -> int:
     """Cycles of ``(m x k) @ (k x n)`` on ``core`` with ``tm x tn x tk`` tiles (module doc); 0 for an empty product."""
     if m <= 0 or n <= 0 or k <= 0:

@@ -70,6 +70,7 @@ BUILTIN_PROBLEMS = [
     "freeze",
     "nb201-accel",
     "deploy-cnn",
+    "deploy-lm",
 ]
 
 
