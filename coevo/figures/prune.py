@@ -30,6 +30,14 @@ NAME = "prune"
 SCORES = ("magnitude", "wanda", "var", "cos", "cos+var", "sparsegpt")
 """Every score is measured; the family's default (``PruneConfig.score``, cos+var) is one of them."""
 PATTERNS = (PruneConfig.pattern, "2:4")
+_SCALE_NOTES = {
+    "lm-pydoc-tiny": "this run uses `lm-pydoc-tiny`, not the issue's `lm-pydoc` (not cached when the bench ran; training it "
+    "did not fit the session on a loaded 2-core machine). Rerun `python -m coevo.figures prune --model lm-pydoc` for the "
+    "3.3M-parameter LM.",
+    "lm-pystdlib": "this run uses `lm-pystdlib` (875,520 parameters, trained on 31 MB of this Python's standard-library "
+    "source; issue 31's larger corpus). Its activation outliers are measured in `../outliers.md`: none by LLM.int8's rule.",
+}
+"""What a page on another model than lm-pydoc says about its scale (the model's name -> the sentence)."""
 FIELDS = ["model", "pattern", "score", "calib_tokens", "seed", "sparsity", "test_ppl_dense", "test_ppl", "wall_s"]
 
 
@@ -106,13 +114,8 @@ def report(csv_path: Path, md_path: Path, note: str, command: str) -> str:
         "Wanda's at the same pattern and calibration length (negative: lower perplexity than Wanda).",
         "",
     ]
-    if model != "lm-pydoc":
-        lines += [
-            f"**Scale:** this run uses `{model}`, not the issue's `lm-pydoc` (not cached when the bench ran; training it "
-            "did not fit the session on a loaded 2-core machine). Rerun `python -m coevo.figures prune --model lm-pydoc` for the "
-            "3.3M-parameter LM.",
-            "",
-        ]
+    if model in _SCALE_NOTES:
+        lines += [f"**Scale:** {_SCALE_NOTES[model]}", ""]
     medians: dict[tuple[str, str, int], float] = {}
     for key, rs in cell.items():
         medians[key] = statistics.median(float(r["test_ppl"]) for r in rs)

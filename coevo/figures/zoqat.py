@@ -183,8 +183,11 @@ def table(rows: list[dict[str, str]], model: str, steps: int, w_bits: int, a_bit
             f"{statistics.mean(peak):.0f} [{min(peak):.0f}, {max(peak):.0f}] | "
             f"{statistics.mean(float(r['s_per_step']) for r in rs.values()):.3f} | {first['trainable_values'] if trained != '-' else '-'} |"
         )
-    fl = statistics.mean(float(r["float_test"]) for rs in by.values() for r in rs.values())
-    return "\n".join(lines) + f"\n\nFloat model: test {metric} {fl:.3f}.\n"
+    floats = [float(r["float_test"]) for rs in by.values() for r in rs.values()]
+    fl = f"{statistics.mean(floats):.3f}"
+    if max(floats) - min(floats) > 1e-9:  # seeds that train their own models: each has its own float figure
+        fl = f"{fl} (mean over the seeds' models, {min(floats):.3f} to {max(floats):.3f})"
+    return "\n".join(lines) + f"\n\nFloat model: test {metric} {fl}.\n"
 
 
 def findings(rows: list[dict[str, str]], model: str, steps: int, w_bits: int, a_bits: int) -> str:
@@ -252,6 +255,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--configs", default=",".join(CONFIGS), help="labels of CONFIGS to run")
     ap.add_argument("--seeds", default=",".join(map(str, SEEDS)))
     ap.add_argument(
+        "--lr-from",
+        default=None,
+        help="an earlier run's CSV: reuse its validation-phase rows (the learning-rate choice, seed 0) instead of measuring them "
+        "again; with --vary-model, seed 0 is the recipe's own model, so the choice is the same",
+    )
+    ap.add_argument(
         "--vary-model",
         action="store_true",
         help="test seed s also trains the zoo model with seed s (seeds vary the trained model, not only the method's randomness)",
@@ -272,6 +281,11 @@ def main(argv: list[str] | None = None) -> None:
     seeds = [int(s) for s in a.seeds.split(",")]
     base = Spec(model=a.model, w_bits=a.w_bits, a_bits=a.a_bits, batch_size=a.batch_size, eps=a.eps, eval_batches=a.eval_batches, threads=1)
     if not a.report_only:
+        if a.lr_from:  # the learning-rate choice of an earlier run: its validation rows count as measured here
+            for r in read(Path(a.lr_from)):
+                if r["phase"] == "val" and r["model"] == a.model and key(r) not in done:
+                    append(path, r)
+                    done.add(key(r))
         for label in labels:
             method, weights = CONFIGS[label]
             for lr in LR_GRID.get(label, []):
@@ -302,6 +316,7 @@ def main(argv: list[str] | None = None) -> None:
         + (f" --val-steps {val_steps}" if val_steps != a.steps else "")
         + (f" --eval-batches {a.eval_batches}" if a.eval_batches else "")
         + (" --vary-model" if a.vary_model else "")
+        + (f" --lr-from {a.lr_from}" if a.lr_from else "")
         + f"` from `{path.name}` (every run; test seeds {a.seeds}). Each run is a fresh process with one torch thread; "
         f"batches of {a.batch_size} sequences; a seed fixes the batch order, the calibration batches (4) and the "
         "perturbations, the same for every configuration"

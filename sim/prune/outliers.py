@@ -139,13 +139,14 @@ def activation_outliers(
     mods = dict(model.named_modules())
     sums = {n: _Sums() for n in names}
     order: list[str] = []
-    first_input: dict[str, int] = {}  # data pointer of the layer's first input: equal pointers are one input read twice
+    # each layer's first input, held (so no later tensor reuses its memory) and compared by identity: q, k and v read one tensor
+    first_input: dict[str, torch.Tensor] = {}
 
     def hook(name: str) -> Callable[..., None]:
         def seen(_module: nn.Module, args: tuple[Any, ...]) -> None:
             if name not in order:
                 order.append(name)
-                first_input[name] = args[0].data_ptr()
+                first_input[name] = args[0]
             sums[name].add(args[0])
 
         return seen
@@ -161,7 +162,7 @@ def activation_outliers(
         model.train(was)
         for h in handles:
             h.remove()
-    distinct = [n for i, n in enumerate(order) if first_input[n] not in {first_input[m] for m in order[:i]}]
+    distinct = [n for i, n in enumerate(order) if not any(first_input[n] is first_input[m] for m in order[:i])]
     return OutlierReport(tuple(_layer(n, sums[n]) for n in distinct))
 
 
