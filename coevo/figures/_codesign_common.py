@@ -25,7 +25,7 @@ from coevo.search.errors import UserInputError
 from coevo.search.metrics import pareto_mask
 from coevo.search.nb201_accel.accel import AccelPart, AccelResult
 from coevo.search.problem import LevelProblem, Levels, Objective
-from coevo.search.stats import t_interval
+from coevo.search.stats import format_interval, t_interval
 from coevo.sim.accel.network import Workload
 
 RunKey = tuple[str, int, int]
@@ -164,6 +164,50 @@ def joint_not_ahead(rows: Rows, fields: Sequence[str]) -> Iterator[tuple[int, st
     for budget, _, seq, field, diffs in comparisons(rows, [("joint", s) for s in SEQUENTIAL], fields):
         if len(diffs) >= 2 and verdict(diffs, "joint", seq) != "joint ahead":
             yield budget, seq, field, diffs
+
+
+def hv_table(rows: Rows, arms: Sequence[str], hv: Mapping[str, str]) -> str:
+    """Per budget and arm of a compression x hardware figure: seeds, each HV ratio (median; mean ± 95 % t), evaluations,
+    compressions paid, kept, wall time. ``hv``: run-row HV field -> its label (``"accuracy, energy"``)."""
+
+    def cells(budget: int, arm: str, rs: Sequence[Mapping[str, Any]]) -> str:
+        scores = [[float(r[field]) for r in rs] for field in hv]
+        return (
+            f"| {budget} | {arm} | {len(rs)} | "
+            + "".join(f"{median_text(v, 4)} | {mean_text(v, 4)} | " for v in scores)
+            + f"{mean_text([float(r['evaluations']) for r in rs], 0)} | {mean_text([float(r['compressions']) for r in rs], 0)} | "
+            f"{kept_text(rs)} | {median_text([float(r['wall_s']) for r in rs], 0)} |"
+        )
+
+    header = (
+        "| budget B | arm | seeds | "
+        + " | ".join(f"HV ({label}): median | mean ± 95 % t" for label in hv.values())
+        + " | joint designs evaluated | distinct compressions paid | kept | wall s, median |"
+    )
+    return arms_table(rows, arms, header, cells)
+
+
+def findings_text(rows: Rows, pairs: Sequence[tuple[str, str]], columns: Mapping[str, str], first: str) -> str:
+    """Per budget, comparison and scored pair (``columns``: HV field -> the objective paired with ``first``): the paired
+    HV-ratio difference (mean ± 95 % t) and what it says."""
+    out = [
+        f"- B = {budget}, ({first}, {columns[field]}), **{a}** vs **{b}**: HV-ratio difference {format_interval(diffs, 4)} "
+        f"(paired, {len(diffs)} seeds: {', '.join(f'{d:+.4f}' for d in diffs)}): **{verdict(diffs, a, b)}**."
+        for budget, a, b, field, diffs in comparisons(rows, pairs, list(columns))
+    ]
+    return "\n".join(out) + "\n"
+
+
+def not_ahead_text(rows: Rows, columns: Mapping[str, str], first: str) -> str:
+    """Lines where joint search is not ahead of the sequential flow (paired HV ratio), per budget and scored pair."""
+    out = [
+        f"- B = {budget}, ({first}, {columns[field]}): joint search is not ahead of **{seq}** "
+        f"({verdict(diffs, 'joint', seq)}; HV-ratio difference {format_interval(diffs, 4)})."
+        for budget, seq, field, diffs in joint_not_ahead(rows, list(columns))
+    ]
+    return (
+        "\n".join(out) + "\n" if out else "- Joint search is ahead of the sequential flow on both scored pairs at every budget measured.\n"
+    )
 
 
 # ---------------------------------------------------------------- running the arms

@@ -43,9 +43,7 @@ import numpy as np
 from pydantic import Field
 
 from coevo.figures import _codesign_common as common
-from coevo.figures._codesign_common import budgets_of, comparisons, joint_not_ahead, verdict
-from coevo.figures._codesign_common import mean_text as _mean
-from coevo.figures._codesign_common import median_text as _median
+from coevo.figures._codesign_common import budgets_of
 from coevo.figures._common import figure_parser, read_numbers
 from coevo.figures.codesign import DEFAULT_ACCEL, FixedAccelPart, front_cells
 from coevo.search.deploy_cnn.problem import DeployCnnOptions, DeployCnnProblem
@@ -53,7 +51,6 @@ from coevo.search.metrics import FrontReference, pareto_mask
 from coevo.search.nb201_accel.accel import Accel, AccelPart, AccelResult
 from coevo.search.nb201_accel.problem import all_accels
 from coevo.search.quant.problem import QuantProblem
-from coevo.search.stats import format_interval
 from coevo.sim.accel.network import ArrayConfig, Workload, network_cost
 
 NAME = "codesign-cnn"
@@ -278,20 +275,7 @@ def front_designs(designs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any
 
 def table(rows: Sequence[Mapping[str, Any]]) -> str:
     """Per budget and arm: seeds, HV ratios (median; mean ± 95 % t), evaluations, compressions paid, kept, wall time."""
-
-    def cells(budget: int, arm: str, rs: Sequence[Mapping[str, Any]]) -> str:
-        he, hl = [float(r["hv_energy"]) for r in rs], [float(r["hv_latency"]) for r in rs]
-        return (
-            f"| {budget} | {arm} | {len(rs)} | {_median(he, 4)} | {_mean(he, 4)} | {_median(hl, 4)} | {_mean(hl, 4)} | "
-            f"{_mean([float(r['evaluations']) for r in rs], 0)} | {_mean([float(r['compressions']) for r in rs], 0)} | "
-            f"{common.kept_text(rs)} | {_median([float(r['wall_s']) for r in rs], 0)} |"
-        )
-
-    header = (
-        "| budget B | arm | seeds | HV (accuracy, energy): median | mean ± 95 % t | HV (accuracy, latency): median | mean ± 95 % t "
-        "| joint designs evaluated | distinct compressions paid | kept | wall s, median |"
-    )
-    return common.arms_table(rows, ARMS, header, cells)
+    return common.hv_table(rows, ARMS, {"hv_energy": "accuracy, energy", "hv_latency": "accuracy, latency"})
 
 
 _COLUMNS = {f"hv_{name}": col for name, col in PAIRS.items()}
@@ -307,12 +291,7 @@ COMPARISONS = (
 
 def findings(rows: Sequence[Mapping[str, Any]]) -> str:
     """Per budget, comparison and scored pair: the paired HV-ratio difference (mean ± 95 % t) and what it says."""
-    out = [
-        f"- B = {budget}, (accuracy, {_COLUMNS[field]}), **{a}** vs **{b}**: HV-ratio difference {format_interval(diffs, 4)} "
-        f"(paired, {len(diffs)} seeds: {', '.join(f'{d:+.4f}' for d in diffs)}): **{verdict(diffs, a, b)}**."
-        for budget, a, b, field, diffs in comparisons(rows, COMPARISONS, list(_COLUMNS))
-    ]
-    return "\n".join(out) + "\n"
+    return common.findings_text(rows, COMPARISONS, _COLUMNS, "accuracy")
 
 
 def best_section(best: Sequence[Mapping[str, Any]]) -> str:
@@ -350,14 +329,7 @@ def joint_accel_id(accel: Accel) -> str:
 
 def where_joint_does_not_pay(rows: Sequence[Mapping[str, Any]]) -> str:
     """Lines where joint search is not ahead of the sequential flow (paired HV ratio), per budget and scored pair."""
-    out = [
-        f"- B = {budget}, (accuracy, {_COLUMNS[field]}): joint search is not ahead of **{seq}** "
-        f"({verdict(diffs, 'joint', seq)}; HV-ratio difference {format_interval(diffs, 4)})."
-        for budget, seq, field, diffs in joint_not_ahead(rows, list(_COLUMNS))
-    ]
-    return (
-        "\n".join(out) + "\n" if out else "- Joint search is ahead of the sequential flow on both scored pairs at every budget measured.\n"
-    )
+    return common.not_ahead_text(rows, _COLUMNS, "accuracy")
 
 
 def plot(designs: Sequence[Mapping[str, Any]], budget: int, seed: int, path: Path) -> bool:

@@ -41,9 +41,7 @@ import numpy as np
 from pydantic import Field
 
 from coevo.figures import _codesign_common as common
-from coevo.figures._codesign_common import budgets_of, comparisons, joint_not_ahead, verdict
-from coevo.figures._codesign_common import mean_text as _mean
-from coevo.figures._codesign_common import median_text as _median
+from coevo.figures._codesign_common import budgets_of
 from coevo.figures._common import figure_parser, read_numbers
 from coevo.figures.codesign import front_cells
 from coevo.search.compose import ComposedProblem, Part
@@ -51,7 +49,6 @@ from coevo.search.deploy_lm.problem import CompressedLm, DeployLmOptions, Deploy
 from coevo.search.fpga.problem import TABLE, FpgaDesign, FpgaTransformerProblem
 from coevo.search.metrics import FrontReference
 from coevo.search.problem import Levels, Objective
-from coevo.search.stats import format_interval
 from coevo.sim.attention.config import ATTENTION
 from coevo.sim.fpga.config import FpgaConfig
 
@@ -273,20 +270,7 @@ def run_rows(
 
 def table(rows: Sequence[Mapping[str, Any]]) -> str:
     """Per budget and arm: seeds, HV ratios (median; mean ± 95 % t), evaluations, compressions paid, kept, wall time."""
-
-    def cells(budget: int, arm: str, rs: Sequence[Mapping[str, Any]]) -> str:
-        hl, hm = [float(r["hv_latency"]) for r in rs], [float(r["hv_memory"]) for r in rs]
-        return (
-            f"| {budget} | {arm} | {len(rs)} | {_median(hl, 4)} | {_mean(hl, 4)} | {_median(hm, 4)} | {_mean(hm, 4)} | "
-            f"{_mean([float(r['evaluations']) for r in rs], 0)} | {_mean([float(r['compressions']) for r in rs], 0)} | "
-            f"{common.kept_text(rs)} | {_median([float(r['wall_s']) for r in rs], 0)} |"
-        )
-
-    header = (
-        "| budget B | arm | seeds | HV (-ln ppl, latency): median | mean ± 95 % t | HV (-ln ppl, weight MB): median | mean ± 95 % t "
-        "| joint designs evaluated | distinct compressions paid | kept | wall s, median |"
-    )
-    return common.arms_table(rows, ARMS, header, cells)
+    return common.hv_table(rows, ARMS, {"hv_latency": "-ln ppl, latency", "hv_memory": "-ln ppl, weight MB"})
 
 
 _COLUMNS = {f"hv_{name}": col for name, col in PAIRS.items()}
@@ -296,24 +280,12 @@ COMPARISONS = (("joint", "sequential"), ("joint", "random"), ("sequential", "ran
 
 def findings(rows: Sequence[Mapping[str, Any]]) -> str:
     """Per budget, comparison and scored pair: the paired HV-ratio difference (mean ± 95 % t) and what it says."""
-    out = [
-        f"- B = {budget}, (-ln ppl, {_COLUMNS[field]}), **{a}** vs **{b}**: HV-ratio difference {format_interval(diffs, 4)} "
-        f"(paired, {len(diffs)} seeds: {', '.join(f'{d:+.4f}' for d in diffs)}): **{verdict(diffs, a, b)}**."
-        for budget, a, b, field, diffs in comparisons(rows, COMPARISONS, list(_COLUMNS))
-    ]
-    return "\n".join(out) + "\n"
+    return common.findings_text(rows, COMPARISONS, _COLUMNS, "-ln ppl")
 
 
 def where_joint_does_not_pay(rows: Sequence[Mapping[str, Any]]) -> str:
     """Lines where joint search is not ahead of the sequential flow (paired HV ratio), per budget and scored pair."""
-    out = [
-        f"- B = {budget}, (-ln ppl, {_COLUMNS[field]}): joint search is not ahead of **{seq}** "
-        f"({verdict(diffs, 'joint', seq)}; HV-ratio difference {format_interval(diffs, 4)})."
-        for budget, seq, field, diffs in joint_not_ahead(rows, list(_COLUMNS))
-    ]
-    return (
-        "\n".join(out) + "\n" if out else "- Joint search is ahead of the sequential flow on both scored pairs at every budget measured.\n"
-    )
+    return common.not_ahead_text(rows, _COLUMNS, "-ln ppl")
 
 
 def plot(designs: Sequence[Mapping[str, Any]], budget: int, seed: int, floor: float, path: Path) -> bool:
