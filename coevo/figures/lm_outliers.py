@@ -6,7 +6,7 @@ over calibration tokens of the validation split with :func:`sim.prune.outliers.a
 Writes the per-layer rows to ``docs/bench/prune/outliers.csv`` and the per-model summary
 ``outliers.md`` from that file::
 
-    nice -n 10 python -m coevo.figures lm-outliers                      # three LMs, the tiny ones with 3 training seeds
+    nice -n 10 python -m coevo.figures lm-outliers                      # four LMs, the tiny ones with 3 training seeds
     python -m coevo.figures lm-outliers --report-only
 """
 
@@ -119,7 +119,7 @@ def report(csv_path: Path, md_path: Path, command: str) -> str:
 def main(argv: list[str] | None = None) -> None:
     """Measure (unless ``--report-only``), then write outliers.md from outliers.csv."""
     p = figure_parser(NAME, __doc__)
-    p.add_argument("--models", default="lm-pydoc-tiny,lm-pystdlib-tiny,lm-pystdlib", help="zoo LMs, comma-separated")
+    p.add_argument("--models", default="lm-pydoc-tiny,lm-pystdlib-tiny,lm-pydoc,lm-pystdlib", help="zoo LMs, comma-separated")
     p.add_argument("--tiny-seeds", default="0,1,2", help="training seeds of the *-tiny models (the others train seed 0 only)")
     p.add_argument("--tokens", type=int, default=16384, help="validation tokens measured per model")
     args = p.parse_args(argv)

@@ -258,4 +258,8 @@ def test_the_estimate_is_the_time_a_variant_took_in_this_cache_when_one_did(tmp_
     (tmp_path / "zoo" / "mlp-digits-0123456789abcdef.json").write_text(json.dumps({"name": "mlp-digits", "train_s": 31.6}))
     (tmp_path / "zoo" / "mlp-digits-fedcba9876543210.json").write_text("not json")  # a broken sidecar is skipped
     assert train_estimate("mlp-digits") == "about 32 s, as it took here before"
+    from coevo.sim.zoo.recipes import TRAIN_S_2_CORES
+
+    assert train_estimate("lm-pydoc") == "about 316 s on 2 cores"
+    monkeypatch.delitem(TRAIN_S_2_CORES, "lm-pydoc")  # a recipe never timed, and not in this cache
     assert train_estimate("lm-pydoc").startswith("no estimate yet")
