@@ -163,3 +163,23 @@ def test_the_miner_controls_the_false_discovery_rate_over_a_rounds_comparisons()
     kb = KnowledgeBase()
     OfflineReasoner().update_knowledge(kb, evals, KnowledgeContext(PROBLEM, complexity_niches(), 0, tuple(evals)))
     assert kb.by_key(KEY) is not None
+
+
+def test_a_heuristic_imported_onto_a_part_keeps_its_origin_when_re_measured_or_refuted(tmp_path: Path) -> None:
+    store = KnowledgeStore(f"sqlite:///{tmp_path / 'kb.sqlite3'}")
+    knowledge = StudyKnowledge(store, "s", PROBLEM.spec(), "offline (no LLM)")
+    reasoner = OfflineReasoner()
+    evals = _batch(0, 8, True, 85.0, 1.0) + _batch(100, 12, False, 75.0, 1.0)
+    _update(reasoner, knowledge, evals, 0)
+    kb = knowledge.load()  # the claim as --kb-from leaves an imported one: scope and claim name its part and source problem
+    h = kb.by_key(KEY)
+    assert h is not None and h.structured is not None
+    kb.upsert(KEY, 0, scope={**h.scope, "part": "cell", "from": "nb201"}, structured={**h.structured, "part": "cell"})
+    knowledge.save(kb, 0)
+    evals += _batch(200, 10, True, 79.0, 2.0) + _batch(300, 10, False, 76.0, 2.0)
+    remined = _update(reasoner, knowledge, evals, 1)  # mined again: new figures
+    evals += _batch(600, 40, True, 70.0, 12.0) + _batch(700, 20, False, 77.0, 12.0)
+    refuted = _update(reasoner, knowledge, evals, 3)  # the effect vanishes: refuted with the re-measured figures
+    assert refuted.status == "refuted" and remined.text != refuted.text
+    for v in (remined, refuted):
+        assert (v.scope["part"], v.scope["from"], (v.structured or {}).get("part")) == ("cell", "nb201", "cell")
