@@ -17,6 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from coevo.figures._common import command_line, figure_parser, read_csv, write_csv, write_markdown
+from coevo.sim.prune.outliers import LayerOutliers, OutlierReport
 
 NAME = "lm-outliers"
 FIELDS = [
@@ -57,32 +58,33 @@ def measure(models: list[str], seeds: dict[str, list[int]], tokens: int) -> list
     return rows
 
 
-def _f(value: str) -> float:
-    return float(value)
+def _layer(row: dict[str, str]) -> LayerOutliers:
+    """One saved CSV row as the layer measure it was written from."""
+    return LayerOutliers(
+        layer=row["layer"],
+        channels=int(row["channels"]),
+        tokens=int(row["tokens"]),
+        absmax=float(row["absmax"]),
+        absmax_ratio=float(row["absmax_ratio"]),
+        norm_ratio=float(row["norm_ratio"]),
+        kurtosis=float(row["kurtosis"]),
+        outlier_channels=tuple(int(c) for c in row["outlier_channels"].split()),
+    )
 
 
 def report(csv_path: Path, md_path: Path, command: str) -> str:
-    """The per-model table (medians over layers, then median [min-max] over training seeds), written from ``csv_path``."""
+    """The per-model table (medians over layers, then median [min-max] over training seeds), written from ``csv_path``.
+
+    Each run's figures are :meth:`OutlierReport.summary` of its saved layer rows, the same reduction the measurement prints.
+    """
     rows = read_csv(csv_path)
     by_run: dict[tuple[str, str], list[dict[str, str]]] = defaultdict(list)
     for row in rows:
         by_run[(row["model"], row["seed"])].append(row)
     per_model: dict[str, list[dict[str, float]]] = defaultdict(list)
     for (model, _seed), layers in by_run.items():
-        per_model[model].append(
-            {
-                "params": _f(layers[0]["params"]),
-                "val_ppl": _f(layers[0]["val_ppl"]),
-                "absmax": max(_f(r["absmax"]) for r in layers),
-                "absmax_ratio": statistics.median(_f(r["absmax_ratio"]) for r in layers),
-                "norm_ratio": statistics.median(_f(r["norm_ratio"]) for r in layers),
-                "kurtosis": statistics.median(_f(r["kurtosis"]) for r in layers),
-                "kurtosis_max": max(_f(r["kurtosis"]) for r in layers),
-                "with_outliers": sum(1 for r in layers if r["outlier_channels"]),
-                "layers": len(layers),
-                "systematic": len(layers[0]["systematic"].split()),
-            }
-        )
+        summary = OutlierReport(tuple(_layer(r) for r in layers)).summary()
+        per_model[model].append({**summary, "params": float(layers[0]["params"]), "val_ppl": float(layers[0]["val_ppl"])})
 
     def cell(runs: list[dict[str, float]], key: str, fmt: str = "{:.2f}") -> str:
         values = [r[key] for r in runs]
@@ -104,8 +106,10 @@ def report(csv_path: Path, md_path: Path, command: str) -> str:
     for model, runs in per_model.items():
         lines.append(
             f"| {model} | {int(runs[0]['params']):,} | {len(runs)} | {cell(runs, 'val_ppl')} | {cell(runs, 'absmax')} "
-            f"| {cell(runs, 'absmax_ratio')} | {cell(runs, 'norm_ratio')} | {cell(runs, 'kurtosis')} / {cell(runs, 'kurtosis_max')} "
-            f"| {cell(runs, 'with_outliers', '{:.0f}')} of {int(runs[0]['layers'])} | {cell(runs, 'systematic', '{:.0f}')} |"
+            f"| {cell(runs, 'absmax_ratio_median')} | {cell(runs, 'norm_ratio_median')} "
+            f"| {cell(runs, 'kurtosis_median')} / {cell(runs, 'kurtosis_max')} "
+            f"| {cell(runs, 'layers_with_outliers', '{:.0f}')} of {int(runs[0]['layers'])} "
+            f"| {cell(runs, 'systematic_channels', '{:.0f}')} |"
         )
     lines += [
         "",

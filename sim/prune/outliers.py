@@ -21,6 +21,7 @@ keeps the first of them, so no input is counted twice in the medians or the 25 %
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -98,7 +99,7 @@ class OutlierReport:
 
     def summary(self) -> dict[str, float]:
         """Model-level figures: medians over layers of the ratios and kurtosis, the largest value, outlier counts."""
-        med = _median
+        med = statistics.median
         return {
             "layers": float(len(self.layers)),
             "absmax": max(layer.absmax for layer in self.layers),
@@ -118,12 +119,6 @@ class OutlierReport:
             row["outlier_channels"] = " ".join(map(str, layer.outlier_channels))
             rows.append(row)
         return rows
-
-
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def activation_outliers(
