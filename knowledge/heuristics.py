@@ -40,6 +40,17 @@ HUMAN: frozenset[str] = frozenset({"accepted", "rejected"})
 """Statuses only a person sets; no reasoner or automatic rule overrides them."""
 
 
+ORIGIN_KEYS = ("part", "from")
+"""What an imported heuristic's scope and claim say of where it came from (:func:`knowledge.exchange.onto_part`): a
+part of a composed problem and the problem it was learned on. :meth:`KnowledgeBase.upsert` keeps them through any
+rewrite of the scope or the claim (a re-measurement in the joint study changes the figures, never the origin)."""
+
+
+def origin_of(mapping: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The :data:`ORIGIN_KEYS` of ``mapping`` (none where it is None or has none)."""
+    return {k: mapping[k] for k in ORIGIN_KEYS if mapping is not None and k in mapping}
+
+
 @dataclass
 class Heuristic:
     """One design heuristic.
@@ -106,6 +117,8 @@ class KnowledgeBase:
             self.heuristics[h.id] = h
             return h, True
         for name, value in fields.items():
+            if name in ("scope", "structured") and isinstance(value, dict):
+                value = {**value, **origin_of(getattr(h, name))}  # a rewrite keeps where an imported claim came from
             setattr(h, name, value)
         h.updated_round = round_no
         h.version += 1

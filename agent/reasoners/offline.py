@@ -209,16 +209,6 @@ class _Evidence:
         return np.ones(len(self.trials), bool) if niche is None else self.niches == niche
 
 
-ORIGIN_KEYS = ("part", "from")
-"""What an imported heuristic's scope and claim say of where it came from (:func:`knowledge.exchange.onto_part`):
-a re-measurement in the joint study rewrites the claim's figures, never these."""
-
-
-def _origin(mapping: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The :data:`ORIGIN_KEYS` of ``mapping`` (none where it is None or has none)."""
-    return {k: mapping[k] for k in ORIGIN_KEYS if mapping is not None and k in mapping}
-
-
 class OfflineReasoner(Reasoner):
     """Statistics-driven reasoner; the embedded default when no LLM endpoint is configured.
 
@@ -268,8 +258,8 @@ class OfflineReasoner(Reasoner):
             claim.key,
             ctx.round,
             text=claim.text(),
-            scope={**ctx.problem.spec(), "niche": claim.niche, **_origin(existing.scope if existing else None)},
-            structured={**claim.structured(), **_origin(existing.structured if existing else None)},
+            scope={**ctx.problem.spec(), "niche": claim.niche},
+            structured=claim.structured(),
             confidence=round(claim.confidence, 4),
             status=existing.status if kept and existing else ("validated" if strong else "proposed"),
             author="offline",
@@ -332,7 +322,7 @@ class OfflineReasoner(Reasoner):
                 self._store(kb, now, ctx, note="re-measured (no longer among the round's strongest claims):")
                 continue
             why = "the 95% CI contains 0" if abs(now.effect) <= ci else "the sign flipped"
-            structured = {**now.structured(), "claimed_effect": s["effect"], "refuted": why, **_origin(s)}
+            structured = {**now.structured(), "claimed_effect": s["effect"], "refuted": why}
             kb.upsert(
                 h.key,
                 ctx.round,
