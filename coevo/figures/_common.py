@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as _dt
+import functools
 import json
 import math
 import os
@@ -120,12 +121,26 @@ def figure_parser(name: str, description: str | None = None) -> argparse.Argumen
     return parser
 
 
-def _git_revision() -> str:
+@functools.cache
+def git_revision() -> str:
+    """The commit the code ran from, ``-dirty`` when tracked code outside ``docs/`` differed from it.
+
+    Measured once per process, at its first call: a figure's own outputs (under ``docs/``) would
+    otherwise mark every file it writes after the first as dirty, and data under ``docs/`` is
+    not code the result depends on.
+    """
     try:
-        done = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=12"], capture_output=True, text=True, check=False)
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, check=False)
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ":/", ":(top,exclude)docs"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
     except OSError:
         return "unknown"
-    return done.stdout.strip() or "unknown"
+    revision = head.stdout.strip()
+    if not revision:
+        return "unknown"
+    return revision + ("-dirty" if changed.stdout.strip() else "")
 
 
 def _threads() -> int:
@@ -140,7 +155,7 @@ def provenance(command: str) -> dict[str, Any]:
         command: the command line that is writing the output (:func:`command_line`).
 
     Returns:
-        ``command``, ``git`` (``git describe --always --dirty``), ``load`` (1, 5 and 15 min load averages),
+        ``command``, ``git`` (:func:`git_revision`), ``load`` (1, 5 and 15 min load averages),
         ``cpus``, ``threads`` (torch's intra-op threads, 1 when torch is not loaded), ``date`` (UTC, ISO 8601),
         ``python``, ``torch`` (its version, or ``None`` when the figure does not load it).
     """
@@ -148,7 +163,7 @@ def provenance(command: str) -> dict[str, Any]:
     load = [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else []
     return {
         "command": command,
-        "git": _git_revision(),
+        "git": git_revision(),
         "load": load,
         "cpus": os.cpu_count(),
         "threads": _threads(),

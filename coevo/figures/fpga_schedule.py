@@ -23,7 +23,6 @@ import json
 import os
 import platform
 import re
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -32,7 +31,17 @@ from pathlib import Path
 import numpy as np
 
 from coevo.figures import get
-from coevo.figures._common import CHECKOUT, command_line, figure_parser, out_dir, read_csv, t_interval, write_csv, write_markdown
+from coevo.figures._common import (
+    CHECKOUT,
+    command_line,
+    figure_parser,
+    git_revision,
+    out_dir,
+    read_csv,
+    t_interval,
+    write_csv,
+    write_markdown,
+)
 from coevo.sim.fpga import (
     Accelerator,
     AttentionConfig,
@@ -432,8 +441,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     meta_path = out / "schedule_run.json"
     command = command_line(NAME, argv)
     if not args.report_only:
-        commit = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=12"], capture_output=True, text=True, check=False)
-        meta = {"command": command, "commit": commit.stdout.strip() or "unknown", "load_before": _load(), "threads": "1"}
+        meta = {"command": command, "commit": git_revision(), "load_before": _load(), "threads": "1"}
         began = time.perf_counter()
         write_csv(out / "schedule.csv", run_batches(args.batches, args.draws, args.calibration), command=command)
         write_csv(out / "schedule_cpsat.csv", run_cpsat(args.cpsat_seeds, args.time_limit, args.cpsat_batch), command=command)
