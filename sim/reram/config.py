@@ -26,6 +26,13 @@ class ReramConfig:
     """
 
     model: str = field(default="mlp-digits", metadata={"help": "zoo classifier mapped onto the crossbars"})
+    compare_model: str = field(
+        default="cnn-digits-cv",
+        metadata={
+            "help": "zoo classifier of the figure's scheme comparison (cross-validated: one model per fold and seed, all 1,797 "
+            "digits tested once per seed)"
+        },
+    )
     rows: int = field(default=CrossbarConfig.rows, metadata={"help": "wordlines per crossbar", "unit": "cells", "ge": 1, "le": 4096})
     cols: int = field(default=CrossbarConfig.cols, metadata={"help": "bitlines per crossbar", "unit": "cells", "ge": 1, "le": 4096})
     weight_bits: int = field(

@@ -83,7 +83,7 @@ def literal_values(model: Any, field: str) -> set[str]:
 
 def test_reram_figure_uses_the_family_crossbar_model_and_ratio() -> None:
     models = defaults(reram).models.split(",")
-    assert models[0] == ReramConfig.model
+    assert models[0] == ReramConfig.compare_model  # the cross-validated classifier (issue 31 item 1)
     assert reram.CFG == ReramConfig().crossbar() == CrossbarConfig()
     assert ReramConfig.sa0_sa1 == reram.RATIO
     rows = read_csv(BENCH / "reram" / "reram.csv")
@@ -95,10 +95,11 @@ def test_reram_figure_uses_the_family_crossbar_model_and_ratio() -> None:
         # at the family's ratio every scheme runs; the other ratio has only some of them
         at_default = {r["scheme"] for r in rows if r["model"] == model and r["sa0_sa1"] == ReramConfig.sa0_sa1}
         assert at_default == set(label)
-    ft = reram.FT[ReramConfig.model]
-    pruned = dict(reram.schemes(ReramConfig.model))[reram.HEADLINE]  # the headline: the vote, fault maps unknown
+    ft = reram.FT[ReramConfig.compare_model]
+    assert ft == reram.FT[ReramConfig.model] == ReramConfig.finetune_epochs
+    pruned = dict(reram.schemes(ReramConfig.compare_model))[reram.HEADLINE]  # the headline: the vote, fault maps unknown
     assert pruned == Protection(prune_rows=0.1, prune_cols=0.1, dup=True, msb=1, knowledge="unknown", finetune_epochs=ft)
-    assert {p.finetune_epochs for _, p in reram.schemes(ReramConfig.model)} == {ft}  # the same fine-tuning for every scheme
+    assert {p.finetune_epochs for _, p in reram.schemes(ReramConfig.compare_model)} == {ft}  # the same fine-tuning for every scheme
 
 
 def test_prune_figure_uses_the_family_model_pattern_score_and_sparsity() -> None:
