@@ -3,7 +3,7 @@
 One command runs any of them (from the checkout's root)::
 
     python -m coevo.figures list                      # name, topic, what each measures
-    python -m coevo.figures reram --maps 20           # measure, save the data, render the tables
+    python -m coevo.figures reram --maps 8            # measure, save the data, render the tables
     python -m coevo.figures reram --report-only       # re-render the tables from the saved data only
     python -m coevo.figures index                     # docs/benchmarks.md and docs/bench/README.md from FIGURES
 
@@ -471,8 +471,9 @@ FIGURES: tuple[Figure, ...] = (
     Figure(
         "reram",
         "reram",
-        "accuracy / perplexity vs stuck-at fault rate per protection scheme, 20 fault maps, area (issue 20)",
-        "nice -n 10 python -m coevo.figures reram --maps 20",
+        "accuracy / perplexity vs stuck-at fault rate per protection scheme, cnn-digits-cv (8 seeds x 5 folds, each seed its own "
+        "models) and lm-pydoc-tiny (4 seeds), paired, area (issues 20, 31)",
+        "nice -n 10 python -m coevo.figures reram --maps 8",
         ("reram.md", "reram.csv", "reram-run.json", "reram-*.png"),
         ("reram.csv", "reram-run.json"),
         module="reram",
