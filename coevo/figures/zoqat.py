@@ -141,8 +141,10 @@ def key(row: dict[str, Any]) -> tuple[str, ...]:
 
 def append(path: Path, row: dict[str, Any]) -> None:
     new = not path.exists()
+    # an existing file keeps its own header: a CSV written before a field was added (smooth_alpha) stays aligned
+    fields = FIELDS if new else next(csv.reader(path.open()))
     with path.open("a", newline="") as f:
-        w = csv.DictWriter(f, FIELDS, extrasaction="ignore")
+        w = csv.DictWriter(f, fields, extrasaction="ignore")
         if new:
             w.writeheader()
         w.writerow(row)
@@ -463,8 +465,8 @@ def ablation_table(by: dict[str, dict[int, dict[str, str]]], steps: int) -> str:
     """The test table: perplexity, updates, paired against the configuration without the change and against RTN."""
     lines = [
         "| configuration | A bits | rank / probes per window | model updates (of the steps) | lr | seeds | test ppl (mean ± 95 % t) | "
-        "paired ln-ppl vs its baseline | paired ln-ppl vs RTN (unsmoothed) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "paired ln-ppl vs its baseline | paired ln-ppl vs RTN (unsmoothed) | paired ln-ppl vs its own start |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for label, change in ABLATION.items():
         rs = by.get(label)
@@ -480,14 +482,18 @@ def ablation_table(by: dict[str, dict[int, dict[str, str]]], steps: int) -> str:
         vs_rtn = [math.log(float(rs[s]["after_test"])) - math.log(float(plain[s]["rtn_test"])) for s in sorted(set(rs) & set(plain))]
         lines.append(
             f"| {label} | {first['a_bits']} | {rp} | {ups} / {steps} | {first['lr']} | {len(rs)} | "
-            f"{_mean_ci([float(r['after_test']) for r in rs.values()], 3)} | {vs} | {format_interval(vs_rtn, 4)} |"
+            f"{_mean_ci([float(r['after_test']) for r in rs.values()], 3)} | {vs} | {format_interval(vs_rtn, 4)} | "
+            f"{format_interval(log_paired(rs, rs, 'after_test', 'rtn_test'), 4)} |"
         )
     return "\n".join(lines) + "\n"
 
 
-def log_paired(a: dict[int, dict[str, str]], b: dict[int, dict[str, str]], field: str = "after_test") -> list[float]:
-    """Same-seed differences of ``ln(field)`` (ln-perplexity), ``a - b``, over the seeds both have."""
-    return [math.log(float(a[s][field])) - math.log(float(b[s][field])) for s in sorted(set(a) & set(b))]
+def log_paired(
+    a: dict[int, dict[str, str]], b: dict[int, dict[str, str]], field: str = "after_test", b_field: str | None = None
+) -> list[float]:
+    """Same-seed differences ``ln(a[field]) - ln(b[b_field or field])`` (ln-perplexity), over the seeds both have."""
+    other = b_field or field
+    return [math.log(float(a[s][field])) - math.log(float(b[s][other])) for s in sorted(set(a) & set(b))]
 
 
 def ablation_findings(by: dict[str, dict[int, dict[str, str]]]) -> str:
@@ -533,8 +539,9 @@ def ablation_page(rows: list[dict[str, str]], a: argparse.Namespace, val_steps: 
             "factors (X diag(s)^-1, diag(s) W), SmoothQuant's init s_j = max|X_j|^0.5 / max|W_j|^0.5 from the 4 "
             "calibration batches, trained with the scales and weights; the weight and activation scales start at RTN "
             "of the smoothed operands. Paired columns: same-seed differences of ln(perplexity), mean ± 95 % t "
-            "half-width; negative is better. The learning rate of each configuration is the better of its grid on the "
-            "validation split (seed 0, the recipe's model).",
+            "half-width; negative is better. 'its own start': the trained model against the same run's model before "
+            "training (RTN scales; for smooth, of the smoothed operands), i.e. what training added. The learning rate "
+            "of each configuration is the better of its grid on the validation split (seed 0, the recipe's model).",
             "",
             "## Test split",
             "",
