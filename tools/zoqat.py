@@ -30,7 +30,8 @@ class ZoQatArgs(ToolArgs):
         "method",
         description="spsa: two-point zeroth-order (MeZO-style, seeds only, no backprop); pgap: P-GAP, perturbations "
         "aligned with the projected gradient inside each weight matrix's low-rank gradient space (re-estimated every "
-        "50 steps from 5 probes; needs train_weights to differ from spsa); ste: backprop QAT with the straight-through "
+        "refresh steps from probes full-space probes, charged to the steps; needs train_weights to differ from spsa); "
+        "ste: backprop QAT with the straight-through "
         "estimator (Adam); rtn: round-to-nearest, no training; gptq: GPTQ post-training quantization (Hessian "
         "error compensation on RTN's grid), no training",
     )
@@ -39,6 +40,10 @@ class ZoQatArgs(ToolArgs):
     seed: int = config_field(ZoQatConfig, "seed")
     batch_size: int = config_field(ZoQatConfig, "batch_size")
     train_weights: bool = config_field(ZoQatConfig, "train_weights")
+    rank: int = config_field(ZoQatConfig, "rank")
+    probes: int = config_field(ZoQatConfig, "probes")
+    refresh: int = config_field(ZoQatConfig, "refresh")
+    smooth_alpha: float | None = config_field(ZoQatConfig, "smooth_alpha")
     eval_batches: int | None = config_field(
         ZoQatConfig, "eval_batches", description="batches (of 64) of val and test to evaluate; null: the whole split"
     )
@@ -86,7 +91,12 @@ class ZoQat(Tool):
             batch_size=args.batch_size,
             train_weights=args.train_weights,
             eval_batches=args.eval_batches,
+            rank=args.rank,
+            probes=args.probes,
+            refresh=args.refresh,
+            smooth_alpha=args.smooth_alpha,
         )
+        spec.check()  # the settings no single field's bound expresses (probes >= rank, refresh > probes): one line, before any work
         report(f"{args.method} W{args.w_bits}A{args.a_bits or 'fp'} on {args.model}", 0.0)
         try:
             out = run_isolated(spec) if args.isolate else run(spec)
@@ -107,6 +117,7 @@ class ZoQat(Tool):
             "metric": metric,
             metric: {stage: {split: out[f"{stage}_{split}"] for split in ("val", "test")} for stage in ("float", "rtn", "after")},
             "train_weights": args.train_weights,
+            "smooth_alpha": args.smooth_alpha,
             "peak_rss_mb": out["peak_rss_train_mb"],
             "train_peak_added_mb": out["train_peak_added_mb"],
             "s_per_step": out["s_per_step"],

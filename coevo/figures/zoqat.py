@@ -10,13 +10,21 @@ docs/bench/quant/zoqat.csv (every run) and zoqat.md: means with 95 % t intervals
     nice -n 10 python -m coevo.figures zoqat --model lm-pydoc-tiny           # the committed figure
     python -m coevo.figures zoqat --model lm-pydoc-tiny --steps 40 --out /tmp/zq   # a quick look
     python -m coevo.figures zoqat --report-only --model lm-pydoc-tiny       # rewrite the table from the CSV
+
+``--ablation`` (issue 31 item 3) runs :data:`ABLATION` instead: full ZeroQAT by SPSA against P-GAP at rank 2, 4 and 8
+(probes scaled with the rank, charged to the same step budget) and with and without ZeroQAT's smoothing factors at
+W4A8 and W4A4, seeds that vary the trained model, into zoqat-ablation.csv and .md:
+
+    nice -n 10 python -m coevo.figures zoqat --ablation --lr-from docs/bench/quant/zoqat.csv
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import math
 import statistics
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -24,8 +32,11 @@ from typing import Any
 
 from coevo.figures._common import command_line, figure_parser, read_csv, record_provenance, write_markdown
 from coevo.search.stats import format_interval, t_interval
+from coevo.sim.errors import UserInputError
 from coevo.sim.zoqat.config import ZOQAT
+from coevo.sim.zoqat.fakequant import check_alpha
 from coevo.sim.zoqat.job import Spec, run_isolated
+from coevo.sim.zoqat.train import check_pgap
 
 NAME = "zoqat"
 
@@ -49,6 +60,33 @@ LR_GRID: dict[str, list[float]] = {
     "ste-full": [1e-4, 1e-3],
 }
 """Learning rates tried on the validation split (seed 0); the full variants move weights, hence smaller rates."""
+ABLATION: dict[str, dict[str, Any]] = {
+    "spsa-full": {"method": "spsa", "train_weights": True},
+    "pgap-full": {"method": "pgap", "train_weights": True, "rank": 2, "probes": 5},
+    "pgap-full-r2p20": {"method": "pgap", "train_weights": True, "rank": 2, "probes": 20},
+    "pgap-full-r4p10": {"method": "pgap", "train_weights": True, "rank": 4, "probes": 10},
+    "pgap-full-r8p20": {"method": "pgap", "train_weights": True, "rank": 8, "probes": 20},
+    "spsa-full-smooth": {"method": "spsa", "train_weights": True, "smooth_alpha": 0.5},
+    "spsa-full-a4": {"method": "spsa", "train_weights": True, "a_bits": 4},
+    "spsa-full-smooth-a4": {"method": "spsa", "train_weights": True, "a_bits": 4, "smooth_alpha": 0.5},
+}
+"""label -> the Spec fields that differ from the base (W4A8 unless ``a_bits`` is given). P-GAP: ``probes`` per window
+of ``refresh`` (50) steps, 2.5 probes per rank direction as the rank grows (r2p20: more probes at rank 2, to
+tell the probes' effect from the rank's); spsa-full and pgap-full are the main
+figure's configurations (so ``--lr-from`` reuses their learning-rate choice). smooth: ZeroQAT's smoothing factors,
+SmoothQuant's init at alpha 0.5, trained with the scales and weights."""
+ABLATION_BASELINE: dict[str, str] = {
+    "pgap-full": "spsa-full",
+    "pgap-full-r2p20": "spsa-full",
+    "pgap-full-r4p10": "spsa-full",
+    "pgap-full-r8p20": "spsa-full",
+    "spsa-full-smooth": "spsa-full",
+    "spsa-full-smooth-a4": "spsa-full-a4",
+}
+"""Each ablation configuration's paired comparison: the same bits without the change."""
+ABLATION_LR_GRID = [3e-5, 1e-4, 1e-3]
+"""The full variants' grid of the main figure (LR_GRID) and one rate below it (both full configurations chose its
+lowest rate there), for every ablation configuration."""
 SEEDS = (0, 1, 2)
 FIELDS = [
     "phase",
@@ -67,6 +105,7 @@ FIELDS = [
     "rank",
     "refresh",
     "probes",
+    "smooth_alpha",
     "metric",
     "float_val",
     "rtn_val",
@@ -102,8 +141,10 @@ def key(row: dict[str, Any]) -> tuple[str, ...]:
 
 def append(path: Path, row: dict[str, Any]) -> None:
     new = not path.exists()
+    # an existing file keeps its own header: a CSV written before a field was added (smooth_alpha) stays aligned
+    fields = FIELDS if new else next(csv.reader(path.open()))
     with path.open("a", newline="") as f:
-        w = csv.DictWriter(f, FIELDS, extrasaction="ignore")
+        w = csv.DictWriter(f, fields, extrasaction="ignore")
         if new:
             w.writeheader()
         w.writerow(row)
@@ -261,6 +302,11 @@ def parser() -> argparse.ArgumentParser:
         "again; with --vary-model, seed 0 is the recipe's own model, so the choice is the same",
     )
     ap.add_argument(
+        "--ablation",
+        action="store_true",
+        help="run ABLATION (P-GAP rank and probes, ZeroQAT's smoothing; seeds vary the model) into zoqat-ablation.csv/.md",
+    )
+    ap.add_argument(
         "--vary-model",
         action="store_true",
         help="test seed s also trains the zoo model with seed s (seeds vary the trained model, not only the method's randomness)",
@@ -268,11 +314,13 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int | None:
     """Measure (unless ``--report-only``), then write zoqat.md (zoqat-MODEL.md for another model than lm-pydoc-tiny)."""
     a = parser().parse_args(argv)
     out, command = Path(a.out), command_line(NAME, argv)
     out.mkdir(parents=True, exist_ok=True)
+    if a.ablation:
+        return ablation_main(a, out, command)
     suffix = ("" if a.model == "lm-pydoc-tiny" else f"-{a.model}") + ("-vary-model" if a.vary_model else "")
     path = out / f"zoqat{suffix}.csv"
     done = {key(r) for r in read(path)}
@@ -344,3 +392,167 @@ def main(argv: list[str] | None = None) -> None:
     ]
     write_markdown(out / f"zoqat{suffix}.md", "\n".join(md), command)
     print(f"wrote {out / f'zoqat{suffix}.md'}")
+    return 0
+
+
+def updates(steps: int, refresh: int, probes: int) -> int:
+    """Steps of a P-GAP run that update the model: the others are probes (``i % refresh < probes``), no update."""
+    return sum(1 for i in range(steps) if i % refresh >= probes)
+
+
+def check_ablation(a: argparse.Namespace) -> str | None:
+    """One line naming a bad value and its bound, or None: the ablation's P-GAP and smoothing settings."""
+    try:
+        for label, change in ABLATION.items():
+            if change["method"] == "pgap":
+                check_pgap(int(change["rank"]), int(change["probes"]), Spec.refresh)
+            check_alpha(change.get("smooth_alpha"))
+            if label.endswith("-a4") and a.a_bits <= 4:
+                return f"--a-bits must be above 4 for --ablation (its A4 rows are the lower width), got {a.a_bits}"
+    except UserInputError as exc:
+        return str(exc)
+    return None
+
+
+def ablation_main(a: argparse.Namespace, out: Path, command: str) -> int:
+    """``--ablation``: measure :data:`ABLATION` (unless ``--report-only``), write zoqat-ablation.csv and .md."""
+    bad = check_ablation(a)
+    if bad:
+        print(bad, file=sys.stderr)
+        return 2
+    path = out / "zoqat-ablation.csv"
+    done = {key(r) for r in read(path)}
+    val_steps = a.val_steps or a.steps
+    seeds = [int(s) for s in a.seeds.split(",")]
+    base = Spec(model=a.model, w_bits=a.w_bits, a_bits=a.a_bits, batch_size=a.batch_size, eps=a.eps, eval_batches=a.eval_batches, threads=1)
+    if not a.report_only:
+        if a.lr_from:  # the main figure's choice for spsa-full and pgap-full (same labels, same seed-0 model)
+            for r in read(Path(a.lr_from)):
+                if r["phase"] == "val" and r["model"] == a.model and r["label"] in ABLATION and key(r) not in done:
+                    append(path, r)
+                    done.add(key(r))
+        for label, change in ABLATION.items():
+            for lr in ABLATION_LR_GRID:  # the rows --lr-from brought count as measured
+                measure(path, done, "val", label, replace(base, **change, lr=lr, steps=val_steps, seed=0, splits=("val",)))
+        for label, change in ABLATION.items():
+            best = chosen_lr(read(path), label, a.model, val_steps)
+            assert best is not None
+            for seed in seeds:
+                measure(path, done, "test", label, replace(base, **change, lr=best, steps=a.steps, seed=seed, train_seed=seed))
+        record_provenance(path, command)
+    write_markdown(out / "zoqat-ablation.md", ablation_page(read(path), a, val_steps), command)
+    print(f"wrote {out / 'zoqat-ablation.md'}")
+    return 0
+
+
+def ablation_rows(rows: list[dict[str, str]], model: str, steps: int) -> dict[str, dict[int, dict[str, str]]]:
+    """label -> seed -> the ablation's test row at ``steps``."""
+    out: dict[str, dict[int, dict[str, str]]] = {}
+    for r in rows:
+        if r["phase"] == "test" and r["model"] == model and int(r["steps"]) == steps and r["label"] in ABLATION:
+            out.setdefault(r["label"], {})[int(r["seed"])] = r
+    return out
+
+
+def _verdict_word(diff: list[float]) -> str:
+    mean, half = t_interval(diff)
+    if half != half or abs(mean) <= half:
+        return "no difference the seeds can resolve"
+    return "better" if mean < 0 else "worse"
+
+
+def ablation_table(by: dict[str, dict[int, dict[str, str]]], steps: int) -> str:
+    """The test table: perplexity, updates, paired against the configuration without the change and against RTN."""
+    lines = [
+        "| configuration | A bits | rank / probes per window | model updates (of the steps) | lr | seeds | test ppl (mean ± 95 % t) | "
+        "paired ln-ppl vs its baseline | paired ln-ppl vs RTN (unsmoothed) | paired ln-ppl vs its own start |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for label, change in ABLATION.items():
+        rs = by.get(label)
+        if not rs:
+            continue
+        first = next(iter(rs.values()))
+        pgap = change["method"] == "pgap"
+        rp = f"{change['rank']} / {change['probes']}" if pgap else "-"
+        ups = updates(steps, int(first["refresh"]), int(change["probes"])) if pgap else steps
+        base = ABLATION_BASELINE.get(label)
+        vs = format_interval(log_paired(rs, by[base]), 4) + f" (vs {base})" if base and base in by else "-"
+        plain = by.get("spsa-full-a4" if change.get("a_bits") == 4 else "spsa-full", {})
+        vs_rtn = [math.log(float(rs[s]["after_test"])) - math.log(float(plain[s]["rtn_test"])) for s in sorted(set(rs) & set(plain))]
+        lines.append(
+            f"| {label} | {first['a_bits']} | {rp} | {ups} / {steps} | {first['lr']} | {len(rs)} | "
+            f"{_mean_ci([float(r['after_test']) for r in rs.values()], 3)} | {vs} | {format_interval(vs_rtn, 4)} | "
+            f"{format_interval(log_paired(rs, rs, 'after_test', 'rtn_test'), 4)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def log_paired(
+    a: dict[int, dict[str, str]], b: dict[int, dict[str, str]], field: str = "after_test", b_field: str | None = None
+) -> list[float]:
+    """Same-seed differences ``ln(a[field]) - ln(b[b_field or field])`` (ln-perplexity), over the seeds both have."""
+    other = b_field or field
+    return [math.log(float(a[s][field])) - math.log(float(b[s][other])) for s in sorted(set(a) & set(b))]
+
+
+def ablation_findings(by: dict[str, dict[int, dict[str, str]]]) -> str:
+    """Sentences computed from the test rows: each change against its baseline, and smoothing's PTQ effect alone."""
+    out = []
+    for label, base in ABLATION_BASELINE.items():
+        if label in by and base in by:
+            diff = log_paired(by[label], by[base])
+            word = _verdict_word(diff)
+            out.append(f"- **{label}** vs **{base}**: test ln-ppl {format_interval(diff, 4)} (paired, {len(diff)} seeds): {word}.")
+    for smooth, plain in (("spsa-full-smooth", "spsa-full"), ("spsa-full-smooth-a4", "spsa-full-a4")):
+        if smooth in by and plain in by:  # before training: the smoothed model at RTN scales vs plain RTN (SmoothQuant as PTQ)
+            diff = log_paired(by[smooth], by[plain], "rtn_test")
+            bits = by[smooth][next(iter(by[smooth]))]["a_bits"]
+            out.append(
+                f"- before training, W4A{bits}: RTN after SmoothQuant's init vs plain RTN, test ln-ppl "
+                f"{format_interval(diff, 4)} (paired, {len(diff)} seeds): {_verdict_word(diff)}."
+            )
+    return "\n".join(out) + "\n"
+
+
+def ablation_page(rows: list[dict[str, str]], a: argparse.Namespace, val_steps: int) -> str:
+    """zoqat-ablation.md: the test table, the findings and the learning-rate choice, all from ``rows``."""
+    by = ablation_rows(rows, a.model, a.steps)
+    val = [r for r in rows if r["phase"] == "val" and r["model"] == a.model and int(r["steps"]) == val_steps and r["label"] in ABLATION]
+    vt = ["| configuration | lr | val after | val RTN |", "| --- | --- | --- | --- |"]
+    for r in sorted(val, key=lambda r: (list(ABLATION).index(r["label"]), float(r["lr"]))):
+        vt.append(f"| {r['label']} | {r['lr']} | {float(r['after_val']):.3f} | {float(r['rtn_val']):.3f} |")
+    floats = [float(r["float_test"]) for rs in by.values() for r in rs.values()]
+    fl = f"{statistics.mean(floats):.3f} ({min(floats):.3f} to {max(floats):.3f} over the seeds' models)" if floats else "-"
+    return "\n".join(
+        [
+            f"# Full ZeroQAT ablation on `{a.model}`: P-GAP's rank and probes, ZeroQAT's smoothing factors",
+            "",
+            "Written by `python -m coevo.figures zoqat --ablation"
+            + (f" --lr-from {a.lr_from}" if a.lr_from else "")
+            + f"` from `zoqat-ablation.csv` (every run; test seeds {a.seeds}, seed s also trains the zoo model with seed s). "
+            f"W{a.w_bits} per output channel, activations per tensor at the A bits shown, symmetric; full ZeroQAT (the "
+            f"Linear weights and the quantizers trained forward-only), {a.steps} steps of batches of {a.batch_size}, two "
+            "forward passes per step for every configuration. **P-GAP's probes are charged**: each probe is one of the "
+            "steps (two forward passes, no update), so every row makes the same number of forward passes and P-GAP "
+            "updates the model fewer times (column 'model updates'). smooth: ZeroQAT's per-input-channel smoothing "
+            "factors (X diag(s)^-1, diag(s) W), SmoothQuant's init s_j = max|X_j|^0.5 / max|W_j|^0.5 from the 4 "
+            "calibration batches, trained with the scales and weights; the weight and activation scales start at RTN "
+            "of the smoothed operands. Paired columns: same-seed differences of ln(perplexity), mean ± 95 % t "
+            "half-width; negative is better. 'its own start': the trained model against the same run's model before "
+            "training (RTN scales; for smooth, of the smoothed operands), i.e. what training added. The learning rate "
+            "of each configuration is the better of its grid on the validation split (seed 0, the recipe's model).",
+            "",
+            "## Test split",
+            "",
+            ablation_table(by, a.steps) if by else "(no test runs yet)\n",
+            f"Float model: test perplexity {fl}.",
+            "",
+            "## Findings (computed from the CSV)",
+            "",
+            ablation_findings(by),
+            f"## Learning-rate choice on the validation split ({val_steps} steps, seed 0)",
+            "",
+            "\n".join(vt) + "\n",
+        ]
+    )

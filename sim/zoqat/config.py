@@ -42,6 +42,23 @@ class ZoQatConfig:
         default=False,
         metadata={"help": "full ZeroQAT: also train the Linear weights (default: only the quantization scales, the light variant)"},
     )
+    rank: int = field(default=2, metadata={"help": "pgap: rank of each weight matrix's estimated gradient space", "ge": 1, "le": 64})
+    probes: int = field(
+        default=5,
+        metadata={"help": "pgap: full-space probe steps per window (no update; they count as steps), >= rank", "unit": "steps", "ge": 1},
+    )
+    refresh: int = field(
+        default=50, metadata={"help": "pgap: steps per window; the gradient spaces are re-estimated at each window's start", "ge": 2}
+    )
+    smooth_alpha: float | None = field(
+        default=None,
+        metadata={
+            "help": "ZeroQAT's smoothing factors (SmoothQuant's migration, trained with the scales) at this migration strength; "
+            "None: no smoothing",
+            "ge": 0,
+            "le": 1,
+        },
+    )
     eval_batches: int | None = field(
         default=None, metadata={"help": "batches (of 64) of val and test to evaluate; None: the whole split", "unit": "batches", "ge": 1}
     )

@@ -12,6 +12,14 @@ as ``log s`` (``w_log_s``, ``a_log_s``) so a step or a perturbation of size ``ep
 for every layer whatever its magnitude; that matters for zeroth-order training, which uses one ``eps`` for all.
 Round-to-nearest (RTN) is the starting point: weight scales ``max|w_row| / qmax``, activation scales
 ``max|x| / qmax`` over a few calibration batches.
+
+Optional smoothing (``smooth_alpha``; ZeroQAT's learnable equivalent transformation, SmoothQuant's migration): each
+layer divides its input by per-input-channel factors ``s`` and multiplies the matching weight columns by them,
+``(X diag(s)^-1)(diag(s) W)``, which is the same function in float, and quantizes the two smoothed operands. ``s``
+starts at SmoothQuant's ``s_j = max|X_j|^alpha / max|W_j|^(1 - alpha)`` over the calibration batches and is stored as
+``log s`` (``log_smooth``) so training can move it like the scales. Here the division is an explicit op in front of
+each layer (a deployment would fold it into the producer of ``X``, e.g. a LayerNorm); every Linear gets its own
+``s``, also where several read the same input.
 """
 
 from __future__ import annotations
@@ -60,11 +68,22 @@ class QuantLinear(nn.Module):
         scale = w.mean(dim=1, keepdim=True) if w_bits == 1 else w.amax(dim=1, keepdim=True) / qrange(w_bits)[1]
         self.w_log_s = nn.Parameter(scale.clamp_min(_TINY).log())
         self.a_log_s = nn.Parameter(torch.zeros(()), requires_grad=a_bits is not None)
+        self.log_smooth: nn.Parameter | None
+        self.register_parameter("log_smooth", None)  # set by smooth(): per input channel, log of SmoothQuant's s
+
+    def smoothed_weight(self) -> torch.Tensor:
+        """``diag(s) W`` in the math's ``[in, out]`` layout: the weight's columns times ``s`` (the weight without smoothing)."""
+        return self.weight if self.log_smooth is None else self.weight * self.log_smooth.exp()
+
+    def smoothed_input(self, x: torch.Tensor) -> torch.Tensor:
+        """``X diag(s)^-1`` (``x`` itself without smoothing)."""
+        return x if self.log_smooth is None else x / self.log_smooth.exp()
 
     def quantized_weight(self) -> torch.Tensor:
-        return fake_quant(self.weight, self.w_log_s.exp(), self.w_bits)
+        return fake_quant(self.smoothed_weight(), self.w_log_s.exp(), self.w_bits)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.smoothed_input(x)
         if self.a_bits is not None:
             x = fake_quant(x, self.a_log_s.exp(), self.a_bits)
         return F.linear(x, self.quantized_weight(), self.bias)
@@ -103,6 +122,7 @@ def quantize(
     calib: Iterable[torch.Tensor] = (),
     *,
     inplace: bool = False,
+    smooth_alpha: float | None = None,
 ) -> nn.Module:
     """A copy of ``model`` (``inplace``: the model itself) with every ``nn.Linear`` fake-quantized at RTN scales.
 
@@ -113,12 +133,16 @@ def quantize(
         calib: model inputs whose Linear inputs set the activation scales (``max|x| / qmax``); needed when
             ``a_bits`` is set.
         inplace: change ``model`` itself instead of a deep copy.
+        smooth_alpha: SmoothQuant's migration strength in [0, 1]: give every layer per-input-channel smoothing
+            factors initialised from the calibration inputs (module docstring); None: no smoothing.
 
     Raises:
-        UserInputError: no ``nn.Linear`` in the model, bits < 1, or activation bits without calibration inputs.
+        UserInputError: no ``nn.Linear`` in the model, bits < 1, ``smooth_alpha`` outside [0, 1], or activation bits
+            (or smoothing) without calibration inputs.
     """
     check_bits(w_bits, "w_bits")
     check_bits(a_bits, "a_bits", allow_none=True)
+    check_alpha(smooth_alpha)
     names = linear_names(model)
     if not names:
         raise UserInputError(f"{type(model).__name__} has no nn.Linear layer: quantization-aware training here quantizes Linear layers")
@@ -129,9 +153,20 @@ def quantize(
         if not leaf:  # the model is itself one nn.Linear
             raise UserInputError("the model is a bare nn.Linear; wrap it in a module (e.g. nn.Sequential) to quantize it")
         setattr(owner, leaf, QuantLinear(getattr(owner, leaf), w_bits, a_bits))
+    calib = list(calib)  # read twice when smoothing
+    if smooth_alpha is not None:
+        smooth(q, calib, smooth_alpha)
     if a_bits is not None:
         calibrate(q, calib)
     return q
+
+
+def check_alpha(alpha: float | None) -> None:
+    """Raise :class:`UserInputError` unless ``alpha`` is None or a number in [0, 1] (SmoothQuant's migration strength)."""
+    if alpha is None:
+        return
+    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0.0 <= alpha <= 1.0:
+        raise UserInputError(f"smooth_alpha must lie in [0, 1] (SmoothQuant's migration strength), got {alpha!r}")
 
 
 def quant_layers(model: nn.Module) -> list[QuantLinear]:
@@ -140,17 +175,26 @@ def quant_layers(model: nn.Module) -> list[QuantLinear]:
 
 
 @torch.no_grad()
-def calibrate(model: nn.Module, calib: Iterable[torch.Tensor]) -> None:
-    """Set every activation scale to ``max|x| / qmax`` of its layer's float input over the calibration inputs."""
-    layers = [m for m in quant_layers(model) if m.a_bits is not None]
-    peaks = {id(m): 0.0 for m in layers}
-    saved = {id(m): m.a_bits for m in layers}
+def input_peaks(
+    model: nn.Module, calib: Iterable[torch.Tensor], layers: list[QuantLinear], per_channel: bool = False
+) -> dict[int, torch.Tensor]:
+    """``max|x|`` of each layer's (smoothed) float input over the calibration inputs, per tensor or per input channel.
+
+    Activations are not quantized while measuring (upstream layers pass float inputs on); keyed by ``id(layer)``.
+    """
+    peaks: dict[int, torch.Tensor] = {}
+    everyone = quant_layers(model)
+    saved = {id(m): m.a_bits for m in everyone}
 
     def hook(m: nn.Module, inputs: tuple[torch.Tensor, ...]) -> None:
-        peaks[id(m)] = max(peaks[id(m)], float(inputs[0].detach().abs().max()))
+        assert isinstance(m, QuantLinear)
+        x = m.smoothed_input(inputs[0].detach()).abs()
+        peak = x.reshape(-1, x.shape[-1]).amax(dim=0) if per_channel else x.max()
+        old = peaks.get(id(m))
+        peaks[id(m)] = peak if old is None else torch.maximum(old, peak)
 
     handles = [m.register_forward_pre_hook(hook) for m in layers]
-    for m in layers:  # the float inputs set the scales: activations upstream are not quantized while calibrating
+    for m in everyone:
         m.a_bits = None
     seen = 0
     try:
@@ -160,11 +204,41 @@ def calibrate(model: nn.Module, calib: Iterable[torch.Tensor]) -> None:
     finally:
         for h in handles:
             h.remove()
-        for m in layers:
+        for m in everyone:
             m.a_bits = saved[id(m)]
     if not seen:
-        raise UserInputError("activation quantization needs calibration inputs (a non-empty loader)")
+        raise UserInputError("activation quantization and smoothing need calibration inputs (a non-empty loader)")
+    return peaks
+
+
+@torch.no_grad()
+def calibrate(model: nn.Module, calib: Iterable[torch.Tensor]) -> None:
+    """Set every activation scale to ``max|x| / qmax`` of its layer's float (smoothed) input over the calibration inputs."""
+    layers = [m for m in quant_layers(model) if m.a_bits is not None]
+    peaks = input_peaks(model, calib, layers)
     for m in layers:
         assert m.a_bits is not None
         _, qmax = qrange(m.a_bits)
-        m.a_log_s.fill_(math.log(max(peaks[id(m)], _TINY) / qmax))
+        m.a_log_s.fill_(math.log(max(float(peaks.get(id(m), torch.zeros(()))), _TINY) / qmax))
+
+
+@torch.no_grad()
+def smooth(model: nn.Module, calib: Iterable[torch.Tensor], alpha: float) -> None:
+    """Give every layer SmoothQuant's factors ``s_j = max|X_j|^alpha / max|W_j|^(1 - alpha)`` and RTN weight scales for ``diag(s) W``.
+
+    A channel whose input or weight column is all zero keeps ``s_j = 1`` (no information to migrate).
+    """
+    check_alpha(alpha)
+    layers = quant_layers(model)
+    for m in layers:
+        m.log_smooth = None  # the float inputs, not an earlier smoothing's, set the factors
+    peaks = input_peaks(model, calib, layers, per_channel=True)
+    for m in layers:
+        x_max = peaks.get(id(m), torch.zeros(m.in_features))
+        w_max = m.weight.detach().abs().amax(dim=0)
+        ok = (x_max > 0) & (w_max > 0)
+        s = torch.where(ok, x_max.clamp_min(_TINY) ** alpha / w_max.clamp_min(_TINY) ** (1 - alpha), torch.ones_like(x_max))
+        m.log_smooth = nn.Parameter(s.log(), requires_grad=False)
+        w = m.smoothed_weight().abs()
+        scale = w.mean(dim=1, keepdim=True) if m.w_bits == 1 else w.amax(dim=1, keepdim=True) / qrange(m.w_bits)[1]
+        m.w_log_s.copy_(scale.clamp_min(_TINY).log())

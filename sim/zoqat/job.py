@@ -17,10 +17,10 @@ import torch
 
 from coevo.sim.errors import UserInputError
 from coevo.sim.zoqat.config import ZOQAT
-from coevo.sim.zoqat.fakequant import check_bits, quantize
+from coevo.sim.zoqat.fakequant import check_alpha, check_bits, quantize
 from coevo.sim.zoqat.gptq import gptq
 from coevo.sim.zoqat.memory import PeakMemory
-from coevo.sim.zoqat.train import METHODS, train
+from coevo.sim.zoqat.train import METHODS, check_pgap, train
 
 
 @dataclass(frozen=True)
@@ -52,11 +52,14 @@ class Spec:
     eval_batches: int | None = ZOQAT.eval_batches
     threads: int | None = None
     splits: tuple[str, ...] = ("val", "test")
-    rank: int = 2
-    refresh: int = 50
-    probes: int = 5
+    rank: int = ZOQAT.rank
+    refresh: int = ZOQAT.refresh
+    probes: int = ZOQAT.probes
     delta: float = 1.0
     train_seed: int | None = None
+    smooth_alpha: float | None = ZOQAT.smooth_alpha
+    """SmoothQuant-style smoothing factors at this migration strength, trained with the scales (ZeroQAT's
+    equivalent transformation); None: none (the default, so earlier results stay reproducible)."""
     untrained: bool = False
     """Use the recipe's architecture at its initial weights on the real data (no zoo training): for memory and
     time per step only, where the trained model is not cached yet; its perplexities mean nothing."""
@@ -69,6 +72,11 @@ class Spec:
             raise UserInputError(f"unknown method {self.method!r}; valid methods: {', '.join(METHODS)}")
         if self.steps < 0 or self.batch_size < 1:
             raise UserInputError(f"steps must be >= 0 and batch_size >= 1, got {self.steps}, {self.batch_size}")
+        check_alpha(self.smooth_alpha)
+        if self.smooth_alpha is not None and self.method == "gptq":
+            raise UserInputError("smoothing is not combined with gptq here (GPTQ writes the unsmoothed weight)")
+        if self.method == "pgap":
+            check_pgap(self.rank, self.probes, self.refresh, self.delta)
         bad = set(self.splits) - {"val", "test"}
         if bad:
             raise UserInputError(f"splits must be val and/or test, got {sorted(bad)}")
@@ -104,7 +112,7 @@ def run(spec: Spec) -> dict[str, Any]:
             break
         calib.append(x)
     torch.manual_seed(spec.seed)
-    qmodel = quantize(zm.model, spec.w_bits, spec.a_bits, calib)
+    qmodel = quantize(zm.model, spec.w_bits, spec.a_bits, calib, smooth_alpha=spec.smooth_alpha)
     qmodel.eval()
     for split in spec.splits:
         out[f"rtn_{split}"] = score(qmodel, split)

@@ -12,7 +12,7 @@ from torch import nn
 
 from coevo.sim.errors import UserInputError
 from coevo.sim.zoqat.config import DEFAULT_LR, ZOQAT
-from coevo.sim.zoqat.fakequant import check_bits, linear_names, quantize
+from coevo.sim.zoqat.fakequant import check_alpha, check_bits, linear_names, quantize
 from coevo.sim.zoqat.gptq import gptq
 from coevo.sim.zoqat.memory import PeakMemory
 from coevo.sim.zoqat.train import METHODS, LossFn, TrainLog, default_loss, train
@@ -60,6 +60,7 @@ def zo_qat(
     seed: int = ZOQAT.seed,
     train_weights: bool = ZOQAT.train_weights,
     calib_batches: int = 4,
+    smooth_alpha: float | None = ZOQAT.smooth_alpha,
     loss_fn: LossFn = default_loss,
     **options: Any,
 ) -> QATRun:
@@ -71,10 +72,13 @@ def zo_qat(
             cycles through it.
         method: ``spsa``, ``pgap``, ``ste``, ``rtn`` or ``gptq`` (see :mod:`sim.zoqat.train`, :mod:`sim.zoqat.gptq`).
         lr: learning rate; None: :data:`DEFAULT_LR` of the method.
+        smooth_alpha: SmoothQuant-style smoothing factors (ZeroQAT's equivalent transformation) at this migration
+            strength, trained with the scales (:func:`sim.zoqat.fakequant.smooth`); None: none (not with ``gptq``).
         options: ``clip``, ``rank``, ``refresh``, ``probes``, ``delta`` of :func:`sim.zoqat.train.train`.
 
     Raises:
-        UserInputError: no Linear layer, bits < 1, unknown method, bad lr / eps / steps, empty loader.
+        UserInputError: no Linear layer, bits < 1, unknown method, bad lr / eps / steps / smoothing / P-GAP
+            settings, empty loader.
     """
     check_bits(w_bits, "w_bits")
     check_bits(a_bits, "a_bits", allow_none=True)
@@ -82,13 +86,16 @@ def zo_qat(
         raise UserInputError(f"unknown method {method!r}; valid methods: {', '.join(METHODS)}")
     if not linear_names(model):
         raise UserInputError(f"{type(model).__name__} has no nn.Linear layer: quantization-aware training here quantizes Linear layers")
+    if smooth_alpha is not None and method == "gptq":
+        raise UserInputError("smoothing is not combined with gptq here (GPTQ writes the unsmoothed weight)")
+    check_alpha(smooth_alpha)
     if calib_batches < 1:
         raise UserInputError(f"calib_batches must be >= 1, got {calib_batches}")
     calib = [batch[0] for batch in itertools.islice(iter(loader), calib_batches)]
     if not calib:
         raise UserInputError("the loader yields no batch")
     torch.manual_seed(seed)
-    qmodel = quantize(model, w_bits, a_bits, calib)
+    qmodel = quantize(model, w_bits, a_bits, calib, smooth_alpha=smooth_alpha)
     qmodel.eval()
     if method == "gptq":
         gptq(qmodel, calib)

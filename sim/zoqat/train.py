@@ -46,6 +46,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from coevo.sim.errors import UserInputError
+from coevo.sim.zoqat.config import ZOQAT
 from coevo.sim.zoqat.fakequant import quant_layers
 
 Method = Literal["spsa", "pgap", "ste", "rtn", "gptq"]
@@ -62,7 +63,8 @@ def default_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Te
 
 
 def trainable(model: nn.Module, train_weights: bool = False) -> list[torch.Tensor]:
-    """The parameters QAT trains (and only those require grad afterwards): scales, optionally Linear weights."""
+    """The parameters QAT trains (and only those require grad afterwards): scales, smoothing factors where the model
+    has them (:func:`sim.zoqat.fakequant.smooth`), optionally Linear weights."""
     layers = quant_layers(model)
     if not layers:
         raise UserInputError("the model has no quantized Linear layer: call sim.zoqat.quantize first")
@@ -73,6 +75,8 @@ def trainable(model: nn.Module, train_weights: bool = False) -> list[torch.Tenso
         chosen.append(m.w_log_s)
         if m.a_bits is not None:
             chosen.append(m.a_log_s)
+        if m.log_smooth is not None:  # smoothing factors: quantizer parameters, trained with the scales
+            chosen.append(m.log_smooth)
         if train_weights:
             chosen.append(m.weight)
     unique = list({id(p): p for p in chosen}.values())  # tied weights once
@@ -224,6 +228,22 @@ def zo_step(
     return g, (plus + minus) / 2
 
 
+def check_pgap(rank: int, probes: int, refresh: int, delta: float = 1.0) -> None:
+    """Raise :class:`UserInputError` (one line naming the value and its bound) on P-GAP settings out of their domain.
+
+    ``probes >= rank``: the estimate is a mean of ``probes`` rank-one matrices, so its rank is at most ``probes``
+    and singular directions past that are arbitrary (zero singular values), not an estimated gradient space.
+    """
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        raise UserInputError(f"pgap rank must be an integer >= 1, got {rank!r}")
+    if isinstance(probes, bool) or not isinstance(probes, int) or probes < rank:
+        raise UserInputError(f"pgap probes must be an integer >= rank ({rank}), got {probes!r}")
+    if isinstance(refresh, bool) or not isinstance(refresh, int) or refresh <= probes:
+        raise UserInputError(f"pgap refresh must be an integer > probes ({probes}), got {refresh!r}")
+    if not (delta > 0 and math.isfinite(delta)):
+        raise UserInputError(f"pgap delta must be a positive number, got {delta!r}")
+
+
 def train(
     model: nn.Module,
     loader: Iterable[Any],
@@ -236,9 +256,9 @@ def train(
     train_weights: bool = False,
     loss_fn: LossFn = default_loss,
     clip: float | None = None,
-    rank: int = 2,
-    refresh: int = 50,
-    probes: int = 5,
+    rank: int = ZOQAT.rank,
+    refresh: int = ZOQAT.refresh,
+    probes: int = ZOQAT.probes,
     delta: float = 1.0,
 ) -> TrainLog:
     """Train a quantized model in place (it is the caller's copy from :func:`sim.zoqat.fakequant.quantize`).
@@ -265,8 +285,8 @@ def train(
         raise UserInputError(f"lr must be a positive number, got {lr}")
     if not (eps > 0 and math.isfinite(eps)):
         raise UserInputError(f"eps must be a positive number, got {eps}")
-    if rank < 1 or probes < 1 or refresh <= probes or not delta > 0:
-        raise UserInputError(f"pgap needs rank >= 1, probes >= 1, refresh > probes and delta > 0, got {rank}, {probes}, {refresh}, {delta}")
+    if method == "pgap":
+        check_pgap(rank, probes, refresh, delta)
     params = trainable(model, train_weights)
     log = TrainLog(method=method, steps=0, trainable_values=sum(p.numel() for p in params))
     if method in UNTRAINED or steps == 0:

@@ -1,4 +1,5 @@
-"""The zoqat figure: paired differences are taken seed by seed, and --report-only re-renders the committed page."""
+"""The zoqat figure: paired differences are taken seed by seed, --report-only re-renders the committed pages (main
+and ablation), P-GAP's probes are counted against the steps, and rows follow an older CSV's header."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 from coevo.figures._cli import main
 from coevo.figures._common import strip_provenance
-from coevo.figures.zoqat import findings, paired, rows_by_label, table
+from coevo.figures.zoqat import append, findings, paired, rows_by_label, table, updates
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,3 +52,23 @@ def test_report_only_rerenders_the_committed_page(tmp_path: Path) -> None:
     assert main(["zoqat", "--out", str(tmp_path / "quant"), "--report-only", "--model", "lm-pydoc-tiny"]) == 0
     rendered = (tmp_path / "quant" / "zoqat.md").read_text()
     assert strip_provenance(rendered) == strip_provenance((ROOT / "docs" / "bench" / "quant" / "zoqat.md").read_text())
+
+
+def test_ablation_report_only_rerenders_the_committed_page(tmp_path: Path) -> None:
+    shutil.copytree(ROOT / "docs" / "bench" / "quant", tmp_path / "quant")
+    assert main(["zoqat", "--ablation", "--out", str(tmp_path / "quant"), "--report-only"]) == 0
+    rendered = (tmp_path / "quant" / "zoqat-ablation.md").read_text()
+    committed = (ROOT / "docs" / "bench" / "quant" / "zoqat-ablation.md").read_text()
+    assert strip_provenance(rendered) == strip_provenance(committed)
+
+
+def test_pgap_updates_count_the_probes_against_the_steps() -> None:
+    # 300 steps, windows of 50: 5 probes leave 270 updates, 20 probes 180; SPSA would update on all 300
+    assert updates(300, 50, 5) == 270 and updates(300, 50, 20) == 180 and updates(300, 50, 0) == 300
+
+
+def test_a_row_appended_to_an_older_csv_follows_that_files_header(tmp_path: Path) -> None:
+    path = tmp_path / "old.csv"
+    path.write_text("phase,label,after_test\ntest,rtn,12.0\n")  # written before smooth_alpha and most fields existed
+    append(path, {"phase": "test", "label": "spsa-full", "after_test": 11.9, "smooth_alpha": 0.5})
+    assert path.read_text().splitlines() == ["phase,label,after_test", "test,rtn,12.0", "test,spsa-full,11.9"]

@@ -48,6 +48,9 @@ from coevo.tools.noc import CompressArgs, NocArgs, NocPlotArgs, SystolicArgs
 from coevo.tools.pipeline import PlanArgs, ProfileArgs, SimulateArgs, TuneArgs
 from coevo.tools.zoqat import ZoQatArgs
 
+ZOQAT_SHARED = ("model", "w_bits", "a_bits", "steps", "method", "eps", "seed", "batch_size", "train_weights", "eval_batches")
+ZOQAT_SHARED += ("rank", "probes", "refresh", "smooth_alpha")  # P-GAP's window and ZeroQAT's smoothing (issue 31)
+
 BOUNDS = {annotated_types.Ge: "ge", annotated_types.Gt: "gt", annotated_types.Le: "le", annotated_types.Lt: "lt"}
 
 SHARED = "shared"
@@ -141,10 +144,7 @@ ADAPTERS: dict[str, list[tuple[type[BaseModel], str, type, str, str]]] = {
         (GnnCircuitArgs, "timing_repeats", GnnFamilyConfig, "timing_repeats", SHARED),
         (GnnCircuitArgs, "seed", GnnFamilyConfig, "seed", SHARED),
     ],
-    "zoqat": [
-        (ZoQatArgs, name, ZoQatConfig, name, SHARED)
-        for name in ("model", "w_bits", "a_bits", "steps", "method", "eps", "seed", "batch_size", "train_weights", "eval_batches")
-    ],
+    "zoqat": [(ZoQatArgs, name, ZoQatConfig, name, SHARED) for name in ZOQAT_SHARED],
 }
 
 # (function or class, its keyword, the family's defaults instance, the field it must default to)
@@ -250,7 +250,7 @@ SIMULATORS: dict[str, list[tuple[Callable[..., Any], str, Any, str]]] = {
         (build, "seed", GNN, "seed"),
     ],
     "zoqat": [
-        *[(zo_qat, p, ZOQAT, p) for p in ("w_bits", "a_bits", "method", "steps", "eps", "seed", "train_weights")],
+        *[(zo_qat, p, ZOQAT, p) for p in ("w_bits", "a_bits", "method", "steps", "eps", "seed", "train_weights", "smooth_alpha")],
         *[
             (Spec, p, ZOQAT, f)
             for p, f in [
@@ -265,6 +265,10 @@ SIMULATORS: dict[str, list[tuple[Callable[..., Any], str, Any, str]]] = {
                 ("batch_size", "batch_size"),
                 ("train_weights", "train_weights"),
                 ("eval_batches", "eval_batches"),
+                ("rank", "rank"),
+                ("probes", "probes"),
+                ("refresh", "refresh"),
+                ("smooth_alpha", "smooth_alpha"),
             ]
         ],
     ],
