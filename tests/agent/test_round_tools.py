@@ -360,7 +360,7 @@ def test_reasoner_bench_script_writes_its_tables(tmp_path: Any) -> None:
     import sys
 
     out = tmp_path / "rb"
-    cmd = [sys.executable, "-m", "coevo.figures", "reasoner", "--devices", "fpga", "--seeds", "2", "--budget", "24"]
+    cmd = [sys.executable, "-m", "coevo.figures", "reasoner", "--devices", "fpga", "--seeds", "2", "--budget", "12"]
     cmd += ["--jobs", "1", "--baselines", "pelnas-nokb", "--arms", "screen+tools,plain", "--ensemble", "sim-mutate:1,sim-random:1"]
     cmd += ["--out", str(out)]
     done = subprocess.run([*cmd[:4], "--help"], capture_output=True, text=True, check=True)

@@ -63,5 +63,7 @@ def test_bad_options_are_refused() -> None:
 
 @pytest.mark.slow  # about 30 s on 2 busy cores
 def test_a_short_pelnas_search_runs(storage: str) -> None:
-    result = run_search(ReramProblem(fault_maps=1), "pelnas", budget=6, storage=storage, study_name="reram-test")
+    # one fine-tuning epoch: the search's mechanics, not the fine-tuning (5 epochs made it 238 s on busy cores)
+    problem = ReramProblem(fault_maps=1, finetune_epochs=1)
+    result = run_search(problem, "pelnas", budget=6, storage=storage, study_name="reram-test")
     assert result.evaluations == 6 and result.problem["problem"] == "reram"
