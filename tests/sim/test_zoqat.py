@@ -67,9 +67,8 @@ def _text_batches(n: int, block: int = 16, seed: int = 0) -> tuple[torch.Tensor,
     return x, y
 
 
-@pytest.fixture(scope="module")
-def tiny() -> TinyLM:
-    """A TinyLM trained for 150 Adam steps on pydoc text (about a second)."""
+def trained_tiny() -> TinyLM:
+    """A TinyLM trained for 150 Adam steps on pydoc text (about a second), the same on every call."""
     torch.manual_seed(0)
     model = TinyLM()
     x, y = _text_batches(1024)
@@ -81,6 +80,12 @@ def tiny() -> TinyLM:
         loss.backward()
         opt.step()
     return model.eval()
+
+
+@pytest.fixture(scope="module")
+def tiny() -> TinyLM:
+    """:func:`trained_tiny`, once per module."""
+    return trained_tiny()
 
 
 @pytest.fixture(scope="module")

@@ -13,25 +13,15 @@ from torch.nn import functional as F
 
 from coevo.agent.cli import main
 from coevo.sim.errors import UserInputError
-from coevo.sim.zoqat import Perturbation, Subspace, default_loss, quant_layers, quantize, train, trainable, zo_qat
+from coevo.sim.zoqat import Perturbation, Subspace, quant_layers, quantize, train, trainable, zo_qat
 from coevo.sim.zoqat.fakequant import qrange
-from tests.sim.test_zoqat import TinyLM, _text_batches
+from tests.sim.test_zoqat import TinyLM, _text_batches, trained_tiny
 
 
 @pytest.fixture(scope="module")
 def tiny() -> TinyLM:
     """test_zoqat's TinyLM, trained the same way (150 Adam steps on pydoc text)."""
-    torch.manual_seed(0)
-    model = TinyLM()
-    x, y = _text_batches(1024)
-    opt = torch.optim.Adam(model.parameters(), lr=5e-3)
-    for step in range(150):
-        i = torch.arange(step * 32, step * 32 + 32) % len(x)
-        loss = default_loss(model, x[i], y[i])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return model.eval()
+    return trained_tiny()
 
 
 @pytest.fixture(scope="module")
