@@ -21,8 +21,9 @@ engine's buffer share is never chosen. The bound is a proxy for the list schedul
 ``realloc`` (:func:`sim.fpga.sched.schedule_batch`) list-schedules the :func:`candidates` (the few
 splits of least bound and the design's own) and keeps the shortest schedule.
 
-What the model does not charge: reconfiguring the PE array between batches (the paper switches
-its pipeline configuration per batch too; its cost is left out here, as a one-off per batch).
+Changing the split between batches costs :attr:`~sim.fpga.model.Accelerator.reconfig_cycles`; the
+bound here leaves it out (it is the same for every split but the previous one), and ``realloc``
+charges it when it compares the candidates' list schedules, the previous split among them.
 """
 
 from __future__ import annotations
