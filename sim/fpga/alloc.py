@@ -35,8 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from coevo.sim.errors import UserInputError
-from coevo.sim.fpga.dag import check_lengths, group_cycles, linear_cycles
-from coevo.sim.fpga.model import ENGINES, Accelerator, AttentionConfig, Core, TransformerShape, engine_core, tile_bytes
+from coevo.sim.fpga.dag import attention_chain, check_lengths
+from coevo.sim.fpga.model import ENGINES, Accelerator, AttentionConfig, TransformerShape, engine_core, gemm_cycles_by_pes, tile_bytes
 
 MAX_STEPS = 96
 """Up to this many PEs every split is scored; above, matmul and attention PEs move in steps of ``ceil(pes / MAX_STEPS)``."""
@@ -64,7 +64,8 @@ def _tables(
 
     Returns ``load[e, p]`` (cycles on one core x cores, i.e. all of the engine's task cycles; ``inf`` where
     its tiles do not fit) and ``chain[e, g, p]`` (cycles the critical path of group kind ``g`` spends on
-    engine ``e``).
+    engine ``e``). The matmul engine's linear work is tabulated over every count at once
+    (:func:`_linear_by_pes`); the attention chains do not depend on the weights' bits and are cached.
     """
     kinds = Counter((len(g), max(g)) for g in (check_lengths(g) for g in groups))
     total, cores = accel.pes, accel.cores
@@ -72,18 +73,19 @@ def _tables(
     load = np.full((3, total + 1), np.inf)  # counts not tabulated stay inf: never chosen
     chain = np.full((3, len(kinds), total + 1), np.inf)
     heads = np.array([1.0, shape.n_heads, shape.n_heads])
+    linear = _linear_by_pes(list(kinds), accel, shape, [p for p in counts if p >= cores[0]])
     for p in counts:
         made = [engine_core(accel.device, e, p, c, total, accel.lanes) if p >= c else None for e, c in zip(ENGINES, cores, strict=True)]
         valid = [c is not None and (c.engine == "softmax" or need <= c.buffer_bytes) for c in made]
         filler = next((c for c in made if c is not None), None)
         if filler is None or not any(valid):
             continue
-        trio: tuple[Core, Core, Core] = (made[0] or filler, made[1] or filler, made[2] or filler)  # a filler's costs are not kept
         work = np.zeros(3)
         for g, ((n, padded), count) in enumerate(kinds.items()):
-            linear, attention = group_cycles(n, padded, trio, accel, shape, attn)
+            # a filler's costs are not kept
+            attention = attention_chain(n, padded, made[1] or filler, made[2] or filler, accel, shape, attn)
             part = np.zeros(3)
-            part[0] = _linear_work(linear, n, padded, trio[0], accel, shape)
+            part[0] = linear[g][p] if made[0] is not None else 0  # no matmul core at p: not kept either
             for engine, cycles in attention.values():
                 part[ENGINES.index(engine)] += cycles * shape.n_layers
             work += count * part * heads
@@ -96,11 +98,35 @@ def _tables(
     return load, chain
 
 
-def _linear_work(first: dict[str, int], n: int, padded: int, mm: Core, accel: Accelerator, shape: TransformerShape) -> int:
-    """A group's linear cycles over all layers (``first``: layer 0's); layers differ only in compressed weights' bytes."""
-    if not shape.weight_bits:
-        return sum(first.values()) * shape.n_layers
-    return sum(sum(linear_cycles(n, padded, mm, accel, shape, i).values()) for i in range(shape.n_layers))
+def _linear_by_pes(
+    kinds: Sequence[tuple[int, int]], accel: Accelerator, shape: TransformerShape, counts: Sequence[int]
+) -> list[dict[int, int]]:
+    """Per group kind ``(n, padded)``: its linear cycles over all layers on a matmul engine of ``p`` PEs, for each ``p`` in ``counts``.
+
+    The cycles :func:`sim.fpga.dag.linear_cycles` gives core by core, summed over the layers (layers differ only in
+    compressed weights' bytes), computed for all counts at once (:func:`~sim.fpga.model.gemm_cycles_by_pes`).
+    """
+    if not counts:
+        return [{} for _ in kinds]
+    cores = accel.cores[0]
+    cs = [engine_core(accel.device, "matmul", p, cores, accel.pes, accel.lanes) for p in counts]
+    pes = np.array([c.pes for c in cs], dtype=np.int64)
+    ddr = np.array([c.ddr_bytes_per_cycle for c in cs], dtype=float)
+    tm, tn, tk, ov, lanes = accel.tile_m, accel.tile_n, accel.tile_k, accel.overhead_cycles, accel.lanes
+    d, f = shape.d_model, shape.d_ff
+    layers = range(shape.n_layers) if shape.weight_bits else range(1)
+    out = []
+    for n, padded in kinds:
+        rows = n * padded
+        work = np.zeros(len(counts), dtype=np.int64)
+        for layer in layers:
+            wb = shape.linear_bits(layer)
+            for kk, nn, kind in ((d, 3 * d, "qkv"), (d, d, "out"), (d, f, "ffn1"), (f, d, "ffn2")):
+                work += gemm_cycles_by_pes(rows, kk, nn, pes, ddr, lanes, tm, tn, tk, ov, b_bits=wb[kind])
+        if not shape.weight_bits:
+            work *= shape.n_layers
+        out.append({p: int(w) for p, w in zip(counts, work, strict=True)})
+    return out
 
 
 def _scores(

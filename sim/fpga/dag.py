@@ -18,6 +18,7 @@ padding waste and PE utilisation come from these.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -161,9 +162,25 @@ def group_cycles(
     differ only where the shape gives them their own weight bits (:attr:`TransformerShape.weight_bits`).
     """
     mm, at, sm = cores
-    tm, tn, tk, ov = accel.tile_m, accel.tile_n, accel.tile_k, accel.overhead_cycles
-    dh = shape.d_head
     linear = linear_cycles(n, padded, mm, accel, shape, layer)
+    return linear, attention_chain(n, padded, at, sm, accel, shape, attn)
+
+
+def attention_chain(
+    n: int, padded: int, at: Core, sm: Core, accel: Accelerator, shape: TransformerShape, attn: AttentionConfig
+) -> dict[str, tuple[str, int]]:
+    """The per-head attention chain of a group (``kind -> (engine, cycles)``, in order) on attention core ``at`` and softmax core ``sm``.
+
+    Independent of the weights' bits: the same for every layer and every compressed model.
+    """
+    return dict(_attention_chain(n, padded, at, sm, accel.tile_m, accel.tile_n, accel.tile_k, accel.overhead_cycles, shape.d_head, attn))
+
+
+@functools.lru_cache(maxsize=100_000)
+def _attention_chain(
+    n: int, padded: int, at: Core, sm: Core, tm: int, tn: int, tk: int, ov: int, dh: int, attn: AttentionConfig
+) -> tuple[tuple[str, tuple[str, int]], ...]:
+    """:func:`attention_chain`, cached on what it reads (a re-allocation asks for the same groups on the same cores per design)."""
     tiles_q = attn.row_tiles(padded, tm)
     pairs, visible = attn.pairs(padded), attn.visible_pairs(padded)
     attention: dict[str, tuple[str, int]] = {}
@@ -176,7 +193,7 @@ def group_cycles(
     attention["scores"] = ("attention", n * scores + ov)
     attention["softmax"] = ("softmax", n * vector_cycles(pairs, pairs, SOFTMAX_OPS, sm, 0) + ov)
     attention["av"] = ("attention", n * gemm_rows_cycles(_rows((r, keys, dh) for r, keys, _ in tiles_q), at, tn, tk, 0) + ov)
-    return linear, attention
+    return tuple(attention.items())
 
 
 def linear_cycles(n: int, padded: int, mm: Core, accel: Accelerator, shape: TransformerShape, layer: int = 0) -> dict[str, int]:

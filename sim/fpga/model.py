@@ -67,6 +67,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
+
 from coevo.sim.errors import UserInputError, unknown_name
 
 ENGINES = ("matmul", "attention", "softmax")
@@ -460,6 +462,51 @@ def gemm_cycles(
         return 0
     rows = tuple((count, r, k, n) for count, r in _parts(m, tm))
     return gemm_rows_cycles(rows, core, tn, tk, overhead, a_bits, b_bits, pack)
+
+
+def gemm_cycles_by_pes(
+    m: int,
+    k: int,
+    n: int,
+    pes: np.ndarray,
+    ddr_bytes_per_cycle: np.ndarray,
+    lanes: int,
+    tm: int,
+    tn: int,
+    tk: int,
+    overhead: int,
+    a_bits: int = 8,
+    b_bits: float = 8,
+    pack: int = 1,
+) -> np.ndarray:
+    """:func:`gemm_cycles` on many cores at once: core ``i`` has ``pes[i]`` PEs and ``ddr_bytes_per_cycle[i]``.
+
+    The same integers as :func:`gemm_cycles` core by core (the same floating-point operations in the
+    same order, element-wise; tests compare them): a re-allocation tabulates a linear layer over every
+    PE count in one pass, where the per-core cache cannot help (a compressed model's weight bits make
+    every design's layers new keys).
+    """
+    if m <= 0 or n <= 0 or k <= 0:
+        return np.zeros(len(pes), dtype=np.int64)
+    bw8 = 8 * np.asarray(ddr_bytes_per_cycle, dtype=float)
+    per = np.asarray(pes, dtype=np.int64)
+    out_bits = 8
+    total = np.zeros(len(per), dtype=np.int64)
+    k_steps = math.ceil(k / tk)
+    k_last = k - (k_steps - 1) * tk
+    for count, r in _parts(m, tm):
+        for cn, c in _parts(n, tn):
+            rc = np.ceil((r * c) / per).astype(np.int64)
+
+            def step(kk: int, last: bool, r: int = r, c: int = c, rc: np.ndarray = rc) -> np.ndarray:
+                compute = rc * math.ceil(kk / (lanes * pack))
+                memory = np.ceil((r * kk * a_bits + kk * c * b_bits + (r * c * out_bits if last else 0)) / bw8).astype(np.int64)
+                return np.maximum(compute, memory)
+
+            total += count * cn * ((k_steps - 1) * step(tk, False) + step(k_last, True))
+    r0 = _parts(m, tm)[0][1]
+    fill = np.ceil((r0 * min(tk, k) * a_bits + min(tk, k) * min(tn, n) * b_bits) / bw8).astype(np.int64)
+    return fill + total + overhead
 
 
 @functools.lru_cache(maxsize=200_000)
