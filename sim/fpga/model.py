@@ -464,6 +464,49 @@ def gemm_cycles(
     return gemm_rows_cycles(rows, core, tn, tk, overhead, a_bits, b_bits, pack)
 
 
+def gemm_rows_cycles_by_pes(
+    rows: Rows,
+    pes: np.ndarray,
+    ddr_bytes_per_cycle: np.ndarray,
+    lanes: int,
+    tn: int,
+    tk: int,
+    overhead: int,
+    a_bits: int = 8,
+    b_bits: float = 8,
+    pack: int = 1,
+) -> np.ndarray:
+    """:func:`gemm_rows_cycles` on many cores at once: core ``i`` has ``pes[i]`` PEs and ``ddr_bytes_per_cycle[i]``.
+
+    The same integers as :func:`gemm_rows_cycles` core by core (the same floating-point operations in the
+    same order, element-wise; tests compare them): a re-allocation tabulates a GEMM over every PE count in
+    one pass, where the per-core cache cannot help (a compressed model's weight bits make every design's
+    layers new keys).
+    """
+    rows = tuple(x for x in rows if x[0] > 0 and min(x[1:]) > 0)
+    per = np.asarray(pes, dtype=np.int64)
+    if not rows:
+        return np.zeros(len(per), dtype=np.int64)
+    bw8 = 8 * np.asarray(ddr_bytes_per_cycle, dtype=float)
+    out_bits = 8
+    total = np.zeros(len(per), dtype=np.int64)
+    for count, r, k, n in rows:
+        k_steps = math.ceil(k / tk)
+        k_last = k - (k_steps - 1) * tk
+        for cn, c in _parts(n, tn):
+            rc = np.ceil((r * c) / per).astype(np.int64)
+
+            def step(kk: int, last: bool, r: int = r, c: int = c, rc: np.ndarray = rc) -> np.ndarray:
+                compute = rc * math.ceil(kk / (lanes * pack))
+                memory = np.ceil((r * kk * a_bits + kk * c * b_bits + (r * c * out_bits if last else 0)) / bw8).astype(np.int64)
+                return np.maximum(compute, memory)
+
+            total += count * cn * ((k_steps - 1) * step(tk, False) + step(k_last, True))
+    _, r0, k0, n0 = rows[0]
+    fill = np.ceil((r0 * min(tk, k0) * a_bits + min(tk, k0) * min(tn, n0) * b_bits) / bw8).astype(np.int64)
+    return fill + total + overhead
+
+
 def gemm_cycles_by_pes(
     m: int,
     k: int,
@@ -479,34 +522,23 @@ def gemm_cycles_by_pes(
     b_bits: float = 8,
     pack: int = 1,
 ) -> np.ndarray:
-    """:func:`gemm_cycles` on many cores at once: core ``i`` has ``pes[i]`` PEs and ``ddr_bytes_per_cycle[i]``.
-
-    The same integers as :func:`gemm_cycles` core by core (the same floating-point operations in the
-    same order, element-wise; tests compare them): a re-allocation tabulates a linear layer over every
-    PE count in one pass, where the per-core cache cannot help (a compressed model's weight bits make
-    every design's layers new keys).
-    """
+    """:func:`gemm_cycles` on many cores at once (:func:`gemm_rows_cycles_by_pes`); 0 for an empty product."""
     if m <= 0 or n <= 0 or k <= 0:
         return np.zeros(len(pes), dtype=np.int64)
-    bw8 = 8 * np.asarray(ddr_bytes_per_cycle, dtype=float)
+    rows = tuple((count, r, k, n) for count, r in _parts(m, tm))
+    return gemm_rows_cycles_by_pes(rows, pes, ddr_bytes_per_cycle, lanes, tn, tk, overhead, a_bits, b_bits, pack)
+
+
+def vector_cycles_by_pes(
+    elements_in: int, elements_out: int, ops: int, pes: np.ndarray, lanes: int, ddr_bytes_per_cycle: np.ndarray, overhead: int
+) -> np.ndarray:
+    """:func:`vector_cycles` on many cores at once (the same integers, element-wise)."""
     per = np.asarray(pes, dtype=np.int64)
-    out_bits = 8
-    total = np.zeros(len(per), dtype=np.int64)
-    k_steps = math.ceil(k / tk)
-    k_last = k - (k_steps - 1) * tk
-    for count, r in _parts(m, tm):
-        for cn, c in _parts(n, tn):
-            rc = np.ceil((r * c) / per).astype(np.int64)
-
-            def step(kk: int, last: bool, r: int = r, c: int = c, rc: np.ndarray = rc) -> np.ndarray:
-                compute = rc * math.ceil(kk / (lanes * pack))
-                memory = np.ceil((r * kk * a_bits + kk * c * b_bits + (r * c * out_bits if last else 0)) / bw8).astype(np.int64)
-                return np.maximum(compute, memory)
-
-            total += count * cn * ((k_steps - 1) * step(tk, False) + step(k_last, True))
-    r0 = _parts(m, tm)[0][1]
-    fill = np.ceil((r0 * min(tk, k) * a_bits + min(tk, k) * min(tn, n) * b_bits) / bw8).astype(np.int64)
-    return fill + total + overhead
+    if elements_in <= 0:
+        return np.zeros(len(per), dtype=np.int64)
+    compute = np.ceil((elements_in * ops) / (per * lanes)).astype(np.int64)
+    memory = np.ceil((elements_in + elements_out) / np.asarray(ddr_bytes_per_cycle, dtype=float)).astype(np.int64)
+    return np.maximum(compute, memory) + overhead
 
 
 @functools.lru_cache(maxsize=200_000)
