@@ -21,8 +21,9 @@ engine's buffer share is never chosen. The bound is a proxy for the list schedul
 ``realloc`` (:func:`sim.fpga.sched.schedule_batch`) list-schedules the :func:`candidates` (the few
 splits of least bound and the design's own) and keeps the shortest schedule.
 
-What the model does not charge: reconfiguring the PE array between batches (the paper switches
-its pipeline configuration per batch too; its cost is left out here, as a one-off per batch).
+Changing the split between batches costs :attr:`~sim.fpga.model.Accelerator.reconfig_cycles`; the
+bound here leaves it out (it is the same for every split but the previous one), and ``realloc``
+charges it when it compares the candidates' list schedules, the previous split among them.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from coevo.sim.errors import UserInputError
-from coevo.sim.fpga.dag import check_lengths, group_cycles, linear_cycles
-from coevo.sim.fpga.model import ENGINES, Accelerator, AttentionConfig, Core, TransformerShape, engine_core, tile_bytes
+from coevo.sim.fpga.dag import attention_chain_by_pes, check_lengths
+from coevo.sim.fpga.model import ENGINES, Accelerator, AttentionConfig, TransformerShape, engine_core, gemm_cycles_by_pes, tile_bytes
 
 MAX_STEPS = 96
 """Up to this many PEs every split is scored; above, matmul and attention PEs move in steps of ``ceil(pes / MAX_STEPS)``."""
@@ -63,7 +64,9 @@ def _tables(
 
     Returns ``load[e, p]`` (cycles on one core x cores, i.e. all of the engine's task cycles; ``inf`` where
     its tiles do not fit) and ``chain[e, g, p]`` (cycles the critical path of group kind ``g`` spends on
-    engine ``e``).
+    engine ``e``). Every engine's cycles are computed over all counts at once (``*_by_pes``: the same integers
+    as core by core, and the same floating-point sums in the same order); a count where an engine has no
+    core or its tiles do not fit is never kept.
     """
     kinds = Counter((len(g), max(g)) for g in (check_lengths(g) for g in groups))
     total, cores = accel.pes, accel.cores
@@ -71,35 +74,41 @@ def _tables(
     load = np.full((3, total + 1), np.inf)  # counts not tabulated stay inf: never chosen
     chain = np.full((3, len(kinds), total + 1), np.inf)
     heads = np.array([1.0, shape.n_heads, shape.n_heads])
-    for p in counts:
-        made = [engine_core(accel.device, e, p, c, total, accel.lanes) if p >= c else None for e, c in zip(ENGINES, cores, strict=True)]
-        valid = [c is not None and (c.engine == "softmax" or need <= c.buffer_bytes) for c in made]
-        filler = next((c for c in made if c is not None), None)
-        if filler is None or not any(valid):
-            continue
-        trio: tuple[Core, Core, Core] = (made[0] or filler, made[1] or filler, made[2] or filler)  # a filler's costs are not kept
-        work = np.zeros(3)
-        for g, ((n, padded), count) in enumerate(kinds.items()):
-            linear, attention = group_cycles(n, padded, trio, accel, shape, attn)
-            part = np.zeros(3)
-            part[0] = _linear_work(linear, n, padded, trio[0], accel, shape)
-            for engine, cycles in attention.values():
-                part[ENGINES.index(engine)] += cycles * shape.n_layers
-            work += count * part * heads
-            for e in range(3):
-                if valid[e]:
-                    chain[e, g, p] = part[e]
-        for e in range(3):
-            if valid[e]:
-                load[e, p] = work[e]
+    at = np.asarray(counts, dtype=np.int64)
+    valid = np.zeros((3, len(at)), dtype=bool)
+    per_engine = []
+    for e, (engine, c) in enumerate(zip(ENGINES, cores, strict=True)):
+        made = [engine_core(accel.device, engine, p, c, total, accel.lanes) if p >= c else None for p in counts]
+        valid[e] = [m is not None and (engine == "softmax" or need <= m.buffer_bytes) for m in made]
+        # a count without a core gets a 1-PE stand-in: its cycles are computed and never kept
+        per_engine.append((np.array([m.pes if m else 1 for m in made]), np.array([m.ddr_bytes_per_cycle if m else 1.0 for m in made])))
+    work = np.zeros((3, len(at)))
+    for g, ((n, padded), count) in enumerate(kinds.items()):
+        part = np.zeros((3, len(at)))
+        part[0] = _linear_by_pes(n, padded, per_engine[0], accel, shape)
+        for _, engine, cycles in attention_chain_by_pes(n, padded, per_engine[1], per_engine[2], accel, shape, attn):
+            part[ENGINES.index(engine)] += cycles * shape.n_layers
+        work += count * part * heads[:, None]
+        chain[:, g, at] = np.where(valid, part, np.inf)
+    load[:, at] = np.where(valid, work, np.inf)
     return load, chain
 
 
-def _linear_work(first: dict[str, int], n: int, padded: int, mm: Core, accel: Accelerator, shape: TransformerShape) -> int:
-    """A group's linear cycles over all layers (``first``: layer 0's); layers differ only in compressed weights' bytes."""
-    if not shape.weight_bits:
-        return sum(first.values()) * shape.n_layers
-    return sum(sum(linear_cycles(n, padded, mm, accel, shape, i).values()) for i in range(shape.n_layers))
+def _linear_by_pes(n: int, padded: int, matmul: tuple[np.ndarray, np.ndarray], accel: Accelerator, shape: TransformerShape) -> np.ndarray:
+    """A group's linear cycles over all layers on matmul engines of the given (PEs, DDR bytes per cycle), one per PE count.
+
+    The cycles :func:`sim.fpga.dag.linear_cycles` gives core by core, summed over the layers (layers differ only in
+    compressed weights' bytes; :func:`~sim.fpga.model.gemm_cycles_by_pes`).
+    """
+    tm, tn, tk, ov, lanes = accel.tile_m, accel.tile_n, accel.tile_k, accel.overhead_cycles, accel.lanes
+    d, f = shape.d_model, shape.d_ff
+    rows = n * padded
+    work = np.zeros(len(matmul[0]), dtype=np.int64)
+    for layer in range(shape.n_layers) if shape.weight_bits else range(1):
+        wb = shape.linear_bits(layer)
+        for kk, nn, kind in ((d, 3 * d, "qkv"), (d, d, "out"), (d, f, "ffn1"), (f, d, "ffn2")):
+            work += gemm_cycles_by_pes(rows, kk, nn, *matmul, lanes, tm, tn, tk, ov, b_bits=wb[kind])
+    return work if shape.weight_bits else work * shape.n_layers
 
 
 def _scores(

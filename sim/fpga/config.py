@@ -29,6 +29,14 @@ class FpgaConfig:
     tile_m: int = field(default=Accelerator.tile_m, metadata={"help": "GEMM tile: output rows (tokens)", "ge": 1, "le": 1024})
     tile_n: int = field(default=Accelerator.tile_n, metadata={"help": "GEMM tile: output columns", "ge": 1, "le": 1024})
     tile_k: int = field(default=Accelerator.tile_k, metadata={"help": "GEMM tile: reduction depth", "ge": 1, "le": 1024})
+    reconfig_cycles: int = field(
+        default=Accelerator.reconfig_cycles,
+        metadata={
+            "help": "cycles to change the PE split between batches (realloc); default: an assumed runtime switch, 0: free",
+            "unit": "cycles",
+            "ge": 0,
+        },
+    )
     model: str = field(default="lm-pydoc", metadata={"help": "transformer shape (zoo LMs or BERT-base)"})
     search_model: str = field(
         default="lm-pydoc-tiny",

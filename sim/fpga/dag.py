@@ -18,8 +18,11 @@ padding waste and PE utilisation come from these.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from coevo.sim.errors import UserInputError
 from coevo.sim.fpga.model import (
@@ -32,7 +35,9 @@ from coevo.sim.fpga.model import (
     TransformerShape,
     gemm_cycles,
     gemm_rows_cycles,
+    gemm_rows_cycles_by_pes,
     vector_cycles,
+    vector_cycles_by_pes,
 )
 
 
@@ -161,9 +166,56 @@ def group_cycles(
     differ only where the shape gives them their own weight bits (:attr:`TransformerShape.weight_bits`).
     """
     mm, at, sm = cores
-    tm, tn, tk, ov = accel.tile_m, accel.tile_n, accel.tile_k, accel.overhead_cycles
-    dh = shape.d_head
     linear = linear_cycles(n, padded, mm, accel, shape, layer)
+    return linear, attention_chain(n, padded, at, sm, accel, shape, attn)
+
+
+def attention_chain(
+    n: int, padded: int, at: Core, sm: Core, accel: Accelerator, shape: TransformerShape, attn: AttentionConfig
+) -> dict[str, tuple[str, int]]:
+    """The per-head attention chain of a group (``kind -> (engine, cycles)``, in order) on attention core ``at`` and softmax core ``sm``.
+
+    Independent of the weights' bits: the same for every layer and every compressed model.
+    """
+    return dict(_attention_chain(n, padded, at, sm, accel.tile_m, accel.tile_n, accel.tile_k, accel.overhead_cycles, shape.d_head, attn))
+
+
+def attention_chain_by_pes(
+    n: int,
+    padded: int,
+    at: tuple[np.ndarray, np.ndarray],
+    sm: tuple[np.ndarray, np.ndarray],
+    accel: Accelerator,
+    shape: TransformerShape,
+    attn: AttentionConfig,
+) -> list[tuple[str, str, np.ndarray]]:
+    """:func:`attention_chain` on many attention and softmax cores at once: ``(kind, engine, cycles per core)`` in order.
+
+    ``at`` and ``sm``: (PEs, DDR bytes per cycle) of each attention and softmax core, one entry per PE count; the
+    same integers as :func:`attention_chain` core by core (:mod:`sim.fpga.alloc` tabulates a batch with it).
+    """
+    tm, tn, tk, ov, lanes, dh = accel.tile_m, accel.tile_n, accel.tile_k, accel.overhead_cycles, accel.lanes, shape.d_head
+    tiles_q = attn.row_tiles(padded, tm)
+    pairs, visible = attn.pairs(padded), attn.visible_pairs(padded)
+    out: list[tuple[str, str, np.ndarray]] = []
+    if attn.prescores(padded):
+        kb = attn.key_bits
+        pre = gemm_rows_cycles_by_pes(_rows((r, dh, v) for r, _, v in tiles_q), *at, lanes, tn, tk, 0, a_bits=kb, b_bits=kb, pack=8 // kb)
+        out.append(("prescore", "attention", n * pre + ov))
+        out.append(("select", "softmax", n * vector_cycles_by_pes(visible, pairs, SELECT_OPS, sm[0], lanes, sm[1], 0) + ov))
+    scores = gemm_rows_cycles_by_pes(_rows((r, dh, keys) for r, keys, _ in tiles_q), *at, lanes, tn, tk, 0)
+    out.append(("scores", "attention", n * scores + ov))
+    out.append(("softmax", "softmax", n * vector_cycles_by_pes(pairs, pairs, SOFTMAX_OPS, sm[0], lanes, sm[1], 0) + ov))
+    av = gemm_rows_cycles_by_pes(_rows((r, keys, dh) for r, keys, _ in tiles_q), *at, lanes, tn, tk, 0)
+    out.append(("av", "attention", n * av + ov))
+    return out
+
+
+@functools.lru_cache(maxsize=100_000)
+def _attention_chain(
+    n: int, padded: int, at: Core, sm: Core, tm: int, tn: int, tk: int, ov: int, dh: int, attn: AttentionConfig
+) -> tuple[tuple[str, tuple[str, int]], ...]:
+    """:func:`attention_chain`, cached on what it reads (a re-allocation asks for the same groups on the same cores per design)."""
     tiles_q = attn.row_tiles(padded, tm)
     pairs, visible = attn.pairs(padded), attn.visible_pairs(padded)
     attention: dict[str, tuple[str, int]] = {}
@@ -176,7 +228,7 @@ def group_cycles(
     attention["scores"] = ("attention", n * scores + ov)
     attention["softmax"] = ("softmax", n * vector_cycles(pairs, pairs, SOFTMAX_OPS, sm, 0) + ov)
     attention["av"] = ("attention", n * gemm_rows_cycles(_rows((r, keys, dh) for r, keys, _ in tiles_q), at, tn, tk, 0) + ov)
-    return linear, attention
+    return tuple(attention.items())
 
 
 def linear_cycles(n: int, padded: int, mm: Core, accel: Accelerator, shape: TransformerShape, layer: int = 0) -> dict[str, int]:

@@ -47,6 +47,13 @@ exp, sum, divide); top-k selection 1 compare per pre-score (a k-deep comparator 
 Compressed weights (:attr:`TransformerShape.weight_bits`, default int8): a linear layer's weight
 operand moves ``b_bits`` = its stored bits per weight over DDR; its compute is unchanged.
 
+Re-configuring the PE split (``realloc`` moves PEs between the engines per batch) costs
+:attr:`Accelerator.reconfig_cycles` before the batch's first task whenever a batch runs on another
+split than the batch before it (:func:`sim.fpga.sched.schedule_batch`). The default,
+:data:`RECONFIG_CYCLES`, is an assumption (a runtime switch of the PEs' engine multiplexers, not
+a bitstream load); :func:`dfx_reconfig_cycles` is the sourced alternative, a partial bitstream
+load through the ICAP.
+
 What the model leaves out (said again in docs/fpga.md): layer norm, residual adds and GELU
 (vector work of O(L d), small beside the matmuls), DDR latency and bank conflicts, clock
 frequency differences between designs, power.
@@ -59,6 +66,8 @@ import functools
 import math
 from dataclasses import dataclass, field
 from typing import Literal
+
+import numpy as np
 
 from coevo.sim.errors import UserInputError, unknown_name
 
@@ -105,6 +114,37 @@ DEVICES: dict[str, Device] = {
     "alveo-u280": Device("alveo-u280", 9024, 41_472, 460.0, 300.0),  # 2016 BRAM36 + 960 URAM, 8 GB HBM2
 }
 """Device presets; ``pes`` beyond :meth:`Device.max_pes` is refused."""
+
+
+RECONFIG_CYCLES = 2_000
+"""Default cost of changing the PE split between two batches (cycles): an ASSUMPTION, not a measurement.
+
+It models a runtime switch: every PE is wired to all three engines through multiplexers, and the
+host writes the new split to control registers, after which the engines re-partition their buffer
+and DDR shares (the buffers are refilled per batch anyway). 10 us at the 200 MHz clock (2,000
+cycles) is taken as the order of a few dozen AXI-Lite register writes from the processing system
+and an interrupt round trip; no synthesis backs it. 0 reproduces the model before the cost was
+charged; :func:`dfx_reconfig_cycles` gives the far larger cost of a partial bitstream load."""
+
+ICAP_BYTES_PER_S = 800e6
+"""UltraScale+ ICAP/MCAP peak configuration bandwidth: 32 bits at 200 MHz = 6.4 Gb/s (AMD UG909, "Configuration Time", Table 3)."""
+FULL_BITSTREAM_BITS = 192_999_264
+"""A full configuration bitstream of a device of zcu102's PL size: KU060's (2,760 DSP slices; AMD UG570, "Device Resources and
+Configuration Bitstream Lengths") stands in for the ZU9EG's (2,520), whose own row is not quoted here: an approximation."""
+
+
+def dfx_reconfig_cycles(device: Device, pes: int, lanes: int = 16) -> int:
+    """Cycles to load a partial bitstream re-wiring the PE array by Dynamic Function eXchange through the ICAP.
+
+    A partial bitstream is about the reconfigurable region's share of the full one (UG909, "Partial
+    Bitstreams"); the region is taken as the PEs' share of the device's DSP slices (``pes * lanes /
+    dsps``), the full bitstream as :data:`FULL_BITSTREAM_BITS`, the port at :data:`ICAP_BYTES_PER_S`
+    (its peak: real controllers are slower). zcu102 with 64 PEs: 40.6 % of 24.1 MB, 9.8 MB, 12.3 ms,
+    about 2.45 M cycles at 200 MHz.
+    """
+    share = min(1.0, pes * lanes / device.dsps)
+    seconds = share * FULL_BITSTREAM_BITS / 8 / ICAP_BYTES_PER_S
+    return round(seconds * device.clock_mhz * 1e6)
 
 
 LINEAR_KINDS = ("qkv", "out", "ffn1", "ffn2")
@@ -258,6 +298,8 @@ class Accelerator:
         lanes: MACs per PE.
         tile_m, tile_n, tile_k: GEMM tile sizes (output rows, output columns, reduction depth).
         overhead_cycles: launch cost of every task.
+        reconfig_cycles: cost of running a batch on another PE split than the batch before it (``realloc``),
+            charged before the batch's first task (:data:`RECONFIG_CYCLES`: an assumption; 0: free, as before).
     """
 
     device: Device
@@ -268,6 +310,7 @@ class Accelerator:
     tile_n: int = 64
     tile_k: int = 64
     overhead_cycles: int = 64
+    reconfig_cycles: int = RECONFIG_CYCLES
     core_list: tuple[Core, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -284,6 +327,11 @@ class Accelerator:
             raise UserInputError(
                 f"{total} PEs of {self.lanes} MACs need {total * self.lanes} DSP slices; {self.device.name} has {self.device.dsps} "
                 f"(at most {limit} PEs): use pes <= {limit}" + (f" or a larger device ({', '.join(bigger)})" if bigger else "")
+            )
+        if isinstance(self.reconfig_cycles, bool) or int(self.reconfig_cycles) != self.reconfig_cycles or self.reconfig_cycles < 0:
+            raise UserInputError(
+                f"reconfig_cycles={self.reconfig_cycles} must be an integer >= 0 (cycles to change the PE split between batches; "
+                f"0: free; default {RECONFIG_CYCLES})"
             )
         if min(self.tile_m, self.tile_n, self.tile_k) < 1 or self.overhead_cycles < 0:
             raise UserInputError("tile sizes must be >= 1 and overhead_cycles >= 0")
@@ -414,6 +462,83 @@ def gemm_cycles(
         return 0
     rows = tuple((count, r, k, n) for count, r in _parts(m, tm))
     return gemm_rows_cycles(rows, core, tn, tk, overhead, a_bits, b_bits, pack)
+
+
+def gemm_rows_cycles_by_pes(
+    rows: Rows,
+    pes: np.ndarray,
+    ddr_bytes_per_cycle: np.ndarray,
+    lanes: int,
+    tn: int,
+    tk: int,
+    overhead: int,
+    a_bits: int = 8,
+    b_bits: float = 8,
+    pack: int = 1,
+) -> np.ndarray:
+    """:func:`gemm_rows_cycles` on many cores at once: core ``i`` has ``pes[i]`` PEs and ``ddr_bytes_per_cycle[i]``.
+
+    The same integers as :func:`gemm_rows_cycles` core by core (the same floating-point operations in the
+    same order, element-wise; tests compare them): a re-allocation tabulates a GEMM over every PE count in
+    one pass, where the per-core cache cannot help (a compressed model's weight bits make every design's
+    layers new keys).
+    """
+    rows = tuple(x for x in rows if x[0] > 0 and min(x[1:]) > 0)
+    per = np.asarray(pes, dtype=np.int64)
+    if not rows:
+        return np.zeros(len(per), dtype=np.int64)
+    bw8 = 8 * np.asarray(ddr_bytes_per_cycle, dtype=float)
+    out_bits = 8
+    total = np.zeros(len(per), dtype=np.int64)
+    for count, r, k, n in rows:
+        k_steps = math.ceil(k / tk)
+        k_last = k - (k_steps - 1) * tk
+        for cn, c in _parts(n, tn):
+            rc = np.ceil((r * c) / per).astype(np.int64)
+
+            def step(kk: int, last: bool, r: int = r, c: int = c, rc: np.ndarray = rc) -> np.ndarray:
+                compute = rc * math.ceil(kk / (lanes * pack))
+                memory = np.ceil((r * kk * a_bits + kk * c * b_bits + (r * c * out_bits if last else 0)) / bw8).astype(np.int64)
+                return np.maximum(compute, memory)
+
+            total += count * cn * ((k_steps - 1) * step(tk, False) + step(k_last, True))
+    _, r0, k0, n0 = rows[0]
+    fill = np.ceil((r0 * min(tk, k0) * a_bits + min(tk, k0) * min(tn, n0) * b_bits) / bw8).astype(np.int64)
+    return fill + total + overhead
+
+
+def gemm_cycles_by_pes(
+    m: int,
+    k: int,
+    n: int,
+    pes: np.ndarray,
+    ddr_bytes_per_cycle: np.ndarray,
+    lanes: int,
+    tm: int,
+    tn: int,
+    tk: int,
+    overhead: int,
+    a_bits: int = 8,
+    b_bits: float = 8,
+    pack: int = 1,
+) -> np.ndarray:
+    """:func:`gemm_cycles` on many cores at once (:func:`gemm_rows_cycles_by_pes`); 0 for an empty product."""
+    if m <= 0 or n <= 0 or k <= 0:
+        return np.zeros(len(pes), dtype=np.int64)
+    rows = tuple((count, r, k, n) for count, r in _parts(m, tm))
+    return gemm_rows_cycles_by_pes(rows, pes, ddr_bytes_per_cycle, lanes, tn, tk, overhead, a_bits, b_bits, pack)
+
+
+def vector_cycles_by_pes(
+    elements_in: int, elements_out: int, ops: int, pes: np.ndarray, lanes: int, ddr_bytes_per_cycle: np.ndarray, overhead: int
+) -> np.ndarray:
+    """:func:`vector_cycles` on many cores at once (the same integers, element-wise)."""
+    per = np.asarray(pes, dtype=np.int64)
+    if elements_in <= 0:
+        return np.zeros(len(per), dtype=np.int64)
+    compute = np.ceil((elements_in * ops) / (per * lanes)).astype(np.int64)
+    memory = np.ceil((elements_in + elements_out) / np.asarray(ddr_bytes_per_cycle, dtype=float)).astype(np.int64)
+    return np.maximum(compute, memory) + overhead
 
 
 @functools.lru_cache(maxsize=200_000)

@@ -15,7 +15,10 @@ they differ only in what they give it:
 * ``realloc``: the length-aware groups and rank on a PE split re-allocated for this batch's
   length mix: the splits of the same PE budget and cores with the least lower bound for the batch
   (:func:`sim.fpga.alloc.candidates`, :data:`REALLOC_CANDIDATES` of them, and the design's own) are
-  list-scheduled and the shortest kept. ``length-aware`` is its fixed-split ablation.
+  list-scheduled and the shortest kept. ``length-aware`` is its fixed-split ablation. A batch on
+  another split than the batch before it (the first batch: the design's own split) first pays
+  :attr:`~sim.fpga.model.Accelerator.reconfig_cycles`; so a change is made only when the shorter
+  schedule saves more than that, and the previous split is a candidate too.
 
 :func:`list_schedule` is a non-delay list scheduler: whenever a core of an engine is idle and a
 task of that engine is ready, it starts the ready task of highest priority there.
@@ -58,6 +61,8 @@ class Schedule:
         method: how it was made.
         split: the PE split (matmul, attention, softmax) the task cycles were computed on, when the
             scheduler chose it (``realloc``); empty when it is the accelerator's own.
+        reconfig_cycles: cycles spent re-configuring the PE split before the first task (``realloc``, when
+            the split differs from the previous batch's); every task starts after them.
     """
 
     tasks: tuple[Task, ...]
@@ -65,10 +70,11 @@ class Schedule:
     core: tuple[int, ...]
     method: str
     split: tuple[int, ...] = ()
+    reconfig_cycles: int = 0
 
     @property
     def makespan(self) -> int:
-        """Cycles from the first start to the last end."""
+        """Cycles from cycle 0 (the reconfiguration, if any, then the first task) to the last end."""
         return max((s + t.cycles for s, t in zip(self.start, self.tasks, strict=True)), default=0)
 
 
@@ -84,6 +90,7 @@ class Metrics:
         engine_busy: per engine, share of its core-cycles busy.
         tasks: number of tasks.
         split: the PE split (matmul, attention, softmax) the schedule ran on.
+        reconfig_cycles: cycles of the makespan spent changing the PE split before the batch.
     """
 
     makespan_cycles: int
@@ -93,6 +100,7 @@ class Metrics:
     engine_busy: dict[str, float]
     tasks: int
     split: tuple[int, ...] = ()
+    reconfig_cycles: int = 0
 
 
 def upward_ranks(tasks: Sequence[Task]) -> list[int]:
@@ -164,25 +172,31 @@ def groups_for(lengths: Sequence[int], method: str, buckets: int = 4) -> list[li
 
 
 def schedule_batch(
-    lengths: Sequence[int], accel: Accelerator, shape: TransformerShape, attn: AttentionConfig, method: str, buckets: int = 4
+    lengths: Sequence[int],
+    accel: Accelerator,
+    shape: TransformerShape,
+    attn: AttentionConfig,
+    method: str,
+    buckets: int = 4,
+    previous: tuple[int, ...] | None = None,
 ) -> Schedule:
     """Schedule one batch with ``method`` (:data:`METHODS`).
 
     ``realloc`` re-allocates ``accel``'s PEs for this batch (same budget and cores; module doc); the
     schedule records the split it ran on (:attr:`Schedule.split`), and :func:`check_schedule` checks
-    it against ``accel``'s budget. It is never longer than ``length-aware``'s (the design's own split
-    is a candidate).
+    it against ``accel``'s budget. ``previous`` is the split the array holds from the batch before
+    (None: the design's own, ``accel.split``); running on another one first costs
+    ``accel.reconfig_cycles`` (:attr:`Schedule.reconfig_cycles`, every start shifted by it), so a
+    candidate wins only when its makespan plus that cost is strictly shorter, and with a cost the
+    previous split is a candidate too. Without a cost the choice is the shortest candidate's, whatever
+    ``previous``. It is never longer than ``length-aware``'s when ``previous`` is the design's split.
+
+    Raises:
+        UserInputError: bad lengths, or a ``previous`` split that is not one of ``accel``'s PE budget and cores.
     """
     groups = groups_for(lengths, method, buckets)
     if method == "realloc":
-        best: Schedule | None = None
-        for option in candidates(groups, accel, shape, attn, REALLOC_CANDIDATES):
-            tasks = build_tasks(groups, accel.with_split(option.split), shape, attn)
-            s = dataclasses.replace(list_schedule(tasks, accel, upward_ranks(tasks), method), split=option.split)
-            if best is None or s.makespan < best.makespan:  # ties: the earlier candidate (the least bound)
-                best = s
-        assert best is not None  # candidates() returns at least the design's own split
-        return best
+        return _realloc(groups, accel, shape, attn, accel.split if previous is None else _check_previous(previous, accel))
     tasks = build_tasks(groups, accel, shape, attn)
     if method == "fifo":
         priority: Sequence[float] = [-float(t.id) for t in tasks]  # arrival order: earlier sequence, earlier task first
@@ -191,11 +205,45 @@ def schedule_batch(
     return list_schedule(tasks, accel, priority, method)
 
 
+def _check_previous(previous: Sequence[int], accel: Accelerator) -> tuple[int, int, int]:
+    """``previous`` as a split of ``accel``'s budget, or UserInputError saying what it must be."""
+    ok = len(previous) == 3 and sum(previous) == accel.pes and all(p >= accel.capacity(e) for p, e in zip(previous, ENGINES, strict=True))
+    if not ok:
+        raise UserInputError(
+            f"previous split {tuple(previous)} must give the 3 engines {accel.pes} PEs in all and each core one at least "
+            f"(cores {accel.cores})"
+        )
+    return (int(previous[0]), int(previous[1]), int(previous[2]))
+
+
+def _realloc(
+    groups: list[list[int]], accel: Accelerator, shape: TransformerShape, attn: AttentionConfig, previous: tuple[int, int, int]
+) -> Schedule:
+    """``realloc``'s schedule of ``groups`` when the array holds ``previous`` (:func:`schedule_batch`)."""
+    cost = accel.reconfig_cycles
+    splits = [option.split for option in candidates(groups, accel, shape, attn, REALLOC_CANDIDATES)]
+    if cost > 0:  # staying costs nothing: the previous split first, so that it wins ties
+        splits = [previous] + [s for s in splits if s != previous]
+    best: Schedule | None = None
+    best_total = 0
+    for split in splits:
+        tasks = build_tasks(groups, accel.with_split(split), shape, attn)
+        s = dataclasses.replace(list_schedule(tasks, accel, upward_ranks(tasks), "realloc"), split=split)
+        pay = cost if split != previous else 0
+        if best is None or s.makespan + pay < best_total:  # ties: the earlier (the previous split, then the least bound)
+            best, best_total = dataclasses.replace(s, reconfig_cycles=pay), s.makespan + pay
+    assert best is not None  # candidates() returns at least the design's own split
+    if best.reconfig_cycles:  # the array is re-configured first: every task starts after it
+        best = dataclasses.replace(best, start=tuple(x + best.reconfig_cycles for x in best.start))
+    return best
+
+
 def check_schedule(schedule: Schedule, accel: Accelerator) -> None:
     """Raise :class:`InvalidScheduleError` unless every dependency and every core's exclusivity holds.
 
     Checks: a re-allocated split (:attr:`Schedule.split`) spends exactly ``accel``'s PE budget and
-    gives every core of every engine at least one PE; one start per task, starts >= 0; each task
+    gives every core of every engine at least one PE; a reconfiguration (:attr:`Schedule.reconfig_cycles`)
+    is not negative, is only charged on a re-allocated split, and no task starts during it; one start per task, starts >= 0; each task
     starts after all its predecessors end; each core index exists on its engine; no two tasks
     overlap on one core; at no time does an engine run more tasks than its cores (a sweep over
     start/end events).
@@ -208,6 +256,16 @@ def check_schedule(schedule: Schedule, accel: Accelerator) -> None:
                 f"the re-allocated split {split} must give the {len(ENGINES)} engines {accel.pes} PEs in all and each core at least "
                 f"one (cores {accel.cores})"
             )
+    if schedule.reconfig_cycles < 0 or (schedule.reconfig_cycles and not schedule.split):
+        raise InvalidScheduleError(
+            f"a reconfiguration of {schedule.reconfig_cycles} cycles must be >= 0 and only precede a re-allocated split "
+            f"(split {schedule.split or 'not re-allocated'})"
+        )
+    early = [t.id for t in tasks if start[t.id] < schedule.reconfig_cycles] if len(start) == len(tasks) else []
+    if early:
+        raise InvalidScheduleError(
+            f"task {early[0]} starts at {start[early[0]]}, during the {schedule.reconfig_cycles}-cycle reconfiguration of the PE split"
+        )
     if not (len(tasks) == len(start) == len(core)):
         raise InvalidScheduleError(f"{len(tasks)} tasks but {len(start)} starts and {len(core)} core assignments")
     for t in tasks:
@@ -261,6 +319,7 @@ def metrics(schedule: Schedule, accel: Accelerator, lengths: Sequence[int], shap
         engine_busy=busy,
         tasks=len(schedule.tasks),
         split=schedule.split or accel.split,
+        reconfig_cycles=schedule.reconfig_cycles,
     )
 
 
@@ -282,14 +341,20 @@ def compare_methods(
     buckets: int = 4,
     check: bool = True,
 ) -> dict[str, list[Metrics]]:
-    """Every method on every batch (the same batches for all), each schedule checked unless ``check`` is False."""
+    """Every method on every batch (the same batches for all), each schedule checked unless ``check`` is False.
+
+    The batches run in order: ``realloc`` starts on the design's split and carries each batch's split to
+    the next, paying ``accel.reconfig_cycles`` on every change (:func:`schedule_batch`).
+    """
     out: dict[str, list[Metrics]] = {}
     for method in methods:
         rows = []
+        previous: tuple[int, ...] | None = None
         for batch in batches:
-            s = schedule_batch(batch, accel, shape, attn, method, buckets)
+            s = schedule_batch(batch, accel, shape, attn, method, buckets, previous)
             if check:
                 check_schedule(s, accel)
             rows.append(metrics(s, accel, batch, shape, attn))
+            previous = s.split or None
         out[method] = rows
     return out

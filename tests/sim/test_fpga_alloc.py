@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from coevo.sim.fpga import (
     build_tasks,
     candidates,
     check_schedule,
+    compare_methods,
     device,
     list_schedule,
     lower_bound,
@@ -98,7 +100,7 @@ def test_a_uniform_mix_on_its_balanced_split_is_left_alone() -> None:
 
 
 def test_realloc_list_schedules_its_candidates_and_keeps_the_shortest() -> None:
-    base = Accelerator(device("zcu102"), (8, 3, 1), cores=(1, 2, 1))
+    base = Accelerator(device("zcu102"), (8, 3, 1), cores=(1, 2, 1), reconfig_cycles=0)  # free: no split is preferred
     for lengths in ([24] * 7 + [400], [20, 50, 90], [16] * 6):
         options = candidates(singles(lengths), base, SHAPE, TOPK)
         assert options[0] == reallocate(singles(lengths), base, SHAPE, TOPK) and base.split in {o.split for o in options}
@@ -148,3 +150,83 @@ def test_a_static_split_tuned_on_a_sample_minimises_the_summed_bound() -> None:
     assert tuned.given_bound_cycles == sums[base.split]
     with pytest.raises(UserInputError, match="no batches"):
         tune_static([], base, SHAPE, DENSE)
+
+
+# ---- the reconfiguration cost of changing the split between batches (issue 31 item 6)
+
+STREAM = [[24] * 7 + [400], [24] * 7 + [400], [24] * 8, [24] * 7 + [400]]
+"""Skewed, the same again, short and uniform, skewed: realloc moves, stays, moves, moves back on the (8, 3, 1) design."""
+
+
+def shortest_candidate(lengths: list[int], base: Accelerator, attn: AttentionConfig) -> tuple[tuple[int, int, int], int]:
+    """The rule before the cost was charged, re-implemented: the shortest candidate's list schedule (ties: the earlier)."""
+    best: tuple[tuple[int, int, int], int] | None = None
+    for option in candidates(singles(lengths), base, SHAPE, attn):
+        acc = base.with_split(option.split)
+        tasks = build_tasks(singles(lengths), acc, SHAPE, attn)
+        span = list_schedule(tasks, acc, upward_ranks(tasks)).makespan
+        if best is None or span < best[1]:
+            best = (option.split, span)
+    assert best is not None
+    return best
+
+
+@pytest.mark.parametrize("attn", [DENSE, TOPK], ids=["dense", "topk"])
+def test_a_free_reconfiguration_reproduces_the_memoryless_choice(attn: AttentionConfig) -> None:
+    base = Accelerator(device("zcu102"), (8, 3, 1), cores=(1, 2, 1), reconfig_cycles=0)
+    rows = compare_methods(STREAM, base, SHAPE, attn, ("realloc",))["realloc"]
+    assert [(m.split, m.makespan_cycles) for m in rows] == [shortest_candidate(b, base, attn) for b in STREAM]
+    assert all(m.reconfig_cycles == 0 for m in rows)
+
+
+def test_each_change_of_split_is_charged_once_and_a_stay_is_free() -> None:
+    cost = 1_000
+    free = compare_methods(STREAM, Accelerator(device("zcu102"), (8, 3, 1), reconfig_cycles=0), SHAPE, DENSE, ("realloc",))["realloc"]
+    paid = Accelerator(device("zcu102"), (8, 3, 1), reconfig_cycles=cost)
+    rows = compare_methods(STREAM, paid, SHAPE, DENSE, ("realloc",))["realloc"]
+    # by hand: (8, 3, 1) -> a skewed split (charged), the same batch again (free), the short batch's split (charged), back (charged)
+    assert [m.split for m in rows] == [m.split for m in free]  # every saving here is far above 1,000 cycles
+    splits = [(8, 3, 1)] + [m.split for m in rows]
+    assert [m.reconfig_cycles for m in rows] == [cost, 0, cost, cost] == [cost * (a != b) for a, b in itertools.pairwise(splits)]
+    assert [m.makespan_cycles for m in rows] == [f.makespan_cycles + m.reconfig_cycles for f, m in zip(free, rows, strict=True)]
+    previous = None
+    for lengths, m in zip(STREAM, rows, strict=True):  # every task waits for the reconfiguration, exactly once
+        s = schedule_batch(lengths, paid, SHAPE, DENSE, "realloc", previous=previous)
+        check_schedule(s, paid)
+        assert min(s.start) == s.reconfig_cycles == m.reconfig_cycles
+        previous = s.split
+        with pytest.raises(InvalidScheduleError, match="reconfiguration"):
+            check_schedule(dataclasses.replace(s, reconfig_cycles=s.reconfig_cycles + 1), paid)
+
+
+@pytest.mark.parametrize("cores", [(1, 1, 1), (2, 2, 1)])
+def test_a_prohibitive_cost_keeps_the_design_split_and_is_never_slower_than_the_fixed_split(cores: tuple[int, int, int]) -> None:
+    base = Accelerator(device("zcu102"), (8, 3, 1), cores=cores, reconfig_cycles=10**12)
+    rows = compare_methods(STREAM, base, SHAPE, TOPK, ("length-aware", "realloc"))
+    assert {m.split for m in rows["realloc"]} == {base.split} and all(m.reconfig_cycles == 0 for m in rows["realloc"])
+    assert [m.makespan_cycles for m in rows["realloc"]] == [m.makespan_cycles for m in rows["length-aware"]]
+
+
+def test_a_change_within_the_cost_keeps_the_previous_split() -> None:
+    free = Accelerator(device("zcu102"), (8, 3, 1), reconfig_cycles=0)
+    moved, span = shortest_candidate(STREAM[0], free, DENSE)
+    stay = schedule_batch(STREAM[0], free, SHAPE, DENSE, "length-aware").makespan
+    saving = stay - span
+    assert saving > 0 and moved != free.split
+    for cost, expect in ((saving - 1, moved), (saving, free.split), (saving + 1, free.split)):  # a tie keeps the previous split
+        s = schedule_batch(STREAM[0], dataclasses.replace(free, reconfig_cycles=cost), SHAPE, DENSE, "realloc")
+        assert s.split == expect and s.makespan == min(stay, span + cost)
+
+
+def test_a_negative_cost_is_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(UserInputError, match=r"reconfig_cycles=-1 must be an integer >= 0"):
+        Accelerator(device("zcu102"), (8, 3, 1), reconfig_cycles=-1)
+    with pytest.raises(UserInputError, match=r"previous split \(9, 3, 1\)"):
+        schedule_batch([30], Accelerator(device("zcu102"), (8, 3, 1)), SHAPE, DENSE, "realloc", previous=(9, 3, 1))
+    monkeypatch.chdir(tmp_path)
+    code = main(["tools", "run", "schedule.length_aware", "--args", json.dumps({"lengths": [30, 60], "reconfig_cycles": -5})])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and list(tmp_path.iterdir()) == []
+    assert len(err.strip().splitlines()) == 1 and "reconfig_cycles" in err and "greater than or equal to 0 (got -5)" in err

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from coevo.sim.fpga import Accelerator, AttentionConfig, Metrics, device, model_shape, schedule_batch, split_pes
@@ -18,6 +20,8 @@ def test_issue_command_on_pydoc_sentences() -> None:
     methods = value["methods"]
     assert set(methods) == {"padding", "bucketing", "length-aware", "fifo", "realloc"}
     assert len(value["realloc_splits"]) == 2 and all(sum(s.values()) == 64 for s in value["realloc_splits"])
+    moves = [(32, 24, 8), *(tuple(s.values()) for s in value["realloc_splits"])]  # from the design's split
+    assert value["reconfig_cycles"] == 2_000 and value["realloc_split_changes"] == sum(a != b for a, b in itertools.pairwise(moves))
     assert methods["padding"]["speedup_vs_padding_median"] == 1.0
     assert methods["length-aware"]["padding_waste_median"] == 0.0 == methods["fifo"]["padding_waste_median"]
     assert methods["padding"]["padding_waste_median"] > methods["bucketing"]["padding_waste_median"] > 0
@@ -62,6 +66,7 @@ def test_cpsat_gap_on_a_small_batch() -> None:
         ({"cores": "1:1:40"}, "softmax engine has 8 PEs for 40 cores"),
         ({"tile_m": 1024, "tile_n": 1024, "device": "zu3eg", "pes": 16}, "use smaller tiles"),
         ({"batch": 0}, "batch"),
+        ({"reconfig_cycles": -5}, r"reconfig_cycles: Input should be greater than or equal to 0 \(got -5\)"),
     ],
 )
 def test_bad_input_is_one_clear_line(args: dict[str, object], match: str) -> None:
