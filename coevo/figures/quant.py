@@ -118,6 +118,11 @@ def _paired(ours: dict[int, float], theirs: dict[int, float], noise: float) -> t
     return (f"**{text}**" if clear else text), mean, clear
 
 
+def _model_option(model: str) -> str:
+    """The ``--model`` option that reproduces a page of ``model`` (none for the default task)."""
+    return "" if model == MODEL else f" --model {model}"
+
+
 def report(args: argparse.Namespace, path: Path) -> str:
     """quant.md's text from the rows of ``path``."""
     rows: list[dict[str, Any]] = list(read_csv(path))
@@ -137,7 +142,8 @@ def report(args: argparse.Namespace, path: Path) -> str:
     lines = [
         f"# Class-based mixed-precision quantization vs uniform, HAWQ and magnitude, {model}",
         "",
-        f"Written by `python -m coevo.figures quant --out {args.out}` from `quant.csv`: seeds {', '.join(map(str, seeds))}, "
+        f"Written by `python -m coevo.figures quant --out {args.out}{_model_option(model)}` from `quant.csv`: seeds "
+        f"{', '.join(map(str, seeds))}, "
         f"{n_folds} folds, fine-tuning up to {args.epochs} epochs with the straight-through estimator (the best val epoch "
         f"kept). A seed sets the trained float model (one per fold), the fine-tuning and HAWQ's probes. Test accuracy is "
         f"pooled over the folds: {n_test} test images per seed and method, every image once. Float32 model: "
