@@ -536,13 +536,15 @@ FIGURES: tuple[Figure, ...] = (
     Figure(
         "quant",
         "quant",
-        "class-based mixed precision vs uniform, HAWQ-trace and magnitude at 2.5 and 3 average bits on cnn-digits-cv (issues 17, 31)",
+        "class-based mixed precision vs uniform, HAWQ-trace and magnitude at 2.5 and 3 average bits on cnn-digits-cv and, "
+        "as a second task, cnn-mnist5k-small (issues 17, 31)",
         "nice -n 10 python -m coevo.figures quant (--search: also the quant_search/ bench)",
-        ("quant.md", "quant.csv", "quant_search/"),
-        ("quant.csv",),
+        ("quant.md", "quant.csv", "quant_search/", "mnist5k-small/"),
+        ("quant.csv", "mnist5k-small/quant.csv"),
         module="quant",
         renders=True,
         quoted_in=("docs/quant.md",),
+        also=("mnist5k-small/: nice -n 10 python -m coevo.figures quant --model cnn-mnist5k-small --out docs/bench/quant/mnist5k-small",),
     ),
     Figure(
         "zoqat",
@@ -550,14 +552,15 @@ FIGURES: tuple[Figure, ...] = (
         "W4A8 zeroth-order QAT, light (scales) and full ZeroQAT (weights too), by SPSA and P-GAP, vs STE QAT, RTN and GPTQ: "
         "perplexity with paired intervals, peak process memory, time per step (issues 17, 31)",
         "nice -n 10 python -m coevo.figures zoqat --model lm-pydoc-tiny",
-        ("zoqat.md", "zoqat.csv", "zoqat-vary-model.md", "zoqat-vary-model.csv"),
-        ("zoqat.csv", "zoqat-vary-model.csv"),
+        ("zoqat.md", "zoqat.csv", "zoqat-vary-model.md", "zoqat-vary-model.csv", "zoqat-ablation.md", "zoqat-ablation.csv"),
+        ("zoqat.csv", "zoqat-vary-model.csv", "zoqat-ablation.csv"),
         module="zoqat",
         renders=True,
         quoted_in=("docs/zoqat.md", "docs/families.md"),
         also=(
             "zoqat-vary-model: nice -n 5 python -m coevo.figures zoqat --model lm-pydoc-tiny --vary-model "
             "--lr-from docs/bench/quant/zoqat.csv",
+            "zoqat-ablation: nice -n 10 python -m coevo.figures zoqat --ablation",
         ),
     ),
     Figure(
@@ -602,13 +605,18 @@ FIGURES: tuple[Figure, ...] = (
         "stepping",
         "stepping",
         "SteppingNet (importance-driven assignment) vs the fixed partition, slimmable and independent nets at equal MACs, "
-        "cross-validated over all 1,797 digits; stepping latency, MAC equality (issues 21, 31)",
+        "cross-validated over all 1,797 digits and, as a second task, the 5,000 MNIST images of cnn-mnist5k; stepping latency, "
+        "MAC equality (issues 21, 31)",
         "nice -n 10 python -m coevo.figures stepping",
-        ("stepping.md", "stepping.csv", "stepping-latency.csv", "stepping-macs.csv", "stepping-run.json"),
-        ("stepping.csv", "stepping-latency.csv", "stepping-macs.csv", "stepping-run.json"),
+        ("stepping.md", "stepping.csv", "stepping-latency.csv", "stepping-macs.csv", "stepping-run.json", "mnist5k/"),
+        ("stepping.csv", "stepping-latency.csv", "stepping-macs.csv", "stepping-run.json", "mnist5k/stepping.csv"),
         module="stepping",
         renders=True,
         quoted_in=("docs/stepping.md",),
+        also=(
+            "mnist5k/: nice -n 10 python -m coevo.figures stepping --models cnn-mnist5k --seeds 0 1 2 3 4 --epochs cnn-mnist5k=15 "
+            "--kinds importance+kd index+kd slimmable independent --out docs/bench/stepping/mnist5k",
+        ),
     ),
     Figure(
         "freeze",

@@ -94,6 +94,18 @@ def _progress(what: str, fraction: float) -> None:
     print(f"\r{what} ({100 * fraction:.0f} %)", end="\n" if fraction >= 1 else "", file=sys.stderr, flush=True)
 
 
+def _split_text(n_folds: int) -> str:
+    """How the page's model was split: cross-validation folds, or one fixed train/val/test split."""
+    return f"{n_folds} folds" if n_folds > 1 else "one fixed train/val/test split"
+
+
+def _pooled_text(n_folds: int, n_test: int) -> str:
+    """What one seed's test accuracy counts, for a cross-validated model or a single split."""
+    if n_folds > 1:
+        return f"Test accuracy is pooled over the folds: {n_test} test images per seed and method, every image once."
+    return f"Test accuracy is over the {n_test} test images of the split, per seed and method."
+
+
 def pooled(rows: list[dict[str, Any]], key: str) -> dict[tuple[str, str, int], float]:
     """``(method, target_bits, seed) -> accuracy %`` of ``key`` pooled over the folds (weighted by each fold's test size)."""
     right: dict[tuple[str, str, int], float] = {}
@@ -153,9 +165,9 @@ def report(args: argparse.Namespace, path: Path) -> str:
         "",
         f"Written by `python -m coevo.figures quant --out {args.out}{_model_option(model)}` from `quant.csv`: seeds "
         f"{', '.join(map(str, seeds))}, "
-        f"{n_folds} folds, fine-tuning up to {args.epochs} epochs with the straight-through estimator (the best val epoch "
-        f"kept). A seed sets the trained float model (one per fold), the fine-tuning and HAWQ's probes. Test accuracy is "
-        f"pooled over the folds: {n_test} test images per seed and method, every image once. Float32 model: "
+        f"{_split_text(n_folds)}, fine-tuning up to {args.epochs} epochs with the straight-through estimator (the best val "
+        f"epoch kept). A seed sets the trained float model{' (one per fold)' if n_folds > 1 else ''}, the fine-tuning and "
+        f"HAWQ's probes. {_pooled_text(n_folds, n_test)} Float32 model: "
         f"{_spread([v for (m, _, _), v in flt.items() if m == METHODS[0]])} % test (median [min-max] over seeds).",
         "",
         "Weights quantized per output filter/neuron (symmetric, widths from {2, 3, 4, 6, 8}); biases and activations float32. "
