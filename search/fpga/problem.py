@@ -19,7 +19,8 @@ Objectives:
   ``padding_waste`` (minimised, cheap, reported).
 
 Niches: one per scheduler. The space has 6 x 4 x 3 x 3 x 4 x 3 x 4 = 10,368 designs (under
-``realloc`` the split matters only where it ties the re-allocated one); the exact front is not computed.
+``realloc`` the split is where re-allocation starts: the first batch pays the reconfiguration cost to leave it,
+and it wins ties); the exact front is not computed.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ TILE_K = (32, 64, 128)
 TOP_K = (8, 16, 32, 64)
 KEY_BITS = (2, 4, 8)
 SCHEDULERS = ("padding", "bucketing", "length-aware", "realloc")
-"""``realloc``: length-aware with the PEs re-allocated per batch (:mod:`sim.fpga.alloc`); ``split`` is then its fallback on ties."""
+"""``realloc``: length-aware with the PEs re-allocated per batch (:mod:`sim.fpga.alloc`); ``split`` is then where it starts."""
 
 
 class FpgaDesign(NamedTuple):
@@ -173,7 +174,7 @@ class FpgaTransformerProblem(LevelProblem):
             ),
             Niche(
                 "realloc",
-                "length-aware, with the PEs re-allocated between the engines for each batch's length mix (the split only breaks ties)",
+                "length-aware, with the PEs re-allocated between the engines for each batch's length mix (the split is where it starts)",
                 lambda p: scheduler(p) == "realloc",
             ),
         )
