@@ -294,6 +294,23 @@ def _cell(values: list[float]) -> str:
     return f"{mean:+.2f}" if math.isnan(half) else f"{mean:+.2f} ± {half:.2f}"
 
 
+_KIND_TEXT: dict[str, str] = {
+    "importance+kd": "`importance+kd` is SteppingNet as implemented here (units start in subnet 0 and the least important move "
+    "up to larger subnets, round by round, until every subnet has its MAC budget; distillation from the largest step)",
+    "index+kd": "`index+kd` is the fixed index partition with the same distillation",
+    "importance": "`importance` drops the distillation",
+    "slimmable": "`slimmable` (shared weights, switchable BatchNorm, every width every iteration) is a same-MAC baseline",
+    "independent": "`independent` (one dense net per step) is a same-MAC baseline",
+}
+"""What each kind is, in the page's words."""
+
+
+def _kinds_text(trained: set[str]) -> str:
+    """The page's 'Kinds' paragraph: only the kinds this run trained, in the registry's order."""
+    described = [_KIND_TEXT[k] for k in KINDS if k in trained and k in _KIND_TEXT]
+    return "Kinds trained in this run: " + "; ".join(described) + ". Nothing was selected on the test folds."
+
+
 def _write_md(out: Path, command: str) -> None:
     rows = read_numbers(out / "stepping.csv")
     lat = read_numbers(out / "stepping-latency.csv")
@@ -315,11 +332,7 @@ def _write_md(out: Path, command: str) -> None:
         f"Step MAC fractions {run['steps']} of the zoo model's MACs. Importance-driven assignment: {run['rounds']} rounds in the "
         f"first 60 % of the optimiser steps, importance measured on {run['importance_images']} training images.",
         "",
-        "Kinds: `importance+kd` is SteppingNet as implemented here (units start in subnet 0 and the least important move up to "
-        "larger subnets, round by round, until every subnet has its MAC budget; distillation from the largest step); "
-        "`index+kd` is the fixed index partition with the same distillation; `importance` drops the distillation; `slimmable` "
-        "(shared weights, switchable BatchNorm, every width every iteration) and `independent` (one dense net per step) are the "
-        "same-MAC baselines. Nothing was selected on the test folds.",
+        _kinds_text({str(r["kind"]) for r in rows}),
         "",
     ]
     for model in dict.fromkeys(r["model"] for r in rows):
