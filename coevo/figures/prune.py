@@ -14,16 +14,23 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import platform
 import statistics
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from coevo.figures._common import command_line, figure_parser, read_csv, record_provenance, write_markdown
 from coevo.search.prune.run import prune_zoo, zoo_model
+from coevo.search.stats import t_interval
 from coevo.sim.prune.config import PruneConfig
+
+if TYPE_CHECKING:
+    from coevo.sim.zoo import ZooModel
 
 NAME = "prune"
 
@@ -38,55 +45,73 @@ _SCALE_NOTES = {
     "source; issue 31's larger corpus). Its activation outliers are measured in `../outliers.md`: none by LLM.int8's rule.",
 }
 """What a page on another model than lm-pydoc says about its scale (the model's name -> the sentence)."""
-FIELDS = ["model", "pattern", "score", "calib_tokens", "seed", "sparsity", "test_ppl_dense", "test_ppl", "wall_s"]
+FIELDS = ["model", "pattern", "score", "calib_tokens", "seed", "train_seed", "sparsity", "test_ppl_dense", "test_ppl", "wall_s"]
 
 
-def run(model: str, seeds: list[int], calibs: list[int], max_batches: int | None, csv_path: Path, command: str) -> None:
-    """Prune and evaluate every (pattern, score, calibration length, seed); each row is flushed to ``csv_path`` as it comes."""
+def run(
+    model: str, seeds: list[int], calibs: list[int], max_batches: int | None, csv_path: Path, command: str, vary_model: bool = False
+) -> None:
+    """Prune and evaluate every (pattern, score, calibration length, seed); each row is flushed to ``csv_path`` as it comes.
+
+    ``vary_model``: seed ``s`` also trains the zoo model with training seed ``s`` (its own trained model, the
+    same for every score), so the seeds vary the trained model as well as the calibration sequences.
+    """
     torch.set_num_threads(1)
-    zm = zoo_model(model)
-    dense = float(zm.evaluate(zm.model, split="test", max_batches=max_batches))
-    print(f"{model}: dense test perplexity {dense:.4f}", flush=True)
     csv_path.parent.mkdir(parents=True, exist_ok=True)
-    magnitude: dict[str, float] = {}  # pattern -> test perplexity: magnitude masks use no data, so one evaluation each
+    shared = None if vary_model else zoo_model(model)
+    dense_of: dict[int | None, float] = {}
     with csv_path.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS)
         w.writeheader()
-        for pattern in PATTERNS:
-            for score in SCORES:
-                for calib in calibs:
-                    for seed in seeds:
-                        known = score == "magnitude" and pattern in magnitude
-                        out = prune_zoo(
-                            zm,
-                            PruneConfig.sparsity,
-                            pattern=pattern,
-                            score=score,
-                            calib_tokens=calib,
-                            seed=seed,
-                            splits=() if known else ("test",),
-                            max_batches=max_batches,
-                            dense={"test": dense},
-                        )
-                        ppl = magnitude[pattern] if known else out.test_pruned
-                        assert ppl is not None
-                        if score == "magnitude":
-                            magnitude[pattern] = ppl
-                        row = {
-                            "model": model,
-                            "pattern": pattern,
-                            "score": score,
-                            "calib_tokens": calib,
-                            "seed": seed,
-                            "sparsity": round(out.sparsity, 6),
-                            "test_ppl_dense": round(dense, 6),
-                            "test_ppl": round(ppl, 6),
-                            "wall_s": round(out.wall_s, 6),
-                        }
-                        w.writerow(row)
-                        f.flush()
-                        print(" ".join(f"{k}={v}" for k, v in row.items() if k != "model"), flush=True)
+        for seed in seeds:
+            train_seed = seed if vary_model else None
+            zm = zoo_model(model, train_seed=train_seed) if shared is None else shared
+            if train_seed not in dense_of:
+                dense_of[train_seed] = float(zm.evaluate(zm.model, split="test", max_batches=max_batches))
+                print(f"{model} (training seed {train_seed}): dense test perplexity {dense_of[train_seed]:.4f}", flush=True)
+            for row in _seed_rows(zm, model, seed, train_seed, calibs, max_batches, dense_of[train_seed]):
+                w.writerow(row)
+                f.flush()
+                print(" ".join(f"{k}={v}" for k, v in row.items() if k != "model"), flush=True)
     record_provenance(csv_path, command)
+
+
+def _seed_rows(
+    zm: ZooModel, model: str, seed: int, train_seed: int | None, calibs: list[int], max_batches: int | None, dense: float
+) -> Iterator[dict[str, object]]:
+    """One seed's rows: every (pattern, score, calibration length) on ``zm``, pruned from a fresh copy each time."""
+    magnitude: dict[str, float] = {}  # pattern -> test perplexity: magnitude masks use no data, so one evaluation each
+    for pattern in PATTERNS:
+        for score in SCORES:
+            for calib in calibs:
+                known = score == "magnitude" and pattern in magnitude
+                out = prune_zoo(
+                    zm,
+                    PruneConfig.sparsity,
+                    pattern=pattern,
+                    score=score,
+                    calib_tokens=calib,
+                    seed=seed,
+                    splits=() if known else ("test",),
+                    max_batches=max_batches,
+                    dense={"test": dense},
+                )
+                ppl = magnitude[pattern] if known else out.test_pruned
+                assert ppl is not None
+                if score == "magnitude":
+                    magnitude[pattern] = ppl
+                yield {
+                    "model": model,
+                    "pattern": pattern,
+                    "score": score,
+                    "calib_tokens": calib,
+                    "seed": seed,
+                    "train_seed": "" if train_seed is None else train_seed,
+                    "sparsity": round(out.sparsity, 6),
+                    "test_ppl_dense": round(dense, 6),
+                    "test_ppl": round(ppl, 6),
+                    "wall_s": round(out.wall_s, 6),
+                }
 
 
 def _fmt(values: list[float], digits: int = 2) -> str:
@@ -97,18 +122,27 @@ def report(csv_path: Path, md_path: Path, note: str, command: str) -> str:
     """``md_path`` from the rows of ``csv_path``; returns what was written."""
     rows = read_csv(csv_path)
     model = rows[0]["model"]
-    dense = float(rows[0]["test_ppl_dense"])
     calibs = sorted({int(r["calib_tokens"]) for r in rows})
     seeds = sorted({int(r["seed"]) for r in rows})
+    vary = any(r.get("train_seed", "") != "" for r in rows)
+    dense_by_seed = {int(r["seed"]): float(r["test_ppl_dense"]) for r in rows}
     cell: dict[tuple[str, str, int], list[dict[str, str]]] = {}
     for r in rows:
         cell.setdefault((r["pattern"], r["score"], int(r["calib_tokens"])), []).append(r)
+    if vary:
+        dense_text = f"Dense test perplexity of the seeds' trained models: **{_fmt(list(dense_by_seed.values()), 3)}**"
+        seed_text = (
+            f"seeds {', '.join(map(str, seeds))} (seed s trains the zoo model with training seed s and draws calibration "
+            "sequences s from the training split: the seeds vary the trained model as well as the calibration)"
+        )
+    else:
+        dense_text = f"Dense test perplexity: **{next(iter(dense_by_seed.values())):.3f}**"
+        seed_text = f"calibration seeds {', '.join(map(str, seeds))} (different calibration sequences from the training split)"
     lines = [
         f"# Activation-aware pruning of {model}: test perplexity at 50 % sparsity",
         "",
-        f"Written by `python -m coevo.figures prune` from `prune.csv` ({note}). Dense test perplexity: **{dense:.3f}**. "
-        f"Each cell: median [min-max] over calibration seeds {', '.join(map(str, seeds))} (different calibration "
-        "sequences from the training split); layers pruned: every nn.Linear inside the transformer blocks, one at a "
+        f"Written by `python -m coevo.figures prune` from `prune.csv` ({note}). {dense_text}. "
+        f"Each cell: median [min-max] over {seed_text}; layers pruned: every nn.Linear inside the transformer blocks, one at a "
         "time, inputs recomputed through the layers already pruned. Unstructured compares weights within each output "
         "row (as Wanda); 2:4 keeps 2 of every 4 consecutive input weights. `vs wanda`: median perplexity relative to "
         "Wanda's at the same pattern and calibration length (negative: lower perplexity than Wanda).",
@@ -137,12 +171,45 @@ def report(csv_path: Path, md_path: Path, note: str, command: str) -> str:
             wall = f"{statistics.median(walls):.3f}" if walls else "-"
             lines.append(f"| {score} | " + " | ".join(parts) + f" | {wall} |")
         lines.append("")
+    lines += _paired_section(cell, calibs)
     lines += ["## Against the literature", ""]
     lines += _verdict(medians, cell, calibs)
     return write_markdown(md_path, "\n".join(lines) + "\n", command)
 
 
 Cell = dict[tuple[str, str, int], list[dict[str, str]]]
+
+
+def _paired_section(cell: Cell, calibs: list[int]) -> list[str]:
+    """Every score against Wanda, paired by seed (same calibration sequences, same trained model): ln-perplexity."""
+    lines = [
+        "## Paired against Wanda",
+        "",
+        "Test ln-perplexity of the score minus Wanda's, same seed (so the same calibration sequences and the same "
+        "trained model), mean ± 95 % t half-width over seeds; in brackets the mean as a perplexity ratio. 'lower' / "
+        "'higher': the interval excludes 0; 'no difference': it holds 0.",
+        "",
+        "| pattern | score | " + " | ".join(f"{c} tokens" for c in calibs) + " |",
+        "|" + "---|" * (len(calibs) + 2),
+    ]
+    for pattern in PATTERNS:
+        for score in SCORES:
+            if score == "wanda":
+                continue
+            parts = [_paired(cell.get((pattern, score, c), []), cell.get((pattern, "wanda", c), [])) for c in calibs]
+            lines.append(f"| {pattern} | {score} | " + " | ".join(parts) + " |")
+    return [*lines, ""]
+
+
+def _paired(rows: list[dict[str, str]], wanda: list[dict[str, str]]) -> str:
+    """``rows`` minus ``wanda`` in ln-perplexity, paired by seed, as table text."""
+    theirs = {r["seed"]: math.log(float(r["test_ppl"])) for r in wanda}
+    diffs = [math.log(float(r["test_ppl"])) - theirs[r["seed"]] for r in rows if r["seed"] in theirs]
+    if len(diffs) < 2:
+        return "-"
+    mean, half = t_interval(diffs)
+    verdict = "no difference" if abs(mean) <= half else ("lower" if mean < 0 else "higher")
+    return f"{mean:+.4f} ± {half:.4f} ({100 * math.expm1(mean):+.1f} %, {verdict})"
 
 
 def _verdict(medians: dict[tuple[str, str, int], float], cell: Cell, calibs: list[int]) -> list[str]:
@@ -177,8 +244,9 @@ def _verdict(medians: dict[tuple[str, str, int], float], cell: Cell, calibs: lis
     ]
     if extra:
         out.append(f"* The SparseGPT reconstruction baseline's median perplexity against Wanda's: {'; '.join(extra)}.")
-    walls = {s: statistics.median(float(r["wall_s"]) for k, rs in cell.items() if k[1] == s for r in rs) for s in SCORES}
-    if walls.get("wanda"):
+    runs = {s: [float(r["wall_s"]) for k, rs in cell.items() if k[1] == s for r in rs] for s in SCORES}
+    walls = {s: statistics.median(w) for s, w in runs.items() if w}  # a partial run may lack a score
+    if walls.get("wanda") and "cos+var" in walls:
         cut = 100 * (1 - walls["cos+var"] / walls["wanda"])
         out.append(
             f"* Pruning time: cos+var takes {walls['cos+var']:.3f} s (median) against Wanda's {walls['wanda']:.3f} s "
@@ -197,6 +265,9 @@ def parser() -> argparse.ArgumentParser:
     # two lengths, not PruneConfig.calib_tokens (256): the committed figure's experiment setting
     ap.add_argument("--calib", default="32,512", help="calibration lengths in tokens")
     ap.add_argument("--max-batches", type=int, default=None, help="test batches of 64 sequences to evaluate (default: all)")
+    ap.add_argument(
+        "--vary-model", action="store_true", help="seed s also trains the zoo model with training seed s (its own trained model)"
+    )
     return ap
 
 
@@ -208,7 +279,7 @@ def main(argv: list[str] | None = None) -> None:
     started = time.time()
     if not args.report_only:
         seeds, calibs = [int(s) for s in args.seeds.split(",")], [int(c) for c in args.calib.split(",")]
-        run(args.model, seeds, calibs, args.max_batches, csv_path, command)
+        run(args.model, seeds, calibs, args.max_batches, csv_path, command, vary_model=args.vary_model)
     eval_note = f"test split, first {args.max_batches} batches" if args.max_batches else "whole test split"
     note = f"{eval_note}; {platform.processor() or platform.machine()}, 1 torch thread"
     print(report(csv_path, md_path, note, command))

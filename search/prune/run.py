@@ -18,14 +18,16 @@ from coevo.sim.zoo import ZooError, ZooModel, load
 
 
 @lru_cache(maxsize=4)
-def zoo_model(name: str) -> ZooModel:
+def zoo_model(name: str, train_seed: int | None = None) -> ZooModel:
     """The zoo model ``name`` (trained on first use, then loaded from disk; kept for the process).
+
+    ``train_seed``: train it with this seed instead of the recipe's (another trained model, cached apart).
 
     Raises:
         UserInputError: an unknown name (the message lists the zoo), or a model without a data loader.
     """
     try:
-        return load(name)
+        return load(name, train_seed=train_seed)
     except ZooError as exc:
         raise UserInputError(str(exc)) from None
 
