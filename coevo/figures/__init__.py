@@ -566,15 +566,20 @@ FIGURES: tuple[Figure, ...] = (
     Figure(
         "prune",
         "prune",
-        "LM perplexity at 50 % unstructured and 2:4 per pruning score, 32 and 512 calibration tokens (issue 17)",
+        "LM perplexity at 50 % unstructured and 2:4 per pruning score, 32 and 512 calibration tokens, every score paired "
+        "against Wanda by seed; with --vary-model the seeds train their own models (issues 17, 31)",
         "nice -n 10 python -m coevo.figures prune",
-        ("prune.md", "prune.csv", "prune-tiny/", "prune-pystdlib/"),
+        ("prune.md", "prune.csv", "prune-tiny/", "prune-pystdlib/", "prune-tiny-vary/", "prune-pystdlib-tiny-vary/"),
         ("prune.csv",),
         module="prune",
         renders=True,
         also=(
             "prune-tiny/: python -m coevo.figures prune --model lm-pydoc-tiny --seeds 0,1,2,3,4 --out docs/bench/prune/prune-tiny",
             "prune-pystdlib/: nice -n 5 python -m coevo.figures prune --model lm-pystdlib --out docs/bench/prune/prune-pystdlib",
+            "prune-tiny-vary/: nice -n 10 python -m coevo.figures prune --model lm-pydoc-tiny --vary-model --seeds 0,1,2,3,4 "
+            "--out docs/bench/prune/prune-tiny-vary",
+            "prune-pystdlib-tiny-vary/: nice -n 10 python -m coevo.figures prune --model lm-pystdlib-tiny --vary-model "
+            "--seeds 0,1,2,3,4 --out docs/bench/prune/prune-pystdlib-tiny-vary",
         ),
     ),
     Figure(

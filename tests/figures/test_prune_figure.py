@@ -77,7 +77,7 @@ def test_scores_are_paired_against_wanda_by_seed(tmp_path: Path) -> None:
     assert "trains the zoo model with training seed s" in text and "11.000 [10.000-12.000]" in text.replace("*", "")
 
 
-@pytest.mark.parametrize("folder", ["prune-tiny", "prune-pystdlib-tiny-vary"])
+@pytest.mark.parametrize("folder", [".", "prune-tiny", "prune-pystdlib", "prune-tiny-vary", "prune-pystdlib-tiny-vary"])
 def test_committed_pages_re_render_from_their_data(folder: str, tmp_path: Path) -> None:
     out = BENCH / folder
     if not (out / "prune.csv").exists():
