@@ -28,7 +28,7 @@ def test_second_task_rows_every_method_on_its_2500_test_images(tmp_path: Path, m
     assert {(r["model"], r["seed"], r["fold"], r["test_n"]) for r in rows} == {("cnn-mnist5k-small", "0", "0", "2500")}
     assert all(float(r["avg_bits"]) <= 3.0 + 1e-9 for r in rows)
     page = (out / "quant.md").read_text()
-    assert f"quant --out {out} --model cnn-mnist5k-small`" in page and "2500 test images per seed" in page
+    assert f"quant --out {out} --model cnn-mnist5k-small`" in page and "over the 2500 test images of the split, per seed" in page
 
 
 def test_report_only_rerenders_the_committed_second_task_page(tmp_path: Path) -> None:
