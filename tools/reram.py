@@ -64,6 +64,7 @@ class ReramFaults(Tool):
 
     name = "reram.faults"
     measured_fields = frozenset({"wall_s"})
+    slow_example = True  # fine-tunes mlp-digits for 10 fault maps, twice: 14-20 s per example run on an idle 2-core machine
     description = (
         "Map a zoo model's Linear/Conv2d weights onto ReRAM crossbars (tile size, bits per cell, differential pairs, "
         "bit-sliced quantized weights), inject stuck-at-0/1 faults at a rate and SA0:SA1 ratio over many seeded fault maps, "

@@ -273,6 +273,7 @@ def test_report_renders_in_headless_chromium(searched: str, tmp_path: Path) -> N
     assert shot.stat().st_size > 20_000  # a rendered page with figures, not a blank one
 
 
+@pytest.mark.slow  # 29 s on an idle 2-core machine: out of the fast loop (make test-fast), still in CI
 def test_ablate_whole_kb_and_one_heuristic(searched: str, capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
     assert main(["kb", "ablate", "all", "--seeds", "2", "--storage", searched, "--json"]) == 0
@@ -291,6 +292,7 @@ def test_ablate_whole_kb_and_one_heuristic(searched: str, capsys: pytest.Capture
     assert "without H1" in text and "was learned in" in text
 
 
+@pytest.mark.slow  # 13 s on an idle 2-core machine: out of the fast loop (make test-fast), still in CI
 def test_search_kb_from_study_and_file(searched: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["search", "--proposer", "pelnas", "--device", "raspi4", "--budget", "44", "--storage", searched, "--json"]
     assert main([*args, "--kb-from", STUDY]) == 0

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import optuna
+import pytest
 
 from coevo.agent.coevolution import make_pelnas
 from coevo.agent.reasoners import KnowledgeContext, OfflineReasoner
@@ -79,6 +80,7 @@ def test_refutation_and_human_decisions() -> None:
     assert all(h.id != planted.id for h in retrieval.rank(kb.heuristics.values(), {}, None))
 
 
+@pytest.mark.slow  # 23 s on an idle 2-core machine: out of the fast loop (make test-fast), still in CI
 def test_pelnas_round_records_and_ablations(storage: str) -> None:
     problem = NB201Problem(dataset="cifar10", device="raspi4")
     full = run_search(problem, "pelnas", budget=72, seed=0, storage=storage)
@@ -127,6 +129,7 @@ def test_resume_mid_round_keeps_waiting_proposals(storage: str) -> None:
     assert any(t.user_attrs.get("rationale") == "left over" for t in trials)  # the waiting proposal was evaluated, not dropped
 
 
+@pytest.mark.slow  # 18 s on an idle 2-core machine: out of the fast loop (make test-fast), still in CI
 def test_sigkill_during_pelnas_then_resume(tmp_path: Path) -> None:
     db = tmp_path / "k.sqlite3"
     cmd = [

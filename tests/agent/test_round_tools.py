@@ -222,6 +222,7 @@ def test_screening_keeps_the_quota_by_expected_hv_and_says_why() -> None:
     assert kept_no_model == cands[:4] and "no surrogate" in out_no_model[0]["reason"]
 
 
+@pytest.mark.slow  # 21 s on an idle 2-core machine: out of the fast loop (make test-fast), still in CI
 def test_screen_on_llm_and_off_in_a_search(storage: str) -> None:
     def run(mode: str) -> tuple[Any, dict[int, dict[str, Any]]]:
         with FakeOpenAI(default=nb201_model.reply) as fake:

@@ -45,6 +45,7 @@ def test_more_subchannels_accept_more_flows() -> None:
     assert {niche_of(niches, d) for d in (MeshDesign(s, "xy", 2, 0.5, 0.0) for s in (1, 3, 8))} == {"s1-2", "s3-4", "s6-8"}
 
 
+@pytest.mark.slow  # 13 s on an idle 2-core machine: out of the fast loop (make test-fast), still in CI
 def test_pelnas_search_on_the_noc_problem(capsys: pytest.CaptureFixture[str], storage: str) -> None:
     args = ["search", "--problem", "noc", "--topology", "mesh", "--k", "4", "--load", "0.5", "--gt-share", "0.8"]
     assert main([*args, "--proposer", "pelnas", "--budget", "30", "--storage", storage, "--json"]) == 0

@@ -23,7 +23,15 @@ SUBJECTS = {name: problem_suite.ProblemUnderTest(name) for name in NAMES}
 """What the checks run on, by name: each loads its class and builds its instance when a check first asks."""
 
 
-@pytest.mark.parametrize("check", problem_suite.CHECKS, ids=str)
-@pytest.mark.parametrize("name", NAMES, ids=IDS)
+SLOW = {("stepping", "evaluate"): 42, ("compress", "evaluate"): 15}
+"""(problem, check) pairs that train a model (seconds on an idle 2-core machine): out of the fast loop, still in CI."""
+CASES = [
+    pytest.param(name, check, id=f"{pid}-{check}", marks=[pytest.mark.slow] if (pid, str(check)) in SLOW else [])
+    for name, pid in zip(NAMES, IDS, strict=True)
+    for check in problem_suite.CHECKS
+]
+
+
+@pytest.mark.parametrize(("name", "check"), CASES)
 def test_problem_conforms(name: str, check: Check[problem_suite.ProblemUnderTest]) -> None:
     check(SUBJECTS[name])

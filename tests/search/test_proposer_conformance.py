@@ -27,8 +27,23 @@ def _problem(name: str) -> Problem:
     return _BUILT[name]
 
 
-@pytest.mark.parametrize("check", proposer_suite.CHECKS, ids=str)
-@pytest.mark.parametrize("problem_name", PROBLEMS)
-@pytest.mark.parametrize("proposer", proposer_names())
+SLOW = {("qnehvi", "nb201", "budget_and_resume"): 34}
+"""(proposer, problem, check) cases that fit Gaussian processes for a while (seconds on an idle 2-core machine): out of
+the fast loop, still in CI."""
+CASES = [
+    pytest.param(
+        proposer,
+        problem,
+        check,
+        id=f"{proposer}-{problem}-{check}",
+        marks=[pytest.mark.slow] if (proposer, problem, str(check)) in SLOW else [],
+    )
+    for proposer in proposer_names()
+    for problem in PROBLEMS
+    for check in proposer_suite.CHECKS
+]
+
+
+@pytest.mark.parametrize(("proposer", "problem_name", "check"), CASES)
 def test_proposer_conforms(proposer: str, problem_name: str, check: Check[proposer_suite.ProposerUnderTest], storage: str) -> None:
     check(proposer_suite.ProposerUnderTest(proposer, _problem(problem_name), storage=storage))

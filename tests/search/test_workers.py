@@ -227,6 +227,7 @@ def test_dropped_connections_are_survived(postgres_url: str, tmp_path: Path) -> 
     assert _check_exactly_once(postgres_url, study, budget)["duplicates"] == 0
 
 
+@pytest.mark.slow  # 15 s on an idle 2-core machine: out of the fast loop (make test-fast), still in CI
 def test_a_database_that_stays_away_stops_the_worker_and_it_resumes(postgres_url: str, tmp_path: Path) -> None:
     proxy = FaultyProxy(("127.0.0.1", 5432))
     via_proxy = postgres_url.replace("127.0.0.1:5432", proxy.address)
@@ -406,6 +407,7 @@ def test_search_with_two_workers_runs_two_processes(tmp_path: Path) -> None:
     assert _check_exactly_once(storage, "sp", 90)["duplicates"] == 0
 
 
+@pytest.mark.slow  # 13 s on an idle 2-core machine: out of the fast loop (make test-fast), still in CI
 def test_a_joining_worker_proposes_with_the_options_the_search_stored(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     storage = f"sqlite:///{tmp_path / 'opts.sqlite3'}"
     code, _, stderr = _finish([_search(storage, "o", 30, "--round-size", "7", "--kb-tokens", "150", cwd=tmp_path)])[0]

@@ -399,6 +399,7 @@ def test_an_untrained_architecture_run_measures_memory_and_time_without_evaluati
         run(Spec(model="lm-pydoc-tiny", splits=("train",), untrained=True))
 
 
+@pytest.mark.slow  # 10 s on an idle 2-core machine: out of the fast loop (make test-fast), still in CI
 def test_a_training_seed_gives_the_run_another_trained_model() -> None:
     from coevo.sim.zoqat.job import Spec, run
 
