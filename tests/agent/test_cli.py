@@ -84,6 +84,7 @@ def test_bench_command(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> No
     assert "nsga2" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # 11 s on an idle 2-core machine: out of the fast loop (make test-fast), still in CI
 def test_runs_delete_removes_the_study_and_what_coevo_keeps_for_it(
     storage: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

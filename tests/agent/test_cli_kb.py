@@ -81,6 +81,7 @@ def test_bad_ids_and_missing_store_are_one_line_errors(searched: str, capsys: py
     assert "no knowledge store at" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # 11 s on an idle 2-core machine: out of the fast loop (make test-fast), still in CI
 def test_rejected_heuristic_stays_out_of_prompts_when_the_search_resumes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     storage = f"sqlite:///{tmp_path / 's.sqlite3'}"
     args = ["search", "--proposer", "pelnas", "--device", "raspi4", "--storage", storage, "--json"]

@@ -116,6 +116,7 @@ def test_pelnas_round_records_and_ablations(storage: str) -> None:
     assert len(useful) >= 4 and all(counts[nid] >= 4 for nid in useful)
 
 
+@pytest.mark.slow  # 10 s on an idle 2-core machine: out of the fast loop (make test-fast), still in CI
 def test_resume_mid_round_keeps_waiting_proposals(storage: str) -> None:
     problem = NB201Problem(dataset="cifar10", device="fpga")
     proposer = make_pelnas("pelnas", round_size=20)
@@ -159,6 +160,7 @@ def test_sigkill_during_pelnas_then_resume(tmp_path: Path) -> None:
     assert np.isfinite(data["hv_ratio"])
 
 
+@pytest.mark.slow  # 9 s on an idle 2-core machine: out of the fast loop (make test-fast), still in CI
 def test_a_guided_round_takes_its_niches_in_turn(tmp_path: Path) -> None:
     # a round cut short (a budget that ends inside it) has paid for each niche's first pick, not for the first niches alone
     storage = f"sqlite:///{tmp_path / 's.db'}"

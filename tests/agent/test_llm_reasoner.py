@@ -141,6 +141,7 @@ def test_llm_search_records_rationale_heuristics_and_tokens(storage: str) -> Non
     assert sum(v["usage_round"]["calls"] for v in logs) == usage["calls"]  # per-round usage adds up to the run's
 
 
+@pytest.mark.slow  # 10 s on an idle 2-core machine: out of the fast loop (make test-fast), still in CI
 def test_replies_are_cached_per_study(storage: str) -> None:
     with FakeOpenAI(default=nb201_model.reply) as fake:
         _search(fake.url, storage, "first")

@@ -338,6 +338,7 @@ def test_model_yield_counts_front_members() -> None:
 # ---------------------------------------------------------------- the command line and the harness
 
 
+@pytest.mark.slow  # 10 s on an idle 2-core machine: out of the fast loop (make test-fast), still in CI
 def test_search_and_bench_flags_reach_the_engine(capsys: pytest.CaptureFixture[str], storage: str, tmp_path: Any) -> None:
     from coevo.agent.cli import main
 

@@ -39,6 +39,7 @@ def test_trust_is_the_rank_correlation_of_the_last_round_and_acts_when_low() -> 
     assert t is not None and t["rho"] == pytest.approx(1.0) and not t["low"]
 
 
+@pytest.mark.slow  # 11 s on an idle 2-core machine: out of the fast loop (make test-fast), still in CI
 def test_pelnas_logs_trust_every_round_from_what_it_predicted(tmp_path: Path) -> None:
     storage = f"sqlite:///{tmp_path / 't.db'}"
     result = run_search(NB201Problem(dataset="cifar10", device="fpga"), "pelnas", budget=100, seed=0, storage=storage)

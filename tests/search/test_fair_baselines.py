@@ -61,6 +61,7 @@ def test_screened_ea_rebuilds_its_population_on_resume(tmp_path: Path) -> None:
     assert isinstance(fresh, ScreenedEAProposer) and len(fresh._algo.pop) <= fresh.population
 
 
+@pytest.mark.slow  # 11 s on an idle 2-core machine: out of the fast loop (make test-fast), still in CI
 def test_qnehvi_starts_latency_stratified_and_its_gp_ranks_held_out_cells(tmp_path: Path) -> None:
     storage = f"sqlite:///{tmp_path / 'q.db'}"
     result = run_search(PROBLEM, get_proposer("qnehvi", {"shortlist": 40}), budget=60, seed=0, storage=storage)

@@ -47,6 +47,7 @@ def test_unet_small_three_way_cuts() -> None:
     assert blockwise(p, 3, flops_per_s=1e12).device_of == (0,) * 9 + (1,) * 2 + (2,) * 3
 
 
+@pytest.mark.slow  # 12 s on an idle 2-core machine: out of the fast loop (make test-fast), still in CI
 def test_three_stage_blockwise_relays_skips_and_a_uvit_splits_too() -> None:
     relayed = check("unet-small", devices=3, method="blockwise", resolution=16)
     assert RELAYED_BYTES == 475_136

@@ -38,6 +38,7 @@ def test_spsa_in_a_fresh_process_reports_its_peak_memory_and_speed() -> None:
     assert all(v > 1 for stage in value["perplexity"].values() for v in stage.values())
 
 
+@pytest.mark.slow  # 9 s on an idle 2-core machine: out of the fast loop (make test-fast), still in CI
 def test_ste_needs_more_training_memory_than_spsa() -> None:
     # the first-order baseline keeps activations for backprop; ZO runs forward only (same model, batch, steps)
     # batches of 64: STE's saved activations (about 40 MB on the tiny LM) stand well clear of the
