@@ -21,14 +21,16 @@ REPLY = '{"candidates": [{"design": "|none~0|+|none~0|none~1|+|none~0|none~1|non
 MSG = [{"role": "user", "content": "propose"}]
 
 
-def _reasoner(url: str, retries: int) -> LLMReasoner:
-    return LLMReasoner(model="fake-7b", base_url=url, transport_retries=retries, backoff_s=0.01, timeout_s=0.5)
+def _reasoner(url: str, retries: int, timeout_s: float = 0.5) -> LLMReasoner:
+    return LLMReasoner(model="fake-7b", base_url=url, transport_retries=retries, backoff_s=0.01, timeout_s=timeout_s)
 
 
-def _chat(url: str, storage: str, retries: int, *, stream: bool = False, price: tuple[float, float] | None = None) -> ChatAgent:
+def _chat(
+    url: str, storage: str, retries: int, *, stream: bool = False, price: tuple[float, float] | None = None, timeout_s: float = 0.5
+) -> ChatAgent:
     store = SessionStore(storage)
     return ChatAgent(
-        chat_model(LLMSettings(url, "fake-chat", timeout_s=0.5, streaming=stream)),
+        chat_model(LLMSettings(url, "fake-chat", timeout_s=timeout_s, streaming=stream)),
         REGISTRY,
         store,
         store.create("fake-chat"),
@@ -57,11 +59,12 @@ def test_both_callers_retry_a_transient_failure_exactly_as_often_as_their_policy
 
 @pytest.mark.parametrize("failure", FINAL, ids=["401", "403", "404", "400"])
 def test_both_callers_fail_at_once_on_what_a_retry_cannot_fix(failure: dict[str, Any], storage: str) -> None:
+    # a generous timeout: with 0.5 s a loaded machine once turned the 404 into a timeout (transient), then a retry
     with FakeOpenAI(default=failure) as fake, pytest.raises(LLMUnavailableError, match=f"HTTP {failure['status']}"):
-        _reasoner(fake.url, retries=3).complete(MSG)
+        _reasoner(fake.url, retries=3, timeout_s=30).complete(MSG)
     assert len(fake.requests) == 1
     with FakeOpenAI(default=failure) as fake, pytest.raises(ChatModelError, match=f"HTTP {failure['status']}"):
-        _chat(fake.url, storage, retries=3).turn("hello")
+        _chat(fake.url, storage, retries=3, timeout_s=30).turn("hello")
     assert len(fake.requests) == 1
 
 
