@@ -205,10 +205,15 @@ def schedule_batch(
     return list_schedule(tasks, accel, priority, method)
 
 
+def _is_split(split: Sequence[int], accel: Accelerator) -> bool:
+    """Whether ``split`` gives the engines ``accel``'s whole PE budget and every core of every engine one PE at least."""
+    enough = all(p >= accel.capacity(e) for p, e in zip(split, ENGINES, strict=True)) if len(split) == len(ENGINES) else False
+    return enough and sum(split) == accel.pes
+
+
 def _check_previous(previous: Sequence[int], accel: Accelerator) -> tuple[int, int, int]:
     """``previous`` as a split of ``accel``'s budget, or UserInputError saying what it must be."""
-    ok = len(previous) == 3 and sum(previous) == accel.pes and all(p >= accel.capacity(e) for p, e in zip(previous, ENGINES, strict=True))
-    if not ok:
+    if not _is_split(previous, accel):
         raise UserInputError(
             f"previous split {tuple(previous)} must give the 3 engines {accel.pes} PEs in all and each core one at least "
             f"(cores {accel.cores})"
@@ -251,7 +256,7 @@ def check_schedule(schedule: Schedule, accel: Accelerator) -> None:
     tasks, start, core = schedule.tasks, schedule.start, schedule.core
     if schedule.split:
         split = schedule.split
-        if len(split) != 3 or sum(split) != accel.pes or any(p < accel.capacity(e) for p, e in zip(split, ENGINES, strict=True)):
+        if not _is_split(split, accel):
             raise InvalidScheduleError(
                 f"the re-allocated split {split} must give the {len(ENGINES)} engines {accel.pes} PEs in all and each core at least "
                 f"one (cores {accel.cores})"
