@@ -60,6 +60,7 @@ def run(
     csv_path.parent.mkdir(parents=True, exist_ok=True)
     shared = None if vary_model else zoo_model(model)
     dense_of: dict[int | None, float] = {}
+    magnitude: dict[tuple[int | None, str], float] = {}  # (training seed, pattern) -> test ppl: magnitude masks use no data
     with csv_path.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS)
         w.writeheader()
@@ -69,7 +70,7 @@ def run(
             if train_seed not in dense_of:
                 dense_of[train_seed] = float(zm.evaluate(zm.model, split="test", max_batches=max_batches))
                 print(f"{model} (training seed {train_seed}): dense test perplexity {dense_of[train_seed]:.4f}", flush=True)
-            for row in _seed_rows(zm, model, seed, train_seed, calibs, max_batches, dense_of[train_seed]):
+            for row in _seed_rows(zm, model, seed, train_seed, calibs, max_batches, dense_of[train_seed], magnitude):
                 w.writerow(row)
                 f.flush()
                 print(" ".join(f"{k}={v}" for k, v in row.items() if k != "model"), flush=True)
@@ -77,14 +78,24 @@ def run(
 
 
 def _seed_rows(
-    zm: ZooModel, model: str, seed: int, train_seed: int | None, calibs: list[int], max_batches: int | None, dense: float
+    zm: ZooModel,
+    model: str,
+    seed: int,
+    train_seed: int | None,
+    calibs: list[int],
+    max_batches: int | None,
+    dense: float,
+    magnitude: dict[tuple[int | None, str], float],
 ) -> Iterator[dict[str, object]]:
-    """One seed's rows: every (pattern, score, calibration length) on ``zm``, pruned from a fresh copy each time."""
-    magnitude: dict[str, float] = {}  # pattern -> test perplexity: magnitude masks use no data, so one evaluation each
+    """One seed's rows: every (pattern, score, calibration length) on ``zm``, pruned from a fresh copy each time.
+
+    ``magnitude``: test perplexities of magnitude pruning by (training seed, pattern), filled and reused across
+    seeds: its masks use no data, so each trained model is evaluated once per pattern.
+    """
     for pattern in PATTERNS:
         for score in SCORES:
             for calib in calibs:
-                known = score == "magnitude" and pattern in magnitude
+                known = score == "magnitude" and (train_seed, pattern) in magnitude
                 out = prune_zoo(
                     zm,
                     PruneConfig.sparsity,
@@ -96,10 +107,10 @@ def _seed_rows(
                     max_batches=max_batches,
                     dense={"test": dense},
                 )
-                ppl = magnitude[pattern] if known else out.test_pruned
+                ppl = magnitude[(train_seed, pattern)] if known else out.test_pruned
                 assert ppl is not None
                 if score == "magnitude":
-                    magnitude[pattern] = ppl
+                    magnitude[(train_seed, pattern)] = ppl
                 yield {
                     "model": model,
                     "pattern": pattern,
