@@ -54,6 +54,14 @@ def qrange(bits: int) -> tuple[int, int]:
     return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
 
 
+def rtn_log_scale(weight: torch.Tensor, bits: int) -> torch.Tensor:
+    """``log`` of round-to-nearest's per-output-row weight scale (``[out, 1]``) for ``weight`` at ``bits``."""
+    w = weight.detach().abs()
+    # binary: the mean magnitude is the least-squares scale (XNOR-Net); else absmax maps onto qmax
+    scale = w.mean(dim=1, keepdim=True) if bits == 1 else w.amax(dim=1, keepdim=True) / qrange(bits)[1]
+    return scale.clamp_min(_TINY).log()
+
+
 class QuantLinear(nn.Module):
     """An ``nn.Linear`` whose weights (per output channel) and input (per tensor) pass through :func:`fake_quant`."""
 
@@ -63,10 +71,7 @@ class QuantLinear(nn.Module):
         self.weight = linear.weight
         self.bias = linear.bias
         self.w_bits, self.a_bits = w_bits, a_bits
-        w = linear.weight.detach().abs()
-        # binary: the mean magnitude is the least-squares scale (XNOR-Net); else absmax maps onto qmax
-        scale = w.mean(dim=1, keepdim=True) if w_bits == 1 else w.amax(dim=1, keepdim=True) / qrange(w_bits)[1]
-        self.w_log_s = nn.Parameter(scale.clamp_min(_TINY).log())
+        self.w_log_s = nn.Parameter(rtn_log_scale(linear.weight.detach(), w_bits))
         self.a_log_s = nn.Parameter(torch.zeros(()), requires_grad=a_bits is not None)
         self.log_smooth: nn.Parameter | None
         self.register_parameter("log_smooth", None)  # set by smooth(): per input channel, log of SmoothQuant's s
@@ -169,6 +174,13 @@ def check_alpha(alpha: float | None) -> None:
         raise UserInputError(f"smooth_alpha must lie in [0, 1] (SmoothQuant's migration strength), got {alpha!r}")
 
 
+def check_smoothing(alpha: float | None, method: str) -> None:
+    """:func:`check_alpha`, and refuse smoothing with ``gptq`` (GPTQ writes the unsmoothed weight)."""
+    check_alpha(alpha)
+    if alpha is not None and method == "gptq":
+        raise UserInputError("smoothing is not combined with gptq here (GPTQ writes the unsmoothed weight)")
+
+
 def quant_layers(model: nn.Module) -> list[QuantLinear]:
     """The :class:`QuantLinear` layers of a :func:`quantize`'d model."""
     return [m for m in model.modules() if isinstance(m, QuantLinear)]
@@ -239,6 +251,4 @@ def smooth(model: nn.Module, calib: Iterable[torch.Tensor], alpha: float) -> Non
         ok = (x_max > 0) & (w_max > 0)
         s = torch.where(ok, x_max.clamp_min(_TINY) ** alpha / w_max.clamp_min(_TINY) ** (1 - alpha), torch.ones_like(x_max))
         m.log_smooth = nn.Parameter(s.log(), requires_grad=False)
-        w = m.smoothed_weight().abs()
-        scale = w.mean(dim=1, keepdim=True) if m.w_bits == 1 else w.amax(dim=1, keepdim=True) / qrange(m.w_bits)[1]
-        m.w_log_s.copy_(scale.clamp_min(_TINY).log())
+        m.w_log_s.copy_(rtn_log_scale(m.smoothed_weight(), m.w_bits))

@@ -17,7 +17,7 @@ import torch
 
 from coevo.sim.errors import UserInputError
 from coevo.sim.zoqat.config import ZOQAT
-from coevo.sim.zoqat.fakequant import check_alpha, check_bits, quantize
+from coevo.sim.zoqat.fakequant import check_bits, check_smoothing, quantize
 from coevo.sim.zoqat.gptq import gptq
 from coevo.sim.zoqat.memory import PeakMemory
 from coevo.sim.zoqat.train import METHODS, check_pgap, train
@@ -72,9 +72,7 @@ class Spec:
             raise UserInputError(f"unknown method {self.method!r}; valid methods: {', '.join(METHODS)}")
         if self.steps < 0 or self.batch_size < 1:
             raise UserInputError(f"steps must be >= 0 and batch_size >= 1, got {self.steps}, {self.batch_size}")
-        check_alpha(self.smooth_alpha)
-        if self.smooth_alpha is not None and self.method == "gptq":
-            raise UserInputError("smoothing is not combined with gptq here (GPTQ writes the unsmoothed weight)")
+        check_smoothing(self.smooth_alpha, self.method)
         if self.method == "pgap":
             check_pgap(self.rank, self.probes, self.refresh, self.delta)
         bad = set(self.splits) - {"val", "test"}

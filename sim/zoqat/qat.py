@@ -12,7 +12,7 @@ from torch import nn
 
 from coevo.sim.errors import UserInputError
 from coevo.sim.zoqat.config import DEFAULT_LR, ZOQAT
-from coevo.sim.zoqat.fakequant import check_alpha, check_bits, linear_names, quantize
+from coevo.sim.zoqat.fakequant import check_bits, check_smoothing, linear_names, quantize
 from coevo.sim.zoqat.gptq import gptq
 from coevo.sim.zoqat.memory import PeakMemory
 from coevo.sim.zoqat.train import METHODS, LossFn, TrainLog, default_loss, train
@@ -86,9 +86,7 @@ def zo_qat(
         raise UserInputError(f"unknown method {method!r}; valid methods: {', '.join(METHODS)}")
     if not linear_names(model):
         raise UserInputError(f"{type(model).__name__} has no nn.Linear layer: quantization-aware training here quantizes Linear layers")
-    if smooth_alpha is not None and method == "gptq":
-        raise UserInputError("smoothing is not combined with gptq here (GPTQ writes the unsmoothed weight)")
-    check_alpha(smooth_alpha)
+    check_smoothing(smooth_alpha, method)
     if calib_batches < 1:
         raise UserInputError(f"calib_batches must be >= 1, got {calib_batches}")
     calib = [batch[0] for batch in itertools.islice(iter(loader), calib_batches)]
