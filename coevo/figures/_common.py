@@ -29,10 +29,10 @@ import shlex
 import statistics
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from coevo.figures import get
 from coevo.search.stats import t_interval
@@ -240,6 +240,29 @@ def _number(text: str) -> Any:
 def read_numbers(path: Path) -> list[dict[str, Any]]:
     """:func:`read_csv` with every cell that reads as an int (else a float) converted: the rows as they were written."""
     return [{k: _number(v) for k, v in row.items()} for row in read_csv(path)]
+
+
+_Key = TypeVar("_Key", bound=Hashable)
+
+
+def weighted_means(
+    rows: Iterable[Mapping[str, Any]], group: Callable[[Mapping[str, Any]], _Key], fields: Sequence[str], weight: str
+) -> dict[_Key, dict[str, float]]:
+    """Per group of ``rows`` (``group(row)``, first-seen order), each of ``fields`` averaged with the rows' ``weight`` column.
+
+    How the figures pool a seed's cross-validation folds: each fold weighs its test examples, so the
+    pooled value is over every image once. A row whose ``weight`` is missing or empty weighs 1. Each
+    group's total weight comes back under ``weight`` beside the means.
+    """
+    sums: dict[_Key, dict[str, float]] = {}
+    totals: dict[_Key, float] = {}
+    for r in rows:
+        k, w = group(r), float(r.get(weight) or 1)
+        acc = sums.setdefault(k, dict.fromkeys(fields, 0.0))
+        for f in fields:
+            acc[f] += float(r[f]) * w
+        totals[k] = totals.get(k, 0.0) + w
+    return {k: {f: v / totals[k] for f, v in acc.items()} | {weight: totals[k]} for k, acc in sums.items()}
 
 
 def mean_std(values: Iterable[float], digits: int = 2, single: str | None = None) -> str:

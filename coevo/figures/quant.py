@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from coevo.figures._common import command_line, figure_parser, read_csv, write_csv, write_markdown
+from coevo.figures._common import command_line, figure_parser, read_csv, weighted_means, write_csv, write_markdown
 from coevo.search.stats import excludes_zero, format_interval
 from coevo.sim.errors import UserInputError
 from coevo.sim.quant.config import QuantConfig
@@ -108,13 +108,8 @@ def _pooled_text(n_folds: int, n_test: int) -> str:
 
 def pooled(rows: list[dict[str, Any]], key: str) -> dict[tuple[str, str, int], float]:
     """``(method, target_bits, seed) -> accuracy %`` of ``key`` pooled over the folds (weighted by each fold's test size)."""
-    right: dict[tuple[str, str, int], float] = {}
-    total: dict[tuple[str, str, int], int] = {}
-    for r in rows:
-        k = (r["method"], r["target_bits"], int(r["seed"]))
-        right[k] = right.get(k, 0.0) + float(r[key]) * int(r["test_n"])
-        total[k] = total.get(k, 0) + int(r["test_n"])
-    return {k: right[k] / total[k] for k in right}
+    means = weighted_means(rows, lambda r: (r["method"], r["target_bits"], int(r["seed"])), [key], "test_n")
+    return {k: v[key] for k, v in means.items()}
 
 
 def _spread(values: list[float]) -> str:

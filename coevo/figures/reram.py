@@ -28,7 +28,7 @@ import platform
 import subprocess
 import time
 from collections import defaultdict
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ from coevo.figures._common import (
     provenance,
     provenance_comment,
     read_csv,
+    weighted_means,
     write_csv,
     write_markdown,
 )
@@ -178,19 +179,15 @@ def per_seed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     A seed's accuracy is then over every image of a cross-validated model (all its folds' test
     splits); a model with one split keeps its row. Rows without ``test_n`` (older CSVs) weigh 1.
     """
+
+    def key(r: Mapping[str, Any]) -> tuple[str, str, str, float, int]:
+        return (r["model"], r["sa0_sa1"], r["scheme"], float(r["fault_rate"]), int(r["seed"]))
+
     groups: dict[tuple[str, str, str, float, int], list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
-        groups[(r["model"], r["sa0_sa1"], r["scheme"], float(r["fault_rate"]), int(r["seed"]))].append(r)
-    out = []
-    for group in groups.values():
-        weights = [float(r.get("test_n") or 1) for r in group]
-        total = sum(weights)
-
-        def pooled(field: str, group: list[dict[str, Any]] = group, weights: list[float] = weights, total: float = total) -> float:
-            return sum(w * float(r[field]) for w, r in zip(weights, group, strict=True)) / total
-
-        out.append(group[0] | {"value": pooled("value"), "float": pooled("float"), "test_n": int(total), "folds": len(group)})
-    return out
+        groups[key(r)].append(r)
+    means = weighted_means(rows, key, ["value", "float"], "test_n")
+    return [group[0] | means[k] | {"test_n": int(means[k]["test_n"]), "folds": len(group)} for k, group in groups.items()]
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[float, Summary]]:
