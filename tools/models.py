@@ -46,6 +46,8 @@ class ModelsList(Tool):
                     "baseline": (info or {}).get("baseline", {}),
                     "train_s": (info or {}).get("train_s"),
                     "key": recipe_key(rec),
+                    # trained weights differ across machines: the fingerprint tells two caches' models apart
+                    "weights": (info or {}).get("weights"),
                 }
             )
         return ToolResult(value={"models": rows, "cache_dir": str(cache_dir())})
@@ -87,5 +89,6 @@ class ModelsBuild(Tool):
             "wall_s": round(time.perf_counter() - started, 2),
             "path": str(zm.path),
             "key": zm.key,
+            "weights": zm.fingerprint,
         }
         return ToolResult(value=value, messages=notes)

@@ -46,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
             unit = " %" if metric == "accuracy" else ""
             shown = f"{metric} {base[f'val_{metric}']:.4g}{unit} / {base[f'test_{metric}']:.4g}{unit}" if base else "-"
             cache = "not built" if not m["cached"] else "trained" if m["train_s"] is None else f"trained ({m['train_s']:.0f} s)"
+            if m.get("weights"):
+                cache += f", weights {m['weights']}"
             table.add_row(m["name"], m["task"], f"{m['params']:,}", shown, cache, m["about"])
         out.print(table)
         return 0
@@ -58,5 +60,6 @@ def run(args: argparse.Namespace) -> int:
         out.print(f"[yellow]note:[/] {note}", soft_wrap=True)
     base = ", ".join(f"{k} {v:.4g}" for k, v in value["baseline"].items())
     size = f"{value['params']:,} parameters"
-    out.print(f"{value['name']}: {value['how']} in {value['wall_s']:.1f} s; {size}; {base}; cached at {value['path']}")
+    weights = f"; weights {value['weights']}" if value.get("weights") else ""
+    out.print(f"{value['name']}: {value['how']} in {value['wall_s']:.1f} s; {size}; {base}{weights}; cached at {value['path']}")
     return 0

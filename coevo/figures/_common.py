@@ -194,11 +194,30 @@ def write_markdown(path: Path, text: str, command: str) -> str:
     return written
 
 
+def zoo_models_used() -> dict[str, str]:
+    """The zoo models this process has loaded, label -> weights fingerprint (empty when it loaded none).
+
+    Zoo training is seeded but not bit-identical across machines, so a data file records which
+    trained weights its numbers came from (:func:`coevo.sim.zoo.used_models`).
+    """
+    registry = sys.modules.get("coevo.sim.zoo.registry")  # only when the figure loaded a model: no torch import here
+    return dict(registry.used_models()) if registry is not None else {}
+
+
 def record_provenance(path: Path, command: str) -> None:
-    """Note in ``provenance.json`` beside ``path`` which command wrote ``path`` (data files carry no header of their own)."""
+    """Note in ``provenance.json`` beside ``path`` which command wrote ``path`` (data files carry no header of their own).
+
+    The entry is :func:`provenance`'s, plus ``zoo_models`` (:func:`zoo_models_used`) when the process
+    loaded zoo models before writing ``path``: every model it had loaded by then, not only the ones
+    the file's rows used.
+    """
     book = path.parent / PROVENANCE_FILE
     entries = json.loads(book.read_text()) if book.exists() else {}
-    entries[path.name] = provenance(command)
+    entry = provenance(command)
+    models = zoo_models_used()
+    if models:
+        entry["zoo_models"] = models
+    entries[path.name] = entry
     book.write_text(json.dumps(dict(sorted(entries.items())), indent=1) + "\n")
 
 

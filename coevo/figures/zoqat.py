@@ -121,6 +121,7 @@ FIELDS = [
     "first_loss",
     "last_loss",
     "peak_reset",
+    "weights",  # the trained model's weights fingerprint (zoo training is not bit-identical across machines)
 ]
 
 

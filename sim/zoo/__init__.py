@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # the names load on first use (sim/_lazy.py): listing problem
         recipe_key,
         recipe_parameter_count,
     )
-    from coevo.sim.zoo.registry import ZooModel, build, folds, load, parameter_count
+    from coevo.sim.zoo.registry import ZooModel, build, folds, load, parameter_count, used_models, weights_fingerprint
 
 __all__ = [
     "RECIPES",
@@ -48,6 +48,8 @@ __all__ = [
     "recipe",
     "recipe_key",
     "recipe_parameter_count",
+    "used_models",
+    "weights_fingerprint",
 ]
 
 __getattr__ = lazy_exports(__name__, __file__)

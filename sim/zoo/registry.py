@@ -3,13 +3,21 @@
 A recipe is a plain dict (architecture, data split, training settings, seeds). Its SHA-256
 over canonical JSON is the cache key, so changing any setting trains a new model and an old
 cache entry can never be mistaken for it. The first :func:`load` trains (reporting progress),
-writes ``<name>-<key>.pt`` atomically with a JSON sidecar (baseline metrics, train time), and
-every later call loads. A cache file that does not load, or holds another recipe, is rebuilt.
+writes ``<name>-<key>.pt`` atomically with a JSON sidecar (baseline metrics, train time, the
+weights' fingerprint), and every later call loads. A cache file that does not load, or holds
+another recipe, is rebuilt.
+
+Training is seeded but not bit-identical across machines (float kernels differ by CPU), so two
+machines can hold different weights for one recipe. Every loaded model therefore carries
+:attr:`ZooModel.fingerprint`, a hash of its weights, and :func:`used_models` lists the ones this
+process loaded, which the figures record beside their data: a reader can tell whether a rerun
+used the same trained model.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -91,6 +99,8 @@ class ZooModel:
     path: Path
     note: str = ""
     """How the model was obtained: ``trained``, ``loaded``, or why a cache entry was rebuilt."""
+    fingerprint: str = ""
+    """:func:`weights_fingerprint` of the weights as loaded or trained (empty for a user's own model)."""
 
     @classmethod
     def from_module(cls, model: nn.Module, task: str, splits: dict[str, Split], name: str = "user-model") -> ZooModel:
@@ -134,6 +144,44 @@ class ZooModel:
         if split not in self.splits:
             raise ZooError(f"no split {split!r}: use one of {', '.join(SPLITS)}")
         return self.splits[split]
+
+
+FINGERPRINT_CHARS = 16
+"""Hex characters of SHA-256 kept in a fingerprint: 64 bits, no collision among a cache's models."""
+
+_USED: dict[str, str] = {}
+"""Models loaded by this process: :func:`model_label` -> fingerprint (see :func:`used_models`)."""
+
+
+def weights_fingerprint(model: nn.Module) -> str:
+    """A short SHA-256 of ``model``'s state dict (names, dtypes, shapes and bytes, in name order).
+
+    Equal fingerprints mean bit-identical weights; it is what tells two trainings of one recipe apart.
+    """
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        value = tensor.detach().cpu().contiguous()
+        digest.update(f"{name}|{value.dtype}|{tuple(value.shape)}|".encode())
+        digest.update(value.view(torch.uint8).numpy().tobytes() if value.numel() else b"")
+    return digest.hexdigest()[:FINGERPRINT_CHARS]
+
+
+def model_label(name: str, rec: dict[str, Any]) -> str:
+    """``name`` with the training seed and (cross-validated recipes) the fold: one trained model each."""
+    label = f"{name} seed {rec['train']['seed']}"
+    return label + (f" fold {rec['data']['fold']}" if "fold" in rec["data"] else "")
+
+
+def used_models() -> dict[str, str]:
+    """The zoo models this process has loaded or trained, :func:`model_label` -> :func:`weights_fingerprint`."""
+    return dict(sorted(_USED.items()))
+
+
+def _loaded(zm: ZooModel) -> ZooModel:
+    """``zm`` with its fingerprint, noted in :func:`used_models`."""
+    zm.fingerprint = weights_fingerprint(zm.model)
+    _USED[model_label(zm.name, zm.recipe)] = zm.fingerprint
+    return zm
 
 
 def splits_of(rec: dict[str, Any]) -> tuple[dict[str, Split], bytes | None]:
@@ -213,7 +261,7 @@ def _load_or_train(
                 raise ValueError(f"it holds recipe {stored.get('key')!r}, not {key!r}")
             model.load_state_dict(stored["state_dict"])
             model.eval()
-            return ZooModel(name, rec["task"], model, rec, key, dict(stored["baseline"]), splits, path, "loaded")
+            return _loaded(ZooModel(name, rec["task"], model, rec, key, dict(stored["baseline"]), splits, path, "loaded"))
         except Exception as exc:  # any unreadable cache is rebuilt: it is a cache, the recipe can make it again
             note = f"rebuilt: the cache file {path} did not load ({type(exc).__name__}: {exc})"
             warnings.warn(note, stacklevel=2)
@@ -226,9 +274,11 @@ def _load_or_train(
     metric = "accuracy" if rec["task"] == "classify" else "perplexity"
     baseline = {f"{split}_{metric}": _evaluate(rec["task"], model, splits[split], None) for split in ("val", "test")}
     seconds = time.perf_counter() - started
+    zm = _loaded(ZooModel(name, rec["task"], model, rec, key, baseline, splits, path, note))
     _save(path, {"key": key, "recipe": json.dumps(rec), "state_dict": model.state_dict(), "baseline": baseline})
-    _save_text(path.with_suffix(".json"), json.dumps({"name": name, "key": key, "baseline": baseline, "train_s": round(seconds, 1)}))
-    return ZooModel(name, rec["task"], model, rec, key, baseline, splits, path, note)
+    sidecar = {"name": name, "key": key, "baseline": baseline, "train_s": round(seconds, 1), "weights": zm.fingerprint}
+    _save_text(path.with_suffix(".json"), json.dumps(sidecar))
+    return zm
 
 
 @contextlib.contextmanager

@@ -98,7 +98,7 @@ def run(spec: Spec) -> dict[str, Any]:
     def score(model: torch.nn.Module, split: str) -> float:
         return round(float(zm.evaluate(model, split, max_batches=spec.eval_batches)), 4)
 
-    out: dict[str, Any] = {**asdict(spec), "splits": list(spec.splits), "metric": quality}
+    out: dict[str, Any] = {**asdict(spec), "splits": list(spec.splits), "metric": quality, "weights": zm.fingerprint}
     # how many examples each split's score counts (batches of 64, as zm.evaluate scores them): an accuracy's noise needs it
     cap = None if spec.eval_batches is None else 64 * spec.eval_batches
     out["n_scored"] = {s: len(zm.splits[s]) if cap is None else min(len(zm.splits[s]), cap) for s in spec.splits}

@@ -101,6 +101,15 @@ def test_write_csv_records_provenance_and_reads_back(tmp_path: Path) -> None:
     assert len(prov["load"]) == 3
 
 
+def test_a_data_file_names_the_trained_zoo_weights_its_process_loaded(tmp_path: Path) -> None:
+    from coevo.sim.zoo import load
+
+    zm = load("cnn-digits")
+    write_csv(tmp_path / "t.csv", [{"a": 1}], command="python -m coevo.figures t")
+    prov = json.loads((tmp_path / PROVENANCE_FILE).read_text())["t.csv"]
+    assert prov["zoo_models"]["cnn-digits seed 0"] == zm.fingerprint
+
+
 def test_markdown_carries_its_provenance_on_one_comment_line(tmp_path: Path) -> None:
     written = write_markdown(tmp_path / "t.md", "# title\n\nbody\n", "python -m coevo.figures t --x '-->'")
     first, rest = written.split("\n", 1)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from coevo.sim.zoo import ZooError, ZooModel, build, cache_dir, folds, load, recipe, recipe_key
+from coevo.sim.zoo import ZooError, ZooModel, build, cache_dir, folds, load, recipe, recipe_key, used_models, weights_fingerprint
 from coevo.sim.zoo.data import digits_fold_splits, digits_splits, mnist5k_splits, pydoc_text, stdlib_files, stdlib_text
 from tests.helpers import coevo_env
 
@@ -162,6 +162,25 @@ def test_cnn_digits_trains_far_above_chance_and_loads_from_the_cache_after() -> 
     assert x.shape == (8, 1, 8, 8) and y.dtype == torch.int64
 
 
+def test_a_fingerprint_names_the_exact_weights_and_the_process_lists_the_models_it_loaded() -> None:
+    zm = load("cnn-digits")
+    assert len(zm.fingerprint) == 16 and int(zm.fingerprint, 16) >= 0
+    assert load("cnn-digits").fingerprint == zm.fingerprint  # the same cache file, the same weights
+    sidecar = json.loads(zm.path.with_suffix(".json").read_text())
+    assert sidecar.get("weights") in (None, zm.fingerprint)  # None: a cache written before fingerprints
+    with torch.no_grad():  # one weight moved by one ulp is another model
+        w = zm.model.conv1.weight
+        w.view(-1)[0] = torch.nextafter(w.view(-1)[0], torch.tensor(math.inf))
+    assert weights_fingerprint(zm.model) != zm.fingerprint
+    assert weights_fingerprint(zm.model.double()) != weights_fingerprint(zm.model.float())  # dtype is part of it
+    other = build(recipe("cnn-digits"))
+    other.load_state_dict(load("cnn-digits").model.state_dict())
+    assert weights_fingerprint(other) == zm.fingerprint  # only the weights count, not the object
+    cv = load("cnn-digits-cv", fold=1, train_seed=0)
+    used = used_models()
+    assert used["cnn-digits seed 0"] == zm.fingerprint and used["cnn-digits-cv seed 0 fold 1"] == cv.fingerprint
+
+
 def test_lm_tiny_beats_uniform_bytes_and_its_loss_is_its_perplexity() -> None:
     zm = load("lm-pydoc-tiny")
     assert zm.task == "lm" and zm.metric == "perplexity"
@@ -216,10 +235,12 @@ def test_cli_lists_and_builds_and_a_second_build_loads() -> None:
     assert built.returncode == 0, built.stderr
     value = json.loads(built.stdout)["value"]
     assert value["how"] in ("trained", "loaded") and value["baseline"]["val_accuracy"] > 90.0
-    assert cli("models", "build", "cnn-digits", "--json").stdout.count('"loaded"') == 1
+    again = json.loads(cli("models", "build", "cnn-digits", "--json").stdout)["value"]
+    assert again["how"] == "loaded" and again["weights"] == value["weights"] and len(value["weights"]) == 16
     listed = json.loads(cli("models", "list", "--json").stdout)
     rows = {m["name"]: m for m in listed["models"]}
     assert rows["cnn-digits"]["cached"] and rows["lm-pydoc"]["params"] > 1_000_000
+    assert rows["cnn-digits"]["weights"] in (None, value["weights"])  # None: a cache entry trained before fingerprints
     assert listed["cache_dir"] == str(cache_dir())
     bad = cli("models", "build", "cnn-mnist")
     assert bad.returncode == 2 and "cnn-digits" in bad.stderr and "Traceback" not in bad.stderr
