@@ -87,6 +87,7 @@ class LengthAwareArgs(ToolArgs):
     tile_n: int = config_field(FpgaConfig, "tile_n")
     tile_k: int = config_field(FpgaConfig, "tile_k")
     reconfig_cycles: int = config_field(FpgaConfig, "reconfig_cycles")
+    change_rule: Literal["myopic", "amortized"] = config_field(FpgaConfig, "change_rule")
     model: Literal["lm-pydoc", "lm-pydoc-tiny", "bert-base"] = config_field(FpgaConfig, "model")
     attention: Literal["dense", "topk", "local-global"] = Field(
         "topk", description="dense; topk (low-bit pre-score of every key, top_k kept); local-global (window + n_global keys)"
@@ -136,6 +137,7 @@ class ScheduleLengthAware(Tool):
         accel = Accelerator(
             dev, split_pes(args.pes, parse_ratio(args.split, "split")), cores=cores, tile_m=args.tile_m, tile_n=args.tile_n,
             tile_k=args.tile_k, reconfig_cycles=args.reconfig_cycles,
+            change_rule=args.change_rule,
         )  # fmt: skip
         shape = model_shape(args.model)
         attn = AttentionConfig(args.attention, args.top_k, args.key_bits, args.window, args.n_global)
@@ -168,6 +170,7 @@ class ScheduleLengthAware(Tool):
             "methods": methods,
             "realloc_splits": [dict(zip(("matmul", "attention", "softmax"), m.split, strict=True)) for m in results["realloc"]],
             "reconfig_cycles": accel.reconfig_cycles,
+            "change_rule": accel.change_rule,
             "realloc_split_changes": sum(m.reconfig_cycles > 0 for m in results["realloc"]),
             "schedules_checked": True,
         }
@@ -176,8 +179,12 @@ class ScheduleLengthAware(Tool):
             "every schedule passed the checker (dependencies, one task per core at a time, a re-allocated split within the PE budget)",
             "realloc re-allocates the same PEs between the engines per batch (realloc_splits); length-aware is its fixed-split "
             f"ablation; the batches run in order and each change of split costs reconfig_cycles={accel.reconfig_cycles} cycles "
-            "before the batch (charged in its makespan; realloc changes split only when that saves more), starting from the "
-            "design's split",
+            f"before the batch (charged in its makespan), starting from the design's split; change_rule={accel.change_rule}: "
+            + (
+                "a change is made when this batch alone saves more than it costs"
+                if accel.change_rule == "myopic"
+                else "a change is made once a split's savings since the last change reach the cost (ski-rental break-even)"
+            ),
             "model: cycle-level costs (tiled GEMMs, DDR bandwidth shared by PEs, launch overhead); no layer norm/GELU, no power model, "
             "so the paper's 80.2x CPU, 2.6x GPU and 4x energy figures cannot be checked with it",
         ]

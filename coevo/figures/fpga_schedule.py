@@ -50,6 +50,7 @@ from coevo.sim.fpga import (
     Accelerator,
     AttentionConfig,
     Metrics,
+    amortized_path,
     build_tasks,
     check_schedule,
     corpus_lengths,
@@ -58,12 +59,17 @@ from coevo.sim.fpga import (
     dfx_reconfig_cycles,
     draw_batches,
     groups_for,
+    hindsight_path,
     lower_bound,
     metrics,
     model_shape,
+    myopic_path,
+    realloc_candidates,
     reallocate,
     schedule_batch,
+    split_makespans,
     split_pes,
+    split_schedule,
     tune_static,
 )
 from coevo.sim.fpga.config import FpgaConfig
@@ -78,6 +84,12 @@ SWEEP: dict[str, tuple[int, str]] = {
     f"realloc@{DFX_CYCLES}": (DFX_CYCLES, "partial bitstream through the ICAP (sourced, UG909/UG570; at the port's peak)"),
 }
 """realloc at each reconfiguration cost: method name -> (cycles per change of split, what it stands for); ``realloc`` is the default."""
+AMORTIZED = {m: m.replace("realloc", "amortized") for m in SWEEP}
+"""realloc with the ski-rental break-even change rule (``sim.fpga.switch.BreakEven``) at each cost of :data:`SWEEP`."""
+HINDSIGHT = {m: m.replace("realloc", "hindsight") for m in SWEEP}
+"""The offline optimum over the same splits (``sim.fpga.switch.hindsight_path``) at each cost of :data:`SWEEP`: a reference."""
+COSTS = {name: SWEEP[m][0] for m in SWEEP for name in (m, AMORTIZED[m], HINDSIGHT[m])}
+"""Reconfiguration cost per change of split of every stream method (realloc's myopic rule, amortized, hindsight)."""
 METHODS = ("padding", "bucketing", "length-aware", "fifo", "tuned-static", *SWEEP)
 """Part 1's schedulers; ``tuned-static`` is the figure's own: length-aware on the calibration-tuned split."""
 CPSAT_METHODS = ("padding", "bucketing", "length-aware", "fifo", "realloc")
@@ -120,7 +132,7 @@ def _row(split: str, batch: int, draw: int, attn_name: str, method: str, lens: l
         "lower_bound_cycles": bound, "makespan_ms": round(m.makespan_ms, 5), "pe_utilization": round(m.pe_utilization, 5),
         "padding_waste": round(m.padding_waste, 5), "matmul_busy": round(m.engine_busy["matmul"], 5),
         "attention_busy": round(m.engine_busy["attention"], 5), "softmax_busy": round(m.engine_busy["softmax"], 5),
-        "reconfig_cost": SWEEP[method][0] if method in SWEEP else 0, "reconfig_cycles": m.reconfig_cycles,
+        "reconfig_cost": COSTS.get(method, 0), "reconfig_cycles": m.reconfig_cycles,
     }  # fmt: skip
 
 
@@ -151,7 +163,42 @@ def run_batches(batch_sizes: list[int], draws: int, calibration: int = 10) -> li
                         used = on.with_split((m.split[0], m.split[1], m.split[2]))
                         bound = lower_bound(list(s.tasks), used) + s.reconfig_cycles  # no task starts during a reconfiguration
                         rows.append(_row(split_name, batch, draw, attn_name, method, lens, m, bound))
+            stream = draw_batches(lengths, batch, draws, seed=FpgaConfig.seed)
+            for attn_name, attn in ATTN.items():
+                rows += _rules(rows, (split_name, batch, attn_name), stream, base, attn)
     return rows
+
+
+def _rules(
+    rows: list[dict[str, object]], case: tuple[str, int, str], stream: list[list[int]], base: Accelerator, attn: AttentionConfig
+) -> list[dict[str, object]]:
+    """The amortized rule's and the hindsight optimum's rows on one stream of draws, at every cost of :data:`SWEEP`.
+
+    One table of the stream's makespans on every split realloc list-schedules in it (each batch's candidates, the
+    fixed split) serves the three rules (``sim.fpga.switch``); myopic's choices from it must be the splits the realloc
+    rows ran on, and every amortized and hindsight schedule is rebuilt and checked.
+    """
+    shape = model_shape(FpgaConfig.model)
+    offered = [realloc_candidates(lens, base, shape, attn) for lens in stream]
+    splits = list(dict.fromkeys([base.split, *itertools.chain.from_iterable(offered)]))
+    spans = [split_makespans(lens, base, shape, attn, splits) for lens in stream]
+    out: list[dict[str, object]] = []
+    for method, (cost, _) in SWEEP.items():
+        ran = [r["pe_split"] for r in rows if (r["split"], r["batch"], r["attention"], r["method"]) == (*case, method)]
+        if ran != [":".join(map(str, s)) for s in myopic_path(spans, offered, base.split, cost)]:
+            raise AssertionError(f"{case} {method}: myopic on the table chose other splits than realloc ran on ({ran})")
+        least, best = hindsight_path(spans, base.split, cost)
+        accel = dataclasses.replace(base, reconfig_cycles=cost)
+        for name, path in ((AMORTIZED[method], amortized_path(spans, offered, base.split, cost)), (HINDSIGHT[method], best)):
+            for draw, (lens, split, held) in enumerate(zip(stream, path, [base.split, *path[:-1]], strict=True)):
+                s = split_schedule(lens, accel, shape, attn, split, cost if split != held else 0)
+                check_schedule(s, accel)
+                bound = lower_bound(list(s.tasks), base.with_split(split)) + s.reconfig_cycles
+                out.append(_row(case[0], case[1], draw, case[2], name, lens, metrics(s, accel, lens, shape, attn), bound))
+        total = sum(int(str(r["makespan_cycles"])) for r in out if r["method"] == HINDSIGHT[method])
+        if total != least:
+            raise AssertionError(f"{case} {method}: the hindsight schedules total {total} cycles, the optimum {least}")
+    return out
 
 
 def run_cpsat(seeds: int, time_limit: float, batch: int) -> list[dict[str, object]]:
@@ -292,7 +339,7 @@ def _methods_table(rows: list[dict[str, str]]) -> list[str]:
     groups: dict[tuple[str, str, int, str], list[dict[str, str]]] = {}
     for r in rows:
         groups.setdefault((r["split"], r["attention"], int(r["batch"]), r["method"]), []).append(r)
-    shown = [(k, rs) for k, rs in groups.items() if k[3] not in SWEEP or k[3] == "realloc"]  # the sweep: section 4
+    shown = [(k, rs) for k, rs in groups.items() if k[3] in METHODS and (k[3] not in SWEEP or k[3] == "realloc")]  # the sweep: section 4
     for (split, attn, batch, method), rs in sorted(shown, key=lambda kv: (*kv[0][:3], METHODS.index(kv[0][3]))):
         used = [r["pe_split"] for r in rs]
         common = max(sorted(set(used)), key=used.count)  # ties: the first in sorted order, the same in every process
@@ -391,6 +438,58 @@ def sweep_table(rows: list[dict[str, str]]) -> list[str]:
     return lines
 
 
+RULES = (("myopic", {m: m for m in SWEEP}), ("amortized", AMORTIZED))
+"""The online change rules the sweep compares with the hindsight optimum: (label, cost variant -> its rows' method)."""
+
+
+def _stream_totals(rows: list[dict[str, str]], method: str) -> dict[tuple[str, str, str], float]:
+    """Per stream (split, attention, batch size): ``method``'s total cycles over its draws, reconfigurations included."""
+    out: dict[tuple[str, str, str], float] = {}
+    for r in rows:
+        if r["method"] == method:
+            key = (r["split"], r["attention"], r["batch"])
+            out[key] = out.get(key, 0.0) + float(r["makespan_cycles"])
+    return out
+
+
+def _cell(values: list[float]) -> str:
+    """A paired interval with its verdict, as the sweep tables write it."""
+    text, verdict = paired(values)
+    return text + (" (no measurable difference)" if verdict.startswith("no") else " (**slower**)" if verdict else "")
+
+
+def _ratio(values: list[float]) -> str:
+    """Totals over the hindsight optimum's: mean ± 95 % t half-width and the largest (no verdict: none is below 1)."""
+    mean, half = t_interval(values)
+    return (f"{mean:.4f} ± {half:.4f}" if np.isfinite(half) else f"{mean:.4f}") + f" (max {max(values):.4f})"
+
+
+def rules_table(rows: list[dict[str, str]]) -> list[str]:
+    """Per cost: each change rule's changes, paired speed-ups and its total over each stream / the hindsight optimum's."""
+    pairs = [(names[m], ref) for m in SWEEP for _, names in RULES for ref in ("tuned-static", "bucketing")]
+    ups = _speedups(rows, [*pairs, *((AMORTIZED[m], m) for m in SWEEP), *((HINDSIGHT[m], "tuned-static") for m in SWEEP)])
+    head = "| reconfiguration cost per change of split | hindsight: changes / batches | hindsight vs tuned static split | "
+    for rule, _ in RULES:
+        head += f"{rule}: changes | {rule} vs tuned static split | {rule} vs bucketing | {rule} total / hindsight | "
+    lines = [head + "amortized vs myopic |", "|---|---:|---|" + "---:|---|---|---|" * len(RULES) + "---|"]
+    for method, (cost, _) in sorted(SWEEP.items(), key=lambda kv: kv[1][0]):
+        least = _stream_totals(rows, HINDSIGHT[method])
+        n = sum(r["method"] == HINDSIGHT[method] for r in rows)
+        offline = _cell([x for v in ups[HINDSIGHT[method], "tuned-static"].values() for x in v])
+        cells = [f"{cost:,} cycles", f"{_changes(rows, HINDSIGHT[method])} / {n}", offline]
+        for _, names in RULES:
+            name = names[method]
+            ratio = [total / least[k] for k, total in _stream_totals(rows, name).items()]
+            cells += [
+                str(_changes(rows, name)),
+                *(_cell([x for v in ups[name, ref].values() for x in v]) for ref in ("tuned-static", "bucketing")),
+                _ratio(ratio),
+            ]
+        cells.append(_cell([x for v in ups[AMORTIZED[method], method].values() for x in v]))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def _changes(rows: list[dict[str, str]], method: str) -> int:
     """Changes of split in ``method``'s streams of draws, each starting on its case's fixed split (length-aware's), cost or not."""
     fixed = {(r["split"], r["attention"], r["batch"]): r["pe_split"] for r in rows if r["method"] == "length-aware"}
@@ -416,6 +515,30 @@ def _sweep(rows: list[dict[str, str]]) -> list[str]:
         f"{device(FpgaConfig.device).dsps} on {FpgaConfig.device}).",
         "",
         *sweep_table(rows),
+        "",
+        "### When to change split: the myopic rule, the ski-rental rule and the hindsight optimum",
+        "",
+        *_rules_text(),
+        "",
+        *rules_table(rows),
+    ]
+
+
+def _rules_text() -> list[str]:
+    return [
+        "The same streams under two online change rules (`sim.fpga.switch`): `myopic`, realloc's rule above (a change only "
+        "when this batch alone repays it), and `amortized`, the deterministic ski-rental break-even rule (Karlin et al. 1988): "
+        "hold the split, keep for every split seen so far the cycles it would have saved over the held one since the last "
+        "change (floored at 0), and change to the one with the largest saving once it reaches the cost; the decision uses the "
+        "current batch's makespans (realloc list-schedules before it runs) and applies to that batch. `hindsight` is the "
+        "offline optimum: dynamic programming over the stream with the cost per change, on a table of every batch's makespan "
+        "on every split either rule could choose (each batch's candidates and the fixed split): no online rule over these "
+        "splits totals less, so `total / hindsight` is the rule's competitive ratio measured on the stream (mean ± 95 % over "
+        "the streams of (split, attention, batch size), and the largest). Speed-ups are paired per batch over the same draws "
+        "as the table above (hindsight's too: what the best sequence over these splits would gain, known only "
+        "afterwards). At cost 0 the two rules differ only in what they choose among: myopic among the batch's "
+        "candidates, amortized among every split seen so far in the stream (the first row measures that difference alone). "
+        "Every schedule is rebuilt and checked; the myopic column's splits are those realloc ran on above.",
     ]
 
 
@@ -446,11 +569,28 @@ def _reading(rows: list[dict[str, str]]) -> list[str]:
         f"- Step 3 by batch size (pooled over splits and attention): {by_batch}. A per-batch split pays where a batch's "
         "mix moves the bottleneck between the engines (a long sentence's attention work grows with its square); the "
         "per-case table shows where that happened.",
+        _rules_bullet(rows),
         "- Not checked here: the published 80.2x over CPU, 2.6x over GPU and 4x energy efficiency. This is one modelled "
         "accelerator compared with itself under other schedules, with no CPU/GPU baseline, no synthesis and no power model; "
         "no energy figure is reported. The reconfiguration cost is charged (section 4), but its default is an assumption.",
         "",
     ]
+
+
+def _rules_bullet(rows: list[dict[str, str]]) -> str:
+    """At the largest swept cost: each change rule and the hindsight optimum against the tuned static split (section 4)."""
+    method = max(SWEEP, key=lambda m: SWEEP[m][0])
+    names = {"myopic": method, "amortized": AMORTIZED[method], "hindsight": HINDSIGHT[method]}
+    ups = _speedups(rows, [(name, "tuned-static") for name in names.values()])
+    parts = []
+    for label, name in names.items():
+        text, verdict = paired([x for v in ups[name, "tuned-static"].values() for x in v])
+        parts.append(f"{label} {text}x" + (f", {verdict}" if verdict else ""))
+    return (
+        f"- At the largest cost ({SWEEP[method][0]:,} cycles per change, a partial bitstream), per-batch re-allocation against "
+        f"the tuned static split: {'; '.join(parts)}. The hindsight optimum knows every batch in advance and has the least "
+        "total cycles of any sequence over the same splits (its per-batch speed-ups are not a bound on a rule's)."
+    )
 
 
 def render(rows: list[dict[str, str]], gaps: list[dict[str, str]], meta: dict[str, str]) -> str:
@@ -482,6 +622,11 @@ def headline(rows: list[dict[str, str]], gaps: list[dict[str, str]], meta: dict[
             "same comparisons at other costs (changes counted over the streams of draws):",
             "",
             *sweep_table(rows),
+            "",
+            "When to change split: the myopic rule above, the ski-rental break-even rule (`amortized`) and the offline "
+            "hindsight optimum over the same splits (section 4 of the page says how each is computed):",
+            "",
+            *rules_table(rows),
             "",
             f"CP-SAT, small instances: {cpsat}",
         ]

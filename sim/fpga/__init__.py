@@ -5,6 +5,8 @@
 * :mod:`sim.fpga.alloc`: length-aware PE re-allocation (the split that balances a batch's length mix).
 * :mod:`sim.fpga.sched`: pad-to-batch-max, bucketing, length-aware (upward rank), FIFO and re-allocated
   (``realloc``) list scheduling; the schedule checker; makespan, PE utilisation, padding waste.
+* :mod:`sim.fpga.switch`: when ``realloc`` changes split over a stream (myopic, ski-rental break-even) and the
+  hindsight optimum (Viterbi over the batches).
 * :mod:`sim.fpga.cpsat`: the CP-SAT optimum on small instances (the bound).
 * :mod:`sim.fpga.lengths`: sentence lengths of Python's pydoc topics, random batches.
 """
@@ -21,6 +23,8 @@ if TYPE_CHECKING:  # the names load on first use (sim/_lazy.py): listing problem
     from coevo.sim.fpga.dag import Task, build_tasks, check_lengths, group_cycles, useful_ops_total
     from coevo.sim.fpga.lengths import CORPORA, corpus_lengths, draw_batches, pydoc_sentences, resolve_lengths
     from coevo.sim.fpga.model import (
+        CHANGE_RULE,
+        CHANGE_RULES,
         DEVICES,
         ENGINES,
         MODELS,
@@ -51,11 +55,19 @@ if TYPE_CHECKING:  # the names load on first use (sim/_lazy.py): listing problem
         list_schedule,
         lower_bound,
         metrics,
+        realloc_candidates,
+        realloc_stream,
+        reconfigured,
         schedule_batch,
+        split_makespans,
+        split_schedule,
         upward_ranks,
     )
+    from coevo.sim.fpga.switch import BreakEven, amortized_path, hindsight_path, myopic_path, path_cycles
 
 __all__ = [
+    "CHANGE_RULE",
+    "CHANGE_RULES",
     "CORPORA",
     "DEVICES",
     "ENGINES",
@@ -65,6 +77,7 @@ __all__ = [
     "Accelerator",
     "Allocation",
     "AttentionConfig",
+    "BreakEven",
     "Core",
     "Device",
     "InvalidScheduleError",
@@ -73,6 +86,7 @@ __all__ = [
     "Schedule",
     "Task",
     "TransformerShape",
+    "amortized_path",
     "build_tasks",
     "candidates",
     "check_lengths",
@@ -88,15 +102,23 @@ __all__ = [
     "gemm_rows_cycles",
     "group_cycles",
     "groups_for",
+    "hindsight_path",
     "list_schedule",
     "lower_bound",
     "metrics",
     "model_shape",
+    "myopic_path",
+    "path_cycles",
     "pydoc_sentences",
+    "realloc_candidates",
+    "realloc_stream",
     "reallocate",
+    "reconfigured",
     "resolve_lengths",
     "schedule_batch",
+    "split_makespans",
     "split_pes",
+    "split_schedule",
     "tile_bytes",
     "tune_static",
     "upward_ranks",

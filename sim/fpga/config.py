@@ -37,6 +37,13 @@ class FpgaConfig:
             "ge": 0,
         },
     )
+    change_rule: str = field(
+        default=Accelerator.change_rule,
+        metadata={
+            "help": "when realloc changes the PE split: myopic (this batch repays the cost) or amortized (ski-rental "
+            "break-even: a split's savings since the last change reach the cost)"
+        },
+    )
     model: str = field(default="lm-pydoc", metadata={"help": "transformer shape (zoo LMs or BERT-base)"})
     search_model: str = field(
         default="lm-pydoc-tiny",

@@ -126,6 +126,12 @@ cycles) is taken as the order of a few dozen AXI-Lite register writes from the p
 and an interrupt round trip; no synthesis backs it. 0 reproduces the model before the cost was
 charged; :func:`dfx_reconfig_cycles` gives the far larger cost of a partial bitstream load."""
 
+CHANGE_RULES: tuple[str, ...] = ("myopic", "amortized")
+"""When ``realloc`` changes the PE split (:mod:`sim.fpga.switch`): ``myopic`` per batch, when this batch's saving exceeds
+the cost; ``amortized`` by the ski-rental break-even rule, once a split's savings since the last change reach the cost."""
+CHANGE_RULE = "myopic"
+"""The default change rule: the figure's sweep (docs/bench/fpga/schedule.md, section 4) measures both against the hindsight optimum."""
+
 ICAP_BYTES_PER_S = 800e6
 """UltraScale+ ICAP/MCAP peak configuration bandwidth: 32 bits at 200 MHz = 6.4 Gb/s (AMD UG909, "Configuration Time", Table 3)."""
 FULL_BITSTREAM_BITS = 192_999_264
@@ -300,6 +306,7 @@ class Accelerator:
         overhead_cycles: launch cost of every task.
         reconfig_cycles: cost of running a batch on another PE split than the batch before it (``realloc``),
             charged before the batch's first task (:data:`RECONFIG_CYCLES`: an assumption; 0: free, as before).
+        change_rule: when ``realloc`` changes the split (:data:`CHANGE_RULES`; :mod:`sim.fpga.switch`).
     """
 
     device: Device
@@ -311,6 +318,7 @@ class Accelerator:
     tile_k: int = 64
     overhead_cycles: int = 64
     reconfig_cycles: int = RECONFIG_CYCLES
+    change_rule: str = CHANGE_RULE
     core_list: tuple[Core, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -333,6 +341,8 @@ class Accelerator:
                 f"reconfig_cycles={self.reconfig_cycles} must be an integer >= 0 (cycles to change the PE split between batches; "
                 f"0: free; default {RECONFIG_CYCLES})"
             )
+        if self.change_rule not in CHANGE_RULES:
+            raise UserInputError(f"change_rule={self.change_rule!r} is not one of {', '.join(CHANGE_RULES)}")
         if min(self.tile_m, self.tile_n, self.tile_k) < 1 or self.overhead_cycles < 0:
             raise UserInputError("tile sizes must be >= 1 and overhead_cycles >= 0")
         cores_out = []

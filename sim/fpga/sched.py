@@ -18,7 +18,10 @@ they differ only in what they give it:
   list-scheduled and the shortest kept. ``length-aware`` is its fixed-split ablation. A batch on
   another split than the batch before it (the first batch: the design's own split) first pays
   :attr:`~sim.fpga.model.Accelerator.reconfig_cycles`; so a change is made only when the shorter
-  schedule saves more than that, and the previous split is a candidate too.
+  schedule saves more than that, and the previous split is a candidate too. That per-batch rule is
+  ``myopic`` (the default :attr:`~sim.fpga.model.Accelerator.change_rule`); ``amortized`` changes split by
+  the ski-rental break-even rule over the batches since the last change (:func:`realloc_stream`,
+  :mod:`sim.fpga.switch`, which also gives the hindsight optimum).
 
 :func:`list_schedule` is a non-delay list scheduler: whenever a core of an engine is idle and a
 task of that engine is ready, it starts the ready task of highest priority there.
@@ -39,6 +42,7 @@ from coevo.sim.errors import CoevoError, UserInputError, unknown_name
 from coevo.sim.fpga.alloc import candidates
 from coevo.sim.fpga.dag import Task, build_tasks, check_lengths, useful_ops_total
 from coevo.sim.fpga.model import ENGINES, Accelerator, AttentionConfig, TransformerShape
+from coevo.sim.fpga.switch import BreakEven
 
 Method = Literal["padding", "bucketing", "length-aware", "fifo", "realloc"]
 METHODS: tuple[str, ...] = ("padding", "bucketing", "length-aware", "fifo", "realloc")
@@ -189,7 +193,8 @@ def schedule_batch(
     ``accel.reconfig_cycles`` (:attr:`Schedule.reconfig_cycles`, every start shifted by it), so a
     candidate wins only when its makespan plus that cost is strictly shorter, and with a cost the
     previous split is a candidate too. Without a cost the choice is the shortest candidate's, whatever
-    ``previous``. It is never longer than ``length-aware``'s when ``previous`` is the design's split.
+    ``previous``. It is never longer than ``length-aware``'s when ``previous`` is the design's split. This per-batch
+    choice is the ``myopic`` change rule; a stream under ``accel.change_rule`` runs through :func:`realloc_stream`.
 
     Raises:
         UserInputError: bad lengths, or a ``previous`` split that is not one of ``accel``'s PE budget and cores.
@@ -232,15 +237,77 @@ def _realloc(
     best: Schedule | None = None
     best_total = 0
     for split in splits:
-        tasks = build_tasks(groups, accel.with_split(split), shape, attn)
-        s = dataclasses.replace(list_schedule(tasks, accel, upward_ranks(tasks), "realloc"), split=split)
+        s = _on_split(groups, accel, shape, attn, split)
         pay = cost if split != previous else 0
         if best is None or s.makespan + pay < best_total:  # ties: the earlier (the previous split, then the least bound)
-            best, best_total = dataclasses.replace(s, reconfig_cycles=pay), s.makespan + pay
+            best, best_total = s, s.makespan + pay
     assert best is not None  # candidates() returns at least the design's own split
-    if best.reconfig_cycles:  # the array is re-configured first: every task starts after it
-        best = dataclasses.replace(best, start=tuple(x + best.reconfig_cycles for x in best.start))
-    return best
+    return reconfigured(best, cost if best.split != previous else 0)
+
+
+def _on_split(
+    groups: list[list[int]], accel: Accelerator, shape: TransformerShape, attn: AttentionConfig, split: tuple[int, int, int]
+) -> Schedule:
+    """``realloc``'s list schedule of ``groups`` on ``split`` (upward rank), before any reconfiguration."""
+    tasks = build_tasks(groups, accel.with_split(split), shape, attn)
+    return dataclasses.replace(list_schedule(tasks, accel, upward_ranks(tasks), "realloc"), split=split)
+
+
+def reconfigured(schedule: Schedule, pay: int) -> Schedule:
+    """``schedule`` after a reconfiguration of ``pay`` cycles (0: none): every task starts that much later."""
+    if not pay:
+        return schedule
+    return dataclasses.replace(schedule, reconfig_cycles=pay, start=tuple(x + pay for x in schedule.start))
+
+
+def split_makespans(
+    lengths: Sequence[int], accel: Accelerator, shape: TransformerShape, attn: AttentionConfig, splits: Sequence[tuple[int, int, int]]
+) -> dict[tuple[int, int, int], int]:
+    """``realloc``'s makespan of the batch on each of ``splits`` (no reconfiguration): a row of :mod:`sim.fpga.switch`'s tables."""
+    groups = groups_for(lengths, "realloc")
+    return {split: _on_split(groups, accel, shape, attn, _check_previous(split, accel)).makespan for split in splits}
+
+
+def split_schedule(
+    lengths: Sequence[int], accel: Accelerator, shape: TransformerShape, attn: AttentionConfig, split: tuple[int, int, int], pay: int = 0
+) -> Schedule:
+    """``realloc``'s schedule of the batch on ``split`` after a reconfiguration of ``pay`` cycles (0: the split is held).
+
+    Raises:
+        UserInputError: ``split`` is not one of ``accel``'s PE budget and cores.
+    """
+    return reconfigured(_on_split(groups_for(lengths, "realloc"), accel, shape, attn, _check_previous(split, accel)), pay)
+
+
+def realloc_candidates(
+    lengths: Sequence[int], accel: Accelerator, shape: TransformerShape, attn: AttentionConfig
+) -> list[tuple[int, int, int]]:
+    """The splits ``realloc`` list-schedules for the batch besides the held one (:func:`sim.fpga.alloc.candidates`)."""
+    return [option.split for option in candidates(groups_for(lengths, "realloc"), accel, shape, attn, REALLOC_CANDIDATES)]
+
+
+def realloc_stream(batches: Sequence[Sequence[int]], accel: Accelerator, shape: TransformerShape, attn: AttentionConfig) -> list[Schedule]:
+    """``realloc`` over ``batches`` in order, from ``accel.split``, changing split by ``accel.change_rule`` (:mod:`sim.fpga.switch`).
+
+    ``myopic``: :func:`schedule_batch` per batch, carrying the split. ``amortized``: the break-even rule
+    (:class:`~sim.fpga.switch.BreakEven`) watching the start split and every batch's candidates so far; each batch is
+    list-scheduled on every watched split, and a batch on another split than the one before pays ``accel.reconfig_cycles``.
+    """
+    if accel.change_rule == "myopic":
+        out, previous = [], None
+        for lengths in batches:
+            out.append(schedule_batch(lengths, accel, shape, attn, "realloc", previous=previous))
+            previous = out[-1].split
+        return out
+    rule, held, out = BreakEven(accel.split, accel.reconfig_cycles), accel.split, []
+    for lengths in batches:
+        groups = groups_for(lengths, "realloc")
+        watched = rule.offer(realloc_candidates(lengths, accel, shape, attn))
+        made = {split: _on_split(groups, accel, shape, attn, split) for split in watched}
+        chosen = rule.step({split: s.makespan for split, s in made.items()})
+        out.append(reconfigured(made[chosen], accel.reconfig_cycles if chosen != held else 0))
+        held = chosen
+    return out
 
 
 def check_schedule(schedule: Schedule, accel: Accelerator) -> None:
@@ -349,17 +416,16 @@ def compare_methods(
     """Every method on every batch (the same batches for all), each schedule checked unless ``check`` is False.
 
     The batches run in order: ``realloc`` starts on the design's split and carries each batch's split to
-    the next, paying ``accel.reconfig_cycles`` on every change (:func:`schedule_batch`).
+    the next, paying ``accel.reconfig_cycles`` on every change, under ``accel.change_rule`` (:func:`realloc_stream`).
     """
     out: dict[str, list[Metrics]] = {}
     for method in methods:
-        rows = []
-        previous: tuple[int, ...] | None = None
-        for batch in batches:
-            s = schedule_batch(batch, accel, shape, attn, method, buckets, previous)
-            if check:
+        if method == "realloc":
+            made = realloc_stream(batches, accel, shape, attn)
+        else:
+            made = [schedule_batch(batch, accel, shape, attn, method, buckets) for batch in batches]
+        if check:
+            for s in made:
                 check_schedule(s, accel)
-            rows.append(metrics(s, accel, batch, shape, attn))
-            previous = s.split or None
-        out[method] = rows
+        out[method] = [metrics(s, accel, batch, shape, attn) for s, batch in zip(made, batches, strict=True)]
     return out

@@ -148,9 +148,13 @@ def test_fpga_figure_uses_the_family_split_and_the_tool_the_same() -> None:
 def test_fpga_figure_reproduces_its_committed_rows_with_the_family_accelerator() -> None:
     # the model, board, PEs, buckets and draw seed of the family give the committed cycle counts (first draw, batch 8)
     fields = ("split", "batch", "draw", "attention", "method", "pe_split", "makespan_cycles", "lower_bound_cycles")
-    committed = [r for r in read_csv(BENCH / "fpga" / "schedule.csv") if r["batch"] == "8" and r["draw"] == "0"]
+    # hindsight rows are left out: the offline optimum's first batch depends on the later draws of its stream
+    offline = set(fpga_schedule.HINDSIGHT.values())
+    committed = [
+        r for r in read_csv(BENCH / "fpga" / "schedule.csv") if r["batch"] == "8" and r["draw"] == "0" and r["method"] not in offline
+    ]
     assert committed
-    measured = fpga_schedule.run_batches([8], 1)
+    measured = [r for r in fpga_schedule.run_batches([8], 1) if r["method"] not in offline]
     assert [tuple(str(r[k]) for k in fields) for r in measured] == [tuple(r[k] for k in fields) for r in committed]
     # part 2 (the family's search model on the same board): everything but CP-SAT's own answer, which its time limit sets
     fields = (
