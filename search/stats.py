@@ -98,14 +98,33 @@ def verdict(
     return f"{head}: {word}" + (f"; warning: {', '.join(warnings)}" if warnings else "")
 
 
-# ---- one run against its own baseline, where the result carries no interval (tools' ``verdict`` field)
+# ---- one run against its own baseline (tools' ``verdict`` field): the test set's own noise
 
-PERPLEXITY_NOISE_PCT = 0.3
-"""A perplexity change smaller than this share of the baseline's (in %) counts as noise in a single run.
 
-A rule, not a measured interval: a tool's single run has no spread to estimate. 0.3 % is the 95 %
-paired half-width over seeds of SPSA-light against round-to-nearest on lm-pydoc-tiny (0.035 on
-11.8, docs/bench/quant/zoqat.md), the size of what one more seed moves a trained perplexity by."""
+def paired_log_ratio(method_nll: Sequence[float], base_nll: Sequence[float]) -> tuple[float, float, int]:
+    """The test-set noise of a perplexity change: mean, 95 % t half-width and count of per-sequence log-ratios.
+
+    ``method_nll`` and ``base_nll`` are the mean token cross-entropies (nats) of two models on the
+    same sequences in the same order (``ZooModel.sequence_nll``). Each sequence's difference is its
+    log-perplexity ratio; their mean is ``ln(ppl_method / ppl_base)`` when every sequence has the
+    same length (the zoo's byte blocks do). The interval treats sequences as independent draws of
+    the test text: neighbouring windows of one file are correlated, so it is, if anything, narrow.
+    It is the perplexity counterpart of the accuracy's binomial noise: the sampling noise of the
+    test set for these two models, not the spread over training seeds.
+
+    Raises:
+        ValueError: no sequences, or lists of different lengths.
+    """
+    if len(method_nll) != len(base_nll) or not method_nll:
+        raise ValueError(f"paired_log_ratio needs two equally long, non-empty lists, got {len(method_nll)} and {len(base_nll)}")
+    mean, half = t_interval([m - b for m, b in zip(method_nll, base_nll, strict=True)])
+    return mean, half, len(method_nll)
+
+
+LN_PERPLEXITY_RESOLUTION = 1e-4
+"""The smallest log-perplexity change a verdict resolves (0.01 %): below it two float32 evaluations of
+one model through two code paths already differ (attention's top-k path keeping every key agrees
+with the exact one to about 1e-5), so such a change is noise even when the paired interval is narrower."""
 
 
 def accuracy_noise(a_pct: float, b_pct: float, n: int) -> float:
@@ -122,13 +141,16 @@ def accuracy_noise(a_pct: float, b_pct: float, n: int) -> float:
     return max(two_se, 100 / n)
 
 
-def effect_verdict(what: str, value: float, baseline: float, *, metric: str, n: int | None = None) -> str:
+def effect_verdict(what: str, value: float, baseline: float, *, metric: str, n: int | None = None, ln_half: float | None = None) -> str:
     """One line, ``verdict: ...``, judging one run's ``value`` against the ``baseline`` in the same result.
 
     ``metric`` is ``accuracy`` (%, higher is better; the noise is :func:`accuracy_noise` on the
-    ``n`` examples both were measured on) or ``perplexity`` (lower is better; the noise is the
-    rule :data:`PERPLEXITY_NOISE_PCT`). The word is ``negative`` when the run is worse than its
-    baseline beyond the noise, ``within noise`` inside it, ``positive`` when better beyond it.
+    ``n`` examples both were measured on) or ``perplexity`` (lower is better; the noise is
+    ``ln_half``, the 95 % half-width of the per-sequence log-perplexity difference over the ``n``
+    sequences both were measured on, from :func:`paired_log_ratio`, and never below
+    :data:`LN_PERPLEXITY_RESOLUTION`). The word is ``negative``
+    when the run is worse than its baseline beyond the noise, ``within noise`` inside it,
+    ``positive`` when better beyond it.
 
     Example:
         >>> line = effect_verdict("4-bit vs float", 96.4, 97.0, metric="accuracy", n=500)
@@ -142,16 +164,22 @@ def effect_verdict(what: str, value: float, baseline: float, *, metric: str, n: 
         noise = accuracy_noise(value, baseline, n)
         head = f"{diff:+.2f} points ({value:.2f} vs {baseline:.2f} %; noise {noise:.2f} points: 2 binomial SE on {n} test examples"
         head += ", one run)"
-        better = diff > 0
+        better, inside = diff > 0, abs(diff) <= noise
     elif metric == "perplexity":
+        if ln_half is None or n is None:
+            raise ValueError("a perplexity verdict needs ln_half and n: the paired per-sequence interval (paired_log_ratio)")
         diff = 100 * (value / baseline - 1)
-        noise = PERPLEXITY_NOISE_PCT
-        head = f"{diff:+.2f} % perplexity ({value:.3f} vs {baseline:.3f}; noise rule: changes under {noise} % count as noise"
-        head += ", one run, no interval)"
-        better = diff < 0
+        if math.isnan(ln_half):  # one sequence: no spread to estimate
+            head = f"{diff:+.2f} % perplexity ({value:.3f} vs {baseline:.3f}; 1 test sequence, no interval)"
+            return f"verdict: {what}: {head}: not known whether this exceeds the noise"
+        ln_noise = max(ln_half, LN_PERPLEXITY_RESOLUTION)
+        noise = 100 * math.expm1(ln_noise)
+        head = f"{diff:+.2f} % perplexity ({value:.3f} vs {baseline:.3f}; noise {noise:.2f} %: 95 % t interval of the paired "
+        head += f"log-perplexity difference over {n} sequences, one run)"
+        better, inside = diff < 0, abs(math.log(value / baseline)) <= ln_noise
     else:
         raise ValueError(f"effect_verdict judges accuracy or perplexity, not {metric!r}")
-    if abs(diff) <= noise:
+    if inside:
         word = "within noise, no effect shown"
     else:
         word = "positive: better than the baseline beyond the noise" if better else "negative: worse than the baseline beyond the noise"

@@ -8,10 +8,10 @@ from typing import Any, ClassVar, Literal
 
 from coevo.search.errors import UserInputError
 from coevo.search.problem import config_field
-from coevo.search.stats import effect_verdict
+from coevo.search.stats import effect_verdict, paired_log_ratio
 from coevo.sim.attention import METHODS, attention_flops, check_config, evaluate_sparse, evaluate_sparse_model
 from coevo.sim.attention.config import ATTENTION, MAX_BITS, MIN_BITS, AttentionFamilyConfig
-from coevo.sim.attention.evaluate import check_eval
+from coevo.sim.attention.evaluate import check_eval, sequence_nll_pair
 from coevo.sim.zoo import RECIPES
 from coevo.tools._base import Tool, ToolArgs, ToolResult, names_code
 from coevo.tools._zoo import model_field, zoo_model
@@ -86,6 +86,7 @@ class AttentionSparse(Tool):
             result = evaluate_sparse(
                 args.model, args.method, args.top_k, args.key_bits, args.window, args.n_global, args.split, args.max_batches
             )
+        _, ln_half, sequences = paired_log_ratio(*sequence_nll_pair(zm, config, args.split, args.max_batches))
         length = int(result["length"])
         n_heads, d_model, layers = _dims(zm.model)
         flops = attention_flops(args.method, length, d_model, n_heads, args.top_k, args.key_bits, args.window, args.n_global)
@@ -110,6 +111,8 @@ class AttentionSparse(Tool):
                 result["perplexity"],
                 result["dense_perplexity"],
                 metric="perplexity",
+                n=sequences,
+                ln_half=ln_half,
             ),
             "wall_s": round(time.perf_counter() - start, 3),
         }

@@ -71,6 +71,7 @@ class PruneActivation(Tool):
             calib_tokens=args.calib_tokens,
             seed=args.seed,
             progress=report,
+            paired_test=True,
         )
         better = "lower" if outcome.metric == "perplexity" else "higher"
         value = outcome.as_dict()
@@ -89,9 +90,16 @@ class PruneActivation(Tool):
 def verdict(outcome: PruneOutcome, n_test: int) -> str:
     """The pruned model's test metric judged against the dense model's in the same outcome (``search.stats``' rule).
 
-    ``n_test``: the test examples the accuracy of a classifier was measured on (a perplexity ignores it).
+    ``n_test``: the test examples the accuracy of a classifier was measured on (a perplexity's noise is
+    the outcome's own paired per-sequence interval, ``test_ln_half`` over ``test_sequences``).
     """
     if outcome.test_pruned is None or outcome.test_dense is None:  # the tool measures test; kept for the types
         return "verdict: no test split measured"
     what = f"{outcome.score} {outcome.pattern} at {outcome.sparsity:.0%} sparsity vs dense, test {outcome.metric}"
+    if outcome.metric == "perplexity":
+        if outcome.test_ln_half is None:
+            return "verdict: no per-sequence test scores measured (prune_zoo's paired_test), so no noise to judge against"
+        return effect_verdict(
+            what, outcome.test_pruned, outcome.test_dense, metric="perplexity", n=outcome.test_sequences, ln_half=outcome.test_ln_half
+        )
     return effect_verdict(what, outcome.test_pruned, outcome.test_dense, metric=outcome.metric, n=n_test)

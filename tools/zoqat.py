@@ -8,7 +8,7 @@ from pydantic import Field
 
 from coevo.search.errors import UserInputError
 from coevo.search.problem import config_field
-from coevo.search.stats import effect_verdict
+from coevo.search.stats import effect_verdict, paired_log_ratio
 from coevo.search.work_progress import report
 from coevo.sim.zoo import ZooError
 from coevo.sim.zoqat.config import DEFAULT_LR, ZoQatConfig
@@ -139,10 +139,10 @@ class ZoQat(Tool):
 def _verdict(method: str, metric: str, out: dict[str, Any]) -> str:
     """Test quality after training judged against round-to-nearest in the same run (``rtn`` itself: against the float model)."""
     base = "float" if method == "rtn" else "rtn"  # rtn is the baseline of the others; its own effect is the quantization's
-    return effect_verdict(
-        f"{method} vs {base}, test {metric}",
-        out["after_test"],
-        out[f"{base}_test"],
-        metric=metric,
-        n=out.get("n_scored", {}).get("test"),
-    )
+    what = f"{method} vs {base}, test {metric}"
+    if metric == "perplexity":
+        if f"{base}_test_nll" not in out:
+            return f"verdict: {what}: no per-sequence test scores in this result, so no noise to judge against"
+        _, half, n = paired_log_ratio(out["after_test_nll"], out[f"{base}_test_nll"])
+        return effect_verdict(what, out["after_test"], out[f"{base}_test"], metric=metric, n=n, ln_half=half)
+    return effect_verdict(what, out["after_test"], out[f"{base}_test"], metric=metric, n=out.get("n_scored", {}).get("test"))

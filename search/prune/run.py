@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from coevo.search.errors import UserInputError
+from coevo.search.stats import paired_log_ratio
 from coevo.sim.prune import PruneResult, prune
 from coevo.sim.prune.config import PruneConfig
 from coevo.sim.zoo import ZooError, ZooModel, load
@@ -57,6 +58,10 @@ class PruneOutcome:
     wall_s: float
     layers: int
     layer_sparsity: dict[str, float] = field(default_factory=dict)
+    test_ln_half: float | None = None
+    """95 % half-width of the paired per-sequence log-perplexity difference, pruned minus dense, on the
+    test sequences (``paired_test``; language models only): the test set's noise for the verdict."""
+    test_sequences: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -111,10 +116,13 @@ def prune_zoo(
     max_batches: int | None = None,
     dense: Mapping[str, float] | None = None,
     progress: Callable[[str, float], None] | None = None,
+    paired_test: bool = False,
 ) -> PruneOutcome:
     """Prune ``model`` (a zoo name, or a loaded :class:`ZooModel` such as a user's) and evaluate it dense and pruned on ``splits``.
 
     ``dense``: the dense model's values per split when already known (skips measuring them again).
+    ``paired_test``: for a language model, also score both models sequence by sequence on the test
+    split (one more pass each) for the test set's noise of the change (:attr:`PruneOutcome.test_ln_half`).
 
     Raises:
         UserInputError: an unknown model, or bad pruning arguments (see :func:`sim.prune.prune`).
@@ -133,6 +141,10 @@ def prune_zoo(
         if progress:
             progress(f"evaluated {split} ({time.perf_counter() - started:.1f} s)", 1.0)
     val_d, val_p = values["dense"]["val"], values["pruned"]["val"]
+    half, sequences = None, None
+    if paired_test and zm.task == "lm" and "test" in splits:
+        pruned_nll = zm.sequence_nll(res.model, "test", max_batches)
+        _, half, sequences = paired_log_ratio(pruned_nll, zm.sequence_nll(zm.model, "test", max_batches))
     return PruneOutcome(
         model=zm.name,
         metric=zm.metric,
@@ -149,4 +161,6 @@ def prune_zoo(
         wall_s=res.wall_s,
         layers=len(res.masks),
         layer_sparsity=res.layer_sparsity,
+        test_ln_half=half,
+        test_sequences=sequences,
     )

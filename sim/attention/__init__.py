@@ -17,7 +17,7 @@ The API (:func:`evaluate_sparse`, :func:`attention_flops`, the method names) is 
 length-aware scheduling problem calls it per search trial.
 """
 
-from coevo.sim.attention.evaluate import check_config, evaluate_sparse, evaluate_sparse_model
+from coevo.sim.attention.evaluate import check_config, evaluate_sparse, evaluate_sparse_model, sequence_nll_pair
 from coevo.sim.attention.finetune import finetune_sparse
 from coevo.sim.attention.flops import METHODS, attention_flops, causal_pairs, local_global_pairs, topk_pairs
 from coevo.sim.attention.model import SelectionStats, SparseAttention, SparseConfig, sparsify
@@ -53,6 +53,7 @@ __all__ = [
     "local_global_pairs",
     "masked_attention",
     "quantize_rows",
+    "sequence_nll_pair",
     "sparsify",
     "topk_pairs",
     "topk_quantized_attention",

@@ -86,6 +86,19 @@ def evaluate_sparse_model(
     }
 
 
+def sequence_nll_pair(
+    zm: ZooModel, config: SparseConfig, split: str = ATTENTION.split, max_batches: int | None = ATTENTION.max_batches
+) -> tuple[list[float], list[float]]:
+    """Mean token cross-entropy per sequence of the sparse and of the exact model, on the same sequences in order.
+
+    One more pass of each over what :func:`evaluate_sparse_model` scores: paired by sequence, the two
+    lists give the test set's noise of the perplexity change (``search.stats.paired_log_ratio``).
+    """
+    check_eval(split, max_batches)
+    sparse = sparsify(zm.model, config, SelectionStats())
+    return zm.sequence_nll(sparse, split, max_batches), zm.sequence_nll(zm.model, split, max_batches)
+
+
 @functools.cache
 def _zoo(name: str) -> ZooModel:
     try:

@@ -140,6 +140,21 @@ class ZooModel:
         """Accuracy in % (classify) or perplexity (lm) of ``model`` on a split."""
         return _evaluate(self.task, model, self._split(split), max_batches)
 
+    @torch.no_grad()
+    def sequence_nll(self, model: nn.Module, split: str = "test", max_batches: int | None = None) -> list[float]:
+        """Mean token cross-entropy (nats) of ``model`` on each sequence of a language model's split, in order.
+
+        The sequences :meth:`evaluate` scores (batches of 64, the first ``max_batches`` of them); two
+        models' lists, paired by position, give the test-set noise of a perplexity change
+        (:func:`search.stats.paired_log_ratio`).
+
+        Raises:
+            ZooError: not a language model, or an unknown split.
+        """
+        if self.task != "lm":
+            raise ZooError(f"{self.name} is a {self.task} model: per-sequence cross-entropy is for language models")
+        return _sequence_nll(model, self._split(split), max_batches)
+
     def _split(self, split: str) -> Split:
         if split not in self.splits:
             raise ZooError(f"no split {split!r}: use one of {', '.join(SPLITS)}")
@@ -335,6 +350,22 @@ def _evaluate(task: str, model: nn.Module, data: Split, max_batches: int | None,
     if total == 0:
         raise ZooError("nothing to evaluate: the split (or max_batches) is empty")
     return 100.0 * right / total if task == "classify" else math.exp(nll / total)
+
+
+def _sequence_nll(model: nn.Module, data: Split, max_batches: int | None, batch: int = 64) -> list[float]:
+    was_training = model.training
+    model.eval()
+    out: list[float] = []
+    with torch.no_grad():
+        for i in range(0, len(data), batch):
+            if max_batches is not None and i // batch >= max_batches:
+                break
+            x, y = data.x[i : i + batch], data.y[i : i + batch]
+            logits = model(x)
+            nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="none").view(y.shape)
+            out.extend(nll.double().mean(dim=1).tolist())
+    model.train(was_training)
+    return out
 
 
 def training_label(name: str) -> str:

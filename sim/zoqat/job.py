@@ -104,6 +104,14 @@ def run(spec: Spec) -> dict[str, Any]:
     out["n_scored"] = {s: len(zm.splits[s]) if cap is None else min(len(zm.splits[s]), cap) for s in spec.splits}
     for split in spec.splits:
         out[f"float_{split}"] = score(zm.model, split)
+    # a language model's test sequences scored one by one: the tool's verdict pairs them for the test set's noise
+    per_sequence = quality == "perplexity" and "test" in spec.splits and not spec.untrained
+
+    def sequences(stage: str, model: torch.nn.Module) -> None:
+        if per_sequence:
+            out[f"{stage}_test_nll"] = zm.sequence_nll(model, "test", max_batches=spec.eval_batches)
+
+    sequences("float", zm.model)
     calib = []
     for i, (x, _) in enumerate(zm.loader("train", batch_size=spec.batch_size, shuffle=True, seed=spec.seed)):
         if i >= 4:
@@ -114,6 +122,7 @@ def run(spec: Spec) -> dict[str, Any]:
     qmodel.eval()
     for split in spec.splits:
         out[f"rtn_{split}"] = score(qmodel, split)
+    sequences("rtn", qmodel)
     loader = zm.loader("train", batch_size=spec.batch_size, shuffle=True, seed=spec.seed)
     with PeakMemory() as memory:
         ptq_started = time.perf_counter()
@@ -154,6 +163,7 @@ def run(spec: Spec) -> dict[str, Any]:
             "last_loss": round(sum(log.losses[-10:]) / len(log.losses[-10:]), 4) if log.losses else None,
         }
     )
+    sequences("after", qmodel)  # after eval_s was taken: the per-sequence pass is not part of the timed evaluation
     return out
 
 

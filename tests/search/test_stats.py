@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from coevo.search.stats import PERPLEXITY_NOISE_PCT, accuracy_noise, effect_verdict, excludes_zero, format_interval, t_interval, verdict
+from coevo.search.stats import accuracy_noise, effect_verdict, excludes_zero, format_interval, paired_log_ratio, t_interval, verdict
 
 
 def test_t_interval_matches_the_textbook_values() -> None:
@@ -80,12 +80,33 @@ def test_an_accuracy_verdict_names_the_sign_only_beyond_the_noise() -> None:
         effect_verdict("m vs base", 90.0, 97.0, metric="accuracy")
 
 
-def test_a_perplexity_verdict_turns_the_sign_lower_is_better_and_uses_the_documented_rule() -> None:
-    worse = effect_verdict("p vs dense", 12.6, 12.0, metric="perplexity")  # +5 %
-    better = effect_verdict("p vs dense", 11.4, 12.0, metric="perplexity")  # -5 %
-    small = 12.0 * (1 + PERPLEXITY_NOISE_PCT / 200)  # half the rule's threshold
+def test_a_perplexity_verdict_turns_the_sign_lower_is_better_and_judges_against_the_paired_interval() -> None:
+    half = 0.01  # 95 % half-width of the per-sequence log-ratio: 1.005 % of perplexity
+    worse = effect_verdict("p vs dense", 12.6, 12.0, metric="perplexity", n=200, ln_half=half)  # +5 %
+    better = effect_verdict("p vs dense", 11.4, 12.0, metric="perplexity", n=200, ln_half=half)  # -5 %
+    inside = effect_verdict("p vs dense", 12.06, 12.0, metric="perplexity", n=200, ln_half=half)  # +0.5 %: ln 1.005 < 0.01
+    outside = effect_verdict("p vs dense", 12.0 * math.exp(0.011), 12.0, metric="perplexity", n=200, ln_half=half)
     assert "+5.00 % perplexity" in worse and worse.endswith("negative: worse than the baseline beyond the noise")
     assert "-5.00 % perplexity" in better and better.endswith("positive: better than the baseline beyond the noise")
-    assert effect_verdict("p vs dense", small, 12.0, metric="perplexity").endswith("within noise, no effect shown")
+    assert "noise 1.01 %" in inside and "over 200 sequences" in inside and inside.endswith("within noise, no effect shown")
+    assert outside.endswith("negative: worse than the baseline beyond the noise")
+    # a paired interval narrower than the evaluation's resolution: the floor decides
+    assert effect_verdict("p vs dense", 12.0 * math.exp(5e-5), 12.0, metric="perplexity", n=200, ln_half=1e-7).endswith(
+        "within noise, no effect shown"
+    )
+    one = effect_verdict("p vs dense", 12.6, 12.0, metric="perplexity", n=1, ln_half=math.nan)
+    assert one.endswith("not known whether this exceeds the noise")
+    with pytest.raises(ValueError, match="needs ln_half"):
+        effect_verdict("p vs dense", 12.6, 12.0, metric="perplexity")
     with pytest.raises(ValueError, match="accuracy or perplexity"):
         effect_verdict("x", 1.0, 1.0, metric="latency")
+
+
+def test_the_paired_log_ratio_is_the_t_interval_of_the_per_sequence_differences() -> None:
+    # differences 0.5, 0.5, 1.0: mean 2/3, sd 0.2887, t(0.975, 2) = 4.3027, half = 4.3027 * 0.2887 / sqrt 3 = 0.7172
+    mean, half, n = paired_log_ratio([1.0, 2.0, 3.0], [0.5, 1.5, 2.0])
+    assert (mean, n) == (pytest.approx(2 / 3), 3) and half == pytest.approx(0.7172, abs=1e-4)
+    with pytest.raises(ValueError, match="equally long"):
+        paired_log_ratio([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match="equally long"):
+        paired_log_ratio([], [])

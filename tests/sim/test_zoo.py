@@ -192,6 +192,18 @@ def test_lm_tiny_beats_uniform_bytes_and_its_loss_is_its_perplexity() -> None:
     assert math.exp(loss) == pytest.approx(zm.evaluate(zm.model, "val", max_batches=1), rel=0.35)  # one batch vs the first 64 windows
 
 
+def test_per_sequence_cross_entropies_average_to_the_perplexity_the_model_is_scored_by() -> None:
+    zm = load("lm-pydoc-tiny")
+    per_sequence = zm.sequence_nll(zm.model, "test", max_batches=2)
+    assert len(per_sequence) == min(128, len(zm.splits["test"]))  # the sequences evaluate scores, in order
+    assert math.exp(sum(per_sequence) / len(per_sequence)) == pytest.approx(zm.evaluate(zm.model, "test", max_batches=2), rel=1e-5)
+    x, y = zm.splits["test"].x[3:4], zm.splits["test"].y[3:4]  # one sequence alone: its own loss
+    with torch.no_grad():
+        assert per_sequence[3] == pytest.approx(float(zm.loss(zm.model, x, y)), rel=1e-5)
+    with pytest.raises(ZooError, match="language models"):
+        load("cnn-digits").sequence_nll(load("cnn-digits").model)
+
+
 def test_a_corrupt_cache_file_is_rebuilt_with_a_note_not_a_crash() -> None:
     zm = load("cnn-digits")
     zm.path.write_bytes(b"not a torch file")

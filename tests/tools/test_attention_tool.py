@@ -27,6 +27,7 @@ def test_top_k_over_the_length_is_the_dense_model() -> None:
     assert value["per_layer_ops"]["mac_ratio"] == 1.0
     # no effect to show, and the caller is told so in the value and in what chat and the CLI print
     assert value["verdict"].endswith("within noise, no effect shown") and value["verdict"] in result.messages
+    assert "over 64 sequences" in value["verdict"]  # max_batches 1: the paired interval over the 64 sequences scored
 
 
 def test_local_global_has_no_recall_and_no_prescoring() -> None:

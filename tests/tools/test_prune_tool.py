@@ -18,6 +18,7 @@ def test_prunes_to_the_target_and_reports_both_perplexities() -> None:
     result = call_tool(TOOL, {**BASE, "sparsity": 0.5, "pattern": "4:8", "score": "wanda"})
     v = result.value
     assert v["verdict"] in result.messages and "vs dense, test perplexity" in v["verdict"]
+    assert v["test_sequences"] == len(zm.splits["test"]) and 0 < v["test_ln_half"] < 0.1  # paired over every test sequence
     assert v["sparsity"] == 0.5 and v["layers"] == 12 and v["pattern"] == "4:8" and v["calib_tokens"] == 32
     assert set(v["layer_sparsity"].values()) == {0.5}
     assert v["metric"] == "perplexity" and 1 < v["val_dense"] < v["val_pruned"] and 1 < v["test_dense"] < v["test_pruned"]

@@ -17,6 +17,7 @@ def test_rtn_is_the_untrained_quantized_model_and_costs_quality() -> None:
     value = result.value
     ppl = value["perplexity"]
     assert value["verdict"] in result.messages and "rtn vs float, test perplexity" in value["verdict"]
+    assert "over 64 sequences" in value["verdict"] and value["verdict"].endswith("negative: worse than the baseline beyond the noise")
     assert value["metric"] == "perplexity" and value["steps"] == 0
     assert ppl["after"] == ppl["rtn"]  # no training: after is the RTN model
     assert ppl["rtn"]["val"] > ppl["float"]["val"] > 1  # 2-bit weights hurt the float model
