@@ -20,7 +20,8 @@ Objectives:
 
 Niches: one per scheduler. The space has 6 x 4 x 3 x 3 x 4 x 3 x 4 = 10,368 designs (under
 ``realloc`` the split is where re-allocation starts: the first batch pays the reconfiguration cost to leave it,
-and it wins ties); the exact front is not computed.
+and it wins ties); the exact front is not computed. The options ``reconfig_cycles`` and ``change_rule`` set what a
+change of split costs and when ``realloc`` pays it (:mod:`sim.fpga.switch`); they only move ``realloc`` designs.
 """
 
 from __future__ import annotations
@@ -90,6 +91,8 @@ class FpgaOptions(ProblemOptions):
     batch: int = config_field(FpgaConfig, "search_batch")
     draws: int = config_field(FpgaConfig, "search_draws")
     buckets: int = config_field(FpgaConfig, "buckets", le=64)
+    reconfig_cycles: int = config_field(FpgaConfig, "reconfig_cycles")
+    change_rule: Literal["myopic", "amortized"] = config_field(FpgaConfig, "change_rule")
     ppl_batches: int = Field(4, ge=1, le=64, description="val batches (64 windows each) the perplexity is measured on")
     seed: int = config_field(FpgaConfig, "seed")
 
@@ -109,7 +112,13 @@ class FpgaTransformerProblem(LevelProblem):
         Objective(
             "ppl_retention", "maximize", "dense/sparse perplexity", "expensive", depends_on=("model", "ppl_batches"), bounds=(0.0, None)
         ),
-        Objective("makespan_ms", "minimize", "ms", "cheap", depends_on=("model", "device", "pes", "batch", "draws", "buckets", "seed")),
+        Objective(
+            "makespan_ms",
+            "minimize",
+            "ms",
+            "cheap",
+            depends_on=("model", "device", "pes", "batch", "draws", "buckets", "reconfig_cycles", "change_rule", "seed"),
+        ),
         Objective("perplexity", "minimize", "perplexity", "expensive", depends_on=("model", "ppl_batches"), bounds=(1.0, None)),
         Objective("pe_utilization", "maximize", "share", "cheap", bounds=(0.0, 1.0)),
         Objective("padding_waste", "minimize", "share", "cheap", bounds=(0.0, 1.0)),
@@ -134,8 +143,15 @@ class FpgaTransformerProblem(LevelProblem):
 
     def _accel(self, d: FpgaDesign) -> Accelerator:
         shares = tuple(float(x) for x in d.split.split(":"))
+        o = self.options
         return Accelerator(
-            self.device, split_pes(self.options.pes, (shares[0], shares[1], shares[2])), tile_m=d.tile_m, tile_n=d.tile_n, tile_k=d.tile_k
+            self.device,
+            split_pes(o.pes, (shares[0], shares[1], shares[2])),
+            tile_m=d.tile_m,
+            tile_n=d.tile_n,
+            tile_k=d.tile_k,
+            reconfig_cycles=o.reconfig_cycles,
+            change_rule=o.change_rule,
         )
 
     def _simulate(self, point: Any) -> dict[str, float]:

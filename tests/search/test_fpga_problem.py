@@ -55,6 +55,26 @@ def test_realloc_designs_reallocate_the_same_pes_per_batch() -> None:
     assert p.point_id(moved).endswith("-realloc")
 
 
+def test_the_reconfiguration_options_move_only_realloc_designs() -> None:
+    aware, moved = (FpgaDesign("2:1:1", 32, 64, 64, 32, 4, s) for s in ("length-aware", "realloc"))
+    spans = {
+        (cost, rule): make_problem("fpga-transformer", {**OPTIONS, "draws": 3, "reconfig_cycles": cost, "change_rule": rule}).cheap_values(
+            [aware, moved]
+        )["makespan_ms"]
+        for cost in (0, 10**9)
+        for rule in ("myopic", "amortized")
+    }
+    assert len({v[0] for v in spans.values()}) == 1  # length-aware never changes split: no option moves it
+    # free changes: both rules leave the starving split (amortized may pick another split: it watches every split seen);
+    # a prohibitive cost: realloc keeps the design's split under either rule
+    assert max(spans[0, "myopic"][1], spans[0, "amortized"][1]) < spans[0, "myopic"][0]
+    assert spans[10**9, "myopic"][1] == spans[10**9, "amortized"][1] == spans[0, "myopic"][0]
+    with pytest.raises(UserInputError, match="change_rule"):
+        make_problem("fpga-transformer", {**OPTIONS, "change_rule": "lazy"})
+    with pytest.raises(UserInputError, match="reconfig_cycles"):
+        make_problem("fpga-transformer", {**OPTIONS, "reconfig_cycles": -1})
+
+
 def test_bad_options_say_what_to_change() -> None:
     with pytest.raises(UserInputError, match=r"pes=300 exceeds the 157 PEs of zcu102 .* use pes <= 157 or device alveo-u280"):
         make_problem("fpga-transformer", {**OPTIONS, "pes": 300})
