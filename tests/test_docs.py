@@ -126,3 +126,47 @@ def test_nothing_points_outside_the_checkout() -> None:
         lines = enumerate(text.splitlines(), 1)
         offenders += [f"{rel}:{n}: {line.strip()[:120]}" for n, line in lines if any(s in line for s in FORBIDDEN)]
     assert not offenders, "files that point outside the checkout:\n" + "\n".join(offenders)
+
+
+# ---- intervals quoted in the prose are the ones a figure script wrote
+
+INTERVAL = re.compile(r"(?<![\d.])([+\-−]?)(\d+\.\d+) ± (\d+\.\d+)")
+SPAN = re.compile(r"`[^`]*`")  # inline code, across lines too: an example of a command's output, not a measurement
+EARLIER_RUNS = {
+    ("docs/compose.md", "+0.071 ± 0.069"): "stop 39's codesign-cnn run, quoted beside the rerun that replaced it",
+    ("docs/compose.md", "+0.051 ± 0.045"): "stop 39's codesign-cnn run, quoted beside the rerun that replaced it",
+    ("docs/compose.md", "-0.106 ± 0.124"): "the codesign-lm run before the reconfiguration cost, quoted beside its rerun",
+}
+"""Intervals the prose quotes from a run whose page a later run replaced (said so where they are quoted)."""
+
+
+def _intervals(text: str) -> list[tuple[str, float, float, float, float]]:
+    """``(as written, value, half-width, the value's rounding, the half-width's rounding)`` of every ``a ± b``."""
+    out = []
+    for sign, value, half in INTERVAL.findall(text):
+        v = -float(value) if sign in ("-", "−") else float(value)
+        out.append((f"{sign}{value} ± {half}", v, float(half), 0.5 * 10 ** -len(value.split(".")[1]), 0.5 * 10 ** -len(half.split(".")[1])))
+    return out
+
+
+def test_every_interval_the_prose_quotes_is_on_a_figure_page() -> None:
+    # docs/bench pages are written by the figure scripts from the data they save; an interval in a hand-written page
+    # must be one of theirs (to the digits the prose keeps), so a number cannot be typed in or left behind by a rerun
+    written = [(v, h) for page in (ROOT / "docs" / "bench").rglob("*.md") for _, v, h, _, _ in _intervals(page.read_text(encoding="utf-8"))]
+    assert len(written) > 100  # the figure pages are there to compare against
+    missing = []
+    for page in PAGES:
+        name = str(page.relative_to(ROOT))
+        for quoted, v, h, dv, dh in _intervals(SPAN.sub("", _prose(page))):
+            if (name, quoted) in EARLIER_RUNS:
+                continue
+            if not any(abs(v - wv) <= dv + 1e-9 and abs(h - wh) <= dh + 1e-9 for wv, wh in written):
+                missing.append(f"{name}: {quoted}")
+    assert not missing, (
+        "intervals in the prose that no docs/bench page writes (round of a page's, or an EARLIER_RUNS entry):\n" + "\n".join(missing)
+    )
+
+
+def test_the_earlier_runs_are_still_quoted_where_they_are_excused() -> None:
+    for (name, quoted), why in EARLIER_RUNS.items():
+        assert quoted in (ROOT / name).read_text(encoding="utf-8"), f"{name} no longer quotes {quoted} ({why}): drop the entry"
