@@ -330,41 +330,46 @@ def _loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
 
 
-def _evaluate(task: str, model: nn.Module, data: Split, max_batches: int | None, batch: int = 64) -> float:
+def _each_batch(model: nn.Module, data: Split, max_batches: int | None, score: Callable[[torch.Tensor, torch.Tensor], None]) -> None:
+    """Call ``score(output, targets)`` on each batch of 64 of ``data`` (the first ``max_batches``), in eval mode, no gradients."""
+    batch = 64
     was_training = model.training
     model.eval()
-    total, right, nll = 0, 0, 0.0
-    with torch.no_grad():
-        for i in range(0, len(data), batch):
-            if max_batches is not None and i // batch >= max_batches:
-                break
-            x, y = data.x[i : i + batch], data.y[i : i + batch]
-            out = model(x)
-            if task == "classify":
-                right += int((out.argmax(-1) == y).sum())
-                total += len(y)
-            else:
-                nll += float(F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1), reduction="sum"))
-                total += y.numel()
-    model.train(was_training)
-    if total == 0:
+    try:
+        with torch.no_grad():
+            for i in range(0, len(data), batch):
+                if max_batches is not None and i // batch >= max_batches:
+                    break
+                score(model(data.x[i : i + batch]), data.y[i : i + batch])
+    finally:
+        model.train(was_training)
+
+
+def _evaluate(task: str, model: nn.Module, data: Split, max_batches: int | None) -> float:
+    sums = {"total": 0, "right": 0, "nll": 0.0}
+
+    def score(out: torch.Tensor, y: torch.Tensor) -> None:
+        if task == "classify":
+            sums["right"] += int((out.argmax(-1) == y).sum())
+            sums["total"] += len(y)
+        else:
+            sums["nll"] += float(F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1), reduction="sum"))
+            sums["total"] += y.numel()
+
+    _each_batch(model, data, max_batches, score)
+    if sums["total"] == 0:
         raise ZooError("nothing to evaluate: the split (or max_batches) is empty")
-    return 100.0 * right / total if task == "classify" else math.exp(nll / total)
+    return 100.0 * sums["right"] / sums["total"] if task == "classify" else math.exp(sums["nll"] / sums["total"])
 
 
-def _sequence_nll(model: nn.Module, data: Split, max_batches: int | None, batch: int = 64) -> list[float]:
-    was_training = model.training
-    model.eval()
+def _sequence_nll(model: nn.Module, data: Split, max_batches: int | None) -> list[float]:
     out: list[float] = []
-    with torch.no_grad():
-        for i in range(0, len(data), batch):
-            if max_batches is not None and i // batch >= max_batches:
-                break
-            x, y = data.x[i : i + batch], data.y[i : i + batch]
-            logits = model(x)
-            nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="none").view(y.shape)
-            out.extend(nll.double().mean(dim=1).tolist())
-    model.train(was_training)
+
+    def score(logits: torch.Tensor, y: torch.Tensor) -> None:
+        nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="none").view(y.shape)
+        out.extend(nll.double().mean(dim=1).tolist())
+
+    _each_batch(model, data, max_batches, score)
     return out
 
 
