@@ -29,8 +29,8 @@ typecheck:
 PYTEST_JOBS ?= auto
 PYTEST_PAR  := -n $(PYTEST_JOBS) --dist loadfile
 
-pytest:
-	$(PY) -m pytest -q $(PYTEST_PAR)
+pytest:  ## --durations: CI's log lists the slowest tests, the place to look when the 25-minute budget tightens
+	$(PY) -m pytest -q $(PYTEST_PAR) --durations=25
 
 test-fast: lint typecheck  ## the same checks without the tests marked slow (your own loop; CI runs everything)
 	$(PY) -m pytest -q $(PYTEST_PAR) -m "not slow"
