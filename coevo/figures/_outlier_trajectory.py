@@ -191,6 +191,7 @@ class Point:
     kurtosis_max: float
     kurtosis_layer: str
     top_share: float
+    top_layer: str
     outlier_channels: int
     layers_with_outliers: int
     layers: int
@@ -202,6 +203,7 @@ def _point(rows: list[dict[str, str]]) -> Point:
     layers = tuple(layer_from_row(r) for r in rows)
     summary = OutlierReport(layers).summary()
     heaviest = max(layers, key=lambda layer: layer.kurtosis)
+    concentrated = max(layers, key=lambda layer: layer.top_share)
     return Point(
         step=int(rows[0]["step"]),
         val_ppl=float(rows[0]["val_ppl"]),
@@ -210,7 +212,8 @@ def _point(rows: list[dict[str, str]]) -> Point:
         kurtosis_median=summary["kurtosis_median"],
         kurtosis_max=summary["kurtosis_max"],
         kurtosis_layer=heaviest.layer,
-        top_share=max(layer.top_share for layer in layers),
+        top_share=concentrated.top_share,
+        top_layer=concentrated.layer,
         outlier_channels=sum(len(layer.outlier_channels) for layer in layers),
         layers_with_outliers=int(summary["layers_with_outliers"]),
         layers=len(layers),
@@ -248,7 +251,7 @@ def _run_title(first: dict[str, str]) -> str:
 def _summary_table(runs: dict[RunKey, tuple[dict[str, str], list[Point]]]) -> list[str]:
     lines = [
         "| run | checkpoints | val ppl (first → lowest → last) | max \\|x\\| | kurtosis, max over layers | top share, max over layers "
-        "| outlier channels (all layers) | largest kurtosis at the last checkpoint | training s |",
+        "| outlier channels (all layers) | layer of the largest kurtosis / top share at the last checkpoint | training s |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for first, points in runs.values():
@@ -259,7 +262,8 @@ def _summary_table(runs: dict[RunKey, tuple[dict[str, str], list[Point]]]) -> li
             f"| {first_peak_last(points, lambda p: p.kurtosis_max, '{:.2f}')} "
             f"| {first_peak_last(points, lambda p: 100 * p.top_share, '{:.2f} %')} "
             f"| {first_peak_last(points, lambda p: p.outlier_channels, '{:.0f}')} "
-            f"| `{last.kurtosis_layer}` ({last.kurtosis_max:.2f}) | {last.elapsed_s:.0f} |"
+            f"| `{last.kurtosis_layer}` ({last.kurtosis_max:.2f}) / `{last.top_layer}` ({100 * last.top_share:.2f} %) "
+            f"| {last.elapsed_s:.0f} |"
         )
     return lines
 
@@ -272,13 +276,13 @@ def _trajectory_table(first: dict[str, str], points: list[Point]) -> list[str]:
         "at each checkpoint.",
         "",
         "| step | val ppl | max \\|x\\| | absmax max/median (median) | kurtosis median / max | layer of the max kurtosis "
-        "| top share, max | outlier channels | layers with outlier channels | systematic channels |",
+        "| top share, max (layer) | outlier channels | layers with outlier channels | systematic channels |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in points:
         lines.append(
             f"| {p.step:,} | {p.val_ppl:.3f} | {p.absmax:.2f} | {p.absmax_ratio_median:.2f} "
-            f"| {p.kurtosis_median:.2f} / {p.kurtosis_max:.2f} | `{p.kurtosis_layer}` | {100 * p.top_share:.2f} % "
+            f"| {p.kurtosis_median:.2f} / {p.kurtosis_max:.2f} | `{p.kurtosis_layer}` | {100 * p.top_share:.2f} % (`{p.top_layer}`) "
             f"| {p.outlier_channels} | {p.layers_with_outliers} of {p.layers} | {p.systematic} |"
         )
     return [*lines, ""]
