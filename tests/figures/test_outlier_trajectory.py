@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+import shutil
 from pathlib import Path
 
 import pytest
 
 from coevo.figures import _outlier_trajectory as trajectory
 from coevo.figures import lm_outliers
-from coevo.figures._common import read_csv, write_csv
+from coevo.figures._common import read_csv, strip_provenance, write_csv
 
 SETTINGS = {"model": "m", "train_seed": 0, "steps_multiplier": 3.0, "weight_decay": 0.1, "checkpoints": 3, "calib_tokens": 64}
 
@@ -113,3 +114,10 @@ def test_runs_accumulate_in_one_csv_and_page(tmp_path: Path) -> None:
     before = page.split("\n", 1)[1]
     assert lm_outliers.main(["--report-only", "--trajectory", "any", "--out", str(tmp_path)]) == 0
     assert (tmp_path / trajectory.PAGE).read_text().split("\n", 1)[1] == before
+
+
+def test_report_only_rewrites_the_committed_trajectory_page_from_its_csv(tmp_path: Path) -> None:
+    bench = Path(__file__).resolve().parents[2] / "docs" / "bench" / "prune"
+    shutil.copy(bench / trajectory.CSV, tmp_path / trajectory.CSV)
+    assert lm_outliers.main(["--report-only", "--trajectory", "any", "--out", str(tmp_path)]) == 0
+    assert strip_provenance((tmp_path / trajectory.PAGE).read_text()) == strip_provenance((bench / trajectory.PAGE).read_text())
