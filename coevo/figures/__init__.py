@@ -585,13 +585,28 @@ FIGURES: tuple[Figure, ...] = (
     Figure(
         "lm-outliers",
         "prune",
-        "activation outliers (channel max/median, kurtosis, LLM.int8 outlier channels) of the zoo LMs (issue 31, item 1)",
+        "activation outliers (channel max/median, kurtosis, top channel's energy share, LLM.int8 outlier channels) of the zoo "
+        "LMs, and with --trajectory over the checkpoints of a fresh, longer training (issue 31, item 1)",
         "nice -n 10 python -m coevo.figures lm-outliers",
-        ("outliers.md", "outliers.csv"),
-        ("outliers.csv",),
+        ("outliers.md", "outliers.csv", "outlier-trajectory.md", "outlier-trajectory.csv"),
+        ("outliers.csv", "outlier-trajectory.csv"),
         module="lm_outliers",
         renders=True,
         quoted_in=("docs/prune.md",),
+        also=(
+            "outlier-trajectory.md (lm-pydoc-tiny, 32x steps, weight decay 0.1): OMP_NUM_THREADS=1 nice -n 10 "
+            "python -m coevo.figures lm-outliers --trajectory lm-pydoc-tiny --steps-multiplier 32 "
+            "--checkpoints 8 --weight-decay 0.1 --train-seed 0",
+            "outlier-trajectory.md (lm-pydoc-tiny, 32x steps, weight decay 0): OMP_NUM_THREADS=1 nice -n 10 "
+            "python -m coevo.figures lm-outliers --trajectory lm-pydoc-tiny --steps-multiplier 32 "
+            "--checkpoints 8 --weight-decay 0 --train-seed 0",
+            "outlier-trajectory.md (lm-pydoc-tiny, 32x steps, weight decay 0, seed 1): OMP_NUM_THREADS=1 nice -n 10 "
+            "python -m coevo.figures lm-outliers --trajectory lm-pydoc-tiny --steps-multiplier 32 "
+            "--checkpoints 8 --weight-decay 0 --train-seed 1",
+            "outlier-trajectory.md (lm-pystdlib, 1.5x steps): OMP_NUM_THREADS=1 nice -n 10 "
+            "python -m coevo.figures lm-outliers --trajectory lm-pystdlib --steps-multiplier 1.5 "
+            "--checkpoints 8 --train-seed 0",
+        ),
     ),
     Figure(
         "budgets",

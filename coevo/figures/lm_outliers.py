@@ -8,6 +8,16 @@ Writes the per-layer rows to ``docs/bench/prune/outliers.csv`` and the per-model
 
     nice -n 10 python -m coevo.figures lm-outliers                      # four LMs, the tiny ones with 3 training seeds
     python -m coevo.figures lm-outliers --report-only
+
+With ``--trajectory MODEL`` it trains MODEL from scratch instead (``--steps-multiplier``,
+``--weight-decay``, ``--train-seed``) and measures the same at ``--checkpoints`` steps of the
+training (:mod:`coevo.figures._outlier_trajectory`): rows are added to
+``outlier-trajectory.csv`` (a run with the same settings replaces its own), and
+``outlier-trajectory.md`` compares the runs. ``--report-only`` re-renders that page too when its
+data is in ``--out``::
+
+    OMP_NUM_THREADS=1 nice -n 10 python -m coevo.figures lm-outliers --trajectory lm-pydoc-tiny \\
+        --steps-multiplier 32 --checkpoints 8 --weight-decay 0.1 --train-seed 0
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ FIELDS = [
     "kurtosis",
     "outlier_channels",
     "systematic",
+    "top_share",
 ]
 
 
@@ -58,7 +69,7 @@ def measure(models: list[str], seeds: dict[str, list[int]], tokens: int) -> list
     return rows
 
 
-def _layer(row: dict[str, str]) -> LayerOutliers:
+def layer_from_row(row: dict[str, str]) -> LayerOutliers:
     """One saved CSV row as the layer measure it was written from."""
     return LayerOutliers(
         layer=row["layer"],
@@ -69,6 +80,7 @@ def _layer(row: dict[str, str]) -> LayerOutliers:
         norm_ratio=float(row["norm_ratio"]),
         kurtosis=float(row["kurtosis"]),
         outlier_channels=tuple(int(c) for c in row["outlier_channels"].split()),
+        top_share=float(row.get("top_share") or "nan"),  # absent from data saved before it was measured
     )
 
 
@@ -83,7 +95,7 @@ def report(csv_path: Path, md_path: Path, command: str) -> str:
         by_run[(row["model"], row["seed"])].append(row)
     per_model: dict[str, list[dict[str, float]]] = defaultdict(list)
     for (model, _seed), layers in by_run.items():
-        summary = OutlierReport(tuple(_layer(r) for r in layers)).summary()
+        summary = OutlierReport(tuple(layer_from_row(r) for r in layers)).summary()
         per_model[model].append({**summary, "params": float(layers[0]["params"]), "val_ppl": float(layers[0]["val_ppl"])})
 
     def cell(runs: list[dict[str, float]], key: str, fmt: str = "{:.2f}") -> str:
@@ -120,18 +132,34 @@ def report(csv_path: Path, md_path: Path, command: str) -> str:
     return write_markdown(md_path, "\n".join(lines), command)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Measure (unless ``--report-only``), then write outliers.md from outliers.csv."""
+def main(argv: list[str] | None = None) -> int:
+    """Measure (unless ``--report-only``), then write outliers.md from outliers.csv; or a ``--trajectory`` run. 2 on a bad option."""
+    from coevo.figures import _outlier_trajectory as trajectory
+
     p = figure_parser(NAME, __doc__)
     p.add_argument("--models", default="lm-pydoc-tiny,lm-pystdlib-tiny,lm-pydoc,lm-pystdlib", help="zoo LMs, comma-separated")
     p.add_argument("--tiny-seeds", default="0,1,2", help="training seeds of the *-tiny models (the others train seed 0 only)")
-    p.add_argument("--tokens", type=int, default=16384, help="validation tokens measured per model")
+    p.add_argument("--tokens", type=int, default=16384, help="validation tokens measured per model (per checkpoint)")
+    p.add_argument("--trajectory", metavar="MODEL", help="train zoo LM MODEL from scratch and measure it at --checkpoints steps")
+    p.add_argument("--steps-multiplier", type=float, default=1.0, help="--trajectory: the recipe's steps times this (default 1)")
+    p.add_argument("--checkpoints", type=int, default=8, help="--trajectory: evenly spaced measurements, the last step included")
+    p.add_argument("--weight-decay", type=float, default=None, help="--trajectory: AdamW weight decay (default: the recipe's)")
+    p.add_argument("--train-seed", type=int, default=0, help="--trajectory: initialisation and batch order (default 0)")
     args = p.parse_args(argv)
     out, command = Path(args.out), command_line(NAME, argv)
+    if args.trajectory is not None and not args.report_only:
+        settings = trajectory.Settings(
+            args.trajectory, args.train_seed, args.steps_multiplier, args.weight_decay, args.checkpoints, args.tokens
+        )
+        return trajectory.run(settings, out, command)
     csv_path, md_path = out / "outliers.csv", out / "outliers.md"
     if not args.report_only:
         models = [m for m in args.models.split(",") if m]
         tiny = [int(s) for s in args.tiny_seeds.split(",")]
         rows = measure(models, {m: tiny for m in models if m.endswith("-tiny")}, args.tokens)
         write_csv(csv_path, rows, FIELDS, command=command)
-    print(report(csv_path, md_path, command))
+    if args.trajectory is None:
+        print(report(csv_path, md_path, command))
+    if (out / trajectory.CSV).exists():
+        print(trajectory.report(out / trajectory.CSV, out / trajectory.PAGE, command))
+    return 0

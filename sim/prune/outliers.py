@@ -14,6 +14,10 @@ measures that regime on a model, per Linear layer input, over calibration tokens
 * ``outlier_channels``: channels with ``|x| >= 6`` on at least 6 % of the tokens (LLM.int8's
   magnitude and sequence-share thresholds; its third, "in 25 % of layers", is
   :attr:`OutlierReport.systematic`).
+* ``top_share``: the share of the layer's input energy (the sum of ``x**2`` over tokens and
+  channels) that its largest channel carries: ``1 / channels`` when every channel has the same
+  norm, towards 1 when one channel dominates (an outlier feature of LLM.int8's kind holds most of
+  it). Unlike the ratios to the median it is not moved by the bulk of small channels.
 
 Layers that read the same tensor (an attention block's q, k and v) are one input: the report
 keeps the first of them, so no input is counted twice in the medians or the 25 % rule.
@@ -74,6 +78,8 @@ class LayerOutliers:
     norm_ratio: float
     kurtosis: float
     outlier_channels: tuple[int, ...]
+    top_share: float = float("nan")
+    """Largest channel's share of the input energy (module doc); NaN when read from data saved before it was measured."""
 
 
 @dataclass(frozen=True)
@@ -179,4 +185,5 @@ def _layer(name: str, s: _Sums) -> LayerOutliers:
         norm_ratio=float(norms.max() / norms.median().clamp_min(1e-12)),
         kurtosis=central4 / var**2 if var > 0 else float("nan"),
         outlier_channels=tuple(int(c) for c in torch.nonzero(s.big >= TOKEN_SHARE * s.n).flatten()),
+        top_share=float(s.sq.max() / s.sq.sum()) if float(s.sq.sum()) > 0 else float("nan"),
     )

@@ -23,7 +23,7 @@ import math
 import os
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +52,7 @@ from coevo.sim.zoo.data import (
 )
 from coevo.sim.zoo.models import ByteGPT, DigitsCNN, DigitsMLP, MnistCNN
 from coevo.sim.zoo.recipes import (  # the torch-free part, here too for callers of sim.zoo.registry
+    RECIPES,
     SPLITS,
     ZooError,
     cache_dir,
@@ -62,6 +63,14 @@ from coevo.sim.zoo.recipes import (  # the torch-free part, here too for callers
 
 Progress = Callable[[str, float], None]
 """``(what, fraction done in [0, 1])``."""
+
+StepHook = Callable[[int, nn.Module], None]
+"""``(step, model)``: called after optimiser step ``step`` (1-based) with the model in training mode.
+
+A hook may evaluate the model (in eval mode, no gradients) but must leave it in training mode and
+its weights untouched; it does not draw from the training's random generator, so the weights do not
+depend on whether or where hooks ran.
+"""
 
 
 def build(rec: dict[str, Any]) -> nn.Module:
@@ -296,6 +305,101 @@ def _load_or_train(
     return zm
 
 
+def checkpoint_steps(total: int, n: int) -> tuple[int, ...]:
+    """``n`` optimiser steps (1-based) spread evenly over a training of ``total`` steps, the last being ``total``.
+
+    Step ``ceil(k * total / n)`` for ``k = 1 .. n``: gaps of ``total / n`` rounded up, so the steps
+    are distinct and increasing, and ``n = 1`` is the last step alone.
+
+    Raises:
+        ZooError: ``total`` < 1, or ``n`` not in ``1 .. total``.
+    """
+    if total < 1:
+        raise ZooError(f"a training of {total} steps has no step to check")
+    if not 1 <= n <= total:
+        raise ZooError(f"checkpoints {n}: use 1 to {total} (one per training step at most)")
+    return tuple((k * total + n - 1) // n for k in range(1, n + 1))
+
+
+def fresh_recipe(name: str, *, train_seed: int = 0, steps_multiplier: float = 1.0, weight_decay: float | None = None) -> dict[str, Any]:
+    """The recipe :func:`train_fresh` trains: ``name``'s, with this seed, ``steps x steps_multiplier`` steps and weight decay.
+
+    With multiplier 1 and no weight decay given it is the recipe :func:`load` caches for ``train_seed``
+    (same :func:`recipe_key`). The step count is rounded to the nearest integer.
+
+    Raises:
+        ZooError: ``name`` is not in the zoo or not a language model, the multiplier is not > 0 (or
+            leaves no step), or the weight decay is negative.
+    """
+    rec = recipe(name)
+    if rec["task"] != "lm":
+        lms = ", ".join(n for n, r in RECIPES.items() if r["task"] == "lm")
+        raise ZooError(f"{name} is a {rec['task']} model: a fresh training with a step multiplier is for language models ({lms})")
+    if not (math.isfinite(steps_multiplier) and steps_multiplier > 0):
+        raise ZooError(f"steps multiplier {steps_multiplier}: must be a number > 0")
+    steps = round(rec["train"]["steps"] * steps_multiplier)
+    if steps < 1:
+        raise ZooError(f"steps multiplier {steps_multiplier} leaves {name} ({rec['train']['steps']} steps) no step to train")
+    if weight_decay is not None:
+        if not (math.isfinite(weight_decay) and weight_decay >= 0):
+            raise ZooError(f"weight decay {weight_decay}: must be a number >= 0")
+        rec["train"]["weight_decay"] = float(weight_decay)
+    rec["train"]["steps"] = steps
+    rec["train"]["seed"] = int(train_seed)
+    return rec
+
+
+def train_fresh(
+    name: str,
+    *,
+    train_seed: int = 0,
+    steps_multiplier: float = 1.0,
+    weight_decay: float | None = None,
+    on_step: StepHook | None = None,
+    checkpoints: Collection[int] = (),
+    progress: Progress | None = None,
+) -> ZooModel:
+    """Build language model ``name`` and train it from scratch, neither reading nor writing the cache.
+
+    The training is :func:`load`'s (same initialisation, batches and schedule), on :func:`fresh_recipe`'s
+    settings: with multiplier 1 and the recipe's weight decay it gives :func:`load`'s weights for
+    ``train_seed``. A longer training stretches the one-cycle schedule over all its steps.
+
+    Args:
+        name: a zoo language model.
+        train_seed: initialisation and batch order (the data split stays the recipe's).
+        steps_multiplier: the recipe's step count is multiplied by it (rounded).
+        weight_decay: AdamW's weight decay instead of the recipe's (None: the recipe's).
+        on_step: called as ``on_step(step, model)`` after each optimiser step in ``checkpoints`` (:data:`StepHook`).
+        checkpoints: 1-based steps for ``on_step``, e.g. :func:`checkpoint_steps`.
+        progress: ``(what, fraction)`` while training; default :func:`sim._progress.report`.
+
+    Returns:
+        The trained model (eval mode) with its val and test perplexity as ``baseline``; its
+        fingerprint is listed by :func:`used_models` under a label naming the steps and weight decay.
+
+    Raises:
+        ZooError: as :func:`fresh_recipe`, or a checkpoint outside ``1 .. steps``.
+    """
+    rec = fresh_recipe(name, train_seed=train_seed, steps_multiplier=steps_multiplier, weight_decay=weight_decay)
+    steps = rec["train"]["steps"]
+    at = frozenset(int(c) for c in checkpoints)
+    outside = sorted(c for c in at if not 1 <= c <= steps)
+    if outside:
+        raise ZooError(f"checkpoints {outside} are outside the training's steps 1 to {steps}")
+    splits, text = splits_of(rec)
+    model = build(rec)
+    started = time.perf_counter()
+    _train(rec, model, splits, text, name, report if progress is None else progress, on_step, at)
+    model.eval()
+    baseline = {f"{split}_perplexity": _evaluate("lm", model, splits[split], None) for split in ("val", "test")}
+    note = f"trained fresh in {time.perf_counter() - started:.0f} s ({steps} steps), not cached"
+    zm = ZooModel(name, "lm", model, rec, recipe_key(rec), baseline, splits, Path(), note)
+    zm.fingerprint = weights_fingerprint(model)
+    _USED[f"{model_label(name, rec)}, fresh: {steps} steps, weight decay {rec['train']['weight_decay']:g}"] = zm.fingerprint
+    return zm
+
+
 @contextlib.contextmanager
 def _exclusive(path: Path) -> Iterator[None]:
     """Hold an exclusive lock beside ``path`` (``flock``; a no-op where the platform has none)."""
@@ -379,8 +483,16 @@ def training_label(name: str) -> str:
 
 
 def _train(
-    rec: dict[str, Any], model: nn.Module, splits: dict[str, Split], text: bytes | None, name: str, progress: Progress | None
+    rec: dict[str, Any],
+    model: nn.Module,
+    splits: dict[str, Split],
+    text: bytes | None,
+    name: str,
+    progress: Progress | None,
+    on_step: StepHook | None = None,
+    at: Collection[int] = (),
 ) -> None:
+    """Train ``model`` by the recipe; ``on_step(step, model)`` after each optimiser step (1-based) in ``at``."""
     cfg = rec["train"]
     gen = torch.Generator().manual_seed(cfg["seed"])
     opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
@@ -397,6 +509,8 @@ def _train(
                 idx = order[i : i + cfg["batch"]]
                 _step(opt, sched, _loss(model, train.x[idx], train.y[idx]))
                 step += 1
+                if on_step is not None and step in at:
+                    on_step(step, model)
             if progress is not None:
                 progress(f"{training_label(name)}: epoch {epoch + 1} of {cfg['epochs']}", step / steps)
         return
@@ -408,6 +522,8 @@ def _train(
     for step in range(steps):
         batch = random_windows(data, block, cfg["batch"], gen)
         loss = _step(opt, sched, _loss(model, batch.x, batch.y))
+        if on_step is not None and step + 1 in at:
+            on_step(step + 1, model)
         if progress is not None and (step % 10 == 9 or step == steps - 1):
             progress(f"{training_label(name)}: step {step + 1} of {steps}, loss {loss:.3f}", (step + 1) / steps)
 

@@ -60,3 +60,12 @@ def test_counted_tokens_and_layers_read_twice_are_one_input() -> None:
     report = activation_outliers(Shared(), [torch.randn(100, 8, generator=gen) for _ in range(3)], tokens=250)
     assert [layer.layer for layer in report.layers] == ["blocks.0"]
     assert report.layers[0].tokens == 250
+
+
+def test_top_share_is_the_largest_channels_share_of_the_input_energy() -> None:
+    layer = nn.Sequential(nn.Linear(4, 2))
+    # channel energies over the 3 tokens: 3^2 = 9, 1, 1 + 1 = 2, 0; total 12, the largest 9
+    x = torch.tensor([[3.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]])
+    assert activation_outliers(layer, [x], tokens=3).layers[0].top_share == pytest.approx(9 / 12)
+    even = torch.tensor([[1.0, -1.0, 1.0, -1.0], [-2.0, 2.0, 2.0, -2.0]])  # every channel 1 + 4 = 5
+    assert activation_outliers(layer, [even], tokens=2).layers[0].top_share == pytest.approx(1 / 4)
