@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from coevo.figures._common import git_revision, read_csv, write_csv, write_markdown
-from coevo.figures.lm_outliers import layer_from_row
+from coevo.figures._outlier_rows import layer_from_row
 from coevo.sim.prune.outliers import OutlierReport
 
 CSV = "outlier-trajectory.csv"

@@ -27,7 +27,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from coevo.figures._common import command_line, figure_parser, read_csv, write_csv, write_markdown
-from coevo.sim.prune.outliers import LayerOutliers, OutlierReport
+from coevo.figures._outlier_rows import layer_from_row
+from coevo.sim.prune.outliers import OutlierReport
 
 NAME = "lm-outliers"
 FIELDS = [
@@ -67,21 +68,6 @@ def measure(models: list[str], seeds: dict[str, list[int]], tokens: int) -> list
                 )
             print(model, seed, {k: round(v, 3) for k, v in report.summary().items()}, flush=True)
     return rows
-
-
-def layer_from_row(row: dict[str, str]) -> LayerOutliers:
-    """One saved CSV row as the layer measure it was written from."""
-    return LayerOutliers(
-        layer=row["layer"],
-        channels=int(row["channels"]),
-        tokens=int(row["tokens"]),
-        absmax=float(row["absmax"]),
-        absmax_ratio=float(row["absmax_ratio"]),
-        norm_ratio=float(row["norm_ratio"]),
-        kurtosis=float(row["kurtosis"]),
-        outlier_channels=tuple(int(c) for c in row["outlier_channels"].split()),
-        top_share=float(row.get("top_share") or "nan"),  # absent from data saved before it was measured
-    )
 
 
 def report(csv_path: Path, md_path: Path, command: str) -> str:
