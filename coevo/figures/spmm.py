@@ -213,7 +213,7 @@ def write_md(out: Path, rows: list[dict[str, Any]], tuning: list[dict[str, Any]]
         f"{command.replace(' --report-only', '')}` from `spmm.csv`, `spmm-tuning.csv` and `spmm-run.json`, all from one run "
         f"(commit {meta['commit']}, {meta['took']}).",
         "",
-        f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, shared with other jobs "
+        f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores "
         f"(`uptime` before: `{meta['load_before']}`; after: `{meta['load_after']}`). numba {numba.__version__} "
         f"(threading layer `{_threading_layer()}`) with the thread count of each row, torch {torch.__version__} with as "
         "many intra-op threads, scipy single-threaded (its CSR @ dense has no thread option). float32, X ~ N(0, 1) seed 0.",
@@ -247,7 +247,7 @@ def write_md(out: Path, rows: list[dict[str, Any]], tuning: list[dict[str, Any]]
                 balance = r["thread_max_over_mean"] or "-"
                 lines.append(f"| {g} | {nt} | {m} | {r['parts']} | {r['gflops']:.2f} | {' | '.join(vs)} | {balance} |")
         lines.append("")
-    lines += _goal(by, keys) + _tuning(tuning, tuned_at, args)
+    lines += _goal(by, keys) + _ranges(rows) + _tuning(tuning, tuned_at, args)
     write_markdown(out / "spmm.md", "\n".join(lines) + "\n", command)
 
 
@@ -271,6 +271,42 @@ def _goal(by: dict[tuple[Any, ...], dict[str, Any]], keys: list[tuple[Any, ...]]
         + ".",
         "",
     ]
+
+
+RANGES = (
+    ("degree-block", "scipy"),
+    ("degree-block", "torch"),
+    ("degree-block", "naive"),
+    (f"combined-w{COMBINED_WIDTH}", "degree_block"),
+    ("blocks-unsorted", "degree_block"),
+    ("tuned", "degree_block"),
+)
+"""The (variant, reference) pairs whose speedup ranges at >= 1e6 edges the page lists (docs/kernels.md quotes them)."""
+
+
+def _ranges(rows: list[dict[str, Any]]) -> list[str]:
+    """Min-max of each :data:`RANGES` speedup over the cases at >= 1e6 edges (graphs x threads), per width and over all."""
+    big = [r for r in rows if int(r["nnz"]) >= 1_000_000]
+    widths = sorted({int(r["feature_dim"]) for r in big})
+    lines = [
+        "## Speedup ranges at >= 1e6 edges",
+        "",
+        "Lowest-highest paired speedup of a variant over a reference across the graphs and thread counts at >= 1e6 edges "
+        "(from the tables above).",
+        "",
+        "| variant | over | " + " | ".join(f"F = {f}" for f in widths) + " | all | cases |",
+        "|---|---|" + "---|" * len(widths) + "---|---|",
+    ]
+    for method, ref in RANGES:
+        mine = [r for r in big if r["method"] == method]
+        if not mine:
+            continue
+        cells = []
+        for f in [*widths, None]:
+            vals = [float(r[f"speedup_over_{ref}"]) for r in mine if f is None or int(r["feature_dim"]) == f]
+            cells.append(f"{min(vals):.2f}-{max(vals):.2f}x" if vals else "-")
+        lines.append(f"| {method} | {ref.replace('_', '-')} | {' | '.join(cells)} | {len(mine)} |")
+    return [*lines, ""]
 
 
 def _tuning(tuning: list[dict[str, Any]], tuned_at: dict[int, BlockParams], args: argparse.Namespace) -> list[str]:
