@@ -1,8 +1,9 @@
 """The trajectory mode of the lm-outliers figure: do activation outliers emerge as a zoo LM trains longer?
 
 ``python -m coevo.figures lm-outliers --trajectory MODEL --steps-multiplier K --checkpoints N
---weight-decay W --train-seed S`` trains ``MODEL`` from scratch for K times its recipe's steps
-(:func:`sim.zoo.registry.train_fresh`, not cached), and at N evenly spaced steps
+--weight-decay W --train-seed S --lr-multiplier L`` trains ``MODEL`` from scratch for K times its
+recipe's steps at L times its peak learning rate (:func:`sim.zoo.registry.train_fresh`, not
+cached), and at N evenly spaced steps
 (:func:`sim.zoo.registry.checkpoint_steps`, the last one included) measures every Linear input
 with :func:`sim.prune.outliers.activation_outliers` over validation tokens, and the validation
 perplexity. Rows (one per checkpoint and layer, with the run's settings and the commit it ran
@@ -26,8 +27,10 @@ from coevo.sim.prune.outliers import OutlierReport
 
 CSV = "outlier-trajectory.csv"
 PAGE = "outlier-trajectory.md"
-RUN_FIELDS = ["model", "train_seed", "steps_multiplier", "weight_decay", "checkpoints", "calib_tokens"]
-"""The settings that name a run: rows with equal settings are one run (a rerun replaces them)."""
+RUN_FIELDS = ["model", "train_seed", "steps_multiplier", "weight_decay", "lr_multiplier", "checkpoints", "calib_tokens"]
+"""The settings that name a run: rows with equal settings are one run (a rerun replaces them).
+
+``lr_multiplier`` came later: rows saved before it have none and were trained at the recipe's rate (1)."""
 FIELDS = [
     *RUN_FIELDS,
     "total_steps",
@@ -48,7 +51,12 @@ FIELDS = [
     "systematic",
 ]
 
-RunKey = tuple[str, int, float, float, int, int]
+RunKey = tuple[str, int, float, float, float, int, int]
+
+
+def lr_multiplier_of(row: dict[str, Any]) -> float:
+    """A row's learning-rate multiplier: 1 for rows saved before the column existed (empty or absent)."""
+    return float(row.get("lr_multiplier") or 1.0)
 
 
 def run_key(row: dict[str, Any]) -> RunKey:
@@ -58,6 +66,7 @@ def run_key(row: dict[str, Any]) -> RunKey:
         int(row["train_seed"]),
         float(row["steps_multiplier"]),
         float(row["weight_decay"]),
+        lr_multiplier_of(row),
         int(row["checkpoints"]),
         int(row["calib_tokens"]),
     )
@@ -73,6 +82,7 @@ class Settings:
     weight_decay: float | None
     checkpoints: int
     tokens: int
+    lr_multiplier: float = 1.0
 
 
 def check(settings: Settings) -> tuple[dict[str, Any], tuple[int, ...]]:
@@ -87,6 +97,7 @@ def check(settings: Settings) -> tuple[dict[str, Any], tuple[int, ...]]:
         train_seed=settings.train_seed,
         steps_multiplier=settings.steps_multiplier,
         weight_decay=settings.weight_decay,
+        lr_multiplier=settings.lr_multiplier,
     )
     return rec, checkpoint_steps(rec["train"]["steps"], settings.checkpoints)
 
@@ -116,6 +127,7 @@ def measure(settings: Settings) -> list[dict[str, object]]:
         "train_seed": settings.train_seed,
         "steps_multiplier": settings.steps_multiplier,
         "weight_decay": rec["train"]["weight_decay"],
+        "lr_multiplier": settings.lr_multiplier,
         "checkpoints": settings.checkpoints,
         "calib_tokens": settings.tokens,
         "total_steps": rec["train"]["steps"],
@@ -143,6 +155,7 @@ def measure(settings: Settings) -> list[dict[str, object]]:
         train_seed=settings.train_seed,
         steps_multiplier=settings.steps_multiplier,
         weight_decay=settings.weight_decay,
+        lr_multiplier=settings.lr_multiplier,
         on_step=at_checkpoint,
         checkpoints=steps,
         progress=_printer(settings.model),
@@ -156,7 +169,7 @@ def merge(path: Path, rows: Sequence[dict[str, object]]) -> list[dict[str, objec
     new = {run_key(r) for r in rows}
     kept: list[dict[str, object]] = []
     if path.exists():
-        kept = [dict(r) for r in read_csv(path) if run_key(r) not in new]
+        kept = [{**r, "lr_multiplier": lr_multiplier_of(r)} for r in read_csv(path) if run_key(r) not in new]
     return [*kept, *rows]
 
 
@@ -242,9 +255,11 @@ def first_peak_last(points: list[Point], value: Callable[[Point], float], fmt: s
 
 
 def _run_title(first: dict[str, str]) -> str:
+    lr = lr_multiplier_of(first)
     return (
         f"{first['model']}, seed {first['train_seed']}, {int(first['total_steps']):,} steps "
         f"(x{float(first['steps_multiplier']):g}), weight decay {float(first['weight_decay']):g}"
+        + (f", peak learning rate x{lr:g}" if lr != 1.0 else "")
     )
 
 

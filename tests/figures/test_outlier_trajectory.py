@@ -70,6 +70,22 @@ def test_a_rerun_replaces_its_own_rows_and_keeps_other_runs(tmp_path: Path) -> N
     assert len(trajectory.merge(path, new_decay)) == 12 + 6
 
 
+def test_rows_saved_before_the_lr_multiplier_are_runs_at_the_recipes_rate(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    old_fields = [f for f in trajectory.FIELDS if f != "lr_multiplier"]
+    write_csv(path, [{k: v for k, v in r.items() if k in old_fields} for r in _hand_rows()], old_fields)
+    faster = [{**r, "lr_multiplier": 3.0} for r in _hand_rows()]
+    merged = trajectory.merge(path, faster)
+    assert len(merged) == 12  # another learning rate is another run
+    assert sorted({float(str(r["lr_multiplier"])) for r in merged}) == [1.0, 3.0]  # the old rows get the recipe's 1
+    same = [{**r, "lr_multiplier": "1"} for r in _hand_rows()[:2]]
+    assert len(trajectory.merge(path, same)) == 2  # rate 1 written out is the old rows' run: they are replaced
+    write_csv(path, merged, trajectory.FIELDS)
+    page = trajectory.report(path, tmp_path / "t.md", "test")
+    titles = [x.split(" | ")[0] for x in page.splitlines() if x.startswith("| m, seed 0")]
+    assert titles == ["| m, seed 0, 30 steps (x3), weight decay 0.1", "| m, seed 0, 30 steps (x3), weight decay 0.1, peak learning rate x3"]
+
+
 def test_old_layer_rows_without_top_share_still_load() -> None:
     row = {k: str(v) for k, v in _row(10, "L1", 3.0, 2.0, 4.0, 0.1, "", 9.0).items() if k != "top_share"}
     layer = lm_outliers.layer_from_row(row)
@@ -84,6 +100,7 @@ def test_old_layer_rows_without_top_share_still_load() -> None:
         ["--trajectory", "lm-pydoc-tiny", "--checkpoints", "0"],
         ["--trajectory", "lm-pydoc-tiny", "--steps-multiplier", "0.01", "--checkpoints", "4"],  # 3 steps
         ["--trajectory", "lm-pydoc-tiny", "--weight-decay", "-1"],
+        ["--trajectory", "lm-pydoc-tiny", "--lr-multiplier", "0"],
         ["--trajectory", "lm-nope"],
         ["--trajectory", "cnn-digits"],
     ],
