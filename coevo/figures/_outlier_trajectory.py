@@ -206,6 +206,7 @@ class Point:
     top_share: float
     top_layer: str
     outlier_channels: int
+    hidden_outlier_channels: int
     layers_with_outliers: int
     layers: int
     systematic: int
@@ -228,6 +229,7 @@ def _point(rows: list[dict[str, str]]) -> Point:
         top_share=concentrated.top_share,
         top_layer=concentrated.layer,
         outlier_channels=sum(len(layer.outlier_channels) for layer in layers),
+        hidden_outlier_channels=int(summary["hidden_outlier_channels"]),
         layers_with_outliers=int(summary["layers_with_outliers"]),
         layers=len(layers),
         systematic=int(summary["systematic_channels"]),
@@ -266,7 +268,7 @@ def _run_title(first: dict[str, str]) -> str:
 def _summary_table(runs: dict[RunKey, tuple[dict[str, str], list[Point]]]) -> list[str]:
     lines = [
         "| run | checkpoints | val ppl (first → lowest → last) | max \\|x\\| | kurtosis, max over layers | top share, max over layers "
-        "| outlier channels (all layers) | layer of the largest kurtosis / top share at the last checkpoint | training s |",
+        "| outlier channels, hidden-width inputs / all | layer of the largest kurtosis / top share at the last checkpoint | training s |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for first, points in runs.values():
@@ -276,7 +278,8 @@ def _summary_table(runs: dict[RunKey, tuple[dict[str, str], list[Point]]]) -> li
             f"| {first_peak_last(points, lambda p: p.absmax, '{:.2f}')} "
             f"| {first_peak_last(points, lambda p: p.kurtosis_max, '{:.2f}')} "
             f"| {first_peak_last(points, lambda p: 100 * p.top_share, '{:.2f} %')} "
-            f"| {first_peak_last(points, lambda p: p.outlier_channels, '{:.0f}')} "
+            f"| {first_peak_last(points, lambda p: p.hidden_outlier_channels, '{:.0f}')} / "
+            f"{first_peak_last(points, lambda p: p.outlier_channels, '{:.0f}')} "
             f"| `{last.kurtosis_layer}` ({last.kurtosis_max:.2f}) / `{last.top_layer}` ({100 * last.top_share:.2f} %) "
             f"| {last.elapsed_s:.0f} |"
         )
@@ -291,14 +294,15 @@ def _trajectory_table(first: dict[str, str], points: list[Point]) -> list[str]:
         "at each checkpoint.",
         "",
         "| step | val ppl | max \\|x\\| | absmax max/median (median) | kurtosis median / max | layer of the max kurtosis "
-        "| top share, max (layer) | outlier channels | layers with outlier channels | systematic channels |",
+        "| top share, max (layer) | outlier channels, hidden-width inputs / all | layers with outlier channels "
+        "| systematic channels |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in points:
         lines.append(
             f"| {p.step:,} | {p.val_ppl:.3f} | {p.absmax:.2f} | {p.absmax_ratio_median:.2f} "
             f"| {p.kurtosis_median:.2f} / {p.kurtosis_max:.2f} | `{p.kurtosis_layer}` | {100 * p.top_share:.2f} % (`{p.top_layer}`) "
-            f"| {p.outlier_channels} | {p.layers_with_outliers} of {p.layers} | {p.systematic} |"
+            f"| {p.hidden_outlier_channels} / {p.outlier_channels} | {p.layers_with_outliers} of {p.layers} | {p.systematic} |"
         )
     return [*lines, ""]
 
@@ -315,8 +319,10 @@ def report(csv_path: Path, md_path: Path, command: str) -> str:
         "[outliers.md](outliers.md) does for the trained zoo models. `max |x|`: the largest input value in any layer.",
         "Kurtosis: Pearson's, of all of a layer's input values (3 for a Gaussian). Top share: the share of a layer's input",
         "energy (sum of squares) carried by its largest channel (1/width when all channels have the same norm, 1 when one",
-        "channel carries everything). Outlier channels follow LLM.int8 (|x| >= 6 on >= 6 % of tokens), counted over all",
-        "layers; systematic ones are outlier channels in >= 25 % of the layers of their width.",
+        "channel carries everything). Outlier channels follow LLM.int8 (|x| >= 6 on >= 6 % of tokens), counted over the",
+        "hidden-width inputs (attention projections and FFN expansion: the hidden states LLM.int8 analyses) and over all",
+        "layers (adding the FFN contraction's 4x wider input, which LLM.int8 leaves out); systematic ones are outlier",
+        "channels of the hidden state in >= 25 % of the hidden-width inputs.",
         "",
         "## Runs: first → peak → last checkpoint",
         "",

@@ -95,7 +95,8 @@ def report(csv_path: Path, md_path: Path, command: str) -> str:
         "Inputs of every transformer Linear layer (q, k and v read one input and count once), over validation tokens.",
         "Per model: medians over layers, then median [min-max] over training seeds. `max |x|`: the largest input value",
         "in any layer. Outlier channels follow LLM.int8 (|x| >= 6 on >= 6 % of tokens; systematic: in >= 25 % of the",
-        "layers). A Gaussian has kurtosis 3.",
+        "hidden-width inputs, the hidden states LLM.int8 analyses; the FFN contraction's wider input is left out as there).",
+        "A Gaussian has kurtosis 3.",
         "",
         "| model | params | seeds | val ppl | max \\|x\\| | absmax max/median | norm max/median | kurtosis (median / max) "
         "| layers with outlier channels | systematic channels |",

@@ -45,16 +45,16 @@ def test_the_page_reads_first_peak_and_last_checkpoint_from_the_csv(tmp_path: Pa
     assert "| 5.00 → 7.00 (step 20) → 6.00 |" in run
     assert "| 6.00 → 12.00 (step 20) → 9.00 |" in run
     assert "| 20.00 % → 30.00 % (step 20) → 25.00 % |" in run
-    assert "| 0 → 3 (step 20) → 1 |" in run
+    assert "| 0 → 3 (step 20) → 1 / 0 → 3 (step 20) → 1 |" in run  # both layers are of the hidden width (the first's)
     # the last checkpoint's heaviest tail is L2's, its largest top share L1's; 3.0 s of training at step 30
     assert run.endswith("| `L2` (9.00) / `L1` (25.00 %) | 3 |")
     steps = [x for x in text.splitlines() if x.startswith(("| 10 |", "| 20 |", "| 30 |"))]
     assert [x.split(" |")[0] for x in steps] == ["| 10", "| 20", "| 30"]
     # step 20: absmax ratio median (2 + 4) / 2 = 3; kurtosis median (12 + 5) / 2 = 8.5; channel 1 in both layers
     # and channel 2 in one of 2 (>= 25 %): 2 systematic
-    assert steps[1] == "| 20 | 7.500 | 7.00 | 3.00 | 8.50 / 12.00 | `L1` | 30.00 % (`L1`) | 3 | 2 of 2 | 2 |"
+    assert steps[1] == "| 20 | 7.500 | 7.00 | 3.00 | 8.50 / 12.00 | `L1` | 30.00 % (`L1`) | 3 / 3 | 2 of 2 | 2 |"
     assert "| `L2` | 20.00 % (`L2`) |" in steps[0]
-    assert steps[0].endswith("| 0 | 0 of 2 | 0 |") and steps[2].endswith("| 1 | 1 of 2 | 1 |")
+    assert steps[0].endswith("| 0 / 0 | 0 of 2 | 0 |") and steps[2].endswith("| 1 / 1 | 1 of 2 | 1 |")
 
 
 def test_a_rerun_replaces_its_own_rows_and_keeps_other_runs(tmp_path: Path) -> None:
