@@ -1,8 +1,9 @@
 """The trajectory mode of the lm-outliers figure: do activation outliers emerge as a zoo LM trains longer?
 
 ``python -m coevo.figures lm-outliers --trajectory MODEL --steps-multiplier K --checkpoints N
---weight-decay W --train-seed S`` trains ``MODEL`` from scratch for K times its recipe's steps
-(:func:`sim.zoo.registry.train_fresh`, not cached), and at N evenly spaced steps
+--weight-decay W --train-seed S --lr-multiplier L`` trains ``MODEL`` from scratch for K times its
+recipe's steps at L times its peak learning rate (:func:`sim.zoo.registry.train_fresh`, not
+cached), and at N evenly spaced steps
 (:func:`sim.zoo.registry.checkpoint_steps`, the last one included) measures every Linear input
 with :func:`sim.prune.outliers.activation_outliers` over validation tokens, and the validation
 perplexity. Rows (one per checkpoint and layer, with the run's settings and the commit it ran
@@ -26,8 +27,10 @@ from coevo.sim.prune.outliers import OutlierReport
 
 CSV = "outlier-trajectory.csv"
 PAGE = "outlier-trajectory.md"
-RUN_FIELDS = ["model", "train_seed", "steps_multiplier", "weight_decay", "checkpoints", "calib_tokens"]
-"""The settings that name a run: rows with equal settings are one run (a rerun replaces them)."""
+RUN_FIELDS = ["model", "train_seed", "steps_multiplier", "weight_decay", "lr_multiplier", "checkpoints", "calib_tokens"]
+"""The settings that name a run: rows with equal settings are one run (a rerun replaces them).
+
+``lr_multiplier`` came later: rows saved before it have none and were trained at the recipe's rate (1)."""
 FIELDS = [
     *RUN_FIELDS,
     "total_steps",
@@ -48,7 +51,12 @@ FIELDS = [
     "systematic",
 ]
 
-RunKey = tuple[str, int, float, float, int, int]
+RunKey = tuple[str, int, float, float, float, int, int]
+
+
+def lr_multiplier_of(row: dict[str, Any]) -> float:
+    """A row's learning-rate multiplier: 1 for rows saved before the column existed (empty or absent)."""
+    return float(row.get("lr_multiplier") or 1.0)
 
 
 def run_key(row: dict[str, Any]) -> RunKey:
@@ -58,6 +66,7 @@ def run_key(row: dict[str, Any]) -> RunKey:
         int(row["train_seed"]),
         float(row["steps_multiplier"]),
         float(row["weight_decay"]),
+        lr_multiplier_of(row),
         int(row["checkpoints"]),
         int(row["calib_tokens"]),
     )
@@ -73,6 +82,7 @@ class Settings:
     weight_decay: float | None
     checkpoints: int
     tokens: int
+    lr_multiplier: float = 1.0
 
 
 def check(settings: Settings) -> tuple[dict[str, Any], tuple[int, ...]]:
@@ -87,6 +97,7 @@ def check(settings: Settings) -> tuple[dict[str, Any], tuple[int, ...]]:
         train_seed=settings.train_seed,
         steps_multiplier=settings.steps_multiplier,
         weight_decay=settings.weight_decay,
+        lr_multiplier=settings.lr_multiplier,
     )
     return rec, checkpoint_steps(rec["train"]["steps"], settings.checkpoints)
 
@@ -116,6 +127,7 @@ def measure(settings: Settings) -> list[dict[str, object]]:
         "train_seed": settings.train_seed,
         "steps_multiplier": settings.steps_multiplier,
         "weight_decay": rec["train"]["weight_decay"],
+        "lr_multiplier": settings.lr_multiplier,
         "checkpoints": settings.checkpoints,
         "calib_tokens": settings.tokens,
         "total_steps": rec["train"]["steps"],
@@ -143,6 +155,7 @@ def measure(settings: Settings) -> list[dict[str, object]]:
         train_seed=settings.train_seed,
         steps_multiplier=settings.steps_multiplier,
         weight_decay=settings.weight_decay,
+        lr_multiplier=settings.lr_multiplier,
         on_step=at_checkpoint,
         checkpoints=steps,
         progress=_printer(settings.model),
@@ -156,7 +169,7 @@ def merge(path: Path, rows: Sequence[dict[str, object]]) -> list[dict[str, objec
     new = {run_key(r) for r in rows}
     kept: list[dict[str, object]] = []
     if path.exists():
-        kept = [dict(r) for r in read_csv(path) if run_key(r) not in new]
+        kept = [{**r, "lr_multiplier": lr_multiplier_of(r)} for r in read_csv(path) if run_key(r) not in new]
     return [*kept, *rows]
 
 
@@ -193,6 +206,7 @@ class Point:
     top_share: float
     top_layer: str
     outlier_channels: int
+    hidden_outlier_channels: int
     layers_with_outliers: int
     layers: int
     systematic: int
@@ -215,6 +229,7 @@ def _point(rows: list[dict[str, str]]) -> Point:
         top_share=concentrated.top_share,
         top_layer=concentrated.layer,
         outlier_channels=sum(len(layer.outlier_channels) for layer in layers),
+        hidden_outlier_channels=int(summary["hidden_outlier_channels"]),
         layers_with_outliers=int(summary["layers_with_outliers"]),
         layers=len(layers),
         systematic=int(summary["systematic_channels"]),
@@ -242,16 +257,18 @@ def first_peak_last(points: list[Point], value: Callable[[Point], float], fmt: s
 
 
 def _run_title(first: dict[str, str]) -> str:
+    lr = lr_multiplier_of(first)
     return (
         f"{first['model']}, seed {first['train_seed']}, {int(first['total_steps']):,} steps "
         f"(x{float(first['steps_multiplier']):g}), weight decay {float(first['weight_decay']):g}"
+        + (f", peak learning rate x{lr:g}" if lr != 1.0 else "")
     )
 
 
 def _summary_table(runs: dict[RunKey, tuple[dict[str, str], list[Point]]]) -> list[str]:
     lines = [
         "| run | checkpoints | val ppl (first → lowest → last) | max \\|x\\| | kurtosis, max over layers | top share, max over layers "
-        "| outlier channels (all layers) | layer of the largest kurtosis / top share at the last checkpoint | training s |",
+        "| outlier channels, hidden-width inputs / all | layer of the largest kurtosis / top share at the last checkpoint | training s |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for first, points in runs.values():
@@ -261,7 +278,8 @@ def _summary_table(runs: dict[RunKey, tuple[dict[str, str], list[Point]]]) -> li
             f"| {first_peak_last(points, lambda p: p.absmax, '{:.2f}')} "
             f"| {first_peak_last(points, lambda p: p.kurtosis_max, '{:.2f}')} "
             f"| {first_peak_last(points, lambda p: 100 * p.top_share, '{:.2f} %')} "
-            f"| {first_peak_last(points, lambda p: p.outlier_channels, '{:.0f}')} "
+            f"| {first_peak_last(points, lambda p: p.hidden_outlier_channels, '{:.0f}')} / "
+            f"{first_peak_last(points, lambda p: p.outlier_channels, '{:.0f}')} "
             f"| `{last.kurtosis_layer}` ({last.kurtosis_max:.2f}) / `{last.top_layer}` ({100 * last.top_share:.2f} %) "
             f"| {last.elapsed_s:.0f} |"
         )
@@ -276,14 +294,15 @@ def _trajectory_table(first: dict[str, str], points: list[Point]) -> list[str]:
         "at each checkpoint.",
         "",
         "| step | val ppl | max \\|x\\| | absmax max/median (median) | kurtosis median / max | layer of the max kurtosis "
-        "| top share, max (layer) | outlier channels | layers with outlier channels | systematic channels |",
+        "| top share, max (layer) | outlier channels, hidden-width inputs / all | layers with outlier channels "
+        "| systematic channels |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in points:
         lines.append(
             f"| {p.step:,} | {p.val_ppl:.3f} | {p.absmax:.2f} | {p.absmax_ratio_median:.2f} "
             f"| {p.kurtosis_median:.2f} / {p.kurtosis_max:.2f} | `{p.kurtosis_layer}` | {100 * p.top_share:.2f} % (`{p.top_layer}`) "
-            f"| {p.outlier_channels} | {p.layers_with_outliers} of {p.layers} | {p.systematic} |"
+            f"| {p.hidden_outlier_channels} / {p.outlier_channels} | {p.layers_with_outliers} of {p.layers} | {p.systematic} |"
         )
     return [*lines, ""]
 
@@ -300,8 +319,10 @@ def report(csv_path: Path, md_path: Path, command: str) -> str:
         "[outliers.md](outliers.md) does for the trained zoo models. `max |x|`: the largest input value in any layer.",
         "Kurtosis: Pearson's, of all of a layer's input values (3 for a Gaussian). Top share: the share of a layer's input",
         "energy (sum of squares) carried by its largest channel (1/width when all channels have the same norm, 1 when one",
-        "channel carries everything). Outlier channels follow LLM.int8 (|x| >= 6 on >= 6 % of tokens), counted over all",
-        "layers; systematic ones are outlier channels in >= 25 % of the layers of their width.",
+        "channel carries everything). Outlier channels follow LLM.int8 (|x| >= 6 on >= 6 % of tokens), counted over the",
+        "hidden-width inputs (attention projections and FFN expansion: the hidden states LLM.int8 analyses) and over all",
+        "layers (adding the FFN contraction's 4x wider input, which LLM.int8 leaves out); systematic ones are outlier",
+        "channels of the hidden state in >= 25 % of the hidden-width inputs.",
         "",
         "## Runs: first → peak → last checkpoint",
         "",

@@ -10,7 +10,7 @@ Writes the per-layer rows to ``docs/bench/prune/outliers.csv`` and the per-model
     python -m coevo.figures lm-outliers --report-only
 
 With ``--trajectory MODEL`` it trains MODEL from scratch instead (``--steps-multiplier``,
-``--weight-decay``, ``--train-seed``) and measures the same at ``--checkpoints`` steps of the
+``--weight-decay``, ``--train-seed``, ``--lr-multiplier``) and measures the same at ``--checkpoints`` steps of the
 training (:mod:`coevo.figures._outlier_trajectory`): rows are added to
 ``outlier-trajectory.csv`` (a run with the same settings replaces its own), and
 ``outlier-trajectory.md`` compares the runs. ``--report-only`` re-renders that page too when its
@@ -95,7 +95,8 @@ def report(csv_path: Path, md_path: Path, command: str) -> str:
         "Inputs of every transformer Linear layer (q, k and v read one input and count once), over validation tokens.",
         "Per model: medians over layers, then median [min-max] over training seeds. `max |x|`: the largest input value",
         "in any layer. Outlier channels follow LLM.int8 (|x| >= 6 on >= 6 % of tokens; systematic: in >= 25 % of the",
-        "layers). A Gaussian has kurtosis 3.",
+        "hidden-width inputs, the hidden states LLM.int8 analyses; the FFN contraction's wider input is left out as there).",
+        "A Gaussian has kurtosis 3.",
         "",
         "| model | params | seeds | val ppl | max \\|x\\| | absmax max/median | norm max/median | kurtosis (median / max) "
         "| layers with outlier channels | systematic channels |",
@@ -131,11 +132,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--checkpoints", type=int, default=8, help="--trajectory: evenly spaced measurements, the last step included")
     p.add_argument("--weight-decay", type=float, default=None, help="--trajectory: AdamW weight decay (default: the recipe's)")
     p.add_argument("--train-seed", type=int, default=0, help="--trajectory: initialisation and batch order (default 0)")
+    p.add_argument("--lr-multiplier", type=float, default=1.0, help="--trajectory: the recipe's peak learning rate times this (default 1)")
     args = p.parse_args(argv)
     out, command = Path(args.out), command_line(NAME, argv)
     if args.trajectory is not None and not args.report_only:
         settings = trajectory.Settings(
-            args.trajectory, args.train_seed, args.steps_multiplier, args.weight_decay, args.checkpoints, args.tokens
+            args.trajectory, args.train_seed, args.steps_multiplier, args.weight_decay, args.checkpoints, args.tokens, args.lr_multiplier
         )
         return trajectory.run(settings, out, command)
     csv_path, md_path = out / "outliers.csv", out / "outliers.md"

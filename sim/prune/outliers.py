@@ -13,7 +13,8 @@ measures that regime on a model, per Linear layer input, over calibration tokens
   et al., "Quantizable Transformers", NeurIPS 2023, track it as the outlier measure);
 * ``outlier_channels``: channels with ``|x| >= 6`` on at least 6 % of the tokens (LLM.int8's
   magnitude and sequence-share thresholds; its third, "in 25 % of layers", is
-  :attr:`OutlierReport.systematic`).
+  :attr:`OutlierReport.systematic`, over the hidden-width inputs only, as LLM.int8 leaves the FFN
+  contraction's input out).
 * ``top_share``: the share of the layer's input energy (the sum of ``x**2`` over tokens and
   channels) that its largest channel carries: ``1 / channels`` when every channel has the same
   norm, towards 1 when one channel dominates (an outlier feature of LLM.int8's kind holds most of
@@ -89,19 +90,29 @@ class OutlierReport:
     layers: tuple[LayerOutliers, ...]
 
     @property
+    def hidden_width(self) -> int:
+        """The model's hidden width: the first measured input's (a transformer's first Linear layer reads the hidden state)."""
+        return self.layers[0].channels
+
+    @property
+    def hidden_layers(self) -> tuple[LayerOutliers, ...]:
+        """The inputs of the hidden width: what LLM.int8's outlier analysis covers.
+
+        LLM.int8 (section 4.1) counts features of the hidden states, the inputs of the attention
+        projections and of the FFN expansion, and leaves out the FFN contraction layer, whose input
+        (4x wider here) is the GELU output and not a hidden state.
+        """
+        return tuple(layer for layer in self.layers if layer.channels == self.hidden_width)
+
+    @property
     def systematic(self) -> tuple[int, ...]:
-        """Channel indices that are outlier channels in at least 25 % of the layers of their width (LLM.int8's third rule)."""
-        by_width: dict[int, list[LayerOutliers]] = {}
-        for layer in self.layers:
-            by_width.setdefault(layer.channels, []).append(layer)
-        found: set[int] = set()
-        for group in by_width.values():
-            counts: dict[int, int] = {}
-            for layer in group:
-                for c in layer.outlier_channels:
-                    counts[c] = counts.get(c, 0) + 1
-            found |= {c for c, k in counts.items() if k >= LAYER_SHARE * len(group)}
-        return tuple(sorted(found))
+        """Hidden-state channels that are outlier channels in at least 25 % of the hidden-width inputs (LLM.int8's third rule)."""
+        hidden = self.hidden_layers
+        counts: dict[int, int] = {}
+        for layer in hidden:
+            for c in layer.outlier_channels:
+                counts[c] = counts.get(c, 0) + 1
+        return tuple(sorted(c for c, k in counts.items() if k >= LAYER_SHARE * len(hidden)))
 
     def summary(self) -> dict[str, float]:
         """Model-level figures: medians over layers of the ratios and kurtosis, the largest value, outlier counts."""
@@ -114,6 +125,10 @@ class OutlierReport:
             "kurtosis_median": med([layer.kurtosis for layer in self.layers]),
             "kurtosis_max": max(layer.kurtosis for layer in self.layers),
             "layers_with_outliers": float(sum(1 for layer in self.layers if layer.outlier_channels)),
+            "hidden_outlier_channels": float(sum(len(layer.outlier_channels) for layer in self.hidden_layers)),
+            "other_outlier_channels": float(
+                sum(len(layer.outlier_channels) for layer in self.layers if layer.channels != self.hidden_width)
+            ),
             "systematic_channels": float(len(self.systematic)),
         }
 

@@ -321,15 +321,23 @@ def checkpoint_steps(total: int, n: int) -> tuple[int, ...]:
     return tuple((k * total + n - 1) // n for k in range(1, n + 1))
 
 
-def fresh_recipe(name: str, *, train_seed: int = 0, steps_multiplier: float = 1.0, weight_decay: float | None = None) -> dict[str, Any]:
-    """The recipe :func:`train_fresh` trains: ``name``'s, with this seed, ``steps x steps_multiplier`` steps and weight decay.
+def fresh_recipe(
+    name: str,
+    *,
+    train_seed: int = 0,
+    steps_multiplier: float = 1.0,
+    weight_decay: float | None = None,
+    lr_multiplier: float = 1.0,
+) -> dict[str, Any]:
+    """The recipe :func:`train_fresh` trains: ``name``'s, with this seed, ``steps x steps_multiplier`` steps, decay and peak rate.
 
-    With multiplier 1 and no weight decay given it is the recipe :func:`load` caches for ``train_seed``
-    (same :func:`recipe_key`). The step count is rounded to the nearest integer.
+    With both multipliers 1 and no weight decay given it is the recipe :func:`load` caches for
+    ``train_seed`` (same :func:`recipe_key`). The step count is rounded to the nearest integer; the
+    peak learning rate of the one-cycle schedule is the recipe's times ``lr_multiplier``.
 
     Raises:
-        ZooError: ``name`` is not in the zoo or not a language model, the multiplier is not > 0 (or
-            leaves no step), or the weight decay is negative.
+        ZooError: ``name`` is not in the zoo or not a language model, a multiplier is not > 0 (or
+            the steps one leaves no step), or the weight decay is negative.
     """
     rec = recipe(name)
     if rec["task"] != "lm":
@@ -340,6 +348,10 @@ def fresh_recipe(name: str, *, train_seed: int = 0, steps_multiplier: float = 1.
     steps = round(rec["train"]["steps"] * steps_multiplier)
     if steps < 1:
         raise ZooError(f"steps multiplier {steps_multiplier} leaves {name} ({rec['train']['steps']} steps) no step to train")
+    if not (math.isfinite(lr_multiplier) and lr_multiplier > 0):
+        raise ZooError(f"learning-rate multiplier {lr_multiplier}: must be a number > 0")
+    if lr_multiplier != 1.0:
+        rec["train"]["lr"] = rec["train"]["lr"] * lr_multiplier
     if weight_decay is not None:
         if not (math.isfinite(weight_decay) and weight_decay >= 0):
             raise ZooError(f"weight decay {weight_decay}: must be a number >= 0")
@@ -355,6 +367,7 @@ def train_fresh(
     train_seed: int = 0,
     steps_multiplier: float = 1.0,
     weight_decay: float | None = None,
+    lr_multiplier: float = 1.0,
     on_step: StepHook | None = None,
     checkpoints: Collection[int] = (),
     progress: Progress | None = None,
@@ -370,6 +383,7 @@ def train_fresh(
         train_seed: initialisation and batch order (the data split stays the recipe's).
         steps_multiplier: the recipe's step count is multiplied by it (rounded).
         weight_decay: AdamW's weight decay instead of the recipe's (None: the recipe's).
+        lr_multiplier: the one-cycle schedule's peak learning rate is the recipe's times this.
         on_step: called as ``on_step(step, model)`` after each optimiser step in ``checkpoints`` (:data:`StepHook`).
         checkpoints: 1-based steps for ``on_step``, e.g. :func:`checkpoint_steps`.
         progress: ``(what, fraction)`` while training; default :func:`sim._progress.report`.
@@ -381,7 +395,9 @@ def train_fresh(
     Raises:
         ZooError: as :func:`fresh_recipe`, or a checkpoint outside ``1 .. steps``.
     """
-    rec = fresh_recipe(name, train_seed=train_seed, steps_multiplier=steps_multiplier, weight_decay=weight_decay)
+    rec = fresh_recipe(
+        name, train_seed=train_seed, steps_multiplier=steps_multiplier, weight_decay=weight_decay, lr_multiplier=lr_multiplier
+    )
     steps = rec["train"]["steps"]
     at = frozenset(int(c) for c in checkpoints)
     outside = sorted(c for c in at if not 1 <= c <= steps)
@@ -396,7 +412,8 @@ def train_fresh(
     note = f"trained fresh in {time.perf_counter() - started:.0f} s ({steps} steps), not cached"
     zm = ZooModel(name, "lm", model, rec, recipe_key(rec), baseline, splits, Path(), note)
     zm.fingerprint = weights_fingerprint(model)
-    _USED[f"{model_label(name, rec)}, fresh: {steps} steps, weight decay {rec['train']['weight_decay']:g}"] = zm.fingerprint
+    lr = f", learning rate {rec['train']['lr']:g}" if lr_multiplier != 1.0 else ""
+    _USED[f"{model_label(name, rec)}, fresh: {steps} steps, weight decay {rec['train']['weight_decay']:g}{lr}"] = zm.fingerprint
     return zm
 
 

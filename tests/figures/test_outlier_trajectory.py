@@ -45,16 +45,16 @@ def test_the_page_reads_first_peak_and_last_checkpoint_from_the_csv(tmp_path: Pa
     assert "| 5.00 → 7.00 (step 20) → 6.00 |" in run
     assert "| 6.00 → 12.00 (step 20) → 9.00 |" in run
     assert "| 20.00 % → 30.00 % (step 20) → 25.00 % |" in run
-    assert "| 0 → 3 (step 20) → 1 |" in run
+    assert "| 0 → 3 (step 20) → 1 / 0 → 3 (step 20) → 1 |" in run  # both layers are of the hidden width (the first's)
     # the last checkpoint's heaviest tail is L2's, its largest top share L1's; 3.0 s of training at step 30
     assert run.endswith("| `L2` (9.00) / `L1` (25.00 %) | 3 |")
     steps = [x for x in text.splitlines() if x.startswith(("| 10 |", "| 20 |", "| 30 |"))]
     assert [x.split(" |")[0] for x in steps] == ["| 10", "| 20", "| 30"]
     # step 20: absmax ratio median (2 + 4) / 2 = 3; kurtosis median (12 + 5) / 2 = 8.5; channel 1 in both layers
     # and channel 2 in one of 2 (>= 25 %): 2 systematic
-    assert steps[1] == "| 20 | 7.500 | 7.00 | 3.00 | 8.50 / 12.00 | `L1` | 30.00 % (`L1`) | 3 | 2 of 2 | 2 |"
+    assert steps[1] == "| 20 | 7.500 | 7.00 | 3.00 | 8.50 / 12.00 | `L1` | 30.00 % (`L1`) | 3 / 3 | 2 of 2 | 2 |"
     assert "| `L2` | 20.00 % (`L2`) |" in steps[0]
-    assert steps[0].endswith("| 0 | 0 of 2 | 0 |") and steps[2].endswith("| 1 | 1 of 2 | 1 |")
+    assert steps[0].endswith("| 0 / 0 | 0 of 2 | 0 |") and steps[2].endswith("| 1 / 1 | 1 of 2 | 1 |")
 
 
 def test_a_rerun_replaces_its_own_rows_and_keeps_other_runs(tmp_path: Path) -> None:
@@ -68,6 +68,22 @@ def test_a_rerun_replaces_its_own_rows_and_keeps_other_runs(tmp_path: Path) -> N
     assert [r["val_ppl"] for r in merged if int(str(r["train_seed"])) == 0] == [1.0, 1.0]
     new_decay = [{**r, "weight_decay": 0.0} for r in _hand_rows()]
     assert len(trajectory.merge(path, new_decay)) == 12 + 6
+
+
+def test_rows_saved_before_the_lr_multiplier_are_runs_at_the_recipes_rate(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    old_fields = [f for f in trajectory.FIELDS if f != "lr_multiplier"]
+    write_csv(path, [{k: v for k, v in r.items() if k in old_fields} for r in _hand_rows()], old_fields)
+    faster = [{**r, "lr_multiplier": 3.0} for r in _hand_rows()]
+    merged = trajectory.merge(path, faster)
+    assert len(merged) == 12  # another learning rate is another run
+    assert sorted({float(str(r["lr_multiplier"])) for r in merged}) == [1.0, 3.0]  # the old rows get the recipe's 1
+    same = [{**r, "lr_multiplier": "1"} for r in _hand_rows()[:2]]
+    assert len(trajectory.merge(path, same)) == 2  # rate 1 written out is the old rows' run: they are replaced
+    write_csv(path, merged, trajectory.FIELDS)
+    page = trajectory.report(path, tmp_path / "t.md", "test")
+    titles = [x.split(" | ")[0] for x in page.splitlines() if x.startswith("| m, seed 0")]
+    assert titles == ["| m, seed 0, 30 steps (x3), weight decay 0.1", "| m, seed 0, 30 steps (x3), weight decay 0.1, peak learning rate x3"]
 
 
 def test_old_layer_rows_without_top_share_still_load() -> None:
@@ -84,6 +100,7 @@ def test_old_layer_rows_without_top_share_still_load() -> None:
         ["--trajectory", "lm-pydoc-tiny", "--checkpoints", "0"],
         ["--trajectory", "lm-pydoc-tiny", "--steps-multiplier", "0.01", "--checkpoints", "4"],  # 3 steps
         ["--trajectory", "lm-pydoc-tiny", "--weight-decay", "-1"],
+        ["--trajectory", "lm-pydoc-tiny", "--lr-multiplier", "0"],
         ["--trajectory", "lm-nope"],
         ["--trajectory", "cnn-digits"],
     ],

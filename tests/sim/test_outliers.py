@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from coevo.sim.prune.outliers import MAGNITUDE, activation_outliers
+from coevo.sim.prune.outliers import MAGNITUDE, LayerOutliers, OutlierReport, activation_outliers
 
 
 class _Blocks(nn.Module):
@@ -69,3 +69,27 @@ def test_top_share_is_the_largest_channels_share_of_the_input_energy() -> None:
     assert activation_outliers(layer, [x], tokens=3).layers[0].top_share == pytest.approx(9 / 12)
     even = torch.tensor([[1.0, -1.0, 1.0, -1.0], [-2.0, 2.0, 2.0, -2.0]])  # every channel 1 + 4 = 5
     assert activation_outliers(layer, [even], tokens=2).layers[0].top_share == pytest.approx(1 / 4)
+
+
+def _layer(name: str, width: int, channels: tuple[int, ...]) -> LayerOutliers:
+    return LayerOutliers(name, width, 100, 8.0, 4.0, 2.0, 5.0, channels, 0.1)
+
+
+def test_the_systematic_rule_counts_hidden_state_inputs_only_as_llm_int8_does() -> None:
+    # a block's attention and FFN-expansion inputs are of the hidden width (16); the FFN contraction reads a 64-wide input
+    report = OutlierReport(
+        (
+            _layer("b0.attn.q", 16, (5,)),
+            _layer("b0.fc2", 64, (1, 2)),
+            _layer("b1.attn.q", 16, ()),
+            _layer("b1.fc1", 16, ()),
+            _layer("b1.fc2", 64, (1, 2)),
+            _layer("b2.attn.q", 16, ()),
+        )
+    )
+    assert report.hidden_width == 16 and len(report.hidden_layers) == 4
+    # channel 5: 1 of 4 hidden inputs (>= 25 %); channels 1 and 2 are outliers in every contraction input but not in a hidden state
+    assert report.systematic == (5,)
+    summary = report.summary()
+    assert summary["hidden_outlier_channels"] == 1 and summary["other_outlier_channels"] == 4
+    assert summary["layers_with_outliers"] == 3 and summary["systematic_channels"] == 1

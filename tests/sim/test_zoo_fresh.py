@@ -29,7 +29,17 @@ def test_the_fresh_recipe_scales_the_steps_and_sets_seed_and_weight_decay() -> N
     plain = recipe("lm-pydoc-tiny")
     assert recipe_key(fresh_recipe("lm-pydoc-tiny")) == recipe_key(plain)  # multiplier 1, recipe's decay: load's recipe
     assert fresh_recipe("lm-pydoc-tiny", steps_multiplier=0.5)["train"]["steps"] == 150
-    for bad in ({"steps_multiplier": 0.0}, {"steps_multiplier": -1.0}, {"steps_multiplier": 1e-4}, {"weight_decay": -0.1}):
+    assert fresh_recipe("lm-pydoc-tiny", lr_multiplier=3.0)["train"]["lr"] == pytest.approx(3 * plain["train"]["lr"])
+    assert recipe_key(fresh_recipe("lm-pydoc-tiny", lr_multiplier=3.0)) != recipe_key(plain)
+    bad_options: tuple[dict[str, float], ...] = (
+        {"steps_multiplier": 0.0},
+        {"steps_multiplier": -1.0},
+        {"steps_multiplier": 1e-4},
+        {"weight_decay": -0.1},
+        {"lr_multiplier": 0.0},
+        {"lr_multiplier": float("nan")},
+    )
+    for bad in bad_options:
         with pytest.raises(ZooError):
             fresh_recipe("lm-pydoc-tiny", **bad)  # type: ignore[arg-type]
     with pytest.raises(ZooError, match="classify model"):
