@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from coevo.sim.prune.outliers import LayerOutliers
 
+LAYER_FIELDS = ["layer", "channels", "tokens", "absmax", "absmax_ratio", "norm_ratio", "kurtosis", "outlier_channels"]
+"""The CSV columns of one layer's measures that both outlier files share, in their order (``top_share`` came later and
+sits where each file appended it)."""
+
 
 def layer_from_row(row: dict[str, str]) -> LayerOutliers:
     """One saved CSV row as the layer measure it was written from."""

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from coevo.figures._common import git_revision, read_csv, write_csv, write_markdown
-from coevo.figures._outlier_rows import layer_from_row
+from coevo.figures._outlier_rows import LAYER_FIELDS, layer_from_row
 from coevo.sim.prune.outliers import OutlierReport
 
 CSV = "outlier-trajectory.csv"
@@ -39,14 +39,7 @@ FIELDS = [
     "elapsed_s",
     "params",
     "val_ppl",
-    "layer",
-    "channels",
-    "tokens",
-    "absmax",
-    "absmax_ratio",
-    "norm_ratio",
-    "kurtosis",
-    "outlier_channels",
+    *LAYER_FIELDS,
     "top_share",
     "systematic",
 ]

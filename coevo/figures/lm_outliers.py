@@ -27,7 +27,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from coevo.figures._common import command_line, figure_parser, read_csv, write_csv, write_markdown
-from coevo.figures._outlier_rows import layer_from_row
+from coevo.figures._outlier_rows import LAYER_FIELDS, layer_from_row
 from coevo.sim.prune.outliers import OutlierReport
 
 NAME = "lm-outliers"
@@ -36,14 +36,7 @@ FIELDS = [
     "seed",
     "params",
     "val_ppl",
-    "layer",
-    "channels",
-    "tokens",
-    "absmax",
-    "absmax_ratio",
-    "norm_ratio",
-    "kurtosis",
-    "outlier_channels",
+    *LAYER_FIELDS,
     "systematic",
     "top_share",
 ]
