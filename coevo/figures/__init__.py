@@ -606,6 +606,13 @@ FIGURES: tuple[Figure, ...] = (
             "outlier-trajectory.md (lm-pystdlib, 1.5x steps): OMP_NUM_THREADS=1 nice -n 10 "
             "python -m coevo.figures lm-outliers --trajectory lm-pystdlib --steps-multiplier 1.5 "
             "--checkpoints 8 --train-seed 0",
+            *(
+                f"outlier-trajectory.md ({model}, {steps}x steps, weight decay 0, peak learning rate x{lr}): "
+                f"OMP_NUM_THREADS=1 nice -n 10 python -m coevo.figures lm-outliers --trajectory {model} "
+                f"--steps-multiplier {steps} --checkpoints 8 --weight-decay 0 --lr-multiplier {lr}"
+                for model, steps in (("lm-pydoc-tiny", 8), ("lm-pydoc", 1))
+                for lr in (1, 3, 10)
+            ),
         ),
     ),
     Figure(
