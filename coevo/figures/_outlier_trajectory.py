@@ -221,7 +221,7 @@ def _point(rows: list[dict[str, str]]) -> Point:
         kurtosis_layer=heaviest.layer,
         top_share=concentrated.top_share,
         top_layer=concentrated.layer,
-        outlier_channels=sum(len(layer.outlier_channels) for layer in layers),
+        outlier_channels=int(summary["hidden_outlier_channels"] + summary["other_outlier_channels"]),
         hidden_outlier_channels=int(summary["hidden_outlier_channels"]),
         layers_with_outliers=int(summary["layers_with_outliers"]),
         layers=len(layers),

@@ -117,6 +117,7 @@ class OutlierReport:
     def summary(self) -> dict[str, float]:
         """Model-level figures: medians over layers of the ratios and kurtosis, the largest value, outlier counts."""
         med = statistics.median
+        hidden = sum(len(layer.outlier_channels) for layer in self.hidden_layers)
         return {
             "layers": float(len(self.layers)),
             "absmax": max(layer.absmax for layer in self.layers),
@@ -125,10 +126,8 @@ class OutlierReport:
             "kurtosis_median": med([layer.kurtosis for layer in self.layers]),
             "kurtosis_max": max(layer.kurtosis for layer in self.layers),
             "layers_with_outliers": float(sum(1 for layer in self.layers if layer.outlier_channels)),
-            "hidden_outlier_channels": float(sum(len(layer.outlier_channels) for layer in self.hidden_layers)),
-            "other_outlier_channels": float(
-                sum(len(layer.outlier_channels) for layer in self.layers if layer.channels != self.hidden_width)
-            ),
+            "hidden_outlier_channels": float(hidden),
+            "other_outlier_channels": float(sum(len(layer.outlier_channels) for layer in self.layers) - hidden),
             "systematic_channels": float(len(self.systematic)),
         }
 

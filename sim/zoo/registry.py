@@ -350,8 +350,7 @@ def fresh_recipe(
         raise ZooError(f"steps multiplier {steps_multiplier} leaves {name} ({rec['train']['steps']} steps) no step to train")
     if not (math.isfinite(lr_multiplier) and lr_multiplier > 0):
         raise ZooError(f"learning-rate multiplier {lr_multiplier}: must be a number > 0")
-    if lr_multiplier != 1.0:
-        rec["train"]["lr"] = rec["train"]["lr"] * lr_multiplier
+    rec["train"]["lr"] *= lr_multiplier  # exact at 1: the recipe's key is unchanged
     if weight_decay is not None:
         if not (math.isfinite(weight_decay) and weight_decay >= 0):
             raise ZooError(f"weight decay {weight_decay}: must be a number >= 0")
