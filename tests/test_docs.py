@@ -6,6 +6,7 @@ figure page that moves without its references breaks here.
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 import subprocess
@@ -170,3 +171,58 @@ def test_every_interval_the_prose_quotes_is_on_a_figure_page() -> None:
 def test_the_earlier_runs_are_still_quoted_where_they_are_excused() -> None:
     for (name, quoted), why in EARLIER_RUNS.items():
         assert quoted in (ROOT / name).read_text(encoding="utf-8"), f"{name} no longer quotes {quoted} ({why}): drop the entry"
+
+
+# ---- ranges quoted in the prose have both ends on one figure page
+
+RANGE = re.compile(r"(?<![\d.\w±-])([+\-−]?\d+\.\d+)(?: ?%| ?x)? ?(?:-|–| to ) ?([+\-−]?\d+\.\d+)(?![\d.])")
+EARLIER_RANGES = {
+    ("docs/pipeline.md", "107.8 to 96.9"): "the relayed baseline's throughput before NICs were shared, quoted beside the rerun",
+    ("docs/pipeline.md", "157.4 to 133.3"): "the direct-send baseline's throughput before NICs were shared, quoted beside the rerun",
+}
+"""Ranges whose first end is a run a later one replaced (said so where they are quoted)."""
+
+
+def _ranges(text: str) -> list[tuple[str, tuple[float, float], tuple[float, float]]]:
+    """``(as written, (low end, its rounding), (high end, its rounding))`` of every ``a-b`` / ``a to b`` of decimals."""
+    out = []
+    for match in RANGE.finditer(text):
+        ends = [(abs(float(e.replace("−", "-"))), 0.5 * 10 ** -len(e.split(".")[1])) for e in match.groups()]
+        out.append((match.group(0), ends[0], ends[1]))
+    return out
+
+
+def _numbers(text: str) -> list[float]:
+    return sorted(float(n) for n in re.findall(r"\d+\.\d+", text))
+
+
+def _has(numbers: list[float], end: tuple[float, float]) -> bool:
+    """Whether a number of ``numbers`` (sorted) rounds to ``end`` at the prose's precision."""
+    value, rounding = end
+    lo, hi = value - rounding - 1e-9, value + rounding + 1e-9
+    return any(lo <= n <= hi for n in numbers[bisect.bisect_left(numbers, lo) : bisect.bisect_right(numbers, hi)])
+
+
+def test_every_range_the_prose_quotes_has_both_ends_on_one_figure_page() -> None:
+    # the interval check's twin for "1.07-2.39x" and "-0.03 to +0.15": both ends must be numbers one docs/bench page
+    # writes (signs aside, to the prose's digits); a bound on the page's numbers, not a proof that they are its min and max
+    pages = [_numbers(page.read_text(encoding="utf-8")) for page in (ROOT / "docs" / "bench").rglob("*.md")]
+    missing = []
+    for page in PAGES:
+        name = str(page.relative_to(ROOT))
+        for quoted, low, high in _ranges(SPAN.sub("", _prose(page))):
+            if (name, quoted) not in EARLIER_RANGES and not any(_has(n, low) and _has(n, high) for n in pages):
+                missing.append(f"{name}: {quoted}")
+    assert not missing, "ranges in the prose whose ends no one docs/bench page writes (or an EARLIER_RANGES entry):\n" + "\n".join(missing)
+
+
+def test_the_earlier_ranges_are_still_quoted_where_they_are_excused() -> None:
+    for (name, quoted), why in EARLIER_RANGES.items():
+        assert quoted in _prose(ROOT / name), f"{name} no longer quotes {quoted} ({why}): drop the entry"
+
+
+def test_the_range_pattern_reads_signs_dashes_and_rounding() -> None:
+    found = _ranges("1.07-2.39x, -0.03 to +0.15, 0.5 ± 0.1-ish, 3.1–4.25 %, v1.2-3, -7.0 % to +7.4 %")
+    assert [q for q, _, _ in found] == ["1.07-2.39", "-0.03 to +0.15", "3.1–4.25", "-7.0 % to +7.4"]
+    assert found[2][2] == (4.25, 0.005)
+    assert _has([2.385, 9.0], (2.39, 0.005)) and not _has([2.38, 9.0], (2.39, 0.005))
