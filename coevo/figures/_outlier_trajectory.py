@@ -24,6 +24,7 @@ from typing import Any
 from coevo.figures._common import git_revision, read_csv, write_csv, write_markdown
 from coevo.figures._outlier_rows import LAYER_FIELDS, layer_from_row
 from coevo.sim.prune.outliers import OutlierReport
+from coevo.sim.zoo.recipes import AS_RECIPE
 
 CSV = "outlier-trajectory.csv"
 PAGE = "outlier-trajectory.md"
@@ -49,7 +50,7 @@ RunKey = tuple[str, int, float, float, float, int, int]
 
 def lr_multiplier_of(row: dict[str, Any]) -> float:
     """A row's learning-rate multiplier: 1 for rows saved before the column existed (empty or absent)."""
-    return float(row.get("lr_multiplier") or 1.0)
+    return float(row.get("lr_multiplier") or AS_RECIPE)
 
 
 def run_key(row: dict[str, Any]) -> RunKey:
@@ -75,7 +76,7 @@ class Settings:
     weight_decay: float | None
     checkpoints: int
     tokens: int
-    lr_multiplier: float = 1.0
+    lr_multiplier: float = AS_RECIPE
 
 
 def check(settings: Settings) -> tuple[dict[str, Any], tuple[int, ...]]:

@@ -29,6 +29,7 @@ from pathlib import Path
 from coevo.figures._common import command_line, figure_parser, read_csv, write_csv, write_markdown
 from coevo.figures._outlier_rows import LAYER_FIELDS, layer_from_row
 from coevo.sim.prune.outliers import OutlierReport
+from coevo.sim.zoo.recipes import AS_RECIPE
 
 NAME = "lm-outliers"
 FIELDS = [
@@ -121,11 +122,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tiny-seeds", default="0,1,2", help="training seeds of the *-tiny models (the others train seed 0 only)")
     p.add_argument("--tokens", type=int, default=16384, help="validation tokens measured per model (per checkpoint)")
     p.add_argument("--trajectory", metavar="MODEL", help="train zoo LM MODEL from scratch and measure it at --checkpoints steps")
-    p.add_argument("--steps-multiplier", type=float, default=1.0, help="--trajectory: the recipe's steps times this (default 1)")
+    p.add_argument(
+        "--steps-multiplier", type=float, default=AS_RECIPE, help="--trajectory: the recipe's steps times this (default %(default)g)"
+    )
     p.add_argument("--checkpoints", type=int, default=8, help="--trajectory: evenly spaced measurements, the last step included")
     p.add_argument("--weight-decay", type=float, default=None, help="--trajectory: AdamW weight decay (default: the recipe's)")
     p.add_argument("--train-seed", type=int, default=0, help="--trajectory: initialisation and batch order (default 0)")
-    p.add_argument("--lr-multiplier", type=float, default=1.0, help="--trajectory: the recipe's peak learning rate times this (default 1)")
+    p.add_argument(
+        "--lr-multiplier", type=float, default=AS_RECIPE, help="--trajectory: the recipe's peak rate times this (default %(default)g)"
+    )
     args = p.parse_args(argv)
     out, command = Path(args.out), command_line(NAME, argv)
     if args.trajectory is not None and not args.report_only:

@@ -17,6 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+AS_RECIPE = 1.0
+"""The steps and learning-rate multiplier that leaves a recipe as it is (every caller's default)."""
+
 ENV_CACHE = "COEVO_CACHE"
 SPLITS = ("train", "val", "test")
 

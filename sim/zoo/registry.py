@@ -52,6 +52,7 @@ from coevo.sim.zoo.data import (
 )
 from coevo.sim.zoo.models import ByteGPT, DigitsCNN, DigitsMLP, MnistCNN
 from coevo.sim.zoo.recipes import (  # the torch-free part, here too for callers of sim.zoo.registry
+    AS_RECIPE,
     RECIPES,
     SPLITS,
     ZooError,
@@ -325,9 +326,9 @@ def fresh_recipe(
     name: str,
     *,
     train_seed: int = 0,
-    steps_multiplier: float = 1.0,
+    steps_multiplier: float = AS_RECIPE,
     weight_decay: float | None = None,
-    lr_multiplier: float = 1.0,
+    lr_multiplier: float = AS_RECIPE,
 ) -> dict[str, Any]:
     """The recipe :func:`train_fresh` trains: ``name``'s, with this seed, ``steps x steps_multiplier`` steps, decay and peak rate.
 
@@ -364,9 +365,9 @@ def train_fresh(
     name: str,
     *,
     train_seed: int = 0,
-    steps_multiplier: float = 1.0,
+    steps_multiplier: float = AS_RECIPE,
     weight_decay: float | None = None,
-    lr_multiplier: float = 1.0,
+    lr_multiplier: float = AS_RECIPE,
     on_step: StepHook | None = None,
     checkpoints: Collection[int] = (),
     progress: Progress | None = None,
@@ -411,7 +412,7 @@ def train_fresh(
     note = f"trained fresh in {time.perf_counter() - started:.0f} s ({steps} steps), not cached"
     zm = ZooModel(name, "lm", model, rec, recipe_key(rec), baseline, splits, Path(), note)
     zm.fingerprint = weights_fingerprint(model)
-    lr = f", learning rate {rec['train']['lr']:g}" if lr_multiplier != 1.0 else ""
+    lr = f", learning rate {rec['train']['lr']:g}" if lr_multiplier != AS_RECIPE else ""
     _USED[f"{model_label(name, rec)}, fresh: {steps} steps, weight decay {rec['train']['weight_decay']:g}{lr}"] = zm.fingerprint
     return zm
 
