@@ -5,7 +5,7 @@ Runs where a GPU is (``--device cuda``) or, at toy sizes, on a CPU (the tests). 
 from a copy of the checkout. Every stage appends its rows to the CSVs in the output folder as soon
 as it ends, so a run stopped by its deadline or by a fault keeps what it measured.
 
-What one run does, for each width in increasing order (the same settings for every width):
+What one run does, for each width, widest first (the same settings for every width):
 
 1. Build :class:`sim.zoo.models.ByteGPT` (``d`` = the width, ``d / 64`` heads, the given depth and
    block) and train it from its seed on the exported corpus's training split: AdamW with the zoo's
@@ -16,8 +16,10 @@ What one run does, for each width in increasing order (the same settings for eve
    sequential, calibration windows drawn from the training split with each calibration seed) and
    measure the test perplexity of the dense and every pruned model.
 
-A width whose training would not end before the deadline is skipped (a row in ``wide-run.json`` says
-so); pruning runs on the widths trained, widest first, until the deadline.
+The widest model comes first because it is the one the figure is for: a narrower width whose training
+would not end before the deadline (estimated from the last width's time, scaled by parameters) is
+skipped, and ``wide-run.json`` says so; pruning then runs on the widths trained, widest first, until
+the deadline.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ from coevo.sim.zoo.models import ByteGPT
 
 SPLIT_FILES = {"train": "train.bin.gz", "val": "val.bin.gz", "test": "test.bin.gz"}
 """The exported corpus: one gzip file of raw bytes per split."""
+MIN_STEPS = 20
+"""The fewest training steps: torch's one-cycle schedule divides by its warm-up length (10 %) less one."""
 HEAD_DIM = 64
 """Every width gets ``d / 64`` heads (GPT-2's head size), so only the width changes between runs."""
 
@@ -79,6 +83,8 @@ class WideSettings:
         for name in ("layers", "block", "batch", "steps", "checkpoints", "tokens", "calib_seeds", "calib_windows"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be >= 1")
+        if self.steps < MIN_STEPS:
+            raise ValueError(f"--steps {self.steps}: at least {MIN_STEPS} (the one-cycle schedule's 10 % warm-up needs 2 steps)")
         if self.checkpoints > self.steps:
             raise ValueError(f"--checkpoints {self.checkpoints}: at most one per step ({self.steps} steps)")
         if not (math.isfinite(self.lr) and self.lr > 0) or not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
@@ -280,7 +286,7 @@ def run(settings: WideSettings, corpus_dir: Path, out: Path, device_name: str, c
         write_csv(out / "wide-trajectory.csv", trajectory, TRAJECTORY_FIELDS)
 
     trained: list[Trained] = []
-    for width in sorted(settings.widths):
+    for width in sorted(settings.widths, reverse=True):
         need = estimate_s(width, [(t.width, t.train_s) for t in trained])
         if time.monotonic() + need > deadline:
             info["skipped"].append({"width": width, "why": f"training would take about {need:.0f} s, past the deadline"})

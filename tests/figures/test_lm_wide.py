@@ -13,7 +13,7 @@ from coevo.figures import lm_wide
 from coevo.figures._common import read_csv
 from coevo.figures._lm_wide_run import SPLIT_FILES, WideSettings, read_corpus
 
-TOY = ["--device", "cpu", "--widths", "32,64", "--layers", "1", "--steps", "12", "--batch", "4", "--block", "32", "--checkpoints", "2"]
+TOY = ["--device", "cpu", "--widths", "32,64", "--layers", "1", "--steps", "20", "--batch", "4", "--block", "32", "--checkpoints", "2"]
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def measured(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_every_width_is_measured_at_every_checkpoint_on_every_layer_input(measured: Path) -> None:
     rows = read_csv(measured / lm_wide.TRAJECTORY)
     seen = {(int(r["width"]), int(r["step"])) for r in rows}
-    assert seen == {(32, 6), (32, 12), (64, 6), (64, 12)}
+    assert seen == {(32, 10), (32, 20), (64, 10), (64, 20)}
     # one block: q (k and v read the same input, so they are not counted again), o, fc1, fc2 (the head is not pruned)
     assert all(sum(1 for r in rows if (int(r["width"]), int(r["step"])) == key) == 4 for key in seen)
     assert all(int(r["tokens_seen"]) == int(r["step"]) * 4 * 32 for r in rows)
@@ -59,7 +59,7 @@ def test_the_run_file_records_the_commit_device_and_each_width(measured: Path) -
     info = json.loads((measured / lm_wide.RUN).read_text())
     assert info["commit"] == "abc123" and info["device"].startswith("cpu")
     assert set(info["widths"]) == {"32", "64"} and info["skipped"] == []
-    assert info["settings"]["steps"] == 12
+    assert info["settings"]["steps"] == 20
 
 
 def test_the_page_renders_from_the_saved_files_alone(measured: Path) -> None:
@@ -74,7 +74,7 @@ def test_the_page_renders_from_the_saved_files_alone(measured: Path) -> None:
 def test_a_deadline_that_has_passed_skips_every_width_and_says_so(corpus: Path, tmp_path: Path) -> None:
     assert lm_wide.main([*TOY, "--corpus", str(corpus), "--deadline-s", "0", "--out", str(tmp_path)]) == 2
     info = json.loads((tmp_path / lm_wide.RUN).read_text())
-    assert [x["width"] for x in info["skipped"]] == [32, 64]
+    assert [x["width"] for x in info["skipped"]] == [64, 32]
 
 
 def test_export_writes_splits_that_read_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -92,7 +92,8 @@ def test_export_writes_splits_that_read_back(tmp_path: Path, monkeypatch: pytest
     [
         (["--widths", "100"], "--widths"),
         (["--steps", "0"], "--steps 0"),
-        (["--checkpoints", "20"], "--checkpoints 20"),
+        (["--steps", "19"], "--steps 19: at least 20"),
+        (["--checkpoints", "21"], "--checkpoints 21"),
         (["--lr", "0"], "--lr 0"),
     ],
 )
