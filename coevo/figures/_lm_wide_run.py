@@ -227,13 +227,17 @@ def train_width(
 
 
 def prune_width(
-    trained: Trained, settings: WideSettings, corpus: dict[str, bytes], device: torch.device, deadline: float
-) -> list[dict[str, Any]]:
+    trained: Trained,
+    settings: WideSettings,
+    corpus: dict[str, bytes],
+    device: torch.device,
+    deadline: float,
+    on_row: Callable[[dict[str, Any]], None],
+) -> None:
     """Prune ``trained``'s model with every score, pattern and calibration seed (module doc, step 3) until ``deadline``."""
     test = _blocks(corpus["test"], settings.block, device)
     dense = _perplexity(trained.model, *test)
     data = torch.frombuffer(bytearray(corpus["train"]), dtype=torch.uint8).to(device)
-    rows: list[dict[str, Any]] = []
     for seed in range(settings.calib_seeds):
         gen = torch.Generator(device=device).manual_seed(1000 + seed)
         calib, _ = _windows(data, settings.block, settings.calib_windows, gen)
@@ -241,17 +245,16 @@ def prune_width(
         for pattern in settings.patterns:
             for score in settings.scores:
                 if time.monotonic() > deadline:
-                    return rows
+                    return
                 started = time.perf_counter()
                 sparsity = None if pattern != "unstructured" else settings.sparsity
                 result = prune(trained.model, batches, sparsity, pattern=pattern, score=score, calib_tokens=calib.numel())
-                rows.append({
+                on_row({
                     "width": trained.width, "score": score, "pattern": pattern, "sparsity": round(result.sparsity, 4),
                     "calib_seed": seed, "calib_tokens": result.calib_tokens, "test_ppl": _perplexity(result.model, *test),
                     "dense_test_ppl": dense, "prune_s": round(time.perf_counter() - started, 2),
                 })  # fmt: skip
                 del result
-    return rows
 
 
 def estimate_s(width: int, measured: Sequence[tuple[int, float]]) -> float:
@@ -296,9 +299,13 @@ def run(settings: WideSettings, corpus_dir: Path, out: Path, device_name: str, c
         info["widths"][str(width)] = {"params": t.params, "train_s": round(t.train_s, 1), "val_ppl": t.val_ppl}
         _write_info(out, info, started)
     pruned: list[dict[str, Any]] = []
-    for t in sorted(trained, key=lambda t: -t.width):
-        pruned += prune_width(t, settings, corpus, device, deadline)
+
+    def save_row(row: dict[str, Any]) -> None:
+        pruned.append(row)
         write_csv(out / "wide-prune.csv", pruned, PRUNE_FIELDS)
+
+    for t in sorted(trained, key=lambda t: -t.width):
+        prune_width(t, settings, corpus, device, deadline, save_row)
     _write_info(out, info, started)
     return info
 
