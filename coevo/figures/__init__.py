@@ -616,6 +616,18 @@ FIGURES: tuple[Figure, ...] = (
         ),
     ),
     Figure(
+        "lm-wide",
+        "prune",
+        "LLM.int8 outlier features of byte-level LMs at widths 256-1024 trained on a GPU, and magnitude vs Wanda vs cos+var "
+        "vs SparseGPT on each (issue 31)",
+        "python -m coevo.figures lm-wide --corpus .gpu --device cuda (on the GPU machine, after --export-corpus .gpu here)",
+        ("wide.md", "wide-trajectory.csv", "wide-prune.csv", "wide-run.json"),
+        ("wide-trajectory.csv", "wide-prune.csv", "wide-run.json"),
+        module="lm_wide",
+        renders=True,
+        quoted_in=("docs/prune.md",),
+    ),
+    Figure(
         "budgets",
         "budgets",
         "HV against paid evaluations (10, 20, 40, 60) on quant, prune, reram, fpga-transformer: pelnas vs TPE, random, "

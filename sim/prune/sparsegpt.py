@@ -26,7 +26,7 @@ def sparsegpt_layer(
     dead = torch.diag(h) == 0
     h[dead, dead] = 1
     w[:, dead] = 0
-    h += damp * torch.diag(h).mean() * torch.eye(cols, dtype=h.dtype)
+    h += damp * torch.diag(h).mean() * torch.eye(cols, dtype=h.dtype, device=h.device)
     hinv = torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(h)), upper=True)
     pruned = torch.zeros_like(w, dtype=torch.bool)
     n, m = pattern.n, pattern.m

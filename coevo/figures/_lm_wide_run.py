@@ -1,0 +1,321 @@
+"""The measuring half of the lm-wide figure: train byte-level LMs of several widths, track their outliers, prune them.
+
+Runs where a GPU is (``--device cuda``) or, at toy sizes, on a CPU (the tests). It imports only
+``torch`` and :mod:`coevo.sim` (no optuna, no search engine), so it runs under a bare PyTorch image
+from a copy of the checkout. Every stage appends its rows to the CSVs in the output folder as soon
+as it ends, so a run stopped by its deadline or by a fault keeps what it measured.
+
+What one run does, for each width, widest first (the same settings for every width):
+
+1. Build :class:`sim.zoo.models.ByteGPT` (``d`` = the width, ``d / 64`` heads, the given depth and
+   block) and train it from its seed on the exported corpus's training split: AdamW with the zoo's
+   one-cycle schedule (10 % warm-up), gradient clipping at 1, bf16 autocast on CUDA, random windows.
+2. At ``checkpoints`` evenly spaced steps, in float32 and eval mode: the validation perplexity and
+   :func:`sim.prune.outliers.activation_outliers` over ``tokens`` validation tokens (LLM.int8's rules).
+3. After training, prune the final model with each score and pattern (:func:`sim.prune.core.prune`,
+   sequential, calibration windows drawn from the training split with each calibration seed) and
+   measure the test perplexity of the dense and every pruned model.
+
+The widest model comes first because it is the one the figure is for: a narrower width whose training
+would not end before the deadline (estimated from the last width's time, scaled by parameters) is
+skipped, and ``wide-run.json`` says so; pruning then runs on the widths trained, widest first, until
+the deadline.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from coevo.figures._outlier_rows import LAYER_FIELDS
+from coevo.sim.prune.core import prune
+from coevo.sim.prune.outliers import activation_outliers
+from coevo.sim.zoo.data import byte_blocks
+from coevo.sim.zoo.models import ByteGPT
+
+SPLIT_FILES = {"train": "train.bin.gz", "val": "val.bin.gz", "test": "test.bin.gz"}
+"""The exported corpus: one gzip file of raw bytes per split."""
+MIN_STEPS = 20
+"""The fewest training steps: torch's one-cycle schedule divides by its warm-up length (10 %) less one."""
+HEAD_DIM = 64
+"""Every width gets ``d / 64`` heads (GPT-2's head size), so only the width changes between runs."""
+
+TRAJECTORY_FIELDS = ["width", "layers", "params", "step", "tokens_seen", "train_s", "val_ppl", *LAYER_FIELDS, "top_share", "systematic"]
+PRUNE_FIELDS = ["width", "score", "pattern", "sparsity", "calib_seed", "calib_tokens", "test_ppl", "dense_test_ppl", "prune_s"]
+
+
+@dataclass(frozen=True)
+class WideSettings:
+    """One lm-wide run's options (the command line's)."""
+
+    widths: tuple[int, ...] = (256, 512, 1024)
+    layers: int = 6
+    block: int = 256
+    batch: int = 64
+    steps: int = 3000
+    lr: float = 6e-4
+    weight_decay: float = 0.1
+    checkpoints: int = 6
+    tokens: int = 16384
+    seed: int = 0
+    scores: tuple[str, ...] = ("magnitude", "wanda", "cos+var", "sparsegpt")
+    patterns: tuple[str, ...] = ("unstructured", "2:4")
+    sparsity: float = 0.5
+    calib_seeds: int = 3
+    calib_windows: int = 128
+    deadline_s: float = 420.0
+
+    def check(self) -> None:
+        """Raise ValueError naming the first option out of its bounds."""
+        bad = [w for w in self.widths if w < HEAD_DIM // 2 or w % min(w, HEAD_DIM)]
+        if not self.widths or bad:
+            raise ValueError(f"--widths {bad or '(none)'}: each width must be >= {HEAD_DIM // 2} and a multiple of {HEAD_DIM} above it")
+        for name in ("layers", "block", "batch", "steps", "checkpoints", "tokens", "calib_seeds", "calib_windows"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be >= 1")
+        if self.steps < MIN_STEPS:
+            raise ValueError(f"--steps {self.steps}: at least {MIN_STEPS} (the one-cycle schedule's 10 % warm-up needs 2 steps)")
+        if self.checkpoints > self.steps:
+            raise ValueError(f"--checkpoints {self.checkpoints}: at most one per step ({self.steps} steps)")
+        if not (math.isfinite(self.lr) and self.lr > 0) or not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise ValueError(f"--lr {self.lr} must be > 0 and --weight-decay {self.weight_decay} >= 0")
+        if not 0 < self.sparsity < 1:
+            raise ValueError(f"--sparsity {self.sparsity}: must be in (0, 1)")
+
+
+def heads(width: int) -> int:
+    """Attention heads of a model of ``width``: one per 64 channels, at least one."""
+    return max(1, width // HEAD_DIM)
+
+
+# ---------------------------------------------------------------- the corpus
+
+
+def export_corpus(folder: Path, model: str = "lm-pystdlib") -> dict[str, int]:
+    """Write zoo model ``model``'s text splits (train / val / test bytes) to ``folder``; returns each split's size.
+
+    The corpus is the one the CPU runs train on (this interpreter's standard library, split by file),
+    carried to the GPU machine as data: its own Python's library would be another corpus.
+    """
+    from coevo.sim.zoo.data import pydoc_text, stdlib_text
+    from coevo.sim.zoo.recipes import recipe
+
+    data = recipe(model)["data"]
+    if data["set"] == "python-stdlib":
+        text = stdlib_text(data["val_bytes"], data["test_bytes"], data["seed"])
+    else:
+        text = pydoc_text(data["val_share"], data["test_share"], data["seed"])
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, name in SPLIT_FILES.items():
+        with gzip.open(folder / name, "wb", compresslevel=6) as f:
+            f.write(text[split])
+    (folder / "corpus.json").write_text(json.dumps({"model": model, "data": data, "bytes": {k: len(v) for k, v in text.items()}}, indent=1))
+    return {k: len(v) for k, v in text.items()}
+
+
+def read_corpus(folder: Path) -> dict[str, bytes]:
+    """The splits :func:`export_corpus` wrote; FileNotFoundError naming the missing file."""
+    out = {}
+    for split, name in SPLIT_FILES.items():
+        path = folder / name
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no exported corpus here (python -m coevo.figures lm-wide --export-corpus {folder})")
+        with gzip.open(path, "rb") as f:
+            out[split] = f.read()
+    return out
+
+
+# ---------------------------------------------------------------- training and measuring
+
+
+def _windows(data: torch.Tensor, block: int, count: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """``count`` random windows of ``block + 1`` bytes of ``data`` (on its device): inputs and next-byte targets."""
+    starts = torch.randint(0, data.numel() - block - 1, (count,), generator=gen, device=data.device)
+    idx = starts[:, None] + torch.arange(block + 1, device=data.device)[None, :]
+    w = data[idx].long()
+    return w[:, :-1], w[:, 1:]
+
+
+def _perplexity(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 64) -> float:
+    """Token-level perplexity of ``model`` on the blocks ``x`` -> ``y`` (float32, eval mode)."""
+    nll, count = 0.0, 0
+    with torch.no_grad():
+        for i in range(0, len(x), batch):
+            logits = model(x[i : i + batch])
+            nll += float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), y[i : i + batch].reshape(-1), reduction="sum"))
+            count += y[i : i + batch].numel()
+    return math.exp(nll / count)
+
+
+def _blocks(text: bytes, block: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    split = byte_blocks(text, block)
+    return split.x.to(device), split.y.to(device)
+
+
+@dataclass
+class Trained:
+    """A width's final model and what its training cost."""
+
+    width: int
+    model: nn.Module
+    params: int
+    train_s: float
+    val_ppl: float
+
+
+def _measure_rows(
+    model: nn.Module, settings: WideSettings, val: tuple[torch.Tensor, torch.Tensor], meta: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """One checkpoint's rows: the model's outlier measures per layer input, with the validation perplexity."""
+    model.eval()
+    report = activation_outliers(model, [val[0][i : i + 16] for i in range(0, len(val[0]), 16)], tokens=settings.tokens)
+    ppl = _perplexity(model, *val)
+    model.train()
+    systematic = " ".join(map(str, report.systematic))  # the model's, on every row, as the trajectory CSV keeps it
+    return [{**meta, "val_ppl": ppl, **row, "systematic": systematic} for row in report.as_rows()]
+
+
+def train_width(
+    width: int, settings: WideSettings, corpus: dict[str, bytes], device: torch.device, on_rows: Callable[[list[dict[str, Any]]], None]
+) -> Trained:
+    """Train the model of ``width`` (module doc, step 1) and measure it at the checkpoints (step 2), rows to ``on_rows``."""
+    torch.manual_seed(settings.seed)
+    model = ByteGPT(width, settings.layers, heads(width), settings.block).to(device)
+    params = sum(p.numel() for p in model.parameters())
+    data = torch.frombuffer(bytearray(corpus["train"]), dtype=torch.uint8).to(device)
+    val = _blocks(corpus["val"], settings.block, device)
+    gen = torch.Generator(device=device).manual_seed(settings.seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=settings.lr, total_steps=settings.steps, pct_start=0.1)
+    at = {(k * settings.steps + settings.checkpoints - 1) // settings.checkpoints for k in range(1, settings.checkpoints + 1)}
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
+    spent = 0.0
+    model.train()
+    for step in range(1, settings.steps + 1):
+        started = time.perf_counter()
+        x, y = _windows(data, settings.block, settings.batch, gen)
+        with autocast:
+            logits = model(x)
+        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        if step in at:
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            spent += time.perf_counter() - started
+            meta = {"width": width, "layers": settings.layers, "params": params, "step": step,
+                    "tokens_seen": step * settings.batch * settings.block, "train_s": round(spent, 1)}  # fmt: skip
+            on_rows(_measure_rows(model, settings, val, meta))
+            print(f"width {width}: step {step} of {settings.steps}, loss {float(loss.detach()):.3f}, {spent:.0f} s training", flush=True)
+        else:
+            spent += time.perf_counter() - started  # asynchronous on CUDA: the checkpoints' synchronisations settle it
+    model.eval()
+    return Trained(width, model, params, spent, _perplexity(model, *val))
+
+
+def prune_width(
+    trained: Trained,
+    settings: WideSettings,
+    corpus: dict[str, bytes],
+    device: torch.device,
+    deadline: float,
+    on_row: Callable[[dict[str, Any]], None],
+) -> None:
+    """Prune ``trained``'s model with every score, pattern and calibration seed (module doc, step 3) until ``deadline``."""
+    test = _blocks(corpus["test"], settings.block, device)
+    dense = _perplexity(trained.model, *test)
+    data = torch.frombuffer(bytearray(corpus["train"]), dtype=torch.uint8).to(device)
+    for seed in range(settings.calib_seeds):
+        gen = torch.Generator(device=device).manual_seed(1000 + seed)
+        calib, _ = _windows(data, settings.block, settings.calib_windows, gen)
+        batches = [calib[i : i + 16] for i in range(0, len(calib), 16)]
+        for pattern in settings.patterns:
+            for score in settings.scores:
+                if time.monotonic() > deadline:
+                    return
+                started = time.perf_counter()
+                sparsity = None if pattern != "unstructured" else settings.sparsity
+                result = prune(trained.model, batches, sparsity, pattern=pattern, score=score, calib_tokens=calib.numel())
+                on_row({
+                    "width": trained.width, "score": score, "pattern": pattern, "sparsity": round(result.sparsity, 4),
+                    "calib_seed": seed, "calib_tokens": result.calib_tokens, "test_ppl": _perplexity(result.model, *test),
+                    "dense_test_ppl": dense, "prune_s": round(time.perf_counter() - started, 2),
+                })  # fmt: skip
+                del result
+
+
+def estimate_s(width: int, measured: Sequence[tuple[int, float]]) -> float:
+    """Seconds the training of ``width`` should take: the last width's time scaled by parameters (12 d^2 per layer)."""
+    if not measured:
+        return 0.0
+    w0, s0 = measured[-1]
+    return s0 * (width / w0) ** 2
+
+
+def run(settings: WideSettings, corpus_dir: Path, out: Path, device_name: str, commit: str) -> dict[str, Any]:
+    """The whole measurement (module doc); writes ``wide-trajectory.csv``, ``wide-prune.csv`` and ``wide-run.json`` to ``out``."""
+    from coevo.figures._common import write_csv
+
+    settings.check()
+    started = time.monotonic()
+    deadline = started + settings.deadline_s
+    device = torch.device(device_name)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True  # float32 measuring passes; the statistics themselves are float64
+    corpus = read_corpus(corpus_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    trajectory: list[dict[str, Any]] = []
+    info: dict[str, Any] = {
+        "settings": asdict(settings), "commit": commit, "device": _device_label(device), "torch": torch.__version__,
+        "corpus": json.loads((corpus_dir / "corpus.json").read_text()) if (corpus_dir / "corpus.json").is_file() else None,
+        "widths": {}, "skipped": [],
+    }  # fmt: skip
+
+    def save_rows(rows: list[dict[str, Any]]) -> None:
+        trajectory.extend(rows)
+        write_csv(out / "wide-trajectory.csv", trajectory, TRAJECTORY_FIELDS)
+
+    trained: list[Trained] = []
+    for width in sorted(settings.widths, reverse=True):
+        need = estimate_s(width, [(t.width, t.train_s) for t in trained])
+        if time.monotonic() + need > deadline:
+            info["skipped"].append({"width": width, "why": f"training would take about {need:.0f} s, past the deadline"})
+            continue
+        t = train_width(width, settings, corpus, device, save_rows)
+        trained.append(t)
+        info["widths"][str(width)] = {"params": t.params, "train_s": round(t.train_s, 1), "val_ppl": t.val_ppl}
+        _write_info(out, info, started)
+    pruned: list[dict[str, Any]] = []
+
+    def save_row(row: dict[str, Any]) -> None:
+        pruned.append(row)
+        write_csv(out / "wide-prune.csv", pruned, PRUNE_FIELDS)
+
+    for t in sorted(trained, key=lambda t: -t.width):
+        prune_width(t, settings, corpus, device, deadline, save_row)
+    _write_info(out, info, started)
+    return info
+
+
+def _device_label(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)} (CUDA {torch.version.cuda})"
+    return f"cpu ({torch.get_num_threads()} threads)"
+
+
+def _write_info(out: Path, info: dict[str, Any], started: float) -> None:
+    info["wall_s"] = round(time.monotonic() - started, 1)
+    (out / "wide-run.json").write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")

@@ -1,0 +1,245 @@
+"""Do LLM.int8 outlier features appear as a byte-level LM gets wider, and what do they do to activation-aware pruning?
+
+    python -m coevo.figures lm-wide --export-corpus .gpu         # here: lm-pystdlib's text splits, gzip, to carry
+    python -m coevo.figures lm-wide --corpus .gpu --device cuda  # where a GPU is: train, measure, prune, render
+    python -m coevo.figures lm-wide --report-only                # wide.md from the saved CSVs
+
+The CPU runs of lm-outliers (docs/prune.md) stay at widths 64-256, where LLM.int8's |x| >= 6 on a
+LayerNorm output needs one channel to hold 36/d of a token's energy. This figure trains the same
+architecture (:class:`sim.zoo.models.ByteGPT`) at several widths with one set of settings on the
+same corpus, on a GPU, and measures (:mod:`coevo.figures._lm_wide_run`, which says how):
+
+* ``wide-trajectory.csv``: per width and checkpoint, every Linear input's outlier measures
+  (:func:`sim.prune.outliers.activation_outliers`, as lm-outliers) and the validation perplexity;
+* ``wide-prune.csv``: per width, score (magnitude, Wanda, cos+var, SparseGPT), pattern and
+  calibration seed, the test perplexity after pruning, and the dense model's;
+* ``wide-run.json``: the settings, the device, the commit, each width's training time, what was skipped.
+
+``wide.md`` is written from those files alone. The models are trained once per width (seed 0): the
+pruning intervals are over calibration seeds and say nothing about training seeds.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from coevo.figures._common import command_line, figure_parser, git_revision, read_csv, write_markdown
+from coevo.figures._outlier_rows import layer_from_row
+from coevo.search.stats import format_interval, t_interval
+
+NAME = "lm-wide"
+TRAJECTORY = "wide-trajectory.csv"
+PRUNE = "wide-prune.csv"
+RUN = "wide-run.json"
+PAGE = "wide.md"
+MAGNITUDE = 6.0
+"""LLM.int8's outlier magnitude (as :data:`sim.prune.outliers.MAGNITUDE`; repeated here so rendering needs no torch)."""
+BASE = "wanda"
+"""The score the other scores are compared with, paired over calibration seeds."""
+
+
+def parser() -> Any:
+    """The figure's options; the measuring ones default to :class:`coevo.figures._lm_wide_run.WideSettings`'s."""
+    p = figure_parser(NAME, __doc__)
+    p.add_argument("--export-corpus", type=Path, metavar="DIR", help="write lm-pystdlib's text splits to DIR and stop")
+    p.add_argument("--corpus", type=Path, metavar="DIR", help="the exported corpus to train on (measure mode)")
+    p.add_argument("--device", default="cuda", help="torch device to train on (default cuda)")
+    p.add_argument("--widths", default="256,512,1024", help="model widths, comma-separated")
+    p.add_argument("--layers", type=int, default=6)
+    p.add_argument("--steps", type=int, default=3000)
+    p.add_argument("--batch", type=int, default=64, help="windows per step")
+    p.add_argument("--block", type=int, default=256, help="window length (bytes)")
+    p.add_argument("--lr", type=float, default=6e-4, help="one-cycle peak learning rate")
+    p.add_argument("--checkpoints", type=int, default=6)
+    p.add_argument("--calib-seeds", type=int, default=3)
+    p.add_argument("--deadline-s", type=float, default=420.0, help="stop starting new work after this many seconds")
+    p.add_argument("--commit", default=None, help="the commit to record (default: this checkout's; a copy without git has none)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Export the corpus, or measure (then render), or render only; 2 and one line on a bad option."""
+    args = parser().parse_args(argv)
+    command = command_line(NAME, argv)
+    if args.export_corpus is not None:
+        from coevo.figures._lm_wide_run import export_corpus
+
+        sizes = export_corpus(args.export_corpus)
+        print(f"wrote lm-pystdlib's splits to {args.export_corpus}: " + ", ".join(f"{k} {v:,} bytes" for k, v in sizes.items()))
+        return 0
+    if not args.report_only:
+        code = _measure(args, command)
+        if code:
+            return code
+    if not (args.out / TRAJECTORY).is_file():
+        print(f"error: no {TRAJECTORY} in {args.out}: measure first (--corpus DIR --device cuda)", file=sys.stderr)
+        return 2
+    print(render(args.out, command))
+    return 0
+
+
+def _measure(args: Any, command: str) -> int:
+    from coevo.figures._lm_wide_run import WideSettings, run
+
+    try:
+        widths = tuple(int(w) for w in args.widths.split(","))
+        settings = WideSettings(
+            widths=widths, layers=args.layers, block=args.block, batch=args.batch, steps=args.steps, lr=args.lr,
+            checkpoints=args.checkpoints, calib_seeds=args.calib_seeds, deadline_s=args.deadline_s,
+        )  # fmt: skip
+        settings.check()
+        if args.corpus is None:
+            raise ValueError("--corpus DIR is needed to measure (write one with --export-corpus DIR)")
+        run(settings, args.corpus, args.out, args.device, args.commit or git_revision())
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+# ---------------------------------------------------------------- the page, from the saved files alone
+
+
+def _checkpoints(rows: list[dict[str, str]]) -> dict[int, dict[int, list[dict[str, str]]]]:
+    """width -> step -> that checkpoint's layer rows."""
+    out: dict[int, dict[int, list[dict[str, str]]]] = defaultdict(lambda: defaultdict(list))
+    for row in rows:
+        out[int(row["width"])][int(row["step"])].append(row)
+    return out
+
+
+def _point(rows: list[dict[str, str]]) -> dict[str, Any]:
+    """One checkpoint reduced over its layers: LLM.int8's counts over the hidden-width inputs, and the largest share."""
+    from coevo.sim.prune.outliers import OutlierReport
+
+    report = OutlierReport(tuple(layer_from_row(r) for r in rows))
+    summary = report.summary()
+    hidden = report.hidden_layers
+    top = max(hidden, key=lambda layer: layer.top_share)
+    return {
+        "step": int(rows[0]["step"]), "tokens": int(rows[0]["tokens_seen"]), "train_s": float(rows[0]["train_s"]),
+        "val_ppl": float(rows[0]["val_ppl"]), "absmax": summary["absmax"], "kurtosis_max": summary["kurtosis_max"],
+        "top_share": top.top_share, "top_layer": top.layer, "hidden": int(summary["hidden_outlier_channels"]),
+        "all": int(summary["hidden_outlier_channels"] + summary["other_outlier_channels"]),
+        "hidden_layers_with": sum(1 for layer in hidden if layer.outlier_channels), "hidden_layers": len(hidden),
+        "systematic": int(summary["systematic_channels"]), "params": int(rows[0]["params"]), "layers": int(rows[0]["layers"]),
+    }  # fmt: skip
+
+
+def _trajectory_section(points: dict[int, list[dict[str, Any]]]) -> list[str]:
+    lines = [
+        "## Outliers against width",
+        "",
+        "At the last checkpoint of each width. Outlier channels: |x| >= 6 on >= 6 % of the validation tokens (LLM.int8), "
+        "counted over the hidden-width inputs (the hidden states LLM.int8 analyses) / over all inputs (adding the FFN "
+        "contraction's 4x wider input); systematic: hidden-state channels that are outlier channels in >= 25 % of the "
+        "hidden-width inputs. Top share: the largest share of a hidden-width input's energy one channel carries (layer "
+        "named); 36/d: the share a LayerNorm output's channel needs, before the affine gain, to reach |x| = 6.",
+        "",
+        "| width | parameters | steps (tokens) | training s | val ppl | max \\|x\\| | kurtosis max | top share (layer) | 36/d "
+        "| outlier channels, hidden / all | hidden inputs with outlier channels | systematic channels |",
+        "|---:|---:|---|---:|---:|---:|---:|---|---:|---|---|---:|",
+    ]
+    for width, run in sorted(points.items()):
+        p = run[-1]
+        lines.append(
+            f"| {width} | {p['params']:,} | {p['step']:,} ({p['tokens'] / 1e6:.1f} M) | {p['train_s']:.0f} | {p['val_ppl']:.3f} "
+            f"| {p['absmax']:.2f} | {p['kurtosis_max']:.2f} | {100 * p['top_share']:.2f} % (`{p['top_layer']}`) "
+            f"| {100 * MAGNITUDE**2 / width:.2f} % | {p['hidden']} / {p['all']} | {p['hidden_layers_with']} of {p['hidden_layers']} "
+            f"| {p['systematic']} |"
+        )
+    lines += ["", "Every checkpoint:", "", "| width | step | val ppl | max \\|x\\| | kurtosis max | top share (layer) "
+              "| outlier channels, hidden / all | systematic |", "|---:|---:|---:|---:|---:|---|---|---:|"]  # fmt: skip
+    for width, run in sorted(points.items()):
+        lines += [
+            f"| {width} | {p['step']:,} | {p['val_ppl']:.3f} | {p['absmax']:.2f} | {p['kurtosis_max']:.2f} "
+            f"| {100 * p['top_share']:.2f} % (`{p['top_layer']}`) | {p['hidden']} / {p['all']} | {p['systematic']} |"
+            for p in run
+        ]
+    return lines
+
+
+def _ratios(a: dict[int, float], b: dict[int, float]) -> list[float]:
+    """Per calibration seed present in both, ``100 (a / b - 1)``: the perplexity change in percent."""
+    return [100 * (a[s] / b[s] - 1) for s in sorted(set(a) & set(b))]
+
+
+def _prune_section(rows: list[dict[str, str]]) -> list[str]:
+    if not rows:
+        return ["## Pruning", "", "No pruning rows were saved (the run stopped before its pruning stage)."]
+    ppl: dict[tuple[int, str], dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+    dense: dict[int, float] = {}
+    for r in rows:
+        ppl[(int(r["width"]), r["pattern"])][r["score"]][int(r["calib_seed"])] = float(r["test_ppl"])
+        dense[int(r["width"])] = float(r["dense_test_ppl"])
+    scores = list(dict.fromkeys(r["score"] for r in rows))
+    others = [s for s in scores if s != BASE]
+    lines = [
+        "## Pruning each width's final model",
+        "",
+        f"Test perplexity at 50 % (unstructured, per output row as Wanda) and 2:4, sequential layer by layer, calibration "
+        f"windows drawn from the training split (mean ± Student t 95 % half-width over calibration seeds; magnitude needs "
+        f"none, so its seeds repeat one value). Then each score against {BASE}, paired by calibration seed: the change of "
+        f"test perplexity in percent (negative: lower perplexity than {BASE}); * marks an interval that excludes 0.",
+        "",
+        "| width | pattern | dense | " + " | ".join(scores) + " | " + " | ".join(f"{s} vs {BASE}" for s in others) + " |",
+        "|---:|---|---:|" + "---:|" * len(scores) + "---|" * len(others),
+    ]
+    for (width, pattern), by_score in sorted(ppl.items()):
+        cells = [_level(list(by_score[s].values())) if s in by_score else "n/a" for s in scores]
+        diffs = [_paired(_ratios(by_score[s], by_score[BASE])) if s in by_score and BASE in by_score else "n/a" for s in others]
+        lines.append(f"| {width} | {pattern} | {dense[width]:.3f} | " + " | ".join(cells) + " | " + " | ".join(diffs) + " |")
+    return lines
+
+
+def _level(values: list[float]) -> str:
+    if not values:
+        return "n/a"
+    mean, half = t_interval(values)
+    return f"{mean:.3f}" if math.isnan(half) or half == 0 else f"{mean:.3f} ± {half:.3f}"
+
+
+def _paired(values: list[float]) -> str:
+    if not values:
+        return "n/a"
+    text = format_interval(values, digits=2) + " %"
+    mean, half = t_interval(values) if len(values) > 1 else (values[0], math.nan)
+    return text + (" *" if not math.isnan(half) and abs(mean) > half else "")
+
+
+def render(folder: Path, command: str) -> str:
+    """Write ``wide.md`` in ``folder`` from its CSVs and run file; returns the page."""
+    info = json.loads((folder / RUN).read_text()) if (folder / RUN).is_file() else {}
+    by_width = _checkpoints(read_csv(folder / TRAJECTORY))
+    points = {w: [_point(rows) for _, rows in sorted(steps.items())] for w, steps in by_width.items()}
+    prune_rows = read_csv(folder / PRUNE) if (folder / PRUNE).is_file() else []
+    s = info.get("settings", {})
+    lines = [
+        "# Outlier features against model width, on a GPU (issue 31, item 1)",
+        "",
+        f"Written by `python -m coevo.figures lm-wide --report-only` from `{TRAJECTORY}`, `{PRUNE}` and `{RUN}` beside this "
+        f"page. Measured on {info.get('device', 'an unrecorded device')} (torch {info.get('torch', '?')}) from commit "
+        f"{info.get('commit', '?')}, {info.get('wall_s', '?')} s in all; the CPU machine that runs the rest of docs/bench "
+        "could not train these widths in the time a run gets.",
+        "",
+        f"Settings, the same for every width: ByteGPT with {s.get('layers', '?')} pre-LayerNorm blocks, one head per 64 "
+        f"channels, windows of {s.get('block', '?')} bytes, {s.get('batch', '?')} windows per step, {s.get('steps', '?')} "
+        f"steps of AdamW (weight decay {s.get('weight_decay', '?')}) on a one-cycle schedule peaking at {s.get('lr', '?')} "
+        "(10 % warm-up), gradient clipping at 1, bf16 autocast on CUDA, training seed 0; measured in float32 on "
+        f"{s.get('tokens', '?')} validation tokens at {s.get('checkpoints', '?')} checkpoints. Corpus: lm-pystdlib's splits "
+        "(the CPU machine's Python standard library, split by file), exported there and carried.",
+        "",
+        *_trajectory_section(points),
+        "",
+        *_prune_section(prune_rows),
+    ]
+    if info.get("skipped"):
+        lines += ["", "Skipped: " + "; ".join(f"width {x['width']} ({x['why']})" for x in info["skipped"]) + "."]
+    lines += ["", "One training per width: differences between widths are one run each, not intervals over training seeds."]
+    page = "\n".join(lines) + "\n"
+    return write_markdown(folder / PAGE, page, command)

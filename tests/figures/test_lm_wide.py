@@ -1,0 +1,112 @@
+"""The lm-wide figure at toy size on the CPU: corpus round trip, training with checkpoints, pruning, the page, bad options."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from coevo.figures import lm_wide
+from coevo.figures._common import read_csv
+from coevo.figures._lm_wide_run import SPLIT_FILES, WideSettings, read_corpus
+
+TOY = ["--device", "cpu", "--widths", "32,64", "--layers", "1", "--steps", "20", "--batch", "4", "--block", "32", "--checkpoints", "2"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small code-like corpus in the exported layout (one gzip file of bytes per split)."""
+    folder = tmp_path_factory.mktemp("corpus")
+    rng = random.Random(0)
+    words = [b"def ", b"return ", b"self", b"(", b")", b":\n    ", b"import os\n", b"x = 1\n", b"for i in range(10):\n"]
+    for split, n in (("train", 60_000), ("val", 12_000), ("test", 12_000)):
+        with gzip.open(folder / SPLIT_FILES[split], "wb") as f:
+            f.write(b"".join(rng.choice(words) for _ in range(n // 6)))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def measured(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wide")
+    assert lm_wide.main([*TOY, "--corpus", str(corpus), "--calib-seeds", "2", "--out", str(out), "--commit", "abc123"]) == 0
+    return out
+
+
+def test_every_width_is_measured_at_every_checkpoint_on_every_layer_input(measured: Path) -> None:
+    rows = read_csv(measured / lm_wide.TRAJECTORY)
+    seen = {(int(r["width"]), int(r["step"])) for r in rows}
+    assert seen == {(32, 10), (32, 20), (64, 10), (64, 20)}
+    # one block: q (k and v read the same input, so they are not counted again), o, fc1, fc2 (the head is not pruned)
+    assert all(sum(1 for r in rows if (int(r["width"]), int(r["step"])) == key) == 4 for key in seen)
+    assert all(int(r["tokens_seen"]) == int(r["step"]) * 4 * 32 for r in rows)
+
+
+def test_pruning_rows_cover_every_score_pattern_and_seed_at_the_asked_sparsity(measured: Path) -> None:
+    rows = read_csv(measured / lm_wide.PRUNE)
+    settings = WideSettings()
+    assert len(rows) == 2 * len(settings.scores) * len(settings.patterns) * 2  # widths x scores x patterns x seeds
+    for r in rows:
+        assert abs(float(r["sparsity"]) - 0.5) < 0.02, r  # 50 % unstructured and 2:4 both prune half
+        assert float(r["test_ppl"]) > 1.0
+    magnitude = {r["test_ppl"] for r in rows if r["score"] == "magnitude" and r["width"] == "64" and r["pattern"] == "2:4"}
+    assert len(magnitude) == 1  # no calibration data: the seeds repeat one model
+
+
+def test_the_run_file_records_the_commit_device_and_each_width(measured: Path) -> None:
+    info = json.loads((measured / lm_wide.RUN).read_text())
+    assert info["commit"] == "abc123" and info["device"].startswith("cpu")
+    assert set(info["widths"]) == {"32", "64"} and info["skipped"] == []
+    assert info["settings"]["steps"] == 20
+
+
+def test_the_page_renders_from_the_saved_files_alone(measured: Path) -> None:
+    first = (measured / lm_wide.PAGE).read_text()
+    assert lm_wide.main(["--report-only", "--out", str(measured)]) == 0
+    again = (measured / lm_wide.PAGE).read_text()
+    assert first.split("\n", 1)[1] == again.split("\n", 1)[1]  # the provenance line aside
+    assert "| 64 | 2:4 |" in again and "wanda vs" not in again and "magnitude vs wanda" in again
+    assert "56.25 %" in again  # 36 / 64, the share |x| = 6 needs at width 64
+
+
+def test_a_deadline_that_has_passed_skips_every_width_and_says_so(corpus: Path, tmp_path: Path) -> None:
+    assert lm_wide.main([*TOY, "--corpus", str(corpus), "--deadline-s", "0", "--out", str(tmp_path)]) == 2
+    info = json.loads((tmp_path / lm_wide.RUN).read_text())
+    assert [x["width"] for x in info["skipped"]] == [64, 32]
+
+
+def test_export_writes_splits_that_read_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from coevo.figures import _lm_wide_run
+    from coevo.sim.zoo import data
+
+    monkeypatch.setattr(data, "stdlib_text", lambda val, test, seed: {"train": b"t" * 100, "val": b"v" * 10, "test": b"x" * 10})
+    sizes = _lm_wide_run.export_corpus(tmp_path / "c")
+    assert sizes == {"train": 100, "val": 10, "test": 10}
+    assert read_corpus(tmp_path / "c") == {"train": b"t" * 100, "val": b"v" * 10, "test": b"x" * 10}
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--widths", "100"], "--widths"),
+        (["--steps", "0"], "--steps 0"),
+        (["--steps", "19"], "--steps 19: at least 20"),
+        (["--checkpoints", "21"], "--checkpoints 21"),
+        (["--lr", "0"], "--lr 0"),
+    ],
+)
+def test_bad_options_exit_2_with_one_line_and_write_nothing(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], says: str
+) -> None:
+    out = tmp_path / "out"
+    assert lm_wide.main([*TOY, *extra, "--corpus", str(corpus), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and len(err.splitlines()) == 1
+    assert not out.exists()
+
+
+def test_a_missing_corpus_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert lm_wide.main([*TOY, "--corpus", str(tmp_path / "nowhere"), "--out", str(tmp_path / "out")]) == 2
+    assert "--export-corpus" in capsys.readouterr().err
