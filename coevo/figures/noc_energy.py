@@ -28,6 +28,7 @@ run in separate processes (``--models cnn-digits`` and ``--models cnn-mnist5k``,
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import statistics
 import sys
@@ -216,16 +217,29 @@ def _reg(row: dict[str, str]) -> str:
     return row.get("register") or "22 bits"
 
 
-def _header(drop: float, command: str) -> list[str]:
+def _runs(out: Path) -> list[str]:
+    """The runs that wrote the CSVs, from ``provenance.json``: one line per command and revision, with its files."""
+    path = out / "provenance.json"
+    if not path.is_file():
+        return ["No provenance.json beside the CSVs: which runs wrote them is not recorded."]
+    entries = json.loads(path.read_text())
+    runs: dict[tuple[str, str], list[str]] = {}
+    for name, prov in sorted(entries.items()):
+        if name.endswith(".csv"):
+            runs.setdefault((prov.get("command", "?"), prov.get("git", "?")), []).append(name)
+    return [f"* `{cmd}` at {git}: {', '.join(names)}" for (cmd, git), names in runs.items()]
+
+
+def _header(drop: float, command: str, out: Path) -> list[str]:
     return [
         "# Energy-aware compression on a simulated systolic array (issues 18 and 31)",
         "",
-        f"Rendered by `{command}` from the CSVs beside this file. The 22-bit compression runs (steps-, choices-, groups-, "
-        "mapping-<model>.csv) are the issue 18 run (`python scripts/energy_figures.py --seeds 5`, one process per model; the "
-        "code path at 22 bits is unchanged since), re-rendered here with every energy scope named; the fitted-register runs "
-        "(`*-psumfit.csv`) and the MSB occupancy (msb-occupancy-<model>.csv) were measured for issue 31 (their commands and "
-        "git revision are in provenance.json). Everything is simulated: bit-level switching on real activations, Horowitz "
-        "ISSCC 2014 45 nm costs; accuracies are measured.",
+        f"Rendered by `{command}` from the CSVs beside this file, which these runs wrote (provenance.json, where each file's "
+        "date and machine load are kept too):",
+        "",
+        *_runs(out),
+        "",
+        "Everything is simulated: bit-level switching on real activations, Horowitz ISSCC 2014 45 nm costs; accuracies are measured.",
         "",
         "**Energy scopes.** Every energy figure below names its scope: *MAC / compute only* (multiplier and partial-sum "
         "register switching of every MAC), *on-chip* (compute + the SRAM accesses of each layer's weight-stationary mapping) "
@@ -365,7 +379,7 @@ def report(out: Path, drop: float, command: str) -> str:
     choices = _read(out / "choices.csv")
     steps = _read(out / "steps.csv")
     mapping = [m for m in _read(out / "mapping.csv") if _reg(m) == "22 bits"]
-    lines = _header(drop, command) + _paper_section(choices, drop)
+    lines = _header(drop, command, out) + _paper_section(choices, drop)
     for (model, reg), rows in _by_model_register(choices).items():
         seeds = sorted({int(r["seed"]) for r in rows})
         int8 = [r for r in rows if r["scheme"] == "int8"]

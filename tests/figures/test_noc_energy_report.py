@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from coevo.figures import noc_energy
 
 
@@ -44,3 +46,23 @@ def test_occupancy_reading_counts_groups_by_register() -> None:
     # 22 bits: no transition in d = 1-5; fitted: (5 + 3) of (10 + 10) = 40 %, all 7 groups in l1 only
     assert "22 bits: d = 1-5 hold 0.00 % (m, rows 16) to 0.00 % (m, rows 16) of the transitions; all 7 groups populated in 0 of 2" in text
     assert "fitted: d = 1-5 hold 40.00 % (m, rows 16) to 40.00 % (m, rows 16) of the transitions; all 7 groups populated in 1 of 2" in text
+
+
+def test_the_header_names_the_runs_that_wrote_the_csvs_from_their_provenance(tmp_path: Path) -> None:
+    import json
+
+    assert "not recorded" in noc_energy._runs(tmp_path)[0]
+    (tmp_path / "provenance.json").write_text(
+        json.dumps(
+            {
+                "steps-a.csv": {"command": "python -m coevo.figures noc-energy --seeds 5", "git": "abc"},
+                "choices-a.csv": {"command": "python -m coevo.figures noc-energy --seeds 5", "git": "abc"},
+                "steps-a-psumfit.csv": {"command": "python -m coevo.figures noc-energy --psum-bits 0", "git": "def-dirty"},
+                "energy.md": {"command": "ignored: not a CSV", "git": "x"},
+            }
+        )
+    )
+    assert noc_energy._runs(tmp_path) == [
+        "* `python -m coevo.figures noc-energy --seeds 5` at abc: choices-a.csv, steps-a.csv",
+        "* `python -m coevo.figures noc-energy --psum-bits 0` at def-dirty: steps-a-psumfit.csv",
+    ]
