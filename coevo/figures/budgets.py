@@ -73,6 +73,20 @@ def _level(values: list[float]) -> str:
     return f"{mean:.3f}" if math.isnan(half) else f"{mean:.3f} ± {half:.3f}"
 
 
+def _difference(diffs: list[float]) -> str:
+    """``mean ± half-width`` of paired HV differences at 3 decimals, with ``*`` where the interval excludes 0.
+
+    A difference that excludes 0 but whose mean or half-width rounds to 0.000 gets the digits that show both (up to
+    6): "+0.000 ± 0.000 *" would read as a significant nothing.
+    """
+    digits = 3
+    if excludes_zero(diffs):
+        mean, half = t_interval(diffs)
+        while digits < 6 and (round(abs(mean), digits) == 0 or (half > 0 and round(half, digits) == 0)):
+            digits += 1
+    return format_interval(diffs, digits) + (" *" if excludes_zero(diffs) else "")
+
+
 def problem_section(problem: str, all_rows: list[BudgetRow]) -> list[str]:
     """One problem's part of summary.md: its command, then per run group the HV table and the answer to :data:`QUESTION`."""
     seeds = len({r.seed for r in all_rows})
@@ -113,7 +127,7 @@ def _group_section(problem: str, group: str, rows: list[BudgetRow]) -> list[str]
         for b in budgets:
             top = best_baseline(rows, b, baselines)
             diffs = paired(rows, ("pelnas", b), (top, b)) if top else []
-            cells.append(f"{format_interval(diffs, 3)}{' *' if excludes_zero(diffs) else ''} ({top})" if top else "n/a")
+            cells.append(f"{_difference(diffs)} ({top})" if top else "n/a")
         lines.append("| pelnas - best baseline (paired) | " + " | ".join(cells) + " |")
         lines += ["", "The last row: pelnas minus the baseline of the highest mean HV at that budget (named), paired over seeds; "
                   "* marks an interval that excludes 0."]  # fmt: skip

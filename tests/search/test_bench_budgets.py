@@ -324,3 +324,13 @@ def test_the_committed_summary_is_what_its_saved_budgets_csv_render(tmp_path: Pa
     rendered = (tmp_path / "budgets" / "summary.md").read_text()
     assert strip_provenance(rendered) == strip_provenance((committed / "summary.md").read_text())
     assert rendered.count("### ") == 4 and "Not measured" not in rendered
+
+
+def test_a_significant_difference_that_rounds_to_zero_gets_the_digits_that_show_it() -> None:
+    from coevo.figures.budgets import _difference
+
+    assert _difference([0.01, 0.02, 0.03]) == "+0.020 ± 0.025"  # includes 0: three decimals, no mark
+    tiny = [-0.00005, -0.00006, -0.00007]  # mean -0.00006, half-width 0.0000248: excludes 0
+    assert _difference(tiny) == "-0.00006 ± 0.00002 *"
+    # mean 0.0021, half-width 4.303 * 0.0001 / sqrt(3) = 0.000248: the mean shows at 3 decimals, the half-width needs 4
+    assert _difference([0.002, 0.0021, 0.0022]) == "+0.0021 ± 0.0002 *"
