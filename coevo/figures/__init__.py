@@ -620,7 +620,9 @@ FIGURES: tuple[Figure, ...] = (
         "prune",
         "LLM.int8 outlier features of byte-level LMs at widths 256-1024 trained on a GPU, and magnitude vs Wanda vs cos+var "
         "vs SparseGPT on each (issue 31)",
-        "python -m coevo.figures lm-wide --corpus .gpu --device cuda (on the GPU machine, after --export-corpus .gpu here)",
+        "python -m coevo.figures lm-wide --corpus .gpu --device cuda --deadline-s 340 --commit REV --out OUT (on a lent H200, "
+        "after python -m coevo.figures lm-wide --export-corpus .gpu here; OUT's CSVs and wide-run.json then copied to "
+        "docs/bench/prune and the page rendered with --report-only)",
         ("wide.md", "wide-trajectory.csv", "wide-prune.csv", "wide-run.json"),
         ("wide-trajectory.csv", "wide-prune.csv", "wide-run.json"),
         module="lm_wide",
