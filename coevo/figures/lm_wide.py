@@ -128,7 +128,13 @@ def _point(rows: list[dict[str, str]]) -> dict[str, Any]:
         "all": int(summary["hidden_outlier_channels"] + summary["other_outlier_channels"]),
         "hidden_layers_with": sum(1 for layer in hidden if layer.outlier_channels), "hidden_layers": len(hidden),
         "systematic": int(summary["systematic_channels"]), "params": int(rows[0]["params"]), "layers": int(rows[0]["layers"]),
+        "which": ", ".join(map(str, report.systematic)),
     }  # fmt: skip
+
+
+def _systematic_cell(point: dict[str, Any]) -> str:
+    """The count of systematic channels, with their indices where there are any (to see whether they persist)."""
+    return f"{point['systematic']} ({point['which']})" if point["which"] else str(point["systematic"])
 
 
 def _trajectory_section(points: dict[int, list[dict[str, Any]]]) -> list[str]:
@@ -154,11 +160,12 @@ def _trajectory_section(points: dict[int, list[dict[str, Any]]]) -> list[str]:
             f"| {p['systematic']} |"
         )
     lines += ["", "Every checkpoint:", "", "| width | step | val ppl | max \\|x\\| | kurtosis max | top share (layer) "
-              "| outlier channels, hidden / all | systematic |", "|---:|---:|---:|---:|---:|---|---|---:|"]  # fmt: skip
+              "| outlier channels, hidden / all | systematic (channels) |", "|---:|---:|---:|---:|---:|---|---|---|"]  # fmt: skip
     for width, run in sorted(points.items()):
         lines += [
             f"| {width} | {p['step']:,} | {p['val_ppl']:.3f} | {p['absmax']:.2f} | {p['kurtosis_max']:.2f} "
-            f"| {100 * p['top_share']:.2f} % (`{p['top_layer']}`) | {p['hidden']} / {p['all']} | {p['systematic']} |"
+            f"| {100 * p['top_share']:.2f} % (`{p['top_layer']}`) | {p['hidden']} / {p['all']} "
+            f"| {_systematic_cell(p)} |"
             for p in run
         ]
     return lines
