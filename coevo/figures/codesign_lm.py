@@ -305,8 +305,20 @@ def plot(designs: Sequence[Mapping[str, Any]], budget: int, seed: int, floor: fl
     return True
 
 
-def render(rows: Sequence[Mapping[str, Any]], floor: float) -> str:
-    """The page's body from the run rows."""
+def spread(designs: Sequence[Mapping[str, Any]]) -> str:
+    """One line: how far latency and perplexity range over every evaluated design (how much each knob can move)."""
+    if not designs:
+        return "No designs were saved."
+    lat = [float(d["latency_ms"]) for d in designs]
+    ppl = [float(d["perplexity"]) for d in designs]
+    return (
+        f"Over all {len(designs)} evaluated designs (every arm, budget and seed): latency {min(lat):.2f}-{max(lat):.2f} ms, "
+        f"perplexity {min(ppl):.3f}-{max(ppl):.3f}."
+    )
+
+
+def render(rows: Sequence[Mapping[str, Any]], floor: float, designs: Sequence[Mapping[str, Any]] = ()) -> str:
+    """The page's body from the run rows (and, for the spread line, the designs)."""
     budgets = budgets_of(rows)
     seeds = sorted({int(r["seed"]) for r in rows})
     evals = sum(float(r["evaluations"]) for r in rows)
@@ -342,6 +354,8 @@ def render(rows: Sequence[Mapping[str, Any]], floor: float) -> str:
             table(rows),
             f"Wall time per joint design over all runs: {sum(float(r['wall_s']) for r in rows) / evals:.2f} s (the search engine "
             "with its cheap-objective screening on the FPGA model, and the perplexity evaluations, included).",
+            "",
+            spread(designs),
             "",
             "## Verdicts (computed from the CSV)",
             "",
@@ -388,5 +402,5 @@ def main(argv: list[str] | None = None) -> None:
     designs = read_numbers(out.path(DESIGNS_CSV))
     floor = float(rows[0]["floor"])  # saved with the runs: --report-only renders from the CSVs alone
     plot(designs, max(int(r["budget"]) for r in rows), a.plot_seed, floor, out.path(PNG))
-    out.write_markdown(MD, render(rows, floor))
+    out.write_markdown(MD, render(rows, floor, designs))
     print(f"wrote {out.path(MD)}")
