@@ -89,8 +89,9 @@ class Tool(ABC):
     a model makes (see :mod:`tools._policy`).
 
     What the conformance suite (:mod:`coevo.testing.tools`) needs to know is declared too:
-    ``measured_fields`` it leaves out when it compares two calls, and ``slow_example`` makes
-    the checks that run the example slow.
+    ``measured_fields`` it leaves out when it compares two calls, ``slow_example`` makes
+    the checks that run the example slow, and ``programs`` names the external programs the
+    example needs (a test run without one skips those checks, or fails them under CI).
     """
 
     name: ClassVar[str]
@@ -106,6 +107,8 @@ class Tool(ABC):
     """Result fields, at any depth, that measure the machine (time, memory, timing noise): two identical calls differ in them."""
     slow_example: ClassVar[bool] = False
     """True when ``example`` takes minutes: test suites mark the checks that run it slow."""
+    programs: ClassVar[tuple[str, ...]] = ()
+    """External programs (looked up on PATH) that a call runs, e.g. ``("yosys",)``."""
 
     @abstractmethod
     def run(self, args: Any) -> ToolResult:

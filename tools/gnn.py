@@ -62,6 +62,7 @@ class GnnCircuit(Tool):
 
     name = "gnn.circuit"
     measured_fields = frozenset({"timing", "wall_s"})  # timing: forward/backward times
+    programs = ("yosys",)  # synthesises the Verilog designs into netlists
     description = (
         "Synthesise a Verilog design with Yosys to a gate-level netlist (cached), build its heterogeneous graph (cell and "
         "net nodes, typed pin edges) and per-cell labels (logic depth, arrival time, fan-out cone), train a heterogeneous "
