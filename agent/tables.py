@@ -228,6 +228,12 @@ def _design_column(columns: list[str], cells: list[list[str]]) -> int | None:
 def _cell(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
+    if isinstance(v, dict) and v and all(_scalar(x) for x in v.values()):
+        return ", ".join(f"{k}={_cell(x)}" for k, x in v.items())  # a study's problem: "problem=nb201, dataset=cifar10"
     if isinstance(v, dict | list):
         return json.dumps(v, default=str)
     return "" if v is None else str(v)
+
+
+def _scalar(v: Any) -> bool:
+    return v is None or isinstance(v, str | int | float | bool)

@@ -1,4 +1,4 @@
-"""Design strings in terminal tables are printed whole, whatever the terminal's width."""
+"""Terminal tables: design strings are printed whole, whatever the width; records in cells read as key=value pairs."""
 
 from __future__ import annotations
 
@@ -25,3 +25,14 @@ def test_designs_are_never_folded(width: int) -> None:
     assert all(len(line) <= width for line in lines if not any(d in line for d in designs))
     inline = any(ARCH in line and "94.37" in line for line in lines)
     assert inline == (width >= 130)  # beside its row when the row fits (~125 characters), listed below otherwise
+
+
+def test_a_flat_record_in_a_cell_reads_as_key_value_pairs_and_a_nested_one_stays_json() -> None:
+    from coevo.agent.tables import render_value
+
+    buf = io.StringIO()
+    value = {"studies": [{"study": "s", "problem": {"problem": "nb201", "dataset": "cifar10", "bits": 4.5}, "deep": {"a": [1, 2]}}]}
+    render_value(Console(file=buf, width=200, color_system=None), value)
+    text = buf.getvalue()
+    assert "problem=nb201, dataset=cifar10, bits=4.5" in text and '{"problem"' not in text
+    assert '{"a": [1, 2]}' in text  # not flat: kept as JSON
