@@ -102,6 +102,7 @@ def problem_section(problem: str, all_rows: list[BudgetRow]) -> list[str]:
 
 
 def _group_section(problem: str, group: str, rows: list[BudgetRow]) -> list[str]:
+    """One run group's part: its plot link, the HV table with the paired row, and the answer to :data:`QUESTION`."""
     proposers = list(dict.fromkeys(r.proposer for r in rows))
     budgets = sorted({r.budget for r in rows})
     plot = f"budgets_{Path(group).stem}.png"
@@ -123,30 +124,45 @@ def _group_section(problem: str, group: str, rows: list[BudgetRow]) -> list[str]
         lines.append(f"| {p} | " + " | ".join(cells) + " |")
     baselines = baselines_of(proposers)
     if "pelnas" in proposers and baselines:
-        cells = []
-        for b in budgets:
-            top = best_baseline(rows, b, baselines)
-            diffs = paired(rows, ("pelnas", b), (top, b)) if top else []
-            cells.append(f"{_difference(diffs)} ({top})" if top else "n/a")
-        lines.append("| pelnas - best baseline (paired) | " + " | ".join(cells) + " |")
-        lines += ["", "The last row: pelnas minus the baseline of the highest mean HV at that budget (named), paired over seeds; "
-                  "* marks an interval that excludes 0."]  # fmt: skip
+        lines += _paired_row(rows, budgets, baselines)
+    if "pelnas" in proposers:
+        lines += _question(rows, budgets, baselines)
+    return lines
+
+
+def _paired_row(rows: list[BudgetRow], budgets: list[int], baselines: list[str]) -> list[str]:
+    """The table's last row: pelnas minus the best baseline at each budget, paired over seeds, and what it means."""
+    cells = []
+    for b in budgets:
+        top = best_baseline(rows, b, baselines)
+        diffs = paired(rows, ("pelnas", b), (top, b)) if top else []
+        cells.append(f"{_difference(diffs)} ({top})" if top else "n/a")
+    return [
+        "| pelnas - best baseline (paired) | " + " | ".join(cells) + " |",
+        "",
+        "The last row: pelnas minus the baseline of the highest mean HV at that budget (named), paired over seeds; "
+        "* marks an interval that excludes 0.",
+    ]
+
+
+def _question(rows: list[BudgetRow], budgets: list[int], baselines: list[str]) -> list[str]:
+    """The answer to :data:`QUESTION` (nothing when the budgets or a baseline are missing)."""
     at, later = QUESTION
     best = best_baseline(rows, later, baselines)
-    if "pelnas" in proposers and best is not None and at in budgets:
-        diffs = paired(rows, ("pelnas", at), (best, later))
-        theirs = [r.hv for r in rows if r.proposer == best and r.budget == later and r.hv is not None]
-        mean, base = statistics.fmean(diffs), statistics.fmean(theirs)
-        sure = "the interval excludes 0" if excludes_zero(diffs) else "the interval includes 0"
-        share = f" ({-mean / base:.1%} of {best}'s mean)" if base > 0 else ""
-        holds = "holds" if mean >= 0 else f"does not hold: pelnas misses it by {-mean:.4f} HV{share}"
-        lines += [
-            "",
-            f"pelnas at {at} evaluations minus the best baseline at {later} ({best}, the highest mean HV at {later}): "
-            f"{format_interval(diffs)} (paired over {len(diffs)} seeds; {sure}). "
-            f'"pelnas at {at} evaluations reaches at least the best baseline\'s HV at {later}" {holds} on the mean.',
-        ]
-    return lines
+    if best is None or at not in budgets:
+        return []
+    diffs = paired(rows, ("pelnas", at), (best, later))
+    theirs = [r.hv for r in rows if r.proposer == best and r.budget == later and r.hv is not None]
+    mean, base = statistics.fmean(diffs), statistics.fmean(theirs)
+    sure = "the interval excludes 0" if excludes_zero(diffs) else "the interval includes 0"
+    share = f" ({-mean / base:.1%} of {best}'s mean)" if base > 0 else ""
+    holds = "holds" if mean >= 0 else f"does not hold: pelnas misses it by {-mean:.4f} HV{share}"
+    return [
+        "",
+        f"pelnas at {at} evaluations minus the best baseline at {later} ({best}, the highest mean HV at {later}): "
+        f"{format_interval(diffs)} (paired over {len(diffs)} seeds; {sure}). "
+        f'"pelnas at {at} evaluations reaches at least the best baseline\'s HV at {later}" {holds} on the mean.',
+    ]
 
 
 def report(out: Path) -> str:
