@@ -558,8 +558,8 @@ FIGURES: tuple[Figure, ...] = (
         renders=True,
         quoted_in=("docs/zoqat.md", "docs/families.md"),
         also=(
-            "zoqat-vary-model: nice -n 5 python -m coevo.figures zoqat --model lm-pydoc-tiny --vary-model "
-            "--lr-from docs/bench/quant/zoqat.csv",
+            "zoqat-vary-model: nice -n 5 python -m coevo.figures zoqat --model lm-pydoc-tiny --steps 300 --vary-model "
+            "--lr-from docs/bench/quant/zoqat.csv --seeds 0,1,2,3,4,5,6,7 (seeds 0-2 first, at 1e2b076; 3-7 added at 55d9ae0)",
             "zoqat-ablation: nice -n 10 python -m coevo.figures zoqat --ablation",
         ),
     ),
