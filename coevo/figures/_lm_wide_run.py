@@ -42,6 +42,7 @@ from coevo.sim.prune.core import prune
 from coevo.sim.prune.outliers import activation_outliers
 from coevo.sim.zoo.data import byte_blocks
 from coevo.sim.zoo.models import ByteGPT
+from coevo.sim.zoo.registry import checkpoint_steps
 
 SPLIT_FILES = {"train": "train.bin.gz", "val": "val.bin.gz", "test": "test.bin.gz"}
 """The exported corpus: one gzip file of raw bytes per split."""
@@ -197,7 +198,7 @@ def train_width(
     gen = torch.Generator(device=device).manual_seed(settings.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=settings.lr, total_steps=settings.steps, pct_start=0.1)
-    at = {(k * settings.steps + settings.checkpoints - 1) // settings.checkpoints for k in range(1, settings.checkpoints + 1)}
+    at = set(checkpoint_steps(settings.steps, settings.checkpoints))
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
     spent = 0.0
     model.train()
