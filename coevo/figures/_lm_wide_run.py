@@ -40,10 +40,12 @@ from torch import nn
 from coevo.figures._outlier_rows import LAYER_FIELDS
 from coevo.sim.prune.core import prune
 from coevo.sim.prune.outliers import activation_outliers
-from coevo.sim.zoo.data import byte_blocks
+from coevo.sim.zoo.data import Split, byte_blocks, byte_tensor, random_windows
 from coevo.sim.zoo.models import ByteGPT
-from coevo.sim.zoo.registry import checkpoint_steps
+from coevo.sim.zoo.registry import checkpoint_steps, lm_perplexity
 
+TRAJECTORY, PRUNE, RUN = "wide-trajectory.csv", "wide-prune.csv", "wide-run.json"
+"""The files a run writes (the page, :mod:`coevo.figures.lm_wide`, reads them by these names)."""
 SPLIT_FILES = {"train": "train.bin.gz", "val": "val.bin.gz", "test": "test.bin.gz"}
 """The exported corpus: one gzip file of raw bytes per split."""
 MIN_STEPS = 20
@@ -108,20 +110,18 @@ def export_corpus(folder: Path, model: str = "lm-pystdlib") -> dict[str, int]:
     The corpus is the one the CPU runs train on (this interpreter's standard library, split by file),
     carried to the GPU machine as data: its own Python's library would be another corpus.
     """
-    from coevo.sim.zoo.data import pydoc_text, stdlib_text
     from coevo.sim.zoo.recipes import recipe
+    from coevo.sim.zoo.registry import lm_text
 
-    data = recipe(model)["data"]
-    if data["set"] == "python-stdlib":
-        text = stdlib_text(data["val_bytes"], data["test_bytes"], data["seed"])
-    else:
-        text = pydoc_text(data["val_share"], data["test_share"], data["seed"])
+    rec = recipe(model)
+    text = lm_text(rec)
     folder.mkdir(parents=True, exist_ok=True)
     for split, name in SPLIT_FILES.items():
         with gzip.open(folder / name, "wb", compresslevel=6) as f:
             f.write(text[split])
-    (folder / "corpus.json").write_text(json.dumps({"model": model, "data": data, "bytes": {k: len(v) for k, v in text.items()}}, indent=1))
-    return {k: len(v) for k, v in text.items()}
+    sizes = {k: len(v) for k, v in text.items()}
+    (folder / "corpus.json").write_text(json.dumps({"model": model, "data": rec["data"], "bytes": sizes}, indent=1))
+    return sizes
 
 
 def read_corpus(folder: Path) -> dict[str, bytes]:
@@ -139,31 +139,26 @@ def read_corpus(folder: Path) -> dict[str, bytes]:
 # ---------------------------------------------------------------- training and measuring
 
 
-def _windows(data: torch.Tensor, block: int, count: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """``count`` random windows of ``block + 1`` bytes of ``data`` (on its device): inputs and next-byte targets."""
-    starts = torch.randint(0, data.numel() - block - 1, (count,), generator=gen, device=data.device)
-    idx = starts[:, None] + torch.arange(block + 1, device=data.device)[None, :]
-    w = data[idx].long()
-    return w[:, :-1], w[:, 1:]
+@dataclass(frozen=True)
+class DeviceCorpus:
+    """The corpus where the models run, moved there once: the training bytes and the val / test blocks."""
+
+    train: torch.Tensor
+    val: Split
+    test: Split
+
+    @classmethod
+    def of(cls, corpus: dict[str, bytes], block: int, device: torch.device) -> DeviceCorpus:
+        """``corpus``'s splits on ``device``: training bytes for random windows, the others as non-overlapping blocks."""
+
+        def blocks(text: bytes) -> Split:
+            split = byte_blocks(text, block)
+            return Split(split.x.to(device), split.y.to(device))
+
+        return cls(byte_tensor(corpus["train"]).to(device), blocks(corpus["val"]), blocks(corpus["test"]))
 
 
-def _perplexity(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 64) -> float:
-    """Token-level perplexity of ``model`` on the blocks ``x`` -> ``y`` (float32, eval mode)."""
-    nll, count = 0.0, 0
-    with torch.no_grad():
-        for i in range(0, len(x), batch):
-            logits = model(x[i : i + batch])
-            nll += float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), y[i : i + batch].reshape(-1), reduction="sum"))
-            count += y[i : i + batch].numel()
-    return math.exp(nll / count)
-
-
-def _blocks(text: bytes, block: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    split = byte_blocks(text, block)
-    return split.x.to(device), split.y.to(device)
-
-
-@dataclass
+@dataclass(frozen=True)
 class Trained:
     """A width's final model and what its training cost."""
 
@@ -172,42 +167,40 @@ class Trained:
     params: int
     train_s: float
     val_ppl: float
+    """At the last training step (the last checkpoint)."""
 
 
-def _measure_rows(
-    model: nn.Module, settings: WideSettings, val: tuple[torch.Tensor, torch.Tensor], meta: dict[str, Any]
-) -> list[dict[str, Any]]:
-    """One checkpoint's rows: the model's outlier measures per layer input, with the validation perplexity."""
-    model.eval()
-    report = activation_outliers(model, [val[0][i : i + 16] for i in range(0, len(val[0]), 16)], tokens=settings.tokens)
-    ppl = _perplexity(model, *val)
-    model.train()
+def _measure_rows(model: nn.Module, settings: WideSettings, val: Split, meta: dict[str, Any]) -> list[dict[str, Any]]:
+    """One checkpoint's rows: the model's outlier measures per layer input, with the validation perplexity.
+
+    Both measures run in eval mode without gradients and give the model back in the mode it had.
+    """
+    report = activation_outliers(model, [val.x[i : i + 16] for i in range(0, len(val.x), 16)], tokens=settings.tokens)
+    ppl = lm_perplexity(model, val)
     systematic = " ".join(map(str, report.systematic))  # the model's, on every row, as the trajectory CSV keeps it
     return [{**meta, "val_ppl": ppl, **row, "systematic": systematic} for row in report.as_rows()]
 
 
 def train_width(
-    width: int, settings: WideSettings, corpus: dict[str, bytes], device: torch.device, on_rows: Callable[[list[dict[str, Any]]], None]
+    width: int, settings: WideSettings, data: DeviceCorpus, device: torch.device, on_rows: Callable[[list[dict[str, Any]]], None]
 ) -> Trained:
     """Train the model of ``width`` (module doc, step 1) and measure it at the checkpoints (step 2), rows to ``on_rows``."""
     torch.manual_seed(settings.seed)
     model = ByteGPT(width, settings.layers, heads(width), settings.block).to(device)
     params = sum(p.numel() for p in model.parameters())
-    data = torch.frombuffer(bytearray(corpus["train"]), dtype=torch.uint8).to(device)
-    val = _blocks(corpus["val"], settings.block, device)
     gen = torch.Generator(device=device).manual_seed(settings.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=settings.lr, total_steps=settings.steps, pct_start=0.1)
     at = set(checkpoint_steps(settings.steps, settings.checkpoints))
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
-    spent = 0.0
+    spent, rows = 0.0, []
     model.train()
     for step in range(1, settings.steps + 1):
         started = time.perf_counter()
-        x, y = _windows(data, settings.block, settings.batch, gen)
+        batch = random_windows(data.train, settings.block, settings.batch, gen)
         with autocast:
-            logits = model(x)
-        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
+            logits = model(batch.x)
+        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), batch.y.reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -219,29 +212,28 @@ def train_width(
             spent += time.perf_counter() - started
             meta = {"width": width, "layers": settings.layers, "params": params, "step": step,
                     "tokens_seen": step * settings.batch * settings.block, "train_s": round(spent, 1)}  # fmt: skip
-            on_rows(_measure_rows(model, settings, val, meta))
+            rows = _measure_rows(model, settings, data.val, meta)
+            on_rows(rows)
             print(f"width {width}: step {step} of {settings.steps}, loss {float(loss.detach()):.3f}, {spent:.0f} s training", flush=True)
         else:
             spent += time.perf_counter() - started  # asynchronous on CUDA: the checkpoints' synchronisations settle it
     model.eval()
-    return Trained(width, model, params, spent, _perplexity(model, *val))
+    return Trained(width, model, params, spent, float(rows[0]["val_ppl"]))  # the last checkpoint is the last step
 
 
 def prune_width(
     trained: Trained,
     settings: WideSettings,
-    corpus: dict[str, bytes],
+    data: DeviceCorpus,
     device: torch.device,
     deadline: float,
     on_row: Callable[[dict[str, Any]], None],
 ) -> None:
     """Prune ``trained``'s model with every score, pattern and calibration seed (module doc, step 3) until ``deadline``."""
-    test = _blocks(corpus["test"], settings.block, device)
-    dense = _perplexity(trained.model, *test)
-    data = torch.frombuffer(bytearray(corpus["train"]), dtype=torch.uint8).to(device)
+    dense = lm_perplexity(trained.model, data.test)
     for seed in range(settings.calib_seeds):
         gen = torch.Generator(device=device).manual_seed(1000 + seed)
-        calib, _ = _windows(data, settings.block, settings.calib_windows, gen)
+        calib = random_windows(data.train, settings.block, settings.calib_windows, gen).x
         batches = [calib[i : i + 16] for i in range(0, len(calib), 16)]
         for pattern in settings.patterns:
             for score in settings.scores:
@@ -252,7 +244,7 @@ def prune_width(
                 result = prune(trained.model, batches, sparsity, pattern=pattern, score=score, calib_tokens=calib.numel())
                 on_row({
                     "width": trained.width, "score": score, "pattern": pattern, "sparsity": round(result.sparsity, 4),
-                    "calib_seed": seed, "calib_tokens": result.calib_tokens, "test_ppl": _perplexity(result.model, *test),
+                    "calib_seed": seed, "calib_tokens": result.calib_tokens, "test_ppl": lm_perplexity(result.model, data.test),
                     "dense_test_ppl": dense, "prune_s": round(time.perf_counter() - started, 2),
                 })  # fmt: skip
                 del result
@@ -276,7 +268,7 @@ def run(settings: WideSettings, corpus_dir: Path, out: Path, device_name: str, c
     device = torch.device(device_name)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True  # float32 measuring passes; the statistics themselves are float64
-    corpus = read_corpus(corpus_dir)
+    data = DeviceCorpus.of(read_corpus(corpus_dir), settings.block, device)
     out.mkdir(parents=True, exist_ok=True)
     trajectory: list[dict[str, Any]] = []
     info: dict[str, Any] = {
@@ -287,7 +279,7 @@ def run(settings: WideSettings, corpus_dir: Path, out: Path, device_name: str, c
 
     def save_rows(rows: list[dict[str, Any]]) -> None:
         trajectory.extend(rows)
-        write_csv(out / "wide-trajectory.csv", trajectory, TRAJECTORY_FIELDS)
+        write_csv(out / TRAJECTORY, trajectory, TRAJECTORY_FIELDS)
 
     trained: list[Trained] = []
     for width in sorted(settings.widths, reverse=True):
@@ -295,7 +287,7 @@ def run(settings: WideSettings, corpus_dir: Path, out: Path, device_name: str, c
         if time.monotonic() + need > deadline:
             info["skipped"].append({"width": width, "why": f"training would take about {need:.0f} s, past the deadline"})
             continue
-        t = train_width(width, settings, corpus, device, save_rows)
+        t = train_width(width, settings, data, device, save_rows)
         trained.append(t)
         info["widths"][str(width)] = {"params": t.params, "train_s": round(t.train_s, 1), "val_ppl": t.val_ppl}
         _write_info(out, info, started)
@@ -303,10 +295,10 @@ def run(settings: WideSettings, corpus_dir: Path, out: Path, device_name: str, c
 
     def save_row(row: dict[str, Any]) -> None:
         pruned.append(row)
-        write_csv(out / "wide-prune.csv", pruned, PRUNE_FIELDS)
+        write_csv(out / PRUNE, pruned, PRUNE_FIELDS)
 
     for t in sorted(trained, key=lambda t: -t.width):
-        prune_width(t, settings, corpus, device, deadline, save_row)
+        prune_width(t, settings, data, device, deadline, save_row)
     _write_info(out, info, started)
     return info
 
@@ -319,4 +311,4 @@ def _device_label(device: torch.device) -> str:
 
 def _write_info(out: Path, info: dict[str, Any], started: float) -> None:
     info["wall_s"] = round(time.monotonic() - started, 1)
-    (out / "wide-run.json").write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")
+    (out / RUN).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")

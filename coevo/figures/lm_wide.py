@@ -22,20 +22,17 @@ pruning intervals are over calibration seeds and say nothing about training seed
 from __future__ import annotations
 
 import json
-import math
 import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from coevo.figures._common import command_line, figure_parser, git_revision, read_csv, write_markdown
+from coevo.figures._common import command_line, figure_parser, git_revision, mean_interval, read_csv, write_markdown
+from coevo.figures._lm_wide_run import PRUNE, RUN, TRAJECTORY
 from coevo.figures._outlier_rows import layer_from_row
-from coevo.search.stats import format_interval, t_interval
+from coevo.search.stats import excludes_zero, format_interval
 
 NAME = "lm-wide"
-TRAJECTORY = "wide-trajectory.csv"
-PRUNE = "wide-prune.csv"
-RUN = "wide-run.json"
 PAGE = "wide.md"
 MAGNITUDE = 6.0
 """LLM.int8's outlier magnitude (as :data:`sim.prune.outliers.MAGNITUDE`; repeated here so rendering needs no torch)."""
@@ -207,16 +204,15 @@ def _prune_section(rows: list[dict[str, str]]) -> list[str]:
 def _level(values: list[float]) -> str:
     if not values:
         return "n/a"
-    mean, half = t_interval(values)
-    return f"{mean:.3f}" if math.isnan(half) or half == 0 else f"{mean:.3f} ± {half:.3f}"
+    if len(set(values)) == 1:
+        return f"{values[0]:.3f}"  # magnitude: no calibration data, every seed the same model
+    return mean_interval(values, digits=3)
 
 
 def _paired(values: list[float]) -> str:
     if not values:
         return "n/a"
-    text = format_interval(values, digits=2) + " %"
-    mean, half = t_interval(values) if len(values) > 1 else (values[0], math.nan)
-    return text + (" *" if not math.isnan(half) and abs(mean) > half else "")
+    return format_interval(values, digits=2) + " %" + (" *" if excludes_zero(values) else "")
 
 
 def render(folder: Path, command: str) -> str:

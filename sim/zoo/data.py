@@ -166,8 +166,11 @@ def byte_tensor(text: bytes) -> torch.Tensor:
 
 
 def random_windows(text: bytes | torch.Tensor, block: int, count: int, generator: torch.Generator) -> Split:
-    """``count`` windows of ``block`` bytes at random offsets (training batches) of ``text`` (bytes, or :func:`byte_tensor`)."""
+    """``count`` windows of ``block`` bytes at random offsets (training batches) of ``text`` (bytes, or :func:`byte_tensor`).
+
+    The windows are drawn where ``text``'s tensor lives (a GPU's, with a generator of that device).
+    """
     data = byte_tensor(text) if isinstance(text, bytes) else text
-    starts = torch.randint(0, len(data) - block - 1, (count,), generator=generator)
-    idx = starts[:, None] + torch.arange(block)[None, :]
+    starts = torch.randint(0, len(data) - block - 1, (count,), generator=generator, device=data.device)
+    idx = starts[:, None] + torch.arange(block, device=data.device)[None, :]
     return Split(data[idx].to(torch.int64), data[idx + 1].to(torch.int64))

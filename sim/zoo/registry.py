@@ -209,6 +209,14 @@ def _loaded(zm: ZooModel) -> ZooModel:
     return zm
 
 
+def lm_text(rec: dict[str, Any]) -> dict[str, bytes]:
+    """A language model's recipe's text, split into train / val / test bytes (the standard library or the pydoc topics)."""
+    data = rec["data"]
+    if data["set"] == "python-stdlib":
+        return stdlib_text(data["val_bytes"], data["test_bytes"], data["seed"])
+    return pydoc_text(data["val_share"], data["test_share"], data["seed"])
+
+
 def splits_of(rec: dict[str, Any]) -> tuple[dict[str, Split], bytes | None]:
     """The recipe's splits (and, for a language model, the raw training text for random windows)."""
     data = rec["data"]
@@ -218,10 +226,7 @@ def splits_of(rec: dict[str, Any]) -> tuple[dict[str, Split], bytes | None]:
         return digits_fold_splits(data["folds"], data["fold"], data["n_val"], data["n_train"], data["seed"]), None
     if data["set"] == "mnist5k":
         return mnist5k_splits(data["n_train"], data["n_val"], data["seed"]), None
-    if data["set"] == "python-stdlib":
-        text = stdlib_text(data["val_bytes"], data["test_bytes"], data["seed"])
-    else:
-        text = pydoc_text(data["val_share"], data["test_share"], data["seed"])
+    text = lm_text(rec)
     block = rec["arch"]["block"]
     return {name: byte_blocks(text[name], block) for name in SPLITS}, text["train"]
 
@@ -481,6 +486,11 @@ def _evaluate(task: str, model: nn.Module, data: Split, max_batches: int | None)
     if sums["total"] == 0:
         raise ZooError("nothing to evaluate: the split (or max_batches) is empty")
     return 100.0 * sums["right"] / sums["total"] if task == "classify" else math.exp(sums["nll"] / sums["total"])
+
+
+def lm_perplexity(model: nn.Module, data: Split) -> float:
+    """Token perplexity of language model ``model`` on ``data``'s blocks, as :meth:`ZooModel.evaluate` scores a split."""
+    return _evaluate("lm", model, data, None)
 
 
 def _sequence_nll(model: nn.Module, data: Split, max_batches: int | None) -> list[float]:

@@ -79,9 +79,9 @@ def test_a_deadline_that_has_passed_skips_every_width_and_says_so(corpus: Path, 
 
 def test_export_writes_splits_that_read_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from coevo.figures import _lm_wide_run
-    from coevo.sim.zoo import data
+    from coevo.sim.zoo import registry
 
-    monkeypatch.setattr(data, "stdlib_text", lambda val, test, seed: {"train": b"t" * 100, "val": b"v" * 10, "test": b"x" * 10})
+    monkeypatch.setattr(registry, "lm_text", lambda rec: {"train": b"t" * 100, "val": b"v" * 10, "test": b"x" * 10})
     sizes = _lm_wide_run.export_corpus(tmp_path / "c")
     assert sizes == {"train": 100, "val": 10, "test": 10}
     assert read_corpus(tmp_path / "c") == {"train": b"t" * 100, "val": b"v" * 10, "test": b"x" * 10}
