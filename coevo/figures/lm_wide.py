@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from coevo.figures._common import command_line, figure_parser, git_revision, mean_interval, read_csv, write_markdown
-from coevo.figures._lm_wide_run import PRUNE, RUN, TRAJECTORY
+from coevo.figures._lm_wide_run import PRUNE, RUN, TRAJECTORY, WideSettings
 from coevo.figures._outlier_rows import layer_from_row
 from coevo.search.stats import excludes_zero, format_interval
 
@@ -46,15 +46,18 @@ def parser() -> Any:
     p.add_argument("--export-corpus", type=Path, metavar="DIR", help="write lm-pystdlib's text splits to DIR and stop")
     p.add_argument("--corpus", type=Path, metavar="DIR", help="the exported corpus to train on (measure mode)")
     p.add_argument("--device", default="cuda", help="torch device to train on (default cuda)")
-    p.add_argument("--widths", default="256,512,1024", help="model widths, comma-separated")
-    p.add_argument("--layers", type=int, default=6)
-    p.add_argument("--steps", type=int, default=3000)
-    p.add_argument("--batch", type=int, default=64, help="windows per step")
-    p.add_argument("--block", type=int, default=256, help="window length (bytes)")
-    p.add_argument("--lr", type=float, default=6e-4, help="one-cycle peak learning rate")
-    p.add_argument("--checkpoints", type=int, default=6)
-    p.add_argument("--calib-seeds", type=int, default=3)
-    p.add_argument("--deadline-s", type=float, default=420.0, help="stop starting new work after this many seconds")
+    d = WideSettings()  # every measuring default is the settings' own
+    p.add_argument("--widths", default=",".join(map(str, d.widths)), help="model widths, comma-separated (default %(default)s)")
+    p.add_argument("--layers", type=int, default=d.layers, help="transformer blocks (default %(default)s)")
+    p.add_argument("--steps", type=int, default=d.steps, help="training steps per width (default %(default)s)")
+    p.add_argument("--batch", type=int, default=d.batch, help="windows per step (default %(default)s)")
+    p.add_argument("--block", type=int, default=d.block, help="window length in bytes (default %(default)s)")
+    p.add_argument("--lr", type=float, default=d.lr, help="one-cycle peak learning rate (default %(default)s)")
+    p.add_argument("--checkpoints", type=int, default=d.checkpoints, help="measurements per training (default %(default)s)")
+    p.add_argument("--calib-seeds", type=int, default=d.calib_seeds, help="pruning calibration seeds (default %(default)s)")
+    p.add_argument(
+        "--deadline-s", type=float, default=d.deadline_s, help="stop starting new work after this many seconds (default %(default)s)"
+    )
     p.add_argument("--commit", default=None, help="the commit to record (default: this checkout's; a copy without git has none)")
     return p
 
@@ -81,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _measure(args: Any, command: str) -> int:
-    from coevo.figures._lm_wide_run import WideSettings, run
+    from coevo.figures._lm_wide_run import run
 
     try:
         widths = tuple(int(w) for w in args.widths.split(","))
