@@ -5,21 +5,23 @@ Runs where a GPU is (``--device cuda``) or, at toy sizes, on a CPU (the tests). 
 from a copy of the checkout. Every stage appends its rows to the CSVs in the output folder as soon
 as it ends, so a run stopped by its deadline or by a fault keeps what it measured.
 
-What one run does, for each width, widest first (the same settings for every width):
+What one run does, for each training seed and, within it, each width, widest first (the same settings
+for every width and seed):
 
 1. Build :class:`sim.zoo.models.ByteGPT` (``d`` = the width, ``d / 64`` heads, the given depth and
-   block) and train it from its seed on the exported corpus's training split: AdamW with the zoo's
+   block) and train it from the seed on the exported corpus's training split: AdamW with the zoo's
    one-cycle schedule (10 % warm-up), gradient clipping at 1, bf16 autocast on CUDA, random windows.
 2. At ``checkpoints`` evenly spaced steps, in float32 and eval mode: the validation perplexity and
    :func:`sim.prune.outliers.activation_outliers` over ``tokens`` validation tokens (LLM.int8's rules).
-3. After training, prune the final model with each score and pattern (:func:`sim.prune.core.prune`,
-   sequential, calibration windows drawn from the training split with each calibration seed) and
-   measure the test perplexity of the dense and every pruned model.
+3. Right after its training, prune the final model with each score and pattern
+   (:func:`sim.prune.core.prune`, sequential, calibration windows drawn from the training split with
+   each calibration seed) and measure the test perplexity of the dense and every pruned model.
 
-The widest model comes first because it is the one the figure is for: a narrower width whose training
-would not end before the deadline (estimated from the last width's time, scaled by parameters) is
-skipped, and ``wide-run.json`` says so; pruning then runs on the widths trained, widest first, until
-the deadline.
+Each model is trained and pruned before the next is started, so a run stopped by its deadline keeps
+whole models. The widest model comes first because it is the one the figure is for, and the seeds in
+the order given: a model whose training and pruning would not end before the deadline (estimated from
+the last model's time, scaled by parameters) is skipped, and ``wide-run.json`` says so; the pruning of
+a started model stops at the deadline.
 """
 
 from __future__ import annotations
@@ -53,8 +55,20 @@ MIN_STEPS = 20
 HEAD_DIM = 64
 """Every width gets ``d / 64`` heads (GPT-2's head size), so only the width changes between runs."""
 
-TRAJECTORY_FIELDS = ["width", "layers", "params", "step", "tokens_seen", "train_s", "val_ppl", *LAYER_FIELDS, "top_share", "systematic"]
-PRUNE_FIELDS = ["width", "score", "pattern", "sparsity", "calib_seed", "calib_tokens", "test_ppl", "dense_test_ppl", "prune_s"]
+TRAJECTORY_FIELDS = [
+    "width",
+    "seed",
+    "layers",
+    "params",
+    "step",
+    "tokens_seen",
+    "train_s",
+    "val_ppl",
+    *LAYER_FIELDS,
+    "top_share",
+    "systematic",
+]
+PRUNE_FIELDS = ["width", "seed", "score", "pattern", "sparsity", "calib_seed", "calib_tokens", "test_ppl", "dense_test_ppl", "prune_s"]
 
 
 @dataclass(frozen=True)
@@ -70,7 +84,8 @@ class WideSettings:
     weight_decay: float = 0.1
     checkpoints: int = 6
     tokens: int = 16384
-    seed: int = 0
+    seeds: tuple[int, ...] = (0,)
+    """Training seeds: each width is trained once per seed (the pruning intervals are then over these)."""
     scores: tuple[str, ...] = ("magnitude", "wanda", "cos+var", "sparsegpt")
     patterns: tuple[str, ...] = ("unstructured", "2:4")
     sparsity: float = 0.5
@@ -92,6 +107,8 @@ class WideSettings:
             raise ValueError(f"--checkpoints {self.checkpoints}: at most one per step ({self.steps} steps)")
         if not (math.isfinite(self.lr) and self.lr > 0) or not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
             raise ValueError(f"--lr {self.lr} must be > 0 and --weight-decay {self.weight_decay} >= 0")
+        if not self.seeds or min(self.seeds) < 0 or len(set(self.seeds)) < len(self.seeds):
+            raise ValueError(f"--seeds {','.join(map(str, self.seeds)) or '(none)'}: distinct seeds >= 0, at least one")
         if not 0 < self.sparsity < 1:
             raise ValueError(f"--sparsity {self.sparsity}: must be in (0, 1)")
 
@@ -160,9 +177,10 @@ class DeviceCorpus:
 
 @dataclass(frozen=True)
 class Trained:
-    """A width's final model and what its training cost."""
+    """A width's final model from one training seed, and what its training cost."""
 
     width: int
+    seed: int
     model: nn.Module
     params: int
     train_s: float
@@ -182,13 +200,18 @@ def _measure_rows(model: nn.Module, settings: WideSettings, val: Split, meta: di
 
 
 def train_width(
-    width: int, settings: WideSettings, data: DeviceCorpus, device: torch.device, on_rows: Callable[[list[dict[str, Any]]], None]
+    width: int,
+    seed: int,
+    settings: WideSettings,
+    data: DeviceCorpus,
+    device: torch.device,
+    on_rows: Callable[[list[dict[str, Any]]], None],
 ) -> Trained:
-    """Train the model of ``width`` (module doc, step 1) and measure it at the checkpoints (step 2), rows to ``on_rows``."""
-    torch.manual_seed(settings.seed)
+    """Train the model of ``width`` from ``seed`` (module doc, step 1) and measure it at the checkpoints (step 2), rows to ``on_rows``."""
+    torch.manual_seed(seed)  # the initial weights
     model = ByteGPT(width, settings.layers, heads(width), settings.block).to(device)
     params = sum(p.numel() for p in model.parameters())
-    gen = torch.Generator(device=device).manual_seed(settings.seed)
+    gen = torch.Generator(device=device).manual_seed(seed)  # the training windows
     opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=settings.lr, total_steps=settings.steps, pct_start=0.1)
     at = set(checkpoint_steps(settings.steps, settings.checkpoints))
@@ -210,15 +233,18 @@ def train_width(
             if device.type == "cuda":
                 torch.cuda.synchronize()
             spent += time.perf_counter() - started
-            meta = {"width": width, "layers": settings.layers, "params": params, "step": step,
+            meta = {"width": width, "seed": seed, "layers": settings.layers, "params": params, "step": step,
                     "tokens_seen": step * settings.batch * settings.block, "train_s": round(spent, 1)}  # fmt: skip
             rows = _measure_rows(model, settings, data.val, meta)
             on_rows(rows)
-            print(f"width {width}: step {step} of {settings.steps}, loss {float(loss.detach()):.3f}, {spent:.0f} s training", flush=True)
+            print(
+                f"width {width}, seed {seed}: step {step} of {settings.steps}, loss {float(loss.detach()):.3f}, {spent:.0f} s training",
+                flush=True,
+            )
         else:
             spent += time.perf_counter() - started  # asynchronous on CUDA: the checkpoints' synchronisations settle it
     model.eval()
-    return Trained(width, model, params, spent, float(rows[0]["val_ppl"]))  # the last checkpoint is the last step
+    return Trained(width, seed, model, params, spent, float(rows[0]["val_ppl"]))  # the last checkpoint is the last step
 
 
 def prune_width(
@@ -243,7 +269,7 @@ def prune_width(
                 sparsity = None if pattern != "unstructured" else settings.sparsity
                 result = prune(trained.model, batches, sparsity, pattern=pattern, score=score, calib_tokens=calib.numel())
                 on_row({
-                    "width": trained.width, "score": score, "pattern": pattern, "sparsity": round(result.sparsity, 4),
+                    "width": trained.width, "seed": trained.seed, "score": score, "pattern": pattern, "sparsity": round(result.sparsity, 4),
                     "calib_seed": seed, "calib_tokens": result.calib_tokens, "test_ppl": lm_perplexity(result.model, data.test),
                     "dense_test_ppl": dense, "prune_s": round(time.perf_counter() - started, 2),
                 })  # fmt: skip
@@ -251,7 +277,7 @@ def prune_width(
 
 
 def estimate_s(width: int, measured: Sequence[tuple[int, float]]) -> float:
-    """Seconds the training of ``width`` should take: the last width's time scaled by parameters (12 d^2 per layer)."""
+    """Seconds a model of ``width`` should take: the last model's (width, seconds) scaled by parameters (12 d^2 per layer)."""
     if not measured:
         return 0.0
     w0, s0 = measured[-1]
@@ -274,32 +300,38 @@ def run(settings: WideSettings, corpus_dir: Path, out: Path, device_name: str, c
     info: dict[str, Any] = {
         "settings": asdict(settings), "commit": commit, "device": _device_label(device), "torch": torch.__version__,
         "corpus": json.loads((corpus_dir / "corpus.json").read_text()) if (corpus_dir / "corpus.json").is_file() else None,
-        "widths": {}, "skipped": [],
+        "models": [], "skipped": [],
     }  # fmt: skip
 
     def save_rows(rows: list[dict[str, Any]]) -> None:
         trajectory.extend(rows)
         write_csv(out / TRAJECTORY, trajectory, TRAJECTORY_FIELDS)
 
-    trained: list[Trained] = []
-    for width in sorted(settings.widths, reverse=True):
-        need = estimate_s(width, [(t.width, t.train_s) for t in trained])
-        if time.monotonic() + need > deadline:
-            info["skipped"].append({"width": width, "why": f"training would take about {need:.0f} s, past the deadline"})
-            continue
-        t = train_width(width, settings, data, device, save_rows)
-        trained.append(t)
-        info["widths"][str(width)] = {"params": t.params, "train_s": round(t.train_s, 1), "val_ppl": t.val_ppl}
-        _write_info(out, info, started)
     pruned: list[dict[str, Any]] = []
 
     def save_row(row: dict[str, Any]) -> None:
         pruned.append(row)
         write_csv(out / PRUNE, pruned, PRUNE_FIELDS)
 
-    for t in sorted(trained, key=lambda t: -t.width):
-        prune_width(t, settings, data, device, deadline, save_row)
-    _write_info(out, info, started)
+    spent: list[tuple[int, float]] = []  # (width, seconds to train and prune) per model done
+    for seed in settings.seeds:
+        for width in sorted(settings.widths, reverse=True):
+            need = estimate_s(width, spent)
+            if time.monotonic() + need > deadline:
+                why = f"training and pruning would take about {need:.0f} s, past the deadline"
+                info["skipped"].append({"width": width, "seed": seed, "why": why})
+                continue
+            begun = time.monotonic()
+            t = train_width(width, seed, settings, data, device, save_rows)
+            model = {"width": width, "seed": seed, "params": t.params, "train_s": round(t.train_s, 1), "val_ppl": t.val_ppl}
+            info["models"].append(model)
+            _write_info(out, info, started)
+            trained_at = time.monotonic()
+            prune_width(t, settings, data, device, deadline, save_row)
+            model["prune_s"] = round(time.monotonic() - trained_at, 1)
+            spent.append((width, time.monotonic() - begun))
+            del t
+    _write_info(out, info, started)  # also when every model was skipped: the run file says why
     return info
 
 

@@ -15,8 +15,9 @@ same corpus, on a GPU, and measures (:mod:`coevo.figures._lm_wide_run`, which sa
   calibration seed, the test perplexity after pruning, and the dense model's;
 * ``wide-run.json``: the settings, the device, the commit, each width's training time, what was skipped.
 
-``wide.md`` is written from those files alone. The models are trained once per width (seed 0): the
-pruning intervals are over calibration seeds and say nothing about training seeds.
+``wide.md`` is written from those files alone. With one training seed (``--seeds 0``, the width sweep)
+the pruning intervals are over calibration seeds and say nothing about training seeds; with several
+(``--widths 1024 --seeds 0,1,2,3``) they are over the trained models.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ PAGE = "wide.md"
 MAGNITUDE = 6.0
 """LLM.int8's outlier magnitude (as :data:`sim.prune.outliers.MAGNITUDE`; repeated here so rendering needs no torch)."""
 BASE = "wanda"
-"""The score the other scores are compared with, paired over calibration seeds."""
+"""The score the other scores are compared with, paired by calibration (and training) seed."""
 
 
 def parser() -> Any:
@@ -54,6 +55,11 @@ def parser() -> Any:
     p.add_argument("--block", type=int, default=d.block, help="window length in bytes (default %(default)s)")
     p.add_argument("--lr", type=float, default=d.lr, help="one-cycle peak learning rate (default %(default)s)")
     p.add_argument("--checkpoints", type=int, default=d.checkpoints, help="measurements per training (default %(default)s)")
+    p.add_argument(
+        "--seeds",
+        default=",".join(map(str, d.seeds)),
+        help="training seeds, comma-separated: each width is trained from each (default %(default)s)",
+    )
     p.add_argument("--calib-seeds", type=int, default=d.calib_seeds, help="pruning calibration seeds (default %(default)s)")
     p.add_argument(
         "--deadline-s", type=float, default=d.deadline_s, help="stop starting new work after this many seconds (default %(default)s)"
@@ -83,13 +89,21 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _ints(flag: str, text: str) -> tuple[int, ...]:
+    """``text`` as comma-separated integers; ValueError naming ``flag`` otherwise."""
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise ValueError(f"{flag} {text!r}: comma-separated integers expected") from None
+
+
 def _measure(args: Any, command: str) -> int:
     from coevo.figures._lm_wide_run import run
 
     try:
-        widths = tuple(int(w) for w in args.widths.split(","))
+        widths, seeds = _ints("--widths", args.widths), _ints("--seeds", args.seeds)
         settings = WideSettings(
-            widths=widths, layers=args.layers, block=args.block, batch=args.batch, steps=args.steps, lr=args.lr,
+            widths=widths, seeds=seeds, layers=args.layers, block=args.block, batch=args.batch, steps=args.steps, lr=args.lr,
             checkpoints=args.checkpoints, calib_seeds=args.calib_seeds, deadline_s=args.deadline_s,
         )  # fmt: skip
         settings.check()
@@ -105,11 +119,16 @@ def _measure(args: Any, command: str) -> int:
 # ---------------------------------------------------------------- the page, from the saved files alone
 
 
-def _checkpoints(rows: list[dict[str, str]]) -> dict[int, dict[int, list[dict[str, str]]]]:
-    """width -> step -> that checkpoint's layer rows."""
-    out: dict[int, dict[int, list[dict[str, str]]]] = defaultdict(lambda: defaultdict(list))
+def _seed(row: dict[str, str]) -> int:
+    """A row's training seed; the first run's files have no column for it (one training, seed 0, per its run file)."""
+    return int(row.get("seed") or 0)
+
+
+def _checkpoints(rows: list[dict[str, str]]) -> dict[tuple[int, int], dict[int, list[dict[str, str]]]]:
+    """(width, training seed) -> step -> that checkpoint's layer rows."""
+    out: dict[tuple[int, int], dict[int, list[dict[str, str]]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
-        out[int(row["width"])][int(row["step"])].append(row)
+        out[(int(row["width"]), _seed(row))][int(row["step"])].append(row)
     return out
 
 
@@ -137,33 +156,66 @@ def _systematic_cell(point: dict[str, Any]) -> str:
     return f"{point['systematic']} ({point['which']})" if point["which"] else str(point["systematic"])
 
 
-def _trajectory_section(points: dict[int, list[dict[str, Any]]]) -> list[str]:
+Points = dict[tuple[int, int], list[dict[str, Any]]]
+"""(width, training seed) -> that model's checkpoints, in step order."""
+
+
+def _final_table(points: Points) -> list[str]:
+    lines = [
+        "| width | seed | parameters | steps (tokens) | training s | val ppl | max \\|x\\| | kurtosis max | top share (layer) "
+        "| 36/d | outlier channels, hidden / all | hidden inputs with outlier channels | systematic channels |",
+        "|---:|---:|---:|---|---:|---:|---:|---:|---|---:|---|---|---|",
+    ]
+    for (width, seed), run in sorted(points.items()):
+        p = run[-1]
+        lines.append(
+            f"| {width} | {seed} | {p['params']:,} | {p['step']:,} ({p['tokens'] / 1e6:.1f} M) | {p['train_s']:.0f} "
+            f"| {p['val_ppl']:.3f} | {p['absmax']:.2f} | {p['kurtosis_max']:.2f} | {100 * p['top_share']:.2f} % (`{p['top_layer']}`) "
+            f"| {100 * MAGNITUDE**2 / width:.2f} % | {p['hidden']} / {p['all']} | {p['hidden_layers_with']} of {p['hidden_layers']} "
+            f"| {_systematic_cell(p)} |"
+        )
+    return lines
+
+
+def _over_seeds(points: Points) -> list[str]:
+    """Per width trained from several seeds, the last checkpoint's measures as mean ± t interval over the seeds."""
+    finals: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for (width, _), run in sorted(points.items()):
+        finals[width].append(run[-1])
+    lines = []
+    for width, ps in sorted(finals.items()):
+        if len(ps) < 2:
+            continue
+        parts = [
+            f"{what} {mean_interval([float(p[key]) for p in ps], digits=digits)}"
+            for what, key, digits in (("val ppl", "val_ppl", 3), ("max |x|", "absmax", 2), ("hidden-state outlier channels", "hidden", 1),
+                                      ("systematic channels", "systematic", 1))
+        ]  # fmt: skip
+        with_any = sum(1 for p in ps if p["systematic"])
+        lines.append(f"- Width {width}, {len(ps)} training seeds (mean ± Student t 95 % half-width): " + ", ".join(parts)
+                     + f"; {with_any} of {len(ps)} seeds have systematic channels.")  # fmt: skip
+    return ["", *lines] if lines else []
+
+
+def _trajectory_section(points: Points) -> list[str]:
     lines = [
         "## Outliers against width",
         "",
-        "At the last checkpoint of each width. Outlier channels: |x| >= 6 on >= 6 % of the validation tokens (LLM.int8), "
+        "At the last checkpoint of each model. Outlier channels: |x| >= 6 on >= 6 % of the validation tokens (LLM.int8), "
         "counted over the hidden-width inputs (the hidden states LLM.int8 analyses) / over all inputs (adding the FFN "
         "contraction's 4x wider input); systematic: hidden-state channels that are outlier channels in >= 25 % of the "
-        "hidden-width inputs. Top share: the largest share of a hidden-width input's energy one channel carries (layer "
-        "named); 36/d: the share a LayerNorm output's channel needs, before the affine gain, to reach |x| = 6.",
+        "hidden-width inputs (their indices in brackets). Top share: the largest share of a hidden-width input's energy one "
+        "channel carries (layer named); 36/d: the share a LayerNorm output's channel needs, before the affine gain, to reach "
+        "|x| = 6.",
         "",
-        "| width | parameters | steps (tokens) | training s | val ppl | max \\|x\\| | kurtosis max | top share (layer) | 36/d "
-        "| outlier channels, hidden / all | hidden inputs with outlier channels | systematic channels |",
-        "|---:|---:|---|---:|---:|---:|---:|---|---:|---|---|---:|",
+        *_final_table(points),
+        *_over_seeds(points),
     ]
-    for width, run in sorted(points.items()):
-        p = run[-1]
-        lines.append(
-            f"| {width} | {p['params']:,} | {p['step']:,} ({p['tokens'] / 1e6:.1f} M) | {p['train_s']:.0f} | {p['val_ppl']:.3f} "
-            f"| {p['absmax']:.2f} | {p['kurtosis_max']:.2f} | {100 * p['top_share']:.2f} % (`{p['top_layer']}`) "
-            f"| {100 * MAGNITUDE**2 / width:.2f} % | {p['hidden']} / {p['all']} | {p['hidden_layers_with']} of {p['hidden_layers']} "
-            f"| {p['systematic']} |"
-        )
-    lines += ["", "Every checkpoint:", "", "| width | step | val ppl | max \\|x\\| | kurtosis max | top share (layer) "
-              "| outlier channels, hidden / all | systematic (channels) |", "|---:|---:|---:|---:|---:|---|---|---|"]  # fmt: skip
-    for width, run in sorted(points.items()):
+    lines += ["", "Every checkpoint:", "", "| width | seed | step | val ppl | max \\|x\\| | kurtosis max | top share (layer) "
+              "| outlier channels, hidden / all | systematic (channels) |", "|---:|---:|---:|---:|---:|---:|---|---|---|"]  # fmt: skip
+    for (width, seed), run in sorted(points.items()):
         lines += [
-            f"| {width} | {p['step']:,} | {p['val_ppl']:.3f} | {p['absmax']:.2f} | {p['kurtosis_max']:.2f} "
+            f"| {width} | {seed} | {p['step']:,} | {p['val_ppl']:.3f} | {p['absmax']:.2f} | {p['kurtosis_max']:.2f} "
             f"| {100 * p['top_share']:.2f} % (`{p['top_layer']}`) | {p['hidden']} / {p['all']} "
             f"| {_systematic_cell(p)} |"
             for p in run
@@ -171,36 +223,62 @@ def _trajectory_section(points: dict[int, list[dict[str, Any]]]) -> list[str]:
     return lines
 
 
+Cell = dict[int, dict[int, float]]
+"""One score at one width and pattern: training seed -> calibration seed -> test perplexity."""
+
+
 def _ratios(a: dict[int, float], b: dict[int, float]) -> list[float]:
     """Per calibration seed present in both, ``100 (a / b - 1)``: the perplexity change in percent."""
     return [100 * (a[s] / b[s] - 1) for s in sorted(set(a) & set(b))]
 
 
+def _units(cell: Cell, many: bool) -> list[float]:
+    """The values an interval is taken over: each training seed's mean over its calibration seeds when there are
+    several training seeds (the calibration seeds are nested in them), else the calibration seeds' values."""
+    if many:
+        return [sum(v.values()) / len(v) for _, v in sorted(cell.items()) if v]
+    return [x for _, v in sorted(cell.items()) for x in v.values()]
+
+
+def _diff_units(a: Cell, b: Cell, many: bool) -> list[float]:
+    """``a`` against ``b`` in percent, paired by calibration seed within a training seed, reduced as :func:`_units`."""
+    per_seed = {seed: dict(enumerate(_ratios(a[seed], b[seed]))) for seed in sorted(set(a) & set(b))}
+    return _units({s: v for s, v in per_seed.items() if v}, many)
+
+
 def _prune_section(rows: list[dict[str, str]]) -> list[str]:
     if not rows:
         return ["## Pruning", "", "No pruning rows were saved (the run stopped before its pruning stage)."]
-    ppl: dict[tuple[int, str], dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
-    dense: dict[int, float] = {}
+    ppl: dict[tuple[int, str], dict[str, Cell]] = defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))
+    dense: dict[int, dict[int, float]] = defaultdict(dict)
     for r in rows:
-        ppl[(int(r["width"]), r["pattern"])][r["score"]][int(r["calib_seed"])] = float(r["test_ppl"])
-        dense[int(r["width"])] = float(r["dense_test_ppl"])
+        ppl[(int(r["width"]), r["pattern"])][r["score"]][_seed(r)][int(r["calib_seed"])] = float(r["test_ppl"])
+        dense[int(r["width"])][_seed(r)] = float(r["dense_test_ppl"])
+    seeds = sorted({_seed(r) for r in rows})
+    many = len(seeds) > 1
     scores = list(dict.fromkeys(r["score"] for r in rows))
     others = [s for s in scores if s != BASE]
+    over = (
+        f"over the {len(seeds)} training seeds, each trained model counted once (the mean of its calibration seeds)"
+        if many
+        else "over calibration seeds; magnitude needs none, so its seeds repeat one value"
+    )
     lines = [
-        "## Pruning each width's final model",
+        "## Pruning each model",
         "",
         f"Test perplexity at 50 % (unstructured, per output row as Wanda) and 2:4, sequential layer by layer, calibration "
-        f"windows drawn from the training split (mean ± Student t 95 % half-width over calibration seeds; magnitude needs "
-        f"none, so its seeds repeat one value). Then each score against {BASE}, paired by calibration seed: the change of "
-        f"test perplexity in percent (negative: lower perplexity than {BASE}); * marks an interval that excludes 0.",
+        f"windows drawn from the training split (mean ± Student t 95 % half-width {over}). Then each score against "
+        f"{BASE}, paired by calibration seed{' within each training seed' if many else ''}: the change of test perplexity "
+        f"in percent (negative: lower perplexity than {BASE}); * marks an interval that excludes 0.",
         "",
         "| width | pattern | dense | " + " | ".join(scores) + " | " + " | ".join(f"{s} vs {BASE}" for s in others) + " |",
         "|---:|---|---:|" + "---:|" * len(scores) + "---|" * len(others),
     ]
     for (width, pattern), by_score in sorted(ppl.items()):
-        cells = [_level(list(by_score[s].values())) if s in by_score else "n/a" for s in scores]
-        diffs = [_paired(_ratios(by_score[s], by_score[BASE])) if s in by_score and BASE in by_score else "n/a" for s in others]
-        lines.append(f"| {width} | {pattern} | {dense[width]:.3f} | " + " | ".join(cells) + " | " + " | ".join(diffs) + " |")
+        cells = [_level(_units(by_score[s], many)) if s in by_score else "n/a" for s in scores]
+        diffs = [_paired(_diff_units(by_score[s], by_score[BASE], many)) if s in by_score and BASE in by_score else "n/a" for s in others]
+        level = _level(list(dense[width].values()))
+        lines.append(f"| {width} | {pattern} | {level} | " + " | ".join(cells) + " | " + " | ".join(diffs) + " |")
     return lines
 
 
@@ -208,7 +286,7 @@ def _level(values: list[float]) -> str:
     if not values:
         return "n/a"
     if len(set(values)) == 1:
-        return f"{values[0]:.3f}"  # magnitude: no calibration data, every seed the same model
+        return f"{values[0]:.3f}"  # magnitude over calibration seeds: no calibration data, every seed the same model
     return mean_interval(values, digits=3)
 
 
@@ -218,11 +296,16 @@ def _paired(values: list[float]) -> str:
     return format_interval(values, digits=2) + " %" + (" *" if excludes_zero(values) else "")
 
 
+def _seed_note(skipped: dict[str, Any]) -> str:
+    return f", seed {skipped['seed']}" if "seed" in skipped else ""
+
+
 def render(folder: Path, command: str) -> str:
     """Write ``wide.md`` in ``folder`` from its CSVs and run file; returns the page."""
     info = json.loads((folder / RUN).read_text()) if (folder / RUN).is_file() else {}
-    by_width = _checkpoints(read_csv(folder / TRAJECTORY))
-    points = {w: [_point(rows) for _, rows in sorted(steps.items())] for w, steps in by_width.items()}
+    by_model = _checkpoints(read_csv(folder / TRAJECTORY))
+    points = {key: [_point(rows) for _, rows in sorted(steps.items())] for key, steps in by_model.items()}
+    seeds = sorted({seed for _, seed in points})
     prune_rows = read_csv(folder / PRUNE) if (folder / PRUNE).is_file() else []
     s = info.get("settings", {})
     lines = [
@@ -236,7 +319,8 @@ def render(folder: Path, command: str) -> str:
         f"Settings, the same for every width: ByteGPT with {s.get('layers', '?')} pre-LayerNorm blocks, one head per 64 "
         f"channels, windows of {s.get('block', '?')} bytes, {s.get('batch', '?')} windows per step, {s.get('steps', '?')} "
         f"steps of AdamW (weight decay {s.get('weight_decay', '?')}) on a one-cycle schedule peaking at {s.get('lr', '?')} "
-        "(10 % warm-up), gradient clipping at 1, bf16 autocast on CUDA, training seed 0; measured in float32 on "
+        f"(10 % warm-up), gradient clipping at 1, bf16 autocast on CUDA, training seed{'s' if len(seeds) > 1 else ''} "
+        f"{', '.join(map(str, seeds))} (the initial weights and the training windows); measured in float32 on "
         f"{s.get('tokens', '?')} validation tokens at {s.get('checkpoints', '?')} checkpoints. Corpus: lm-pystdlib's splits "
         "(the CPU machine's Python standard library, split by file), exported there and carried.",
         "",
@@ -245,7 +329,8 @@ def render(folder: Path, command: str) -> str:
         *_prune_section(prune_rows),
     ]
     if info.get("skipped"):
-        lines += ["", "Skipped: " + "; ".join(f"width {x['width']} ({x['why']})" for x in info["skipped"]) + "."]
-    lines += ["", "One training per width: differences between widths are one run each, not intervals over training seeds."]
+        lines += ["", "Skipped: " + "; ".join(f"width {x['width']}{_seed_note(x)} ({x['why']})" for x in info["skipped"]) + "."]
+    if len(seeds) < 2:
+        lines += ["", "One training per width: differences between widths are one run each, not intervals over training seeds."]
     page = "\n".join(lines) + "\n"
     return write_markdown(folder / PAGE, page, command)

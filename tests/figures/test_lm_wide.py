@@ -58,7 +58,8 @@ def test_pruning_rows_cover_every_score_pattern_and_seed_at_the_asked_sparsity(m
 def test_the_run_file_records_the_commit_device_and_each_width(measured: Path) -> None:
     info = json.loads((measured / lm_wide.RUN).read_text())
     assert info["commit"] == "abc123" and info["device"].startswith("cpu")
-    assert set(info["widths"]) == {"32", "64"} and info["skipped"] == []
+    assert [(m["width"], m["seed"]) for m in info["models"]] == [(64, 0), (32, 0)] and info["skipped"] == []
+    assert all(m["train_s"] > 0 and m["prune_s"] > 0 for m in info["models"])
     assert info["settings"]["steps"] == 20
 
 
@@ -69,6 +70,38 @@ def test_the_page_renders_from_the_saved_files_alone(measured: Path) -> None:
     assert first.split("\n", 1)[1] == again.split("\n", 1)[1]  # the provenance line aside
     assert "| 64 | 2:4 |" in again and "wanda vs" not in again and "magnitude vs wanda" in again
     assert "56.25 %" in again  # 36 / 64, the share |x| = 6 needs at width 64
+
+
+def test_training_seeds_give_one_model_each_and_the_page_takes_intervals_over_them(corpus: Path, tmp_path: Path) -> None:
+    toy = [*TOY[:3], "32", *TOY[4:]]  # one width
+    assert lm_wide.main([*toy, "--seeds", "3,5", "--calib-seeds", "2", "--corpus", str(corpus), "--out", str(tmp_path)]) == 0
+    trajectory = read_csv(tmp_path / lm_wide.TRAJECTORY)
+    assert {(r["seed"], r["step"]) for r in trajectory} == {("3", "10"), ("3", "20"), ("5", "10"), ("5", "20")}
+    pruned = read_csv(tmp_path / lm_wide.PRUNE)
+    assert {(r["seed"], r["calib_seed"]) for r in pruned} == {("3", "0"), ("3", "1"), ("5", "0"), ("5", "1")}
+    # the seeds change the initial weights and the windows: two different trained models
+    dense = {r["seed"]: r["dense_test_ppl"] for r in pruned}
+    assert dense["3"] != dense["5"]
+    page = (tmp_path / lm_wide.PAGE).read_text()
+    assert "over the 2 training seeds" in page and "Width 32, 2 training seeds" in page and "training seeds 3, 5" in page
+    assert "One training per width" not in page
+
+
+def test_pruning_differences_pair_calibration_seeds_within_training_seeds() -> None:
+    from coevo.figures.lm_wide import _diff_units, _units
+
+    wanda = {0: {0: 2.0, 1: 4.0}, 1: {0: 2.0, 1: 2.0}}
+    magnitude = {0: {0: 1.0, 1: 3.0}, 1: {0: 3.0, 1: 3.0}}
+    # seed 0: -50 % and -25 % -> -37.5; seed 1: +50 % twice -> +50
+    assert _diff_units(magnitude, wanda, many=True) == [-37.5, 50.0]
+    assert _diff_units(magnitude, wanda, many=False) == [-50.0, -25.0, 50.0, 50.0]
+    assert _units(wanda, many=True) == [3.0, 2.0]
+
+
+def test_the_first_runs_files_without_a_seed_column_read_as_seed_0() -> None:
+    from coevo.figures.lm_wide import _seed
+
+    assert _seed({"width": "64"}) == 0 and _seed({"width": "64", "seed": "2"}) == 2
 
 
 def test_a_deadline_that_has_passed_skips_every_width_and_says_so(corpus: Path, tmp_path: Path) -> None:
@@ -95,6 +128,8 @@ def test_export_writes_splits_that_read_back(tmp_path: Path, monkeypatch: pytest
         (["--steps", "19"], "--steps 19: at least 20"),
         (["--checkpoints", "21"], "--checkpoints 21"),
         (["--lr", "0"], "--lr 0"),
+        (["--seeds", "1,1"], "--seeds 1,1: distinct"),
+        (["--seeds", "a"], "--seeds 'a'"),
     ],
 )
 def test_bad_options_exit_2_with_one_line_and_write_nothing(
