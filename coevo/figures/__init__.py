@@ -618,16 +618,38 @@ FIGURES: tuple[Figure, ...] = (
     Figure(
         "lm-wide",
         "prune",
-        "LLM.int8 outlier features of byte-level LMs at widths 256-1024 trained on a GPU, and magnitude vs Wanda vs cos+var "
+        "LLM.int8 outlier features of byte-level LMs at widths 256-1024 (and four training seeds at 1024) trained on a GPU, "
+        "and magnitude vs Wanda vs cos+var "
         "vs SparseGPT on each (issue 31)",
         "python -m coevo.figures lm-wide --corpus .gpu --device cuda --deadline-s 340 --commit REV --out OUT (on a lent H200, "
         "after python -m coevo.figures lm-wide --export-corpus .gpu here; OUT's CSVs and wide-run.json then copied to "
         "docs/bench/prune and the page rendered with --report-only)",
-        ("wide.md", "wide-trajectory.csv", "wide-prune.csv", "wide-run.json"),
-        ("wide-trajectory.csv", "wide-prune.csv", "wide-run.json"),
+        (
+            "wide.md",
+            "wide-trajectory.csv",
+            "wide-prune.csv",
+            "wide-run.json",
+            "wide-seeds/wide.md",
+            "wide-seeds/wide-trajectory.csv",
+            "wide-seeds/wide-prune.csv",
+            "wide-seeds/wide-run.json",
+        ),
+        (
+            "wide-trajectory.csv",
+            "wide-prune.csv",
+            "wide-run.json",
+            "wide-seeds/wide-trajectory.csv",
+            "wide-seeds/wide-prune.csv",
+            "wide-seeds/wide-run.json",
+        ),
         module="lm_wide",
         renders=True,
-        quoted_in=("docs/prune.md",),
+        quoted_in=("docs/prune.md", "docs/families.md"),
+        also=(
+            "wide-seeds/ (width 1,024, four training seeds): python -m coevo.figures lm-wide --corpus .gpu --device cuda "
+            "--widths 1024 --seeds 0,1,2,3 --calib-seeds 2 --deadline-s 535 --out OUT --commit REV (on a lent H200; OUT copied "
+            "to docs/bench/prune/wide-seeds, the page rendered with --report-only --out docs/bench/prune/wide-seeds)",
+        ),
     ),
     Figure(
         "budgets",

@@ -199,7 +199,7 @@ def _over_seeds(points: Points) -> list[str]:
 
 def _trajectory_section(points: Points) -> list[str]:
     lines = [
-        "## Outliers against width",
+        "## Outliers at the end of training",
         "",
         "At the last checkpoint of each model. Outlier channels: |x| >= 6 on >= 6 % of the validation tokens (LLM.int8), "
         "counted over the hidden-width inputs (the hidden states LLM.int8 analyses) / over all inputs (adding the FFN "
@@ -259,7 +259,7 @@ def _prune_section(rows: list[dict[str, str]]) -> list[str]:
     scores = list(dict.fromkeys(r["score"] for r in rows))
     others = [s for s in scores if s != BASE]
     over = (
-        f"over the {len(seeds)} training seeds, each trained model counted once (the mean of its calibration seeds)"
+        f"over the {len(seeds)} training seeds: each trained model counted once, as the mean of its calibration seeds"
         if many
         else "over calibration seeds; magnitude needs none, so its seeds repeat one value"
     )
@@ -279,6 +279,36 @@ def _prune_section(rows: list[dict[str, str]]) -> list[str]:
         diffs = [_paired(_diff_units(by_score[s], by_score[BASE], many)) if s in by_score and BASE in by_score else "n/a" for s in others]
         level = _level(list(dense[width].values()))
         lines.append(f"| {width} | {pattern} | {level} | " + " | ".join(cells) + " | " + " | ".join(diffs) + " |")
+    return lines
+
+
+def _per_model_section(rows: list[dict[str, str]], points: Points) -> list[str]:
+    """With several training seeds: each model's outliers beside each score's change against the base, to see
+    whether the models with larger outlier features are the ones where the activation term pays."""
+    ppl: dict[tuple[int, int], dict[tuple[str, str], dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+    for r in rows:
+        ppl[(int(r["width"]), _seed(r))][(r["pattern"], r["score"])][int(r["calib_seed"])] = float(r["test_ppl"])
+    if len({seed for _, seed in ppl}) < 2:
+        return []
+    columns = list(dict.fromkeys((r["pattern"], r["score"]) for r in rows if r["score"] != BASE))
+    lines = [
+        "",
+        f"Each trained model (per-model mean over its calibration seeds of the change against {BASE}, in percent), beside its "
+        "outliers at the last checkpoint:",
+        "",
+        "| width | seed | max \\|x\\| | hidden outlier channels | systematic | "
+        + " | ".join(f"{score} vs {BASE}, {pattern}" for pattern, score in columns)
+        + " |",
+        "|---:|---:|---:|---:|---:|" + "---:|" * len(columns),
+    ]
+    for (width, seed), cells in sorted(ppl.items()):
+        p = points[(width, seed)][-1] if (width, seed) in points else None
+        outliers = f"{p['absmax']:.2f} | {p['hidden']} | {p['systematic']}" if p else "n/a | n/a | n/a"
+        diffs = []
+        for pattern, score in columns:
+            r = _ratios(cells.get((pattern, score), {}), cells.get((pattern, BASE), {}))
+            diffs.append(f"{sum(r) / len(r):+.2f}" if r else "n/a")
+        lines.append(f"| {width} | {seed} | {outliers} | " + " | ".join(diffs) + " |")
     return lines
 
 
@@ -309,14 +339,14 @@ def render(folder: Path, command: str) -> str:
     prune_rows = read_csv(folder / PRUNE) if (folder / PRUNE).is_file() else []
     s = info.get("settings", {})
     lines = [
-        "# Outlier features against model width, on a GPU (issue 31, item 1)",
+        "# Outlier features of byte-level LMs trained on a GPU, and pruning them (issue 31, item 1)",
         "",
         f"Written by `python -m coevo.figures lm-wide --report-only` from `{TRAJECTORY}`, `{PRUNE}` and `{RUN}` beside this "
         f"page. Measured on {info.get('device', 'an unrecorded device')} (torch {info.get('torch', '?')}) from commit "
         f"{info.get('commit', '?')}, {info.get('wall_s', '?')} s in all; the CPU machine that runs the rest of docs/bench "
         "could not train these widths in the time a run gets.",
         "",
-        f"Settings, the same for every width: ByteGPT with {s.get('layers', '?')} pre-LayerNorm blocks, one head per 64 "
+        f"Settings, the same for every model: ByteGPT with {s.get('layers', '?')} pre-LayerNorm blocks, one head per 64 "
         f"channels, windows of {s.get('block', '?')} bytes, {s.get('batch', '?')} windows per step, {s.get('steps', '?')} "
         f"steps of AdamW (weight decay {s.get('weight_decay', '?')}) on a one-cycle schedule peaking at {s.get('lr', '?')} "
         f"(10 % warm-up), gradient clipping at 1, bf16 autocast on CUDA, training seed{'s' if len(seeds) > 1 else ''} "
@@ -327,6 +357,7 @@ def render(folder: Path, command: str) -> str:
         *_trajectory_section(points),
         "",
         *_prune_section(prune_rows),
+        *_per_model_section(prune_rows, points),
     ]
     if info.get("skipped"):
         lines += ["", "Skipped: " + "; ".join(f"width {x['width']}{_seed_note(x)} ({x['why']})" for x in info["skipped"]) + "."]
