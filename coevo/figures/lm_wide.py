@@ -306,8 +306,8 @@ def _per_model_section(rows: list[dict[str, str]], points: Points) -> list[str]:
         outliers = f"{p['absmax']:.2f} | {p['hidden']} | {p['systematic']}" if p else "n/a | n/a | n/a"
         diffs = []
         for pattern, score in columns:
-            r = _ratios(cells.get((pattern, score), {}), cells.get((pattern, BASE), {}))
-            diffs.append(f"{sum(r) / len(r):+.2f}" if r else "n/a")
+            change = _ratios(cells.get((pattern, score), {}), cells.get((pattern, BASE), {}))
+            diffs.append(f"{sum(change) / len(change):+.2f}" if change else "n/a")
         lines.append(f"| {width} | {seed} | {outliers} | " + " | ".join(diffs) + " |")
     return lines
 
