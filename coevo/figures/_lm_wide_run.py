@@ -9,8 +9,9 @@ What one run does, for each training seed and, within it, each width, widest fir
 for every width and seed):
 
 1. Build :class:`sim.zoo.models.ByteGPT` (``d`` = the width, ``d / 64`` heads, the given depth and
-   block) and train it from the seed on the exported corpus's training split: AdamW with the zoo's
-   one-cycle schedule (10 % warm-up), gradient clipping at 1, bf16 autocast on CUDA, random windows.
+   block) and train it from the seed on the exported corpus's training split with the zoo's own
+   training (:func:`sim.zoo.registry.train_lm`: AdamW on a one-cycle schedule with 10 % warm-up,
+   gradient clipping at 1, random windows), under bf16 autocast on CUDA.
 2. At ``checkpoints`` evenly spaced steps, in float32 and eval mode: the validation perplexity and
    :func:`sim.prune.outliers.activation_outliers` over ``tokens`` validation tokens (LLM.int8's rules).
 3. Right after its training, prune the final model with each score and pattern
@@ -29,6 +30,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -36,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from coevo.figures._outlier_rows import LAYER_FIELDS
@@ -44,7 +45,7 @@ from coevo.sim.prune.core import prune
 from coevo.sim.prune.outliers import activation_outliers
 from coevo.sim.zoo.data import Split, byte_blocks, byte_tensor, random_windows
 from coevo.sim.zoo.models import ByteGPT
-from coevo.sim.zoo.registry import checkpoint_steps, lm_perplexity
+from coevo.sim.zoo.registry import LMTraining, checkpoint_steps, lm_perplexity, train_lm
 
 TRAJECTORY, PRUNE, RUN = "wide-trajectory.csv", "wide-prune.csv", "wide-run.json"
 """The files a run writes (the page, :mod:`coevo.figures.lm_wide`, reads them by these names)."""
@@ -68,7 +69,19 @@ TRAJECTORY_FIELDS = [
     "top_share",
     "systematic",
 ]
-PRUNE_FIELDS = ["width", "seed", "score", "pattern", "sparsity", "calib_seed", "calib_tokens", "test_ppl", "dense_test_ppl", "prune_s"]
+PRUNE_FIELDS = [
+    "width",
+    "seed",
+    "score",
+    "pattern",
+    "target_sparsity",
+    "sparsity",
+    "calib_seed",
+    "calib_tokens",
+    "test_ppl",
+    "dense_test_ppl",
+    "prune_s",
+]
 
 
 @dataclass(frozen=True)
@@ -88,7 +101,8 @@ class WideSettings:
     """Training seeds: each width is trained once per seed (the pruning intervals are then over these)."""
     scores: tuple[str, ...] = ("magnitude", "wanda", "cos+var", "sparsegpt")
     patterns: tuple[str, ...] = ("unstructured", "2:4")
-    sparsity: float = 0.5
+    sparsities: tuple[float, ...] = (0.5,)
+    """The unstructured pattern's sparsities (an N:M pattern has its own, 1 - N/M)."""
     calib_seeds: int = 3
     calib_windows: int = 128
     deadline_s: float = 420.0
@@ -109,8 +123,13 @@ class WideSettings:
             raise ValueError(f"--lr {self.lr} must be > 0 and --weight-decay {self.weight_decay} >= 0")
         if not self.seeds or min(self.seeds) < 0 or len(set(self.seeds)) < len(self.seeds):
             raise ValueError(f"--seeds {','.join(map(str, self.seeds)) or '(none)'}: distinct seeds >= 0, at least one")
-        if not 0 < self.sparsity < 1:
-            raise ValueError(f"--sparsity {self.sparsity}: must be in (0, 1)")
+        bad_sparsity = [x for x in self.sparsities if not 0 < x < 1]
+        if not self.sparsities or bad_sparsity:
+            raise ValueError(f"--sparsities {bad_sparsity or '(none)'}: each must be in (0, 1)")
+        for pattern in self.patterns:
+            nm = re.fullmatch(r"(\d+):(\d+)", pattern)
+            if pattern != "unstructured" and not (nm and 0 < int(nm[1]) < int(nm[2])):
+                raise ValueError(f"--patterns {pattern!r}: 'unstructured' or N:M with 0 < N < M")
 
 
 def heads(width: int) -> int:
@@ -207,44 +226,39 @@ def train_width(
     device: torch.device,
     on_rows: Callable[[list[dict[str, Any]]], None],
 ) -> Trained:
-    """Train the model of ``width`` from ``seed`` (module doc, step 1) and measure it at the checkpoints (step 2), rows to ``on_rows``."""
+    """Train the model of ``width`` from ``seed`` (module doc, step 1) and measure it at the checkpoints (step 2), rows to ``on_rows``.
+
+    The training is the zoo's (:func:`sim.zoo.registry.train_lm`), with bf16 autocast on CUDA.
+    """
     torch.manual_seed(seed)  # the initial weights
     model = ByteGPT(width, settings.layers, heads(width), settings.block).to(device)
     params = sum(p.numel() for p in model.parameters())
     gen = torch.Generator(device=device).manual_seed(seed)  # the training windows
-    opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=settings.lr, total_steps=settings.steps, pct_start=0.1)
-    at = set(checkpoint_steps(settings.steps, settings.checkpoints))
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
-    spent, rows = 0.0, []
-    model.train()
-    for step in range(1, settings.steps + 1):
-        started = time.perf_counter()
-        batch = random_windows(data.train, settings.block, settings.batch, gen)
-        with autocast:
-            logits = model(batch.x)
-        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), batch.y.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        if step in at:
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            spent += time.perf_counter() - started
-            meta = {"width": width, "seed": seed, "layers": settings.layers, "params": params, "step": step,
-                    "tokens_seen": step * settings.batch * settings.block, "train_s": round(spent, 1)}  # fmt: skip
-            rows = _measure_rows(model, settings, data.val, meta)
-            on_rows(rows)
-            print(
-                f"width {width}, seed {seed}: step {step} of {settings.steps}, loss {float(loss.detach()):.3f}, {spent:.0f} s training",
-                flush=True,
-            )
-        else:
-            spent += time.perf_counter() - started  # asynchronous on CUDA: the checkpoints' synchronisations settle it
+    hyper = LMTraining(settings.steps, settings.batch, settings.block, settings.lr, settings.weight_decay)
+    clock = {"started": time.perf_counter(), "measuring": 0.0}  # training time: the wall time less the measurements
+    rows: list[dict[str, Any]] = []
+
+    def sync() -> float:
+        if device.type == "cuda":
+            torch.cuda.synchronize()  # the steps run asynchronously: settle them before reading the clock
+        return time.perf_counter()
+
+    def checkpoint(step: int, trained: nn.Module) -> None:
+        nonlocal rows
+        begun = sync()
+        spent = begun - clock["started"] - clock["measuring"]
+        meta = {"width": width, "seed": seed, "layers": settings.layers, "params": params, "step": step,
+                "tokens_seen": step * settings.batch * settings.block, "train_s": round(spent, 1)}  # fmt: skip
+        rows = _measure_rows(trained, settings, data.val, meta)
+        on_rows(rows)
+        print(f"width {width}, seed {seed}: step {step} of {settings.steps}, {spent:.0f} s training", flush=True)
+        clock["measuring"] += time.perf_counter() - begun
+
+    at = checkpoint_steps(settings.steps, settings.checkpoints)
+    train_lm(model, data.train, hyper, gen, on_step=checkpoint, at=at, bf16=device.type == "cuda")
     model.eval()
-    return Trained(width, seed, model, params, spent, float(rows[0]["val_ppl"]))  # the last checkpoint is the last step
+    spent = float(rows[0]["train_s"])  # the last checkpoint is the last step
+    return Trained(width, seed, model, params, spent, float(rows[0]["val_ppl"]))
 
 
 def prune_width(
@@ -261,19 +275,30 @@ def prune_width(
         gen = torch.Generator(device=device).manual_seed(1000 + seed)
         calib = random_windows(data.train, settings.block, settings.calib_windows, gen).x
         batches = [calib[i : i + 16] for i in range(0, len(calib), 16)]
-        for pattern in settings.patterns:
+        for pattern, sparsity in _targets(settings):
             for score in settings.scores:
                 if time.monotonic() > deadline:
                     return
                 started = time.perf_counter()
-                sparsity = None if pattern != "unstructured" else settings.sparsity
                 result = prune(trained.model, batches, sparsity, pattern=pattern, score=score, calib_tokens=calib.numel())
                 on_row({
-                    "width": trained.width, "seed": trained.seed, "score": score, "pattern": pattern, "sparsity": round(result.sparsity, 4),
+                    "width": trained.width, "seed": trained.seed, "score": score, "pattern": pattern,
+                    "target_sparsity": sparsity if sparsity is not None else _nm_sparsity(pattern), "sparsity": round(result.sparsity, 4),
                     "calib_seed": seed, "calib_tokens": result.calib_tokens, "test_ppl": lm_perplexity(result.model, data.test),
                     "dense_test_ppl": dense, "prune_s": round(time.perf_counter() - started, 2),
                 })  # fmt: skip
                 del result
+
+
+def _targets(settings: WideSettings) -> list[tuple[str, float | None]]:
+    """(pattern, sparsity) pairs to prune to: the unstructured pattern at each sparsity, an N:M pattern at its own."""
+    return [(p, x) for p in settings.patterns for x in (settings.sparsities if p == "unstructured" else (None,))]
+
+
+def _nm_sparsity(pattern: str) -> float:
+    """An N:M pattern's sparsity, 1 - N/M."""
+    n, m = (int(x) for x in pattern.split(":"))
+    return round(1 - n / m, 4)
 
 
 def estimate_s(width: int, measured: Sequence[tuple[int, float]]) -> float:

@@ -60,6 +60,12 @@ def parser() -> Any:
         default=",".join(map(str, d.seeds)),
         help="training seeds, comma-separated: each width is trained from each (default %(default)s)",
     )
+    p.add_argument("--patterns", default=",".join(d.patterns), help="pruning patterns, comma-separated (default %(default)s)")
+    p.add_argument(
+        "--sparsities",
+        default=",".join(map(str, d.sparsities)),
+        help="the unstructured pattern's sparsities, comma-separated (default %(default)s)",
+    )
     p.add_argument("--calib-seeds", type=int, default=d.calib_seeds, help="pruning calibration seeds (default %(default)s)")
     p.add_argument(
         "--deadline-s", type=float, default=d.deadline_s, help="stop starting new work after this many seconds (default %(default)s)"
@@ -97,14 +103,24 @@ def _ints(flag: str, text: str) -> tuple[int, ...]:
         raise ValueError(f"{flag} {text!r}: comma-separated integers expected") from None
 
 
+def _floats(flag: str, text: str) -> tuple[float, ...]:
+    """``text`` as comma-separated numbers; ValueError naming ``flag`` otherwise."""
+    try:
+        return tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise ValueError(f"{flag} {text!r}: comma-separated numbers expected") from None
+
+
 def _measure(args: Any, command: str) -> int:
     from coevo.figures._lm_wide_run import run
 
     try:
         widths, seeds = _ints("--widths", args.widths), _ints("--seeds", args.seeds)
+        sparsities = _floats("--sparsities", args.sparsities)
         settings = WideSettings(
-            widths=widths, seeds=seeds, layers=args.layers, block=args.block, batch=args.batch, steps=args.steps, lr=args.lr,
-            checkpoints=args.checkpoints, calib_seeds=args.calib_seeds, deadline_s=args.deadline_s,
+            widths=widths, seeds=seeds, patterns=tuple(args.patterns.split(",")), sparsities=sparsities, layers=args.layers,
+            block=args.block, batch=args.batch, steps=args.steps, lr=args.lr, checkpoints=args.checkpoints,
+            calib_seeds=args.calib_seeds, deadline_s=args.deadline_s,
         )  # fmt: skip
         settings.check()
         if args.corpus is None:
@@ -117,6 +133,13 @@ def _measure(args: Any, command: str) -> int:
 
 
 # ---------------------------------------------------------------- the page, from the saved files alone
+
+
+def _target(row: dict[str, str]) -> str:
+    """A pruning row's pattern as the tables name it: an unstructured row with its sparsity (N:M has its own)."""
+    if row["pattern"] != "unstructured":
+        return row["pattern"]
+    return f"unstructured {100 * float(row.get('target_sparsity') or row['sparsity']):.0f} %"  # the first run's: measured
 
 
 def _seed(row: dict[str, str]) -> int:
@@ -252,7 +275,7 @@ def _prune_section(rows: list[dict[str, str]]) -> list[str]:
     ppl: dict[tuple[int, str], dict[str, Cell]] = defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))
     dense: dict[int, dict[int, float]] = defaultdict(dict)
     for r in rows:
-        ppl[(int(r["width"]), r["pattern"])][r["score"]][_seed(r)][int(r["calib_seed"])] = float(r["test_ppl"])
+        ppl[(int(r["width"]), _target(r))][r["score"]][_seed(r)][int(r["calib_seed"])] = float(r["test_ppl"])
         dense[int(r["width"])][_seed(r)] = float(r["dense_test_ppl"])
     seeds = sorted({_seed(r) for r in rows})
     many = len(seeds) > 1
@@ -266,7 +289,8 @@ def _prune_section(rows: list[dict[str, str]]) -> list[str]:
     lines = [
         "## Pruning each model",
         "",
-        f"Test perplexity at 50 % (unstructured, per output row as Wanda) and 2:4, sequential layer by layer, calibration "
+        f"Test perplexity after pruning to each pattern (unstructured at the sparsity named, per output row as Wanda; N:M), "
+        "sequential layer by layer, calibration "
         f"windows drawn from the training split (mean ± Student t 95 % half-width {over}). Then each score against "
         f"{BASE}, paired by calibration seed{' within each training seed' if many else ''}: the change of test perplexity "
         f"in percent (negative: lower perplexity than {BASE}); * marks an interval that excludes 0.",
@@ -287,10 +311,10 @@ def _per_model_section(rows: list[dict[str, str]], points: Points) -> list[str]:
     whether the models with larger outlier features are the ones where the activation term pays."""
     ppl: dict[tuple[int, int], dict[tuple[str, str], dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
     for r in rows:
-        ppl[(int(r["width"]), _seed(r))][(r["pattern"], r["score"])][int(r["calib_seed"])] = float(r["test_ppl"])
+        ppl[(int(r["width"]), _seed(r))][(_target(r), r["score"])][int(r["calib_seed"])] = float(r["test_ppl"])
     if len({seed for _, seed in ppl}) < 2:
         return []
-    columns = list(dict.fromkeys((r["pattern"], r["score"]) for r in rows if r["score"] != BASE))
+    columns = list(dict.fromkeys((_target(r), r["score"]) for r in rows if r["score"] != BASE))
     lines = [
         "",
         f"Each trained model (per-model mean over its calibration seeds of the change against {BASE}, in percent), beside its "

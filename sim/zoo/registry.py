@@ -522,9 +522,9 @@ def _train(
     """Train ``model`` by the recipe; ``on_step(step, model)`` after each optimiser step (1-based) in ``at``."""
     cfg = rec["train"]
     gen = torch.Generator().manual_seed(cfg["seed"])
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
-    model.train()
     if rec["task"] == "classify":
+        opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+        model.train()
         train = splits["train"]
         per_epoch = math.ceil(len(train) / cfg["batch"])
         steps = cfg["epochs"] * per_epoch
@@ -543,22 +543,69 @@ def _train(
         return
     assert text is not None
     steps = cfg["steps"]
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg["lr"], total_steps=steps, pct_start=0.1)
-    block = rec["arch"]["block"]
+
+    def on_loss(step: int, loss: float) -> None:
+        if progress is not None:
+            progress(f"{training_label(name)}: step {step} of {steps}, loss {loss:.3f}", step / steps)
+
     data = byte_tensor(text)  # once: the standard library's 31 MB would otherwise be copied at every step
-    for step in range(steps):
-        batch = random_windows(data, block, cfg["batch"], gen)
-        loss = _step(opt, sched, _loss(model, batch.x, batch.y))
-        if on_step is not None and step + 1 in at:
-            on_step(step + 1, model)
-        if progress is not None and (step % 10 == 9 or step == steps - 1):
-            progress(f"{training_label(name)}: step {step + 1} of {steps}, loss {loss:.3f}", (step + 1) / steps)
+    hyper = LMTraining(steps, cfg["batch"], rec["arch"]["block"], cfg["lr"], cfg["weight_decay"])
+    train_lm(model, data, hyper, gen, on_step=on_step, at=at, on_loss=on_loss)
 
 
-def _step(opt: torch.optim.Optimizer, sched: torch.optim.lr_scheduler.LRScheduler, loss: torch.Tensor) -> float:
+@dataclass(frozen=True)
+class LMTraining:
+    """A byte-level LM's training: ``steps`` optimiser steps on ``batch`` random windows of ``block`` bytes,
+    AdamW (``lr``, ``weight_decay``) on a one-cycle schedule peaking at ``lr`` after a 10 % warm-up."""
+
+    steps: int
+    batch: int
+    block: int
+    lr: float
+    weight_decay: float
+
+
+LOSS_EVERY = 10
+""":func:`train_lm` reports the training loss every this many steps (reading it waits for a GPU)."""
+
+
+def train_lm(
+    model: nn.Module,
+    data: torch.Tensor,
+    hyper: LMTraining,
+    generator: torch.Generator,
+    *,
+    on_step: StepHook | None = None,
+    at: Collection[int] = (),
+    on_loss: Callable[[int, float], None] | None = None,
+    bf16: bool = False,
+) -> None:
+    """Train byte-level LM ``model`` on ``data`` (:func:`sim.zoo.data.byte_tensor`, on the model's device) by ``hyper``.
+
+    The zoo's language-model training, also run on a GPU (the lm-wide figure): windows drawn with
+    ``generator`` (of ``data``'s device), gradient clipping at 1. ``on_step(step, model)`` runs after each
+    1-based step in ``at``; ``on_loss(step, loss)`` every :data:`LOSS_EVERY` steps and at the last.
+    ``bf16`` runs the forward pass under bfloat16 autocast (the loss in float32).
+    """
+    opt = torch.optim.AdamW(model.parameters(), lr=hyper.lr, weight_decay=hyper.weight_decay)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=hyper.lr, total_steps=hyper.steps, pct_start=0.1)
+    model.train()
+    for step in range(1, hyper.steps + 1):
+        batch = random_windows(data, hyper.block, hyper.batch, generator)
+        with torch.autocast(data.device.type, dtype=torch.bfloat16, enabled=bf16):
+            out = model(batch.x)
+        # float32 logits: a no-op without autocast, so the CPU zoo's weights are the same as before
+        loss = F.cross_entropy(out.float().reshape(-1, out.shape[-1]), batch.y.reshape(-1))
+        _step(opt, sched, loss)
+        if on_step is not None and step in at:
+            on_step(step, model)
+        if on_loss is not None and (step % LOSS_EVERY == 0 or step == hyper.steps):
+            on_loss(step, float(loss.detach()))
+
+
+def _step(opt: torch.optim.Optimizer, sched: torch.optim.lr_scheduler.LRScheduler, loss: torch.Tensor) -> None:
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_([p for g in opt.param_groups for p in g["params"]], 1.0)
     opt.step()
     sched.step()
-    return float(loss.detach())

@@ -88,6 +88,19 @@ def test_training_seeds_give_one_model_each_and_the_page_takes_intervals_over_th
     assert "Each trained model" in page and "| 32 | 3 |" in page and "| 32 | 5 |" in page  # the per-model table
 
 
+def test_several_unstructured_sparsities_each_get_a_row_of_their_own(corpus: Path, tmp_path: Path) -> None:
+    toy = [*TOY[:3], "32", *TOY[4:]]
+    argv = [*toy, "--patterns", "unstructured,1:4", "--sparsities", "0.6,0.8", "--calib-seeds", "1"]
+    assert lm_wide.main([*argv, "--corpus", str(corpus), "--out", str(tmp_path)]) == 0
+    pruned = read_csv(tmp_path / lm_wide.PRUNE)
+    targets = {(r["pattern"], r["target_sparsity"]) for r in pruned}
+    assert targets == {("unstructured", "0.6"), ("unstructured", "0.8"), ("1:4", "0.75")}
+    for r in pruned:  # the measured sparsity is the target's, to the rows' rounding (32 inputs: 1/32 a step)
+        assert abs(float(r["sparsity"]) - float(r["target_sparsity"])) < 1 / 32, r
+    page = (tmp_path / lm_wide.PAGE).read_text()
+    assert "| 32 | unstructured 60 % |" in page and "| 32 | unstructured 80 % |" in page and "| 32 | 1:4 |" in page
+
+
 def test_pruning_differences_pair_calibration_seeds_within_training_seeds() -> None:
     from coevo.figures.lm_wide import _diff_units, _units
 
@@ -131,6 +144,9 @@ def test_export_writes_splits_that_read_back(tmp_path: Path, monkeypatch: pytest
         (["--lr", "0"], "--lr 0"),
         (["--seeds", "1,1"], "--seeds 1,1: distinct"),
         (["--seeds", "a"], "--seeds 'a'"),
+        (["--sparsities", "0.5,1"], "--sparsities [1.0]: each must be in (0, 1)"),
+        (["--sparsities", "half"], "--sparsities 'half'"),
+        (["--patterns", "4:2"], "--patterns '4:2'"),
     ],
 )
 def test_bad_options_exit_2_with_one_line_and_write_nothing(
