@@ -633,6 +633,10 @@ FIGURES: tuple[Figure, ...] = (
             "wide-seeds/wide-trajectory.csv",
             "wide-seeds/wide-prune.csv",
             "wide-seeds/wide-run.json",
+            "wide-sparse/wide.md",
+            "wide-sparse/wide-trajectory.csv",
+            "wide-sparse/wide-prune.csv",
+            "wide-sparse/wide-run.json",
         ),
         (
             "wide-trajectory.csv",
@@ -641,6 +645,9 @@ FIGURES: tuple[Figure, ...] = (
             "wide-seeds/wide-trajectory.csv",
             "wide-seeds/wide-prune.csv",
             "wide-seeds/wide-run.json",
+            "wide-sparse/wide-trajectory.csv",
+            "wide-sparse/wide-prune.csv",
+            "wide-sparse/wide-run.json",
         ),
         module="lm_wide",
         renders=True,
@@ -649,6 +656,10 @@ FIGURES: tuple[Figure, ...] = (
             "wide-seeds/ (width 1,024, four training seeds): python -m coevo.figures lm-wide --corpus .gpu --device cuda "
             "--widths 1024 --seeds 0,1,2,3 --calib-seeds 2 --deadline-s 535 --out OUT --commit REV (on a lent H200; OUT copied "
             "to docs/bench/prune/wide-seeds, the page rendered with --report-only --out docs/bench/prune/wide-seeds)",
+            "wide-sparse/ (width 1,024, seed 0, unstructured at 50-70 % and 2:4): python -m coevo.figures lm-wide --corpus .gpu "
+            "--device cuda --widths 1024 --seeds 0 --patterns unstructured,2:4 --sparsities 0.5,0.6,0.7 --calib-seeds 2 "
+            "--deadline-s 215 --out OUT --commit REV (on a lent H200; OUT copied to docs/bench/prune/wide-sparse, rendered there "
+            "with --report-only)",
         ),
     ),
     Figure(

@@ -386,6 +386,10 @@ def render(folder: Path, command: str) -> str:
     if info.get("skipped"):
         lines += ["", "Skipped: " + "; ".join(f"width {x['width']}{_seed_note(x)} ({x['why']})" for x in info["skipped"]) + "."]
     if len(seeds) < 2:
-        lines += ["", "One training per width: differences between widths are one run each, not intervals over training seeds."]
+        lines += [
+            "",
+            "One training per width: the pruning intervals are over calibration seeds, and a difference between widths is one "
+            "training each, not an interval over training seeds.",
+        ]
     page = "\n".join(lines) + "\n"
     return write_markdown(folder / PAGE, page, command)
