@@ -268,8 +268,11 @@ def prune_width(
     device: torch.device,
     deadline: float,
     on_row: Callable[[dict[str, Any]], None],
-) -> None:
-    """Prune ``trained``'s model with every score, pattern and calibration seed (module doc, step 3) until ``deadline``."""
+) -> bool:
+    """Prune ``trained``'s model with every score, pattern and calibration seed (module doc, step 3) until ``deadline``.
+
+    Returns whether every pruning was done (False: the deadline cut it short).
+    """
     dense = lm_perplexity(trained.model, data.test)
     for seed in range(settings.calib_seeds):
         gen = torch.Generator(device=device).manual_seed(1000 + seed)
@@ -278,7 +281,7 @@ def prune_width(
         for pattern, sparsity in _targets(settings):
             for score in settings.scores:
                 if time.monotonic() > deadline:
-                    return
+                    return False
                 started = time.perf_counter()
                 result = prune(trained.model, batches, sparsity, pattern=pattern, score=score, calib_tokens=calib.numel())
                 on_row({
@@ -288,6 +291,7 @@ def prune_width(
                     "dense_test_ppl": dense, "prune_s": round(time.perf_counter() - started, 2),
                 })  # fmt: skip
                 del result
+    return True
 
 
 def _targets(settings: WideSettings) -> list[tuple[str, float | None]]:
@@ -302,7 +306,11 @@ def _nm_sparsity(pattern: str) -> float:
 
 
 def estimate_s(width: int, measured: Sequence[tuple[int, float]]) -> float:
-    """Seconds a model of ``width`` should take: the last model's (width, seconds) scaled by parameters (12 d^2 per layer)."""
+    """Seconds a model of ``width`` should take, from the (width, seconds) of the models done: the last one of the same
+    width, else the last one scaled by parameters (12 d^2 per layer; small widths, which do not fill a GPU, overestimate)."""
+    same = [s for w, s in measured if w == width]
+    if same:
+        return same[-1]
     if not measured:
         return 0.0
     w0, s0 = measured[-1]
@@ -352,7 +360,7 @@ def run(settings: WideSettings, corpus_dir: Path, out: Path, device_name: str, c
             info["models"].append(model)
             _write_info(out, info, started)
             trained_at = time.monotonic()
-            prune_width(t, settings, data, device, deadline, save_row)
+            model["pruning_cut"] = not prune_width(t, settings, data, device, deadline, save_row)
             model["prune_s"] = round(time.monotonic() - trained_at, 1)
             spent.append((width, time.monotonic() - begun))
             del t

@@ -31,7 +31,7 @@ from typing import Any
 from coevo.figures._common import command_line, figure_parser, git_revision, mean_interval, read_csv, write_markdown
 from coevo.figures._lm_wide_run import PRUNE, RUN, TRAJECTORY, WideSettings
 from coevo.figures._outlier_rows import layer_from_row
-from coevo.search.stats import excludes_zero, format_interval
+from coevo.search.stats import SMALL_SAMPLE, excludes_zero, format_interval
 
 NAME = "lm-wide"
 PAGE = "wide.md"
@@ -139,7 +139,8 @@ def _target(row: dict[str, str]) -> str:
     """A pruning row's pattern as the tables name it: an unstructured row with its sparsity (N:M has its own)."""
     if row["pattern"] != "unstructured":
         return row["pattern"]
-    return f"unstructured {100 * float(row.get('target_sparsity') or row['sparsity']):.0f} %"  # the first run's: measured
+    x = float(row.get("target_sparsity") or row["sparsity"])  # the first run's files: the measured sparsity (0.5 exactly)
+    return f"unstructured {round(100 * x, 2):g} %"
 
 
 def _seed(row: dict[str, str]) -> int:
@@ -203,8 +204,10 @@ def _final_table(points: Points) -> list[str]:
 def _over_seeds(points: Points) -> list[str]:
     """Per width trained from several seeds, the last checkpoint's measures as mean ± t interval over the seeds."""
     finals: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    last = {width: max(run[-1]["step"] for (w, _), run in points.items() if w == width) for width, _ in points}
     for (width, _), run in sorted(points.items()):
-        finals[width].append(run[-1])
+        if run[-1]["step"] == last[width]:  # a training stopped early is not counted as finished
+            finals[width].append(run[-1])
     lines = []
     for width, ps in sorted(finals.items()):
         if len(ps) < 2:
@@ -282,7 +285,8 @@ def _prune_section(rows: list[dict[str, str]]) -> list[str]:
     scores = list(dict.fromkeys(r["score"] for r in rows))
     others = [s for s in scores if s != BASE]
     over = (
-        f"over the {len(seeds)} training seeds: each trained model counted once, as the mean of its calibration seeds"
+        "over the trained models, as many as the models column says: each counted once, as the mean of its calibration "
+        "seeds; a cell over fewer models says how many"
         if many
         else "over calibration seeds; magnitude needs none, so its seeds repeat one value"
     )
@@ -295,15 +299,42 @@ def _prune_section(rows: list[dict[str, str]]) -> list[str]:
         f"{BASE}, paired by calibration seed{' within each training seed' if many else ''}: the change of test perplexity "
         f"in percent (negative: lower perplexity than {BASE}); * marks an interval that excludes 0.",
         "",
-        "| width | pattern | dense | " + " | ".join(scores) + " | " + " | ".join(f"{s} vs {BASE}" for s in others) + " |",
-        "|---:|---|---:|" + "---:|" * len(scores) + "---|" * len(others),
+        "| width | pattern |"
+        + (" models |" if many else "")
+        + " dense | "
+        + " | ".join(scores)
+        + " | "
+        + " | ".join(f"{s} vs {BASE}" for s in others)
+        + " |",
+        "|---:|---|" + ("---:|" if many else "") + "---:|" + "---:|" * len(scores) + "---|" * len(others),
     ]
     for (width, pattern), by_score in sorted(ppl.items()):
-        cells = [_level(_units(by_score[s], many)) if s in by_score else "n/a" for s in scores]
-        diffs = [_paired(_diff_units(by_score[s], by_score[BASE], many)) if s in by_score and BASE in by_score else "n/a" for s in others]
+        n = len({seed for cell in by_score.values() for seed in cell})
+        cells = [_level(_units(by_score[s], many)) + _fewer(len(by_score[s]), n) if s in by_score else "n/a" for s in scores]
+        diffs = []
+        for s in others:
+            units = _diff_units(by_score[s], by_score[BASE], many) if s in by_score and BASE in by_score else []
+            diffs.append(_paired(units) + (_fewer(len(units), n) if many else ""))
         level = _level(list(dense[width].values()))
-        lines.append(f"| {width} | {pattern} | {level} | " + " | ".join(cells) + " | " + " | ".join(diffs) + " |")
+        models = f" {n} |" if many else ""
+        lines.append(f"| {width} | {pattern} |{models} {level} | " + " | ".join(cells) + " | " + " | ".join(diffs) + " |")
+    lines += ["", _small_sample(rows, many)]
     return lines
+
+
+def _fewer(k: int, n: int) -> str:
+    """`` (k models)`` when a cell has fewer trained models than its row (a deadline cut its pruning short)."""
+    return f" ({k} models)" if 0 < k < n else ""
+
+
+def _small_sample(rows: list[dict[str, str]], many: bool) -> str:
+    """The caveat every interval here needs: a t interval over a handful of values has few degrees of freedom."""
+    count = len({_seed(r) for r in rows}) if many else len({r["calib_seed"] for r in rows})
+    what = "trained models" if many else "calibration seeds"
+    if count >= SMALL_SAMPLE:
+        return f"Intervals over {count} {what}."
+    return (f"Intervals over {count} {what}: a Student t interval over fewer than {SMALL_SAMPLE} values has few degrees of "
+            "freedom, so it is wide and leans on the values being roughly normal.")  # fmt: skip
 
 
 def _per_model_section(rows: list[dict[str, str]], points: Points) -> list[str]:
@@ -385,6 +416,9 @@ def render(folder: Path, command: str) -> str:
     ]
     if info.get("skipped"):
         lines += ["", "Skipped: " + "; ".join(f"width {x['width']}{_seed_note(x)} ({x['why']})" for x in info["skipped"]) + "."]
+    cut = [m for m in info.get("models", []) if m.get("pruning_cut")]
+    if cut:
+        lines += ["", "Pruning cut short by the deadline: " + "; ".join(f"width {m['width']}, seed {m['seed']}" for m in cut) + "."]
     if len(seeds) < 2:
         lines += [
             "",

@@ -59,7 +59,10 @@ def test_the_run_file_records_the_commit_device_and_each_width(measured: Path) -
     info = json.loads((measured / lm_wide.RUN).read_text())
     assert info["commit"] == "abc123" and info["device"].startswith("cpu")
     assert [(m["width"], m["seed"]) for m in info["models"]] == [(64, 0), (32, 0)] and info["skipped"] == []
-    assert all(m["train_s"] >= 0 and m["prune_s"] >= 0 for m in info["models"])  # rounded to 0.1 s: a toy model can show 0
+    pruned = read_csv(measured / lm_wide.PRUNE)
+    for m in info["models"]:  # a model's pruning time holds each of its prunings' (rounded to 0.1 s and 0.01 s)
+        rows = [float(r["prune_s"]) for r in pruned if int(r["width"]) == m["width"]]
+        assert len(rows) == 16 and m["prune_s"] >= sum(rows) - 0.1 and m["pruning_cut"] is False
     assert info["settings"]["steps"] == 20
 
 
@@ -83,7 +86,12 @@ def test_training_seeds_give_one_model_each_and_the_page_takes_intervals_over_th
     dense = {r["seed"]: r["dense_test_ppl"] for r in pruned}
     assert dense["3"] != dense["5"]
     page = (tmp_path / lm_wide.PAGE).read_text()
-    assert "over the 2 training seeds" in page and "Width 32, 2 training seeds" in page and "training seeds 3, 5" in page
+    assert (
+        "| width | pattern | models |" in page
+        and "| 32 | 2:4 | 2 |" in page
+        and "Width 32, 2 training seeds" in page
+        and "training seeds 3, 5" in page
+    )
     assert "One training per width" not in page
     assert "Each trained model" in page and "| 32 | 3 |" in page and "| 32 | 5 |" in page  # the per-model table
 
@@ -99,6 +107,46 @@ def test_several_unstructured_sparsities_each_get_a_row_of_their_own(corpus: Pat
         assert abs(float(r["sparsity"]) - float(r["target_sparsity"])) < 1 / 32, r
     page = (tmp_path / lm_wide.PAGE).read_text()
     assert "| 32 | unstructured 60 % |" in page and "| 32 | unstructured 80 % |" in page and "| 32 | 1:4 |" in page
+
+
+def test_the_estimate_takes_the_same_widths_last_time_else_scales_by_parameters() -> None:
+    from coevo.figures._lm_wide_run import estimate_s
+
+    assert estimate_s(1024, []) == 0.0
+    assert estimate_s(1024, [(1024, 130.0), (256, 70.0)]) == 130.0  # a seed loop: not 16 x the narrow model's
+    assert estimate_s(512, [(256, 10.0)]) == 40.0  # (512 / 256)^2
+
+
+def test_a_pruning_past_its_deadline_stops_and_says_it_was_cut(corpus: Path) -> None:
+    import torch
+
+    from coevo.figures._lm_wide_run import DeviceCorpus, Trained, prune_width, read_corpus
+    from coevo.sim.zoo.models import ByteGPT
+
+    settings = WideSettings(widths=(32,), layers=1, block=32, calib_windows=4)
+    data = DeviceCorpus.of(read_corpus(corpus), settings.block, torch.device("cpu"))
+    trained = Trained(32, 0, ByteGPT(32, 1, 1, 32).eval(), 0, 0.0, 0.0)
+    rows: list[dict[str, object]] = []
+    assert prune_width(trained, settings, data, torch.device("cpu"), deadline=0.0, on_row=rows.append) is False
+    assert rows == []
+
+
+def test_a_cell_of_the_pruning_table_by_hand() -> None:
+    from coevo.figures.lm_wide import _prune_section
+
+    ppl = {("wanda", 0): (2.0, 4.0), ("wanda", 1): (2.0, 2.0), ("magnitude", 0): (1.0, 3.0), ("magnitude", 1): (3.0, 3.0)}
+    rows = [
+        {"width": "64", "seed": str(seed), "score": score, "pattern": "2:4", "target_sparsity": "0.5", "sparsity": "0.5",
+         "calib_seed": str(c), "test_ppl": str(value), "dense_test_ppl": "1.5"}
+        for (score, seed), values in ppl.items() for c, value in enumerate(values)
+    ]  # fmt: skip
+    page = "\n".join(_prune_section(rows))
+    # per model, paired by calibration seed: seed 0 (-50 %, -25 %) -> -37.5; seed 1 (+50 %, +50 %) -> +50;
+    # mean +6.25, sd 87.5 / sqrt 2, t(0.975, 1) = 12.7062: half-width 12.7062 * 87.5 / 2 = 555.90
+    assert "| 64 | 2:4 | 2 | 1.500 |" in page and "+6.25 ± 555.90 %" in page
+    # levels: magnitude's per-model means 2.0 and 3.0; wanda's 3.0 and 2.0 -> 2.500 ± 6.353 (12.7062 * 0.5)
+    assert page.count("2.500 ± 6.353") == 2
+    assert "Intervals over 2 trained models: a Student t interval over fewer than 5 values" in page
 
 
 def test_pruning_differences_pair_calibration_seeds_within_training_seeds() -> None:
