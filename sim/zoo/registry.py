@@ -7,8 +7,10 @@ writes ``<name>-<key>.pt`` atomically with a JSON sidecar (baseline metrics, tra
 weights' fingerprint), and every later call loads. A cache file that does not load, or holds
 another recipe, is rebuilt.
 
-Training is seeded but not bit-identical across machines (float kernels differ by CPU), so two
-machines can hold different weights for one recipe. Every loaded model therefore carries
+Training is seeded but not bit-identical across machines (float kernels differ by CPU), nor across
+torch thread counts on one machine (lm-pystdlib-tiny, seed 0: fingerprint 6a0e95bac14af9ff with 1
+thread, d0dec1a43e5be8dc with 2), so two caches can hold different weights for one recipe; the
+sidecar records the thread count that trained it. Every loaded model therefore carries
 :attr:`ZooModel.fingerprint`, a hash of its weights, and :func:`used_models` lists the ones this
 process loaded, which the figures record beside their data: a reader can tell whether a rerun
 used the same trained model.
@@ -306,7 +308,10 @@ def _load_or_train(
     seconds = time.perf_counter() - started
     zm = _loaded(ZooModel(name, rec["task"], model, rec, key, baseline, splits, path, note))
     _save(path, {"key": key, "recipe": json.dumps(rec), "state_dict": model.state_dict(), "baseline": baseline})
-    sidecar = {"name": name, "key": key, "baseline": baseline, "train_s": round(seconds, 1), "weights": zm.fingerprint}
+    sidecar = {
+        "name": name, "key": key, "baseline": baseline, "train_s": round(seconds, 1), "weights": zm.fingerprint,
+        "train_threads": torch.get_num_threads(),  # the float reductions, hence the weights, depend on it (module doc)
+    }  # fmt: skip
     _save_text(path.with_suffix(".json"), json.dumps(sidecar))
     return zm
 
