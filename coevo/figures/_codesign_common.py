@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from coevo.figures._common import Output, command_line, read_numbers
+from coevo.figures._common import Output, comma_list, command_line, read_numbers
 from coevo.search.compose import ComposedProblem, Part
 from coevo.search.errors import UserInputError
 from coevo.search.metrics import pareto_mask
@@ -399,20 +399,13 @@ def add_search_options(
     return ap
 
 
-def _ints(text: str, flag: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UserInputError(f"{flag} must be integers joined by commas, got {text!r}") from None
-
-
 def requested(a: argparse.Namespace, arms: Sequence[str]) -> tuple[list[int], list[int], list[str]]:
     """The (budgets, seeds, arms) options :func:`add_search_options` parsed into ``a``, checked.
 
     Raises:
         UserInputError: a budget or seed that is not an integer, an arm not in ``arms``, a budget below 4.
     """
-    budgets, seeds = _ints(a.budgets, "--budgets"), _ints(a.seeds, "--seeds")
+    budgets, seeds = comma_list(a.budgets, "--budgets", int), comma_list(a.seeds, "--seeds", int)
     chosen = [x.strip() for x in a.arms.split(",") if x.strip()]
     bad = [x for x in chosen if x not in arms]
     if bad:

@@ -262,6 +262,7 @@ def read_numbers(path: Path) -> list[dict[str, Any]]:
 
 
 _Key = TypeVar("_Key", bound=Hashable)
+Number = TypeVar("Number", int, float)
 
 
 def weighted_means(
@@ -300,6 +301,21 @@ def mean_std(values: Iterable[float], digits: int = 2, single: str | None = None
     if len(vals) == 1:
         return f"{vals[0]:.{digits}f}"
     return f"{statistics.mean(vals):.{digits}f} ± {statistics.stdev(vals):.{digits}f}"
+
+
+def comma_list(text: str, flag: str, kind: Callable[[str], Number]) -> list[Number]:
+    """Option ``flag``'s comma-separated values as ``kind`` (``int`` or ``float``), empty items skipped.
+
+    Raises:
+        UserInputError: a value ``kind`` cannot read; the message names ``flag`` and the text.
+    """
+    from coevo.sim.errors import UserInputError
+
+    try:
+        return [kind(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        what = "integers" if kind is int else "numbers"
+        raise UserInputError(f"{flag} {text!r}: {what} joined by commas expected") from None
 
 
 def mean_interval(values: Sequence[float], digits: int = 1, level: float = 0.95) -> str:

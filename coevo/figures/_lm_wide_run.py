@@ -30,7 +30,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -42,10 +41,11 @@ from torch import nn
 
 from coevo.figures._outlier_rows import LAYER_FIELDS
 from coevo.sim.prune.core import prune
+from coevo.sim.prune.masks import parse_pattern
 from coevo.sim.prune.outliers import activation_outliers
 from coevo.sim.zoo.data import Split, byte_blocks, byte_tensor, random_windows
 from coevo.sim.zoo.models import ByteGPT
-from coevo.sim.zoo.registry import LMTraining, checkpoint_steps, lm_perplexity, train_lm
+from coevo.sim.zoo.registry import LMTraining, checkpoint_steps, lm_perplexity, parameter_count, train_lm
 
 TRAJECTORY, PRUNE, RUN = "wide-trajectory.csv", "wide-prune.csv", "wide-run.json"
 """The files a run writes (the page, :mod:`coevo.figures.lm_wide`, reads them by these names)."""
@@ -127,9 +127,10 @@ class WideSettings:
         if not self.sparsities or bad_sparsity:
             raise ValueError(f"--sparsities {bad_sparsity or '(none)'}: each must be in (0, 1)")
         for pattern in self.patterns:
-            nm = re.fullmatch(r"(\d+):(\d+)", pattern)
-            if pattern != "unstructured" and not (nm and 0 < int(nm[1]) < int(nm[2])):
-                raise ValueError(f"--patterns {pattern!r}: 'unstructured' or N:M with 0 < N < M")
+            try:
+                parse_pattern(pattern)  # the pruning's own reading of a pattern
+            except ValueError:
+                raise ValueError(f"--patterns {pattern!r}: 'unstructured' or N:M with 0 < N < M") from None
 
 
 def heads(width: int) -> int:
@@ -232,7 +233,7 @@ def train_width(
     """
     torch.manual_seed(seed)  # the initial weights
     model = ByteGPT(width, settings.layers, heads(width), settings.block).to(device)
-    params = sum(p.numel() for p in model.parameters())
+    params = parameter_count(model)
     gen = torch.Generator(device=device).manual_seed(seed)  # the training windows
     hyper = LMTraining(settings.steps, settings.batch, settings.block, settings.lr, settings.weight_decay)
     clock = {"started": time.perf_counter(), "measuring": 0.0}  # training time: the wall time less the measurements
@@ -284,9 +285,10 @@ def prune_width(
                     return False
                 started = time.perf_counter()
                 result = prune(trained.model, batches, sparsity, pattern=pattern, score=score, calib_tokens=calib.numel())
+                target = sparsity if sparsity is not None else round(parse_pattern(pattern).sparsity or 0.0, 4)  # N:M: 1 - N/M
                 on_row({
                     "width": trained.width, "seed": trained.seed, "score": score, "pattern": pattern,
-                    "target_sparsity": sparsity if sparsity is not None else _nm_sparsity(pattern), "sparsity": round(result.sparsity, 4),
+                    "target_sparsity": target, "sparsity": round(result.sparsity, 4),
                     "calib_seed": seed, "calib_tokens": result.calib_tokens, "test_ppl": lm_perplexity(result.model, data.test),
                     "dense_test_ppl": dense, "prune_s": round(time.perf_counter() - started, 2),
                 })  # fmt: skip
@@ -297,12 +299,6 @@ def prune_width(
 def _targets(settings: WideSettings) -> list[tuple[str, float | None]]:
     """(pattern, sparsity) pairs to prune to: the unstructured pattern at each sparsity, an N:M pattern at its own."""
     return [(p, x) for p in settings.patterns for x in (settings.sparsities if p == "unstructured" else (None,))]
-
-
-def _nm_sparsity(pattern: str) -> float:
-    """An N:M pattern's sparsity, 1 - N/M."""
-    n, m = (int(x) for x in pattern.split(":"))
-    return round(1 - n / m, 4)
 
 
 def estimate_s(width: int, measured: Sequence[tuple[int, float]]) -> float:

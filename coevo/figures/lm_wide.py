@@ -28,7 +28,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from coevo.figures._common import command_line, figure_parser, git_revision, mean_interval, read_csv, write_markdown
+from coevo.figures._common import comma_list, command_line, figure_parser, git_revision, mean_interval, read_csv, write_markdown
 from coevo.figures._lm_wide_run import PRUNE, RUN, TRAJECTORY, WideSettings
 from coevo.figures._outlier_rows import layer_from_row
 from coevo.search.stats import SMALL_SAMPLE, excludes_zero, format_interval
@@ -95,28 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _ints(flag: str, text: str) -> tuple[int, ...]:
-    """``text`` as comma-separated integers; ValueError naming ``flag`` otherwise."""
-    try:
-        return tuple(int(x) for x in text.split(","))
-    except ValueError:
-        raise ValueError(f"{flag} {text!r}: comma-separated integers expected") from None
-
-
-def _floats(flag: str, text: str) -> tuple[float, ...]:
-    """``text`` as comma-separated numbers; ValueError naming ``flag`` otherwise."""
-    try:
-        return tuple(float(x) for x in text.split(","))
-    except ValueError:
-        raise ValueError(f"{flag} {text!r}: comma-separated numbers expected") from None
-
-
 def _measure(args: Any, command: str) -> int:
     from coevo.figures._lm_wide_run import run
 
     try:
-        widths, seeds = _ints("--widths", args.widths), _ints("--seeds", args.seeds)
-        sparsities = _floats("--sparsities", args.sparsities)
+        widths, seeds = tuple(comma_list(args.widths, "--widths", int)), tuple(comma_list(args.seeds, "--seeds", int))
+        sparsities = tuple(comma_list(args.sparsities, "--sparsities", float))
         settings = WideSettings(
             widths=widths, seeds=seeds, patterns=tuple(args.patterns.split(",")), sparsities=sparsities, layers=args.layers,
             block=args.block, batch=args.batch, steps=args.steps, lr=args.lr, checkpoints=args.checkpoints,
