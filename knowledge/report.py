@@ -25,13 +25,13 @@ from coevo.knowledge import validation
 from coevo.knowledge.heuristics import STATUS_MEANING, STATUSES, quantity_label, sig
 from coevo.knowledge.imported import VERDICTS, Imported, imported_heuristics
 from coevo.knowledge.store import KnowledgeStore, Version, iter_ids
-from coevo.search.errors import UserInputError
 from coevo.search.metrics import model_yield, pareto_mask
 from coevo.search.problem import Problem
 from coevo.search.proposers import Evaluation
 from coevo.search.round_log import read_round_logs
 from coevo.search.runner import BANDS
 from coevo.search.study import StoredSearch, evaluations_from_study, load_search
+from coevo.sim.paths import make_out_folder
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def write_report(storage: str | None, study_name: str, out: Path, *, store: Know
     started = time.perf_counter()
     search = load_search(storage, study_name, create=False)  # before anything is created: a wrong name leaves no folder
     store = store or KnowledgeStore.for_storage(storage)
-    created = _make_folder(out)
+    created = make_out_folder(out, "report")
     try:
         blocks = _blocks(search, store, out, storage)
         md = out / "report.md"
@@ -103,25 +103,6 @@ def write_report(storage: str | None, study_name: str, out: Path, *, store: Know
     report.bytes = sum(p.stat().st_size for p in report.files)
     report.seconds = time.perf_counter() - started
     return report
-
-
-def _make_folder(out: Path) -> Path | None:
-    """Create ``out`` (and missing parents); returns the topmost folder created, None if it existed.
-
-    Raises:
-        UserInputError: ``out`` or a parent is a file, or the folder cannot be created.
-    """
-    missing = next((p for p in reversed([out, *out.parents]) if not p.exists()), None)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise UserInputError(f"--out {out} is a file, not a folder: choose another path for the report") from None
-    except NotADirectoryError:
-        blocker = next((p for p in out.parents if p.is_file()), out.parent)
-        raise UserInputError(f"cannot create the report folder {out}: {blocker} is a file, not a folder") from None
-    except OSError as exc:
-        raise UserInputError(f"cannot create the report folder {out}: {exc.strerror or exc}") from None
-    return missing
 
 
 # ---------------------------------------------------------------- content

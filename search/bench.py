@@ -42,6 +42,7 @@ from coevo.search.runner import BANDS, SearchResult
 from coevo.search.stats import excludes_zero, format_interval
 from coevo.search.storage import open_storage
 from coevo.search.study import evaluations_from_study
+from coevo.sim.paths import make_out_folder
 
 RUN_FIELDS = ("study", "proposer", "seed", "budget", "evaluations", "trials", "hv_ratio", "igd", "front_recall", "wall_s")
 """Columns of ``runs.csv`` after the problem's options (one column per option, so each row says what it ran; an
@@ -104,7 +105,10 @@ class BenchSpec:
         if self.budgets:
             check_budgets(self.budgets)
         elif self.budget <= 0:
-            raise UserInputError(f"budget must be a positive number of evaluations, got {self.budget}")
+            raise UserInputError(
+                f"--budget must be a positive number of evaluations, got {self.budget} (a bench compares proposers on paid "
+                "evaluations; `coevo search --budget 0` gives one proposer's predicted front)"
+            )
         if not self.seeds:
             raise UserInputError("--seeds must be at least 1")
         if self.jobs < 1:
@@ -230,7 +234,7 @@ def run_bench(spec: BenchSpec, out: Path, *, on_result: Callable[[SearchResult],
     if spec.budgets:
         raise ValueError("a bench with several budgets runs through search.bench_budgets.run_budget_bench")
     spec.validate()
-    out.mkdir(parents=True, exist_ok=True)
+    make_out_folder(out, "benchmark outputs")
     storage = spec.storage or f"sqlite:///{out / 'bench.sqlite3'}"
     open_storage(storage)  # create the schema once, before parallel runs race to do it
     groups = spec.run_groups()
@@ -276,10 +280,12 @@ def _write_csv(results: Sequence[SearchResult], path: Path) -> Path:
 
 
 def _mean_std(values: Sequence[float]) -> str:
+    """``0.9912 ± 0.0034`` (mean ± std over seeds); one seed has no spread, so it says so instead of ``± 0.0000``."""
     if not values:
         return "n/a"
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.fmean(values):.4f} ± {sd:.4f}"
+    if len(values) == 1:
+        return f"{values[0]:.4f} (1 seed)"
+    return f"{statistics.fmean(values):.4f} ± {statistics.stdev(values):.4f}"
 
 
 def pooled_hv_ratios(spec: BenchSpec, results: Sequence[SearchResult], storage: str) -> dict[str, float] | None:

@@ -208,9 +208,16 @@ def load_reference(ref: str, *, what: str) -> Any:
         try:
             value = getattr(value, part)
         except AttributeError:
-            found = sorted(n for n in dir(module) if not n.startswith("_"))[:12]
+            found = _defined_names(module)[:12]
             raise UserInputError(f"{what} {ref!r}: {target} has no {attr!r} (it defines: {', '.join(found) or 'nothing'})") from None
     return value
+
+
+def _defined_names(module: Any) -> list[str]:
+    """The public classes and functions ``module`` defines itself (not what it imports), sorted; else every public name."""
+    names = sorted(n for n in dir(module) if not n.startswith("_"))
+    own = [n for n in names if getattr(getattr(module, n), "__module__", None) == module.__name__]
+    return own or names
 
 
 def _import_file(path: Path, *, what: str, ref: str) -> Any:

@@ -162,6 +162,8 @@ def run_search(
             f"{opened.budget} (pass a budget above {opened.paid} to extend it)"
         )
     else:
+        if budget == opened.paid > 0:
+            notes.append(f"study {name!r} already has its {budget} paid evaluations: nothing new to evaluate (a larger budget extends it)")
         if on_open is not None:
             on_open(name)
         worker = Worker(

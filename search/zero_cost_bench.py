@@ -26,6 +26,7 @@ from coevo.search.nb201.table import DATASETS, load_table
 from coevo.search.predictor import zero_shot
 from coevo.search.storage import open_storage, resolve_storage_url
 from coevo.search.zero_cost import _TABLE, PROXIES, ProxyCache, ProxyConfig
+from coevo.sim.paths import make_out_folder
 
 
 @dataclass
@@ -58,6 +59,7 @@ def run_proxies(
     if dataset not in DATASETS:
         raise UserInputError(f"unknown dataset {dataset!r}; valid datasets: {', '.join(DATASETS)}")
     config = config or ProxyConfig()
+    make_out_folder(out, "proxy outputs")  # before the scoring, which takes minutes
     open_storage(storage)  # fail early, with the storage's own error, on a bad URL
     storage = resolve_storage_url(storage)
     rng = random.Random(seed)
@@ -86,7 +88,6 @@ def run_proxies(
             row[0] for row in con.execute(sa.select(_TABLE.c.seconds).where(_TABLE.c.config == config.key(), _TABLE.c.arch.in_(archs)))
         ]
     median = statistics.median(seconds) if seconds else None
-    out.mkdir(parents=True, exist_ok=True)
     with (out / "proxies.csv").open("w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(["index", "arch", f"{dataset}_acc", *PROXIES])

@@ -28,6 +28,7 @@ from rich.console import Console
 from coevo.agent.chat.command_line import CommandLine
 from coevo.agent.chat.commands import CommandContext, dispatch
 from coevo.agent.chat.store import Event, SessionStore
+from coevo.agent.console import PipeConsole
 from coevo.agent.json_output import error_fields, print_object
 from coevo.agent.reasoners import ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, llm_settings
 from coevo.search.errors import CoevoError, UserInputError
@@ -160,8 +161,6 @@ def _open(args: argparse.Namespace, console: Console, cli: CommandLine | None) -
         from coevo.agent.chat.loop import ChatAgent
         from coevo.agent.llm_client import LLMSettings, chat_model
 
-        if args.max_steps < 1:
-            raise UserInputError(f"--max-steps must be at least 1, got {args.max_steps}")
         agent = ChatAgent(
             chat_model(LLMSettings(base_url, model_name, api_key, timeout_s=args.llm_timeout, streaming=not args.no_stream)),
             REGISTRY,
@@ -178,6 +177,15 @@ def _open(args: argparse.Namespace, console: Console, cli: CommandLine | None) -
             declined_hint=ONCE_DECLINED if once else "",
         )
     return Chat(session, ctx, agent, terminal, model_name, base_url)
+
+
+def _bare_command(line: str, *, offline: bool) -> str:
+    """``exit`` / ``quit`` typed without the slash leave, as in Python's REPL; ``help`` is ``/help`` where no model
+    would read it (command mode). Anything else is returned as typed."""
+    word = line.strip().lower()
+    if word in ("exit", "quit"):
+        return "/exit"
+    return "/help" if offline and word == "help" else line
 
 
 def _check_workspace(folder: str | None) -> None:
@@ -200,9 +208,13 @@ def run(args: argparse.Namespace, *, cli: CommandLine | None = None) -> int:
         cli: runs the ``coevo`` commands behind ``/search`` and ``/kb`` (the CLI hands in
             :func:`agent.cli.chat.in_process`); None: those commands are not available.
     """
+    if args.max_steps < 1:  # checked without an endpoint too: a bad value is refused before it can matter
+        raise UserInputError(f"--max-steps must be at least 1, got {args.max_steps}")
+    if args.json and args.once is None:
+        raise UserInputError("--json prints one turn as JSON: use it with --once MESSAGE")
     if args.once is not None and args.json:
         return _once_json(args, cli)
-    console = Console(highlight=False)
+    console = PipeConsole(highlight=False)
     chat = _open(args, console, cli)
     if args.once is not None:
         return _once(args, chat)
@@ -224,6 +236,7 @@ def run(args: argparse.Namespace, *, cli: CommandLine | None = None) -> int:
             break
         if not line:
             continue
+        line = _bare_command(line, offline=agent is None)
         if line.startswith("/"):
             if dispatch(ctx, line).exit:
                 break

@@ -59,7 +59,7 @@ COMMANDS: dict[str, Command] = {
     "tools": Command("list, describe and run registered tools", "coevo.agent.cli.tools"),
     "kb": Command("knowledge bases: list, show, accept, reject, export, import, report, ablate", "coevo.agent.cli.kb"),
     "proxies": Command("zero-cost proxy quality (Spearman rho) and CPU cost on random NB201 cells", "coevo.agent.cli.proxies"),
-    "models": Command("the model zoo: list models and their cache state, train (build) one", "coevo.agent.cli.models"),
+    "models": Command("the model zoo: list models and their cache state, build one (train and cache it)", "coevo.agent.cli.models"),
 }
 """The table of commands: adding a command is adding a module and an entry."""
 

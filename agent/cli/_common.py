@@ -193,6 +193,14 @@ def engine_flags(args: argparse.Namespace) -> EngineOptions:
     return EngineOptions.create(names=FLAGS, **values)
 
 
+def ignored_reasoner_flags(args: argparse.Namespace) -> list[str]:
+    """The reasoner flags given on the command line (``--reasoner llm``, ``--llm-model m``, ...): for a proposer without a
+    reasoner they are said to be ignored rather than dropped in silence."""
+    names = {"reasoner": "--reasoner", "llm_base_url": "--llm-base-url", "llm_model": "--llm-model", "llm_api_key": "--llm-api-key"}
+    names |= {"llm_price": "--llm-price", "llm_timeout": "--llm-timeout", "tools": "--tools"}
+    return [flag for key, flag in names.items() if getattr(args, key, None) is not None]
+
+
 def search_config(args: argparse.Namespace) -> SearchConfig:
     """The search the flags of ``coevo search`` describe: the one place they become a :class:`SearchConfig`.
 
@@ -204,6 +212,8 @@ def search_config(args: argparse.Namespace) -> SearchConfig:
     from coevo.search.proposers import takes_reasoner
 
     reasoner = reasoner_flags(args) if takes_reasoner(args.proposer) else None
+    if reasoner is None and (given := ignored_reasoner_flags(args)):
+        err.print(f"note: {', '.join(given)} ignored: proposer {args.proposer!r} takes no reasoner", soft_wrap=True, markup=False)
     values: dict[str, Any] = {"problem": args.problem, "options": problem_values(args), "proposer": args.proposer, "budget": args.budget}
     values |= {"seed": args.seed, "storage": args.storage, "study": args.study, "reasoner": reasoner, "engine": engine_flags(args)}
     values["eval_timeout_s"] = args.eval_timeout

@@ -6,7 +6,7 @@ without importing what the search commands share (:mod:`agent.cli._common`).
 
 from __future__ import annotations
 
-from rich.console import Console
+from coevo.agent.console import PipeConsole
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+out = PipeConsole(highlight=False)
+err = PipeConsole(stderr=True, highlight=False)

@@ -300,12 +300,23 @@ def _print_evidence(kb: str, head: Version, evidence: Sequence[EvidenceRow], val
         designs.append(str(row.get("design", "-")))
     print_design_table(
         out,
-        f"evidence ({sum(e.kind == 'support' for e in evidence)} support, {sum(e.kind == 'refute' for e in evidence)} refute)",
+        _evidence_title(evidence),
         ["trial", "kind", "source", "effect", *[quantity_label(n, units.get(n, "")) for n in objective_names]],
         rows,
         designs,
         design_header="design",
     )
+
+
+def _evidence_title(evidence: Sequence[EvidenceRow]) -> str:
+    """``evidence (34 support from 33 trials, 1 refute)``: a trial the reasoner cited and the round's record also
+    counted is two rows, so the rows and the trials are both named when they differ."""
+    parts = []
+    for kind in ("support", "refute"):
+        rows = [e for e in evidence if e.kind == kind]
+        trials = len({(e.study, e.trial) for e in rows})
+        parts.append(f"{len(rows)} {kind}" + (f" from {trials} trials" if trials != len(rows) else ""))
+    return f"evidence ({', '.join(parts)})"
 
 
 def _review(args: argparse.Namespace, store: KnowledgeStore) -> int:

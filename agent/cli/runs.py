@@ -149,7 +149,7 @@ def print_list(console: Console, rows: list[dict[str, Any]]) -> None:
         paid = f"{r['paid']}/{r['budget']}" + (f" ({r['failed']} failed)" if r["failed"] else "")
         cells.append([r["study"], r["proposer"], paid, hv, str(r["workers_alive"])])
     columns = [Column("study"), Column("proposer"), Column("paid/budget", text=True), Column("HV ratio"), Column("workers alive")]
-    print_table(console, f"{len(rows)} searches", columns, cells)
+    print_table(console, f"{len(rows)} search{'' if len(rows) == 1 else 'es'}", columns, cells)
 
 
 def _delete(args: argparse.Namespace) -> int:

@@ -80,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
     from coevo.agent.cli.worker import WorkerProcesses
     from coevo.agent.run_config import make_proposer
     from coevo.search.runner import Progress as SearchProgress
+    from coevo.search.storage import open_storage
 
     # the result's wall_s counts from the command's start: loading and building the problem is the user's wait too
     started = command_started()
@@ -90,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
     config = search_config(args)
     with progress_bar() as bar, bar.listening():  # a problem that trains or scores something when it is made says so
         problem = config.make_problem()
+    # the storage before the reasoner's banner: a dead database or a typo in its path is the one line the user sees
+    open_storage(config.storage)
     proposer = make_proposer(config, on_reasoner=announce)  # outside the bar: an LLM endpoint check shows its own spinner
     others = WorkerProcesses(config, settings, args.workers - 1)
     name = f"search {config.proposer}" + (f", {args.workers} workers" if args.workers > 1 else "")

@@ -33,13 +33,15 @@ class Figure:
         measures: what it measures, in one line.
         command: the command that made the committed outputs (its default command, with the options used).
         outputs: the files it writes, relative to ``docs/bench/<topic>`` (or the repository root when they start
-            with a top-level folder such as ``search/``); ``stdout`` when it only prints.
+            with a top-level folder such as ``search/``).
         data: the saved data its tables are rendered from (same convention as ``outputs``).
         module: the module of ``coevo.figures`` whose ``main(argv)`` runs it; None when a coevo command writes it.
         renders: whether ``--report-only`` re-renders its tables from ``data`` alone.
         no_render: why not, when ``renders`` is False and the figure saves data.
         quoted_in: the docs pages that quote it.
         also: the other commands that made committed outputs of this figure (variants: another model, a sub-folder).
+        prints: the module prints its report rather than writing files; the runner saves what it prints to
+            ``outputs[0]`` (with provenance), so the numbers the docs quote from it are on a page too.
     """
 
     name: str
@@ -53,11 +55,12 @@ class Figure:
     no_render: str = ""
     quoted_in: tuple[str, ...] = field(default_factory=tuple)
     also: tuple[str, ...] = ()
+    prints: bool = False
 
     def path(self, rel: str) -> str:
         """``rel`` (an entry of ``outputs`` or ``data``) as a path from the repository root."""
         top = rel.split("/", 1)[0]
-        return rel if top in ("search", "docs", "bench-out") or rel == "stdout" else f"docs/bench/{self.topic}/{rel}"
+        return rel if top in ("search", "docs", "bench-out") else f"docs/bench/{self.topic}/{rel}"
 
 
 _COEVO = "coevo itself writes it (a bench, proxy or knowledge-base command): rerun that command to remake it"
@@ -259,25 +262,28 @@ FIGURES: tuple[Figure, ...] = (
         "chat-overhead",
         "agent",
         "chat loop overhead per tool call and session bytes per 100 turns (loopback server)",
-        "python -m coevo.figures chat-overhead --turns 100",
-        ("stdout",),
+        "python -m coevo.figures chat-overhead --turns 100 --runs 3",
+        ("chat-overhead.md",),
+        prints=True,
         module="chat_overhead",
-        quoted_in=("README.md",),
+        quoted_in=("docs/chat.md",),
     ),
     Figure(
         "llm-round-cost",
         "agent",
         "LLM calls and tokens per co-evolution round (loopback server; tokens = characters / 4)",
         "python -m coevo.figures llm-round-cost --budget 300",
-        ("stdout",),
+        ("llm-round-cost.md",),
+        prints=True,
         module="llm_round_cost",
     ),
     Figure(
         "worker-throughput",
         "distributed",
         "evaluations per second with 1, 2 and 4 coevo worker processes on one study",
-        "python -m coevo.figures worker-throughput --storage postgresql://postgres@127.0.0.1:5432/coevo_bench",
-        ("stdout",),
+        "python -m coevo.figures worker-throughput --storage postgresql://postgres@127.0.0.1:5432/coevo_bench --runs 3",
+        ("worker-throughput.md",),
+        prints=True,
         module="worker_throughput",
         quoted_in=("docs/distributed.md",),
     ),
@@ -286,7 +292,8 @@ FIGURES: tuple[Figure, ...] = (
         "distributed",
         "workers join, one is SIGKILLed and replaced: paid evaluations, distinct points, claims",
         "python -m coevo.figures join-scenario --storage URL --runs 3",
-        ("stdout",),
+        ("join-scenario.md",),
+        prints=True,
         module="join_scenario",
         quoted_in=("docs/distributed.md",),
     ),
@@ -296,7 +303,8 @@ FIGURES: tuple[Figure, ...] = (
         "pipeline",
         "pipeline planner: CP-SAT schedules vs 1F1B, gloo bytes and step-time calibration (issue 7)",
         "python -m coevo.figures pipeline-cpsat-gloo",
-        ("stdout",),
+        ("pipeline-cpsat-gloo.md",),
+        prints=True,
         module="pipeline_cpsat_gloo",
         quoted_in=("docs/pipeline.md",),
     ),

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib
+import io
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TextIO
 
 from coevo.figures import FIGURES, Figure, get
+from coevo.figures._common import command_line, out_dir, write_markdown
 from coevo.figures._index import INDEX_FILES, render_files
+from coevo.sim.errors import UserInputError
 
 USAGE = """\
 usage: python -m coevo.figures list                       the figures: name, topic, what each measures
@@ -50,6 +55,54 @@ def _index(argv: Sequence[str], root: Path = Path()) -> int:
     return 0
 
 
+class _Tee(io.TextIOBase):
+    """A text stream that writes to several: the terminal and the buffer a printing figure's page is made from."""
+
+    def __init__(self, *streams: TextIO) -> None:
+        self._streams = streams
+
+    def write(self, text: str) -> int:
+        for stream in self._streams:
+            stream.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        for stream in self._streams:
+            stream.flush()
+
+
+def _take_out(argv: Sequence[str]) -> tuple[list[str], Path | None]:
+    """``argv`` without ``--out DIR`` / ``--out=DIR``, and DIR (None when not given): a printing figure's module has no --out."""
+    args, out = list(argv), None
+    for i, arg in enumerate(args):
+        if arg.startswith("--out="):
+            return args[:i] + args[i + 1 :], Path(arg.split("=", 1)[1])
+        if arg == "--out":
+            if i + 1 == len(args) or args[i + 1].startswith("-"):
+                raise UserInputError("--out needs a folder: --out DIR")
+            return args[:i] + args[i + 2 :], Path(args[i + 1])
+    return args, out
+
+
+def _run_printing(figure: Figure, module_main: Callable[[list[str]], int | None], argv: Sequence[str]) -> int:
+    """Run a figure that prints its report, and save what it printed to its page (only when it succeeds)."""
+    try:
+        args, out = _take_out(argv)
+    except UserInputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    command = command_line(figure.name, argv)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(_Tee(sys.stdout, printed)):
+        rc = int(module_main(args) or 0)
+    if rc == 0:
+        page = (out or out_dir(figure.topic)) / figure.outputs[0]
+        body = f"# {figure.measures}\n\nWhat `{command}` printed (the figure prints its report; the runner saves it here).\n\n"
+        write_markdown(page, body + f"```text\n{printed.getvalue().rstrip()}\n```\n", command)
+        print(f"wrote {page}")
+    return rc
+
+
 def _run(figure: Figure, argv: Sequence[str]) -> int:
     if figure.module is None:
         print(f"{figure.name} is written by a coevo command, not by a figure module: {figure.command}", file=sys.stderr)
@@ -59,6 +112,8 @@ def _run(figure: Figure, argv: Sequence[str]) -> int:
         print(f"{figure.name} has no --report-only: {why}", file=sys.stderr)
         return 2
     module = importlib.import_module(f"coevo.figures.{figure.module}")
+    if figure.prints:
+        return _run_printing(figure, module.main, argv)
     rc = module.main(list(argv))
     return int(rc or 0)
 

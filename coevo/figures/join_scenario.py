@@ -8,7 +8,8 @@ join the same study; one is SIGKILLed `--kill-after` seconds later and a new one
 all have finished, the study is counted: paid evaluations (COMPLETE trials with query=true),
 distinct points among them, coordination claims. A correct system pays exactly B, each point
 once, with B claims. `--checkout` runs another checkout's code (e.g. the commit before the
-fix) with the same scenario. Prints one JSON line per run and a summary; writes nothing else.
+fix) with the same scenario. Prints one JSON line per run and a summary, which the figures runner
+saves as docs/bench/distributed/join-scenario.md.
 """
 
 from __future__ import annotations

@@ -71,6 +71,8 @@ CASES: list[tuple[str, str]] = [
     ("bench --jobs 0", "--jobs must be at least 1"),
     ("bench --devices nosuch", "valid devices"),
     ("bench --proposers nosuch", "valid proposers"),
+    ("bench --budget 5 --seeds 1 --out a-file", "--out a-file is a file, not a folder"),
+    ("bench --budget 5 --seeds 1 --out a-file/sub", "a-file is a file, not a folder"),
     ("tools run nosuch", "valid tools"),
     ("tools run nb201.query --args {bad", "not valid JSON"),
     ('tools run nb201.query --args {"arch":"x"}', "nb201.query"),
@@ -90,6 +92,9 @@ CASES: list[tuple[str, str]] = [
     ("chat --workspace a-file", "--workspace a-file is a file"),
     ("proxies --cells 0", "--cells must be at least 3"),
     ("proxies --jobs 0", "--jobs must be at least 1"),
+    ("proxies --cells 3 --out a-file", "--out a-file is a file, not a folder"),  # refused before the scoring
+    ("chat --max-steps -1 --once /help", "--max-steps must be at least 1"),  # without an endpoint too
+    ("chat --json", "use it with --once"),
 ]
 
 
@@ -110,6 +115,17 @@ def test_bad_input_is_one_line_and_exit_2(
     message = " ".join(lines[error_at:])  # one message (rich folds long lines at the terminal width)
     assert says in message and "Traceback" not in err
     assert sorted(p.name for p in workdir.iterdir()) == before  # nothing created (no file, no folder)
+
+
+def test_a_bad_storage_is_said_before_the_reasoner_banner(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(workdir)
+    for name in ("COEVO_LLM_BASE_URL", "COEVO_LLM_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["search", "--proposer", "pelnas", "--storage", "sqlite:///no/such/dir/x.db"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "reasoner:" not in err, err
 
 
 @pytest.mark.parametrize(
@@ -188,12 +204,20 @@ def test_ctrl_c_says_rerun_only_where_the_command_resumes(
     assert said == ("interrupted; rerun the same command to resume from storage" if resumes else "interrupted")
 
 
-def test_a_closed_pipe_is_a_quiet_exit(workdir: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["kb", "export", "--study", STUDY],  # printed with print()
+        ["problems", "describe", "nb201"],  # printed through rich, whose own handling exited with status 1
+    ],
+    ids=["print", "rich"],
+)
+def test_a_closed_pipe_is_a_quiet_exit(workdir: Path, argv: list[str]) -> None:
     """`coevo kb export | head -1`: the reader closes; coevo stops quietly (status 141, nothing on stderr)."""
     read, write = os.pipe()
     os.close(read)  # the reader is gone before anything is written: every write fails with EPIPE
     proc = subprocess.run(
-        [sys.executable, "-m", "coevo.agent.cli", "kb", "export", "--study", STUDY],
+        [sys.executable, "-m", "coevo.agent.cli", *argv],
         cwd=workdir,
         env=coevo_env(),
         stdout=write,

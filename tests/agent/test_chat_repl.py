@@ -58,7 +58,10 @@ def test_command_mode_without_an_endpoint(tmp_path: Path) -> None:
     child.sendline("which cells beat 93%?")
     child.expect("no LLM endpoint configured")
     child.expect(PROMPT)
-    child.sendline("/exit")
+    child.sendline("help")  # without the slash: in command mode no model would read it, so it is /help
+    child.expect("/runs")
+    child.expect(PROMPT)
+    child.sendline("quit")  # as in Python's REPL
     child.expect("resume with `coevo chat --session S1`")
     child.expect(pexpect.EOF)
     child.close()
@@ -126,3 +129,12 @@ def test_unknown_session_is_one_clear_line(tmp_path: Path, session: str) -> None
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 2
+
+
+def test_bare_words_that_leave_or_ask_for_help() -> None:
+    from coevo.agent.chat.repl import _bare_command
+
+    assert _bare_command("exit", offline=False) == _bare_command(" Quit ", offline=True) == "/exit"
+    assert _bare_command("help", offline=True) == "/help"
+    assert _bare_command("help", offline=False) == "help"  # a model reads it
+    assert _bare_command("exit the loop early?", offline=True) == "exit the loop early?"

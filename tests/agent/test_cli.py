@@ -30,8 +30,15 @@ def test_search_json(capsys: pytest.CaptureFixture[str], storage: str) -> None:
 
 def test_search_table(capsys: pytest.CaptureFixture[str], storage: str) -> None:
     assert main(["search", "--budget", "5", "--proposer", "random", "--storage", storage]) == 0
-    text = capsys.readouterr().out
-    assert "hv_ratio" in text and "found front" in text
+    said = capsys.readouterr()
+    assert "hv_ratio" in said.out and "found front" in said.out
+    assert "ignored" not in said.err
+
+
+def test_reasoner_flags_for_a_proposer_without_a_reasoner_are_said_to_be_ignored(capsys: pytest.CaptureFixture[str], storage: str) -> None:
+    argv = ["search", "--budget", "3", "--proposer", "random", "--storage", storage, "--reasoner", "llm", "--llm-model", "m"]
+    assert main(argv) == 0
+    assert "note: --reasoner, --llm-model ignored: proposer 'random' takes no reasoner" in " ".join(capsys.readouterr().err.split())
 
 
 def test_tools_list_describe_run(capsys: pytest.CaptureFixture[str]) -> None:

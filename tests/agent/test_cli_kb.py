@@ -12,7 +12,8 @@ import optuna
 import pytest
 
 from coevo.agent.cli import main
-from coevo.knowledge.store import KnowledgeStore
+from coevo.agent.cli.kb import _evidence_title
+from coevo.knowledge.store import EvidenceRow, KnowledgeStore
 from coevo.search.nb201 import NB201Problem
 
 STUDY = "nb201-cifar10-fpga-pelnas-s0"
@@ -70,6 +71,17 @@ def test_list_and_show(searched: str, capsys: pytest.CaptureFixture[str]) -> Non
     assert float(effect[1]) == pytest.approx(raw["effect"], rel=5e-3) and len(effect[1].strip("+-").replace(".", "").lstrip("0")) == 3
     assert float(ci[1]) == pytest.approx(raw["ci95"], rel=5e-3)
     assert repr(raw["effect"]) not in text and repr(raw["ci95"]) not in text
+    support = [e for e in shown["evidence"] if e["kind"] == "support"]
+    assert f"{len(support)} support" in text
+
+
+def test_the_evidence_title_counts_rows_and_names_trials_when_a_trial_is_two_rows() -> None:
+    def row(trial: int, kind: str, source: str) -> EvidenceRow:
+        return EvidenceRow("H1", "s", trial, kind, source, None, 1)
+
+    twice = [row(24, "support", "reasoner"), row(24, "support", "record"), row(25, "support", "record"), row(3, "refute", "record")]
+    assert _evidence_title(twice) == "evidence (3 support from 2 trials, 1 refute)"
+    assert _evidence_title([row(1, "support", "record")]) == "evidence (1 support, 0 refute)"
 
 
 def test_bad_ids_and_missing_store_are_one_line_errors(searched: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

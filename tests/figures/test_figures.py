@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from coevo.figures import FIGURES, get
-from coevo.figures._cli import main
+from coevo.figures import FIGURES, Figure, get
+from coevo.figures._cli import _run_printing, main
 from coevo.figures._common import (
     PROVENANCE_FILE,
     mean_interval,
@@ -70,6 +70,27 @@ def test_every_file_under_docs_bench_belongs_to_a_figure_and_every_named_file_ex
         if rel == "docs/bench/README.md" or path.name == PROVENANCE_FILE:
             continue
         assert any(fnmatch.fnmatch(rel, p) for p in claimed), f"{rel} belongs to no figure of coevo.figures.FIGURES"
+
+
+def test_a_printing_figure_saves_what_it_printed_and_nothing_when_it_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    figure = Figure("toy", "agent", "a toy report", "python -m coevo.figures toy", ("toy.md",), module="toy", prints=True)
+
+    def report(argv: list[str]) -> int:
+        print(f"median 12.5 ms over {argv[0]} turns")
+        return 0 if argv[0] != "0" else 2
+
+    assert _run_printing(figure, report, ["7", "--out", str(tmp_path)]) == 0
+    assert "median 12.5 ms over 7 turns" in capsys.readouterr().out  # still printed to the terminal
+    page = (tmp_path / "toy.md").read_text()
+    first, _, body = page.partition("\n")
+    assert json.loads(first.removeprefix("<!-- provenance: ").removesuffix(" -->"))["command"].endswith(f"toy 7 --out {tmp_path}")
+    assert body.startswith("# a toy report") and "```text\nmedian 12.5 ms over 7 turns\n```" in body
+
+    (tmp_path / "toy.md").unlink()
+    assert _run_printing(figure, report, [f"--out={tmp_path}", "0"]) == 2
+    assert not (tmp_path / "toy.md").exists()
+    assert _run_printing(figure, report, ["7", "--out"]) == 2
+    assert "--out needs a folder" in capsys.readouterr().err
 
 
 def test_no_figure_module_edits_sys_path() -> None:

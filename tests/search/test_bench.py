@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from coevo.search.bench import BenchSpec, run_bench
+from coevo.search.bench import BenchSpec, _mean_std, run_bench
 from coevo.search.errors import UserInputError
 
 
@@ -113,3 +113,9 @@ def test_paired_table_pairs_seeds_against_the_first_proposer() -> None:
     assert fpga == "-0.0200 ± 0.0248" and raspi4.startswith("+0.0000 ±") and not raspi4.endswith("*")
     assert pooled.startswith("-0.0100 ±")
     assert paired_table(results, BenchSpec("nb201", {}, ("fpga",), ("pelnas",), (0, 1), budget=10)) == ""
+
+
+def test_one_seed_is_shown_without_a_spread_it_does_not_have() -> None:
+    assert _mean_std([0.5]) == "0.5000 (1 seed)"
+    assert _mean_std([0.5, 0.7]) == "0.6000 ± 0.1414"  # sample standard deviation over seeds
+    assert _mean_std([]) == "n/a"
