@@ -36,6 +36,8 @@ UNSOURCED = {
     ("docs/compose.md", "3.5 minutes on 2 shared cores"): "the wall time of one kb-joint run, which its page does not record",
     ("docs/compose.md", "by a median 0.5 % (at most 10 %) against int8, 75 % sparsity at 2 bits by 0.6 %"): _ONE_OFF,
     ("docs/compose.md", "(Spearman 0.996)"): _ONE_OFF,
+    ("docs/distributed.md", "27.3 / 42.5 / 36.3 evals/s"): "worker-throughput's first run (2026-11-29), quoted beside its rerun",
+    ("docs/distributed.md", "was 2.2-2.8 evals/s"): "worker-throughput's zero-cost row before the shipped proxy table, quoted as such",
     ("docs/engine.md", "1.3 s of one CPU core per cell"): "the median of the proxy table's seconds column, in search/nb201/data",
     ("docs/pipeline.md", "measured 194.9 and 186.5 ms, with errors of -10.5 and -12.8 % uncalibrated and +0.4 % calibrated"): _FIRST,
     ("docs/pipeline.md", "The 86.5 % / 89.4 % reported before"): "issue 7's withdrawn headline, quoted as withdrawn",
