@@ -2,7 +2,8 @@
 
 tests/test_docs.py checks intervals (``a ± b``) and ranges (``a-b``) against any docs/bench page.
 This check is stricter and covers single numbers: a decimal in a paragraph must be a number of the
-docs/bench pages that paragraph links to (or of the data files beside them), at the digits the
+docs/bench pages that paragraph links to or names in inline code (or of the data files beside
+them), at the digits the
 prose keeps; a paragraph that links none (a table, a list item under a linked lead) is read against
 its section's links. So a rerun that moves a page's numbers fails here until the prose quoting
 them moves too. A paragraph whose section links no docs/bench page is checked against every page,
@@ -41,6 +42,8 @@ UNSOURCED = {
     ("docs/engine.md", "1.3 s of one CPU core per cell"): "the median of the proxy table's seconds column, in search/nb201/data",
     ("docs/pipeline.md", "measured 194.9 and 186.5 ms, with errors of -10.5 and -12.8 % uncalibrated and +0.4 % calibrated"): _FIRST,
     ("docs/pipeline.md", "The 86.5 % / 89.4 % reported before"): "issue 7's withdrawn headline, quoted as withdrawn",
+    ("docs/pipeline.md", "four 12.5 GB/s NICs"): "a cluster preset's setting (sim/pipeline/cluster.py), an input, not a result",
+    ("docs/results.md", "about $2.3 at $0.15 / $0.60 per million tokens"): "an estimate from the page's token counts at prices it names",
     ("docs/prune.md", "(31.5 MB, 1,790 files"): "the three splits' bytes in wide-run.json, summed",
 }
 """Quoted numbers no docs/bench file holds, each with the reason; matched with runs of whitespace as one space."""
@@ -68,12 +71,22 @@ def _numbers_of(files: frozenset[Path]) -> list[float]:
     return sorted(out)
 
 
+NAMED = re.compile(r"`((?:docs/)?bench/[^`\s]+)`")
+"""A docs/bench path named in inline code (`docs/bench/reasoner/results.md`): a source as much as a link is."""
+
+
+def _targets(page: Path, text: str, root: Path) -> list[Path]:
+    """The paths ``text`` links to (relative to ``page``) or names in inline code (from the repository root)."""
+    linked = [(page.parent / m.group(1).partition("#")[0]).resolve() for m in LINK.finditer(text)]
+    named = [(root / (n if n.startswith("docs/") else f"docs/{n}")).resolve() for n in NAMED.findall(text)]
+    return linked + named
+
+
 def _sources(page: Path, text: str, bench: Path) -> frozenset[Path]:
-    """The docs/bench files ``text`` links to, each with the data files in its folder (a folder: its files)."""
+    """The docs/bench files ``text`` links to or names, each with the data files in its folder (a folder: its files)."""
     out: set[Path] = set()
-    for match in LINK.finditer(text):
-        target = (page.parent / match.group(1).partition("#")[0]).resolve()
-        if not target.exists() or not target.is_relative_to(bench):
+    for target in _targets(page, text, bench.parent.parent):
+        if not target.exists() or not target.is_relative_to(bench.resolve()):
             continue
         folder = target if target.is_dir() else target.parent
         out |= {p for p in folder.iterdir() if p.suffix in DATA}
