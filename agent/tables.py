@@ -226,6 +226,8 @@ def _design_column(columns: list[str], cells: list[list[str]]) -> int | None:
 
 
 def _cell(v: Any) -> str:
+    if isinstance(v, bool):  # as coevo search's own front table says it ("paid: yes")
+        return "yes" if v else "no"
     if isinstance(v, float):
         return f"{v:.4g}"
     if isinstance(v, dict) and v and all(_scalar(x) for x in v.values()):

@@ -2,8 +2,8 @@
 
 tests/test_docs.py checks intervals (``a ± b``) and ranges (``a-b``) against any docs/bench page.
 This check is stricter and covers single numbers: a decimal in a paragraph must be a number of the
-docs/bench pages that paragraph links to or names in inline code (or of the data files beside
-them), at the digits the
+docs/bench pages that paragraph links to or names (or of the data files beside them), at the
+digits the
 prose keeps; a paragraph that links none (a table, a list item under a linked lead) is read against
 its section's links. So a rerun that moves a page's numbers fails here until the prose quoting
 them moves too. A paragraph whose section links no docs/bench page is checked against every page,
@@ -71,14 +71,15 @@ def _numbers_of(files: frozenset[Path]) -> list[float]:
     return sorted(out)
 
 
-NAMED = re.compile(r"`((?:docs/)?bench/[^`\s]+)`")
-"""A docs/bench path named in inline code (`docs/bench/reasoner/results.md`): a source as much as a link is."""
+NAMED = re.compile(r"`((?:docs/)?bench/[^`\s]+)`|(?<![\w/.-])(docs/bench/[\w./-]*[\w/])")
+"""A docs/bench path named in inline code (`bench/reasoner/results.md`) or in the text (docs/bench/noc/energy.md): a
+source as much as a link is."""
 
 
 def _targets(page: Path, text: str, root: Path) -> list[Path]:
     """The paths ``text`` links to (relative to ``page``) or names in inline code (from the repository root)."""
     linked = [(page.parent / m.group(1).partition("#")[0]).resolve() for m in LINK.finditer(text)]
-    named = [(root / (n if n.startswith("docs/") else f"docs/{n}")).resolve() for n in NAMED.findall(text)]
+    named = [(root / (n if n.startswith("docs/") else f"docs/{n}")).resolve() for n in (a or b for a, b in NAMED.findall(text))]
     return linked + named
 
 

@@ -36,3 +36,13 @@ def test_a_flat_record_in_a_cell_reads_as_key_value_pairs_and_a_nested_one_stays
     text = buf.getvalue()
     assert "problem=nb201, dataset=cifar10, bits=4.5" in text and '{"problem"' not in text
     assert '{"a": [1, 2]}' in text  # not flat: kept as JSON
+
+
+def test_a_flag_in_a_record_reads_yes_or_no_as_the_search_table_writes_it() -> None:
+    from coevo.agent.tables import render_value
+
+    buf = io.StringIO()
+    front = [{"point_id": "7", "paid": True}, {"point_id": "9", "paid": False}]
+    render_value(Console(file=buf, width=200, color_system=None), {"front": front})
+    rows = [line.split("│") for line in buf.getvalue().splitlines() if "│" in line]
+    assert [[c.strip() for c in r if c.strip()] for r in rows] == [["7", "yes"], ["9", "no"]]

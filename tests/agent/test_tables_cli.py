@@ -189,7 +189,7 @@ def test_render_value_tool_result(console: Console) -> None:
     render_value(console, {**value, "plans": plans})  # records by name: a table with a name column, not one JSON cell
     text = _text(console)
     assert_whole(
-        text, ["9586", ARCH, "94.24", "6.163", "on_true_front", "False", "nan", "skip-aware", "blockwise-bytes", "64061440"], console.width
+        text, ["9586", ARCH, "94.24", "6.163", "on_true_front", "no", "nan", "skip-aware", "blockwise-bytes", "64061440"], console.width
     )
     assert "plans (2)" in text and '"imbalance"' not in text
 
