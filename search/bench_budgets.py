@@ -72,6 +72,7 @@ from coevo.search.runner import SearchResult, summarize
 from coevo.search.stats import excludes_zero, format_interval, t_interval
 from coevo.search.storage import open_storage
 from coevo.search.study import default_study_name, evaluations_from_study, failed_evaluation
+from coevo.sim.paths import make_out_folder
 
 BUDGET_FIELDS = ("group", "proposer", "seed", "budget", "paid", "hv", "hv_kind", "front_recall", "cuts_round", "study")
 """Columns of ``budgets.csv`` (after ``problem``); ``hv_kind``: see :func:`budget_rows`."""
@@ -131,7 +132,7 @@ def run_budget_bench(
     """
     spec.validate()
     spec = dataclasses.replace(spec, budget=spec.budgets[-1])
-    out.mkdir(parents=True, exist_ok=True)
+    make_out_folder(out, "benchmark outputs")
     storage = spec.storage or f"sqlite:///{out / 'bench.sqlite3'}"
     open_storage(storage)  # create the schema once, before parallel runs race to do it
     problems = {g: make_problem(spec.problem, _problem_options(spec, g), storage=storage) for g in spec.run_groups()}

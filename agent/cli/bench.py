@@ -69,18 +69,19 @@ def run(args: argparse.Namespace) -> int:
     from coevo.search.bench_budgets import run_budget_bench
     from coevo.search.errors import UserInputError
     from coevo.search.proposers import takes_reasoner
+    from coevo.sim.paths import make_out_folder
 
     if args.budgets is not None and args.budget is not None:
         raise UserInputError("give --budget N or --budgets LIST, not both (--budgets runs to its largest budget)")
     budgets = parse_budgets(args.budgets) if args.budgets is not None else ()
 
-    reasoner = None
+    reasoner, banner = None, None
     engine = engine_flags(args)
     if any(takes_reasoner(p) for p in args.proposers):
         given = reasoner_flags(args)
         base_url, model, api_key = llm_settings(given.base_url, given.model, given.api_key)
         kind = given.kind if given.kind != "auto" else ("llm" if base_url and model else "offline")
-        err.print(OFFLINE_NOTE if kind == "offline" else f"reasoner: llm:{model}")
+        banner = OFFLINE_NOTE if kind == "offline" else f"reasoner: llm:{model}"
         # resolved here, once: every run process gets the same settings (the key in memory, never on a command line or in storage)
         reasoner = given.model_copy(update={"kind": kind, "base_url": base_url, "model": model, "api_key": api_key}).settings()
     spec = BenchSpec(
@@ -97,6 +98,9 @@ def run(args: argparse.Namespace) -> int:
         budgets,
     )
     spec.validate()
+    make_out_folder(args.out, "benchmark outputs")  # --budgets writes there too
+    if banner is not None:  # after the checks: a bad value is the first line the user reads
+        err.print(banner)
     total = len(spec.run_groups()) * len(spec.proposers) * len(spec.seeds)
     with progress_bar() as bar, bar.listening():  # runs in this process (--jobs 1) report their long work too
         task = bar.add_task("bench runs", total=total, detail=f"0/{total}")

@@ -73,6 +73,7 @@ CASES: list[tuple[str, str]] = [
     ("bench --proposers nosuch", "valid proposers"),
     ("bench --budget 5 --seeds 1 --out a-file", "--out a-file is a file, not a folder"),
     ("bench --budget 5 --seeds 1 --out a-file/sub", "a-file is a file, not a folder"),
+    ("bench --budgets 5,10 --seeds 1 --out a-file", "--out a-file is a file, not a folder"),
     ("tools run nosuch", "valid tools"),
     ("tools run nb201.query --args {bad", "not valid JSON"),
     ('tools run nb201.query --args {"arch":"x"}', "nb201.query"),
