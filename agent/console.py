@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 import os
-import sys
+from contextlib import suppress
+from typing import IO
 
 from rich.console import Console
+
+
+def silence(stream: IO[str]) -> None:
+    """Point ``stream``'s file descriptor at /dev/null, so the interpreter's last flush at exit finds no closed pipe."""
+    with suppress(OSError, ValueError):  # no descriptor (a StringIO under a test), or one already gone
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, stream.fileno())
+        finally:
+            os.close(devnull)
 
 
 class PipeConsole(Console):
@@ -16,6 +27,7 @@ class PipeConsole(Console):
     """
 
     def on_broken_pipe(self) -> None:
+        """Silence the stream whose reader went away (this console's) and let the error reach ``main``."""
         self.quiet = True
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the interpreter's last flush at exit finds no pipe
+        silence(self.file)
         raise BrokenPipeError

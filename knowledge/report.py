@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import html
-import shutil
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -31,7 +30,7 @@ from coevo.search.proposers import Evaluation
 from coevo.search.round_log import read_round_logs
 from coevo.search.runner import BANDS
 from coevo.search.study import StoredSearch, evaluations_from_study, load_search
-from coevo.sim.paths import make_out_folder
+from coevo.sim.paths import make_out_folder, remove_created
 
 
 @dataclass(frozen=True)
@@ -96,8 +95,7 @@ def write_report(storage: str | None, study_name: str, out: Path, *, store: Know
         page = out / "report.html"
         page.write_text(render_html(blocks, title=f"coevo review: {study_name}", base=out))
     except BaseException:
-        if created is not None:
-            shutil.rmtree(created, ignore_errors=True)
+        remove_created(created)
         raise
     report = Report(files=[md, page, *[b.path for b in blocks if isinstance(b, Figure)]])
     report.bytes = sum(p.stat().st_size for p in report.files)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from coevo.sim.errors import UserInputError
 
-__all__ = ["make_out_folder"]
+__all__ = ["make_out_folder", "remove_created"]
 
 
 def make_out_folder(out: Path, what: str, flag: str = "--out") -> Path | None:
@@ -34,3 +35,12 @@ def make_out_folder(out: Path, what: str, flag: str = "--out") -> Path | None:
     except OSError as exc:
         raise UserInputError(f"cannot create the {what} folder {out}: {exc.strerror or exc}") from None
     return missing
+
+
+def remove_created(created: Path | None) -> None:
+    """Remove the folder :func:`make_out_folder` created (its return value; None: it existed, nothing to remove).
+
+    For a command that fails before it has written anything there: its bad input leaves nothing behind.
+    """
+    if created is not None:
+        shutil.rmtree(created, ignore_errors=True)

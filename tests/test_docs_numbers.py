@@ -84,15 +84,18 @@ def _targets(page: Path, text: str, root: Path) -> list[Path]:
 
 
 def _sources(page: Path, text: str, bench: Path) -> frozenset[Path]:
-    """The docs/bench files ``text`` links to or names, each with the data files in its folder (a folder: its files)."""
+    """The docs/bench files ``text`` links to or names, each with the data (CSV, JSON) beside it; a folder: all its files.
+
+    Not the other pages beside a linked page: a number must be on the page the prose points to (or in its data).
+    """
     out: set[Path] = set()
     for target in _targets(page, text, bench.parent.parent):
         if not target.exists() or not target.is_relative_to(bench.resolve()):
             continue
-        folder = target if target.is_dir() else target.parent
-        out |= {p for p in folder.iterdir() if p.suffix in DATA}
-        if target.is_file():
-            out.add(target)
+        if target.is_dir():
+            out |= {p for p in target.iterdir() if p.suffix in DATA}
+        else:
+            out |= {target, *(p for p in target.parent.iterdir() if p.suffix in (".csv", ".json"))}
     return frozenset(out)
 
 
@@ -150,11 +153,14 @@ def test_a_number_is_checked_against_the_page_its_paragraph_links(tmp_path: Path
     (bench / "a").mkdir(parents=True)
     (bench / "b").mkdir()
     (bench / "a" / "a.md").write_text("loss 3.555, 76,366,080 parameters\n")
+    (bench / "a" / "a.csv").write_text("seed,loss\n0,2.718\n")
+    (bench / "a" / "other.md").write_text("loss 1.414\n")  # another page of the same folder: not what the prose links
     (bench / "b" / "b.md").write_text("loss 3.551\n")
     page = docs / "p.md"
-    page.write_text("# T\n\nThe loss is 3.555 ([a](bench/a/a.md)), 76.4 M parameters.\n\nThe loss is 3.551 ([a](bench/a/a.md)).\n")
+    text = "# T\n\nThe loss is 3.555 ([a](bench/a/a.md)), 76.4 M parameters, 2.718 in its data.\n\n"
+    page.write_text(text + "The loss is 3.551 or 1.414 ([a](bench/a/a.md)).\n")
     found = _unsourced_numbers(page, frozenset(bench.rglob("*.md")), root=tmp_path)
-    assert len(found) == 1 and "3.551" in found[0]
+    assert [f.split(" in ")[0] for f in found] == ["docs/p.md: 3.551", "docs/p.md: 1.414"]
 
 
 def test_the_number_pattern_skips_versions_paths_and_range_ends() -> None:

@@ -180,6 +180,8 @@ def dispatch(ctx: CommandContext, line: str) -> Outcome:
             outcome = entry[0](ctx, rest)
         except CoevoError as exc:
             outcome = Outcome(False, str(exc))
+        except BrokenPipeError:  # the reader of the output went away: the command line ends quietly (141), not the command
+            raise
         except Exception as exc:  # a bug in a command must not end the session
             outcome = Outcome(False, f"{word} failed unexpectedly ({type(exc).__name__}: {exc}); the session goes on")
     if not outcome.ok:

@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from contextlib import suppress
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, NoReturn
@@ -173,8 +171,9 @@ def _main(argv: list[str]) -> int:
     except BrokenPipeError:
         # stdout's reader closed early: say nothing, and keep Python from complaining while it
         # flushes stdout at exit (as a Unix tool killed by SIGPIPE, status 128 + 13)
-        with suppress(OSError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        from coevo.agent.console import silence
+
+        silence(sys.stdout)
         return 141
     except Exception as exc:  # after BrokenPipeError, an OSError that is no database's
         # a database fault no command caught (a corrupt page read mid-command, a server gone): one line, not a traceback

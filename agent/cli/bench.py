@@ -12,6 +12,7 @@ from coevo.agent.cli._common import (
     add_reasoner_arguments,
     engine_flags,
     err,
+    ignored_reasoner_flags,
     out,
     problem_values,
     progress_bar,
@@ -69,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
     from coevo.search.bench_budgets import run_budget_bench
     from coevo.search.errors import UserInputError
     from coevo.search.proposers import takes_reasoner
-    from coevo.sim.paths import make_out_folder
+    from coevo.search.storage import open_storage
+    from coevo.sim.paths import make_out_folder, remove_created
 
     if args.budgets is not None and args.budget is not None:
         raise UserInputError("give --budget N or --budgets LIST, not both (--budgets runs to its largest budget)")
@@ -84,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
         banner = OFFLINE_NOTE if kind == "offline" else f"reasoner: llm:{model}"
         # resolved here, once: every run process gets the same settings (the key in memory, never on a command line or in storage)
         reasoner = given.model_copy(update={"kind": kind, "base_url": base_url, "model": model, "api_key": api_key}).settings()
+    elif ignored := ignored_reasoner_flags(args):
+        err.print(f"note: {', '.join(ignored)} ignored: none of the proposers takes a reasoner", soft_wrap=True, markup=False)
     spec = BenchSpec(
         args.problem,
         problem_values(args),
@@ -98,7 +102,13 @@ def run(args: argparse.Namespace) -> int:
         budgets,
     )
     spec.validate()
-    make_out_folder(args.out, "benchmark outputs")  # --budgets writes there too
+    created = make_out_folder(args.out, "benchmark outputs")  # --budgets writes there too
+    if spec.storage is not None:  # a given storage is checked before the folder is kept (the default one lives inside it)
+        try:
+            open_storage(spec.storage)
+        except BaseException:
+            remove_created(created)
+            raise
     if banner is not None:  # after the checks: a bad value is the first line the user reads
         err.print(banner)
     total = len(spec.run_groups()) * len(spec.proposers) * len(spec.seeds)

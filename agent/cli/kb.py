@@ -315,7 +315,7 @@ def _evidence_title(evidence: Sequence[EvidenceRow]) -> str:
     for kind in ("support", "refute"):
         rows = [e for e in evidence if e.kind == kind]
         trials = len({(e.study, e.trial) for e in rows})
-        parts.append(f"{len(rows)} {kind}" + (f" from {trials} trials" if trials != len(rows) else ""))
+        parts.append(f"{len(rows)} {kind}" + (f" from {trials} trial{'' if trials == 1 else 's'}" if trials != len(rows) else ""))
     return f"evidence ({', '.join(parts)})"
 
 

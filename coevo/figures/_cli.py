@@ -76,7 +76,9 @@ def _take_out(argv: Sequence[str]) -> tuple[list[str], Path | None]:
     args, out = list(argv), None
     for i, arg in enumerate(args):
         if arg.startswith("--out="):
-            return args[:i] + args[i + 1 :], Path(arg.split("=", 1)[1])
+            if not arg.removeprefix("--out="):  # Path("") is the current folder: a page would land there unasked
+                raise UserInputError("--out needs a folder: --out DIR")
+            return args[:i] + args[i + 1 :], Path(arg.removeprefix("--out="))
         if arg == "--out":
             if i + 1 == len(args) or args[i + 1].startswith("-"):
                 raise UserInputError("--out needs a folder: --out DIR")

@@ -94,6 +94,8 @@ CASES: list[tuple[str, str]] = [
     ("proxies --cells 0", "--cells must be at least 3"),
     ("proxies --jobs 0", "--jobs must be at least 1"),
     ("proxies --cells 3 --out a-file", "--out a-file is a file, not a folder"),  # refused before the scoring
+    ("proxies --cells 3 --out new/out --storage sqlite:///no/such/dir/x.db", "does not exist"),  # and no new/out left
+    ("bench --budget 5 --seeds 1 --out new/out --storage sqlite:///no/such/dir/x.db", "does not exist"),
     ("chat --max-steps -1 --once /help", "--max-steps must be at least 1"),  # without an endpoint too
     ("chat --json", "use it with --once"),
 ]
@@ -210,8 +212,9 @@ def test_ctrl_c_says_rerun_only_where_the_command_resumes(
     [
         ["kb", "export", "--study", STUDY],  # printed with print()
         ["problems", "describe", "nb201"],  # printed through rich, whose own handling exited with status 1
+        ["chat", "--once", "/tools"],  # a slash command, whose catch-all for bugs had kept the error (status 2)
     ],
-    ids=["print", "rich"],
+    ids=["print", "rich", "chat-command"],
 )
 def test_a_closed_pipe_is_a_quiet_exit(workdir: Path, argv: list[str]) -> None:
     """`coevo kb export | head -1`: the reader closes; coevo stops quietly (status 141, nothing on stderr)."""

@@ -35,10 +35,15 @@ def test_search_table(capsys: pytest.CaptureFixture[str], storage: str) -> None:
     assert "ignored" not in said.err
 
 
-def test_reasoner_flags_for_a_proposer_without_a_reasoner_are_said_to_be_ignored(capsys: pytest.CaptureFixture[str], storage: str) -> None:
+def test_reasoner_flags_for_a_proposer_without_a_reasoner_are_said_to_be_ignored(
+    capsys: pytest.CaptureFixture[str], storage: str, tmp_path: Path
+) -> None:
     argv = ["search", "--budget", "3", "--proposer", "random", "--storage", storage, "--reasoner", "llm", "--llm-model", "m"]
     assert main(argv) == 0
     assert "note: --reasoner, --llm-model ignored: proposer 'random' takes no reasoner" in " ".join(capsys.readouterr().err.split())
+    bench = ["bench", "--devices", "fpga", "--proposers", "random", "--budget", "3", "--seeds", "1", "--out", str(tmp_path / "b")]
+    assert main([*bench, "--llm-model", "m"]) == 0
+    assert "note: --llm-model ignored: none of the proposers takes a reasoner" in " ".join(capsys.readouterr().err.split())
 
 
 def test_tools_list_describe_run(capsys: pytest.CaptureFixture[str]) -> None:

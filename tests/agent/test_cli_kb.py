@@ -82,6 +82,7 @@ def test_the_evidence_title_counts_rows_and_names_trials_when_a_trial_is_two_row
     twice = [row(24, "support", "reasoner"), row(24, "support", "record"), row(25, "support", "record"), row(3, "refute", "record")]
     assert _evidence_title(twice) == "evidence (3 support from 2 trials, 1 refute)"
     assert _evidence_title([row(1, "support", "record")]) == "evidence (1 support, 0 refute)"
+    assert _evidence_title([row(1, "support", "reasoner"), row(1, "support", "record")]) == "evidence (2 support from 1 trial, 0 refute)"
 
 
 def test_bad_ids_and_missing_store_are_one_line_errors(searched: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -91,6 +91,8 @@ def test_a_printing_figure_saves_what_it_printed_and_nothing_when_it_fails(tmp_p
     assert not (tmp_path / "toy.md").exists()
     assert _run_printing(figure, report, ["7", "--out"]) == 2
     assert "--out needs a folder" in capsys.readouterr().err
+    assert _run_printing(figure, report, ["7", "--out="]) == 2
+    assert "--out needs a folder" in capsys.readouterr().err and not Path("toy.md").exists()
 
 
 def test_no_figure_module_edits_sys_path() -> None:
