@@ -89,11 +89,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserInputError(f"--workers must be at least 1, got {args.workers}")
     settings = worker_settings(args)
     config = search_config(args)
-    # the storage first: a dead database or a typo in its path is the one line the user sees, before a problem that
-    # trains or scores for minutes when it is made, and before the reasoner's banner
-    open_storage(config.storage)
     with progress_bar() as bar, bar.listening():  # a problem that trains or scores something when it is made says so
         problem = config.make_problem()
+    # the storage before the reasoner's banner: a dead database or a typo in its path is the one line the user sees
+    open_storage(config.storage)
     proposer = make_proposer(config, on_reasoner=announce)  # outside the bar: an LLM endpoint check shows its own spinner
     others = WorkerProcesses(config, settings, args.workers - 1)
     name = f"search {config.proposer}" + (f", {args.workers} workers" if args.workers > 1 else "")
