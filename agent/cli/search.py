@@ -91,7 +91,9 @@ def run(args: argparse.Namespace) -> int:
     config = search_config(args)
     with progress_bar() as bar, bar.listening():  # a problem that trains or scores something when it is made says so
         problem = config.make_problem()
-    # the storage before the reasoner's banner: a dead database or a typo in its path is the one line the user sees
+    # the storage before the reasoner's banner: a dead database or a typo in its path is the one line the user sees.
+    # Not before the problem is built: that would create the study's database before the problem's own checks of its
+    # options (a deploy-lm board too small for --pes) and leave a file behind them
     open_storage(config.storage)
     proposer = make_proposer(config, on_reasoner=announce)  # outside the bar: an LLM endpoint check shows its own spinner
     others = WorkerProcesses(config, settings, args.workers - 1)
