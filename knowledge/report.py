@@ -30,7 +30,7 @@ from coevo.search.proposers import Evaluation
 from coevo.search.round_log import read_round_logs
 from coevo.search.runner import BANDS
 from coevo.search.study import StoredSearch, evaluations_from_study, load_search
-from coevo.sim.paths import make_out_folder, remove_created
+from coevo.sim.paths import new_out_folder
 
 
 @dataclass(frozen=True)
@@ -87,16 +87,12 @@ def write_report(storage: str | None, study_name: str, out: Path, *, store: Know
     started = time.perf_counter()
     search = load_search(storage, study_name, create=False)  # before anything is created: a wrong name leaves no folder
     store = store or KnowledgeStore.for_storage(storage)
-    created = make_out_folder(out, "report")
-    try:
+    with new_out_folder(out, "report"):  # a report that fails leaves no folder it made
         blocks = _blocks(search, store, out, storage)
         md = out / "report.md"
         md.write_text(render_markdown(blocks))
         page = out / "report.html"
         page.write_text(render_html(blocks, title=f"coevo review: {study_name}", base=out))
-    except BaseException:
-        remove_created(created)
-        raise
     report = Report(files=[md, page, *[b.path for b in blocks if isinstance(b, Figure)]])
     report.bytes = sum(p.stat().st_size for p in report.files)
     report.seconds = time.perf_counter() - started

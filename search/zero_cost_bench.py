@@ -26,7 +26,7 @@ from coevo.search.nb201.table import DATASETS, load_table
 from coevo.search.predictor import zero_shot
 from coevo.search.storage import open_storage, resolve_storage_url
 from coevo.search.zero_cost import _TABLE, PROXIES, ProxyCache, ProxyConfig
-from coevo.sim.paths import make_out_folder, remove_created
+from coevo.sim.paths import new_out_folder
 
 
 @dataclass
@@ -59,12 +59,8 @@ def run_proxies(
     if dataset not in DATASETS:
         raise UserInputError(f"unknown dataset {dataset!r}; valid datasets: {', '.join(DATASETS)}")
     config = config or ProxyConfig()
-    created = make_out_folder(out, "proxy outputs")  # before the scoring, which takes minutes
-    try:
+    with new_out_folder(out, "proxy outputs"):  # before the scoring, which takes minutes; a bad storage leaves no folder
         open_storage(storage)  # fail early, with the storage's own error, on a bad URL
-    except BaseException:
-        remove_created(created)  # a bad storage leaves no empty output folder behind
-        raise
     storage = resolve_storage_url(storage)
     rng = random.Random(seed)
     table = load_table()

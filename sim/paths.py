@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from coevo.sim.errors import UserInputError
 
-__all__ = ["make_out_folder", "remove_created"]
+__all__ = ["make_out_folder", "new_out_folder"]
 
 
 def make_out_folder(out: Path, what: str, flag: str = "--out") -> Path | None:
@@ -37,10 +39,18 @@ def make_out_folder(out: Path, what: str, flag: str = "--out") -> Path | None:
     return missing
 
 
-def remove_created(created: Path | None) -> None:
-    """Remove the folder :func:`make_out_folder` created (its return value; None: it existed, nothing to remove).
+@contextmanager
+def new_out_folder(out: Path, what: str, flag: str = "--out") -> Iterator[Path | None]:
+    """:func:`make_out_folder`, and the folders it created removed again when the block raises.
 
-    For a command that fails before it has written anything there: its bad input leaves nothing behind.
+    For the checks and writes a command does before its output is worth keeping: its bad input (a
+    storage that does not open, a study that does not load) leaves nothing behind. Yields what
+    :func:`make_out_folder` returns.
     """
-    if created is not None:
-        shutil.rmtree(created, ignore_errors=True)
+    created = make_out_folder(out, what, flag)
+    try:
+        yield created
+    except BaseException:
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
+        raise

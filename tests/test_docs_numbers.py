@@ -18,7 +18,7 @@ import re
 from functools import cache
 from pathlib import Path
 
-from tests.test_docs import EARLIER_RANGES, EARLIER_RUNS, FENCE, LINK, PAGES, ROOT, SPAN, _has
+from tests.test_docs import EARLIER_RANGES, EARLIER_RUNS, FENCE, LINK, PAGES, ROOT, SPAN, _has, _numbers
 
 BENCH = ROOT / "docs" / "bench"
 DATA = (".md", ".csv", ".json")
@@ -64,7 +64,7 @@ def _numbers_of(files: frozenset[Path]) -> list[float]:
     out: list[float] = []
     for path in files:
         text = path.read_text(encoding="utf-8", errors="replace")
-        out += [float(n) for n in re.findall(r"\d+\.\d+", text)]
+        out += _numbers(text)
         for grouped in GROUPED.findall(text):
             value = int(grouped.replace(",", ""))
             out += [value / 1e3, value / 1e6, value / 1e9]
@@ -116,7 +116,7 @@ def _unsourced_numbers(page: Path, every_page: frozenset[Path], root: Path = ROO
     for start, end in zip([0, *cuts], [*cuts, len(raw)], strict=True):
         section = raw[start:end]
         # a section's own code blocks count as a source: prose may quote the transcript shown above it
-        shown = [float(n) for fence in FENCE.finditer(section) for n in re.findall(r"\d+\.\d+", fence.group(0))]
+        shown = [n for fence in FENCE.finditer(section) for n in _numbers(fence.group(0))]
         linked = _sources(page, section, bench)
         for block in BLOCK.split(FENCE.sub("", section)):
             files = _sources(page, block, bench) or linked

@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from coevo.search.errors import UserInputError
     from coevo.search.proposers import takes_reasoner
     from coevo.search.storage import open_storage
-    from coevo.sim.paths import make_out_folder, remove_created
+    from coevo.sim.paths import new_out_folder
 
     if args.budgets is not None and args.budget is not None:
         raise UserInputError("give --budget N or --budgets LIST, not both (--budgets runs to its largest budget)")
@@ -102,13 +102,9 @@ def run(args: argparse.Namespace) -> int:
         budgets,
     )
     spec.validate()
-    created = make_out_folder(args.out, "benchmark outputs")  # --budgets writes there too
-    if spec.storage is not None:  # a given storage is checked before the folder is kept (the default one lives inside it)
-        try:
+    with new_out_folder(args.out, "benchmark outputs"):  # --budgets writes there too
+        if spec.storage is not None:  # a given storage is checked before the folder is kept (the default one lives inside it)
             open_storage(spec.storage)
-        except BaseException:
-            remove_created(created)
-            raise
     if banner is not None:  # after the checks: a bad value is the first line the user reads
         err.print(banner)
     total = len(spec.run_groups()) * len(spec.proposers) * len(spec.seeds)
