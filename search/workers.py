@@ -343,11 +343,17 @@ class Coordination:
 
     # ------------------------------------------------------------ workers
 
-    def register(self, worker: str) -> None:
-        """Record a starting worker."""
+    def register(self, worker: str) -> int:
+        """Record a starting worker; returns its number in the study (1 for the first, in order of registration).
+
+        The number is read and the row written under the study's lock, so workers started at the
+        same moment get different numbers (and so different sampler seeds).
+        """
         now = time.time()
         with self.engine.begin() as conn:
+            self._lock_study(conn)
             conn.execute(workers.delete().where(workers.c.study == self.study, workers.c.worker == worker))
+            before = conn.execute(sa.select(sa.func.count()).select_from(workers).where(workers.c.study == self.study)).scalar_one()
             conn.execute(
                 workers.insert().values(
                     study=self.study,
@@ -360,6 +366,7 @@ class Coordination:
                     evaluations=0,
                 )
             )
+        return int(before) + 1
 
     def beat(self, worker: str, evaluations: int, state: str = "running", note: str | None = None) -> None:
         """Update a worker's liveness row."""
@@ -566,12 +573,15 @@ class Worker:
         self.heart = with_database_retry(
             "connecting", lambda: heartbeat_storage(storage, self.settings), patience_s=patience, storage=storage
         )
-        number = with_database_retry("connecting", lambda: len(self.coord.workers()) + 1, patience_s=patience, storage=storage)
-        sampler_seed = seed if number == 1 else seed * 1000 + number  # a lone search samples exactly as its seed says
+        # registered here, not first in run(): the number must be taken atomically before the sampler is
+        # seeded, or workers started together all read "no workers yet", share one seed and propose the
+        # same points in the same order (each then waits on or answers the other's claims: half the rate)
+        number = with_database_retry("registering", lambda: self.coord.register(self.name), patience_s=patience, storage=storage)
+        self.sampler_seed = seed if number == 1 else seed * 1000 + number  # a lone search samples exactly as its seed says
         try:
             self.study = with_database_retry(
                 "loading the study",
-                lambda: optuna.load_study(study_name=study_name, storage=self.heart, sampler=proposer.sampler(problem, sampler_seed)),
+                lambda: optuna.load_study(study_name=study_name, storage=self.heart, sampler=proposer.sampler(problem, self.sampler_seed)),
                 patience_s=patience,
                 storage=storage,
             )

@@ -127,6 +127,33 @@ def test_two_workers_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert [json.loads(line)["study"] for line in capsys.readouterr().out.splitlines()] == [study]
 
 
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def test_workers_started_together_sample_with_different_seeds(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    # Workers started at the same moment once all read "no worker registered yet", took the study's
+    # seed and proposed the same points in the same order: each then waited on or answered the other's
+    # claims, and two workers did the work of one. The number behind the seed is now taken atomically.
+    storage = request.getfixturevalue("postgres_url") if backend == "postgresql" else f"sqlite:///{tmp_path / 'seeds.sqlite3'}"
+    study = _create(storage, "random", 60)
+    start = threading.Barrier(4)
+    built: list[Worker] = []
+
+    def build() -> None:
+        start.wait()
+        problem = NB201Problem(dataset="cifar10", device="fpga")
+        built.append(Worker(problem, get_proposer("random"), storage=storage, study_name=study, seed=0))
+
+    threads = [threading.Thread(target=build) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    seeds = sorted(w.sampler_seed for w in built)
+    assert len(built) == 4 and seeds == [0, 2, 3, 4], seeds  # the first keeps the study's seed: a lone search is reproducible
+    problem = NB201Problem(dataset="cifar10", device="fpga")
+    points = [[problem.suggest(optuna.create_study(sampler=w.study.sampler).ask()) for _ in range(5)] for w in built[:2]]
+    assert points[0] != points[1]
+
+
 @pytest.mark.slow  # four worker processes
 def test_four_workers_on_postgresql(postgres_url: str, tmp_path: Path) -> None:
     study = _create(postgres_url, "pelnas", 160)
