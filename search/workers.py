@@ -14,7 +14,7 @@ or SQLite on one machine); nothing but the database coordinates them:
   (knowledge update, proposals); the others keep evaluating waiting trials or wait. The
   lease expires if its holder dies, and the next leader resumes the same round number.
   Sampler proposers (random, TPE, NSGA-II) need no rounds: each worker asks its own
-  sampler (seeded per worker).
+  sampler, seeded by its number in the study (taken atomically when it registers).
 * **Crash safety**: Optuna heartbeats (``RDBStorage(heartbeat_interval, grace_period)``):
   a worker killed mid-trial leaves a RUNNING trial whose heartbeat stops; any worker fails
   it and re-queues a copy (``RetryHeartbeatStaleTrialCallback``); the copy takes over the dead

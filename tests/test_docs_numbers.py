@@ -33,11 +33,13 @@ ARXIV = re.compile(r"arXiv:? ?\d{4}\.\d{4,5}")
 
 _ONE_OFF = "a one-off check the prose says is not a committed figure"
 _FIRST = "pipeline-cpsat-gloo's first run, quoted beside its rerun; it printed and saved nothing then"
+_BEFORE_SEEDS = "worker-throughput's run at ec3b5fc, before the workers' seeding fix (that page is in git), quoted as such"
 UNSOURCED = {
     ("docs/compose.md", "3.5 minutes on 2 shared cores"): "the wall time of one kb-joint run, which its page does not record",
     ("docs/compose.md", "by a median 0.5 % (at most 10 %) against int8, 75 % sparsity at 2 bits by 0.6 %"): _ONE_OFF,
     ("docs/compose.md", "(Spearman 0.996)"): _ONE_OFF,
-    ("docs/distributed.md", "27.3 / 42.5 / 36.3 evals/s"): "worker-throughput's first run (2026-11-29), quoted beside its rerun",
+    ("docs/distributed.md", "at ec3b5fc: 12.7 / 23.2 / 18.1 evals/s"): _BEFORE_SEEDS,
+    ("docs/distributed.md", "between 12.8 and 24.9 evals/s"): _BEFORE_SEEDS,
     ("docs/distributed.md", "was 2.2-2.8 evals/s"): "worker-throughput's zero-cost row before the shipped proxy table, quoted as such",
     ("docs/engine.md", "1.3 s of one CPU core per cell"): "the median of the proxy table's seconds column, in search/nb201/data",
     ("docs/pipeline.md", "measured 194.9 and 186.5 ms, with errors of -10.5 and -12.8 % uncalibrated and +0.4 % calibrated"): _FIRST,
