@@ -279,13 +279,19 @@ def _write_csv(results: Sequence[SearchResult], path: Path) -> Path:
     return path
 
 
-def _mean_std(values: Sequence[float]) -> str:
-    """``0.9912 ± 0.0034`` (mean ± std over seeds); one seed has no spread, so it says so instead of ``± 0.0000``."""
-    if not values:
+def _mean_std(values: Sequence[float | None]) -> str:
+    """``0.9912 ± 0.0034`` (mean ± std over seeds; a seed without the value is None).
+
+    One value has no spread, so it says so instead of ``± 0.0000``; seeds without the value are
+    counted, so a mean over fewer seeds than ran reads e.g. ``0.9805 (1 of 3 seeds)``.
+    """
+    have = [v for v in values if v is not None]
+    if not have:
         return "n/a"
-    if len(values) == 1:
-        return f"{values[0]:.4f} (1 seed)"
-    return f"{statistics.fmean(values):.4f} ± {statistics.stdev(values):.4f}"
+    shown = f"{have[0]:.4f}" if len(have) == 1 else f"{statistics.fmean(have):.4f} ± {statistics.stdev(have):.4f}"
+    if len(have) < len(values):
+        return f"{shown} ({len(have)} of {len(values)} seeds)"
+    return shown + (" (1 seed)" if len(have) == 1 else "")
 
 
 def pooled_hv_ratios(spec: BenchSpec, results: Sequence[SearchResult], storage: str) -> dict[str, float] | None:
@@ -406,14 +412,14 @@ def _table_head(results: Sequence[SearchResult], spec: BenchSpec, seeing: Sequen
 
 def _table_row(group: str, proposer: str, rs: Sequence[SearchResult], by_study: dict[str, float] | None, seeing: Sequence[str]) -> str:
     """One (run group, proposer) row: mean ± std over its seeds; the pooled HV ratio (†) where ``by_study`` has one."""
-    hv = _mean_std([r.hv_ratio for r in rs if r.hv_ratio is not None])
+    hv = _mean_std([r.hv_ratio for r in rs])
     if by_study is not None:
         hv = _mean_std([by_study[r.study] for r in rs]) + " †"
     sees = (" ◆ |" if proposer in seeing else " |") if seeing else ""
     return (
         f"| {group} | {proposer} | {hv} | "
-        f"{_mean_std([r.igd for r in rs if r.igd is not None])} | "
-        f"{_mean_std([r.front_recall for r in rs if r.front_recall is not None])} | "
+        f"{_mean_std([r.igd for r in rs])} | "
+        f"{_mean_std([r.front_recall for r in rs])} | "
         f"{statistics.fmean([r.wall_s for r in rs]):.1f} |" + sees
     )
 

@@ -30,7 +30,7 @@ from coevo.search.metrics import FrontMetrics, FrontReference, pareto_mask
 from coevo.search.niches import niche_of
 from coevo.search.problem import Evolvable, Predictable, Problem
 from coevo.search.proposers import Evaluation, Proposer, get_proposer
-from coevo.search.storage import resolve_storage_url
+from coevo.search.storage import closing_idle_connections, resolve_storage_url
 from coevo.search.strict_json import strict_dumps
 from coevo.search.study import FAILURE, StoredSearch, default_study_name, evaluations_from_study, failed_evaluations, open_or_create
 from coevo.search.work_progress import report
@@ -101,6 +101,7 @@ class SearchResult:
         return strict_dumps(data)
 
 
+@closing_idle_connections()  # a long process runs many searches: their connections close as each ends
 def run_search(
     problem: Problem,
     proposer: str | Proposer,

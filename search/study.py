@@ -8,9 +8,12 @@ and not to an earlier, deleted study of the same name.
 
 from __future__ import annotations
 
+import logging
 import math
 import uuid
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,9 +141,10 @@ def open_or_create(problem: Problem, proposer: Proposer, *, storage: str | None,
         study = optuna.load_study(study_name=study_name, storage=backend, sampler=proposer.sampler(problem, seed))
     except KeyError:
         try:
-            study = optuna.create_study(
-                study_name=study_name, storage=backend, directions=list(problem.directions), sampler=proposer.sampler(problem, seed)
-            )
+            with _no_study_created_line():
+                study = optuna.create_study(
+                    study_name=study_name, storage=backend, directions=list(problem.directions), sampler=proposer.sampler(problem, seed)
+                )
         except optuna.exceptions.DuplicatedStudyError:  # another process created it a moment ago
             study = optuna.load_study(study_name=study_name, storage=backend, sampler=proposer.sampler(problem, seed))
         else:
@@ -184,6 +188,26 @@ def _same_problem(stored: Any, reference: Any, problem: Problem) -> bool:
         return normalized_spec(stored, reference=ref) == normalized_spec(spec, reference=ref)
     except UserInputError:
         return False
+
+
+class _DropStudyCreated(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("A new study created")
+
+
+@contextmanager
+def _no_study_created_line() -> Iterator[None]:
+    # Optuna logs "A new study created in RDB with name: ..." at INFO for every create_study, so
+    # `coevo.optimize` printed it into the caller's output (the CLI quiets Optuna as a whole). The
+    # study is coevo's own bookkeeping and the result names it: only that record is dropped, only
+    # during the call; the caller's logging settings are not touched.
+    logger = logging.getLogger("optuna.storages._rdb.storage")  # the module that logs it
+    drop = _DropStudyCreated()
+    logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)
 
 
 def _tag(study: optuna.Study, problem: Problem, proposer: Proposer, seed: int) -> None:

@@ -119,3 +119,7 @@ def test_one_seed_is_shown_without_a_spread_it_does_not_have() -> None:
     assert _mean_std([0.5]) == "0.5000 (1 seed)"
     assert _mean_std([0.5, 0.7]) == "0.6000 ± 0.1414"  # sample standard deviation over seeds
     assert _mean_std([]) == "n/a"
+    assert _mean_std([None, None]) == "n/a"
+    # seeds without the value are counted: a mean over fewer seeds than ran says so
+    assert _mean_std([0.5, None, None]) == "0.5000 (1 of 3 seeds)"
+    assert _mean_std([0.5, 0.7, None]) == "0.6000 ± 0.1414 (2 of 3 seeds)"

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import gc
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +12,7 @@ import sqlalchemy.exc
 
 from coevo.search.errors import StorageError
 from coevo.search.storage import open_storage, resolve_storage_url, side_engine
+from tests.helpers import wait_until
 
 
 def test_postgres_urls_use_the_installed_driver() -> None:
@@ -47,3 +50,33 @@ def test_open_storage_twice_is_fine(tmp_path: Path) -> None:
     study_id = first.create_new_study([optuna.study.StudyDirection.MINIMIZE], "kept")
     second = open_storage(url)  # the schema is there: opened, not re-created
     assert second.get_study_id_from_name("kept") == study_id and second.get_current_version() == first.get_current_version()
+
+
+@pytest.mark.postgres
+def test_searches_in_one_process_leave_no_database_connections_open(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # optuna's storages sit in reference cycles: without the runner closing them, every search in a
+    # long process (chat, the Python API in a loop) left about five connections until a full collection
+    from coevo.search.nb201 import NB201Problem
+    from coevo.search.runner import run_search
+
+    app = f"coevo-conns-{uuid.uuid4().hex[:8]}"
+    admin = sa.create_engine(resolve_storage_url(postgres_url), connect_args={"application_name": "coevo-test-admin"})
+    query = sa.text("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = :app")
+
+    def none_open() -> bool:
+        with admin.connect() as conn:
+            return conn.execute(query, {"app": app}).scalar_one() == 0
+
+    monkeypatch.setenv("PGAPPNAME", app)  # libpq names every connection the searches open
+    gc.collect()
+    gc.disable()  # so only the runner can have closed them
+    try:
+        for _ in range(3):
+            problem = NB201Problem(dataset="cifar10", device="fpga")
+            result = run_search(problem, "random", budget=3, storage=postgres_url, study_name=f"conns-{uuid.uuid4().hex[:8]}")
+            assert result.evaluations == 3
+            # the server ends a closed connection's backend a moment after the client closed it
+            wait_until(none_open, 10, "the search's connections to close")
+    finally:
+        gc.enable()
+        admin.dispose()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 import sys
 from pathlib import Path
@@ -54,6 +55,30 @@ def test_the_python_api_searches_a_problem_built_in_code(storage: str) -> None:
         coevo.optimize("nb201", proposer="tpe", reasoner="offline", budget=3, storage=storage)
     with pytest.raises(UserInputError, match="device: unknown device 'tpu'"):
         coevo.optimize("nb201", options={"device": "tpu"}, budget=3, storage=storage)
+
+
+def test_the_python_api_keeps_optunas_study_created_line_out_of_the_callers_log(storage: str) -> None:
+    # at Optuna's default verbosity (INFO), every study coevo created printed "A new study created
+    # in RDB with name: ..." into the caller's output; only that line goes, the caller's settings stay
+    seen: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    handler = Keep()
+    before = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.INFO)
+    logging.getLogger("optuna").addHandler(handler)
+    try:
+        coevo.optimize("nb201", proposer="random", budget=2, storage=storage, study="quiet")
+        optuna.create_study(storage=storage, study_name="the-callers-own")  # the caller's own studies still say so
+        assert optuna.logging.get_verbosity() == optuna.logging.INFO
+    finally:
+        logging.getLogger("optuna").removeHandler(handler)
+        optuna.logging.set_verbosity(before)
+    created = [m for m in seen if m.startswith("A new study created")]
+    assert len(created) == 1 and "the-callers-own" in created[0], seen
 
 
 def test_an_importable_module_is_a_problem_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, storage: str) -> None:
