@@ -173,21 +173,32 @@ def summary_cell(value: Any) -> str:
     return str(value)
 
 
-def render_value(console: Console, value: Any) -> None:
-    """Show a tool's value: lists of records as tables, the rest as key/value rows; numbers and names are never cut."""
+def render_value(console: Console, value: Any, *, notes: Sequence[str] = ()) -> None:
+    """Show a tool's value: lists of records as tables, the rest as key/value rows; numbers and names are never cut.
+
+    Keys without a value (None, empty text, an empty list or mapping) are named on one line
+    under the table rather than shown as empty rows; a ``notes`` entry equal to ``notes`` (the
+    tool's messages, which the caller prints after the value) is not shown twice.
+    """
     if not isinstance(value, dict):
         console.print_json(json.dumps(value, default=str))
         return
     scalars: list[list[str]] = []
+    empty: list[str] = []
     for key, v in value.items():
-        if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+        if v is None or (isinstance(v, str | list | dict) and not v) or (key == "notes" and notes and v == list(notes)):
+            if key != "notes":
+                empty.append(key)
+        elif isinstance(v, list) and all(isinstance(x, dict) for x in v):
             _render_records(console, key, v)
-        elif isinstance(v, dict) and v and all(isinstance(x, dict) for x in v.values()):  # records by name (plans by method)
+        elif isinstance(v, dict) and all(isinstance(x, dict) for x in v.values()):  # records by name (plans by method)
             _render_records(console, key, [{"name": name, **x} for name, x in v.items()])
         else:
             scalars.append([key, _cell(v)])
     if scalars:
         print_table(console, None, [Column("key"), _column("value", [r[1] for r in scalars])], scalars, show_header=False)
+    if empty:
+        console.print(f"no value: {', '.join(empty)}", style="dim", markup=False, soft_wrap=True, highlight=False)
 
 
 def _column(header: str, cells: list[str]) -> Column:

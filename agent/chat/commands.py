@@ -104,7 +104,7 @@ def _run(ctx: CommandContext, rest: str) -> Outcome:
     tool = ctx.registry.get(name)  # unknown names raise with the list of tools
     with ctx.console.status(f"running {tool.name} ..."):
         result = call_tool(tool, raw.strip() or "{}", policy=ctx.run_policy)
-    render_value(ctx.console, result.value)
+    render_value(ctx.console, result.value, notes=result.messages)
     for m in result.messages:
         ctx.console.print(f"[dim]note: {m}[/]")
     return Outcome(True, f"{tool.name}: ok", value=result.model_dump())  # a failing tool raised: dispatch records the error

@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json or not sys.stdout.isatty():  # for machines (and for pipes): strict JSON
         print(result.to_strict_json())
         return 0
-    render_value(out, result.value)  # for people: the rendering chat's /run shows
+    render_value(out, result.value, notes=result.messages)  # for people: the rendering chat's /run shows
     for m in result.messages:
         out.print(f"note: {m}", style="dim", markup=False, soft_wrap=True)
     return 0

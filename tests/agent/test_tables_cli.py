@@ -194,6 +194,19 @@ def test_render_value_tool_result(console: Console) -> None:
     assert "plans (2)" in text and '"imbalance"' not in text
 
 
+def test_render_value_names_keys_without_a_value_instead_of_empty_rows(console: Console) -> None:
+    # a search's summary had rows "stopped", "reasoner", "llm_usage" with nothing in them, and its
+    # notes twice: in the table and as the note lines the caller prints after it
+    value = {"study": STUDY, "hv_ratio": 0.75, "stopped": None, "reasoner": "", "llm_usage": {}, "failures": [], "notes": ["one note"]}
+    render_value(console, value, notes=["one note"])
+    text = _text(console)
+    rows = [line for line in text.splitlines() if "│" in line]
+    assert any("hv_ratio" in r for r in rows) and not any(k in r for r in rows for k in ("stopped", "llm_usage", "failures", "notes"))
+    assert "no value: stopped, reasoner, llm_usage, failures" in text and "one note" not in text
+    render_value(console, {"notes": ["other"]}, notes=["one note"])  # notes that are not the messages stay
+    assert "other" in _text(console)
+
+
 def test_free_text_wraps_between_words_only(console: Console) -> None:
     sentence = "a description long enough to wrap on a narrow terminal but never inside one of its words"
     words = sentence.split(" ")
