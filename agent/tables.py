@@ -176,19 +176,23 @@ def summary_cell(value: Any) -> str:
 def render_value(console: Console, value: Any, *, notes: Sequence[str] = ()) -> None:
     """Show a tool's value: lists of records as tables, the rest as key/value rows; numbers and names are never cut.
 
-    Keys without a value (None, empty text, an empty list or mapping) are named on one line
-    under the table rather than shown as empty rows; a ``notes`` entry equal to ``notes`` (the
-    tool's messages, which the caller prints after the value) is not shown twice.
+    Keys without a value (None, empty text) and empty lists or mappings are named on one line
+    under the table rather than shown as empty rows; a ``notes`` entry whose notes are all among
+    ``notes`` (the tool's messages, which the caller prints after the value) is not shown twice.
     """
     if not isinstance(value, dict):
         console.print_json(json.dumps(value, default=str))
         return
     scalars: list[list[str]] = []
+    unset: list[str] = []
     empty: list[str] = []
     for key, v in value.items():
-        if v is None or (isinstance(v, str | list | dict) and not v) or (key == "notes" and notes and v == list(notes)):
-            if key != "notes":
-                empty.append(key)
+        if key == "notes" and isinstance(v, list) and v and notes and set(map(str, v)) <= set(notes):
+            continue  # printed after the value as the tool's messages
+        if v is None or v == "":
+            unset.append(key)
+        elif isinstance(v, list | dict) and not v:
+            empty.append(key)
         elif isinstance(v, list) and all(isinstance(x, dict) for x in v):
             _render_records(console, key, v)
         elif isinstance(v, dict) and all(isinstance(x, dict) for x in v.values()):  # records by name (plans by method)
@@ -197,8 +201,9 @@ def render_value(console: Console, value: Any, *, notes: Sequence[str] = ()) -> 
             scalars.append([key, _cell(v)])
     if scalars:
         print_table(console, None, [Column("key"), _column("value", [r[1] for r in scalars])], scalars, show_header=False)
-    if empty:
-        console.print(f"no value: {', '.join(empty)}", style="dim", markup=False, soft_wrap=True, highlight=False)
+    gaps = [f"{what}: {', '.join(keys)}" for what, keys in (("no value", unset), ("empty", empty)) if keys]
+    if gaps:
+        console.print("; ".join(gaps), style="dim", markup=False, soft_wrap=True, highlight=False)
 
 
 def _column(header: str, cells: list[str]) -> Column:

@@ -20,7 +20,6 @@ import optuna
 import sqlalchemy
 import sqlalchemy.exc
 from sqlalchemy import event
-from sqlalchemy.pool import SingletonThreadPool, StaticPool
 
 from coevo.search import pg_bounds
 from coevo.search.db_errors import classify, sqlite_fault
@@ -210,7 +209,7 @@ def open_storage(
             storage = optuna.storages.RDBStorage(resolved, engine_kwargs=engine_kwargs, **rdb_options)
         if path is not None and not read_only:
             _tune_sqlite(storage.engine)
-        _opened(storage.engine)
+        _opened(storage.engine, resolved)
         return storage
     except (sqlalchemy.exc.SQLAlchemyError, ValueError, ImportError) as exc:
         raise _storage_error(url, resolved, exc) from exc
@@ -396,7 +395,7 @@ def side_engine(
         timeouts = DatabaseTimeouts(request_s=busy_timeout_s)  # on SQLite the busy timeout is the only bound
     read_only = path is not None and sqlite_read_only(path)
     engine = sqlalchemy.create_engine(resolved, **engine_options(resolved, timeouts, read_only=read_only))
-    _opened(engine)
+    _opened(engine, resolved)
     if path is not None and not read_only:
         event.listen(engine, "connect", _sqlite_pragmas)
         event.listen(engine, "begin", _begin_immediate)
@@ -420,25 +419,31 @@ _engines: weakref.WeakSet[sqlalchemy.engine.Engine] = weakref.WeakSet()
 _engines_lock = threading.Lock()
 
 
-def _opened(engine: sqlalchemy.engine.Engine) -> None:
-    """Note ``engine`` for :func:`closing_idle_connections` (weakly: the note keeps nothing alive)."""
+def _opened(engine: sqlalchemy.engine.Engine, resolved: str) -> None:
+    """Note ``engine`` for :func:`closing_idle_connections` (weakly: the note keeps nothing alive).
+
+    In-memory SQLite databases are not noted, whatever pool SQLAlchemy gave them (a shared-cache
+    ``file::memory:`` URI gets a queue pool): closing their last connection deletes the database.
+    """
+    if sqlite_target(resolved) == MEMORY:
+        return
     with _engines_lock:
         _engines.add(engine)
 
 
 @contextmanager
 def closing_idle_connections() -> Iterator[None]:
-    """When the block ends, close the idle pooled connections of every engine coevo opened.
+    """When the block ends, close the pooled connections of every engine coevo opened that has none in use.
 
     Why: Optuna's storages and SQLAlchemy's engines sit in reference cycles, so an engine no
     longer used is freed, and its pool's connections closed, only when Python's cycle collector
     runs. A process that runs search after search (a chat session, the Python API in a loop)
     kept about five PostgreSQL connections per search open until then, towards the server's
-    ``max_connections``. Every engine is disposed, not only those opened in the block: cached
-    ones (the knowledge store's) are used by every search. Disposing only empties a pool: an
-    engine still in use connects again on its next use, and a connection checked out in another
-    thread stays open until it is given back. An in-memory SQLite engine is left alone: its one
-    connection is the database.
+    ``max_connections``. Every idle engine is disposed, not only those opened in the block:
+    cached ones (the knowledge store's) are used by every search. Disposing only empties a pool
+    (an engine used again connects again). An engine with a connection checked out (another
+    thread's search) is left to that search's own end: disposing it would orphan the
+    connection, which then stays open until a collection.
     """
     try:
         yield
@@ -446,7 +451,8 @@ def closing_idle_connections() -> Iterator[None]:
         with _engines_lock:
             engines = list(_engines)
         for engine in engines:
-            if not isinstance(engine.pool, (StaticPool, SingletonThreadPool)):
+            in_use = getattr(engine.pool, "checkedout", lambda: 0)()
+            if not in_use:
                 engine.dispose()
 
 

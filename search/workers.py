@@ -368,6 +368,11 @@ class Coordination:
             )
         return int(before) + 1
 
+    def unregister(self, worker: str) -> None:
+        """Remove a worker's row (one that failed before it ran)."""
+        with self.engine.begin() as conn:
+            conn.execute(workers.delete().where(workers.c.study == self.study, workers.c.worker == worker))
+
     def beat(self, worker: str, evaluations: int, state: str = "running", note: str | None = None) -> None:
         """Update a worker's liveness row."""
         with self.engine.begin() as conn:
@@ -573,32 +578,43 @@ class Worker:
         self.heart = with_database_retry(
             "connecting", lambda: heartbeat_storage(storage, self.settings), patience_s=patience, storage=storage
         )
-        # registered here, not first in run(): the number must be taken atomically before the sampler is
-        # seeded, or workers started together all read "no workers yet", share one seed and propose the
-        # same points in the same order (each then waits on or answers the other's claims: half the rate)
-        number = with_database_retry("registering", lambda: self.coord.register(self.name), patience_s=patience, storage=storage)
-        self.sampler_seed = seed if number == 1 else seed * 1000 + number  # a lone search samples exactly as its seed says
-        try:
-            self.study = with_database_retry(
-                "loading the study",
-                lambda: optuna.load_study(study_name=study_name, storage=self.heart, sampler=proposer.sampler(problem, self.sampler_seed)),
-                patience_s=patience,
-                storage=storage,
+        try:  # the study first: joining a study that is not there writes nothing
+            self.study_id = with_database_retry(
+                "loading the study", lambda: self.heart.get_study_id_from_name(study_name), patience_s=patience, storage=storage
             )
         except KeyError:
             raise UserInputError(f"no study {study_name!r} to join; start it with `coevo search ... --study {study_name}`") from None
-        self.study_id = with_database_retry(
-            "loading the study", lambda: self.heart.get_study_id_from_name(study_name), patience_s=patience, storage=storage
+        # registered here, not first in run(): the number must be taken atomically before the sampler is
+        # seeded, or workers started together all read "no workers yet", share one seed and propose the
+        # same points in the same order (each then waits on or answers the other's claims: half the rate).
+        # A retry after a commit whose reply was lost can still repeat a number another worker took
+        # meanwhile (the number is not stored); two workers then share a seed, which costs rate, not results.
+        number = with_database_retry("registering", lambda: self.coord.register(self.name), patience_s=patience, storage=storage)
+        self.sampler_seed = seed if number == 1 else seed * 1000 + number  # a lone search samples exactly as its seed says
+        try:
+            self._load(study_name, proposer.sampler(problem, self.sampler_seed))
+            self.max_trials = MAX_TRIALS_PER_QUERY * self.budget + 100
+            self._reference = problem.reference() if on_progress is not None and problem.found_set == "all" else None
+        except BaseException:
+            with suppress(*DATABASE_ERRORS):  # a worker that never ran leaves no row claiming it runs
+                self.coord.unregister(self.name)
+            raise
+
+    def _load(self, study_name: str, sampler: optuna.samplers.BaseSampler) -> None:
+        """Load the study with this worker's sampler, its budget and its trial count (reads retried like any)."""
+        patience, storage = self.settings.patience_s, self.storage
+        self.study = with_database_retry(
+            "loading the study",
+            lambda: optuna.load_study(study_name=study_name, storage=self.heart, sampler=sampler),
+            patience_s=patience,
+            storage=storage,
         )
-        # reads of the database like those above: a connection dropped under them is retried, not a crash at start-up
         self.budget = with_database_retry(
             "loading the study", lambda: int(self.study.user_attrs.get(ATTR_BUDGET, 0)), patience_s=patience, storage=storage
         )
         self._trials_at_start = with_database_retry(
             "loading the study", lambda: int(self.heart.get_n_trials(self.study_id)), patience_s=patience, storage=storage
         )
-        self.max_trials = MAX_TRIALS_PER_QUERY * self.budget + 100
-        self._reference = problem.reference() if on_progress is not None and problem.found_set == "all" else None
 
     # ------------------------------------------------------------ resilience
 

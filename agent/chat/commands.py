@@ -106,7 +106,7 @@ def _run(ctx: CommandContext, rest: str) -> Outcome:
         result = call_tool(tool, raw.strip() or "{}", policy=ctx.run_policy)
     render_value(ctx.console, result.value, notes=result.messages)
     for m in result.messages:
-        ctx.console.print(f"[dim]note: {m}[/]")
+        ctx.console.print(f"note: {m}", style="dim", markup=False, soft_wrap=True)  # a note's [brackets] are text
     return Outcome(True, f"{tool.name}: ok", value=result.model_dump())  # a failing tool raised: dispatch records the error
 
 

@@ -202,9 +202,11 @@ def test_render_value_names_keys_without_a_value_instead_of_empty_rows(console: 
     text = _text(console)
     rows = [line for line in text.splitlines() if "│" in line]
     assert any("hv_ratio" in r for r in rows) and not any(k in r for r in rows for k in ("stopped", "llm_usage", "failures", "notes"))
-    assert "no value: stopped, reasoner, llm_usage, failures" in text and "one note" not in text
+    assert "no value: stopped, reasoner; empty: llm_usage, failures" in text and "one note" not in text
     render_value(console, {"notes": ["other"]}, notes=["one note"])  # notes that are not the messages stay
     assert "other" in _text(console)
+    render_value(console, {"stopped": "budget spent", "notes": ["a note"]}, notes=["budget spent", "a note"])
+    assert "a note" not in _text(console)  # search.run's messages are its stop reason and its notes
 
 
 def test_free_text_wraps_between_words_only(console: Console) -> None:

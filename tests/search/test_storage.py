@@ -80,3 +80,16 @@ def test_searches_in_one_process_leave_no_database_connections_open(postgres_url
     finally:
         gc.enable()
         admin.dispose()
+
+
+def test_closing_connections_leaves_a_shared_in_memory_database_alone() -> None:
+    # a shared-cache in-memory database lives as long as one connection to it: closing the pools
+    # at a search's end (SQLAlchemy gives this URL a queue pool) deleted the study under the caller
+    from coevo.search.nb201 import NB201Problem
+    from coevo.search.runner import run_search
+
+    url = "sqlite:///file::memory:?cache=shared&uri=true"
+    name = f"mem-{uuid.uuid4().hex[:8]}"
+    problem = NB201Problem(dataset="cifar10", device="fpga")
+    assert run_search(problem, "random", budget=3, storage=url, study_name=name).evaluations == 3
+    assert run_search(problem, "random", budget=5, storage=url, study_name=name).evaluations == 5  # resumed, not lost

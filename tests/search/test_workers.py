@@ -25,6 +25,7 @@ import optuna
 import pytest
 
 from coevo.agent.cli import main
+from coevo.search.errors import UserInputError
 from coevo.search.metrics import pareto_mask
 from coevo.search.nb201 import NB201Problem
 from coevo.search.proposers import get_proposer
@@ -152,6 +153,23 @@ def test_workers_started_together_sample_with_different_seeds(backend: str, tmp_
     problem = NB201Problem(dataset="cifar10", device="fpga")
     points = [[problem.suggest(optuna.create_study(sampler=w.study.sampler).ask()) for _ in range(5)] for w in built[:2]]
     assert points[0] != points[1]
+
+
+def test_a_worker_that_fails_to_start_leaves_no_row_that_says_it_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    storage = f"sqlite:///{tmp_path / 'start.sqlite3'}"
+    problem = NB201Problem(dataset="cifar10", device="fpga")
+    with pytest.raises(UserInputError, match="no study 'typo' to join"):
+        Worker(problem, get_proposer("random"), storage=storage, study_name="typo", seed=0)
+    assert Coordination(storage, "typo").workers() == []  # nothing written for a study that is not there
+    study = _create(storage, "random", 5)
+
+    def broken() -> None:
+        raise RuntimeError("reference failed")
+
+    monkeypatch.setattr(problem, "reference", broken)  # fails after the worker registered
+    with pytest.raises(RuntimeError, match="reference failed"):
+        Worker(problem, get_proposer("random"), storage=storage, study_name=study, seed=0, on_progress=lambda p: None)
+    assert Coordination(storage, study).workers() == []
 
 
 @pytest.mark.slow  # four worker processes
