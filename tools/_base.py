@@ -212,6 +212,25 @@ def describe_validation(tool: Tool, exc: ValidationError) -> str:
         given = err.get("input")
         # the value given, where it is a scalar (a missing field has none; a whole object would bury the message)
         shown = f" (got {given!r})" if isinstance(given, str | int | float | bool) and err["type"] != "missing" else ""
-        problems.append(f"{loc}: {err['msg']}{shown}")
+        problems.append(f"{loc}: {err['msg']}{shown}{_bounds_hint(tool, err)}")
     fields = ", ".join(f"{k}{'' if v.is_required() else '?'}" for k, v in tool.Args.model_fields.items())
     return f"bad arguments for {tool.name}: {'; '.join(problems)}. It takes: {fields}. Example: {json.dumps(tool.example)}"
+
+
+_BOUND_ERRORS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal"})
+
+
+def _bounds_hint(tool: Tool, err: Any) -> str:
+    """``; bounds: >= 1, <= 8`` for an error on a bounded field whose message does not say them (a 0.5 for an int)."""
+    loc = err["loc"]
+    if len(loc) != 1 or err["type"] in _BOUND_ERRORS or loc[0] not in tool.Args.model_fields:
+        return ""
+    signs = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+    bounds = [
+        f"{sign} {getattr(m, attr)}"
+        for m in tool.Args.model_fields[str(loc[0])].metadata
+        for attr, sign in signs.items()
+        if getattr(m, attr, None) is not None
+    ]
+    return f"; bounds: {', '.join(bounds)}" if bounds else ""
+

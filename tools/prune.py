@@ -9,6 +9,7 @@ from coevo.search.prune.run import PruneOutcome, prune_zoo
 from coevo.search.stats import effect_verdict
 from coevo.search.work_progress import report
 from coevo.sim.prune.config import PruneConfig
+from coevo.sim.prune.masks import check_pattern_sparsity, parse_pattern
 from coevo.tools._base import Tool, ToolArgs, ToolResult
 from coevo.tools._zoo import model_field, zoo_model
 
@@ -62,6 +63,7 @@ class PruneActivation(Tool):
     loads_code = ("model",)
 
     def run(self, args: PruneArgs) -> ToolResult:
+        check_pattern_sparsity(parse_pattern(args.pattern), args.sparsity)  # before the model is built (or trained)
         zm, notes = zoo_model(args.model)
         outcome = prune_zoo(
             zm,

@@ -60,8 +60,8 @@ class QuantClassBased(Tool):
 
     def run(self, args: QuantArgs) -> ToolResult:
         start = time.perf_counter()
-        if args.method != "greedy":
-            check_target(args.avg_bits, CANDIDATES)  # before the model loads: a bad target fails at once
+        check_target(args.avg_bits, CANDIDATES)  # before the model loads: a bad target fails at once (greedy's too)
+        ignored = args.method == "greedy" and "avg_bits" in args.model_fields_set
         if args.model in RECIPES and RECIPES[args.model]["task"] != "classify":  # refuse before training an LM for nothing
             raise UserInputError(f"model {args.model!r} is a {RECIPES[args.model]['task']} model; this tool needs a classify model")
         zm, notes = zoo_model(args.model, task="classify")
@@ -113,6 +113,7 @@ class QuantClassBased(Tool):
             value=value,
             messages=[
                 *notes,
+                *(["avg_bits ignored: greedy picks the bits itself (the lowest within accuracy_drop_max)"] if ignored else []),
                 "weights fake-quantized per output filter/neuron (symmetric); biases and activations stay float32; "
                 "model_bits counts a 32-bit scale per unit. Accuracy in %, val chose the epoch, test measured once.",
                 value["verdict"],

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from coevo.agent.chat.command_line import CommandLine
 from coevo.agent.chat.store import Event, SessionStore
@@ -185,6 +186,6 @@ def dispatch(ctx: CommandContext, line: str) -> Outcome:
         except Exception as exc:  # a bug in a command must not end the session
             outcome = Outcome(False, f"{word} failed unexpectedly ({type(exc).__name__}: {exc}); the session goes on")
     if not outcome.ok:
-        ctx.console.print(f"[red]error:[/] {outcome.summary}", soft_wrap=True)
+        ctx.console.print(f"[red]error:[/] {escape(outcome.summary)}", soft_wrap=True)
     ctx.store.add(ctx.session, Event("command", line.strip(), {"ok": outcome.ok, "summary": outcome.summary}))
     return outcome

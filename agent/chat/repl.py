@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from coevo.agent.chat.command_line import CommandLine
 from coevo.agent.chat.commands import CommandContext, dispatch
@@ -67,7 +68,7 @@ class Terminal:
             self.console.print()
             self.streaming = False
         if kind == "tool_start":
-            self.console.print(f"[cyan]→ {data['name']}[/] {json.dumps(data['args'])}", soft_wrap=True)
+            self.console.print(f"[cyan]→ {escape(data['name'])}[/] {escape(json.dumps(data['args']))}", soft_wrap=True)
             self.status = self.console.status(f"running {data['name']} ...")
             self.status.start()
         elif kind == "tool_end":
@@ -75,7 +76,7 @@ class Terminal:
             mark = {"ok": "[green]ok[/]", "declined": "[yellow]declined[/]"}.get(data["status"], "[red]error[/]")
             first = data["output"].splitlines()[0] if data["output"] else ""
             detail = f": {first[:160]}" if data["status"] == "error" else ""
-            self.console.print(f"[cyan]← {data['name']}[/] {mark} ({data['seconds']:.2f} s){detail}", soft_wrap=True)
+            self.console.print(f"[cyan]← {escape(data['name'])}[/] {mark} ({data['seconds']:.2f} s){escape(detail)}", soft_wrap=True)
 
     def stop_spinner(self) -> None:
         """Stop the running tool's spinner (before asking the user something)."""
@@ -253,16 +254,16 @@ def run(args: argparse.Namespace, *, cli: CommandLine | None = None) -> int:
             continue
         except ChatModelError as exc:
             terminal.end_turn()
-            console.print(f"[red]error:[/] {exc}", soft_wrap=True)
+            console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
             store.add(session, Event("error", str(exc), {}))
             continue
         except CoevoError as exc:  # e.g. the session database went away: say so, keep the prompt
             terminal.end_turn()
-            console.print(f"[red]error:[/] {exc}", soft_wrap=True)
+            console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
             continue
         terminal.end_turn()
         if result.refused or result.stopped:
-            console.print(f"[yellow]{result.answer if result.refused else result.stopped}[/]")
+            console.print(f"[yellow]{escape(str(result.answer if result.refused else result.stopped))}[/]")
         console.print(_footer(result, store, session))
     console.print(f"session {session} kept; resume with `coevo chat --session {session}`")
     return 0
@@ -313,7 +314,7 @@ def _once_json(args: argparse.Namespace, cli: CommandLine | None) -> int:
             code, result = _one(args, chat)
             record.update(result)
         except CoevoError as exc:
-            console.print(f"[red]error:[/] {exc}", soft_wrap=True)
+            console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
             code = 2
             record.update(ok=False, summary=str(exc), value=None)
     if code:  # a failed call carries the fields every coevo --json error has
@@ -330,14 +331,14 @@ def _replay(store: SessionStore, session: str, console: Console) -> None:
     console.print(f"[dim]resuming {session}: last {min(6, len(past))} of {len(past)} messages[/]")
     for e in past[-6:]:
         who = {"user": "you", "assistant": "coevo", "command": "you"}[e.kind]
-        console.print(f"[dim]{who}: {e.content[:300]}[/]", soft_wrap=True)
+        console.print(f"[dim]{who}: {escape(e.content[:300])}[/]", soft_wrap=True)
 
 
 def _ask(console: Console, terminal: Terminal) -> Any:
     def confirm(tool: Tool, args: dict[str, Any]) -> bool:
         terminal.stop_spinner()
         why = ", ".join(asks_first(tool, tool.Args.model_validate(args), by_model=True))
-        console.print(f"[yellow]{tool.name}[/] {why}: {json.dumps(args)}", soft_wrap=True)
+        console.print(f"[yellow]{escape(tool.name)}[/] {escape(why)}: {escape(json.dumps(args))}", soft_wrap=True)
         try:
             answer = _prompt_session()("run it? [y/N] ")
         except (KeyboardInterrupt, EOFError):

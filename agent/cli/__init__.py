@@ -161,7 +161,7 @@ def _main(argv: list[str]) -> int:
         _err().print(f"run '{prog} --help' for its arguments", markup=False)
         return _json_error(f"{prog}: {exc.message}", 2, args, argv)
     except CoevoError as exc:
-        _err().print(f"[red]error:[/] {exc}", soft_wrap=True)
+        _err().print(_error_line(str(exc)), soft_wrap=True)
         return _json_error(str(exc), 2, args, argv)
     except KeyboardInterrupt:
         resumes = args is not None and args.command in RESUMES
@@ -182,7 +182,7 @@ def _main(argv: list[str]) -> int:
         fault = classify(exc, getattr(args, "storage", None))
         if fault is None:
             raise
-        _err().print(f"[red]error:[/] {fault.reason}", soft_wrap=True)
+        _err().print(_error_line(fault.reason), soft_wrap=True)
         return _json_error(fault.reason, 2, args, argv)
 
 
@@ -223,6 +223,13 @@ def _quiet_optuna() -> None:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def _error_line(message: str) -> str:
+    """``error: MESSAGE`` in the console's markup, the message escaped: its [brackets] (``[nan]``, a list of names) are text."""
+    from rich.markup import escape
+
+    return f"[red]error:[/] {escape(message)}"
 
 
 def _err() -> Console:

@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
+from rich.markup import escape
 from rich.table import Table
 
 from coevo.agent.cli._console import out
@@ -57,9 +58,10 @@ def run(args: argparse.Namespace) -> int:
         print(strict_dumps(result))
         return 0
     for note in result["messages"]:
-        out.print(f"[yellow]note:[/] {note}", soft_wrap=True)
+        out.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
     base = ", ".join(f"{k} {v:.4g}" for k, v in value["baseline"].items())
     size = f"{value['params']:,} parameters"
     weights = f"; weights {value['weights']}" if value.get("weights") else ""
-    out.print(f"{value['name']}: {value['how']} in {value['wall_s']:.1f} s; {size}; {base}{weights}; cached at {value['path']}")
+    how = value["how"].split(":")[0] if value["how"] in result["messages"] else value["how"]  # the note said why
+    out.print(f"{value['name']}: {how} in {value['wall_s']:.1f} s; {size}; {base}{weights}; cached at {value['path']}")
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from coevo.agent.cli._console import out
@@ -118,7 +119,7 @@ def _describe(args: argparse.Namespace) -> int:
     if args.json:
         print(strict_dumps(record))
         return 0
-    out.print(f"[bold]{record['name']}[/] ({record['class']}): {record['doc']}", soft_wrap=True)
+    out.print(f"[bold]{escape(record['name'])}[/] ({escape(record['class'])}): {escape(record['doc'])}", soft_wrap=True)
     _objectives_table(record)
     _options_table(record, args.name)
     _variables_table(record)

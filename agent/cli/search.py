@@ -7,6 +7,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from rich.markup import escape
+
 from coevo.agent.cli._common import (
     add_problem_argument,
     add_problem_arguments,
@@ -122,9 +124,9 @@ def print_search(problem: Any, result: Any, *, as_json: bool = False) -> int:
         print(result.to_json())
         return 0
     for note in result.notes:
-        err.print(f"[yellow]note:[/] {note}", soft_wrap=True)
+        err.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
     if result.stopped:
-        err.print(f"[yellow]{result.stopped}[/]" + ("; rerun the same command to resume" if "signal" in result.stopped else ""))
+        err.print(f"[yellow]{escape(result.stopped)}[/]" + ("; rerun the same command to resume" if "signal" in result.stopped else ""))
     keys = ("problem", "proposer", "reasoner", "seed", "evaluations", "failed", "trials", "hv_ratio", "igd", "front_recall", "wall_s")
     summary = [[key, str(result.wall_s) if key == "wall_s" else summary_cell(getattr(result, key))] for key in (*keys, "storage")]
     summary[keys.index("trials")][1] = trials_text(result)

@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from coevo.sim.errors import UserInputError
-from coevo.sim.prune.masks import Group, Pattern, make_mask, parse_pattern
+from coevo.sim.prune.masks import Group, Pattern, check_pattern_sparsity, make_mask, parse_pattern
 from coevo.sim.prune.sparsegpt import sparsegpt_layer
 
 Score = Literal["magnitude", "wanda", "var", "cos", "cos+var", "sparsegpt"]
@@ -306,10 +306,9 @@ def _targets(names: list[str], sparsity: float | Mapping[str, float] | None, pat
     if pat.structured:
         if isinstance(sparsity, Mapping):
             raise UserInputError(f"an N:M pattern ({pat}) fixes every layer's sparsity; give one sparsity or None, not one per layer")
+        check_pattern_sparsity(pat, sparsity)
         implied = pat.sparsity
         assert implied is not None
-        if sparsity is not None and abs(sparsity - implied) > 1e-9:
-            raise UserInputError(f"pattern {pat} prunes {implied:g} of the weights; sparsity {sparsity!r} does not match it")
         return dict.fromkeys(names, implied)
     if sparsity is None:
         raise UserInputError("unstructured pruning needs a sparsity in (0, 1)")

@@ -51,6 +51,20 @@ def parse_pattern(text: str) -> Pattern:
     return Pattern(int(found[1]), int(found[2]))
 
 
+def check_pattern_sparsity(pattern: Pattern, sparsity: float | None) -> None:
+    """An N:M pattern fixes the sparsity at ``1 - N/M``: a different one is refused (before any model is built).
+
+    Raises:
+        UserInputError: ``sparsity`` is given and is not the pattern's.
+    """
+    implied = pattern.sparsity
+    if implied is not None and sparsity is not None and abs(sparsity - implied) > 1e-9:
+        raise UserInputError(
+            f"sparsity {sparsity!r} does not match pattern {pattern}, which prunes exactly {implied:g} of the weights: "
+            f"pass sparsity {implied:g} with it, or pattern 'unstructured'"
+        )
+
+
 def keep_count(width: int, sparsity: float) -> int:
     """Weights kept out of ``width`` at ``sparsity`` (the pruned count is rounded to the nearest integer)."""
     return width - round(sparsity * width)

@@ -293,9 +293,11 @@ def _load_or_train(
                 raise ValueError(f"it holds recipe {stored.get('key')!r}, not {key!r}")
             model.load_state_dict(stored["state_dict"])
             model.eval()
-            return _loaded(ZooModel(name, rec["task"], model, rec, key, dict(stored["baseline"]), splits, path, "loaded"))
+            zm = _loaded(ZooModel(name, rec["task"], model, rec, key, dict(stored["baseline"]), splits, path, "loaded"))
+            _check_sidecar(zm)
+            return zm
         except Exception as exc:  # any unreadable cache is rebuilt: it is a cache, the recipe can make it again
-            note = f"rebuilt: the cache file {path} did not load ({type(exc).__name__}: {exc})"
+            note = f"rebuilt: the cache file {path} did not load ({_first_line(exc)})"
             warnings.warn(note, stacklevel=2)
             model = build(rec)
     why = "asked to rebuild" if rebuild else "on first use" if note == "trained" else "its cache file did not load"
@@ -308,12 +310,37 @@ def _load_or_train(
     seconds = time.perf_counter() - started
     zm = _loaded(ZooModel(name, rec["task"], model, rec, key, baseline, splits, path, note))
     _save(path, {"key": key, "recipe": json.dumps(rec), "state_dict": model.state_dict(), "baseline": baseline})
-    sidecar = {
-        "name": name, "key": key, "baseline": baseline, "train_s": round(seconds, 1), "weights": zm.fingerprint,
-        "train_threads": torch.get_num_threads(),  # the float reductions, hence the weights, depend on it (module doc)
-    }  # fmt: skip
-    _save_text(path.with_suffix(".json"), json.dumps(sidecar))
+    _write_sidecar(zm, round(seconds, 1), torch.get_num_threads())
     return zm
+
+
+def _write_sidecar(zm: ZooModel, train_s: float | None, threads: int | None) -> None:
+    """The ``.json`` beside the weights: what ``coevo models list`` shows without loading them."""
+    sidecar = {
+        "name": zm.name, "key": zm.key, "baseline": zm.baseline, "train_s": train_s, "weights": zm.fingerprint,
+        "train_threads": threads,  # the float reductions, hence the weights, depend on it (module doc)
+    }  # fmt: skip
+    _save_text(zm.path.with_suffix(".json"), json.dumps(sidecar))
+
+
+def _check_sidecar(zm: ZooModel) -> None:
+    """Rewrite a missing or unreadable sidecar of weights that loaded, from them (with a note: the training time is lost)."""
+    sidecar = zm.path.with_suffix(".json")
+    try:
+        info = json.loads(sidecar.read_text())
+        if isinstance(info, dict) and info.get("key") == zm.key and isinstance(info.get("baseline"), dict):
+            return
+        why = "does not describe these weights"
+    except (OSError, ValueError) as exc:
+        why = f"did not load ({_first_line(exc)})"
+    _write_sidecar(zm, None, None)
+    warnings.warn(f"repaired: the cache's sidecar {sidecar} {why}; rewritten from the weights file (training time unknown)", stacklevel=3)
+
+
+def _first_line(exc: BaseException) -> str:
+    """``Type: the message's first line`` (torch's unpickling errors run to many lines of advice)."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:200]}" if text else f"{type(exc).__name__}: the file is empty or cut short"
 
 
 def checkpoint_steps(total: int, n: int) -> tuple[int, ...]:

@@ -62,6 +62,7 @@ def test_tools_list_describe_run(capsys: pytest.CaptureFixture[str]) -> None:
     [
         (["search", "--budget", "-3"], "budget must be a number of evaluations, 0 or more"),
         (["search", "--device", "tpu"], "valid devices"),
+        (["search", "--device", "[nan]"], "unknown device '[nan]'"),  # brackets in a message are text, not console markup
         (["search", "--options", '{"dataset": "mnist"}'], "dataset: input should be 'cifar10', 'cifar100' or 'imagenet16_120'"),
         (["search", "--proposer", "bogus"], "valid proposers"),
         (["search", "--problem", "bogus"], "valid problems"),

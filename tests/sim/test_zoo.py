@@ -211,8 +211,23 @@ def test_a_corrupt_cache_file_is_rebuilt_with_a_note_not_a_crash() -> None:
         warnings.simplefilter("always")
         again = load("cnn-digits")
     assert again.note.startswith("rebuilt") and any("did not load" in str(w.message) for w in caught)
+    assert all("\n" not in str(w.message) for w in caught)  # one line (torch's unpickling errors run to many)
     assert again.baseline["val_accuracy"] > 90.0
     assert load("cnn-digits").note == "loaded"
+
+
+def test_a_corrupt_sidecar_is_rewritten_from_the_weights_with_a_note() -> None:
+    # `coevo models list` reads the sidecar: a broken one showed the model without its baseline, silently
+    zm = load("cnn-digits")
+    sidecar = zm.path.with_suffix(".json")
+    sidecar.write_text("{not json")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again = load("cnn-digits")
+    assert again.note == "loaded" and any(str(w.message).startswith("repaired: the cache's sidecar") for w in caught)
+    info = json.loads(sidecar.read_text())
+    assert info["key"] == zm.key and info["baseline"] == zm.baseline and info["weights"] == zm.fingerprint
+    assert info["train_s"] is None  # the training time is not in the weights file: not made up
 
 
 def test_a_recipe_change_changes_the_key_and_unknown_names_say_what_exists() -> None:

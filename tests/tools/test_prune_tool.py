@@ -41,3 +41,15 @@ def test_bad_input_is_one_clear_error(args: dict[str, object], message: str) -> 
     with pytest.raises(ToolArgumentError, match=message) as exc:
         call_tool(TOOL, {**BASE, **args})
     assert "\n" not in str(exc.value)
+
+
+def test_a_sparsity_the_pattern_does_not_allow_is_refused_before_the_model_is_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    # it used to be found after the model loaded: minutes of training first for a model not yet cached
+    import coevo.tools.prune as prune_tool
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(prune_tool, "zoo_model", never)
+    with pytest.raises(ToolArgumentError, match=r"sparsity 0.3 does not match pattern 2:4, which prunes exactly 0.5"):
+        call_tool(TOOL, {**BASE, "pattern": "2:4", "sparsity": 0.3})

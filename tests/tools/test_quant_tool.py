@@ -42,6 +42,7 @@ def test_uniform_four_bits_is_four_bits_everywhere() -> None:
         ({"avg_bits": 1.0}, "avg_bits must lie between"),
         ({"avg_bits": 0.5}, r"\(2 and 8\), got 0.5"),
         ({"avg_bits": 9.0}, "avg_bits must lie between"),
+        ({"avg_bits": 0.5, "method": "greedy"}, r"got 0.5"),  # greedy picks its own bits, but a bad value is still refused
         ({"method": "nope"}, "method"),
         ({"finetune_epochs": -1}, "finetune_epochs"),
         ({"model": "cnn-mnist"}, "cnn-digits"),

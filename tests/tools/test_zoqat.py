@@ -53,6 +53,7 @@ def test_ste_needs_more_training_memory_than_spsa() -> None:
     ("args", "match"),
     [
         ({"w_bits": 0}, "w_bits"),
+        ({"w_bits": 0.5}, r"w_bits: .*fractional part \(got 0.5\); bounds: >= 1, <= 16"),  # not an int: its bounds said too
         ({"a_bits": 0}, "a_bits"),
         ({"method": "adam"}, "method"),
         ({"lr": -1}, "lr"),
