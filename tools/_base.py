@@ -233,4 +233,3 @@ def _bounds_hint(tool: Tool, err: Any) -> str:
         if getattr(m, attr, None) is not None
     ]
     return f"; bounds: {', '.join(bounds)}" if bounds else ""
-
