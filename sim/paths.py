@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,6 +37,14 @@ def make_out_folder(out: Path, what: str, flag: str = "--out") -> Path | None:
         raise UserInputError(f"cannot create the {what} folder {out}: {blocker} is a file, not a folder") from None
     except OSError as exc:
         raise UserInputError(f"cannot create the {what} folder {out}: {exc.strerror or exc}") from None
+    if missing is None:  # it was there: can this process write into it? (asked by writing: root ignores modes, /sys refuses)
+        try:
+            with tempfile.TemporaryFile(dir=out):
+                pass
+        except OSError as exc:
+            raise UserInputError(
+                f"cannot write the {what} into {out}: {exc.strerror or exc}; choose a folder you can write with {flag}"
+            ) from None
     return missing
 
 

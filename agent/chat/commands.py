@@ -15,17 +15,18 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
+from rich.status import Status
 
 from coevo.agent.chat.command_line import CommandLine
 from coevo.agent.chat.store import Event, SessionStore
 from coevo.agent.tables import Column, print_table, render_value
 from coevo.search.errors import CoevoError
-from coevo.tools import CallPolicy, Registry, call_tool
+from coevo.tools import CallPolicy, Confirm, Registry, Tool, call_tool
 
 
 @dataclass
@@ -33,9 +34,9 @@ class CommandContext:
     """What a command may use.
 
     Attributes:
-        run_policy: the policy of ``/run`` calls (the user's own: nothing restricted; under
-            ``--once`` its ``confirm`` refuses tools that ask first unless ``--yes``). None:
-            run them.
+        run_policy: the policy of ``/run`` calls (the user's own: nothing restricted; tools that
+            ask first are asked on the terminal, and under ``--once`` refused unless ``--yes``).
+            None: run them.
         cli: runs the ``coevo`` commands behind ``/search`` and ``/kb``; None: those two
             commands say they are not available here.
         kept: whether the session is stored (False: ``--once`` without ``--session``, whose
@@ -98,13 +99,29 @@ def _tools(ctx: CommandContext, rest: str) -> Outcome:
     return Outcome(True, f"{len(ctx.registry)} tools", value=rows)
 
 
+def _asked_without(status: Status, confirm: Confirm) -> Confirm:
+    """``confirm`` with the spinner stopped while it asks (a question under a live spinner is redrawn over)."""
+
+    def asked(tool: Tool, args: dict[str, Any]) -> bool:
+        status.stop()
+        try:
+            return confirm(tool, args)
+        finally:
+            status.start()
+
+    return asked
+
+
 def _run(ctx: CommandContext, rest: str) -> Outcome:
     name, _, raw = rest.strip().partition(" ")
     if not name:
         return Outcome(False, 'usage: /run TOOL {json arguments}, e.g. /run nb201.query {"arch": "..."}; /tools lists the tools')
     tool = ctx.registry.get(name)  # unknown names raise with the list of tools
-    with ctx.console.status(f"running {tool.name} ..."):
-        result = call_tool(tool, raw.strip() or "{}", policy=ctx.run_policy)
+    with ctx.console.status(f"running {tool.name} ...") as status:
+        policy = ctx.run_policy
+        if policy is not None and policy.confirm is not None:
+            policy = replace(policy, confirm=_asked_without(status, policy.confirm))
+        result = call_tool(tool, raw.strip() or "{}", policy=policy)
     render_value(ctx.console, result.value, notes=result.messages)
     for m in result.messages:
         ctx.console.print(f"note: {m}", style="dim", markup=False, soft_wrap=True)  # a note's [brackets] are text

@@ -16,7 +16,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--once", default=None, metavar="TEXT", help="one turn (a question, or a /command) and exit")
     p.add_argument("--json", action="store_true", help="with --once: print exactly one JSON object on stdout (tables go to stderr)")
     p.add_argument(
-        "--yes", action="store_true", help="with --once: allow tools that ask first (long runs, knowledge-base edits, loading your code)"
+        "--yes",
+        action="store_true",
+        help="with --once: allow tools that ask first (long runs, knowledge-base edits, loading your code), called by /run or the "
+        "model; /search and /kb run as `coevo search` and `coevo kb` do, without asking",
     )
     p.add_argument(
         "--storage",

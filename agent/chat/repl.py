@@ -142,6 +142,8 @@ def _open(args: argparse.Namespace, console: Console, cli: CommandLine | None) -
         # one read-only command: a storage named on the command line that does not exist is an error, not
         # created for the session's record (a typo must not leave an empty database behind)
         check_exists(args.storage)
+    if args.session and args.storage is not None:
+        check_exists(args.storage)  # a session is resumed from a storage that holds it: a typo must not create one
     store = SessionStore(args.storage if kept else ONCE_STORE)
     base_url, model_name, api_key = llm_settings(args.llm_base_url, args.llm_model, args.llm_api_key)
     if args.session:
@@ -151,12 +153,15 @@ def _open(args: argparse.Namespace, console: Console, cli: CommandLine | None) -
         session = store.create(model_name if base_url and model_name else None)
     ws = workspace(args.storage, args.workspace)
     once = args.once is not None
-    # under --once nobody can be asked: --yes is the answer to every question, for /run and the model alike
+    # under --once nobody can be asked: --yes is the answer to every question, for /run and the model alike;
+    # on a terminal the user's own /run of a tool that asks first is asked too, as the model's call is
+    # (docs/chat.md: a long run or a change to stored data needs a y, whoever calls it)
     confirm_once = (lambda tool, a: bool(args.yes)) if once else None
-    own = resolve_storage_url(args.storage)  # the tools' storage when a call names none
-    run_policy = CallPolicy.user(ws, confirm_once, declined_hint=ONCE_DECLINED, storage=own)
-    ctx = CommandContext(REGISTRY, store, session, args.storage, console, run_policy, cli, kept=kept)
     terminal = Terminal(console)
+    own = resolve_storage_url(args.storage)  # the tools' storage when a call names none
+    user_confirm = confirm_once or _ask(console, terminal, by_model=False)
+    run_policy = CallPolicy.user(ws, user_confirm, declined_hint=ONCE_DECLINED if once else "", storage=own)
+    ctx = CommandContext(REGISTRY, store, session, args.storage, console, run_policy, cli, kept=kept)
     agent: ChatAgent | None = None
     if base_url and model_name:
         from coevo.agent.chat.loop import ChatAgent
@@ -169,7 +174,7 @@ def _open(args: argparse.Namespace, console: Console, cli: CommandLine | None) -
             session,
             storage=own,
             allowed_storages=tuple(args.allow_storage),
-            confirm=confirm_once or _ask(console, terminal),
+            confirm=confirm_once or _ask(console, terminal, by_model=True),
             on_event=terminal.event if not args.json else None,
             max_steps=args.max_steps,
             price_per_mtok=_price(args.llm_price),
@@ -334,10 +339,10 @@ def _replay(store: SessionStore, session: str, console: Console) -> None:
         console.print(f"[dim]{who}: {escape(e.content[:300])}[/]", soft_wrap=True)
 
 
-def _ask(console: Console, terminal: Terminal) -> Any:
+def _ask(console: Console, terminal: Terminal, *, by_model: bool) -> Any:
     def confirm(tool: Tool, args: dict[str, Any]) -> bool:
         terminal.stop_spinner()
-        why = ", ".join(asks_first(tool, tool.Args.model_validate(args), by_model=True))
+        why = ", ".join(asks_first(tool, tool.Args.model_validate(args), by_model=by_model))
         console.print(f"[yellow]{escape(tool.name)}[/] {escape(why)}: {escape(json.dumps(args))}", soft_wrap=True)
         try:
             answer = _prompt_session()("run it? [y/N] ")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 from coevo.agent.cli._console import err, out
@@ -102,6 +103,13 @@ def problem_values(args: argparse.Namespace) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- reasoners
+
+
+def out_folder(text: str) -> Path:
+    """An ``--out`` folder (argparse type): an empty one is refused, not read as the current folder."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("needs a folder, e.g. --out report")
+    return Path(text)
 
 
 def _price(text: str) -> tuple[float, float]:

@@ -14,6 +14,7 @@ from coevo.agent.cli._common import (
     err,
     ignored_reasoner_flags,
     out,
+    out_folder,
     problem_values,
     progress_bar,
     reasoner_flags,
@@ -57,7 +58,7 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
     )
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per run group and proposer (default: 3)")
     p.add_argument("--jobs", type=int, default=1, help="runs in parallel, as processes (default: 1)")
-    p.add_argument("--out", type=Path, default=Path("bench-out"), help="output folder (default: ./bench-out)")
+    p.add_argument("--out", type=out_folder, default=Path("bench-out"), help="output folder (default: ./bench-out)")
     p.add_argument("--json", action="store_true", help="print the per-run results as JSON lines")
     add_reasoner_arguments(p)
     add_problem_arguments(p, problem)

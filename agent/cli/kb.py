@@ -21,7 +21,16 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from coevo.agent.cli._common import DEFAULT_PROBLEM, add_problem_argument, add_problem_arguments, err, out, problem_values, progress_bar
+from coevo.agent.cli._common import (
+    DEFAULT_PROBLEM,
+    add_problem_argument,
+    add_problem_arguments,
+    err,
+    out,
+    out_folder,
+    problem_values,
+    progress_bar,
+)
 from coevo.agent.tables import print_design_table
 from coevo.knowledge.heuristics import STATUS_MEANING, STATUSES, effect_unit, format_structured, quantity_label, sig, with_unit
 from coevo.knowledge.history import condensed
@@ -71,7 +80,7 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
     im = common(sub.add_parser("import", help="add heuristics from an export file (all lines or none)"))
     im.add_argument("file", type=Path)
     rep = common(sub.add_parser("report", help="review report: report.md, report.html and PNG plots"))
-    rep.add_argument("--out", type=Path, default=Path("report"), help="output folder (default: ./report)")
+    rep.add_argument("--out", type=out_folder, default=Path("report"), help="output folder (default: ./report)")
     ab = common(sub.add_parser("ablate", help="rerun the search's seeds without one heuristic (or 'all') and measure the change"))
     ab.add_argument("id", help="heuristic id, or 'all' for the whole knowledge base")
     ab.add_argument("--seeds", type=int, default=3, help="paired reruns (default: 3)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from coevo.agent.cli._common import out
+from coevo.agent.cli._common import out, out_folder
 from coevo.search.problem import Problem
 
 
@@ -16,7 +16,7 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
     p.add_argument("--storage", default=None, help="where scores are cached (default: sqlite:///runs/coevo.sqlite3)")
     p.add_argument("--jobs", type=int, default=1, help="processes (default: 1)")
     p.add_argument("--seed", type=int, default=0, help="sample seed (default: 0)")
-    p.add_argument("--out", type=Path, default=Path("bench-out/proxies"), help="output folder")
+    p.add_argument("--out", type=out_folder, default=Path("bench-out/proxies"), help="output folder")
 
 
 def run(args: argparse.Namespace) -> int:

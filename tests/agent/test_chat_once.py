@@ -146,6 +146,12 @@ def test_failures_still_print_one_object(capfd: pytest.CaptureFixture[str], stor
     code, record, err = once(capfd, storage, "a question without an endpoint")
     assert code == 2 and not record["ok"] and "no LLM endpoint configured" in record["summary"] and "error:" in err
     code, record, _ = once(capfd, storage, "/tools", "--session", "S99")
+    # the storage is not there yet (--once without --session keeps nothing): named, not created for S99
+    assert code == 2 and record["session"] is None and "no storage at" in record["summary"] and not Path(storage[10:]).exists()
+    from coevo.agent.chat.store import SessionStore
+
+    SessionStore(storage).create(None)  # a session recorded there: the storage exists now
+    code, record, _ = once(capfd, storage, "/tools", "--session", "S99")
     assert code == 2 and record["session"] is None and "no chat session 'S99'" in record["summary"]
     with FakeOpenAI(default={"status": 500}) as fake:
         code, record, _ = once(capfd, storage, "hello", "--llm-base-url", fake.url, "--llm-model", "m", "--no-stream")

@@ -55,6 +55,13 @@ def test_command_mode_without_an_endpoint(tmp_path: Path) -> None:
     child.sendline("/frobnicate")
     child.expect("unknown command /frobnicate")
     child.expect(PROMPT)
+    # the user's own /run of a tool that changes stored data asks too (it ran without a word before)
+    child.sendline('/run kb.review {"study": "none-yet", "id": "H1", "decision": "retired", "why": "out of date"}')
+    child.expect("kb.review.*changes stored data or starts work")
+    child.expect("run it\\? \\[y/N\\]")
+    child.sendline("n")
+    child.expect("did not run: it asks first")
+    child.expect(PROMPT)
     child.sendline("which cells beat 93%?")
     child.expect("no LLM endpoint configured")
     child.expect(PROMPT)
@@ -124,6 +131,16 @@ def test_llm_mode_streams_shows_tools_asks_and_survives_ctrl_c(tmp_path: Path) -
 
 @pytest.mark.parametrize("session", ["S404"])
 def test_unknown_session_is_one_clear_line(tmp_path: Path, session: str) -> None:
+    # a storage that is not there is named, and not created for the session that is not in it
+    child = _spawn(tmp_path, "--session", session)
+    child.expect("no storage at .*chat.sqlite3")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 2 and not (tmp_path / "chat.sqlite3").exists()
+    first = _spawn(tmp_path)  # a session recorded: the storage exists now
+    first.expect(PROMPT)
+    first.sendline("/exit")
+    first.expect(pexpect.EOF)
     child = _spawn(tmp_path, "--session", session)
     child.expect(f"no chat session '{session}'")
     child.expect(pexpect.EOF)

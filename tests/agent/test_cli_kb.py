@@ -264,6 +264,26 @@ def test_a_failed_report_leaves_no_folder_and_says_why_in_one_line(
     assert existing.is_dir()
 
 
+def test_a_report_folder_that_cannot_be_written_or_is_empty_is_one_line(
+    searched: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an existing folder this process cannot write (a read-only mount, /sys; root ignores modes, so the
+    # write is what is tried) was a PermissionError traceback after the report was built
+    import coevo.sim.paths as paths
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(paths.tempfile, "TemporaryFile", refused)
+    capsys.readouterr()
+    assert main(["kb", "report", "--storage", searched, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot write the report into {tmp_path}: Permission denied" in " ".join(err.split()) and "Traceback" not in err
+    monkeypatch.undo()
+    assert main(["kb", "report", "--storage", searched, "--out", ""]) == 2  # not the current folder
+    assert "needs a folder" in capsys.readouterr().err
+
+
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian chromium is not installed (apt-get install chromium)")
 def test_report_renders_in_headless_chromium(searched: str, tmp_path: Path) -> None:
     out = tmp_path / "report"
