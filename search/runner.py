@@ -87,6 +87,9 @@ class SearchResult:
     """Each failed evaluation: its trial, point id, design and why it failed (``failure``)."""
     information: dict[str, Any] = field(default_factory=dict)
     """What the search could use (:class:`search.informed.Information`): free sources, paid evaluations, earlier studies."""
+    answered: int = 0
+    """Trials answered free from the study (a design proposed again); the rest of ``trials`` beyond the paid ones
+    were skipped, interrupted and re-queued, or are still waiting or running (a stopped search)."""
 
     @property
     def paid(self) -> int:
@@ -234,8 +237,10 @@ def summarize(
     """
     if evaluations is None:
         evaluations = evaluations_from_study(problem, study)
+    every = study.get_trials(deepcopy=False)
     if trials is None:
-        trials = len(study.get_trials(deepcopy=False))
+        trials = len(every)
+    answered = sum(1 for t in every if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get("query") is False)
     paid = [e for e in evaluations if e.query]
     notes: list[str] = []
     failures = [_failure_row(t) for t in failed_evaluations(study)]
@@ -261,6 +266,7 @@ def summarize(
         reported=len(found),
         found_set=problem.found_set,
         trials=trials,
+        answered=answered,
         wall_s=round(wall_s, 3),
         hv_ratio=metrics.hv_ratio if metrics else None,
         igd=metrics.igd if metrics else None,

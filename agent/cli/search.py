@@ -108,6 +108,11 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         result = search_progress(name, config.budget, search)
+        if result.stopped and "signal" in result.stopped:
+            others.stop()  # the signal may have reached this process alone
+    except BaseException:
+        others.stop()
+        raise
     finally:
         failed = others.wait()
     if failed:
@@ -159,12 +164,15 @@ def print_search(problem: Any, result: Any, *, as_json: bool = False) -> int:
 def trials_text(result: Any) -> str:
     """The study's trials, told apart from the evaluations the budget paid for (they differ: ``109`` beside ``100`` says nothing).
 
-    A trial the budget did not pay for is a design proposed again and answered from the study.
+    A trial the budget did not pay for is a design proposed again and answered from the study, or one
+    skipped, interrupted and re-queued, or left waiting (a stopped search).
     """
     parts = [f"{result.paid} paid evaluations" + (f", {result.failed} of them failed" if result.failed else "")]
-    free = result.trials - result.paid
-    if free > 0:
-        parts.append(f"{free} repeats answered free from the study")
+    if result.answered:
+        parts.append(f"{result.answered} repeats answered free from the study")
+    rest = result.trials - result.paid - result.answered
+    if rest > 0:  # skipped (claimed by another worker), interrupted and re-queued, or left waiting by a stop
+        parts.append(f"{rest} skipped, re-queued or waiting")
     return f"{result.trials} ({'; '.join(parts)})"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -14,6 +15,7 @@ from coevo.agent.cli._common import (
     add_timing_arguments,
     announce,
     engine_flags,
+    err,
     out,
     reasoner_flags,
     search_progress,
@@ -82,7 +84,12 @@ def run(args: argparse.Namespace) -> int:
             f"{result.pruned} skipped, {result.rounds_led} rounds led, {result.requeued_seen} re-queued trials taken over, "
             f"{result.wall_s:.1f} s"
         )
-    return 0  # a worker stopped by a signal finished its evaluation and left nothing behind: a clean stop
+    if result.stopped and "signal" in result.stopped:
+        # as `coevo search` does: 130, and how to go on (its evaluation was finished or re-queued: nothing is lost)
+        if not args.quiet:
+            err.print(f"{result.stopped}; rerun the same command to resume", style="yellow", markup=False, soft_wrap=True)
+        return 130
+    return 0
 
 
 class WorkerProcesses:
@@ -116,8 +123,18 @@ class WorkerProcesses:
             env[ENV_API_KEY] = reasoner.api_key
         self.procs = [subprocess.Popen(command, stdout=subprocess.DEVNULL, env=env) for _ in range(self.count)]
 
+    def stop(self) -> None:
+        """Pass a stop on to the processes still running (SIGTERM: each finishes or re-queues its evaluation).
+
+        A Ctrl-C in a terminal reaches the whole process group; a ``kill``, systemd or Slurm
+        signals this process only, and the workers would go on with the search.
+        """
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+
     def wait(self) -> int:
-        """Wait for every process; returns how many exited with an error."""
+        """Wait for every process; returns how many exited with an error (a stop by a signal, 130, is none)."""
         for proc in self.procs:
             proc.wait()
-        return sum(1 for p in self.procs if p.returncode)
+        return sum(1 for p in self.procs if p.returncode not in (0, 130))

@@ -187,7 +187,12 @@ def test_trials_are_told_apart_from_paid_evaluations() -> None:
 
     from coevo.agent.cli.search import trials_text
 
-    assert trials_text(SimpleNamespace(trials=109, paid=100, failed=3)) == (
+    assert trials_text(SimpleNamespace(trials=109, paid=100, failed=3, answered=9)) == (
         "109 (100 paid evaluations, 3 of them failed; 9 repeats answered free from the study)"
     )
-    assert trials_text(SimpleNamespace(trials=30, paid=30, failed=0)) == "30 (30 paid evaluations)"
+    assert trials_text(SimpleNamespace(trials=30, paid=30, failed=0, answered=0)) == "30 (30 paid evaluations)"
+    # a stopped search leaves trials waiting: they are not repeats answered free
+    assert (
+        trials_text(SimpleNamespace(trials=44, paid=34, failed=0, answered=0))
+        == "44 (34 paid evaluations; 10 skipped, re-queued or waiting)"
+    )

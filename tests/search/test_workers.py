@@ -383,9 +383,10 @@ def test_sigterm_stops_the_worker_and_leaves_nothing_half_done(tmp_path: Path) -
     _wait_for_completed(storage, study, worker, at_least=1, timeout=120)
     worker.send_signal(signal.SIGTERM)
     code, stdout, stderr = _finish([worker], timeout=30)[0]
-    assert code == 0, stderr
+    assert code == 130, stderr  # as coevo search: stopped, and a rerun of the same command resumes
     summary = json.loads(stdout)
     assert summary["stopped"] and "signal" in summary["stopped"] and summary["evaluated"] > 0
+    assert "rerun the same command to resume" in stderr
     states = Counter(t.state.name for t in study_trials(storage, study))
     assert "RUNNING" not in states and states["COMPLETE"] == summary["evaluated"] + summary["answered"]  # nothing left half-done
     rows = Coordination(storage, study).workers()
@@ -450,6 +451,21 @@ def test_search_with_two_workers_runs_two_processes(tmp_path: Path) -> None:
     rows = Coordination(storage, "sp").workers()
     assert len(rows) == 2 and {r["state"] for r in rows} == {"finished"} and len({r["pid"] for r in rows}) == 2
     assert _check_exactly_once(storage, "sp", 90)["duplicates"] == 0
+
+
+def test_sigterm_to_a_search_with_workers_stops_its_worker_processes_too(tmp_path: Path) -> None:
+    # kill, systemd and Slurm signal the search's process alone: its worker went on and finished the study
+    storage = f"sqlite:///{tmp_path / 'term.sqlite3'}"
+    search = _search(storage, "term", 20000, "--workers", "2", "--proposer", "random", cwd=tmp_path)
+    wait_until(lambda: len(Coordination(storage, "term").workers()) == 2, 120, "both workers to register")
+    _wait_for_completed(storage, "term", search, at_least=5, timeout=120)
+    search.send_signal(signal.SIGTERM)
+    code, _, stderr = _finish([search], timeout=60)[0]
+    assert code == 130, stderr
+    assert "exited with an error" not in stderr  # a worker stopped by the signal is not a failure
+    rows = Coordination(storage, "term").workers()
+    assert {r["state"] for r in rows} == {"stopped"}, rows
+    assert _completed(storage, "term") < 20000
 
 
 @pytest.mark.slow  # 13 s on an idle 2-core machine: out of the fast loop (make test-fast), still in CI
