@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -20,12 +21,14 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from coevo.search.coordination_tables import TAG_LEASE, take_lease
+from coevo.search.coordination_tables import metadata as coordination_metadata
 from coevo.search.errors import UserInputError
 from coevo.search.plugins import own_module, parse_reference
 from coevo.search.problem import Problem
 from coevo.search.proposers import Evaluation, Proposer
 from coevo.search.side_tables import purge_side_tables
-from coevo.search.storage import DatabaseTimeouts, open_storage, require_writable, resolve_storage_url
+from coevo.search.storage import DatabaseTimeouts, open_storage, require_writable, resolve_storage_url, side_engine
 
 ATTR_SPEC = "coevo.problem"
 ATTR_PROBLEM_REF = "coevo.problem_ref"
@@ -134,7 +137,6 @@ def open_or_create(problem: Problem, proposer: Proposer, *, storage: str | None,
         )
     require_writable(storage)
     backend = open_storage(storage)
-    spec = problem.spec()
     created = False
     notes: list[str] = []
     try:
@@ -152,18 +154,14 @@ def open_or_create(problem: Problem, proposer: Proposer, *, storage: str | None,
             cleared = purge_side_tables(storage, study_name)
             if cleared:
                 notes = [f"a new study {study_name!r} was created; an earlier, deleted study of that name had left: {'; '.join(cleared)}"]
-            _tag(study, problem, proposer, seed)
-    else:
-        stored = study.user_attrs.get(ATTR_SPEC)
-        if stored is None and not study.get_trials(deepcopy=False):
-            _tag(study, problem, proposer, seed)  # created by a run killed before it tagged the study: adopt it
-            stored = spec
-        same = _same_problem(stored, study.user_attrs.get(ATTR_PROBLEM_REF), problem)
-        if not same or study.user_attrs.get(ATTR_PROPOSER) != proposer.name:
-            raise UserInputError(
-                f"study {study_name!r} already exists for problem {stored} with proposer "
-                f"{study.user_attrs.get(ATTR_PROPOSER)!r}; pass another --study name or the same options"
-            )
+    _tag_once(study, problem, proposer, seed, storage, created=created)
+    stored = study.user_attrs.get(ATTR_SPEC)
+    same = _same_problem(stored, study.user_attrs.get(ATTR_PROBLEM_REF), problem)
+    if not same or study.user_attrs.get(ATTR_PROPOSER) != proposer.name:
+        raise UserInputError(
+            f"study {study_name!r} already exists for problem {stored} with proposer "
+            f"{study.user_attrs.get(ATTR_PROPOSER)!r}; pass another --study name or the same options"
+        )
     study_uid(study)
     study.set_user_attr(ATTR_PROPOSER_OPTIONS, proposer.options())
     paid = 0 if created else paid_count(study)
@@ -213,7 +211,6 @@ def _no_study_created_line() -> Iterator[None]:
 def _tag(study: optuna.Study, problem: Problem, proposer: Proposer, seed: int) -> None:
     from coevo.search.problems import problem_reference
 
-    study.set_user_attr(ATTR_SPEC, problem.spec())
     study.set_user_attr(ATTR_PROBLEM_REF, problem_reference(problem))
     study.set_user_attr(ATTR_PROPOSER, proposer.name)
     study.set_user_attr(ATTR_SEED, seed)
@@ -222,6 +219,35 @@ def _tag(study: optuna.Study, problem: Problem, proposer: Proposer, seed: int) -
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         study.set_metric_names([o.name for o in problem.objectives])
+    study.set_user_attr(ATTR_SPEC, problem.spec())  # last: a study with its spec is tagged whole (see _tag_once)
+
+
+TAG_LEASE_S = 30.0
+"""How long a process may take to tag a study it created before another may adopt it (one that died untagged)."""
+
+
+def _tag_once(study: optuna.Study, problem: Problem, proposer: Proposer, seed: int, storage: str | None, *, created: bool) -> None:
+    """Tag an untagged study, or wait until the process tagging it has (the caller then checks the tag is its own).
+
+    Two searches started together on a new name (with other options, say) both found the study
+    untagged, one as its creator and one loading it a moment later, and both tagged it: the study
+    said one proposer while the other's trials filled it. Whoever takes the study's ``tag`` lease
+    tags; the others wait for the tag. A creator that died before tagging lets its lease expire
+    after :data:`TAG_LEASE_S`, and the next search adopts the study (when it has no trials yet).
+    """
+    if study.user_attrs.get(ATTR_SPEC) is not None:
+        return  # the common case: a study resumed
+    engine = side_engine(storage, coordination_metadata)
+    owner = uuid.uuid4().hex
+    try:
+        while study.user_attrs.get(ATTR_SPEC) is None:
+            if take_lease(engine, study.study_name, TAG_LEASE, owner, TAG_LEASE_S):
+                if study.user_attrs.get(ATTR_SPEC) is None and (created or not study.get_trials(deepcopy=False)):
+                    _tag(study, problem, proposer, seed)
+                return  # tagged here, by the process before, or not to be adopted (it has trials): the caller's check says
+            time.sleep(0.2)
+    finally:
+        engine.dispose()
 
 
 @dataclass(frozen=True)

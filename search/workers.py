@@ -70,6 +70,7 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.storages._rdb.models import TrialModel as _TRIALS  # its table, for counting trials by state in SQL
 from optuna.trial import TrialState
 
+from coevo.search.coordination_tables import TAG_LEASE, claims, leases, metadata, take_lease, workers
 from coevo.search.db_errors import DatabaseFault, classify
 from coevo.search.errors import CoevoError, EvaluationsFailingError, StorageError, UserInputError
 from coevo.search.problem import Problem, invalid_values
@@ -80,37 +81,6 @@ from coevo.search.study import ATTR_BUDGET, ATTR_ROUND, FAILURE, INTERRUPTED, OU
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-metadata = sa.MetaData()
-leases = sa.Table(
-    "coevo_leases",
-    metadata,
-    sa.Column("study", sa.String(512), primary_key=True),
-    sa.Column("name", sa.String(64), primary_key=True),
-    sa.Column("owner", sa.String(128), nullable=True),
-    sa.Column("expires_at", sa.Float, nullable=False, default=0.0),
-)
-claims = sa.Table(
-    "coevo_claims",
-    metadata,
-    sa.Column("study", sa.String(512), primary_key=True),
-    sa.Column("point_id", sa.String(256), primary_key=True),
-    sa.Column("trial", sa.Integer, nullable=False),
-    sa.Column("done", sa.Boolean, nullable=False, default=False),
-)
-workers = sa.Table(
-    "coevo_workers",
-    metadata,
-    sa.Column("study", sa.String(512), primary_key=True),
-    sa.Column("worker", sa.String(128), primary_key=True),
-    sa.Column("host", sa.String(256), nullable=False),
-    sa.Column("pid", sa.Integer, nullable=False),
-    sa.Column("started_at", sa.Float, nullable=False),
-    sa.Column("last_seen", sa.Float, nullable=False),
-    sa.Column("state", sa.String(16), nullable=False),
-    sa.Column("evaluations", sa.Integer, nullable=False, default=0),
-    sa.Column("note", sa.Text, nullable=True),
-)
 
 TRANSIENT: tuple[type[BaseException], ...] = (
     sqlalchemy.exc.OperationalError,
@@ -226,25 +196,7 @@ class Coordination:
 
     def try_lease(self, name: str, owner: str, ttl_s: float) -> bool:
         """Take (or renew) lease ``name`` unless another owner holds an unexpired one."""
-        now = time.time()
-        with self.engine.begin() as conn:
-            taken = conn.execute(
-                leases.update()
-                .where(leases.c.study == self.study, leases.c.name == name)
-                .where(sa.or_(leases.c.owner.is_(None), leases.c.owner == owner, leases.c.expires_at < now))
-                .values(owner=owner, expires_at=now + ttl_s)
-            ).rowcount
-            if taken:
-                return True
-            exists = conn.execute(sa.select(leases.c.name).where(leases.c.study == self.study, leases.c.name == name)).first()
-            if exists:
-                return False
-            try:
-                with conn.begin_nested():
-                    conn.execute(leases.insert().values(study=self.study, name=name, owner=owner, expires_at=now + ttl_s))
-            except sqlalchemy.exc.IntegrityError:
-                return False
-            return True
+        return take_lease(self.engine, self.study, name, owner, ttl_s)
 
     def release(self, name: str, owner: str) -> None:
         """Give lease ``name`` back (only its owner can)."""
@@ -397,7 +349,8 @@ def purge_coordination(storage: str | None, study: str, reason: PurgeReason) -> 
     try:
         with engine.begin() as conn:
             n = conn.execute(claims.delete().where(claims.c.study == study)).rowcount or 0
-            conn.execute(leases.delete().where(leases.c.study == study))
+            # not the tag lease: the search that created the study holds it while it tags (search.study._tag_once)
+            conn.execute(leases.delete().where(leases.c.study == study, leases.c.name != TAG_LEASE))
             conn.execute(workers.delete().where(workers.c.study == study))
     finally:
         engine.dispose()

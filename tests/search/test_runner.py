@@ -202,3 +202,39 @@ def test_a_new_study_does_not_inherit_what_a_deleted_one_of_its_name_left(proble
     assert len(archived) == 1 and archived[0].heuristics == learned  # set aside, not lost
     assert RoundLogs(storage).count("d") == 1 and Coordination(storage, "d").counts() == (6, 6)
     assert any("set aside" in n for n in again.notes)
+
+
+def test_two_searches_started_together_on_a_new_name_cannot_both_tag_it(tmp_path: Path) -> None:
+    # both found the new study untagged (one created it, one loaded it a moment later) and both tagged
+    # it: the study said one proposer while the other's trials filled it. Now one tags, the other checks.
+    import threading
+
+    from coevo.search.proposers import get_proposer
+    from coevo.search.study import ATTR_PROPOSER, open_or_create
+
+    storage = f"sqlite:///{tmp_path / 'race.sqlite3'}"
+    for attempt in range(4):
+        name = f"race-{attempt}"
+        start = threading.Barrier(2)
+        outcome: dict[str, str] = {}
+
+        def open_as(proposer: str, name: str = name, start: threading.Barrier = start, outcome: dict[str, str] = outcome) -> None:
+            start.wait()
+            try:
+                problem = NB201Problem(dataset="cifar10", device="fpga")
+                open_or_create(problem, get_proposer(proposer), storage=storage, study_name=name, seed=0, budget=5)
+                outcome[proposer] = "opened"
+            except UserInputError as exc:
+                outcome[proposer] = str(exc)
+
+        threads = [threading.Thread(target=open_as, args=(p,)) for p in ("random", "tpe")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        opened = [p for p, said in outcome.items() if said == "opened"]
+        assert len(opened) == 1, outcome  # exactly one: the other is told the study is another proposer's
+        tagged = optuna.load_study(study_name=name, storage=storage).user_attrs[ATTR_PROPOSER]
+        assert tagged == opened[0]
+        refused = next(said for p, said in outcome.items() if p != opened[0])
+        assert "already exists" in refused
