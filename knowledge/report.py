@@ -28,7 +28,7 @@ from coevo.search.metrics import model_yield, pareto_mask
 from coevo.search.problem import Problem
 from coevo.search.proposers import Evaluation
 from coevo.search.round_log import read_round_logs
-from coevo.search.runner import BANDS
+from coevo.search.runner import BANDS, band_edges, band_of
 from coevo.search.study import StoredSearch, evaluations_from_study, load_search
 from coevo.sim.paths import new_out_folder
 
@@ -533,9 +533,8 @@ def _exploration_section(problem: Any, paid: Sequence[Evaluation], y2: np.ndarra
     if not paid:
         return blocks
     niches = problem.niches()
-    lo, hi = (ref.second_min, ref.second_max) if ref else (float(y2.min()), float(y2.max()))
-    edges = np.linspace(lo, hi, BANDS + 1)
-    band = np.clip(np.searchsorted(edges, y2, side="right") - 1, 0, BANDS - 1)
+    edges = band_edges(ref, y2)
+    band = band_of(edges, y2)
     index = {n.id: k for k, n in enumerate(niches)}
     counts = np.zeros((len(niches), BANDS), dtype=int)
     for e, b in zip(paid, band, strict=True):
@@ -545,7 +544,8 @@ def _exploration_section(problem: Any, paid: Sequence[Evaluation], y2: np.ndarra
         (
             "p",
             f"Evaluated designs per niche and per band of {problem.front_objectives[1]} (equal-width bands over the whole space's "
-            f"{problem.front_objectives[1]} range). An empty row or column is a part of the space the search never looked at.",
+            f"{problem.front_objectives[1]} range, widened to any evaluated design outside it). An empty row or column is a "
+            "part of the space the search never looked at.",
         )
     )
     second = problem.front_objectives[1]

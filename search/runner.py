@@ -382,6 +382,22 @@ BANDS = 5
 """Equal-width bands of the second (minimised) objective in exploration histograms."""
 
 
+def band_edges(ref: FrontReference | None, second: np.ndarray) -> np.ndarray:
+    """Edges of :data:`BANDS` equal-width bands of the second objective: over the whole space's range when the
+    reference knows it, widened to the evaluated values that fall outside it (a reference built on part of a
+    space, e.g. nb201-accel's); over the evaluated values otherwise."""
+    values = np.asarray(second, dtype=float)
+    lo, hi = (ref.second_min, ref.second_max) if ref else ((float(values.min()), float(values.max())) if len(values) else (0.0, 1.0))
+    if len(values):
+        lo, hi = min(lo, float(values.min())), max(hi, float(values.max()))
+    return np.linspace(lo, hi, BANDS + 1)
+
+
+def band_of(edges: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """The band (0 to ``BANDS - 1``) of each value; the top edge belongs to the top band."""
+    return np.clip(np.searchsorted(edges, np.asarray(second, dtype=float), side="right") - 1, 0, len(edges) - 2)
+
+
 def stored_summary(stored: StoredSearch, storage: str | None) -> SearchResult:
     """A stored search's found set scored as :func:`summarize` does (no wall time: nothing ran here)."""
     return summarize(
@@ -391,14 +407,13 @@ def stored_summary(stored: StoredSearch, storage: str | None) -> SearchResult:
 
 def exploration_histogram(problem: Problem, points: list[Any], second: np.ndarray, ref: FrontReference | None) -> dict[str, Any]:
     """Counts of evaluated points per niche of the problem's partition and per band of the
-    second objective (equal-width bands over the whole space's range when known; NB201: latency)."""
+    second objective (:func:`band_edges`; NB201: latency)."""
     niches = problem.niches()
     per_niche = {n.id: 0 for n in niches}
     for p in points:
         per_niche[niche_of(niches, p)] += 1
-    lo, hi = (ref.second_min, ref.second_max) if ref else ((float(second.min()), float(second.max())) if len(second) else (0.0, 1.0))
-    edges = np.linspace(lo, hi, BANDS + 1)
-    bands = np.histogram(np.clip(second, lo, hi), bins=edges)[0].tolist() if len(second) else [0] * BANDS
+    edges = band_edges(ref, second)
+    bands = np.bincount(band_of(edges, second), minlength=BANDS).tolist() if len(second) else [0] * BANDS
     return {
         "niches": per_niche,
         "band_objective": problem.front_objectives[1],

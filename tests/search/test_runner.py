@@ -238,3 +238,22 @@ def test_two_searches_started_together_on_a_new_name_cannot_both_tag_it(tmp_path
         assert tagged == opened[0]
         refused = next(said for p, said in outcome.items() if p != opened[0])
         assert "already exists" in refused
+
+
+def test_exploration_bands_cover_every_evaluated_design() -> None:
+    # nb201-accel's reference is built on part of its space: a design at 6.6 ms was counted in a top band
+    # labelled 0.893-1.1, outside which it lies; the bands now widen to what was evaluated
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from coevo.search.runner import BANDS, band_edges, band_of
+
+    ref = SimpleNamespace(second_min=0.0538, second_max=1.1031)
+    second = np.array([0.06, 0.5, 1.1237, 6.6472])
+    edges = band_edges(ref, second)  # type: ignore[arg-type]
+    assert len(edges) == BANDS + 1 and edges[0] == 0.0538 and edges[-1] == 6.6472
+    bands = band_of(edges, second)
+    assert all(edges[b] <= v <= edges[b + 1] for b, v in zip(bands, second, strict=True))
+    inside = band_edges(ref, np.array([0.2, 0.9]))  # type: ignore[arg-type]
+    assert inside[0] == 0.0538 and inside[-1] == 1.1031  # the whole space's range when the designs lie in it
