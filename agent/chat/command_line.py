@@ -21,11 +21,13 @@ class CliRun:
         code: its exit status (0 done, 2 an error in what was asked).
         printed: what it printed on stdout.
         value: what it printed, as data (its JSON when it printed JSON, else the text; None when it printed nothing).
+        error: its last line on stderr when it failed (what went wrong), else "".
     """
 
     code: int
     printed: str
     value: Any
+    error: str = ""
 
 
 CommandLine = Callable[[Sequence[str]], CliRun]

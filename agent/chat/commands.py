@@ -140,7 +140,8 @@ def _cli(command: str) -> Handler:
         done = ctx.cli(argv)
         if done.printed:
             ctx.console.out(done.printed, end="", highlight=False)
-        return Outcome(done.code == 0, f"coevo {' '.join(argv)} -> exit {done.code}", value=done.value)
+        said = f": {done.error}" if done.error else ""
+        return Outcome(done.code == 0, f"coevo {' '.join(argv)} -> exit {done.code}{said}", value=done.value)
 
     return run
 

@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import io
 import json
+import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -50,14 +51,16 @@ def in_process(main: Callable[[Sequence[str]], int]) -> CommandLine:
 
     def run(argv: Sequence[str]) -> CliRun:
         printed = io.StringIO()
+        said = _Tee(sys.stderr)  # errors still reach the terminal, and the outcome can say what went wrong
         try:
-            with contextlib.redirect_stdout(printed):  # coevo's rich consoles and print() both write to sys.stdout
+            with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(said):  # rich consoles and print() alike
                 code = main(list(argv))
         except SystemExit as exc:  # argparse printed the usage (on stderr); the session stays
             code = int(exc.code or 0) if isinstance(exc.code, int) else 2
         text = printed.getvalue()
         lines = len(argv) > 1 and argv[1] in JSON_LINES.get(argv[0], ())
-        return CliRun(code, text, parse_printed(text, lines=lines))
+        error = _error_line(said.text()) if code else ""
+        return CliRun(code, text, parse_printed(text, lines=lines), error)
 
     return run
 
@@ -74,3 +77,31 @@ def parse_printed(text: str, *, lines: bool = False) -> Any:
         return json.loads(text) if text.strip() else None
     except json.JSONDecodeError:
         return text
+
+
+def _error_line(stderr: str) -> str:
+    """The line of a failed command's stderr that says what went wrong: its last ``error:`` line, else its last line."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    return next((line for line in reversed(lines) if "error:" in line), lines[-1] if lines else "")
+
+
+class _Tee(io.TextIOBase):
+    """A text stream that writes through to ``stream`` and keeps a copy."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._copy = io.StringIO()
+
+    def write(self, text: str) -> int:
+        self._copy.write(text)
+        return int(self._stream.write(text))
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return bool(self._stream.isatty())
+
+    def text(self) -> str:
+        """What was written."""
+        return self._copy.getvalue()

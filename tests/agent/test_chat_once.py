@@ -156,6 +156,9 @@ def test_failures_still_print_one_object(capfd: pytest.CaptureFixture[str], stor
     with FakeOpenAI(default={"status": 500}) as fake:
         code, record, _ = once(capfd, storage, "hello", "--llm-base-url", fake.url, "--llm-model", "m", "--no-stream")
     assert code == 2 and not record["ok"] and "HTTP 500" in record["summary"]
+    # a /kb or /search command that fails says why in the record too, not only its exit status
+    code, record, err = once(capfd, storage, "/kb frob")
+    assert code == 2 and "invalid choice: 'frob'" in record["summary"] and "invalid choice" in err
 
 
 # ---------------------------------------------------------------- tools that ask first
