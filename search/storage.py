@@ -199,20 +199,30 @@ def open_storage(
     read_only = path is not None and sqlite_read_only(path)
     engine_kwargs = engine_options(resolved, timeouts, read_only=read_only)
     try:
-        try:
-            storage = optuna.storages.RDBStorage(resolved, engine_kwargs=engine_kwargs, **rdb_options)
-        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError) as exc:
-            if "already exists" not in str(exc) and "alembic_version" not in str(exc):
-                raise
-            # another process created the schema (tables or version row) between our check
-            # and our write: the schema is there now, so one retry opens it
-            storage = optuna.storages.RDBStorage(resolved, engine_kwargs=engine_kwargs, **rdb_options)
+        storage = _rdb_storage(resolved, engine_kwargs, rdb_options)
         if path is not None and not read_only:
             _tune_sqlite(storage.engine)
         _opened(storage.engine, resolved)
         return storage
     except (sqlalchemy.exc.SQLAlchemyError, ValueError, ImportError) as exc:
         raise _storage_error(url, resolved, exc) from exc
+
+
+def _rdb_storage(resolved: str, engine_kwargs: dict[str, Any], rdb_options: dict[str, Any]) -> optuna.storages.RDBStorage:
+    """Optuna's storage, retried while another process is creating the same schema.
+
+    Processes opening a new database together race to create its tables and version row; the
+    loser fails with "already exists" or a duplicate version row, and a moment later the schema
+    is there. Three tries: one failure can follow another (tables, then the version row).
+    """
+    for attempt in range(3):
+        try:
+            return optuna.storages.RDBStorage(resolved, engine_kwargs=engine_kwargs, **rdb_options)
+        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError) as exc:
+            if attempt == 2 or ("already exists" not in str(exc) and "alembic_version" not in str(exc)):
+                raise
+            time.sleep(0.1 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def shown_url(url: str | None) -> str:

@@ -125,7 +125,7 @@ def test_search_summary_and_front(console: Console, monkeypatch: pytest.MonkeyPa
     result = SimpleNamespace(
         failed=0, notes=[], stopped=None, study="fpga-transformer-pelnas-s0", problem="fpga-transformer", proposer="pelnas",
         reasoner="offline", seed=0, evaluations=20, trials=21, hv_ratio=0.87654, igd=0.0123456, front_recall=0.5, wall_s=12.345678,
-        storage="sqlite:///runs/a-rather-long-directory-name/coevo.sqlite3", front=front, paid=20,
+        storage="sqlite:///runs/a-rather-long-directory-name/coevo.sqlite3", front=front, paid=20, answered=1,
     )  # fmt: skip
     assert search.print_search(problem, result) == 0
     text = _text(console)
