@@ -162,6 +162,13 @@ def open_or_create(problem: Problem, proposer: Proposer, *, storage: str | None,
             f"study {study_name!r} already exists for problem {stored} with proposer "
             f"{study.user_attrs.get(ATTR_PROPOSER)!r}; pass another --study name or the same options"
         )
+    stored_seed = study.user_attrs.get(ATTR_SEED)
+    if not created and stored_seed is not None and stored_seed != seed:
+        # not refused: going on with other randomness is a fair thing to want; but the study keeps its own seed
+        notes.append(
+            f"study {study_name!r} was created with seed {stored_seed}; this run's proposals are seeded from {seed}, and the "
+            f"study keeps seed {stored_seed}"
+        )
     study_uid(study)
     study.set_user_attr(ATTR_PROPOSER_OPTIONS, proposer.options())
     paid = 0 if created else paid_count(study)

@@ -37,6 +37,10 @@ def test_resume_extends_without_repeating(problem: NB201Problem, storage: str) -
     assert len(ids) == len(set(ids)) == 35
     again = run_search(problem, "random", budget=35, seed=0, storage=storage, study_name="s")
     assert again.trials == second.trials  # nothing left to do
+    assert not any("seed" in n for n in second.notes)
+    # another --seed on resume goes on, and says the study keeps its own (the summary showed only the new one)
+    other = run_search(problem, "random", budget=40, seed=3, storage=storage, study_name="s")
+    assert other.evaluations == 40 and any("created with seed 0" in n and "seeded from 3" in n for n in other.notes)
 
 
 def test_stale_running_trial_is_failed_on_resume(problem: NB201Problem, storage: str) -> None:
