@@ -237,10 +237,9 @@ def summarize(
     """
     if evaluations is None:
         evaluations = evaluations_from_study(problem, study)
-    every = study.get_trials(deepcopy=False)
     if trials is None:
-        trials = len(every)
-    answered = sum(1 for t in every if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get("query") is False)
+        trials = len(study.get_trials(deepcopy=False))
+    answered = sum(1 for e in evaluations if not e.query)  # a design proposed again, answered from the study
     paid = [e for e in evaluations if e.query]
     notes: list[str] = []
     failures = [_failure_row(t) for t in failed_evaluations(study)]

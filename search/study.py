@@ -155,14 +155,15 @@ def open_or_create(problem: Problem, proposer: Proposer, *, storage: str | None,
             if cleared:
                 notes = [f"a new study {study_name!r} was created; an earlier, deleted study of that name had left: {'; '.join(cleared)}"]
     _tag_once(study, problem, proposer, seed, storage, created=created)
-    stored = study.user_attrs.get(ATTR_SPEC)
-    same = _same_problem(stored, study.user_attrs.get(ATTR_PROBLEM_REF), problem)
-    if not same or study.user_attrs.get(ATTR_PROPOSER) != proposer.name:
+    attrs = study.user_attrs  # one read of the tag (each access is a query on a database storage)
+    stored = attrs.get(ATTR_SPEC)
+    same = _same_problem(stored, attrs.get(ATTR_PROBLEM_REF), problem)
+    if not same or attrs.get(ATTR_PROPOSER) != proposer.name:
         raise UserInputError(
             f"study {study_name!r} already exists for problem {stored} with proposer "
-            f"{study.user_attrs.get(ATTR_PROPOSER)!r}; pass another --study name or the same options"
+            f"{attrs.get(ATTR_PROPOSER)!r}; pass another --study name or the same options"
         )
-    stored_seed = study.user_attrs.get(ATTR_SEED)
+    stored_seed = attrs.get(ATTR_SEED)
     if not created and stored_seed is not None and stored_seed != seed:
         # not refused: going on with other randomness is a fair thing to want; but the study keeps its own seed
         notes.append(

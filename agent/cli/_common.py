@@ -102,14 +102,19 @@ def problem_values(args: argparse.Namespace) -> dict[str, Any]:
     return values
 
 
-# ---------------------------------------------------------------- reasoners
-
-
 def out_folder(text: str) -> Path:
     """An ``--out`` folder (argparse type): an empty one is refused, not read as the current folder."""
     if not text.strip():
         raise argparse.ArgumentTypeError("needs a folder, e.g. --out report")
     return Path(text)
+
+
+def stopped_by_signal(stopped: str | None) -> bool:
+    """Whether a run's ``stopped`` reason is a signal (Ctrl-C, SIGTERM): the command then exits 130 and says to rerun."""
+    return stopped is not None and "signal" in stopped
+
+
+# ---------------------------------------------------------------- reasoners
 
 
 def _price(text: str) -> tuple[float, float]:

@@ -59,7 +59,7 @@ def in_process(main: Callable[[Sequence[str]], int]) -> CommandLine:
             code = int(exc.code or 0) if isinstance(exc.code, int) else 2
         text = printed.getvalue()
         lines = len(argv) > 1 and argv[1] in JSON_LINES.get(argv[0], ())
-        error = _error_line(said.text()) if code else ""
+        error = _failure_of(said.text()) if code else ""
         return CliRun(code, text, parse_printed(text, lines=lines), error)
 
     return run
@@ -79,7 +79,7 @@ def parse_printed(text: str, *, lines: bool = False) -> Any:
         return text
 
 
-def _error_line(stderr: str) -> str:
+def _failure_of(stderr: str) -> str:
     """The line of a failed command's stderr that says what went wrong: its last ``error:`` line, else its last line."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
     return next((line for line in reversed(lines) if "error:" in line), lines[-1] if lines else "")

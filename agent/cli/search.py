@@ -20,6 +20,7 @@ from coevo.agent.cli._common import (
     progress_bar,
     search_config,
     search_progress,
+    stopped_by_signal,
     worker_settings,
 )
 from coevo.agent.tables import Column, print_design_table, print_table, summary_cell
@@ -108,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         result = search_progress(name, config.budget, search)
-        if result.stopped and "signal" in result.stopped:
+        if stopped_by_signal(result.stopped):
             others.stop()  # the signal may have reached this process alone
     except BaseException:
         others.stop()
@@ -118,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     if failed:
         err.print(f"[yellow]{failed} worker process(es) exited with an error; rerun the same command to finish[/]")
     code = print_search(problem, result, as_json=args.json)
-    return 130 if result.stopped and "signal" in result.stopped else code
+    return 130 if stopped_by_signal(result.stopped) else code
 
 
 def print_search(problem: Any, result: Any, *, as_json: bool = False) -> int:
@@ -131,7 +132,9 @@ def print_search(problem: Any, result: Any, *, as_json: bool = False) -> int:
     for note in result.notes:
         err.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
     if result.stopped:
-        err.print(f"[yellow]{escape(result.stopped)}[/]" + ("; rerun the same command to resume" if "signal" in result.stopped else ""))
+        err.print(
+            f"[yellow]{escape(result.stopped)}[/]" + ("; rerun the same command to resume" if stopped_by_signal(result.stopped) else "")
+        )
     keys = ("problem", "proposer", "reasoner", "seed", "evaluations", "failed", "trials", "hv_ratio", "igd", "front_recall", "wall_s")
     summary = [[key, str(result.wall_s) if key == "wall_s" else summary_cell(getattr(result, key))] for key in (*keys, "storage")]
     summary[keys.index("trials")][1] = trials_text(result)

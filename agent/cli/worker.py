@@ -19,6 +19,7 @@ from coevo.agent.cli._common import (
     out,
     reasoner_flags,
     search_progress,
+    stopped_by_signal,
     worker_settings,
 )
 from coevo.agent.reasoners import ENV_API_KEY
@@ -84,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
             f"{result.pruned} skipped, {result.rounds_led} rounds led, {result.requeued_seen} re-queued trials taken over, "
             f"{result.wall_s:.1f} s"
         )
-    if result.stopped and "signal" in result.stopped:
+    if stopped_by_signal(result.stopped):
         # as `coevo search` does: 130, and how to go on (its evaluation was finished or re-queued: nothing is lost)
         if not args.quiet:
             err.print(f"{result.stopped}; rerun the same command to resume", style="yellow", markup=False, soft_wrap=True)

@@ -293,13 +293,14 @@ def _load_or_train(
                 raise ValueError(f"it holds recipe {stored.get('key')!r}, not {key!r}")
             model.load_state_dict(stored["state_dict"])
             model.eval()
-            zm = _loaded(ZooModel(name, rec["task"], model, rec, key, dict(stored["baseline"]), splits, path, "loaded"))
-            _check_sidecar(zm)
-            return zm
+            loaded = _loaded(ZooModel(name, rec["task"], model, rec, key, dict(stored["baseline"]), splits, path, "loaded"))
         except Exception as exc:  # any unreadable cache is rebuilt: it is a cache, the recipe can make it again
             note = f"rebuilt: the cache file {path} did not load ({_first_line(exc)})"
             warnings.warn(note, stacklevel=2)
             model = build(rec)
+        else:  # outside the try: a sidecar that cannot be rewritten is an error of its own, not a reason to retrain
+            _check_sidecar(loaded)
+            return loaded
     why = "asked to rebuild" if rebuild else "on first use" if note == "trained" else "its cache file did not load"
     progress(f"{training_label(name)}: {why} ({train_estimate(name)}; cached in {path.parent})", 0.0)
     started = time.perf_counter()
