@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from typing import Any
 
@@ -11,7 +10,7 @@ import optuna
 from coevo.search.runner import stored_summary
 from coevo.search.storage import READ_TIMEOUTS
 from coevo.search.study import ATTR_BUDGET, ATTR_PROPOSER, ATTR_SPEC, failed_evaluation, open_stored_study, reopen, stored_code
-from coevo.search.workers import Coordination
+from coevo.search.workers import LOST, Coordination, worker_alive
 
 ALIVE_S = 30.0
 """A worker is alive when it was seen this recently (heartbeats come every few seconds)."""
@@ -30,9 +29,10 @@ def progress(storage: str | None, study_name: str, *, load_code: bool = True) ->
     study = open_stored_study(storage, study_name, create=False, timeouts=READ_TIMEOUTS)
     trials = study.get_trials(deepcopy=False)
     workers = Coordination(storage, study_name, READ_TIMEOUTS, create=False).workers()
-    now = time.time()
     for w in workers:
-        w["alive"] = w["state"] == "running" and now - w["last_seen"] < ALIVE_S
+        w["alive"] = worker_alive(w, ALIVE_S)
+        if w["state"] == "running" and not w["alive"]:
+            w["state"] = LOST  # gone, and no worker started since to mark its row (a reader writes nothing)
     code = [] if load_code else stored_code(study)
     evaluations = sum(t.state == optuna.trial.TrialState.COMPLETE and bool(t.user_attrs.get("query", True)) for t in trials)
     failed = sum(failed_evaluation(t) for t in trials)

@@ -92,6 +92,9 @@ TRANSIENT: tuple[type[BaseException], ...] = (
 )
 """Errors a database that is restarting, dropping connections or away raises (what it was is :func:`search.db_errors.classify`'s)."""
 DATABASE_ERRORS: tuple[type[BaseException], ...] = (sqlalchemy.exc.SQLAlchemyError, *TRANSIENT)
+
+LOST = "lost"
+"""A worker row's state once another worker found it gone while the row said ``running``."""
 """Any error from the database, transient or not (for threads and last words that must not die of one)."""
 
 
@@ -332,6 +335,20 @@ class Coordination:
                 workers.update()
                 .where(workers.c.study == self.study, workers.c.worker == worker)
                 .values(last_seen=time.time(), evaluations=evaluations, state=state, note=note)
+            )
+
+    def mark_lost(self, worker: str) -> None:
+        """Say in a worker's row that it is gone without stopping (killed, its machine down): state ``lost``.
+
+        Only a row that still says ``running`` changes, so a worker that stopped or finished in
+        the meantime keeps its own word.
+        """
+        seen = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
+        with self.engine.begin() as conn:
+            conn.execute(
+                workers.update()
+                .where(workers.c.study == self.study, workers.c.worker == worker, workers.c.state == "running")
+                .values(state=LOST, note=f"found gone at {seen} (no heartbeat, or its process ended)")
             )
 
     def workers(self) -> list[dict[str, Any]]:
@@ -722,9 +739,14 @@ class Worker:
         than a grace period ago, or when it ran on this host under a pid that no longer exists
         (a killed search rerun at once). Trials that name no worker (left by a process killed
         between ``ask`` and tagging its trial, or by coevo before 0.2) are failed only when no
-        other worker is alive; otherwise the regular sweep takes them once they are old.
+        other worker is alive; otherwise the regular sweep takes them once they are old. The rows
+        of gone workers that still say ``running`` are marked :data:`LOST`.
         """
-        alive = {w["worker"] for w in self.coord.workers() if w["worker"] != self.name and _alive(w, self.settings.grace_s)}
+        others = [w for w in self.coord.workers() if w["worker"] != self.name]
+        alive = {w["worker"] for w in others if worker_alive(w, self.settings.grace_s)}
+        for w in others:
+            if w["state"] == "running" and w["worker"] not in alive:
+                self.coord.mark_lost(w["worker"])
         for t in self.heart.get_all_trials(self.study_id, deepcopy=False, states=(TrialState.RUNNING,)):
             owner = t.user_attrs.get("worker")
             if not ((owner is None and alive) or owner in alive):
@@ -1041,8 +1063,8 @@ class Worker:
         return {o.name: v for o, v in zip(self.problem.objectives, t.values, strict=True)}
 
 
-def _alive(row: dict[str, Any], grace_s: float) -> bool:
-    """Whether a worker row belongs to a live worker (see :meth:`Worker._fail_trials_of_dead_workers`)."""
+def worker_alive(row: dict[str, Any], grace_s: float) -> bool:
+    """Whether a worker row belongs to a live worker: it says running, was seen within ``grace_s``, and, on this host, its pid exists."""
     if row["state"] != "running" or time.time() - float(row["last_seen"]) > grace_s:
         return False
     if row["host"] == socket.gethostname():

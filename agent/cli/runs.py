@@ -156,13 +156,14 @@ def _delete(args: argparse.Namespace) -> int:
     """``coevo runs delete NAME``: the study and everything coevo keeps for it, after a confirmation."""
     import optuna
 
+    from coevo.search.progress import ALIVE_S
     from coevo.search.side_tables import SIDE_TABLES, purge_side_tables
     from coevo.search.storage import open_storage
     from coevo.search.study import open_stored_study
-    from coevo.search.workers import Coordination, _alive
+    from coevo.search.workers import Coordination, worker_alive
 
     study = open_stored_study(args.storage, args.study, create=False)  # its problem is not rebuilt: no user code runs
-    live = [w for w in Coordination(args.storage, args.study).workers() if _alive(w, 30.0)]
+    live = [w for w in Coordination(args.storage, args.study).workers() if worker_alive(w, ALIVE_S)]
     if live:
         raise UserInputError(
             f"{len(live)} worker(s) are still working on {args.study!r} ({', '.join(w['worker'] for w in live)}); stop them first"

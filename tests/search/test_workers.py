@@ -25,9 +25,11 @@ import optuna
 import pytest
 
 from coevo.agent.cli import main
+from coevo.search.coordination_tables import workers as workers_table
 from coevo.search.errors import UserInputError
 from coevo.search.metrics import pareto_mask
 from coevo.search.nb201 import NB201Problem
+from coevo.search.progress import progress
 from coevo.search.proposers import get_proposer
 from coevo.search.runner import summarize
 from coevo.search.storage import StorageError
@@ -324,6 +326,25 @@ def test_a_trial_left_running_by_a_dead_worker_is_requeued_and_taken_over(tmp_pa
     result = Worker(problem, get_proposer("random"), storage=storage, study_name=study, seed=1, settings=settings).run()
     assert result.requeued_seen == 1 and result.evaluated == 12
     _assert_taken_over_once(storage, study, trial, point_id, 12)
+
+
+def test_a_gone_workers_row_says_lost_to_readers_and_is_marked_by_the_next_worker(tmp_path: Path) -> None:
+    settings = WorkerSettings(heartbeat_s=1, grace_s=2, patience_s=10)
+    storage, study, _, _ = _claimed_by_a_dead_worker(tmp_path, 6, settings)
+    coordination = Coordination(storage, study)
+    [dead] = coordination.workers()
+    with coordination.engine.begin() as conn:  # its last heartbeat two minutes ago
+        conn.execute(workers_table.update().values(last_seen=time.time() - 120))
+    shown = progress(storage, study)["workers"]
+    assert [(w["state"], w["alive"]) for w in shown] == [("lost", False)]
+    assert coordination.workers()[0]["state"] == "running"  # a reader writes nothing
+    Worker(
+        NB201Problem(dataset="cifar10", device="fpga"), get_proposer("random"), storage=storage, study_name=study, seed=1, settings=settings
+    ).run()
+    rows = {w["worker"]: w for w in coordination.workers()}
+    coordination.engine.dispose()
+    assert rows[dead["worker"]]["state"] == "lost" and "found gone" in rows[dead["worker"]]["note"]
+    assert [w["state"] for name, w in rows.items() if name != dead["worker"]] == ["finished"]
 
 
 def test_a_trial_failed_as_stale_while_its_worker_claims_is_dropped_not_a_crash(tmp_path: Path) -> None:
