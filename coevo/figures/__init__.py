@@ -403,11 +403,12 @@ FIGURES: tuple[Figure, ...] = (
     Figure(
         "noc",
         "noc",
-        "GT routings on an 8x8 mesh, XY saturation, simulator speed (issue 8)",
+        "GT routings on an 8x8 mesh with best-effort latency, XY saturation, simulator speed (issue 8)",
         "python -m coevo.figures noc",
-        ("stdout (issue8-noc.md)", "noc-mesh8-uniform.png", "noc-mesh8-hotspot.png"),
+        ("mesh-runs.csv", "noc-mesh8-uniform.png", "noc-mesh8-hotspot.png", "issue8-noc.md (its mesh section)"),
+        data=("mesh-runs.csv",),
         module="noc",
-        no_render="it prints its tables from a fresh simulation and saves no data",
+        renders=True,
         quoted_in=("issue8-noc.md",),
     ),
     Figure(
