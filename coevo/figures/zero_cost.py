@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -92,7 +93,9 @@ def main(argv: list[str] | None = None) -> None:
     ids = g_ids[both]
     gauss = gauss_all[both]
     natural_both = nat[[position[int(i)] for i in ids]]
-    command = command_line(NAME, argv)  # nothing here is measured again: --report-only is the same as a run
+    # nothing here is measured: the tables are computed from the saved proxy scores, so --report-only is the same as a run
+    given = sys.argv[1:] if argv is None else argv
+    command = command_line(NAME, [a for a in given if a != "--report-only"])
 
     # ---- 1. every proxy, before and after
     lines = [
