@@ -159,8 +159,8 @@ def report(args: argparse.Namespace, path: Path) -> str:
         f"# Class-based mixed-precision quantization vs uniform, HAWQ and magnitude, {model}",
         "",
         f"Written by `python -m coevo.figures quant --out {args.out}{_model_option(model)}` from `quant.csv`: seeds "
-        f"{', '.join(map(str, seeds))}, "
-        f"{_split_text(n_folds)}, fine-tuning up to {args.epochs} epochs with the straight-through estimator (the best val "
+        f"{', '.join(map(str, seeds))}; "
+        f"{_split_text(n_folds)}; fine-tuning up to {args.epochs} epochs with the straight-through estimator (the best val "
         f"epoch kept). A seed sets the trained float model{' (one per fold)' if n_folds > 1 else ''}, the fine-tuning and "
         f"HAWQ's probes. {_pooled_text(n_folds, n_test)} Float32 model: "
         f"{_spread([v for (m, _, _), v in flt.items() if m == METHODS[0]])} % test (median [min-max] over seeds).",
