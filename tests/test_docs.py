@@ -137,8 +137,6 @@ EARLIER_RUNS = {
     ("docs/compose.md", "+0.071 ± 0.069"): "stop 39's codesign-cnn run, quoted beside the rerun that replaced it",
     ("docs/compose.md", "+0.051 ± 0.045"): "stop 39's codesign-cnn run, quoted beside the rerun that replaced it",
     ("docs/compose.md", "-0.106 ± 0.124"): "the codesign-lm run before the reconfiguration cost, quoted beside its rerun",
-    ("docs/zoqat.md", "-0.031 ± 0.048"): "zoqat --vary-model at 3 seeds, quoted beside its extension to 8",
-    ("docs/zoqat.md", "-0.025 ± 0.026"): "zoqat --vary-model at 3 seeds, quoted beside its extension to 8",
 }
 """Intervals the prose quotes from a run whose page a later run replaced (said so where they are quoted)."""
 
