@@ -68,3 +68,9 @@ def take_lease(engine: sa.engine.Engine, study: str, name: str, owner: str, ttl_
         except sqlalchemy.exc.IntegrityError:
             return False
         return True
+
+
+def release_lease(engine: sa.engine.Engine, study: str, name: str, owner: str) -> None:
+    """Give lease ``name`` of ``study`` back (only its owner can), so the next taker need not wait for it to expire."""
+    with engine.begin() as conn:
+        conn.execute(leases.update().where(leases.c.study == study, leases.c.name == name, leases.c.owner == owner).values(owner=None))

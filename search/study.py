@@ -21,7 +21,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from coevo.search.coordination_tables import TAG_LEASE, take_lease
+from coevo.search.coordination_tables import TAG_LEASE, release_lease, take_lease
 from coevo.search.coordination_tables import metadata as coordination_metadata
 from coevo.search.errors import UserInputError
 from coevo.search.plugins import own_module, parse_reference
@@ -250,8 +250,11 @@ def _tag_once(study: optuna.Study, problem: Problem, proposer: Proposer, seed: i
     try:
         while study.user_attrs.get(ATTR_SPEC) is None:
             if take_lease(engine, study.study_name, TAG_LEASE, owner, TAG_LEASE_S):
-                if study.user_attrs.get(ATTR_SPEC) is None and (created or not study.get_trials(deepcopy=False)):
-                    _tag(study, problem, proposer, seed)
+                try:
+                    if study.user_attrs.get(ATTR_SPEC) is None and (created or not study.get_trials(deepcopy=False)):
+                        _tag(study, problem, proposer, seed)
+                finally:  # a failed tagging lets the next search in at once, not after the lease's expiry
+                    release_lease(engine, study.study_name, TAG_LEASE, owner)
                 return  # tagged here, by the process before, or not to be adopted (it has trials): the caller's check says
             time.sleep(0.2)
     finally:

@@ -70,7 +70,7 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.storages._rdb.models import TrialModel as _TRIALS  # its table, for counting trials by state in SQL
 from optuna.trial import TrialState
 
-from coevo.search.coordination_tables import TAG_LEASE, claims, leases, metadata, take_lease, workers
+from coevo.search.coordination_tables import TAG_LEASE, claims, leases, metadata, release_lease, take_lease, workers
 from coevo.search.db_errors import DatabaseFault, classify
 from coevo.search.errors import CoevoError, EvaluationsFailingError, StorageError, UserInputError
 from coevo.search.problem import Problem, invalid_values
@@ -203,10 +203,7 @@ class Coordination:
 
     def release(self, name: str, owner: str) -> None:
         """Give lease ``name`` back (only its owner can)."""
-        with self.engine.begin() as conn:
-            conn.execute(
-                leases.update().where(leases.c.study == self.study, leases.c.name == name, leases.c.owner == owner).values(owner=None)
-            )
+        release_lease(self.engine, self.study, name, owner)
 
     def _lock_study(self, conn: sa.Connection) -> None:
         # the study's "claims" row is the mutex of the claim transaction
