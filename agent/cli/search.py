@@ -90,6 +90,12 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter() if started is None else started
     if args.workers < 1:
         raise UserInputError(f"--workers must be at least 1, got {args.workers}")
+    if args.budget is not None and args.workers > max(args.budget, 1):
+        # each process pays for one evaluation at a time: more of them than the budget only start and idle
+        raise UserInputError(
+            f"--workers {args.workers} is more than the budget of {args.budget} evaluations: at most {args.budget} processes "
+            f"can have work; pass --workers {max(args.budget, 1)} or fewer"
+        )
     settings = worker_settings(args)
     config = search_config(args)
     with progress_bar() as bar, bar.listening():  # a problem that trains or scores something when it is made says so

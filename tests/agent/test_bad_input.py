@@ -41,6 +41,7 @@ CASES: list[tuple[str, str]] = [
     ("search --seed -5", "seed must be an integer from 0"),
     ("search --budget -3", "budget must be a number of evaluations, 0 or more"),
     ("search --workers 0", "--workers must be at least 1"),
+    ("search --workers 5 --budget 3 --study w5", "pass --workers 3 or fewer"),
     ("search --problem nosuch", "valid problems"),
     ("search --device nosuch", "valid devices"),
     ("search --proposer nosuch", "valid proposers"),
