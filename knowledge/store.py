@@ -475,7 +475,12 @@ class KnowledgeStore:
         return ids
 
     def review(self, kb: str, hid: str, status: str, *, why: str, by: str = "human") -> Version:
-        """Record a person's decision (``accepted`` or ``rejected``; or ``retired``) as a new version."""
+        """Record a person's decision (``accepted`` or ``rejected``; or ``retired``) as a new version.
+
+        A heuristic that already has ``status`` is returned as it is: a second identical decision
+        would only add a version that changes nothing (compare the returned version with the
+        one before to tell).
+        """
         if status not in STATUSES:
             raise UserInputError(f"unknown status {status!r}; choose from {', '.join(STATUSES)}")
         if not why.strip():
@@ -486,7 +491,9 @@ class KnowledgeStore:
                 r = conn.execute(
                     sa.select(versions).where(versions.c.kb == kb, versions.c.hid == hid).order_by(versions.c.version.desc()).limit(1)
                 ).first()
-                if r is not None:
+                if r is not None and _version(r).status == status:
+                    new = _version(r)
+                elif r is not None:
                     head = _version(r)
                     change = f"{status} by {by}: {why.strip()}"
                     new = replace(head, version=head.version + 1, status=status, change=change, changed_by=by, at=time.time())

@@ -331,8 +331,12 @@ def _evidence_title(evidence: Sequence[EvidenceRow]) -> str:
 def _review(args: argparse.Namespace, store: KnowledgeStore) -> int:
     kb = _study_name(args, store)
     status = "accepted" if args.kb_command == "accept" else "rejected"
+    before = store.latest(kb).get(args.id)
     v = store.review(kb, args.id, status, why=args.why, by="human")
-    out.print(f"{v.hid} is now {v.status} (version {v.version}): {v.text}")
+    if before is not None and v.version == before.version:
+        out.print(escape(f"{v.hid} is already {v.status} (version {v.version}); nothing recorded: {v.text}"))
+        return 0
+    out.print(escape(f"{v.hid} is now {v.status} (version {v.version}): {v.text}"))
     return 0
 
 

@@ -105,6 +105,11 @@ def test_rejected_heuristic_stays_out_of_prompts_when_the_search_resumes(tmp_pat
     # a cited claim about the whole space, the most confident: every round re-mines it, so the search keeps editing it
     target = max((h for h in cited if heads[h].scope.get("niche") is None), key=lambda h: heads[h].confidence)
     assert main(["kb", "reject", target, "--why", "not on this board", "--device", "raspi4", "--storage", storage]) == 0
+    versions = len(KnowledgeStore.for_storage(storage).history("nb201-cifar10-raspi4-pelnas-s0", target))
+    capsys.readouterr()
+    assert main(["kb", "reject", target, "--why", "again", "--device", "raspi4", "--storage", storage]) == 0
+    assert f"{target} is already rejected" in capsys.readouterr().out  # the same decision twice adds no version
+    assert len(KnowledgeStore.for_storage(storage).history("nb201-cifar10-raspi4-pelnas-s0", target)) == versions
     rounds_before = int(study.user_attrs["coevo.round"])
     assert main([*args, "--budget", "84"]) == 0
     study = optuna.load_study(study_name="nb201-cifar10-raspi4-pelnas-s0", storage=storage)
