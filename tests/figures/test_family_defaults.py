@@ -241,7 +241,7 @@ def test_noc_mesh_figure_runs_the_family_mesh_and_run_length(monkeypatch: pytest
 
     monkeypatch.setattr(noc, "simulate_mesh", record)
     with pytest.raises(Stop):
-        noc.mesh(Path("unused"), 1, args.cycles)
+        noc.simulate(1, args.cycles, Path("unused"), "python -m coevo.figures noc")
     ((given, options),) = calls
     assert given == (NOC.k,)
     assert options["cycles"] == NOC.benes_cycles // 2

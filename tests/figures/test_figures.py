@@ -106,7 +106,7 @@ def test_the_command_line_lists_and_refuses_what_it_cannot_do(capsys: pytest.Cap
     assert all(f.name in listed for f in FIGURES)
     assert main(["rerem"]) == 2
     assert "did you mean reram" in capsys.readouterr().err
-    assert main(["noc", "--report-only"]) == 2  # noc saves no data
+    assert main(["pipeline-cpsat-gloo", "--report-only"]) == 2  # it saves no data
     assert "no --report-only" in capsys.readouterr().err
     assert main(["nb201-baselines"]) == 2  # written by coevo bench
     assert "coevo bench" in capsys.readouterr().err

@@ -7,8 +7,9 @@ from pathlib import Path
 from coevo.figures import noc_energy
 
 
-def _wise(model: str, register: str, compute: list[float]) -> list[dict[str, str]]:
+def _wise(model: str, register: str, compute: list[float], vs_agnostic: list[float] | None = None) -> list[dict[str, str]]:
     # on-chip and total reductions a tenth and a hundredth of the compute one: dilution 10x and 100x
+    agnostic = vs_agnostic if vs_agnostic is not None else [0.0] * len(compute)
     return [
         {
             "model": model,
@@ -18,8 +19,9 @@ def _wise(model: str, register: str, compute: list[float]) -> list[dict[str, str
             "compute_reduction_vs_int8": str(c),
             "onchip_reduction_vs_int8": str(c / 10),
             "total_reduction_vs_int8": str(c / 100),
+            "compute_reduction_vs_agnostic": str(g),
         }
-        for i, c in enumerate(compute)
+        for i, (c, g) in enumerate(zip(compute, agnostic, strict=True))
     ]
 
 
@@ -32,6 +34,16 @@ def test_scope_table_names_every_scope_and_places_the_paper_against_the_interval
     assert "| a | 22 bits | 2 | 60.00 ± 127.06 | 6.00 ± 12.71 | 0.60 ± 1.27 | 70.0 | inside |" in text
     assert "| b | fitted | 2 | 41.00 ± 12.71 | 4.10 ± 1.27 | 0.41 ± 0.13 | 42.0 | above (mean -17.6 points) |" in text
     assert "save 10-10 times less in the on-chip scope and 100-100 times less in the total scope" in text
+
+
+def test_layer_wise_against_layer_agnostic_gets_a_verdict_per_model_and_register() -> None:
+    # [0.30, 0.40]: mean 0.35, half-width 12.706 * 0.0707 / 1.414 = 0.635, holds 0; [0.30, 0.31]: 0.305 ± 0.064, above 0
+    rows = _wise("a", "22 bits", [0.5, 0.6], [0.30, 0.40]) + _wise("b", "22 bits", [0.5, 0.6], [0.30, 0.31])
+    rows += _wise("c", "fitted", [0.5, 0.6], [-0.30, -0.31])
+    text = "\n".join(noc_energy._against_agnostic(rows))
+    assert "| a | 22 bits | 2 | 35.00 ± 63.53 | no measurable gain (the interval includes 0) |" in text
+    assert "| b | 22 bits | 2 | 30.50 ± 6.35 | layer-wise saves more |" in text
+    assert "| c | fitted | 2 | -30.50 ± 6.35 | layer-wise saves less |" in text
 
 
 def test_occupancy_reading_counts_groups_by_register() -> None:
