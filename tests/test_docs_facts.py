@@ -37,11 +37,16 @@ def _corpus() -> str:
     )
 
 
-def _weights(name: str) -> dict[str, torch.Tensor]:
+def _build(name: str) -> torch.nn.Module:
+    """Zoo model ``name`` as built before training (its architecture: no weights are trained or loaded)."""
     from coevo.sim.zoo.recipes import recipe
     from coevo.sim.zoo.registry import build
 
-    return {n: p for n, p in build(recipe(name)).named_parameters() if p.dim() > 1}  # conv and linear weights
+    return build(recipe(name))
+
+
+def _weights(name: str) -> dict[str, torch.Tensor]:
+    return {n: p for n, p in _build(name).named_parameters() if p.dim() > 1}  # conv and linear weights
 
 
 def _cnn_cv_weights() -> str:
@@ -54,12 +59,24 @@ def _conv3_unit() -> str:
     return f"conv3 units hold {conv3[0].numel()} of its {total:,} weights"  # a unit is one output channel
 
 
+def _mlp_crossbars() -> str:
+    from coevo.sim.reram import crossbars_needed
+    from coevo.sim.reram.config import ReramConfig
+
+    cfg = ReramConfig().crossbar()
+    model = _build("mlp-digits")
+    return (
+        f"{crossbars_needed(model, cfg)} crossbars of {cfg.rows}x{cfg.cols} at {cfg.weight_bits} bits / {cfg.bits_per_cell} bits per cell"
+    )
+
+
 FACTS: dict[str, tuple[str, Callable[[], str]]] = {
     "fpga-transformer designs": ("docs/fpga.md", lambda: _designs("fpga-transformer")),
     "stepping designs": ("docs/stepping.md", lambda: _designs("stepping")),
     "pydoc sentence lengths": ("docs/fpga.md", _corpus),
     "cnn-digits-cv weights": ("docs/quant.md", _cnn_cv_weights),
     "cnn-digits-cv conv3 unit": ("docs/quant.md", _conv3_unit),
+    "mlp-digits crossbars": ("docs/reram.md", _mlp_crossbars),
 }
 
 
