@@ -25,6 +25,7 @@ import json
 import math
 import os
 import platform
+import re
 import shlex
 import statistics
 import subprocess
@@ -238,6 +239,21 @@ def write_csv(path: Path, rows: Sequence[Mapping[str, Any]], fields: Sequence[st
         writer.writerows(rows)
     if command is not None:
         record_provenance(path, command)
+
+
+def splice_block(path: Path, marker: str, block: str) -> bool:
+    """Replace what lies between ``<!-- marker -->`` and ``<!-- /marker -->`` in ``path`` with ``block``.
+
+    A page without the markers is left alone with a line on stderr (a figure rerun into another
+    folder may have no such page); returns whether the block was replaced.
+    """
+    pattern = re.compile(rf"(<!-- {re.escape(marker)} -->\n).*?(<!-- /{re.escape(marker)} -->)", re.S)
+    text = path.read_text()
+    if pattern.search(text) is None:
+        print(f"{path}: no <!-- {marker} --> block, left alone", file=sys.stderr)
+        return False
+    path.write_text(pattern.sub(lambda m: m.group(1) + block + "\n" + m.group(2), text))
+    return True
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:

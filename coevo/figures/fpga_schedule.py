@@ -27,11 +27,8 @@ import itertools
 import json
 import os
 import platform
-import re
-import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
@@ -43,6 +40,7 @@ from coevo.figures._common import (
     git_revision,
     out_dir,
     read_csv,
+    splice_block,
     t_interval,
     write_csv,
     write_markdown,
@@ -668,17 +666,9 @@ def _step3_sentence(rows: list[dict[str, str]]) -> str:
     )
 
 
-HEADLINE = re.compile(r"(<!-- fpga_schedule:headline -->\n).*?(<!-- /fpga_schedule:headline -->)", re.S)
+MARKER = "fpga_schedule:headline"
+"""The marker of the block this figure writes into its pages."""
 PAGE = "docs/fpga.md"
-
-
-def splice(path: Path, block: str) -> None:
-    """Replace the marked headline block of ``path`` (left alone, with a note, when the markers are missing)."""
-    text = path.read_text()
-    if HEADLINE.search(text) is None:
-        print(f"{path}: no <!-- fpga_schedule:headline --> block, left alone", file=sys.stderr)
-        return
-    path.write_text(HEADLINE.sub(lambda m: m.group(1) + block + "\n" + m.group(2), text))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -719,4 +709,4 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows, gaps = read_csv(out / "schedule.csv"), read_csv(out / "schedule_cpsat.csv")
     print(write_markdown(out / "schedule.md", render(rows, gaps, meta), meta["command"]))
     if out.resolve() == (CHECKOUT / out_dir(get(NAME).topic)).resolve():  # the checkout's own tables: its page quotes them
-        splice(CHECKOUT / PAGE, headline(rows, gaps, meta))
+        splice_block(CHECKOUT / PAGE, MARKER, headline(rows, gaps, meta))

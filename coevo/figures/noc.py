@@ -16,14 +16,13 @@ The GT-mix runs last ``--cycles // 2`` cycles, the saturation runs ``--cycles //
 from __future__ import annotations
 
 import argparse
-import re
 import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from coevo.figures._common import command_line, figure_parser, read_csv, write_csv
+from coevo.figures._common import command_line, figure_parser, read_csv, splice_block, write_csv
 from coevo.sim.noc.config import NOC
 from coevo.sim.noc.curves import plot_curves
 from coevo.sim.noc.mesh import ROUTINGS as MESH_ROUTINGS
@@ -38,7 +37,8 @@ SATURATION_LOADS = (0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7)
 """Offered loads of the XY sweep (uniform best-effort traffic only), around the bisection bound 4/k = 0.5."""
 RUNS_CSV = "mesh-runs.csv"
 PAGE = "issue8-noc.md"
-SECTION = re.compile(r"(<!-- noc_figures:mesh -->\n).*?(<!-- /noc_figures:mesh -->)", re.S)
+MARKER = "noc_figures:mesh"
+"""The marker of the block this figure writes into its pages."""
 MESH_COLUMNS = (
     ("gt_acceptance", ".3f"),
     ("gt_violations", "g"),
@@ -171,15 +171,6 @@ def render(rows: list[dict[str, Any]], command: str) -> str:
     return "\n".join(lines)
 
 
-def splice(path: Path, section: str) -> None:
-    """Replace the marked mesh section of ``path`` (left alone, with a line, when the markers are missing)."""
-    text = path.read_text()
-    if SECTION.search(text) is None:
-        print(f"{path}: no <!-- noc_figures:mesh --> block, left alone", file=sys.stderr)
-        return
-    path.write_text(SECTION.sub(lambda m: m.group(1) + section + "\n" + m.group(2), text))
-
-
 def parser() -> argparse.ArgumentParser:
     """The figure's options; the run length is the family's ``NOC.benes_cycles`` (the mesh runs halves and quarters of it)."""
     ap = figure_parser(NAME, __doc__)
@@ -198,6 +189,6 @@ def main(argv: list[str] | None = None) -> int:
     section = render(rows, command)
     page = args.out / PAGE
     if page.exists():
-        splice(page, section)
+        splice_block(page, MARKER, section)
     print(section)
     return 0

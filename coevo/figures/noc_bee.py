@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import csv
 import math
-import re
 import statistics
 import sys
 import time
@@ -26,7 +25,7 @@ from typing import Any
 from scipy import stats as scistats
 
 from coevo.figures import get
-from coevo.figures._common import CHECKOUT, command_line, figure_parser, out_dir, read_csv, write_csv, write_markdown
+from coevo.figures._common import CHECKOUT, command_line, figure_parser, out_dir, read_csv, splice_block, write_csv, write_markdown
 from coevo.sim.noc.config import NOC
 from coevo.sim.noc.mesh import simulate_mesh
 
@@ -65,7 +64,8 @@ METRICS = (
     ("gt_violations", "violations"),
 )
 PAIRED = ("gt_acceptance", "gt_latency_mean", "gt_jitter", "gt_setup_mean", "mean_delay")
-HEADLINE = re.compile(r"(<!-- bee_figures:headline -->\n).*?(<!-- /bee_figures:headline -->)", re.S)
+MARKER = "bee_figures:headline"
+"""The marker of the block this figure writes into its pages."""
 
 
 def interval(values: list[float]) -> tuple[float, float]:
@@ -278,15 +278,6 @@ def headline_text(
     )
 
 
-def splice(path: Path, headline: str) -> None:
-    """Replace the marked headline block of ``path`` (left alone when the markers are missing)."""
-    text = path.read_text()
-    if HEADLINE.search(text) is None:
-        print(f"{path}: no <!-- bee_figures:headline --> block, left alone", file=sys.stderr)
-        return
-    path.write_text(HEADLINE.sub(lambda m: m.group(1) + headline + "\n" + m.group(2), text))
-
-
 def parser() -> argparse.ArgumentParser:
     """The figure's options."""
     ap = figure_parser(NAME, __doc__)
@@ -311,6 +302,6 @@ def main(argv: list[str] | None = None) -> int:
         pages.append(CHECKOUT / "docs" / "noc.md")
     for doc in pages:
         if doc.exists():
-            splice(doc, headline)
+            splice_block(doc, MARKER, headline)
     print(headline)
     return 0

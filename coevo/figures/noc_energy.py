@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 import sys
 import time
@@ -39,7 +38,7 @@ from typing import Any
 import torch
 
 from coevo.figures import get
-from coevo.figures._common import CHECKOUT, command_line, figure_parser, out_dir, read_csv, write_csv, write_markdown
+from coevo.figures._common import CHECKOUT, command_line, figure_parser, out_dir, read_csv, splice_block, write_csv, write_markdown
 from coevo.search.stats import t_interval
 from coevo.sim.accel import scalesim_ref
 from coevo.sim.accel.compress import CompressionReport, compress, compressor
@@ -225,7 +224,7 @@ def _runs(out: Path) -> list[str]:
     entries = json.loads(path.read_text())
     runs: dict[tuple[str, str], list[str]] = {}
     for name, prov in sorted(entries.items()):
-        if name.endswith(".csv"):
+        if name.endswith(".csv") and str(prov.get("command", "")).startswith(f"python -m coevo.figures {NAME}"):  # not noc's others
             runs.setdefault((prov.get("command", "?"), prov.get("git", "?")), []).append(name)
     return [f"* `{cmd}` at {git}: {', '.join(names)}" for (cmd, git), names in runs.items()]
 
@@ -440,16 +439,8 @@ def report(out: Path, drop: float, command: str) -> str:
     ).rstrip()
 
 
-HEADLINE = re.compile(r"(<!-- energy_figures:headline -->\n).*?(<!-- /energy_figures:headline -->)", re.S)
-
-
-def splice(path: Path, headline: str) -> None:
-    """Replace the marked headline block of ``path`` (left alone when the markers are missing)."""
-    text = path.read_text()
-    if not HEADLINE.search(text):
-        print(f"{path}: no <!-- energy_figures:headline --> block, left alone", file=sys.stderr)
-        return
-    path.write_text(HEADLINE.sub(lambda m: m.group(1) + headline + "\n" + m.group(2), text))
+MARKER = "energy_figures:headline"
+"""The marker of the block this figure writes into its pages."""
 
 
 def _paired_registers(choices: list[dict[str, str]], model: str) -> list[str]:
@@ -686,6 +677,6 @@ def main(argv: list[str] | None = None) -> int:
     if issue8.exists():
         issue8_section(args.out, issue8, args.drop)
     if args.out.resolve() == (CHECKOUT / out_dir(get(NAME).topic)).resolve():  # the checkout's own tables: its doc page too
-        splice(CHECKOUT / "docs" / "noc.md", headline)
+        splice_block(CHECKOUT / "docs" / "noc.md", MARKER, headline)
     print((args.out / "energy.md").read_text())
     return 0

@@ -19,6 +19,7 @@ from coevo.figures._common import (
     provenance_comment,
     read_csv,
     read_numbers,
+    splice_block,
     strip_provenance,
     write_csv,
     write_markdown,
@@ -110,6 +111,19 @@ def test_the_command_line_lists_and_refuses_what_it_cannot_do(capsys: pytest.Cap
     assert "no --report-only" in capsys.readouterr().err
     assert main(["nb201-baselines"]) == 2  # written by coevo bench
     assert "coevo bench" in capsys.readouterr().err
+
+
+def test_splice_block_replaces_only_its_own_block_and_leaves_a_page_without_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    page = tmp_path / "p.md"
+    page.write_text("intro\n<!-- a:headline -->\nold\n<!-- /a:headline -->\n<!-- b:headline -->\nkeep\n<!-- /b:headline -->\n")
+    assert splice_block(page, "a:headline", "new\nlines")
+    assert (
+        page.read_text()
+        == "intro\n<!-- a:headline -->\nnew\nlines\n<!-- /a:headline -->\n<!-- b:headline -->\nkeep\n<!-- /b:headline -->\n"
+    )
+    before = page.read_text()
+    assert not splice_block(page, "c:headline", "x")
+    assert page.read_text() == before and "no <!-- c:headline --> block" in capsys.readouterr().err
 
 
 def test_write_csv_records_provenance_and_reads_back(tmp_path: Path) -> None:
