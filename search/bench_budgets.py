@@ -64,6 +64,7 @@ from coevo.search.bench import (
     pooled_worst,
     run_jobs,
 )
+from coevo.search.errors import UserInputError
 from coevo.search.plots import plot_budget_curves
 from coevo.search.problem import Problem
 from coevo.search.problems import make_problem
@@ -361,6 +362,30 @@ def budget_markdown(rows: Sequence[BudgetRow], spec: BenchSpec, *, prefixes: boo
     return "\n".join(lines) + "\n"
 
 
+def rerender_budget_page(folder: Path) -> Path:
+    """Write ``folder/budgets.md`` again from ``folder/budgets.csv`` alone (what the bench's proposers, seeds and budgets were
+    is read from the rows); returns the page. For a page written before its renderer changed: no run is needed."""
+    path = folder / "budgets.csv"
+    rows = read_budget_csv(path)
+    if not rows:
+        raise UserInputError(f"{path} has no rows: rerun the bench that wrote it")
+    with path.open(newline="") as fh:
+        problem = next(csv.DictReader(fh))["problem"]
+    spec = BenchSpec(
+        problem=problem,
+        options={},
+        groups=tuple(dict.fromkeys(r.group for r in rows)),
+        proposers=tuple(dict.fromkeys(r.proposer for r in rows)),
+        seeds=tuple(sorted({r.seed for r in rows})),
+        budget=max(r.budget for r in rows),
+        budgets=tuple(sorted({r.budget for r in rows})),
+    )
+    page = folder / "budgets.md"
+    own_runs = all(r.study.endswith(f"-b{r.budget}") for r in rows)  # each budget its own run (a study per budget)
+    page.write_text(budget_markdown(rows, spec, prefixes=not own_runs))
+    return page
+
+
 def _level_table(rows: Sequence[BudgetRow], spec: BenchSpec) -> list[str]:
     lines = ["| budget | " + " | ".join(spec.proposers) + " |", "|---|" + "---|" * len(spec.proposers)]
     for b in spec.budgets:
@@ -401,7 +426,8 @@ def _half_table(rows: Sequence[BudgetRow], spec: BenchSpec) -> list[str]:
     lines = [
         "",
         "Half the evaluations: each co-evolution proposer at budget B minus the best baseline at 2B, paired over seeds "
-        "(it reaches the baseline's HV when the mean difference is >= 0):",
+        "(it reaches the baseline's HV when the 95 % interval of the difference lies at or above 0, misses it when the "
+        "interval lies below 0, and the seeds cannot tell when it holds 0):",
         "",
         "| proposer at B | best baseline at 2B | HV at B | HV at 2B | difference | reaches it |",
         "|---|---|---|---|---|---|",
@@ -420,14 +446,23 @@ def _half_table(rows: Sequence[BudgetRow], spec: BenchSpec) -> list[str]:
 
 
 def reaches(diffs: Sequence[float], baseline: Sequence[float]) -> str:
-    """``yes`` when the mean paired difference is >= 0, else ``no, by X (Y % of the baseline's mean HV)``; ``n/a`` without pairs."""
+    """Whether the paired differences say the proposer at B reaches the baseline's HV at 2B, judged on their 95 % interval.
+
+    ``yes`` when the interval lies at or above 0, ``no, by X (Y % of the baseline's mean HV)`` when
+    it lies below 0, ``undecided`` when it holds 0 or there is one pair only (no interval), ``n/a``
+    without pairs. A mean above 0 with an interval over 0 is not a yes: the seeds cannot tell.
+    """
     if not diffs:
         return "n/a"
-    mean = statistics.fmean(diffs)
-    if mean >= 0:
+    mean, half = t_interval(diffs)
+    if math.isnan(half):
+        return "undecided (one seed: no interval)"
+    if mean - half >= 0:
         return "yes"
-    share = f" ({-mean / statistics.fmean(baseline):.1%} of the baseline's mean)" if baseline and statistics.fmean(baseline) > 0 else ""
-    return f"no, by {-mean:.4f}{share}"
+    if mean + half < 0:
+        share = f" ({-mean / statistics.fmean(baseline):.1%} of the baseline's mean)" if baseline and statistics.fmean(baseline) > 0 else ""
+        return f"no, by {-mean:.4f}{share}"
+    return "undecided (the interval holds 0)"
 
 
 def _plot_group(rows: Sequence[BudgetRow], spec: BenchSpec, group: str, problem: Problem, out: Path) -> Path:

@@ -24,7 +24,7 @@ import statistics
 from pathlib import Path
 
 from coevo.figures._common import command_line, figure_parser, write_markdown
-from coevo.search.bench_budgets import BudgetRow, baselines_of, best_baseline, paired, read_budget_csv
+from coevo.search.bench_budgets import BudgetRow, baselines_of, best_baseline, paired, reaches, read_budget_csv, rerender_budget_page
 from coevo.search.stats import excludes_zero, format_interval, t_interval
 
 NAME = "budgets"
@@ -156,12 +156,18 @@ def _question(rows: list[BudgetRow], budgets: list[int], baselines: list[str]) -
     mean, base = statistics.fmean(diffs), statistics.fmean(theirs)
     sure = "the interval excludes 0" if excludes_zero(diffs) else "the interval includes 0"
     share = f" ({-mean / base:.1%} of {best}'s mean)" if base > 0 else ""
-    holds = "holds" if mean >= 0 else f"does not hold: pelnas misses it by {-mean:.4f} HV{share}"
+    verdict = reaches(diffs, theirs)  # judged on the interval, as on the problem's own page
+    if verdict == "yes":
+        holds = "holds"
+    elif verdict.startswith("no"):
+        holds = f"does not hold: pelnas misses it by {-mean:.4f} HV{share}"
+    else:
+        holds = f"is undecided: the seeds cannot tell (mean difference {mean:+.4f} HV)"
     return [
         "",
         f"pelnas at {at} evaluations minus the best baseline at {later} ({best}, the highest mean HV at {later}): "
         f"{format_interval(diffs)} (paired over {len(diffs)} seeds; {sure}). "
-        f'"pelnas at {at} evaluations reaches at least the best baseline\'s HV at {later}" {holds} on the mean.',
+        f'"pelnas at {at} evaluations reaches at least the best baseline\'s HV at {later}" {holds}.',
     ]
 
 
@@ -214,4 +220,8 @@ def main(argv: list[str] | None = None) -> None:
             code = coevo(bench_args(problem, args.seeds, args.storage, out))
             if code != 0:
                 raise SystemExit(code)
+    if args.report_only:  # each problem's page too, from its budgets.csv (a run writes them itself)
+        for problem in args.problems:
+            if (out / problem / "budgets.csv").is_file():
+                rerender_budget_page(out / problem)
     print(write_markdown(out / "summary.md", report(out), command_line(NAME, argv)), end="")

@@ -288,15 +288,27 @@ def test_the_summary_says_whether_pelnas_at_20_reaches_the_best_baseline_at_40(t
     reram = text[text.index("### reram") :]
     # quant: every pair -0.01 (no spread: a zero-width interval); 0.01 of tpe's mean 0.92 is 1.1 %
     assert "(tpe, the highest mean HV at 40): -0.0100 ± 0.0000" in quant
-    assert "does not hold: pelnas misses it by 0.0100 HV (1.1% of tpe's mean) on the mean" in quant
+    assert "does not hold: pelnas misses it by 0.0100 HV (1.1% of tpe's mean)." in quant
     # same budget, against tpe: at 10, 0.5 - (0.60, 0.62, 0.64): mean -0.12, sd 0.02, half-width 4.3027 * 0.02 / sqrt(3);
     # at 20, (0.89, 0.91, 0.93) - (0.70, 0.72, 0.74) = 0.19 on every seed
     assert "| pelnas - best baseline (paired) | -0.120 ± 0.050 * (tpe) | +0.190 ± 0.000 * (tpe) |" in quant
     # reram: mean +0.0233, sd 0.0252, t(0.975, 2) = 4.3027: half-width 0.0625
-    assert "+0.0233 ± 0.0625" in reram and "the interval includes 0" in reram and '40" holds on the mean' in reram
+    assert "+0.0233 ± 0.0625" in reram and "the interval includes 0" in reram
+    assert '40" is undecided: the seeds cannot tell (mean difference +0.0233 HV)' in reram  # a mean above 0 is not a yes
     # pelnas at 20: 0.95, 0.92, 0.96: mean 0.9433, sd 0.0208: half-width 4.3027 * 0.0208 / sqrt(3) = 0.0517
     assert "| pelnas | 0.500 ± 0.000 | 0.943 ± 0.052 |" in reram
     assert "Not measured: prune, fpga-transformer" in text
+
+
+def test_a_budget_page_is_rendered_again_from_its_csv_alone(tmp_path: Path) -> None:
+    from coevo.search.bench_budgets import rerender_budget_page, write_budget_csv
+
+    write_budget_csv(_synthetic([0.95, 0.92, 0.96]), "quant", tmp_path / "budgets.csv")
+    page = rerender_budget_page(tmp_path).read_text()
+    assert page.startswith("# coevo bench --budgets: quant, budgets [10, 20, 40, 60], seeds [0, 1, 2]")
+    assert "## model g" in page  # quant's run group is its model
+    # pelnas at 20 minus tpe at 40: +0.05, 0, +0.02, an interval over 0
+    assert "| pelnas at 20 | tpe at 40 | 0.9433 ± 0.0517 | 0.9200 ± 0.0497 | +0.0233 ± 0.0625 | undecided (the interval holds 0) |" in page
 
 
 def test_runs_csv_keeps_a_problem_option_named_seed_apart_from_the_run_seed(tmp_path: Path) -> None:
@@ -334,3 +346,15 @@ def test_a_significant_difference_that_rounds_to_zero_gets_the_digits_that_show_
     assert _difference(tiny) == "-0.00006 ± 0.00002 *"
     # mean 0.0021, half-width 4.303 * 0.0001 / sqrt(3) = 0.000248: the mean shows at 3 decimals, the half-width needs 4
     assert _difference([0.002, 0.0021, 0.0022]) == "+0.0021 ± 0.0002 *"
+
+
+def test_reaching_the_baseline_is_judged_on_the_interval_not_the_mean() -> None:
+    from coevo.search.bench_budgets import reaches
+
+    assert reaches([0.5, -0.5, 0.01], [0.9, 0.9, 0.9]) == "undecided (the interval holds 0)"  # mean above 0, seeds cannot tell
+    assert reaches([-0.3, 0.2, -0.01], [0.9, 0.9, 0.9]) == "undecided (the interval holds 0)"  # mean below 0 likewise
+    assert reaches([0.020, 0.021, 0.022], [0.9, 0.9, 0.9]) == "yes"  # 0.021 ± 0.0025
+    assert reaches([0.0, 0.0, 0.0], [0.9, 0.9, 0.9]) == "yes"  # the same HV every seed
+    assert reaches([-0.019, -0.020, -0.021], [1.0, 1.0, 1.0]) == "no, by 0.0200 (2.0% of the baseline's mean)"
+    assert reaches([0.1], [0.9]) == "undecided (one seed: no interval)"
+    assert reaches([], []) == "n/a"
