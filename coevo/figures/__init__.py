@@ -478,6 +478,16 @@ FIGURES: tuple[Figure, ...] = (
         quoted_in=("docs/fpga.md",),
     ),
     Figure(
+        "fpga-search",
+        "fpga",
+        "the found front of one 60-evaluation pelnas search of fpga-transformer (offline reasoner, seed 0)",
+        "coevo search --problem fpga-transformer --proposer pelnas --budget 60 --json > docs/bench/fpga/search-pelnas-60.json",
+        ("search-pelnas-60.json",),
+        ("search-pelnas-60.json",),
+        no_render=_COEVO,
+        quoted_in=("docs/fpga.md",),
+    ),
+    Figure(
         "reram",
         "reram",
         "accuracy / perplexity vs stuck-at fault rate per protection scheme, cnn-digits-cv (8 seeds x 5 folds, each seed its own "
