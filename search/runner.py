@@ -32,7 +32,15 @@ from coevo.search.problem import Evolvable, Predictable, Problem
 from coevo.search.proposers import Evaluation, Proposer, get_proposer
 from coevo.search.storage import closing_idle_connections, resolve_storage_url
 from coevo.search.strict_json import strict_dumps
-from coevo.search.study import FAILURE, StoredSearch, default_study_name, evaluations_from_study, failed_evaluations, open_or_create
+from coevo.search.study import (
+    ATTR_WALL,
+    FAILURE,
+    StoredSearch,
+    default_study_name,
+    evaluations_from_study,
+    failed_evaluations,
+    open_or_create,
+)
 from coevo.search.work_progress import report
 from coevo.search.workers import Progress, Worker, WorkerSettings
 
@@ -90,6 +98,9 @@ class SearchResult:
     answered: int = 0
     """Trials answered free from the study (a design proposed again); the rest of ``trials`` beyond the paid ones
     were skipped, interrupted and re-queued, or are still waiting or running (a stopped search)."""
+    search_wall_s: float | None = None
+    """Wall seconds of every invocation that evaluated for this study, summed (``wall_s`` is this invocation's alone: a
+    rerun that finds the study finished takes a second); None for a study searched before coevo recorded it."""
 
     @property
     def paid(self) -> int:
@@ -199,7 +210,18 @@ def run_search(
         result.reasoner = reasoner.label
         result.llm_usage = reasoner.usage.as_dict()
     result.wall_s = round(clock() - started, 3)
+    result.search_wall_s = _add_search_time(opened.study, result.wall_s if budget > opened.paid else 0.0)
     return result
+
+
+def _add_search_time(study: optuna.Study, seconds: float) -> float | None:
+    """Add ``seconds`` to the study's summed search time (:data:`ATTR_WALL`); returns the sum (None: none recorded yet)."""
+    before = study.user_attrs.get(ATTR_WALL)
+    if seconds <= 0:
+        return None if before is None else float(before)
+    total = round(float(before or 0.0) + seconds, 3)
+    study.set_user_attr(ATTR_WALL, total)
+    return total
 
 
 MAX_SEED = 2**22 - 1

@@ -39,6 +39,8 @@ ATTR_SEED = "coevo.seed"
 ATTR_BUDGET = "coevo.budget"
 ATTR_UID = "coevo.uid"
 ATTR_ROUND = "coevo.round"
+ATTR_WALL = "coevo.search_wall_s"
+"""Wall seconds of every invocation that evaluated for the study, summed (a rerun that only reuses it adds nothing)."""
 """The next co-evolution round (study attribute)."""
 
 FAILURE = "failure"

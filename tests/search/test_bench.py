@@ -35,6 +35,11 @@ def test_bench_rerun_resumes(tmp_path: Path) -> None:
     second = run_bench(spec, tmp_path)
     assert first.results[0].trials == second.results[0].trials
     assert first.results[0].hv_ratio == second.results[0].hv_ratio
+    # the table keeps the run's own time (it showed the rerun's fraction of a second, and runs.csv has both)
+    assert second.results[0].search_wall_s == first.results[0].search_wall_s == first.results[0].wall_s
+    row = next(csv.DictReader((tmp_path / "runs.csv").open()))
+    assert float(row["search_wall_s"]) == first.results[0].wall_s
+    assert f"| {first.results[0].wall_s:.1f} |" in (tmp_path / "results.md").read_text()
 
 
 @pytest.mark.parametrize(

@@ -37,6 +37,9 @@ def test_resume_extends_without_repeating(problem: NB201Problem, storage: str) -
     assert len(ids) == len(set(ids)) == 35
     again = run_search(problem, "random", budget=35, seed=0, storage=storage, study_name="s")
     assert again.trials == second.trials  # nothing left to do
+    # the study's search time is the sum of the invocations that evaluated; the rerun that did nothing adds nothing
+    assert first.search_wall_s == first.wall_s and second.search_wall_s == pytest.approx(first.wall_s + second.wall_s)
+    assert again.search_wall_s == second.search_wall_s
     assert not any("seed" in n for n in second.notes)
     # another --seed on resume goes on, and says the study keeps its own (the summary showed only the new one)
     other = run_search(problem, "random", budget=40, seed=3, storage=storage, study_name="s")
