@@ -125,24 +125,25 @@ _NOT_HERE = {
 }
 
 
-TRAIN_S_2_CORES: dict[str, float] = {
-    "cnn-digits": 80.0,
-    "cnn-digits-cv": 38.0,
-    "mlp-digits": 3.0,
-    "lm-pydoc-tiny": 204.0,
-    "lm-pystdlib-tiny": 8.0,
-    "lm-pystdlib": 2548.0,
-    "lm-pydoc": 316.0,
-    "cnn-mnist5k": 297.0,
+TRAIN_S_2_CORES: dict[str, tuple[float, str]] = {
+    "cnn-digits": (80.0, "busy"),
+    "cnn-digits-cv": (38.0, "busy"),
+    "mlp-digits": (3.0, "busy"),
+    "lm-pydoc-tiny": (12.4, "idle"),
+    "lm-pystdlib-tiny": (7.9, "idle"),
+    "lm-pystdlib": (2548.0, "busy"),
+    "lm-pydoc": (316.3, "idle"),
+    "cnn-mnist5k": (297.0, "busy"),
 }
-"""Seconds a recipe's training took on the shared 2-core machine (no GPU): the estimate announced before a
-first-use training when this cache has timed none of the recipe's variants (other seeds or folds) yet.
+"""Seconds a recipe's training took on the 2-core reference machine (no GPU), and whether that machine was idle or
+busy then: the estimate announced before a first-use training when this cache has timed none of the recipe's
+variants (other seeds or folds) yet.
 
-Measured with ``coevo models build`` on a fresh cache while other jobs shared the machine (load
-average 4 to 8; cnn-digits: 81 s in issue 33's run, 93 s in this one), so on an idle machine they
-are high. lm-pystdlib-tiny and lm-pydoc were timed on an idle machine (7.9 s and 316.3 s; lm-pydoc-tiny took
-12.4 s there), lm-pystdlib while three other jobs loaded the machine (load 4 to 7; its last fifth ran near idle at
-0.16 s a step, so about 8 minutes idle)."""
+"busy": measured with ``coevo models build`` on a fresh cache while other jobs shared the machine (load average 4
+to 8; cnn-digits: 81 s in issue 33's run, 93 s in another), so on an idle machine they are high. "idle": timed on
+an idle machine. On a machine that is busier than the measurement's, training takes longer, several times so for
+the LMs (a first-hour walk-through at load about 4 saw lm-pydoc-tiny take 59 s and lm-pydoc's bar estimate 27
+minutes): the announcement says which it was, and the progress bar's own estimate follows after the first steps."""
 REFERENCE_CORES = 2
 
 
@@ -164,7 +165,8 @@ def train_estimate(name: str) -> str:
     if timed:
         return f"about {max(timed):.0f} s, as it took here before"
     if name in TRAIN_S_2_CORES:
-        return f"about {TRAIN_S_2_CORES[name]:.0f} s on {REFERENCE_CORES} cores"
+        seconds, state = TRAIN_S_2_CORES[name]
+        return f"about {seconds:.0f} s on {REFERENCE_CORES} {state} cores, longer on a busier machine"
     return "no estimate yet: the progress gives one after the first epochs"
 
 

@@ -289,7 +289,7 @@ def test_a_first_use_training_is_announced_with_an_estimate_and_the_cache_before
     with _progress.listening(lambda what, fraction: events.append(f"{fraction:g} {what}")):
         zm = load("cnn-digits")  # no progress callback given: whoever listens hears it
     cache = tmp_path / "zoo"
-    assert events == [f"0 training zoo model cnn-digits: on first use (about 80 s on 2 cores; cached in {cache})", "training starts"]
+    assert events == [f"0 training zoo model cnn-digits: on first use (about 80 s on 2 busy cores, longer on a busier machine; cached in {cache})", "training starts"]
     assert zm.path.parent == cache
     sidecar = json.loads(zm.path.with_suffix(".json").read_text())
     assert sidecar["train_threads"] == torch.get_num_threads()  # the weights depend on it
@@ -303,13 +303,13 @@ def test_the_estimate_is_the_time_a_variant_took_in_this_cache_when_one_did(tmp_
     from coevo.sim.zoo.recipes import train_estimate
 
     monkeypatch.setenv("COEVO_CACHE", str(tmp_path))
-    assert train_estimate("mlp-digits") == "about 3 s on 2 cores"
+    assert train_estimate("mlp-digits") == "about 3 s on 2 busy cores, longer on a busier machine"
     (tmp_path / "zoo").mkdir()
     (tmp_path / "zoo" / "mlp-digits-0123456789abcdef.json").write_text(json.dumps({"name": "mlp-digits", "train_s": 31.6}))
     (tmp_path / "zoo" / "mlp-digits-fedcba9876543210.json").write_text("not json")  # a broken sidecar is skipped
     assert train_estimate("mlp-digits") == "about 32 s, as it took here before"
     from coevo.sim.zoo.recipes import TRAIN_S_2_CORES
 
-    assert train_estimate("lm-pydoc") == "about 316 s on 2 cores"
+    assert train_estimate("lm-pydoc") == "about 316 s on 2 idle cores, longer on a busier machine"
     monkeypatch.delitem(TRAIN_S_2_CORES, "lm-pydoc")  # a recipe never timed, and not in this cache
     assert train_estimate("lm-pydoc").startswith("no estimate yet")
