@@ -1,7 +1,8 @@
-"""Output folders a command writes into: created up front, refused in one line when a file is in the way."""
+"""Output folders a command writes into (created up front, refused in one line when a file is in the way), and the cache root."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -10,7 +11,16 @@ from pathlib import Path
 
 from coevo.sim.errors import UserInputError
 
-__all__ = ["make_out_folder", "new_out_folder"]
+__all__ = ["ENV_CACHE", "cache_root", "make_out_folder", "new_out_folder"]
+
+ENV_CACHE = "COEVO_CACHE"
+"""The environment variable that moves coevo's cache (zoo models, graphs, netlists, exact fronts)."""
+
+
+def cache_root() -> Path:
+    """``$COEVO_CACHE`` when set, else ``~/.cache/coevo``: every cache of coevo lives in a folder below it."""
+    root = os.environ.get(ENV_CACHE)
+    return Path(root) if root else Path.home() / ".cache" / "coevo"
 
 
 def make_out_folder(out: Path, what: str, flag: str = "--out") -> Path | None:

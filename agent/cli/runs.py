@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
-from coevo.agent.cli._common import err, out
+from coevo.agent.cli._common import err, out, progress_bar
 from coevo.agent.tables import Column, print_table, summary_cell
 from coevo.search.errors import StorageMissingError, UserInputError
 from coevo.search.problem import Problem
@@ -70,7 +70,8 @@ def _show(args: argparse.Namespace) -> int:
     """``coevo runs show NAME``: the search's progress, then its workers."""
     from coevo.search.progress import progress
 
-    info = progress(args.storage, args.study, load_code=args.yes)
+    with progress_bar() as bar, bar.listening():  # rebuilding a problem may score its space once (the pipeline's front)
+        info = progress(args.storage, args.study, load_code=args.yes)
     _note_not_loaded([info])
     if args.json:
         print(strict_dumps(info))
@@ -127,11 +128,12 @@ def _list(args: argparse.Namespace) -> int:
         return 0
     names = [s.study_name for s in optuna.get_all_study_summaries(open_storage(args.storage, create=False), include_best_trial=False)]
     rows = []
-    for name in names:
-        try:
-            rows.append(progress(args.storage, name, load_code=args.yes))
-        except UserInputError:
-            continue  # not a coevo study
+    with progress_bar() as bar, bar.listening():  # as in _show
+        for name in names:
+            try:
+                rows.append(progress(args.storage, name, load_code=args.yes))
+            except UserInputError:
+                continue  # not a coevo study
     _note_not_loaded(rows)
     if args.json:
         for r in rows:

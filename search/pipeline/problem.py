@@ -39,6 +39,8 @@ from coevo.search.errors import UserInputError
 from coevo.search.metrics import FrontReference
 from coevo.search.niches import Niche
 from coevo.search.problem import Evolvable, Objective, Problem, ProblemOptions, config_field, read_key_values
+from coevo.search.space_cache import cached_space
+from coevo.search.work_progress import report
 from coevo.sim.pipeline.cluster import Cluster, get_cluster
 from coevo.sim.pipeline.config import PipelineConfig
 from coevo.sim.pipeline.partition import PARTITIONERS as PARTITION_METHODS
@@ -305,18 +307,28 @@ class PipelineProblem(Problem, Evolvable):
 
     def reference(self) -> FrontReference:
         if self._reference is None:
-            evaluated = [(c, self.evaluate(c)) for c in self.all_points()]
-            points = [c for c, v in evaluated if v["samples_per_s"] > 0]  # exactly the feasible ones
-            if not points:
+            space = cached_space(self.name, self.spec(), self._feasible_space)
+            if len(space["ids"]) == 0:
                 raise UserInputError(f"no configuration of {self.model} runs on {self.cluster_name} at global batch {self.global_batch}")
-            values = [v for _, v in evaluated if v["samples_per_s"] > 0]
-            self._reference = FrontReference.from_space(
-                np.array([v["samples_per_s"] for v in values]),
-                np.array([v["memory_gb"] for v in values]),
-                FLOOR,
-                ids=[self.point_id(c) for c in points],
-            )
+            self._reference = FrontReference.from_space(space["samples_per_s"], space["memory_gb"], FLOOR, ids=list(space["ids"]))
         return self._reference
+
+    def _feasible_space(self) -> dict[str, np.ndarray]:
+        """Every feasible configuration's objectives and point id (the infeasible ones run at 0 samples/s)."""
+        points = self.all_points()
+        what = f"scoring all {len(points):,} configurations of {self.model} on {self.cluster_name} for the exact front (once: then cached)"
+        evaluated = []
+        for i, c in enumerate(points):
+            if i % 100 == 0:
+                report(what, i / len(points))
+            evaluated.append((c, self.evaluate(c)))
+        report(what, 1.0)
+        feasible = [(c, v) for c, v in evaluated if v["samples_per_s"] > 0]
+        return {
+            "samples_per_s": np.array([v["samples_per_s"] for _, v in feasible], dtype=float),
+            "memory_gb": np.array([v["memory_gb"] for _, v in feasible], dtype=float),
+            "ids": np.array([self.point_id(c) for c, _ in feasible], dtype=str),
+        }
 
     # ---- operators for the co-evolution engine (Evolvable)
 

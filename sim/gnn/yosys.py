@@ -21,11 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from coevo.sim.errors import CoevoError, UserInputError
+from coevo.sim.paths import cache_root
 
 ENV_YOSYS = "COEVO_YOSYS"
 """Environment variable naming the yosys executable (default: ``yosys`` on PATH)."""
-ENV_CACHE = "COEVO_CACHE"
-"""Shared coevo cache root; netlists go to ``$COEVO_CACHE/netlists``."""
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
 """A simple Verilog identifier (module and parameter names)."""
@@ -62,8 +61,7 @@ def yosys_version() -> str:
 
 def cache_dir() -> Path:
     """``$COEVO_CACHE/netlists`` when ``COEVO_CACHE`` is set, else ``~/.cache/coevo/netlists``."""
-    root = os.environ.get(ENV_CACHE)
-    return (Path(root) if root else Path.home() / ".cache" / "coevo") / "netlists"
+    return cache_root() / "netlists"
 
 
 def _script(source: Path, top: str, params: dict[str, int], out: Path) -> str:

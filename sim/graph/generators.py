@@ -35,8 +35,8 @@ import numpy as np
 
 from coevo.sim.errors import UserInputError
 from coevo.sim.graph.csr import Csr, from_edges, load_npz, save_npz
+from coevo.sim.paths import cache_root
 
-ENV_CACHE = "COEVO_CACHE"
 GRAPH500 = (0.57, 0.19, 0.19, 0.05)
 """Graph500's R-MAT quadrant probabilities (a, b, c, d)."""
 EDGE_FACTOR = 16
@@ -216,8 +216,7 @@ def generate(recipe: dict[str, Any]) -> Csr:
 
 def cache_dir() -> Path:
     """``$COEVO_CACHE/graphs`` when ``COEVO_CACHE`` is set, else ``~/.cache/coevo/graphs``."""
-    root = os.environ.get(ENV_CACHE)
-    return (Path(root) if root else Path.home() / ".cache" / "coevo") / "graphs"
+    return cache_root() / "graphs"
 
 
 def checksum(a: Csr) -> str:

@@ -12,15 +12,15 @@ import copy
 import hashlib
 import itertools
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from coevo.sim.paths import cache_root
+
 AS_RECIPE = 1.0
 """The steps and learning-rate multiplier that leaves a recipe as it is (every caller's default)."""
 
-ENV_CACHE = "COEVO_CACHE"
 SPLITS = ("train", "val", "test")
 
 
@@ -182,8 +182,7 @@ def recipe_key(recipe: dict[str, Any]) -> str:
 
 def cache_dir() -> Path:
     """``$COEVO_CACHE/zoo`` when ``COEVO_CACHE`` is set, else ``~/.cache/coevo/zoo``."""
-    root = os.environ.get(ENV_CACHE)
-    return (Path(root) if root else Path.home() / ".cache" / "coevo") / "zoo"
+    return cache_root() / "zoo"
 
 
 def recipe(name: str) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import pytest
 from coevo.figures import quant
 from coevo.figures._cli import main
 from coevo.figures._common import read_csv, strip_provenance
+from coevo.sim.paths import ENV_CACHE
 from coevo.sim.zoo import recipes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,7 +20,7 @@ PAGE = ROOT / "docs" / "bench" / "quant" / "mnist5k-small"
 @pytest.mark.slow  # about 14 s on the shared 2-core machine: it trains a one-epoch model
 def test_second_task_rows_every_method_on_its_2500_test_images(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # a one-epoch float model in a fresh cache and round-to-nearest only: the rows, not the accuracy, are under test
-    monkeypatch.setenv(recipes.ENV_CACHE, str(tmp_path / "cache"))
+    monkeypatch.setenv(ENV_CACHE, str(tmp_path / "cache"))
     monkeypatch.setitem(recipes.RECIPES["cnn-mnist5k-small"]["train"], "epochs", 1)
     out = tmp_path / "out"
     assert main(["quant", "--model", "cnn-mnist5k-small", "--seeds", "1", "--epochs", "0", "--bits", "3", "--out", str(out)]) == 0
