@@ -15,10 +15,12 @@ row fits, and otherwise lists them below the table, one per line, whole.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -49,7 +51,8 @@ def _as_column(c: str | Column) -> Column:
 
 
 def _longest_word(s: str) -> int:
-    return max((len(w) for w in s.split()), default=0)
+    # cells, not characters: a wide character (CJK, some symbols) takes two columns of the terminal
+    return max((cell_len(w) for w in s.split()), default=0)
 
 
 def _min_widths(cols: Sequence[Column], rows: Sequence[Sequence[str]], show_header: bool) -> list[int]:
@@ -57,7 +60,7 @@ def _min_widths(cols: Sequence[Column], rows: Sequence[Sequence[str]], show_head
     widths = []
     for i, col in enumerate(cols):
         head = [_longest_word(col.header)] if show_header else []
-        cells = [_longest_word(r[i]) if col.text else len(r[i]) for r in rows]
+        cells = [_longest_word(r[i]) if col.text else cell_len(r[i]) for r in rows]
         widths.append(max([*head, *cells, 1]))
     return widths
 
@@ -68,23 +71,34 @@ def table_width(columns: Sequence[str | Column], rows: Sequence[Sequence[str]], 
     return sum(_min_widths(cols, rows, show_header)) + _PER_COLUMN * len(cols) + _PER_TABLE
 
 
-def _widths(cols: Sequence[Column], rows: Sequence[Sequence[str]], show_header: bool, width: int) -> list[int]:
-    """Column widths that fit ``width``: whole columns at their minimum, text columns sharing the rest.
-
-    Every width is fixed for rich, which would otherwise shrink the widest column first,
-    whatever it holds.
-    """
-    least = _min_widths(cols, rows, show_header)
-    most = [
-        max([len(col.header) if show_header else 0, *(len(r[i]) for r in rows), least[i]]) if col.text else least[i]
-        for i, col in enumerate(cols)
-    ]
-    spare = width - _PER_COLUMN * len(cols) - _PER_TABLE - sum(least)
+def _share(least: Sequence[int], most: Sequence[int], spare: int) -> list[int]:
+    """``least`` grown towards ``most`` by at most ``spare`` in all: all of it when it is enough, else each by its share."""
     want = sum(m - n for m, n in zip(most, least, strict=True))
     if want <= spare:
-        return most
-    # each text column gets its minimum and a share of what is left, by how much more it could use
+        return list(most)
     return [n + (m - n) * spare // want for m, n in zip(most, least, strict=True)]
+
+
+def _widths(cols: Sequence[Column], rows: Sequence[Sequence[str]], show_header: bool, width: int) -> list[int]:
+    """Column widths that fit ``width``: every column at least its minimum, the rest shared by the columns that can use it.
+
+    First a whole column gets its whole header on one line (``without H1`` over numbers, not
+    ``without`` / ``H1``): a few columns each; then text columns share what is left, towards their
+    longest cell on one line. Every width is fixed for rich, which would otherwise shrink the
+    widest column first, whatever it holds.
+    """
+    least = _min_widths(cols, rows, show_header)
+    spare = width - _PER_COLUMN * len(cols) - _PER_TABLE - sum(least)
+    headed = _share(
+        least, [max(n, cell_len(c.header) if show_header and not c.text else 0) for n, c in zip(least, cols, strict=True)], spare
+    )
+    spare -= sum(headed) - sum(least)
+    most = [
+        max([cell_len(col.header) if show_header else 0, *(cell_len(r[i]) for r in rows), headed[i]]) if col.text else headed[i]
+        for i, col in enumerate(cols)
+    ]
+    # each text column gets a share of what is left, by how much more it could use
+    return _share(headed, most, spare)
 
 
 def print_table(
@@ -100,8 +114,14 @@ def print_table(
     if table_width(cols, rows, show_header=show_header) > console.width:
         _print_records(console, title, cols, rows, show_header=show_header)
         return
-    table = Table(title=Text(title) if title else None, show_header=show_header)
-    for col, width in zip(cols, _widths(cols, rows, show_header, console.width), strict=True):
+    widths = _widths(cols, rows, show_header, console.width)
+    # rich wraps a title to the table's width and folds a word wider than that (a study name over a
+    # narrow table): such a title is printed on its own line, which the terminal wraps whole
+    framed = title is not None and _longest_word(title) <= sum(widths) + _PER_COLUMN * len(cols) + _PER_TABLE
+    if title and not framed:
+        console.print(title, soft_wrap=True, highlight=False, markup=False)
+    table = Table(title=Text(title) if title and framed else None, show_header=show_header)
+    for col, width in zip(cols, widths, strict=True):
         header = Text(col.header, no_wrap=False, overflow="fold")  # a header wraps between words, never inside one
         table.add_column(header, width=width, no_wrap=not col.text, overflow="fold", justify=col.justify)  # type: ignore[arg-type]
     for row in rows:
@@ -149,6 +169,66 @@ def print_design_table(
     console.print(f"{design_header} of each row:", highlight=False, markup=False)
     for k, design in enumerate(designs, start=1):
         console.print(f"{k:>3}  {design}", soft_wrap=True, highlight=False, markup=False)
+
+
+_SEPARATOR = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
+"""A markdown table's second line, ``|---|:--:|``."""
+
+
+def _markdown_cells(line: str) -> list[str]:
+    """The cells of one markdown table row (``\\|`` is a pipe inside a cell), as plain text."""
+    inner = line.strip().removeprefix("|").removesuffix("|")
+    cells = re.split(r"(?<!\\)\|", inner)
+    # inline code and bold mean nothing in a table cell on a terminal
+    return [c.replace("\\|", "|").replace("`", "").replace("**", "").strip() for c in cells]
+
+
+def markdown_blocks(markdown: str) -> list[str | tuple[list[str], list[list[str]]]]:
+    """``markdown`` cut into prose (a string) and pipe tables (header cells, rows of cells), in order.
+
+    >>> markdown_blocks("# t\\n\\n| a | b |\\n|---|---|\\n| 1 | x y |\\nend")
+    ['# t\\n', (['a', 'b'], [['1', 'x y']]), 'end']
+    """
+    lines = markdown.splitlines()
+    blocks: list[str | tuple[list[str], list[list[str]]]] = []
+    prose: list[str] = []
+    i = 0
+    while i < len(lines):
+        if lines[i].lstrip().startswith("|") and i + 1 < len(lines) and _SEPARATOR.match(lines[i + 1]):
+            if prose:
+                blocks.append("\n".join(prose))
+                prose = []
+            header = _markdown_cells(lines[i])
+            i += 2
+            rows = []
+            while i < len(lines) and lines[i].lstrip().startswith("|"):
+                cells = _markdown_cells(lines[i])
+                rows.append((cells + [""] * len(header))[: len(header)])  # a short row is padded, as markdown does
+                i += 1
+            blocks.append((header, rows))
+        else:
+            prose.append(lines[i])
+            i += 1
+    if prose:
+        blocks.append("\n".join(prose))
+    return blocks
+
+
+def print_markdown(console: Console, markdown: str) -> None:
+    """Print a markdown report (``coevo bench``'s, ``kb ablate``'s): its tables through :func:`print_table`, the rest as markdown.
+
+    rich's own markdown tables shrink every column to the terminal and end cut cells with
+    ``…``; here a table keeps its numbers and names whole, or is printed as records.
+    """
+    from rich.markdown import Markdown  # loads markdown-it: only the commands that print a report pay for it
+
+    for block in markdown_blocks(markdown):
+        if isinstance(block, str):
+            if block.strip():
+                console.print(Markdown(block))
+            continue
+        header, rows = block
+        print_table(console, None, [_column(h, [r[i] for r in rows]) for i, h in enumerate(header)], rows)
 
 
 NOT_AVAILABLE = "n/a"

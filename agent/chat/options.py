@@ -14,7 +14,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``coevo chat``."""
     p.add_argument("--session", default=None, help="resume this session (e.g. S3) instead of starting a new one")
     p.add_argument("--once", default=None, metavar="TEXT", help="one turn (a question, or a /command) and exit")
-    p.add_argument("--json", action="store_true", help="with --once: print exactly one JSON object on stdout (tables go to stderr)")
+    p.add_argument("--json", action="store_true", help="with --once: print exactly one JSON object on stdout (no tables; errors on stderr)")
     p.add_argument(
         "--yes",
         action="store_true",

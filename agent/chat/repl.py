@@ -10,13 +10,16 @@ Ctrl-D or ``/exit`` leaves.
 with ``--yes``, whether the model calls them or ``/run`` does. With ``--json``, stdout
 holds exactly one JSON object, ``{session, input, kind, ok, summary, value}``, whatever
 happens; a failed call adds ``error`` and ``exit_code``, as every ``coevo ... --json`` error
-has (:mod:`agent.json_output`); everything meant for people goes to stderr.
+has (:mod:`agent.json_output`). The human view of the result (a command's table, the text a
+``/kb`` printed) is not printed at all, as its data is the JSON's ``value``: stderr carries
+only errors and warnings (and what a ``/search`` or ``/kb`` itself writes there).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import sys
 from dataclasses import dataclass
@@ -306,18 +309,23 @@ def _one(args: argparse.Namespace, chat: Chat) -> tuple[int, dict[str, Any]]:
 
 
 def _once_json(args: argparse.Namespace, cli: CommandLine | None) -> int:
-    """``--once ... --json``: exactly one JSON object on stdout, whatever happens; everything else on stderr."""
+    """``--once ... --json``: exactly one JSON object on stdout, whatever happens; errors on stderr, and no human view."""
     stdout = sys.stdout
-    console = Console(file=sys.stderr, highlight=False)
+    console = Console(file=sys.stderr, highlight=False)  # errors only
+    # a script reads the result from the JSON's value: the table or text a command shows people would be a
+    # second copy of it (on stderr, where a script looks for what went wrong), so the commands' console is quiet
+    view = Console(file=io.StringIO(), quiet=True)
     text = str(args.once).strip()
     record: dict[str, Any] = {"session": None, "input": text, "kind": "command" if text.startswith("/") else "turn"}
     # anything that prints while the command runs (coevo's own consoles, a tool, a library) lands on stderr
     with contextlib.redirect_stdout(sys.stderr):
         try:
-            chat = _open(args, console, cli)
+            chat = _open(args, view, cli)
             record["session"] = chat.session if chat.ctx.kept else None
             code, result = _one(args, chat)
             record.update(result)
+            if not result["ok"]:  # what dispatch told the quiet view
+                console.print(f"[red]error:[/] {escape(str(result['summary']))}", soft_wrap=True)
         except CoevoError as exc:
             console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
             code = 2

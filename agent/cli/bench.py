@@ -132,8 +132,8 @@ def run(args: argparse.Namespace) -> int:
         for r in report.results:
             print(r.to_json())
     else:
-        from rich.markdown import Markdown
+        from coevo.agent.tables import print_markdown  # tables whole (rich's markdown tables cut cells with …)
 
-        out.print(Markdown(report.markdown))
+        print_markdown(out, report.markdown)
         out.print("wrote: " + ", ".join(str(p) for p in report.files))
     return 0

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
-from rich.table import Table
 
 from coevo.agent.cli._common import (
     DEFAULT_PROBLEM,
@@ -31,7 +30,7 @@ from coevo.agent.cli._common import (
     problem_values,
     progress_bar,
 )
-from coevo.agent.tables import print_design_table
+from coevo.agent.tables import Column, print_design_table, print_markdown, print_table
 from coevo.knowledge.heuristics import STATUS_MEANING, STATUSES, effect_unit, format_structured, quantity_label, sig, with_unit
 from coevo.knowledge.history import condensed
 from coevo.knowledge.imported import imported_heuristics, provenance_line
@@ -162,7 +161,7 @@ def _list(args: argparse.Namespace, store: KnowledgeStore) -> int:
         for kb, v, c in rows:
             print(strict_dumps(_list_record(kb, v, c)))
         return 0
-    out.print(_list_table(names, rows))
+    _print_list(names, rows)
     return 0
 
 
@@ -197,21 +196,30 @@ def _list_record(kb: str, v: Version, c: Counter[str]) -> dict[str, Any]:
     }
 
 
-def _list_table(names: Sequence[str], rows: Sequence[tuple[str, Version, Counter[str]]]) -> Table:
-    """The ``kb list`` table (with a kb column when it shows several knowledge bases)."""
+def _print_list(names: Sequence[str], rows: Sequence[tuple[str, Version, Counter[str]]]) -> None:
+    """The ``kb list`` table (with a kb column when it shows several knowledge bases), through the shared printer."""
     title = f"{len(rows)} heuristics in {names[0]}" if len(names) == 1 else f"{len(rows)} heuristics in {len(names)} knowledge bases"
-    table = Table(title=title)
-    if len(names) > 1:
-        table.add_column("kb", overflow="fold")
+    several = len(names) > 1
     imported = any(v.origin for _, v, _ in rows)  # the origin column only where some heuristic came from elsewhere
-    for col in ("id", "text", "scope", "conf.", "status", "sup/ref", "author", *(["from"] if imported else [])):
-        table.add_column(col, overflow="fold")
+    # the claim and its scope are sentences (they wrap between words); ids, statuses and counts stay whole
+    columns = [
+        *([Column("kb")] if several else []),
+        Column("id"),
+        Column("text", text=True),
+        Column("scope", text=True),
+        Column("conf.", justify="right"),
+        Column("status"),
+        Column("sup/ref"),
+        Column("author"),
+        *([Column("from")] if imported else []),
+    ]
+    cells = []
     for kb, v, c in rows:
         options = [str(x) for k, x in v.scope.items() if k not in ("problem", "niche") and isinstance(x, str | int | float)]
         where = "/".join(options) + f" niche {v.scope.get('niche') or 'any'}"
-        cells = [v.hid, v.text, where, f"{v.confidence:.2f}", v.status, f"{c['support']}/{c['refute']}", v.author]
-        table.add_row(*([kb] if len(names) > 1 else []), *cells, *([v.origin or "-"] if imported else []))
-    return table
+        row = [v.hid, v.text, where, f"{v.confidence:.2f}", v.status, f"{c['support']}/{c['refute']}", v.author]
+        cells.append([*([kb] if several else []), *row, *([v.origin or "-"] if imported else [])])
+    print_table(out, title, columns, cells)
 
 
 @dataclass(frozen=True)
@@ -262,12 +270,10 @@ def _show(args: argparse.Namespace, store: KnowledgeStore) -> int:
         out.print(f"structured: {format_structured(head.structured)}", markup=False)
     entries = condensed(history)
     folded = f", re-measurements folded into {len(entries)} rows; --json lists each" if len(entries) < len(history) else ""
-    table = Table(title=f"history ({len(history)} versions{folded})")
-    for col in ("v", "round", "status", "conf.", "by", "change"):
-        table.add_column(col, overflow="fold")
-    for e in entries:
-        table.add_row(e.versions, e.rounds, e.last.status, e.confidence, e.last.changed_by, e.change)
-    out.print(table)
+    # a status change (``proposed->validated``) and a confidence range are names and numbers: whole
+    columns = [Column("v"), Column("round"), Column("status"), Column("conf."), Column("by", text=True), Column("change", text=True)]
+    rows = [[e.versions, e.rounds, e.last.status, e.confidence, e.last.changed_by, e.change] for e in entries]
+    print_table(out, f"history ({len(history)} versions{folded})", columns, rows)
     out.print(f"{head.status}: {STATUS_MEANING.get(head.status, '')}", markup=False)
     _print_evidence(kb, head, evidence, values)
     return 0
@@ -392,7 +398,5 @@ def _ablate(args: argparse.Namespace, store: KnowledgeStore) -> int:
     if args.json:
         print(strict_dumps(result.as_dict()))
         return 0
-    from rich.markdown import Markdown
-
-    out.print(Markdown(result.markdown()))
+    print_markdown(out, result.markdown())
     return 0

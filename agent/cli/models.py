@@ -7,9 +7,9 @@ import json
 from typing import TYPE_CHECKING
 
 from rich.markup import escape
-from rich.table import Table
 
 from coevo.agent.cli._console import out
+from coevo.agent.tables import Column, print_table
 from coevo.search.strict_json import strict_dumps
 
 if TYPE_CHECKING:
@@ -37,10 +37,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(strict_dumps(value))
             return 0
-        table = Table(title=f"model zoo (cache: {value['cache_dir']})")
-        table.add_column("name", no_wrap=True)
-        for col in ("task", "params", "baseline (val / test)", "cache", "data"):
-            table.add_column(col)
+        rows = []
         for m in value["models"]:
             base = m["baseline"]
             metric = "accuracy" if m["task"] == "classify" else "perplexity"
@@ -49,8 +46,17 @@ def run(args: argparse.Namespace) -> int:
             cache = "not built" if not m["cached"] else "trained" if m["train_s"] is None else f"trained ({m['train_s']:.0f} s)"
             if m.get("weights"):
                 cache += f", weights {m['weights']}"
-            table.add_row(m["name"], m["task"], f"{m['params']:,}", shown, cache, m["about"])
-        out.print(table)
+            rows.append([m["name"], m["task"], f"{m['params']:,}", shown, cache, m["about"]])
+        # the shared printer: names, sizes and the weights' fingerprint whole; the sentences wrap between words
+        columns = [
+            Column("name"),
+            Column("task"),
+            Column("params", justify="right"),
+            Column("baseline (val / test)", text=True),
+            Column("cache", text=True),
+            Column("data", text=True),
+        ]
+        print_table(out, f"model zoo (cache: {value['cache_dir']})", columns, rows)
         return 0
     result = run_with_progress(REGISTRY.get("models.build"), json.dumps({"model": args.name, "rebuild": args.rebuild}))
     value = result["value"]

@@ -6,7 +6,6 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
-from rich.table import Table
 
 from coevo.agent.cli._console import out
 from coevo.agent.tables import Column, print_table
@@ -140,15 +139,13 @@ def _list(args: argparse.Namespace) -> int:
         for r in records:
             print(strict_dumps(r))
         return 0
-    table = Table(
-        title=f"{len(records)} problems (coevo problems describe NAME for one, with its niches; --problem path/to/file.py:Class for yours)"
-    )
-    for col in ("problem", "objectives", "options", "exact front"):
-        table.add_column(col, overflow="fold")
+    rows = []
     for r in records:
         objectives = "; ".join(f"{o['name']} ({o['unit']}, {o['direction'][:3]}, {o['cost']})" for o in r["objectives"])
-        table.add_row(r["name"], objectives, ", ".join(o["name"] for o in r["options"]), "yes" if r["exact_front"] else "no")
-    out.print(table)
+        rows.append([r["name"], objectives, ", ".join(o["name"] for o in r["options"]), "yes" if r["exact_front"] else "no"])
+    columns = [Column("problem"), Column("objectives", text=True), Column("options", text=True), Column("exact front")]
+    title = f"{len(records)} problems (coevo problems describe NAME for one, with its niches; --problem path/to/file.py:Class for yours)"
+    print_table(out, title, columns, rows)
     return 0
 
 

@@ -21,12 +21,11 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``coevo proxies``."""
-    from rich.markdown import Markdown
-
     from coevo.agent.cli._progress import Reporter
+    from coevo.agent.tables import print_markdown  # tables whole (rich's markdown tables cut cells with …)
     from coevo.search.zero_cost_bench import run_proxies
 
     with Reporter() as reporter, reporter.listening(), reporter.phase(f"proxies on {args.cells} cells"):
         report = run_proxies(cells=args.cells, dataset=args.dataset, storage=args.storage, out=args.out, jobs=args.jobs, seed=args.seed)
-    out.print(Markdown(report.markdown))
+    print_markdown(out, report.markdown)
     return 0

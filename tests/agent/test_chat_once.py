@@ -54,12 +54,24 @@ def once(capfd: pytest.CaptureFixture[str], storage: str, text: str, *extra: str
     return code, record, err
 
 
-def test_runs_gives_the_studies_as_data_and_the_table_on_stderr(capfd: pytest.CaptureFixture[str], kb_storage: str) -> None:
+def test_runs_gives_the_studies_as_data_and_nothing_else(capfd: pytest.CaptureFixture[str], kb_storage: str) -> None:
     code, record, err = once(capfd, kb_storage, "/runs")
     assert code == 0 and record["ok"] and record["kind"] == "command"
     names = [s["study"] for s in record["value"]["studies"]]
     assert names == optuna.get_all_study_names(kb_storage) == [STUDY]
-    assert STUDY in err  # the human-readable table
+    assert err == ""  # the human-readable table (2.8 kB of it) is not printed: its data is the value
+
+
+@pytest.mark.parametrize(
+    "text", ["/runs", "/tools", "/help", "/session", f"/kb list --study {STUDY}", f"/kb show H1 --study {STUDY}", "/run"]
+)
+def test_a_command_that_succeeds_writes_nothing_on_stderr(capfd: pytest.CaptureFixture[str], kb_storage: str, text: str) -> None:
+    """A --json turn is for scripts: stdout holds the one JSON object, stderr only what went wrong (here: nothing)."""
+    if text == "/run":
+        text = f'/run nb201.query {{"arch": "{ARCH}", "dataset": "cifar10", "device": "fpga"}}'
+    code, record, err = once(capfd, kb_storage, text)
+    assert code == 0 and record["ok"], record
+    assert err == "", f"stderr of {text!r}:\n{err}"
 
 
 def test_kb_list_json_gives_the_heuristics_as_a_list(capfd: pytest.CaptureFixture[str], kb_storage: str) -> None:
@@ -84,7 +96,7 @@ def test_kb_list_without_json_puts_its_table_text_in_the_value(capfd: pytest.Cap
     code, record, err = once(capfd, kb_storage, f"/kb list --study {STUDY}")
     first = next(iter(KnowledgeStore.for_storage(kb_storage).load(STUDY).heuristics))
     assert code == 0 and isinstance(record["value"], str) and f"heuristics in {STUDY}" in record["value"]
-    assert first in record["value"] and first in err
+    assert first in record["value"] and first not in err  # the table is the value, not a second copy on stderr
 
 
 def test_search_json_gives_the_search_summary(capfd: pytest.CaptureFixture[str], storage: str) -> None:
