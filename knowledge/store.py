@@ -612,8 +612,18 @@ class KnowledgeStore:
                         extra.append(
                             EvidenceRow(ids[rec.key], e["study"], int(e["trial"]), e["kind"], e["source"], e.get("effect"), round_no)
                         )
+                # an import of the same file again must not count its evidence twice: rows already there are skipped
+                ev = evidence_table.c
+                held = {
+                    (r.hid, r.study, int(r.trial), r.kind, r.source)
+                    for r in conn.execute(sa.select(ev.hid, ev.study, ev.trial, ev.kind, ev.source).where(ev.kb == kb))
+                }
                 now = time.time()
-                rows = [_evidence_row(kb, e.hid, e.study, e.trial, e.kind, e.source, e.effect, e.round, now) for e in extra]
+                rows = [
+                    _evidence_row(kb, e.hid, e.study, e.trial, e.kind, e.source, e.effect, e.round, now)
+                    for e in extra
+                    if (e.hid, e.study, e.trial, e.kind, e.source) not in held
+                ]
                 if rows:
                     conn.execute(evidence_table.insert(), rows)
         except sqlalchemy.exc.SQLAlchemyError as exc:

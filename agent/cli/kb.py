@@ -368,8 +368,14 @@ def _import(args: argparse.Namespace, store: KnowledgeStore) -> int:
     records = read_file(args.file)  # every line checked before anything is written
     kb = _study_name(args)  # the target as named: an import may create it
     spec = store.spec(kb) if store.exists(kb) else make_problem(args.problem, problem_values(args), storage=args.storage).spec()
+    before = store.latest(kb) if store.exists(kb) else {}
     ids = store.import_records(kb, records, spec=spec, by=f"{IMPORT_BY}{args.file}")
-    out.print(f"imported {len(ids)} heuristics into {kb}: {', '.join(ids[:20])}{' ...' if len(ids) > 20 else ''}")
+    after = store.latest(kb)
+    new = [i for i in ids if i not in before]
+    changed = [i for i in ids if i in before and after[i].version != before[i].version]
+    same = len(ids) - len(new) - len(changed)
+    counts = f"{len(new)} new, {len(changed)} updated, {same} already there unchanged"
+    out.print(escape(f"imported {len(ids)} heuristics into {kb} ({counts}): {', '.join(ids[:20])}{' ...' if len(ids) > 20 else ''}"))
     return 0
 
 

@@ -130,7 +130,12 @@ def test_export_import_and_a_malformed_file(searched: str, tmp_path: Path, capsy
     n = len(path.read_text().splitlines())
     assert n > 0
     assert main(["kb", "import", str(path), "--storage", searched, "--study", "copy"]) == 0
-    assert f"imported {n} heuristics into copy" in capsys.readouterr().out
+    assert f"imported {n} heuristics into copy ({n} new, 0 updated, 0 already there unchanged)" in capsys.readouterr().out
+    store = KnowledgeStore.for_storage(searched)
+    evidence = len(store.evidence("copy", current=False))
+    assert main(["kb", "import", str(path), "--storage", searched, "--study", "copy"]) == 0  # the same file again
+    assert f"imported {n} heuristics into copy (0 new, 0 updated, {n} already there unchanged)" in capsys.readouterr().out
+    assert len(store.evidence("copy", current=False)) == evidence  # its evidence is not counted twice
     bad = tmp_path / "bad.jsonl"
     bad.write_text(path.read_text().splitlines()[0] + "\n{oops\n")
     assert main(["kb", "import", str(bad), "--storage", searched, "--study", "copy2"]) == 2
