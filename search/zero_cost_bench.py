@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import random
 import statistics
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +25,7 @@ from coevo.search.nb201.space import Cell, format_arch
 from coevo.search.nb201.table import DATASETS, load_table
 from coevo.search.predictor import zero_shot
 from coevo.search.storage import open_storage, resolve_storage_url
+from coevo.search.work_progress import report
 from coevo.search.zero_cost import _TABLE, PROXIES, ProxyCache, ProxyConfig
 from coevo.sim.paths import new_out_folder
 
@@ -48,6 +49,23 @@ def _score_chunk(storage: str, cells: list[Cell], config: ProxyConfig, what: str
     return cache.computed, cache.compute_seconds
 
 
+def _score_in_processes(storage: str, sample: list[Cell], config: ProxyConfig, jobs: int, what: str) -> list[tuple[int, float]]:
+    """Score ``sample`` in ``jobs`` processes, in small chunks so that progress (done of total, and an estimate) is reported
+    as chunks finish: a worker process cannot report to this one's listener."""
+    size = max(1, min(10, len(sample) // (4 * jobs)))
+    chunks = [sample[k : k + size] for k in range(0, len(sample), size)]
+    results: list[tuple[int, float]] = []
+    done = 0
+    report(f"{what}: {len(sample)} cells, {jobs} processes", 0.0)
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(_score_chunk, storage, chunk, config): len(chunk) for chunk in chunks}
+        for future in as_completed(futures):
+            results.append(future.result())
+            done += futures[future]
+            report(f"{what}: {done} of {len(sample)} cells scored", done / len(sample))
+    return results
+
+
 def run_proxies(
     *, cells: int, dataset: str, storage: str | None, out: Path, jobs: int = 1, seed: int = 0, config: ProxyConfig | None = None
 ) -> ProxyReport:
@@ -67,12 +85,8 @@ def run_proxies(
     indices = rng.sample(range(len(table.ops)), cells)
     sample = [table.cell(i) for i in indices]
     ProxyCache(storage, config, use_shipped=False)  # create the table once, before workers race to do it
-    chunks = [sample[k::jobs] for k in range(jobs)]
-    if jobs == 1:
-        results = [_score_chunk(storage, sample, config, what=f"scoring {cells} random cells with zero-cost proxies")]
-    else:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            results = list(pool.map(_score_chunk, [storage] * jobs, chunks, [config] * jobs))
+    what = f"scoring {cells} random cells with zero-cost proxies"
+    results = [_score_chunk(storage, sample, config, what=what)] if jobs == 1 else _score_in_processes(storage, sample, config, jobs, what)
     computed = sum(r[0] for r in results)
     scores = ProxyCache(storage, config, use_shipped=False).scores(sample)
     acc = table.acc(dataset)[indices]

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from coevo.agent.cli._common import out, out_folder
+from rich.markup import escape
+
+from coevo.agent.cli._common import err, out, out_folder
 from coevo.search.problem import Problem
 
 
@@ -16,7 +18,12 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
     p.add_argument("--storage", default=None, help="where scores are cached (default: sqlite:///runs/coevo.sqlite3)")
     p.add_argument("--jobs", type=int, default=1, help="processes (default: 1)")
     p.add_argument("--seed", type=int, default=0, help="sample seed (default: 0)")
-    p.add_argument("--out", type=out_folder, default=Path("bench-out/proxies"), help="output folder")
+    p.add_argument(
+        "--out",
+        type=out_folder,
+        default=Path("bench-out/proxies"),
+        help="output folder of proxies.md and .csv (default: bench-out/proxies)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -28,4 +35,5 @@ def run(args: argparse.Namespace) -> int:
     with Reporter() as reporter, reporter.listening(), reporter.phase(f"proxies on {args.cells} cells"):
         report = run_proxies(cells=args.cells, dataset=args.dataset, storage=args.storage, out=args.out, jobs=args.jobs, seed=args.seed)
     print_markdown(out, report.markdown)
+    err.print(escape(f"wrote {args.out / 'proxies.md'} and {args.out / 'proxies.csv'}"))
     return 0

@@ -133,6 +133,18 @@ def test_proxies_command(tmp_path: Path) -> None:
     assert again.computed == 0 and again.rho == pytest.approx(report.rho, nan_ok=True)  # the same cells, from the cache
 
 
+def test_proxies_in_processes_report_how_many_cells_are_done(tmp_path: Path) -> None:
+    from coevo.search.work_progress import listening
+
+    heard: list[tuple[str, float]] = []
+    with listening(lambda text, fraction: heard.append((text, fraction))):
+        report = run_proxies(cells=12, dataset="cifar10", storage=f"sqlite:///{tmp_path / 'p.db'}", out=tmp_path / "o", jobs=2, config=TINY)
+    assert report.computed == 12
+    counts = [text for text, _ in heard if "cells scored" in text]
+    assert counts and counts[-1].endswith("12 of 12 cells scored") and heard[-1][1] == 1.0  # it said only 'proxies on N cells'
+    assert [f for _, f in heard] == sorted(f for _, f in heard)
+
+
 def test_zero_cost_bench_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from coevo.search.bench import BenchSpec, run_bench
 
