@@ -97,13 +97,18 @@ class ZoQat(Tool):
             smooth_alpha=args.smooth_alpha,
         )
         spec.check()  # the settings no single field's bound expresses (probes >= rank, refresh > probes): one line, before any work
-        report(f"{args.method} W{args.w_bits}A{args.a_bits or 'fp'} on {args.model}", 0.0)
+        # an isolated run is a child process (its peak memory measured alone) that cannot report its steps: say so
+        what = f"{args.method} W{args.w_bits}A{args.a_bits or 'fp'} on {args.model}" + (
+            " (in a fresh process for its memory figure: no progress until it ends)" if args.isolate else ""
+        )
+        report(what, 0.0)
         try:
             out = run_isolated(spec) if args.isolate else run(spec)
         except ZooError as exc:  # unknown model name and the like: the caller's to fix
             raise UserInputError(str(exc)) from None
         except KeyboardInterrupt:
             raise UserInputError("quantization-aware training stopped by the user (Ctrl-C); nothing was kept") from None
+        report(what, 1.0)
         metric = out["metric"]
         value = {
             "model": args.model,

@@ -280,6 +280,8 @@ def _teacher(recipe: Recipe, data: GraphData, progress: Progress | None) -> LinG
         progress("training the all-ReLU teacher", 0.0)
     x = _tensors(data, "train")[0]
     _epochs(model, data, recipe.teacher_epochs, recipe.seed, recipe.lr, lambda idx, y: F.cross_entropy(model(x[idx]), y))
+    if progress:
+        progress("training the all-ReLU teacher", 1.0)  # ends its line before the student's begin
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save(model.state_dict(), path)
     return model
@@ -352,11 +354,14 @@ def _train(recipe: Recipe, progress: Progress | None, rebuild: bool) -> Trained:
 
     def on_epoch(epoch: int) -> None:
         if progress:
-            progress(f"student epoch {epoch + 1}/{recipe.epochs}", epoch / max(1, recipe.epochs))
+            # one kind of work ("training the student"), so a listener keeps one line for it, not one per epoch
+            progress(f"training the student: epoch {epoch + 1} of {recipe.epochs}", epoch / max(1, recipe.epochs))
         if epoch >= search_epochs and not student.hardened():
             student.mask.copy_(harden(student.aux.detach(), recipe.kept_rows))
 
     _epochs(student, data, recipe.epochs, recipe.seed + 1, recipe.lr / 3, loss_fn, on_epoch)
+    if progress:
+        progress(f"training the student: epoch {recipe.epochs} of {recipe.epochs}", 1.0)
     if not student.hardened():  # epochs == 0 or all search epochs: harden now
         student.mask.copy_(harden(student.aux.detach(), recipe.kept_rows))
     val = accuracy(student, data, "val")

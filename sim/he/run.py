@@ -118,9 +118,11 @@ def he_gcn(
         x, y = x_test[:encrypted_samples], y_test[:encrypted_samples]
         for r in range(repeats):
             if progress:
-                progress(f"encrypted pass {r + 1}/{repeats} (N={chosen.poly_modulus_degree}, depth {depth})", r / repeats)
+                progress(f"encrypted passes (N={chosen.poly_modulus_degree}, depth {depth}): {r + 1} of {repeats}", r / repeats)
             run = encrypted_forward(plan, x, chosen)
             passes.append(run.encrypt_s + run.evaluate_s + run.decrypt_s)
+        if progress:
+            progress(f"encrypted passes (N={chosen.poly_modulus_degree}, depth {depth}): {repeats} of {repeats}", 1.0)
         enc_acc = float((run.logits.argmax(1) == y).mean() * 100.0)
         agree = float((run.logits.argmax(1) == run.reference.argmax(1)).mean() * 100.0)
         err, used = run.max_abs_error, run.levels_used

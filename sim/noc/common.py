@@ -48,6 +48,8 @@ class Clock:
                 return
             yield t
             self.done = t + 1
+        if self.progress is not None:  # the last cycle too, so a progress line ends at 100 %, not at the last multiple of 2000
+            self.progress(self.cycles, self.cycles)
 
     def __enter__(self) -> Clock:
         self._started = time.perf_counter()

@@ -262,6 +262,12 @@ def test_progress_can_stop_a_run() -> None:
     assert r.stopped_early and r.cycles == 2000 and seen == [0, 2000]
 
 
+def test_progress_of_a_whole_run_ends_at_its_last_cycle() -> None:
+    seen: list[tuple[int, int]] = []
+    r = simulate_benes(8, load=0.2, cycles=5_000, progress=lambda t, total: seen.append((t, total)) or True)
+    assert not r.stopped_early and seen == [(0, 5000), (2000, 5000), (4000, 5000), (5000, 5000)]  # it stopped at 4,000 of 5,000
+
+
 def test_bad_inputs_are_explained() -> None:
     with pytest.raises(UserInputError, match="power of two"):
         simulate_benes(12)
