@@ -45,7 +45,8 @@ def optimize(
             options), or a registered name / ``module:Class`` / ``path/to/file.py:Class``.
         options: the problem's options when ``problem`` is a name or reference.
         proposer: a proposer name (``pelnas``, the default, ``tpe``, ...) or instance.
-        budget: expensive evaluations to pay for.
+        budget: evaluations to make: paid ones of the expensive objectives (in zero-cost mode, evaluations on their
+            estimate: none paid).
         seed: the seed.
         storage: Optuna storage URL (default ``sqlite:///runs/coevo.sqlite3``); ``coevo worker``
             processes may join the search through it.

@@ -88,7 +88,8 @@ class BudgetRow:
         proposer: the proposer.
         seed: the run's seed.
         budget: the budget it is scored at.
-        paid: paid evaluations in the scored prefix (fewer than ``budget`` when the run stopped short).
+        paid: evaluations of the budget in the scored prefix (fewer than ``budget`` when the run stopped short): paid ones,
+            or in zero-cost mode evaluations on the proxies' estimate (nothing paid).
         hv: HV ratio (``hv_kind`` ``ratio``) or pooled HV ratio (``pooled``); None when neither exists.
         hv_kind: ``ratio``, ``pooled``, ``pooled-worst`` or ``none`` (:func:`budget_rows`).
         front_recall: share of the true front found, where the problem has one.
@@ -165,7 +166,7 @@ def run_budget_bench(
             scored += score_prefixes(problems[group], r, spec.budgets, storage, group=group)
         else:
             budget = budget_of[key(r)]
-            scored.append(_Scored(group, budget, r.paid, False, r))
+            scored.append(_Scored(group, budget, r.budget_used, False, r))  # zero-cost runs pay for none: count what the budget did
     rows = budget_rows(problems, scored, storage)
     report = BenchReport(results=results)
     report.files.append(write_budget_csv(rows, spec.problem, out / "budgets.csv"))

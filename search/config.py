@@ -196,7 +196,7 @@ class SearchConfig(_Config):
     )
     options: dict[str, Any] = Field(default_factory=dict, description="the problem's options (when it is given by name)")
     proposer: str | Proposer = Field(default=DEFAULT_PROPOSER, description="proposer name (pelnas, tpe, ...) or an instance")
-    budget: int = Field(default=100, description="expensive evaluations to pay for")
+    budget: int = Field(default=100, description="evaluations: paid ones of the expensive objective (zero-cost: on an estimate, none paid)")
     seed: int = Field(default=0, description=f"random seed, 0 to {MAX_SEED}")
     storage: str | None = Field(default=None, description="Optuna storage URL; None: sqlite:///runs/coevo.sqlite3")
     study: str | None = Field(default=None, description="study name; None: built from the problem, proposer and seed")

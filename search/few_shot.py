@@ -109,8 +109,8 @@ def _predicted_front(problem: Any, paid: list[Evaluation], seed: int, budget: in
     note = (
         f"few-shot: {chosen}; a predictor trained on {model.labels} labels ({len(paid)} paid; out-of-fold rank correlation {trust:.2f}) "
         f"scored {scored} more, {where}; "
-        f"reported front: {len(reported)} designs ({paid_reported} paid, {len(reported) - paid_reported} predicted; "
-        "scored on the truth only afterwards)"
+        f"reported: the {len(reported)} designs of the predicted front ({paid_reported} paid, {len(reported) - paid_reported} "
+        "predicted; scored on the truth only afterwards)"
     )
     return PredictedStage(reported, scored, trust, note, paid_reported=paid_reported, information=model.information)
 
@@ -160,7 +160,7 @@ def _unfitted(problem: Any, model: InformedPredictor, paid: list[Evaluation], se
     source = "an earlier study's model" if model.information.transferred else "the label-free prior"
     note = (
         f"zero-information front: no evaluation was paid; {source} ranked {scored} designs {where}; "
-        f"reported front: {len(reported)} predicted designs (scored on the truth only afterwards)"
+        f"reported: the {len(reported)} designs of the predicted front (scored on the truth only afterwards)"
     )
     return PredictedStage(reported, scored, float("nan"), note, information=model.information)
 

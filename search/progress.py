@@ -7,7 +7,7 @@ from typing import Any
 
 import optuna
 
-from coevo.search.runner import stored_summary
+from coevo.search.runner import pays_expensive, stored_summary
 from coevo.search.storage import READ_TIMEOUTS
 from coevo.search.study import ATTR_BUDGET, ATTR_PROPOSER, ATTR_SPEC, failed_evaluation, open_stored_study, reopen, stored_code
 from coevo.search.workers import LOST, Coordination, worker_alive
@@ -23,8 +23,11 @@ def progress(storage: str | None, study_name: str, *, load_code: bool = True) ->
     bounds). The metrics (HV ratio, front recall, front size) need the study's problem rebuilt:
     with ``load_code=False`` a problem that is the user's code (a file or module,
     :func:`search.study.stored_code`) is not imported, those metrics are None and ``not_loaded``
-    lists the code that was left alone. ``evaluations`` are the paid ones with a result,
-    ``failed`` the paid ones that failed, and ``paid`` both (what the budget counts).
+    lists the code that was left alone. ``evaluations`` are the budget's evaluations with a
+    result, ``failed`` those that failed, and ``budget_used`` both (what the budget counts);
+    ``paid`` is the part that paid for the expensive objectives: ``budget_used``, 0 for a search
+    that only estimates them (zero-cost mode), and None when that is not known (the problem's
+    code was not imported).
     """
     study = open_stored_study(storage, study_name, create=False, timeouts=READ_TIMEOUTS)
     trials = study.get_trials(deepcopy=False)
@@ -42,7 +45,8 @@ def progress(storage: str | None, study_name: str, *, load_code: bool = True) ->
         "proposer": str(study.user_attrs.get(ATTR_PROPOSER, "?")),
         "evaluations": evaluations,
         "failed": failed,
-        "paid": evaluations + failed,
+        "budget_used": evaluations + failed,
+        "paid": None,  # known once the problem is rebuilt: a zero-cost search pays for nothing
         "budget": int(study.user_attrs.get(ATTR_BUDGET, 0)),
         "states": dict(Counter(t.state.name for t in trials)),
         "round": study.user_attrs.get("coevo.round"),
@@ -57,4 +61,5 @@ def progress(storage: str | None, study_name: str, *, load_code: bool = True) ->
     stored = reopen(study, storage)
     result = stored_summary(stored, storage)
     metrics = {"hv_ratio": result.hv_ratio, "front_recall": result.front_recall, "front_size": len(result.front)}
+    metrics["paid"] = info["budget_used"] if pays_expensive(stored.problem.found_set) else 0
     return {**info, "problem": stored.problem.spec(), **metrics}

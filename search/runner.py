@@ -53,10 +53,13 @@ class SearchResult:
     search`` passes its start, so building the problem and the proposer count; a caller that
     passes none, from the call of :func:`run_search`) until the result was scored, the final
     scoring included (the few-shot prediction stage, the zero-cost front's true values).
-    ``evaluations`` counts budgeted queries that gave a result, ``failed`` those that failed (a
-    NaN, an exception, a timeout: paid for all the same, so ``evaluations + failed`` is what the
-    budget paid), and ``trials`` every trial of the study (duplicates answered from the study
-    included).
+    ``evaluations`` counts budgeted evaluations that gave a result, ``failed`` those that failed
+    (a NaN, an exception, a timeout: counted all the same, so :attr:`budget_used` =
+    ``evaluations + failed`` is what the budget counted), and ``trials`` every trial of the
+    study (duplicates answered from the study included). :attr:`paid` is the part of the
+    budget that paid for the expensive objectives: all of it, except in zero-cost mode
+    (``found_set`` ``front``), where the budget counts evaluations on proxy estimates and
+    nothing is paid (``expensive_queries`` and ``information["paid"]`` are 0 there too).
     """
 
     study: str
@@ -82,7 +85,9 @@ class SearchResult:
     ``predicted``: the paid evaluations trained a predictor, and the front of paid and
     predicted designs was reported, then scored on the truth (few-shot mode)."""
     reported: int = 0
-    """Designs in the found set (``all``: every paid evaluation; otherwise the reported front)."""
+    """Designs in the found set, the set scored on the truth (``all``: every paid evaluation; otherwise the designs reported:
+    the front under the estimates or predictions, scored afterwards). ``front`` holds those of them non-dominated on the
+    true objectives, so it can be shorter."""
     reasoner: str | None = None
     llm_usage: dict[str, Any] | None = None
     exploration: dict[str, Any] = field(default_factory=dict)
@@ -103,16 +108,31 @@ class SearchResult:
     rerun that finds the study finished takes a second); None for a study searched before coevo recorded it."""
 
     @property
-    def paid(self) -> int:
-        """Evaluations the budget paid for: those with a result and those that failed."""
+    def budget_used(self) -> int:
+        """Evaluations the budget counted: those with a result and those that failed (in every mode)."""
         return self.evaluations + self.failed
+
+    @property
+    def paid(self) -> int:
+        """Evaluations that paid for the expensive objectives: :attr:`budget_used`, or 0 where the search only estimated
+        them (zero-cost mode: the budget counts proxy evaluations, and no accuracy is paid for)."""
+        return self.budget_used if pays_expensive(self.found_set) else 0
 
     def to_json(self, *, history: bool = False) -> str:
         """One JSON object; the per-evaluation HV history only when asked."""
-        data = asdict(self) | {"paid": self.paid}
+        data = asdict(self) | {"budget_used": self.budget_used, "paid": self.paid}
         if not history:
             data.pop("hv_history")
         return strict_dumps(data)
+
+
+def pays_expensive(found_set: str) -> bool:
+    """Whether a search of a problem with this :attr:`~search.problem.Problem.found_set` pays for its expensive objectives.
+
+    Only ``front`` (NB201 zero-cost mode) estimates them during the search: its budget counts
+    evaluations on the estimate, and the reported front is scored on the truth afterwards for free.
+    """
+    return found_set != "front"
 
 
 @closing_idle_connections()  # a long process runs many searches: their connections close as each ends
@@ -140,7 +160,8 @@ def run_search(
     Args:
         problem: the problem to search.
         proposer: a registered proposer name or an instance.
-        budget: expensive evaluations to pay for (> 0); a resumed study counts what it has.
+        budget: evaluations to make (0 or more): paid ones of the expensive objectives, or in zero-cost mode evaluations on
+            their estimate (none paid); a resumed study counts what it has.
             A budget below the evaluations already made changes nothing (the result says so).
         seed: seed of the proposer's randomness.
         storage: Optuna storage URL; None for the default SQLite file under ./runs/.
@@ -178,7 +199,9 @@ def run_search(
         )
     else:
         if budget == opened.paid > 0:
-            notes.append(f"study {name!r} already has its {budget} paid evaluations: nothing new to evaluate (a larger budget extends it)")
+            notes.append(
+                f"study {name!r} already has the {budget} evaluations of its budget: nothing new to evaluate (a larger budget extends it)"
+            )
         if on_open is not None:
             on_open(name)
         worker = Worker(
@@ -267,7 +290,6 @@ def summarize(
     failures = [_failure_row(t) for t in failed_evaluations(study)]
     found = _found_set(problem, paid, seed, notes, evidence)
     information = _information(problem, paid, evidence)
-    notes.append(information.line())
     first, second = problem.front_objectives
     y1 = np.array([e.values[first] for e in found])
     y2 = np.array([e.values[second] for e in found])
@@ -275,6 +297,15 @@ def summarize(
     ref = problem.reference()
     metrics = FrontMetrics.score(ref, ids, y1, y2) if ref else None
     hv_history = ref.hv_history(y1.tolist(), y2.tolist()) if history and ref and problem.found_set == "all" else []
+    front = _front_rows(problem, found, y1, y2)
+    if found and (problem.found_set != "all" or not paid):
+        # the reported designs are a front under estimates or predictions: on the truth some of them dominate others
+        predicted = sum(not row["paid"] for row in front)
+        notes.append(
+            f"front: {len(front)} of the {len(found)} reported designs are non-dominated on the true objectives "
+            f"({len(front) - predicted} paid, {predicted} predicted)"
+        )
+    notes.append(information.line())
     return SearchResult(
         study=study.study_name,
         storage=resolve_storage_url(storage),
@@ -283,7 +314,7 @@ def summarize(
         seed=seed,
         budget=budget,
         evaluations=len(paid),
-        expensive_queries=len(paid) if problem.found_set != "front" else 0,
+        expensive_queries=len(paid) if pays_expensive(problem.found_set) else 0,
         reported=len(found),
         found_set=problem.found_set,
         trials=trials,
@@ -292,7 +323,7 @@ def summarize(
         hv_ratio=metrics.hv_ratio if metrics else None,
         igd=metrics.igd if metrics else None,
         front_recall=metrics.front_recall if metrics else None,
-        front=_front_rows(problem, found, y1, y2),
+        front=front,
         hv_history=hv_history,
         stopped=stopped,
         exploration=exploration_histogram(problem, [e.point for e in found], y2, ref),
@@ -306,7 +337,7 @@ def summarize(
 def _information(problem: Problem, paid: Sequence[Evaluation], evidence: Sequence[Evidence]) -> Information:
     """What the search could use: free sources, the evaluations it paid for, the earlier studies it was given."""
     transferred = tuple(_transferred(ev) for ev in evidence)
-    return Information(free_sources(problem), len(paid) if problem.found_set != "front" else 0, transferred)
+    return Information(free_sources(problem), len(paid) if pays_expensive(problem.found_set) else 0, transferred)
 
 
 def _transferred(ev: Evidence) -> str:
@@ -347,6 +378,7 @@ def _estimated_front(problem: Problem, paid: list[Evaluation], notes: list[str])
     """Estimated objectives (NB201 zero-cost mode): the front under the estimates, then scored truly."""
     first, second = problem.front_objectives
     evaluations = paid
+    searched = f"zero-cost: the front is taken over the {len(paid)} searched designs"
     pool = problem.free_designs() if isinstance(problem, Predictable) else None
     if pool and isinstance(problem, Predictable) and isinstance(problem, Evolvable):
         # designs with free estimates join the searched ones (unpaid: no expensive query either way)
@@ -357,14 +389,16 @@ def _estimated_front(problem: Problem, paid: list[Evaluation], notes: list[str])
             Evaluation(-1, p, problem.point_id(p), {first: float(a), second: float(c)}, True, {"free": True})
             for p, a, c in zip(fresh, prior, cheap, strict=True)
         ]
-        notes.append(f"zero-cost: the front is taken over the {len(paid)} searched designs and {len(fresh)} more with free proxy scores")
+        searched += f" and {len(fresh)} more with free proxy scores"
     est = pareto_mask(np.array([e.values[first] for e in evaluations]), np.array([e.values[second] for e in evaluations]))
+    notes.append(f"{searched}; reported: the {int(est.sum())} designs of the estimated front (scored on the truth only afterwards)")
     return _truly_scored(problem, [e for e, keep in zip(evaluations, est, strict=True) if keep], keep_paid=False)
 
 
-TRUTH = "scoring the reported front on the true objectives"
-"""What scoring a reported front on the truth is reported as (:mod:`search.work_progress`): after the search's last
-evaluation, one true evaluation per design (a table lookup for NB201, longer for a problem that measures)."""
+TRUTH = "scoring the reported designs on the true objectives"
+"""What scoring the reported designs (an estimated or predicted front) on the truth is reported as
+(:mod:`search.work_progress`): after the search's last evaluation, one true evaluation per design (a table lookup
+for NB201, longer for a problem that measures)."""
 
 
 def _truly_scored(problem: Problem, evaluations: Sequence[Evaluation], *, keep_paid: bool) -> list[Evaluation]:
@@ -389,7 +423,7 @@ def _front_rows(problem: Problem, found: list[Evaluation], y1: np.ndarray, y2: n
             problem.design_label: problem.describe(found[i].point),
             "point_id": found[i].point_id,
             # a predicted design is reported with its true values, but nothing was paid to learn them
-            "paid": bool(found[i].query) and problem.found_set != "front",
+            "paid": bool(found[i].query) and pays_expensive(problem.found_set),
             **{n: float(found[i].values[n]) for n in names},
         }
         for i in np.flatnonzero(pareto_mask(y1, y2))

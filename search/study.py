@@ -13,7 +13,7 @@ import math
 import time
 import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -54,10 +54,39 @@ OUTCOME_ATTRS = (FAILURE, INTERRUPTED, "traceback")
 
 
 def default_study_name(problem: Problem, proposer: str, seed: int, variant: str = "") -> str:
-    """``<problem>-<option values>-<proposer><variant>-s<seed>``, e.g. ``nb201-cifar10-fpga-tpe-s0``."""
-    # scalar options only: nested settings stay out of the name
-    parts = [str(v) for k, v in problem.spec().items() if k != "problem" and isinstance(v, str | int) and not isinstance(v, bool)]
-    return "-".join([problem.name, *parts, proposer + variant, f"s{seed}"])
+    """``<problem>-<option values>-<proposer><variant>-s<seed>``, e.g. ``nb201-cifar10-fpga-tpe-s0``.
+
+    Built from the problem's spec by :func:`spec_study_name`.
+    """
+    return spec_study_name(problem.spec(), proposer, seed, variant)
+
+
+def spec_study_name(spec: Mapping[str, Any], proposer: str, seed: int, variant: str = "") -> str:
+    """The default study name of the problem whose spec is ``spec`` (see :func:`default_study_name`).
+
+    Every scalar option is in the name, in the spec's order (``noc-mesh-8-hotspot-0.3-0.7-3000-0-tpe-s0``),
+    so runs that differ in any one of them are distinct studies; :func:`option_name_part` writes each value.
+    """
+    parts = [part for k, v in spec.items() if k != "problem" and (part := option_name_part(v)) is not None]
+    return "-".join([str(spec["problem"]), *parts, proposer + variant, f"s{seed}"])
+
+
+def option_name_part(value: Any) -> str | None:
+    """How an option's value is written in a default study name; None for one left out (None, a nested setting).
+
+    Strings and ints as they are (the names studies have always had). A float as its shortest
+    round-tripping form (``0.05``, ``12.8``, ``1e-05``: two values never share a name), an
+    integral one without its ``.0`` (the spec holds 1 and 1.0 equal too); a bool as ``true`` or
+    ``false``. Floats and bools were once left out, so a sweep over one ran into a study of
+    another value (docs/usage.md says what that means for such older studies).
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value).removesuffix(".0")
+    if isinstance(value, str | int):
+        return str(value)
+    return None  # None (an unset optional option) and nested settings: not part of a name
 
 
 def evaluations_from_study(problem: Problem, study: optuna.Study) -> list[Evaluation]:

@@ -80,7 +80,8 @@ def _not_written(args: StudyArgs, exc: UserInputError) -> ToolResult:
         open_stored_study(args.storage, args.study, create=False)
     except UserInputError:
         if state == "running":
-            value = {"study": args.study, "evaluations": 0, "paid": 0, "finished": False, "process": state, "log_tail": tail}
+            value = {"study": args.study, "evaluations": 0, "budget_used": 0, "paid": 0, "finished": False}
+            value |= {"process": state, "log_tail": tail}
             return ToolResult(
                 value=value, messages=["the search is starting and has not written its study yet; ask again in a few seconds"]
             )
@@ -154,6 +155,7 @@ class SearchStatus(Tool):
                 "study",
                 "evaluations",
                 "failed",
+                "budget_used",
                 "paid",
                 "budget",
                 "hv_ratio",
@@ -163,10 +165,10 @@ class SearchStatus(Tool):
                 "states",
             )
         }
-        # failed evaluations were paid for: the budget counts them; a background search is finished once its
-        # process has also written its summary and exited
+        # failed evaluations count against the budget (and a zero-cost search pays for none: ``paid`` is 0 there);
+        # a background search is finished once its process has also written its summary and exited
         state = process_state(args.study)
-        value["finished"] = info["paid"] >= info["budget"] and state != "running"
+        value["finished"] = info["budget_used"] >= info["budget"] and state != "running"
         if state is not None:
             value["process"] = state
         log = log_path(args.study)

@@ -88,5 +88,5 @@ class SearchRun(SearchTool):
     def run(self, args: SearchArgs) -> ToolResult:
         result = args.config().run()
         messages = [result.stopped] if result.stopped else []
-        value = {k: v for k, v in vars(result).items() if k != "hv_history"} | {"paid": result.paid}
+        value = {k: v for k, v in vars(result).items() if k != "hv_history"} | {"budget_used": result.budget_used, "paid": result.paid}
         return ToolResult(value=value, messages=messages + result.notes)

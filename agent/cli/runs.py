@@ -54,6 +54,7 @@ _SHOWN = (
     "proposer",
     "evaluations",
     "failed",
+    "budget_used",
     "paid",
     "budget",
     "round",
@@ -148,10 +149,21 @@ def print_list(console: Console, rows: list[dict[str, Any]]) -> None:
     cells = []
     for r in rows:
         hv = f"{r['hv_ratio']:.4f}" if r["hv_ratio"] is not None else "-"
-        paid = f"{r['paid']}/{r['budget']}" + (f" ({r['failed']} failed)" if r["failed"] else "")
-        cells.append([r["study"], r["proposer"], paid, hv, str(r["workers_alive"])])
-    columns = [Column("study"), Column("proposer"), Column("paid/budget", text=True), Column("HV ratio"), Column("workers alive")]
+        cells.append([r["study"], r["proposer"], used_text(r), hv, str(r["workers_alive"])])
+    columns = [Column("study"), Column("proposer"), Column("used/budget", text=True), Column("HV ratio"), Column("workers alive")]
     print_table(console, f"{len(rows)} search{'' if len(rows) == 1 else 'es'}", columns, cells)
+
+
+def used_text(info: dict[str, Any]) -> str:
+    """A search's evaluations against its budget, with what was paid where that is not all of them.
+
+    ``60/100``, ``100/100 (3 failed)``; a zero-cost search, which pays for nothing,
+    ``100/100 (0 paid: estimated)`` (a search whose problem code was not imported does not know; it says nothing).
+    """
+    extra = [f"{info['failed']} failed"] if info["failed"] else []
+    if info["paid"] is not None and info["paid"] != info["budget_used"]:
+        extra.append(f"{info['paid']} paid: estimated")
+    return f"{info['budget_used']}/{info['budget']}" + (f" ({', '.join(extra)})" if extra else "")
 
 
 def _delete(args: argparse.Namespace) -> int:

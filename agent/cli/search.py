@@ -44,7 +44,8 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
         "--budget",
         type=int,
         default=default("budget"),
-        help=f"expensive evaluations to pay for (NB201: accuracy queries; default: {default('budget')})",
+        help=f"evaluations to make, each paid for its expensive objective (NB201: an accuracy query; in zero-cost mode an "
+        f"evaluation on the proxies' estimate, none paid; default: {default('budget')})",
     )
     p.add_argument("--seed", type=int, default=default("seed"), help=f"random seed (default: {default('seed')})")
     p.add_argument("--study", default=None, help="study name; an existing study with the same options is resumed")
@@ -146,12 +147,7 @@ def print_search(problem: Any, result: Any, *, as_json: bool = False) -> int:
     summary[keys.index("trials")][1] = trials_text(result)
     print_table(out, f"study {result.study}", [Column("key"), Column("value", text=True)], summary, show_header=False)
     names = [o.name for o in problem.objectives]
-    predicted = sum(1 for row in result.front if not row.get("paid", True))
-    title = f"found front ({len(result.front)} non-dominated of {result.evaluations} evaluated)"
-    if predicted:
-        title = (
-            f"reported front ({len(result.front)} designs: {len(result.front) - predicted} paid, {predicted} predicted, scored afterwards)"
-        )
+    title = front_title(result)
     print_design_table(
         out,
         title,
@@ -170,23 +166,44 @@ def print_search(problem: Any, result: Any, *, as_json: bool = False) -> int:
     return 0
 
 
-def trials_text(result: Any) -> str:
-    """The study's trials, told apart from the evaluations the budget paid for (they differ: ``109`` beside ``100`` says nothing).
+def front_title(result: Any) -> str:
+    """The front table's title: its rows are the non-dominated designs, on the true objectives, of the found set.
 
-    A trial the budget did not pay for is a design proposed again and answered from the study, or one
+    The found set is every evaluation (query mode) or the designs reported (``reported``: the front
+    under estimates or predictions, scored afterwards), of which only some stay non-dominated on
+    the truth: ``front: 14 of the 39 reported designs, non-dominated on the true objectives (0 paid,
+    14 predicted, scored afterwards)``, as the run's note says.
+    """
+    n = len(result.front)
+    predicted = sum(1 for row in result.front if not row.get("paid", True))
+    if result.found_set == "all" and result.evaluations and not predicted:
+        return f"found front ({n} non-dominated of {result.evaluations} evaluated)"
+    scored = f", {predicted} predicted, scored afterwards" if predicted else ""
+    return f"front: {n} of the {result.reported} reported designs, non-dominated on the true objectives ({n - predicted} paid{scored})"
+
+
+def trials_text(result: Any) -> str:
+    """The study's trials, told apart from the evaluations the budget counted (they differ: ``109`` beside ``100`` says nothing).
+
+    The budget's evaluations are paid ones, except in zero-cost mode, where they are evaluations on
+    the proxies' estimate and nothing is paid (``100 evaluations on estimated objectives, none paid``).
+    A trial the budget did not count is a design proposed again and answered from the study, or one
     skipped, interrupted and re-queued, or left waiting (a stopped search).
     """
-    parts = [f"{result.paid} paid evaluations" + (f", {result.failed} of them failed" if result.failed else "")]
+    used = result.budget_used
+    counted = f"{used} paid evaluations" if result.paid == used else f"{used} evaluations on estimated objectives, none paid"
+    parts = [counted + (f", {result.failed} of them failed" if result.failed else "")]
     if result.answered:
         parts.append(f"{result.answered} repeats answered free from the study")
-    rest = result.trials - result.paid - result.answered
+    rest = result.trials - used - result.answered
     if rest > 0:  # skipped (claimed by another worker), interrupted and re-queued, or left waiting by a stop
         parts.append(f"{rest} skipped, re-queued or waiting")
     return f"{result.trials} ({'; '.join(parts)})"
 
 
 def failures_line(result: Any, shown: int = 3) -> str:
-    """One line on a search's failed evaluations: how many of those paid, and the first reasons."""
+    """One line on a search's failed evaluations: how many of those the budget counted, and the first reasons."""
     first = "; ".join(f"trial {f['trial']} ({f['point_id']}): {f['failure']}" for f in result.failures[:shown])
     more = f"; and {result.failed - shown} more" if result.failed > shown else ""
-    return f"{result.failed} of {result.paid} paid evaluations failed (each counted once against the budget, not retried): {first}{more}"
+    what = "paid evaluations" if result.paid == result.budget_used else "evaluations"
+    return f"{result.failed} of {result.budget_used} {what} failed (each counted once against the budget, not retried): {first}{more}"

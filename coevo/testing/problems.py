@@ -36,6 +36,7 @@ from coevo.search.errors import UserInputError
 from coevo.search.niches import niche_of
 from coevo.search.problem import Evolvable, Problem, ProblemContext
 from coevo.search.problems import check_problem_class, describe_options, problem_class, problem_from_spec, problem_reference
+from coevo.search.study import spec_study_name
 from coevo.testing._suite import Check, CheckSkipped, ConformanceError, expect, raised, run_checks
 
 
@@ -151,6 +152,52 @@ def check_spec_rebuilds(subject: ProblemUnderTest) -> None:
     )
 
 
+def _other_values(row: Mapping[str, Any], value: Any) -> list[Any]:
+    """Candidate values of the option described by ``row`` other than ``value`` (the caller keeps the valid ones)."""
+    if row["choices"]:
+        return [c for c in row["choices"] if c != value]
+    if isinstance(value, bool):
+        return [not value]
+    if isinstance(value, float):
+        # a small step first: a sweep's neighbouring values (0.03, 0.05) must not share a name
+        return [value + 0.01, value - 0.01, value * 2 + 1, value / 2]
+    if isinstance(value, int):
+        return [value + 1, value - 1]
+    if isinstance(value, str):
+        return [f"{value}x"]
+    return []  # a nested setting: not part of a name
+
+
+def check_study_names_tell_options_apart(subject: ProblemUnderTest) -> None:
+    """Changing any one scalar option to another valid value changes the default study name.
+
+    A sweep over an option (``--fault-rate 0.03`` then ``0.05``) must start a new study, not
+    run into the study of the other value. The names are built from the validated options as
+    the default :meth:`Problem.spec` holds them, so no instance is built per value.
+    """
+    cls = subject.cls
+
+    def spec(options: Mapping[str, Any]) -> dict[str, Any]:
+        return {"problem": cls.name, **cls.validate_options(options).model_dump(mode="json")}
+
+    base = spec(subject.options)
+    name = spec_study_name(base, "random", 0)
+    for row in describe_options(cls):
+        for other in _other_values(row, base[row["name"]]):
+            try:
+                changed = spec({**subject.options, row["name"]: other})
+            except UserInputError:
+                continue  # out of bounds, or refused with the other options: try the next value
+            if changed == base:
+                continue
+            expect(
+                spec_study_name(changed, "random", 0) != name,
+                f"{subject.label}: {row['name']}={changed[row['name']]!r} gives the default study name {name!r} of "
+                f"{row['name']}={base[row['name']]!r}",
+            )
+            break
+
+
 def check_params_round_trip(subject: ProblemUnderTest) -> None:
     """Parameters round-trip, cover the distributions, and give point ids stable across instances (and designs parse back)."""
     problem, fresh = subject.problem, subject.make()
@@ -234,6 +281,7 @@ CHECKS: tuple[Check[ProblemUnderTest], ...] = (
     Check("declarations", check_declarations),
     Check("options_refused", check_options_refused),
     Check("spec_rebuilds", check_spec_rebuilds),
+    Check("study_names", check_study_names_tell_options_apart),
     Check("params_round_trip", check_params_round_trip),
     Check("niches_partition", check_niches_partition),
     Check("evaluate", check_evaluate, runs_example=True),

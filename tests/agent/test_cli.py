@@ -187,12 +187,12 @@ def test_trials_are_told_apart_from_paid_evaluations() -> None:
 
     from coevo.agent.cli.search import trials_text
 
-    assert trials_text(SimpleNamespace(trials=109, paid=100, failed=3, answered=9)) == (
-        "109 (100 paid evaluations, 3 of them failed; 9 repeats answered free from the study)"
-    )
-    assert trials_text(SimpleNamespace(trials=30, paid=30, failed=0, answered=0)) == "30 (30 paid evaluations)"
+    def result(trials: int, used: int, failed: int, answered: int, paid: int | None = None) -> SimpleNamespace:
+        return SimpleNamespace(trials=trials, budget_used=used, paid=used if paid is None else paid, failed=failed, answered=answered)
+
+    assert trials_text(result(109, 100, 3, 9)) == "109 (100 paid evaluations, 3 of them failed; 9 repeats answered free from the study)"
+    assert trials_text(result(30, 30, 0, 0)) == "30 (30 paid evaluations)"
     # a stopped search leaves trials waiting: they are not repeats answered free
-    assert (
-        trials_text(SimpleNamespace(trials=44, paid=34, failed=0, answered=0))
-        == "44 (34 paid evaluations; 10 skipped, re-queued or waiting)"
-    )
+    assert trials_text(result(44, 34, 0, 0)) == "44 (34 paid evaluations; 10 skipped, re-queued or waiting)"
+    # zero-cost mode: the budget counts evaluations on the proxies' estimate, and nothing is paid
+    assert trials_text(result(100, 100, 0, 0, paid=0)) == "100 (100 evaluations on estimated objectives, none paid)"

@@ -78,11 +78,21 @@ def test_runs_list_and_show(console: Console) -> None:
     from coevo.agent.cli.runs import print_list, print_show
 
     rows: list[dict[str, Any]] = [
-        {"study": STUDY, "proposer": "pelnas", "paid": 20, "budget": 30, "failed": 0, "hv_ratio": 0.912345, "workers_alive": 2},
+        {
+            "study": STUDY,
+            "proposer": "pelnas",
+            "budget_used": 20,
+            "paid": 20,
+            "budget": 30,
+            "failed": 0,
+            "hv_ratio": 0.912345,
+            "workers_alive": 2,
+        },
         {
             "study": "fpga-transformer-coevolution-seed-12345",
             "proposer": "coevolution",
-            "paid": 7,
+            "budget_used": 7,
+            "paid": 0,  # zero-cost: none paid
             "budget": 300,
             "failed": 1,
             "hv_ratio": None,
@@ -93,13 +103,13 @@ def test_runs_list_and_show(console: Console) -> None:
     text = _text(console)
     assert_whole(
         text,
-        [STUDY, "fpga-transformer-coevolution-seed-12345", "pelnas", "coevolution", "20/30", "7/300", "0.9123", "paid/budget"],
+        [STUDY, "fpga-transformer-coevolution-seed-12345", "pelnas", "coevolution", "20/30", "7/300", "0.9123", "used/budget"],
         console.width,
     )
 
     info = {
         "problem": {"name": "nb201", "dataset": "cifar10", "device": "fpga", "objectives": ["accuracy", "latency_ms"]},
-        "proposer": "pelnas", "evaluations": 20, "failed": 0, "paid": 20, "budget": 30, "round": 4,
+        "proposer": "pelnas", "evaluations": 20, "failed": 0, "budget_used": 20, "paid": 20, "budget": 30, "round": 4,
         "states": {"COMPLETE": 20, "RUNNING": 1}, "hv_ratio": 0.987654321, "front_recall": 0.5, "front_size": 6, "workers_alive": 1,
         "workers": [{"worker": "host-a-31337-0", "host": "host-a.example.org", "pid": 31337, "state": "running", "alive": True,
                      "evaluations": 12, "last_seen": time.time(), "note": "evaluating trial 21 of the second round"}],
@@ -125,7 +135,8 @@ def test_search_summary_and_front(console: Console, monkeypatch: pytest.MonkeyPa
     result = SimpleNamespace(
         failed=0, notes=[], stopped=None, study="fpga-transformer-pelnas-s0", problem="fpga-transformer", proposer="pelnas",
         reasoner="offline", seed=0, evaluations=20, trials=21, hv_ratio=0.87654, igd=0.0123456, front_recall=0.5, wall_s=12.345678,
-        storage="sqlite:///runs/a-rather-long-directory-name/coevo.sqlite3", front=front, paid=20, answered=1,
+        storage="sqlite:///runs/a-rather-long-directory-name/coevo.sqlite3", front=front, budget_used=20, paid=20, answered=1,
+        found_set="predicted", reported=9,
     )  # fmt: skip
     assert search.print_search(problem, result) == 0
     text = _text(console)

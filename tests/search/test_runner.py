@@ -179,7 +179,7 @@ def test_a_smaller_budget_changes_nothing_and_says_so(problem: NB201Problem, sto
     assert study.user_attrs["coevo.budget"] == 20 and again.budget == 20 and len(study.trials) == 20
     assert any("already has 20 evaluations" in n and "stays 20" in n for n in again.notes)
     same = run_search(problem, "random", budget=20, seed=0, storage=storage, study_name="b")
-    assert same.evaluations == 20 and any("already has its 20 paid evaluations: nothing new" in n for n in same.notes)
+    assert same.evaluations == 20 and any("already has the 20 evaluations of its budget: nothing new" in n for n in same.notes)
     more = run_search(problem, "random", budget=22, seed=0, storage=storage, study_name="b")
     assert more.evaluations == 22 and not any("nothing new" in n for n in more.notes)
     lower = run_search(problem, "random", budget=25, seed=0, storage=storage, study_name="b")
