@@ -80,6 +80,15 @@ FACTS: dict[str, tuple[str, Callable[[], str]]] = {
 }
 
 
+def test_the_families_page_lists_every_zoo_model_with_its_parameter_count() -> None:
+    from coevo.sim.zoo.recipes import RECIPES, recipe_parameter_count
+
+    rows = {line.split("|")[1].strip(): line for line in (ROOT / "docs" / "families.md").read_text().splitlines() if line.startswith("| `")}
+    for name, rec in RECIPES.items():
+        assert f"`{name}`" in rows, f"docs/families.md's zoo table lacks {name}"
+        assert f"| {recipe_parameter_count(rec):,} |" in rows[f"`{name}`"], f"{name}: its parameter count in docs/families.md"
+
+
 @pytest.mark.parametrize("name", FACTS)
 def test_a_stated_fact_is_the_codes(name: str) -> None:
     page, fact = FACTS[name]
