@@ -716,7 +716,7 @@ FIGURES: tuple[Figure, ...] = (
         "freeze",
         "layer freezing with a compressed cache vs full training and naive freezing, codec and augmentation ablations",
         "nice -n 10 python -m coevo.figures freeze --model cnn-digits --epochs 20 --freeze-at 6 10 --seeds 0 1 2",
-        ("freeze.md", "freeze.csv", "freeze-mnist5k.md", "freeze-mnist5k.csv"),
+        ("freeze.md", "freeze.csv", "freeze-run.json", "freeze-mnist5k.md", "freeze-mnist5k.csv", "freeze-mnist5k-run.json"),
         ("freeze.csv", "freeze-mnist5k.csv"),
         module="freeze",
         renders=True,

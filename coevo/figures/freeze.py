@@ -12,9 +12,9 @@ jobs on the shared machine hits all of them alike.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -75,6 +75,7 @@ def main(argv: list[str] | None = None) -> None:
         ]
         write_md(args, configs, read, csv_path, command)
         return
+    load_before = _load()
     records: list[dict] = []
     for seed in args.seeds:
         for label, cfg in configs:
@@ -88,7 +89,25 @@ def main(argv: list[str] | None = None) -> None:
             print(f"seed {seed} {label:52s} val {r.val_accuracy:6.2f} test {r.test_accuracy:6.2f} cpu {r.cpu_s:6.2f}s "
                   f"{r.macs / 1e9:7.3f} GMAC cache {r.cache_bytes / 1e6:7.3f} MB frozen at {r.freeze_epochs}", flush=True)  # fmt: skip
     write_csv(csv_path, records, command=command)
+    run_path(csv_path).write_text(json.dumps({"cpus": os.cpu_count(), "load_before": load_before, "load_after": _load()}, indent=1) + "\n")
     write_md(args, configs, records, csv_path, command)
+
+
+def run_path(csv_path: Path) -> Path:
+    """The measuring run's record beside its CSV (``freeze<tag>-run.json``: cores and load average before and after)."""
+    return csv_path.with_name(csv_path.stem + "-run.json")
+
+
+def _machine(csv_path: Path) -> str:
+    """The page's machine sentence, from the measuring run's record (a re-render must not describe its own machine)."""
+    path = run_path(csv_path)
+    run = json.loads(path.read_text()) if path.is_file() else {}
+    if run.get("load_before") is None:
+        return "Machine: torch 1 thread; the machine and its load during the measuring run were not recorded (a run before they were)."
+    return (
+        f"Machine: {run['cpus']}-core CPU, torch 1 thread; load average (1, 5, 15 min) before the run {run['load_before']}, "
+        f"after it {run['load_after']} (from {path.name})."
+    )
 
 
 def write_md(args: argparse.Namespace, configs: list[tuple[str, FreezeConfig]], records: list[dict], csv_path: Path, command: str) -> None:
@@ -104,8 +123,8 @@ def write_md(args: argparse.Namespace, configs: list[tuple[str, FreezeConfig]], 
         + (f" --tag {args.tag}" if args.tag else "")
         + f"` (data: [{csv_path.name}]({csv_path.name})).",
         "",
-        f"Machine: 2-core CPU shared with ~8 other jobs, torch 1 thread; `uptime` at the end: `{_uptime()}`. "
-        "Every model trains from scratch with the zoo recipe's data split, optimiser, batch and one-cycle learning rate; "
+        _machine(csv_path) + " Every model trains from scratch with the zoo recipe's data split, optimiser, batch and "
+        "one-cycle learning rate; "
         f"{args.epochs} epochs; input augmentation (random shift, Gaussian noise 0.1) on every step that sees inputs. "
         f"Fixed schedule: block 1 (conv1) freezes after {args.freeze_at[0]} epochs, blocks 1-2 after {args.freeze_at[1]}; "
         "conv3 and the head always train. Seeds "
@@ -157,8 +176,5 @@ def write_md(args: argparse.Namespace, configs: list[tuple[str, FreezeConfig]], 
     write_markdown(csv_path.with_suffix(".md"), "\n".join(lines) + "\n", command)
 
 
-def _uptime() -> str:
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
-    except OSError:
-        return f"load average {os.getloadavg()}"
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
