@@ -16,6 +16,7 @@ yet evaluated are kept.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -40,6 +41,7 @@ from coevo.search.study import (
     evaluations_from_study,
     failed_evaluations,
     open_or_create,
+    search_seconds,
 )
 from coevo.search.work_progress import report
 from coevo.search.workers import Progress, Worker, WorkerSettings
@@ -238,13 +240,10 @@ def run_search(
 
 
 def _add_search_time(study: optuna.Study, seconds: float) -> float | None:
-    """Add ``seconds`` to the study's summed search time (:data:`ATTR_WALL`); returns the sum (None: none recorded yet)."""
-    before = study.user_attrs.get(ATTR_WALL)
-    if seconds <= 0:
-        return None if before is None else float(before)
-    total = round(float(before or 0.0) + seconds, 3)
-    study.set_user_attr(ATTR_WALL, total)
-    return total
+    """Record ``seconds`` of this invocation (when it evaluated) and return the study's search time so far (:func:`search_seconds`)."""
+    if seconds > 0:
+        study.set_user_attr(f"{ATTR_WALL}{uuid.uuid4().hex[:12]}", round(seconds, 3))
+    return search_seconds(study)
 
 
 MAX_SEED = 2**22 - 1

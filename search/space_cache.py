@@ -42,10 +42,32 @@ def code_digest() -> str:
     return digest.hexdigest()
 
 
+def _files_named(value: Any) -> list[Path]:
+    """Files a spec names (a cluster's ``my.json``, a model's ``my_models.py:make``): their content is part of the key."""
+    if isinstance(value, Mapping):
+        return [p for v in value.values() for p in _files_named(v)]
+    if isinstance(value, list | tuple):
+        return [p for v in value for p in _files_named(v)]
+    if isinstance(value, str) and value:
+        path = Path(value.split(":", 1)[0] if value.count(":") == 1 and not value.startswith(("http:", "https:")) else value)
+        try:
+            return [path.resolve()] if path.is_file() else []
+        except OSError:
+            return []
+    return []
+
+
 def cache_path(name: str, spec: Mapping[str, Any]) -> Path:
-    """Where the space of problem ``name`` with ``spec`` is kept."""
-    key = hashlib.sha256((json.dumps(spec, sort_keys=True, default=str) + code_digest()).encode()).hexdigest()[:16]
-    return cache_root() / "spaces" / f"{name}-{key}.npz"
+    """Where the space of problem ``name`` with ``spec`` is kept.
+
+    The key holds the spec, the code digest and the content of every file the spec names, so
+    editing a user's cluster or model file computes the space again (the spec holds its path only).
+    """
+    digest = hashlib.sha256((json.dumps(spec, sort_keys=True, default=str) + code_digest()).encode())
+    for path in sorted(set(_files_named(spec))):
+        digest.update(str(path).encode())
+        digest.update(path.read_bytes())
+    return cache_root() / "spaces" / f"{name}-{digest.hexdigest()[:16]}.npz"
 
 
 def cached_space(name: str, spec: Mapping[str, Any], compute: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -62,15 +84,27 @@ def cached_space(name: str, spec: Mapping[str, Any], compute: Callable[[], dict[
             return {key: data[key] for key in data.files}
     except FileNotFoundError:
         pass
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:  # a cut or corrupt file: computed again
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:  # an empty, cut or corrupt file: computed again
         log.warning("the cached space %s could not be read (%s): computing it again", path, exc)
     arrays = compute()
+    _keep(path, arrays)
+    return arrays
+
+
+def _keep(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
+    """Write ``arrays`` to ``path`` whole or not at all (a temporary file, flushed to disk, then renamed over it)."""
+    tmp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz")
         with os.fdopen(fd, "wb") as fh:
             np.savez(fh, **arrays)  # type: ignore[arg-type]  # numpy stubs type the keywords as allow_pickle
-        os.replace(tmp, path)  # whole or not at all: a reader never sees half a file
-    except OSError as exc:  # a read-only home: the values are still right, only not kept
+            fh.flush()
+            os.fsync(fh.fileno())  # a crash after the rename must not leave an empty file under the final name
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:  # a read-only home or a full disk: the values are still right, only not kept
         log.warning("could not keep the space in %s (%s); it is computed again next time", path.parent, exc)
-    return arrays
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)

@@ -8,6 +8,7 @@ and not to an earlier, deleted study of the same name.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import optuna
+import sqlalchemy
 from optuna.trial import FrozenTrial, TrialState
 
 from coevo.search.coordination_tables import TAG_LEASE, release_lease, take_lease
@@ -39,9 +41,18 @@ ATTR_SEED = "coevo.seed"
 ATTR_BUDGET = "coevo.budget"
 ATTR_UID = "coevo.uid"
 ATTR_ROUND = "coevo.round"
-ATTR_WALL = "coevo.search_wall_s"
-"""Wall seconds of every invocation that evaluated for the study, summed (a rerun that only reuses it adds nothing)."""
 """The next co-evolution round (study attribute)."""
+ATTR_WALL = "coevo.search_wall_s."
+"""Prefix of the study attributes that hold each evaluating invocation's wall seconds, one attribute per invocation
+(a random suffix: two invocations that end together cannot overwrite each other's, as a read-add-write of one sum
+could); their sum is the study's search time (:func:`search_seconds`)."""
+
+
+def search_seconds(study: optuna.Study) -> float | None:
+    """Wall seconds of every invocation that evaluated for ``study``, summed (None: none recorded, a study from before)."""
+    parts = [float(v) for k, v in study.user_attrs.items() if k.startswith(ATTR_WALL)]
+    return round(sum(parts), 3) if parts else None
+
 
 FAILURE = "failure"
 """Trial attribute: why its paid evaluation failed (a NaN, an exception, a timeout). A FAIL trial
@@ -285,7 +296,8 @@ def _tag_once(study: optuna.Study, problem: Problem, proposer: Proposer, seed: i
                     if study.user_attrs.get(ATTR_SPEC) is None and (created or not study.get_trials(deepcopy=False)):
                         _tag(study, problem, proposer, seed)
                 finally:  # a failed tagging lets the next search in at once, not after the lease's expiry
-                    release_lease(engine, study.study_name, TAG_LEASE, owner)
+                    with contextlib.suppress(sqlalchemy.exc.SQLAlchemyError, OSError):  # it expires anyway: never the error
+                        release_lease(engine, study.study_name, TAG_LEASE, owner)
                 return  # tagged here, by the process before, or not to be adopted (it has trials): the caller's check says
             time.sleep(0.2)
     finally:

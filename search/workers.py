@@ -92,10 +92,10 @@ TRANSIENT: tuple[type[BaseException], ...] = (
 )
 """Errors a database that is restarting, dropping connections or away raises (what it was is :func:`search.db_errors.classify`'s)."""
 DATABASE_ERRORS: tuple[type[BaseException], ...] = (sqlalchemy.exc.SQLAlchemyError, *TRANSIENT)
+"""Any error from the database, transient or not (for threads and last words that must not die of one)."""
 
 LOST = "lost"
 """A worker row's state once another worker found it gone while the row said ``running``."""
-"""Any error from the database, transient or not (for threads and last words that must not die of one)."""
 
 
 def _transient(exc: BaseException, fault: DatabaseFault | None) -> bool:
@@ -334,17 +334,19 @@ class Coordination:
                 .values(last_seen=time.time(), evaluations=evaluations, state=state, note=note)
             )
 
-    def mark_lost(self, worker: str) -> None:
+    def mark_lost(self, worker: str, last_seen: float) -> None:
         """Say in a worker's row that it is gone without stopping (killed, its machine down): state ``lost``.
 
-        Only a row that still says ``running`` changes, so a worker that stopped or finished in
-        the meantime keeps its own word.
+        Only a row that still says ``running`` and has not beaten since ``last_seen`` (the value
+        its reader judged) changes: a worker that stopped, finished or beat in the meantime keeps
+        its own word.
         """
         seen = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
         with self.engine.begin() as conn:
             conn.execute(
                 workers.update()
                 .where(workers.c.study == self.study, workers.c.worker == worker, workers.c.state == "running")
+                .where(workers.c.last_seen <= last_seen)
                 .values(state=LOST, note=f"found gone at {seen} (no heartbeat, or its process ended)")
             )
 
@@ -743,7 +745,7 @@ class Worker:
         alive = {w["worker"] for w in others if worker_alive(w, self.settings.grace_s)}
         for w in others:
             if w["state"] == "running" and w["worker"] not in alive:
-                self.coord.mark_lost(w["worker"])
+                self.coord.mark_lost(w["worker"], float(w["last_seen"]))
         for t in self.heart.get_all_trials(self.study_id, deepcopy=False, states=(TrialState.RUNNING,)):
             owner = t.user_attrs.get("worker")
             if not ((owner is None and alive) or owner in alive):

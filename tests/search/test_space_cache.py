@@ -48,3 +48,24 @@ def test_an_unwritable_cache_still_returns_the_values(tmp_path: Path, monkeypatc
     monkeypatch.setenv("COEVO_CACHE", str(tmp_path / "a-file"))
     (tmp_path / "a-file").write_text("in the way of the cache folder")
     assert list(cached_space("p", {}, _space)["first"]) == [1.0, 2.5]
+
+
+def test_an_empty_cache_file_is_computed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COEVO_CACHE", str(tmp_path))
+    path = cache_path("p", {})
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"")  # what a crash between creating and writing a file leaves
+    assert list(cached_space("p", {}, _space)["ids"]) == ["a", "b"]
+    assert not [p for p in path.parent.iterdir() if p != path]  # no temporary file left beside it
+
+
+def test_a_file_the_spec_names_is_part_of_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COEVO_CACHE", str(tmp_path / "cache"))
+    cluster = tmp_path / "my.json"
+    cluster.write_text('{"device_tflops": 50}')
+    spec = {"cluster": str(cluster), "model": f"{tmp_path / 'models.py'}:make", "split": "4:3:1"}
+    first = cache_path("p", spec)
+    cluster.write_text('{"device_tflops": 5}')  # the same path, another cluster: the space must be computed again
+    assert cache_path("p", spec) != first
+    (tmp_path / "models.py").write_text("def make(): ...")  # a model file that now exists counts too
+    assert cache_path("p", spec) not in (first,)

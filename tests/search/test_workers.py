@@ -347,6 +347,21 @@ def test_a_gone_workers_row_says_lost_to_readers_and_is_marked_by_the_next_worke
     assert [w["state"] for name, w in rows.items() if name != dead["worker"]] == ["finished"]
 
 
+def test_a_worker_that_beat_after_it_was_judged_gone_is_not_marked_lost(tmp_path: Path) -> None:
+    storage = f"sqlite:///{tmp_path / 'c.sqlite3'}"
+    study = _create(storage, "random", 4)
+    coordination = Coordination(storage, study)
+    coordination.register("w1")
+    [judged] = coordination.workers()
+    time.sleep(0.01)
+    coordination.beat("w1", 1)  # alive after all: it beat after the reader looked
+    coordination.mark_lost("w1", float(judged["last_seen"]))
+    assert coordination.workers()[0]["state"] == "running"
+    coordination.mark_lost("w1", float(coordination.workers()[0]["last_seen"]))  # judged on its latest beat: gone
+    assert coordination.workers()[0]["state"] == "lost"
+    coordination.engine.dispose()
+
+
 def test_a_trial_failed_as_stale_while_its_worker_claims_is_dropped_not_a_crash(tmp_path: Path) -> None:
     # on a loaded machine another worker can fail a live worker's trial as stale between its ask and its first write
     # (seen under CI load: UpdateFinishedTrialError killed the worker); the worker drops it and the copy takes over
