@@ -128,6 +128,11 @@ class SearchResult:
         return strict_dumps(data)
 
 
+def unpaid_word(found_set: str) -> str:
+    """What a reported design nothing was paid for is: ``estimated`` (zero-cost mode's proxies) or ``predicted``."""
+    return "predicted" if pays_expensive(found_set) else "estimated"
+
+
 def pays_expensive(found_set: str) -> bool:
     """Whether a search of a problem with this :attr:`~search.problem.Problem.found_set` pays for its expensive objectives.
 
@@ -302,7 +307,7 @@ def summarize(
         predicted = sum(not row["paid"] for row in front)
         notes.append(
             f"front: {len(front)} of the {len(found)} reported designs are non-dominated on the true objectives "
-            f"({len(front) - predicted} paid, {predicted} predicted)"
+            f"({len(front) - predicted} paid, {predicted} {unpaid_word(problem.found_set)})"
         )
     notes.append(information.line())
     return SearchResult(

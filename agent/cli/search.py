@@ -147,6 +147,8 @@ def print_search(problem: Any, result: Any, *, as_json: bool = False) -> int:
     summary[keys.index("trials")][1] = trials_text(result)
     print_table(out, f"study {result.study}", [Column("key"), Column("value", text=True)], summary, show_header=False)
     names = [o.name for o in problem.objectives]
+    from coevo.search.runner import unpaid_word
+
     title = front_title(result)
     print_design_table(
         out,
@@ -156,7 +158,7 @@ def print_search(problem: Any, result: Any, *, as_json: bool = False) -> int:
             [
                 *(f"{row[n]:.4g}" for n in [*names[1:2], *names[:1], *names[2:]]),
                 str(row["point_id"]),
-                "yes" if row.get("paid", True) else "predicted",
+                "yes" if row.get("paid", True) else unpaid_word(result.found_set),
             ]
             for row in result.front
         ],
@@ -174,11 +176,13 @@ def front_title(result: Any) -> str:
     the truth: ``front: 14 of the 39 reported designs, non-dominated on the true objectives (0 paid,
     14 predicted, scored afterwards)``, as the run's note says.
     """
+    from coevo.search.runner import unpaid_word
+
     n = len(result.front)
     predicted = sum(1 for row in result.front if not row.get("paid", True))
     if result.found_set == "all" and result.evaluations and not predicted:
         return f"found front ({n} non-dominated of {result.evaluations} evaluated)"
-    scored = f", {predicted} predicted, scored afterwards" if predicted else ""
+    scored = f", {predicted} {unpaid_word(result.found_set)}, scored afterwards" if predicted else ""
     return f"front: {n} of the {result.reported} reported designs, non-dominated on the true objectives ({n - predicted} paid{scored})"
 
 

@@ -154,7 +154,10 @@ def _question(rows: list[BudgetRow], budgets: list[int], baselines: list[str]) -
     diffs = paired(rows, ("pelnas", at), (best, later))
     theirs = [r.hv for r in rows if r.proposer == best and r.budget == later and r.hv is not None]
     mean, base = statistics.fmean(diffs), statistics.fmean(theirs)
-    sure = "the interval excludes 0" if excludes_zero(diffs) else "the interval includes 0"
+    if all(d == 0 for d in diffs):  # a zero-width interval at 0: 'holds' below, not a contradiction
+        sure = "the same HV on every seed"
+    else:
+        sure = "the interval excludes 0" if excludes_zero(diffs) else "the interval includes 0"
     share = f" ({-mean / base:.1%} of {best}'s mean)" if base > 0 else ""
     verdict = reaches(diffs, theirs)  # judged on the interval, as on the problem's own page
     if verdict == "yes":

@@ -36,7 +36,8 @@ def _reported_and_front(data: dict, front_of: str) -> tuple[int, int]:
     assert f"reported: the {reported} designs of the {front_of} front" in notes, notes
     predicted = sum(not row["paid"] for row in data["front"])
     assert f"front: {front} of the {reported} reported designs are non-dominated on the true objectives" in notes, notes
-    assert f"({front - predicted} paid, {predicted} predicted)" in notes
+    unpaid = "estimated" if front_of == "estimated" else "predicted"  # zero-cost mode's proxies estimate; a predictor predicts
+    assert f"({front - predicted} paid, {predicted} {unpaid})" in notes
     return reported, front
 
 
@@ -51,7 +52,7 @@ def test_zero_cost_pays_for_nothing_everywhere_it_is_counted(capsys: pytest.Capt
     said = capsys.readouterr()
     table = _words(said.out)
     assert "6 evaluations on estimated objectives, none paid" in table and "paid evaluations" not in table
-    assert f"front: {front} of the {reported} reported designs, non-dominated on the true objectives (0 paid, {front} predicted" in table
+    assert f"front: {front} of the {reported} reported designs, non-dominated on the true objectives (0 paid, {front} estimated" in table
     assert "already has the 6 evaluations of its budget" in _words(said.err)
 
     listed = _json(capsys, ["runs", "list", "--storage", storage])
