@@ -221,11 +221,19 @@ class Reporter:
                 self.remove_task(task)
 
     def tick(self) -> None:
-        """Write the plain line of every running task whose last line is :attr:`interval_s` old (plain mode)."""
+        """Write the plain line of every running task whose last line is :attr:`interval_s` old (plain mode).
+
+        A phase without a count (``tool X · 0:13 elapsed``) that has written its first line stays
+        quiet while a counted task runs beside it: that task's lines say the work goes on, with more.
+        """
         if not self.plain:
             return
         with self._lock:
-            for task in self._running():
+            running = self._running()
+            counted = any(t.total is not None for t in running)
+            for task in running:
+                if counted and task.total is None and task.id in self._last:
+                    continue
                 self._write_if_due(task)
 
     def _tick_until_stopped(self) -> None:

@@ -105,6 +105,26 @@ def test_a_phase_without_a_count_says_how_long_it_has_run_and_when_it_ended() ->
     assert lines(buffer) == ["scoring the front · 0:06 elapsed", "scoring the front · ended after 0:08"]
 
 
+def test_a_phase_is_quiet_while_counted_work_inside_it_reports() -> None:
+    clock = FakeClock()
+    reporter, buffer = plain_reporter(clock)
+    with reporter.phase("tool noc.simulate"), reporter.listening():
+        clock.now = 6.0
+        reporter.tick()  # nothing counted yet: the phase says it runs
+        report("simulating: cycle 2,000 of 10,000", 0.2)
+        clock.now = 12.0
+        reporter.tick()
+        report("simulating: cycle 6,000 of 10,000", 0.6)
+        clock.now = 18.0
+        reporter.tick()  # the phase's second line would only repeat what the simulation's lines say
+        report("simulating: cycle 10,000 of 10,000", 1.0)
+    got = lines(buffer)
+    phase = [line for line in got if line.startswith("tool noc.simulate")]
+    assert phase == ["tool noc.simulate · 0:06 elapsed", "tool noc.simulate · ended after 0:18"], got  # none between
+    assert sum(line.startswith("simulating") for line in got) >= 2 and got[-2].startswith("simulating: cycle 10,000 of 10,000 · 100%")
+    assert got[-1] == "tool noc.simulate · ended after 0:18"
+
+
 def test_reported_long_work_is_announced_then_followed_then_ended() -> None:
     clock = FakeClock()
     reporter, buffer = plain_reporter(clock)
