@@ -474,18 +474,18 @@ class KnowledgeStore:
         conn.execute(bases.update().where(bases.c.name == kb).values(next_number=next_number))
         return ids
 
-    def review(self, kb: str, hid: str, status: str, *, why: str, by: str = "human") -> Version:
+    def review(self, kb: str, hid: str, status: str, *, why: str, by: str = "human") -> Review:
         """Record a person's decision (``accepted`` or ``rejected``; or ``retired``) as a new version.
 
-        A heuristic that already has ``status`` is returned as it is: a second identical decision
-        would only add a version that changes nothing (compare the returned version with the
-        one before to tell).
+        A heuristic that already has ``status`` is left as it is (``recorded`` False): a second
+        identical decision would only add a version that changes nothing.
         """
         if status not in STATUSES:
             raise UserInputError(f"unknown status {status!r}; choose from {', '.join(STATUSES)}")
         if not why.strip():
             raise UserInputError("say why (--why): the reason is kept in the heuristic's history")
         new: Version | None = None
+        recorded = False
         try:
             with self.engine.begin() as conn:
                 r = conn.execute(
@@ -494,6 +494,7 @@ class KnowledgeStore:
                 if r is not None and _version(r).status == status:
                     new = _version(r)
                 elif r is not None:
+                    recorded = True
                     head = _version(r)
                     change = f"{status} by {by}: {why.strip()}"
                     new = replace(head, version=head.version + 1, status=status, change=change, changed_by=by, at=time.time())
@@ -504,7 +505,7 @@ class KnowledgeStore:
             # raised after the transaction: on SQLite every transaction holds the write lock,
             # so the lookups that list the valid ids must not run inside it
             raise self._unknown_id(kb, hid)
-        return new
+        return Review(new, recorded)
 
     # ------------------------------------------------------------ study lifecycle
 
@@ -629,6 +630,15 @@ class KnowledgeStore:
         except sqlalchemy.exc.SQLAlchemyError as exc:
             raise _friendly(exc, self.url, f"importing into {kb!r}") from exc
         return [ids[rec.key] for rec in records]
+
+
+@dataclass(frozen=True)
+class Review:
+    """What :meth:`KnowledgeStore.review` did: the heuristic's head version after it, and whether it wrote one."""
+
+    head: Version
+    recorded: bool
+    """False when the heuristic already had the decided status: nothing was written."""
 
 
 IMPORT_BY = "import from "

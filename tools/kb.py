@@ -112,8 +112,7 @@ class KBReview(Tool):
     def run(self, args: KBReviewArgs) -> ToolResult:
         # a review changes a heuristic that exists: a store that does not is an error, not created
         store = KnowledgeStore.for_storage(args.storage, create=False)
-        before = store.latest(args.study).get(args.id)
-        v = store.review(args.study, args.id, args.decision, why=args.why, by="human (chat)")
-        same = before is not None and v.version == before.version
-        messages = [f"{v.hid} was already {v.status}: nothing recorded"] if same else []
+        review = store.review(args.study, args.id, args.decision, why=args.why, by="human (chat)")
+        v = review.head
+        messages = [] if review.recorded else [f"{v.hid} was already {v.status}: nothing recorded"]
         return ToolResult(value={"id": v.hid, "status": v.status, "version": v.version, "text": v.text}, messages=messages)

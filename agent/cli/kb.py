@@ -337,9 +337,9 @@ def _evidence_title(evidence: Sequence[EvidenceRow]) -> str:
 def _review(args: argparse.Namespace, store: KnowledgeStore) -> int:
     kb = _study_name(args, store)
     status = "accepted" if args.kb_command == "accept" else "rejected"
-    before = store.latest(kb).get(args.id)
-    v = store.review(kb, args.id, status, why=args.why, by="human")
-    if before is not None and v.version == before.version:
+    review = store.review(kb, args.id, status, why=args.why, by="human")
+    v = review.head
+    if not review.recorded:
         out.print(escape(f"{v.hid} is already {v.status} (version {v.version}); nothing recorded: {v.text}"))
         return 0
     out.print(escape(f"{v.hid} is now {v.status} (version {v.version}): {v.text}"))
