@@ -8,14 +8,13 @@ and not to an earlier, deleted study of the same name.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import time
 import uuid
 import warnings
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -296,7 +295,7 @@ def _tag_once(study: optuna.Study, problem: Problem, proposer: Proposer, seed: i
                     if study.user_attrs.get(ATTR_SPEC) is None and (created or not study.get_trials(deepcopy=False)):
                         _tag(study, problem, proposer, seed)
                 finally:  # a failed tagging lets the next search in at once, not after the lease's expiry
-                    with contextlib.suppress(sqlalchemy.exc.SQLAlchemyError, OSError):  # it expires anyway: never the error
+                    with suppress(sqlalchemy.exc.SQLAlchemyError, OSError):  # it expires anyway: never the error
                         release_lease(engine, study.study_name, TAG_LEASE, owner)
                 return  # tagged here, by the process before, or not to be adopted (it has trials): the caller's check says
             time.sleep(0.2)

@@ -149,6 +149,11 @@ def _threads() -> int:
     return int(torch.get_num_threads()) if torch is not None else 1
 
 
+def load_text() -> str:
+    """The machine's load average (1, 5, 15 min) as ``"1.43 2.07 2.20"``, for a run's record of its machine."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def provenance(command: str) -> dict[str, Any]:
     """Who wrote an output, and on what: the facts a reader needs to judge (and rerun) a figure.
 

@@ -38,6 +38,7 @@ from coevo.figures._common import (
     command_line,
     figure_parser,
     git_revision,
+    load_text,
     out_dir,
     read_csv,
     splice_block,
@@ -684,10 +685,6 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     """Measure (unless ``--report-only``) and render schedule.md."""
     args = parser().parse_args(argv)
@@ -696,12 +693,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     meta_path = out / "schedule_run.json"
     command = command_line(NAME, argv)
     if not args.report_only:
-        meta = {"command": command, "commit": git_revision(), "load_before": _load(), "threads": "1"}
+        meta = {"command": command, "commit": git_revision(), "load_before": load_text(), "threads": "1"}
         began = time.perf_counter()
         write_csv(out / "schedule.csv", run_batches(args.batches, args.draws, args.calibration), command=command)
         write_csv(out / "schedule_cpsat.csv", run_cpsat(args.cpsat_seeds, args.time_limit, args.cpsat_batch), command=command)
         meta |= {
-            "load_after": _load(), "took": f"{time.perf_counter() - began:.0f} s", "draws": str(args.draws),
+            "load_after": load_text(), "took": f"{time.perf_counter() - began:.0f} s", "draws": str(args.draws),
             "calibration": str(args.calibration), "time_limit": f"{args.time_limit:g}",
         }  # fmt: skip
         meta_path.write_text(json.dumps(meta, indent=1) + "\n")

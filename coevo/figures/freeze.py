@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from coevo.figures._common import command_line, figure_parser, mean_std, read_csv, write_csv, write_markdown
+from coevo.figures._common import command_line, figure_parser, load_text, mean_std, read_csv, write_csv, write_markdown
 from coevo.sim.freeze import FreezeConfig, train_zoo
 from coevo.sim.freeze.config import FreezeFamilyConfig
 
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
         ]
         write_md(args, configs, read, csv_path, command)
         return
-    load_before = _load()
+    load_before = load_text()
     records: list[dict] = []
     for seed in args.seeds:
         for label, cfg in configs:
@@ -89,7 +89,9 @@ def main(argv: list[str] | None = None) -> None:
             print(f"seed {seed} {label:52s} val {r.val_accuracy:6.2f} test {r.test_accuracy:6.2f} cpu {r.cpu_s:6.2f}s "
                   f"{r.macs / 1e9:7.3f} GMAC cache {r.cache_bytes / 1e6:7.3f} MB frozen at {r.freeze_epochs}", flush=True)  # fmt: skip
     write_csv(csv_path, records, command=command)
-    run_path(csv_path).write_text(json.dumps({"cpus": os.cpu_count(), "load_before": load_before, "load_after": _load()}, indent=1) + "\n")
+    run_path(csv_path).write_text(
+        json.dumps({"cpus": os.cpu_count(), "load_before": load_before, "load_after": load_text()}, indent=1) + "\n"
+    )
     write_md(args, configs, records, csv_path, command)
 
 
@@ -174,7 +176,3 @@ def write_md(args: argparse.Namespace, configs: list[tuple[str, FreezeConfig]], 
         "",
     ]
     write_markdown(csv_path.with_suffix(".md"), "\n".join(lines) + "\n", command)
-
-
-def _load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())

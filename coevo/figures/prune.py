@@ -213,8 +213,7 @@ def _paired_section(cell: Cell, calibs: list[int]) -> list[str]:
 
 def _paired(rows: list[dict[str, str]], wanda: list[dict[str, str]]) -> str:
     """``rows`` minus ``wanda`` in ln-perplexity, paired by seed, as table text."""
-    theirs = {r["seed"]: math.log(float(r["test_ppl"])) for r in wanda}
-    diffs = [math.log(float(r["test_ppl"])) - theirs[r["seed"]] for r in rows if r["seed"] in theirs]
+    diffs = _ppl_diffs(rows, wanda)
     if len(diffs) < 2:
         return "-"
     mean, half = t_interval(diffs)
@@ -222,10 +221,10 @@ def _paired(rows: list[dict[str, str]], wanda: list[dict[str, str]]) -> str:
     return f"{mean:+.4f} ± {half:.4f} ({100 * math.expm1(mean):+.1f} %, {verdict})"
 
 
-def _paired_logs(rows: list[dict[str, str]], wanda: list[dict[str, str]], key: str) -> list[float]:
-    """ln(``key``) of ``rows`` minus Wanda's, paired by seed."""
-    theirs = {r["seed"]: math.log(float(r[key])) for r in wanda}
-    return [math.log(float(r[key])) - theirs[r["seed"]] for r in rows if r["seed"] in theirs and float(r[key]) > 0]
+def _ppl_diffs(rows: list[dict[str, str]], wanda: list[dict[str, str]]) -> list[float]:
+    """Test ln-perplexity of ``rows`` minus Wanda's, paired by seed."""
+    theirs = {r["seed"]: math.log(float(r["test_ppl"])) for r in wanda}
+    return [math.log(float(r["test_ppl"])) - theirs[r["seed"]] for r in rows if r["seed"] in theirs]
 
 
 def _seed_time_ratios(cell: Cell, calibs: list[int]) -> list[float]:
@@ -253,7 +252,7 @@ def _verdict(medians: dict[tuple[str, str, int], float], cell: Cell, calibs: lis
         for c in calibs:
             wanda = cell.get((pattern, "wanda", c), [])
             for score in ("cos", "var", "cos+var"):
-                diffs = _paired_logs(cell.get((pattern, score, c), []), wanda, "test_ppl")
+                diffs = _ppl_diffs(cell.get((pattern, score, c), []), wanda)
                 if len(diffs) < 2:
                     continue
                 mean, half = t_interval(diffs)
@@ -280,7 +279,7 @@ def _verdict(medians: dict[tuple[str, str, int], float], cell: Cell, calibs: lis
     extra = []
     for pattern in PATTERNS:
         for c in calibs:
-            diffs = _paired_logs(cell.get((pattern, "sparsegpt", c), []), cell.get((pattern, "wanda", c), []), "test_ppl")
+            diffs = _ppl_diffs(cell.get((pattern, "sparsegpt", c), []), cell.get((pattern, "wanda", c), []))
             if len(diffs) >= 2:
                 extra.append(f"{pattern}, {c} tokens: {100 * math.expm1(t_interval(diffs)[0]):+.1f} %")
     if extra:
