@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import optuna
 
-from coevo.agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner
+from coevo.agent.reasoners._base import KB_TOKENS, UPDATE_TOKENS_FACTOR, KnowledgeContext, ProposeRequest, Reasoner
 from coevo.knowledge import Heuristic, KnowledgeBase, retrieval, validation
 from coevo.knowledge.exchange import onto_part, records_from
 from coevo.knowledge.store import IMPORT_BY, KnowledgeStore, StudyKnowledge
@@ -42,7 +42,7 @@ from coevo.search.metrics import model_yield, pareto_mask
 from coevo.search.niches import FLOOR_SHARE, Niche, allocate, niche_of, single_niche
 from coevo.search.predictor import spearman
 from coevo.search.problem import Evolvable, Problem
-from coevo.search.proposers import Evaluation, Proposal, Proposer, RoundContext, round_quota, start_quota
+from coevo.search.proposers import ROUND_SIZE, Evaluation, Proposal, Proposer, RoundContext, round_quota, start_quota
 from coevo.search.round_log import RoundLogs
 from coevo.search.surrogate import SurrogateModel
 
@@ -137,10 +137,10 @@ class CoevolutionProposer(Proposer):
         niches: bool = True,
         use_knowledge: bool = True,
         use_surrogate: bool = True,
-        round_size: int = 20,
+        round_size: int = ROUND_SIZE,
         init_per_niche: int = 4,
         retries: int = 2,
-        kb_tokens: int = 600,
+        kb_tokens: int = KB_TOKENS,
         withhold: Sequence[str] = (),
         kb_from: str | None = None,
         kb_from_use: str = DEFAULT_KB_FROM_USE,
@@ -231,7 +231,7 @@ class CoevolutionProposer(Proposer):
                     niches=niches,
                     round=ctx.round,
                     evaluations=paid,
-                    token_budget=self.kb_tokens * 3,
+                    token_budget=self.kb_tokens * UPDATE_TOKENS_FACTOR,
                     study=ctx.study.study_name,
                     storage=ctx.storage,
                 )

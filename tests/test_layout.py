@@ -73,3 +73,12 @@ def test_nb201_modes_named_by_reference_are_its_subclasses_for_that_mode() -> No
     for mode, ref in MODES.items():
         cls = load_reference(ref, what="mode")
         assert issubclass(cls, NB201Problem) and cls.mode == mode
+
+
+def test_the_public_names_are_the_lazily_loaded_ones() -> None:
+    """``coevo.__all__`` stays a literal (linters and type checkers read re-exports from it); it must name exactly the
+    names ``coevo/__init__.py`` loads lazily, each of which loads."""
+    import coevo
+
+    assert coevo.__all__ == sorted(coevo._EXPORTS)
+    assert all(getattr(coevo, name) is not None for name in coevo.__all__)

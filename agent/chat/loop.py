@@ -28,6 +28,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.ai import add_usage
 
+from coevo.agent.chat.options import MAX_STEPS
 from coevo.agent.chat.store import Event, SessionStore
 from coevo.agent.llm_client import CHAT_RETRY, EndpointError, Price, RetryPolicy, clean_text, token_usage, truncate_result
 from coevo.prompts import load_prompt
@@ -36,7 +37,6 @@ from coevo.tools import CallPolicy, Confirm, Registry, llm_name, shown_url
 from coevo.tools import workspace as workspace_of
 from coevo.tools.adapters import CallStatus, outcome_of, to_langchain
 
-MAX_STEPS = 8
 MAX_OBSERVATION_BYTES = 12_000
 """Tool results longer than this (UTF-8 bytes) are cut, with a "truncated: N of M bytes" note, before they go back to the model."""
 

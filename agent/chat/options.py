@@ -7,7 +7,9 @@ import argparse
 from coevo.agent.reasoners import ENV_API_KEY, ENV_BASE_URL, ENV_MODEL
 from coevo.search.config import DEFAULT_LLM_TIMEOUT_S, LLM_TIMEOUT_HELP
 
-ENV_WORKSPACE = "COEVO_WORKSPACE"  # tools.ENV_WORKSPACE; not imported, so building the parser stays light
+ENV_WORKSPACE = "COEVO_WORKSPACE"  # tools.ENV_WORKSPACE; not imported, so building the parser stays light (a test ties them)
+MAX_STEPS = 8
+"""Model calls per chat turn at most (``--max-steps``): a turn that keeps calling tools stops there and says so."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -46,5 +48,5 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--llm-timeout", type=float, default=DEFAULT_LLM_TIMEOUT_S, help=f"{LLM_TIMEOUT_HELP} (default: {DEFAULT_LLM_TIMEOUT_S:g})"
     )
     p.add_argument("--llm-price", default=None, help="input,output USD per million tokens, for the cost footer")
-    p.add_argument("--max-steps", type=int, default=8, help="model calls per turn at most (default: 8)")
+    p.add_argument("--max-steps", type=int, default=MAX_STEPS, help=f"model calls per turn at most (default: {MAX_STEPS})")
     p.add_argument("--no-stream", action="store_true", help="wait for whole replies instead of streaming them")

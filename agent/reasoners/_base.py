@@ -43,6 +43,13 @@ class Usage:
         return dict(vars(self))
 
 
+KB_TOKENS = 600
+"""Token budget of the heuristics a propose request carries (the engine's ``kb_tokens``, flag ``--kb-tokens``)."""
+UPDATE_TOKENS_FACTOR = 3
+"""An update request shows the existing heuristics with this many times a propose request's budget: it revises
+them, so it sees more of them than a request that only follows them."""
+
+
 @dataclass(frozen=True)
 class KnowledgeContext:
     """What an update may look at besides the new evidence."""
@@ -52,7 +59,7 @@ class KnowledgeContext:
     round: int
     evaluations: tuple[Evaluation, ...]
     """Every paid evaluation so far (the new evidence included)."""
-    token_budget: int = 1800
+    token_budget: int = KB_TOKENS * UPDATE_TOKENS_FACTOR
     """Budget for the existing heuristics shown to an LLM (see :mod:`knowledge.retrieval`)."""
     study: str = ""
     """The study's name (an LLM reasoner's replies are cached per study)."""

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -15,22 +16,23 @@ from typing import Any
 from coevo.search.errors import UserInputError, unknown_name
 from coevo.search.plugins import entry_points, load_entry_point
 from coevo.search.proposers._base import Evaluation, Proposal, Proposer, RoundContext
-from coevo.search.proposers._design import round_quota, start_quota
-from coevo.search.proposers._mobo import MOBOProposer, mobo_proposer
+from coevo.search.proposers._design import ROUND_SIZE, round_quota, start_quota
+from coevo.search.proposers._mobo import MOBOProposer
 from coevo.search.proposers._optuna import SamplerProposer, nsga2_proposer, random_proposer, tpe_proposer
-from coevo.search.proposers._qnehvi import QNEHVIProposer, qnehvi_proposer
-from coevo.search.proposers._screened import ScreenedEAProposer, nsga2_screened_proposer, smsemoa_screened_proposer
+from coevo.search.proposers._qnehvi import QNEHVIProposer
+from coevo.search.proposers._screened import ScreenedEAProposer
 
 BASELINES: dict[str, Callable[..., Proposer]] = {
     "random": random_proposer,
     "nsga2": nsga2_proposer,
     "tpe": tpe_proposer,
-    "mobo": mobo_proposer,
-    "qnehvi": qnehvi_proposer,
-    "nsga2-screened": nsga2_screened_proposer,
-    "smsemoa-screened": smsemoa_screened_proposer,
+    "mobo": MOBOProposer,
+    "qnehvi": QNEHVIProposer,
+    "nsga2-screened": functools.partial(ScreenedEAProposer, "nsga2"),
+    "smsemoa-screened": functools.partial(ScreenedEAProposer, "smsemoa"),
 }
-"""Proposer name -> factory, for the proposers defined in search/ itself."""
+"""Proposer name -> factory, for the proposers defined in search/ itself (a class is its own factory: its keyword
+arguments are the proposer's options, declared once with their defaults)."""
 
 ENTRY_POINT_GROUP = "coevo.proposers"
 
@@ -82,6 +84,7 @@ def get_proposer(proposer: str | Proposer, options: Mapping[str, Any] | None = N
 
 __all__ = [
     "BASELINES",
+    "ROUND_SIZE",
     "Evaluation",
     "MOBOProposer",
     "Proposal",

@@ -34,6 +34,11 @@ MIN_ROUND = 4
 """The fewest proposals a round asks for (when the budget leaves that many)."""
 START_SHARE = 1 / 3
 """The start (the initial design) pays for at most this share of the budget; the rest is model-guided."""
+ROUND_SIZE = 20
+"""Proposals per round of every proposer that proposes in rounds (the co-evolution engine, ``mobo``, ``qnehvi``, the
+screened EAs): declared once, because the fair-comparison rule wants the engine and its baselines on the same rounds."""
+CANDIDATES = 2000
+"""Random designs an acquisition is maximised over each round (``mobo``, ``qnehvi``), besides the front's neighbours."""
 
 
 def round_quota(ctx: RoundContext, round_size: int) -> int:

@@ -26,7 +26,7 @@ from coevo.search.acquisition import greedy_ehvi, greedy_hv
 from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
 from coevo.search.proposers._base import Proposal, Proposer, RoundContext
-from coevo.search.proposers._design import front_candidates, require_evolvable, round_start, stratified_design
+from coevo.search.proposers._design import CANDIDATES, ROUND_SIZE, front_candidates, require_evolvable, round_start, stratified_design
 
 
 class MOBOProposer(Proposer):
@@ -40,7 +40,7 @@ class MOBOProposer(Proposer):
     name = "mobo"
     sees_cheap_objectives = True
 
-    def __init__(self, *, round_size: int = 20, candidates: int = 2000) -> None:
+    def __init__(self, *, round_size: int = ROUND_SIZE, candidates: int = CANDIDATES) -> None:
         if round_size < 1 or candidates < round_size:
             raise UserInputError(f"mobo needs round_size >= 1 and candidates >= round_size, got {round_size} and {candidates}")
         self.round_size = round_size
@@ -84,8 +84,3 @@ class MOBOProposer(Proposer):
                 for p in stratified_design(problem, ctx.seen, rng, quota, self.candidates)
             ]
         return [Proposal(points[i], rationale="initial design: the front the predictor gives before any label") for i in picks]
-
-
-def mobo_proposer(*, round_size: int = 20, candidates: int = 2000) -> MOBOProposer:
-    """The ``mobo`` baseline (see :class:`MOBOProposer`)."""
-    return MOBOProposer(round_size=round_size, candidates=candidates)

@@ -44,7 +44,7 @@ from coevo.search.errors import UserInputError
 from coevo.search.metrics import pareto_mask
 from coevo.search.problem import Point, Problem
 from coevo.search.proposers._base import Evaluation, Proposal, Proposer, RoundContext
-from coevo.search.proposers._design import MIN_PAID, front_candidates, require_evolvable, round_start
+from coevo.search.proposers._design import CANDIDATES, MIN_PAID, ROUND_SIZE, front_candidates, require_evolvable, round_start
 from coevo.search.surrogate import TopTransform
 
 FIT_ITERATIONS = 100
@@ -76,7 +76,13 @@ class QNEHVIProposer(Proposer):
     sees_cheap_objectives = True
 
     def __init__(
-        self, *, round_size: int = 20, candidates: int = 2000, shortlist: int = 100, mc_samples: int = 32, max_train: int = 160
+        self,
+        *,
+        round_size: int = ROUND_SIZE,
+        candidates: int = CANDIDATES,
+        shortlist: int = 100,
+        mc_samples: int = 32,
+        max_train: int = 160,
     ) -> None:
         if round_size < 1 or not round_size <= shortlist <= candidates or mc_samples < 1 or max_train < MIN_PAID:
             raise UserInputError(
@@ -233,10 +239,3 @@ def fit_gp(problem: Problem, paid: Sequence[Evaluation], points: Sequence[Point]
             ExactMarginalLogLikelihood(gp.likelihood, gp), optimizer_kwargs={"options": {"maxiter": FIT_ITERATIONS}}, max_attempts=1
         )
     return FittedGP(gp, x[: len(paid)], x[len(paid) :], transform)
-
-
-def qnehvi_proposer(
-    *, round_size: int = 20, candidates: int = 2000, shortlist: int = 100, mc_samples: int = 32, max_train: int = 160
-) -> QNEHVIProposer:
-    """The ``qnehvi`` baseline (see :class:`QNEHVIProposer`)."""
-    return QNEHVIProposer(round_size=round_size, candidates=candidates, shortlist=shortlist, mc_samples=mc_samples, max_train=max_train)

@@ -37,10 +37,14 @@ from coevo.search.acquisition import greedy_ehvi
 from coevo.search.errors import UserInputError
 from coevo.search.problem import Point, Problem
 from coevo.search.proposers._base import Evaluation, Proposal, Proposer, RoundContext
-from coevo.search.proposers._design import MIN_PAID, require_evolvable, stratified_design
+from coevo.search.proposers._design import MIN_PAID, ROUND_SIZE, require_evolvable, stratified_design
 from coevo.search.surrogate import TreeSurrogate
 
 Algorithm = Literal["nsga2", "smsemoa"]
+SCREEN = 10
+"""Offspring bred per paid slot: the model screens ``SCREEN x round_size`` offspring down to a round."""
+POPULATION = 20
+"""The algorithm's population size (survivors kept from the paid evaluations)."""
 MAX_ASKS = 5
 """Generations bred per round at most while fewer than ``round_size`` unseen offspring turned up (small spaces)."""
 
@@ -91,7 +95,7 @@ class ScreenedEAProposer(Proposer):
 
     sees_cheap_objectives = True
 
-    def __init__(self, algorithm: Algorithm, *, round_size: int = 20, screen: int = 10, population: int = 20) -> None:
+    def __init__(self, algorithm: Algorithm, *, round_size: int = ROUND_SIZE, screen: int = SCREEN, population: int = POPULATION) -> None:
         self.name = f"{algorithm}-screened"
         if round_size < 1 or screen < 1 or population < 2:
             raise UserInputError(
@@ -272,13 +276,3 @@ def _random_reset() -> Any:
             return np.where(redraw, fresh, X)
 
     return RandomReset()
-
-
-def nsga2_screened_proposer(*, round_size: int = 20, screen: int = 10, population: int = 20) -> ScreenedEAProposer:
-    """The ``nsga2-screened`` baseline (see :class:`ScreenedEAProposer`)."""
-    return ScreenedEAProposer("nsga2", round_size=round_size, screen=screen, population=population)
-
-
-def smsemoa_screened_proposer(*, round_size: int = 20, screen: int = 10, population: int = 20) -> ScreenedEAProposer:
-    """The ``smsemoa-screened`` baseline (see :class:`ScreenedEAProposer`)."""
-    return ScreenedEAProposer("smsemoa", round_size=round_size, screen=screen, population=population)

@@ -155,3 +155,19 @@ def test_bare_words_that_leave_or_ask_for_help() -> None:
     assert _bare_command("help", offline=True) == "/help"
     assert _bare_command("help", offline=False) == "help"  # a model reads it
     assert _bare_command("exit the loop early?", offline=True) == "exit the loop early?"
+
+
+def test_the_chat_options_name_the_tools_workspace_variable_and_the_loop_s_step_limit() -> None:
+    """The chat's option module keeps its own copy of the workspace variable's name (building the parser must not load
+    the tool registry): the copy must be the tools' name, and ``--max-steps``'s default the loop's."""
+    import argparse
+    import inspect
+
+    from coevo import tools
+    from coevo.agent.chat import options
+    from coevo.agent.chat.loop import ChatAgent
+
+    assert options.ENV_WORKSPACE == tools.ENV_WORKSPACE
+    parser = argparse.ArgumentParser()
+    options.add_arguments(parser)
+    assert parser.parse_args([]).max_steps == inspect.signature(ChatAgent).parameters["max_steps"].default
