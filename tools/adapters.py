@@ -1,8 +1,9 @@
-"""Adapters from a registry tool to its three callers: LangChain, the CLI, and search."""
+"""Adapters from a registry tool to its callers: LangChain (chat, and a search's LLM reasoner, whose round tools are
+registry tools: :mod:`agent.reasoners.round_tools`) and the CLI (``coevo tools run``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -133,29 +134,3 @@ def to_langchain(
 def run_from_cli(tool: Tool, args_json: str | None) -> dict[str, Any]:
     """Run a tool from a JSON object string (``coevo tools run NAME --args JSON``)."""
     return call_tool(tool, args_json or "{}").model_dump()
-
-
-def tool_objective(
-    tool: Tool, fields: Mapping[str, str], *, fixed: Mapping[str, Any] | None = None
-) -> Callable[[Mapping[str, Any]], dict[str, float]]:
-    """Turn a tool into an objective evaluator for a search problem.
-
-    Args:
-        tool: the tool to call.
-        fields: objective name -> field of the tool's ``value`` holding it.
-        fixed: arguments added to every call (e.g. dataset and device).
-
-    Returns:
-        A function from the point's tool arguments to ``{objective: value}``; it raises
-        :class:`ToolArgumentError` or :class:`ToolExecutionError` as :func:`call_tool` does,
-        and :class:`ToolExecutionError` when the value lacks one of ``fields``.
-    """
-
-    def evaluate(point_args: Mapping[str, Any]) -> dict[str, float]:
-        value = call_tool(tool, {**(fixed or {}), **point_args}).value  # a tool that fails raises: no value to check
-        missing = [field for field in fields.values() if field not in value]
-        if missing:
-            raise ToolExecutionError(f"{tool.name} gave no {', '.join(missing)}; its value has {', '.join(value) or 'nothing'}")
-        return {objective: float(value[field]) for objective, field in fields.items()}
-
-    return evaluate

@@ -7,7 +7,6 @@ import pytest
 from coevo.search.errors import UserInputError
 from coevo.search.nb201 import NB201Problem, format_arch
 from coevo.tools import REGISTRY, Registry, Tool, ToolArgs, ToolExecutionError, ToolResult, call_tool, llm_name
-from coevo.tools.adapters import tool_objective
 
 
 class _Args(ToolArgs):
@@ -68,17 +67,14 @@ def test_failure_is_an_execution_error_not_an_argument_error() -> None:
         call_tool(Broken(), {"x": 1})
 
 
-def test_objective_adapter_agrees_with_the_problem() -> None:
+def test_the_query_tool_agrees_with_the_problem() -> None:
     problem = NB201Problem(dataset="cifar100", device="raspi4")
-    evaluate = tool_objective(
-        REGISTRY.get("nb201.query"),
-        {"accuracy": "accuracy_pct", "latency_ms": "latency_ms"},
-        fixed={"dataset": "cifar100", "device": "raspi4"},
-    )
+    tool = REGISTRY.get("nb201.query")
     table = problem.table
     for index in (0, 1, 777, 15624):
         cell = table.cell(index)
-        assert evaluate({"arch": format_arch(cell)}) == problem.evaluate(cell)
+        value = call_tool(tool, {"dataset": "cifar100", "device": "raspi4", "arch": format_arch(cell)}).value
+        assert {"accuracy": value["accuracy_pct"], "latency_ms": value["latency_ms"]} == problem.evaluate(cell)
 
 
 def test_pareto_front_tool_is_the_exact_front() -> None:
