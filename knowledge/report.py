@@ -27,7 +27,7 @@ from coevo.knowledge.store import KnowledgeStore, Version, iter_ids
 from coevo.search.metrics import model_yield, pareto_mask
 from coevo.search.problem import Problem
 from coevo.search.proposers import Evaluation
-from coevo.search.round_log import read_round_logs
+from coevo.search.round_log import SKIPPED_UPDATE, read_round_logs
 from coevo.search.runner import BANDS, band_edges, band_of
 from coevo.search.study import StoredSearch, evaluations_from_study, load_search
 from coevo.sim.paths import new_out_folder
@@ -118,6 +118,9 @@ class _Facts:
     rounds: list[int]
     logs: dict[int, dict[str, Any]]
     reasoner: str
+    """Who reasoned: one label, or each label with its rounds when the study was resumed with another reasoner."""
+    reasoners: tuple[str, ...]
+    """The distinct reasoner labels of the round logs, in order of first use."""
     history: list[Version]
     latest: dict[str, Version]
     hv: list[float]
@@ -127,8 +130,18 @@ class _Facts:
 
     @property
     def offline(self) -> bool:
-        """Whether the reasoner was the offline one (no LLM)."""
-        return self.reasoner.startswith("offline")
+        """Whether every round's reasoner was the offline one (no LLM)."""
+        return bool(self.reasoners) and all(r.startswith("offline") for r in self.reasoners)
+
+    @property
+    def skipped_updates(self) -> list[tuple[int, str]]:
+        """(round, why) of each knowledge-base update the reasoner failed to make (e.g. no valid LLM reply)."""
+        return [
+            (r, str(change).removeprefix(SKIPPED_UPDATE).strip())
+            for r, log in sorted(self.logs.items())
+            for change in log.get("changes", [])
+            if str(change).startswith(SKIPPED_UPDATE)
+        ]
 
 
 def _facts(search: StoredSearch, store: KnowledgeStore, storage: str | None) -> _Facts:
@@ -141,7 +154,7 @@ def _facts(search: StoredSearch, store: KnowledgeStore, storage: str | None) -> 
     y2 = np.array([e.values[second] for e in paid])
     rounds = sorted(set(rounds_of.tolist()))
     logs = read_round_logs(storage, study)
-    reasoner = str(next((v.get("reasoner") for v in logs.values() if v.get("reasoner")), "none (not a co-evolution search)"))
+    reasoners, reasoner = _reasoners(logs)
     history = store.history(study.study_name) if store.exists(study.study_name) else []
     return _Facts(
         search=search,
@@ -154,11 +167,58 @@ def _facts(search: StoredSearch, store: KnowledgeStore, storage: str | None) -> 
         rounds=rounds,
         logs=logs,
         reasoner=reasoner,
+        reasoners=reasoners,
         history=history,
         latest=store.latest(study.study_name) if history else {},
         hv=[ref.hv_ratio(y1[rounds_of <= r], y2[rounds_of <= r]) for r in rounds] if ref else [],
         evals=[int((rounds_of <= r).sum()) for r in rounds],
     )
+
+
+def _reasoners(logs: dict[int, dict[str, Any]]) -> tuple[tuple[str, ...], str]:
+    """The distinct reasoners of the round logs (first use first) and the label the report writes for them.
+
+    A study resumed with another reasoner (offline, then an LLM) names each with its rounds: a single label would call
+    LLM rounds offline, or the reverse.
+    """
+    rounds_of: dict[str, list[int]] = {}
+    for r, log in sorted(logs.items()):
+        if log.get("reasoner"):
+            rounds_of.setdefault(str(log["reasoner"]), []).append(r)
+    if not rounds_of:
+        return (), "none (not a co-evolution search)"
+    if len(rounds_of) == 1:
+        return tuple(rounds_of), next(iter(rounds_of))
+    parts = [f"{label} in round{'s' if len(rs) > 1 else ''} {_spans(rs)}" for label, rs in rounds_of.items()]
+    return tuple(rounds_of), "; ".join(parts) + " (the study was resumed with another reasoner)"
+
+
+def _spans(numbers: Sequence[int]) -> str:
+    """``1, 2, 3, 5`` -> ``1-3, 5``."""
+    spans: list[list[int]] = []
+    for n in sorted(numbers):
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def _why_no_kb(facts: _Facts) -> str:
+    """Why a search has no heuristics: the ablation, a baseline, failed updates, or too little evidence yet."""
+    search = facts.search
+    if "nokb" in search.proposer:
+        return f"its proposer ({search.proposer}) is the no-knowledge ablation, which keeps none"
+    if not facts.reasoners:
+        return f"its proposer ({search.proposer}) is a baseline, which keeps none"
+    skipped = facts.skipped_updates
+    if skipped:
+        last_round, why = skipped[-1]
+        return (
+            f"{len(skipped)} knowledge-base update{'s' if len(skipped) != 1 else ''} of its reasoner ({facts.reasoner}) failed "
+            f"(round {last_round}: {why})"
+        )
+    return f"its reasoner ({facts.reasoner}) has not written any heuristic yet (too few evaluations to learn from)"
 
 
 def _blocks(search: StoredSearch, store: KnowledgeStore, out: Path, storage: str | None) -> list[Block]:
@@ -172,7 +232,7 @@ def _blocks(search: StoredSearch, store: KnowledgeStore, out: Path, storage: str
     blocks += [("h2", "How a design is written"), ("p", problem.explain_encoding())]
     blocks += _reading_section(facts)
     blocks += _hv_section(facts, out)
-    blocks += _changes_section(facts.history, logs, rounds)
+    blocks += _changes_section(facts, logs, rounds)
     blocks += _imported_section(imported_heuristics(store, search.study.study_name))
     blocks += _heuristics_section(facts.latest, records, store, search.study.study_name)
     blocks += _exploration_section(problem, paid, facts.y2, facts.ref, out)
@@ -196,24 +256,19 @@ def _intro_section(facts: _Facts, store: KnowledgeStore) -> list[Block]:
     search, problem, paid, reasoner = facts.search, facts.problem, facts.paid, facts.reasoner
     blocks: list[Block] = [("h1", f"Review of search {search.study.study_name}")]
     if not facts.history:
-        if "nokb" in search.proposer:
-            why = f"its proposer ({search.proposer}) is the no-knowledge ablation, which keeps none"
-        elif any(v.get("reasoner") for v in facts.logs.values()):
-            why = f"its reasoner ({reasoner}) has not written any heuristic yet (too few evaluations to learn from)"
-        else:
-            why = f"its proposer ({search.proposer}) is a baseline, which keeps none"
         blocks.append(
             (
                 "p",
-                f"This search has no knowledge base: {why}. There are no heuristics to review; the report shows the designs "
-                "it found, how the front grew and where the evaluations went.",
+                f"This search has no knowledge base: {_why_no_kb(facts)}. There are no heuristics to review; the report shows "
+                "the designs it found, how the front grew and where the evaluations went.",
             )
         )
     spec = ", ".join(f"{k}={v}" for k, v in problem.spec().items() if isinstance(v, str))
     n_rounds = len(facts.rounds)
     summary = (
         f"Problem: {spec}. Proposer: {search.proposer}, seed {search.seed}, budget {search.budget} evaluations; "
-        f"{len(paid)} designs evaluated in {n_rounds} round{'s' if n_rounds != 1 else ''}. Reasoner: {reasoner}"
+        f"{len(paid)} designs evaluated in {n_rounds} round{'s' if n_rounds != 1 else ''}. "
+        f"Reasoner{'s' if len(facts.reasoners) > 1 else ''}: {reasoner}"
         + (" - statistics, not a language model: no LLM was called." if facts.offline else ".")
     )
     if facts.history:
@@ -237,7 +292,9 @@ def _reading_section(facts: _Facts) -> list[Block]:
             "A design is on the front when no other design is at least as good on both."
             + (
                 " The HV ratio is the area the found front dominates divided by the area of the true front (computed from "
-                "the whole space), 1.0 meaning the whole true front was found."
+                "the whole space): 1.0 means the found designs cover all of that area, which can leave out a true-front "
+                "design that adds no area (one at the floor, or at the worst second objective); front recall counts the true-front "
+                "designs found."
                 if facts.ref is not None
                 else ""
             )
@@ -416,11 +473,21 @@ def _activity(history: Sequence[Version], rounds: Sequence[int]) -> dict[str, li
     return {k: [counts[k][r] for r in rounds] for k in kinds}
 
 
-def _changes_section(history: Sequence[Version], logs: dict[int, Any], rounds: Sequence[int]) -> list[Block]:
+def _changes_section(facts: _Facts, logs: dict[int, Any], rounds: Sequence[int]) -> list[Block]:
+    history = facts.history
     blocks: list[Block] = [("h2", "Knowledge-base changes per round")]
     if not history:
-        blocks.append(("p", "This search kept no knowledge base (a baseline or the no-knowledge ablation)."))
+        blocks.append(("p", f"No heuristic was written: {_why_no_kb(facts)}."))
         return blocks
+    if facts.skipped_updates:
+        blocks.append(
+            (
+                "p",
+                "Updates that failed (the knowledge base stayed as it was for the next round): "
+                + "; ".join(f"round {r}: {why}" for r, why in facts.skipped_updates)
+                + ".",
+            )
+        )
     blocks.append(
         (
             "p",

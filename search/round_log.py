@@ -20,6 +20,8 @@ from coevo.search.storage import has_table, side_engine
 
 LEGACY_PREFIX = "coevo.rounds."
 """Study user-attribute prefix of round logs written by earlier coevo versions."""
+SKIPPED_UPDATE = "knowledge update skipped:"
+"""How a round log's ``changes`` list records a knowledge-base update the reasoner failed to make (followed by why)."""
 
 metadata = sa.MetaData()
 round_logs = sa.Table(

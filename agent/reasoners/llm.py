@@ -56,6 +56,7 @@ from coevo.search.config import DEFAULT_LLM_TIMEOUT_S
 from coevo.search.errors import CoevoError, UserInputError
 from coevo.search.niches import niche_of
 from coevo.search.proposers import Evaluation, Proposal
+from coevo.search.round_log import SKIPPED_UPDATE
 
 log = logging.getLogger(__name__)
 T = TypeVar("T", bound=BaseModel)
@@ -249,6 +250,8 @@ class LLMReasoner(Reasoner):
         self.timeout_s = timeout_s
         self.label = f"llm:{model}"
         self.cache = cache
+        self.failed_prompts: set[str] = set()
+        """Keys of propose prompts that got no valid reply (with a cache, the same prompt would get the same replies)."""
         self.transport_retries = transport_retries
         self.attempts = attempts
         self.retry = RetryPolicy(retries=transport_retries, backoff_s=backoff_s)
@@ -374,7 +377,9 @@ class LLMReasoner(Reasoner):
         try:
             out = self.structured(self._update_messages(kb, rows, ctx), KBUpdateOut, ctx.study, ctx.storage)
         except LLMReplyError as exc:
-            return [f"knowledge update skipped: {exc}"]
+            # the round goes on with the knowledge base as it was; say so where the user looks (the log and the report)
+            log.warning("knowledge-base update of round %d skipped: %s", ctx.round, exc)
+            return [f"{SKIPPED_UPDATE} {exc}"]
         known = {e.trial_number for e in ctx.evaluations}
         niche_ids = {n.id for n in ctx.niches}
         changes = []
@@ -529,6 +534,11 @@ class LLMReasoner(Reasoner):
         use_tools = self.tools and self.tool_support is not False
         box = self.toolbox(request) if use_tools else None
         messages = self._propose_messages(request, box)
+        failed_key = prompt_key(self.model, messages, self.temperature) + ("+tools" if box is not None else "")
+        if failed_key in self.failed_prompts and (self.cache is not None or request.storage is not None):
+            # the engine sends a request back unchanged when nothing came of it; its replies are cached, so asking
+            # again would replay the same invalid ones (and log the same warning again)
+            return []
         out: ProposeOut | None = None
         try:
             if box is not None:
@@ -538,7 +548,8 @@ class LLMReasoner(Reasoner):
             else:
                 out = self.structured(messages, ProposeOut, request.study, request.storage)
         except LLMReplyError as exc:
-            log.warning("niche %s skipped this round: %s", request.niche.id, exc)
+            self.failed_prompts.add(failed_key)
+            log.warning("niche %s skipped in round %d: %s", request.niche.id, request.round, exc)
             self.trace.setdefault("notes", []).append(f"niche {request.niche.id} skipped: {exc}")
             return []
         finally:
