@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
 from coevo.search.proposers import Proposer, get_proposer, proposer_factory, takes_reasoner
-from coevo.search.runner import MAX_SEED
+from coevo.search.runner import MAX_SEED, budget_problem, seed_problem
 
 DEFAULT_PROBLEM = "nb201"
 DEFAULT_PROPOSER = "pelnas"
@@ -212,8 +212,8 @@ class SearchConfig(_Config):
     @field_validator("budget")
     @classmethod
     def _positive_budget(cls, value: int) -> int:
-        if value < 0:
-            raise ValueError(f"must be a number of evaluations, 0 or more (0: the front the free information predicts), got {value}")
+        if (problem := budget_problem(value)) is not None:
+            raise ValueError(problem)
         return value
 
     @field_validator("eval_timeout_s")
@@ -226,8 +226,8 @@ class SearchConfig(_Config):
     @field_validator("seed")
     @classmethod
     def _seed_range(cls, value: int) -> int:
-        if not 0 <= value <= MAX_SEED:
-            raise ValueError(f"must be an integer from 0 to {MAX_SEED}, got {value}")
+        if (problem := seed_problem(value)) is not None:
+            raise ValueError(problem)
         return value
 
     @model_validator(mode="after")
