@@ -33,6 +33,7 @@ from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
 from coevo.search.proposers import Proposer, get_proposer, proposer_factory, takes_reasoner
 from coevo.search.runner import MAX_SEED, budget_problem, seed_problem
+from coevo.search.storage import DEFAULT_STORAGE
 
 DEFAULT_PROBLEM = "nb201"
 DEFAULT_PROPOSER = "pelnas"
@@ -198,7 +199,7 @@ class SearchConfig(_Config):
     proposer: str | Proposer = Field(default=DEFAULT_PROPOSER, description="proposer name (pelnas, tpe, ...) or an instance")
     budget: int = Field(default=100, description="evaluations: paid ones of the expensive objective (zero-cost: on an estimate, none paid)")
     seed: int = Field(default=0, description=f"random seed, 0 to {MAX_SEED}")
-    storage: str | None = Field(default=None, description="Optuna storage URL; None: sqlite:///runs/coevo.sqlite3")
+    storage: str | None = Field(default=None, description=f"Optuna storage URL; None: {DEFAULT_STORAGE}")
     study: str | None = Field(default=None, description="study name; None: built from the problem, proposer and seed")
     eval_timeout_s: float | None = Field(
         default=None,

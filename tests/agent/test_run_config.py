@@ -149,6 +149,10 @@ def test_the_api_names_the_keyword(keywords: dict[str, Any], says: str, tmp_path
         ({"proposer": "bogus"}, "valid proposers"),
         ({"options": {"device": "tpu"}}, "device: unknown device 'tpu'"),
         ({"options": {"nosuch": 1}}, "no option 'nosuch'"),
+        # the values are SearchConfig's to check, with its message (the tools once had bounds of their own)
+        ({"budget": -1}, r"^search\.\w+: budget must be a number of evaluations, 0 or more"),
+        ({"seed": -3}, r"seed must be an integer from 0 to 4194303, got -3"),
+        ({"eval_timeout_s": 0}, r"eval_timeout_s must be a positive number of seconds"),
     ],
 )
 def test_the_search_tools_name_the_field(
@@ -158,6 +162,12 @@ def test_the_search_tools_name_the_field(
     with pytest.raises(ToolArgumentError, match=says):
         call_tool(REGISTRY.get(tool), arguments)
     assert list(tmp_path.iterdir()) == []  # no study, no runs/jobs log
+
+
+def test_the_search_tool_runs_the_budget_0_front_the_cli_and_the_api_offer(storage: str) -> None:
+    """A budget of 0 (the front the free information predicts) was refused by search.run's own bound (ge=1)."""
+    result = call_tool(REGISTRY.get("search.run"), {"proposer": "random", "budget": 0, "storage": storage}).value
+    assert result["budget"] == 0 and result["paid"] == 0 and result["hv_ratio"] is not None
 
 
 # ---------------------------------------------------------------- a configuration travels as flags and back
