@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -175,6 +174,7 @@ def _delete(args: argparse.Namespace) -> int:
     from coevo.search.storage import open_storage
     from coevo.search.study import open_stored_study
     from coevo.search.workers import Coordination, worker_alive
+    from coevo.tools.search_jobs import log_path
 
     study = open_stored_study(args.storage, args.study, create=False)  # its problem is not rebuilt: no user code runs
     live = [w for w in Coordination(args.storage, args.study).workers() if worker_alive(w, ALIVE_S)]
@@ -193,9 +193,12 @@ def _delete(args: argparse.Namespace) -> int:
             return 1
     optuna.delete_study(study_name=args.study, storage=open_storage(args.storage))
     removed = purge_side_tables(args.storage, args.study, "delete")
-    job_log = Path("runs/jobs") / f"{args.study}.log"
-    if job_log.is_file():
-        job_log.unlink()
-        removed.append(f"background log {job_log}")
+    # what search.start left for it: the log where that tool writes it (a sanitized name), and the pid file, which
+    # would otherwise make a later search.status of a new study of this name report the old process
+    job_log = log_path(args.study)
+    for path, what in ((job_log, "background log"), (job_log.with_suffix(".pid"), "background pid file")):
+        if path.is_file():
+            path.unlink()
+            removed.append(f"{what} {path}")
     out.print(f"deleted study {args.study!r} ({trials} trials)" + (f", {', '.join(removed)}" if removed else ""))
     return 0
