@@ -8,9 +8,10 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from coevo.knowledge.store import KnowledgeStore
+from coevo.search.storage import DEFAULT_STORAGE
 from coevo.tools._base import Target, Tool, ToolArgs, ToolResult
 
-STORAGE = Field(None, description="study storage URL (the knowledge store is beside it); default sqlite:///runs/coevo.sqlite3")
+STORAGE = Field(None, description=f"study storage URL (the knowledge store is beside it); default {DEFAULT_STORAGE}")
 
 
 class KBListArgs(ToolArgs):

@@ -39,7 +39,7 @@ from coevo.search.config import DEFAULT_PROPOSER, default
 from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
 from coevo.search.proposers import proposer_names
-from coevo.search.storage import sqlite_path
+from coevo.search.storage import DEFAULT_STORAGE, sqlite_path
 from coevo.search.strict_json import strict_dumps
 
 
@@ -48,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
     sub = p.add_subparsers(dest="kb_command", required=True, metavar="{list,show,accept,reject,export,import,report,ablate}")
 
     def common(q: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        q.add_argument("--storage", default=None, help="study storage URL (default: sqlite:///runs/coevo.sqlite3)")
+        q.add_argument("--storage", default=None, help=f"study storage URL (default: {DEFAULT_STORAGE})")
         q.add_argument("--study", default=None, help="study name (default: built from the options below, as coevo search does)")
         add_problem_argument(q)
         q.add_argument(

@@ -13,6 +13,7 @@ from coevo.agent.cli._common import err, out, progress_bar
 from coevo.agent.tables import Column, print_table, summary_cell
 from coevo.search.errors import StorageMissingError, UserInputError
 from coevo.search.problem import Problem
+from coevo.search.storage import DEFAULT_STORAGE
 from coevo.search.strict_json import strict_dumps
 
 LOAD_HELP = (
@@ -25,17 +26,17 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
     """``coevo runs list``, ``coevo runs show NAME`` and ``coevo runs delete NAME``."""
     sub = p.add_subparsers(dest="runs_command", required=True, metavar="{list,show,delete}")
     ls = sub.add_parser("list", help="every search in the storage: progress, workers alive, HV so far")
-    ls.add_argument("--storage", default=None, help="storage URL (default: sqlite:///runs/coevo.sqlite3)")
+    ls.add_argument("--storage", default=None, help=f"storage URL (default: {DEFAULT_STORAGE})")
     ls.add_argument("--json", action="store_true")
     ls.add_argument("--yes", action="store_true", help=LOAD_HELP)
     show = sub.add_parser("show", help="one search: progress, trial states, workers, HV so far")
     show.add_argument("study")
-    show.add_argument("--storage", default=None, help="storage URL (default: sqlite:///runs/coevo.sqlite3)")
+    show.add_argument("--storage", default=None, help=f"storage URL (default: {DEFAULT_STORAGE})")
     show.add_argument("--json", action="store_true")
     show.add_argument("--yes", action="store_true", help=LOAD_HELP)
     rm = sub.add_parser("delete", help="delete a search: its study, knowledge base, round logs, LLM replies and claims")
     rm.add_argument("study")
-    rm.add_argument("--storage", default=None, help="storage URL (default: sqlite:///runs/coevo.sqlite3)")
+    rm.add_argument("--storage", default=None, help=f"storage URL (default: {DEFAULT_STORAGE})")
     rm.add_argument("--yes", action="store_true", help="delete without asking")
 
 

@@ -28,12 +28,13 @@ from coevo.search.config import DEFAULT_KB_FROM_USE, DEFAULT_PROPOSER, KB_FROM_U
 from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
 from coevo.search.proposers import proposer_names
+from coevo.search.storage import DEFAULT_STORAGE
 
 
 def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> None:
     """Options of ``coevo search``."""
     add_problem_argument(p)
-    p.add_argument("--storage", default=None, help="Optuna storage URL (default: sqlite:///runs/coevo.sqlite3)")
+    p.add_argument("--storage", default=None, help=f"Optuna storage URL (default: {DEFAULT_STORAGE})")
     p.add_argument(
         "--proposer",
         default=DEFAULT_PROPOSER,
