@@ -15,6 +15,8 @@ STORAGE = Field(None, description=f"study storage URL (the knowledge store is be
 
 
 class KBListArgs(ToolArgs):
+    """Which knowledge base to list, and which of its heuristics."""
+
     study: str = Field(..., description="study name: each pelnas search keeps its own knowledge base")
     storage: str | None = STORAGE
     status: str | None = Field(None, description="only this status: proposed, validated, unhelpful, refuted, retired, accepted, rejected")
@@ -55,6 +57,8 @@ class KBList(Tool):
 
 
 class KBShowArgs(ToolArgs):
+    """The heuristic to show: its study and id."""
+
     study: str = Field(..., description="study name")
     id: str = Field(..., description="heuristic id, e.g. H17")
     storage: str | None = STORAGE
@@ -90,6 +94,8 @@ class KBShow(Tool):
 
 
 class KBReviewArgs(ToolArgs):
+    """A review decision on one heuristic: accept, reject or retire it, and why."""
+
     study: str = Field(..., description="study name")
     id: str = Field(..., description="heuristic id, e.g. H17")
     decision: Literal["accepted", "rejected", "retired"] = Field(..., description="accepted, rejected (never in prompts again) or retired")
