@@ -407,6 +407,8 @@ __all__ = [
     "LLM_TIMEOUT_HELP",
     "EngineOptions",
     "ReasonerConfig",
+    "ReasonerKind",
+    "Screen",
     "SearchConfig",
     "config_error",
     "default",

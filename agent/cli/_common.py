@@ -14,11 +14,21 @@ import argparse
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 from coevo.agent.cli._console import err, out
 from coevo.agent.cli._progress import Reporter
-from coevo.search.config import DEFAULT_LLM_TIMEOUT_S, DEFAULT_PROBLEM, FLAGS, LLM_TIMEOUT_HELP, EngineOptions, ReasonerConfig, SearchConfig
+from coevo.search.config import (
+    DEFAULT_LLM_TIMEOUT_S,
+    DEFAULT_PROBLEM,
+    FLAGS,
+    LLM_TIMEOUT_HELP,
+    EngineOptions,
+    ReasonerConfig,
+    ReasonerKind,
+    Screen,
+    SearchConfig,
+)
 from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
 from coevo.search.problems import describe_options, problem_names
@@ -143,7 +153,7 @@ def add_reasoner_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--reasoner",
         default=None,
-        choices=("auto", "offline", "llm"),
+        choices=get_args(ReasonerKind),
         help="auto: the LLM when COEVO_LLM_BASE_URL and COEVO_LLM_MODEL are set, else offline (no LLM)",
     )
     g.add_argument(
@@ -166,7 +176,7 @@ def add_reasoner_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--screen",
-        choices=("on", "llm", "off"),
+        choices=get_args(Screen),
         default=None,
         help="LLM reasoner: ask for 3x the quota and pay for what the surrogate ranks best by expected HV among the LLM's "
         "candidates and the engine's own (on), the LLM's only (llm), or pay for the LLM's first picks (off)",

@@ -275,3 +275,19 @@ def test_coevo_search_with_no_flags_runs_pelnas_offline_on_sqlite_under_runs(tmp
     assert data["proposer"] == "pelnas" and data["reasoner"] == "offline (no LLM)" and data["problem"]["problem"] == "nb201"
     assert (tmp_path / "runs" / "coevo.sqlite3").exists() and data["evaluations"] == 20
     assert "reasoner: offline (no LLM)" in proc.stderr  # said so
+
+
+def test_choice_flags_offer_the_configurations_values() -> None:
+    """--reasoner and --screen list what ReasonerConfig.kind and EngineOptions.screen accept, as --kb-from-use does."""
+    from typing import get_args
+
+    from coevo.agent.coevolution import SCREENS
+    from coevo.search.config import KB_FROM_USES, ReasonerKind, Screen
+
+    parser = argparse.ArgumentParser()
+    from coevo.agent.cli import search as search_cli
+
+    search_cli.add_arguments(parser, None)
+    choices = {a.dest: tuple(a.choices) for a in parser._actions if a.choices}
+    assert choices["reasoner"] == get_args(ReasonerKind) and choices["screen"] == get_args(Screen) == SCREENS
+    assert choices["kb_from_use"] == KB_FROM_USES
