@@ -291,13 +291,11 @@ def add_timing_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def worker_settings(args: argparse.Namespace) -> WorkerSettings:
-    """The :class:`search.workers.WorkerSettings` of ``--heartbeat``, ``--grace``, ``--db-patience`` and ``--db-timeout``."""
-    if args.heartbeat < 1 or args.grace <= args.heartbeat:
-        raise UserInputError(f"need --heartbeat >= 1 and --grace > --heartbeat (got {args.heartbeat} and {args.grace})")
-    if args.db_patience < 0:
-        raise UserInputError(f"--db-patience must be >= 0 seconds, got {args.db_patience}")
-    if args.db_timeout < 1:
-        raise UserInputError(f"--db-timeout must be >= 1 second, got {args.db_timeout}")
+    """The :class:`search.workers.WorkerSettings` of ``--heartbeat``, ``--grace``, ``--db-patience`` and ``--db-timeout``.
+
+    Raises:
+        UserInputError: values no worker can keep (checked by :class:`WorkerSettings` itself).
+    """
     timeouts = DatabaseTimeouts(request_s=args.db_timeout)
     return WorkerSettings(heartbeat_s=args.heartbeat, grace_s=args.grace, patience_s=args.db_patience, timeouts=timeouts)
 
