@@ -55,7 +55,7 @@ DEFAULT_KB_FROM_USE: KbFromUse = "evaluations"
 (docs/bench/nb201/issue29-few-evals.md) importing the heuristics as well changed the HV by -0.0006 to +0.0002 at 30 and
 100 queries (intervals around 0) and the heuristics alone bought nothing over no transfer, so the simpler one is the
 default. A source with no paid evaluations (an export file) seeds its heuristics when the flag is not given
-(:func:`agent.run_config.check_kb_from`)."""
+(:func:`knowledge.kb_from.check_kb_from`)."""
 
 FLAGS: dict[str, str] = {
     "problem": "--problem",

@@ -192,7 +192,7 @@ def run_search(
     check_budget(budget)
     check_seed(seed)
     proposer = get_proposer(proposer)
-    name = study_name or default_study_name(problem, proposer.name, seed, proposer.variant)
+    name = study_name or study_name_of(problem, proposer, seed)
     started = clock() if started is None else started
     opened = open_or_create(problem, proposer, storage=storage, study_name=name, seed=seed, budget=budget)
     notes = list(opened.notes)
@@ -248,6 +248,12 @@ def run_search(
     _record_search_time(opened.study, result.wall_s if budget > opened.paid else 0.0)
     result.search_wall_s = search_seconds(opened.study)
     return result
+
+
+def study_name_of(problem: Problem, proposer: Proposer, seed: int) -> str:
+    """The default study name of a search of ``problem`` by ``proposer``: :func:`default_study_name` with the proposer's
+    variant (a ``kb_from`` run, another LLM model, another screening is another study)."""
+    return default_study_name(problem, proposer.name, seed, proposer.variant)
 
 
 def _record_search_time(study: optuna.Study, seconds: float) -> None:

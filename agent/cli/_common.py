@@ -19,9 +19,11 @@ from typing import Any, TypeVar, get_args
 from coevo.agent.cli._console import err, out
 from coevo.agent.cli._progress import Reporter
 from coevo.search.config import (
+    DEFAULT_KB_FROM_USE,
     DEFAULT_LLM_TIMEOUT_S,
     DEFAULT_PROBLEM,
     FLAGS,
+    KB_FROM_USES,
     LLM_TIMEOUT_HELP,
     EngineOptions,
     ReasonerConfig,
@@ -193,6 +195,27 @@ def add_reasoner_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_kb_from_arguments(p: argparse.ArgumentParser) -> None:
+    """``--kb-from`` and ``--kb-from-use`` (``coevo search``, and ``coevo kb``, whose default study name they shape)."""
+    p.add_argument(
+        "--kb-from",
+        default=None,
+        metavar="STUDY_OR_FILE",
+        help="pelnas: seed the search from another study (same storage: its paid evaluations feed the predictor; of this "
+        "problem or, for a composed one such as nb201-accel, of the part it predicts, nb201; of another part with the "
+        "same parameters, such as quant for deploy-cnn, its heuristics only) or an export file (coevo kb export: its "
+        "heuristics); see --kb-from-use",
+    )
+    p.add_argument(
+        "--kb-from-use",
+        choices=KB_FROM_USES,
+        default=None,
+        help="what --kb-from seeds: its paid evaluations (the predictor), its heuristics (the knowledge base) or both "
+        f"(default: {DEFAULT_KB_FROM_USE}; heuristics for a source that paid for nothing, such as an export file, "
+        "or whose values label no joint design, such as a quant study for deploy-cnn)",
+    )
+
+
 def reasoner_flags(args: argparse.Namespace) -> ReasonerConfig:
     """The reasoner the flags ask for (:class:`ReasonerConfig`; what is not given is left to it and the environment).
 
@@ -237,9 +260,10 @@ def search_config(args: argparse.Namespace) -> SearchConfig:
     reasoner = reasoner_flags(args) if takes_reasoner(args.proposer) else None
     if reasoner is None and (given := ignored_reasoner_flags(args)):
         err.print(f"note: {', '.join(given)} ignored: proposer {args.proposer!r} takes no reasoner", soft_wrap=True, markup=False)
-    values: dict[str, Any] = {"problem": args.problem, "options": problem_values(args), "proposer": args.proposer, "budget": args.budget}
+    # budget and eval_timeout_s: commands that only name a search (coevo kb) have no such flags and leave the defaults
+    values: dict[str, Any] = {"problem": args.problem, "options": problem_values(args), "proposer": args.proposer}
+    values |= {"budget": getattr(args, "budget", None), "eval_timeout_s": getattr(args, "eval_timeout", None)}
     values |= {"seed": args.seed, "storage": args.storage, "study": args.study, "reasoner": reasoner, "engine": engine_flags(args)}
-    values["eval_timeout_s"] = args.eval_timeout
     return SearchConfig.create(names=FLAGS, **values)
 
 
