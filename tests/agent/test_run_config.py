@@ -291,3 +291,22 @@ def test_choice_flags_offer_the_configurations_values() -> None:
     choices = {a.dest: tuple(a.choices) for a in parser._actions if a.choices}
     assert choices["reasoner"] == get_args(ReasonerKind) and choices["screen"] == get_args(Screen) == SCREENS
     assert choices["kb_from_use"] == KB_FROM_USES
+
+
+@pytest.mark.parametrize(
+    ("kind", "env", "resolved"),
+    [("auto", True, "llm"), ("auto", False, "offline"), ("offline", True, "offline"), ("llm", False, "llm")],
+)
+def test_one_resolution_of_the_auto_reasoner(kind: str, env: bool, resolved: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """coevo bench resolved auto with its own copy of build_reasoner's rule; both read resolve_kind now."""
+    from coevo.agent.reasoners import build_reasoner, resolve_kind
+
+    for name in ("COEVO_LLM_BASE_URL", "COEVO_LLM_MODEL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    if env:
+        monkeypatch.setenv("COEVO_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+        monkeypatch.setenv("COEVO_LLM_MODEL", "m")
+    config = ReasonerConfig.create(kind=kind)
+    assert resolve_kind(config) == resolved
+    if kind == "auto":
+        assert build_reasoner(config).label.startswith(resolved)
