@@ -25,7 +25,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 import optuna
@@ -35,7 +35,7 @@ from coevo.knowledge import Heuristic, KnowledgeBase, retrieval, validation
 from coevo.knowledge.exchange import onto_part, records_from
 from coevo.knowledge.store import IMPORT_BY, KnowledgeStore, StudyKnowledge
 from coevo.search.acquisition import greedy_ehvi, greedy_hv
-from coevo.search.config import DEFAULT_KB_FROM_USE, KB_FROM_USES
+from coevo.search.config import DEFAULT_KB_FROM_USE, KB_FROM_USES, Screen
 from coevo.search.errors import CoevoError, UserInputError
 from coevo.search.informed import Evidence, InformedPredictor, free_pool, point_ids
 from coevo.search.metrics import model_yield, pareto_mask
@@ -54,7 +54,7 @@ KB_ROUND = "coevo.kb.round"
 KB_FROM = "coevo.kb.from"
 """Where the knowledge base was seeded from (study attribute), once done."""
 KB_WITHHELD = "coevo.kb.withheld"
-SCREENS = ("on", "llm", "off")
+SCREENS: tuple[str, ...] = get_args(Screen)
 """Screening of an LLM's candidates (:class:`CoevolutionProposer`'s ``screen``)."""
 ENGINE = "engine (no LLM)"
 """The model name of the engine's own candidates in a screened round (their yield is reported beside the LLM's)."""

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from coevo.agent.reasoners import Reasoner, build_reasoner, joined_reasoner
-from coevo.search.config import DEFAULT_KB_FROM_USE, FLAGS, EngineOptions, KbFromUse, ReasonerConfig, SearchConfig
-from coevo.search.problem import Problem
+from coevo.knowledge.kb_from import check_kb_from, with_kb_from_checked
+from coevo.search.config import FLAGS, EngineOptions, ReasonerConfig, SearchConfig
 from coevo.search.proposers import Proposer, takes_reasoner
 
 
@@ -32,71 +32,16 @@ def make_proposer(
 
     Raises:
         UserInputError: a reasoner that cannot be built, or a ``kb_from`` source that does not
-            exist or does not fit the search (:func:`check_kb_from`).
+            exist or does not fit the search (:func:`knowledge.kb_from.check_kb_from`).
     """
     if not config.takes_reasoner():
         return config.make_proposer()
     if reasoner is None and config.reasoner is not None:
         reasoner = build_reasoner(config.reasoner, storage=config.storage)
-    if config.engine.kb_from:
-        use = check_kb_from(config)
-        config = config.model_copy(update={"engine": config.engine.model_copy(update={"kb_from_use": use})})
+    config = with_kb_from_checked(config)
     if reasoner is not None and on_reasoner is not None:
         on_reasoner(reasoner)
     return config.make_proposer(reasoner)
-
-
-def check_kb_from(config: SearchConfig, problem: Problem | None = None) -> KbFromUse | None:
-    """Check ``config``'s ``--kb-from`` source before the study exists: one line, nothing created.
-
-    The source must exist (an export file, or a study or knowledge base in the storage), be of
-    the search's problem (or of the predicted part of a composed one, whose objective must carry
-    over: :func:`search.transfer.part_compatibility`; or of another part with the same parameters,
-    which seeds heuristics only: :func:`search.transfer.heuristic_compatibility`), and have the
-    same objectives with the same directions and units (:func:`search.transfer.prior_evidence`
-    for a study's evaluations,
-    :func:`knowledge.exchange.source_records` for its heuristics). Other option values (another
-    device, another dataset) are what transfer is for, and pass.
-
-    Args:
-        config: the search.
-        problem: its problem, built already (else built from ``config``).
-
-    Returns:
-        What the source seeds (``--kb-from-use``): the value given, else :data:`DEFAULT_KB_FROM_USE`,
-        except that a source with no paid evaluations (an export file, a knowledge base whose study
-        is elsewhere) or none that label the joint design (a study of a part that is not predicted)
-        seeds its heuristics when no value was given; None without a source.
-
-    Raises:
-        UserInputError: a source that does not exist or does not fit the search, or a study that
-            seeds heuristics only with ``--kb-from-use`` evaluations or both.
-    """
-    from coevo.knowledge.exchange import source_records
-    from coevo.search.errors import UserInputError
-    from coevo.search.transfer import heuristics_only, nothing_paid, prior_evidence
-
-    source = config.engine.kb_from
-    if not source:
-        return None
-    use = config.engine.kb_from_use or DEFAULT_KB_FROM_USE
-    problem = problem if problem is not None else config.make_problem()
-    evidence = prior_evidence(problem, config.storage, source)  # first: a study of another problem says so, even with no knowledge base
-    if evidence.heuristics_only and config.engine.kb_from_use not in (None, "heuristics"):
-        raise heuristics_only(evidence, problem, use)
-    if (evidence.study is None or evidence.heuristics_only) and config.engine.kb_from_use is None:
-        use = "heuristics"  # nothing was paid there, or nothing that labels a joint design: its heuristics are all it has to give
-    if use == "evaluations":
-        if evidence.study is None:
-            raise nothing_paid(source)
-        return use
-    try:
-        source_records(config.storage, source, problem)
-    except UserInputError:
-        if evidence.study is None or use == "heuristics":
-            raise
-        # a study without a knowledge base (a tpe run, a short pelnas run) still seeds the predictor with its evaluations
-    return use
 
 
 def joined_search(

@@ -23,7 +23,7 @@ from coevo.knowledge.store import KnowledgeStore
 from coevo.search.bench import run_jobs
 from coevo.search.errors import UserInputError
 from coevo.search.runner import SearchResult
-from coevo.search.storage import open_storage
+from coevo.search.storage import open_storage, resolve_storage_url
 from coevo.search.study import load_search
 
 METRICS = ("hv_ratio", "front_recall")
@@ -132,7 +132,7 @@ def compare(
         raise UserInputError("give at least one seed")
     if jobs < 1:
         raise UserInputError(f"--jobs must be at least 1, got {jobs}")
-    url = storage or "sqlite:///runs/coevo.sqlite3"
+    url = resolve_storage_url(storage)
     open_storage(storage)  # the schema exists before parallel runs race to create it
     arms = (("base", base or {}), ("variant", variant))
     work = [(problem, options, proposer, budget, s, url, reasoner, opts, f"{study_prefix}.{arm}.s{s}") for s in seeds for arm, opts in arms]

@@ -69,10 +69,10 @@ from coevo.search.plots import plot_budget_curves
 from coevo.search.problem import Problem
 from coevo.search.problems import make_problem
 from coevo.search.proposers import get_proposer, takes_reasoner
-from coevo.search.runner import SearchResult, summarize
+from coevo.search.runner import SearchResult, study_name_of, summarize
 from coevo.search.stats import excludes_zero, format_interval, t_interval
 from coevo.search.storage import open_storage
-from coevo.search.study import default_study_name, evaluations_from_study, failed_evaluation
+from coevo.search.study import evaluations_from_study, failed_evaluation
 from coevo.sim.paths import make_out_folder
 
 BUDGET_FIELDS = ("group", "proposer", "seed", "budget", "paid", "hv", "hv_kind", "front_recall", "cuts_round", "study")
@@ -181,7 +181,7 @@ def run_budget_bench(
 
 def _study_name(problem: Problem, proposer: str, seed: int, options: Mapping[str, Any] | None) -> str:
     """The default study name of a run (with the proposer's variant: a ``kb_from`` run is another study)."""
-    return default_study_name(problem, proposer, seed, get_proposer(proposer, options).variant)
+    return study_name_of(problem, get_proposer(proposer, options), seed)
 
 
 def paid_trials(study: optuna.Study) -> list[FrozenTrial]:

@@ -32,7 +32,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
 from coevo.search.proposers import Proposer, get_proposer, proposer_factory, takes_reasoner
-from coevo.search.runner import MAX_SEED
+from coevo.search.runner import MAX_SEED, budget_problem, seed_problem
+from coevo.search.storage import DEFAULT_STORAGE
 
 DEFAULT_PROBLEM = "nb201"
 DEFAULT_PROPOSER = "pelnas"
@@ -54,7 +55,7 @@ DEFAULT_KB_FROM_USE: KbFromUse = "evaluations"
 (docs/bench/nb201/issue29-few-evals.md) importing the heuristics as well changed the HV by -0.0006 to +0.0002 at 30 and
 100 queries (intervals around 0) and the heuristics alone bought nothing over no transfer, so the simpler one is the
 default. A source with no paid evaluations (an export file) seeds its heuristics when the flag is not given
-(:func:`agent.run_config.check_kb_from`)."""
+(:func:`knowledge.kb_from.check_kb_from`)."""
 
 FLAGS: dict[str, str] = {
     "problem": "--problem",
@@ -198,7 +199,7 @@ class SearchConfig(_Config):
     proposer: str | Proposer = Field(default=DEFAULT_PROPOSER, description="proposer name (pelnas, tpe, ...) or an instance")
     budget: int = Field(default=100, description="evaluations: paid ones of the expensive objective (zero-cost: on an estimate, none paid)")
     seed: int = Field(default=0, description=f"random seed, 0 to {MAX_SEED}")
-    storage: str | None = Field(default=None, description="Optuna storage URL; None: sqlite:///runs/coevo.sqlite3")
+    storage: str | None = Field(default=None, description=f"Optuna storage URL; None: {DEFAULT_STORAGE}")
     study: str | None = Field(default=None, description="study name; None: built from the problem, proposer and seed")
     eval_timeout_s: float | None = Field(
         default=None,
@@ -212,8 +213,8 @@ class SearchConfig(_Config):
     @field_validator("budget")
     @classmethod
     def _positive_budget(cls, value: int) -> int:
-        if value < 0:
-            raise ValueError(f"must be a number of evaluations, 0 or more (0: the front the free information predicts), got {value}")
+        if (problem := budget_problem(value)) is not None:
+            raise ValueError(problem)
         return value
 
     @field_validator("eval_timeout_s")
@@ -226,8 +227,8 @@ class SearchConfig(_Config):
     @field_validator("seed")
     @classmethod
     def _seed_range(cls, value: int) -> int:
-        if not 0 <= value <= MAX_SEED:
-            raise ValueError(f"must be an integer from 0 to {MAX_SEED}, got {value}")
+        if (problem := seed_problem(value)) is not None:
+            raise ValueError(problem)
         return value
 
     @model_validator(mode="after")
@@ -406,6 +407,8 @@ __all__ = [
     "LLM_TIMEOUT_HELP",
     "EngineOptions",
     "ReasonerConfig",
+    "ReasonerKind",
+    "Screen",
     "SearchConfig",
     "config_error",
     "default",

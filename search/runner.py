@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -188,13 +189,10 @@ def run_search(
         UserInputError: budget < 0, a seed out of range, or the study exists for another problem/proposer.
         StorageError: the storage cannot be opened.
     """
-    if budget < 0:
-        raise UserInputError(
-            f"budget must be a number of evaluations, 0 or more (0: the front the free information predicts), got {budget}"
-        )
+    check_budget(budget)
     check_seed(seed)
     proposer = get_proposer(proposer)
-    name = study_name or default_study_name(problem, proposer.name, seed, proposer.variant)
+    name = study_name or study_name_of(problem, proposer, seed)
     started = clock() if started is None else started
     opened = open_or_create(problem, proposer, storage=storage, study_name=name, seed=seed, budget=budget)
     notes = list(opened.notes)
@@ -221,7 +219,14 @@ def run_search(
             on_progress=on_progress,
             eval_timeout_s=eval_timeout_s,
         )
-        stopped = worker.run().stopped
+        try:
+            stopped = worker.run().stopped
+        except BaseException:
+            # an invocation that died (an exception out of the worker, Ctrl-C outside its handler) searched all the same:
+            # its seconds count in the study's search time. A dead storage must not hide the original error
+            with suppress(Exception):
+                _record_search_time(opened.study, clock() - started if budget > opened.paid else 0.0)
+            raise
     result = summarize(
         problem,
         opened.study,
@@ -240,25 +245,54 @@ def run_search(
         result.reasoner = reasoner.label
         result.llm_usage = reasoner.usage.as_dict()
     result.wall_s = round(clock() - started, 3)
-    result.search_wall_s = _add_search_time(opened.study, result.wall_s if budget > opened.paid else 0.0)
+    _record_search_time(opened.study, result.wall_s if budget > opened.paid else 0.0)
+    result.search_wall_s = search_seconds(opened.study)
     return result
 
 
-def _add_search_time(study: optuna.Study, seconds: float) -> float | None:
-    """Record ``seconds`` of this invocation (when it evaluated) and return the study's search time so far (:func:`search_seconds`)."""
+def study_name_of(problem: Problem, proposer: Proposer, seed: int) -> str:
+    """The default study name of a search of ``problem`` by ``proposer``: :func:`default_study_name` with the proposer's
+    variant (a ``kb_from`` run, another LLM model, another screening is another study)."""
+    return default_study_name(problem, proposer.name, seed, proposer.variant)
+
+
+def _record_search_time(study: optuna.Study, seconds: float) -> None:
+    """Record ``seconds`` of this invocation in the study (when it evaluated: ``seconds`` > 0); :func:`search_seconds` sums them."""
     if seconds > 0:
         study.set_user_attr(f"{ATTR_WALL}{uuid.uuid4().hex[:12]}", round(seconds, 3))
-    return search_seconds(study)
 
 
 MAX_SEED = 2**22 - 1
 """Largest seed: later workers sample with ``seed * 1000 + n``, and Optuna's samplers take seeds below 2**32."""
 
 
-def check_seed(seed: int) -> None:
-    """Raise :class:`UserInputError` unless ``0 <= seed <= MAX_SEED``."""
+def budget_problem(budget: int) -> str | None:
+    """What is wrong with ``budget`` (``must be ..., got N``, to follow its name), None when nothing is.
+
+    The one statement of the rule: :func:`check_budget` and :class:`~search.config.SearchConfig` both read it.
+    """
+    if budget < 0:
+        return f"must be a number of evaluations, 0 or more (0: the front the free information predicts), got {budget}"
+    return None
+
+
+def seed_problem(seed: int) -> str | None:
+    """What is wrong with ``seed`` (``must be ..., got N``), None when it is from 0 to :data:`MAX_SEED`."""
     if not 0 <= seed <= MAX_SEED:
-        raise UserInputError(f"seed must be an integer from 0 to {MAX_SEED}, got {seed}")
+        return f"must be an integer from 0 to {MAX_SEED}, got {seed}"
+    return None
+
+
+def check_budget(budget: int) -> None:
+    """Raise :class:`UserInputError` unless ``budget`` is 0 or more (:func:`budget_problem`)."""
+    if (problem := budget_problem(budget)) is not None:
+        raise UserInputError(f"budget {problem}")
+
+
+def check_seed(seed: int) -> None:
+    """Raise :class:`UserInputError` unless ``0 <= seed <= MAX_SEED`` (:func:`seed_problem`)."""
+    if (problem := seed_problem(seed)) is not None:
+        raise UserInputError(f"seed {problem}")
 
 
 def summarize(

@@ -29,7 +29,7 @@ from coevo.search.plugins import own_module, parse_reference
 from coevo.search.problem import Problem
 from coevo.search.proposers import Evaluation, Proposer
 from coevo.search.side_tables import purge_side_tables
-from coevo.search.storage import DatabaseTimeouts, open_storage, require_writable, resolve_storage_url, side_engine
+from coevo.search.storage import DEFAULT_STORAGE, DatabaseTimeouts, open_storage, require_writable, resolve_storage_url, side_engine
 
 ATTR_SPEC = "coevo.problem"
 ATTR_PROBLEM_REF = "coevo.problem_ref"
@@ -174,7 +174,7 @@ def open_or_create(problem: Problem, proposer: Proposer, *, storage: str | None,
     if resolve_storage_url(storage) == "sqlite:///:memory:":
         raise UserInputError(
             "sqlite:///:memory: cannot hold a search: every connection (workers, heartbeats) would see another, empty "
-            "database; use a file, e.g. sqlite:///runs/coevo.sqlite3"
+            f"database; use a file, e.g. {DEFAULT_STORAGE}"
         )
     require_writable(storage)
     backend = open_storage(storage)

@@ -169,6 +169,20 @@ class WorkerSettings:
     timeouts: DatabaseTimeouts = field(default_factory=DatabaseTimeouts)
     broken_after: int = 5
 
+    def __post_init__(self) -> None:
+        """Refuse timing no worker can keep (the messages name the flags of ``coevo search`` and ``coevo worker``).
+
+        Raises:
+            UserInputError: a heartbeat not above 0, a grace not above the heartbeat (a live trial would be
+                taken for a dead one), a negative patience, or a database request bound under a second.
+        """
+        if not self.heartbeat_s > 0 or self.grace_s <= self.heartbeat_s:
+            raise UserInputError(f"need --heartbeat > 0 and --grace > --heartbeat (got {self.heartbeat_s} and {self.grace_s})")
+        if self.patience_s < 0:
+            raise UserInputError(f"--db-patience must be >= 0 seconds, got {self.patience_s}")
+        if self.timeouts.request_s < 1:
+            raise UserInputError(f"--db-timeout must be >= 1 second, got {self.timeouts.request_s}")
+
 
 @dataclass
 class WorkerResult:

@@ -21,6 +21,7 @@ from coevo.search.compose import ComposedProblem
 from coevo.search.errors import UserInputError
 from coevo.search.problem import Evolvable, Problem
 from coevo.search.proposers import Evaluation
+from coevo.search.storage import DEFAULT_STORAGE
 from coevo.search.study import evaluations_from_study, open_stored_study, reopen
 from coevo.tools._base import Tool, ToolArgs, ToolResult
 from coevo.tools.studies import READS_STORAGE, StudyArgs, study_code
@@ -30,7 +31,7 @@ EXAMPLE_ARCH = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0
 
 class ExplainArgs(ToolArgs):
     study: str = Field(..., description="study name (see studies.list; search.start returns it)")
-    storage: str | None = Field(None, description="Optuna storage URL; default sqlite:///runs/coevo.sqlite3")
+    storage: str | None = Field(None, description=f"Optuna storage URL; default {DEFAULT_STORAGE}")
     design: str | None = Field(None, description="the design as study.front writes it (give this or trial)")
     trial: int | None = Field(None, ge=0, description="the trial number of an evaluated design (give this or design)")
 

@@ -8,12 +8,15 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from coevo.knowledge.store import KnowledgeStore
+from coevo.search.storage import DEFAULT_STORAGE
 from coevo.tools._base import Target, Tool, ToolArgs, ToolResult
 
-STORAGE = Field(None, description="study storage URL (the knowledge store is beside it); default sqlite:///runs/coevo.sqlite3")
+STORAGE = Field(None, description=f"study storage URL (the knowledge store is beside it); default {DEFAULT_STORAGE}")
 
 
 class KBListArgs(ToolArgs):
+    """Which knowledge base to list, and which of its heuristics."""
+
     study: str = Field(..., description="study name: each pelnas search keeps its own knowledge base")
     storage: str | None = STORAGE
     status: str | None = Field(None, description="only this status: proposed, validated, unhelpful, refuted, retired, accepted, rejected")
@@ -54,6 +57,8 @@ class KBList(Tool):
 
 
 class KBShowArgs(ToolArgs):
+    """The heuristic to show: its study and id."""
+
     study: str = Field(..., description="study name")
     id: str = Field(..., description="heuristic id, e.g. H17")
     storage: str | None = STORAGE
@@ -89,6 +94,8 @@ class KBShow(Tool):
 
 
 class KBReviewArgs(ToolArgs):
+    """A review decision on one heuristic: accept, reject or retire it, and why."""
+
     study: str = Field(..., description="study name")
     id: str = Field(..., description="heuristic id, e.g. H17")
     decision: Literal["accepted", "rejected", "retired"] = Field(..., description="accepted, rejected (never in prompts again) or retired")

@@ -24,6 +24,7 @@ import optuna
 from pydantic import Field
 
 from coevo.search.compose import ComposedProblem
+from coevo.search.config import DEFAULT_PROBLEM
 from coevo.search.errors import UserInputError
 from coevo.search.problem import Evolvable, Problem
 from coevo.search.problems import describe_options, make_problem
@@ -33,7 +34,9 @@ MAX_DESIGNS = 64
 
 
 class CheapArgs(ToolArgs):
-    problem: str = Field("nb201", description="problem name (coevo problems list), e.g. nb201")
+    """The problem, its options, and the designs whose free (cheap) objectives to compute."""
+
+    problem: str = Field(DEFAULT_PROBLEM, description=f"problem name (coevo problems list), e.g. {DEFAULT_PROBLEM}")
     options: dict[str, Any] = Field(default_factory=dict, description='problem options, e.g. {"dataset": "cifar10", "device": "fpga"}')
     designs: list[str] = Field(
         ..., min_length=1, max_length=MAX_DESIGNS, description=f"designs in the problem's design format (1 to {MAX_DESIGNS})"
@@ -94,7 +97,9 @@ class ProblemCheap(Tool):
 
 
 class DescribeArgs(ToolArgs):
-    problem: str = Field("nb201", description="problem name (coevo problems list), e.g. nb201-accel, or path/to/file.py:Class")
+    """The problem to describe, and its options (the defaults when none are given)."""
+
+    problem: str = Field(DEFAULT_PROBLEM, description="problem name (coevo problems list), e.g. nb201-accel, or path/to/file.py:Class")
     options: dict[str, Any] = Field(default_factory=dict, description='problem options, e.g. {"dataset": "cifar10"}; default: the defaults')
 
 

@@ -15,10 +15,11 @@ import sys
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from coevo.knowledge.kb_from import search_study_name
 from coevo.search.config import ReasonerConfig
 from coevo.search.errors import UserInputError
 from coevo.search.progress import progress
-from coevo.search.study import default_study_name, open_stored_study
+from coevo.search.study import open_stored_study
 from coevo.tools._base import Tool, ToolResult
 from coevo.tools.search_run import SearchArgs, SearchTool
 from coevo.tools.studies import READS_STORAGE, StudyArgs, study_code
@@ -114,7 +115,8 @@ class SearchStart(SearchTool):
             # the command's does (auto: the LLM the user configured, else offline)
             config = config.model_copy(update={"reasoner": ReasonerConfig(kind="auto")})
         problem = config.make_problem()  # and so does a problem that cannot be built
-        study = config.study or default_study_name(problem, args.proposer, config.seed)
+        # named as `coevo search` with the same flags names it: the proposer's variant (its LLM model, a --kb-from source) too
+        study = search_study_name(config, problem)
         command = [sys.executable, "-m", "coevo.agent.cli", "search", *config.model_copy(update={"study": study}).to_argv(), "--json"]
         JOBS_DIR.mkdir(parents=True, exist_ok=True)
         log = log_path(study)

@@ -9,7 +9,6 @@ from pydantic import Field
 from coevo.search.config import SearchConfig, default
 from coevo.search.problems import describe_options, problem_class, problem_names
 from coevo.search.proposers import proposer_names
-from coevo.search.runner import MAX_SEED
 from coevo.tools._base import Target, Tool, ToolArgs, ToolResult, problem_code
 
 
@@ -29,6 +28,11 @@ def _options_help() -> str:
     return "problem options by problem; " + "; ".join(parts) + ". Unknown or out-of-bounds options are refused with the bound."
 
 
+def _described(field: str) -> str:
+    """The description of :class:`SearchConfig` field ``field`` (what it is, its range, its default)."""
+    return str(SearchConfig.model_fields[field].description)
+
+
 class SearchArgs(ToolArgs):
     """A search as the tools take it; its defaults and checks are :class:`~coevo.search.config.SearchConfig`'s."""
 
@@ -41,17 +45,22 @@ class SearchArgs(ToolArgs):
         default=default("proposer"),
         description=f"proposer: {', '.join(proposer_names())} (pelnas: the co-evolution engine, offline reasoner)",
     )
-    budget: int = Field(default=default("budget"), ge=1, le=100_000, description="expensive evaluations to spend (NB201: accuracy queries)")
-    seed: int = Field(default=default("seed"), ge=0, le=MAX_SEED, description="random seed")
-    storage: str | None = Field(default=None, description="Optuna storage URL; default sqlite:///runs/coevo.sqlite3")
+    # no bounds here: SearchConfig.create (in config()) checks the values, with the same rule and message as the CLI and the API
+    budget: int = Field(
+        default=default("budget"),
+        description="evaluations to make, 0 or more (0: the front the free information predicts, nothing paid); each paid for its "
+        "expensive objective (NB201: an accuracy query; zero-cost mode: an evaluation on the proxies' estimate, none paid)",
+    )
+    seed: int = Field(default=default("seed"), description=_described("seed"))
+    storage: str | None = Field(default=None, description=_described("storage"))
     study: str | None = Field(default=None, description="study name; an existing study with the same options is resumed")
-    eval_timeout_s: float | None = Field(default=None, gt=0, description=SearchConfig.model_fields["eval_timeout_s"].description)
+    eval_timeout_s: float | None = Field(default=None, description=_described("eval_timeout_s"))
 
     def config(self) -> SearchConfig:
         """The search these arguments describe (the proposer's own reasoner: offline).
 
         Raises:
-            UserInputError: a bad problem, option or proposer, naming the field.
+            UserInputError: a bad problem, option or proposer, or a budget, seed or timeout out of range, naming the field.
         """
         return SearchConfig.create(**self.model_dump())
 

@@ -10,7 +10,7 @@ from pydantic import Field
 from coevo.search.errors import CoevoError, StorageMissingError
 from coevo.search.round_log import read_round_logs
 from coevo.search.runner import stored_summary
-from coevo.search.storage import open_storage, resolve_storage_url
+from coevo.search.storage import DEFAULT_STORAGE, open_storage, resolve_storage_url
 from coevo.search.study import ATTR_BUDGET, ATTR_PROPOSER, ATTR_SPEC, open_stored_study, reopen, stored_code
 from coevo.tools._base import Tool, ToolArgs, ToolResult
 
@@ -21,7 +21,7 @@ MAX_STUDIES = 200
 
 
 class StudiesArgs(ToolArgs):
-    storage: str | None = Field(None, description="Optuna storage URL; default sqlite:///runs/coevo.sqlite3")
+    storage: str | None = Field(None, description=f"Optuna storage URL; default {DEFAULT_STORAGE}")
     contains: str | None = Field(None, description="only studies whose name contains this text")
 
 
@@ -73,7 +73,7 @@ def study_code(args: StudyArgs) -> list[str]:
 
 class StudyArgs(ToolArgs):
     study: str = Field(..., description="study name (see studies.list; search.start returns it)")
-    storage: str | None = Field(None, description="Optuna storage URL; default sqlite:///runs/coevo.sqlite3")
+    storage: str | None = Field(None, description=f"Optuna storage URL; default {DEFAULT_STORAGE}")
 
 
 class StudyFront(Tool):

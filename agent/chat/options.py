@@ -6,6 +6,7 @@ import argparse
 
 from coevo.agent.reasoners import ENV_API_KEY, ENV_BASE_URL, ENV_MODEL
 from coevo.search.config import DEFAULT_LLM_TIMEOUT_S, LLM_TIMEOUT_HELP
+from coevo.search.storage import DEFAULT_STORAGE
 
 ENV_WORKSPACE = "COEVO_WORKSPACE"  # tools.ENV_WORKSPACE; not imported, so building the parser stays light (a test ties them)
 MAX_STEPS = 8
@@ -26,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--storage",
         default=None,
-        help="storage URL for studies and sessions (default: sqlite:///runs/coevo.sqlite3); the tools use it when no storage is named",
+        help=f"storage URL for studies and sessions (default: {DEFAULT_STORAGE}); the tools use it when no storage is named",
     )
     p.add_argument(
         "--allow-storage",

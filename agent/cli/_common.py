@@ -14,11 +14,23 @@ import argparse
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 from coevo.agent.cli._console import err, out
 from coevo.agent.cli._progress import Reporter
-from coevo.search.config import DEFAULT_LLM_TIMEOUT_S, DEFAULT_PROBLEM, FLAGS, LLM_TIMEOUT_HELP, EngineOptions, ReasonerConfig, SearchConfig
+from coevo.search.config import (
+    DEFAULT_KB_FROM_USE,
+    DEFAULT_LLM_TIMEOUT_S,
+    DEFAULT_PROBLEM,
+    FLAGS,
+    KB_FROM_USES,
+    LLM_TIMEOUT_HELP,
+    EngineOptions,
+    ReasonerConfig,
+    ReasonerKind,
+    Screen,
+    SearchConfig,
+)
 from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
 from coevo.search.problems import describe_options, problem_names
@@ -143,7 +155,7 @@ def add_reasoner_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--reasoner",
         default=None,
-        choices=("auto", "offline", "llm"),
+        choices=get_args(ReasonerKind),
         help="auto: the LLM when COEVO_LLM_BASE_URL and COEVO_LLM_MODEL are set, else offline (no LLM)",
     )
     g.add_argument(
@@ -166,7 +178,7 @@ def add_reasoner_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--screen",
-        choices=("on", "llm", "off"),
+        choices=get_args(Screen),
         default=None,
         help="LLM reasoner: ask for 3x the quota and pay for what the surrogate ranks best by expected HV among the LLM's "
         "candidates and the engine's own (on), the LLM's only (llm), or pay for the LLM's first picks (off)",
@@ -180,6 +192,27 @@ def add_reasoner_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         help=f"pelnas: token budget of the heuristics in each request (default: {engine['kb_tokens']})",
+    )
+
+
+def add_kb_from_arguments(p: argparse.ArgumentParser) -> None:
+    """``--kb-from`` and ``--kb-from-use`` (``coevo search``, and ``coevo kb``, whose default study name they shape)."""
+    p.add_argument(
+        "--kb-from",
+        default=None,
+        metavar="STUDY_OR_FILE",
+        help="pelnas: seed the search from another study (same storage: its paid evaluations feed the predictor; of this "
+        "problem or, for a composed one such as nb201-accel, of the part it predicts, nb201; of another part with the "
+        "same parameters, such as quant for deploy-cnn, its heuristics only) or an export file (coevo kb export: its "
+        "heuristics); see --kb-from-use",
+    )
+    p.add_argument(
+        "--kb-from-use",
+        choices=KB_FROM_USES,
+        default=None,
+        help="what --kb-from seeds: its paid evaluations (the predictor), its heuristics (the knowledge base) or both "
+        f"(default: {DEFAULT_KB_FROM_USE}; heuristics for a source that paid for nothing, such as an export file, "
+        "or whose values label no joint design, such as a quant study for deploy-cnn)",
     )
 
 
@@ -227,9 +260,10 @@ def search_config(args: argparse.Namespace) -> SearchConfig:
     reasoner = reasoner_flags(args) if takes_reasoner(args.proposer) else None
     if reasoner is None and (given := ignored_reasoner_flags(args)):
         err.print(f"note: {', '.join(given)} ignored: proposer {args.proposer!r} takes no reasoner", soft_wrap=True, markup=False)
-    values: dict[str, Any] = {"problem": args.problem, "options": problem_values(args), "proposer": args.proposer, "budget": args.budget}
+    # budget and eval_timeout_s: commands that only name a search (coevo kb) have no such flags and leave the defaults
+    values: dict[str, Any] = {"problem": args.problem, "options": problem_values(args), "proposer": args.proposer}
+    values |= {"budget": getattr(args, "budget", None), "eval_timeout_s": getattr(args, "eval_timeout", None)}
     values |= {"seed": args.seed, "storage": args.storage, "study": args.study, "reasoner": reasoner, "engine": engine_flags(args)}
-    values["eval_timeout_s"] = args.eval_timeout
     return SearchConfig.create(names=FLAGS, **values)
 
 
@@ -281,13 +315,11 @@ def add_timing_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def worker_settings(args: argparse.Namespace) -> WorkerSettings:
-    """The :class:`search.workers.WorkerSettings` of ``--heartbeat``, ``--grace``, ``--db-patience`` and ``--db-timeout``."""
-    if args.heartbeat < 1 or args.grace <= args.heartbeat:
-        raise UserInputError(f"need --heartbeat >= 1 and --grace > --heartbeat (got {args.heartbeat} and {args.grace})")
-    if args.db_patience < 0:
-        raise UserInputError(f"--db-patience must be >= 0 seconds, got {args.db_patience}")
-    if args.db_timeout < 1:
-        raise UserInputError(f"--db-timeout must be >= 1 second, got {args.db_timeout}")
+    """The :class:`search.workers.WorkerSettings` of ``--heartbeat``, ``--grace``, ``--db-patience`` and ``--db-timeout``.
+
+    Raises:
+        UserInputError: values no worker can keep (checked by :class:`WorkerSettings` itself).
+    """
     timeouts = DatabaseTimeouts(request_s=args.db_timeout)
     return WorkerSettings(heartbeat_s=args.heartbeat, grace_s=args.grace, patience_s=args.db_patience, timeouts=timeouts)
 

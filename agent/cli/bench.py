@@ -19,7 +19,7 @@ from coevo.agent.cli._common import (
     progress_bar,
     reasoner_flags,
 )
-from coevo.search.config import default
+from coevo.search.config import FLAGS, SearchConfig, default
 from coevo.search.problem import Problem
 from coevo.search.proposers import proposer_names
 
@@ -66,7 +66,7 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``coevo bench``."""
-    from coevo.agent.reasoners import OFFLINE_NOTE, llm_settings
+    from coevo.agent.reasoners import OFFLINE_NOTE, llm_settings, resolve_kind
     from coevo.search.bench import BenchSpec, group_of, parse_budgets, run_bench
     from coevo.search.bench_budgets import run_budget_bench
     from coevo.search.errors import UserInputError
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     if any(takes_reasoner(p) for p in args.proposers):
         given = reasoner_flags(args)
         base_url, model, api_key = llm_settings(given.base_url, given.model, given.api_key)
-        kind = given.kind if given.kind != "auto" else ("llm" if base_url and model else "offline")
+        kind = resolve_kind(given)
         banner = OFFLINE_NOTE if kind == "offline" else f"reasoner: llm:{model}"
         # resolved here, once: every run process gets the same settings (the key in memory, never on a command line or in storage)
         reasoner = given.model_copy(update={"kind": kind, "base_url": base_url, "model": model, "api_key": api_key}).settings()
@@ -95,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
         args.groups or (),
         args.proposers,
         tuple(range(args.seeds)) if args.seeds > 0 else (),
-        budgets[-1] if budgets else args.budget if args.budget is not None else default("budget"),
+        # the budget's default (and its check) is SearchConfig's, as for coevo search: --budget unset is the declared default
+        budgets[-1] if budgets else SearchConfig.create(names=FLAGS, budget=args.budget).budget,
         args.storage,
         args.jobs,
         reasoner,

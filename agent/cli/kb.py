@@ -21,25 +21,27 @@ from typing import Any
 from rich.markup import escape
 
 from coevo.agent.cli._common import (
-    DEFAULT_PROBLEM,
+    add_kb_from_arguments,
     add_problem_argument,
     add_problem_arguments,
+    add_reasoner_arguments,
     err,
     out,
     out_folder,
     problem_values,
     progress_bar,
+    search_config,
 )
 from coevo.agent.tables import Column, print_design_table, print_markdown, print_table
 from coevo.knowledge.heuristics import STATUS_MEANING, STATUSES, effect_unit, format_structured, quantity_label, sig, with_unit
 from coevo.knowledge.history import condensed
 from coevo.knowledge.imported import imported_heuristics, provenance_line
 from coevo.knowledge.store import IMPORT_BY, EvidenceRow, KnowledgeStore, Version, default_kb_url, iter_ids
-from coevo.search.config import DEFAULT_PROPOSER, default
+from coevo.search.config import DEFAULT_PROPOSER, ReasonerConfig, SearchConfig, default
 from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
 from coevo.search.proposers import proposer_names
-from coevo.search.storage import sqlite_path
+from coevo.search.storage import DEFAULT_STORAGE, sqlite_path
 from coevo.search.strict_json import strict_dumps
 
 
@@ -48,7 +50,7 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
     sub = p.add_subparsers(dest="kb_command", required=True, metavar="{list,show,accept,reject,export,import,report,ablate}")
 
     def common(q: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        q.add_argument("--storage", default=None, help="study storage URL (default: sqlite:///runs/coevo.sqlite3)")
+        q.add_argument("--storage", default=None, help=f"study storage URL (default: {DEFAULT_STORAGE})")
         q.add_argument("--study", default=None, help="study name (default: built from the options below, as coevo search does)")
         add_problem_argument(q)
         q.add_argument(
@@ -57,6 +59,9 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
             help=f"the search's proposer, of {', '.join(proposer_names())} (default: {DEFAULT_PROPOSER})",
         )
         q.add_argument("--seed", type=int, default=default("seed"), help=f"seed (default: {default('seed')})")
+        # what else shapes the default study name (the proposer's variant): a --kb-from source, the LLM's model, the screening
+        add_kb_from_arguments(q)
+        add_reasoner_arguments(q)
         add_problem_arguments(q, problem)
         return q
 
@@ -73,8 +78,7 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
     rej = common(sub.add_parser("reject", help="reject a heuristic (never put in prompts again)"))
     rej.add_argument("id")
     rej.add_argument("--why", required=True, help="reason, kept in the history")
-    ex = common(sub.add_parser("export", help="write the knowledge base as JSON lines (stdout by default)"))
-    ex.add_argument("--format", default="jsonl", choices=("jsonl",), help="jsonl: one heuristic per line")
+    ex = common(sub.add_parser("export", help="write the knowledge base as JSON lines, one heuristic a line (stdout by default)"))
     ex.add_argument("--out", type=Path, default=None, help="file to write instead of stdout")
     im = common(sub.add_parser("import", help="add heuristics from an export file (all lines or none)"))
     im.add_argument("file", type=Path)
@@ -90,18 +94,19 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
 def _study_name(args: argparse.Namespace, store: KnowledgeStore | None = None) -> str:
     """The knowledge base a subcommand works on, picked the same way for every subcommand.
 
-    ``--study NAME``; else the default study name of the options (as ``coevo search`` builds
-    it); and when no option was given and the store holds exactly one knowledge base, that one
-    (said on stderr).
+    ``--study NAME``; else the default study name of the options, built as ``coevo search`` builds
+    it from the same flags (:func:`knowledge.kb_from.search_study_name`: the proposer's variant
+    too, so a ``--kb-from`` search or an LLM's is found); and when no option was given and the
+    store holds exactly one knowledge base, that one (said on stderr).
     """
     if args.study:
         return str(args.study)
-    from coevo.search.problems import make_problem
-    from coevo.search.study import default_study_name
+    from coevo.knowledge.kb_from import search_study_name
 
-    values = problem_values(args)
-    name = default_study_name(make_problem(args.problem, values, storage=args.storage), args.proposer, args.seed)
-    chose = bool(values) or args.problem != DEFAULT_PROBLEM or args.seed != default("seed") or args.proposer != DEFAULT_PROPOSER
+    config = search_config(args)
+    name = search_study_name(config)
+    unchosen = SearchConfig.create(storage=config.storage, reasoner=None if config.reasoner is None else ReasonerConfig())
+    chose = config != unchosen  # some option was given: that study is asked for, not "the only knowledge base there is"
     if store is not None and not chose and not store.exists(name):
         bases = store.bases()
         if len(bases) == 1:

@@ -9,13 +9,14 @@ from rich.markup import escape
 
 from coevo.agent.cli._common import err, out, out_folder
 from coevo.search.problem import Problem
+from coevo.search.storage import DEFAULT_STORAGE
 
 
 def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> None:
     """Options of ``coevo proxies``."""
     p.add_argument("--cells", type=int, default=1000, help="random cells to score (default: 1000)")
     p.add_argument("--dataset", default="cifar10", help="accuracy to compare against (default: cifar10)")
-    p.add_argument("--storage", default=None, help="where scores are cached (default: sqlite:///runs/coevo.sqlite3)")
+    p.add_argument("--storage", default=None, help=f"where scores are cached (default: {DEFAULT_STORAGE})")
     p.add_argument("--jobs", type=int, default=1, help="processes (default: 1)")
     p.add_argument("--seed", type=int, default=0, help="sample seed (default: 0)")
     p.add_argument(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -14,6 +13,7 @@ from coevo.agent.cli._common import err, out, progress_bar
 from coevo.agent.tables import Column, print_table, summary_cell
 from coevo.search.errors import StorageMissingError, UserInputError
 from coevo.search.problem import Problem
+from coevo.search.storage import DEFAULT_STORAGE
 from coevo.search.strict_json import strict_dumps
 
 LOAD_HELP = (
@@ -26,17 +26,17 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
     """``coevo runs list``, ``coevo runs show NAME`` and ``coevo runs delete NAME``."""
     sub = p.add_subparsers(dest="runs_command", required=True, metavar="{list,show,delete}")
     ls = sub.add_parser("list", help="every search in the storage: progress, workers alive, HV so far")
-    ls.add_argument("--storage", default=None, help="storage URL (default: sqlite:///runs/coevo.sqlite3)")
+    ls.add_argument("--storage", default=None, help=f"storage URL (default: {DEFAULT_STORAGE})")
     ls.add_argument("--json", action="store_true")
     ls.add_argument("--yes", action="store_true", help=LOAD_HELP)
     show = sub.add_parser("show", help="one search: progress, trial states, workers, HV so far")
     show.add_argument("study")
-    show.add_argument("--storage", default=None, help="storage URL (default: sqlite:///runs/coevo.sqlite3)")
+    show.add_argument("--storage", default=None, help=f"storage URL (default: {DEFAULT_STORAGE})")
     show.add_argument("--json", action="store_true")
     show.add_argument("--yes", action="store_true", help=LOAD_HELP)
     rm = sub.add_parser("delete", help="delete a search: its study, knowledge base, round logs, LLM replies and claims")
     rm.add_argument("study")
-    rm.add_argument("--storage", default=None, help="storage URL (default: sqlite:///runs/coevo.sqlite3)")
+    rm.add_argument("--storage", default=None, help=f"storage URL (default: {DEFAULT_STORAGE})")
     rm.add_argument("--yes", action="store_true", help="delete without asking")
 
 
@@ -175,6 +175,7 @@ def _delete(args: argparse.Namespace) -> int:
     from coevo.search.storage import open_storage
     from coevo.search.study import open_stored_study
     from coevo.search.workers import Coordination, worker_alive
+    from coevo.tools.search_jobs import log_path
 
     study = open_stored_study(args.storage, args.study, create=False)  # its problem is not rebuilt: no user code runs
     live = [w for w in Coordination(args.storage, args.study).workers() if worker_alive(w, ALIVE_S)]
@@ -193,9 +194,12 @@ def _delete(args: argparse.Namespace) -> int:
             return 1
     optuna.delete_study(study_name=args.study, storage=open_storage(args.storage))
     removed = purge_side_tables(args.storage, args.study, "delete")
-    job_log = Path("runs/jobs") / f"{args.study}.log"
-    if job_log.is_file():
-        job_log.unlink()
-        removed.append(f"background log {job_log}")
+    # what search.start left for it: the log where that tool writes it (a sanitized name), and the pid file, which
+    # would otherwise make a later search.status of a new study of this name report the old process
+    job_log = log_path(args.study)
+    for path, what in ((job_log, "background log"), (job_log.with_suffix(".pid"), "background pid file")):
+        if path.is_file():
+            path.unlink()
+            removed.append(f"{what} {path}")
     out.print(f"deleted study {args.study!r} ({trials} trials)" + (f", {', '.join(removed)}" if removed else ""))
     return 0

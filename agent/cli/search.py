@@ -10,6 +10,7 @@ from typing import Any
 from rich.markup import escape
 
 from coevo.agent.cli._common import (
+    add_kb_from_arguments,
     add_problem_argument,
     add_problem_arguments,
     add_reasoner_arguments,
@@ -24,16 +25,17 @@ from coevo.agent.cli._common import (
     worker_settings,
 )
 from coevo.agent.tables import Column, print_design_table, print_table, summary_cell
-from coevo.search.config import DEFAULT_KB_FROM_USE, DEFAULT_PROPOSER, KB_FROM_USES, default
+from coevo.search.config import DEFAULT_PROPOSER, default
 from coevo.search.errors import UserInputError
 from coevo.search.problem import Problem
 from coevo.search.proposers import proposer_names
+from coevo.search.storage import DEFAULT_STORAGE
 
 
 def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> None:
     """Options of ``coevo search``."""
     add_problem_argument(p)
-    p.add_argument("--storage", default=None, help="Optuna storage URL (default: sqlite:///runs/coevo.sqlite3)")
+    p.add_argument("--storage", default=None, help=f"Optuna storage URL (default: {DEFAULT_STORAGE})")
     p.add_argument(
         "--proposer",
         default=DEFAULT_PROPOSER,
@@ -57,23 +59,7 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
         help="worker processes on this machine (default: 1); more can join from anywhere with `coevo worker --study NAME`",
     )
     add_timing_arguments(p)
-    p.add_argument(
-        "--kb-from",
-        default=None,
-        metavar="STUDY_OR_FILE",
-        help="pelnas: seed the search from another study (same storage: its paid evaluations feed the predictor; of this "
-        "problem or, for a composed one such as nb201-accel, of the part it predicts, nb201; of another part with the "
-        "same parameters, such as quant for deploy-cnn, its heuristics only) or an export file (coevo kb export: its "
-        "heuristics); see --kb-from-use",
-    )
-    p.add_argument(
-        "--kb-from-use",
-        choices=KB_FROM_USES,
-        default=None,
-        help="what --kb-from seeds: its paid evaluations (the predictor), its heuristics (the knowledge base) or both "
-        f"(default: {DEFAULT_KB_FROM_USE}; heuristics for a source that paid for nothing, such as an export file, "
-        "or whose values label no joint design, such as a quant study for deploy-cnn)",
-    )
+    add_kb_from_arguments(p)
     add_reasoner_arguments(p)
     add_problem_arguments(p, problem)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from coevo.agent.reasoners import cache as _cache  # noqa: F401  (registers the purge of a study's cached replies)
 from coevo.agent.reasoners._base import KnowledgeContext, ProposeRequest, Reasoner, Usage
@@ -31,6 +31,15 @@ def llm_settings(
         model or os.environ.get(ENV_MODEL) or None,
         api_key or os.environ.get(ENV_API_KEY) or None,
     )
+
+
+def resolve_kind(config: ReasonerConfig) -> Literal["offline", "llm"]:
+    """The reasoner ``config`` asks for: ``auto`` is the LLM when an endpoint and a model are configured (flags, then
+    environment: :func:`llm_settings`), else offline."""
+    if config.kind != "auto":
+        return config.kind
+    base_url, model, _ = llm_settings(config.base_url, config.model, config.api_key)
+    return "llm" if base_url and model else "offline"
 
 
 def reasoner_config(values: Mapping[str, Any] | ReasonerConfig | None = None) -> ReasonerConfig:
@@ -62,10 +71,7 @@ def build_reasoner(config: ReasonerConfig | None = None, *, storage: str | None 
     """
     config = config or ReasonerConfig()
     base_url, model, api_key = llm_settings(config.base_url, config.model, config.api_key)
-    kind = config.kind
-    if kind == "auto":
-        kind = "llm" if base_url and model else "offline"
-    if kind == "offline":
+    if resolve_kind(config) == "offline":
         return OfflineReasoner(guided=config.guided)
     if not base_url or not model:
         raise UserInputError(
@@ -202,4 +208,5 @@ __all__ = [
     "make_reasoner",
     "reasoner_config",
     "reasoner_from_config",
+    "resolve_kind",
 ]

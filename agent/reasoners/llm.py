@@ -81,16 +81,22 @@ class LLMReplyError(CoevoError):
 
 
 class CandidateOut(BaseModel):
+    """One proposed design: its string in the problem's design format, why you chose it, and the ids of the heuristics it follows."""
+
     design: str = Field(min_length=1)
     rationale: str = ""
     heuristics: list[str] = Field(default_factory=list)
 
 
 class ProposeOut(BaseModel):
+    """Your reply to a proposal request: the candidate designs, as many as the request asks for."""
+
     candidates: list[CandidateOut]
 
 
 class HeuristicOut(BaseModel):
+    """One heuristic: its id (null for a new one), text, niche, confidence (0 to 1), status, and the trials supporting or refuting it."""
+
     id: str | None = None
     text: str = Field(min_length=3)
     niche: str | None = None
@@ -101,6 +107,8 @@ class HeuristicOut(BaseModel):
 
 
 class KBUpdateOut(BaseModel):
+    """Your reply to a knowledge-base update: every heuristic you keep, change or add."""
+
     heuristics: list[HeuristicOut]
 
 

@@ -141,6 +141,7 @@ def test_a_bad_storage_is_said_before_the_reasoner_banner(
         ("nosuch", "coevo"),
         ("search --dataset nosuch", "coevo search"),
         ("search --problem pipeline --dataset cifar10", "coevo search"),
+        ("kb export --format jsonl", "coevo kb"),  # a flag of one choice that nothing read: gone
     ],
 )
 def test_argument_errors_are_one_line_and_a_hint(

@@ -196,3 +196,25 @@ def test_trials_are_told_apart_from_paid_evaluations() -> None:
     assert trials_text(result(44, 34, 0, 0)) == "44 (34 paid evaluations; 10 skipped, re-queued or waiting)"
     # zero-cost mode: the budget counts evaluations on the proxies' estimate, and nothing is paid
     assert trials_text(result(100, 100, 0, 0, paid=0)) == "100 (100 evaluations on estimated objectives, none paid)"
+
+
+def test_runs_delete_removes_the_background_log_and_pid_file_search_start_wrote(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The log is where search.start writes it (a sanitized name) and the pid file goes too: a stale pid made search.status say running."""
+    from coevo.tools.search_jobs import log_path, process_state
+
+    monkeypatch.chdir(tmp_path)
+    storage = f"sqlite:///{tmp_path / 's.sqlite3'}"
+    study = "team/a b"  # a name the log file cannot carry as it is
+    assert main(["search", "--proposer", "random", "--budget", "2", "--storage", storage, "--study", study, "--json"]) == 0
+    log = log_path(study)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("{}\n")
+    log.with_suffix(".pid").write_text(f"{os.getpid()}\n")  # a live pid (this process), as a reused one would be
+    assert process_state(study) == "running"
+    capsys.readouterr()
+    assert main(["runs", "delete", study, "--storage", storage, "--yes"]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "background log" in said and "background pid file" in said
+    assert not log.exists() and not log.with_suffix(".pid").exists() and process_state(study) is None

@@ -381,3 +381,18 @@ def test_kb_from_use_seeds_heuristics_or_both(searched: str, tmp_path: Path, cap
     assert "give --kb-from STUDY_OR_FILE too" in capsys.readouterr().err
     names = optuna.get_all_study_names(searched)
     assert not [n for n in names if n.endswith(("-s3", "-s4")) and "raspi4" in n]
+
+
+def test_kb_finds_the_knowledge_base_of_a_kb_from_search_by_its_flags(
+    searched: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kb named a study without the proposer's variant (-kbfrom-<source>-heuristics here) and had no --kb-from: it missed it."""
+    path = tmp_path / "fpga.jsonl"
+    assert main(["kb", "export", "--storage", searched, "--out", str(path)]) == 0
+    flags = ["--proposer", "pelnas", "--device", "raspi4", "--seed", "3", "--storage", searched, "--kb-from", str(path)]
+    assert main(["search", *flags, "--budget", "20", "--json"]) == 0
+    study = json.loads(capsys.readouterr().out)["study"]
+    assert study == "nb201-cifar10-raspi4-pelnas-kbfrom-fpga-heuristics-s3"  # the source paid for nothing: heuristics, in the name
+    assert main(["kb", "list", *flags, "--json"]) == 0
+    listed = _json_lines(capsys.readouterr().out)
+    assert listed and {h["kb"] for h in listed} == {study}

@@ -149,6 +149,10 @@ def test_the_api_names_the_keyword(keywords: dict[str, Any], says: str, tmp_path
         ({"proposer": "bogus"}, "valid proposers"),
         ({"options": {"device": "tpu"}}, "device: unknown device 'tpu'"),
         ({"options": {"nosuch": 1}}, "no option 'nosuch'"),
+        # the values are SearchConfig's to check, with its message (the tools once had bounds of their own)
+        ({"budget": -1}, r"^search\.\w+: budget must be a number of evaluations, 0 or more"),
+        ({"seed": -3}, r"seed must be an integer from 0 to 4194303, got -3"),
+        ({"eval_timeout_s": 0}, r"eval_timeout_s must be a positive number of seconds"),
     ],
 )
 def test_the_search_tools_name_the_field(
@@ -158,6 +162,12 @@ def test_the_search_tools_name_the_field(
     with pytest.raises(ToolArgumentError, match=says):
         call_tool(REGISTRY.get(tool), arguments)
     assert list(tmp_path.iterdir()) == []  # no study, no runs/jobs log
+
+
+def test_the_search_tool_runs_the_budget_0_front_the_cli_and_the_api_offer(storage: str) -> None:
+    """A budget of 0 (the front the free information predicts) was refused by search.run's own bound (ge=1)."""
+    result = call_tool(REGISTRY.get("search.run"), {"proposer": "random", "budget": 0, "storage": storage}).value
+    assert result["budget"] == 0 and result["paid"] == 0 and result["hv_ratio"] is not None
 
 
 # ---------------------------------------------------------------- a configuration travels as flags and back
@@ -265,3 +275,38 @@ def test_coevo_search_with_no_flags_runs_pelnas_offline_on_sqlite_under_runs(tmp
     assert data["proposer"] == "pelnas" and data["reasoner"] == "offline (no LLM)" and data["problem"]["problem"] == "nb201"
     assert (tmp_path / "runs" / "coevo.sqlite3").exists() and data["evaluations"] == 20
     assert "reasoner: offline (no LLM)" in proc.stderr  # said so
+
+
+def test_choice_flags_offer_the_configurations_values() -> None:
+    """--reasoner and --screen list what ReasonerConfig.kind and EngineOptions.screen accept, as --kb-from-use does."""
+    from typing import get_args
+
+    from coevo.agent.coevolution import SCREENS
+    from coevo.search.config import KB_FROM_USES, ReasonerKind, Screen
+
+    parser = argparse.ArgumentParser()
+    from coevo.agent.cli import search as search_cli
+
+    search_cli.add_arguments(parser, None)
+    choices = {a.dest: tuple(a.choices) for a in parser._actions if a.choices}
+    assert choices["reasoner"] == get_args(ReasonerKind) and choices["screen"] == get_args(Screen) == SCREENS
+    assert choices["kb_from_use"] == KB_FROM_USES
+
+
+@pytest.mark.parametrize(
+    ("kind", "env", "resolved"),
+    [("auto", True, "llm"), ("auto", False, "offline"), ("offline", True, "offline"), ("llm", False, "llm")],
+)
+def test_one_resolution_of_the_auto_reasoner(kind: str, env: bool, resolved: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """coevo bench resolved auto with its own copy of build_reasoner's rule; both read resolve_kind now."""
+    from coevo.agent.reasoners import build_reasoner, resolve_kind
+
+    for name in ("COEVO_LLM_BASE_URL", "COEVO_LLM_MODEL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    if env:
+        monkeypatch.setenv("COEVO_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+        monkeypatch.setenv("COEVO_LLM_MODEL", "m")
+    config = ReasonerConfig.create(kind=kind)
+    assert resolve_kind(config) == resolved
+    if kind == "auto":
+        assert build_reasoner(config).label.startswith(resolved)

@@ -266,3 +266,14 @@ def test_exploration_bands_cover_every_evaluated_design() -> None:
     assert all(edges[b] <= v <= edges[b + 1] for b, v in zip(bands, second, strict=True))
     inside = band_edges(ref, np.array([0.2, 0.9]))  # type: ignore[arg-type]
     assert inside[0] == 0.0538 and inside[-1] == 1.1031  # the whole space's range when the designs lie in it
+
+
+@pytest.mark.parametrize(("field", "value"), [("budget", -1), ("seed", -1), ("seed", 2**22)])
+def test_run_search_and_search_config_refuse_alike(problem: NB201Problem, storage: str, field: str, value: int) -> None:
+    from coevo.search.config import SearchConfig
+
+    with pytest.raises(UserInputError) as direct:
+        run_search(problem, "random", storage=storage, **{"budget": 5, field: value})
+    with pytest.raises(UserInputError) as configured:
+        SearchConfig.create(**{field: value})
+    assert str(direct.value) == str(configured.value)

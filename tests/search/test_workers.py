@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -32,7 +33,7 @@ from coevo.search.nb201 import NB201Problem
 from coevo.search.progress import progress
 from coevo.search.proposers import get_proposer
 from coevo.search.runner import summarize
-from coevo.search.storage import StorageError
+from coevo.search.storage import DatabaseTimeouts, StorageError
 from coevo.search.study import open_study
 from coevo.search.workers import Coordination, Worker, WorkerSettings
 from tests.faults.tcp_proxy import FaultyProxy
@@ -520,3 +521,18 @@ def test_a_joining_worker_proposes_with_the_options_the_search_stored(tmp_path: 
     per_round = Counter(t.user_attrs["round"] for t in trials if t.user_attrs.get("round", -1) >= rounds_before)
     assert per_round and max(per_round.values()) <= 7 and sum(per_round.values()) >= 40  # rounds of 7, not the default 20
     assert _check_exactly_once(storage, "o", 80)["duplicates"] == 0
+
+
+@pytest.mark.parametrize(
+    ("values", "says"),
+    [
+        ({"heartbeat_s": 0}, "need --heartbeat > 0 and --grace > --heartbeat (got 0 and 20)"),
+        ({"heartbeat_s": 5, "grace_s": 5}, "--grace > --heartbeat"),
+        ({"patience_s": -1.0}, "--db-patience must be >= 0 seconds, got -1.0"),
+        ({"timeouts": DatabaseTimeouts(request_s=0.5)}, "--db-timeout must be >= 1 second, got 0.5"),
+    ],
+)
+def test_worker_settings_refuse_timing_no_worker_can_keep(values: dict[str, Any], says: str) -> None:
+    """The checks were the CLI's alone: a WorkerSettings built in Python (coevo.optimize, a script) took any value."""
+    with pytest.raises(UserInputError, match=re.escape(says)):
+        WorkerSettings(**values)

@@ -75,3 +75,27 @@ def test_status_of_a_search_that_has_not_written_its_study_yet(tmp_path: Path, m
         call_tool(status, {"study": "broken", "storage": storage})
     with pytest.raises(ToolArgumentError, match="no storage at"):  # a study no search here started: the error as it was
         call_tool(status, {"study": "never-started", "storage": storage})
+
+
+def test_search_start_names_the_study_as_coevo_search_does_with_an_llm_configured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With an LLM in the environment, coevo search names the study with the model (the proposer's variant); search.start did not."""
+    from coevo.agent.run_config import make_proposer
+    from coevo.search.config import ReasonerConfig, SearchConfig
+    from coevo.search.runner import study_name_of
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COEVO_LLM_BASE_URL", "http://127.0.0.1:9/v1")  # nothing is asked of it: only named
+    monkeypatch.setenv("COEVO_LLM_MODEL", "some-model")
+    started: list[list[str]] = []
+
+    class NoProcess:
+        pid = 999_999_999
+
+        def __init__(self, command: list[str], **kwargs: object) -> None:
+            started.append(command)
+
+    monkeypatch.setattr(search_jobs.subprocess, "Popen", NoProcess)
+    value = call_tool(REGISTRY.get("search.start"), {"budget": 5, "storage": f"sqlite:///{tmp_path / 's.sqlite3'}"}).value
+    cli = SearchConfig.create(budget=5, reasoner=ReasonerConfig())  # what `coevo search --budget 5` configures
+    assert value["study"] == study_name_of(cli.make_problem(), make_proposer(cli), 0) == "nb201-cifar10-fpga-pelnas-some-model-s0"
+    assert started and started[0][started[0].index("--study") + 1] == value["study"]
