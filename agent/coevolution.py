@@ -18,6 +18,7 @@ round); and LLM replies are cached by prompt hash.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import random
 import re
@@ -36,7 +37,7 @@ from coevo.knowledge.exchange import onto_part, records_from
 from coevo.knowledge.store import IMPORT_BY, KnowledgeStore, StudyKnowledge
 from coevo.search.acquisition import greedy_ehvi, greedy_hv
 from coevo.search.config import DEFAULT_KB_FROM_USE, KB_FROM_USES, Screen
-from coevo.search.errors import CoevoError, UserInputError
+from coevo.search.errors import CoevoError, StorageMissingError, UserInputError
 from coevo.search.informed import Evidence, InformedPredictor, free_pool, point_ids
 from coevo.search.metrics import model_yield, pareto_mask
 from coevo.search.niches import FLOOR_SHARE, Niche, allocate, niche_of, single_niche
@@ -266,6 +267,13 @@ class CoevolutionProposer(Proposer):
         log["propose_s"] = round(time.perf_counter() - started, 4)  # the engine's own time this round (evaluations are not in it)
         RoundLogs(ctx.storage).write(ctx.study.study_name, ctx.round, log)
         return proposals
+
+    def check_storage(self, storage: str | None) -> None:
+        """The knowledge store beside ``storage``, when there is one already, must open (a new one is made in the first round)."""
+        if not self.use_knowledge:
+            return
+        with contextlib.suppress(StorageMissingError):  # none yet: the first round creates it
+            KnowledgeStore.for_storage(storage, create=False)
 
     def evidence(self, ctx: RoundContext) -> tuple[Evidence, ...]:
         """The earlier study's paid evaluations (``kb_from``), loaded once per process; () without one or for a file."""

@@ -176,6 +176,7 @@ def open_or_create(problem: Problem, proposer: Proposer, *, storage: str | None,
             "sqlite:///:memory: cannot hold a search: every connection (workers, heartbeats) would see another, empty "
             f"database; use a file, e.g. {DEFAULT_STORAGE}"
         )
+    proposer.check_storage(storage)  # before anything is written: a corrupt knowledge store must not cost the study a change
     require_writable(storage)
     backend = open_storage(storage)
     created = False

@@ -111,6 +111,17 @@ class Proposer(ABC):
         """
         return {}
 
+    def check_storage(self, storage: str | None) -> None:  # noqa: B027 (a hook: most proposers keep nothing beside the study)
+        """Refuse, before the study is opened or written, a storage whose companions this proposer cannot use.
+
+        The co-evolution engine keeps its knowledge base in a store beside the study's: a corrupt
+        one must stop the search before it changes the study (its budget, a worker row), not after.
+        Default: nothing to check.
+
+        Raises:
+            StorageError: a companion store that exists and cannot be used.
+        """
+
     def propose(self, ctx: RoundContext) -> list[Proposal]:
         """Explicit proposals for this round; the default (none) lets the sampler pick one."""
         return []
