@@ -8,7 +8,7 @@ from coevo.search.problem import config_field
 from coevo.search.prune.run import PruneOutcome, prune_zoo
 from coevo.search.stats import effect_verdict
 from coevo.search.work_progress import report
-from coevo.sim.prune.config import PruneConfig
+from coevo.sim.prune.config import PruneConfig, Score
 from coevo.sim.prune.masks import check_pattern_sparsity, parse_pattern
 from coevo.tools._base import Tool, ToolArgs, ToolResult
 from coevo.tools._zoo import model_field, zoo_model
@@ -24,7 +24,7 @@ class PruneArgs(ToolArgs):
         "pattern",
         description="unstructured (per output row, as Wanda) or N:M: at most N nonzeros in M consecutive input weights",
     )
-    score: Literal["magnitude", "wanda", "cos", "var", "cos+var", "sparsegpt"] = config_field(
+    score: Score = config_field(
         PruneConfig,
         "score",
         description=(

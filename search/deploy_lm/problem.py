@@ -51,7 +51,7 @@ from coevo.search.prune.problem import GROUPS, PruneProblem
 from coevo.sim.accel.network import stored_weight_bits
 from coevo.sim.fpga.config import FpgaConfig
 from coevo.sim.fpga.model import Accelerator, TransformerShape, device, model_shape
-from coevo.sim.prune.config import PruneConfig
+from coevo.sim.prune.config import PruneConfig, Score
 
 KIND_LAYERS: dict[str, tuple[str, ...]] = {
     "qkv": ("attn.q", "attn.k", "attn.v"),
@@ -87,7 +87,7 @@ class DeployLmOptions(ProblemOptions):
     draws: int = config_field(FpgaConfig, "search_draws")
     buckets: int = config_field(FpgaConfig, "buckets", le=64)
     seed: int = config_field(FpgaConfig, "seed")
-    score: Literal["magnitude", "wanda", "cos", "var", "cos+var", "sparsegpt"] = config_field(PruneConfig, "score")
+    score: Score = config_field(PruneConfig, "score")
     calib_tokens: int = config_field(PruneConfig, "calib_tokens")
     calib_seed: int = config_field(PruneConfig, "seed")
     eval_batches: int = config_field(PruneConfig, "eval_batches")
