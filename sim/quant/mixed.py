@@ -593,8 +593,3 @@ def _result(
         tuned,
         accuracy(quantized_copy(model, alloc.bits), test) if test is not None else None,
     )
-
-
-def ptq_accuracy(model: nn.Module, bits: Mapping[str, Sequence[int]], loader: Batches) -> float:
-    """Validation accuracy of round-to-nearest quantization at ``bits`` (no fine-tuning)."""
-    return accuracy(quantized_copy(model, bits), loader)
