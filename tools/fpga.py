@@ -69,6 +69,8 @@ def paired_verdict(results: dict[str, list[Metrics]], method: str, reference: st
 
 
 class LengthAwareArgs(ToolArgs):
+    """Arguments of ``schedule.length_aware``: the sentence lengths, the board and PE design, the attention method, the schedulers."""
+
     lengths: str | list[int] = Field(
         "pydoc-sentences",
         description=(

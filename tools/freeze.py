@@ -19,6 +19,8 @@ from coevo.tools._zoo import resolve_alias
 
 
 class FreezeArgs(ToolArgs):
+    """Arguments of ``freeze.train``: the zoo CNN, when blocks freeze, the feature cache's codec and augmentation, the baselines run."""
+
     model: Literal["cnn-mnist", "cnn-mnist5k", "cnn-digits"] = config_field(
         FreezeFamilyConfig, "model", description="zoo CNN trained from scratch: cnn-mnist5k (cnn-mnist maps to it) or cnn-digits"
     )

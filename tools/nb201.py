@@ -22,6 +22,8 @@ def _option(name: str, description: str) -> Any:
 
 
 class QueryArgs(ToolArgs):
+    """Arguments of ``nb201.query``: one NB201 cell, the dataset of its accuracy and the device of its latency."""
+
     arch: str = Field(
         description="NB201 arch string: ops on edges into nodes 1, 2, 3, e.g. "
         "|nor_conv_3x3~0|+|nor_conv_1x1~0|skip_connect~1|+|skip_connect~0|nor_conv_3x3~1|avg_pool_3x3~2|"
@@ -64,6 +66,8 @@ class NB201Query(Tool):
 
 
 class FrontArgs(ToolArgs):
+    """Arguments of ``nb201.pareto_front``: the dataset and device of the front, and how many of its cells to return."""
+
     dataset: Dataset = _option("dataset", _DATASET_HELP)
     device: str = _option("device", _DEVICE_HELP)
     limit: int = Field(100, ge=1, le=1000, description="at most this many front cells, fastest first")

@@ -15,6 +15,8 @@ from coevo.tools._zoo import model_field, zoo_model
 
 
 class PruneArgs(ToolArgs):
+    """Arguments of ``prune.activation``: the zoo model, the sparsity and its pattern, the importance score, the calibration sample."""
+
     model: str = model_field(PruneConfig.model)
     sparsity: float = config_field(
         PruneConfig, "sparsity", description="share of each pruned layer's weights set to zero, in (0, 1); N:M needs 1 - N/M"

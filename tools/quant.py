@@ -18,6 +18,8 @@ from coevo.tools._zoo import model_field, zoo_model
 
 
 class QuantArgs(ToolArgs):
+    """Arguments of ``quant.class_based``: the zoo classifier, the average bits, the allocation method, fine-tuning."""
+
     model: str = model_field(QuantConfig.model)
     # avg_bits' range is left to check_target, which runs before the model loads and names the candidate widths
     avg_bits: float = config_field(

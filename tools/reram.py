@@ -24,6 +24,8 @@ def _part_default(name: str) -> str:
 
 
 class ReramArgs(ToolArgs):
+    """Arguments of ``reram.faults``: the zoo model, the fault model, the protection scheme, the crossbar geometry and budget."""
+
     model: str = model_field(ReramConfig.model)
     fault_rate: float = config_field(
         ReramConfig, "fault_rate", description="share of cells stuck (0.02 = 2 %), between 0 and 1", bounds=False

@@ -96,6 +96,8 @@ def verdict_line(kind: str, stepping: list[float], other: list[float], n_test: i
 
 
 class BuildArgs(_Common):
+    """Arguments of ``stepping.build``: the zoo CNN, the steps' MAC fractions, training, and whether to train the baselines."""
+
     baselines: bool = Field(
         False, description="also train a slimmable net and independent dense nets at the same step MACs (same epochs, data, seed)"
     )
@@ -152,6 +154,8 @@ class SteppingBuild(Tool):
 
 
 class RunArgs(_Common):
+    """Arguments of ``stepping.run``: the built net's settings, the MAC budget a step is chosen for, the latency measurement."""
+
     mac_budget: float = Field(
         1.0, gt=0, le=1, description="MACs allowed, as a fraction of the full model's MACs; the largest step within it runs"
     )
