@@ -33,7 +33,12 @@ class _Common(ToolArgs):
         description="MAC fraction of each step (share of the full zoo model's MACs), strictly increasing within (0, 1]",
     )
     epochs: int | None = Field(
-        None, ge=1, le=200, description="training epochs (default: the zoo recipe's: 40 for cnn-digits, 12 for cnn-mnist5k)"
+        None,
+        ge=1,
+        le=200,
+        description="training epochs (default: the zoo recipe's: "
+        + ", ".join(f"{RECIPES[m]['train']['epochs']} for {m}" for m in ("cnn-digits", "cnn-mnist5k"))
+        + ")",
     )
     seed: int = config_field(SteppingConfig, "seed")
     distill: bool = config_field(SteppingConfig, "distill")
