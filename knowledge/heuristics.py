@@ -14,10 +14,9 @@ measured in ``%`` is in percentage points (``pp``, :func:`effect_unit`).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Status = Literal["proposed", "validated", "unhelpful", "refuted", "retired", "accepted", "rejected"]
@@ -131,20 +130,6 @@ class KnowledgeBase:
     def active(self, *, niche: str | None = None) -> list[Heuristic]:
         """Active heuristics whose scope admits ``niche`` (a heuristic without a niche admits all)."""
         return [h for h in self.heuristics.values() if h.active and h.scope.get("niche") in (None, niche)]
-
-    def to_json(self) -> str:
-        """Serialise (for storage and export)."""
-        return json.dumps({"version": self.version, "heuristics": [asdict(h) for h in self.heuristics.values()]})
-
-    @classmethod
-    def from_json(cls, text: str) -> KnowledgeBase:
-        """Inverse of :meth:`to_json`."""
-        data = json.loads(text)
-        kb = cls(version=int(data.get("version", 0)))
-        for row in data.get("heuristics", []):
-            h = Heuristic(**{**row, "effects": {int(k): v for k, v in row.get("effects", {}).items()}})
-            kb.heuristics[h.id] = h
-        return kb
 
 
 def model_claim(existing: Heuristic | None, status: str, confidence: float) -> tuple[Status, float]:

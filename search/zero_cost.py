@@ -109,6 +109,7 @@ def _weights(net: nn.Module) -> list[torch.Tensor]:
 
 
 def synflow(cell: Cell, cfg: ProxyConfig) -> float:
+    """The ``synflow`` proxy of ``cell`` (module doc): log of sum |theta * dR/dtheta| of the BN-free, |weights| network."""
     net = _net(cell, cfg, bn=False).double()
     with torch.no_grad():
         for p in net.parameters():
@@ -198,6 +199,7 @@ def initial_proxies(cell: Cell, cfg: ProxyConfig, x: torch.Tensor, y: torch.Tens
 
 
 def zen(cell: Cell, cfg: ProxyConfig) -> float:
+    """The ``zen`` proxy of ``cell`` (module doc): Zen-score of the network re-initialised with N(0, 1) weights."""
     net = _net(cell, cfg, move=False)  # re-initialised below by the CPU generator, then moved
     # Zen-NAS scores a Gaussian-initialised network (weights N(0, 1), BN affine at 1 and 0),
     # BN in training mode; with the default (Kaiming) init the BN term changes sign

@@ -21,6 +21,8 @@ assert set(METHODS) == {"dense", "topk-quantized-keys", "local-global"}  # the L
 
 
 class SparseArgs(ToolArgs):
+    """Arguments of ``attention.sparse``: the zoo LM, the sparse operator replacing its attention and its settings, the split scored."""
+
     model: str = model_field(ATTENTION.model)
     method: Method = config_field(
         AttentionFamilyConfig,

@@ -12,6 +12,7 @@ from pydantic import Field
 from coevo.search.errors import UserInputError
 from coevo.search.problem import config_field
 from coevo.search.stats import t_interval
+from coevo.sim.attention.config import AttentionFamilyConfig
 from coevo.sim.fpga import (
     DEVICES,
     METHODS,
@@ -32,6 +33,7 @@ from coevo.sim.fpga import (
     split_pes,
 )
 from coevo.sim.fpga.config import FpgaConfig
+from coevo.sim.fpga.model import KEY_BITS_MAX, KEY_BITS_MIN
 from coevo.tools._base import Tool, ToolArgs, ToolResult
 
 
@@ -67,6 +69,8 @@ def paired_verdict(results: dict[str, list[Metrics]], method: str, reference: st
 
 
 class LengthAwareArgs(ToolArgs):
+    """Arguments of ``schedule.length_aware``: the sentence lengths, the board and PE design, the attention method, the schedulers."""
+
     lengths: str | list[int] = Field(
         "pydoc-sentences",
         description=(
@@ -92,10 +96,17 @@ class LengthAwareArgs(ToolArgs):
     attention: Literal["dense", "topk", "local-global"] = Field(
         "topk", description="dense; topk (low-bit pre-score of every key, top_k kept); local-global (window + n_global keys)"
     )
-    top_k: int = Field(32, ge=1, description="topk: keys kept per query")
-    key_bits: int = Field(4, ge=2, le=8, description="topk: bits of the quantized Q/K pre-score")
-    window: int = Field(32, ge=1, description="local-global: previous keys per query")
-    n_global: int = Field(4, ge=0, description="local-global: global keys")
+    # the sparse-attention family's defaults; key_bits narrowed to what the model's int8 lanes can pack
+    top_k: int = config_field(AttentionFamilyConfig, "top_k", description="topk: keys kept per query")
+    key_bits: int = config_field(
+        AttentionFamilyConfig,
+        "key_bits",
+        description=f"topk: bits of the quantized Q/K pre-score, {KEY_BITS_MIN}..{KEY_BITS_MAX} (8 // key_bits products per int8 lane)",
+        ge=KEY_BITS_MIN,
+        le=KEY_BITS_MAX,
+    )
+    window: int = config_field(AttentionFamilyConfig, "window", description="local-global: previous keys per query, the query included")
+    n_global: int = config_field(AttentionFamilyConfig, "n_global", description="local-global: global keys")
     buckets: int = config_field(FpgaConfig, "buckets", description="bucketing: groups the sorted batch is cut into")
     draws: int = config_field(
         FpgaConfig, "draws", description="pydoc-sentences: random batches drawn (seeds seed..); ignored for an explicit list"

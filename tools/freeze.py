@@ -12,24 +12,27 @@ from coevo.search.problem import config_field
 from coevo.search.work_progress import report
 from coevo.sim.freeze import FreezeConfig, FreezeResult, train_zoo
 from coevo.sim.freeze.config import FreezeFamilyConfig
+from coevo.sim.freeze.settings import THRESHOLDS, Augment, Criterion, Method, Schedule
+from coevo.sim.zoo import RECIPES
 from coevo.tools._base import Tool, ToolArgs, ToolResult
 from coevo.tools._zoo import resolve_alias
 
 
 class FreezeArgs(ToolArgs):
+    """Arguments of ``freeze.train``: the zoo CNN, when blocks freeze, the feature cache's codec and augmentation, the baselines run."""
+
     model: Literal["cnn-mnist", "cnn-mnist5k", "cnn-digits"] = config_field(
         FreezeFamilyConfig, "model", description="zoo CNN trained from scratch: cnn-mnist5k (cnn-mnist maps to it) or cnn-digits"
     )
-    method: Literal["cache", "naive", "full"] = Field(
-        "cache",
-        description="cache: frozen prefix's outputs cached on disk, the rest trains from the cache; naive: frozen blocks still "
-        "run forward every step; full: no freezing",
+    method: Method = config_field(FreezeFamilyConfig, "method")
+    schedule: Schedule = config_field(FreezeFamilyConfig, "schedule")
+    criterion: Criterion = config_field(FreezeFamilyConfig, "criterion")
+    threshold: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="auto: the criterion's threshold (default " + ", ".join(f"{c} {t}" for c, t in THRESHOLDS.items()) + ")",
     )
-    schedule: Literal["auto", "fixed"] = Field("auto", description="auto: freeze a block when its criterion plateaus; fixed: freeze_at")
-    criterion: Literal["cka", "gradnorm"] = Field(
-        "cka", description="auto: cka (CKA of a block's output between epochs >= threshold) or gradnorm (relative change <= threshold)"
-    )
-    threshold: float | None = Field(None, gt=0, le=1, description="auto: the criterion's threshold (default CKA 0.995, gradnorm 0.05)")
     freeze_at: list[int | None] | None = Field(
         None, description="fixed: epochs trained before blocks 1, 2, 3 freeze (rising; null: never), e.g. [3, 6, null]"
     )
@@ -44,14 +47,16 @@ class FreezeArgs(ToolArgs):
     quality: list[int] = Field(
         list(FreezeFamilyConfig.quality), description="jpeg/webp: quality of the cache when 1, 2, 3 blocks are frozen (1-100)"
     )
-    augment: Literal["similarity-aware", "none", "full"] = Field(
-        "similarity-aware",
-        description="augmentation from the cache: similarity-aware (augmented copies of the most augmentation-sensitive channels), "
-        "none (clean features only), full (augmented copies of every channel)",
-    )
+    augment: Augment = config_field(FreezeFamilyConfig, "augment")
     share: float = config_field(FreezeFamilyConfig, "share")
     versions: int = config_field(FreezeFamilyConfig, "versions")
-    epochs: int | None = Field(None, ge=1, le=200, description="training epochs (default: the zoo recipe's, 12 for cnn-mnist5k)")
+    epochs: int | None = Field(
+        None,
+        ge=1,
+        le=200,
+        description=f"training epochs (default: the zoo recipe's, {RECIPES[FreezeFamilyConfig.model]['train']['epochs']} for "
+        f"{FreezeFamilyConfig.model})",
+    )
     max_frozen: int = config_field(FreezeFamilyConfig, "max_frozen")
     baselines: bool = Field(True, description="also run full training and naive freezing with the same settings and seed")
     seed: int = config_field(FreezeFamilyConfig, "seed")

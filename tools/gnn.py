@@ -18,6 +18,8 @@ from coevo.tools._base import Tool, ToolArgs, ToolResult
 
 
 class GnnCircuitArgs(ToolArgs):
+    """Arguments of ``gnn.circuit``: the Verilog design and label, the circuit GNN's size and training, the timing comparison."""
+
     design: str = config_field(
         GnnFamilyConfig,
         "design",

@@ -19,6 +19,8 @@ from coevo.tools._base import Tool, ToolArgs, ToolResult
 
 
 class HEGcnArgs(ToolArgs):
+    """Arguments of ``he.gcn``: the graph dataset, the polynomial-activation budget, training and distillation, the CKKS parameters."""
+
     dataset: Literal["digits-grid", "digits-grid4", "digits-grid16"] = config_field(
         HeConfig,
         "dataset",

@@ -13,6 +13,8 @@ from coevo.tools._zoo import zoo_model
 
 
 class ListArgs(ToolArgs):
+    """Arguments of ``models.list``: which task's zoo models to list."""
+
     task: Literal["all", "classify", "lm"] = Field("all", description="only models of this task")
 
 
@@ -54,6 +56,8 @@ class ModelsList(Tool):
 
 
 class BuildArgs(ToolArgs):
+    """Arguments of ``models.build``: the zoo model to train (or load from the cache)."""
+
     model: str = Field(description=f"zoo model, one of {', '.join(RECIPES)}")
     rebuild: bool = Field(False, description="train again even if a cached copy exists")
 

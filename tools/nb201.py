@@ -7,6 +7,8 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from coevo.search.nb201 import DATASETS, NB201Problem, op_counts, parse_arch
+from coevo.search.nb201.problem import NB201Options
+from coevo.search.nb201.table import Dataset
 from coevo.tools._base import Tool, ToolArgs, ToolResult
 
 _PROVENANCE = "NB201 x hardware table: NATS-Bench accuracies (200 epochs, mean over seeds); HELP / HW-NAS-Bench latencies"
@@ -14,13 +16,20 @@ _DATASET_HELP = f"dataset, one of {', '.join(DATASETS)}"
 _DEVICE_HELP = "device (latency column), e.g. fpga, raspi4, pixel3, eyeriss, titan_rtx_256, gold_6226"
 
 
+def _option(name: str, description: str) -> Any:
+    """The ``nb201`` problem's option ``name`` as a tool argument: its default, the tool's own wording for the caller."""
+    return Field(NB201Options.model_fields[name].default, description=description)
+
+
 class QueryArgs(ToolArgs):
+    """Arguments of ``nb201.query``: one NB201 cell, the dataset of its accuracy and the device of its latency."""
+
     arch: str = Field(
         description="NB201 arch string: ops on edges into nodes 1, 2, 3, e.g. "
         "|nor_conv_3x3~0|+|nor_conv_1x1~0|skip_connect~1|+|skip_connect~0|nor_conv_3x3~1|avg_pool_3x3~2|"
     )
-    dataset: str = Field("cifar10", description=_DATASET_HELP)
-    device: str = Field("fpga", description=_DEVICE_HELP)
+    dataset: Dataset = _option("dataset", _DATASET_HELP)
+    device: str = _option("device", _DEVICE_HELP)
 
 
 class NB201Query(Tool):
@@ -57,8 +66,10 @@ class NB201Query(Tool):
 
 
 class FrontArgs(ToolArgs):
-    dataset: str = Field("cifar10", description=_DATASET_HELP)
-    device: str = Field("fpga", description=_DEVICE_HELP)
+    """Arguments of ``nb201.pareto_front``: the dataset and device of the front, and how many of its cells to return."""
+
+    dataset: Dataset = _option("dataset", _DATASET_HELP)
+    device: str = _option("device", _DEVICE_HELP)
     limit: int = Field(100, ge=1, le=1000, description="at most this many front cells, fastest first")
 
 

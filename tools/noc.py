@@ -26,6 +26,8 @@ _PACKET_FLITS = {f.name: f for f in fields(NocFamilyConfig)}["benes_packet_flits
 
 
 class NocArgs(ToolArgs):
+    """Arguments of ``noc.simulate``: the network (Benes or mesh), its routing, the traffic and load, the simulated cycles."""
+
     topology: Literal["benes", "mesh"] = Field("benes", description="benes (optical, circuit switched) or mesh (SDM, GT + best effort)")
     # n, k, routing, load and traffic are checked by the simulators, whose errors name the topology's own rule
     n: int = config_field(NocFamilyConfig, "n_ports", description="benes: ports, a power of two 8..64", bounds=False)
@@ -138,6 +140,8 @@ class NocSimulate(Tool):
 
 
 class NocPlotArgs(NocArgs):
+    """Arguments of ``noc.plot``: ``noc.simulate``'s arguments swept over loads, and the figure file written."""
+
     routings: list[str] = Field(default_factory=lambda: ["bit", "adaptive"], description="routings to compare, one curve each")
     loads: list[float] = Field(default_factory=lambda: [0.1, 0.2, 0.3, 0.4, 0.5], description="offered loads to sweep")
     out: str = Field("runs/plots/noc.png", description="PNG file to write")
@@ -199,6 +203,8 @@ class NocPlot(Tool):
 
 
 class SystolicArgs(ToolArgs):
+    """Arguments of ``accel.systolic``: one layer's shape, the array size and dataflow, the on-chip buffers."""
+
     rows: int = config_field(AccelConfig, "rows")
     cols: int = config_field(AccelConfig, "cols")
     dataflow: Literal["ws", "os", "is", "all"] = config_field(
@@ -241,6 +247,8 @@ class AccelSystolic(Tool):
 
 
 class CompressArgs(ToolArgs):
+    """Arguments of ``compress.energy_aware``: the zoo model, the largest accuracy drop allowed, the seed, the partial-sum bits."""
+
     model: str = config_field(
         AccelConfig,
         "model",

@@ -39,6 +39,8 @@ METHODS_HELP = (
 
 
 class ProfileArgs(ToolArgs):
+    """Arguments of ``pipeline.profile``: the model, the latent resolution and the micro-batch its layers are profiled at."""
+
     model: str = MODEL
     resolution: int = RESOLUTION
     microbatch: Microbatch = MICROBATCH
@@ -96,6 +98,8 @@ def read_plan(text: str, cluster: Cluster) -> tuple[ModelProfile, Plan]:
 
 
 class PlanArgs(ToolArgs):
+    """Arguments of ``pipeline.plan``: the model and cluster, the devices and micro-batch, the stage-partitioning method."""
+
     model: str = MODEL
     devices: int = config_field(PipelineConfig, "devices")
     cluster: str = CLUSTER
@@ -152,6 +156,8 @@ class PipelinePlan(Tool):
 
 
 class SimulateArgs(ToolArgs):
+    """Arguments of ``pipeline.simulate``: the plan's settings plus the schedule, micro-batches, recomputation and ILP limits."""
+
     plan: str | None = Field(None, description="a plan's 'handle' from pipeline.plan; when given, model/devices/method/balance are ignored")
     model: str = MODEL
     devices: int = config_field(PipelineConfig, "devices")
@@ -258,6 +264,8 @@ class PipelineSimulate(Tool):
 
 
 class TuneArgs(ToolArgs):
+    """Arguments of ``pipeline.tune``: the model, cluster and global batch whose pipeline configurations are ranked, and how many."""
+
     model: str = MODEL
     cluster: str = CLUSTER
     global_batch: int = config_field(PipelineConfig, "global_batch")

@@ -8,13 +8,15 @@ from coevo.search.problem import config_field
 from coevo.search.prune.run import PruneOutcome, prune_zoo
 from coevo.search.stats import effect_verdict
 from coevo.search.work_progress import report
-from coevo.sim.prune.config import PruneConfig
+from coevo.sim.prune.config import PruneConfig, Score
 from coevo.sim.prune.masks import check_pattern_sparsity, parse_pattern
 from coevo.tools._base import Tool, ToolArgs, ToolResult
 from coevo.tools._zoo import model_field, zoo_model
 
 
 class PruneArgs(ToolArgs):
+    """Arguments of ``prune.activation``: the zoo model, the sparsity and its pattern, the importance score, the calibration sample."""
+
     model: str = model_field(PruneConfig.model)
     sparsity: float = config_field(
         PruneConfig, "sparsity", description="share of each pruned layer's weights set to zero, in (0, 1); N:M needs 1 - N/M"
@@ -24,7 +26,7 @@ class PruneArgs(ToolArgs):
         "pattern",
         description="unstructured (per output row, as Wanda) or N:M: at most N nonzeros in M consecutive input weights",
     )
-    score: Literal["magnitude", "wanda", "cos", "var", "cos+var", "sparsegpt"] = config_field(
+    score: Score = config_field(
         PruneConfig,
         "score",
         description=(

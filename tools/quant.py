@@ -5,14 +5,12 @@ from __future__ import annotations
 import time
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
-
 from coevo.search.errors import UserInputError
 from coevo.search.problem import config_field
 from coevo.search.stats import effect_verdict
 from coevo.search.work_progress import report
 from coevo.sim.quant import CANDIDATES, greedy_search, quant_layers, quantize
-from coevo.sim.quant.config import QuantConfig
+from coevo.sim.quant.config import Method, QuantConfig
 from coevo.sim.quant.mixed import check_target
 from coevo.sim.zoo import RECIPES
 from coevo.tools._base import Tool, ToolArgs, ToolResult
@@ -20,12 +18,22 @@ from coevo.tools._zoo import model_field, zoo_model
 
 
 class QuantArgs(ToolArgs):
+    """Arguments of ``quant.class_based``: the zoo classifier, the average bits, the allocation method, fine-tuning."""
+
     model: str = model_field(QuantConfig.model)
-    avg_bits: float = Field(
-        4.0, description="average weight bits (weighted by weight count) every method gets, between 2 and 8; ignored by 'greedy'"
+    # avg_bits' range is left to check_target, which runs before the model loads and names the candidate widths
+    avg_bits: float = config_field(
+        QuantConfig,
+        "avg_bits",
+        description=(
+            f"average weight bits (weighted by weight count) every method gets, between {min(CANDIDATES)} and {max(CANDIDATES)}; "
+            "ignored by 'greedy'"
+        ),
+        bounds=False,
     )
-    method: Literal["class-based", "class-count", "taylor", "uniform", "hawq", "magnitude", "greedy"] = Field(
-        "class-based",
+    method: Literal[Method, "greedy"] = config_field(
+        QuantConfig,
+        "method",
         description=(
             "class-based: more bits for units (filters/neurons) important to more classes (per-class Taylor scores), "
             "weighted by each unit's quantization error scale (max|w|^2); "

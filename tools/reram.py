@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any, ClassVar, Literal
 
@@ -16,7 +17,15 @@ from coevo.tools._base import Tool, ToolArgs, ToolResult
 from coevo.tools._zoo import model_field, zoo_model
 
 
+def _part_default(name: str) -> str:
+    """A protection part's setting in words, with the default it takes when its part is named."""
+    declared = {f.name: f for f in dataclasses.fields(ReramConfig)}[name]
+    return f"{declared.metadata['help']} (default {declared.default:g})"
+
+
 class ReramArgs(ToolArgs):
+    """Arguments of ``reram.faults``: the zoo model, the fault model, the protection scheme, the crossbar geometry and budget."""
+
     model: str = model_field(ReramConfig.model)
     fault_rate: float = config_field(
         ReramConfig, "fault_rate", description="share of cells stuck (0.02 = 2 %), between 0 and 1", bounds=False
@@ -24,21 +33,22 @@ class ReramArgs(ToolArgs):
     sa0_sa1: str = config_field(
         ReramConfig, "sa0_sa1", description="ratio of stuck-at-0 (stuck at the lowest conductance) to stuck-at-1 faults, e.g. '9:1'"
     )
-    protection: str = Field(
-        "none",
+    protection: str = config_field(
+        ReramConfig,
+        "protection",
         description=(
-            "parts joined by '+': none, prune (structured row/column pruning frees cells; default 10 % each), dup (duplicate "
-            "columns into the freed cells of the same crossbars, read by choice or vote), msb (most significant slice copied "
-            "into the least significant cells), spare (baseline: spare rows/cols per crossbar replace faulty lines, extra area)"
+            f"parts joined by '+': none, prune (structured row/column pruning frees cells; default {ReramConfig.prune_rows:.0%} of rows "
+            f"and {ReramConfig.prune_cols:.0%} of columns), dup (duplicate columns into the freed cells of the same crossbars, read by "
+            "choice or vote), msb (most significant slice copied into the least significant cells), spare (baseline: spare rows/cols "
+            "per crossbar replace faulty lines, extra area)"
         ),
     )
-    prune_rows: float | None = Field(None, description="prune: fraction of each layer's input rows removed (default 0.1)")
-    prune_cols: float | None = Field(
-        None, description="prune: fraction of each layer's output columns removed, not the last layer (default 0.1)"
-    )
-    msb: int | None = Field(None, description="msb: most significant slices duplicated per weight (default 1)")
-    spare_rows: int | None = Field(None, description="spare: spare rows per crossbar (default 2)")
-    spare_cols: int | None = Field(None, description="spare: spare columns per crossbar (default 2)")
+    # None: the part named in protection takes ReramConfig's setting (Protection.parse), a setting for a part not named is refused
+    prune_rows: float | None = Field(None, description=_part_default("prune_rows"))
+    prune_cols: float | None = Field(None, description=_part_default("prune_cols"))
+    msb: int | None = Field(None, description=_part_default("msb"))
+    spare_rows: int | None = Field(None, description=_part_default("spare_rows"))
+    spare_cols: int | None = Field(None, description=_part_default("spare_cols"))
     knowledge: Literal["known", "unknown"] = config_field(
         ReramConfig,
         "knowledge",

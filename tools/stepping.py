@@ -33,7 +33,12 @@ class _Common(ToolArgs):
         description="MAC fraction of each step (share of the full zoo model's MACs), strictly increasing within (0, 1]",
     )
     epochs: int | None = Field(
-        None, ge=1, le=200, description="training epochs (default: the zoo recipe's: 40 for cnn-digits, 12 for cnn-mnist5k)"
+        None,
+        ge=1,
+        le=200,
+        description="training epochs (default: the zoo recipe's: "
+        + ", ".join(f"{RECIPES[m]['train']['epochs']} for {m}" for m in ("cnn-digits", "cnn-mnist5k"))
+        + ")",
     )
     seed: int = config_field(SteppingConfig, "seed")
     distill: bool = config_field(SteppingConfig, "distill")
@@ -96,6 +101,8 @@ def verdict_line(kind: str, stepping: list[float], other: list[float], n_test: i
 
 
 class BuildArgs(_Common):
+    """Arguments of ``stepping.build``: the zoo CNN, the steps' MAC fractions, training, and whether to train the baselines."""
+
     baselines: bool = Field(
         False, description="also train a slimmable net and independent dense nets at the same step MACs (same epochs, data, seed)"
     )
@@ -152,6 +159,8 @@ class SteppingBuild(Tool):
 
 
 class RunArgs(_Common):
+    """Arguments of ``stepping.run``: the built net's settings, the MAC budget a step is chosen for, the latency measurement."""
+
     mac_budget: float = Field(
         1.0, gt=0, le=1, description="MACs allowed, as a fraction of the full model's MACs; the largest step within it runs"
     )

@@ -17,6 +17,8 @@ from coevo.tools._base import Tool, ToolArgs, ToolResult
 
 
 class ZoQatArgs(ToolArgs):
+    """Arguments of ``quant.zo_qat``: the zoo model, the weight and activation bits, the zeroth-order estimator and its budget."""
+
     model: str = config_field(
         ZoQatConfig, "model", description="zoo model: lm-pydoc, lm-pydoc-tiny (byte LMs) or cnn-digits (its Linear layers)"
     )

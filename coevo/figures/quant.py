@@ -28,13 +28,12 @@ import torch
 from coevo.figures._common import command_line, figure_parser, read_csv, weighted_means, write_csv, write_markdown
 from coevo.search.stats import excludes_zero, format_interval
 from coevo.sim.errors import UserInputError
-from coevo.sim.quant.config import QuantConfig
+from coevo.sim.quant.config import METHODS, QuantConfig
 
 NAME = "quant"
 MODEL = QuantConfig.compare_model
 SEARCH_MODEL = "cnn-digits"  # the quant problem's model for a page whose own model the problem does not offer
 
-METHODS = ("class-based", "class-count", "taylor", "uniform", "hawq", "magnitude")
 FIELDS = [
     "model",
     "method",

@@ -45,13 +45,13 @@ from typing import Any, ClassVar, Literal
 from coevo.search.compose import ComposedProblem, Part
 from coevo.search.deploy_lm.bits import LmBitsPart
 from coevo.search.errors import UserInputError
-from coevo.search.fpga.problem import FpgaDesign, FpgaTransformerProblem
+from coevo.search.fpga.problem import PES_MAX, PES_MIN, Board, FpgaDesign, FpgaTransformerProblem
 from coevo.search.problem import Objective, ProblemOptions, config_field
 from coevo.search.prune.problem import GROUPS, PruneProblem
 from coevo.sim.accel.network import stored_weight_bits
 from coevo.sim.fpga.config import FpgaConfig
 from coevo.sim.fpga.model import Accelerator, TransformerShape, device, model_shape
-from coevo.sim.prune.config import PruneConfig
+from coevo.sim.prune.config import PruneConfig, Score
 
 KIND_LAYERS: dict[str, tuple[str, ...]] = {
     "qkv": ("attn.q", "attn.k", "attn.v"),
@@ -75,15 +75,19 @@ class DeployLmOptions(ProblemOptions):
     model: Literal["lm-pydoc-tiny", "lm-pydoc"] = config_field(
         FpgaConfig, "search_model", description="zoo LM to prune, quantize and schedule (lm-pydoc: the full recipe, trains once, slower)"
     )
-    board: Literal["zcu102", "alveo-u280"] = config_field(FpgaConfig, "device")
+    board: Board = config_field(FpgaConfig, "device")
     pes: int = config_field(
-        FpgaConfig, "pes", description="processing elements (16 MACs each); at most the board's DSPs / 16", ge=16, le=564
-    )  # the fpga part's bounds (every split gives each engine a PE; alveo-u280's DSPs / 16); the board's own limit: parts()
+        FpgaConfig,
+        "pes",
+        description=f"processing elements ({Accelerator.lanes} MACs each); at most the board's DSPs / {Accelerator.lanes}",
+        ge=PES_MIN,
+        le=PES_MAX,
+    )  # the fpga part's bounds; the board's own limit: parts()
     batch: int = config_field(FpgaConfig, "search_batch")
     draws: int = config_field(FpgaConfig, "search_draws")
     buckets: int = config_field(FpgaConfig, "buckets", le=64)
     seed: int = config_field(FpgaConfig, "seed")
-    score: Literal["magnitude", "wanda", "cos", "var", "cos+var", "sparsegpt"] = config_field(PruneConfig, "score")
+    score: Score = config_field(PruneConfig, "score")
     calib_tokens: int = config_field(PruneConfig, "calib_tokens")
     calib_seed: int = config_field(PruneConfig, "seed")
     eval_batches: int = config_field(PruneConfig, "eval_batches")

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Literal, NamedTuple
+from typing import Any, ClassVar, Literal, NamedTuple, get_args
 
 import numpy as np
 from pydantic import Field
@@ -38,7 +38,7 @@ from coevo.search.niches import Niche
 from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, config_field, level_format
 from coevo.sim.fpga import Accelerator, AttentionConfig, compare_methods, corpus_lengths, device, draw_batches, model_shape, split_pes
 from coevo.sim.fpga.config import FpgaConfig
-from coevo.sim.fpga.model import TransformerShape
+from coevo.sim.fpga.model import DEVICES, TransformerShape
 
 SPLITS = ("2:1:1", "4:3:1", "6:1:1", "8:3:1", "12:3:1", "14:1:1")
 """PE shares matmul:attention:softmax."""
@@ -49,6 +49,13 @@ TOP_K = (8, 16, 32, 64)
 KEY_BITS = (2, 4, 8)
 SCHEDULERS = ("padding", "bucketing", "length-aware", "realloc")
 """``realloc``: length-aware with the PEs re-allocated per batch (:mod:`sim.fpga.alloc`); ``split`` is then where it starts."""
+Board = Literal["zcu102", "alveo-u280"]
+"""The boards a search schedules on (the problem options of ``fpga-transformer`` and ``deploy-lm``)."""
+PES_MIN = max(sum(int(x) for x in s.split(":")) for s in SPLITS)
+"""Fewest PEs of a search: every split of :data:`SPLITS` gives each engine at least one PE."""
+PES_MAX = max(DEVICES[b].max_pes(Accelerator.lanes) for b in get_args(Board))
+"""Most PEs of a search: the largest board's DSP slices / :attr:`Accelerator.lanes`; the chosen board's own limit is
+checked when the problem is built."""
 
 
 class FpgaDesign(NamedTuple):
@@ -84,10 +91,14 @@ class FpgaOptions(ProblemOptions):
     """Options of the ``fpga-transformer`` problem (the device and workload every design is scheduled on)."""
 
     model: Literal["lm-pydoc-tiny", "lm-pydoc"] = config_field(FpgaConfig, "search_model")
-    device: Literal["zcu102", "alveo-u280"] = config_field(FpgaConfig, "device")
+    device: Board = config_field(FpgaConfig, "device")
     pes: int = config_field(
-        FpgaConfig, "pes", description="processing elements (16 MACs each); at most the device's DSPs / 16", ge=16, le=564
-    )  # every split gives each engine at least one PE; 564: alveo-u280's DSPs / 16
+        FpgaConfig,
+        "pes",
+        description=f"processing elements ({Accelerator.lanes} MACs each); at most the device's DSPs / {Accelerator.lanes}",
+        ge=PES_MIN,
+        le=PES_MAX,
+    )
     batch: int = config_field(FpgaConfig, "search_batch")
     draws: int = config_field(FpgaConfig, "search_draws")
     buckets: int = config_field(FpgaConfig, "buckets", le=64)

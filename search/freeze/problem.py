@@ -35,6 +35,7 @@ import numpy as np
 from coevo.search.niches import Niche
 from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, config_field
 from coevo.sim.freeze.config import FreezeFamilyConfig
+from coevo.sim.freeze.settings import Augment
 
 FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 BITS = (8, 6, 4)
@@ -129,7 +130,7 @@ class FreezeProblem(LevelProblem):
 
         bits = tuple(int(b) for b in point[3:6])
         share = float(point[6])
-        augment: Literal["none", "similarity-aware", "full"] = "none" if share == 0 else "full" if share == 1 else "similarity-aware"
+        augment: Augment = "none" if share == 0 else "full" if share == 1 else "similarity-aware"
         return FreezeConfig(
             method="cache", schedule="fixed", freeze_at=self.freeze_at(point), codec=self.options.codec, bits=bits,
             quality=tuple(QUALITY[b] for b in bits), augment=augment, share=share, versions=self.options.versions,

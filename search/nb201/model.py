@@ -18,6 +18,8 @@ from coevo.search.nb201.space import EDGES, OPS
 
 
 class ReLUConvBN(nn.Sequential):
+    """ReLU, then a ``kernel`` x ``kernel`` convolution, then batch norm (an identity when ``bn`` is False): NB201's conv ops."""
+
     def __init__(self, c_in: int, c_out: int, kernel: int, stride: int, bn: bool) -> None:
         super().__init__(
             nn.ReLU(inplace=False),
@@ -27,6 +29,8 @@ class ReLUConvBN(nn.Sequential):
 
 
 class Zero(nn.Module):
+    """NB201's ``none`` op: zeros shaped as the input (the edge carries nothing)."""
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x.mul(0.0)
 

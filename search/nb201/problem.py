@@ -30,7 +30,7 @@ from coevo.search.nb201.space import (
     parse_arch,
     random_cell,
 )
-from coevo.search.nb201.table import USEFUL_FLOOR, NB201Table, load_table
+from coevo.search.nb201.table import USEFUL_FLOOR, Dataset, NB201Table, load_table
 from coevo.search.niches import Niche
 from coevo.search.plugins import load_reference
 from coevo.search.problem import Evolvable, Objective, Predictable, Problem, ProblemContext, ProblemOptions
@@ -74,7 +74,7 @@ def complexity_niches() -> tuple[Niche, ...]:
 class NB201Options(ProblemOptions):
     """Options of the ``nb201`` problem."""
 
-    dataset: Literal["cifar10", "cifar100", "imagenet16_120"] = Field("cifar10", description="dataset of the test accuracy")
+    dataset: Dataset = Field("cifar10", description="dataset of the test accuracy")
     device: str = Field("fpga", description="latency device: a column of the table (fpga, raspi4, pixel3, eyeriss, 1080ti_1, ...)")
     mode: Literal["query", "few-shot", "zero-cost"] = Field(
         "query",

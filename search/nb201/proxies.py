@@ -57,10 +57,6 @@ class NB201Proxies:
         rng = random.Random(REFERENCE_SEED)
         return [random_cell(rng) for _ in range(REFERENCE_CELLS)]
 
-    def free_cells(self) -> list[Cell]:
-        """Cells of the shipped table (their scores cost nothing)."""
-        return shipped_cells(self.cache.config.key())
-
     def raw(self, cells: Sequence[Cell], *, what: str | None = None) -> np.ndarray:
         """(n, len(PROXIES)) scores, in :data:`search.zero_cost.PROXIES` order."""
         scores = self.cache.scores(cells, what=what)

@@ -10,13 +10,16 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
+from typing import Literal, get_args
 
 import numpy as np
 
 from coevo.search.errors import unknown_name
 from coevo.search.nb201.space import N_OPS, Cell, cell_key, format_arch, is_disconnected
 
-DATASETS: tuple[str, ...] = ("cifar10", "cifar100", "imagenet16_120")
+Dataset = Literal["cifar10", "cifar100", "imagenet16_120"]
+"""The table's datasets, declared once (the ``nb201`` problem's option and the nb201 tools' argument)."""
+DATASETS: tuple[Dataset, ...] = get_args(Dataset)
 USEFUL_FLOOR: dict[str, float] = {"cifar10": 80.0, "cifar100": 50.0, "imagenet16_120": 25.0}
 """Accuracy floor (%) of the useful region per dataset (docs/design.md, Metrics)."""
 

@@ -27,7 +27,7 @@ import numpy as np
 from coevo.search.errors import UserInputError
 from coevo.search.niches import Niche
 from coevo.search.problem import LevelProblem, Levels, Objective, ProblemOptions, config_field
-from coevo.sim.prune.config import PruneConfig
+from coevo.sim.prune.config import PruneConfig, Score
 from coevo.sim.zoo.recipes import ZooError, recipe
 
 LEVELS: tuple[float, ...] = (0.0, 0.25, 0.4, 0.5, 0.6, 0.75)
@@ -60,7 +60,7 @@ class PruneOptions(ProblemOptions):
     model: Literal["lm-pydoc", "lm-pydoc-tiny", "lm-pystdlib", "lm-pystdlib-tiny"] = config_field(
         PruneConfig, "model", description="the zoo LM to prune (lm-pystdlib: on 31 MB of Python source; the -tiny ones for tests)"
     )
-    score: Literal["magnitude", "wanda", "cos", "var", "cos+var", "sparsegpt"] = config_field(PruneConfig, "score")
+    score: Score = config_field(PruneConfig, "score")
     calib_tokens: int = config_field(PruneConfig, "calib_tokens")
     calib_seed: int = config_field(PruneConfig, "seed")
     eval_batches: int = config_field(PruneConfig, "eval_batches")

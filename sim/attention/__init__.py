@@ -17,21 +17,28 @@ The API (:func:`evaluate_sparse`, :func:`attention_flops`, the method names) is 
 length-aware scheduling problem calls it per search trial.
 """
 
-from coevo.sim.attention.evaluate import check_config, evaluate_sparse, evaluate_sparse_model, sequence_nll_pair
-from coevo.sim.attention.finetune import finetune_sparse
-from coevo.sim.attention.flops import METHODS, attention_flops, causal_pairs, local_global_pairs, topk_pairs
-from coevo.sim.attention.model import SelectionStats, SparseAttention, SparseConfig, sparsify
-from coevo.sim.attention.ops import (
-    MAX_BITS,
-    MIN_BITS,
-    Selection,
-    dense_attention,
-    local_global_attention,
-    local_global_indices,
-    masked_attention,
-    quantize_rows,
-    topk_quantized_attention,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from coevo.sim._lazy import lazy_exports
+
+if TYPE_CHECKING:  # the names load on first use (sim/_lazy.py): sim.fpga reads sim.attention.config without torch
+    from coevo.sim.attention.evaluate import check_config, evaluate_sparse, evaluate_sparse_model, sequence_nll_pair
+    from coevo.sim.attention.finetune import finetune_sparse
+    from coevo.sim.attention.flops import METHODS, attention_flops, causal_pairs, local_global_pairs, topk_pairs
+    from coevo.sim.attention.model import SelectionStats, SparseAttention, SparseConfig, sparsify
+    from coevo.sim.attention.ops import (
+        MAX_BITS,
+        MIN_BITS,
+        Selection,
+        dense_attention,
+        local_global_attention,
+        local_global_indices,
+        masked_attention,
+        quantize_rows,
+        topk_quantized_attention,
+    )
 
 __all__ = [
     "MAX_BITS",
@@ -58,3 +65,5 @@ __all__ = [
     "topk_pairs",
     "topk_quantized_attention",
 ]
+
+__getattr__ = lazy_exports(__name__, __file__)

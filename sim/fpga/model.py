@@ -69,6 +69,7 @@ from typing import Literal
 
 import numpy as np
 
+from coevo.sim.attention.config import ATTENTION
 from coevo.sim.errors import UserInputError, unknown_name
 
 ENGINES = ("matmul", "attention", "softmax")
@@ -78,6 +79,10 @@ Engine = Literal["matmul", "attention", "softmax"]
 AttentionMethod = Literal["dense", "topk", "local-global"]
 SOFTMAX_OPS = 4
 SELECT_OPS = 1
+KEY_BITS_MIN, KEY_BITS_MAX = 2, 8
+"""Key bits the top-k pre-score can run at (inclusive): a lane is an int8 MAC packing ``8 // key_bits`` products, so
+above 8 it packs none; 1 bit (sign codes) would be an XNOR-popcount unit, not a packed DSP MAC, which this model
+does not have. Narrower than :mod:`sim.attention`'s 1..16, whose operator runs in floating point."""
 
 
 @dataclass(frozen=True)
@@ -215,7 +220,7 @@ class AttentionConfig:
             bits; the exact part is ``L k``), ``local-global`` (``window`` previous keys plus
             ``n_global`` global ones: linear).
         top_k: keys kept per query (topk).
-        key_bits: bits of the quantized Q/K of the pre-score (topk), 2..8.
+        key_bits: bits of the quantized Q/K of the pre-score (topk), :data:`KEY_BITS_MIN`..:data:`KEY_BITS_MAX`.
         window: local window (local-global).
         n_global: global keys (local-global).
         causal: query ``i`` sees keys ``0..i`` only (the zoo's LMs); False: every key (an encoder).
@@ -223,13 +228,16 @@ class AttentionConfig:
     Keys of query ``i`` (0-based) when causal, as :mod:`sim.attention` counts them: dense ``i + 1``;
     topk ``min(top_k, i + 1)``; local-global ``min(window, i + 1) + max(0, min(n_global, i + 1 - window))``
     (the window includes the query, the global keys are the first tokens left of it).
+
+    The defaults of ``top_k``, ``key_bits``, ``window`` and ``n_global`` are the sparse-attention family's
+    (:class:`~coevo.sim.attention.config.AttentionFamilyConfig`): the operator whose cost this models.
     """
 
     method: AttentionMethod = "dense"
-    top_k: int = 32
-    key_bits: int = 4
-    window: int = 32
-    n_global: int = 4
+    top_k: int = ATTENTION.top_k
+    key_bits: int = ATTENTION.key_bits
+    window: int = ATTENTION.window
+    n_global: int = ATTENTION.n_global
     causal: bool = True
 
     def __post_init__(self) -> None:
@@ -237,9 +245,10 @@ class AttentionConfig:
             raise unknown_name("attention method", str(self.method), ("dense", "topk", "local-global"))
         if self.top_k < 1 or self.window < 1 or self.n_global < 0:
             raise UserInputError(f"top_k and window must be >= 1 and n_global >= 0; got {self.top_k}, {self.window}, {self.n_global}")
-        if not 2 <= self.key_bits <= 8:
+        if not KEY_BITS_MIN <= self.key_bits <= KEY_BITS_MAX:
             raise UserInputError(
-                f"key_bits must lie between 2 and 8 (the pre-score packs 8 // key_bits products per lane); got {self.key_bits}"
+                f"key_bits must lie between {KEY_BITS_MIN} and {KEY_BITS_MAX} (the pre-score packs 8 // key_bits products per "
+                f"int8 lane); got {self.key_bits}"
             )
 
     def keys_per_query(self, length: int, query: int | None = None) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from coevo.sim.freeze.settings import PROGRESSIVE_BITS, PROGRESSIVE_QUALITY, FreezeConfig
+from coevo.sim.freeze.settings import PROGRESSIVE_BITS, PROGRESSIVE_QUALITY, THRESHOLDS, FreezeConfig
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,30 @@ class FreezeFamilyConfig:
 
     model: str = field(default="cnn-mnist5k", metadata={"help": "zoo CNN trained from scratch"})
     search_model: str = field(default="cnn-digits", metadata={"help": "zoo CNN trained from scratch"})
+    method: str = field(
+        default=FreezeConfig.method,
+        metadata={
+            "help": "cache: frozen prefix's outputs cached on disk, the rest trains from the cache; naive: frozen blocks still "
+            "run forward every step; full: no freezing"
+        },
+    )
+    schedule: str = field(
+        default=FreezeConfig.schedule, metadata={"help": "auto: freeze a block when its criterion plateaus; fixed: freeze_at"}
+    )
+    criterion: str = field(
+        default=FreezeConfig.criterion,
+        metadata={
+            "help": f"auto: cka (CKA of a block's output between epochs >= threshold, default {THRESHOLDS['cka']}) or gradnorm "
+            f"(relative change of its mean gradient norm <= threshold, default {THRESHOLDS['gradnorm']})"
+        },
+    )
+    augment: str = field(
+        default=FreezeConfig.augment,
+        metadata={
+            "help": "augmentation from the cache: similarity-aware (augmented copies of the most augmentation-sensitive "
+            "channels), none (clean features only), full (augmented copies of every channel)"
+        },
+    )
     codec: str = field(default=FreezeConfig.codec, metadata={"help": "cache codec"})
     bits: tuple[int, ...] = field(
         default=PROGRESSIVE_BITS, metadata={"help": "bits of the cache when 1, 2, 3 blocks are frozen", "unit": "bits"}

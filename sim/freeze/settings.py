@@ -7,18 +7,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from coevo.sim.errors import UserInputError
 from coevo.sim.freeze.cache import CODECS, Codec, CodecKind
 
 Method = Literal["full", "naive", "cache"]
 Augment = Literal["none", "similarity-aware", "full"]
-METHODS = ("full", "naive", "cache")
-AUGMENTS = ("none", "similarity-aware", "full")
+Schedule = Literal["fixed", "auto"]
+METHODS: tuple[Method, ...] = get_args(Method)
+AUGMENTS: tuple[Augment, ...] = get_args(Augment)
 N_BLOCKS = 3
 PROGRESSIVE_BITS = (8, 6, 4)
 PROGRESSIVE_QUALITY = (90, 75, 50)
+Criterion = Literal["cka", "gradnorm"]
+THRESHOLDS: dict[str, float] = {"cka": 0.995, "gradnorm": 0.05}
+"""The auto schedule's default threshold per criterion: linear CKA of a block's output between epochs ``>=`` it, or the
+relative change of its mean gradient norm ``<=`` it (:attr:`FreezeConfig.cut`)."""
 
 
 @dataclass(frozen=True)
@@ -26,9 +31,9 @@ class FreezeConfig:
     """One training run's settings (module doc); ``epochs`` None takes the zoo recipe's."""
 
     method: Method = "cache"
-    schedule: Literal["fixed", "auto"] = "auto"
+    schedule: Schedule = "auto"
     freeze_at: tuple[int | None, ...] = (None, None, None)
-    criterion: Literal["cka", "gradnorm"] = "cka"
+    criterion: Criterion = "cka"
     threshold: float | None = None
     min_epochs: int | None = None
     max_frozen: int = 2
@@ -46,10 +51,10 @@ class FreezeConfig:
 
     @property
     def cut(self) -> float:
-        """The auto schedule's threshold: ``threshold`` or the criterion's default (CKA 0.995, gradient-norm change 0.05)."""
+        """The auto schedule's threshold: ``threshold`` or the criterion's default (:data:`THRESHOLDS`)."""
         if self.threshold is not None:
             return self.threshold
-        return 0.995 if self.criterion == "cka" else 0.05
+        return THRESHOLDS[self.criterion]
 
     def earliest(self, epochs: int) -> int:
         """The first epoch count after which the auto schedule may freeze: ``min_epochs``, or by default the end of the

@@ -127,16 +127,3 @@ def layer_macs(mod: nn.Module, out: torch.Tensor) -> int:
     if isinstance(mod, nn.Linear):
         return int(out.numel()) * mod.in_features
     raise TypeError(f"no MAC count for {type(mod).__name__}")
-
-
-def per_sample_forward_macs(blocks: list[Block], head: Head, x: torch.Tensor) -> list[int]:
-    """Forward MACs of one sample in each block and then the head (len(blocks) + 1 numbers), from one probe sample."""
-    out: list[int] = []
-    with torch.no_grad():
-        h = x[:1]
-        for part in [*blocks, head]:
-            counter = MacCounter()
-            with counter.counting(part):
-                h = part(h)
-            out.append(counter.forward)
-    return out

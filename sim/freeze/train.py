@@ -43,7 +43,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -97,10 +97,6 @@ class FreezeResult:
     epochs: list[dict[str, Any]] = field(default_factory=list)
     rebuilt: int = 0
     events: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready fields."""
-        return asdict(self)
 
 
 @dataclass

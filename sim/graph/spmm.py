@@ -31,7 +31,7 @@ schedule (equal row counts per thread), every nonzero updating the output row in
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numba
@@ -344,8 +344,3 @@ def _blocked_kernel(
         for q in range(split_ptr[k], split_ptr[k + 1]):
             for f in range(nf):
                 y[r, f] += partial[q, f]
-
-
-def params_dict(p: BlockParams) -> dict[str, Any]:
-    """The parameters as a JSON-ready dict."""
-    return asdict(p)

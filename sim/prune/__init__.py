@@ -8,13 +8,15 @@ from typing import TYPE_CHECKING
 from coevo.sim._lazy import lazy_exports
 
 if TYPE_CHECKING:  # the names load on first use (sim/_lazy.py): listing problems or tools imports no torch
-    from coevo.sim.prune.core import SCORES, PruneResult, calibration_inputs, prunable_layers, prune, score_matrix
+    from coevo.sim.prune.config import SCORES, Score
+    from coevo.sim.prune.core import PruneResult, calibration_inputs, prunable_layers, prune, score_matrix
     from coevo.sim.prune.masks import Pattern, keep_count, make_mask, nm_mask, parse_pattern, unstructured_mask
 
 __all__ = [
     "SCORES",
     "Pattern",
     "PruneResult",
+    "Score",
     "calibration_inputs",
     "keep_count",
     "make_mask",

@@ -7,6 +7,12 @@ read their defaults and bounds from :class:`PruneConfig`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+Score = Literal["magnitude", "wanda", "var", "cos", "cos+var", "sparsegpt"]
+"""The pruning scores (:mod:`sim.prune.core`), declared once: tools, problems and figures take their choices from here."""
+SCORES: tuple[Score, ...] = get_args(Score)
+"""The scores of :data:`Score`, in its order."""
 
 
 @dataclass(frozen=True)
@@ -18,7 +24,7 @@ class PruneConfig:
         default=0.5, metadata={"help": "share of each pruned layer's weights set to zero", "unit": "share", "gt": 0, "lt": 1}
     )
     pattern: str = field(default="unstructured", metadata={"help": "unstructured (per output row) or N:M"})
-    score: str = field(default="cos+var", metadata={"help": "the pruning score (sim.prune)"})
+    score: Score = field(default="cos+var", metadata={"help": f"the pruning score (sim.prune): {', '.join(SCORES)}"})
     calib_tokens: int = field(
         default=256, metadata={"help": "calibration tokens from the training split", "unit": "tokens", "ge": 1, "le": 65_536}
     )
@@ -34,4 +40,4 @@ class PruneConfig:
     )
 
 
-__all__ = ["PruneConfig"]
+__all__ = ["SCORES", "PruneConfig", "Score"]

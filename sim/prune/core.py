@@ -35,17 +35,16 @@ import copy
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import nn
 
 from coevo.sim.errors import UserInputError
+from coevo.sim.prune.config import SCORES
 from coevo.sim.prune.masks import Group, Pattern, check_pattern_sparsity, make_mask, parse_pattern
 from coevo.sim.prune.sparsegpt import sparsegpt_layer
 
-Score = Literal["magnitude", "wanda", "var", "cos", "cos+var", "sparsegpt"]
-SCORES: tuple[str, ...] = ("magnitude", "wanda", "var", "cos", "cos+var", "sparsegpt")
 _NEEDS_OUTPUT = ("cos", "cos+var")
 
 

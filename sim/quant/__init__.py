@@ -13,10 +13,9 @@ from typing import TYPE_CHECKING
 from coevo.sim._lazy import lazy_exports
 
 if TYPE_CHECKING:  # the names load on first use (sim/_lazy.py): listing problems or tools imports no torch
+    from coevo.sim.quant.config import CANDIDATES, METHODS, Method
     from coevo.sim.quant.fake import Layer, accuracy, average_bits, fake_quant, finetune, model_bits, quant_layers, quantized_copy
     from coevo.sim.quant.mixed import (
-        CANDIDATES,
-        METHODS,
         Allocation,
         GreedyResult,
         Group,
@@ -38,6 +37,7 @@ __all__ = [
     "GreedyResult",
     "Group",
     "Layer",
+    "Method",
     "QuantResult",
     "accuracy",
     "allocate",

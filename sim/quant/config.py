@@ -11,9 +11,15 @@ figure's task (``python -m coevo.figures quant``), small and cross-validated so 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 CANDIDATES: tuple[int, ...] = (2, 3, 4, 6, 8)
 """Bit widths a unit may get by default (here, not in :mod:`sim.quant.mixed`, so that reading it imports no torch)."""
+
+Method = Literal["class-based", "class-count", "taylor", "uniform", "hawq", "magnitude"]
+"""The bit-allocation methods of :func:`sim.quant.mixed.quantize`, declared once (the tool adds ``greedy``, a search)."""
+METHODS: tuple[Method, ...] = get_args(Method)
+"""The methods of :data:`Method`, in its order."""
 
 
 @dataclass(frozen=True)
@@ -39,10 +45,20 @@ class QuantConfig:
         },
     )
     seed: int = field(default=0, metadata={"help": "seed of fine-tuning (the order of the training batches)", "ge": 0})
+    method: Method = field(default="class-based", metadata={"help": f"how widths are allocated: {', '.join(METHODS)}"})
+    avg_bits: float = field(
+        default=4.0,
+        metadata={
+            "help": "average weight bits (weighted by weight count), between the narrowest and widest candidate widths",
+            "unit": "bits",
+            "ge": min(CANDIDATES),
+            "le": max(CANDIDATES),
+        },
+    )
     accuracy_drop_max: float = field(
         default=1.0,
         metadata={"help": "greedy only: largest val accuracy drop vs float32, percentage points", "unit": "pp", "ge": 0, "le": 100},
     )
 
 
-__all__ = ["QuantConfig"]
+__all__ = ["CANDIDATES", "METHODS", "Method", "QuantConfig"]

@@ -247,9 +247,3 @@ def model_bits(model: nn.Module, bits: Mapping[str, Sequence[int]]) -> int:
     quantized = sum(b * layer.weights_per_unit + 32 for layer in layers for b in bits[layer.name])
     other = sum(p.numel() for p in model.parameters()) - sum(layer.weights for layer in layers)
     return int(quantized + 32 * other)
-
-
-def quant_error(w: torch.Tensor, bits: int) -> torch.Tensor:
-    """Squared quantization error per unit of ``w`` at ``bits`` for every unit."""
-    b = torch.full((w.shape[0],), bits, dtype=torch.int64)
-    return (fake_quant(w, b) - w).reshape(w.shape[0], -1).pow(2).sum(dim=1)

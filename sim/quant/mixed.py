@@ -42,14 +42,14 @@ import itertools
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from coevo.sim.errors import UserInputError
-from coevo.sim.quant.config import CANDIDATES
+from coevo.sim.quant.config import CANDIDATES, METHODS, QuantConfig
 from coevo.sim.quant.fake import (
     Batches,
     FineTune,
@@ -66,8 +66,6 @@ from coevo.sim.quant.fake import (
     weight_of,
 )
 
-Method = Literal["class-based", "class-count", "taylor", "uniform", "hawq", "magnitude"]
-METHODS: tuple[str, ...] = ("class-based", "class-count", "taylor", "uniform", "hawq", "magnitude")
 EXHAUSTIVE_MAX = 20_000
 """Largest number of per-layer combinations :func:`allocate_layers` tries exhaustively."""
 
@@ -423,13 +421,13 @@ def quantize(
     val: Batches,
     *,
     avg_bits: float,
-    method: str = "class-based",
+    method: str = QuantConfig.method,
     test: Batches | None = None,
-    finetune_epochs: int = 3,
+    finetune_epochs: int = QuantConfig.finetune_epochs,
     lr: float = 1e-3,
     candidates: Sequence[int] = CANDIDATES,
     quantile: float = 0.5,
-    seed: int = 0,
+    seed: int = QuantConfig.seed,
     progress: Progress | None = None,
 ) -> QuantResult:
     """Allocate widths with ``method`` at ``avg_bits``, quantize a copy of ``model`` and fine-tune it (straight-through).
@@ -595,8 +593,3 @@ def _result(
         tuned,
         accuracy(quantized_copy(model, alloc.bits), test) if test is not None else None,
     )
-
-
-def ptq_accuracy(model: nn.Module, bits: Mapping[str, Sequence[int]], loader: Batches) -> float:
-    """Validation accuracy of round-to-nearest quantization at ``bits`` (no fine-tuning)."""
-    return accuracy(quantized_copy(model, bits), loader)

@@ -74,6 +74,23 @@ class ReramConfig:
     search_fault_maps: int = field(
         default=8, metadata={"help": "fault maps (seeds 0..n-1) the accuracy is averaged over", "ge": 1, "le": 100}
     )
+    protection: str = field(default="none", metadata={"help": "protection parts joined by '+' (none, prune, dup, msb, spare)"})
+    # what a part named in ``protection`` gets unless its setting is given (Protection.parse)
+    prune_rows: float = field(
+        default=0.1, metadata={"help": "prune: fraction of each layer's input rows removed", "unit": "share", "ge": 0.0, "lt": 1.0}
+    )
+    prune_cols: float = field(
+        default=0.1,
+        metadata={
+            "help": "prune: fraction of each layer's output columns removed (not the last layer's)",
+            "unit": "share",
+            "ge": 0.0,
+            "lt": 1.0,
+        },
+    )
+    msb: int = field(default=1, metadata={"help": "msb: most significant slices duplicated per weight", "unit": "slices", "ge": 0})
+    spare_rows: int = field(default=2, metadata={"help": "spare: spare rows per crossbar", "unit": "rows", "ge": 0})
+    spare_cols: int = field(default=2, metadata={"help": "spare: spare columns per crossbar", "unit": "columns", "ge": 0})
 
     def crossbar(self) -> CrossbarConfig:
         """The crossbar these settings describe."""

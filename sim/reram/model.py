@@ -37,6 +37,7 @@ import torch
 from torch import nn
 
 from coevo.sim.errors import UserInputError
+from coevo.sim.reram.config import ReramConfig
 from coevo.sim.reram.crossbar import CrossbarConfig, check_rate
 from coevo.sim.reram.layer import CrossbarLayer, FaultyLayer, Knowledge, LayerPlan, plan_layer, realise
 
@@ -85,8 +86,9 @@ class Protection:
     def parse(cls, text: str, **settings: Any) -> Protection:
         """``"prune+dup+msb"``-style text; a word turns its part on with defaults that ``settings`` override.
 
-        Defaults: ``prune`` 10 % of rows and 10 % of columns; ``msb`` 1 slice; ``spare`` 2 rows and
-        2 columns per crossbar. A setting given for a part the text leaves out is an error.
+        Defaults (:class:`~coevo.sim.reram.config.ReramConfig`'s): ``prune`` 10 % of rows and 10 % of columns;
+        ``msb`` 1 slice; ``spare`` 2 rows and 2 columns per crossbar. A setting given for a part the text leaves out
+        is an error.
 
         Raises:
             UserInputError: an unknown word, or settings for a part not named.
@@ -101,13 +103,13 @@ class Protection:
         given = {k: v for k, v in settings.items() if v is not None}
         values: dict[str, Any] = {}
         if "prune" in words:
-            values |= {"prune_rows": 0.1, "prune_cols": 0.1}
+            values |= {"prune_rows": ReramConfig.prune_rows, "prune_cols": ReramConfig.prune_cols}
         if "dup" in words:
             values["dup"] = True
         if "msb" in words:
-            values["msb"] = 1
+            values["msb"] = ReramConfig.msb
         if "spare" in words:
-            values |= {"spare_rows": 2, "spare_cols": 2}
+            values |= {"spare_rows": ReramConfig.spare_rows, "spare_cols": ReramConfig.spare_cols}
         owner = {"prune_rows": "prune", "prune_cols": "prune", "msb": "msb", "spare_rows": "spare", "spare_cols": "spare"}
         stray = [k for k, part in owner.items() if k in given and given[k] and part not in words]
         if stray:

@@ -1,6 +1,6 @@
 """Each family's configuration is the one declaration of its defaults: the tools' arguments, the problems' options and
 the simulators' keyword defaults all hold its values (NoC, pipeline, accelerator/compression, sparse attention, circuit
-GNN, ZO-QAT).
+GNN, ZO-QAT, FPGA transformer, freezing, SpMM, HE, pruning, quantization, ReRAM, SteppingNet).
 
 The tables name which field stands for which setting; every value compared is read from the two sides (the pydantic
 field info, the function signature, the configuration dataclass), so a default or bound edited in one place only fails
@@ -12,25 +12,48 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, get_args
 
 import annotated_types
 import pytest
 from pydantic import BaseModel
 
 from coevo.search.compress.problem import CompressOptions
+from coevo.search.deploy_cnn.problem import DeployCnnOptions
+from coevo.search.deploy_cnn.sparsity import SparsityOptions
+from coevo.search.deploy_lm.bits import LmBitsOptions
+from coevo.search.deploy_lm.problem import DeployLmOptions
+from coevo.search.fpga.problem import PES_MAX, PES_MIN, Board, FpgaOptions
+from coevo.search.freeze.problem import FreezeOptions
+from coevo.search.lingcn.problem import LinGcnOptions
 from coevo.search.noc.problem import NocOptions
 from coevo.search.pipeline.problem import PipelineOptions
+from coevo.search.prune.problem import PruneOptions
+from coevo.search.prune.run import prune_zoo
+from coevo.search.quant.problem import QuantOptions
+from coevo.search.reram.problem import ReramOptions
+from coevo.search.spmm.problem import SpmmOptions
+from coevo.search.stepping.problem import SteppingOptions
 from coevo.sim.accel.compress import Compressor, compress, compressor
 from coevo.sim.accel.config import ACCEL, AccelConfig
 from coevo.sim.accel.systolic import map_layer
 from coevo.sim.attention.config import ATTENTION, AttentionFamilyConfig
 from coevo.sim.attention.evaluate import evaluate_sparse, evaluate_sparse_model
 from coevo.sim.attention.model import SparseConfig
+from coevo.sim.fpga.config import FpgaConfig
+from coevo.sim.fpga.model import DEVICES, KEY_BITS_MAX, KEY_BITS_MIN, Accelerator, AttentionConfig
+from coevo.sim.freeze.config import FreezeFamilyConfig
+from coevo.sim.freeze.settings import FreezeConfig
 from coevo.sim.gnn.bench import train_eval
 from coevo.sim.gnn.config import GNN, GnnFamilyConfig
 from coevo.sim.gnn.model import Config as GnnModelConfig
 from coevo.sim.gnn.model import build
+from coevo.sim.graph.bench import benchmark
+from coevo.sim.graph.config import SpmmConfig
+from coevo.sim.he.ckks import encrypted_forward, params_for_depth
+from coevo.sim.he.config import HeConfig
+from coevo.sim.he.recipe import Recipe
+from coevo.sim.he.run import he_gcn
 from coevo.sim.noc.benes import BenesConfig, bit_blocking_model, mean_link_utilisation_model, simulate_benes, zero_load_delay
 from coevo.sim.noc.config import NOC, NocFamilyConfig
 from coevo.sim.noc.mesh import MeshSim, simulate_mesh
@@ -39,13 +62,30 @@ from coevo.sim.pipeline.ilp import synthesize
 from coevo.sim.pipeline.profile import profile
 from coevo.sim.pipeline.simulate import simulate
 from coevo.sim.pipeline.tune import tune
+from coevo.sim.prune.config import PruneConfig
+from coevo.sim.quant.config import QuantConfig
+from coevo.sim.quant.mixed import greedy_search, quantize
+from coevo.sim.reram.config import ReramConfig
+from coevo.sim.reram.crossbar import CrossbarConfig
+from coevo.sim.reram.model import Protection
+from coevo.sim.stepping._build import build as build_stepping
+from coevo.sim.stepping.config import SteppingConfig
 from coevo.sim.zoqat.config import ZOQAT, ZoQatConfig
 from coevo.sim.zoqat.job import Spec
 from coevo.sim.zoqat.qat import zo_qat
 from coevo.tools.attention import SparseArgs
+from coevo.tools.fpga import LengthAwareArgs
+from coevo.tools.freeze import FreezeArgs
 from coevo.tools.gnn import GnnCircuitArgs
+from coevo.tools.he import HEGcnArgs
+from coevo.tools.kernels import SpmmArgs
 from coevo.tools.noc import CompressArgs, NocArgs, NocPlotArgs, SystolicArgs
 from coevo.tools.pipeline import PlanArgs, ProfileArgs, SimulateArgs, TuneArgs
+from coevo.tools.prune import PruneArgs
+from coevo.tools.quant import QuantArgs
+from coevo.tools.reram import ReramArgs
+from coevo.tools.stepping import BuildArgs as SteppingBuildArgs
+from coevo.tools.stepping import RunArgs as SteppingRunArgs
 from coevo.tools.zoqat import ZoQatArgs
 
 ZOQAT_SHARED = ("model", "w_bits", "a_bits", "steps", "method", "eps", "seed", "batch_size", "train_weights", "eval_batches")
@@ -57,9 +97,16 @@ SHARED = "shared"
 """The adapter field carries the configuration's bounds."""
 OWN = "own"
 """The adapter field leaves the range to the simulator's check (``config_field(..., bounds=False)``): no pydantic bound."""
+Bounds = str | dict[str, float]
+"""SHARED, OWN, or the adapter's own narrower bounds (``config_field(..., ge=..., le=...)``), given as a dict."""
+
+FPGA_SHARED = ("device", "split", "tile_m", "tile_n", "tile_k", "reconfig_cycles", "change_rule", "model", "batch", "draws", "seed")
+FPGA_SEARCH_PES = {"ge": PES_MIN, "le": max(DEVICES[b].max_pes(Accelerator.lanes) for b in get_args(Board))}
+"""The problems' PE range: the largest offered board's DSP slices / the lanes per PE (read from the device table)."""
+FPGA_SEARCH_BUCKETS = {"ge": 1, "le": 64}
 
 # (adapter model, its field, the family configuration, the configuration's field, whose bounds the adapter checks)
-ADAPTERS: dict[str, list[tuple[type[BaseModel], str, type, str, str]]] = {
+ADAPTERS: dict[str, list[tuple[type[BaseModel], str, type, str, Bounds]]] = {
     "noc": [
         (NocArgs, "n", NocFamilyConfig, "n_ports", OWN),
         (NocArgs, "k", NocFamilyConfig, "k", OWN),
@@ -145,6 +192,94 @@ ADAPTERS: dict[str, list[tuple[type[BaseModel], str, type, str, str]]] = {
         (GnnCircuitArgs, "seed", GnnFamilyConfig, "seed", SHARED),
     ],
     "zoqat": [(ZoQatArgs, name, ZoQatConfig, name, SHARED) for name in ZOQAT_SHARED],
+    "fpga": [
+        *[(LengthAwareArgs, name, FpgaConfig, name, SHARED) for name in (*FPGA_SHARED, "pes", "buckets")],
+        (LengthAwareArgs, "top_k", AttentionFamilyConfig, "top_k", SHARED),
+        (LengthAwareArgs, "key_bits", AttentionFamilyConfig, "key_bits", {"ge": KEY_BITS_MIN, "le": KEY_BITS_MAX}),
+        (LengthAwareArgs, "window", AttentionFamilyConfig, "window", SHARED),
+        (LengthAwareArgs, "n_global", AttentionFamilyConfig, "n_global", SHARED),
+        (FpgaOptions, "model", FpgaConfig, "search_model", SHARED),
+        (FpgaOptions, "device", FpgaConfig, "device", SHARED),
+        (FpgaOptions, "pes", FpgaConfig, "pes", FPGA_SEARCH_PES),
+        (FpgaOptions, "batch", FpgaConfig, "search_batch", SHARED),
+        (FpgaOptions, "draws", FpgaConfig, "search_draws", SHARED),
+        (FpgaOptions, "buckets", FpgaConfig, "buckets", FPGA_SEARCH_BUCKETS),
+        (FpgaOptions, "reconfig_cycles", FpgaConfig, "reconfig_cycles", SHARED),
+        (FpgaOptions, "change_rule", FpgaConfig, "change_rule", SHARED),
+        (FpgaOptions, "seed", FpgaConfig, "seed", SHARED),
+        (DeployLmOptions, "model", FpgaConfig, "search_model", SHARED),
+        (DeployLmOptions, "board", FpgaConfig, "device", SHARED),
+        (DeployLmOptions, "pes", FpgaConfig, "pes", FPGA_SEARCH_PES),
+        (DeployLmOptions, "batch", FpgaConfig, "search_batch", SHARED),
+        (DeployLmOptions, "draws", FpgaConfig, "search_draws", SHARED),
+        (DeployLmOptions, "buckets", FpgaConfig, "buckets", FPGA_SEARCH_BUCKETS),
+        (DeployLmOptions, "seed", FpgaConfig, "seed", SHARED),
+        (LmBitsOptions, "model", FpgaConfig, "search_model", SHARED),
+    ],
+    "freeze": [
+        *[
+            (FreezeArgs, name, FreezeFamilyConfig, name, SHARED)
+            for name in ("model", "method", "schedule", "criterion", "augment", "share", "versions", "max_frozen", "seed")
+        ],
+        (FreezeArgs, "cache", FreezeFamilyConfig, "codec", SHARED),
+        (FreezeOptions, "model", FreezeFamilyConfig, "search_model", SHARED),
+        (FreezeOptions, "epochs", FreezeFamilyConfig, "search_epochs", SHARED),
+        (FreezeOptions, "codec", FreezeFamilyConfig, "codec", SHARED),
+        (FreezeOptions, "versions", FreezeFamilyConfig, "versions", {"ge": 1, "le": 8}),
+        (FreezeOptions, "seed", FreezeFamilyConfig, "seed", SHARED),
+    ],
+    "spmm": [
+        *[(SpmmArgs, name, SpmmConfig, name, SHARED) for name in ("graph", "feature_dim", "repeats", "dtype")],
+        (SpmmOptions, "graph", SpmmConfig, "search_graph", SHARED),
+        *[(SpmmOptions, name, SpmmConfig, name, SHARED) for name in ("feature_dim", "repeats", "dtype")],
+    ],
+    "he": [
+        *[
+            (HEGcnArgs, name, HeConfig, name, SHARED)
+            for name in ("dataset", "budget", "distill", "feature_distill", "poly_init", "epochs", "teacher_epochs", "scale_bits", "seed")
+        ],
+        *[(LinGcnOptions, name, HeConfig, name, SHARED) for name in ("dataset", "hidden", "teacher_epochs", "scale_bits", "seed")],
+        (LinGcnOptions, "epochs", HeConfig, "search_epochs", SHARED),
+    ],
+    "prune": [
+        *[(PruneArgs, name, PruneConfig, name, SHARED) for name in ("model", "sparsity", "pattern", "score", "calib_tokens", "seed")],
+        *[(m, "score", PruneConfig, "score", SHARED) for m in (PruneOptions, DeployLmOptions)],
+        *[(m, "calib_tokens", PruneConfig, "calib_tokens", SHARED) for m in (PruneOptions, DeployLmOptions)],
+        *[(m, "calib_seed", PruneConfig, "seed", SHARED) for m in (PruneOptions, DeployLmOptions)],
+        *[(m, "eval_batches", PruneConfig, "eval_batches", SHARED) for m in (PruneOptions, DeployLmOptions, LmBitsOptions)],
+        (PruneOptions, "model", PruneConfig, "model", SHARED),
+    ],
+    "quant": [
+        *[(QuantArgs, name, QuantConfig, name, SHARED) for name in ("model", "method", "finetune_epochs", "accuracy_drop_max", "seed")],
+        (QuantArgs, "avg_bits", QuantConfig, "avg_bits", OWN),
+        (QuantOptions, "model", QuantConfig, "model", SHARED),
+        (QuantOptions, "finetune_epochs", QuantConfig, "search_finetune_epochs", SHARED),
+        (QuantOptions, "seed", QuantConfig, "seed", SHARED),
+        *[(m, "model", QuantConfig, "model", SHARED) for m in (DeployCnnOptions, SparsityOptions)],
+    ],
+    "reram": [
+        *[
+            (ReramArgs, name, ReramConfig, name, SHARED)
+            for name in ("model", "sa0_sa1", "protection", "knowledge", "prune_method", "finetune_epochs", "fault_maps")
+        ],
+        *[(ReramArgs, name, ReramConfig, name, OWN) for name in ("fault_rate", "rows", "cols", "weight_bits", "bits_per_cell")],
+        *[
+            (ReramOptions, name, ReramConfig, name, SHARED)
+            for name in ("model", "fault_rate", "sa0_sa1", "finetune_epochs", "prune_method")
+        ],
+        (ReramOptions, "fault_maps", ReramConfig, "search_fault_maps", SHARED),
+        (ReramOptions, "knowledge", ReramConfig, "search_knowledge", SHARED),
+    ],
+    "stepping": [
+        *[
+            (m, name, SteppingConfig, name, SHARED)
+            for m in (SteppingBuildArgs, SteppingRunArgs)
+            for name in ("model", "seed", "distill", "assign")
+        ],
+        (SteppingOptions, "model", SteppingConfig, "model", SHARED),
+        (SteppingOptions, "epochs", SteppingConfig, "search_epochs", SHARED),
+        (SteppingOptions, "seed", SteppingConfig, "seed", SHARED),
+    ],
 }
 
 # (function or class, its keyword, the family's defaults instance, the field it must default to)
@@ -240,7 +375,29 @@ SIMULATORS: dict[str, list[tuple[Callable[..., Any], str, Any, str]]] = {
             for p in ("model", "method", "top_k", "key_bits", "window", "n_global", "split", "max_batches")
         ],
         *[(evaluate_sparse_model, p, ATTENTION, p) for p in ("split", "max_batches")],
+        *[(AttentionConfig, p, ATTENTION, p) for p in ("top_k", "key_bits", "window", "n_global")],  # the FPGA model's cost of it
     ],
+    "fpga": [(Accelerator, p, FpgaConfig(), p) for p in ("lanes", "tile_m", "tile_n", "tile_k", "reconfig_cycles", "change_rule")],
+    "freeze": [
+        (FreezeConfig, p, FreezeFamilyConfig(), p)
+        for p in ("method", "schedule", "criterion", "augment", "codec", "bits", "quality", "share", "versions", "max_frozen", "seed")
+    ],
+    "spmm": [(benchmark, "repeats", SpmmConfig(), "repeats")],
+    "he": [
+        *[
+            (Recipe, p, HeConfig(), p)
+            for p in ("dataset", "budget", "distill", "feature_distill", "poly_init", "epochs", "teacher_epochs", "seed")
+        ],
+        *[(fn, "scale_bits", HeConfig(), "scale_bits") for fn in (params_for_depth, encrypted_forward, he_gcn)],
+    ],
+    "prune": [(prune_zoo, p, PruneConfig(), p) for p in ("pattern", "score", "calib_tokens", "seed")],
+    "quant": [
+        *[(quantize, p, QuantConfig(), p) for p in ("method", "finetune_epochs", "seed")],
+        *[(greedy_search, p, QuantConfig(), p) for p in ("finetune_epochs", "seed")],
+        (greedy_search, "max_drop", QuantConfig(), "accuracy_drop_max"),
+    ],
+    "reram": [(CrossbarConfig, p, ReramConfig(), p) for p in ("rows", "cols", "weight_bits", "bits_per_cell")],
+    "stepping": [(build_stepping, p, SteppingConfig(), p) for p in ("seed", "distill", "assign")],
     "gnn": [
         (GnnModelConfig, "hidden", GNN, "hidden"),
         (GnnModelConfig, "layers", GNN, "layers"),
@@ -289,7 +446,10 @@ def test_tool_and_problem_defaults_are_the_family_configuration(family: str) -> 
         declared = _config_field(config, field)
         where = f"{model.__name__}.{name} vs {config.__name__}.{field}"
         assert model.model_fields[name].default == declared.default, where
-        expected = {k: declared.metadata[k] for k in BOUNDS.values() if k in declared.metadata} if bounds == SHARED else {}
+        if isinstance(bounds, dict):
+            expected = bounds
+        else:
+            expected = {k: declared.metadata[k] for k in BOUNDS.values() if k in declared.metadata} if bounds == SHARED else {}
         assert _bounds(model, name) == expected, where
 
 
@@ -303,7 +463,10 @@ def test_simulator_keyword_defaults_are_the_family_configuration(family: str) ->
 
 @pytest.mark.parametrize(
     "defaults",
-    [NOC, PIPELINE, ACCEL, ATTENTION, GNN, ZOQAT],
+    [
+        *(NOC, PIPELINE, ACCEL, ATTENTION, GNN, ZOQAT),
+        *(FpgaConfig(), FreezeFamilyConfig(), SpmmConfig(), HeConfig(), PruneConfig(), QuantConfig(), ReramConfig(), SteppingConfig()),
+    ],
     ids=lambda d: type(d).__name__,
 )
 def test_each_default_lies_within_its_declared_bounds(defaults: Any) -> None:
@@ -336,3 +499,23 @@ def test_renamed_options_still_read_their_old_names() -> None:
     assert NocOptions(seed=3).traffic_seed == 3
     assert CompressOptions(seed=2).train_seed == 2
     assert SimulateArgs(batch=4).microbatch == 4
+
+
+def test_a_protection_part_named_takes_the_reram_configuration_settings() -> None:
+    """``Protection.parse`` gives a named part ReramConfig's settings, and the tool's help quotes the same values."""
+    cfg = ReramConfig()
+    got = Protection.parse("prune+msb+spare", knowledge="known")
+    for name in ("prune_rows", "prune_cols", "msb", "spare_rows", "spare_cols"):
+        assert getattr(got, name) == getattr(cfg, name), name
+        assert f"(default {getattr(cfg, name):g})" in str(ReramArgs.model_fields[name].description), name
+
+
+def test_the_fpga_problems_pe_range_is_the_device_table_and_key_bits_the_int8_lanes() -> None:
+    """One PE past the largest offered board is refused by both problems; the tool's key bits stop at the int8 lane."""
+    assert DEVICES["alveo-u280"].max_pes(Accelerator.lanes) == PES_MAX
+    for model in (FpgaOptions, DeployLmOptions):
+        with pytest.raises(ValueError, match="less than or equal to"):
+            model(pes=PES_MAX + 1)
+    with pytest.raises(ValueError, match="less than or equal to"):
+        LengthAwareArgs(key_bits=KEY_BITS_MAX + 1)
+    assert AttentionConfig() == AttentionConfig("dense", *(getattr(ATTENTION, f) for f in ("top_k", "key_bits", "window", "n_global")))

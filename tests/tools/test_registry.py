@@ -85,3 +85,17 @@ def test_pareto_front_tool_is_the_exact_front() -> None:
     assert lat == sorted(lat)
     truncated = call_tool(REGISTRY.get("nb201.pareto_front"), {"dataset": "cifar10", "device": "fpga", "limit": 2})
     assert len(truncated.value["front"]) == 2 and any("truncated" in m for m in truncated.messages)
+
+
+def test_nb201_tools_take_the_problems_dataset_choices_and_defaults() -> None:
+    """The tools' dataset is the ``nb201`` problem's Literal: an unknown one is an argument error naming the choices."""
+    from coevo.search.nb201.problem import NB201Options
+    from coevo.tools import ToolArgumentError
+
+    for name in ("nb201.query", "nb201.pareto_front"):
+        args = REGISTRY.get(name).Args.model_fields
+        for option in ("dataset", "device"):
+            assert args[option].default == NB201Options.model_fields[option].default, (name, option)
+        assert args["dataset"].annotation == NB201Options.model_fields["dataset"].annotation, name
+    with pytest.raises(ToolArgumentError, match="cifar100"):
+        call_tool(REGISTRY.get("nb201.pareto_front"), {"dataset": "mnist", "device": "fpga"})
