@@ -19,6 +19,7 @@ import errno
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
@@ -148,7 +149,11 @@ def sqlite_fault(kind: str, file: str, detail: str) -> DatabaseFault:
         "read-only": f"{file} cannot be written ({detail}; a search needs write access to {file} and its folder)",
         "disk full": f"no space left for {file} ({detail}); free some space, then rerun the same command (nothing is lost)",
         "locked": f"{file} stayed locked by another process past the busy timeout ({detail})",
-        "cannot open": f"cannot open {file} ({detail}); check that it and its folder exist and can be read",
+        "cannot open": (
+            f"{file} is a folder; give a file path, e.g. sqlite:///{file.rstrip('/')}/coevo.sqlite3"
+            if Path(file).is_dir()
+            else f"cannot open {file} ({detail}); check that it and its folder exist and can be read"
+        ),
         "permission denied": f"no permission to use {file} ({detail}); check its owner and mode",
         "I/O error": f"the disk failed reading or writing {file} ({detail}); check the disk and its file system",
     }

@@ -155,8 +155,12 @@ def asks_first(tool: Tool, args: ToolArgs, *, by_model: bool) -> list[str]:
     return reasons
 
 
-def prepare_output(path: str | os.PathLike[str]) -> Path:
+def prepare_output(path: str | os.PathLike[str], *, create: bool = True) -> Path:
     """Make ``path``'s folder ready for writing a file: created when it lies under the workspace, else it must exist.
+
+    ``create=False`` only checks that it could be made ready, and creates nothing: a tool checks its output path
+    before long work (a bad path fails in a moment) and creates the folder once the work succeeded, so a call
+    refused for its other arguments leaves no empty folder behind.
 
     Returns ``path`` as given.
 
@@ -169,7 +173,8 @@ def prepare_output(path: str | os.PathLike[str]) -> Path:
         return target
     ws = current_workspace()
     if folder.is_relative_to(ws):
-        folder.mkdir(parents=True, exist_ok=True)
+        if create:
+            folder.mkdir(parents=True, exist_ok=True)
         return target
     raise UserInputError(
         f"cannot write {str(path)!r}: folder {str(folder)!r} does not exist, and only folders under the workspace {str(ws)!r} "

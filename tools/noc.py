@@ -170,7 +170,7 @@ class NocPlot(Tool):
     writes: ClassVar[dict[str, Target]] = {"out": "file"}
 
     def run(self, args: NocPlotArgs) -> ToolResult:
-        out = prepare_output(args.out)  # before the sweep: a bad path fails in a moment, not after minutes
+        out = prepare_output(args.out, create=False)  # before the sweep: a bad path fails in a moment, not after minutes
         options = args.options()
         options.pop("routing")
         options.pop("load")
@@ -183,7 +183,7 @@ class NocPlot(Tool):
             **options,
         )
         size = f"N={args.n}" if args.topology == "benes" else f"{args.k}x{args.k}"
-        path = curves.plot_curves(results, f"{args.topology} {size}, {args.traffic} traffic", out)
+        path = curves.plot_curves(results, f"{args.topology} {size}, {args.traffic} traffic", prepare_output(out))
         saturation = {}
         for routing in args.routings:
             rs = [r for r in results if r.config.routing == routing]

@@ -97,6 +97,12 @@ class ReramProblem(LevelProblem):
             raise UserInputError(
                 "knowledge='unknown' cannot use spare lines (repair needs the fault map); this problem searches them: use 'known'"
             )
+        if self.options.prune_method == "learned" and self.options.finetune_epochs < 1:
+            # the space prunes (prune_rows/prune_cols above 0): every such design would fail its evaluation, paid for
+            raise UserInputError(
+                f"finetune_epochs={self.options.finetune_epochs} with prune_method='learned': learned pruning trains its "
+                "row/column scores with the model; give finetune_epochs >= 1, or prune_method='l2' (one-shot magnitude pruning)"
+            )
         self.sa0_share = parse_ratio(self.options.sa0_sa1)
         self._plans: dict[Point, ModelPlan] = {}
         self._cache: dict[Point, dict[str, float]] = {}

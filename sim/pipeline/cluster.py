@@ -162,6 +162,9 @@ def get_cluster(name_or_file: str) -> Cluster:
         return PRESETS[name_or_file]
     path = Path(name_or_file)
     if not path.is_file():
+        if path.suffix == ".json" or path.parent != Path():  # a path, not a preset's name
+            what = "is a folder" if path.is_dir() else "does not exist"
+            raise UserInputError(f"cluster file {name_or_file!r} {what}; give a JSON cluster file or a preset: {', '.join(PRESETS)}")
         raise UserInputError(f"unknown cluster {name_or_file!r}: presets are {', '.join(PRESETS)}, or give a JSON file")
     try:
         data: Any = json.loads(path.read_text())

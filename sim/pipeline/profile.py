@@ -118,11 +118,14 @@ class ModelProfile:
 def _load_user_model(spec: str) -> PipelineModel:
     path_text, _, func_name = spec.rpartition(":")
     path = Path(path_text)
-    if not path.is_file():
+    if not path_text or not func_name:
         raise UserInputError(
             f"unknown model {spec!r}: presets are {', '.join(MODELS)}, or give path/to/file.py:function "
             f"(a function returning a sim.pipeline.blocks.PipelineModel)"
         )
+    if not path.is_file():
+        what = "is a folder" if path.is_dir() else "does not exist"
+        raise UserInputError(f"model {spec!r}: {path_text} {what}; give path/to/file.py:function (or a preset: {', '.join(MODELS)})")
     module_spec = importlib.util.spec_from_file_location(f"coevo_user_model_{path.stem}", path)
     if module_spec is None or module_spec.loader is None:
         raise UserInputError(f"model file {path} cannot be imported as Python")

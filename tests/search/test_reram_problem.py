@@ -57,6 +57,9 @@ def test_bad_options_are_refused() -> None:
         make_problem("reram", {"fault_rate": 1.5})
     with pytest.raises(UserInputError, match="knowledge='unknown'"):
         make_problem("reram", {"knowledge": "unknown"})
+    with pytest.raises(UserInputError, match=r"finetune_epochs=0 with prune_method='learned'.*prune_method='l2'"):
+        make_problem("reram", {"finetune_epochs": 0})  # every pruned design would fail, paid for, as the tool refuses it
+    assert make_problem("reram", {"finetune_epochs": 0, "prune_method": "l2"}).options.finetune_epochs == 0
     with pytest.raises(UserInputError, match="outside the space"):
         ReramProblem(fault_maps=1).from_params({"prune_rows": 0.3, "prune_cols": 0, "dup": 0, "msb": 0, "spare": 0})
 

@@ -93,3 +93,8 @@ def test_closing_connections_leaves_a_shared_in_memory_database_alone() -> None:
     problem = NB201Problem(dataset="cifar10", device="fpga")
     assert run_search(problem, "random", budget=3, storage=url, study_name=name).evaluations == 3
     assert run_search(problem, "random", budget=5, storage=url, study_name=name).evaluations == 5  # resumed, not lost
+
+
+def test_a_storage_path_that_is_a_folder_says_so(tmp_path: Path) -> None:
+    with pytest.raises(StorageError, match=rf"{tmp_path} is a folder; give a file path, e\.g\. sqlite:///{tmp_path}/coevo\.sqlite3"):
+        open_storage(f"sqlite:///{tmp_path}")

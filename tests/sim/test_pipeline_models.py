@@ -64,8 +64,10 @@ def test_user_model_file(tmp_path: Path) -> None:
         profile(f"{path}:nope")
     with pytest.raises(UserInputError, match="returned int"):
         profile(f"{path}:not_a_model")
-    with pytest.raises(UserInputError, match=r"unknown model.*file.py:function"):
-        profile(f"{tmp_path / 'missing.py'}:build")
+    with pytest.raises(UserInputError, match=r"missing.py does not exist; give path/to/file.py:function"):
+        profile(f"{tmp_path / 'missing.py'}:build")  # the file is named as missing, not taken for a preset's name
+    with pytest.raises(UserInputError, match=r"is a folder"):
+        profile(f"{tmp_path}:build")
     bad = tmp_path / "bad.py"
     bad.write_text(USER_MODEL.replace("skip_from=1", "skip_from=3"))
     with pytest.raises(UserInputError, match="earlier, non-adjacent block"):

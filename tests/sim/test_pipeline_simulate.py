@@ -104,6 +104,8 @@ def test_cluster_files_and_errors(tmp_path: Path) -> None:
         get_cluster(str(bad))
     with pytest.raises(UserInputError, match="unknown cluster 'nope'"):
         get_cluster("nope")
+    with pytest.raises(UserInputError, match=r"cluster file '.*gone\.json' does not exist"):
+        get_cluster(str(bad.parent / "gone.json"))
     p = _chain(2)
     with pytest.raises(UserInputError, match="unknown schedule"):
         simulate(p, blockwise(p, 2, flops_per_s=1e3), FAST, schedule="pipedream", microbatches=2)

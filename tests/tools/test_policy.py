@@ -17,6 +17,7 @@ from coevo.tools import (
     ToolArgs,
     ToolArgumentError,
     ToolDeclinedError,
+    ToolExecutionError,
     ToolResult,
     call_tool,
     workspace,
@@ -120,6 +121,14 @@ def test_the_users_own_call_writes_anywhere_but_never_creates_a_missing_folder_o
     assert "\n" not in str(err.value) and not Path("/coevo-nonexistent").exists()
     call_tool(plot, {**PLOT, "out": "runs/plots/new/x.png"})  # missing folders under ./runs (the workspace) are made
     assert Path("runs/plots/new/x.png").is_file()
+
+
+def test_a_plot_refused_for_its_other_arguments_creates_no_folder(ws: Path) -> None:
+    plot = REGISTRY.get("noc.plot")
+    for bad in ({"loads": [1.5]}, {"routings": ["bogus"]}, {"n": 7}):
+        with pytest.raises((ToolArgumentError, ToolExecutionError)):
+            call_tool(plot, {**PLOT, **bad, "out": str(ws / "plots" / "new" / "x.png")}, policy=_model(ws)[0])
+    assert not (ws / "plots").exists()
 
 
 def test_a_models_storage_outside_the_workspace_is_refused_and_not_created(ws: Path, tmp_path: Path) -> None:
