@@ -272,7 +272,7 @@ def announce(reasoner: Any) -> None:
     from coevo.agent.reasoners import OFFLINE_NOTE
 
     if reasoner.label.startswith("offline"):
-        err.print(OFFLINE_NOTE)
+        err.print(getattr(reasoner, "note", OFFLINE_NOTE))
         return
     with err.status(f"checking the LLM endpoint {reasoner.base_url} ..."):
         line = reasoner.check_endpoint()

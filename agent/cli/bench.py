@@ -66,7 +66,7 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``coevo bench``."""
-    from coevo.agent.reasoners import OFFLINE_NOTE, llm_settings, resolve_kind
+    from coevo.agent.reasoners import llm_settings, offline_note, resolve_kind
     from coevo.search.bench import BenchSpec, group_of, parse_budgets, run_bench
     from coevo.search.bench_budgets import run_budget_bench
     from coevo.search.errors import UserInputError
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         given = reasoner_flags(args)
         base_url, model, api_key = llm_settings(given.base_url, given.model, given.api_key)
         kind = resolve_kind(given)
-        banner = OFFLINE_NOTE if kind == "offline" else f"reasoner: llm:{model}"
+        banner = offline_note(given) if kind == "offline" else f"reasoner: llm:{model}"
         # resolved here, once: every run process gets the same settings (the key in memory, never on a command line or in storage)
         reasoner = given.model_copy(update={"kind": kind, "base_url": base_url, "model": model, "api_key": api_key}).settings()
     elif ignored := ignored_reasoner_flags(args):

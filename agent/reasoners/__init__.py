@@ -42,6 +42,23 @@ def resolve_kind(config: ReasonerConfig) -> Literal["offline", "llm"]:
     return "llm" if base_url and model else "offline"
 
 
+def offline_note(config: ReasonerConfig | None = None) -> str:
+    """The line that says the offline reasoner runs, and why: asked for, or what is missing to use an LLM.
+
+    ``auto`` with only half of an LLM's settings (an endpoint without a model, or the reverse) runs offline too; the
+    line names the half that is set and the one that is missing, instead of asking for both.
+    """
+    config = config or ReasonerConfig()
+    if config.kind == "offline":
+        return "reasoner: offline (no LLM), as asked (--reasoner offline)."
+    base_url, model, _ = llm_settings(config.base_url, config.model, config.api_key)
+    if base_url and not model:
+        return f"reasoner: offline (no LLM): an endpoint is set ({base_url}) but no model; set {ENV_MODEL} (or --llm-model) to use it."
+    if model and not base_url:
+        return f"reasoner: offline (no LLM): a model is set ({model}) but no endpoint; set {ENV_BASE_URL} (or --llm-base-url) to use it."
+    return OFFLINE_NOTE
+
+
 def reasoner_config(values: Mapping[str, Any] | ReasonerConfig | None = None) -> ReasonerConfig:
     """Validate reasoner settings (None values left at their defaults); a config passes as it is.
 
@@ -72,7 +89,9 @@ def build_reasoner(config: ReasonerConfig | None = None, *, storage: str | None 
     config = config or ReasonerConfig()
     base_url, model, api_key = llm_settings(config.base_url, config.model, config.api_key)
     if resolve_kind(config) == "offline":
-        return OfflineReasoner(guided=config.guided)
+        offline = OfflineReasoner(guided=config.guided)
+        offline.note = offline_note(config)
+        return offline
     if not base_url or not model:
         raise UserInputError(
             f"--reasoner llm needs an endpoint and a model: set {ENV_BASE_URL} and {ENV_MODEL} (or --llm-base-url / --llm-model)"
@@ -206,6 +225,7 @@ __all__ = [
     "joined_reasoner",
     "llm_settings",
     "make_reasoner",
+    "offline_note",
     "reasoner_config",
     "reasoner_from_config",
     "resolve_kind",

@@ -220,6 +220,9 @@ class OfflineReasoner(Reasoner):
         'offline (no LLM)'
     """
 
+    note = "reasoner: offline (no LLM)"
+    """The line that announces this reasoner (:func:`agent.reasoners.offline_note` sets why it runs)."""
+
     def __init__(self, *, guided: bool = True) -> None:
         super().__init__()
         self.guided = guided

@@ -310,3 +310,30 @@ def test_one_resolution_of_the_auto_reasoner(kind: str, env: bool, resolved: str
     assert resolve_kind(config) == resolved
     if kind == "auto":
         assert build_reasoner(config).label.startswith(resolved)
+
+
+@pytest.mark.parametrize(
+    ("kind", "env", "says"),
+    [
+        ("auto", {}, "Set COEVO_LLM_BASE_URL and COEVO_LLM_MODEL"),
+        (
+            "auto",
+            {"COEVO_LLM_BASE_URL": "http://127.0.0.1:9/v1"},
+            "an endpoint is set (http://127.0.0.1:9/v1) but no model; set COEVO_LLM_MODEL",
+        ),
+        ("auto", {"COEVO_LLM_MODEL": "m"}, "a model is set (m) but no endpoint; set COEVO_LLM_BASE_URL"),
+        ("offline", {"COEVO_LLM_BASE_URL": "http://127.0.0.1:9/v1", "COEVO_LLM_MODEL": "m"}, "as asked (--reasoner offline)"),
+    ],
+)
+def test_the_offline_line_says_why_the_llm_is_not_used(kind: str, env: dict[str, str], says: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It asked to set both variables when one was set, and when the user had chosen offline with both set."""
+    from coevo.agent.reasoners import build_reasoner, offline_note
+
+    for name in ("COEVO_LLM_BASE_URL", "COEVO_LLM_MODEL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    config = ReasonerConfig.create(kind=kind)
+    line = offline_note(config)
+    assert line.startswith("reasoner: offline (no LLM)") and says in line
+    assert getattr(build_reasoner(config), "note", None) == line
