@@ -379,6 +379,11 @@ def _import(args: argparse.Namespace, store: KnowledgeStore) -> int:
     new = [i for i in ids if i not in before]
     changed = [i for i in ids if i in before and after[i].version != before[i].version]
     same = len(ids) - len(new) - len(changed)
+    if ids and not new and not changed:  # the file was imported before: say so, not "imported N"
+        out.print(
+            escape(f"nothing new to import into {kb}: its {same} heuristics from this file are already there unchanged"), soft_wrap=True
+        )
+        return 0
     counts = f"{len(new)} new, {len(changed)} updated, {same} already there unchanged"
     out.print(escape(f"imported {len(ids)} heuristics into {kb} ({counts}): {', '.join(ids[:20])}{' ...' if len(ids) > 20 else ''}"))
     return 0

@@ -134,7 +134,7 @@ def test_export_import_and_a_malformed_file(searched: str, tmp_path: Path, capsy
     store = KnowledgeStore.for_storage(searched)
     evidence = len(store.evidence("copy", current=False))
     assert main(["kb", "import", str(path), "--storage", searched, "--study", "copy"]) == 0  # the same file again
-    assert f"imported {n} heuristics into copy (0 new, 0 updated, {n} already there unchanged)" in capsys.readouterr().out
+    assert f"nothing new to import into copy: its {n} heuristics from this file are already there unchanged" in capsys.readouterr().out
     assert len(store.evidence("copy", current=False)) == evidence  # its evidence is not counted twice
     bad = tmp_path / "bad.jsonl"
     bad.write_text(path.read_text().splitlines()[0] + "\n{oops\n")
