@@ -225,6 +225,71 @@ def run_jobs(jobs: Sequence[tuple[Any, ...]], n_jobs: int, on_result: Callable[[
     return results
 
 
+BENCH_RECORD = "bench.json"
+"""What the benchmark whose files an output folder holds ran (:func:`claim_out_folder`): no secret, no result."""
+
+
+def _identity(spec: BenchSpec) -> dict[str, Any]:
+    """The settings that decide a benchmark's files, as JSON reads them back (the reasoner without its key)."""
+    reasoner = {k: v for k, v in (spec.reasoner or {}).items() if k in ("kind", "model", "base_url")}
+    identity = {
+        "problem": spec.problem,
+        "options": spec.options,
+        "budget": spec.budget,
+        "budgets": list(spec.budgets),
+        "storage": spec.storage,
+        "reasoner": reasoner,
+        "engine_options": spec.engine_options or {},
+        "runs": sorted([g, p, s] for g in spec.run_groups() for p in spec.proposers for s in spec.seeds),
+    }
+    loaded: dict[str, Any] = json.loads(json.dumps(identity, default=str))
+    return loaded
+
+
+def _describe(identity: Mapping[str, Any]) -> str:
+    runs = identity.get("runs", [])
+    groups = sorted({str(r[0]) for r in runs})
+    proposers = sorted({str(r[1]) for r in runs})
+    seeds = len({r[2] for r in runs})
+    budget = identity.get("budgets") or identity.get("budget")
+    reasoner = identity.get("reasoner") or {}
+    llm = f", reasoner {reasoner.get('kind')}" + (f":{reasoner['model']}" if reasoner.get("model") else "") if reasoner else ""
+    return f"{identity.get('problem')} on {','.join(groups)}, proposers {','.join(proposers)}, {seeds} seed(s), budget {budget}{llm}"
+
+
+def claim_out_folder(spec: BenchSpec, out: Path) -> None:
+    """Refuse an output folder whose files are another benchmark's that this one would replace.
+
+    A benchmark rewrites ``runs.csv`` and its tables from its own runs: run into the folder of another (other
+    proposers, devices, options or reasoner), it would drop the earlier runs from the files, though their studies stay
+    in the storage. The same benchmark again (a resume), one that adds runs to it (more seeds), or one that extends
+    its studies (a larger budget, ``--budgets`` scored on them) may write there.
+
+    Raises:
+        UserInputError: the folder holds another benchmark's files (one line, with the fix).
+    """
+    record = out / BENCH_RECORD
+    try:
+        earlier = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return  # none (or unreadable: it is rewritten at the end): nothing known to protect
+    here = _identity(spec)
+    # a larger budget (or --budgets over a plain bench) extends the same studies: their files hold the longer runs
+    extends = ("runs", "budget", "budgets")
+    same = {k: v for k, v in earlier.items() if k not in extends} == {k: v for k, v in here.items() if k not in extends}
+    dropped = {tuple(r) for r in earlier.get("runs", [])} - {tuple(r) for r in here["runs"]}
+    if not same or dropped:
+        raise UserInputError(
+            f"--out {out} holds the results of another benchmark ({_describe(earlier)}); this one ({_describe(here)}) would "
+            f"replace its runs.csv and tables: pass another --out, or delete {out} first"
+        )
+
+
+def _record_out_folder(spec: BenchSpec, out: Path) -> Path:
+    (out / BENCH_RECORD).write_text(json.dumps(_identity(spec)))
+    return out / BENCH_RECORD
+
+
 def run_bench(spec: BenchSpec, out: Path, *, on_result: Callable[[SearchResult], None] | None = None) -> BenchReport:
     """Run every (group, proposer, seed) of ``spec`` and write the outputs into ``out``.
 
@@ -234,6 +299,7 @@ def run_bench(spec: BenchSpec, out: Path, *, on_result: Callable[[SearchResult],
     if spec.budgets:
         raise ValueError("a bench with several budgets runs through search.bench_budgets.run_budget_bench")
     spec.validate()
+    claim_out_folder(spec, out)
     make_out_folder(out, "benchmark outputs")
     storage = spec.storage or f"sqlite:///{out / 'bench.sqlite3'}"
     open_storage(storage)  # create the schema once, before parallel runs race to do it
@@ -257,6 +323,7 @@ def run_bench(spec: BenchSpec, out: Path, *, on_result: Callable[[SearchResult],
     (out / "results.md").write_text(report.markdown)
     report.files.append(out / "results.md")
     report.files.extend(_plots(spec, results, out, storage))
+    report.files.append(_record_out_folder(spec, out))
     return report
 
 

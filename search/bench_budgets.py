@@ -58,7 +58,9 @@ from coevo.search.bench import (
     BenchReport,
     BenchSpec,
     _problem_options,
+    _record_out_folder,
     _write_csv,
+    claim_out_folder,
     group_of,
     pooled_scorer,
     pooled_worst,
@@ -134,6 +136,7 @@ def run_budget_bench(
     """
     spec.validate()
     spec = dataclasses.replace(spec, budget=spec.budgets[-1])
+    claim_out_folder(spec, out)
     make_out_folder(out, "benchmark outputs")
     storage = spec.storage or f"sqlite:///{out / 'bench.sqlite3'}"
     open_storage(storage)  # create the schema once, before parallel runs race to do it
@@ -176,6 +179,7 @@ def run_budget_bench(
     report.files.append(out / "budgets.md")
     for g in spec.run_groups():
         report.files.append(_plot_group(rows, spec, g, problems[g], out))
+    report.files.append(_record_out_folder(spec, out))
     return report
 
 

@@ -67,7 +67,7 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
 def run(args: argparse.Namespace) -> int:
     """Run ``coevo bench``."""
     from coevo.agent.reasoners import llm_settings, offline_note, resolve_kind
-    from coevo.search.bench import BenchSpec, group_of, parse_budgets, run_bench
+    from coevo.search.bench import BenchSpec, claim_out_folder, group_of, parse_budgets, run_bench
     from coevo.search.bench_budgets import run_budget_bench
     from coevo.search.errors import UserInputError
     from coevo.search.proposers import takes_reasoner
@@ -104,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
         budgets,
     )
     spec.validate()
+    claim_out_folder(spec, args.out)  # another benchmark's files there: refused before anything runs or is written
     with new_out_folder(args.out, "benchmark outputs"):  # --budgets writes there too
         if spec.storage is not None:  # a given storage is checked before the folder is kept (the default one lives inside it)
             open_storage(spec.storage)

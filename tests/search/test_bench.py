@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 from pathlib import Path
 
@@ -128,3 +129,19 @@ def test_one_seed_is_shown_without_a_spread_it_does_not_have() -> None:
     # seeds without the value are counted: a mean over fewer seeds than ran says so
     assert _mean_std([0.5, None, None]) == "0.5000 (1 of 3 seeds)"
     assert _mean_std([0.5, 0.7, None]) == "0.6000 ± 0.1414 (2 of 3 seeds)"
+
+
+def test_another_benchmark_into_the_same_folder_is_refused_before_it_runs_and_more_seeds_are_not(tmp_path: Path) -> None:
+    """A bench rewrote runs.csv and results.md from its own runs: a second one with other proposers into the same
+    --out dropped the first one's rows from the files (found by a new user's walk-through)."""
+    first = BenchSpec("nb201", {"dataset": "cifar10"}, ("fpga",), ("random", "tpe"), (0,), budget=6)
+    run_bench(first, tmp_path)
+    rows = (tmp_path / "runs.csv").read_text()
+    other = BenchSpec("nb201", {"dataset": "cifar10"}, ("fpga",), ("random",), (0,), budget=6)
+    with pytest.raises(UserInputError, match=r"holds the results of another benchmark \(nb201 on fpga, proposers random,tpe"):
+        run_bench(other, tmp_path)
+    assert (tmp_path / "runs.csv").read_text() == rows
+    more = BenchSpec("nb201", {"dataset": "cifar10"}, ("fpga",), ("random", "tpe"), (0, 1), budget=6)
+    assert len(run_bench(more, tmp_path).results) == 4  # adds seeds: every earlier run is still in the files
+    with pytest.raises(UserInputError, match="another benchmark"):
+        run_bench(dataclasses.replace(more, options={"dataset": "cifar100"}), tmp_path)
