@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from coevo.sim.errors import UserInputError
-from coevo.sim.prune.config import SCORES
+from coevo.sim.prune.config import SCORES, PruneConfig
 from coevo.sim.prune.masks import Group, Pattern, check_pattern_sparsity, make_mask, parse_pattern
 from coevo.sim.prune.sparsegpt import sparsegpt_layer
 
@@ -183,14 +183,18 @@ def calibration_inputs(batches: Iterable[Any], tokens: int) -> tuple[list[torch.
     return chunks, have
 
 
+_DEFAULTS = PruneConfig()
+"""The family's defaults (its tool and problem use the same): a direct call prunes as they do."""
+
+
 def prune(
     model: nn.Module,
     batches: Iterable[Any] | None,
-    sparsity: float | Mapping[str, float] | None = 0.5,
+    sparsity: float | Mapping[str, float] | None = _DEFAULTS.sparsity,
     *,
-    pattern: str = "unstructured",
-    score: str = "wanda",
-    calib_tokens: int = 256,
+    pattern: str = _DEFAULTS.pattern,
+    score: str = _DEFAULTS.score,
+    calib_tokens: int = _DEFAULTS.calib_tokens,
     layers: Sequence[str] | None = None,
     group: Group = "row",
     sequential: bool = True,
