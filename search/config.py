@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Literal, Self, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -34,6 +34,11 @@ from coevo.search.problem import Problem
 from coevo.search.proposers import Proposer, get_proposer, proposer_factory, takes_reasoner
 from coevo.search.runner import MAX_SEED, budget_problem, seed_problem
 from coevo.search.storage import DEFAULT_STORAGE
+
+if TYPE_CHECKING:
+    from coevo.search.runner import SearchResult
+    from coevo.search.study import StoredSearch
+    from coevo.search.workers import Progress, WorkerSettings
 
 DEFAULT_PROBLEM = "nb201"
 DEFAULT_PROPOSER = "pelnas"
@@ -257,7 +262,7 @@ class SearchConfig(_Config):
     # ------------------------------------------------------------ building
 
     @classmethod
-    def from_stored(cls, stored: Any, *, names: Mapping[str, str] | None = None, **values: Any) -> SearchConfig:
+    def from_stored(cls, stored: StoredSearch, *, names: Mapping[str, str] | None = None, **values: Any) -> SearchConfig:
         """The configuration of a search read back from its study (:func:`search.study.load_search`).
 
         Its problem, proposer, seed and budget are the study's; what the proposer stored
@@ -284,8 +289,9 @@ class SearchConfig(_Config):
         """Whether the proposer is driven by a reasoner (the co-evolution engine)."""
         return not isinstance(self.proposer, Proposer) and takes_reasoner(self.proposer)
 
-    def make_proposer(self, reasoner: Any = None) -> Proposer:
-        """The proposer, built with its options; ``reasoner``: a built one (else its settings go to the factory)."""
+    def make_proposer(self, reasoner: object | None = None) -> Proposer:
+        """The proposer, built with its options; ``reasoner``: a built one (an ``agent.reasoners`` object, which this layer
+        does not import; else its settings go to the factory)."""
         if isinstance(self.proposer, Proposer):
             return self.proposer
         options = dict(self.proposer_options)
@@ -302,11 +308,11 @@ class SearchConfig(_Config):
         *,
         problem: Problem | None = None,
         proposer: Proposer | None = None,
-        on_progress: Callable[[Any], None] | None = None,
-        settings: Any = None,
+        on_progress: Callable[[Progress], None] | None = None,
+        settings: WorkerSettings | None = None,
         on_open: Callable[[str], None] | None = None,
         started: float | None = None,
-    ) -> Any:
+    ) -> SearchResult:
         """Run (or resume) the search to its budget (:func:`search.runner.run_search`); returns its :class:`SearchResult`.
 
         ``problem`` and ``proposer``: already built from this configuration (else built here).
