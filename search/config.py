@@ -346,17 +346,25 @@ class SearchConfig(_Config):
             raise UserInputError("a search of a problem or proposer instance cannot run as a command; give names")
         if self.proposer_options:
             raise UserInputError(f"proposer options {', '.join(self.proposer_options)} have no flag; use the Python API")
-        argv = ["--problem", self.problem, "--proposer", self.proposer, "--budget", str(self.budget), "--seed", str(self.seed)]
-        argv += ["--options", json.dumps(self.options)]
+        f = FLAGS  # every flag's name from the one table
+        argv = [f["problem"], self.problem, f["proposer"], self.proposer, f["budget"], str(self.budget), f["seed"], str(self.seed)]
+        argv += [f["options"], json.dumps(self.options)]
         argv += _flags("", {"storage": self.storage, "study": self.study, "eval_timeout_s": self.eval_timeout_s})
         if self.reasoner is None and self.takes_reasoner():
-            argv += ["--reasoner", "offline"]  # None is the proposer's own reasoner, offline; the command's default is auto
+            argv += [f["reasoner.kind"], "offline"]  # None is the proposer's own reasoner, offline; the command's default is auto
         elif self.reasoner is not None:
             r = self.reasoner
-            argv += ["--reasoner", r.kind, "--llm-timeout", repr(r.timeout_s), "--tools", "on" if r.tools else "off"]
+            argv += [
+                f["reasoner.kind"],
+                r.kind,
+                f["reasoner.timeout_s"],
+                repr(r.timeout_s),
+                f["reasoner.tools"],
+                "on" if r.tools else "off",
+            ]
             argv += _flags("reasoner.", {"base_url": r.base_url, "model": r.model})
             if r.price_per_mtok is not None:
-                argv += ["--llm-price", ",".join(repr(p) for p in r.price_per_mtok)]
+                argv += [f["reasoner.price_per_mtok"], ",".join(repr(p) for p in r.price_per_mtok)]
         return argv + _flags("engine.", self.engine.given())
 
 
