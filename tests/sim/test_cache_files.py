@@ -1,0 +1,160 @@
+"""The caches' house rule: a damaged file is rebuilt with a one-line note in coevo's words, a failed write leaves no temporary file.
+
+Each test has a cache of its own (a temporary ``COEVO_CACHE``) and stays fast: the zoo's training
+is replaced by none (the seeded, untrained model is cached like a trained one), graphs and LinGCN
+models are tiny.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from coevo.sim.zoo.cache_files import CacheNote, atomic_write
+from tests.helpers import coevo_env
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh ``COEVO_CACHE`` for this test alone."""
+    root = tmp_path / "cache"
+    monkeypatch.setenv("COEVO_CACHE", str(root))
+    return root
+
+
+@pytest.fixture
+def untrained_zoo(cache: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The zoo with no training: a model is its seeded initialisation, so a rebuild gives the same weights."""
+    from coevo.sim.zoo import registry
+
+    monkeypatch.setattr(registry, "_train", lambda *args, **kwargs: None)
+    yield
+
+
+def _notes(call: Callable[[], Any]) -> tuple[Any, list[str]]:
+    """``call()``'s value and the texts of the :class:`CacheNote` warnings it gave."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        value = call()
+    return value, [str(w.message) for w in caught if issubclass(w.category, CacheNote)]
+
+
+def _leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.rglob("*.tmp*"))
+
+
+# ---------------------------------------------------------------- zoo
+
+
+@pytest.mark.usefixtures("untrained_zoo")
+def test_a_zoo_weights_file_with_overwritten_bytes_is_rebuilt_with_a_note() -> None:
+    from coevo.sim.zoo import load
+
+    zm = load("mlp-digits")
+    size = zm.path.stat().st_size
+    with open(zm.path, "r+b") as f:  # inside the tensors' bytes: torch reads the file without a word
+        f.seek(size // 2)
+        f.write(b"\xff" * 8000)
+    again, notes = _notes(lambda: load("mlp-digits"))
+    assert again.note.startswith("rebuilt") and notes == [again.note]
+    assert f"the cache file {zm.path} did not load (damaged: its weights hash to " in again.note
+    assert again.fingerprint == zm.fingerprint  # rebuilt: the recipe's weights again, not the damaged ones
+    assert json.loads(zm.path.with_suffix(".json").read_text())["weights"] == zm.fingerprint
+    assert _notes(lambda: load("mlp-digits"))[0].note == "loaded"
+
+
+@pytest.mark.usefixtures("untrained_zoo")
+def test_the_sidecars_fingerprint_alone_catches_damage_and_an_old_sidecar_without_one_loads() -> None:
+    from coevo.sim.zoo import load
+
+    zm = load("mlp-digits")
+    stored = torch.load(zm.path, weights_only=True)
+    del stored["weights"]  # as a file written before the weights file recorded its own fingerprint
+    stored["state_dict"]["fc1.bias"] += 1.0
+    torch.save(stored, zm.path)
+    again, notes = _notes(lambda: load("mlp-digits"))
+    assert again.note.startswith("rebuilt") and "its sidecar records" in again.note and notes == [again.note]
+    sidecar = zm.path.with_suffix(".json")
+    info = json.loads(sidecar.read_text())
+    del info["weights"]  # a sidecar that records no fingerprint: nothing to compare, the weights are used
+    sidecar.write_text(json.dumps(info))
+    loaded, notes = _notes(lambda: load("mlp-digits"))
+    assert loaded.note == "loaded" and loaded.fingerprint == zm.fingerprint and notes == []
+
+
+@pytest.mark.usefixtures("untrained_zoo")
+def test_a_garbage_zoo_file_is_rebuilt_with_one_line_in_coevos_words() -> None:
+    from coevo.sim.zoo import load
+
+    zm = load("mlp-digits")
+    zm.path.write_bytes(bytes(range(256)) * 12)
+    again, notes = _notes(lambda: load("mlp-digits"))
+    # the exception's class alone: torch's message runs to many lines and advises weights_only=False, which must not be followed
+    assert notes == [again.note] == [f"rebuilt: the cache file {zm.path} did not load (UnpicklingError); trained again"]
+
+
+def test_a_cache_note_prints_as_note_without_the_source_line() -> None:
+    text = "rebuilt: the cache file /x/y.pt did not load (UnpicklingError); trained again"
+    assert warnings.formatwarning(text, CacheNote, "/src/registry.py", 274) == f"note: {text}\n"
+    assert warnings.formatwarning("other", UserWarning, "/src/a.py", 3).startswith("/src/a.py:3: UserWarning: other")
+
+
+def test_a_note_nobody_collects_reaches_stderr_as_one_note_line(tmp_path: Path) -> None:
+    # the search path: no tool records the warnings, Python prints them
+    script = textwrap.dedent(
+        """
+        from coevo.sim.zoo import load, registry
+
+        registry._train = lambda *args, **kwargs: None
+        path = load("mlp-digits").path
+        path.write_bytes(b"not a torch file")
+        load("mlp-digits")
+        """
+    )
+    env = {**coevo_env(), "COEVO_CACHE": str(tmp_path / "cache")}
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300, check=True)
+    lines = run.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("note: rebuilt: the cache file ") and lines[0].endswith("; trained again"), run.stderr
+
+
+@pytest.mark.usefixtures("untrained_zoo")
+def test_a_failed_zoo_write_leaves_no_temporary_file() -> None:
+    from coevo.sim.zoo import load
+
+    zm = load("mlp-digits")
+    zm.path.unlink()
+    zm.path.mkdir()  # the rename onto it fails (IsADirectoryError) after the whole file was written
+    for _ in range(2):
+        with pytest.raises(IsADirectoryError), warnings.catch_warnings():
+            warnings.simplefilter("ignore", CacheNote)
+            load("mlp-digits")
+    assert _leftovers(zm.path.parent) == []
+    zm.path.rmdir()
+    sidecar = zm.path.with_suffix(".json")
+    sidecar.unlink()
+    sidecar.mkdir()
+    with pytest.raises(IsADirectoryError):
+        load("mlp-digits")
+    assert _leftovers(zm.path.parent) == []
+
+
+def test_atomic_write_keeps_the_old_file_when_the_write_fails(tmp_path: Path) -> None:
+    target = tmp_path / "a.json"
+    target.write_text("old")
+
+    def half(tmp: Path) -> None:
+        tmp.write_text("half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write(target, half)
+    assert target.read_text() == "old" and _leftovers(tmp_path) == []
