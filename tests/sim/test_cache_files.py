@@ -158,3 +158,52 @@ def test_atomic_write_keeps_the_old_file_when_the_write_fails(tmp_path: Path) ->
     with pytest.raises(OSError, match="disk full"):
         atomic_write(target, half)
     assert target.read_text() == "old" and _leftovers(tmp_path) == []
+
+
+# ---------------------------------------------------------------- graphs
+
+
+@pytest.mark.usefixtures("cache")
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        ("sidecar-list", "its sidecar rmat-100k-s7-"),  # '[1]': crashed with AttributeError, every time until deleted
+        ("sidecar-garbage", "did not load (JSONDecodeError)"),
+        ("npz-cut", "not a readable CSR .npz"),
+        ("npz-garbage", "not a readable CSR .npz"),
+        ("sidecar-gone", "is missing"),
+    ],
+)
+def test_a_damaged_graph_cache_entry_is_generated_again_with_a_note(damage: str, why: str) -> None:
+    from coevo.sim.graph.generators import cache_dir, checksum, load_graph
+
+    a = load_graph("rmat-100k@7")
+    npz, side = (next(cache_dir().glob(f"rmat-100k-s7-*.{ext}")) for ext in ("npz", "json"))
+    if damage == "sidecar-list":
+        side.write_text("[1]\n")
+    elif damage == "sidecar-garbage":
+        side.write_text("{not json")
+    elif damage == "npz-cut":
+        npz.write_bytes(npz.read_bytes()[:1000])
+    elif damage == "npz-garbage":
+        npz.write_bytes(b"\x00garbage" * 100)
+    else:
+        side.unlink()
+    again, notes = _notes(lambda: load_graph("rmat-100k@7"))
+    assert checksum(again) == checksum(a)
+    assert len(notes) == 1 and notes[0].startswith(f"rebuilt: the cache file {npz} did not load (") and why in notes[0]
+    assert notes[0].endswith("; generated again") and "\n" not in notes[0]
+    assert _notes(lambda: load_graph("rmat-100k@7"))[1] == []  # rebuilt: loads quietly after
+
+
+def test_a_failed_graph_write_leaves_no_temporary_file(cache: Path) -> None:
+    from coevo.sim.graph.generators import cache_dir, load_graph
+
+    load_graph("rmat-100k@8")
+    npz = next(cache_dir().glob("rmat-100k-s8-*.npz"))
+    npz.unlink()
+    npz.mkdir()
+    with pytest.raises(IsADirectoryError), warnings.catch_warnings():
+        warnings.simplefilter("ignore", CacheNote)
+        load_graph("rmat-100k@8")
+    assert _leftovers(cache) == []
