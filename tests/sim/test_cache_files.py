@@ -207,3 +207,120 @@ def test_a_failed_graph_write_leaves_no_temporary_file(cache: Path) -> None:
         warnings.simplefilter("ignore", CacheNote)
         load_graph("rmat-100k@8")
     assert _leftovers(cache) == []
+
+
+# ---------------------------------------------------------------- LinGCN (sim.he)
+
+
+def _he_tiny() -> Any:
+    from coevo.sim.he.model import Recipe
+
+    return Recipe(dataset="digits-grid4", hidden=(1,), teacher_epochs=1, epochs=1)
+
+
+def _he_files(cache: Path) -> tuple[Path, Path]:
+    """The tiny recipe's (teacher, student) cache files."""
+    he = cache / "he"
+    return next(he.glob("teacher-*.pt")), next(he.glob("student-*.pt"))
+
+
+def _same_model(a: Any, b: Any) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a.model.state_dict().values(), b.model.state_dict().values(), strict=True))
+
+
+@pytest.mark.parametrize(
+    ("which", "damage", "why"),
+    [
+        ("student", "garbage", "did not load ("),  # gave 'he.gcn failed: UnpicklingError'
+        ("teacher", "cut", "did not load ("),  # gave 'RuntimeError: PytorchStreamReader failed', every lingcn trial
+        ("student", "bytes", "damaged: its weights hash to "),  # loaded without a word
+        ("teacher", "bytes", "damaged: its weights hash to "),
+    ],
+)
+def test_a_damaged_lingcn_cache_file_is_trained_again_with_a_note(cache: Path, which: str, damage: str, why: str) -> None:
+    from coevo.sim.he.model import train
+
+    first = train(_he_tiny())
+    teacher, student = _he_files(cache)
+    path = teacher if which == "teacher" else student
+    if damage == "garbage":
+        path.write_bytes(bytes(range(256)) * 12)
+    elif damage == "cut":
+        path.write_bytes(path.read_bytes()[:100])
+    else:  # the tensors changed, the fingerprint the file records not
+        blob = torch.load(path, weights_only=True)
+        next(t for t in blob["state"].values() if t.is_floating_point() and t.numel()).add_(1.0)
+        torch.save(blob, path)
+    again, notes = _notes(lambda: train(_he_tiny()))
+    assert len(notes) == 1 and notes[0].startswith(f"rebuilt: the cache file {path} did not load (") and why in notes[0]
+    assert notes[0].endswith("; trained again") and "weights_only" not in notes[0] and "\n" not in notes[0]
+    assert _same_model(again, first) and again.val_accuracy == first.val_accuracy
+    assert _notes(lambda: train(_he_tiny()))[1] == []  # rebuilt: loads quietly after
+
+
+def test_a_lingcn_student_file_is_never_unpickled_as_code(cache: Path, tmp_path: Path) -> None:
+    from coevo.sim.he.model import train
+
+    train(_he_tiny())
+    _, student = _he_files(cache)
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+            return (Path.touch, (marker,))  # what a planted cache file could run on load
+
+    torch.save({"state": Payload()}, student)
+    _, notes = _notes(lambda: train(_he_tiny()))
+    assert not marker.exists() and len(notes) == 1 and "did not load (UnpicklingError)" in notes[0]
+
+
+def test_a_teacher_cached_before_fingerprints_loads_quietly(cache: Path) -> None:
+    from coevo.sim.he.model import train
+
+    first = train(_he_tiny())
+    teacher, student = _he_files(cache)
+    torch.save(torch.load(teacher, weights_only=True)["state"], teacher)  # the old format: a bare state dict
+    student.unlink()
+    again, notes = _notes(lambda: train(_he_tiny()))
+    assert notes == [] and _same_model(again, first)
+
+
+def test_a_failed_lingcn_write_leaves_no_temporary_file(cache: Path) -> None:
+    from coevo.sim.he.model import train
+
+    train(_he_tiny())
+    _, student = _he_files(cache)
+    student.unlink()
+    student.mkdir()
+    with pytest.raises(IsADirectoryError), warnings.catch_warnings():
+        warnings.simplefilter("ignore", CacheNote)
+        train(_he_tiny())
+    assert _leftovers(cache) == []
+
+
+def test_a_damaged_op_cost_table_is_measured_again_with_a_note(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from coevo.sim.he import ckks
+
+    monkeypatch.setattr(ckks, "op_costs", lambda params: {"mul": 1e-3, "add": 1e-5})  # no TenSEAL timing: the cache is tested
+    path = cache / "he" / "op_costs.json"
+    path.parent.mkdir(parents=True)
+    params = ckks.HEParams(8192, (40, 30, 40))
+    for damage in ("[1]", "{not json", '{"8192:40,30,40": {"mul": "fast"}}'):
+        path.write_text(damage)
+        costs, notes = _notes(lambda: ckks.cached_op_costs(params, path))
+        assert costs == {"mul": 1e-3, "add": 1e-5} and len(notes) == 1 and notes[0].endswith("; measured again")
+        assert notes[0].startswith(f"rebuilt: the cache file {path} did not load (")
+    assert _notes(lambda: ckks.cached_op_costs(params, path)) == ({"mul": 1e-3, "add": 1e-5}, [])
+    assert _leftovers(cache) == []
+
+
+def test_he_gcn_refuses_a_bad_ring_dimension_before_training(cache: Path) -> None:
+    from coevo.sim.errors import UserInputError
+    from coevo.sim.he.ckks import HEParams
+    from coevo.sim.he.run import he_gcn
+
+    with pytest.raises(UserInputError, match=r"poly_modulus_degree must be one of \[1024, "):
+        he_gcn(_he_tiny(), encrypted_samples=1, params=HEParams(1000, (30, 30)), predict=False)
+    with pytest.raises(UserInputError, match="coeff_mod_bit_sizes needs at least 2 primes"):
+        he_gcn(_he_tiny(), encrypted_samples=1, params=HEParams(8192, (70, 30)), predict=False)
+    assert not (cache / "he").exists()  # no teacher or student was trained (and written) first
