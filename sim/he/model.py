@@ -315,8 +315,8 @@ def _load_checked(model: LinGCN, path: Path) -> dict[str, Any]:
         raise DamagedCache(f"it holds a {type(blob).__name__}, not a model")
     model.load_state_dict(blob.get("state", blob))
     recorded = blob.get("weights")
-    if recorded is not None and recorded != weights_fingerprint(model):
-        raise DamagedCache(f"damaged: its weights hash to {weights_fingerprint(model)}, the file records {recorded}")
+    if recorded is not None and recorded != (found := weights_fingerprint(model)):
+        raise DamagedCache(f"damaged: its weights hash to {found}, the file records {recorded}")
     return blob
 
 
