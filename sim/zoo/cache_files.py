@@ -6,8 +6,8 @@ again from its recipe and the user is told in one line; it is never used as it i
 never a crash. A write goes to a temporary file that is renamed into place, and a write that
 fails removes its temporary file.
 
-Notes are :class:`CacheNote` warnings, so a caller that collects them (``warnings.catch_warnings
-(record=True)``, as the tools do for their messages) gets the bare text. A note nobody collects
+Notes are :class:`CacheNote` warnings, so a caller that records warnings (as the zoo-backed tools
+do for their messages) gets the bare text. A note nobody collects
 reaches stderr as ``note: <text>``: importing this module installs a formatter for this one
 category (every other warning keeps Python's format), because Python's own prints the source
 file, its line and the ``warnings.warn`` call under the note, which means nothing to a user.
