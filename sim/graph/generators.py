@@ -18,7 +18,8 @@ Named graphs (:data:`GRAPHS`): ``rmat-100k``, ``rmat-1m``, ``rmat-10m``, ``ba-10
 ``@SEED`` (``rmat-1m@1``), and the real graphs ``karate`` and ``lesmis`` that networkx ships
 (tiny: 156 and 508 stored edges; no larger real graph installs without a download, see
 docs/kernels.md). :func:`load_graph` caches generated graphs under
-``$COEVO_CACHE/graphs`` (``~/.cache/coevo/graphs``) with a SHA-256 of the arrays beside them.
+``$COEVO_CACHE/graphs`` (``~/.cache/coevo/graphs``) with a SHA-256 of the arrays beside them; a
+damaged entry is generated again with a note, as the model zoo's.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import numpy as np
 from coevo.sim.errors import UserInputError
 from coevo.sim.graph.csr import Csr, from_edges, load_npz, save_npz
 from coevo.sim.paths import cache_root
+from coevo.sim.zoo.cache_files import DamagedCache, atomic_write, exclusive, note, rebuilt_note
 
 GRAPH500 = (0.57, 0.19, 0.19, 0.05)
 """Graph500's R-MAT quadrant probabilities (a, b, c, d)."""
@@ -230,7 +232,10 @@ def checksum(a: Csr) -> str:
 def load_graph(graph: str, *, cache: bool = True) -> Csr:
     """A named graph (generated once, then read from the cache) or a CSR ``.npz`` file.
 
-    A cache file whose checksum does not match its sidecar is regenerated, never used.
+    A cache entry that does not load (a cut or foreign ``.npz``, a sidecar that is not the JSON
+    object written with it) or whose checksum does not match its sidecar is generated again, never
+    used, and a :class:`sim.zoo.cache_files.CacheNote` says so (the zoo's channel: the tools
+    collect the warnings into their messages, a terminal shows ``note: ...``).
 
     Raises:
         UserInputError: unknown name (the message lists them), or a file that is not a valid CSR matrix.
@@ -243,17 +248,41 @@ def load_graph(graph: str, *, cache: bool = True) -> Csr:
     key = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
     folder = cache_dir()
     path, side = folder / f"{graph.replace('@', '-s')}-{key}.npz", folder / f"{graph.replace('@', '-s')}-{key}.json"
-    if path.is_file() and side.is_file():
-        try:
-            a = load_npz(path)
-            if json.loads(side.read_text()).get("sha256") == checksum(a):
-                return a
-        except (UserInputError, ValueError, OSError):
-            pass  # a damaged entry is rebuilt below
-    a = generate(recipe)
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    save_npz(tmp, a)
-    os.replace(tmp, path)  # atomic: a reader never sees half a file
-    side.write_text(json.dumps({"recipe": recipe, "sha256": checksum(a), "shape": list(a.shape), "nnz": a.nnz}))
+    # one process generates a graph at a time: another (a search's worker) waits and reads it, rather than
+    # finding the arrays written and their sidecar not yet, and generating them again
+    with exclusive(path):
+        if path.exists() or side.exists():
+            try:
+                return _cached(path, side)
+            except Exception as exc:  # a cache: the recipe makes it again
+                note(rebuilt_note(path, exc, "generated again"), stacklevel=2)
+        a = generate(recipe)
+        atomic_write(path, lambda tmp: save_npz(tmp, a))
+        sidecar = json.dumps({"recipe": recipe, "sha256": checksum(a), "shape": list(a.shape), "nnz": a.nnz})
+        atomic_write(side, lambda tmp: tmp.write_text(sidecar))  # after the arrays: a sidecar never vouches for arrays not there
+    return a
+
+
+def _cached(path: Path, side: Path) -> Csr:
+    """The graph in cache file ``path`` if it loads and matches the checksum its sidecar ``side`` records.
+
+    Raises:
+        DamagedCache: either file missing or unreadable, or arrays other than the sidecar describes.
+    """
+    if not side.is_file():
+        raise DamagedCache(f"its sidecar {side.name} is missing")
+    if not path.is_file():
+        raise DamagedCache(f"it is missing; its sidecar {side.name} is there")
+    try:
+        a = load_npz(path)
+    except UserInputError:  # its message speaks to a user's own file; this one is ours
+        raise DamagedCache("not a readable CSR .npz") from None
+    try:
+        info = json.loads(side.read_text())
+    except (OSError, ValueError) as exc:
+        raise DamagedCache(f"its sidecar {side.name} did not load ({type(exc).__name__})") from None
+    if not isinstance(info, dict):
+        raise DamagedCache(f"its sidecar {side.name} is not a JSON object")
+    if info.get("sha256") != checksum(a):
+        raise DamagedCache(f"damaged: its arrays do not match the checksum its sidecar {side.name} records")
     return a

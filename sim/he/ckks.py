@@ -35,11 +35,13 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
 from coevo.sim.errors import UserInputError
+from coevo.sim.zoo.cache_files import DamagedCache, atomic_write, exclusive, note, rebuilt_note
 
 SEAL_MAX_BITS: dict[int, int] = {1024: 27, 2048: 54, 4096: 109, 8192: 218, 16384: 438, 32768: 881}
 """Largest total coefficient-modulus bits per polynomial modulus degree at 128-bit classical security (SEAL's table)."""
@@ -78,16 +80,24 @@ class HEParams:
         """Total coefficient-modulus bits."""
         return sum(self.coeff_mod_bit_sizes)
 
-    def check(self, depth: int) -> None:
-        """Raise :class:`UserInputError` unless these parameters are valid, secure and hold ``depth`` levels.
+    def check_domain(self) -> None:
+        """Raise :class:`UserInputError` unless the ring dimension is one SEAL offers and the primes have 20..60 bits.
 
-        The message names the parameter to raise.
+        What does not depend on the network: callers check it before training one (:func:`sim.he.run.he_gcn`).
         """
         n = self.poly_modulus_degree
         if n not in SEAL_MAX_BITS:
             raise UserInputError(f"poly_modulus_degree must be one of {sorted(SEAL_MAX_BITS)}, got {n}")
         if len(self.coeff_mod_bit_sizes) < 2 or any(not 20 <= b <= 60 for b in self.coeff_mod_bit_sizes):
             raise UserInputError(f"coeff_mod_bit_sizes needs at least 2 primes of 20..60 bits, got {list(self.coeff_mod_bit_sizes)}")
+
+    def check(self, depth: int) -> None:
+        """Raise :class:`UserInputError` unless these parameters are valid, secure and hold ``depth`` levels.
+
+        The message names the parameter to raise.
+        """
+        self.check_domain()
+        n = self.poly_modulus_degree
         need_n = next((m for m in sorted(SEAL_MAX_BITS) if SEAL_MAX_BITS[m] >= self.total_bits), None)
         if self.levels < depth:
             bits = self.coeff_mod_bit_sizes
@@ -559,12 +569,35 @@ def predict_seconds(counts: dict[str, int], costs: dict[str, float], depth: int,
     return sum(counts.get(k, 0) * v for k, v in costs.items()) * shrink
 
 
-def cached_op_costs(params: HEParams, path: Any) -> dict[str, float]:
-    """:func:`op_costs` measured once per parameter set and kept in the JSON file ``path`` (a ``pathlib.Path``)."""
+def cached_op_costs(params: HEParams, path: Path) -> dict[str, float]:
+    """:func:`op_costs` measured once per parameter set and kept in the JSON file ``path``.
+
+    A file that does not load, or is not a table of seconds per operation, is measured again with a
+    note (:mod:`sim.zoo.cache_files`); locked, so two processes measuring other parameter sets do
+    not drop each other's entries.
+    """
     key = f"{params.poly_modulus_degree}:{','.join(map(str, params.coeff_mod_bit_sizes))}"
-    table: dict[str, dict[str, float]] = json.loads(path.read_text()) if path.exists() else {}
-    if key not in table:
-        table[key] = op_costs(params)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(table, indent=1, sort_keys=True))
+    path = Path(path)
+    with exclusive(path):
+        table = _op_cost_table(path)
+        if key not in table:
+            table[key] = op_costs(params)
+            text = json.dumps(table, indent=1, sort_keys=True)
+            atomic_write(path, lambda tmp: tmp.write_text(text))
     return table[key]
+
+
+def _op_cost_table(path: Path) -> dict[str, dict[str, float]]:
+    """The op-cost table in ``path`` (empty when there is none; when it does not load, empty with a note)."""
+    if not path.exists():
+        return {}
+    try:
+        table = json.loads(path.read_text())
+        if not isinstance(table, dict) or not all(
+            isinstance(row, dict) and all(isinstance(s, int | float) for s in row.values()) for row in table.values()
+        ):
+            raise DamagedCache("not a table of seconds per operation")
+    except (OSError, ValueError) as exc:  # DamagedCache is a ValueError
+        note(rebuilt_note(path, exc, "measured again"), stacklevel=4)  # the caller of cached_op_costs()
+        return {}
+    return table

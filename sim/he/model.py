@@ -31,7 +31,10 @@ node: the pixel intensity (private) and its coordinates (public).
 * **Baseline** (CryptoGCN-style): ``budget = 1``: every non-linearity a trainable polynomial, no
   indicators, the same initialisation, distillation, epochs and seeds.
 
-Trained models are cached on disk under a key hashing the recipe (like :mod:`sim.zoo`).
+Trained models are cached on disk under a key hashing the recipe, and a cache file that does not
+load or fails its weights' fingerprint is trained again with a note (like :mod:`sim.zoo`). The
+files hold tensors and plain values only and are read with ``weights_only``: a cache file is
+never unpickled as code.
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ from coevo.sim.errors import UserInputError
 from coevo.sim.he.data import GraphData, load_dataset
 from coevo.sim.he.recipe import ARCHITECTURE, Recipe  # noqa: F401  # defined there without torch, re-exported here
 from coevo.sim.zoo import cache_dir
+from coevo.sim.zoo.cache_files import DamagedCache, atomic_write, note, rebuilt_note
+from coevo.sim.zoo.registry import weights_fingerprint
 
 Progress = Callable[[str, float], None]
 PENALTY = 10.0
@@ -269,22 +274,60 @@ def _epochs(
 
 def _teacher(recipe: Recipe, data: GraphData, progress: Progress | None) -> LinGCN:
     digest = hashlib.sha256(json.dumps(recipe.teacher(), sort_keys=True).encode()).hexdigest()[:16]
-    path = cache_dir().parent / "he" / f"teacher-{digest}.pt"
-    torch.manual_seed(recipe.seed)
-    model = LinGCN(data.adj, data.coords, recipe.hidden, data.classes, "relu", recipe.readout)
+    path = he_cache() / f"teacher-{digest}.pt"
+
+    def fresh() -> LinGCN:  # seeded: a teacher trained again after a damaged file is the same teacher
+        torch.manual_seed(recipe.seed)
+        return LinGCN(data.adj, data.coords, recipe.hidden, data.classes, "relu", recipe.readout)
+
+    model = fresh()
     if path.exists():
-        model.load_state_dict(torch.load(path, weights_only=True))
-        model.eval()
-        return model
+        try:
+            _load_checked(model, path)
+        except Exception as exc:  # a cache: the recipe makes it again
+            note(rebuilt_note(path, exc), stacklevel=4)  # the caller of train()
+            model = fresh()  # load_state_dict may have copied part of the file before it failed
+        else:
+            model.eval()
+            return model
     if progress:
         progress("training the all-ReLU teacher", 0.0)
     x = _tensors(data, "train")[0]
     _epochs(model, data, recipe.teacher_epochs, recipe.seed, recipe.lr, lambda idx, y: F.cross_entropy(model(x[idx]), y))
     if progress:
         progress("training the all-ReLU teacher", 1.0)  # ends its line before the student's begin
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(model.state_dict(), path)
+    _save(path, {"state": model.state_dict(), "weights": weights_fingerprint(model)})
     return model
+
+
+def _load_checked(model: LinGCN, path: Path) -> dict[str, Any]:
+    """Load cache file ``path`` into ``model`` (tensors and plain values only: ``weights_only``) and return what it holds.
+
+    The file is ``{"state": state dict, "weights": its fingerprint, ...}``; a teacher cached before
+    fingerprints is a bare state dict, loaded unchecked.
+
+    Raises:
+        DamagedCache: not a dict, or weights other than the fingerprint it records.
+        Exception: whatever torch raises on a file it cannot read, or on a state dict of another shape.
+    """
+    blob = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(blob, dict):
+        raise DamagedCache(f"it holds a {type(blob).__name__}, not a model")
+    model.load_state_dict(blob.get("state", blob))
+    recorded = blob.get("weights")
+    if recorded is not None and recorded != (found := weights_fingerprint(model)):
+        raise DamagedCache(f"damaged: its weights hash to {found}, the file records {recorded}")
+    return blob
+
+
+def _save(path: Path, blob: dict[str, Any]) -> None:
+    """Write ``blob`` to ``path`` atomically (a failed write leaves no temporary file)."""
+    atomic_write(path, lambda tmp: torch.save(blob, tmp))
+
+
+def he_cache() -> Path:
+    """``$COEVO_CACHE/he``: the LinGCN teachers and students, and the measured CKKS op costs."""
+    return cache_dir().parent / "he"
 
 
 def train(recipe: Recipe, progress: Progress | None = None, rebuild: bool = False) -> Trained:
@@ -323,10 +366,11 @@ def _train(recipe: Recipe, progress: Progress | None, rebuild: bool) -> Trained:
     path = cache_path(recipe)
     student = LinGCN(data.adj, data.coords, recipe.hidden, data.classes, "poly", recipe.readout)
     if path.exists() and not rebuild:
-        blob = torch.load(path, weights_only=False)
-        student.load_state_dict(blob["state"])
-        student.eval()
-        return Trained(recipe, student, data, blob["val_accuracy"], teacher_val, blob["ranges"])
+        try:
+            return _cached_student(recipe, student, data, path, teacher_val)
+        except Exception as exc:  # a cache: the recipe makes it again
+            note(rebuilt_note(path, exc), stacklevel=3)  # the caller of train()
+            student = LinGCN(data.adj, data.coords, recipe.hidden, data.classes, "poly", recipe.readout)
     _init_student(student, teacher, recipe, data)
     # budget 0 or 1 leaves nothing to search: the mask is fixed from the start (the baseline has no indicators)
     searching = 0.0 < recipe.budget < 1.0
@@ -366,9 +410,26 @@ def _train(recipe: Recipe, progress: Progress | None, rebuild: bool) -> Trained:
         student.mask.copy_(harden(student.aux.detach(), recipe.kept_rows))
     val = accuracy(student, data, "val")
     ranges = pre_activation_ranges(student, data)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"state": student.state_dict(), "val_accuracy": val, "ranges": ranges, "recipe": asdict(recipe)}, path)
+    state = {"state": student.state_dict(), "weights": weights_fingerprint(student), "val_accuracy": val, "ranges": ranges}
+    _save(path, {**state, "recipe": asdict(recipe)})
     return Trained(recipe, student, data, val, teacher_val, ranges)
+
+
+def _cached_student(recipe: Recipe, student: LinGCN, data: GraphData, path: Path, teacher_val: float) -> Trained:
+    """The student cached in ``path``, checked (:func:`_load_checked`, and its numbers' types and count).
+
+    Raises:
+        DamagedCache: a file that loads but is not a student of this recipe's shape.
+        Exception: whatever torch raises on a file it cannot read.
+    """
+    blob = _load_checked(student, path)
+    val, ranges = blob.get("val_accuracy"), blob.get("ranges")
+    if not isinstance(val, float) or not isinstance(ranges, list) or len(ranges) != 2 * len(recipe.hidden):
+        raise DamagedCache("it holds no validation accuracy and pre-activation ranges of this recipe's blocks")
+    if not student.hardened():
+        raise DamagedCache("its mask is not hardened")
+    student.eval()
+    return Trained(recipe, student, data, val, teacher_val, [float(r) for r in ranges])
 
 
 def teacher_accuracy(recipe: Recipe) -> dict[str, float]:
@@ -380,4 +441,4 @@ def teacher_accuracy(recipe: Recipe) -> dict[str, float]:
 
 def cache_path(recipe: Recipe) -> Path:
     """Where the student of ``recipe`` is cached."""
-    return cache_dir().parent / "he" / f"student-{recipe.key()}.pt"
+    return he_cache() / f"student-{recipe.key()}.pt"

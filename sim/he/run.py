@@ -21,8 +21,7 @@ from coevo.sim.he.ckks import (
     plain_logits,
     predict_seconds,
 )
-from coevo.sim.he.model import Progress, Recipe, Trained, train
-from coevo.sim.zoo import cache_dir
+from coevo.sim.he.model import Progress, Recipe, Trained, he_cache, train
 
 
 def plan_of(trained: Trained) -> HEPlan:
@@ -102,6 +101,12 @@ def he_gcn(
         UserInputError: a bad recipe, parameters that cannot hold the depth (naming the parameter to raise),
             more samples than the test split or the slots.
     """
+    # everything that does not depend on the trained network, before the minutes of training it
+    recipe.check()
+    if params is not None:
+        params.check_domain()
+    if encrypted_samples < 0 or repeats < 1:
+        raise UserInputError(f"encrypted_samples must be >= 0 and repeats >= 1, got {encrypted_samples}, {repeats}")
     trained = train(recipe, progress)
     plan = plan_of(trained)
     depth, counts, per_layer = depth_and_counts(plan)
@@ -128,7 +133,7 @@ def he_gcn(
         err, used = run.max_abs_error, run.levels_used
     predicted = None
     if predict:
-        costs = cached_op_costs(chosen, cache_dir().parent / "he" / "op_costs.json")
+        costs = cached_op_costs(chosen, he_cache() / "op_costs.json")
         predicted = predict_seconds(counts, costs, depth, chosen.levels)
     return HEReport(
         recipe=asdict(recipe),

@@ -4,8 +4,10 @@ A recipe is a plain dict (architecture, data split, training settings, seeds). I
 over canonical JSON is the cache key, so changing any setting trains a new model and an old
 cache entry can never be mistaken for it. The first :func:`load` trains (reporting progress),
 writes ``<name>-<key>.pt`` atomically with a JSON sidecar (baseline metrics, train time, the
-weights' fingerprint), and every later call loads. A cache file that does not load, or holds
-another recipe, is rebuilt.
+weights' fingerprint), and every later call loads. A cache file that does not load, holds
+another recipe, or holds weights other than the fingerprint it and its sidecar record (torch reads
+overwritten tensor bytes without a word) is rebuilt, with a one-line note
+(:mod:`sim.zoo.cache_files`); a failed write leaves no temporary file.
 
 Training is seeded but not bit-identical across machines (float kernels differ by CPU), nor across
 torch thread counts on one machine (lm-pystdlib-tiny, seed 0: fingerprint 6a0e95bac14af9ff with 1
@@ -18,14 +20,11 @@ used the same trained model.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
-import os
 import time
-import warnings
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,12 +34,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-try:  # POSIX: training a recipe is locked across processes
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
-
 from coevo.sim._progress import report
+from coevo.sim.zoo.cache_files import DamagedCache, atomic_write, exclusive, rebuilt_note, why_not_loaded
+from coevo.sim.zoo.cache_files import note as cache_note
 from coevo.sim.zoo.data import (
     Split,
     byte_blocks,
@@ -207,6 +203,11 @@ def used_models() -> dict[str, str]:
 def _loaded(zm: ZooModel) -> ZooModel:
     """``zm`` with its fingerprint, noted in :func:`used_models`."""
     zm.fingerprint = weights_fingerprint(zm.model)
+    return _register(zm)
+
+
+def _register(zm: ZooModel) -> ZooModel:
+    """Note ``zm`` (fingerprinted) in :func:`used_models`: only once its weights are checked, so a damaged file is never listed."""
     _USED[model_label(zm.name, zm.recipe)] = zm.fingerprint
     return zm
 
@@ -270,7 +271,7 @@ def load(
     path = cache_dir() / f"{name}-{key}.pt"
     progress = report if progress is None else progress
     # one process trains a recipe at a time; the others (workers on one machine, parallel tests) wait and load its file
-    with _exclusive(path):
+    with exclusive(path):
         return _load_or_train(name, rec, key, splits, train_text, path, progress, rebuild)
 
 
@@ -284,23 +285,18 @@ def _load_or_train(
     progress: Progress,
     rebuild: bool,
 ) -> ZooModel:
-    model = build(rec)
     note = "trained"
     if path.exists() and not rebuild:
         try:
-            stored = torch.load(path, map_location="cpu", weights_only=True)
-            if stored.get("key") != key:
-                raise ValueError(f"it holds recipe {stored.get('key')!r}, not {key!r}")
-            model.load_state_dict(stored["state_dict"])
-            model.eval()
-            loaded = _loaded(ZooModel(name, rec["task"], model, rec, key, dict(stored["baseline"]), splits, path, "loaded"))
-        except Exception as exc:  # any unreadable cache is rebuilt: it is a cache, the recipe can make it again
-            note = f"rebuilt: the cache file {path} did not load ({_first_line(exc)})"
-            warnings.warn(note, stacklevel=2)
-            model = build(rec)
+            loaded, sidecar = _load_cached(name, rec, key, splits, path)
+        except Exception as exc:  # any unreadable or damaged cache is rebuilt: it is a cache, the recipe can make it again
+            note = rebuilt_note(path, exc)
+            cache_note(note, stacklevel=3)  # the caller of load()
         else:  # outside the try: a sidecar that cannot be rewritten is an error of its own, not a reason to retrain
-            _check_sidecar(loaded)
+            _register(loaded)
+            _check_sidecar(loaded, sidecar)
             return loaded
+    model = build(rec)
     why = "asked to rebuild" if rebuild else "on first use" if note == "trained" else "its cache file did not load"
     progress(f"{training_label(name)}: {why} ({train_estimate(name)}; cached in {path.parent})", 0.0)
     started = time.perf_counter()
@@ -310,9 +306,54 @@ def _load_or_train(
     baseline = {f"{split}_{metric}": _evaluate(rec["task"], model, splits[split], None) for split in ("val", "test")}
     seconds = time.perf_counter() - started
     zm = _loaded(ZooModel(name, rec["task"], model, rec, key, baseline, splits, path, note))
-    _save(path, {"key": key, "recipe": json.dumps(rec), "state_dict": model.state_dict(), "baseline": baseline})
+    state = {"key": key, "recipe": json.dumps(rec), "state_dict": model.state_dict(), "baseline": baseline, "weights": zm.fingerprint}
+    _save(path, state)
     _write_sidecar(zm, round(seconds, 1), torch.get_num_threads())
     return zm
+
+
+def _load_cached(name: str, rec: dict[str, Any], key: str, splits: dict[str, Split], path: Path) -> tuple[ZooModel, dict[str, Any] | str]:
+    """The model in cache file ``path``, checked, with its sidecar (or why the sidecar did not load).
+
+    Torch reads a weights file whose tensor bytes were overwritten without a word (the zip's
+    checksums are not verified), so the weights' fingerprint is compared with the one the file and
+    its sidecar record. It costs no extra pass: every loaded model is fingerprinted anyway
+    (:attr:`ZooModel.fingerprint`, for :func:`used_models`).
+
+    Raises:
+        DamagedCache: the file holds another recipe, or weights other than those recorded.
+        Exception: whatever torch raises on a file it cannot read.
+    """
+    stored = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(stored, dict) or stored.get("key") != key:
+        held = stored.get("key") if isinstance(stored, dict) else None
+        raise DamagedCache(f"it holds recipe {held!r}, not {key!r}")
+    model = build(rec)
+    model.load_state_dict(stored["state_dict"])
+    model.eval()
+    zm = ZooModel(name, rec["task"], model, rec, key, dict(stored["baseline"]), splits, path, "loaded")
+    zm.fingerprint = weights_fingerprint(model)
+    sidecar = _read_sidecar(path.with_suffix(".json"))
+    for where, recorded in (("the file itself", stored.get("weights")), ("its sidecar", _recorded_weights(sidecar, key))):
+        if recorded is not None and recorded != zm.fingerprint:
+            raise DamagedCache(f"damaged: its weights hash to {zm.fingerprint}, {where} records {recorded}")
+    return zm, sidecar
+
+
+def _read_sidecar(sidecar: Path) -> dict[str, Any] | str:
+    """The sidecar's JSON object, or why there is none (``did not load (...)``, ``is not a JSON object``)."""
+    try:
+        info = json.loads(sidecar.read_text())
+    except (OSError, ValueError) as exc:
+        return f"did not load ({why_not_loaded(exc)})"
+    return info if isinstance(info, dict) else "is not a JSON object"
+
+
+def _recorded_weights(sidecar: dict[str, Any] | str, key: str) -> str | None:
+    """The weights' fingerprint a sidecar of recipe ``key`` records (None: it is not one, or records none)."""
+    if isinstance(sidecar, dict) and sidecar.get("key") == key and isinstance(sidecar.get("weights"), str):
+        return str(sidecar["weights"])
+    return None
 
 
 def _write_sidecar(zm: ZooModel, train_s: float | None, threads: int | None) -> None:
@@ -324,24 +365,17 @@ def _write_sidecar(zm: ZooModel, train_s: float | None, threads: int | None) -> 
     _save_text(zm.path.with_suffix(".json"), json.dumps(sidecar))
 
 
-def _check_sidecar(zm: ZooModel) -> None:
+def _check_sidecar(zm: ZooModel, sidecar: dict[str, Any] | str) -> None:
     """Rewrite a missing or unreadable sidecar of weights that loaded, from them (with a note: the training time is lost)."""
-    sidecar = zm.path.with_suffix(".json")
-    try:
-        info = json.loads(sidecar.read_text())
-        if isinstance(info, dict) and info.get("key") == zm.key and isinstance(info.get("baseline"), dict):
+    if isinstance(sidecar, dict):
+        if sidecar.get("key") == zm.key and isinstance(sidecar.get("baseline"), dict):
             return
         why = "does not describe these weights"
-    except (OSError, ValueError) as exc:
-        why = f"did not load ({_first_line(exc)})"
+    else:
+        why = sidecar
     _write_sidecar(zm, None, None)
-    warnings.warn(f"repaired: the cache's sidecar {sidecar} {why}; rewritten from the weights file (training time unknown)", stacklevel=3)
-
-
-def _first_line(exc: BaseException) -> str:
-    """``Type: the message's first line`` (torch's unpickling errors run to many lines of advice)."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:200]}" if text else f"{type(exc).__name__}: the file is empty or cut short"
+    path = zm.path.with_suffix(".json")
+    cache_note(f"repaired: the cache's sidecar {path} {why}; rewritten from the weights file (training time unknown)", stacklevel=4)
 
 
 def checkpoint_steps(total: int, n: int) -> tuple[int, ...]:
@@ -455,33 +489,13 @@ def train_fresh(
     return zm
 
 
-@contextlib.contextmanager
-def _exclusive(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock beside ``path`` (``flock``; a no-op where the platform has none)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if fcntl is None:
-        yield
-        return
-    with open(path.with_name(f".{path.name}.lock"), "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _save(path: Path, obj: dict[str, Any]) -> None:
-    # write then rename: a killed training never leaves a half-written cache file behind
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    # write then rename: a killed training never leaves a half-written cache file behind, a failed one no temporary file
+    atomic_write(path, lambda tmp: torch.save(obj, tmp))
 
 
 def _save_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    atomic_write(path, lambda tmp: tmp.write_text(text))
 
 
 def _loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
