@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import math
 import os
@@ -328,15 +329,34 @@ def _read_only_sqlite(path: Path, busy_s: float) -> Callable[[], sqlite3.Connect
     return connect
 
 
-def _sqlite_folder_ready(url: str | None, resolved: str) -> Path | None:
-    """The SQLite file path (None for other URLs): the default folder (``./runs/``) is created, any other must exist."""
+def _sqlite_folder_ready(url: str | None, resolved: str, *, create: bool = True) -> Path | None:
+    """The SQLite file path (None for other URLs): the default folder (``./runs/``) is created (``create``), any other must exist."""
     path = sqlite_path(resolved)
     if path is not None:
         if url is None or path.parent == DEFAULT_FOLDER:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            if create:
+                path.parent.mkdir(parents=True, exist_ok=True)
         elif not path.parent.is_dir():
             raise StorageError(f"cannot open storage {url!r}: folder {str(path.parent)!r} does not exist; create it or pick another path")
     return path
+
+
+def check_openable(url: str | None) -> None:
+    """Raise what opening ``url`` for a search would raise (a malformed URL, a server that does not answer, a SQLite
+    path in a missing folder, a damaged file), creating nothing: a new SQLite file is made later, with the study.
+
+    For the checks a command runs before its own (its proposer's ``--kb-from``, its reasoner's endpoint): a bad
+    storage is the first line the user reads, and a command refused afterwards leaves no new file behind.
+
+    Raises:
+        StorageError: as :func:`open_storage`.
+    """
+    resolved = resolve_storage_url(url)
+    path = _sqlite_folder_ready(url, resolved, create=False)
+    if path is not None and not path.exists():
+        return
+    with contextlib.suppress(StorageMissingError):  # a database without coevo's tables yet: the search creates them
+        open_storage(url, create=False)
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -15,6 +15,7 @@ from coevo.sim.he.ckks import HEParams
 from coevo.sim.he.config import HeConfig
 from coevo.sim.he.model import Recipe
 from coevo.sim.he.run import he_gcn, median_or_none
+from coevo.sim.zoo.cache_files import collected_notes
 from coevo.tools._base import Tool, ToolArgs, ToolResult
 
 
@@ -100,10 +101,11 @@ class HEGcn(Tool):
             teacher_epochs=args.teacher_epochs,
             seed=args.seed,
         )
-        r = he_gcn(
-            recipe, encrypted_samples=args.encrypted_samples, repeats=args.repeats, params=params,
-            scale_bits=args.scale_bits, predict=False, progress=lambda what, f: report(what, f),
-        )  # fmt: skip
+        with collected_notes() as rebuilt:  # a damaged cached teacher or student is trained again: say so in the messages
+            r = he_gcn(
+                recipe, encrypted_samples=args.encrypted_samples, repeats=args.repeats, params=params,
+                scale_bits=args.scale_bits, predict=False, progress=lambda what, f: report(what, f),
+            )  # fmt: skip
         latency = median_or_none(r.pass_seconds)
         value = {
             "dataset": args.dataset,
@@ -129,6 +131,7 @@ class HEGcn(Tool):
         return ToolResult(
             value=value,
             messages=[
+                *rebuilt,
                 "accuracy in %; test_accuracy is the torch student's, test_accuracy_plan the compiled plan's in float64 (what the "
                 "encrypted pass computes, noise aside); kept_per_block: non-linear positions (of 2) every node of each block keeps; "
                 "level_per_layer: the level after each linear operation; encrypted_agreement: share of encrypted predictions equal to the "

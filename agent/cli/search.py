@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -70,9 +69,8 @@ def run(args: argparse.Namespace) -> int:
     from coevo.agent.cli import command_started
     from coevo.agent.cli.worker import WorkerProcesses
     from coevo.agent.run_config import make_proposer
-    from coevo.search.errors import StorageMissingError
     from coevo.search.runner import Progress as SearchProgress
-    from coevo.search.storage import open_storage
+    from coevo.search.storage import check_openable
 
     # the result's wall_s counts from the command's start: loading and building the problem is the user's wait too
     started = command_started()
@@ -92,8 +90,7 @@ def run(args: argparse.Namespace) -> int:
     # the storage before the reasoner's banner: a dead database or a typo in its path is the one line the user sees.
     # Not before the problem is built: that would create the study's database before the problem's own checks of its
     # options (a deploy-lm board too small for --pes) and leave a file behind them
-    with contextlib.suppress(StorageMissingError):  # nothing stored there yet: the study creates it after the checks below
-        open_storage(config.storage, create=False)  # read only, so a bad --kb-from leaves no new SQLite file behind
+    check_openable(config.storage)  # creating nothing: a bad --kb-from below leaves no new SQLite file behind
     proposer = make_proposer(config, on_reasoner=announce)  # outside the bar: an LLM endpoint check shows its own spinner
     others = WorkerProcesses(config, settings, args.workers - 1)
     name = f"search {config.proposer}" + (f", {args.workers} workers" if args.workers > 1 else "")

@@ -28,7 +28,7 @@ try:  # POSIX: rebuilding a cache entry is locked across processes
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["CacheNote", "DamagedCache", "atomic_write", "exclusive", "note", "rebuilt_note", "why_not_loaded"]
+__all__ = ["CacheNote", "DamagedCache", "atomic_write", "collected_notes", "exclusive", "note", "rebuilt_note", "why_not_loaded"]
 
 
 class CacheNote(UserWarning):
@@ -57,6 +57,23 @@ def rebuilt_note(path: Path, exc: BaseException, again: str = "trained again") -
 def note(text: str, stacklevel: int = 1) -> None:
     """Tell the user ``text`` as a :class:`CacheNote` (``stacklevel`` counts from the caller of this function)."""
     warnings.warn(text, CacheNote, stacklevel=stacklevel + 1)
+
+
+@contextlib.contextmanager
+def collected_notes() -> Iterator[list[str]]:
+    """The texts of the :class:`CacheNote` warnings the block raises, filled in when it ends (a tool's messages).
+
+    Every other warning goes on as it would have without the block.
+    """
+    notes: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CacheNote)
+        yield notes
+    for w in caught:
+        if issubclass(w.category, CacheNote):
+            notes.append(str(w.message))
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def atomic_write(path: Path, write: Callable[[Path], object]) -> None:
