@@ -7,10 +7,11 @@ from typing import Any
 
 import optuna
 
+from coevo.search.round_log import read_round_logs
 from coevo.search.runner import pays_expensive, stored_summary
 from coevo.search.storage import READ_TIMEOUTS
 from coevo.search.study import ATTR_BUDGET, ATTR_PROPOSER, ATTR_SPEC, failed_evaluation, open_stored_study, reopen, stored_code
-from coevo.search.workers import LOST, Coordination, worker_alive
+from coevo.search.workers import LOST, Coordination, lost_note, why_gone, worker_alive
 
 ALIVE_S = 30.0
 """A worker is alive when it was seen this recently (heartbeats come every few seconds)."""
@@ -27,18 +28,19 @@ def progress(storage: str | None, study_name: str, *, load_code: bool = True) ->
     result, ``failed`` those that failed, and ``budget_used`` both (what the budget counts);
     ``paid`` is the part that paid for the expensive objectives: ``budget_used``, 0 for a search
     that only estimates them (zero-cost mode), and None when that is not known (the problem's
-    code was not imported).
+    code was not imported). ``reasoner`` names what proposed a co-evolution search's rounds
+    (:func:`reasoner_label`; None for the other proposers). Each worker's ``evaluations`` are the
+    paid evaluations (failed ones included) of the trials it ran, counted from the trials, so
+    they sum to ``budget_used`` (a worker's own row is written every few seconds, and a killed
+    worker's never again).
     """
     study = open_stored_study(storage, study_name, create=False, timeouts=READ_TIMEOUTS)
     trials = study.get_trials(deepcopy=False)
-    workers = Coordination(storage, study_name, READ_TIMEOUTS, create=False).workers()
-    for w in workers:
-        w["alive"] = worker_alive(w, ALIVE_S)
-        if w["state"] == "running" and not w["alive"]:
-            w["state"] = LOST  # gone, and no worker started since to mark its row (a reader writes nothing)
+    paid = [t for t in trials if _paid(t)]
+    workers = _workers(Coordination(storage, study_name, READ_TIMEOUTS, create=False).workers(), paid)
     code = [] if load_code else stored_code(study)
-    evaluations = sum(t.state == optuna.trial.TrialState.COMPLETE and bool(t.user_attrs.get("query", True)) for t in trials)
     failed = sum(failed_evaluation(t) for t in trials)
+    evaluations = len(paid) - failed
     info: dict[str, Any] = {
         "study": study_name,
         "problem": study.user_attrs[ATTR_SPEC],
@@ -50,6 +52,7 @@ def progress(storage: str | None, study_name: str, *, load_code: bool = True) ->
         "budget": int(study.user_attrs.get(ATTR_BUDGET, 0)),
         "states": dict(Counter(t.state.name for t in trials)),
         "round": study.user_attrs.get("coevo.round"),
+        "reasoner": reasoner_label(read_round_logs(storage, study)),
         "hv_ratio": None,
         "front_recall": None,
         "front_size": None,
@@ -63,3 +66,47 @@ def progress(storage: str | None, study_name: str, *, load_code: bool = True) ->
     metrics = {"hv_ratio": result.hv_ratio, "front_recall": result.front_recall, "front_size": len(result.front)}
     metrics["paid"] = info["budget_used"] if pays_expensive(stored.problem.found_set) else 0
     return {**info, "problem": stored.problem.spec(), **metrics}
+
+
+def _paid(trial: optuna.trial.FrozenTrial) -> bool:
+    """Whether ``trial`` is one of the budget's evaluations: a complete query, or a failed evaluation."""
+    complete = trial.state == optuna.trial.TrialState.COMPLETE and bool(trial.user_attrs.get("query", True))
+    return complete or failed_evaluation(trial)
+
+
+def _workers(rows: list[dict[str, Any]], paid: list[optuna.trial.FrozenTrial]) -> list[dict[str, Any]]:
+    """The worker rows as a reader shows them: alive or not, ``lost`` when gone while saying ``running``, and the
+    evaluations of each counted from the trials it ran (see :func:`progress`). The reader writes nothing."""
+    ran = Counter(str(t.user_attrs.get("worker")) for t in paid)
+    for w in rows:
+        w["alive"] = worker_alive(w, ALIVE_S)
+        w["evaluations"] = ran.get(str(w["worker"]), 0)
+        if w["state"] == "running" and not w["alive"]:
+            # gone, and no worker started since to mark its row: said the way that worker would say it
+            w["state"] = LOST
+            w["note"] = lost_note(why_gone(w, ALIVE_S) or "its process ended")
+    return rows
+
+
+def reasoner_label(logs: dict[int, dict[str, Any]]) -> str | None:
+    """Which reasoner proposed a co-evolution study's rounds, from its round logs: ``offline (no LLM)``; for a study
+    resumed with another, each with its rounds (``offline (no LLM) in rounds 0-3; llm:m in rounds 4-9``); None when
+    no round names one (not a co-evolution search)."""
+    rounds_of: dict[str, list[int]] = {}
+    for number, log in sorted(logs.items()):
+        if log.get("reasoner"):
+            rounds_of.setdefault(str(log["reasoner"]), []).append(number)
+    if len(rounds_of) <= 1:
+        return next(iter(rounds_of), None)
+    return "; ".join(f"{label} in round{'s' if len(rs) > 1 else ''} {_spans(rs)}" for label, rs in rounds_of.items())
+
+
+def _spans(numbers: list[int]) -> str:
+    """``0, 1, 2, 5`` -> ``0-2, 5``."""
+    spans: list[list[int]] = []
+    for n in sorted(numbers):
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)

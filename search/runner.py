@@ -197,16 +197,21 @@ def run_search(
     opened = open_or_create(problem, proposer, storage=storage, study_name=name, seed=seed, budget=budget)
     notes = list(opened.notes)
     stopped = None
-    if budget < opened.paid:
-        notes.append(
-            f"study {name!r} already has {opened.paid} evaluations, more than --budget {budget}: nothing to do, its budget stays "
-            f"{opened.budget} (pass a budget above {opened.paid} to extend it)"
-        )
-    else:
-        if budget == opened.paid > 0:
+    if budget <= opened.paid:
+        # nothing left to pay for: no worker is started here or by on_open (`--workers N` would start N - 1 for nothing),
+        # and the progress display is told so, rather than showing a count that never moves
+        if budget < opened.paid:
+            notes.append(
+                f"study {name!r} already has {opened.paid} evaluations, more than --budget {budget}: nothing to do, its budget "
+                f"stays {opened.budget} (pass a budget above {opened.paid} to extend it)"
+            )
+        elif budget > 0:
             notes.append(
                 f"study {name!r} already has the {budget} evaluations of its budget: nothing new to evaluate (a larger budget extends it)"
             )
+        if on_progress is not None:
+            on_progress(Progress(opened.paid, opened.budget, len(opened.study.get_trials(deepcopy=False)), None, idle=True))
+    else:
         if on_open is not None:
             on_open(name)
         worker = Worker(

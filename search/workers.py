@@ -348,21 +348,25 @@ class Coordination:
                 .values(last_seen=time.time(), evaluations=evaluations, state=state, note=note)
             )
 
-    def mark_lost(self, worker: str, last_seen: float) -> None:
+    def mark_lost(self, worker: str, last_seen: float, reason: str = "no heartbeat, or its process ended") -> None:
         """Say in a worker's row that it is gone without stopping (killed, its machine down): state ``lost``.
 
         Only a row that still says ``running`` and has not beaten since ``last_seen`` (the value
-        its reader judged) changes: a worker that stopped, finished or beat in the meantime keeps
-        its own word.
+        its reader judged; ``math.inf`` for a process certainly gone) changes: a worker that
+        stopped, finished or beat in the meantime keeps its own word. The note is :func:`lost_note`'s.
         """
-        seen = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
         with self.engine.begin() as conn:
             conn.execute(
                 workers.update()
                 .where(workers.c.study == self.study, workers.c.worker == worker, workers.c.state == "running")
                 .where(workers.c.last_seen <= last_seen)
-                .values(state=LOST, note=f"found gone at {seen} (no heartbeat, or its process ended)")
+                .values(state=LOST, note=lost_note(reason))
             )
+
+    def release_all(self, owner: str) -> None:
+        """Give back every lease ``owner`` holds: only for an owner certainly gone (:func:`settle_dead_worker`)."""
+        with self.engine.begin() as conn:
+            conn.execute(leases.update().where(leases.c.study == self.study, leases.c.owner == owner).values(owner=None))
 
     def workers(self) -> list[dict[str, Any]]:
         """Every worker row of the study (none when a reader finds no table: nothing is created)."""
@@ -419,14 +423,17 @@ class Progress:
         budget: the study's budget.
         trials: trials of the study as this worker last counted them.
         hv_ratio: HV ratio of the paid evaluations this worker knows of (all of them in a
-            single-process search; refreshed each round it leads otherwise), or None when the
-            problem has no exact front or scores only its final front.
+            single-process search; refreshed each round it leads otherwise, and at its end), or
+            None when the problem has no exact front or scores only its final front.
+        idle: nothing was left to evaluate, so no worker ran (a rerun of a finished search): a
+            display shows nothing for it rather than a count that never moved.
     """
 
     queries: int
     budget: int
     trials: int
     hv_ratio: float | None
+    idle: bool = False
 
 
 MAX_TRIALS_PER_QUERY = 20
@@ -665,6 +672,8 @@ class Worker:
                         break
                 if self._led is not None:
                     self._retry("observing", lambda: self._observe_led(evaluations_from_study(self.problem, self.study)))
+                if self.on_progress is not None:
+                    self._retry("reporting", self._report_final)
             if self.stop.is_set():
                 state, note = (
                     "stopped",
@@ -759,7 +768,7 @@ class Worker:
         alive = {w["worker"] for w in others if worker_alive(w, self.settings.grace_s)}
         for w in others:
             if w["state"] == "running" and w["worker"] not in alive:
-                self.coord.mark_lost(w["worker"], float(w["last_seen"]))
+                self.coord.mark_lost(w["worker"], float(w["last_seen"]), why_gone(w, self.settings.grace_s) or "its process ended")
         for t in self.heart.get_all_trials(self.study_id, deepcopy=False, states=(TrialState.RUNNING,)):
             owner = t.user_attrs.get("worker")
             if not ((owner is None and alive) or owner in alive):
@@ -894,6 +903,16 @@ class Worker:
             hv = self._reference.hv_ratio(*self._found) if self._found[0] else None
         # the count read at the start of this step, plus this evaluation (others' show at the next step)
         self.on_progress(Progress(self._done + 1, self.budget, self._trials_at_start + self._asked, hv))
+
+    def _report_final(self) -> None:
+        """Tell ``on_progress`` the study's count and HV as this worker ends: every worker's evaluations, not only those
+        this worker counted at its last step (others finish their last ones after it), so the end line is the final count."""
+        assert self.on_progress is not None
+        done = self.coord.counts()[1]
+        evaluations = evaluations_from_study(self.problem, self.study)
+        self._refresh_found(evaluations)
+        hv = self._reference.hv_ratio(*self._found) if self._reference is not None and self._found[0] else None
+        self.on_progress(Progress(done, self.budget, int(self.heart.get_n_trials(self.study_id)), hv))
 
     def _trial(self, number: int) -> optuna.trial.FrozenTrial | None:
         """The study's trial ``number`` (None when there is none)."""
@@ -1077,17 +1096,108 @@ class Worker:
 
 
 def worker_alive(row: dict[str, Any], grace_s: float) -> bool:
-    """Whether a worker row belongs to a live worker: it says running, was seen within ``grace_s``, and, on this host, its pid exists."""
-    if row["state"] != "running" or time.time() - float(row["last_seen"]) > grace_s:
-        return False
+    """Whether a worker row belongs to a live worker: it says running, was seen within ``grace_s``, and, on this host, its
+    process exists and is not a zombie (:func:`why_gone`)."""
+    return row["state"] == "running" and why_gone(row, grace_s) is None
+
+
+def why_gone(row: dict[str, Any], grace_s: float) -> str | None:
+    """Why the worker of a row that says ``running`` is gone (for the row's note), or None while it looks alive.
+
+    Gone: no heartbeat for more than ``grace_s``, or, on this host, its pid names no process or a zombie (a worker killed
+    while its parent, a ``coevo search --workers N``, has not reaped it yet: the process is dead all the same).
+    """
+    silent = time.time() - float(row["last_seen"])
+    if silent > grace_s:
+        return f"no heartbeat for {silent:.0f} s"
     if row["host"] == socket.gethostname():
-        try:
-            os.kill(int(row["pid"]), 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True  # a process of another user has that pid
-    return True
+        return process_gone(int(row["pid"]))
+    return None
+
+
+def process_gone(pid: int) -> str | None:
+    """Why process ``pid`` of this host is certainly gone (it does not exist, or it is a zombie), None when it may run."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return f"its process {pid} has ended"
+    except PermissionError:
+        return None  # a process of another user has that pid
+    if _zombie(pid):
+        return f"its process {pid} has ended (a zombie its parent has not reaped yet)"
+    return None
+
+
+def _zombie(pid: int) -> bool:
+    """Whether ``pid`` is a zombie: state ``Z`` in ``/proc/PID/stat`` (False where there is no /proc to read)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    # "pid (comm) state ...": comm may hold spaces and parentheses, so the state follows the last ")"
+    fields = stat[stat.rfind(")") + 1 :].split()
+    return bool(fields) and fields[0] in ("Z", "X")
+
+
+def lost_note(reason: str) -> str:
+    """The note of a worker row found gone (``lost``), as the worker that marks it and a reader that only shows it write it."""
+    return f"found gone at {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime())}: {reason}"
+
+
+def settle_dead_worker(storage: str | None, study: str, pid: int, since: float, reason: str, settings: WorkerSettings) -> str | None:
+    """Hand over at once what worker process ``pid`` of this host held, when its parent saw it end (``reason``).
+
+    Only for a process that is certainly gone (its parent reaped it, so its pid names nothing of it any more), which
+    is what the lease's expiry and the heartbeats' grace otherwise wait to be sure of: its row (registered on this host
+    with this pid since ``since``, a ``time.time()``) is marked ``lost`` with ``reason``, the leases it held (the
+    round's) are released, so the next worker leads the round now rather than after three grace periods, and its
+    RUNNING trials are failed and re-queued, as a worker starting after it would do. Returns the worker's name, None
+    when it had registered no row (it died starting).
+    """
+    coord = Coordination(storage, study, settings.timeouts, create=False)
+    try:
+        rows = [
+            w
+            for w in coord.workers()
+            if w["host"] == socket.gethostname() and int(w["pid"]) == pid and float(w["started_at"]) >= since - 1.0
+        ]
+        if not rows:
+            return None
+        name = str(max(rows, key=lambda w: float(w["started_at"]))["worker"])
+        coord.mark_lost(name, math.inf, reason)
+        coord.release_all(name)
+    finally:
+        coord.engine.dispose()
+    _fail_running_trials_of(storage, study, name, settings)
+    return name
+
+
+def _fail_running_trials_of(storage: str | None, study_name: str, worker: str, settings: WorkerSettings) -> None:
+    """Fail and re-queue the RUNNING trials of dead ``worker`` (each copy takes its trial's claim over)."""
+    with _quiet_optuna():
+        rdb = open_storage(storage, timeouts=settings.timeouts, create=False)
+    try:
+        _fail_running(rdb, study_name, worker)
+    finally:
+        rdb.engine.dispose()  # a search's own process calls this: its connections must not pile up
+
+
+def _fail_running(rdb: optuna.storages.RDBStorage, study_name: str, worker: str) -> None:
+    """:func:`_fail_running_trials_of` on an open storage."""
+    with _quiet_optuna():
+        study = optuna.load_study(study_name=study_name, storage=rdb, sampler=optuna.samplers.RandomSampler())
+        study_id = rdb.get_study_id_from_name(study_name)
+        requeue = _RequeueStale(max_retry=None)
+        for t in rdb.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,)):
+            if t.user_attrs.get("worker") != worker:
+                continue
+            trial_id = rdb.get_trial_id_from_study_id_trial_number(study_id, t.number)
+            try:
+                if rdb.set_trial_state_values(trial_id, state=TrialState.FAIL):
+                    requeue(study, rdb.get_trial(trial_id))
+            except optuna.exceptions.UpdateFinishedTrialError:
+                pass  # a worker failed it as stale first
 
 
 def _stop_on_signals(stop: threading.Event) -> Callable[[], None]:

@@ -341,6 +341,9 @@ def search_progress(name: str, budget: int, work: Callable[[Callable[[Progress],
         task = bar.add_task(name, total=budget, detail=detail(0, budget, None))
 
         def update(p: Progress) -> None:
+            if p.idle:  # nothing was left to evaluate (the run's note says so): a 0/600 that never moved would mislead
+                bar.discard(task)
+                return
             bar.update(task, total=p.budget, completed=p.queries, detail=detail(p.queries, p.budget, p.hv_ratio))
 
         return work(update)

@@ -10,7 +10,9 @@ task that ends or fails before it is under way writes nothing: a quick command s
 and a bad input stays the one line of its error. Long work reported through :mod:`search.work_progress` (a zoo
 model trained on first use, proxy scoring, the few-shot stage) becomes a task of its own
 (:meth:`Reporter.listening`), whose first report, an announcement with an estimate, stays on
-screen as a line.
+screen as a line once the work has run :data:`START_AFTER_S` seconds (on a terminal too): work
+that ends sooner (the prediction stage of a read-only ``coevo runs list``) writes nothing,
+though its reports move at once.
 """
 
 from __future__ import annotations
@@ -124,6 +126,7 @@ class Reporter:
             speed_estimate_period=SPEED_WINDOW_S,
         )
         self._last: dict[TaskID, float] = {}
+        self._pending: dict[TaskID, tuple[str, float]] = {}  # announcements not written yet: their line and when they came
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
@@ -131,7 +134,7 @@ class Reporter:
 
     def __enter__(self) -> Reporter:
         self.bar.start()
-        if self.plain and self._ticking:
+        if self._ticking:  # on a terminal too: an announcement is printed once its work has run a while
             self._ticker = threading.Thread(target=self._tick_until_stopped, name="coevo-progress", daemon=True)
             self._ticker.start()
         return self
@@ -147,14 +150,16 @@ class Reporter:
     def add_task(self, description: str, total: float | None = None, detail: str = "", *, announce: bool = False) -> TaskID:
         """A new task (``total`` None: a phase without a count); ``announce`` keeps its description on screen as a line.
 
-        In plain mode an announcement is written at once; another task's first line waits until it is under way.
+        An announcement is written (plain mode: as its first plain line) once the task has run :attr:`start_after_s`,
+        whatever progress it reports meanwhile; one over sooner writes nothing. Another task's first line waits until it
+        is under way (progress, or :attr:`start_after_s`).
         """
         with self._lock:
             task = self.bar.add_task(description, total=total, detail=detail)
-            if self.plain and announce:
-                self._write(task)
-            elif announce:
-                self.console.print(description, markup=False, soft_wrap=True, highlight=False)
+            if announce:
+                current = self._task(task)
+                line = plain_line(current) if self.plain and current is not None else description
+                self._pending[task] = (line, self.clock())
             return task
 
     def update(self, task: TaskID, **fields: Any) -> None:
@@ -169,8 +174,9 @@ class Reporter:
             if current is None or not current.visible:
                 return
             if current.finished:
-                if self.plain and (task in self._last or current.completed > 0):
+                if self.plain and (task in self._last or (current.completed > 0 and task not in self._pending)):
                     self._write(task, ended=True)
+                self._pending.pop(task, None)  # over before it was announced: a quick step says nothing
                 self.bar.update(task, visible=False)
             elif self.plain:
                 self._write_if_due(current)
@@ -183,6 +189,15 @@ class Reporter:
                 self._write(task, ended=True)
             self.bar.remove_task(task)
             self._last.pop(task, None)
+            self._pending.pop(task, None)
+
+    def discard(self, task: TaskID) -> None:
+        """Drop a task without an end line: work that turned out to have nothing to do (a line it wrote already stays)."""
+        with self._lock:
+            if self._task(task) is not None:
+                self.bar.remove_task(task)
+            self._last.pop(task, None)
+            self._pending.pop(task, None)
 
     @contextmanager
     def phase(self, what: str) -> Iterator[None]:
@@ -224,11 +239,14 @@ class Reporter:
         """Write the plain line of every running task whose last line is :attr:`interval_s` old (plain mode).
 
         A phase without a count (``tool X · 0:13 elapsed``) that has written its first line stays
-        quiet while a counted task runs beside it: that task's lines say the work goes on, with more.
+        quiet while a counted task runs beside it: that task's lines say the work goes on, with more. On a terminal,
+        only the announcements that are due are printed (rich draws the rest).
         """
-        if not self.plain:
-            return
         with self._lock:
+            if not self.plain:
+                for task in self._running():
+                    self._announce_if_due(task)
+                return
             running = self._running()
             counted = any(t.total is not None for t in running)
             for task in running:
@@ -246,7 +264,22 @@ class Reporter:
     def _task(self, task: TaskID) -> Task | None:
         return next((t for t in self.bar.tasks if t.id == task), None)
 
+    def _announce_if_due(self, task: Task) -> bool:
+        """Write ``task``'s pending announcement once it has run :attr:`start_after_s`; True while it is still pending."""
+        pending = self._pending.get(task.id)
+        if pending is None:
+            return False
+        line, at = pending
+        if self.clock() - at < self.start_after_s:
+            return True
+        del self._pending[task.id]
+        self._last[task.id] = at  # the next line comes an interval after the announcement, as if it had been written then
+        self.console.print(line, markup=False, soft_wrap=True, highlight=False)
+        return False
+
     def _write_if_due(self, task: Task) -> None:
+        if self._announce_if_due(task):
+            return
         last = self._last.get(task.id)
         if last is not None:
             if self.clock() - last >= self.interval_s:

@@ -52,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
 _SHOWN = (
     "problem",
     "proposer",
+    "reasoner",
     "evaluations",
     "failed",
     "budget_used",
@@ -83,7 +84,7 @@ def _show(args: argparse.Namespace) -> int:
 
 def print_show(console: Console, study: str, info: dict[str, Any]) -> None:
     """``coevo runs show``'s tables: the search's progress, then its workers (every value whole)."""
-    summary = [[key, summary_cell(info[key])] for key in _SHOWN]
+    summary = [[key, reasoner_text(info) if key == "reasoner" else summary_cell(info[key])] for key in _SHOWN]
     print_table(console, f"study {study}", [Column("key"), Column("value", text=True)], summary, show_header=False)
     if info["workers"]:
         columns = [
@@ -115,8 +116,16 @@ def _note_not_loaded(rows: list[dict[str, Any]]) -> None:
         )
 
 
+_HINT = " (run a search first, or pass --storage)"
+"""The end of :func:`search.storage.check_exists`'s message for a missing file, which an explicit ``--storage`` already passed."""
+
+
 def _list(args: argparse.Namespace) -> int:
-    """``coevo runs list``: every coevo search in the storage (none stored yet is an answer, not a failure)."""
+    """``coevo runs list``: every coevo search in the storage.
+
+    None stored yet in the default storage is an answer (exit 0); a ``--storage`` that does not exist, or holds no
+    studies, is an error (exit 2), as for chat's ``/runs``.
+    """
     import optuna
 
     from coevo.search.progress import progress
@@ -125,7 +134,11 @@ def _list(args: argparse.Namespace) -> int:
     try:
         check_exists(args.storage)
     except StorageMissingError as exc:
-        err.print(f"no searches: {exc}")  # nothing is created
+        if args.storage is not None:
+            # a storage named on the command line that is not there is most likely a typo: an error (exit 2), as chat's
+            # /runs with --storage says; only the default storage, before the first search, is an empty answer
+            raise StorageMissingError(f"{str(exc).removesuffix(_HINT)}; nothing to list (is the URL right?)") from None
+        err.print(f"no searches yet: {exc}")  # nothing is created
         return 0
     names = [s.study_name for s in optuna.get_all_study_summaries(open_storage(args.storage, create=False), include_best_trial=False)]
     rows = []
@@ -149,9 +162,22 @@ def print_list(console: Console, rows: list[dict[str, Any]]) -> None:
     cells = []
     for r in rows:
         hv = f"{r['hv_ratio']:.4f}" if r["hv_ratio"] is not None else "-"
-        cells.append([r["study"], r["proposer"], used_text(r), hv, str(r["workers_alive"])])
-    columns = [Column("study"), Column("proposer"), Column("used/budget", text=True), Column("HV ratio"), Column("workers alive")]
+        cells.append([r["study"], r["proposer"], reasoner_text(r), used_text(r), hv, str(r["workers_alive"])])
+    columns = [
+        Column("study"),
+        Column("proposer"),
+        Column("reasoner", text=True),
+        Column("used/budget", text=True),
+        Column("HV ratio"),
+        Column("workers alive"),
+    ]
     print_table(console, f"{len(rows)} search{'' if len(rows) == 1 else 'es'}", columns, cells)
+
+
+def reasoner_text(info: dict[str, Any]) -> str:
+    """Which reasoner proposed a co-evolution search's rounds (``offline (no LLM)``, an LLM's label, or each with its
+    rounds for a study resumed with another); ``-`` for a search no reasoner proposes for (random, TPE, NSGA-II...)."""
+    return str(info.get("reasoner") or "-")
 
 
 def used_text(info: dict[str, Any]) -> str:

@@ -110,9 +110,22 @@ def run(args: argparse.Namespace) -> int:
     finally:
         failed = others.wait()
     if failed:
-        err.print(f"[yellow]{failed} worker process(es) exited with an error; rerun the same command to finish[/]")
+        err.print(workers_ended_line(failed, result), style="yellow", markup=False, soft_wrap=True)
     code = print_search(problem, result, as_json=args.json)
     return 130 if stopped_by_signal(result.stopped) else code
+
+
+def workers_ended_line(failed: int, result: Any) -> str:
+    """The search's last word on its worker processes that ended with an error (each was reported as it ended).
+
+    To rerun only when evaluations remain: a search that finished its budget without them has nothing left to finish.
+    """
+    left = result.budget - result.budget_used
+    ended = "1 worker process ended with an error" if failed == 1 else f"{failed} worker processes ended with an error"
+    it = "it" if failed == 1 else "them"
+    if left > 0:
+        return f"{ended}; {left} of the {result.budget} evaluations remain: rerun the same command to finish"
+    return f"{ended} (said above as it happened); the search finished its {result.budget} evaluations without {it}"
 
 
 def print_search(problem: Any, result: Any, *, as_json: bool = False) -> int:

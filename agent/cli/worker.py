@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +30,8 @@ from coevo.search.config import FLAGS, SearchConfig
 from coevo.search.problem import Problem
 from coevo.search.strict_json import strict_dumps
 from coevo.search.workers import Progress, WorkerSettings
+
+log = logging.getLogger(__name__)
 
 
 def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> None:
@@ -98,17 +103,31 @@ class WorkerProcesses:
 
     They read every option that shapes the search from the study itself (problem, proposer
     options, reasoner, budget); the API key reaches them through the environment, never
-    their command line.
+    their command line. While they run, a thread watches them (:meth:`check`): one that dies
+    (``kill -9``, an error) is reported at once, and, being this process's child and reaped,
+    certainly gone, so what it held is handed over at once (:func:`search.workers.settle_dead_worker`)
+    rather than after its round lease expires.
     """
+
+    WATCH_S = 0.5
+    """Seconds between two looks at the processes."""
 
     def __init__(self, config: SearchConfig, settings: WorkerSettings, count: int) -> None:
         self.config = config
         self.settings = settings
         self.count = count
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.study: str | None = None
+        self.ended: dict[int, str] = {}
+        """How each process that ended with an error ended (``was killed (SIGKILL)``), by its index in :attr:`procs`."""
+        self._seen: set[int] = set()
+        self._stopping = False
+        self._started_at = 0.0
+        self._done = threading.Event()
+        self._watcher: threading.Thread | None = None
 
     def start(self, study: str) -> None:
-        """Start the processes on ``study``."""
+        """Start the processes on ``study``, and the thread that watches them."""
         s, reasoner = self.settings, self.config.reasoner
         command = [sys.executable, "-m", "coevo.agent.cli", "worker", "--study", study, "--quiet"]
         command += ["--heartbeat", str(s.heartbeat_s), "--grace", str(s.grace_s), "--db-patience", str(s.patience_s)]
@@ -122,7 +141,12 @@ class WorkerProcesses:
         env = dict(os.environ)
         if reasoner is not None and reasoner.api_key:
             env[ENV_API_KEY] = reasoner.api_key
+        self.study = study
+        self._started_at = time.time()
         self.procs = [subprocess.Popen(command, stdout=subprocess.DEVNULL, env=env) for _ in range(self.count)]
+        if self.procs:
+            self._watcher = threading.Thread(target=self._watch, name="coevo-worker-watch", daemon=True)
+            self._watcher.start()
 
     def stop(self) -> None:
         """Pass a stop on to the processes still running (SIGTERM: each finishes or re-queues its evaluation).
@@ -130,12 +154,67 @@ class WorkerProcesses:
         A Ctrl-C in a terminal reaches the whole process group; a ``kill``, systemd or Slurm
         signals this process only, and the workers would go on with the search.
         """
+        self._stopping = True  # their exits are the stop's, not deaths to report
         for proc in self.procs:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
 
     def wait(self) -> int:
         """Wait for every process; returns how many exited with an error (a stop by a signal, 130, is none)."""
+        self._done.set()
+        if self._watcher is not None:
+            self._watcher.join()
         for proc in self.procs:
             proc.wait()
+        for line in self.check(settle=False):  # died after the watcher's last look: reported, nothing left to hand over
+            err.print(line, style="yellow", markup=False, soft_wrap=True)
         return sum(1 for p in self.procs if p.returncode not in (0, 130))
+
+    def check(self, *, settle: bool = True) -> list[str]:
+        """Look at the processes once: a line for each that has ended with an error since the last look (none during a stop).
+
+        With ``settle``, what a dead one held (its round lease, its running trial) is handed over at once.
+        """
+        lines = []
+        for i, proc in enumerate(self.procs):
+            code = proc.poll()
+            if code is None or i in self._seen:
+                continue
+            self._seen.add(i)
+            if code in (0, 130) or self._stopping:
+                continue
+            how = f"was killed ({_signal_name(-code)})" if code < 0 else f"exited with status {code}"
+            self.ended[i] = how
+            lines.append(self._ended_line(i + 2, proc.pid, how, settle=settle))
+        return lines
+
+    def _ended_line(self, number: int, pid: int, how: str, *, settle: bool) -> str:
+        """What to say of worker process ``number`` that ended (``how``), after handing over what it held when ``settle``."""
+        from coevo.search.workers import settle_dead_worker
+
+        what = f"worker process {number} of {self.count + 1} (pid {pid}) {how}"
+        if not settle or self.study is None:
+            return what
+        lease_s = 3 * self.settings.grace_s
+        try:
+            name = settle_dead_worker(self.config.storage, self.study, pid, self._started_at, f"{how}, seen by its search", self.settings)
+        except Exception as exc:  # the watcher must not die of a database fault: the lease's expiry still covers this
+            log.warning("could not hand over what worker process %d held: %s", number, exc)
+            return f"{what}; its round and trial are taken over once its lease expires (within {lease_s:g} s)"
+        if name is None:
+            return f"{what} before it registered; the search goes on without it"
+        return f"{what}; its round lease and running trial were handed over at once, the search goes on without it"
+
+    def _watch(self) -> None:
+        """Report each process that dies while the search runs (:meth:`check`), until :meth:`wait`."""
+        while not self._done.wait(self.WATCH_S):
+            for line in self.check():
+                err.print(line, style="yellow", markup=False, soft_wrap=True)
+
+
+def _signal_name(number: int) -> str:
+    """``SIGKILL`` for 9 (the number when it names no signal)."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

@@ -132,7 +132,9 @@ def test_runs_delete_removes_the_study_and_what_coevo_keeps_for_it(
 def test_read_only_commands_create_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["runs", "list"]) == 0  # the default storage does not exist yet: an answer, not an error
     assert "no searches" in capsys.readouterr().err
-    assert main(["runs", "list", "--storage", f"sqlite:///{tmp_path / 'typo.sqlite3'}"]) == 0
+    # a storage named on the command line that is not there is a typo: exit 2, as chat's /runs says
+    assert main(["runs", "list", "--storage", f"sqlite:///{tmp_path / 'typo.sqlite3'}"]) == 2
+    assert "does not exist; nothing to list" in capsys.readouterr().err
     assert main(["kb", "list"]) == 2
     assert main(["chat", "--once", "/runs", "--storage", f"sqlite:///{tmp_path / 'typo.sqlite3'}"]) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # no runs/, no SQLite file

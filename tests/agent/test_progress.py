@@ -137,13 +137,42 @@ def test_reported_long_work_is_announced_then_followed_then_ended() -> None:
         clock.now = 12.0
         report("training zoo model m: epoch 4 of 4", 1.0)
         report("unrelated: after the end", 0.5)  # another kind of work: a task of its own
+        clock.now = 15.0
+        reporter.tick()
     got = lines(buffer)
     assert got[0].startswith("training zoo model m: on first use (about 80 s on 2 cores; cached in /c) · 0%")
     assert got[1] == "training zoo model m: epoch 2 of 4 · 50% · 0:06 elapsed · eta 0:06"
     assert got[2] == "training zoo model m: epoch 4 of 4 · 100% · ended after 0:12"
-    assert got[3].startswith("unrelated: after the end · 50%")
+    assert got[3].startswith("unrelated: after the end · 50%")  # announced once it had run 3 s
     assert got[4].startswith("unrelated: after the end · 50% · ended after")  # still running when the block ended
     assert len(got) == 5
+
+
+def test_reported_work_over_before_it_is_under_way_writes_nothing() -> None:
+    # `coevo runs list` of a --budget 0 study re-runs its prediction stage and scores its front in well under the 3 s
+    # a person waits before being told: its announcements moved to 100% at once, and used to be written all the same
+    clock = FakeClock()
+    reporter, buffer = plain_reporter(clock)
+    with reporter.listening():
+        report("prediction stage: fitting the predictor (0 paid designs)", 0.0)
+        clock.now = 0.5
+        report("prediction stage: scoring designs", 0.6)
+        clock.now = 1.0
+        report("prediction stage: done", 1.0)
+        report("scoring the reported designs on the true objectives: 0 of 37 designs", 0.0)
+        clock.now = 2.0
+        report("scoring the reported designs on the true objectives: 20 of 37 designs", 0.5)
+        reporter.tick()
+    assert lines(buffer) == []
+    # the same on a terminal: no announcement is printed for it
+    buffer = io.StringIO()
+    reporter = Reporter(Console(file=buffer, force_terminal=True, width=200), clock=clock, ticking=False)
+    with reporter.listening():
+        report("prediction stage: fitting the predictor (0 paid designs)", 0.0)
+        clock.now = 2.5
+        reporter.tick()
+        report("prediction stage: done", 1.0)
+    assert "prediction stage" not in buffer.getvalue()
 
 
 def test_a_piped_search_writes_progress_lines_and_its_wall_time_covers_the_command(
