@@ -165,6 +165,12 @@ def _session(ctx: CommandContext, rest: str) -> Outcome:
 
 
 def _exit(ctx: CommandContext, rest: str) -> Outcome:
+    if not ctx.kept:
+        # the call's session lived in an in-memory store whose ids restart at S1: naming it would point at
+        # whichever stored session happens to have that id
+        said = "nothing to resume: this call's session is not kept (--once without --session)"
+        ctx.console.print(said)
+        return Outcome(True, f"exit; {said}", exit=True, value={"session": None, "resume": None})
     return Outcome(True, "exit", exit=True, value={"session": ctx.session, "resume": f"coevo chat --session {ctx.session}"})
 
 
@@ -180,7 +186,7 @@ COMMANDS: dict[str, tuple[Handler, str, str]] = {
     ),
     "/runs": (_runs, "/runs", "the studies in storage"),
     "/session": (_session, "/session", "this session's id and token use"),
-    "/exit": (_exit, "/exit", "leave (the session is kept; resume with --session)"),
+    "/exit": (_exit, "/exit", "leave (the session is kept, except under --once without --session; resume with --session)"),
 }
 ALIASES = {"/quit": "/exit", "/q": "/exit", "/?": "/help"}
 

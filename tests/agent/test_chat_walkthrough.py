@@ -1,0 +1,46 @@
+"""What a new user's walk-through of ``coevo chat`` found: each test shows one thing that was wrong and is now right."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from coevo.agent.chat.store import SessionStore
+from coevo.agent.cli import main
+
+
+@pytest.fixture(autouse=True)
+def _no_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("COEVO_LLM_BASE_URL", "COEVO_LLM_MODEL", "OPENAI_API_KEY", "COEVO_WORKSPACE"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def once_json(capfd: pytest.CaptureFixture[str], storage: str, text: str, *extra: str) -> tuple[int, dict[str, Any], str]:
+    """``coevo chat --storage STORAGE --once TEXT --json``: exit code, its one JSON object, and stderr."""
+    capfd.readouterr()
+    code = main(["chat", "--storage", storage, "--once", text, "--json", *extra])
+    out, err = capfd.readouterr()
+    assert out.count("\n") == 1, f"stdout is not one line: {out!r}"
+    return code, json.loads(out), err
+
+
+# ---------------------------------------------------------------- 1: /exit under --once names no other session
+
+
+def test_exit_under_once_without_session_names_no_stored_session(capfd: pytest.CaptureFixture[str], storage: str) -> None:
+    store = SessionStore(storage)
+    older = store.create(None)  # an unrelated session already stored: S1
+    code, record, _ = once_json(capfd, storage, "/exit")
+    assert code == 0 and record["session"] is None
+    assert record["value"] == {"session": None, "resume": None}, record
+    assert "nothing to resume" in record["summary"] and older not in json.dumps(record)
+    # for people too: no resume hint pointing at S1
+    capfd.readouterr()
+    assert main(["chat", "--storage", storage, "--once", "/exit"]) == 0
+    out, _ = capfd.readouterr()
+    assert "nothing to resume" in out and older not in out
+    # with --session the call's session is the one to resume
+    code, record, _ = once_json(capfd, storage, "/exit", "--session", older)
+    assert record["session"] == older and record["value"] == {"session": older, "resume": f"coevo chat --session {older}"}
