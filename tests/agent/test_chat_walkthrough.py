@@ -44,3 +44,26 @@ def test_exit_under_once_without_session_names_no_stored_session(capfd: pytest.C
     # with --session the call's session is the one to resume
     code, record, _ = once_json(capfd, storage, "/exit", "--session", older)
     assert record["session"] == older and record["value"] == {"session": older, "resume": f"coevo chat --session {older}"}
+
+
+# ---------------------------------------------------------------- 5: /run rounds as `coevo tools run --json` does
+
+
+def test_run_under_once_json_gives_the_numbers_tools_run_json_gives(capfd: pytest.CaptureFixture[str], storage: str) -> None:
+    from coevo.search.nb201 import NB201Problem
+    from coevo.search.runner import run_search
+
+    run_search(NB201Problem(dataset="cifar10", device="fpga"), "random", budget=4, storage=storage, study_name="s")
+    args = json.dumps({"study": "s", "storage": storage})
+    capfd.readouterr()
+    assert main(["tools", "run", "study.front", "--args", args, "--json"]) == 0
+    printed = json.loads(capfd.readouterr().out)
+    code, record, _ = once_json(capfd, storage, f"/run study.front {args}")
+    assert code == 0 and record["ok"]
+    hv = record["value"]["value"]["hv_ratio"]
+    assert hv == printed["value"]["hv_ratio"] == float(f"{hv:.7g}"), hv  # 7 significant digits, as the CLI prints
+    assert record["value"] == printed  # every number, not only the HV ratio
+    code, record, _ = once_json(capfd, storage, "/runs")
+    assert main(["tools", "run", "studies.list", "--args", json.dumps({"storage": storage}), "--json"]) == 0
+    listed = json.loads(capfd.readouterr().out)
+    assert code == 0 and record["value"] == listed["value"]
