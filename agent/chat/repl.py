@@ -71,7 +71,9 @@ class Terminal:
             self.console.print()
             self.streaming = False
         if kind == "tool_start":
-            self.console.print(f"[cyan]→ {escape(data['name'])}[/] {escape(json.dumps(data['args']))}", soft_wrap=True)
+            args = data["args"]  # the text as the model sent it when that is not a JSON object
+            shown = args if isinstance(args, str) else json.dumps(args)
+            self.console.print(f"[cyan]→ {escape(data['name'])}[/] {escape(shown)}", soft_wrap=True)
             self.status = self.console.status(f"running {data['name']} ...")
             self.status.start()
         elif kind == "tool_end":

@@ -9,6 +9,7 @@ import pytest
 
 from coevo.agent.chat.store import SessionStore
 from coevo.agent.cli import main
+from tests.fakes.openai_server import FakeOpenAI
 
 
 @pytest.fixture(autouse=True)
@@ -67,3 +68,28 @@ def test_run_under_once_json_gives_the_numbers_tools_run_json_gives(capfd: pytes
     assert main(["tools", "run", "studies.list", "--args", json.dumps({"storage": storage}), "--json"]) == 0
     listed = json.loads(capfd.readouterr().out)
     assert code == 0 and record["value"] == listed["value"]
+
+
+# ---------------------------------------------------------------- 2: bad tool calls shown as made, and the model told why
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streaming", "non-streaming"])
+def test_bad_tool_calls_are_shown_as_made_counted_and_explained(capfd: pytest.CaptureFixture[str], storage: str, stream: bool) -> None:
+    script = [
+        {"tool_calls": [{"name": "nb201_query", "arguments": "{bad"}, {"name": "nosuch_tool", "arguments": {"x": 1}}]},
+        {"content": "Sorry, let me try again later."},
+    ]
+    with FakeOpenAI(script) as fake:
+        capfd.readouterr()
+        argv = ["chat", "--storage", storage, "--once", "query a cell", "--llm-base-url", fake.url, "--llm-model", "m"]
+        assert main(argv + ([] if stream else ["--no-stream"])) == 0
+        out, _ = capfd.readouterr()
+    told = {m["tool_call_id"]: m["content"] for m in fake.requests[1]["messages"] if m["role"] == "tool"}
+    bad, unknown = told["call_1_0"], told["call_1_1"]
+    # the model is told the real problem: the JSON (streamed, LangChain completed `{bad` into `{}`: "arch: Field required")
+    assert "are not valid JSON (Expecting property name" in bad and "Field required" not in bad, bad
+    assert "there is no tool named 'nosuch_tool'" in unknown
+    # every call shown as the model made it (the raw text of arguments that are not JSON), with its outcome
+    assert "→ nb201.query {bad" in out and "← nb201.query error" in out, out
+    assert '→ nosuch_tool {"x": 1}' in out and "← nosuch_tool error" in out, out
+    assert out.count("→ ") == 2 and "2 tool call(s)" in out  # the footer counts what was shown
