@@ -183,6 +183,7 @@ class ChatAgent:
         stream: stream the replies (False: one response per call).
         retry: the seam's retry policy for model requests (default: one retry).
         allowed_storages: further storages the model's calls may use (``--allow-storage``).
+        endpoint: the endpoint's URL, named in errors (default: the model's ``openai_api_base``).
     """
 
     def __init__(
@@ -202,8 +203,12 @@ class ChatAgent:
         declined_hint: str = "",
         retry: RetryPolicy = CHAT_RETRY,
         allowed_storages: tuple[str, ...] = (),
+        endpoint: str | None = None,
     ) -> None:
         self.registry = registry
+        url = endpoint or getattr(model, "openai_api_base", None)
+        # named as a search's reasoner names it, so one endpoint's failure reads the same in both
+        self.where = f"the LLM endpoint {url}" if url else "the LLM endpoint"
         self.workspace = (workspace or workspace_of(storage)).resolve()
         # the policy asks through self.confirm at call time, so a later assignment takes effect; the tools'
         # storage is the session's, and the model reaches no other but those the user allowed
@@ -304,13 +309,21 @@ class ChatAgent:
             if not self.stream:
                 return self._invoke(messages)
             acc: AIMessageChunk | None = None
-            for chunk in self.model.stream(messages):
-                if isinstance(chunk.content, str) and chunk.content:
-                    shown = True
-                    self.on_event("token", {"text": clean_text(chunk.content)})
-                acc = chunk if acc is None else acc + chunk  # type: ignore[assignment]
+            try:
+                for chunk in self.model.stream(messages):
+                    if isinstance(chunk.content, str) and chunk.content:
+                        shown = True
+                        self.on_event("token", {"text": clean_text(chunk.content)})
+                    acc = chunk if acc is None else acc + chunk  # type: ignore[assignment]
+            except ValueError as exc:
+                if acc is not None or isinstance(exc, json.JSONDecodeError):
+                    raise
+                # LangChain's "No generation chunks were returned", said of a body holding no event at all
             if acc is None:
-                raise ValueError("the stream ended before its first chunk")
+                # no event in the reply (an error page, a JSON body, nothing): asked once without streaming, the
+                # endpoint either answers or fails with what is wrong with its reply (JSONDecodeError, an HTTP
+                # status), in the words a search uses for it, rather than "no generation chunks"
+                return self._invoke(messages)
             calls, bad = read_tool_calls(acc.tool_call_chunks)
             if not acc.content and not calls and not bad:
                 # an empty streamed reply is usually a refusal, and LangChain drops the refusal
@@ -328,7 +341,7 @@ class ChatAgent:
             )
 
         try:
-            reply = self.retry.call(once, may_retry=lambda: not shown)
+            reply = self.retry.call(once, where=self.where, may_retry=lambda: not shown)
         except EndpointError as exc:
             raise ChatModelError(f"{exc}; ask again") from exc
         return clean_reply(explain_invalid_calls(reply))

@@ -93,3 +93,22 @@ def test_bad_tool_calls_are_shown_as_made_counted_and_explained(capfd: pytest.Ca
     assert "→ nb201.query {bad" in out and "← nb201.query error" in out, out
     assert '→ nosuch_tool {"x": 1}' in out and "← nosuch_tool error" in out, out
     assert out.count("→ ") == 2 and "2 tool call(s)" in out  # the footer counts what was shown
+
+
+# ---------------------------------------------------------------- 3: a reply that is not JSON, named as a search names it
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streaming", "non-streaming"])
+def test_a_body_that_is_not_json_is_named_with_the_endpoint_as_the_search_names_it(
+    capfd: pytest.CaptureFixture[str], storage: str, stream: bool
+) -> None:
+    from coevo.agent.llm_client import describe_failure
+
+    with FakeOpenAI(default={"raw": "<html>nope</html>"}) as fake:
+        extra = ("--llm-base-url", fake.url, "--llm-model", "m", *(() if stream else ("--no-stream",)))
+        code, record, err = once_json(capfd, storage, "hello", *extra)
+    # the words of coevo search's LLM reasoner for the same failure (agent/reasoners/llm.py: where=f"the LLM endpoint {url}")
+    said = describe_failure(json.JSONDecodeError("Expecting value", "<html>nope</html>", 0), f"the LLM endpoint {fake.url}")
+    assert said.endswith("(JSONDecodeError: Expecting value: line 1 column 1 (char 0))")
+    assert code == 2 and record["error"] == f"{said}; ask again", record["error"]
+    assert "No generation chunks" not in err
