@@ -112,3 +112,39 @@ def test_a_body_that_is_not_json_is_named_with_the_endpoint_as_the_search_names_
     assert said.endswith("(JSONDecodeError: Expecting value: line 1 column 1 (char 0))")
     assert code == 2 and record["error"] == f"{said}; ask again", record["error"]
     assert "No generation chunks" not in err
+
+
+# ---------------------------------------------------------------- 4: --once --json: stderr only for errors and warnings
+
+
+def test_search_under_once_json_keeps_its_reasoner_and_progress_lines_in_the_json(capfd: pytest.CaptureFixture[str], storage: str) -> None:
+    code, record, err = once_json(capfd, storage, "/search --problem nb201 --budget 4 --study q --json")
+    assert code == 0 and record["ok"] and record["value"]["reasoner"] == "offline (no LLM)"
+    assert err == "", f"stderr:\n{err}"  # docs/chat.md: under --json stderr holds only errors and warnings
+    said = " ".join(record["stderr"].split())  # rich wraps the lines
+    assert "reasoner: offline (no LLM)" in said and "search pelnas · 4/4" in said and "ended after" in said
+    # an error still reaches stderr (and the record); the usage hint around it is the record's
+    code, record, err = once_json(capfd, storage, "/search --budget")
+    assert code == 2 and "error: argument --budget: expected one argument" in err and "--help" not in err, err
+    assert "run 'coevo search --help'" in record["stderr"]
+
+
+def test_held_stderr_passes_on_errors_and_warnings_only() -> None:
+    import io
+
+    from coevo.agent.chat.repl import HeldStderr
+
+    stream = io.StringIO()
+    held = HeldStderr(stream)
+    lines = [
+        "search pelnas · 1/4 · HV ratio 0.52 · 0:01 elapsed · eta 0:03\n",
+        "reasoner: offline (no LLM). Set COEVO_LLM_BASE_URL and\nCOEVO_LLM_MODEL to use an LLM.\n",
+        "2 of 30 paid evaluations failed (each counted once against the budget, not retried): trial 3 ...\n",
+        "1 worker process(es) exited with an error; rerun the same command to finish\n",
+        "x.py:3: UserWarning: careful\n",
+        "LLM request failed (JSONDecodeError), attempt 1/4; retrying in 1.0 s\n",
+        "coevo search: error: argument --budget: expected one argument\n",
+    ]
+    for line in lines:
+        held.write(line)
+    assert stream.getvalue() == "".join(lines[2:]) and held.text() == "".join(lines) and not held.isatty()
