@@ -13,6 +13,7 @@ module never imports the CLI, which sits above it.
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -26,7 +27,7 @@ from coevo.agent.chat.command_line import CommandLine
 from coevo.agent.chat.store import Event, SessionStore
 from coevo.agent.tables import Column, print_table, render_value
 from coevo.search.errors import CoevoError
-from coevo.tools import CallPolicy, Confirm, Registry, Tool, call_tool
+from coevo.tools import CallPolicy, Confirm, Registry, Tool, ToolResult, call_tool
 
 
 @dataclass
@@ -125,7 +126,17 @@ def _run(ctx: CommandContext, rest: str) -> Outcome:
     render_value(ctx.console, result.value, notes=result.messages)
     for m in result.messages:
         ctx.console.print(f"note: {m}", style="dim", markup=False, soft_wrap=True)  # a note's [brackets] are text
-    return Outcome(True, f"{tool.name}: ok", value=result.model_dump())  # a failing tool raised: dispatch records the error
+    return Outcome(True, f"{tool.name}: ok", value=as_data(result))  # a failing tool raised: dispatch records the error
+
+
+def as_data(result: ToolResult) -> dict[str, Any]:
+    """``result`` as ``coevo tools run --json`` prints it, as data: :meth:`ToolResult.to_strict_json` read back.
+
+    Its one rounding (floats to :data:`search.strict_json.SIGNIFICANT_DIGITS` significant digits, a NaN as null
+    with a note), so ``/run`` under ``--once --json`` gives the numbers the command line gives.
+    """
+    data: dict[str, Any] = json.loads(result.to_strict_json(indent=None))
+    return data
 
 
 def _cli(command: str) -> Handler:
@@ -147,8 +158,9 @@ def _cli(command: str) -> Handler:
 
 
 def _runs(ctx: CommandContext, rest: str) -> Outcome:
-    value = call_tool(ctx.registry.get("studies.list"), {"storage": ctx.storage}).value
-    render_value(ctx.console, value)
+    result = call_tool(ctx.registry.get("studies.list"), {"storage": ctx.storage})
+    render_value(ctx.console, result.value)
+    value = as_data(result)["value"]  # rounded as `coevo tools run studies.list --json` rounds it
     return Outcome(True, f"{len(value['studies'])} studies", value=value)
 
 
@@ -165,6 +177,12 @@ def _session(ctx: CommandContext, rest: str) -> Outcome:
 
 
 def _exit(ctx: CommandContext, rest: str) -> Outcome:
+    if not ctx.kept:
+        # the call's session lived in an in-memory store whose ids restart at S1: naming it would point at
+        # whichever stored session happens to have that id
+        said = "nothing to resume: this call's session is not kept (--once without --session)"
+        ctx.console.print(said)
+        return Outcome(True, f"exit; {said}", exit=True, value={"session": None, "resume": None})
     return Outcome(True, "exit", exit=True, value={"session": ctx.session, "resume": f"coevo chat --session {ctx.session}"})
 
 
@@ -180,7 +198,7 @@ COMMANDS: dict[str, tuple[Handler, str, str]] = {
     ),
     "/runs": (_runs, "/runs", "the studies in storage"),
     "/session": (_session, "/session", "this session's id and token use"),
-    "/exit": (_exit, "/exit", "leave (the session is kept; resume with --session)"),
+    "/exit": (_exit, "/exit", "leave (the session is kept, except under --once without --session; resume with --session)"),
 }
 ALIASES = {"/quit": "/exit", "/q": "/exit", "/?": "/help"}
 

@@ -27,13 +27,14 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.ai import add_usage
+from langchain_core.messages.tool import InvalidToolCall, ToolCall, ToolCallChunk, invalid_tool_call, tool_call
 
 from coevo.agent.chat.options import MAX_STEPS
 from coevo.agent.chat.store import Event, SessionStore
 from coevo.agent.llm_client import CHAT_RETRY, EndpointError, Price, RetryPolicy, clean_text, token_usage, truncate_result
 from coevo.prompts import load_prompt
 from coevo.search.errors import CoevoError, UserInputError
-from coevo.tools import CallPolicy, Confirm, Registry, llm_name, shown_url
+from coevo.tools import CallPolicy, Confirm, Registry, Tool, llm_name, shown_url
 from coevo.tools import workspace as workspace_of
 from coevo.tools.adapters import CallStatus, outcome_of, to_langchain
 
@@ -41,7 +42,8 @@ MAX_OBSERVATION_BYTES = 12_000
 """Tool results longer than this (UTF-8 bytes) are cut, with a "truncated: N of M bytes" note, before they go back to the model."""
 
 EventSink = Callable[[str, dict[str, Any]], None]
-"""``(kind, data)``: ``token`` (streamed text), ``tool_start``, ``tool_end`` (with ``status``: ok, error or declined)."""
+"""``(kind, data)``: ``token`` (streamed text), ``tool_start`` (``name``, ``args``: the object, or the text as sent when
+that is not one), ``tool_end`` (with ``status``: ok, error or declined); every call the model makes has both."""
 
 
 def clean_reply(reply: AIMessage) -> AIMessage:
@@ -54,6 +56,63 @@ def clean_reply(reply: AIMessage) -> AIMessage:
             "invalid_tool_calls": clean_text(reply.invalid_tool_calls),
         }
     )
+
+
+JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean", type(None): "null"}
+"""How a JSON value that is not an object is named when a tool call's arguments are one."""
+
+
+def parse_arguments(raw: str) -> tuple[dict[str, Any] | None, str]:
+    """A tool call's argument text as the model sent it: ``(the object, "")``, or ``(None, what is wrong with it)``.
+
+    Read as the OpenAI client reads a whole reply's (``json.loads``, control characters allowed in strings), never
+    completed as a partial stream is: LangChain's streaming parser turns ``{bad`` into ``{}``, and the model would
+    be told its call lacks an argument instead of that it sent no JSON. No text at all is no arguments (what
+    OpenAI-compatible servers send for a call without any).
+
+    >>> parse_arguments('{"arch": "x"}'), parse_arguments("")
+    (({'arch': 'x'}, ''), ({}, ''))
+    >>> parse_arguments("{bad")
+    (None, 'not valid JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1))')
+    >>> parse_arguments("[1, 2]")
+    (None, 'valid JSON but not an object (an array)')
+    """
+    if not raw.strip():
+        return {}, ""
+    try:
+        value = json.loads(raw, strict=False)
+    except json.JSONDecodeError as exc:
+        return None, f"not valid JSON ({exc})"
+    if not isinstance(value, dict):
+        return None, f"valid JSON but not an object ({JSON_KINDS.get(type(value), 'something else')})"
+    return value, ""
+
+
+def read_tool_calls(chunks: list[ToolCallChunk]) -> tuple[list[ToolCall], list[InvalidToolCall]]:
+    """A streamed reply's tool calls from their merged chunks, each call's arguments read by :func:`parse_arguments`.
+
+    Returns:
+        the calls whose arguments are a JSON object, and the others with their text as sent and what is wrong with it.
+    """
+    calls: list[ToolCall] = []
+    bad: list[InvalidToolCall] = []
+    for chunk in chunks:
+        raw = chunk.get("args") or ""
+        args, problem = parse_arguments(raw)
+        if args is None:
+            bad.append(invalid_tool_call(name=chunk.get("name"), args=raw, id=chunk.get("id"), error=problem))
+        else:
+            calls.append(tool_call(name=chunk.get("name") or "", args=args, id=chunk.get("id")))
+    return calls, bad
+
+
+def explain_invalid_calls(reply: AIMessage) -> AIMessage:
+    """``reply`` with each invalid tool call's error said by :func:`parse_arguments` (LangChain's is a multi-line
+    paragraph with a troubleshooting link), the same words streamed or not."""
+    if not reply.invalid_tool_calls:
+        return reply
+    bad = [{**c, "error": parse_arguments(c.get("args") or "")[1] or c.get("error")} for c in reply.invalid_tool_calls]
+    return reply.model_copy(update={"invalid_tool_calls": bad})
 
 
 class ChatModelError(CoevoError):
@@ -124,6 +183,7 @@ class ChatAgent:
         stream: stream the replies (False: one response per call).
         retry: the seam's retry policy for model requests (default: one retry).
         allowed_storages: further storages the model's calls may use (``--allow-storage``).
+        endpoint: the endpoint's URL, named in errors (default: the model's ``openai_api_base``).
     """
 
     def __init__(
@@ -143,8 +203,12 @@ class ChatAgent:
         declined_hint: str = "",
         retry: RetryPolicy = CHAT_RETRY,
         allowed_storages: tuple[str, ...] = (),
+        endpoint: str | None = None,
     ) -> None:
         self.registry = registry
+        url = endpoint or getattr(model, "openai_api_base", None)
+        # named as a search's reasoner names it, so one endpoint's failure reads the same in both
+        self.where = f"the LLM endpoint {url}" if url else "the LLM endpoint"
         self.workspace = (workspace or workspace_of(storage)).resolve()
         # the policy asks through self.confirm at call time, so a later assignment takes effect; the tools'
         # storage is the session's, and the model reaches no other but those the user allowed
@@ -225,15 +289,11 @@ class ChatAgent:
                 result.answer = content
                 break
             for call in ai.tool_calls:
-                messages.append(self._tool(dict(call), result))
+                messages.append(self._tool(str(call["id"]), str(call["name"]), dict(call.get("args") or {}), "", result))
             for bad in ai.invalid_tool_calls:
-                observation = (
-                    f"error: the arguments of {bad.get('name')} are not a valid JSON object ({bad.get('error') or 'unparseable'}); "
-                    "call it again with arguments matching its schema"
-                )
-                messages.append(
-                    self._record_tool(str(bad.get("id")), str(bad.get("name")), bad.get("args"), observation, "error", result, 0.0)
-                )
+                # shown and recorded as sent (its text), and the model told what is wrong with it
+                raw, problem = bad.get("args") or "", bad.get("error") or "not valid JSON"
+                messages.append(self._tool(str(bad.get("id")), str(bad.get("name") or "?"), raw, problem, result))
         else:
             result.stopped = f"stopped after {self.max_steps} model calls in one turn; ask again to continue"
             result.answer = result.answer or result.stopped
@@ -249,14 +309,23 @@ class ChatAgent:
             if not self.stream:
                 return self._invoke(messages)
             acc: AIMessageChunk | None = None
-            for chunk in self.model.stream(messages):
-                if isinstance(chunk.content, str) and chunk.content:
-                    shown = True
-                    self.on_event("token", {"text": clean_text(chunk.content)})
-                acc = chunk if acc is None else acc + chunk  # type: ignore[assignment]
+            try:
+                for chunk in self.model.stream(messages):
+                    if isinstance(chunk.content, str) and chunk.content:
+                        shown = True
+                        self.on_event("token", {"text": clean_text(chunk.content)})
+                    acc = chunk if acc is None else acc + chunk  # type: ignore[assignment]
+            except ValueError as exc:
+                if acc is not None or isinstance(exc, json.JSONDecodeError):
+                    raise
+                # LangChain's "No generation chunks were returned", said of a body holding no event at all
             if acc is None:
-                raise ValueError("the stream ended before its first chunk")
-            if not acc.content and not acc.tool_calls and not acc.invalid_tool_calls:
+                # no event in the reply (an error page, a JSON body, nothing): asked once without streaming, the
+                # endpoint either answers or fails with what is wrong with its reply (JSONDecodeError, an HTTP
+                # status), in the words a search uses for it, rather than "no generation chunks"
+                return self._invoke(messages)
+            calls, bad = read_tool_calls(acc.tool_call_chunks)
+            if not acc.content and not calls and not bad:
                 # an empty streamed reply is usually a refusal, and LangChain drops the refusal
                 # text from stream deltas: ask once more without streaming to get it
                 again = self._invoke(messages)
@@ -266,16 +335,16 @@ class ChatAgent:
             return AIMessage(
                 acc.content,
                 additional_kwargs=acc.additional_kwargs,
-                tool_calls=acc.tool_calls,
-                invalid_tool_calls=acc.invalid_tool_calls,
+                tool_calls=calls,
+                invalid_tool_calls=bad,
                 usage_metadata=acc.usage_metadata,
             )
 
         try:
-            reply = self.retry.call(once, may_retry=lambda: not shown)
+            reply = self.retry.call(once, where=self.where, may_retry=lambda: not shown)
         except EndpointError as exc:
             raise ChatModelError(f"{exc}; ask again") from exc
-        return clean_reply(reply)
+        return clean_reply(explain_invalid_calls(reply))
 
     def _invoke(self, messages: list[BaseMessage]) -> AIMessage:
         reply = self.model.invoke(messages)
@@ -283,23 +352,39 @@ class ChatAgent:
             self.on_event("token", {"text": clean_text(reply.content)})
         return reply if isinstance(reply, AIMessage) else AIMessage(reply.content)
 
-    def _tool(self, call: dict[str, Any], result: TurnResult) -> ToolMessage:
-        name, args, call_id = str(call["name"]), dict(call.get("args") or {}), str(call["id"])
+    def _tool(self, call_id: str, name: str, args: dict[str, Any] | str, problem: str, result: TurnResult) -> ToolMessage:
+        """Run one tool call and shape its result for the model; every call is shown as made and counted, run or not.
+
+        Args:
+            call_id: the call's id (its result answers it).
+            name: the tool's name as the model gave it.
+            args: its arguments: the object, or the text as sent when that is not one.
+            problem: what is wrong with ``args`` ("" when they are an object).
+        """
         try:
-            tool = self.registry.get(name)
+            tool: Tool | None = self.registry.get(name)
         except UserInputError:
-            names = ", ".join(self.lc_tools)
-            observation = f"error: there is no tool named {name!r}; the tools are: {names}"
-            return self._record_tool(call_id, name, args, observation, "error", result, 0.0)
-        self.on_event("tool_start", {"name": tool.name, "args": args})
-        t0 = time.perf_counter()
-        # invoked with the tool call itself, the adapter answers a ToolMessage carrying its outcome;
-        # the policy asks the user first where needed
-        message = self.lc_tools[llm_name(tool.name)].invoke({"name": name, "args": args, "id": call_id, "type": "tool_call"})
-        seconds = time.perf_counter() - t0
-        observation, status = str(message.content), outcome_of(message).status
-        self.on_event("tool_end", {"name": tool.name, "status": status, "seconds": seconds, "output": observation})
-        return self._record_tool(call_id, tool.name, args, observation, status, result, seconds)
+            tool = None
+        shown = tool.name if tool is not None else name
+        self.on_event("tool_start", {"name": shown, "args": args})
+        if tool is None:
+            observation = f"error: there is no tool named {name!r}; the tools are: {', '.join(self.lc_tools)}"
+        elif problem or not isinstance(args, dict):
+            observation = (
+                f"error: the arguments of {name} are {problem or 'not a JSON object'}; nothing ran. Call it again with its "
+                "arguments as one JSON object matching its schema"
+            )
+        else:
+            t0 = time.perf_counter()
+            # invoked with the tool call itself, the adapter answers a ToolMessage carrying its outcome;
+            # the policy asks the user first where needed
+            message = self.lc_tools[llm_name(tool.name)].invoke({"name": name, "args": args, "id": call_id, "type": "tool_call"})
+            seconds = time.perf_counter() - t0
+            observation, status = str(message.content), outcome_of(message).status
+            self.on_event("tool_end", {"name": tool.name, "status": status, "seconds": seconds, "output": observation})
+            return self._record_tool(call_id, tool.name, args, observation, status, result, seconds)
+        self.on_event("tool_end", {"name": shown, "status": "error", "seconds": 0.0, "output": observation})
+        return self._record_tool(call_id, shown, args, observation, "error", result, 0.0)
 
     def _record_tool(
         self, call_id: str, name: str, args: Any, observation: str, status: CallStatus, result: TurnResult, seconds: float

@@ -12,7 +12,9 @@ holds exactly one JSON object, ``{session, input, kind, ok, summary, value}``, w
 happens; a failed call adds ``error`` and ``exit_code``, as every ``coevo ... --json`` error
 has (:mod:`agent.json_output`). The human view of the result (a command's table, the text a
 ``/kb`` printed) is not printed at all, as its data is the JSON's ``value``: stderr carries
-only errors and warnings (and what a ``/search`` or ``/kb`` itself writes there).
+only errors and warnings. What a ``/search`` or ``/kb`` writes on stderr (the reasoner line,
+progress lines) is the JSON's ``stderr`` instead; of it, only what reads as an error or a
+warning is written on stderr too (:class:`HeldStderr`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import argparse
 import contextlib
 import io
 import json
+import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.markup import escape
 
-from coevo.agent.chat.command_line import CommandLine
+from coevo.agent.chat.command_line import CliRun, CommandLine
 from coevo.agent.chat.commands import CommandContext, dispatch
 from coevo.agent.chat.store import Event, SessionStore
 from coevo.agent.console import PipeConsole
@@ -71,7 +75,9 @@ class Terminal:
             self.console.print()
             self.streaming = False
         if kind == "tool_start":
-            self.console.print(f"[cyan]→ {escape(data['name'])}[/] {escape(json.dumps(data['args']))}", soft_wrap=True)
+            args = data["args"]  # the text as the model sent it when that is not a JSON object
+            shown = args if isinstance(args, str) else json.dumps(args)
+            self.console.print(f"[cyan]→ {escape(data['name'])}[/] {escape(shown)}", soft_wrap=True)
             self.status = self.console.status(f"running {data['name']} ...")
             self.status.start()
         elif kind == "tool_end":
@@ -308,6 +314,56 @@ def _one(args: argparse.Namespace, chat: Chat) -> tuple[int, dict[str, Any]]:
     return 0, {"kind": "turn", "ok": True, "summary": summary, "value": result.as_dict()}
 
 
+TELLS = re.compile(r"\berror\b|warning|\bfailed\b", re.IGNORECASE)
+"""What a ``/search`` or ``/kb`` writes on stderr that stays on stderr under ``--once --json``: an error (``error:``,
+``exited with an error``), a warning (``UserWarning:``, a logged warning) or a failure (``3 of 30 evaluations
+failed``, ``LLM request failed ...; retrying``)."""
+
+
+class HeldStderr(io.TextIOBase):
+    """stderr while a ``coevo`` command runs under ``--once --json``: keeps everything, passes on what :data:`TELLS`.
+
+    A command's consoles, its progress, logging and ``warnings`` write one message per ``write`` (rich renders a
+    print whole, wrapped lines included), so each write is passed on or held as a whole. Not a terminal: the
+    command's progress comes as plain lines, not bars drawn over each other.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._held = io.StringIO()
+
+    def write(self, text: str) -> int:
+        self._held.write(text)
+        if TELLS.search(text):
+            self._stream.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def text(self) -> str:
+        """Everything written, passed on or not."""
+        return self._held.getvalue()
+
+
+class QuietCommandLine:
+    """``cli`` with its commands' stderr held (:class:`HeldStderr`); :attr:`said` collects what they wrote there."""
+
+    def __init__(self, cli: CommandLine) -> None:
+        self.cli = cli
+        self.said = ""
+
+    def __call__(self, argv: Sequence[str]) -> CliRun:
+        held = HeldStderr(sys.stderr)
+        with contextlib.redirect_stderr(held):  # rich's stderr consoles and the CLI's own capture look it up per write
+            done = self.cli(argv)
+        self.said += held.text()
+        return done
+
+
 def _once_json(args: argparse.Namespace, cli: CommandLine | None) -> int:
     """``--once ... --json``: exactly one JSON object on stdout, whatever happens; errors on stderr, and no human view."""
     stdout = sys.stdout
@@ -317,10 +373,12 @@ def _once_json(args: argparse.Namespace, cli: CommandLine | None) -> int:
     view = Console(file=io.StringIO(), quiet=True)
     text = str(args.once).strip()
     record: dict[str, Any] = {"session": None, "input": text, "kind": "command" if text.startswith("/") else "turn"}
+    # what a /search or /kb writes on stderr (the reasoner line, progress) goes in the JSON: stderr is for what went wrong
+    quiet = QuietCommandLine(cli) if cli is not None else None
     # anything that prints while the command runs (coevo's own consoles, a tool, a library) lands on stderr
     with contextlib.redirect_stdout(sys.stderr):
         try:
-            chat = _open(args, view, cli)
+            chat = _open(args, view, quiet)
             record["session"] = chat.session if chat.ctx.kept else None
             code, result = _one(args, chat)
             record.update(result)
@@ -332,6 +390,8 @@ def _once_json(args: argparse.Namespace, cli: CommandLine | None) -> int:
             record.update(ok=False, summary=str(exc), value=None)
     if code:  # a failed call carries the fields every coevo --json error has
         record.update(error_fields(str(record["summary"]), code))
+    if quiet is not None and quiet.said:
+        record["stderr"] = quiet.said
     print_object(record, stdout)
     return code
 

@@ -72,7 +72,7 @@ def test_malformed_tool_call_and_unknown_tool_go_back_as_observations(storage: s
         result = _agent(fake, storage).turn("query something")
     assert result.answer == "I could not query that cell."
     observations = [_tool_messages(r)[-1]["content"] for r in fake.requests[1:]]
-    assert "not a valid JSON object" in observations[0]
+    assert "are not valid JSON (Expecting" in observations[0] and "nothing ran" in observations[0]
     assert "there is no tool named 'nb201_teleport'" in observations[1] and "nb201_query" in observations[1]
     assert observations[2].startswith("error:") and "bogus" in observations[2]  # the tool's own error, actionable
     assert [c["ok"] for c in result.tool_calls] == [False, False, False]
