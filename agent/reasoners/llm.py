@@ -34,6 +34,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from pydantic import BaseModel, Field, ValidationError
 
 from coevo.agent.llm_client import (
+    MALFORMED,
     MAX_REPLY_BYTES,
     SEARCH_RETRY,
     EndpointError,
@@ -314,6 +315,8 @@ class LLMReasoner(Reasoner):
         except openai.NotFoundError as exc:
             raise LLMUnavailableError(f"{where} does not serve model {self.model!r} (HTTP 404): set COEVO_LLM_MODEL / --llm-model") from exc
         except (openai.APIStatusError, openai.APIConnectionError) as exc:  # key refused, unreachable, timed out, HTTP error
+            raise LLMUnavailableError(describe_failure(exc, where)) from exc
+        except MALFORMED as exc:  # a 200 whose body is no chat completion (not JSON, another API): one line, not a traceback
             raise LLMUnavailableError(describe_failure(exc, where)) from exc
 
     # ------------------------------------------------------------ transport

@@ -48,3 +48,12 @@ def test_a_study_resumed_with_another_reasoner_names_both_with_their_rounds(stor
     summary = next(line for line in report.splitlines() if line.startswith("Problem: "))
     assert "Reasoners: offline (no LLM) in rounds 0-" in summary and "; llm:fake-7b in rounds " in summary
     assert "resumed with another reasoner" in summary and "no LLM was called" not in report
+
+
+def test_an_endpoint_whose_ping_is_not_json_is_one_line_not_a_traceback(storage: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The start-up check sends one token when /models does not list the model; a body that is not JSON there crashed."""
+    with FakeOpenAI(default={"raw": "<html>not an API</html>"}, models=None) as fake:
+        rc = main(["search", *LLM, "--llm-base-url", fake.url, "--budget", "4", "--storage", storage, "--study", "html"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err
+    assert f"the LLM endpoint {fake.url}" in err and "not an OpenAI chat completion" in err
