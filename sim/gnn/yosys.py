@@ -10,6 +10,7 @@ synthesised again.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -22,6 +23,7 @@ from typing import Any
 
 from coevo.sim.errors import CoevoError, UserInputError
 from coevo.sim.paths import cache_root
+from coevo.sim.zoo.cache_files import atomic_write
 
 ENV_YOSYS = "COEVO_YOSYS"
 """Environment variable naming the yosys executable (default: ``yosys`` on PATH)."""
@@ -136,11 +138,10 @@ def _read_cached(path: Path) -> dict[str, Any] | None:
 
 
 def _write_cached(path: Path, data: bytes) -> None:
-    # write both files under temporary names, then rename: a crash leaves no half-written pair that checks out
+    # both files written under temporary names, then renamed (the checksum last): a crash leaves no half-written pair
+    # that checks out, and a failed write no temporary file
     for target, payload in ((path, data), (path.with_suffix(".sha256"), hashlib.sha256(data).hexdigest().encode())):
-        tmp = target.with_name(target.name + f".tmp{os.getpid()}")
-        tmp.write_bytes(payload)
-        os.replace(tmp, target)
+        atomic_write(target, functools.partial(Path.write_bytes, data=payload))
 
 
 def _top_module(netlist: dict[str, Any], top: str) -> dict[str, Any]:

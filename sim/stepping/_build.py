@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -26,6 +24,8 @@ from coevo.sim.errors import UserInputError
 from coevo.sim.stepping._nets import make_net
 from coevo.sim.stepping._plan import Arch, StepPlan, check_fractions, plan
 from coevo.sim.stepping._train import ASSIGNS, Progress, TrainConfig, accuracies, train
+from coevo.sim.zoo.cache_files import DamagedCache, atomic_write, rebuilt_note
+from coevo.sim.zoo.cache_files import note as cache_note
 from coevo.sim.zoo.data import Split
 from coevo.sim.zoo.registry import ZooError, cache_dir, recipe, recipe_key, splits_of
 
@@ -153,8 +153,8 @@ def build(
         try:
             return _load(path, key, kind, net, the_plan, splits)
         except Exception as exc:  # a cache file is disposable: the recipe makes it again
-            note = f"rebuilt: the cache file {path} did not load ({type(exc).__name__}: {exc})"
-            warnings.warn(note, stacklevel=2)
+            note = rebuilt_note(path, exc)  # our check's sentence, or the exception's class alone (never torch's advice)
+            cache_note(note, stacklevel=2)
             net = _fresh(kind, the_plan, cfg.seed)
     started = time.perf_counter()
     train(net, splits["train"].x, splits["train"].y, cfg, progress, f"{kind} {model}")
@@ -178,23 +178,23 @@ def _load(path: Path, key: str, kind: Kind, net: nn.Module, the_plan: StepPlan, 
     sidecar = path.with_suffix(".json")
     info = json.loads(sidecar.read_text())
     if info.get("sha256") != _sha256(path):
-        raise ValueError("its SHA-256 does not match the one recorded when it was written (corrupt or changed)")
+        raise DamagedCache("its SHA-256 does not match the one recorded when it was written (corrupt or changed)")
     stored = torch.load(path, map_location="cpu", weights_only=True)
     if stored.get("key") != key or info.get("key") != key:
-        raise ValueError(f"it holds key {stored.get('key')!r}, not {key!r}")
+        raise DamagedCache(f"it holds key {stored.get('key')!r}, not {key!r}")
     net.load_state_dict(stored["state_dict"])
     net.eval()
     return Built(kind, net, the_plan, list(info["val"]), list(info["test"]), float(info["train_s"]), path, "loaded", splits)
 
 
 def _save(path: Path, obj: dict[str, Any], info: dict[str, Any]) -> None:
-    # write then rename, the checksum last: a killed run never leaves a file that passes the check
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    torch.save(obj, tmp)
-    digest = _sha256(tmp)
-    os.replace(tmp, path)
-    side = path.with_suffix(".json")
-    tmp_side = side.with_name(f".{side.name}.{os.getpid()}.tmp")
-    tmp_side.write_text(json.dumps({**info, "sha256": digest}))
-    os.replace(tmp_side, side)
+    # each file written then renamed, the checksum last: a killed or failed run never leaves a file that passes the
+    # check, nor a temporary file behind
+    digest: list[str] = []
+
+    def weights(tmp: Path) -> None:
+        torch.save(obj, tmp)
+        digest.append(_sha256(tmp))  # of the bytes written, before the rename puts them in place
+
+    atomic_write(path, weights)
+    atomic_write(path.with_suffix(".json"), lambda tmp: tmp.write_text(json.dumps({**info, "sha256": digest[0]})))
