@@ -242,9 +242,8 @@ def engine_flags(args: argparse.Namespace) -> EngineOptions:
 def ignored_reasoner_flags(args: argparse.Namespace) -> list[str]:
     """The reasoner flags given on the command line (``--reasoner llm``, ``--llm-model m``, ...): for a proposer without a
     reasoner they are said to be ignored rather than dropped in silence."""
-    names = {"reasoner": "--reasoner", "llm_base_url": "--llm-base-url", "llm_model": "--llm-model", "llm_api_key": "--llm-api-key"}
-    names |= {"llm_price": "--llm-price", "llm_timeout": "--llm-timeout", "tools": "--tools"}
-    return [flag for key, flag in names.items() if getattr(args, key, None) is not None]
+    flags = [flag for field, flag in FLAGS.items() if field.startswith("reasoner.")]  # the one table of flag names
+    return [flag for flag in flags if getattr(args, flag.lstrip("-").replace("-", "_"), None) is not None]
 
 
 def search_config(args: argparse.Namespace) -> SearchConfig:

@@ -132,12 +132,12 @@ class WorkerProcesses:
         command = [sys.executable, "-m", "coevo.agent.cli", "worker", "--study", study, "--quiet"]
         command += ["--heartbeat", str(s.heartbeat_s), "--grace", str(s.grace_s), "--db-patience", str(s.patience_s)]
         command += ["--db-timeout", str(s.timeouts.request_s)]
-        if self.config.storage:
-            command += ["--storage", self.config.storage]
+        if self.config.storage:  # the flags a worker shares with coevo search: their names from the one table
+            command += [FLAGS["storage"], self.config.storage]
         if self.config.eval_timeout_s is not None:
-            command += ["--eval-timeout", repr(self.config.eval_timeout_s)]
+            command += [FLAGS["eval_timeout_s"], repr(self.config.eval_timeout_s)]
         if reasoner is not None and reasoner.base_url:
-            command += ["--llm-base-url", reasoner.base_url]
+            command += [FLAGS["reasoner.base_url"], reasoner.base_url]
         env = dict(os.environ)
         if reasoner is not None and reasoner.api_key:
             env[ENV_API_KEY] = reasoner.api_key
