@@ -26,6 +26,7 @@ from coevo.knowledge.imported import VERDICTS, Imported, imported_heuristics
 from coevo.knowledge.store import KnowledgeStore, Version, iter_ids
 from coevo.search.metrics import model_yield, pareto_mask
 from coevo.search.problem import Problem
+from coevo.search.progress import reasoner_label, reasoner_rounds
 from coevo.search.proposers import Evaluation
 from coevo.search.round_log import SKIPPED_UPDATE, read_round_logs
 from coevo.search.runner import BANDS, band_edges, band_of
@@ -179,29 +180,15 @@ def _reasoners(logs: dict[int, dict[str, Any]]) -> tuple[tuple[str, ...], str]:
     """The distinct reasoners of the round logs (first use first) and the label the report writes for them.
 
     A study resumed with another reasoner (offline, then an LLM) names each with its rounds: a single label would call
-    LLM rounds offline, or the reverse.
+    LLM rounds offline, or the reverse (:func:`search.progress.reasoner_label`, as ``coevo runs`` shows it).
     """
-    rounds_of: dict[str, list[int]] = {}
-    for r, log in sorted(logs.items()):
-        if log.get("reasoner"):
-            rounds_of.setdefault(str(log["reasoner"]), []).append(r)
-    if not rounds_of:
+    rounds_of = reasoner_rounds(logs)
+    label = reasoner_label(logs)
+    if label is None:
         return (), "none (not a co-evolution search)"
-    if len(rounds_of) == 1:
-        return tuple(rounds_of), next(iter(rounds_of))
-    parts = [f"{label} in round{'s' if len(rs) > 1 else ''} {_spans(rs)}" for label, rs in rounds_of.items()]
-    return tuple(rounds_of), "; ".join(parts) + " (the study was resumed with another reasoner)"
-
-
-def _spans(numbers: Sequence[int]) -> str:
-    """``1, 2, 3, 5`` -> ``1-3, 5``."""
-    spans: list[list[int]] = []
-    for n in sorted(numbers):
-        if spans and n == spans[-1][1] + 1:
-            spans[-1][1] = n
-        else:
-            spans.append([n, n])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+    if len(rounds_of) > 1:
+        label += " (the study was resumed with another reasoner)"
+    return tuple(rounds_of), label
 
 
 def _why_no_kb(facts: _Facts) -> str:

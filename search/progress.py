@@ -88,14 +88,20 @@ def _workers(rows: list[dict[str, Any]], paid: list[optuna.trial.FrozenTrial]) -
     return rows
 
 
-def reasoner_label(logs: dict[int, dict[str, Any]]) -> str | None:
-    """Which reasoner proposed a co-evolution study's rounds, from its round logs: ``offline (no LLM)``; for a study
-    resumed with another, each with its rounds (``offline (no LLM) in rounds 0-3; llm:m in rounds 4-9``); None when
-    no round names one (not a co-evolution search)."""
+def reasoner_rounds(logs: dict[int, dict[str, Any]]) -> dict[str, list[int]]:
+    """Each reasoner label of a study's round logs (first use first) with the rounds it proposed."""
     rounds_of: dict[str, list[int]] = {}
     for number, log in sorted(logs.items()):
         if log.get("reasoner"):
             rounds_of.setdefault(str(log["reasoner"]), []).append(number)
+    return rounds_of
+
+
+def reasoner_label(logs: dict[int, dict[str, Any]]) -> str | None:
+    """Which reasoner proposed a co-evolution study's rounds, from its round logs: ``offline (no LLM)``; for a study
+    resumed with another, each with its rounds (``offline (no LLM) in rounds 0-3; llm:m in rounds 4-9``); None when
+    no round names one (not a co-evolution search)."""
+    rounds_of = reasoner_rounds(logs)
     if len(rounds_of) <= 1:
         return next(iter(rounds_of), None)
     return "; ".join(f"{label} in round{'s' if len(rs) > 1 else ''} {_spans(rs)}" for label, rs in rounds_of.items())
