@@ -363,10 +363,11 @@ class Coordination:
                 .values(state=LOST, note=lost_note(reason))
             )
 
-    def release_all(self, owner: str) -> None:
-        """Give back every lease ``owner`` holds: only for an owner certainly gone (:func:`settle_dead_worker`)."""
+    def release_all(self, owner: str) -> int:
+        """Give back every lease ``owner`` holds: only for an owner certainly gone (:func:`settle_dead_worker`); how many."""
         with self.engine.begin() as conn:
-            conn.execute(leases.update().where(leases.c.study == self.study, leases.c.owner == owner).values(owner=None))
+            done = conn.execute(leases.update().where(leases.c.study == self.study, leases.c.owner == owner).values(owner=None))
+        return int(done.rowcount or 0)
 
     def workers(self) -> list[dict[str, Any]]:
         """Every worker row of the study (none when a reader finds no table: nothing is created)."""
@@ -402,6 +403,19 @@ def heartbeat_storage(url: str | None, settings: WorkerSettings) -> optuna.stora
             grace_period=settings.grace_s,
             heartbeat_stale_trial_callback=_RequeueStale(max_retry=None),
         )
+
+
+ENV_WORKER_TAG = "COEVO_WORKER_TAG"
+"""The last part of a worker's name, given by the search that starts it (``coevo search --workers N``), so that search
+knows the name of each worker it started: when one dies, it hands over exactly that worker's holdings (a pid alone
+could name another machine's worker where hosts share a name)."""
+
+
+def worker_name(pid: int, tag: str | None = None) -> str:
+    """``<host>-<pid>-<tag>``: ``tag`` as given (hex, 6 to 32 characters), else a random one."""
+    if tag is None or not (6 <= len(tag) <= 32 and all(c in "0123456789abcdef" for c in tag)):
+        tag = uuid.uuid4().hex[:6]
+    return f"{socket.gethostname()}-{pid}-{tag}"
 
 
 @contextmanager
@@ -545,7 +559,7 @@ class Worker:
         self.storage = storage
         self.settings = settings or WorkerSettings()
         self.seed = seed
-        self.name = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.name = worker_name(os.getpid(), os.environ.get(ENV_WORKER_TAG))
         self.on_progress = on_progress
         self.stop = threading.Event()
         self.result = WorkerResult(self.name)
@@ -1145,59 +1159,70 @@ def lost_note(reason: str) -> str:
     return f"found gone at {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime())}: {reason}"
 
 
-def settle_dead_worker(storage: str | None, study: str, pid: int, since: float, reason: str, settings: WorkerSettings) -> str | None:
-    """Hand over at once what worker process ``pid`` of this host held, when its parent saw it end (``reason``).
+@dataclass(frozen=True)
+class Settled:
+    """What :func:`settle_dead_worker` handed over of a dead worker."""
 
-    Only for a process that is certainly gone (its parent reaped it, so its pid names nothing of it any more), which
-    is what the lease's expiry and the heartbeats' grace otherwise wait to be sure of: its row (registered on this host
-    with this pid since ``since``, a ``time.time()``) is marked ``lost`` with ``reason``, the leases it held (the
-    round's) are released, so the next worker leads the round now rather than after three grace periods, and its
-    RUNNING trials are failed and re-queued, as a worker starting after it would do. Returns the worker's name, None
-    when it had registered no row (it died starting).
+    leases: int
+    """Leases it held (the round's), released."""
+    trials: int
+    """Its RUNNING trials, failed and re-queued."""
+
+
+def settle_dead_worker(storage: str | None, study: str, name: str, reason: str, settings: WorkerSettings) -> Settled | None:
+    """Hand over at once what worker ``name`` held, when the search that started it saw its process end (``reason``).
+
+    Only for a process that is certainly gone (its parent reaped it), which is what the lease's expiry and the
+    heartbeats' grace otherwise wait to be sure of. ``name`` is the one the parent gave it (:data:`ENV_WORKER_TAG`),
+    so no other worker is touched. Its row is marked ``lost`` with ``reason``, the leases it held (the round's) are
+    released, so the next worker leads the round now rather than after three grace periods, and its RUNNING trials
+    are failed and re-queued, as a worker starting after it would do. Returns what was handed over; None when it
+    had registered no row (it died starting).
+
+    Runs in the search's watcher thread: nothing here touches the process-wide warnings state.
     """
     coord = Coordination(storage, study, settings.timeouts, create=False)
     try:
-        rows = [
-            w
-            for w in coord.workers()
-            if w["host"] == socket.gethostname() and int(w["pid"]) == pid and float(w["started_at"]) >= since - 1.0
-        ]
-        if not rows:
+        if not any(w["worker"] == name for w in coord.workers()):
             return None
-        name = str(max(rows, key=lambda w: float(w["started_at"]))["worker"])
         coord.mark_lost(name, math.inf, reason)
-        coord.release_all(name)
+        leases_held = coord.release_all(name)
     finally:
         coord.engine.dispose()
-    _fail_running_trials_of(storage, study, name, settings)
-    return name
-
-
-def _fail_running_trials_of(storage: str | None, study_name: str, worker: str, settings: WorkerSettings) -> None:
-    """Fail and re-queue the RUNNING trials of dead ``worker`` (each copy takes its trial's claim over)."""
-    with _quiet_optuna():
-        rdb = open_storage(storage, timeouts=settings.timeouts, create=False)
+    rdb = open_storage(storage, timeouts=settings.timeouts, create=False)
     try:
-        _fail_running(rdb, study_name, worker)
+        trials = _fail_running(rdb, study, name)
     finally:
         rdb.engine.dispose()  # a search's own process calls this: its connections must not pile up
+    return Settled(leases_held, trials)
 
 
-def _fail_running(rdb: optuna.storages.RDBStorage, study_name: str, worker: str) -> None:
-    """:func:`_fail_running_trials_of` on an open storage."""
-    with _quiet_optuna():
-        study = optuna.load_study(study_name=study_name, storage=rdb, sampler=optuna.samplers.RandomSampler())
-        study_id = rdb.get_study_id_from_name(study_name)
-        requeue = _RequeueStale(max_retry=None)
-        for t in rdb.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,)):
-            if t.user_attrs.get("worker") != worker:
-                continue
-            trial_id = rdb.get_trial_id_from_study_id_trial_number(study_id, t.number)
-            try:
-                if rdb.set_trial_state_values(trial_id, state=TrialState.FAIL):
-                    requeue(study, rdb.get_trial(trial_id))
-            except optuna.exceptions.UpdateFinishedTrialError:
-                pass  # a worker failed it as stale first
+def _requeue_any() -> _RequeueStale:
+    with _quiet_optuna():  # Optuna marks the callback experimental
+        return _RequeueStale(max_retry=None)
+
+
+_REQUEUE_ANY = _requeue_any()
+"""One re-queueing callback (it holds no state), made at import: making one warns, and a warning filter set in the
+watcher thread (``warnings.catch_warnings``) would change the whole process's warnings while it runs."""
+
+
+def _fail_running(rdb: optuna.storages.RDBStorage, study_name: str, worker: str) -> int:
+    """Fail and re-queue the RUNNING trials of dead ``worker`` (each copy takes its trial's claim over); how many."""
+    study = optuna.load_study(study_name=study_name, storage=rdb, sampler=optuna.samplers.RandomSampler())
+    study_id = rdb.get_study_id_from_name(study_name)
+    failed = 0
+    for t in rdb.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,)):
+        if t.user_attrs.get("worker") != worker:
+            continue
+        trial_id = rdb.get_trial_id_from_study_id_trial_number(study_id, t.number)
+        try:
+            if rdb.set_trial_state_values(trial_id, state=TrialState.FAIL):
+                _REQUEUE_ANY(study, rdb.get_trial(trial_id))
+                failed += 1
+        except optuna.exceptions.UpdateFinishedTrialError:
+            pass  # a worker failed it as stale first
+    return failed
 
 
 def _stop_on_signals(stop: threading.Event) -> Callable[[], None]:

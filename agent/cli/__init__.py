@@ -138,6 +138,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``--json`` also one JSON object on stdout); 130 interrupted; 141 the reader of stdout went
     away (``| head``), quietly.
     """
+    from coevo.sim.zoo.cache_files import install_note_format  # torch-free
+
+    install_note_format()  # a rebuilt cache file nobody collects is one 'note:' line on stderr
     _started.append(time.perf_counter())  # a stack: chat's commands run through main inside main
     try:
         return _main(list(sys.argv[1:] if argv is None else argv))

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
-import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -29,7 +29,7 @@ from coevo.agent.reasoners import ENV_API_KEY
 from coevo.search.config import FLAGS, SearchConfig
 from coevo.search.problem import Problem
 from coevo.search.strict_json import strict_dumps
-from coevo.search.workers import Progress, WorkerSettings
+from coevo.search.workers import ENV_WORKER_TAG, Progress, WorkerSettings, worker_name
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,8 @@ class WorkerProcesses:
         """How each process that ended with an error ended (``was killed (SIGKILL)``), by its index in :attr:`procs`."""
         self._seen: set[int] = set()
         self._stopping = False
-        self._started_at = 0.0
+        self.tags: list[str] = []
+        """The tail of each process's worker name (:data:`search.workers.ENV_WORKER_TAG`), by its index in :attr:`procs`."""
         self._done = threading.Event()
         self._watcher: threading.Thread | None = None
 
@@ -142,8 +143,9 @@ class WorkerProcesses:
         if reasoner is not None and reasoner.api_key:
             env[ENV_API_KEY] = reasoner.api_key
         self.study = study
-        self._started_at = time.time()
-        self.procs = [subprocess.Popen(command, stdout=subprocess.DEVNULL, env=env) for _ in range(self.count)]
+        # each process is told the tail of its worker name, so a death is settled for exactly that worker
+        self.tags = [uuid.uuid4().hex[:12] for _ in range(self.count)]
+        self.procs = [subprocess.Popen(command, stdout=subprocess.DEVNULL, env={**env, ENV_WORKER_TAG: tag}) for tag in self.tags]
         if self.procs:
             self._watcher = threading.Thread(target=self._watch, name="coevo-worker-watch", daemon=True)
             self._watcher.start()
@@ -185,11 +187,12 @@ class WorkerProcesses:
                 continue
             how = f"was killed ({_signal_name(-code)})" if code < 0 else f"exited with status {code}"
             self.ended[i] = how
-            lines.append(self._ended_line(i + 2, proc.pid, how, settle=settle))
+            lines.append(self._ended_line(i + 2, worker_name(proc.pid, self.tags[i]), proc.pid, how, settle=settle))
         return lines
 
-    def _ended_line(self, number: int, pid: int, how: str, *, settle: bool) -> str:
-        """What to say of worker process ``number`` that ended (``how``), after handing over what it held when ``settle``."""
+    def _ended_line(self, number: int, name: str, pid: int, how: str, *, settle: bool) -> str:
+        """What to say of worker process ``number`` (worker ``name``) that ended (``how``), after handing over what it held
+        when ``settle``."""
         from coevo.search.workers import settle_dead_worker
 
         what = f"worker process {number} of {self.count + 1} (pid {pid}) {how}"
@@ -197,13 +200,17 @@ class WorkerProcesses:
             return what
         lease_s = 3 * self.settings.grace_s
         try:
-            name = settle_dead_worker(self.config.storage, self.study, pid, self._started_at, f"{how}, seen by its search", self.settings)
+            settled = settle_dead_worker(self.config.storage, self.study, name, f"{how}, seen by its search", self.settings)
         except Exception as exc:  # the watcher must not die of a database fault: the lease's expiry still covers this
             log.warning("could not hand over what worker process %d held: %s", number, exc)
             return f"{what}; its round and trial are taken over once its lease expires (within {lease_s:g} s)"
-        if name is None:
+        if settled is None:
             return f"{what} before it registered; the search goes on without it"
-        return f"{what}; its round lease and running trial were handed over at once, the search goes on without it"
+        held = [
+            f"{n} {thing}{'s' if n != 1 else ''}" for n, thing in ((settled.leases, "round lease"), (settled.trials, "running trial")) if n
+        ]
+        handed = f"its {' and '.join(held)} handed over at once" if held else "it held no round lease and no running trial"
+        return f"{what}; {handed}, the search goes on without it"
 
     def _watch(self) -> None:
         """Report each process that dies while the search runs (:meth:`check`), until :meth:`wait`."""

@@ -64,8 +64,17 @@ class ResponseCache:
     """
 
     def __init__(self, url: str | None, *, max_study_chars: int = MAX_STUDY_CACHE_CHARS) -> None:
-        self.engine = side_engine(url, _META)
+        self.url = url
         self.max_study_chars = max_study_chars
+        self._engine: sa.Engine | None = None
+
+    @property
+    def engine(self) -> sa.Engine:
+        """The database's engine, opened (and its table created) at the first use: building a reasoner for a search
+        that is then refused (a bad ``--kb-from``, an endpoint that does not answer) must not create the storage."""
+        if self._engine is None:
+            self._engine = side_engine(self.url, _META)
+        return self._engine
 
     def get(self, study: str, key: str) -> CachedReply | None:
         """The reply study ``study`` stored under ``key``, if any."""

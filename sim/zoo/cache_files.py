@@ -7,10 +7,11 @@ never a crash. A write goes to a temporary file that is renamed into place, and 
 fails removes its temporary file.
 
 Notes are :class:`CacheNote` warnings, so a caller that records warnings (as the zoo-backed tools
-do for their messages) gets the bare text. A note nobody collects
-reaches stderr as ``note: <text>``: importing this module installs a formatter for this one
-category (every other warning keeps Python's format), because Python's own prints the source
-file, its line and the ``warnings.warn`` call under the note, which means nothing to a user.
+do for their messages) gets the bare text. A note nobody collects reaches stderr as
+``note: <text>`` in the ``coevo`` command, which installs a formatter for this one category
+(:func:`install_note_format`; every other warning keeps Python's format), because Python's own
+prints the source file, its line and the ``warnings.warn`` call under the note, which means
+nothing to a user.
 Torch-free, so :mod:`sim.graph` uses it without loading torch.
 """
 
@@ -28,7 +29,17 @@ try:  # POSIX: rebuilding a cache entry is locked across processes
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["CacheNote", "DamagedCache", "atomic_write", "collected_notes", "exclusive", "note", "rebuilt_note", "why_not_loaded"]
+__all__ = [
+    "CacheNote",
+    "DamagedCache",
+    "atomic_write",
+    "collected_notes",
+    "exclusive",
+    "install_note_format",
+    "note",
+    "rebuilt_note",
+    "why_not_loaded",
+]
 
 
 class CacheNote(UserWarning):
@@ -117,7 +128,14 @@ def _format(message: Warning | str, category: type[Warning], filename: str, line
 
 
 _python_format = warnings.formatwarning
-# Installed once per process, at import (a module is imported once). formatwarning, unlike showwarning, is left
-# alone by warnings.catch_warnings, so the formatter outlives every block that records or silences warnings, and a
-# block that records never formats: the tools' messages get the bare text.
-warnings.formatwarning = _format
+
+
+def install_note_format() -> None:
+    """Print a :class:`CacheNote` nobody collects as ``note: TEXT`` (the ``coevo`` command calls this at start).
+
+    Not at import: replacing :func:`warnings.formatwarning` makes Python format every warning through it, without the
+    allocation traceback ``-X tracemalloc`` adds, which a library must not do to its importer. formatwarning, unlike
+    showwarning, is left alone by ``warnings.catch_warnings``, so the format outlives every block that records or
+    silences warnings, and a block that records never formats: the tools' messages get the bare text.
+    """
+    warnings.formatwarning = _format

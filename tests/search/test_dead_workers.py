@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+from unittest import mock
 
 import optuna
 import pytest
@@ -30,7 +31,19 @@ from coevo.search.nb201 import NB201Problem
 from coevo.search.progress import progress, reasoner_label
 from coevo.search.proposers import get_proposer
 from coevo.search.study import ATTR_BUDGET, open_study
-from coevo.search.workers import LOST, Coordination, Progress, Worker, WorkerSettings, process_gone, settle_dead_worker, worker_alive
+from coevo.search.workers import (
+    ENV_WORKER_TAG,
+    LOST,
+    Coordination,
+    Progress,
+    Settled,
+    Worker,
+    WorkerSettings,
+    process_gone,
+    settle_dead_worker,
+    worker_alive,
+    worker_name,
+)
 from tests.helpers import study_trials
 
 SETTINGS = WorkerSettings(heartbeat_s=1, grace_s=2, patience_s=10)
@@ -52,10 +65,16 @@ def _killed_child() -> subprocess.Popen[bytes]:
     return proc
 
 
-def _dead_worker_holding_a_trial_and_the_round(storage: str, study: str, pid: int) -> tuple[str, int]:
-    """What a worker process ``pid`` killed mid-evaluation leaves: its row (running), the round lease, a RUNNING trial."""
+TAG = "deadbeef0001"
+
+
+def _dead_worker_holding_a_trial_and_the_round(storage: str, study: str, pid: int, tag: str = TAG) -> tuple[str, int]:
+    """What a worker process ``pid`` (started with worker tag ``tag``) killed mid-evaluation leaves: its row (running), the
+    round lease, a RUNNING trial."""
     problem = NB201Problem(dataset="cifar10", device="fpga")
-    dead = Worker(problem, get_proposer("random"), storage=storage, study_name=study, seed=0, settings=SETTINGS)
+    with mock.patch.dict(os.environ, {ENV_WORKER_TAG: tag}), mock.patch("coevo.search.workers.os.getpid", return_value=pid):
+        dead = Worker(problem, get_proposer("random"), storage=storage, study_name=study, seed=0, settings=SETTINGS)
+    assert dead.name == worker_name(pid, tag)
     trial = dead.study.ask()
     trial.set_user_attr("worker", dead.name)
     point_id = problem.point_id(problem.suggest(trial))
@@ -87,7 +106,7 @@ def test_a_worker_its_search_saw_die_hands_its_round_and_trial_over_at_once(tmp_
     storage, study = _study(tmp_path, 6)
     child = _killed_child()
     name, number = _dead_worker_holding_a_trial_and_the_round(storage, study, child.pid)
-    assert settle_dead_worker(storage, study, child.pid, time.time() - 60, "was killed (SIGKILL)", SETTINGS) == name
+    assert settle_dead_worker(storage, study, name, "was killed (SIGKILL)", SETTINGS) == Settled(leases=1, trials=1)
     coord = Coordination(storage, study)
     [row] = coord.workers()
     with coord.engine.connect() as conn:
@@ -98,8 +117,25 @@ def test_a_worker_its_search_saw_die_hands_its_round_and_trial_over_at_once(tmp_
     trials = study_trials(storage, study)
     assert trials[number].state == optuna.trial.TrialState.FAIL
     assert [t.state for t in trials[number + 1 :]] == [optuna.trial.TrialState.WAITING]  # its copy, which takes the claim over
-    # a pid no worker of this study registered under: nothing to hand over
-    assert settle_dead_worker(storage, study, child.pid + 1_000_000, time.time() - 60, "was killed", SETTINGS) is None
+    # a name no worker of this study registered under: nothing to hand over
+    assert settle_dead_worker(storage, study, worker_name(child.pid, "0123456789ab"), "was killed", SETTINGS) is None
+
+
+def test_only_the_worker_the_search_started_is_settled_not_another_with_the_same_host_and_pid(tmp_path: Path) -> None:
+    """Hosts that share a name (containers) can run workers with the same small pid: the name's tag tells them apart."""
+    storage, study = _study(tmp_path, 6)
+    child = _killed_child()
+    dead, _ = _dead_worker_holding_a_trial_and_the_round(storage, study, child.pid, tag="aaaaaaaaaaaa")
+    with (
+        mock.patch.dict(os.environ, {ENV_WORKER_TAG: "bbbbbbbbbbbb"}),
+        mock.patch("coevo.search.workers.os.getpid", return_value=child.pid),
+    ):
+        alive = Worker(NB201Problem(dataset="cifar10", device="fpga"), get_proposer("random"), storage=storage, study_name=study, seed=1,
+                       settings=SETTINGS)  # fmt: skip
+    assert settle_dead_worker(storage, study, dead, "was killed", SETTINGS) is not None
+    states = {w["worker"]: w["state"] for w in Coordination(storage, study).workers()}
+    assert states[dead] == LOST and states[alive.name] != LOST
+    alive.coord.engine.dispose()
 
 
 def test_the_search_says_at_once_which_worker_process_died_and_how(tmp_path: Path) -> None:
@@ -109,10 +145,11 @@ def test_the_search_says_at_once_which_worker_process_died_and_how(tmp_path: Pat
     config: Any = SimpleNamespace(storage=storage, reasoner=None, eval_timeout_s=None)
     others = WorkerProcesses(config, SETTINGS, 2)
     others.study = study
+    others.tags = ["000000000000", TAG]
     others.procs = [subprocess.Popen([sys.executable, "-c", "pass"]), child]
     others.procs[0].wait()
     [line] = others.check()
-    assert line.startswith(f"worker process 3 of 3 (pid {child.pid}) was killed (SIGKILL); its round lease and running trial")
+    assert line.startswith(f"worker process 3 of 3 (pid {child.pid}) was killed (SIGKILL); its 1 round lease and 1 running trial handed")
     assert others.check() == []  # said once
     assert Coordination(storage, study).workers()[0]["state"] == LOST
 

@@ -102,7 +102,13 @@ def test_a_garbage_zoo_file_is_rebuilt_with_one_line_in_coevos_words() -> None:
     assert notes == [again.note] == [f"rebuilt: the cache file {zm.path} did not load (UnpicklingError); trained again"]
 
 
-def test_a_cache_note_prints_as_note_without_the_source_line() -> None:
+def test_a_cache_note_prints_as_note_without_the_source_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(warnings, "formatwarning", warnings.formatwarning)  # restored after the test
+    from coevo.agent.cli import main
+    from coevo.sim.zoo import cache_files
+
+    assert main(["problems", "list", "--json"]) == 0  # the command installs the note format, importing the module does not
+    assert warnings.formatwarning is cache_files._format
     text = "rebuilt: the cache file /x/y.pt did not load (UnpicklingError); trained again"
     assert warnings.formatwarning(text, CacheNote, "/src/registry.py", 274) == f"note: {text}\n"
     assert warnings.formatwarning("other", UserWarning, "/src/a.py", 3).startswith("/src/a.py:3: UserWarning: other")
@@ -113,7 +119,9 @@ def test_a_note_nobody_collects_reaches_stderr_as_one_note_line(tmp_path: Path) 
     script = textwrap.dedent(
         """
         from coevo.sim.zoo import load, registry
+        from coevo.sim.zoo.cache_files import install_note_format
 
+        install_note_format()  # as the coevo command does
         registry._train = lambda *args, **kwargs: None
         path = load("mlp-digits").path
         path.write_bytes(b"not a torch file")
