@@ -22,6 +22,7 @@ import itertools
 import json
 import os
 import statistics
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -40,7 +41,7 @@ from coevo.search.problems import make_problem, problem_class
 from coevo.search.proposers import get_proposer, takes_reasoner
 from coevo.search.runner import BANDS, SearchResult
 from coevo.search.stats import excludes_zero, format_interval
-from coevo.search.storage import open_storage
+from coevo.search.storage import open_storage, shown_url
 from coevo.search.study import evaluations_from_study
 from coevo.sim.paths import make_out_folder
 
@@ -229,15 +230,37 @@ BENCH_RECORD = "bench.json"
 """What the benchmark whose files an output folder holds ran (:func:`claim_out_folder`): no secret, no result."""
 
 
+def _without_secrets(url: str) -> str:
+    """``url`` without user, password or query (an endpoint URL may carry a token in either)."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    return urllib.parse.urlunsplit((parts.scheme, host + (f":{parts.port}" if parts.port else ""), parts.path, "", ""))
+
+
+def _options(spec: BenchSpec) -> dict[str, Any]:
+    """The problem's options with its defaults filled in (``--dataset cifar10``, the default, names the same runs as none),
+    the run group's option left out (the runs name it)."""
+    try:
+        options = problem_class(spec.problem).Options.model_validate(spec.options).model_dump(mode="json")
+    except Exception:  # an option the model refuses is the run's to report; the options as given still identify it
+        options = dict(spec.options)
+    options.pop(spec.group_option or "", None)
+    return options
+
+
 def _identity(spec: BenchSpec) -> dict[str, Any]:
-    """The settings that decide a benchmark's files, as JSON reads them back (the reasoner without its key)."""
-    reasoner = {k: v for k, v in (spec.reasoner or {}).items() if k in ("kind", "model", "base_url")}
+    """The settings that decide a benchmark's files, as JSON reads them back, with no secret: the reasoner without its
+    key (and, offline, without the endpoint it did not use), URLs without user, password or query."""
+    given = spec.reasoner or {}
+    reasoner = {"kind": given["kind"]} if given.get("kind") else {}
+    if given.get("kind") == "llm":
+        reasoner |= {"model": given.get("model"), "base_url": _without_secrets(str(given.get("base_url") or ""))}
     identity = {
         "problem": spec.problem,
-        "options": spec.options,
+        "options": _options(spec),
         "budget": spec.budget,
         "budgets": list(spec.budgets),
-        "storage": spec.storage,
+        "storage": shown_url(spec.storage) if spec.storage else None,
         "reasoner": reasoner,
         "engine_options": spec.engine_options or {},
         "runs": sorted([g, p, s] for g in spec.run_groups() for p in spec.proposers for s in spec.seeds),
@@ -276,12 +299,16 @@ def claim_out_folder(spec: BenchSpec, out: Path) -> None:
     here = _identity(spec)
     # a larger budget (or --budgets over a plain bench) extends the same studies: their files hold the longer runs
     extends = ("runs", "budget", "budgets")
-    same = {k: v for k, v in earlier.items() if k not in extends} == {k: v for k, v in here.items() if k not in extends}
-    dropped = {tuple(r) for r in earlier.get("runs", [])} - {tuple(r) for r in here["runs"]}
-    if not same or dropped:
+    differ = [k for k in here if k not in extends and earlier.get(k) != here[k]]
+    dropped = sorted({tuple(r) for r in earlier.get("runs", [])} - {tuple(r) for r in here["runs"]})
+    if differ or dropped:
+        why = [f"its {', '.join(differ)} differ{'s' if len(differ) == 1 else ''}"] if differ else []
+        if dropped:
+            shown = ", ".join(f"{p} on {g} seed {s}" for g, p, s in dropped[:3]) + (" ..." if len(dropped) > 3 else "")
+            why.append(f"it would drop {len(dropped)} of its runs from the files ({shown})")
         raise UserInputError(
-            f"--out {out} holds the results of another benchmark ({_describe(earlier)}); this one ({_describe(here)}) would "
-            f"replace its runs.csv and tables: pass another --out, or delete {out} first"
+            f"--out {out} holds the results of another benchmark ({_describe(earlier)}): {'; '.join(why)}. Pass another --out "
+            f"(deleting {out} would delete the runs' storage in it too, unless --storage named another)"
         )
 
 

@@ -176,12 +176,16 @@ class WorkerSettings:
             UserInputError: a heartbeat not above 0, a grace not above the heartbeat (a live trial would be
                 taken for a dead one), a negative patience, or a database request bound under a second.
         """
-        if not self.heartbeat_s > 0 or self.grace_s <= self.heartbeat_s:
+        # written as "not (x > bound)": a NaN fails every comparison, so it is refused too (a NaN grace would never find
+        # a silent worker gone); infinity is refused where a finite wait is the point
+        if not (math.isfinite(self.heartbeat_s) and self.heartbeat_s > 0) or not (
+            math.isfinite(self.grace_s) and self.grace_s > self.heartbeat_s
+        ):
             raise UserInputError(f"need --heartbeat > 0 and --grace > --heartbeat (got {self.heartbeat_s} and {self.grace_s})")
-        if self.patience_s < 0:
+        if not self.patience_s >= 0:
             raise UserInputError(f"--db-patience must be >= 0 seconds, got {self.patience_s}")
-        if self.timeouts.request_s < 1:
-            raise UserInputError(f"--db-timeout must be >= 1 second, got {self.timeouts.request_s}")
+        if not (math.isfinite(self.timeouts.request_s) and self.timeouts.request_s >= 1):
+            raise UserInputError(f"--db-timeout must be a number of seconds >= 1, got {self.timeouts.request_s}")
 
 
 @dataclass

@@ -174,6 +174,7 @@ class Reporter:
             if current is None or not current.visible:
                 return
             if current.finished:
+                self._announce_if_due(current)  # it ran past the threshold since the last tick: announced, then its end
                 if self.plain and (task in self._last or (current.completed > 0 and task not in self._pending)):
                     self._write(task, ended=True)
                 self._pending.pop(task, None)  # over before it was announced: a quick step says nothing

@@ -179,7 +179,10 @@ def reasoner_from_config(
     """
     settings = reasoner_config(config)
     if settings.kind != "llm":
-        return build_reasoner(settings, storage=storage)
+        rebuilt = build_reasoner(settings, storage=storage)
+        if isinstance(rebuilt, OfflineReasoner) and settings.kind == "offline":
+            rebuilt.note = "reasoner: offline (no LLM), the study's reasoner"  # nobody here asked for it with a flag
+        return rebuilt
     if model and model != settings.model:
         raise UserInputError(f"this study's reasoner is llm:{settings.model}; a worker cannot join it with --llm-model {model}")
     env_url, _, _ = llm_settings()

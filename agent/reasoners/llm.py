@@ -545,10 +545,12 @@ class LLMReasoner(Reasoner):
         use_tools = self.tools and self.tool_support is not False
         box = self.toolbox(request) if use_tools else None
         messages = self._propose_messages(request, box)
-        failed_key = prompt_key(self.model, messages, self.temperature) + ("+tools" if box is not None else "")
-        if failed_key in self.failed_prompts and (self.cache is not None or request.storage is not None):
-            # the engine sends a request back unchanged when nothing came of it; its replies are cached, so asking
-            # again would replay the same invalid ones (and log the same warning again)
+        # the engine sends a request back unchanged when nothing came of it. Without tools and with a reply cache, the
+        # same prompt gets the same cached invalid replies again (and the same warning): not asked again. With tools, a
+        # retry may differ (the round's tool budget spent, a tool's answer), so it is asked.
+        failed_key = prompt_key(self.model, messages, self.temperature)
+        replays = box is None and (self.cache is not None or request.storage is not None)
+        if replays and failed_key in self.failed_prompts:
             return []
         out: ProposeOut | None = None
         try:
@@ -559,7 +561,8 @@ class LLMReasoner(Reasoner):
             else:
                 out = self.structured(messages, ProposeOut, request.study, request.storage)
         except LLMReplyError as exc:
-            self.failed_prompts.add(failed_key)
+            if replays:
+                self.failed_prompts.add(failed_key)
             log.warning("niche %s skipped in round %d: %s", request.niche.id, request.round, exc)
             self.trace.setdefault("notes", []).append(f"niche {request.niche.id} skipped: {exc}")
             return []

@@ -187,6 +187,23 @@ def test_a_piped_search_writes_progress_lines_and_its_wall_time_covers_the_comma
     assert wall_s > 0  # from main's start (the fake-clock test in tests/search/test_wall_time.py pins what it covers)
 
 
+def test_work_that_ends_between_two_ticks_after_the_threshold_is_announced_and_ended() -> None:
+    """A pending announcement was dropped when the work finished before the next tick: 3-4 s of work wrote nothing."""
+    clock = FakeClock()
+    reporter, buffer = plain_reporter(clock)
+    task = reporter.add_task("scoring the reported designs", total=10, announce=True)
+    clock.now = 2.9
+    reporter.tick()  # not due yet
+    clock.now = 3.8
+    reporter.update(task, completed=10)  # done before the next tick
+    got = lines(buffer)
+    assert len(got) == 2 and got[0].startswith("scoring the reported designs") and "ended after 0:04" in got[1]
+    quick, quiet = plain_reporter(FakeClock())
+    short = quick.add_task("a quick step", total=1, announce=True)
+    quick.update(short, completed=1)  # over at once: nothing
+    assert lines(quiet) == []
+
+
 def test_on_a_terminal_announcements_stay_as_lines_and_no_plain_lines_are_written() -> None:
     clock = FakeClock()
     buffer = io.StringIO()

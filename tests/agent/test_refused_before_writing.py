@@ -51,3 +51,12 @@ def test_a_corrupt_knowledge_store_beside_no_study_yet_creates_none(tmp_path: Pa
     (tmp_path / "n.kb.sqlite3").write_bytes(os.urandom(5000))
     assert main([*SEARCH, "--budget", "2", "--storage", f"sqlite:///{tmp_path / 'n.sqlite3'}"]) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["n.kb.sqlite3"]
+
+
+def test_a_knowledge_store_path_that_is_a_folder_stops_the_search_before_it_writes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "s.kb.sqlite3").mkdir()
+    assert main([*SEARCH, "--budget", "2", "--storage", f"sqlite:///{tmp_path / 's.sqlite3'}"]) == 2
+    assert "s.kb.sqlite3, is a folder" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.kb.sqlite3"]

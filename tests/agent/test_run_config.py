@@ -337,3 +337,9 @@ def test_the_offline_line_says_why_the_llm_is_not_used(kind: str, env: dict[str,
     line = offline_note(config)
     assert line.startswith("reasoner: offline (no LLM)") and says in line
     assert getattr(build_reasoner(config), "note", None) == line
+
+
+def test_a_worker_joining_an_offline_study_says_it_is_the_study_s_reasoner() -> None:
+    from coevo.agent.reasoners import reasoner_from_config
+
+    assert getattr(reasoner_from_config({"kind": "offline"}), "note", "") == "reasoner: offline (no LLM), the study's reasoner"

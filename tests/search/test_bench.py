@@ -145,3 +145,18 @@ def test_another_benchmark_into_the_same_folder_is_refused_before_it_runs_and_mo
     assert len(run_bench(more, tmp_path).results) == 4  # adds seeds: every earlier run is still in the files
     with pytest.raises(UserInputError, match="another benchmark"):
         run_bench(dataclasses.replace(more, options={"dataset": "cifar100"}), tmp_path)
+
+
+def test_the_folder_record_holds_no_secret_and_a_resume_with_the_same_runs_spelled_otherwise_is_not_refused(tmp_path: Path) -> None:
+    spec = BenchSpec("nb201", {}, ("fpga",), ("random",), (0,), budget=4, reasoner={"kind": "offline", "base_url": "http://u:pw@h/v1"})
+    run_bench(spec, tmp_path)
+    same = dataclasses.replace(spec, options={"dataset": "cifar10"}, reasoner={"kind": "offline"})  # the default dataset; no endpoint
+    assert len(run_bench(same, tmp_path).results) == 1
+    llm = {"kind": "llm", "model": "m", "base_url": "https://user:sk-abc@api.example:8443/v1?api-key=sk-xyz", "api_key": "sk-key"}
+    record = tmp_path / "other"
+    from coevo.search.bench import _record_out_folder
+
+    record.mkdir()
+    text = _record_out_folder(dataclasses.replace(spec, storage="postgresql://bob:S3cretPW@db/coevo", reasoner=llm), record).read_text()
+    assert not any(secret in text for secret in ("S3cretPW", "sk-abc", "sk-xyz", "sk-key", "user:"))
+    assert "https://api.example:8443/v1" in text

@@ -9,6 +9,7 @@ for ``make test-fast`` check take-over, SIGTERM and a joining worker in one proc
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 import signal
@@ -529,7 +530,11 @@ def test_a_joining_worker_proposes_with_the_options_the_search_stored(tmp_path: 
         ({"heartbeat_s": 0}, "need --heartbeat > 0 and --grace > --heartbeat (got 0 and 20)"),
         ({"heartbeat_s": 5, "grace_s": 5}, "--grace > --heartbeat"),
         ({"patience_s": -1.0}, "--db-patience must be >= 0 seconds, got -1.0"),
-        ({"timeouts": DatabaseTimeouts(request_s=0.5)}, "--db-timeout must be >= 1 second, got 0.5"),
+        ({"timeouts": DatabaseTimeouts(request_s=0.5)}, "--db-timeout must be a number of seconds >= 1, got 0.5"),
+        # a NaN passed every check written as "x < bound" (a NaN grace never finds a silent worker gone)
+        ({"heartbeat_s": 1, "grace_s": math.nan}, "--grace > --heartbeat (got 1 and nan)"),
+        ({"patience_s": math.nan}, "--db-patience must be >= 0 seconds, got nan"),
+        ({"timeouts": DatabaseTimeouts(request_s=math.nan)}, "--db-timeout must be a number of seconds >= 1, got nan"),
     ],
 )
 def test_worker_settings_refuse_timing_no_worker_can_keep(values: dict[str, Any], says: str) -> None:
