@@ -115,6 +115,7 @@ def test_a_bad_option_is_one_line_and_exit_2_with_nothing_written(
     assert not out.exists()
 
 
+@pytest.mark.slow  # trains the tiny LM three times (41 s on a shared 2-core machine): CI runs it, the fast loop does not
 def test_runs_accumulate_in_one_csv_and_page(tmp_path: Path) -> None:
     base = ["--trajectory", "lm-pydoc-tiny", "--steps-multiplier", "0.02", "--checkpoints", "2", "--tokens", "256"]
     assert lm_outliers.main([*base, "--out", str(tmp_path)]) == 0  # 6 steps, checkpoints 3 and 6
