@@ -253,7 +253,12 @@ class CoevolutionProposer(Proposer):
             proposals = self._initial(problem, niches, where, ctx, rng)[: max(0, start)]
             log["initial"] = True
         else:
-            proposals = self._guided(problem, niches, where, kb, paid, quota, ctx, rng, log)
+            try:
+                proposals = self._guided(problem, niches, where, kb, paid, quota, ctx, rng, log)
+            except CoevoError as exc:  # the round that stops the search (no valid candidate for rounds) is on record too
+                log |= {"stopped": str(exc), **(self.reasoner.take_trace() or {})}
+                RoundLogs(ctx.storage).write(ctx.study.study_name, ctx.round, log)  # a resume's round rewrites it
+                raise
         trace = self.reasoner.take_trace()
         if trace:
             log.update(trace)
