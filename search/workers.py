@@ -522,6 +522,32 @@ class _RequeueStale(RetryHeartbeatStaleTrialCallback):
         super().__call__(study, copy)
 
 
+def _requeue_any() -> _RequeueStale:
+    with _quiet_optuna():  # Optuna marks the callback experimental
+        return _RequeueStale(max_retry=None)
+
+
+_REQUEUE_ANY = _requeue_any()
+"""One re-queueing callback (it holds no state), made at import: making one warns, and a warning filter set in the
+watcher thread (``warnings.catch_warnings``) would change the whole process's warnings while it runs."""
+
+
+def fail_and_requeue(rdb: optuna.storages.RDBStorage, study: optuna.Study, study_id: int, number: int) -> bool:
+    """Fail RUNNING trial ``number`` and enqueue its copy, as Optuna does with a stale trial (the copy takes its claim
+    over); True when this call failed it (False: another worker got there first).
+
+    A trial whose failed evaluation was recorded before its worker died is only failed (:class:`_RequeueStale`).
+    """
+    trial_id = rdb.get_trial_id_from_study_id_trial_number(study_id, number)
+    try:
+        if rdb.set_trial_state_values(trial_id, state=TrialState.FAIL):
+            _REQUEUE_ANY(study, rdb.get_trial(trial_id))
+            return True
+    except optuna.exceptions.UpdateFinishedTrialError:
+        pass  # another worker failed it first (as stale)
+    return False
+
+
 @dataclass
 class _LedRound:
     """A round this worker proposed, kept until its results are in (for ``Proposer.observe``)."""
@@ -809,16 +835,8 @@ class Worker:
                 self._fail_and_requeue(t.number)
 
     def _fail_and_requeue(self, number: int) -> None:
-        """Fail RUNNING trial ``number`` and enqueue its copy, as Optuna does with a stale trial (the copy takes its claim over).
-
-        A trial whose failed evaluation was recorded before its worker died is only failed (:class:`_RequeueStale`).
-        """
-        trial_id = self.heart.get_trial_id_from_study_id_trial_number(self.study_id, number)
-        try:
-            if self.heart.set_trial_state_values(trial_id, state=TrialState.FAIL):
-                _RequeueStale(max_retry=None)(self.study, self.heart.get_trial(trial_id))
-        except optuna.exceptions.UpdateFinishedTrialError:
-            pass  # another worker got there first
+        """:func:`fail_and_requeue` of RUNNING trial ``number`` of this worker's study."""
+        fail_and_requeue(self.heart, self.study, self.study_id, number)
 
     def _repair_claims(self) -> None:
         """Settle the open claims that no live trial will finish.
@@ -832,7 +850,6 @@ class Worker:
         one (its claim is marked evaluated, it is never re-queued).
         """
         settled = datetime.datetime.now() - datetime.timedelta(seconds=self.settings.heartbeat_s)
-        requeue = _RequeueStale(max_retry=None)
         for point_id, number in self.coord.open_claims():
             trial = self._trial(number)
             if trial is None:
@@ -842,7 +859,7 @@ class Worker:
             elif trial.state == TrialState.FAIL and trial.datetime_complete is not None and trial.datetime_complete < settled:
                 # failed at least a heartbeat ago: its sweeper had time to enqueue the copy and did not
                 log.warning("trial %d holds the claim on %s but failed with no re-queued copy; re-queueing it", number, point_id)
-                requeue(self.study, trial)
+                _REQUEUE_ANY(self.study, trial)
 
     def _waiting(self) -> int:
         return self._count(TrialState.WAITING)
@@ -1201,32 +1218,12 @@ def settle_dead_worker(storage: str | None, study: str, name: str, reason: str, 
     return Settled(leases_held, trials)
 
 
-def _requeue_any() -> _RequeueStale:
-    with _quiet_optuna():  # Optuna marks the callback experimental
-        return _RequeueStale(max_retry=None)
-
-
-_REQUEUE_ANY = _requeue_any()
-"""One re-queueing callback (it holds no state), made at import: making one warns, and a warning filter set in the
-watcher thread (``warnings.catch_warnings``) would change the whole process's warnings while it runs."""
-
-
 def _fail_running(rdb: optuna.storages.RDBStorage, study_name: str, worker: str) -> int:
     """Fail and re-queue the RUNNING trials of dead ``worker`` (each copy takes its trial's claim over); how many."""
     study = optuna.load_study(study_name=study_name, storage=rdb, sampler=optuna.samplers.RandomSampler())
     study_id = rdb.get_study_id_from_name(study_name)
-    failed = 0
-    for t in rdb.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,)):
-        if t.user_attrs.get("worker") != worker:
-            continue
-        trial_id = rdb.get_trial_id_from_study_id_trial_number(study_id, t.number)
-        try:
-            if rdb.set_trial_state_values(trial_id, state=TrialState.FAIL):
-                _REQUEUE_ANY(study, rdb.get_trial(trial_id))
-                failed += 1
-        except optuna.exceptions.UpdateFinishedTrialError:
-            pass  # a worker failed it as stale first
-    return failed
+    running = rdb.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,))
+    return sum(fail_and_requeue(rdb, study, study_id, t.number) for t in running if t.user_attrs.get("worker") == worker)
 
 
 def _stop_on_signals(stop: threading.Event) -> Callable[[], None]:
