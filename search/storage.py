@@ -227,12 +227,18 @@ def _rdb_storage(resolved: str, engine_kwargs: dict[str, Any], rdb_options: dict
 
 
 def shown_url(url: str | None) -> str:
-    """``url`` (or the default) as messages show it: without its password."""
-    url = url or DEFAULT_STORAGE
+    """A storage URL as messages show it: as given (None: the default), its password masked (a SQLite URL has none).
+
+    The one masking rule for messages, chat's system prompt, the call policy and ``bench.json``.
+    """
+    given = url or DEFAULT_STORAGE
+    if sqlite_target(given) is not None:
+        return given
     try:
-        return sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
-    except sqlalchemy.exc.ArgumentError:
-        return url
+        parsed = sqlalchemy.engine.make_url(given)
+    except (sqlalchemy.exc.ArgumentError, ValueError):
+        return given
+    return parsed.render_as_string(hide_password=True) if parsed.password is not None else given
 
 
 def _storage_error(url: str | None, resolved: str, exc: BaseException) -> StorageError:

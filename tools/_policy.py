@@ -40,7 +40,7 @@ import sqlalchemy.engine
 import sqlalchemy.exc
 
 from coevo.search.errors import UserInputError
-from coevo.search.storage import DEFAULT_STORAGE, MEMORY, resolve_storage_url, sqlite_path, sqlite_target
+from coevo.search.storage import MEMORY, resolve_storage_url, shown_url, sqlite_path, sqlite_target
 from coevo.tools._base import Tool, ToolArgs, ToolArgumentError, ToolDeclinedError
 
 ENV_WORKSPACE = "COEVO_WORKSPACE"
@@ -85,18 +85,6 @@ def storage_key(url: str) -> str:
     port = parsed.port or DEFAULT_PORTS.get(backend) or ""
     query = "&".join(f"{k}={v}" for k, v in sorted((k, str(v)) for k, v in parsed.query.items()))
     return f"{backend}://{parsed.username or ''}@{(parsed.host or '').lower()}:{port}/{parsed.database or ''}?{query}"
-
-
-def shown_url(url: str | None) -> str:
-    """A storage URL as messages show it: as given (None: the default), its password masked (a SQLite URL has none)."""
-    given = url or DEFAULT_STORAGE
-    if sqlite_target(given) is not None:
-        return given
-    try:
-        parsed = sqlalchemy.engine.make_url(given)
-    except (sqlalchemy.exc.ArgumentError, ValueError):
-        return given
-    return parsed.render_as_string(hide_password=True) if parsed.password is not None else given
 
 
 def workspace(storage: str | None = None, configured: str | os.PathLike[str] | None = None) -> Path:

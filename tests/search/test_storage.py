@@ -11,13 +11,23 @@ import sqlalchemy as sa
 import sqlalchemy.exc
 
 from coevo.search.errors import StorageError
-from coevo.search.storage import open_storage, resolve_storage_url, side_engine
+from coevo.search.storage import DEFAULT_STORAGE, open_storage, resolve_storage_url, shown_url, side_engine
 from tests.helpers import wait_until
 
 
 def test_postgres_urls_use_the_installed_driver() -> None:
     assert resolve_storage_url("postgresql://u@h/db").startswith("postgresql+psycopg://")
     assert resolve_storage_url(None) == "sqlite:///runs/coevo.sqlite3"
+
+
+def test_shown_url_masks_a_password_and_leaves_the_rest_as_given() -> None:
+    assert shown_url("postgresql://alice:s3cret@db.example:5432/coevo") == "postgresql://alice:***@db.example:5432/coevo"
+    assert "s3cret" not in shown_url("postgresql+psycopg://alice:s3cret@h/db?sslmode=require")
+    # no password: exactly as the user wrote it (no driver added, no port filled in)
+    assert shown_url("postgresql://alice@h/db") == "postgresql://alice@h/db"
+    assert shown_url("sqlite:///runs/x.sqlite3") == "sqlite:///runs/x.sqlite3"
+    assert shown_url(None) == DEFAULT_STORAGE
+    assert shown_url("not a url") == "not a url"
 
 
 def test_side_engine_survives_a_creation_race(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
