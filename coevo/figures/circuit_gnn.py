@@ -15,7 +15,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from coevo.figures._common import command_line, figure_parser, read_csv, write_csv, write_markdown
+from coevo.figures._common import command_line, figure_parser, load_text, read_csv, write_csv, write_markdown
 from coevo.sim.gnn import (
     DESIGNS,
     Config,
@@ -312,10 +311,6 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _load() -> str:
-    return " ".join(subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.split()[-3:])
-
-
 def main(argv: list[str] | None = None) -> None:
     """Measure (unless ``--report-only``), then write circuit.md from the CSVs and the run's facts."""
     args = parser().parse_args(argv)
@@ -327,7 +322,7 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit("--timing-only keeps circuit_labels.csv, and there is none: run without --timing-only")
         run: dict[str, object] = {
             "command": command,
-            "load_before": _load(),
+            "load_before": load_text(),
             "machine": platform.processor() or platform.machine(),
             "cpus": os.cpu_count(),
             "torch": torch.__version__,
@@ -343,7 +338,7 @@ def main(argv: list[str] | None = None) -> None:
             # 150 epochs, not GNN.epochs (60, the tool's): the committed label table's experiment setting
             labels, seeds, epochs = (["depth"], [0], 20) if args.quick else (LABEL_NAMES, SEEDS, 150)
             write_csv(out / "circuit_labels.csv", label_rows(labels, seeds, epochs), command=command)
-        run |= {"load_after": _load(), "wall_s": round(time.perf_counter() - start, 1)}
+        run |= {"load_after": load_text(), "wall_s": round(time.perf_counter() - start, 1)}
         (out / RUN_JSON).write_text(json.dumps(run, indent=1) + "\n")
     write_md(out, json.loads((out / RUN_JSON).read_text()), command)
     print(f"wrote {out / 'circuit.md'}", file=sys.stderr)
