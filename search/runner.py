@@ -458,20 +458,30 @@ def _truly_scored(problem: Problem, evaluations: Sequence[Evaluation], *, keep_p
     return scored
 
 
+def front_columns(problem: Problem) -> list[str]:
+    """The objectives in the order front tables show them: the minimised one of the front's pair first (the front reads
+    fastest first), then the maximised one, then any others."""
+    names = [o.name for o in problem.objectives]
+    first, second = problem.front_objectives
+    return [second, first, *(n for n in names if n not in (first, second))]
+
+
 def _front_rows(problem: Problem, found: list[Evaluation], y1: np.ndarray, y2: np.ndarray) -> list[dict[str, Any]]:
     """The found set's non-dominated designs with every objective (not only the front's pair), by the second objective."""
-    names = [o.name for o in problem.objectives]
+    second = problem.front_objectives[1]
+    # keys in the order every front table shows them (coevo search's, and chat's, which renders a tool result's records
+    # in key order): the objectives as front_columns orders them, point id, paid, then the design
+    shown = front_columns(problem)
     front: list[dict[str, Any]] = [
         {
-            problem.design_label: problem.describe(found[i].point),
+            **{n: float(found[i].values[n]) for n in shown},
             "point_id": found[i].point_id,
             # a predicted design is reported with its true values, but nothing was paid to learn them
             "paid": bool(found[i].query) and pays_expensive(problem.found_set),
-            **{n: float(found[i].values[n]) for n in names},
+            problem.design_label: problem.describe(found[i].point),
         }
         for i in np.flatnonzero(pareto_mask(y1, y2))
     ]
-    second = problem.front_objectives[1]
     front.sort(key=lambda row: (row[second], row["point_id"]))
     return front
 

@@ -145,17 +145,17 @@ def print_search(problem: Any, result: Any, *, as_json: bool = False) -> int:
     summary = [[key, str(result.wall_s) if key == "wall_s" else summary_cell(getattr(result, key))] for key in (*keys, "storage")]
     summary[keys.index("trials")][1] = trials_text(result)
     print_table(out, f"study {result.study}", [Column("key"), Column("value", text=True)], summary, show_header=False)
-    names = [o.name for o in problem.objectives]
-    from coevo.search.runner import unpaid_word
+    from coevo.search.runner import front_columns, unpaid_word
 
+    names = front_columns(problem)
     title = front_title(result)
     print_design_table(
         out,
         title,
-        [*names[1:2], *names[:1], *names[2:], "point id", "paid"],  # the minimised objective first: the front reads fastest first
+        [*names, "point id", "paid"],
         [
             [
-                *(f"{row[n]:.4g}" for n in [*names[1:2], *names[:1], *names[2:]]),
+                *(f"{row[n]:.4g}" for n in names),
                 str(row["point_id"]),
                 "yes" if row.get("paid", True) else unpaid_word(result.found_set),
             ]

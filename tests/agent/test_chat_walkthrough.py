@@ -148,3 +148,23 @@ def test_held_stderr_passes_on_errors_and_warnings_only() -> None:
     for line in lines:
         held.write(line)
     assert stream.getvalue() == "".join(lines[2:]) and held.text() == "".join(lines) and not held.isatty()
+
+
+# ---------------------------------------------------------------- the front reads the same in chat as in coevo search
+
+
+def test_front_columns_are_in_the_same_order_in_chat_and_in_coevo_search(capfd: pytest.CaptureFixture[str], storage: str) -> None:
+    def header_order(text: str, names: list[str]) -> list[str]:
+        header = next(line for line in text.splitlines() if all(n in line for n in names))
+        return sorted(names, key=header.index)
+
+    names = ["latency_ms", "accuracy", "point id"]
+    capfd.readouterr()
+    argv = ["search", "--problem", "nb201", "--proposer", "random", "--budget", "4", "--storage", storage, "--study", "s"]
+    assert main(argv) == 0
+    searched = header_order(capfd.readouterr().out, names)
+    assert main(["chat", "--storage", storage, "--once", f"/run study.front {json.dumps({'study': 's', 'storage': storage})}"]) == 0
+    chatted = header_order(capfd.readouterr().out, ["latency_ms", "accuracy", "point_id"])
+    # the minimised objective first in both (chat listed the design's point id and paid before the objectives)
+    assert searched == ["latency_ms", "accuracy", "point id"]
+    assert chatted == ["latency_ms", "accuracy", "point_id"]
