@@ -10,7 +10,7 @@ that by :class:`CallPolicy` (:mod:`tools._policy`).
 from __future__ import annotations
 
 from coevo.tools._base import Tool, ToolArgs, ToolArgumentError, ToolDeclinedError, ToolExecutionError, ToolResult
-from coevo.tools._call import call_tool
+from coevo.tools._call import call_tool, parse_arguments
 from coevo.tools._policy import (
     ENV_WORKSPACE,
     CallPolicy,
@@ -82,6 +82,7 @@ __all__ = [
     "asks_first",
     "call_tool",
     "llm_name",
+    "parse_arguments",
     "shown_url",
     "workspace",
 ]

@@ -16,6 +16,36 @@ from coevo.search.errors import CoevoError, UserInputError
 from coevo.tools._base import Tool, ToolArgs, ToolArgumentError, ToolExecutionError, ToolResult, describe_validation
 from coevo.tools._policy import CallPolicy
 
+JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean", type(None): "null"}
+"""How a JSON value that is not an object is named when a tool call's arguments are one."""
+
+
+def parse_arguments(raw: str) -> tuple[dict[str, Any] | None, str]:
+    """A tool call's argument text as sent: ``(the object, "")``, or ``(None, what is wrong with it)``.
+
+    The one reading of argument text, for :func:`call_tool`, chat (before the call, to show the model's call as made)
+    and ``--options``. Read as the OpenAI client reads a whole reply's (``json.loads``, control characters allowed in
+    strings), never completed as a partial stream is: LangChain's streaming parser turns ``{bad`` into ``{}``, and the
+    model would be told its call lacks an argument instead of that it sent no JSON. No text at all is no arguments
+    (what OpenAI-compatible servers send for a call without any).
+
+    >>> parse_arguments('{"arch": "x"}'), parse_arguments("")
+    (({'arch': 'x'}, ''), ({}, ''))
+    >>> parse_arguments("{bad")
+    (None, 'not valid JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1))')
+    >>> parse_arguments("[1, 2]")
+    (None, 'valid JSON but not a JSON object (an array)')
+    """
+    if not raw.strip():
+        return {}, ""
+    try:
+        value = json.loads(raw, strict=False)
+    except json.JSONDecodeError as exc:
+        return None, f"not valid JSON ({exc})"
+    if not isinstance(value, dict):
+        return None, f"valid JSON but not a JSON object ({JSON_KINDS.get(type(value), 'something else')})"
+    return value, ""
+
 
 def call_tool(tool: Tool, raw: Mapping[str, Any] | str | None, *, policy: CallPolicy | None = None) -> ToolResult:
     """Validate raw arguments (a mapping or a JSON object string), admit the call under ``policy``, run the tool.
@@ -34,12 +64,10 @@ def call_tool(tool: Tool, raw: Mapping[str, Any] | str | None, *, policy: CallPo
         ToolExecutionError: the tool failed on valid arguments.
     """
     if isinstance(raw, str):
-        try:
-            raw = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise ToolArgumentError(
-                f"arguments for {tool.name} are not valid JSON ({exc.msg} at char {exc.pos}); example: {json.dumps(tool.example)}"
-            ) from None
+        parsed, fault = parse_arguments(raw)
+        if parsed is None:
+            raise ToolArgumentError(f"arguments for {tool.name} are {fault}; example: {json.dumps(tool.example)}")
+        raw = parsed
     if raw is None:
         raw = {}
     if not isinstance(raw, Mapping):

@@ -34,7 +34,7 @@ from coevo.agent.chat.store import Event, SessionStore
 from coevo.agent.llm_client import CHAT_RETRY, EndpointError, Price, RetryPolicy, clean_text, token_usage, truncate_result
 from coevo.prompts import load_prompt
 from coevo.search.errors import CoevoError, UserInputError
-from coevo.tools import CallPolicy, Confirm, Registry, Tool, llm_name, shown_url
+from coevo.tools import CallPolicy, Confirm, Registry, Tool, llm_name, parse_arguments, shown_url
 from coevo.tools import workspace as workspace_of
 from coevo.tools.adapters import CallStatus, outcome_of, to_langchain
 
@@ -56,36 +56,6 @@ def clean_reply(reply: AIMessage) -> AIMessage:
             "invalid_tool_calls": clean_text(reply.invalid_tool_calls),
         }
     )
-
-
-JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean", type(None): "null"}
-"""How a JSON value that is not an object is named when a tool call's arguments are one."""
-
-
-def parse_arguments(raw: str) -> tuple[dict[str, Any] | None, str]:
-    """A tool call's argument text as the model sent it: ``(the object, "")``, or ``(None, what is wrong with it)``.
-
-    Read as the OpenAI client reads a whole reply's (``json.loads``, control characters allowed in strings), never
-    completed as a partial stream is: LangChain's streaming parser turns ``{bad`` into ``{}``, and the model would
-    be told its call lacks an argument instead of that it sent no JSON. No text at all is no arguments (what
-    OpenAI-compatible servers send for a call without any).
-
-    >>> parse_arguments('{"arch": "x"}'), parse_arguments("")
-    (({'arch': 'x'}, ''), ({}, ''))
-    >>> parse_arguments("{bad")
-    (None, 'not valid JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1))')
-    >>> parse_arguments("[1, 2]")
-    (None, 'valid JSON but not an object (an array)')
-    """
-    if not raw.strip():
-        return {}, ""
-    try:
-        value = json.loads(raw, strict=False)
-    except json.JSONDecodeError as exc:
-        return None, f"not valid JSON ({exc})"
-    if not isinstance(value, dict):
-        return None, f"valid JSON but not an object ({JSON_KINDS.get(type(value), 'something else')})"
-    return value, ""
 
 
 def read_tool_calls(chunks: list[ToolCallChunk]) -> tuple[list[ToolCall], list[InvalidToolCall]]:

@@ -11,7 +11,6 @@ become a configuration (commands below this module get objects, never the Namesp
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, get_args
@@ -36,6 +35,7 @@ from coevo.search.problem import Problem
 from coevo.search.problems import describe_options, problem_names
 from coevo.search.storage import DatabaseTimeouts
 from coevo.search.workers import Progress, WorkerSettings
+from coevo.tools import parse_arguments
 
 __all__ = ["err", "out"]  # re-exported: the consoles live in agent.cli._console
 
@@ -101,12 +101,9 @@ def problem_values(args: argparse.Namespace) -> dict[str, Any]:
     """The problem options given on the command line: ``--options`` JSON, then the option flags over it."""
     values: dict[str, Any] = {}
     if getattr(args, "options", None):
-        try:
-            given = json.loads(args.options)
-        except json.JSONDecodeError as exc:
-            raise UserInputError(f"--options is not valid JSON ({exc.msg} at char {exc.pos}); e.g. --options '{{\"k\": 4}}'") from None
-        if not isinstance(given, dict):
-            raise UserInputError(f"--options must be a JSON object, got {type(given).__name__}")
+        given, fault = parse_arguments(args.options)  # read as a tool call's arguments are
+        if given is None:
+            raise UserInputError(f"--options is {fault}; e.g. --options '{{\"k\": 4}}'")
         values.update(given)
     for key, value in vars(args).items():
         if key.startswith(OPTION_DEST) and value is not None:

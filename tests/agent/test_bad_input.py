@@ -54,7 +54,7 @@ CASES: list[tuple[str, str]] = [
     ("search --problem noc --k 99", "k: input should be less than or equal to 16, got 99"),
     ('search --problem pipeline --options {"dataset":"cifar10"}', "no option 'dataset'"),
     ("search --problem docs/missing.py:Space", "no file"),
-    ("search --options [1]", "--options must be a JSON object"),
+    ("search --options [1]", "--options is valid JSON but not a JSON object (an array)"),
     ("search --storage sqlite:///no/such/dir/x.db", "does not exist"),
     ("search --storage notadb://x", "cannot open storage"),
     ("search --storage sqlite:///:memory:", "cannot hold a search"),
