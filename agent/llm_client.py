@@ -39,6 +39,7 @@ The API key lives only in :class:`LLMSettings` (never in its ``repr`` or
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import signal
@@ -121,15 +122,67 @@ class LLMSettings:
         }
 
 
+NOT_JSON = "\x00"
+"""Put before a tool call's argument text that is JSON but not an object, so that LangChain reads the call as invalid."""
+
+
+@functools.cache
+def _chat_openai() -> type[Any]:
+    """``ChatOpenAI`` reading a whole reply whose tool call has arguments that are JSON but not an object.
+
+    LangChain (langchain-openai 1.8, langchain-ai/langchain#35990) parses such arguments (``[1, 2]``) into a list,
+    and building the reply's ``AIMessage`` then fails for the whole reply: a non-streamed chat turn lost the model's
+    text and its other calls, and was retried as a malformed body. A streamed reply's calls are read by coevo
+    (``agent.chat.loop.read_tool_calls``). Here, only when LangChain's reading fails, the reply is read again with
+    those arguments marked as not JSON, so each becomes one invalid tool call carrying its text as sent.
+    """
+    from langchain_openai import ChatOpenAI
+
+    class ReadingChatOpenAI(ChatOpenAI):
+        def _create_chat_result(self, response: Any, generation_info: dict[str, Any] | None = None) -> Any:
+            try:
+                return super()._create_chat_result(response, generation_info)
+            except ValidationError:
+                marked = _mark_non_object_arguments(response)
+                if marked is None:
+                    raise
+            result = super()._create_chat_result(marked, generation_info)
+            for generation in result.generations:
+                for call in getattr(generation.message, "invalid_tool_calls", []):
+                    if isinstance(call.get("args"), str) and call["args"].startswith(NOT_JSON):
+                        call["args"] = call["args"][len(NOT_JSON) :]
+            return result
+
+    return ReadingChatOpenAI
+
+
+def _mark_non_object_arguments(response: Any) -> dict[str, Any] | None:
+    """``response`` as a dict with each tool call's argument text that is JSON but not an object marked
+    (:data:`NOT_JSON`); None when there is none (the reply failed for another reason)."""
+    reply = response if isinstance(response, dict) else response.model_dump(warnings=False)
+    marked = False
+    for choice in reply.get("choices") or []:
+        for call in (choice.get("message") or {}).get("tool_calls") or []:
+            text = (call.get("function") or {}).get("arguments")
+            if not isinstance(text, str) or not text.strip():
+                continue
+            try:
+                value = json.loads(text, strict=False)
+            except json.JSONDecodeError:
+                continue
+            if not isinstance(value, dict):
+                call["function"]["arguments"], marked = NOT_JSON + text, True
+    return reply if marked else None
+
+
 def chat_model(settings: LLMSettings) -> Any:
     """A LangChain ``ChatOpenAI`` for the endpoint, with the client's own retries off (see the module doc).
 
     Returns ``Any`` so that importing this module does not import ``langchain_openai``.
     """
-    from langchain_openai import ChatOpenAI
     from pydantic import SecretStr
 
-    return ChatOpenAI(
+    return _chat_openai()(
         model=settings.model,
         base_url=settings.base_url,
         api_key=SecretStr(settings.api_key or NO_KEY),

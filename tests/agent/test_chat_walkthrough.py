@@ -168,3 +168,28 @@ def test_front_columns_are_in_the_same_order_in_chat_and_in_coevo_search(capfd: 
     # the minimised objective first in both (chat listed the design's point id and paid before the objectives)
     assert searched == ["latency_ms", "accuracy", "point id"]
     assert chatted == ["latency_ms", "accuracy", "point_id"]
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streaming", "non-streaming"])
+def test_a_tool_call_whose_arguments_are_not_an_object_is_one_bad_call_streamed_or_not(
+    capfd: pytest.CaptureFixture[str], storage: str, stream: bool
+) -> None:
+    # without streaming, LangChain failed the whole reply (langchain-ai/langchain#35990): the model's other call and
+    # its text were lost and the turn was retried as a malformed body
+    script = [
+        {
+            "content": "Let me look.",
+            "tool_calls": [{"name": "nb201_query", "arguments": "[1, 2]"}, {"name": "studies_list", "arguments": {}}],
+        },
+        {"content": "Done."},
+    ]
+    with FakeOpenAI(script) as fake:
+        capfd.readouterr()
+        argv = ["chat", "--storage", storage, "--once", "query a cell", "--llm-base-url", fake.url, "--llm-model", "m"]
+        assert main(argv + ([] if stream else ["--no-stream"])) == 0
+        out, err = capfd.readouterr()
+    assert len(fake.requests) == 2 and "retrying" not in err, err  # one reply, read once, not asked again
+    told = {m["tool_call_id"]: m["content"] for m in fake.requests[1]["messages"] if m["role"] == "tool"}
+    assert "valid JSON but not a JSON object (an array); nothing ran" in told["call_1_0"], told
+    assert not told["call_1_1"].startswith("error"), told  # the other call of the same reply ran
+    assert "→ nb201.query [1, 2]" in out and "→ studies.list" in out and "Let me look." in out, out
