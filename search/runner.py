@@ -108,7 +108,8 @@ class SearchResult:
     were skipped, interrupted and re-queued, or are still waiting or running (a stopped search)."""
     search_wall_s: float | None = None
     """Wall seconds of every invocation that evaluated for this study, summed (``wall_s`` is this invocation's alone: a
-    rerun that finds the study finished takes a second); None for a study searched before coevo recorded it."""
+    rerun that finds the study finished takes a second); None where no invocation evaluated (budget 0: the scoring's
+    time is ``wall_s``) or for a study searched before coevo recorded it."""
 
     @property
     def budget_used(self) -> int:
