@@ -84,9 +84,7 @@ def test_query_mode_search_pays_for_the_designs_main_paid_for(tmp_path: Path) ->
     # non-dominated subset of the paid ids (brute force over pairs), and the reported HV ratio is that front's
     # HV from the table's values through the problem's reference (the HV itself is hand-checked in test_metrics.py)
     acc, lat = problem.table.acc("cifar10"), problem.table.lat("fpga")
-    dominated = {
-        i for i in QUERY_IDS for j in QUERY_IDS if acc[j] >= acc[i] and lat[j] <= lat[i] and (acc[j] > acc[i] or lat[j] < lat[i])
-    }
+    dominated = {i for i in QUERY_IDS for j in QUERY_IDS if acc[j] >= acc[i] and lat[j] <= lat[i] and (acc[j] > acc[i] or lat[j] < lat[i])}
     assert sorted(str(i) for i in set(QUERY_IDS) - dominated) == QUERY_FRONT
     rows = [int(i) for i in QUERY_FRONT]
     assert hv == pytest.approx(problem.reference().hv_ratio(acc[rows], lat[rows]), rel=1e-12)
