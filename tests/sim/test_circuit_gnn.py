@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
 from pathlib import Path
@@ -338,32 +338,48 @@ def test_threads_over_relations_compute_what_one_thread_does(small, k, product, 
 
 
 def test_relations_run_at_the_same_time(small, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
-    # a slowed stand-in for the aggregation kernel records when each call runs; time.sleep releases the GIL as the
-    # numba kernels do, so relations on different threads overlap and relations on one thread cannot
+    # A stand-in for the aggregation kernel counts the calls in flight and, in the threaded run, waits at a barrier of
+    # two before computing: such a call returns only once another call is running on another thread at the same time.
+    # Every call waits but the last of an odd count (it would have no partner): 6 of the 7 relations, in 3 pairs.
+    # Relations run one after another would leave the first call alone at the barrier: it times out, the barrier
+    # breaks (BrokenBarrierError) and the forward pass fails. No sleeps and no timings: the barrier is the proof.
     from coevo.sim.gnn import sparse
 
-    real, spans = sparse._K_GATHER, []
+    real = sparse._K_GATHER
+    barrier = threading.Barrier(2, timeout=10)
+    lock = threading.Lock()
+    counts = {"calls": 0, "in_flight": 0, "peak": 0}
 
-    def slowed(*args):  # type: ignore[no-untyped-def]
-        start = time.perf_counter()
-        time.sleep(0.02)
-        real(*args)
-        spans.append((start, time.perf_counter()))
+    paired = len(small.rels) - len(small.rels) % 2
 
-    def overlapping() -> int:
-        ordered = sorted(spans)
-        return sum(b0 < a1 for (_, a1), (b0, _) in pairwise(ordered))
+    def stand_in(wait: bool):  # type: ignore[no-untyped-def]
+        def kernel(*args):  # type: ignore[no-untyped-def]
+            with lock:
+                arrival = counts["calls"]
+                counts["calls"] += 1
+                counts["in_flight"] += 1
+                counts["peak"] = max(counts["peak"], counts["in_flight"])
+            try:
+                if wait and arrival < paired:
+                    barrier.wait()
+                real(*args)
+            finally:
+                with lock:
+                    counts["in_flight"] -= 1
 
-    monkeypatch.setattr(sparse, "_K_GATHER", slowed)
+        return kernel
+
+    monkeypatch.setattr(sparse, "_K_GATHER", stand_in(wait=True))
     model = build(small, Config(hidden=16, layers=1, k=4, concurrency=4, parallel="relations"), seed=0)
     with torch.no_grad():
-        model(small)
-    assert len(spans) == len(small.rels) and overlapping() >= 2  # 8 relations on 4 threads
-    spans.clear()
+        model(small)  # 7 relations on 4 threads and the caller's: each pair of calls met at the barrier
+    assert counts["calls"] == len(small.rels) == 7 and counts["peak"] >= 2 and not barrier.broken
+    counts.update(calls=0, peak=0)
+    monkeypatch.setattr(sparse, "_K_GATHER", stand_in(wait=False))
     model.configure(Config(hidden=16, layers=1, k=4, concurrency=1, parallel="relations"))
     with torch.no_grad():
         model(small)
-    assert len(spans) == len(small.rels) and overlapping() == 0  # one thread: one relation after another
+    assert counts["calls"] == len(small.rels) and counts["peak"] == 1  # one thread: one relation after another
     model.close()
 
 
