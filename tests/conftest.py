@@ -23,6 +23,14 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 import optuna  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from hypothesis import settings as hypothesis_settings  # noqa: E402
+
+# One Hypothesis profile for the whole suite: no per-example deadline (the default 200 ms fails a test whose example
+# merely ran slowly on a loaded 2-core machine), the same examples on every run (derandomize: a failure reproduces
+# and none appears or vanishes by chance; it implies no example database), and the reproduction blob printed with
+# a failure. A test's own @settings(...) still overrides single values (max_examples, deadline=None where it says so).
+hypothesis_settings.register_profile("coevo", deadline=None, derandomize=True, print_blob=True)
+hypothesis_settings.load_profile("coevo")
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 """Data beside the checkout (``../shared``): present on the team's machines and in CI, absent from a plain clone."""

@@ -134,6 +134,7 @@ def test_the_report_says_where_imported_heuristics_came_from_and_whether_they_he
     heads = store.latest(joint)
     items = imported_heuristics(store, joint)
     assert items and {i.hid for i in items} == {h for h, v in heads.items() if v.origin}
+    brought_any = False
     for i in items:
         there = source[i.origin.split(":")[1]]
         assert i.origin.startswith(f"{SOURCE}:") and i.source == SOURCE and (i.problem, i.part) == ("nb201", "cell")
@@ -146,7 +147,13 @@ def test_the_report_says_where_imported_heuristics_came_from_and_whether_they_he
             sum(e.kind == "support" for e in own),
             sum(e.kind == "refute" for e in own),
         )
-        assert all(e.study == SOURCE for e in store.evidence(joint, i.hid) if e not in own)  # brought along, not counted
+        # evidence the import brought along: the source's rows, not counted in the verdict; an empty list would pass
+        # the all() vacuously, so check there is some wherever the source had evidence of its own for the heuristic
+        brought = [e for e in store.evidence(joint, i.hid) if e not in own]
+        assert all(e.study == SOURCE for e in brought)
+        had_evidence = any(e.study == SOURCE for e in store.evidence(SOURCE, i.origin.split(":")[1]))
+        assert bool(brought) == had_evidence, (i.hid, len(brought), had_evidence)
+        brought_any = brought_any or bool(brought)
         expected = {
             "held": now in ("validated", "accepted"),
             "did not hold": now in ("refuted", "unhelpful", "rejected"),
@@ -156,6 +163,7 @@ def test_the_report_says_where_imported_heuristics_came_from_and_whether_they_he
             "set aside": now == "retired",
         }
         assert expected[i.verdict], (i.verdict, now, len(own))
+    assert brought_any  # the source's evidence did come along (with --kb-from-use both)
     # the report's section: one row per imported heuristic, naming its source, its part and its verdict
     out = tmp_path / "report"
     assert main(["kb", "report", "--storage", storage, "--study", joint, "--out", str(out)]) == 0

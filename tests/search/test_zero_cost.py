@@ -63,7 +63,7 @@ def test_the_natural_batch_is_fixed_real_image_patches() -> None:
     assert x.mean(dim=(0, 2, 3)).abs().max() < 1.5 and 0.3 < x.std(dim=(0, 2, 3)).mean() < 2.0
     # natural images are smooth: neighbouring pixels correlate strongly, unlike the Gaussian batch
     corr = torch.corrcoef(torch.stack([x[..., :, :-1].flatten(), x[..., :, 1:].flatten()]))[0, 1]
-    noise = torch.randn(32, 3, 32, 32)
+    noise = torch.randn(32, 3, 32, 32, generator=torch.Generator().manual_seed(0))  # |corr| ~ 1 / sqrt(95,232) = 0.003
     corr_noise = torch.corrcoef(torch.stack([noise[..., :, :-1].flatten(), noise[..., :, 1:].flatten()]))[0, 1]
     assert corr > 0.8 and abs(float(corr_noise)) < 0.05
     assert ProxyConfig().batch_source == "natural" and ProxyConfig().key() != ProxyConfig(batch_source="gaussian").key()

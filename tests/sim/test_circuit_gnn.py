@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
 from pathlib import Path
@@ -227,13 +227,14 @@ def test_unknown_design_lists_the_valid_ones() -> None:
 
 
 def test_topk_relu_matches_torch() -> None:
-    h = torch.randn(50, 16, requires_grad=True)
+    gen = torch.Generator().manual_seed(0)  # inputs of their own: not the global stream other tests moved
+    h = torch.randn(50, 16, requires_grad=True, generator=gen)
     idx, val = topk_relu(h, 4, even_blocks(50, 3), ThreadPoolExecutor(2))
     ref_v, ref_i = torch.topk(h, 4, dim=1)
     assert torch.equal(idx.sort(1).values, ref_i.sort(1).values)
     assert torch.allclose(val.sort(1).values, torch.relu(ref_v).sort(1).values)
     dense = densify(idx, val, 16)
-    g = torch.randn(50, 16)
+    g = torch.randn(50, 16, generator=gen)
     (dh,) = torch.autograd.grad((dense * g).sum(), h)
     keep = torch.zeros_like(h, dtype=torch.bool).scatter(1, ref_i, True) & (h > 0)
     assert torch.allclose(dh, g * keep)
@@ -242,15 +243,16 @@ def test_topk_relu_matches_torch() -> None:
 
 @pytest.mark.parametrize("parts", [1, 3])
 def test_sparse_row_mm_matches_dense_forward_and_backward(parts: int) -> None:
-    h = torch.randn(40, 12)
+    gen = torch.Generator().manual_seed(1)
+    h = torch.randn(40, 12, generator=gen)
     idx, val = topk_relu(h, 5)
     val = val.detach().requires_grad_()
-    w = torch.randn(12, 7, requires_grad=True)
+    w = torch.randn(12, 7, requires_grad=True, generator=gen)
     pool = ThreadPoolExecutor(2) if parts > 1 else None
     out = sparse_row_mm(idx, val, w, even_blocks(40, parts), pool)
     ref = densify(idx, val, 12) @ w
     assert torch.allclose(out, ref, atol=1e-5)
-    g = torch.randn(40, 7)
+    g = torch.randn(40, 7, generator=gen)
     got = torch.autograd.grad(out, (val, w), g)
     want = torch.autograd.grad(ref, (val, w), g)
     assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(got, want, strict=True))
@@ -267,7 +269,7 @@ def test_aggregate_matches_scipy_forward_and_backward() -> None:
     out = aggregate([(r1, 0, 4), (r2, 1, 2)], [z0, z1], 30, 4, balanced_blocks(r1.a[0] + r2.a[0], 3), ThreadPoolExecutor(2), 3)
     ref = torch.from_numpy(a1.toarray()) @ z0[:, 4:8] + torch.from_numpy(a2.toarray()) @ z1[:, 2:6]
     assert torch.allclose(out, ref, atol=1e-5)
-    g = torch.randn(30, 4)
+    g = torch.randn(30, 4, generator=torch.Generator().manual_seed(2))
     got, want = torch.autograd.grad(out, (z0, z1), g), torch.autograd.grad(ref, (z0, z1), g)
     assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(got, want, strict=True))
     assert got[0][:, :4].abs().sum() == 0 and got[1][:, 6:].abs().sum() == 0
@@ -298,7 +300,7 @@ def _out_and_grads(model, data):  # type: ignore[no-untyped-def]
 
 
 def test_ablations_with_top_k_agree_and_so_do_the_dense_ones(small) -> None:  # type: ignore[no-untyped-def]
-    model = build(small, Config(hidden=16, layers=2, k=4, concurrency=2))
+    model = build(small, Config(hidden=16, layers=2, k=4, concurrency=2), seed=0)  # build seeds torch's weights
     variants = ablations(model.config)
     res = {}
     for name, cfg in variants.items():
@@ -323,7 +325,7 @@ def test_ablations_with_top_k_agree_and_so_do_the_dense_ones(small) -> None:  # 
     "k, product, aggregation", [(4, "sparse", "numba"), (4, "dense", "numba"), (None, "dense", "numba"), (4, "sparse", "torch")]
 )
 def test_threads_over_relations_compute_what_one_thread_does(small, k, product, aggregation) -> None:  # type: ignore[no-untyped-def]
-    model = build(small, Config(hidden=16, layers=2, k=k, product=product, aggregation=aggregation))
+    model = build(small, Config(hidden=16, layers=2, k=k, product=product, aggregation=aggregation), seed=0)
     out0, g0 = _out_and_grads(model, small)
     for threads in (1, 3):
         model.configure(
@@ -336,32 +338,48 @@ def test_threads_over_relations_compute_what_one_thread_does(small, k, product, 
 
 
 def test_relations_run_at_the_same_time(small, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
-    # a slowed stand-in for the aggregation kernel records when each call runs; time.sleep releases the GIL as the
-    # numba kernels do, so relations on different threads overlap and relations on one thread cannot
+    # A stand-in for the aggregation kernel counts the calls in flight and, in the threaded run, waits at a barrier of
+    # two before computing: such a call returns only once another call is running on another thread at the same time.
+    # Every call waits but the last of an odd count (it would have no partner): 6 of the 7 relations, in 3 pairs.
+    # Relations run one after another would leave the first call alone at the barrier: it times out, the barrier
+    # breaks (BrokenBarrierError) and the forward pass fails. No sleeps and no timings: the barrier is the proof.
     from coevo.sim.gnn import sparse
 
-    real, spans = sparse._K_GATHER, []
+    real = sparse._K_GATHER
+    barrier = threading.Barrier(2, timeout=10)
+    lock = threading.Lock()
+    counts = {"calls": 0, "in_flight": 0, "peak": 0}
 
-    def slowed(*args):  # type: ignore[no-untyped-def]
-        start = time.perf_counter()
-        time.sleep(0.02)
-        real(*args)
-        spans.append((start, time.perf_counter()))
+    paired = len(small.rels) - len(small.rels) % 2
 
-    def overlapping() -> int:
-        ordered = sorted(spans)
-        return sum(b0 < a1 for (_, a1), (b0, _) in pairwise(ordered))
+    def stand_in(wait: bool):  # type: ignore[no-untyped-def]
+        def kernel(*args):  # type: ignore[no-untyped-def]
+            with lock:
+                arrival = counts["calls"]
+                counts["calls"] += 1
+                counts["in_flight"] += 1
+                counts["peak"] = max(counts["peak"], counts["in_flight"])
+            try:
+                if wait and arrival < paired:
+                    barrier.wait()
+                real(*args)
+            finally:
+                with lock:
+                    counts["in_flight"] -= 1
 
-    monkeypatch.setattr(sparse, "_K_GATHER", slowed)
-    model = build(small, Config(hidden=16, layers=1, k=4, concurrency=4, parallel="relations"))
+        return kernel
+
+    monkeypatch.setattr(sparse, "_K_GATHER", stand_in(wait=True))
+    model = build(small, Config(hidden=16, layers=1, k=4, concurrency=4, parallel="relations"), seed=0)
     with torch.no_grad():
-        model(small)
-    assert len(spans) == len(small.rels) and overlapping() >= 2  # 8 relations on 4 threads
-    spans.clear()
+        model(small)  # 7 relations on 4 threads and the caller's: each pair of calls met at the barrier
+    assert counts["calls"] == len(small.rels) == 7 and counts["peak"] >= 2 and not barrier.broken
+    counts.update(calls=0, peak=0)
+    monkeypatch.setattr(sparse, "_K_GATHER", stand_in(wait=False))
     model.configure(Config(hidden=16, layers=1, k=4, concurrency=1, parallel="relations"))
     with torch.no_grad():
         model(small)
-    assert len(spans) == len(small.rels) and overlapping() == 0  # one thread: one relation after another
+    assert counts["calls"] == len(small.rels) and counts["peak"] == 1  # one thread: one relation after another
     model.close()
 
 

@@ -69,8 +69,21 @@ def test_min_max_split_is_optimal() -> None:
 def test_partition_bytes_golden() -> None:
     p = profile("unet-tiny", resolution=8)
     b = blockwise(p, 2, flops_per_s=1e12)
-    assert b.device_of == (0, 0, 0, 0, 0, 0, 1, 1, 1, 1)
-    assert b.boundary_bytes == 512 and b.skip_bytes == 1024 + 1024 + 256 and b.skip_bytes_direct == b.skip_bytes
+    # the expected cut, by brute force: blockwise minimises the slower stage's work, which with no kernel cost is the
+    # blocks' FLOPs; try every contiguous 2-way split (a cut before block c) and keep the best, which must be unique
+    flops = [blk.flops for blk in p.blocks]
+    slower = {c: max(sum(flops[:c]), sum(flops[c:])) for c in range(1, len(flops))}
+    cut = min(slower, key=lambda c: slower[c])
+    assert sorted(slower.values())[0] < sorted(slower.values())[1]  # one best cut: the expected split is well defined
+    assert cut == 6  # by hand: enc0..dec0 899,072 FLOPs vs dec1..out 1,085,440 (a cut one later: 1,390,592 vs 593,920)
+    assert b.device_of == tuple(int(i >= cut) for i in range(len(flops)))
+    # the bytes that follow from that cut: the activation out of the last block before it (dec0: 512 bytes), and each
+    # skip whose producer is before the cut and consumer after it, sent one hop: enc2 256, enc1 1024, enc0 1024 (enc3's
+    # skip to dec0 stays on device 0)
+    crossing = [src for src, dst in p.skip_edges if src < cut <= dst]
+    assert b.boundary_bytes == p.blocks[cut - 1].out_bytes == 512
+    assert b.skip_bytes == sum(p.blocks[src].out_bytes for src in crossing) == 1024 + 1024 + 256
+    assert b.skip_bytes_direct == b.skip_bytes  # two stages: every crossing skip is one hop, relayed or direct
     s = skip_aware(p, 2, flops_per_s=1e12)
     assert units(p) == [[0, 8, 9], [1, 7], [2, 6], [3, 5, 4]]
     assert s.skip_bytes == 0 and all(s.device_of[a] == s.device_of[c] for a, c in p.skip_edges)

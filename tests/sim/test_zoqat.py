@@ -102,7 +102,7 @@ def test_perturbation_regenerated_from_seed_is_identical(tiny: TinyLM) -> None:
     assert torch.equal(pert.flat(123), pert.flat(123))
     assert not torch.equal(pert.flat(123), pert.flat(124))
     w = next(i for i, p in enumerate(pert.params) if p is quant_layers(q)[0].weight)
-    sub = Subspace.from_estimate(torch.randn(pert.params[w].shape), 2)
+    sub = Subspace.from_estimate(torch.randn(pert.params[w].shape, generator=torch.Generator().manual_seed(0)), 2)
     aligned = Perturbation(pert.params, {w: sub})
     assert torch.equal(aligned.flat(7), aligned.flat(7))
     z = dict(aligned.directions(7))[pert.params[w]]
@@ -269,7 +269,7 @@ def test_gptq_on_a_model_beats_rtn_and_keeps_the_callers_model(tiny: TinyLM, bat
 
 @pytest.mark.parametrize("bits", [1, 2, 4, 8])
 def test_fake_quant_values_lie_on_the_grid_of_a_learnable_scale(bits: int) -> None:
-    x = torch.randn(64, 32) * 3
+    x = torch.randn(64, 32, generator=torch.Generator().manual_seed(bits)) * 3
     scale = torch.full((64, 1), 0.37, requires_grad=True)
     q = fake_quant(x, scale, bits)
     levels = (q / scale).detach()
