@@ -106,6 +106,7 @@ class ReramProblem(LevelProblem):
         self.sa0_share = parse_ratio(self.options.sa0_sa1)
         self._plans: dict[Point, ModelPlan] = {}
         self._cache: dict[Point, dict[str, float]] = {}
+        self._areas: dict[Point, float] = {}
 
     def protection(self, point: Point) -> Protection:
         """The :class:`sim.reram.Protection` a point sets."""
@@ -165,4 +166,14 @@ class ReramProblem(LevelProblem):
         return 80.0, need * Protection(spare_rows=4, spare_cols=4).area_factor(CFG) + 1e-9
 
     def cheap_values(self, points: Sequence[Any]) -> dict[str, np.ndarray]:
-        return {"area": np.array([self._plan(tuple(p)).area() for p in points], dtype=float)}
+        # from the layout's line counts: planning the pruned model (learned pruning trains it) took minutes per niche
+        # before the first paid evaluation
+        from coevo.sim.reram import layout_area
+
+        model = _zoo(self.options.model).model
+        return {"area": np.array([self._area(model, tuple(p), layout_area) for p in points], dtype=float)}
+
+    def _area(self, model: Any, point: Point, layout_area: Any) -> float:
+        if point not in self._areas:
+            self._areas[point] = float(layout_area(model, CFG, self.protection(point)))
+        return self._areas[point]

@@ -472,6 +472,18 @@ def plan_model(
     return ModelPlan(model, plans, cfg, protection, crossbars_needed(model, cfg))
 
 
+def layout_area(model: nn.Module, cfg: CrossbarConfig, protection: Protection) -> float:
+    """:meth:`ModelPlan.area` of ``protection``'s layout of ``model``, without pruning or fine-tuning it.
+
+    The area depends only on how many rows and columns each layer keeps (:func:`_prune_counts`, the same counts for
+    every prune method), on duplication and on spare lines, never on which lines are kept or on the weights: so the
+    layout is made with the L2 masks of those counts on the untrained model. A search uses it as its cheap objective
+    (learned pruning trains for every design; the area did not need that).
+    """
+    masks = prune_masks(model, protection.prune_rows, protection.prune_cols)
+    return plan_model(model, cfg, protection, masks).area()
+
+
 def layer_rng(seed: int, index: int) -> np.random.Generator:
     """The generator of fault map ``seed`` for the ``index``-th mapped layer (the same for every scheme)."""
     return np.random.default_rng([int(seed), int(index)])

@@ -24,6 +24,7 @@ from coevo.sim.reram import (
     crossbars_needed,
     faulty_model,
     harmful,
+    layout_area,
     parse_ratio,
     plan_layer,
     plan_model,
@@ -345,6 +346,28 @@ def test_learned_pruning_reaches_the_fraction_and_keeps_the_line_the_loss_needs(
     ys = torch.cat([b[1] for b in batches(0)])
     with torch.no_grad():
         assert float(loss(learned, xs, ys)) < float(loss(l2_model, xs, ys))
+
+
+@pytest.mark.parametrize(
+    "protection",
+    [
+        Protection(finetune_epochs=2),
+        Protection(prune_rows=0.5, prune_cols=0.5, finetune_epochs=2),  # learned
+        Protection(prune_rows=0.5, prune_cols=0.5, dup=True, finetune_epochs=2),
+        Protection(prune_rows=1 / 6, prune_cols=0.25, msb=1, spare_rows=1, spare_cols=2, finetune_epochs=2),
+        Protection(prune_rows=0.5, prune_cols=0.5, dup=True, finetune_epochs=2, prune_method="l2"),
+    ],
+    ids=lambda p: p.label,
+)
+def test_the_area_of_a_layout_needs_no_training(protection: Protection) -> None:
+    # the search's cheap objective: the area of the pruned, fine-tuned model's layout, from the line counts alone
+    model, batches, loss = _toy_task()
+    cfg = CrossbarConfig(rows=2, cols=4, weight_bits=4, bits_per_cell=2)  # small crossbars: pruning changes their count
+    trained, masks = pruned_model(model, protection, batches, loss, lr=1e-2)
+    area = plan_model(trained, cfg, protection, masks).area()
+    assert layout_area(model, cfg, protection) == area
+    if protection.prune_rows == 0.5 and not protection.dup:  # and the count moves with pruning (not a constant)
+        assert area < plan_model(model, cfg, Protection()).area()
 
 
 def test_the_vote_never_looks_at_the_fault_map() -> None:
