@@ -1226,6 +1226,10 @@ def _fail_running(rdb: optuna.storages.RDBStorage, study_name: str, worker: str)
     return sum(fail_and_requeue(rdb, study, study_id, t.number) for t in running if t.user_attrs.get("worker") == worker)
 
 
+STOPPING_NOTE = "\nstopping: the evaluation running is abandoned and the step under way finishes first; Ctrl-C again to stop at once\n"
+"""Said on a terminal at the first Ctrl-C of a search or worker."""
+
+
 def _stop_on_signals(stop: threading.Event) -> Callable[[], None]:
     """SIGINT/SIGTERM set ``stop`` (a running evaluation is abandoned, see :meth:`Worker._run_evaluation`); a
     second SIGINT raises ``KeyboardInterrupt`` at once. Returns a restore function."""
@@ -1237,6 +1241,11 @@ def _stop_on_signals(stop: threading.Event) -> Callable[[], None]:
         if stop.is_set() and signum == signal.SIGINT:
             raise KeyboardInterrupt
         stop.set()
+        if signum == signal.SIGINT and os.isatty(2):
+            # the proposer's current step (a round's proposals, a model's fit) finishes before the stop is seen, which
+            # can take a while: say so at once rather than leave the person wondering whether Ctrl-C was heard.
+            # os.write: a handler may run while the main thread is inside a write to sys.stderr
+            os.write(2, STOPPING_NOTE.encode())
 
     for s in previous:
         signal.signal(s, handler)

@@ -345,6 +345,50 @@ def test_no_heartbeat_is_recorded_for_a_trial_past_its_deadline(space: Space, st
 # ---------------------------------------------------------------- Ctrl-C
 
 
+def test_the_first_ctrl_c_on_a_terminal_is_answered_at_once_and_the_second_interrupts() -> None:
+    # a proposer's step (a round's proposals) can take a while before the stop is seen: the person hears at once
+    import os
+
+    from coevo.search.workers import STOPPING_NOTE, _stop_on_signals
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers are set in the main thread only")
+    master, slave = os.openpty()
+    saved = os.dup(2)
+    stop = threading.Event()
+    restore = _stop_on_signals(stop)
+    try:
+        os.dup2(slave, 2)  # stderr is a terminal
+        signal.raise_signal(signal.SIGINT)
+        assert stop.is_set()
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)
+    finally:
+        os.dup2(saved, 2)
+        restore()
+        os.close(saved)
+        os.close(slave)
+    said = os.read(master, 4096).decode()
+    os.close(master)
+    assert "stopping:" in said and "Ctrl-C again to stop at once" in said and said.count("stopping:") == 1, said
+    assert " ".join(said.split()) == " ".join(STOPPING_NOTE.split())
+    # not a terminal (a log, a pipe, under --json): nothing is written
+    stop.clear()
+    restore = _stop_on_signals(stop)
+    r, w = os.pipe()
+    saved = os.dup(2)
+    try:
+        os.dup2(w, 2)
+        signal.raise_signal(signal.SIGTERM)
+    finally:
+        os.dup2(saved, 2)
+        restore()
+        os.close(saved)
+        os.close(w)
+    assert stop.is_set() and os.read(r, 4096) == b""
+    os.close(r)
+
+
 def test_ctrl_c_stops_a_hanging_evaluation_at_once_unpaid_and_a_rerun_evaluates_it(
     space: Space, storage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
