@@ -576,8 +576,10 @@ class CoevolutionProposer(Proposer):
         """Count rounds without a valid candidate from the reasoner; stop the run after :data:`MAX_EMPTY_ROUNDS`."""
         study = state.ctx.study
         # a round counts as empty when the reasoner gave no valid candidate, even if the engine's own filled it (screen on)
-        empty = int(study.user_attrs.get(EMPTY_ROUNDS, 0)) + 1 if state.from_reasoner == 0 and quota > 0 else 0
-        study.set_user_attr(EMPTY_ROUNDS, empty)
+        before = study.user_attrs.get(EMPTY_ROUNDS)
+        empty = int(before or 0) + 1 if state.from_reasoner == 0 and quota > 0 else 0
+        if before is None or int(before) != empty:  # rewriting the same count (0 most rounds) was a transaction a round
+            study.set_user_attr(EMPTY_ROUNDS, empty)
         if not empty:
             return
         reasons = "; ".join(state.feedback[-3:]) or "it returned no candidates"
