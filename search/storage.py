@@ -268,7 +268,9 @@ def check_exists(url: str | None, *, timeouts: DatabaseTimeouts = READ_TIMEOUTS)
     shown = url or DEFAULT_STORAGE
     if path is not None:
         if not path.is_file():
-            raise StorageMissingError(f"no storage at {shown!r}: {str(path)!r} does not exist (run a search first, or pass --storage)")
+            # "pass --storage" only to someone who did not: a wrong path given is to be checked, not given again
+            hint = "run a search first, or pass --storage" if url is None else "check the path, or run a search that writes there first"
+            raise StorageMissingError(f"no storage at {shown!r}: {str(path)!r} does not exist ({hint})")
         return
     if sqlite_target(resolved) == MEMORY:
         raise StorageMissingError(f"{shown} is an in-memory database and holds nothing to read; pass the storage a search wrote to")

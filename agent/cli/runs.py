@@ -27,12 +27,12 @@ def add_arguments(p: argparse.ArgumentParser, problem: type[Problem] | None) -> 
     sub = p.add_subparsers(dest="runs_command", required=True, metavar="{list,show,delete}")
     ls = sub.add_parser("list", help="every search in the storage: progress, workers alive, HV so far")
     ls.add_argument("--storage", default=None, help=f"storage URL (default: {DEFAULT_STORAGE})")
-    ls.add_argument("--json", action="store_true")
+    ls.add_argument("--json", action="store_true", help="one JSON object per search, one per line (JSON Lines)")
     ls.add_argument("--yes", action="store_true", help=LOAD_HELP)
     show = sub.add_parser("show", help="one search: progress, trial states, workers, HV so far")
     show.add_argument("study")
     show.add_argument("--storage", default=None, help=f"storage URL (default: {DEFAULT_STORAGE})")
-    show.add_argument("--json", action="store_true")
+    show.add_argument("--json", action="store_true", help="the search as one JSON object")
     show.add_argument("--yes", action="store_true", help=LOAD_HELP)
     rm = sub.add_parser("delete", help="delete a search: its study, knowledge base, round logs, LLM replies and claims")
     rm.add_argument("study")
@@ -116,10 +116,6 @@ def _note_not_loaded(rows: list[dict[str, Any]]) -> None:
         )
 
 
-_HINT = " (run a search first, or pass --storage)"
-"""The end of :func:`search.storage.check_exists`'s message for a missing file, which an explicit ``--storage`` already passed."""
-
-
 def _list(args: argparse.Namespace) -> int:
     """``coevo runs list``: every coevo search in the storage.
 
@@ -137,7 +133,7 @@ def _list(args: argparse.Namespace) -> int:
         if args.storage is not None:
             # a storage named on the command line that is not there is most likely a typo: an error (exit 2), as chat's
             # /runs with --storage says; only the default storage, before the first search, is an empty answer
-            raise StorageMissingError(f"{str(exc).removesuffix(_HINT)}; nothing to list (is the URL right?)") from None
+            raise StorageMissingError(f"{exc}; nothing to list") from None
         err.print(f"no searches yet: {exc}")  # nothing is created
         return 0
     names = [s.study_name for s in optuna.get_all_study_summaries(open_storage(args.storage, create=False), include_best_trial=False)]

@@ -134,7 +134,8 @@ def test_read_only_commands_create_nothing(tmp_path: Path, capsys: pytest.Captur
     assert "no searches" in capsys.readouterr().err
     # a storage named on the command line that is not there is a typo: exit 2, as chat's /runs says
     assert main(["runs", "list", "--storage", f"sqlite:///{tmp_path / 'typo.sqlite3'}"]) == 2
-    assert "does not exist; nothing to list" in capsys.readouterr().err
+    said = " ".join(capsys.readouterr().err.split())
+    assert "does not exist (check the path, or run a search that writes there first); nothing to list" in said, said
     assert main(["kb", "list"]) == 2
     assert main(["chat", "--once", "/runs", "--storage", f"sqlite:///{tmp_path / 'typo.sqlite3'}"]) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # no runs/, no SQLite file

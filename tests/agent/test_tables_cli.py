@@ -127,7 +127,7 @@ def test_search_summary_and_front(console: Console, monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(search, "out", console)
     monkeypatch.setattr(search, "err", Console(file=io.StringIO()))
     objectives = [SimpleNamespace(name="accuracy_pct"), SimpleNamespace(name="makespan_ms")]
-    problem = SimpleNamespace(objectives=objectives, design_label="config")
+    problem = SimpleNamespace(objectives=objectives, design_label="config", front_objectives=("accuracy_pct", "makespan_ms"))
     front = [
         {"accuracy_pct": 91.2345, "makespan_ms": 11.8312, "point_id": "p-00017", "config": FRONT_DESIGNS[0]},
         {"accuracy_pct": 93.1002, "makespan_ms": 12.0045, "point_id": "p-00123", "config": FRONT_DESIGNS[1], "paid": False},

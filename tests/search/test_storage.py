@@ -11,7 +11,7 @@ import sqlalchemy as sa
 import sqlalchemy.exc
 
 from coevo.search.errors import StorageError
-from coevo.search.storage import DEFAULT_STORAGE, open_storage, resolve_storage_url, shown_url, side_engine
+from coevo.search.storage import DEFAULT_STORAGE, check_exists, open_storage, resolve_storage_url, shown_url, side_engine
 from tests.helpers import wait_until
 
 
@@ -108,3 +108,13 @@ def test_closing_connections_leaves_a_shared_in_memory_database_alone() -> None:
 def test_a_storage_path_that_is_a_folder_says_so(tmp_path: Path) -> None:
     with pytest.raises(StorageError, match=rf"{tmp_path} is a folder; give a file path, e\.g\. sqlite:///{tmp_path}/coevo\.sqlite3"):
         open_storage(f"sqlite:///{tmp_path}")
+
+
+def test_a_missing_storage_says_pass_storage_only_to_someone_who_did_not(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StorageError, match=r"runs/coevo.sqlite3' does not exist \(run a search first, or pass --storage\)"):
+        check_exists(None)
+    given = f"sqlite:///{tmp_path / 'typo.sqlite3'}"
+    with pytest.raises(StorageError, match=r"does not exist \(check the path, or run a search that writes there first\)") as info:
+        check_exists(given)
+    assert "--storage" not in str(info.value)
