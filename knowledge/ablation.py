@@ -23,6 +23,7 @@ from coevo.knowledge.store import KnowledgeStore
 from coevo.search.bench import run_jobs
 from coevo.search.errors import UserInputError
 from coevo.search.runner import SearchResult
+from coevo.search.stats import t_interval, verdict
 from coevo.search.storage import open_storage, resolve_storage_url
 from coevo.search.study import load_search
 
@@ -50,14 +51,15 @@ class MetricChange:
     @property
     def ci95(self) -> float | None:
         """Half-width of the 95 % t interval of the mean difference (None for one seed)."""
-        n = len(self.deltas)
-        if n < 2:
-            return None
-        mean = self.mean_delta
-        sd = math.sqrt(sum((d - mean) ** 2 for d in self.deltas) / (n - 1))
-        from scipy import stats  # lazy: scipy.stats costs ~1.5 s of every coevo start-up
+        half = t_interval(self.deltas)[1]
+        return None if math.isnan(half) else half
 
-        return float(stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n))
+    def verdict(self, base_label: str, variant_label: str) -> str:
+        """One line judging the change (:func:`search.stats.verdict`), in points of the metric x 100 (both metrics are
+        shares in [0, 1]): whether withholding made a difference the seeds can see, or one inside their noise."""
+        return verdict(
+            f"{self.metric} {variant_label} vs {base_label}", [100 * d for d in self.deltas], unit="points (x100)", unit_of_pairing="seeds"
+        )
 
 
 @dataclass
@@ -85,6 +87,7 @@ class Comparison:
                     "variant": list(c.variant),
                     "mean_delta": c.mean_delta,
                     "ci95": c.ci95,
+                    "verdict": c.verdict(self.base_label, self.variant_label),
                 }
                 for c in self.changes
             },
@@ -106,7 +109,8 @@ class Comparison:
                 f"| {c.metric} | {sum(c.base) / len(c.base):.4f} | {sum(c.variant) / len(c.variant):.4f} | "
                 f"{c.mean_delta:+.4f}{ci} | {', '.join(f'{d:+.4f}' for d in c.deltas)} |"
             )
-        lines += ["", *[f"- {n}" for n in self.notes]]
+        lines += ["", *[f"- verdict: {c.verdict(self.base_label, self.variant_label)}" for c in self.changes]]
+        lines += [f"- {n}" for n in self.notes]
         return "\n".join(lines) + "\n"
 
 

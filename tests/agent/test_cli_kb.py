@@ -333,7 +333,8 @@ def test_ablate_whole_kb_and_one_heuristic(searched: str, capsys: pytest.Capture
     assert guided and not any(t.user_attrs.get("heuristics") for t in guided)  # nothing was handed to the reasoner
     assert main(["kb", "ablate", "H1", "--seeds", "1", "--storage", searched]) == 0
     text = capsys.readouterr().out
-    assert "without H1" in text and "was learned in" in text
+    assert "without H1" in text and "was learned in" in text and "verdict: hv_ratio without H1 vs with it" in " ".join(text.split())
+    assert hv["verdict"].startswith("hv_ratio without the knowledge base vs with it: ")
 
 
 @pytest.mark.slow  # 13 s on an idle 2-core machine: out of the fast loop (make test-fast), still in CI
