@@ -10,7 +10,7 @@ from pydantic import Field, field_validator
 
 from coevo.search.errors import UserInputError
 from coevo.search.problem import config_field
-from coevo.search.stats import accuracy_noise
+from coevo.search.stats import accuracy_noise, verdict
 from coevo.search.work_progress import report
 from coevo.sim.stepping import Built, StepRunner, budget_step, build, check_fractions, measure_latency, plan, zoo_setup
 from coevo.sim.stepping.config import SteppingConfig
@@ -80,6 +80,15 @@ def _built(model: str, steps: list[float], kind: str, args: _Common, notes: list
         raise UserInputError("training stopped by the user (Ctrl-C); nothing was cached") from None
     notes.append(f"{kind}: {b.note} ({b.path.name})")
     return b
+
+
+def _latency_verdict(step: int, ratios: tuple[float, ...]) -> dict[str, str]:
+    """``{"verdict": ...}``: the on-the-fly path's price (or gain) against computing the chosen subnet afresh, judged on
+    the paired ratios of its repeats (empty when nothing was timed)."""
+    if not ratios:
+        return {}
+    what = f"latency of step {step} stepped up on the fly vs from scratch"
+    return {"verdict": verdict(what, list(ratios), unit="x", higher_is_better=False, null=1.0, unit_of_pairing="repeats")}
 
 
 def verdict_line(kind: str, stepping: list[float], other: list[float], n_test: int) -> str:
@@ -225,6 +234,8 @@ class SteppingRun(Tool):
                 ],
                 "to_chosen_on_the_fly": round(lat[chosen].cumulative_ms, 4),
                 "chosen_from_scratch": round(lat[chosen].scratch_ms, 4),
+                # timed, so it differs between two calls: a value under latency_ms (a measured field), not a message
+                **_latency_verdict(chosen, lat[chosen].to_scratch),
             },
             "wall_s": round(time.perf_counter() - start, 3),
         }

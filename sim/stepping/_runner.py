@@ -207,6 +207,8 @@ class StepLatency:
     """This subnet from scratch (:meth:`StepRunner.subnet`)."""
     dense_ms: float | None = None
     """The dense net of the same MACs (``dense(x, step)``, one op per layer), when one was given."""
+    to_scratch: tuple[float, ...] = ()
+    """Per repeat, ``cumulative / scratch`` of that repeat (the two are timed interleaved): paired ratios for a verdict."""
 
 
 @torch.no_grad()
@@ -244,4 +246,15 @@ def measure_latency(
         return 1e3 * statistics.median(values)
 
     batch = int(x.shape[0])
-    return [StepLatency(s, batch, ms(inc[s]), ms(cum[s]), ms(fresh[s]), ms(flat[s]) if dense is not None else None) for s in range(steps)]
+    return [
+        StepLatency(
+            s,
+            batch,
+            ms(inc[s]),
+            ms(cum[s]),
+            ms(fresh[s]),
+            ms(flat[s]) if dense is not None else None,
+            tuple(c / f for c, f in zip(cum[s], fresh[s], strict=True) if f > 0),
+        )
+        for s in range(steps)
+    ]

@@ -216,3 +216,20 @@ def test_baselines_train_at_the_same_macs_and_learn() -> None:
         b = build("cnn-digits", [0.5, 1.0], kind=kind, epochs=1, seed=0)
         assert b.macs == [b.plan.dense_macs(0), b.plan.full_macs]
         assert all(a > 20.0 for a in b.test_accuracy)  # 10 classes: chance is 10 %
+
+
+def test_latency_pairs_each_repeats_on_the_fly_time_with_its_scratch_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a clock that advances 1 per read: per step the loop reads it 4 times (before the step-up, after it, after the
+    # scratch subnet, after the dense net), so each section lasts 1 and step s's cumulative time is s + 1 step-ups
+    from types import SimpleNamespace
+
+    import coevo.sim.stepping._runner as runner_module
+    from coevo.sim.stepping import measure_latency
+
+    ticks = iter(range(10**6))
+    monkeypatch.setattr(runner_module, "time", SimpleNamespace(perf_counter=lambda: float(next(ticks))))
+    torch.manual_seed(0)
+    net = SteppingCNN(plan(zoo_setup("cnn-digits")[1], STEPS)).eval()
+    lat = measure_latency(net, torch.randn(4, 1, 8, 8), repeats=3, warmup=0)
+    assert [step.to_scratch for step in lat] == [(float(s + 1),) * 3 for s in range(len(STEPS))]
+    assert [step.cumulative_ms for step in lat] == [1e3 * (s + 1) for s in range(len(STEPS))]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from coevo.agent.cli import main
@@ -32,7 +34,12 @@ def test_run_picks_the_largest_step_within_the_budget_and_measures_it() -> None:
     p = plan(zoo_setup("cnn-digits")[1], [0.5, 1.0])
     for budget in (0.6, 1.0):
         args = {"model": "cnn-digits", "mac_budget": budget, "steps": [0.5, 1.0], "epochs": 1, "repeats": 2, "assign": "index"}
-        out = call_tool(tool, args).value
+        result = call_tool(tool, args)
+        out = result.value
+        # the on-the-fly path against the subnet from scratch: one verdict line on the 2 repeats' paired ratios
+        said = out["latency_ms"]["verdict"]
+        assert said.startswith(f"latency of step {out['chosen_step']} stepped up on the fly vs from scratch: "), said
+        assert "(95 % t interval, 2 repeats)" in said and re.search(r"\): (better|worse|within noise)", said), said
         assert out["chosen_step"] == budget_step(p, budget) == (0 if budget < 0.98 else 1)
         assert out["macs"] == p.macs(out["chosen_step"]) <= budget * p.full_macs
         assert len(out["latency_ms"]["steps"]) == out["chosen_step"] + 1
