@@ -147,3 +147,18 @@ def test_profile_tool_takes_batch_as_the_issue_writes_it() -> None:
     result = call_tool(REGISTRY.get("pipeline.profile"), {"model": "unet-tiny", "resolution": 8, "batch": 2})
     assert result.value["microbatch"] == 2 and result.value["skips"] == 4
     assert sum(b["kernels"] for b in result.value["per_block"]) == result.value["kernels_forward"] > 0
+
+
+def test_plan_tool_says_by_sign_whether_skip_aware_sends_fewer_bytes_than_each_baseline() -> None:
+    from coevo.tools import REGISTRY, call_tool
+
+    result = call_tool(REGISTRY.get("pipeline.plan"), {"model": "unet-tiny", "devices": 2, "resolution": 8, "method": "all"})
+    plans = result.value["plans"]
+    ours = plans["skip-aware"]["total_bytes_per_microbatch_forward"]
+    said = {m.split(":")[0].removeprefix("verdict vs "): m for m in result.messages if m.startswith("verdict vs ")}
+    assert set(said) == set(plans) - {"skip-aware"}
+    for method, line in said.items():
+        theirs = plans[method]["total_bytes_per_microbatch_forward"]
+        # from the byte counts themselves, not the rounded share: fewer, more, or the same
+        expected = "fewer bytes" if ours < theirs else "more bytes (worse on bytes)" if ours > theirs else "the same bytes"
+        assert expected in line, (method, ours, theirs, line)
