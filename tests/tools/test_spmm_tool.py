@@ -73,7 +73,9 @@ def test_the_speed_ups_carry_a_paired_verdict_and_noisy_timings_a_warning() -> N
     # scipy 1.0, 1.0, 2.0 s: IQR (1.5 - 1.0) = 0.5 of a median of 1.0 -> noisy
     t = Timings({"degree-block": [1.0, 1.0, 1.0], "naive": [2.0, 2.0, 2.2], "scipy": [1.0, 1.0, 2.0]}, {}, 0.0, {}, 1, 1)
     lines = _verdicts(t)
-    assert lines[0].startswith("degree-block vs naive: 2.07 x speed-up [1.78, 2.35] (95 % t interval, 3 rounds): better")
+    assert lines[0].startswith(
+        "degree-block vs naive (mean of the rounds' paired ratios): 2.07 x speed-up [1.78, 2.35] (95 % t interval, 3 rounds): better"
+    )
     assert "degree-block vs scipy" in lines[1] and "within noise" in lines[1]
     assert lines[2].startswith("warning: scipy's timings are noisy (IQR 50 % of the median)")
     assert len(lines) == 3
