@@ -2,13 +2,17 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
+# PyTorch's own index of CPU builds: PyPI's torch for Linux is the CUDA build (several GB). Where that index cannot be
+# reached, pip skips it (one retry) and takes torch from the other sources it is configured with; TORCH_INDEX= (empty)
+# leaves pip's own configuration alone.
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 .PHONY: setup demo test test-fast lint typecheck pytest bench
 
 setup:  ## create .venv with the CPU build of torch and coevo (editable) with dev tools
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX) --retries 1 --timeout 15)
 	$(PY) -m pip install --quiet -e '.[dev]'
 	@$(VENV)/bin/coevo --help >/dev/null && echo "coevo is installed: $(VENV)/bin/coevo"
 
