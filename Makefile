@@ -2,9 +2,9 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-# PyTorch's own index of CPU builds: PyPI's torch for Linux is the CUDA build (several GB). Where that index cannot be
-# reached, pip skips it (one retry) and takes torch from the other sources it is configured with; TORCH_INDEX= (empty)
-# leaves pip's own configuration alone.
+# PyTorch's own index of CPU builds: PyPI's torch for Linux is the CUDA build (several GB). --index-url replaces pip's
+# index, so where PyTorch's cannot be reached the install is retried once with pip's own configuration (PyPI or a
+# mirror: there, on Linux, the CUDA build); TORCH_INDEX= (empty) uses pip's configuration from the start.
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 .PHONY: setup demo test test-fast lint typecheck pytest bench
@@ -12,7 +12,7 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 setup:  ## create .venv with the CPU build of torch and coevo (editable) with dev tools
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX) --retries 1 --timeout 15)
+	$(if $(TORCH_INDEX),$(PY) -m pip install --quiet torch==2.13.0 --index-url $(TORCH_INDEX) --retries 1 --timeout 15 || )$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[dev]'
 	@$(VENV)/bin/coevo --help >/dev/null && echo "coevo is installed: $(VENV)/bin/coevo"
 

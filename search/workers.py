@@ -1293,6 +1293,23 @@ STOPPING_NOTE = "\nstopping: the evaluation running is abandoned and the step un
 """Said on a terminal at the first Ctrl-C of a search or worker."""
 
 
+def _say_stopping() -> None:
+    """:data:`STOPPING_NOTE` on a terminal, once per Ctrl-C: the proposer's current step (a round's proposals, a model's
+    fit) finishes before the stop is seen, which can take a while, and the person should know Ctrl-C was heard.
+
+    Not from a worker a search started (:data:`ENV_WORKER_TAG` set): a terminal's Ctrl-C reaches the whole process
+    group, and the search that started it speaks for it. ``os.write``: a signal handler may run while the main thread
+    is inside a write to ``sys.stderr``; a terminal gone (EIO) or busy (EAGAIN) must not raise into that thread.
+    """
+    if os.environ.get(ENV_WORKER_TAG):
+        return
+    try:
+        if os.isatty(2):
+            os.write(2, STOPPING_NOTE.encode())
+    except OSError:
+        pass
+
+
 def _stop_on_signals(stop: threading.Event) -> Callable[[], None]:
     """SIGINT/SIGTERM set ``stop`` (a running evaluation is abandoned, see :meth:`Worker._run_evaluation`); a
     second SIGINT raises ``KeyboardInterrupt`` at once. Returns a restore function."""
@@ -1304,11 +1321,8 @@ def _stop_on_signals(stop: threading.Event) -> Callable[[], None]:
         if stop.is_set() and signum == signal.SIGINT:
             raise KeyboardInterrupt
         stop.set()
-        if signum == signal.SIGINT and os.isatty(2):
-            # the proposer's current step (a round's proposals, a model's fit) finishes before the stop is seen, which
-            # can take a while: say so at once rather than leave the person wondering whether Ctrl-C was heard.
-            # os.write: a handler may run while the main thread is inside a write to sys.stderr
-            os.write(2, STOPPING_NOTE.encode())
+        if signum == signal.SIGINT:
+            _say_stopping()
 
     for s in previous:
         signal.signal(s, handler)

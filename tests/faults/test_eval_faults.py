@@ -372,14 +372,14 @@ def test_the_first_ctrl_c_on_a_terminal_is_answered_at_once_and_the_second_inter
     os.close(master)
     assert "stopping:" in said and "Ctrl-C again to stop at once" in said and said.count("stopping:") == 1, said
     assert " ".join(said.split()) == " ".join(STOPPING_NOTE.split())
-    # not a terminal (a log, a pipe, under --json): nothing is written
+    # stderr not a terminal (a log, a pipe): nothing is written
     stop.clear()
     restore = _stop_on_signals(stop)
     r, w = os.pipe()
     saved = os.dup(2)
     try:
         os.dup2(w, 2)
-        signal.raise_signal(signal.SIGTERM)
+        signal.raise_signal(signal.SIGINT)
     finally:
         os.dup2(saved, 2)
         restore()
@@ -387,6 +387,37 @@ def test_the_first_ctrl_c_on_a_terminal_is_answered_at_once_and_the_second_inter
         os.close(w)
     assert stop.is_set() and os.read(r, 4096) == b""
     os.close(r)
+
+
+def test_a_worker_started_by_a_search_leaves_the_stopping_note_to_the_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a terminal's Ctrl-C reaches the whole process group: with --workers 3 the note came three times
+    import os
+
+    from coevo.search.workers import ENV_WORKER_TAG, _stop_on_signals
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers are set in the main thread only")
+    master, slave = os.openpty()
+    saved = os.dup(2)
+    stop = threading.Event()
+    for tag, said in (("w1", b""), ("", b"stopping:")):
+        monkeypatch.setenv(ENV_WORKER_TAG, tag)
+        stop.clear()
+        restore = _stop_on_signals(stop)
+        try:
+            os.dup2(slave, 2)  # a terminal, as the search's own stderr
+            signal.raise_signal(signal.SIGINT)
+            os.write(slave, b"|")  # a marker: what the handler wrote, if anything, comes before it
+        finally:
+            os.dup2(saved, 2)
+            restore()
+        heard = b""
+        while not heard.endswith(b"|"):
+            heard += os.read(master, 4096)
+        assert stop.is_set() and heard.strip().startswith(said) and (said or heard.strip() == b"|"), (tag, heard)
+    os.close(saved)
+    os.close(slave)
+    os.close(master)
 
 
 def test_ctrl_c_stops_a_hanging_evaluation_at_once_unpaid_and_a_rerun_evaluates_it(
