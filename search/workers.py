@@ -458,7 +458,7 @@ def heartbeat_storage(url: str | None, settings: WorkerSettings) -> optuna.stora
             timeouts=settings.timeouts,
             heartbeat_interval=settings.heartbeat_s,
             grace_period=settings.grace_s,
-            heartbeat_stale_trial_callback=_RequeueStale(max_retry=None),
+            heartbeat_stale_trial_callback=_REQUEUE_ANY,  # the one made at import (below), as the sweeps use
         )
 
 
