@@ -462,6 +462,9 @@ def heartbeat_storage(url: str | None, settings: WorkerSettings) -> optuna.stora
         )
 
 
+EVALUATION_THREAD = "coevo-evaluate"
+"""The name of the thread each evaluation runs in; the ``coevo`` command ends at once while an abandoned one still runs."""
+
 ENV_WORKER_TAG = "COEVO_WORKER_TAG"
 """The last part of a worker's name, given by the search that starts it (``coevo search --workers N``), so that search
 knows the name of each worker it started: when one dies, it hands over exactly that worker's holdings (a pid alone
@@ -535,7 +538,7 @@ class _Evaluation:
         self._values: Any = None
         self._error: BaseException | None = None
         context = contextvars.copy_context()
-        thread = threading.Thread(target=context.run, args=(self._call, problem, point), name="coevo-evaluate", daemon=True)
+        thread = threading.Thread(target=context.run, args=(self._call, problem, point), name=EVALUATION_THREAD, daemon=True)
         thread.start()
 
     def _call(self, problem: Problem, point: Any) -> None:

@@ -15,8 +15,11 @@ declaration; the command line is peeked for ``--problem`` before the parser is b
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -143,9 +146,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     install_note_format()  # a rebuilt cache file nobody collects is one 'note:' line on stderr
     _started.append(time.perf_counter())  # a stack: chat's commands run through main inside main
     try:
-        return _main(list(sys.argv[1:] if argv is None else argv))
+        code = _main(list(sys.argv[1:] if argv is None else argv))
     finally:
         _started.pop()
+    if argv is None:  # the process's own command (not a call from chat or a test): it ends here
+        _end_past_abandoned_evaluations(code)
+    return code
+
+
+def _end_past_abandoned_evaluations(code: int) -> None:
+    """End the process at once when an evaluation the worker abandoned (a stop, a deadline) still runs in its thread.
+
+    Python's shutdown would stop that daemon thread wherever it is; inside torch's C++ that aborts the process
+    (``terminate called without an active exception``, status 134) after the run's last line was written. Its
+    result is dropped anyway, and everything worth keeping is in storage: flush what was printed and leave.
+    """
+    workers = sys.modules.get("coevo.search.workers")  # never imported: no evaluation ran in this process
+    if workers is None or not any(t.is_alive() and t.name == workers.EVALUATION_THREAD for t in threading.enumerate()):
+        return
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def _main(argv: list[str]) -> int:

@@ -57,7 +57,7 @@ import coevo
 
 
 class FaultyOptions(coevo.ProblemOptions):
-    fault: Literal["none", "nan", "inf", "raise", "missing", "hang"] = Field("nan", description="how a bad point fails")
+    fault: Literal["none", "nan", "inf", "raise", "missing", "hang", "torch-hang"] = Field("nan", description="how a bad point fails")
     every: int = Field(3, ge=1, description="points with (a + b) % every == 0 are bad")
     log: str = Field("", description="file: one line per evaluate call")
     marker: str = Field("", description="file written when a bad point's evaluation starts")
@@ -98,6 +98,13 @@ class Faulty(coevo.LevelProblem):
             deadline = time.monotonic() + 3600
             while not (o.release and Path(o.release).exists()) and time.monotonic() < deadline:
                 time.sleep(0.05)
+        elif o.fault == "torch-hang":  # busy in torch's C++ (a training step) until released
+            import torch
+
+            x = torch.randn(256, 256)
+            deadline = time.monotonic() + 3600
+            while not (o.release and Path(o.release).exists()) and time.monotonic() < deadline:
+                x = torch.tanh(x @ x)
         return values
 
     def cheap_values(self, points: Any) -> dict[str, Any]:
@@ -418,6 +425,31 @@ def test_a_worker_started_by_a_search_leaves_the_stopping_note_to_the_search(mon
     os.close(saved)
     os.close(slave)
     os.close(master)
+
+
+def test_ctrl_c_during_an_evaluation_busy_in_torch_ends_with_130_not_an_abort(space: Space, storage: str, tmp_path: Path) -> None:
+    # Python's shutdown stopped the abandoned evaluation's daemon thread inside torch's C++: "terminate called without
+    # an active exception", status 134, after the run's last line
+    args = ["search", "--problem", f"{space.file}:Faulty", "--options", json.dumps(space.options("torch-hang", 3)), "--proposer", "random"]
+    args += ["--budget", "5", "--storage", storage, "--study", "torch-hang", *TIMING]
+    command = [sys.executable, "-m", "coevo.agent.cli", *args]
+    proc = subprocess.Popen(command, cwd=tmp_path, env=coevo_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+
+        def busy() -> bool:
+            assert proc.poll() is None, f"the search exited first with {proc.returncode}: {proc.communicate()[1][-2000:]}"
+            return space.marker.exists()
+
+        wait_until(busy, 240, "the search to start an evaluation busy in torch")
+        time.sleep(0.5)  # well inside the loop of matrix products
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130 and "terminate called" not in stderr, (proc.returncode, stderr[-2000:])
+    assert "rerun the same command to resume" in stderr
 
 
 def test_ctrl_c_stops_a_hanging_evaluation_at_once_unpaid_and_a_rerun_evaluates_it(
