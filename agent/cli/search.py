@@ -147,6 +147,9 @@ def print_search(problem: Any, result: Any, *, as_json: bool = False) -> int:
     print_table(out, f"study {result.study}", [Column("key"), Column("value", text=True)], summary, show_header=False)
     from coevo.search.runner import front_columns, unpaid_word
 
+    if not result.front:  # stopped before its first evaluation, or every one failed: no table of no rows
+        out.print("front: none (no evaluation succeeded)" if result.budget_used else "front: none yet (nothing evaluated)")
+        return 0
     names = front_columns(problem)
     title = front_title(result)
     print_design_table(

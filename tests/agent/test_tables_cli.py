@@ -279,3 +279,20 @@ def test_noc_simulate_json_is_strict_with_units(capsys: pytest.CaptureFixture[st
     assert {"throughput_share", "mean_delay_cycles", "p99_delay_cycles"} <= set(value)
     assert not {"throughput", "mean_delay", "p99_delay"} & set(value)
     assert value["gt_acceptance"] is None and "NaN" in value["gt_acceptance_note"]
+
+
+def test_a_search_with_nothing_evaluated_says_so_instead_of_an_empty_front_table(capsys: pytest.CaptureFixture[str]) -> None:
+    from coevo.agent.cli.search import print_search
+
+    problem = SimpleNamespace(
+        objectives=[SimpleNamespace(name="a"), SimpleNamespace(name="b")], design_label="d", front_objectives=("a", "b")
+    )
+    base = {"failed": 0, "notes": [], "stopped": "stopped by a signal", "problem": {}, "proposer": "random", "reasoner": None, "seed": 0}
+    base |= {"evaluations": 0, "trials": 1, "hv_ratio": None, "igd": None, "front_recall": None, "wall_s": 1.0, "storage": "x"}
+    base |= {"study": "s", "front": [], "answered": 0, "paid": 0, "budget_used": 0, "budget": 4, "found_set": "all", "reported": 0}
+    capsys.readouterr()
+    assert print_search(problem, SimpleNamespace(**base)) == 0
+    out = capsys.readouterr().out
+    assert "front: none yet (nothing evaluated)" in out and "point id" not in out
+    assert print_search(problem, SimpleNamespace(**(base | {"failed": 2, "budget_used": 2, "failures": []}))) == 0
+    assert "front: none (no evaluation succeeded)" in capsys.readouterr().out
