@@ -39,6 +39,7 @@ The API key lives only in :class:`LLMSettings` (never in its ``repr`` or
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import logging
@@ -159,7 +160,8 @@ def _chat_openai() -> type[Any]:
 def _mark_non_object_arguments(response: Any) -> dict[str, Any] | None:
     """``response`` as a dict with each tool call's argument text that is JSON but not an object marked
     (:data:`NOT_JSON`); None when there is none (the reply failed for another reason)."""
-    reply = response if isinstance(response, dict) else response.model_dump(warnings=False)
+    # a copy: the caller's reply (a dict LangChain may hold on to) stays as the endpoint sent it
+    reply = copy.deepcopy(response) if isinstance(response, dict) else response.model_dump(warnings=False)
     marked = False
     for choice in reply.get("choices") or []:
         for call in (choice.get("message") or {}).get("tool_calls") or []:
