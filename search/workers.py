@@ -212,6 +212,12 @@ class WorkerResult:
     outages: list[float] = field(default_factory=list)
 
 
+def _trials_in_state(study_id: int, state: TrialState) -> sa.Select[int]:
+    """The count of Optuna study ``study_id``'s trials in ``state``, as a select on Optuna's trials table."""
+    table = _TRIALS.__table__
+    return sa.select(sa.func.count()).select_from(table).where(table.c.study_id == study_id, table.c.state == state)
+
+
 class Coordination:
     """coevo's coordination tables on the study's database."""
 
@@ -294,34 +300,30 @@ class Coordination:
         with self.engine.connect() as conn:
             return conn.execute(sa.select(claims).where(claims.c.study == self.study, claims.c.point_id == point_id)).first()
 
+    def _finished(self, point_id: str, trial: int) -> sa.Update:
+        """The statement marking ``trial``'s claim on ``point_id`` evaluated."""
+        return claims.update().where(claims.c.study == self.study, claims.c.point_id == point_id, claims.c.trial == trial).values(done=True)
+
     def finish(self, point_id: str, trial: int) -> None:
         """Mark ``trial``'s claim on ``point_id`` evaluated."""
         with self.engine.begin() as conn:
-            conn.execute(
-                claims.update()
-                .where(claims.c.study == self.study, claims.c.point_id == point_id, claims.c.trial == trial)
-                .values(done=True)
-            )
+            conn.execute(self._finished(point_id, trial))
 
     def finish_and_count(self, point_id: str, trial: int, study_id: int) -> tuple[int, int, int]:
         """:meth:`finish`, then :meth:`counts_and_waiting` in the same transaction: what the worker's next step reads
         first, taken where the write already is (a transaction less per paid evaluation)."""
         with self.engine.begin() as conn:
-            conn.execute(
-                claims.update()
-                .where(claims.c.study == self.study, claims.c.point_id == point_id, claims.c.trial == trial)
-                .values(done=True)
-            )
+            conn.execute(self._finished(point_id, trial))
             return self._counts_and_waiting(conn, study_id)
+
+    def _claim_counts(self) -> tuple[Any, Any]:
+        """(claimed points, evaluated points) of the study, as columns of one select."""
+        return sa.func.count(), sa.func.coalesce(sa.func.sum(sa.case((claims.c.done, 1), else_=0)), 0)
 
     def counts(self) -> tuple[int, int]:
         """(claimed points, evaluated points)."""
         with self.engine.connect() as conn:
-            total, done = conn.execute(
-                sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(sa.case((claims.c.done, 1), else_=0)), 0)).where(
-                    claims.c.study == self.study
-                )
-            ).one()
+            total, done = conn.execute(sa.select(*self._claim_counts()).where(claims.c.study == self.study)).one()
         return int(total), int(done)
 
     def counts_and_waiting(self, study_id: int) -> tuple[int, int, int]:
@@ -334,18 +336,8 @@ class Coordination:
             return self._counts_and_waiting(conn, study_id)
 
     def _counts_and_waiting(self, conn: sa.Connection, study_id: int) -> tuple[int, int, int]:
-        trials = _TRIALS.__table__
-        waiting = (
-            sa.select(sa.func.count())
-            .select_from(trials)
-            .where(trials.c.study_id == study_id, trials.c.state == TrialState.WAITING)
-            .scalar_subquery()
-        )
-        total, done, n = conn.execute(
-            sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(sa.case((claims.c.done, 1), else_=0)), 0), waiting).where(
-                claims.c.study == self.study
-            )
-        ).one()
+        waiting = _trials_in_state(study_id, TrialState.WAITING).scalar_subquery()
+        total, done, n = conn.execute(sa.select(*self._claim_counts(), waiting).where(claims.c.study == self.study)).one()
         return int(total), int(done), int(n)
 
     def open_claims(self) -> list[tuple[str, int]]:
@@ -925,10 +917,8 @@ class Worker:
 
     def _count(self, state: TrialState) -> int:
         """Trials of the study in ``state``, counted in SQL (Optuna's ``get_n_trials`` loads every such trial)."""
-        table = _TRIALS.__table__
-        query = sa.select(sa.func.count()).select_from(table).where(table.c.study_id == self.study_id, table.c.state == state)
         with self.heart.engine.connect() as conn:
-            return int(conn.execute(query).scalar_one())
+            return int(conn.execute(_trials_in_state(self.study_id, state)).scalar_one())
 
     def _lead_round(self) -> bool:
         """Run one co-evolution round if this worker gets the round lease; True if it did."""
