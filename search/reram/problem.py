@@ -155,7 +155,7 @@ class ReramProblem(LevelProblem):
             values, _ = evaluate_under_faults(
                 plan, lambda m: zm.evaluate(m, "val"), self.options.fault_rate, self.sa0_share, range(self.options.fault_maps)
             )
-            self._cache[point] = {"accuracy": float(np.mean(values)), "area": float(self.cheap_values([point])["area"][0])}
+            self._cache[point] = {"accuracy": float(np.mean(values)), "area": self._area(point)}
         return dict(self._cache[point])
 
     def acquisition_bounds(self) -> tuple[float, float]:
@@ -166,14 +166,13 @@ class ReramProblem(LevelProblem):
         return 80.0, need * Protection(spare_rows=4, spare_cols=4).area_factor(CFG) + 1e-9
 
     def cheap_values(self, points: Sequence[Any]) -> dict[str, np.ndarray]:
+        return {"area": np.array([self._area(tuple(p)) for p in points], dtype=float)}
+
+    def _area(self, point: Point) -> float:
         # from the layout's line counts: planning the pruned model (learned pruning trains it) took minutes per niche
         # before the first paid evaluation
-        from coevo.sim.reram import layout_area
-
-        model = _zoo(self.options.model).model
-        return {"area": np.array([self._area(model, tuple(p), layout_area) for p in points], dtype=float)}
-
-    def _area(self, model: Any, point: Point, layout_area: Any) -> float:
         if point not in self._areas:
-            self._areas[point] = float(layout_area(model, CFG, self.protection(point)))
+            from coevo.sim.reram import layout_area
+
+            self._areas[point] = float(layout_area(_zoo(self.options.model).model, CFG, self.protection(point)))
         return self._areas[point]
