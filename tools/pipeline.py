@@ -97,27 +97,30 @@ def read_plan(text: str, cluster: Cluster) -> tuple[ModelProfile, Plan]:
     return p, from_mapping(p, method, device_of, **cluster.rates)
 
 
-def _bytes_verdicts(plans: dict[str, dict[str, Any]]) -> list[str]:
-    """A verdict per baseline on skip-aware's forward bytes: the byte model is exact (no noise), so the counts' order
-    decides (not the rounded share, which reads 0 for a difference under 0.005 %); a baseline that sends fewer bytes
-    is said to, not left for the reader to spot as a negative share."""
+def _compare_bytes(plans: dict[str, dict[str, Any]]) -> tuple[dict[str, float], list[str]]:
+    """Skip-aware's forward bytes against each other plan's: the reduction per baseline (a share, rounded) and a verdict
+    line each. The byte model is exact (no noise), so the counts' order decides the verdict, not the rounded share
+    (which reads 0 for a difference under 0.005 %); a baseline that sends fewer bytes is said to, not left for the
+    reader to spot as a negative share."""
     if "skip-aware" not in plans:
-        return []
+        return {}, []
     ours = plans["skip-aware"]["total_bytes_per_microbatch_forward"]
-    lines = []
+    reductions, lines = {}, []
     for method, plan in plans.items():
         theirs = plan["total_bytes_per_microbatch_forward"]
         if method == "skip-aware":
             continue
-        share = f"{100 * abs(1 - ours / theirs):.3g} % " if theirs else ""
+        share = 1 - ours / theirs if theirs else 0.0
+        reductions[method] = round(share, 4)
+        shown = f"{100 * abs(share):.3g} % " if theirs else ""
         if ours < theirs:
-            word = f"skip-aware sends {share}fewer bytes"
+            word = f"skip-aware sends {shown}fewer bytes"
         elif ours > theirs:
-            word = f"skip-aware sends {share}more bytes (worse on bytes)"
+            word = f"skip-aware sends {shown}more bytes (worse on bytes)"
         else:
             word = "the same bytes"
         lines.append(f"verdict vs {method}: {word} per microbatch forward (exact byte counts: {ours:,} vs {theirs:,})")
-    return lines
+    return reductions, lines
 
 
 class PlanArgs(ToolArgs):
@@ -163,15 +166,11 @@ class PipelinePlan(Tool):
             plan = partition(p, m, args.devices, **cluster.rates, balance_tolerance=args.balance if m in TOLERANT else 0.0)
             plans[m] = {**plan.as_dict(p), "handle": plan_handle(p, plan)}
         value: dict[str, Any] = {"model": args.model, "devices": args.devices, "cluster": cluster.name, "plans": plans}
-        if "skip-aware" in plans and len(plans) > 1:
-            ours = plans["skip-aware"]["total_bytes_per_microbatch_forward"]
-            value["bytes_reduction"] = {
-                m: round(1 - ours / plan["total_bytes_per_microbatch_forward"], 4) if plan["total_bytes_per_microbatch_forward"] else 0.0
-                for m, plan in plans.items()
-                if m != "skip-aware"
-            }
+        reductions, verdicts = _compare_bytes(plans)
+        if reductions:
+            value["bytes_reduction"] = reductions
         messages = ["blockwise and blockwise-bytes relay skips stage by stage, as 1F1B/GPipe send them; blockwise-direct sends each once"]
-        messages += _bytes_verdicts(plans)
+        messages += verdicts
         if args.balance and len(methods) > 1:
             messages.append(
                 f"balance {args.balance:g} applies to blockwise-bytes and skip-aware; blockwise and blockwise-direct are compute-balanced"

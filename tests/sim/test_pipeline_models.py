@@ -165,12 +165,12 @@ def test_plan_tool_says_by_sign_whether_skip_aware_sends_fewer_bytes_than_each_b
 
 
 def test_the_byte_verdict_reads_the_counts_not_the_rounded_share() -> None:
-    from coevo.tools.pipeline import _bytes_verdicts
+    from coevo.tools.pipeline import _compare_bytes
 
     def plans(ours: int, theirs: int) -> dict[str, dict[str, int]]:
         return {"skip-aware": {"total_bytes_per_microbatch_forward": ours}, "blockwise": {"total_bytes_per_microbatch_forward": theirs}}
 
     # 40 bytes in a million: a share that rounds to 0.0000 at 4 decimals is still more bytes
-    assert "sends 0.004 % more bytes" in _bytes_verdicts(plans(1_000_040, 1_000_000))[0]
-    assert "sends 0.004 % fewer bytes" in _bytes_verdicts(plans(1_000_000, 1_000_040))[0]
-    assert "the same bytes" in _bytes_verdicts(plans(7, 7))[0]
+    assert "sends 0.004 % more bytes" in _compare_bytes(plans(1_000_040, 1_000_000))[1][0]
+    assert "sends 0.004 % fewer bytes" in _compare_bytes(plans(1_000_000, 1_000_040))[1][0]
+    assert "the same bytes" in _compare_bytes(plans(7, 7))[1][0]
