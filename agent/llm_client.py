@@ -65,6 +65,7 @@ from coevo.agent.llm_transport import (
 )
 from coevo.search.config import DEFAULT_LLM_TIMEOUT_S
 from coevo.search.errors import CoevoError
+from coevo.tools import parse_arguments
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -166,13 +167,8 @@ def _mark_non_object_arguments(response: Any) -> dict[str, Any] | None:
     for choice in reply.get("choices") or []:
         for call in (choice.get("message") or {}).get("tool_calls") or []:
             text = (call.get("function") or {}).get("arguments")
-            if not isinstance(text, str) or not text.strip():
-                continue
-            try:
-                value = json.loads(text, strict=False)
-            except json.JSONDecodeError:
-                continue
-            if not isinstance(value, dict):
+            # read as every tool call's arguments are (text that is not JSON at all LangChain already calls invalid)
+            if isinstance(text, str) and parse_arguments(text)[0] is None:
                 call["function"]["arguments"], marked = NOT_JSON + text, True
     return reply if marked else None
 
