@@ -34,10 +34,10 @@ import optuna
 from coevo.agent.reasoners._base import KB_TOKENS, UPDATE_TOKENS_FACTOR, KnowledgeContext, ProposeRequest, Reasoner
 from coevo.knowledge import Heuristic, KnowledgeBase, retrieval, validation
 from coevo.knowledge.exchange import onto_part, records_from
-from coevo.knowledge.store import IMPORT_BY, KnowledgeStore, StudyKnowledge, default_kb_url
+from coevo.knowledge.store import IMPORT_BY, KnowledgeStore, StudyKnowledge
 from coevo.search.acquisition import greedy_ehvi, greedy_hv
 from coevo.search.config import DEFAULT_KB_FROM_USE, KB_FROM_USES, Screen
-from coevo.search.errors import CoevoError, StorageError, StorageMissingError, UserInputError
+from coevo.search.errors import CoevoError, StorageMissingError, UserInputError
 from coevo.search.informed import Evidence, InformedPredictor, free_pool, point_ids
 from coevo.search.metrics import model_yield, pareto_mask
 from coevo.search.niches import FLOOR_SHARE, Niche, allocate, niche_of, single_niche
@@ -45,7 +45,6 @@ from coevo.search.predictor import spearman
 from coevo.search.problem import Evolvable, Problem
 from coevo.search.proposers import ROUND_SIZE, Evaluation, Proposal, Proposer, RoundContext, round_quota, start_quota
 from coevo.search.round_log import RoundLogs
-from coevo.search.storage import sqlite_path
 from coevo.search.surrogate import SurrogateModel
 
 EMPTY_ROUNDS = "coevo.empty_rounds"
@@ -278,12 +277,6 @@ class CoevolutionProposer(Proposer):
         """The knowledge store beside ``storage``, when there is one already, must open (a new one is made in the first round)."""
         if not self.use_knowledge:
             return
-        url = default_kb_url(storage)
-        path = sqlite_path(url)
-        if path is not None and path.exists() and not path.is_file():  # "missing" to a reader, and no file can be made there
-            raise StorageError(
-                f"the knowledge store beside the study's storage, {path}, is a folder: move it away, or pass another --storage"
-            )
         with contextlib.suppress(StorageMissingError):  # none yet: the first round creates it
             KnowledgeStore.for_storage(storage, create=False)
 

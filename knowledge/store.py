@@ -236,6 +236,8 @@ class KnowledgeStore:
     def __init__(self, url: str, *, busy_timeout_s: float = 30.0, create: bool = True) -> None:
         self.url = url
         path = sqlite_path(url)
+        if path is not None and path.is_dir():  # no store can be there, and "missing" would let a caller create its study first
+            raise StorageError(f"the knowledge store file, {path}, is a folder: move it away, or pass another --storage")
         if not create and path is not None and not path.is_file():
             raise self._missing()
         try:
