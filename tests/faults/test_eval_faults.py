@@ -14,6 +14,7 @@ independently of what the study recorded.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -21,6 +22,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -352,79 +354,90 @@ def test_no_heartbeat_is_recorded_for_a_trial_past_its_deadline(space: Space, st
 # ---------------------------------------------------------------- Ctrl-C
 
 
-def test_the_first_ctrl_c_on_a_terminal_is_answered_at_once_and_the_second_interrupts() -> None:
-    # a proposer's step (a round's proposals) can take a while before the stop is seen: the person hears at once
-    import os
-
-    from coevo.search.workers import STOPPING_NOTE, _stop_on_signals
+@contextmanager
+def _signals_handled_with_stderr_on(fd: int) -> Iterator[threading.Event]:
+    """A worker's SIGINT/SIGTERM handlers installed and stderr (fd 2) pointing at ``fd`` (a pty, a pipe) inside; both
+    restored after. Yields the stop the handlers set."""
+    from coevo.search.workers import _stop_on_signals
 
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("signal handlers are set in the main thread only")
-    master, slave = os.openpty()
-    saved = os.dup(2)
     stop = threading.Event()
+    saved = os.dup(2)
     restore = _stop_on_signals(stop)
     try:
-        os.dup2(slave, 2)  # stderr is a terminal
-        signal.raise_signal(signal.SIGINT)
-        assert stop.is_set()
-        with pytest.raises(KeyboardInterrupt):
-            signal.raise_signal(signal.SIGINT)
+        os.dup2(fd, 2)
+        yield stop
     finally:
         os.dup2(saved, 2)
         restore()
         os.close(saved)
-        os.close(slave)
+
+
+def test_the_first_ctrl_c_on_a_terminal_is_answered_at_once_and_the_second_interrupts() -> None:
+    # a proposer's step (a round's proposals) can take a while before the stop is seen: the person hears at once
+    from coevo.search.workers import STOPPING_NOTE
+
+    master, slave = os.openpty()
+    with _signals_handled_with_stderr_on(slave) as stop:  # stderr is a terminal
+        signal.raise_signal(signal.SIGINT)
+        assert stop.is_set()
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)
+    os.close(slave)
     said = os.read(master, 4096).decode()
     os.close(master)
     assert "stopping:" in said and "Ctrl-C again to stop at once" in said and said.count("stopping:") == 1, said
     assert " ".join(said.split()) == " ".join(STOPPING_NOTE.split())
     # stderr not a terminal (a log, a pipe): nothing is written
-    stop.clear()
-    restore = _stop_on_signals(stop)
     r, w = os.pipe()
-    saved = os.dup(2)
-    try:
-        os.dup2(w, 2)
+    with _signals_handled_with_stderr_on(w) as stop:
         signal.raise_signal(signal.SIGINT)
-    finally:
-        os.dup2(saved, 2)
-        restore()
-        os.close(saved)
-        os.close(w)
+    os.close(w)
     assert stop.is_set() and os.read(r, 4096) == b""
     os.close(r)
 
 
 def test_a_worker_started_by_a_search_leaves_the_stopping_note_to_the_search(monkeypatch: pytest.MonkeyPatch) -> None:
     # a terminal's Ctrl-C reaches the whole process group: with --workers 3 the note came three times
-    import os
+    from coevo.search.workers import ENV_WORKER_TAG
 
-    from coevo.search.workers import ENV_WORKER_TAG, _stop_on_signals
-
-    if threading.current_thread() is not threading.main_thread():
-        pytest.skip("signal handlers are set in the main thread only")
     master, slave = os.openpty()
-    saved = os.dup(2)
-    stop = threading.Event()
     for tag, said in (("w1", b""), ("", b"stopping:")):
         monkeypatch.setenv(ENV_WORKER_TAG, tag)
-        stop.clear()
-        restore = _stop_on_signals(stop)
-        try:
-            os.dup2(slave, 2)  # a terminal, as the search's own stderr
+        with _signals_handled_with_stderr_on(slave) as stop:  # a terminal, as the search's own stderr
             signal.raise_signal(signal.SIGINT)
             os.write(slave, b"|")  # a marker: what the handler wrote, if anything, comes before it
-        finally:
-            os.dup2(saved, 2)
-            restore()
         heard = b""
         while not heard.endswith(b"|"):
             heard += os.read(master, 4096)
         assert stop.is_set() and heard.strip().startswith(said) and (said or heard.strip() == b"|"), (tag, heard)
-    os.close(saved)
     os.close(slave)
     os.close(master)
+
+
+def _interrupted_search(space: Space, args: list[str], tmp_path: Path, doing: str, settle_s: float = 0.0) -> tuple[int, str, float]:
+    """``coevo search ARGS`` in its own process, sent SIGINT once its bad point's evaluation started (``settle_s`` later):
+    its exit status, its stderr, and the seconds from the signal to its end."""
+    command = [sys.executable, "-m", "coevo.agent.cli", *args]
+    proc = subprocess.Popen(command, cwd=tmp_path, env=coevo_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+
+        def started() -> bool:
+            assert proc.poll() is None, f"the search exited first with {proc.returncode}: {proc.communicate()[1][-2000:]}"
+            return space.marker.exists()
+
+        wait_until(started, 240, f"the search to start {doing}")  # start-up takes most of a minute on a loaded machine
+        time.sleep(settle_s)
+        proc.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        _, stderr = proc.communicate(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, stderr, took
 
 
 def test_ctrl_c_during_an_evaluation_busy_in_torch_ends_with_130_not_an_abort(space: Space, storage: str, tmp_path: Path) -> None:
@@ -432,23 +445,9 @@ def test_ctrl_c_during_an_evaluation_busy_in_torch_ends_with_130_not_an_abort(sp
     # an active exception", status 134, after the run's last line
     args = ["search", "--problem", f"{space.file}:Faulty", "--options", json.dumps(space.options("torch-hang", 3)), "--proposer", "random"]
     args += ["--budget", "5", "--storage", storage, "--study", "torch-hang", *TIMING]
-    command = [sys.executable, "-m", "coevo.agent.cli", *args]
-    proc = subprocess.Popen(command, cwd=tmp_path, env=coevo_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-
-        def busy() -> bool:
-            assert proc.poll() is None, f"the search exited first with {proc.returncode}: {proc.communicate()[1][-2000:]}"
-            return space.marker.exists()
-
-        wait_until(busy, 240, "the search to start an evaluation busy in torch")
-        time.sleep(0.5)  # well inside the loop of matrix products
-        proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 130 and "terminate called" not in stderr, (proc.returncode, stderr[-2000:])
+    # 0.5 s: well inside the loop of matrix products
+    code, stderr, _ = _interrupted_search(space, args, tmp_path, "an evaluation busy in torch", settle_s=0.5)
+    assert code == 130 and "terminate called" not in stderr, (code, stderr[-2000:])
     assert "rerun the same command to resume" in stderr
 
 
@@ -458,24 +457,8 @@ def test_ctrl_c_stops_a_hanging_evaluation_at_once_unpaid_and_a_rerun_evaluates_
     budget, every = 5, 3
     args = ["search", "--problem", f"{space.file}:Faulty", "--options", json.dumps(space.options("hang", every)), "--proposer", "random"]
     args += ["--budget", str(budget), "--storage", storage, "--study", "ctrl-c", *TIMING]
-    command = [sys.executable, "-m", "coevo.agent.cli", *args]
-    proc = subprocess.Popen(command, cwd=tmp_path, env=coevo_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-
-        def hanging() -> bool:
-            assert proc.poll() is None, f"the search exited first with {proc.returncode}: {proc.communicate()[1][-2000:]}"
-            return space.marker.exists()
-
-        wait_until(hanging, 240, "the search to start a hanging evaluation")  # start-up takes most of a minute on a loaded machine
-        proc.send_signal(signal.SIGINT)
-        sent = time.monotonic()
-        _, stderr = proc.communicate(timeout=60)
-        took = time.monotonic() - sent
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 130 and took < 15, (proc.returncode, took, stderr)  # within seconds, not after the hour
+    code, stderr, took = _interrupted_search(space, args, tmp_path, "a hanging evaluation")
+    assert code == 130 and took < 15, (code, took, stderr)  # within seconds, not after the hour
     assert "interrupted by a signal" in stderr and "rerun the same command to resume" in stderr and "Traceback" not in stderr
     hung = space.marker.read_text()
     found = audit(storage, "ctrl-c")
