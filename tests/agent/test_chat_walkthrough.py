@@ -27,6 +27,20 @@ def once_json(capfd: pytest.CaptureFixture[str], storage: str, text: str, *extra
     return code, json.loads(out), err
 
 
+def scripted_turn(
+    capfd: pytest.CaptureFixture[str], storage: str, script: list[dict[str, Any]], stream: bool
+) -> tuple[str, str, dict[str, str], int]:
+    """One ``coevo chat --once`` turn against a loopback model playing ``script`` (streamed or not): stdout, stderr,
+    what the model was told of each tool call (by call id, from its second request), and how many requests it got."""
+    with FakeOpenAI(script) as fake:
+        capfd.readouterr()
+        argv = ["chat", "--storage", storage, "--once", "query a cell", "--llm-base-url", fake.url, "--llm-model", "m"]
+        assert main(argv + ([] if stream else ["--no-stream"])) == 0
+        out, err = capfd.readouterr()
+    told = {m["tool_call_id"]: m["content"] for m in fake.requests[1]["messages"] if m["role"] == "tool"}
+    return out, err, told, len(fake.requests)
+
+
 # ---------------------------------------------------------------- 1: /exit under --once names no other session
 
 
@@ -79,12 +93,7 @@ def test_bad_tool_calls_are_shown_as_made_counted_and_explained(capfd: pytest.Ca
         {"tool_calls": [{"name": "nb201_query", "arguments": "{bad"}, {"name": "nosuch_tool", "arguments": {"x": 1}}]},
         {"content": "Sorry, let me try again later."},
     ]
-    with FakeOpenAI(script) as fake:
-        capfd.readouterr()
-        argv = ["chat", "--storage", storage, "--once", "query a cell", "--llm-base-url", fake.url, "--llm-model", "m"]
-        assert main(argv + ([] if stream else ["--no-stream"])) == 0
-        out, _ = capfd.readouterr()
-    told = {m["tool_call_id"]: m["content"] for m in fake.requests[1]["messages"] if m["role"] == "tool"}
+    out, _, told, _ = scripted_turn(capfd, storage, script, stream)
     bad, unknown = told["call_1_0"], told["call_1_1"]
     # the model is told the real problem: the JSON (streamed, LangChain completed `{bad` into `{}`: "arch: Field required")
     assert "are not valid JSON (Expecting property name" in bad and "Field required" not in bad, bad
@@ -183,13 +192,8 @@ def test_a_tool_call_whose_arguments_are_not_an_object_is_one_bad_call_streamed_
         },
         {"content": "Done."},
     ]
-    with FakeOpenAI(script) as fake:
-        capfd.readouterr()
-        argv = ["chat", "--storage", storage, "--once", "query a cell", "--llm-base-url", fake.url, "--llm-model", "m"]
-        assert main(argv + ([] if stream else ["--no-stream"])) == 0
-        out, err = capfd.readouterr()
-    assert len(fake.requests) == 2 and "retrying" not in err, err  # one reply, read once, not asked again
-    told = {m["tool_call_id"]: m["content"] for m in fake.requests[1]["messages"] if m["role"] == "tool"}
+    out, err, told, requests = scripted_turn(capfd, storage, script, stream)
+    assert requests == 2 and "retrying" not in err, err  # one reply, read once, not asked again
     assert "valid JSON but not a JSON object (an array); nothing ran" in told["call_1_0"], told
     assert not told["call_1_1"].startswith("error"), told  # the other call of the same reply ran
     assert "→ nb201.query [1, 2]" in out and "→ studies.list" in out and "Let me look." in out, out
